@@ -1,0 +1,36 @@
+"""gpudsl: a Python-embedded, user-scheduled kernel language for NVIDIA GPUs.
+
+Write kernels as ``@proc`` functions, prove them race-free with ``check()``,
+schedule them with ``gpudsl.schedule``, and run them through CUDA or the CPU
+emulator.  See README.md and SPEC.md.
+"""
+from __future__ import annotations
+
+from .errors import (CheckError, CompileError, Error, InterpError, LaunchError, ProcError,
+                     RaceError, SchedulingError, SrcLoc)
+from .language import *  # noqa: F401,F403
+from .language import __all__ as _lang_all
+from .proc import Proc, instr, proc, proc_from_source
+
+__version__ = "0.1.0"
+
+
+def interpret(p, detect_races: bool = False, **args):
+    """Run ``p`` on numpy arrays in place with the reference semantics."""
+    from .interpreter import interpret as _interpret
+
+    return _interpret(p, detect_races=detect_races, **args)
+
+
+def check(p, **bindings):
+    """``p.check(**bindings)``: prove the proc safe or show a counterexample."""
+    from .analysis import check as _check
+
+    return _check(p, **bindings)
+
+
+__all__ = list(_lang_all) + [
+    "Proc", "proc", "instr", "proc_from_source", "interpret", "check",
+    "Error", "ProcError", "SchedulingError", "CheckError", "RaceError", "LaunchError",
+    "CompileError", "InterpError", "SrcLoc", "__version__",
+]

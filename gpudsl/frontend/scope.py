@@ -1,0 +1,68 @@
+"""Names in scope while parsing a proc, with what each one is."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ProcError, SrcLoc
+from ..ir.types import DType, Mapping, Memory
+
+# kinds: "size", "index", "loop", "scalar" (parameter), "local" (allocated
+# scalar), "array" (tensor, window or allocated array)
+
+
+@dataclass(frozen=True)
+class Sym:
+    name: str
+    kind: str
+    ty: DType
+    shape: tuple = ()
+    mem: Memory | None = None
+    loc: SrcLoc | None = None
+    mapping: Mapping | None = None  # loops: BLOCKS / THREADS / None
+    param: bool = False
+
+    @property
+    def is_int_control(self) -> bool:
+        return self.kind in ("size", "index", "loop")
+
+    def describe(self) -> str:
+        return {"size": "a size parameter", "index": "an index parameter",
+                "loop": "a loop variable", "scalar": "a scalar parameter",
+                "local": "a scalar", "array": "an array"}[self.kind]
+
+
+class Scope:
+    """A stack of blocks.  Binding a name that is visible already is an error
+    (gpudsl names mean one thing in a proc), sibling blocks may reuse names."""
+
+    def __init__(self):
+        self.frames: list[dict[str, Sym]] = [{}]
+
+    def push(self):
+        self.frames.append({})
+
+    def pop(self):
+        self.frames.pop()
+
+    def lookup(self, name: str) -> Sym | None:
+        for f in reversed(self.frames):
+            if name in f:
+                return f[name]
+        return None
+
+    def bind(self, sym: Sym, loc: SrcLoc | None):
+        old = self.lookup(sym.name)
+        if old is not None:
+            where = f" (at line {old.loc.line})" if old.loc else ""
+            raise ProcError(f"'{sym.name}' is already defined{where} as {old.describe()}", loc,
+                            "pick another name: gpudsl does not allow shadowing")
+        self.frames[-1][sym.name] = sym
+
+    def all_names(self) -> set[str]:
+        out: set[str] = set()
+        for f in self.frames:
+            out |= set(f)
+        return out
+
+    def enclosing_loops(self) -> list[Sym]:
+        return [s for f in self.frames for s in f.values() if s.kind == "loop"]

@@ -1,0 +1,280 @@
+"""The immutable IR of gpudsl procs.
+
+Every node is a frozen dataclass.  Equality and hashing are structural and
+ignore source locations (``loc``), so a proc printed and parsed again equals the
+original.  Statement bodies are tuples.  Names are plain strings: the frontend
+forbids shadowing, so a name means one thing in a proc.
+
+Expressions carry their type in ``ty``.  Control integers (sizes, index
+parameters, loop variables) are :class:`Var`; everything that lives in memory
+(tensor elements, scalar parameters, local scalars) is read with :class:`Read`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from ..errors import SrcLoc
+from .types import INDEX, DType, Mapping, Memory, bool_
+
+_LOC = dict(default=None, compare=False, repr=False)
+
+
+class Node:
+    """Base class of every IR node."""
+
+    __slots__ = ()
+
+    def with_(self, **changes):
+        """A copy of this node with some fields replaced."""
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+
+# ----------------------------------------------------------------- expressions
+
+
+class Expr(Node):
+    __slots__ = ()
+    ty: DType
+
+
+@dataclass(frozen=True)
+class Const(Expr):
+    val: Union[int, float, bool]
+    ty: DType = INDEX
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class Var(Expr):
+    """A control integer: a size, an index parameter or a loop variable."""
+
+    name: str
+    ty: DType = INDEX
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class Read(Expr):
+    """``x[i, j]``; a scalar (parameter or local) has ``idx == ()``."""
+
+    name: str
+    idx: tuple[Expr, ...]
+    ty: DType
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+BIN_OPS = ("+", "-", "*", "/", "//", "%", "&", "|", "^", "<<", ">>",
+           "==", "!=", "<", "<=", ">", ">=", "and", "or")
+CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+@dataclass(frozen=True)
+class BinOp(Expr):
+    op: str
+    lhs: Expr
+    rhs: Expr
+    ty: DType
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class UnOp(Expr):
+    """``-e`` or ``not e``."""
+
+    op: str
+    arg: Expr
+    ty: DType
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+BUILTINS = ("min", "max", "abs", "exp", "log", "sqrt", "tanh", "select")
+
+
+@dataclass(frozen=True)
+class Builtin(Expr):
+    """A builtin function call: one of :data:`BUILTINS`, or a cast named by a
+    scalar type (``f32(e)``)."""
+
+    name: str
+    args: tuple[Expr, ...]
+    ty: DType
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class Point(Node):
+    """One fixed index of a window: ``x[i, 0:4]`` has ``Point(i)`` first."""
+
+    pt: Expr
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class Interval(Node):
+    """A range ``lo:hi`` of a window."""
+
+    lo: Expr
+    hi: Expr
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class WindowArg(Expr):
+    """An array or a window into one, passed to a proc or instr call.
+
+    A whole array passed by name has ``idx == ()``.
+    """
+
+    name: str
+    idx: tuple[Union[Point, Interval], ...]
+    ty: DType
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+# ----------------------------------------------------------------- statements
+
+
+class Stmt(Node):
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class Assign(Stmt):
+    name: str
+    idx: tuple[Expr, ...]
+    rhs: Expr
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+REDUCE_OPS = ("+", "-", "*")
+
+
+@dataclass(frozen=True)
+class Reduce(Stmt):
+    """``x[i] += e`` (also ``-=`` and ``*=``)."""
+
+    name: str
+    idx: tuple[Expr, ...]
+    op: str
+    rhs: Expr
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+ATOMIC_OPS = ("add", "min", "max")
+
+
+@dataclass(frozen=True)
+class Atomic(Stmt):
+    """``atomic_add(x[i], e)``; ``op`` is ``"add"``, ``"min"`` or ``"max"``."""
+
+    op: str
+    name: str
+    idx: tuple[Expr, ...]
+    rhs: Expr
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class Alloc(Stmt):
+    """``s: f32[4, 4] @ SHARED``; a scalar has ``shape == ()``."""
+
+    name: str
+    ty: DType
+    shape: tuple[Expr, ...]
+    mem: Memory
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    """A loop.  ``kind`` is ``"seq"`` or ``"par"``; ``mapping`` is None, BLOCKS
+    or THREADS (only for ``par``); ``unroll`` asks code generation for
+    ``#pragma unroll``."""
+
+    iter: str
+    lo: Expr
+    hi: Expr
+    body: tuple[Stmt, ...]
+    kind: str = "seq"
+    mapping: Optional[Mapping] = None
+    unroll: bool = False
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    cond: Expr
+    body: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] = ()
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class Sync(Stmt):
+    """``sync()``: the block barrier."""
+
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class Pass(Stmt):
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class Call(Stmt):
+    """A call of another proc or instr.  ``args`` match ``proc.params`` in order:
+    integer expressions for sizes and index parameters, expressions for scalar
+    parameters, :class:`WindowArg` for tensor and window parameters."""
+
+    proc: "ProcDef" = field(metadata={"child": False})
+    args: tuple[Expr, ...] = ()
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+# ----------------------------------------------------------------- procs
+
+PARAM_KINDS = ("size", "index", "scalar", "tensor", "window")
+
+
+@dataclass(frozen=True)
+class Param(Node):
+    """A parameter.  ``ty`` is INDEX for sizes and index parameters; ``shape``
+    and ``mem`` matter for tensors and windows."""
+
+    name: str
+    kind: str
+    ty: DType
+    shape: tuple[Expr, ...] = ()
+    mem: Optional[Memory] = None
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+    @property
+    def is_array(self) -> bool:
+        return self.kind in ("tensor", "window")
+
+
+@dataclass(frozen=True)
+class ProcDef(Node):
+    """A whole proc: parameters, preconditions (``assert``), body.  ``instr`` is
+    the CUDA C template of an ``@instr`` proc, else None."""
+
+    name: str
+    params: tuple[Param, ...]
+    preds: tuple[Expr, ...]
+    body: tuple[Stmt, ...]
+    instr: Optional[str] = None
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+    def param(self, name: str) -> Param | None:
+        for p in self.params:
+            if p.name == name:
+                return p
+        return None
+
+
+def is_bool(e: Expr) -> bool:
+    return e.ty == bool_

@@ -1,0 +1,157 @@
+"""Printing procs as gpudsl source.
+
+``print_proc(p)`` gives Python text that, executed where the callees are in
+scope (``from gpudsl import *`` plus the called procs), defines a proc equal
+to ``p``.  Parentheses follow Python precedence, so only needed ones appear.
+"""
+from __future__ import annotations
+
+import math
+
+from .nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
+                    Interval, Param, Pass, Point, ProcDef, Read, Reduce, Stmt, Sync, UnOp,
+                    Var, WindowArg)
+from .types import GLOBAL
+
+# Python precedence, higher binds tighter.
+_PREC = {
+    "or": 1, "and": 2, "not": 3,
+    "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
+    "|": 5, "^": 6, "&": 7, "<<": 8, ">>": 8,
+    "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10,
+    "neg": 11,
+}
+_ATOM = 12
+
+
+def _const(c: Const) -> str:
+    v = c.val
+    if c.ty.kind == "bool":
+        return "True" if v else "False"
+    if c.ty.is_float:
+        v = float(v)
+        if math.isinf(v):
+            return "float('inf')" if v > 0 else "-float('inf')"
+        return repr(v)
+    return str(int(v))
+
+
+def expr_prec(e: Expr) -> int:
+    if isinstance(e, BinOp):
+        return _PREC[e.op]
+    if isinstance(e, UnOp):
+        return _PREC["not"] if e.op == "not" else _PREC["neg"]
+    if isinstance(e, Const) and not isinstance(e.val, bool) and e.val < 0:
+        return _PREC["neg"]
+    return _ATOM
+
+
+def print_expr(e: Expr, prec: int = 0) -> str:
+    """``e`` as Python source; parenthesised if its precedence is below ``prec``."""
+    if isinstance(e, Const):
+        s = _const(e)
+    elif isinstance(e, Var):
+        s = e.name
+    elif isinstance(e, Read):
+        s = e.name if not e.idx else f"{e.name}[{', '.join(print_expr(i) for i in e.idx)}]"
+    elif isinstance(e, WindowArg):
+        s = print_window(e)
+    elif isinstance(e, BinOp):
+        p = _PREC[e.op]
+        if e.op in ("==", "!=", "<", "<=", ">", ">="):
+            # Comparisons chain in Python: parenthesise comparison operands.
+            s = f"{print_expr(e.lhs, p + 1)} {e.op} {print_expr(e.rhs, p + 1)}"
+        else:
+            s = f"{print_expr(e.lhs, p)} {e.op} {print_expr(e.rhs, p + 1)}"
+    elif isinstance(e, UnOp):
+        if e.op == "not":
+            s = f"not {print_expr(e.arg, _PREC['not'])}"
+        else:
+            s = f"-{print_expr(e.arg, _PREC['neg'])}"
+    elif isinstance(e, Builtin):
+        s = f"{e.name}({', '.join(print_expr(a) for a in e.args)})"
+    else:
+        raise TypeError(f"not an expression: {e!r}")
+    if expr_prec(e) < prec:
+        return f"({s})"
+    return s
+
+
+def print_window(w: WindowArg) -> str:
+    if not w.idx:
+        return w.name
+    parts = []
+    for i in w.idx:
+        if isinstance(i, Point):
+            parts.append(print_expr(i.pt))
+        else:
+            parts.append(f"{print_expr(i.lo)}:{print_expr(i.hi)}")
+    return f"{w.name}[{', '.join(parts)}]"
+
+
+def _shape(shape) -> str:
+    return ", ".join(print_expr(s) for s in shape)
+
+
+def print_param(p: Param) -> str:
+    if p.kind in ("size", "index"):
+        return f"{p.name}: {p.kind}"
+    if p.kind == "scalar":
+        return f"{p.name}: {p.ty.name}"
+    if p.kind == "window":
+        return f"{p.name}: [{p.ty.name}][{_shape(p.shape)}] @ {p.mem.name}"
+    mem = "" if p.mem in (None, GLOBAL) else f" @ {p.mem.name}"
+    return f"{p.name}: {p.ty.name}[{_shape(p.shape)}]{mem}"
+
+
+def _lhs(name: str, idx) -> str:
+    return name if not idx else f"{name}[{', '.join(print_expr(i) for i in idx)}]"
+
+
+def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
+    pad = "    " * indent
+    if isinstance(s, Assign):
+        return [f"{pad}{_lhs(s.name, s.idx)} = {print_expr(s.rhs)}"]
+    if isinstance(s, Reduce):
+        return [f"{pad}{_lhs(s.name, s.idx)} {s.op}= {print_expr(s.rhs)}"]
+    if isinstance(s, Atomic):
+        return [f"{pad}atomic_{s.op}({_lhs(s.name, s.idx)}, {print_expr(s.rhs)})"]
+    if isinstance(s, Alloc):
+        t = s.ty.name if not s.shape else f"{s.ty.name}[{_shape(s.shape)}]"
+        return [f"{pad}{s.name}: {t} @ {s.mem.name}"]
+    if isinstance(s, For):
+        unroll = ", unroll=True" if s.unroll else ""
+        rng = f"{s.kind}({print_expr(s.lo)}, {print_expr(s.hi)}{unroll})"
+        if s.mapping is not None:
+            rng += f" @ {s.mapping.name}"
+        return [f"{pad}for {s.iter} in {rng}:"] + print_block(s.body, indent + 1)
+    if isinstance(s, If):
+        out = [f"{pad}if {print_expr(s.cond)}:"] + print_block(s.body, indent + 1)
+        if s.orelse:
+            out += [f"{pad}else:"] + print_block(s.orelse, indent + 1)
+        return out
+    if isinstance(s, Sync):
+        return [f"{pad}sync()"]
+    if isinstance(s, Pass):
+        return [f"{pad}pass"]
+    if isinstance(s, Call):
+        return [f"{pad}{s.proc.name}({', '.join(print_expr(a) for a in s.args)})"]
+    raise TypeError(f"not a statement: {s!r}")
+
+
+def print_block(body, indent: int) -> list[str]:
+    if not body:
+        return ["    " * indent + "pass"]
+    out: list[str] = []
+    for s in body:
+        out += print_stmt(s, indent)
+    return out
+
+
+def print_proc(p: ProcDef) -> str:
+    deco = "@proc" if p.instr is None else f"@instr({p.instr!r})"
+    lines = [deco, f"def {p.name}({', '.join(print_param(x) for x in p.params)}):"]
+    for pred in p.preds:
+        lines.append(f"    assert {print_expr(pred)}")
+    lines += print_block(p.body, 1) if (p.body or not p.preds) else []
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,122 @@
+"""Scalar types, memories and loop mappings of gpudsl.
+
+These are plain immutable values.  The same objects are what a user imports
+(``from gpudsl import f32, SHARED, BLOCKS``) and what the IR stores.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DType:
+    """A scalar type.
+
+    ``kind`` is ``"float"``, ``"int"``, ``"bool"`` or ``"index"``.  ``index`` is the
+    type of control integers: sizes, index parameters, loop variables and integer
+    literals; it has no fixed width (code generation picks 32 or 64 bits).
+    """
+
+    name: str
+    kind: str
+    bits: int
+    numpy: str | None  # numpy dtype name, None for index
+    ctype: str  # CUDA C spelling
+
+    def __repr__(self) -> str:
+        return self.name
+
+    # ``f32[n, m]`` in an annotation is only ever parsed, never evaluated; this
+    # keeps the expression harmless if Python evaluates it anyway.
+    def __getitem__(self, item):
+        return self
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_integer(self) -> bool:
+        return self.kind in ("int", "index")
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.kind in ("float", "int", "index")
+
+
+f16 = DType("f16", "float", 16, "float16", "__half")
+bf16 = DType("bf16", "float", 16, None, "__nv_bfloat16")
+f32 = DType("f32", "float", 32, "float32", "float")
+f64 = DType("f64", "float", 64, "float64", "double")
+i32 = DType("i32", "int", 32, "int32", "int")
+i64 = DType("i64", "int", 64, "int64", "long long")
+bool_ = DType("bool", "bool", 8, "bool", "bool")
+INDEX = DType("index", "index", 64, None, "long long")
+
+DTYPES: dict[str, DType] = {t.name: t for t in (f16, bf16, f32, f64, i32, i64, bool_)}
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Where an array lives: ``GLOBAL``, ``SHARED`` or ``REGISTER``."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __rmatmul__(self, other):  # ``f32[4] @ SHARED`` if ever evaluated
+        return other
+
+
+GLOBAL = Memory("GLOBAL")
+SHARED = Memory("SHARED")
+REGISTER = Memory("REGISTER")
+MEMORIES: dict[str, Memory] = {m.name: m for m in (GLOBAL, SHARED, REGISTER)}
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """How a ``par`` loop maps onto the GPU: ``BLOCKS`` or ``THREADS``."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+BLOCKS = Mapping("BLOCKS")
+THREADS = Mapping("THREADS")
+MAPPINGS: dict[str, Mapping] = {m.name: m for m in (BLOCKS, THREADS)}
+
+
+class _ParamMarker:
+    """``size`` and ``index``: the annotations of integer parameters."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+size = _ParamMarker("size")
+index = _ParamMarker("index")
+
+
+def join_numeric(a: DType, b: DType) -> DType | None:
+    """The type of ``a op b`` for arithmetic, or None when they do not mix.
+
+    index with an integer type gives index; two float types must agree.
+    """
+    if a == b:
+        return a
+    if a.is_float and b.is_float:
+        return None
+    if a.is_float:
+        return a
+    if b.is_float:
+        return b
+    if a.kind == "index" or b.kind == "index":
+        return INDEX
+    return a if a.bits >= b.bits else b

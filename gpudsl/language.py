@@ -1,0 +1,31 @@
+"""Names used inside procs.  They are recognised by the parser, never run:
+calling one from Python raises with a hint."""
+from __future__ import annotations
+
+from .ir.types import (BLOCKS, GLOBAL, REGISTER, SHARED, THREADS, bf16, bool_, f16, f32,
+                       f64, i32, i64, index, size)
+
+
+def _only_in_procs(name):
+    def f(*args, **kwargs):
+        raise RuntimeError(f"{name}() means something only inside a @proc")
+
+    f.__name__ = name
+    return f
+
+
+par = _only_in_procs("par")
+seq = _only_in_procs("seq")
+sync = _only_in_procs("sync")
+atomic_add = _only_in_procs("atomic_add")
+atomic_min = _only_in_procs("atomic_min")
+atomic_max = _only_in_procs("atomic_max")
+select = _only_in_procs("select")
+exp = _only_in_procs("exp")
+log = _only_in_procs("log")
+sqrt = _only_in_procs("sqrt")
+tanh = _only_in_procs("tanh")
+
+__all__ = ["BLOCKS", "THREADS", "GLOBAL", "SHARED", "REGISTER", "f16", "bf16", "f32", "f64",
+           "i32", "i64", "bool_", "size", "index", "par", "seq", "sync", "atomic_add",
+           "atomic_min", "atomic_max", "select", "exp", "log", "sqrt", "tanh"]

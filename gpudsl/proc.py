@@ -1,0 +1,142 @@
+"""The user-facing proc object and the ``@proc`` / ``@instr`` decorators.
+
+A :class:`Proc` is an immutable value wrapping a :class:`gpudsl.ir.ProcDef`.
+Its methods are thin doors into the rest of the package: checking, code
+generation, compiling, interpreting and cursors for scheduling.
+"""
+from __future__ import annotations
+
+import html
+
+from .ir.nodes import ProcDef
+from .ir.printer import print_proc
+
+
+class Proc:
+    __slots__ = ("_ir", "_origin")
+
+    def __init__(self, ir: ProcDef, origin=None):
+        self._ir = ir
+        # Cursor forwarding: (previous proc, forwarding function) or None.
+        self._origin = origin
+
+    # ---------------------------------------------------------------- value
+
+    @property
+    def ir(self) -> ProcDef:
+        return self._ir
+
+    @property
+    def name(self) -> str:
+        return self._ir.name
+
+    @property
+    def is_instr(self) -> bool:
+        return self._ir.instr is not None
+
+    def __eq__(self, other):
+        return isinstance(other, Proc) and self._ir == other._ir
+
+    def __hash__(self):
+        return hash(self._ir)
+
+    def __str__(self):
+        return print_proc(self._ir)
+
+    def __repr__(self):
+        return f"<gpudsl proc {self.name}>"
+
+    def _repr_markdown_(self):
+        return "```python\n" + str(self) + "```"
+
+    def _repr_html_(self):
+        return "<pre><code class=\"language-python\">" + html.escape(str(self)) + \
+            "</code></pre>"
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"proc {self.name} cannot be called from Python directly; use "
+                        f"gpudsl.interpret({self.name}, ...) or {self.name}.compile(...)(...)")
+
+    # ---------------------------------------------------------------- doors
+
+    def check(self, **bindings):
+        """Prove the proc free of races, divergence and out-of-bounds accesses."""
+        from .analysis import check
+
+        return check(self, **bindings)
+
+    def interpret(self, detect_races: bool = False, **args):
+        from .interpreter import interpret
+
+        return interpret(self, detect_races=detect_races, **args)
+
+    def cuda_source(self, **bindings) -> str:
+        from .codegen import cuda_source
+
+        return cuda_source(self, **bindings)
+
+    def compile(self, target: str = "cuda", **bindings):
+        from .runtime.kernel import compile_proc
+
+        return compile_proc(self, target, **bindings)
+
+    # cursors (see gpudsl.schedule.cursors)
+    def find_loop(self, pattern, many: bool = False):
+        from .schedule.cursors import find_loop
+
+        return find_loop(self, pattern, many=many)
+
+    def find(self, pattern, many: bool = False):
+        from .schedule.cursors import find
+
+        return find(self, pattern, many=many)
+
+    def find_alloc(self, pattern, many: bool = False):
+        from .schedule.cursors import find_alloc
+
+        return find_alloc(self, pattern, many=many)
+
+    def forward(self, cursor):
+        from .schedule.cursors import forward
+
+        return forward(self, cursor)
+
+    def body(self):
+        from .schedule.cursors import body
+
+        return body(self)
+
+
+def proc(func) -> Proc:
+    """Decorator: parse a Python function as a gpudsl proc."""
+    from .frontend import parse_function
+
+    return Proc(parse_function(func))
+
+
+def instr(template: str):
+    """Decorator: an instruction whose body gives its meaning to the interpreter
+    and the checker, and whose CUDA C ``template`` (``{arg}`` holes) code
+    generation emits."""
+    if not isinstance(template, str):
+        raise TypeError("use @instr(\"CUDA C template\")")
+
+    def deco(func) -> Proc:
+        from .frontend import parse_function
+
+        return Proc(parse_function(func, instr=template))
+
+    return deco
+
+
+def proc_from_source(text: str, namespace: dict | None = None, file: str = "<string>",
+                     first_line: int = 1) -> Proc:
+    """Parse a proc from source text, resolving callees in ``namespace``."""
+    import linecache
+
+    from .frontend import parse_source_text
+
+    if file.startswith("<"):
+        linecache.cache[file] = (len(text), None, text.splitlines(True), file)
+    instr_t = None
+    return Proc(parse_source_text(text, file, first_line, namespace or {}, instr_t))
