@@ -1,0 +1,66 @@
+"""The ``gpudsl`` command line: demo, check, cuda, bench, tune."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _bindings(items: list[str]) -> dict[str, int]:
+    out = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"gpudsl: --bind takes NAME=VALUE, got {item!r}")
+        try:
+            out[name.strip()] = int(value)
+        except ValueError:
+            raise SystemExit(f"gpudsl: --bind {name}: {value!r} is not an integer") from None
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .errors import Error
+
+    ap = argparse.ArgumentParser(prog="gpudsl", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("demo", help="run the main example end to end")
+    c = sub.add_parser("check", help="check the procs of a file: gpudsl check FILE[::PROC]")
+    c.add_argument("target")
+    c.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE")
+    u = sub.add_parser("cuda", help="print the CUDA C of a proc: gpudsl cuda FILE::PROC")
+    u.add_argument("target")
+    u.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE")
+    b = sub.add_parser("bench", help="run the standard-library benchmarks")
+    b.add_argument("args", nargs=argparse.REMAINDER)
+    t = sub.add_parser("tune", help="autotune standard-library schedules")
+    t.add_argument("args", nargs=argparse.REMAINDER)
+    ns = ap.parse_args(argv)
+    try:
+        if ns.cmd == "demo":
+            from .demo import run
+
+            return run()
+        if ns.cmd == "check":
+            from .analysis.cli import run_check
+
+            return run_check(ns.target, _bindings(ns.bind))
+        if ns.cmd == "cuda":
+            from .codegen.cli import run_cuda
+
+            return run_cuda(ns.target, _bindings(ns.bind))
+        if ns.cmd == "bench":
+            from .bench import main as bench_main
+
+            return bench_main(ns.args)
+        if ns.cmd == "tune":
+            from .autotune import main as tune_main
+
+            return tune_main(ns.args)
+    except Error as e:
+        print(f"gpudsl: {e}", file=sys.stderr)
+        return 1
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
