@@ -127,6 +127,9 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
         return [f"{pad}for {s.iter} in {rng}:"] + print_block(s.body, indent + 1)
     if isinstance(s, If):
         out = [f"{pad}if {print_expr(s.cond)}:"] + print_block(s.body, indent + 1)
+        while len(s.orelse) == 1 and isinstance(s.orelse[0], If):
+            s = s.orelse[0]
+            out += [f"{pad}elif {print_expr(s.cond)}:"] + print_block(s.body, indent + 1)
         if s.orelse:
             out += [f"{pad}else:"] + print_block(s.orelse, indent + 1)
         return out
