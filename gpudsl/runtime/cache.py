@@ -1,0 +1,107 @@
+"""On-disk cache of compiled artifacts (cubins, emulator shared objects).
+
+Location: ``$GPUDSL_CACHE_DIR``, default ``~/.cache/gpudsl``.  An entry is keyed by
+:func:`cache_key` (sha256 over source, target, arch, options, compiler version and gpudsl
+version) and holds the artifact ``<key>.<suffix>`` plus ``<key>.json`` metadata (e.g. the
+ptxas log and parsed resources).  Every write goes to a temporary file in the same
+directory followed by ``os.replace``, so readers never see a partial file, and concurrent
+writers of the same key simply race to install identical content.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def gpudsl_version() -> str:
+    """The installed gpudsl version, or "dev" when running from a source tree."""
+    try:
+        from importlib.metadata import version
+        return version("gpudsl")
+    except Exception:
+        return "dev"
+
+
+def cache_dir() -> Path:
+    """The cache directory (created on demand)."""
+    d = os.environ.get("GPUDSL_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                            "gpudsl")
+    return Path(d)
+
+
+def cache_key(source: str, target: str, arch: str, options: list[str] | tuple[str, ...],
+              compiler_version: str, extra: str = "") -> str:
+    """sha256 hex digest identifying one compilation."""
+    h = hashlib.sha256()
+    for part in (source, target, arch, "\0".join(options), compiler_version,
+                 gpudsl_version(), extra):
+        data = part.encode("utf-8", "surrogateescape")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same directory and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class Cache:
+    """A directory of ``<key>.<suffix>`` artifacts with ``<key>.json`` metadata."""
+
+    def __init__(self, directory: str | os.PathLike | None = None):
+        self.dir = Path(directory) if directory is not None else cache_dir()
+
+    def path(self, key: str, suffix: str) -> Path:
+        """Where the artifact for ``key`` lives (it may not exist)."""
+        return self.dir / f"{key}.{suffix}"
+
+    def get(self, key: str, suffix: str) -> bytes | None:
+        """The cached artifact's bytes, or None on a miss."""
+        try:
+            return self.path(key, suffix).read_bytes()
+        except OSError:
+            return None
+
+    def get_meta(self, key: str) -> dict | None:
+        """The metadata stored with ``key``, or None."""
+        try:
+            return json.loads(self.path(key, "json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: str, suffix: str, data: bytes, meta: dict | None = None) -> Path:
+        """Store an artifact (and metadata first, so a visible artifact has its metadata)."""
+        if meta is not None:
+            atomic_write(self.path(key, "json"), json.dumps(meta, sort_keys=True).encode())
+        p = self.path(key, suffix)
+        atomic_write(p, data)
+        return p
+
+    def lookup(self, key: str, suffix: str) -> tuple[Path, dict] | None:
+        """``(artifact path, metadata)`` when both are present, else None."""
+        p = self.path(key, suffix)
+        meta = self.get_meta(key)
+        if meta is None or not p.is_file():
+            return None
+        return p, meta
+
+
+def default_cache() -> Cache:
+    """A :class:`Cache` on the current ``$GPUDSL_CACHE_DIR`` (read at each call)."""
+    return Cache()
