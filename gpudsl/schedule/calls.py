@@ -1,0 +1,431 @@
+"""Calls: inline, replace (with an ``@instr``) and vectorize.
+
+**The IR form of vectorized code.**  ``vectorize(p, loop, width)`` turns an
+inner loop of ``width`` (2 or 4) contiguous ``f32`` copies
+
+    for v in seq(0, 4):
+        dst[r, 4 * c + v] = src[q, 4 * c + v]
+
+into a call of a generated ``@instr`` proc (one per width and pair of memories):
+
+    vcopy4_SHARED_GLOBAL(dst[r, 4 * c:4 * c + 4], src[q, 4 * c:4 * c + 4])
+
+whose body is the loop (the interpreter and ``check()`` see the scalar meaning)
+and whose template is::
+
+    *reinterpret_cast<float4*>(&{dst}) = *reinterpret_cast<const float4*>(&{src});
+
+Template holes follow the ``@instr`` convention: ``{w}`` for a window
+parameter ``w`` is the C lvalue of the window's first element, so ``&{w}`` is
+its address; ``{n}`` for a size or scalar parameter is its value.  The call is
+emitted only after Z3 proved that both first elements sit at element offsets
+that are multiples of ``width`` in row-major order (arrays themselves are
+16-byte aligned: cudaMalloc'd arguments, and code generation declares
+shared/register arrays ``__align__(16)``), and the loop has exactly ``width``
+iterations (divide it with ``tail="perfect"`` first).
+"""
+from __future__ import annotations
+
+import z3
+
+from ..errors import SchedulingError
+from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
+                        Interval, Param, Point, ProcDef, Read, Reduce, UnOp, Var, WindowArg)
+from ..ir.types import GLOBAL, INDEX, f32
+from ..ir.visitor import Transformer, bound_names, free_vars, fresh_name, rename, substitute
+from .cursors import block_of, fwd_splice, replace_block, resolve, result, splice
+from .legality import prove
+from .loops import _pe
+from .patterns import scope_at
+from .simplify import const_value, normalize
+
+
+def _e(op, a, b):
+    return BinOp(op, a, b, INDEX)
+
+
+# ------------------------------------------------------------------ inline
+
+
+def _win_index(w: WindowArg, idx: tuple) -> tuple:
+    if not w.idx:
+        return tuple(idx)
+    out, k = [], 0
+    for d in w.idx:
+        if isinstance(d, Point):
+            out.append(d.pt)
+        else:
+            out.append(normalize(_e("+", d.lo, idx[k])))
+            k += 1
+    return tuple(out)
+
+
+def inline_body(call: Call, taken: set) -> tuple:
+    """The callee's body with the call's arguments substituted."""
+    cd: ProcDef = call.proc
+    venv, senv, wenv = {}, {}, {}
+    for prm, arg in zip(cd.params, call.args):
+        if prm.kind in ("size", "index"):
+            venv[prm.name] = arg
+        elif prm.kind == "scalar":
+            senv[prm.name] = arg
+        else:
+            wenv[prm.name] = arg
+    # rename the callee's own names that clash with the caller's
+    ren = {}
+    for n in bound_names(cd.body):
+        if n in taken:
+            ren[n] = fresh_name(n, taken | set(ren.values()) | bound_names(cd.body))
+    body = rename(cd.body, ren) if ren else cd.body
+    body = substitute(body, venv)
+
+    class T(Transformer):
+        def visit_Read(self, e):
+            e = self.generic(e)
+            if e.name in senv and not e.idx:
+                return senv[e.name]
+            if e.name in wenv:
+                w = wenv[e.name]
+                return Read(w.name, _win_index(w, e.idx), e.ty, e.loc)
+            return e
+
+        def _st(self, s):
+            s = self.generic(s)
+            if s.name in wenv:
+                w = wenv[s.name]
+                return s.with_(name=w.name, idx=_win_index(w, s.idx))
+            return s
+
+        visit_Assign = visit_Reduce = visit_Atomic = _st
+
+        def visit_WindowArg(self, e):
+            if e.name not in wenv:
+                return e
+            w = wenv[e.name]
+            if not e.idx:
+                return w
+            if not w.idx:
+                return e.with_(name=w.name)
+            out, k = [], 0
+            for d in w.idx:
+                if isinstance(d, Point):
+                    out.append(d)
+                else:
+                    sub = e.idx[k]
+                    k += 1
+                    if isinstance(sub, Point):
+                        out.append(Point(normalize(_e("+", d.lo, sub.pt))))
+                    else:
+                        out.append(Interval(normalize(_e("+", d.lo, sub.lo)),
+                                            normalize(_e("+", d.lo, sub.hi))))
+            return e.with_(name=w.name, idx=tuple(out))
+
+    return T().visit_block(body)
+
+
+def inline(p, call):
+    """Replace a call of a proc by the proc's body."""
+    prim = "inline"
+    c = resolve(p, call, prim, "stmt")
+    s = c.node()
+    if not isinstance(s, Call):
+        raise SchedulingError(prim, "expected a call", s.loc)
+    taken = bound_names(p.ir.body) | {x.name for x in p.ir.params}
+    body = inline_body(s, taken)
+    a = c.addr
+    return result(p, splice(p.ir, a, body),
+                  fwd_splice(a, len(body), lambda r: a if len(r) == 1 else None))
+
+
+# ------------------------------------------------------------------ replace
+
+
+class _NoMatch(Exception):
+    pass
+
+
+class _Unifier:
+    def __init__(self, instr: ProcDef):
+        self.instr = instr
+        self.params = {x.name: x for x in instr.params}
+        self.bind: dict = {}  # size/index/scalar param -> expr
+        self.win: dict = {}  # window param -> (buf, [dims]) dims: ("pt", e) | ("lo", e)
+        self.iters: dict = {}  # instr iter -> block iter
+
+    def fail(self, why):
+        raise _NoMatch(why)
+
+    def stmts(self, xs, ys):
+        if len(xs) != len(ys):
+            self.fail("the statements differ in number")
+        for x, y in zip(xs, ys):
+            self.stmt(x, y)
+
+    def stmt(self, x, y):
+        if type(x) is not type(y):
+            self.fail(f"a {type(x).__name__} does not match a {type(y).__name__}")
+        if isinstance(x, For):
+            self.expr(x.lo, y.lo)
+            self.expr(x.hi, y.hi)
+            self.iters[x.iter] = y.iter
+            self.stmts(x.body, y.body)
+        elif isinstance(x, If):
+            self.expr(x.cond, y.cond)
+            self.stmts(x.body, y.body)
+            self.stmts(x.orelse, y.orelse)
+        elif isinstance(x, (Assign, Reduce, Atomic)):
+            if getattr(x, "op", None) != getattr(y, "op", None):
+                self.fail("different reduction operators")
+            self.access(x.name, x.idx, y.name, y.idx)
+            self.expr(x.rhs, y.rhs)
+        elif isinstance(x, Alloc):
+            if (x.ty, x.mem, len(x.shape)) != (y.ty, y.mem, len(y.shape)):
+                self.fail("different allocations")
+            self.iters[x.name] = y.name
+        elif x != y:
+            self.fail("different statements")
+
+    def _local(self):
+        return set(self.iters.values())
+
+    def access(self, xn, xidx, yn, yidx):
+        prm = self.params.get(xn)
+        if prm is None or not prm.is_array:
+            if self.iters.get(xn, xn) != yn or len(xidx) != len(yidx):
+                self.fail(f"{xn} does not match {yn}")
+            for a, b in zip(xidx, yidx):
+                self.expr(a, b)
+            return
+        local = self._local()
+        tx = [normalize(substitute(e, {k: Var(v) for k, v in self.iters.items()}))
+              for e in xidx]
+        dims = []
+        k = 0
+        varying = [bool(free_vars(e) & local) for e in yidx]
+        n_var = sum(varying)
+        if n_var > len(tx):
+            self.fail("the access varies in more dimensions than the instr's parameter")
+        extra = len(tx) - n_var  # instr dims not varying: take trailing fixed dims
+        trailing = set(range(len(yidx) - extra, len(yidx))) if extra else set()
+        for d, e in enumerate(yidx):
+            if varying[d] or d in trailing:
+                if k >= len(tx):
+                    self.fail("dimension mismatch")
+                lo = normalize(_e("-", e, tx[k]))
+                k += 1
+                if free_vars(lo) & local:
+                    self.fail("the access is not a window of the parameter")
+                dims.append(("lo", lo))
+            else:
+                dims.append(("pt", normalize(e)))
+        if k != len(tx):
+            self.fail("dimension mismatch")
+        got = (yn, dims)
+        old = self.win.get(xn)
+        if old is None:
+            self.win[xn] = got
+        elif old != got:
+            self.fail(f"the parameter {xn} would stand for two different windows")
+
+    def expr(self, x: Expr, y: Expr):
+        if isinstance(x, Var):
+            if x.name in self.iters:
+                if not (isinstance(y, Var) and y.name == self.iters[x.name]):
+                    self.fail("loop variables differ")
+                return
+            if x.name in self.params:
+                self._bind(x.name, y)
+                return
+        if isinstance(x, Read):
+            prm = self.params.get(x.name)
+            if prm is not None and prm.kind == "scalar":
+                self._bind(x.name, y)
+                return
+            if not isinstance(y, Read):
+                self.fail("a read does not match")
+            self.access(x.name, x.idx, y.name, y.idx)
+            return
+        if type(x) is not type(y):
+            if x.ty.is_integer and y.ty.is_integer:
+                xs = normalize(substitute(x, {**{k: Var(v) for k, v in self.iters.items()},
+                                              **self.bind}))
+                if xs == normalize(y):
+                    return
+            self.fail("expressions differ")
+        if isinstance(x, Const):
+            if x.val != y.val:
+                self.fail("constants differ")
+        elif isinstance(x, BinOp):
+            if x.op != y.op:
+                self.fail("operators differ")
+            self.expr(x.lhs, y.lhs)
+            self.expr(x.rhs, y.rhs)
+        elif isinstance(x, UnOp):
+            if x.op != y.op:
+                self.fail("operators differ")
+            self.expr(x.arg, y.arg)
+        elif isinstance(x, Builtin):
+            if x.name != y.name or len(x.args) != len(y.args):
+                self.fail("builtins differ")
+            for a, b in zip(x.args, y.args):
+                self.expr(a, b)
+        elif x != y:
+            self.fail("expressions differ")
+
+    def _bind(self, name, y):
+        if free_vars(y) & self._local():
+            self.fail(f"the parameter {name} would depend on the loop variables")
+        old = self.bind.get(name)
+        if old is None:
+            self.bind[name] = y
+        elif normalize(old) != normalize(y):
+            self.fail(f"the parameter {name} would stand for two values")
+
+    def args(self):
+        out = []
+        for prm in self.instr.params:
+            if prm.kind in ("size", "index", "scalar"):
+                if prm.name not in self.bind:
+                    self.fail(f"nothing in the code determines {prm.name}")
+                out.append(self.bind[prm.name])
+            else:
+                if prm.name not in self.win:
+                    self.fail(f"nothing in the code uses {prm.name}")
+                buf, dims = self.win[prm.name]
+                shape = [normalize(substitute(s_, self.bind)) for s_ in prm.shape]
+                idx, k = [], 0
+                for kind, e in dims:
+                    if kind == "pt":
+                        idx.append(Point(e))
+                    else:
+                        idx.append(Interval(e, normalize(_e("+", e, shape[k]))))
+                        k += 1
+                out.append(WindowArg(buf, tuple(idx), prm.ty))
+        return tuple(out)
+
+
+def replace(p, block, instr):
+    """Replace ``block`` by a call of ``instr`` whose body, with the arguments
+    found by unification, is exactly ``block``."""
+    prim = "replace"
+    c = resolve(p, block, prim, "block")
+    ir_i = instr.ir if hasattr(instr, "ir") else instr
+    stmts = c.node()
+    u = _Unifier(ir_i)
+    try:
+        u.stmts(ir_i.body, stmts)
+        args = u.args()
+    except _NoMatch as exc:
+        raise SchedulingError(prim, f"the code does not match the body of {ir_i.name}: {exc}",
+                              stmts[0].loc) from None
+    env = scope_at(p.ir, c.addr)
+    for prm, a in zip(ir_i.params, args):
+        if prm.is_array:
+            ent = env.get(a.name)
+            mem = _mem_of(p.ir, c.addr, a.name)
+            if mem != (prm.mem or GLOBAL):
+                raise SchedulingError(prim, f"{prm.name} of {ir_i.name} is in "
+                                      f"{(prm.mem or GLOBAL).name} memory, '{a.name}' is in "
+                                      f"{mem.name}", stmts[0].loc)
+            if ent and ent[1] != prm.ty:
+                raise SchedulingError(prim, f"{prm.name} holds {prm.ty.name}, '{a.name}' "
+                                      f"holds {ent[1].name}", stmts[0].loc)
+    call = Call(ir_i, args, stmts[0].loc)
+    a0 = c.addr
+    baddr = a0[:-1]
+    blk = block_of(p.ir, baddr)
+    ir = replace_block(p.ir, baddr, blk[:a0[-1]] + (call,) + blk[a0[-1] + len(stmts):])
+    return result(p, ir, fwd_splice(a0, 1, lambda r: a0 if len(r) == 1 else None,
+                                    n_old=len(stmts)))
+
+
+def _mem_of(pdef, addr, name):
+    prm = pdef.param(name)
+    if prm is not None:
+        return prm.mem or GLOBAL
+    from .cursors import iter_stmts
+
+    for a, s in iter_stmts(pdef):
+        if isinstance(s, Alloc) and s.name == name:
+            return s.mem
+    return GLOBAL
+
+
+# ------------------------------------------------------------------ vectorize
+
+_VEC_CACHE: dict = {}
+
+
+def vector_copy_instr(width: int, dmem, smem):
+    """The ``@instr`` of a ``width``-wide f32 copy from ``smem`` to ``dmem``."""
+    key = (width, dmem, smem)
+    if key in _VEC_CACHE:
+        return _VEC_CACHE[key]
+    from ..ir.nodes import ProcDef as PD
+
+    t = f"float{width}"
+    template = (f"*reinterpret_cast<{t}*>(&{{dst}}) = "
+                f"*reinterpret_cast<const {t}*>(&{{src}});")
+    body = (For("v", Const(0), Const(width),
+                (Assign("dst", (Var("v"),), Read("src", (Var("v"),), f32)),)),)
+    params = (Param("dst", "window", f32, (Const(width),), dmem),
+              Param("src", "window", f32, (Const(width),), smem))
+    pd = PD(f"vcopy{width}_{dmem.name}_{smem.name}", params, (), body, template)
+    from ..proc import Proc
+
+    _VEC_CACHE[key] = Proc(pd)
+    return _VEC_CACHE[key]
+
+
+def vectorize(p, loop, width: int):
+    """Turn a loop of ``width`` contiguous f32 copies into one float2/float4 copy,
+    after proving alignment."""
+    prim = "vectorize"
+    c = resolve(p, loop, prim, "loop")
+    s: For = c.node()
+    if width not in (2, 4):
+        raise SchedulingError(prim, f"width must be 2 or 4, not {width!r}", s.loc)
+    if const_value(s.lo) != 0 or const_value(s.hi) != width:
+        raise SchedulingError(prim, f"loop {s.iter} must run exactly {width} times "
+                              f"(seq(0, {width}))", s.loc,
+                              f"divide_loop it by {width} with tail=\"perfect\" first")
+    if len(s.body) != 1 or not isinstance(s.body[0], Assign) or \
+            not isinstance(s.body[0].rhs, Read):
+        raise SchedulingError(prim, f"the body of loop {s.iter} must be one copy "
+                              "dst[...] = src[...]", s.loc)
+    st = s.body[0]
+    env = scope_at(p.ir, c.addr)
+    for name, idx in ((st.name, st.idx), (st.rhs.name, st.rhs.idx)):
+        ent = env.get(name)
+        if ent is None or ent[1] != f32 or not idx:
+            raise SchedulingError(prim, f"'{name}' must be an f32 array", st.loc)
+        for d, e in enumerate(idx):
+            e = normalize(e)
+            if d < len(idx) - 1:
+                if s.iter in free_vars(e):
+                    raise SchedulingError(prim, f"only the last index of '{name}' may use "
+                                          f"{s.iter}", st.loc)
+            else:
+                base = normalize(_e("-", e, Var(s.iter)))
+                if s.iter in free_vars(base):
+                    raise SchedulingError(prim, f"the last index of '{name}' must be "
+                                          f"base + {s.iter} (contiguous)", st.loc)
+        shape = ent[2]
+        first = [normalize(substitute(e, {s.iter: Const(0)})) for e in idx]
+
+        def aligned(enc, e_, first=first, shape=shape):
+            off = enc.int(first[0], e_)
+            for e, ext in zip(first[1:], shape[1:]):
+                off = off * enc.int(ext, e_) + enc.int(e, e_)
+            return off % width == 0
+
+        prove(p.ir, c.addr, aligned, prim,
+              f"the accesses of '{name}' are aligned to {width} elements", st.loc,
+              "make the row length and the offsets multiples of the width (pad_dim "
+              "breaks alignment)")
+    dmem = _mem_of(p.ir, c.addr, st.name)
+    smem = _mem_of(p.ir, c.addr, st.rhs.name)
+    return replace(p, c, vector_copy_instr(width, dmem, smem))
+
+
+__all__ = ["inline", "inline_body", "replace", "vectorize", "vector_copy_instr"]

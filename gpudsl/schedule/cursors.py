@@ -1,0 +1,437 @@
+"""Cursors: stable names for loops, statements, allocations, blocks and gaps.
+
+An *address* is a tuple ``(i0, f0, i1, f1, ..., ik)``: statement ``ik`` of the
+block in field ``f{k-1}`` (``"body"`` or ``"orelse"``) of statement
+``i{k-1}`` ... of the proc's body.  A *block address* is the odd-length prefix
+ending in a field name; the proc's body is the block ``()``.
+
+A :class:`Cursor` is ``(proc, kind, addr, hi)`` with ``kind`` one of
+
+- ``"stmt"``: the statement at ``addr`` (a loop, an allocation, anything);
+- ``"block"``: statements ``addr[-1] .. hi-1`` of the block ``addr[:-1]``;
+- ``"gap"``: the place before statement ``addr[-1]`` of block ``addr[:-1]``;
+- ``"expr"``: the expression at path ``hi`` (field names / tuple indices)
+  inside the statement at ``addr``.
+
+Every primitive returns a proc whose ``_origin`` is ``(old_proc, fwd)``, where
+``fwd`` maps a statement address of the old proc to one of the new proc (or
+raises :class:`InvalidCursor`).  ``new.forward(c)`` replays those maps from
+``c``'s proc to ``new``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import SchedulingError
+from ..ir.nodes import Alloc, Expr, For, If, Node, ProcDef, Stmt
+
+Addr = tuple
+
+
+class InvalidCursor(Exception):
+    """A cursor's target no longer exists in the forwarded proc."""
+
+
+# ------------------------------------------------------------------ addresses
+
+
+def block_of(pdef: ProcDef, baddr: Addr) -> tuple:
+    """The statement tuple at a block address."""
+    blk = pdef.body
+    for k in range(0, len(baddr), 2):
+        s = blk[baddr[k]]
+        blk = getattr(s, baddr[k + 1])
+    return blk
+
+
+def stmt_at(pdef: ProcDef, addr: Addr) -> Stmt:
+    return block_of(pdef, addr[:-1])[addr[-1]]
+
+
+def replace_block(pdef: ProcDef, baddr: Addr, new_block: tuple) -> ProcDef:
+    """A copy of ``pdef`` whose block at ``baddr`` is ``new_block``."""
+
+    def rec(blk: tuple, rest: Addr) -> tuple:
+        if not rest:
+            return tuple(new_block)
+        i, fld = rest[0], rest[1]
+        s = blk[i]
+        s2 = s.with_(**{fld: rec(getattr(s, fld), rest[2:])})
+        return blk[:i] + (s2,) + blk[i + 1:]
+
+    return pdef.with_(body=rec(pdef.body, baddr))
+
+
+def splice(pdef: ProcDef, addr: Addr, new_stmts) -> ProcDef:
+    """Replace the statement at ``addr`` by the statements ``new_stmts``."""
+    baddr, i = addr[:-1], addr[-1]
+    blk = block_of(pdef, baddr)
+    return replace_block(pdef, baddr, blk[:i] + tuple(new_stmts) + blk[i + 1:])
+
+
+def iter_stmts(pdef: ProcDef):
+    """(address, statement) of every statement, in program order (pre-order)."""
+
+    def rec(blk, baddr):
+        for i, s in enumerate(blk):
+            a = baddr + (i,)
+            yield a, s
+            if isinstance(s, For):
+                yield from rec(s.body, a + ("body",))
+            elif isinstance(s, If):
+                yield from rec(s.body, a + ("body",))
+                yield from rec(s.orelse, a + ("orelse",))
+
+    yield from rec(pdef.body, ())
+
+
+def ancestors(pdef: ProcDef, addr: Addr) -> list[Stmt]:
+    """The statements enclosing ``addr``, outermost first."""
+    out = []
+    for k in range(1, len(addr), 2):
+        out.append(stmt_at(pdef, addr[:k]))
+    return out
+
+
+# ------------------------------------------------------------------ forwarding
+
+
+def fwd_identity(addr: Addr) -> Addr:
+    return addr
+
+
+def fwd_splice(at: Addr, n_new: int, inner: Callable[[Addr], Addr] | None = None,
+               n_old: int = 1):
+    """Forwarding for "the ``n_old`` statements from ``at`` became ``n_new``
+    statements".
+
+    ``inner(rest)`` maps the part of an address from ``at``'s index on (``(j,)``
+    for the j-th replaced statement, ``(j, "body", ...)`` below it) to a full
+    new address; without it, such cursors become invalid.
+    """
+    baddr, i = at[:-1], at[-1]
+    L = len(baddr)
+
+    def f(addr: Addr) -> Addr:
+        if len(addr) <= L or addr[:L] != baddr:
+            return addr
+        j = addr[L]
+        if j < i:
+            return addr
+        if j >= i + n_old:
+            return baddr + (j + n_new - n_old,) + addr[L + 1:]
+        if inner is None:
+            raise InvalidCursor("the statement was removed")
+        r = inner((j - i,) + addr[L + 1:])
+        if r is None:
+            raise InvalidCursor("the statement was removed")
+        return r
+
+    return f
+
+
+def fwd_insert(gap_addr: Addr, n_new: int):
+    """Forwarding for ``n_new`` statements inserted at a gap (before ``gap_addr``)."""
+    baddr, i = gap_addr[:-1], gap_addr[-1]
+    L = len(baddr)
+
+    def f(addr: Addr) -> Addr:
+        if len(addr) <= L or addr[:L] != baddr or addr[L] < i:
+            return addr
+        return baddr + (addr[L] + n_new,) + addr[L + 1:]
+
+    return f
+
+
+def compose(*fs):
+    def f(addr):
+        for g in fs:
+            addr = g(addr)
+        return addr
+
+    return f
+
+
+# ------------------------------------------------------------------ cursors
+
+
+@dataclass(frozen=True, eq=False)
+class Cursor:
+    proc: object  # gpudsl.Proc
+    kind: str  # "stmt" | "block" | "gap" | "expr"
+    addr: Addr
+    hi: object = None  # block: end index; expr: path inside the statement
+
+    # -- what it points at
+    def node(self):
+        pdef = self.proc.ir
+        if self.kind == "stmt":
+            return stmt_at(pdef, self.addr)
+        if self.kind == "block":
+            return block_of(pdef, self.addr[:-1])[self.addr[-1]:self.hi]
+        if self.kind == "expr":
+            return expr_at(stmt_at(pdef, self.addr), self.hi)
+        return None
+
+    def stmts(self) -> tuple:
+        if self.kind == "stmt":
+            return (self.node(),)
+        if self.kind == "block":
+            return self.node()
+        raise TypeError("a gap holds no statements")
+
+    @property
+    def loc(self):
+        n = self.node() if self.kind != "gap" else None
+        if isinstance(n, tuple):
+            n = n[0] if n else None
+        if n is None and self.kind == "gap":
+            blk = block_of(self.proc.ir, self.addr[:-1])
+            i = self.addr[-1]
+            n = blk[i] if i < len(blk) else (blk[i - 1] if blk else None)
+        return getattr(n, "loc", None)
+
+    def is_loop(self) -> bool:
+        return self.kind == "stmt" and isinstance(self.node(), For)
+
+    # -- navigation
+    def parent(self) -> "Cursor":
+        a = self.addr
+        if self.kind == "expr":
+            return Cursor(self.proc, "stmt", a)
+        if len(a) < 2:
+            raise InvalidCursor("the proc's body has no parent statement")
+        return Cursor(self.proc, "stmt", a[:-2])
+
+    def body(self) -> "Cursor":
+        s = self.node()
+        if not isinstance(s, (For, If)):
+            raise InvalidCursor("only loops and ifs have a body")
+        return Cursor(self.proc, "block", self.addr + ("body", 0), len(s.body))
+
+    def orelse(self) -> "Cursor":
+        s = self.node()
+        if not isinstance(s, If):
+            raise InvalidCursor("only ifs have an else block")
+        return Cursor(self.proc, "block", self.addr + ("orelse", 0), len(s.orelse))
+
+    def before(self) -> "Cursor":
+        if self.kind == "gap":
+            return self
+        return Cursor(self.proc, "gap", self.addr)
+
+    def after(self) -> "Cursor":
+        if self.kind == "gap":
+            return self
+        end = self.hi if self.kind == "block" else self.addr[-1] + 1
+        return Cursor(self.proc, "gap", self.addr[:-1] + (end,))
+
+    def next(self) -> "Cursor":
+        end = self.hi if self.kind == "block" else self.addr[-1] + 1
+        if end >= len(block_of(self.proc.ir, self.addr[:-1])):
+            raise InvalidCursor("no statement after this one")
+        return Cursor(self.proc, "stmt", self.addr[:-1] + (end,))
+
+    def prev(self) -> "Cursor":
+        if self.addr[-1] == 0:
+            raise InvalidCursor("no statement before this one")
+        return Cursor(self.proc, "stmt", self.addr[:-1] + (self.addr[-1] - 1,))
+
+    def expand(self, before: int = 0, after: int = 0) -> "Cursor":
+        """A block cursor growing this statement/block by statements around it."""
+        lo = self.addr[-1] - before
+        hi = (self.hi if self.kind == "block" else self.addr[-1] + 1) + after
+        n = len(block_of(self.proc.ir, self.addr[:-1]))
+        if lo < 0 or hi > n:
+            raise InvalidCursor("the block does not have that many statements")
+        return Cursor(self.proc, "block", self.addr[:-1] + (lo,), hi)
+
+    def as_block(self) -> "Cursor":
+        if self.kind == "block":
+            return self
+        return Cursor(self.proc, "block", self.addr, self.addr[-1] + 1)
+
+    def __repr__(self):
+        n = self.node()
+        from ..ir.printer import print_expr, print_stmt
+
+        if self.kind == "stmt":
+            text = print_stmt(n)[0].strip()
+        elif self.kind == "expr":
+            text = print_expr(n)
+        elif self.kind == "block":
+            text = "; ".join(print_stmt(s)[0].strip() for s in n)
+        else:
+            text = "gap"
+        return f"<Cursor {self.kind} {self.addr} {text!r}>"
+
+    def __eq__(self, other):
+        return (isinstance(other, Cursor) and other.proc is self.proc and
+                other.kind == self.kind and other.addr == self.addr and other.hi == self.hi)
+
+    def __hash__(self):
+        return hash((id(self.proc), self.kind, self.addr, str(self.hi)))
+
+
+def expr_at(node: Node, path: tuple):
+    for step in path:
+        node = node[step] if isinstance(step, int) else getattr(node, step)
+    return node
+
+
+# ------------------------------------------------------------------ finding
+
+
+def _err(what: str, pattern, p) -> SchedulingError:
+    return SchedulingError("find", f"no {what} matches {pattern!r} in proc {p.name}",
+                           p.ir.loc, "print the proc to see its loops and statements")
+
+
+def find_loop(p, pattern, many: bool = False):
+    from .patterns import match_loops
+
+    found = match_loops(p.ir, pattern)
+    if not found:
+        raise _err("loop", pattern, p)
+    cs = [Cursor(p, "stmt", a) for a in found]
+    return cs if many else cs[0]
+
+
+def find_alloc(p, pattern, many: bool = False):
+    from .patterns import match_allocs
+
+    found = match_allocs(p.ir, pattern)
+    if not found:
+        raise _err("allocation", pattern, p)
+    cs = [Cursor(p, "stmt", a) for a in found]
+    return cs if many else cs[0]
+
+
+def find(p, pattern, many: bool = False):
+    from .patterns import match_pattern
+
+    found = match_pattern(p.ir, pattern)
+    if not found:
+        raise _err("statement or expression", pattern, p)
+    cs = [Cursor(p, "expr", a, path) if path is not None else Cursor(p, "stmt", a)
+          for a, path in found]
+    return cs if many else cs[0]
+
+
+def body(p) -> Cursor:
+    return Cursor(p, "block", (0,), len(p.ir.body))
+
+
+def forward(p, c: Cursor) -> Cursor:
+    """``c`` (a cursor into ``p`` or an earlier proc of its chain) moved to ``p``."""
+    if c.proc is p:
+        return c
+    chain = []
+    q = p
+    while q is not None and q is not c.proc:
+        if q._origin is None:
+            q = None
+            break
+        chain.append(q._origin[1])
+        q = q._origin[0]
+    if q is None:
+        if c.proc == p:  # an equal proc (e.g. rebuilt identically): same addresses
+            return Cursor(p, c.kind, c.addr, c.hi)
+        raise SchedulingError("forward", "this cursor belongs to a proc that is not an "
+                              "ancestor of this one", None,
+                              "find the cursor again in the new proc")
+    chain.reverse()
+    try:
+        return _forward_through(p, c, chain)
+    except InvalidCursor as exc:
+        raise SchedulingError("forward", f"the cursor's target no longer exists: {exc}",
+                              c.loc, "find it again in the new proc") from None
+
+
+def _forward_through(p, c: Cursor, chain) -> Cursor:
+    kind, addr, hi = c.kind, c.addr, c.hi
+    if kind in ("stmt", "expr"):
+        for f in chain:
+            addr = f(addr)
+        return Cursor(p, kind, addr, hi)
+    if kind == "block":
+        first = addr
+        last = addr[:-1] + (hi - 1,)
+        for f in chain:
+            first, last = f(first), f(last)
+        if first[:-1] != last[:-1]:
+            raise InvalidCursor("the block was split apart")
+        return Cursor(p, "block", first, last[-1] + 1)
+    # gap: follow the statement after it, else the one before it
+    q = c.proc
+    blk = block_of(q.ir, addr[:-1])
+    i = addr[-1]
+    if i < len(blk):
+        a = addr
+        for f in chain:
+            a = f(a)
+        return Cursor(p, "gap", a)
+    a = addr[:-1] + (i - 1,)
+    for f in chain:
+        a = f(a)
+    return Cursor(p, "gap", a[:-1] + (a[-1] + 1,))
+
+
+# ------------------------------------------------------------------ resolving arguments
+
+
+def resolve(p, x, prim: str, want: str = "stmt") -> Cursor:
+    """A primitive's argument (string or cursor) as a cursor into ``p``.
+
+    ``want``: "loop", "alloc", "stmt", "block", "gap", "expr".
+    """
+    if isinstance(x, Cursor):
+        c = forward(p, x) if x.proc is not p else x
+    elif isinstance(x, str):
+        try:
+            if want == "loop":
+                c = find_loop(p, x)
+            elif want == "alloc":
+                c = find_alloc(p, x)
+            else:
+                c = find(p, x)
+        except SchedulingError as exc:
+            raise SchedulingError(prim, exc.raw_message.split(": ", 1)[1], p.ir.loc,
+                                  exc.hint) from None
+    else:
+        raise SchedulingError(prim, f"expected a cursor or a pattern string, got {x!r}",
+                              p.ir.loc)
+    try:
+        c.node()
+    except (IndexError, AttributeError, TypeError):
+        raise SchedulingError(prim, "the cursor points at nothing in this proc",
+                              p.ir.loc) from None
+    if want == "loop" and not c.is_loop():
+        raise SchedulingError(prim, f"expected a loop, got {c!r}", c.loc)
+    if want == "alloc" and not (c.kind == "stmt" and isinstance(c.node(), Alloc)):
+        raise SchedulingError(prim, f"expected an allocation, got {c!r}", c.loc)
+    if want == "block":
+        if c.kind == "stmt":
+            c = c.as_block()
+        elif c.kind != "block":
+            raise SchedulingError(prim, f"expected statements, got {c!r}", c.loc)
+    if want == "gap" and c.kind != "gap":
+        raise SchedulingError(prim, "expected a gap between statements (cursor.before() "
+                              "or cursor.after())", c.loc)
+    if want == "expr" and c.kind != "expr":
+        raise SchedulingError(prim, f"expected an expression, got {c!r}", c.loc)
+    return c
+
+
+def result(old, new_ir: ProcDef, fwd) :
+    """The new proc, linked to ``old`` for cursor forwarding."""
+    from ..proc import Proc
+
+    return Proc(new_ir, (old, fwd))
+
+
+__all__ = ["Cursor", "InvalidCursor", "find_loop", "find_alloc", "find", "forward", "body",
+           "resolve", "result", "stmt_at", "block_of", "splice", "replace_block",
+           "iter_stmts", "ancestors", "fwd_splice", "fwd_insert", "fwd_identity", "compose",
+           "expr_at", "Expr"]

@@ -1,0 +1,419 @@
+"""Loop primitives: divide_loop, reorder_loops, fission, fuse, unroll_loop,
+cut_loop, remove_loop, parallelize_loop, specialize, simplify, rename.
+
+Each primitive is a rewrite (building the new IR and the cursor forwarding)
+preceded by its legality check (``_check_*`` functions here, built on
+:mod:`gpudsl.schedule.legality`).
+"""
+from __future__ import annotations
+
+import z3
+
+from ..errors import SchedulingError
+from ..ir.nodes import (Alloc, Assign, BinOp, Call, Const, For, If, Read, Reduce, Var)
+from ..ir.types import BLOCKS, INDEX, THREADS, Mapping, bool_
+from ..ir.visitor import bound_names, free_vars, rename as rename_names, substitute, walk
+from .cursors import (fwd_identity, fwd_splice, resolve, result, splice, block_of,
+                      replace_block)
+from .legality import collect, find_conflict, prove, raise_conflict
+from .patterns import parse_expr, scope_at
+from .simplify import const_value, normalize, simplify_ir
+
+
+def _norm_block(stmts):
+    """Normalise index expressions of freshly substituted statements."""
+    from .simplify import _Simplifier
+
+    return _Simplifier(()).visit_block(tuple(stmts))
+
+
+def _check_new_names(p, addr, names, prim, loc, old=()):
+    taken = set(scope_at(p.ir, addr)) | bound_names(tuple(block_of(p.ir, addr[:-1])
+                                                          [addr[-1]:addr[-1] + 1]))
+    taken -= set(old)
+    for n in names:
+        if not isinstance(n, str) or not n.isidentifier():
+            raise SchedulingError(prim, f"{n!r} is not a valid name", loc)
+        if n in taken:
+            raise SchedulingError(prim, f"the name '{n}' is already used here", loc,
+                                  "pick a fresh name")
+    if len(set(names)) != len(names):
+        raise SchedulingError(prim, "the new names must differ", loc)
+
+
+def _e(op, a, b):
+    return BinOp(op, a, b, INDEX)
+
+
+# ------------------------------------------------------------------ divide_loop
+
+
+def divide_loop(p, loop, factor: int, names, tail: str = "guard", perfect: bool = False):
+    """``for i in seq(lo, hi)`` → ``for outer: for inner in seq(0, factor)`` with
+    ``i = lo + factor * outer + inner``.  ``tail``: "guard" (an ``if``), "cut" (a
+    remainder loop after the nest) or "perfect" (proved: factor divides hi - lo)."""
+    prim = "divide_loop"
+    c = resolve(p, loop, prim, "loop")
+    s: For = c.node()
+    if perfect:
+        tail = "perfect"
+    if tail not in ("guard", "cut", "perfect"):
+        raise SchedulingError(prim, f"tail must be 'guard', 'cut' or 'perfect', not {tail!r}",
+                              s.loc)
+    if not isinstance(factor, int) or factor < 1:
+        raise SchedulingError(prim, f"the factor must be a positive integer, not {factor!r}",
+                              s.loc)
+    if len(names) != 2:
+        raise SchedulingError(prim, "give two names: [outer, inner]", s.loc)
+    outer, inner = names
+    _check_new_names(p, c.addr, [outer, inner], prim, s.loc, old=(s.iter,))
+    if s.mapping is not None:
+        raise SchedulingError(prim, f"loop {s.iter} is mapped to {s.mapping.name}; divide it "
+                              "before mapping it", s.loc)
+    n = normalize(_e("-", s.hi, s.lo))
+    # legality
+    if tail == "perfect":
+        prove(p.ir, c.addr, lambda enc, env: enc.int(n, env) % factor == 0, prim,
+              f"{factor} divides the extent {_pe(n)} of loop {s.iter}", s.loc,
+              f"add an assert such as `assert {_pe(n)} % {factor} == 0`, or use "
+              "tail=\"guard\" or \"cut\"")
+    elif tail == "cut":
+        prove(p.ir, c.addr, lambda enc, env: enc.int(n, env) >= 0, prim,
+              f"the extent {_pe(n)} of loop {s.iter} is not negative", s.loc)
+    # rewrite
+    vo, vi = Var(outer), Var(inner)
+    idx = normalize(_e("+", _e("+", s.lo, _e("*", Const(factor), vo)), vi))
+    body = _norm_block(substitute(s.body, {s.iter: idx}))
+    f = Const(factor)
+    if tail == "guard":
+        n_out = normalize(_e("//", _e("+", n, Const(factor - 1)), f))
+        cond = BinOp("<", normalize(_e("+", _e("*", f, vo), vi)), n, bool_, s.loc)
+        if const_value(s.lo) != 0:
+            cond = BinOp("<", idx, s.hi, bool_, s.loc)
+        body = (If(cond, body, (), s.loc),)
+    else:
+        n_out = normalize(_e("//", n, f))
+    inner_loop = For(inner, Const(0), f, body, s.kind, None, s.unroll, s.loc)
+    outer_loop = For(outer, Const(0), n_out, (inner_loop,), s.kind, None, False, s.loc)
+    new = [outer_loop]
+    if tail == "cut":
+        base = normalize(_e("+", s.lo, _e("*", f, normalize(_e("//", n, f)))))
+        tbody = _norm_block(substitute(s.body, {s.iter: normalize(_e("+", base, vi))}))
+        new.append(For(inner, Const(0), normalize(_e("%", n, f)), tbody, s.kind, None,
+                       s.unroll, s.loc))
+    a = c.addr
+    deep = ("body", 0, "body", 0, "body") if tail == "guard" else ("body", 0, "body")
+
+    def inner_map(r):
+        if len(r) == 1:
+            return a
+        return a + deep + r[2:]
+
+    return result(p, splice(p.ir, a, new), fwd_splice(a, len(new), inner_map))
+
+
+def _pe(e):
+    from ..ir.printer import print_expr
+
+    return print_expr(e)
+
+
+# ------------------------------------------------------------------ reorder_loops
+
+
+def reorder_loops(p, outer):
+    """Swap loop ``outer`` with the loop directly (and only) nested in it."""
+    prim = "reorder_loops"
+    c = resolve(p, outer, prim, "loop")
+    s: For = c.node()
+    if len(s.body) != 1 or not isinstance(s.body[0], For):
+        raise SchedulingError(prim, f"loop {s.iter} must contain exactly one statement, a "
+                              "loop, to be reordered with it", s.loc,
+                              "use fission to separate the other statements first")
+    t: For = s.body[0]
+    if s.iter in free_vars((t.lo, t.hi)):
+        raise SchedulingError(prim, f"the bounds of loop {t.iter} depend on {s.iter}", t.loc)
+    # legality: no dependence with direction (<, >)
+    accs = collect(t.body, loops=(s, t))
+    hit = find_conflict(p.ir, c.addr, accs, accs,
+                        lambda e1, e2: z3.And(e1[s.iter] < e2[s.iter],
+                                              e1[t.iter] > e2[t.iter]))
+    if hit:
+        raise_conflict(prim, f"swapping loops {s.iter} and {t.iter} reverses the order of "
+                       "two accesses", hit, s.loc)
+    new = t.with_(body=(s.with_(body=t.body),))
+    a = c.addr
+
+    def inner_map(r):
+        if len(r) == 1:
+            return a + ("body", 0)
+        if len(r) == 3:
+            return a
+        return a + ("body", 0) + r[3:]
+
+    return result(p, splice(p.ir, a, [new]), fwd_splice(a, 1, inner_map))
+
+
+# ------------------------------------------------------------------ fission
+
+
+def fission(p, gap, n_lifts: int = 1):
+    """Split the loop(s) around ``gap`` into two loop nests."""
+    prim = "fission"
+    c = resolve(p, gap, prim, "gap")
+    q = p
+    for _ in range(n_lifts):
+        q, c = _fission_once(q, c, prim)
+    return q
+
+
+def _fission_once(p, c, prim):
+    baddr, k = c.addr[:-1], c.addr[-1]
+    if not baddr or baddr[-1] != "body":
+        raise SchedulingError(prim, "the gap is not inside a loop", c.loc)
+    a = baddr[:-1]
+    L = block_of(p.ir, a[:-1])[a[-1]]
+    if not isinstance(L, For):
+        raise SchedulingError(prim, "the gap is not directly inside a loop", c.loc)
+    pre, post = L.body[:k], L.body[k:]
+    if not pre or not post:
+        raise SchedulingError(prim, f"the gap is at the edge of loop {L.iter}: nothing to "
+                              "split", L.loc)
+    used_after = free_vars(post)
+    for st in pre:
+        if isinstance(st, Alloc) and st.name in used_after:
+            raise SchedulingError(prim, f"'{st.name}' is allocated before the gap and used "
+                                  "after it", st.loc, f"lift_alloc {st.name} out of loop "
+                                  f"{L.iter} first")
+    acc_pre = collect(pre, loops=(L,))
+    acc_post = collect(post, loops=(L,))
+    hit = find_conflict(p.ir, a, acc_post, acc_pre,
+                        lambda e1, e2: e1[L.iter] < e2[L.iter])
+    if hit:
+        raise_conflict(prim, f"an access after the gap in an iteration of {L.iter} comes "
+                       "before an access before the gap in a later iteration", hit, L.loc)
+    new = [L.with_(body=pre), L.with_(body=post)]
+
+    def inner_map(r):
+        if len(r) == 1:
+            return a
+        j = r[2]
+        if j < k:
+            return a + ("body", j) + r[3:]
+        return a[:-1] + (a[-1] + 1, "body", j - k) + r[3:]
+
+    q = result(p, splice(p.ir, a, new), fwd_splice(a, 2, inner_map))
+    from .cursors import Cursor
+
+    return q, Cursor(q, "gap", a[:-1] + (a[-1] + 1,))
+
+
+# ------------------------------------------------------------------ fuse
+
+
+def fuse(p, loop1, loop2):
+    """Join two adjacent loops with equal bounds into one."""
+    prim = "fuse"
+    c1 = resolve(p, loop1, prim, "loop")
+    c2 = resolve(p, loop2, prim, "loop")
+    A, B = c1.node(), c2.node()
+    if c1.addr[:-1] != c2.addr[:-1] or c2.addr[-1] != c1.addr[-1] + 1:
+        raise SchedulingError(prim, f"loop {B.iter} must directly follow loop {A.iter}",
+                              B.loc)
+    if (A.kind, A.mapping) != (B.kind, B.mapping):
+        raise SchedulingError(prim, "the loops differ in kind or mapping", B.loc)
+    for x, y, what in ((A.lo, B.lo, "lower"), (A.hi, B.hi, "upper")):
+        if normalize(x) != normalize(y):
+            prove(p.ir, c1.addr, lambda enc, env, x=x, y=y: enc.int(x, env) == enc.int(y, env),
+                  prim, f"the {what} bounds of loops {A.iter} and {B.iter} are equal", B.loc)
+    bbody = rename_names(B.body, {B.iter: A.iter}) if B.iter != A.iter else B.body
+    F = A.with_(body=A.body + bbody)
+    acc_a = collect(A.body, loops=(F,))
+    acc_b = collect(bbody, loops=(F,))
+    hit = find_conflict(p.ir, c1.addr, acc_b, acc_a,
+                        lambda e1, e2: e1[A.iter] < e2[A.iter])
+    if hit:
+        raise_conflict(prim, "backward dependence: an access of the second loop would come "
+                       "before an access of the first loop in a later iteration", hit, B.loc)
+    a1 = c1.addr
+    n1 = len(A.body)
+    ir = splice(p.ir, a1, [F])
+    ir = splice(ir, c2.addr, [])
+
+    def inner_map(r):
+        if len(r) == 1:
+            return a1
+        return a1 + ("body", n1 + r[2]) + r[3:]
+
+    return result(p, ir, fwd_splice(c2.addr, 0, inner_map))
+
+
+# ------------------------------------------------------------------ unroll / cut / remove
+
+
+def unroll_loop(p, loop):
+    """Replace a loop with constant bounds by copies of its body."""
+    prim = "unroll_loop"
+    c = resolve(p, loop, prim, "loop")
+    s: For = c.node()
+    lo, hi = const_value(s.lo), const_value(s.hi)
+    if lo is None or hi is None:
+        raise SchedulingError(prim, f"loop {s.iter} does not have constant bounds", s.loc,
+                              "divide it first, or specialize the size")
+    if hi - lo > 1024:
+        raise SchedulingError(prim, f"loop {s.iter} has {hi - lo} iterations; unrolling "
+                              "more than 1024 is refused", s.loc)
+    new = []
+    for v in range(lo, hi):
+        new += _norm_block(substitute(s.body, {s.iter: Const(v)}))
+    a = c.addr
+    nb = len(s.body)
+
+    def inner_map(r):
+        if len(r) == 1:
+            return None
+        return a[:-1] + (a[-1] + r[2],) + r[3:]
+
+    return result(p, splice(p.ir, a, new), fwd_splice(a, len(new), inner_map))
+
+
+def cut_loop(p, loop, at):
+    """``for i in seq(lo, hi)`` → ``for i in seq(lo, at)``; ``for i in seq(at, hi)``."""
+    prim = "cut_loop"
+    c = resolve(p, loop, prim, "loop")
+    s: For = c.node()
+    cut = normalize(parse_expr(at, scope_at(p.ir, c.addr), prim, s.loc))
+    prove(p.ir, c.addr, lambda enc, env: z3.And(enc.int(s.lo, env) <= enc.int(cut, env),
+                                                enc.int(cut, env) <= enc.int(s.hi, env)),
+          prim, f"{s.iter}'s bounds satisfy {_pe(s.lo)} <= {_pe(cut)} <= {_pe(s.hi)}", s.loc)
+    new = [s.with_(hi=cut), s.with_(lo=cut)]
+    a = c.addr
+
+    def inner_map(r):
+        return a + r[1:]
+
+    return result(p, splice(p.ir, a, new), fwd_splice(a, 2, inner_map))
+
+
+def remove_loop(p, loop):
+    """Replace a loop by its body when the body does not use the loop variable,
+    is idempotent and the loop runs at least once."""
+    prim = "remove_loop"
+    c = resolve(p, loop, prim, "loop")
+    s: For = c.node()
+    if s.iter in free_vars(s.body):
+        raise SchedulingError(prim, f"the body of loop {s.iter} uses {s.iter}", s.loc)
+    accs = collect(s.body)
+    written = {x.buf for x in accs if x.writes and not x.local}
+    for x in accs:
+        if x.local:
+            continue
+        if x.mode not in ("r", "w"):
+            raise SchedulingError(prim, f"the body of loop {s.iter} is not idempotent: it "
+                                  f"updates {x.buf} (line {x.stmt.loc.line if x.stmt.loc else '?'})",
+                                  s.loc)
+        if x.mode == "r" and x.buf in written:
+            raise SchedulingError(prim, f"the body of loop {s.iter} is not idempotent: it "
+                                  f"reads {x.buf}, which it writes", s.loc)
+    prove(p.ir, c.addr, lambda enc, env: enc.int(s.hi, env) > enc.int(s.lo, env), prim,
+          f"loop {s.iter} runs at least once", s.loc)
+    a = c.addr
+
+    def inner_map(r):
+        if len(r) == 1:
+            return None
+        return a[:-1] + (a[-1] + r[2],) + r[3:]
+
+    return result(p, splice(p.ir, a, s.body), fwd_splice(a, len(s.body), inner_map))
+
+
+# ------------------------------------------------------------------ parallelize_loop
+
+
+def parallelize_loop(p, loop, mapping: Mapping | None = None):
+    """Make ``loop`` a ``par`` loop mapped to ``mapping`` (BLOCKS, THREADS or None),
+    after proving that its iterations do not conflict."""
+    prim = "parallelize_loop"
+    c = resolve(p, loop, prim, "loop")
+    s: For = c.node()
+    if mapping not in (None, BLOCKS, THREADS):
+        raise SchedulingError(prim, f"mapping must be BLOCKS, THREADS or None, not "
+                              f"{mapping!r}", s.loc)
+    check_parallel(p.ir, c.addr, s, prim)
+    new = s.with_(kind="par", mapping=mapping)
+    return result(p, splice(p.ir, c.addr, [new]), fwd_identity)
+
+
+def check_parallel(pdef, addr, s: For, prim: str, only: set | None = None):
+    accs = collect(s.body, loops=(s,))
+    if only is not None:
+        accs = [x for x in accs if x.buf in only]
+    hit = find_conflict(pdef, addr, accs, accs,
+                        lambda e1, e2: e1[s.iter] != e2[s.iter], allow_reduce=False)
+    if hit:
+        raise_conflict(prim, f"iterations of loop {s.iter} conflict", hit, s.loc,
+                       "stage the data, expand the allocation, or keep the loop sequential")
+
+
+# ------------------------------------------------------------------ specialize / simplify / rename
+
+
+def specialize(p, block, conds):
+    """``if c1: block`` / ``elif c2: block`` ... ``else: block``."""
+    prim = "specialize"
+    c = resolve(p, block, prim, "block")
+    if isinstance(conds, str):
+        conds = [conds]
+    if not conds:
+        raise SchedulingError(prim, "give at least one condition", c.loc)
+    env = scope_at(p.ir, c.addr)
+    stmts = c.node()
+    cs = [parse_expr(x, env, prim, c.loc) for x in conds]
+    for x in cs:
+        if x.ty != bool_:
+            raise SchedulingError(prim, f"{_pe(x)} is not a condition", c.loc)
+    out = tuple(stmts)
+    for x in reversed(cs):
+        out = (If(normalize(x), tuple(stmts), out, stmts[0].loc),)
+    a = c.addr
+    n_old = len(stmts)
+
+    def inner_map(r):
+        return a + ("body", r[0]) + r[1:]
+
+    return result(p, replace_block(p.ir, a[:-1], block_of(p.ir, a[:-1])[:a[-1]] + out +
+                                   block_of(p.ir, a[:-1])[a[-1] + n_old:]),
+                  fwd_splice(a, 1, inner_map, n_old=n_old))
+
+
+def simplify(p):
+    """Normalise index arithmetic, fold constants, drop ``if``s decided by the
+    loop ranges."""
+    ir, edits = simplify_ir(p.ir)
+    fs = []
+    for a, n, fld in edits:
+        def inner_map(r, a=a, fld=fld):
+            if len(r) >= 3 and r[1] == fld:
+                return a[:-1] + (a[-1] + r[2],) + r[3:]
+            return None
+
+        fs.append(fwd_splice(a, n, inner_map))
+
+    def fwd(addr):
+        for f in fs:
+            addr = f(addr)
+        return addr
+
+    return result(p, ir, fwd)
+
+
+def rename(p, name: str):
+    """The same proc under another name."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise SchedulingError("rename", f"{name!r} is not a valid proc name", p.ir.loc)
+    return result(p, p.ir.with_(name=name), fwd_identity)
+
+
+__all__ = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", "cut_loop",
+           "remove_loop", "parallelize_loop", "specialize", "simplify", "rename",
+           "check_parallel", "Read", "Reduce", "Assign", "Call", "walk"]
