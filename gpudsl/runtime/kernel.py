@@ -325,22 +325,6 @@ def _signatures(module):
             for k in module.kernels.values()]
 
 
-class _EmulatorBackend:
-    def __init__(self, module):
-        from .emulator import build_emulator_module
-
-        self.mod = build_emulator_module(module.source, _signatures(module))
-
-    def alloc(self, shape, dtype):
-        return np.zeros(shape, dtype)
-
-    def launch(self, name, grid, block, args):
-        self.mod.launch(name, grid, block, args)
-
-    def synchronize(self):
-        pass
-
-
 class Kernel:
     """A compiled proc: call it with the proc's arguments."""
 
@@ -396,9 +380,7 @@ class Kernel:
     def _backend(self, module):
         if self.target == "emulator":
             return _EmulatorBackend(module)
-        from .gpu_backend import CudaBackend
-
-        return CudaBackend(module)
+        return _CudaBackend(module)
 
     # ------------------------------------------------------------ introspection
 
@@ -473,12 +455,43 @@ class Kernel:
                 plan.append((k, grid, dict(kenv)))
         except (NotConstant, ZeroDivisionError) as e:
             raise LaunchError(f"cannot compute the launches of {self.ir.name}: {e}") from None
-        spec.backend.run(self, module, b, plan) if hasattr(spec.backend, "run") else \
-            self._run_host(spec, module, b, plan)
+        spec.backend.run(module, b, plan)
 
-    def _run_host(self, spec, module, b: Bound, plan) -> None:
-        """Emulator: the kernels run on the numpy arrays (contiguous work copies when needed)."""
-        be = spec.backend
+
+def _temporary_shapes(module, env):
+    from ..codegen.plan import evaluate
+
+    for t in module.temporaries:
+        shape = tuple(int(evaluate(d, env)) for d in t.shape) or (1,)
+        dt = np.dtype(t.dtype.numpy) if t.dtype.numpy else np.dtype("uint16")
+        yield t.name, shape, dt
+
+
+def _launch_all(launch, module, b: Bound, plan, work: dict) -> None:
+    itype = np.int32 if module.index_bits == 32 else np.int64
+    for k, grid, kenv in plan:
+        args = []
+        for p in k.params:
+            if p.kind == "array":
+                args.append(work[p.name])
+            elif p.kind == "scalar":
+                args.append(b.scalars[p.name])
+            else:
+                args.append(itype(kenv[p.name]))
+        launch(k.name, grid, k.block, args)
+
+
+class _EmulatorBackend:
+    """The kernels run on the CPU, on the numpy arrays in place (contiguous work copies
+    of non-contiguous arrays, copied back when written)."""
+
+    def __init__(self, module):
+        from .emulator import build_emulator_module
+
+        self.mod = build_emulator_module(module.source, _signatures(module))
+        self.resources = None  # ptxas' numbers come from NVRTC on demand
+
+    def run(self, module, b: Bound, plan) -> None:
         work: dict[str, np.ndarray] = {}
         copy_back = []
         for name, a in b.arrays.items():
@@ -489,28 +502,57 @@ class Kernel:
                     copy_back.append((h, c))
                 h = c
             work[name] = h
-        for t in module.temporaries:
-            from ..codegen.plan import evaluate
-
-            shape = tuple(int(evaluate(d, b.env)) for d in t.shape) or (1,)
-            dt = np.dtype(t.dtype.numpy) if t.dtype.numpy else np.dtype("uint16")
-            work[t.name] = be.alloc(shape, dt)
-        itype = np.int32 if module.index_bits == 32 else np.int64
+        for name, shape, dt in _temporary_shapes(module, b.env):
+            work[name] = np.zeros(shape, dt)
         try:
-            for k, grid, kenv in plan:
-                args = []
-                for p in k.params:
-                    if p.kind == "array":
-                        args.append(work[p.name])
-                    elif p.kind == "scalar":
-                        args.append(b.scalars[p.name])
-                    else:
-                        args.append(itype(kenv[p.name]))
-                be.launch(k.name, grid, k.block, args)
-            be.synchronize()
+            _launch_all(self.mod.launch, module, b, plan, work)
         finally:
             for h, c in copy_back:
                 h[...] = c
+
+
+class _CudaBackend:
+    """NVRTC cubin (compiled at once, also without a GPU); launching needs the driver."""
+
+    def __init__(self, module):
+        from .driver import device_arch
+        from .nvrtc import compile_cubin
+
+        self.sigs = _signatures(module)
+        r = compile_cubin(module.source, device_arch())
+        self.cubin, self.resources, self.arch = r.cubin, r.resources, r.arch
+        self._dev = None
+
+    def run(self, module, b: Bound, plan) -> None:
+        from .driver import driver_available
+
+        if not driver_available():
+            raise LaunchError("no CUDA driver or GPU is available to run this kernel",
+                              hint="compile for the 'emulator' target: "
+                                   "proc.compile('emulator')")
+        from .device import DeviceBuffer, DeviceModule, synchronize
+
+        if self._dev is None:
+            self._dev = DeviceModule(self.cubin, self.sigs)
+        work: dict[str, Any] = {}
+        copies = []
+        for name, a in b.arrays.items():
+            if a.on_device:
+                work[name] = a.device
+            else:
+                buf = DeviceBuffer.from_numpy(a.host)
+                work[name] = buf
+                if a.written:
+                    copies.append((a.host, buf))
+        for name, shape, dt in _temporary_shapes(module, b.env):
+            work[name] = DeviceBuffer.zeros(shape, dt)
+        _launch_all(self._dev.launch, module, b, plan, work)
+        synchronize()
+        for host, buf in copies:
+            if host.flags.c_contiguous:
+                buf.copy_to(host)
+            else:
+                host[...] = buf.to_numpy()
 
 
 def compile_proc(proc, target: str = "cuda", **bindings) -> Kernel:

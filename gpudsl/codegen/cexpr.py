@@ -1,0 +1,257 @@
+"""IR expressions → CUDA C expression text.
+
+Parentheses follow C precedence, so only needed ones appear (plus a pair around
+``&&`` inside ``||``, which compilers ask for).  Integer ``//`` and ``%`` are
+plain C ``/`` and ``%`` when both operands are provably non-negative (sizes,
+loop variables of non-negative ranges, thread and block indices, constants,
+and ``+ * // % & >> min`` of those); otherwise they call the floor helpers of
+:mod:`gpudsl.codegen.helpers`, which give Python's meaning.
+"""
+from __future__ import annotations
+
+import math
+import struct
+
+from ..errors import CompileError
+from ..ir.nodes import BinOp, Builtin, Const, Expr, Read, UnOp, Var, WindowArg
+from ..ir.types import DTYPES, INDEX, DType, bool_, f16, f32, f64, bf16, i64
+
+# C precedence, higher binds tighter.
+C_PREC = {"||": 4, "&&": 5, "|": 6, "^": 7, "&": 8, "==": 9, "!=": 9, "<": 10, "<=": 10,
+          ">": 10, ">=": 10, "<<": 11, ">>": 11, "+": 12, "-": 12, "*": 13, "/": 13, "%": 13}
+TERNARY = 3
+UNARY = 14
+ATOM = 16
+
+_OPS = {"and": "&&", "or": "||"}
+HALF = (f16, bf16)
+
+# C/C++ keywords and CUDA names a proc's identifiers must not take.
+RESERVED = set("""
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
+extern false float for friend goto if inline int long mutable namespace new noexcept not
+not_eq nullptr operator or or_eq private protected public register reinterpret_cast requires
+restrict return short signed sizeof static static_assert static_cast struct switch template
+this thread_local throw true try typedef typeid typename union unsigned using virtual void
+volatile wchar_t while xor xor_eq threadIdx blockIdx blockDim gridDim warpSize min max abs
+exp log sqrt tanh expf logf sqrtf tanhf fminf fmaxf fabsf fabs fmin fmax llabs dim3 half
+main printf assert NULL INFINITY NAN signbit isnan isinf
+""".split())
+
+
+def cname(name: str) -> str:
+    """The C spelling of a proc identifier (reserved words get a trailing ``_``)."""
+    return name + "_" if name in RESERVED or name.startswith("__") else name
+
+
+def ctype(ty: DType, index_ctype: str) -> str:
+    return index_ctype if ty == INDEX else ty.ctype
+
+
+def float_literal(v: float, ty: DType) -> str:
+    """A C literal of float type ``ty`` (inf and nan through bit patterns)."""
+    v = float(v)
+    if ty == f64:
+        if math.isfinite(v):
+            return repr(v)
+        bits = struct.unpack("<q", struct.pack("<d", v))[0]
+        return f"__longlong_as_double({bits}LL)"
+    if math.isfinite(v):
+        text = repr(float(struct.unpack("<f", struct.pack("<f", v))[0]))
+        text = text if ("e" in text or "." in text) else text + ".0"
+        lit = text + "f"
+    else:
+        bits = struct.unpack("<I", struct.pack("<f", v))[0]
+        lit = f"__uint_as_float({bits:#010x}u)"
+    if ty == f16:
+        return f"__float2half({lit})"
+    if ty == bf16:
+        return f"__float2bfloat16({lit})"
+    return lit
+
+
+class ExprEmitter:
+    """Turns expressions into C text.  A kernel writer supplies the context:
+    ``index_ctype``, :meth:`access` (array element lvalues), :meth:`var_text`,
+    :meth:`nonneg_var` and :meth:`use_helper`."""
+
+    index_ctype = "int"
+
+    # ---- context hooks (overridden by the kernel writer)
+
+    def access(self, name: str, idx: tuple, loc) -> str:
+        raise NotImplementedError
+
+    def var_text(self, name: str) -> str:
+        return cname(name)
+
+    def nonneg_var(self, name: str) -> bool:
+        return False
+
+    def use_helper(self, name: str) -> None:
+        pass
+
+    # ---- types
+
+    def cint(self, e: Expr) -> str:
+        """The C integer type an integer expression evaluates in."""
+        if isinstance(e, Const):
+            if e.ty == i64 or abs(int(e.val)) >= 2 ** 31:
+                return "long long"
+            return self.index_ctype if e.ty == INDEX else e.ty.ctype
+        if isinstance(e, Var):
+            return self.index_ctype
+        if isinstance(e, Read):
+            return self.index_ctype if e.ty == INDEX else e.ty.ctype
+        if isinstance(e, (BinOp, Builtin)):
+            kids = (e.lhs, e.rhs) if isinstance(e, BinOp) else e.args
+            if isinstance(e, Builtin) and e.name in DTYPES:
+                return e.ty.ctype
+            types = [self.cint(k) for k in kids if k.ty.is_integer]
+            return "long long" if "long long" in types else (types[0] if types else "int")
+        if isinstance(e, UnOp):
+            return self.cint(e.arg)
+        return self.index_ctype
+
+    # ---- non-negativity (for plain / and %)
+
+    def nonneg(self, e: Expr) -> bool:
+        if isinstance(e, Const):
+            return not isinstance(e.val, bool) and e.val >= 0
+        if isinstance(e, Var):
+            return self.nonneg_var(e.name)
+        if isinstance(e, BinOp):
+            if e.op in ("+", "*", "//", "%", ">>", "<<", "|", "^"):
+                return self.nonneg(e.lhs) and self.nonneg(e.rhs)
+            if e.op == "&":
+                return self.nonneg(e.lhs) or self.nonneg(e.rhs)
+            return False
+        if isinstance(e, Builtin):
+            if e.name == "min":
+                return all(self.nonneg(a) for a in e.args)
+            if e.name == "max":
+                return any(self.nonneg(a) for a in e.args)
+            if e.name == "abs":
+                return True
+            if e.name == "select":
+                return self.nonneg(e.args[1]) and self.nonneg(e.args[2])
+        return False
+
+    # ---- printing
+
+    def expr(self, e: Expr, prec: int = 0) -> str:
+        text, p = self._expr(e)
+        return f"({text})" if p < prec else text
+
+    def cast_to(self, e: Expr, ty: DType, prec: int = 0) -> str:
+        """``e`` converted to ``ty`` where C would not do it implicitly (half types)
+        or would lose the meaning (bool ↔ numbers)."""
+        if e.ty == ty or ty == INDEX or (e.ty.is_integer and ty.is_integer):
+            return self.expr(e, prec)
+        if isinstance(e, Const) and ty.is_float:
+            return float_literal(e.val, ty)
+        if ty in HALF:
+            conv = "__float2half" if ty == f16 else "__float2bfloat16"
+            return f"{conv}((float){self.expr(e, UNARY)})"
+        if e.ty in HALF:
+            return f"({ty.ctype})(float){self.expr(e, UNARY)}" if UNARY >= prec else \
+                f"(({ty.ctype})(float){self.expr(e, UNARY)})"
+        if ty.is_float and e.ty.is_integer:
+            return self.expr(e, prec)  # C converts integers to floats
+        text = f"({ty.ctype}){self.expr(e, UNARY)}"
+        return text if UNARY >= prec else f"({text})"
+
+    def _expr(self, e: Expr) -> tuple[str, int]:
+        if isinstance(e, Const):
+            return self._const(e)
+        if isinstance(e, Var):
+            return self.var_text(e.name), ATOM
+        if isinstance(e, Read):
+            return self.access(e.name, e.idx, e.loc), ATOM
+        if isinstance(e, BinOp):
+            return self._binop(e)
+        if isinstance(e, UnOp):
+            if e.op == "not":
+                return "!" + self.expr(e.arg, UNARY), UNARY
+            return "-" + self.expr(e.arg, UNARY + 1), UNARY
+        if isinstance(e, Builtin):
+            return self._builtin(e)
+        if isinstance(e, WindowArg):
+            raise CompileError("a window can only be an argument of a call", e.loc)
+        raise CompileError(f"cannot generate CUDA for the expression {e!r}")
+
+    def _const(self, e: Const) -> tuple[str, int]:
+        if e.ty == bool_:
+            return ("true" if e.val else "false"), ATOM
+        if e.ty.is_float:
+            text = float_literal(e.val, e.ty)
+            return text, (UNARY if text.startswith("-") else ATOM)
+        v = int(e.val)
+        suffix = "LL" if (e.ty == i64 or abs(v) >= 2 ** 31) else ""
+        return f"{v}{suffix}", (UNARY if v < 0 else ATOM)
+
+    def _binop(self, e: BinOp) -> tuple[str, int]:
+        op = _OPS.get(e.op, e.op)
+        if e.op in ("//", "%"):
+            if self.nonneg(e.lhs) and self.nonneg(e.rhs):
+                op = "/" if e.op == "//" else "%"
+            else:
+                helper = "gpudsl_floordiv" if e.op == "//" else "gpudsl_floormod"
+                self.use_helper(helper)
+                t = "long long" if "long long" in (self.cint(e.lhs), self.cint(e.rhs)) \
+                    else "int"
+                self.use_helper(helper)
+                a = self.expr(e.lhs) if self.cint(e.lhs) == t else \
+                    f"({t}){self.expr(e.lhs, UNARY)}"
+                b = self.expr(e.rhs) if self.cint(e.rhs) == t else \
+                    f"({t}){self.expr(e.rhs, UNARY)}"
+                return f"{helper}({a}, {b})", ATOM
+        p = C_PREC[op]
+        target = e.ty
+        if e.op in ("==", "!=", "<", "<=", ">", ">="):
+            lt, rt = e.lhs.ty, e.rhs.ty
+            target = lt if lt.is_float else rt if rt.is_float else lt
+        lp, rp = p, p + 1
+        if op in ("+", "*", "&&", "&", "|", "^") and e.ty.is_integer or op == "&&":
+            rp = p  # associative on integers: a + (b + c) prints as a + b + c
+        if op == "||":
+            lp = rp = C_PREC["&&"] + 1
+        if e.ty.is_float or target.is_float:
+            lhs, rhs = self.cast_to(e.lhs, target, lp), self.cast_to(e.rhs, target, rp)
+        else:
+            lhs, rhs = self.expr(e.lhs, lp), self.expr(e.rhs, rp)
+        return f"{lhs} {op} {rhs}", p
+
+    def _builtin(self, e: Builtin) -> tuple[str, int]:
+        name, args, ty = e.name, e.args, e.ty
+        if name in DTYPES:
+            a = args[0]
+            if a.ty == ty or (ty == i64 and a.ty == INDEX and self.index_ctype == "long long"):
+                return self.expr(a, ATOM), ATOM
+            if ty in HALF or a.ty in HALF or isinstance(a, Const):
+                return self.cast_to(a, ty, ATOM), ATOM
+            return f"({ty.ctype}){self.expr(a, UNARY)}", UNARY
+        if name == "select":
+            c = self.expr(args[0], TERNARY + 1)
+            a, b = self.cast_to(args[1], ty, TERNARY + 1), self.cast_to(args[2], ty, TERNARY)
+            return f"{c} ? {a} : {b}", TERNARY
+        if ty.is_float:
+            fname = {"min": "fmin", "max": "fmax", "abs": "fabs"}.get(name, name)
+            if ty in (f32,) + HALF:
+                fname += "f"
+            if ty in HALF:
+                conv = "__float2half" if ty == f16 else "__float2bfloat16"
+                inner = ", ".join(f"(float){self.expr(a, UNARY)}" for a in args)
+                return f"{conv}({fname}({inner}))", ATOM
+            return f"{fname}({', '.join(self.cast_to(a, ty) for a in args)})", ATOM
+        # integers
+        t = self.cint(e)
+        if name == "abs":
+            return f"{'llabs' if t == 'long long' else 'abs'}({self.expr(args[0])})", ATOM
+        if name in ("min", "max"):
+            parts = [self.expr(a) if self.cint(a) == t else f"({t}){self.expr(a, UNARY)}"
+                     for a in args]
+            return f"{name}({', '.join(parts)})", ATOM
+        raise CompileError(f"{name}() needs a float argument", e.loc)

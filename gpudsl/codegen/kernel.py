@@ -1,0 +1,530 @@
+"""One kernel: a ``@ BLOCKS`` nest or a run of serial host code → a ``__global__`` function.
+
+Mapping (SPEC 2.4):
+
+- up to 3 directly nested BLOCKS loops → ``blockIdx.z/y/x`` (innermost ``x``);
+  the loop variable is ``lo + blockIdx.*``;
+- up to 3 directly nested THREADS loops → ``threadIdx.z/y/x``; the block size in
+  each dimension is the largest ``hi`` among the kernel's thread loops; the loop
+  variable *is* ``threadIdx.*``, and a loop narrower than the block is predicated
+  ``if (lo <= threadIdx.x && threadIdx.x < hi)``; a nest that leaves a block
+  dimension unused runs only on ``threadIdx.<that> == 0``;
+- ``SHARED`` allocations → ``__shared__`` arrays; ``REGISTER`` allocations →
+  local variables; a block-level ``REGISTER`` array indexed by thread variables in
+  its leading dimensions loses those dimensions (each thread holds its row);
+- ``GLOBAL`` arrays are flat row-major pointers; shared and register arrays are
+  C arrays with their (constant) shape.
+
+Statements that break these rules are refused with a :class:`CompileError` at the
+statement's source location.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import CompileError
+from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
+                        Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg)
+from ..ir.printer import print_expr
+from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, THREADS, DType, bool_, f16, \
+    bf16, f32, f64, i32, i64
+from ..ir.visitor import walk
+from .cexpr import ATOM, UNARY, ExprEmitter, cname
+from .inline import written_names
+from .plan import NeedsBinding, NotConstant, evaluate
+from .writer import Writer
+
+DIMS = ("x", "y", "z")
+
+
+@dataclass
+class ArrayInfo:
+    name: str
+    cname: str
+    dtype: DType
+    shape: tuple  # IR expressions (GLOBAL) or ints (local arrays, after dropping)
+    mem: object
+    pointer: bool  # a GLOBAL pointer (flat indexing) vs a C local / __shared__ array
+    drop: int = 0  # leading thread dimensions dropped (block-level REGISTER arrays)
+
+
+def _err(msg, loc, hint=None):
+    return CompileError(msg, loc, hint)
+
+
+def thread_chain(f: For) -> list[For]:
+    """The directly nested THREADS loops starting at ``f`` (outer first)."""
+    chain = [f]
+    while (len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], For)
+           and chain[-1].body[0].mapping == THREADS):
+        chain.append(chain[-1].body[0])
+        if len(chain) > 3:
+            raise _err("more than 3 directly nested @ THREADS loops", chain[-1].loc,
+                       "a block has 3 dimensions (threadIdx.z/y/x)")
+    return chain
+
+
+def blocks_chain(f: For) -> list[For]:
+    chain = [f]
+    while (len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], For)
+           and chain[-1].body[0].mapping == BLOCKS):
+        chain.append(chain[-1].body[0])
+        if len(chain) > 3:
+            raise _err("more than 3 directly nested @ BLOCKS loops", chain[-1].loc,
+                       "a grid has 3 dimensions (blockIdx.z/y/x)")
+    return chain
+
+
+def chain_dims(n: int) -> tuple[str, ...]:
+    return ("z", "y", "x")[3 - n:]
+
+
+def _expr_nodes(s: Stmt):
+    """The expressions a statement itself holds (not those of nested statements)."""
+    if isinstance(s, (Assign, Reduce, Atomic)):
+        yield Read(s.name, s.idx, bool_, s.loc)  # the target, as an access
+        yield s.rhs
+    elif isinstance(s, Call):
+        yield from s.args
+    elif isinstance(s, For):
+        yield s.lo
+        yield s.hi
+    elif isinstance(s, If):
+        yield s.cond
+    elif isinstance(s, Alloc):
+        yield from s.shape
+
+
+class KernelWriter(ExprEmitter):
+    """Emits one kernel into a :class:`Writer`.  ``module`` is the
+    :class:`gpudsl.codegen.generate.ModuleWriter` holding the proc-wide context."""
+
+    def __init__(self, module, name: str, serial: bool, host_vars: dict):
+        self.m = module
+        self.name = name
+        self.serial = serial
+        self.index_ctype = module.index_ctype
+        self.w: Writer = module.w
+        self.scopes: list[dict] = [dict(module.global_arrays)]
+        self.var_nonneg: dict[str, bool] = dict(module.control_nonneg)
+        self.var_nonneg.update(host_vars)
+        self.nest: list[tuple[str, str]] | None = None  # thread nest: (iter, dim)
+        self.block_dim = [1, 1, 1]
+        self.drops: dict[int, tuple] = {}  # id(Alloc) -> dims dropped
+
+    # ------------------------------------------------------------ context hooks
+
+    def use_helper(self, name):
+        self.m.helpers.add(name)
+
+    def nonneg_var(self, name):
+        return self.var_nonneg.get(name, False)
+
+    def lookup(self, name, loc) -> ArrayInfo:
+        for sc in reversed(self.scopes):
+            if name in sc:
+                return sc[name]
+        raise _err(f"'{name}' is not an array or scalar in memory here", loc)
+
+    def index_text(self, info: ArrayInfo, idx: tuple, loc) -> str:
+        if info.pointer:
+            if not idx:
+                return f"{info.cname}[0]"
+            off: Expr = idx[0]
+            for d in range(1, len(idx)):
+                off = BinOp("+", BinOp("*", off, info.shape[d], INDEX), idx[d], INDEX)
+            return f"{info.cname}[{self.expr(off)}]"
+        idx = self._drop(info, idx, loc)
+        return info.cname + "".join(f"[{self.expr(i)}]" for i in idx)
+
+    def _drop(self, info: ArrayInfo, idx: tuple, loc) -> tuple:
+        if not info.drop:
+            return idx
+        nest = dict(self.nest or ())
+        for i in idx[:info.drop]:
+            if not (isinstance(i, Var) and i.name in nest):
+                raise _err(f"the block-level REGISTER array '{info.name}' is indexed by "
+                           "thread variables in its leading dimensions elsewhere, but not here",
+                           loc, "each thread holds its own row: index it by the thread loop "
+                           "variables, inside the thread loops")
+        return idx[info.drop:]
+
+    def access(self, name, idx, loc):
+        return self.index_text(self.lookup(name, loc), tuple(idx), loc)
+
+    # ------------------------------------------------------------ constants
+
+    def const_int(self, e: Expr, what: str, loc) -> int:
+        try:
+            v = evaluate(e, self.m.bindings)
+        except NotConstant as exc:
+            params = exc.names & self.m.control_params
+            if params and params == exc.names:
+                raise NeedsBinding(params, f"{what} must be a constant once sizes are fixed; "
+                                   f"it uses {', '.join(sorted(params))}", loc) from None
+            raise _err(f"{what} must be a constant once sizes are fixed, not "
+                       f"'{print_expr(e)}'", loc) from None
+        return int(v)
+
+    # ------------------------------------------------------------ prepass
+
+    def prepass(self, body: tuple) -> None:
+        """Block dimensions and the dimensions dropped from block-level REGISTER arrays."""
+        records: dict[int, set] = {}
+        allocs: dict[int, Alloc] = {}
+
+        def scan(stmts, nest, scope):
+            scope = dict(scope)
+            for s in stmts:
+                if isinstance(s, Alloc) and s.mem == REGISTER and s.shape and nest is None:
+                    scope[s.name] = id(s)
+                    records[id(s)] = set()
+                    allocs[id(s)] = s
+                    continue
+                if isinstance(s, Alloc):
+                    scope.pop(s.name, None)
+                for e in _expr_nodes(s):
+                    for n in walk(e):
+                        if isinstance(n, (Read, WindowArg)) and n.name in scope:
+                            records[scope[n.name]].add(self._leading(n, nest))
+                if isinstance(s, For) and s.mapping == THREADS and nest is None:
+                    chain = thread_chain(s)
+                    dims = chain_dims(len(chain))
+                    for f, d in zip(chain, dims):
+                        hi = self.const_int(f.hi, f"the bound of the @ THREADS loop "
+                                            f"'{f.iter}'", f.loc)
+                        k = DIMS.index(d)
+                        self.block_dim[k] = max(self.block_dim[k], hi)
+                    scan(chain[-1].body, [(f.iter, d) for f, d in zip(chain, dims)], scope)
+                elif isinstance(s, For):
+                    scan(s.body, nest, scope)
+                elif isinstance(s, If):
+                    scan(s.body, nest, scope)
+                    scan(s.orelse, nest, scope)
+
+        scan(body, None, {})
+        for key, seen in records.items():
+            if len(seen) > 1:
+                a = allocs[key]
+                raise _err(f"the block-level REGISTER array '{a.name}' is indexed by different "
+                           "thread variables (or threadIdx dimensions) in different places",
+                           a.loc, "index its leading dimensions by the thread loop variables "
+                           "of the same threadIdx dimensions everywhere")
+            self.drops[key] = next(iter(seen)) if seen else ()
+        total = self.block_dim[0] * self.block_dim[1] * self.block_dim[2]
+        if total > 1024:
+            raise _err(f"the kernel {self.name} needs {total} threads per block (block "
+                       f"{tuple(self.block_dim)}); CUDA allows 1024", body[0].loc if body
+                       else None, "use smaller @ THREADS loops")
+
+    @staticmethod
+    def _leading(n, nest) -> tuple:
+        if not nest:
+            return ()
+        where = dict(nest)
+        dims = []
+        parts = n.idx
+        for p in parts:
+            e = p.pt if isinstance(p, Point) else p
+            if isinstance(e, Var) and e.name in where and where[e.name] not in dims:
+                dims.append(where[e.name])
+            else:
+                break
+        return tuple(dims)
+
+    # ------------------------------------------------------------ kernels
+
+    def emit_blocks_kernel(self, f: For, params_text: str) -> tuple:
+        chain = blocks_chain(f)
+        body = chain[-1].body
+        self.prepass(body)
+        nthreads = self.block_dim[0] * self.block_dim[1] * self.block_dim[2]
+        w = self.w
+        w.line(f'extern "C" __global__ void __launch_bounds__({nthreads})', f.loc)
+        w.line(f"{self.name}({params_text})")
+        w.line("{")
+        w.indent += 1
+        grid = [Const(1, INDEX)] * 3
+        for b, d in zip(chain, chain_dims(len(chain))):
+            for e in (b.lo, b.hi):
+                if any(isinstance(n, Read) for n in walk(e)):
+                    raise _err(f"the bounds of the @ BLOCKS loop '{b.iter}' read memory",
+                               b.loc, "grid sizes use sizes and index parameters only")
+            grid[DIMS.index(d)] = BinOp("-", b.hi, b.lo, INDEX) if not (
+                isinstance(b.lo, Const) and b.lo.val == 0) else b.hi
+            ix = f"blockIdx.{d}" if self.index_ctype == "int" else \
+                f"(long long)blockIdx.{d}"
+            val = ix if (isinstance(b.lo, Const) and b.lo.val == 0) else \
+                f"{self.expr(b.lo, 12)} + {ix}"
+            w.line(f"const {self.index_ctype} {cname(b.iter)} = {val};", b.loc)
+            self.var_nonneg[b.iter] = self.nonneg(b.lo)
+        self.block(body, level="block")
+        w.indent -= 1
+        w.line("}")
+        return tuple(grid), tuple(self.block_dim)
+
+    def emit_serial_kernel(self, stmts: tuple, params_text: str, loc) -> None:
+        w = self.w
+        w.line('extern "C" __global__ void __launch_bounds__(1)', loc)
+        w.line(f"{self.name}({params_text})")
+        w.line("{")
+        w.indent += 1
+        self.block(stmts, level="serial")
+        w.indent -= 1
+        w.line("}")
+
+    # ------------------------------------------------------------ statements
+
+    def block(self, stmts: tuple, level: str) -> None:
+        self.scopes.append({})
+        try:
+            for s in stmts:
+                self.stmt(s, level)
+        finally:
+            self.scopes.pop()
+
+    def braced(self, head: str, loc, stmts, level, tail_ok=True):
+        self.w.line(head + " {", loc)
+        self.w.indent += 1
+        self.block(stmts, level)
+        self.w.indent -= 1
+        self.w.line("}")
+
+    def stmt(self, s: Stmt, level: str) -> None:
+        w = self.w
+        if isinstance(s, Pass):
+            return
+        if isinstance(s, Alloc):
+            return self.alloc(s, level)
+        if isinstance(s, For):
+            return self.loop(s, level)
+        if isinstance(s, If):
+            cond = self.expr(s.cond)
+            w.line(f"if ({cond}) {{", s.loc)
+            w.indent += 1
+            self.block(s.body, level)
+            w.indent -= 1
+            if s.orelse:
+                w.line("} else {")
+                w.indent += 1
+                self.block(s.orelse, level)
+                w.indent -= 1
+            w.line("}")
+            return
+        if isinstance(s, Sync):
+            if level != "block":
+                where = "inside a @ THREADS loop" if level == "thread" else \
+                    "outside any @ BLOCKS loop"
+                raise _err(f"sync() stands {where}", s.loc,
+                           "sync() belongs at block level: inside a BLOCKS loop, outside the "
+                           "THREADS loops")
+            w.line("__syncthreads();", s.loc)
+            return
+        if level == "block":
+            raise _err("this statement stands at block level (inside a @ BLOCKS loop but "
+                       "outside any @ THREADS loop)", s.loc,
+                       "put it inside a THREADS loop: at block level only allocations, sync(), "
+                       "seq loops, ifs and THREADS loops may stand")
+        if isinstance(s, Assign):
+            ty = self._elem_type(s.name, s.loc)
+            w.line(f"{self.access(s.name, s.idx, s.loc)} = {self.cast_to(s.rhs, ty)};", s.loc)
+            return
+        if isinstance(s, Reduce):
+            ty = self._elem_type(s.name, s.loc)
+            w.line(f"{self.access(s.name, s.idx, s.loc)} {s.op}= {self.cast_to(s.rhs, ty)};",
+                   s.loc)
+            return
+        if isinstance(s, Atomic):
+            return self.atomic(s)
+        if isinstance(s, Call):
+            return self.instr(s)
+        raise _err(f"cannot generate CUDA for {type(s).__name__}", getattr(s, "loc", None))
+
+    def _elem_type(self, name, loc) -> DType:
+        return self.lookup(name, loc).dtype
+
+    def alloc(self, s: Alloc, level: str) -> None:
+        if s.mem == GLOBAL and level != "serial":
+            raise _err(f"the GLOBAL array '{s.name}' is allocated inside a kernel", s.loc,
+                       "allocate GLOBAL temporaries at host level (outside the BLOCKS loops)")
+        if s.mem == SHARED and level != "block":
+            raise _err(f"the SHARED array '{s.name}' is allocated "
+                       + ("inside a @ THREADS loop" if level == "thread"
+                          else "outside any @ BLOCKS loop"), s.loc,
+                       "allocate SHARED arrays at block level: one copy per block")
+        drop = len(self.drops.get(id(s), ())) if (level == "block" and s.mem == REGISTER) else 0
+        shape = [self.const_int(d, f"the shape of '{s.name}'", s.loc) for d in s.shape]
+        if drop > len(shape):
+            drop = len(shape)
+        shape = shape[drop:]
+        info = ArrayInfo(s.name, cname(s.name), s.ty, tuple(shape), s.mem, False, drop)
+        self.scopes[-1][s.name] = info
+        if s.ty in (f16, bf16):
+            self.m.uses_half = True
+        dims = "".join(f"[{n}]" for n in shape)
+        qual = "__shared__ " if s.mem == SHARED else ""
+        note = ""
+        if drop:
+            note = "  // one row per thread (leading thread dimension" + \
+                   ("s" if drop > 1 else "") + " dropped)"
+        self.w.line(f"{qual}{s.ty.ctype} {info.cname}{dims};{note}", s.loc)
+
+    def loop(self, s: For, level: str) -> None:
+        w = self.w
+        if s.mapping == BLOCKS:
+            raise _err(f"the @ BLOCKS loop '{s.iter}' is not an outermost BLOCKS nest at host "
+                       "level", s.loc, "BLOCKS loops nest directly (up to 3) at host level")
+        if s.kind == "par" and s.mapping is None:
+            raise _err(f"the par loop '{s.iter}' is not mapped to BLOCKS or THREADS", s.loc,
+                       "map it first: parallelize_loop(p, loop, BLOCKS | THREADS), or make "
+                       "it a seq loop")
+        if s.mapping == THREADS:
+            if level != "block":
+                where = "inside another @ THREADS loop" if level == "thread" else \
+                    "outside any @ BLOCKS loop"
+                raise _err(f"the @ THREADS loop '{s.iter}' stands {where}", s.loc,
+                           "THREADS loops nest directly (up to 3) at block level")
+            return self.thread_nest(s)
+        t = self.index_ctype
+        if "long long" in (self.cint(s.lo), self.cint(s.hi)):
+            t = "long long"
+        if s.unroll:
+            w.line("#pragma unroll", s.loc)
+        v = cname(s.iter)
+        self.var_nonneg[s.iter] = self.nonneg(s.lo)
+        w.line(f"for ({t} {v} = {self.expr(s.lo)}; {v} < {self.expr(s.hi, 10)}; {v}++) {{",
+               s.loc)
+        w.indent += 1
+        self.block(s.body, level)
+        w.indent -= 1
+        w.line("}")
+
+    def thread_nest(self, f: For) -> None:
+        chain = thread_chain(f)
+        dims = chain_dims(len(chain))
+        conds = []
+        for g, d in zip(chain, dims):
+            lo = self.const_int(g.lo, f"the start of the @ THREADS loop '{g.iter}'", g.loc)
+            hi = self.const_int(g.hi, f"the bound of the @ THREADS loop '{g.iter}'", g.loc)
+            full = self.block_dim[DIMS.index(d)]
+            if lo > 0:
+                conds.append(f"{lo} <= threadIdx.{d}")
+            if hi < full or hi <= lo:
+                conds.append(f"threadIdx.{d} < {hi}")
+        for k, d in enumerate(DIMS):
+            if d not in dims and self.block_dim[k] > 1:
+                conds.append(f"threadIdx.{d} == 0")
+        head = f"if ({' && '.join(conds)})" if conds else ""
+        self.w.line(f"{head} {{" if head else "{", f.loc)
+        self.w.indent += 1
+        saved = self.nest
+        self.nest = [(g.iter, d) for g, d in zip(chain, dims)]
+        for g, d in zip(chain, dims):
+            self.var_nonneg[g.iter] = True
+            self.w.line(f"const {self.index_ctype} {cname(g.iter)} = threadIdx.{d};",
+                        None if g is f else g.loc)
+        self.block(chain[-1].body, "thread")
+        self.nest = saved
+        self.w.indent -= 1
+        self.w.line("}")
+
+    def atomic(self, s: Atomic) -> None:
+        info = self.lookup(s.name, s.loc)
+        ty = info.dtype
+        lv = self.index_text(info, s.idx, s.loc)
+        val = self.cast_to(s.rhs, ty)
+        if s.op == "add":
+            if ty == i64:
+                text = f"atomicAdd((unsigned long long*)&{lv}, (unsigned long long)({val}));"
+            elif ty in (f32, f64, i32, f16, bf16):
+                text = f"atomicAdd(&{lv}, {val});"
+            else:
+                raise _err(f"atomic_add on {ty.name} is not supported by CUDA", s.loc)
+        else:
+            fn = "atomicMin" if s.op == "min" else "atomicMax"
+            if ty in (i32, i64):
+                text = f"{fn}(&{lv}, {val});"
+            elif ty in (f32, f64):
+                self.use_helper("gpudsl_atomic_f32" if ty == f32 else "gpudsl_atomic_f64")
+                text = f"gpudsl_atomic_{s.op}(&{lv}, {val});"
+            else:
+                raise _err(f"atomic_{s.op} on {ty.name} is not supported", s.loc,
+                           "use f32, f64, i32 or i64")
+        self.w.line(text, s.loc)
+
+    # ------------------------------------------------------------ @instr
+
+    _HOLE = re.compile(r"\{\{|\}\}|\{(\w+)\}")
+
+    def window_holes(self, pname: str, arg: WindowArg, loc) -> dict:
+        info = self.lookup(arg.name, loc)
+        if not arg.idx:
+            n = len(info.shape) + info.drop
+            origin = tuple(Const(0, INDEX) for _ in range(n))
+            kept = list(range(n))
+        else:
+            origin = tuple(p.pt if isinstance(p, Point) else p.lo for p in arg.idx)
+            kept = [k for k, p in enumerate(arg.idx) if isinstance(p, Interval)]
+        if info.pointer:
+            shape = list(info.shape)
+            if not shape:
+                lv = f"{info.cname}[0]"
+            else:
+                lv = self.index_text(info, origin, loc)
+            strides = []
+            for k in kept:
+                st: Expr = Const(1, INDEX)
+                for d in shape[k + 1:]:
+                    st = d if (isinstance(st, Const) and st.val == 1) else \
+                        BinOp("*", st, d, INDEX)
+                strides.append(self.expr(st))
+        else:
+            lv = self.index_text(info, origin, loc)
+            shape = list(info.shape)
+            strides = []
+            for k in kept:
+                k2 = k - info.drop
+                if k2 < 0:
+                    raise _err(f"a window of '{arg.name}' spans a dropped thread dimension",
+                               loc, "index the thread dimensions with points")
+                st = 1
+                for d in shape[k2 + 1:]:
+                    st *= d
+                strides.append(str(st))
+        holes = {pname: lv, f"{pname}_data": f"&{lv}" if not lv.startswith("*") else lv[1:]}
+        for k, st in enumerate(strides):
+            holes[f"{pname}_stride_{k}"] = st
+        return holes
+
+    def instr(self, s: Call) -> None:
+        callee = s.proc
+        if callee.instr is None:
+            raise _err(f"the call of {callee.name} was not inlined", s.loc)
+        holes: dict[str, str] = {}
+        for p, a in zip(callee.params, s.args):
+            if p.is_array:
+                holes.update(self.window_holes(p.name, a, s.loc))
+            else:
+                holes[p.name] = self.expr(a, ATOM) if p.kind != "scalar" else \
+                    self.cast_to(a, p.ty, ATOM)
+
+        def sub(m):
+            if m.group(0) == "{{":
+                return "{"
+            if m.group(0) == "}}":
+                return "}"
+            key = m.group(1)
+            if key not in holes:
+                raise _err(f"the template of @instr {callee.name} has the hole {{{key}}}, which "
+                           "names no parameter", s.loc,
+                           "holes: " + ", ".join("{" + h + "}" for h in holes))
+            return holes[key]
+
+        text = self._HOLE.sub(sub, callee.instr.strip("\n"))
+        self.w.line(f"// {callee.name}", s.loc)
+        for ln in text.split("\n"):
+            self.w.line(ln)
+
+
+__all__ = ["KernelWriter", "ArrayInfo", "thread_chain", "blocks_chain", "UNARY"]
