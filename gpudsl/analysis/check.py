@@ -1,0 +1,79 @@
+"""``check(proc, **bindings)``: run every obligation and build the Report.
+
+``timeout=seconds`` (per solver query, default 3 s) may be passed among the bindings
+unless the proc has a parameter of that name (then use ``_timeout``).  Results are
+cached per (proc, bindings, timeout): procs are immutable values.
+"""
+from __future__ import annotations
+
+import time
+
+from ..errors import Error
+from .effects import collect
+from .mapping import check_uniformity, issues_to_diagnostics
+from .obligations import Ctx
+from .obligations.bounds import check_bounds
+from .obligations.ownership import check_ownership
+from .obligations.races import check_races
+from .report import Diagnostic, Report
+from .resources import check_resources
+from .smt import DEFAULT_TIMEOUT_MS, SAT
+
+_cache: dict = {}
+_ORDER = {"mapping": 0, "divergence": 1, "resource": 2, "race": 3, "bounds": 4, "unknown": 5}
+
+
+def check(p, **bindings) -> Report:
+    ir = p.ir if hasattr(p, "ir") else p
+    names = {q.name: q for q in ir.params}
+    timeout = None
+    for key in ("timeout", "_timeout"):
+        if key in bindings and (key not in names or key == "_timeout"):
+            timeout = bindings.pop(key)
+    timeout_ms = int(timeout * 1000) if timeout is not None else DEFAULT_TIMEOUT_MS
+    for k, v in bindings.items():
+        q = names.get(k)
+        if q is None or q.kind not in ("size", "index"):
+            sizes = [q.name for q in ir.params if q.kind in ("size", "index")]
+            raise Error(f"check({ir.name}): '{k}' is not a size or index parameter of "
+                        f"{ir.name}", ir.loc, f"bind one of: {', '.join(sizes) or '(none)'}")
+        if isinstance(v, bool) or not isinstance(v, int):
+            try:
+                v = int(v)
+            except (TypeError, ValueError):
+                raise Error(f"check({ir.name}): {k}={v!r} is not an integer", ir.loc)
+            bindings[k] = v
+        if q.kind == "size" and v < 1:
+            raise Error(f"check({ir.name}): the size {k} must be positive, got {v}", ir.loc)
+    key = (ir, tuple(sorted(bindings.items())), timeout_ms)
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    rep = _run(ir, bindings, timeout_ms)
+    if len(_cache) > 512:
+        _cache.clear()
+    _cache[key] = rep
+    return rep
+
+
+def _run(ir, bindings, timeout_ms) -> Report:
+    t0 = time.perf_counter()
+    eff = collect(ir)
+    ctx = Ctx(eff, bindings, timeout_ms)
+    if bindings:
+        r = ctx.solve([])
+        if r.status != SAT:
+            raise Error(f"check({ir.name}): the bindings "
+                        f"{', '.join(f'{k}={v}' for k, v in bindings.items())} violate the "
+                        "proc's asserts", ir.loc)
+    issues_to_diagnostics(eff, ctx.diagnostics, ctx.warnings)
+    check_uniformity(eff, ctx.diagnostics)
+    check_resources(ctx)
+    check_ownership(ctx)
+    check_races(ctx)
+    check_bounds(ctx)
+    diags = sorted(ctx.diagnostics, key=lambda d: _ORDER.get(d.kind, 9))
+    rep = Report(ir.name, diags, ctx.warnings, dict(bindings),
+                 {"queries": ctx.queries, "seconds": time.perf_counter() - t0,
+                  "accesses": len(eff.accesses)})
+    return rep

@@ -1,0 +1,443 @@
+"""Effects: every memory access of a proc, with the context it happens in.
+
+API (reusable by the scheduling primitives)::
+
+    from gpudsl.analysis.effects import collect, Effects, Access, Loop, ArrayInfo
+
+    eff = collect(proc_def)          # a ProcDef (or gpudsl.Proc: pass proc.ir)
+    eff.accesses                      # list[Access], in program order
+    eff.arrays                        # dict key -> ArrayInfo (params and allocations)
+    eff.kernels                       # dict kernel uid -> KernelInfo
+    eff.written                       # set of array keys written (plain, reduce or atomic)
+    eff.syncs                         # list[SyncInfo]
+    eff.window_checks, eff.call_preds # bounds obligations of windows and callee asserts
+
+Calls are inlined first (:mod:`gpudsl.analysis.inline`), so a window ``s[t:t+2]``
+passed to a proc shows up as accesses of ``s`` itself.
+
+An :class:`Access` has: ``array`` (key of :class:`ArrayInfo`, unique per allocation),
+``name`` (source name), ``mem``, ``kind`` (``"read"``, ``"write"`` or ``"atomic"``;
+``x[i] += e`` is a ``"write"`` with ``reduce=True``), ``idx`` (IR index expressions in
+terms of loop variables, sizes and index parameters), ``bounds`` (``(index, extent)``
+pairs to prove in range), ``guards`` (IR boolean expressions: enclosing ``if``
+conditions, negated for ``else``), ``loops`` (enclosing :class:`Loop` s, outermost
+first), ``kernel`` (uid of the outermost ``@ BLOCKS`` loop, or None at host level),
+``level`` (``"host"``, ``"block"`` or ``"thread"``), ``bcount`` (an IR integer
+expression: how many barriers the block has passed when the access runs; see
+:mod:`gpudsl.analysis.phases`), ``loc`` and ``stmt`` (the statement).
+
+A :class:`Loop` has ``iter``, ``lo``, ``hi``, ``kind`` (``"seq"``/``"par"``),
+``mapping`` (None/BLOCKS/THREADS), ``level`` (where the loop itself stands),
+``uid`` (unique per loop statement), ``dim`` (0=x, 1=y, 2=z for mapped loops), ``loc``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..errors import SrcLoc
+from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
+                        Interval, Pass, Point, ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var,
+                        WindowArg)
+from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, THREADS, Memory, bool_
+from ..ir.visitor import walk
+from .inline import WINDOW_CHECK, inline_body
+from .phases import PhaseCounter
+
+
+@dataclass(frozen=True, eq=False)
+class Loop:
+    iter: str
+    lo: Expr
+    hi: Expr
+    kind: str
+    mapping: object
+    level: str
+    uid: int
+    dim: int = -1
+    loc: Optional[SrcLoc] = None
+
+    @property
+    def is_par(self) -> bool:
+        return self.kind == "par"
+
+    @property
+    def is_unmapped_par(self) -> bool:
+        return self.kind == "par" and self.mapping is None
+
+
+@dataclass(eq=False)
+class ArrayInfo:
+    key: str
+    name: str
+    mem: Memory
+    shape: tuple
+    ty: object
+    is_param: bool
+    level: str = "host"                 # where it is allocated
+    loops: tuple = ()                   # loops enclosing the allocation
+    kernel: Optional[int] = None
+    loc: Optional[SrcLoc] = None
+    thread_dims: int = 0                # for block-level REGISTER: thread dims of the kernel
+
+
+@dataclass(eq=False)
+class Access:
+    array: str
+    name: str
+    mem: Memory
+    kind: str
+    idx: tuple
+    bounds: list
+    guards: tuple
+    loops: tuple
+    kernel: Optional[int]
+    level: str
+    bcount: Optional[Expr]
+    loc: Optional[SrcLoc]
+    stmt: object
+    reduce: bool = False
+    uid: int = 0
+
+    @property
+    def is_write(self) -> bool:
+        return self.kind in ("write", "atomic")
+
+    def describe(self) -> str:
+        from ..ir.printer import print_expr
+
+        what = {"read": "read", "write": "write", "atomic": "atomic update"}[self.kind]
+        if self.reduce:
+            what = "update"
+        ix = ", ".join(print_expr(i) for i in self.idx)
+        return f"{what} of {self.name}[{ix}]" if self.idx else f"{what} of {self.name}"
+
+
+@dataclass(eq=False)
+class SyncInfo:
+    loc: Optional[SrcLoc]
+    loops: tuple
+    guards: tuple
+    kernel: Optional[int]
+    level: str
+    inside: list            # enclosing statements (For/If) from the kernel down
+
+
+@dataclass(eq=False)
+class KernelInfo:
+    uid: int
+    loop: For
+    block_loops: tuple = ()
+    thread_extents: dict = field(default_factory=dict)   # dim -> list of hi exprs
+    thread_loops: list = field(default_factory=list)
+    shared: list = field(default_factory=list)           # ArrayInfo
+    block_registers: list = field(default_factory=list)  # ArrayInfo
+    loc: Optional[SrcLoc] = None
+
+
+@dataclass(eq=False)
+class Issue:
+    """A structural problem found while collecting (mapping rules, host effects)."""
+    kind: str       # "mapping", "warning", "divergence"
+    message: str
+    locs: list
+    hint: str = ""
+
+
+@dataclass(eq=False)
+class Effects:
+    proc: ProcDef
+    body: tuple
+    accesses: list = field(default_factory=list)
+    arrays: dict = field(default_factory=dict)
+    kernels: dict = field(default_factory=dict)
+    syncs: list = field(default_factory=list)
+    window_checks: list = field(default_factory=list)   # (Access-like ctx, WindowArg)
+    call_preds: list = field(default_factory=list)      # (ctx Access, pred Expr)
+    issues: list = field(default_factory=list)
+    keep: list = field(default_factory=list)
+
+    @property
+    def written(self) -> set:
+        return {a.array for a in self.accesses if a.is_write}
+
+    def array_of(self, a: Access) -> ArrayInfo:
+        return self.arrays[a.array]
+
+
+def _threads_depth(s: For) -> int:
+    """Depth of the directly nested THREADS (or BLOCKS) nest starting at ``s``."""
+    d = 1
+    m = s.mapping
+    while len(s.body) == 1 and isinstance(s.body[0], For) and s.body[0].mapping == m:
+        s = s.body[0]
+        d += 1
+    return d
+
+
+class _Collector:
+    def __init__(self, p: ProcDef):
+        self.p = p
+        body, extra, keep = inline_body(p)
+        self.extra = extra
+        self.eff = Effects(p, body, keep=keep)
+        self.uid = 0
+        self.scopes: list[dict] = [{}]
+        for q in p.params:
+            if q.is_array:
+                info = ArrayInfo(q.name, q.name, q.mem or GLOBAL, q.shape, q.ty, True,
+                                 loc=q.loc)
+                self.eff.arrays[q.name] = info
+                self.scopes[0][q.name] = q.name
+        self.scalar_params = {q.name for q in p.params if q.kind == "scalar"}
+
+    def next_uid(self) -> int:
+        self.uid += 1
+        return self.uid
+
+    def lookup(self, name):
+        for sc in reversed(self.scopes):
+            if name in sc:
+                return sc[name]
+        return None
+
+    # ------------------------------------------------------------------ walk
+
+    def run(self) -> Effects:
+        st = dict(loops=(), guards=(), kernel=None, level="host", inside=(), counter=None,
+                  tdepth_left=0, bdepth_left=0, bstart=None, bpos=None)
+        self.block(self.eff.body, st)
+        return self.eff
+
+    def block(self, stmts, st):
+        self.scopes.append({})
+        try:
+            c = st["counter"]
+            for i, s in enumerate(stmts):
+                if c is not None:
+                    st = dict(st, bpos=c.position(st["bstart"], stmts, i))
+                self.stmt(s, st)
+        finally:
+            self.scopes.pop()
+
+    def issue(self, kind, msg, locs, hint=""):
+        self.eff.issues.append(Issue(kind, msg, [l for l in locs if l is not None], hint))
+
+    def stmt(self, s: Stmt, st):
+        level = st["level"]
+        if isinstance(s, Assign) and s.name == WINDOW_CHECK:
+            self.eff.window_checks.append((self.ctx_access(s, st), s.rhs))
+            self.exprs([i.pt if isinstance(i, Point) else i for i in s.rhs.idx], s, st)
+            return
+        if isinstance(s, Assign) and s.name == "__pred__":
+            self.eff.call_preds.append((self.ctx_access(s, st), s.rhs))
+            return
+        if isinstance(s, (Assign, Reduce, Atomic)):
+            if level == "block":
+                self.issue("mapping", "a memory write at block level (inside @ BLOCKS, outside "
+                           "any @ THREADS loop) would run once per thread", [s.loc],
+                           "move it into a `par(...) @ THREADS` loop")
+            elif level == "host" and st["kernel"] is None:
+                self.host_effect(s)
+            self.exprs(s.idx, s, st)
+            self.exprs([s.rhs], s, st)
+            kind = "atomic" if isinstance(s, Atomic) else "write"
+            self.access(s.name, s.idx, kind, s, st, reduce=isinstance(s, Reduce), node=s)
+        elif isinstance(s, Alloc):
+            self.alloc(s, st)
+        elif isinstance(s, For):
+            self.loop(s, st)
+        elif isinstance(s, If):
+            self.exprs([s.cond], s, st, cond=True)
+            inside = st["inside"] + (s,)
+            b0 = st.get("bpos")
+            self.block(s.body, dict(st, guards=st["guards"] + (s.cond,), inside=inside,
+                                    bstart=b0))
+            if s.orelse:
+                neg = UnOp("not", s.cond, bool_)
+                self.block(s.orelse, dict(st, guards=st["guards"] + (neg,), inside=inside,
+                                          bstart=b0))
+        elif isinstance(s, Sync):
+            self.sync(s, st)
+        elif isinstance(s, Pass):
+            pass
+        elif isinstance(s, Call):  # pragma: no cover - inlined before
+            raise AssertionError("calls are inlined")
+
+    def host_effect(self, s):
+        if not getattr(self, "_host_warned", False):
+            self._host_warned = True
+            self.issue("warning", "code at host level (outside any @ BLOCKS loop) reads or "
+                       "writes memory: it runs as a single-thread kernel", [s.loc],
+                       "map its loops with parallelize_loop(..., BLOCKS/THREADS)")
+
+    def ctx_access(self, s, st) -> Access:
+        return Access("", "", GLOBAL, "read", (), [], st["guards"], st["loops"], st["kernel"],
+                      st["level"], st.get("bpos"), s.loc, s)
+
+    def sync(self, s: Sync, st):
+        self.eff.syncs.append(SyncInfo(s.loc, st["loops"], st["guards"], st["kernel"],
+                                       st["level"], list(st["inside"])))
+        if st["kernel"] is None:
+            self.issue("mapping", "sync() outside any @ BLOCKS loop", [s.loc],
+                       "sync() orders the threads of one block; put it inside the block loop")
+        elif st["level"] != "block":
+            self.issue("mapping", "sync() inside a @ THREADS or unmapped par loop: it must "
+                       "stand at block level", [s.loc],
+                       "end the thread loop, sync(), and open a new thread loop")
+
+    def alloc(self, s: Alloc, st):
+        key = s.name if s.name not in self.eff.arrays else f"{s.name}#{self.next_uid()}"
+        info = ArrayInfo(key, s.name, s.mem, s.shape, s.ty, False, st["level"], st["loops"],
+                         st["kernel"], s.loc)
+        self.eff.arrays[key] = info
+        self.scopes[-1][s.name] = key
+        self.exprs(list(s.shape), s, st)
+        if s.mem == SHARED:
+            if st["level"] != "block":
+                self.issue("mapping", "a SHARED array must be allocated at block level (inside "
+                           "@ BLOCKS, outside @ THREADS loops)", [s.loc],
+                           "move the allocation to just inside the block loop")
+            if st["kernel"] is not None:
+                self.eff.kernels[st["kernel"]].shared.append(info)
+        if s.mem == REGISTER and st["level"] == "block" and st["kernel"] is not None:
+            self.eff.kernels[st["kernel"]].block_registers.append(info)
+        if s.mem == REGISTER and st["kernel"] is None:
+            self.issue("mapping", "a REGISTER allocation outside any @ BLOCKS loop", [s.loc],
+                       "allocate registers inside the kernel")
+
+    def loop(self, s: For, st):
+        level, kernel = st["level"], st["kernel"]
+        self.exprs([s.lo, s.hi], s, st, cond=True)
+        uid = self.next_uid()
+        new = dict(st)
+        dim = -1
+        if s.mapping == BLOCKS:
+            if kernel is None and level == "host":
+                if any(l.is_par for l in st["loops"]):
+                    self.issue("mapping", "a @ BLOCKS loop inside a par loop", [s.loc])
+                depth = _threads_depth(s)
+                if depth > 3:
+                    self.issue("mapping", f"{depth} nested @ BLOCKS loops; the grid has at "
+                               "most 3 dimensions", [s.loc], "fuse block loops")
+                kernel = uid
+                self.eff.kernels[uid] = KernelInfo(uid, s, loc=s.loc)
+                new.update(kernel=uid, bdepth_left=depth - 1, counter=PhaseCounter(),
+                           bpos=Const(0))
+                dim = depth - 1
+                new["level"] = "block"
+            elif st["bdepth_left"] > 0 and st["loops"] and st["loops"][-1].mapping == BLOCKS:
+                dim = st["bdepth_left"] - 1
+                new["bdepth_left"] = st["bdepth_left"] - 1
+            else:
+                self.issue("mapping", "a @ BLOCKS loop must be at host level or directly "
+                           "nested in another @ BLOCKS loop", [s.loc])
+            if kernel is not None:
+                new["level"] = "block" if level != "thread" else "thread"
+        elif s.mapping == THREADS:
+            if kernel is None:
+                self.issue("mapping", "a @ THREADS loop outside any @ BLOCKS loop", [s.loc],
+                           "THREADS loops map to threads of a block: nest them inside a "
+                           "`par(...) @ BLOCKS` loop")
+            if level == "block":
+                depth = _threads_depth(s)
+                if depth > 3:
+                    self.issue("mapping", f"{depth} nested @ THREADS loops; a block has at "
+                               "most 3 dimensions", [s.loc])
+                dim = min(depth - 1, 2)
+                new["tdepth_left"] = depth - 1
+            elif level == "thread" and st["tdepth_left"] > 0 and st["loops"] and \
+                    st["loops"][-1].mapping == THREADS:
+                dim = min(st["tdepth_left"] - 1, 2)
+                new["tdepth_left"] = st["tdepth_left"] - 1
+            elif kernel is not None:
+                self.issue("mapping", "a @ THREADS loop must stand at block level or directly "
+                           "nested in another @ THREADS loop", [s.loc])
+                dim = 0
+            for e in (s.lo, s.hi):
+                bad = [n.name for n in walk(e) if isinstance(n, Var) and
+                       any(l.iter == n.name for l in st["loops"])]
+                if bad or any(isinstance(n, Read) for n in walk(e)):
+                    self.issue("mapping", "the bounds of a @ THREADS loop must be fixed once "
+                               "sizes are known (they set the block size)", [s.loc],
+                               "use a constant or size bound and guard with an if")
+                    break
+            if kernel is not None:
+                new["level"] = "thread"
+                ki = self.eff.kernels[kernel]
+                ki.thread_extents.setdefault(max(dim, 0), []).append(s.hi)
+        elif s.kind == "par" and level == "block":
+            new["level"] = "thread-ish"
+        elif level == "thread-ish":
+            pass
+        loopv = Loop(s.iter, s.lo, s.hi, s.kind, s.mapping, level, uid, dim, s.loc)
+        if s.mapping == BLOCKS and kernel is not None:
+            ki = self.eff.kernels[kernel]
+            ki.block_loops = ki.block_loops + (loopv,)
+        if s.mapping == THREADS and kernel is not None:
+            self.eff.kernels[kernel].thread_loops.append(loopv)
+        new["loops"] = st["loops"] + (loopv,)
+        new["inside"] = st["inside"] + (s,)
+        counter = new.get("counter")
+        if counter is not None:
+            start = new.get("bpos") if new.get("bpos") is not None else Const(0)
+            new["bstart"] = counter.loop_body_start(start, s) \
+                if level == "block" and s.kind == "seq" else start
+        self.block(s.body, new)
+
+    # ------------------------------------------------------------------ accesses
+
+    def exprs(self, es, s, st, cond=False):
+        for e in es:
+            if e is None:
+                continue
+            for n in walk(e):
+                if isinstance(n, Read) and not (not n.idx and n.name in self.scalar_params
+                                                and self.lookup(n.name) is None):
+                    self.access(n.name, n.idx, "read", s, st, node=n)
+
+    def access(self, name, idx, kind, s, st, reduce=False, node=None):
+        key = self.lookup(name)
+        if key is None:
+            return  # scalar parameter or unknown
+        info = self.eff.arrays[key]
+        level = st["level"]
+        if level == "thread-ish":
+            if kind != "read":
+                self.issue("mapping", "a memory write inside an unmapped par loop at block "
+                           "level", [s.loc], "map the loop to THREADS")
+            level = "block"
+        if level == "block" and kind != "read" and not isinstance(s, (Assign, Reduce, Atomic)):
+            pass
+        bounds = [(i, e) for i, e in zip(idx, info.shape)]
+        if node is not None and id(node) in self.extra:
+            bounds = bounds + list(self.extra[id(node)])
+        if len(idx) != len(info.shape):
+            bounds = None  # rank mismatch cannot happen after parsing
+        a = Access(key, info.name, info.mem, kind, tuple(idx), bounds or [], st["guards"],
+                   st["loops"], st["kernel"], level, st.get("bpos"),
+                   getattr(node, "loc", None) or s.loc, s, reduce, self.next_uid())
+        if a.loc is None or (isinstance(node, Read) and s.loc is not None):
+            a.loc = s.loc
+        self.eff.accesses.append(a)
+
+
+def collect(p) -> Effects:
+    """The effects of a proc (``ProcDef`` or ``gpudsl.Proc``)."""
+    if hasattr(p, "ir"):
+        p = p.ir
+    eff = _Collector(p).run()
+    for ki in eff.kernels.values():
+        for info in ki.block_registers:
+            info.thread_dims = max([l.dim + 1 for l in ki.thread_loops] or [0])
+    return eff
+
+
+def loops_prefix(a: tuple, b: tuple) -> tuple:
+    """The common outer loops of two loop contexts (by identity)."""
+    out = []
+    for x, y in zip(a, b):
+        if x.uid != y.uid:
+            break
+        out.append(x)
+    return tuple(out)

@@ -1,0 +1,124 @@
+"""Obligations: each a Z3 query over one or two symbolic threads.
+
+:class:`Ctx` holds what every obligation needs (the effects, the encoder, the
+premises, the timeout) and builds the constraints that place an access in a thread:
+its loop ranges, its guards, and the mapping of thread loop variables to the
+thread's coordinates (``threadIdx``).  Obligation modules add diagnostics to
+``ctx.diagnostics``.
+"""
+from __future__ import annotations
+
+import z3
+
+from ...ir.types import BLOCKS, THREADS
+from ..effects import Access, Effects
+from ..report import Diagnostic
+from ..smt import SAT, UNKNOWN, UNSAT, Encoder, Result, ThreadEnv, Unsupported, solve
+
+
+class Ctx:
+    def __init__(self, eff: Effects, bindings: dict, timeout_ms: int):
+        self.eff = eff
+        self.bindings = bindings
+        self.timeout_ms = timeout_ms
+        written = {eff.arrays[k].name for k in eff.written}
+        self.enc = Encoder(eff.proc, bindings, written)
+        self.premises = self.enc.premises()
+        self.diagnostics: list[Diagnostic] = []
+        self.warnings: list[Diagnostic] = []
+        self.queries = 0
+        self.unknowns = 0
+
+    # ------------------------------------------------------------------ threads
+
+    def thread(self, tag: str) -> ThreadEnv:
+        t = self.enc.thread(tag)
+        t.tc = None
+        return t
+
+    def coords(self, t: ThreadEnv, kernel) -> list:
+        """The thread's (x, y, z) coordinates in the block of ``kernel``, with their
+        ranges; created once per thread."""
+        if getattr(t, "tc", None) is not None:
+            return t.tc
+        tc = [z3.Int(f"threadIdx.{'xyz'[d]}@{t.tag}") for d in range(3)]
+        cons = []
+        ki = self.eff.kernels.get(kernel)
+        for d in range(3):
+            his = ki.thread_extents.get(d, []) if ki is not None else []
+            cons.append(tc[d] >= 0)
+            if not his:
+                cons.append(tc[d] == 0)
+                continue
+            try:
+                vals = [t.expr(h) for h in his]
+                cons.append(z3.Or(*[tc[d] < v for v in vals]))
+            except Unsupported:
+                pass
+        t.tc = tc
+        t.tc_cons = cons
+        return tc
+
+    def place(self, t: ThreadEnv, a: Access) -> list:
+        """Constraints that thread ``t`` executes access ``a`` (raises Unsupported)."""
+        cons = []
+        if a.kernel is not None:
+            tc = self.coords(t, a.kernel)
+            cons.extend(t.tc_cons)
+        for l in a.loops:
+            lo, hi = t.expr(l.lo), t.expr(l.hi)
+            v = t.declare(l.iter)
+            cons += [v >= lo, v < hi]
+            if l.mapping == THREADS and a.kernel is not None and l.dim >= 0:
+                cons.append(v == tc[l.dim])
+        for g in a.guards:
+            cons.append(t.cond(g))
+        return cons
+
+    # ------------------------------------------------------------------ solving
+
+    def solve(self, cons) -> Result:
+        self.queries += 1
+        return solve(self.premises + list(cons), self.timeout_ms)
+
+    def unknown(self, what: str, locs, reason: str, notes=()):
+        self.unknowns += 1
+        self.diagnostics.append(Diagnostic(
+            "unknown", f"could not prove {what}: {reason}", list(locs), {},
+            "bind sizes (check(n=...)) or simplify the index expressions; a larger "
+            "timeout may help (check(timeout=seconds))", list(notes)))
+
+    def thread_witness(self, t: ThreadEnv, a: Access, model) -> dict:
+        out = {"block": {}, "thread": {}, "loops": {}}
+        for l in a.loops:
+            v = t.value(model, l.iter)
+            if l.mapping == BLOCKS:
+                out["block"][l.iter] = v
+            elif l.mapping == THREADS:
+                out["thread"][l.iter] = v
+            else:
+                out["loops"][l.iter] = v
+        if getattr(t, "tc", None) is not None and model is not None:
+            out["threadIdx"] = tuple(model.eval(c, model_completion=True).as_long()
+                                     for c in t.tc)
+        if a.kernel is not None and model is not None:
+            ki = self.eff.kernels[a.kernel]
+            bidx = [0, 0, 0]
+            for l in ki.block_loops:
+                v = t.value(model, l.iter)
+                lo = model.eval(t.expr(l.lo), model_completion=True)
+                if v is not None and l.dim >= 0 and z3.is_int_value(lo):
+                    bidx[l.dim] = v - lo.as_long()
+            out["blockIdx"] = tuple(bidx)
+        out["access"] = a.describe()
+        return out
+
+    def eval_ints(self, model, terms) -> tuple:
+        out = []
+        for x in terms:
+            r = model.eval(x, model_completion=True)
+            out.append(r.as_long() if z3.is_int_value(r) else None)
+        return tuple(out)
+
+
+__all__ = ["Ctx", "SAT", "UNSAT", "UNKNOWN"]

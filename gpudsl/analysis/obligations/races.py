@@ -1,0 +1,180 @@
+"""Data races: two symbolic threads, one access each, same element, one a plain write.
+
+Who runs concurrently (see SPEC 2.4/2.5):
+
+- ``host``: two iterations of a host-level (unmapped) ``par`` loop: the outermost
+  common loop where the two instances differ is that par loop.
+- ``blocks``: the same kernel launch, different block indices; GLOBAL memory only
+  (SHARED is per block, barriers do not order blocks).
+- ``threads``: the same block, different thread coordinates, and equal barrier counts
+  (:mod:`gpudsl.analysis.phases`): no barrier separates them.  SHARED and GLOBAL.
+- ``iterations``: the same thread, the outermost common loop where the instances
+  differ is an unmapped ``par`` loop (its iterations were promised independent).
+
+Storage allocated inside par loops is private to the iteration that allocates it:
+both instances must agree on the variables of the par loops enclosing the allocation
+(a REGISTER array allocated in a thread loop is per thread).  Block-level REGISTER
+arrays are per thread too; their rows are checked by :mod:`.ownership`.
+"""
+from __future__ import annotations
+
+import z3
+
+from ...ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS
+from ..effects import Access, loops_prefix
+from ..report import Diagnostic
+from ..smt import SAT, UNKNOWN, Unsupported
+from . import Ctx
+
+
+def _host_loops(loops):
+    out = []
+    for l in loops:
+        if l.mapping == BLOCKS:
+            break
+        out.append(l)
+    return out
+
+
+def check_races(ctx: Ctx):
+    eff = ctx.eff
+    by_array: dict[str, list[Access]] = {}
+    for a in eff.accesses:
+        by_array.setdefault(a.array, []).append(a)
+    for key, accs in by_array.items():
+        info = eff.arrays[key]
+        if not any(a.is_write for a in accs):
+            continue
+        found = 0
+        for i, a1 in enumerate(accs):
+            for a2 in accs[i:]:
+                if not (a1.is_write or a2.is_write):
+                    continue
+                if a1.kind == "atomic" and a2.kind == "atomic":
+                    continue
+                if found >= 4:
+                    break
+                d = _pair(ctx, info, a1, a2)
+                if d is not None:
+                    ctx.diagnostics.append(d)
+                    found += d.kind == "race"
+
+
+def _differs(ls1, ls2, t1, t2, j):
+    eq = [t1.vars[ls1[k].iter] == t2.vars[ls2[k].iter] for k in range(j)]
+    return z3.And(*eq, t1.vars[ls1[j].iter] != t2.vars[ls2[j].iter])
+
+
+def _pair(ctx: Ctx, info, a1: Access, a2: Access):
+    common = loops_prefix(a1.loops, a2.loops)
+    host = _host_loops(common)
+    host_par = [j for j, l in enumerate(host) if l.is_unmapped_par]
+    same_kernel = a1.kernel is not None and a1.kernel == a2.kernel
+    block_reg = info.mem == REGISTER and info.level == "block"
+    alloc_threads = any(l.mapping == THREADS for l in info.loops)
+    alloc_blocks = any(l.mapping == BLOCKS for l in info.loops)
+    kernel_common = [l for l in common[len(host):]]
+    inner_par = [j for j, l in enumerate(kernel_common) if l.is_unmapped_par]
+    modes = []
+    if host_par:
+        modes.append("host")
+    if same_kernel:
+        if info.mem == GLOBAL and not alloc_blocks and not block_reg:
+            modes.append("blocks")
+        if info.mem in (GLOBAL, SHARED) and not alloc_threads and not block_reg:
+            modes.append("threads")
+        if inner_par:
+            modes.append("iterations")
+    if not modes:
+        return None
+    t1, t2 = ctx.thread("1"), ctx.thread("2")
+    ctx.enc.data_dependent = False
+    try:
+        cons = ctx.place(t1, a1) + ctx.place(t2, a2)
+        i1 = [t1.expr(e) for e in a1.idx]
+        i2 = [t2.expr(e) for e in a2.idx]
+        cons += [x == y for x, y in zip(i1, i2)]
+        # the same allocation instance
+        for l in info.loops:
+            if l.is_par:
+                cons.append(t1.vars[l.iter] == t2.vars[l.iter])
+        if alloc_threads:
+            cons += [x == y for x, y in zip(t1.tc, t2.tc)]
+        alts = []
+        tags = []
+        for j in host_par:
+            alts.append(_differs(host, host, t1, t2, j))
+            tags.append(("host", host[j].iter))
+        if same_kernel:
+            eq_host = [t1.vars[l.iter] == t2.vars[l.iter] for l in host]
+            ki = ctx.eff.kernels[a1.kernel]
+            bl = [l for l in ki.block_loops]
+            eq_block = [t1.vars[l.iter] == t2.vars[l.iter] for l in bl]
+            if "blocks" in modes and bl:
+                alts.append(z3.And(*eq_host, z3.Not(z3.And(*eq_block))))
+                tags.append(("blocks", None))
+            if "threads" in modes:
+                phase = []
+                if a1.bcount is not None and a2.bcount is not None:
+                    phase = [t1.expr(a1.bcount) == t2.expr(a2.bcount)]
+                alts.append(z3.And(*eq_host, *eq_block,
+                                   z3.Or(*[x != y for x, y in zip(t1.tc, t2.tc)]), *phase))
+                tags.append(("threads", None))
+            if "iterations" in modes:
+                for j in inner_par:
+                    alts.append(z3.And(*eq_host, *eq_block,
+                                       *[x == y for x, y in zip(t1.tc, t2.tc)],
+                                       _differs(kernel_common, kernel_common, t1, t2, j)))
+                    tags.append(("iterations", kernel_common[j].iter))
+        if not alts:
+            return None
+        cons.append(z3.Or(*alts))
+    except Unsupported as e:
+        ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
+                    [a1.loc, a2.loc], str(e) or "unsupported expression")
+        return ctx.diagnostics.pop()
+    r = ctx.solve(cons)
+    if r.status == SAT:
+        return _race(ctx, info, a1, a2, t1, t2, i1, alts, tags, r.model)
+    if r.status == UNKNOWN:
+        ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
+                    [a1.loc, a2.loc], f"solver: {r.reason or 'unknown'}")
+        return ctx.diagnostics.pop()
+    return None
+
+
+def _race(ctx, info, a1, a2, t1, t2, i1, alts, tags, model):
+    mode, var = tags[0]
+    for alt, tag in zip(alts, tags):
+        if z3.is_true(model.eval(alt, model_completion=True)):
+            mode, var = tag
+            break
+    between = {"host": f"iterations of the par loop '{var}'",
+               "blocks": "threads of different blocks",
+               "threads": "threads of one block between the same barriers",
+               "iterations": f"iterations of the unmapped par loop '{var}'"}[mode]
+    element = ctx.eval_ints(model, i1)
+    w = {"sizes": ctx.enc.size_values(model), "array": info.name, "element": element,
+         "thread1": ctx.thread_witness(t1, a1, model),
+         "thread2": ctx.thread_witness(t2, a2, model), "between": mode}
+    data = ctx.enc.data_dependent
+    if data:
+        w["data_dependent"] = True
+    el = f"{info.name}[{', '.join(str(x) for x in element)}]" if element else info.name
+    msg = (f"data race on {info.mem.name} array '{info.name}': {between} both access {el}"
+           f" ({a1.describe()} and {a2.describe()})")
+    if data:
+        msg += "; the indices depend on data read at run time, so this may not happen for " \
+               "every input"
+    hint = {"threads": "separate the accesses with sync(), or make each thread touch "
+                       "its own elements",
+            "blocks": "blocks cannot synchronise within a kernel: give each block its own "
+                      "elements, use atomics, or split the kernel",
+            "host": "make the iterations touch distinct elements, or use a seq loop",
+            "iterations": "make the iterations touch distinct elements, or use a seq loop"}[
+        mode]
+    if a1.kind == "atomic" or a2.kind == "atomic":
+        hint = "an atomic and a plain access to one element conflict; make both atomic " \
+               "or separate them with sync()"
+    return Diagnostic("race", msg, [a1.loc, a2.loc], w, hint,
+                      [f"{a1.describe()}, thread 1", f"{a2.describe()}, thread 2"])

@@ -1,0 +1,136 @@
+"""``Report`` and ``Diagnostic``: what ``check()`` returns (SPEC 2.5).
+
+``Diagnostic(kind, message, locations, witness, hint)``: ``kind`` is one of
+``"race"``, ``"bounds"``, ``"divergence"``, ``"mapping"``, ``"resource"``,
+``"unknown"``; ``locations`` is a list of :class:`gpudsl.SrcLoc` (file, line, col):
+both accesses of a race; ``witness`` a dict of concrete values, for races::
+
+    {"sizes": {"n": 64}, "array": "s", "element": (3,),
+     "thread1": {"block": {"b": 0}, "thread": {"t": 2}, "loops": {"k": 1},
+                 "blockIdx": (0, 0, 0), "threadIdx": (2, 0, 0), "access": "write of s[t + 1]"},
+     "thread2": {...}, "between": "threads of one block" | "blocks" | "iterations of par loop i"}
+
+``Report``: ``ok`` (no diagnostics), ``diagnostics``, ``warnings`` (Diagnostics of
+kind ``"warning"``, which do not make ``ok`` False), ``str(report)`` prints like a
+compiler, ``raise_if_failed()`` raises :class:`gpudsl.CheckError`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import CheckError, SrcLoc
+
+KINDS = ("race", "bounds", "divergence", "mapping", "resource", "unknown")
+
+
+@dataclass
+class Diagnostic:
+    kind: str
+    message: str
+    locations: list = field(default_factory=list)
+    witness: dict = field(default_factory=dict)
+    hint: str = ""
+    notes: list = field(default_factory=list)   # one note per location ("write", "read")
+
+    @property
+    def is_error(self) -> bool:
+        return self.kind != "warning"
+
+    def __str__(self) -> str:
+        head = "warning" if self.kind == "warning" else f"error[{self.kind}]"
+        lines = [f"{head}: {self.message}"]
+        for i, loc in enumerate(self.locations):
+            note = self.notes[i] if i < len(self.notes) else ""
+            lines.append(f"  --> {loc}" + (f"  ({note})" if note else ""))
+            src = loc.source_line() if isinstance(loc, SrcLoc) else None
+            if src is not None:
+                stripped = src.lstrip()
+                indent = len(src) - len(stripped)
+                lines.append(f"   | {stripped}")
+                lines.append(f"   | {' ' * max(loc.col - indent, 0)}^")
+        if self.witness:
+            lines.append("  witness: " + format_witness(self.witness))
+        if self.hint:
+            lines.append(f"  hint: {self.hint}")
+        return "\n".join(lines)
+
+
+def _fmt_map(d: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in d.items())
+
+
+def format_witness(w: dict) -> str:
+    parts = []
+    if w.get("sizes"):
+        parts.append(_fmt_map(w["sizes"]))
+    if "array" in w:
+        el = w.get("element")
+        if el is not None:
+            parts.append(f"element {w['array']}[{', '.join(str(x) for x in el)}]")
+    for key in ("thread1", "thread2", "thread"):
+        t = w.get(key)
+        if not t:
+            continue
+        vals = {}
+        vals.update(t.get("block", {}))
+        vals.update(t.get("thread", {}))
+        vals.update(t.get("loops", {}))
+        label = {"thread1": "thread 1", "thread2": "thread 2", "thread": "at"}[key]
+        extra = []
+        if "blockIdx" in t:
+            extra.append(f"blockIdx={t['blockIdx']}")
+        if "threadIdx" in t:
+            extra.append(f"threadIdx={t['threadIdx']}")
+        s = f"{label}: {_fmt_map(vals)}" if vals else label
+        if extra:
+            s += " (" + ", ".join(extra) + ")"
+        parts.append(s)
+    for k, v in w.items():
+        if k not in ("sizes", "array", "element", "thread1", "thread2", "thread"):
+            parts.append(f"{k}={v}")
+    return "; ".join(parts)
+
+
+@dataclass
+class Report:
+    proc: str
+    diagnostics: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+    bindings: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.diagnostics
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def kinds(self) -> set:
+        return {d.kind for d in self.diagnostics}
+
+    def of_kind(self, kind: str) -> list:
+        return [d for d in self.diagnostics if d.kind == kind]
+
+    def __str__(self) -> str:
+        bind = f" with {_fmt_map(self.bindings)}" if self.bindings else ""
+        if self.ok:
+            head = f"check({self.proc}){bind}: ok"
+            q = self.stats.get("queries")
+            if q is not None:
+                head += f" ({q} obligations proved)"
+        else:
+            n = len(self.diagnostics)
+            head = f"check({self.proc}){bind}: {n} problem{'s' if n != 1 else ''}"
+        parts = [head]
+        for d in self.diagnostics + self.warnings:
+            parts.append(str(d))
+        return "\n\n".join(parts)
+
+    def __repr__(self) -> str:
+        return f"<Report {self.proc}: {'ok' if self.ok else sorted(self.kinds())}>"
+
+    def raise_if_failed(self) -> "Report":
+        if not self.ok:
+            raise CheckError(self)
+        return self

@@ -1,0 +1,360 @@
+"""Z3 encoding of IR integer expressions, and the one shared solver.
+
+API (reusable by the scheduling primitives for dependence checks)::
+
+    from gpudsl.analysis.smt import Encoder, solve, Unsupported, SAT, UNSAT, UNKNOWN
+
+    enc = Encoder(proc_def, bindings={"n": 256}, written={"x"})
+    enc.premises()                 # [z3 bools]: sizes >= 1, the proc's asserts
+    t1 = enc.thread("1")           # a symbolic thread: its own copy of every loop variable
+    t1.declare(loop)               # -> z3 Int for loop.iter in this thread, with its range
+    i1 = t1.expr(ir_expr)          # z3 Int / Bool; raises Unsupported for what it cannot model
+    res = solve([...z3 bools...], timeout_ms=2000)
+    res.status in (SAT, UNSAT, UNKNOWN); res.model; res.reason
+    t1.value(res.model, "k")       # model value of thread 1's k (int or None)
+
+Encoding: integers are mathematical integers (Z3 Int); ``+ - *`` are linear when one
+side is a constant (sizes are constants when bound); ``//`` and ``%`` use Python's
+floor semantics; ``<< >>`` by a constant are products/quotients by powers of two,
+by a variable an ``ite`` over the shift amounts 0..24 (linear in the other operand,
+an unknown beyond); ``& | ^`` with a mask ``2**k - 1`` are ``% 2**k``, otherwise
+32-bit bit-vectors (``Int2BV``/``BV2Int``) on the non-negative operands the language
+allows.  ``min max abs select`` are ``ite``.  Reads of memory (data-dependent
+indices) are unknowns: a read of an array nothing writes is an uninterpreted function
+of the indices, shared by all threads (the same location gives the same value); any
+other read is a fresh unknown per thread and occurrence; float comparisons are fresh
+booleans.  Whenever an unknown is introduced ``enc.data_dependent`` becomes True, so
+callers know a satisfying model may not be a real execution.
+
+The solver is one ``z3.Solver`` in Z3's main context, reused for every query with
+``push``/``pop``; each query has its own timeout.  A timeout gives ``UNKNOWN``,
+never ``UNSAT``.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import z3
+
+from ..ir.nodes import BinOp, Builtin, Const, Expr, Read, UnOp, Var, WindowArg
+from ..ir.types import DTYPES
+
+SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
+DEFAULT_TIMEOUT_MS = 3000
+
+
+class Unsupported(Exception):
+    """An expression the encoder cannot model soundly."""
+
+
+@dataclass
+class Result:
+    status: str
+    model: object = None
+    reason: str = ""
+
+
+class _Shared:
+    solver = None
+    queries = 0
+
+
+def shared_solver() -> z3.Solver:
+    if _Shared.solver is None:
+        _Shared.solver = z3.Solver()
+    return _Shared.solver
+
+
+def solve(constraints, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Result:
+    """Check the conjunction of ``constraints`` with the shared solver."""
+    s = shared_solver()
+    _Shared.queries += 1
+    s.push()
+    try:
+        s.set("timeout", max(1, int(timeout_ms)))
+        for c in constraints:
+            s.add(c)
+        r = s.check()
+        if r == z3.sat:
+            return Result(SAT, s.model())
+        if r == z3.unsat:
+            return Result(UNSAT)
+        return Result(UNKNOWN, reason=s.reason_unknown())
+    except z3.Z3Exception as e:  # pragma: no cover - defensive
+        return Result(UNKNOWN, reason=str(e))
+    finally:
+        s.pop()
+
+
+_ids = itertools.count()
+
+
+def floordiv(a, b):
+    if z3.is_int_value(b):
+        v = b.as_long()
+        if v > 0:
+            return a / b
+        if v == 0:
+            raise Unsupported("division by zero")
+    # Z3 '/' is Euclidean (remainder >= 0); Python floors.
+    q = a / b
+    r = a % b
+    return z3.If(z3.Or(b > 0, r == 0), q, q + 1)
+
+
+def floormod(a, b):
+    if z3.is_int_value(b):
+        v = b.as_long()
+        if v > 0:
+            return a % b
+        if v == 0:
+            raise Unsupported("modulo by zero")
+    r = a % b
+    return z3.If(z3.Or(b > 0, r == 0), r, r + b)
+
+
+def _mask_bits(v: int):
+    """k when v == 2**k - 1."""
+    if v >= 0 and (v + 1) & v == 0:
+        return (v + 1).bit_length() - 1
+    return None
+
+
+def _bits_const(op: str, x, c: int):
+    """``x op c`` for a constant ``c`` with few set bits, by the bits of ``x`` that
+    ``c`` touches (linear: divisions and remainders by powers of two); ``x >= 0``."""
+    out = x if op in ("|", "^") else z3.IntVal(0)
+    for i in range(c.bit_length()):
+        if not (c >> i) & 1:
+            continue
+        bit = (x / (2 ** i)) % 2
+        if op == "&":
+            out = out + (2 ** i) * bit
+        elif op == "|":
+            out = out + (2 ** i) * (1 - bit)
+        else:
+            out = out + (2 ** i) * (1 - 2 * bit)
+    return out
+
+
+class Encoder:
+    """Encodes IR expressions of one proc; see the module docstring."""
+
+    def __init__(self, p, bindings: dict | None = None, written: set | None = None):
+        self.p = p
+        self.bindings = dict(bindings or {})
+        self.written = set(written or ())
+        self.data_dependent = False
+        self.params: dict[str, z3.ArithRef] = {}
+        self.kinds = {q.name: q.kind for q in p.params}
+        self.scalar_types = {q.name: q.ty for q in p.params if q.kind == "scalar"}
+        self.funcs: dict = {}
+        for q in p.params:
+            if q.kind in ("size", "index"):
+                if q.name in self.bindings:
+                    self.params[q.name] = z3.IntVal(int(self.bindings[q.name]))
+                else:
+                    self.params[q.name] = z3.Int(q.name)
+
+    def premises(self) -> list:
+        out = []
+        for q in self.p.params:
+            if q.kind == "size":
+                out.append(self.params[q.name] >= 1)
+        t = self.thread("pre")
+        for pred in self.p.preds:
+            try:
+                out.append(t.expr(pred))
+            except Unsupported:
+                pass  # dropping an assumption is sound
+        return out
+
+    def size_values(self, model) -> dict:
+        out = {}
+        for q in self.p.params:
+            if q.kind in ("size", "index"):
+                v = model.eval(self.params[q.name], model_completion=True) if model is not None \
+                    else self.params[q.name]
+                out[q.name] = v.as_long() if z3.is_int_value(v) else None
+        return out
+
+    def thread(self, tag: str) -> "ThreadEnv":
+        return ThreadEnv(self, tag)
+
+    def read_value(self, t: "ThreadEnv", e: Read):
+        self.data_dependent = True
+        if not e.ty.is_integer:
+            raise _Float()
+        if e.name in self.kinds and self.kinds[e.name] == "scalar":
+            key = ("scalar", e.name)
+            if key not in self.funcs:
+                self.funcs[key] = z3.Int(f"{e.name}")
+            return self.funcs[key]
+        if e.name not in self.written:
+            idx = [t.expr(i) for i in e.idx]
+            if not idx:
+                key = ("scalar", e.name)
+                if key not in self.funcs:
+                    self.funcs[key] = z3.Int(f"{e.name}")
+                return self.funcs[key]
+            key = ("fn", e.name, len(idx))
+            if key not in self.funcs:
+                self.funcs[key] = z3.Function(f"{e.name}", *([z3.IntSort()] * len(idx)),
+                                              z3.IntSort())
+            return self.funcs[key](*idx)
+        return z3.Int(f"{e.name}[?]@{t.tag}#{next(_ids)}")
+
+
+class _Float(Unsupported):
+    pass
+
+
+class ThreadEnv:
+    """One symbolic thread: its copies of loop variables and unknowns."""
+
+    def __init__(self, enc: Encoder, tag: str):
+        self.enc = enc
+        self.tag = tag
+        self.vars: dict[str, z3.ArithRef] = {}
+
+    def declare(self, name: str):
+        v = z3.Int(f"{name}@{self.tag}")
+        self.vars[name] = v
+        return v
+
+    def var(self, name: str):
+        if name in self.vars:
+            return self.vars[name]
+        if name in self.enc.params:
+            return self.enc.params[name]
+        if name.startswith("__"):
+            v = z3.Int(f"{name}@{self.tag}")
+            self.vars[name] = v
+            return v
+        raise Unsupported(f"unknown variable '{name}'")
+
+    def value(self, model, name: str):
+        v = self.vars.get(name)
+        if v is None or model is None:
+            return None
+        r = model.eval(v, model_completion=True)
+        return r.as_long() if z3.is_int_value(r) else None
+
+    # ------------------------------------------------------------------ exprs
+
+    def expr(self, e: Expr):
+        if isinstance(e, Const):
+            if isinstance(e.val, bool) or e.ty.kind == "bool":
+                return z3.BoolVal(bool(e.val))
+            if e.ty.is_float or isinstance(e.val, float):
+                raise _Float()
+            return z3.IntVal(int(e.val))
+        if isinstance(e, Var):
+            return self.var(e.name)
+        if isinstance(e, Read):
+            return self.enc.read_value(self, e)
+        if isinstance(e, UnOp):
+            if e.op == "not":
+                return z3.Not(self.cond(e.arg))
+            if e.ty.is_float:
+                raise _Float()
+            return -self.expr(e.arg)
+        if isinstance(e, BinOp):
+            return self.binop(e)
+        if isinstance(e, Builtin):
+            return self.builtin(e)
+        if isinstance(e, WindowArg):
+            raise Unsupported("a window is not a value")
+        raise Unsupported(f"cannot encode {type(e).__name__}")
+
+    def cond(self, e: Expr):
+        """A boolean; comparisons of floats become fresh unknown booleans."""
+        try:
+            r = self.expr(e)
+        except _Float:
+            self.enc.data_dependent = True
+            return z3.Bool(f"cond@{self.tag}#{next(_ids)}")
+        if not z3.is_bool(r):
+            return r != 0
+        return r
+
+    def binop(self, e: BinOp):
+        op = e.op
+        if op in ("and", "or"):
+            a, b = self.cond(e.lhs), self.cond(e.rhs)
+            return z3.And(a, b) if op == "and" else z3.Or(a, b)
+        if op in ("==", "!=", "<", "<=", ">", ">="):
+            if e.lhs.ty.is_float or e.rhs.ty.is_float:
+                raise _Float()
+            a, b = self.expr(e.lhs), self.expr(e.rhs)
+            if z3.is_bool(a) != z3.is_bool(b):
+                raise Unsupported("mixed comparison")
+            return {"==": lambda: a == b, "!=": lambda: a != b, "<": lambda: a < b,
+                    "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b}[op]()
+        if e.ty.is_float or op == "/":
+            raise _Float()
+        a, b = self.expr(e.lhs), self.expr(e.rhs)
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op == "//":
+            return floordiv(a, b)
+        if op == "%":
+            return floormod(a, b)
+        if op == "<<":
+            if z3.is_int_value(b):
+                return a * (2 ** b.as_long())
+            return self._shift(a, b, left=True)
+        if op == ">>":
+            if z3.is_int_value(b):
+                return a / (2 ** b.as_long())
+            return self._shift(a, b, left=False)
+        if op == "&":
+            for x, y in ((a, b), (b, a)):
+                if z3.is_int_value(y) and _mask_bits(y.as_long()) is not None:
+                    return x % (2 ** _mask_bits(y.as_long()))
+        if op in ("&", "|", "^"):
+            if z3.is_int_value(a) and z3.is_int_value(b):
+                av, bv = a.as_long(), b.as_long()
+                return z3.IntVal({"&": av & bv, "|": av | bv, "^": av ^ bv}[op])
+            for x, y in ((a, b), (b, a)):
+                if z3.is_int_value(y) and 0 <= y.as_long() and bin(y.as_long()).count("1") <= 8:
+                    return _bits_const(op, x, y.as_long())
+            A, B = z3.Int2BV(a, 32), z3.Int2BV(b, 32)
+            r = {"&": A & B, "|": A | B, "^": A ^ B}[op]
+            return z3.BV2Int(r)
+        raise Unsupported(f"operator {op}")
+
+    def _shift(self, a, s, left: bool):
+        out = z3.Int(f"shift@{self.tag}#{next(_ids)}")  # beyond the enumerated range
+        for k in range(24, -1, -1):
+            out = z3.If(s == k, a * (2 ** k) if left else a / (2 ** k), out)
+        return out
+
+    def builtin(self, e: Builtin):
+        n = e.name
+        if n == "select":
+            c = self.cond(e.args[0])
+            a, b = self.expr(e.args[1]), self.expr(e.args[2])
+            return z3.If(c, a, b)
+        if e.ty.is_float:
+            raise _Float()
+        if n in ("min", "max"):
+            vals = [self.expr(a) for a in e.args]
+            r = vals[0]
+            for v in vals[1:]:
+                r = z3.If(v < r, v, r) if n == "min" else z3.If(v > r, v, r)
+            return r
+        if n == "abs":
+            a = self.expr(e.args[0])
+            return z3.If(a < 0, -a, a)
+        if n in DTYPES:
+            a = self.expr(e.args[0])
+            if z3.is_bool(a):
+                return z3.If(a, 1, 0)
+            return a
+        raise Unsupported(f"builtin {n}")
