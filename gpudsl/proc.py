@@ -138,5 +138,26 @@ def proc_from_source(text: str, namespace: dict | None = None, file: str = "<str
 
     if file.startswith("<"):
         linecache.cache[file] = (len(text), None, text.splitlines(True), file)
-    instr_t = None
+    instr_t = _instr_template(text)
     return Proc(parse_source_text(text, file, first_line, namespace or {}, instr_t))
+
+
+def _instr_template(text: str) -> str | None:
+    """The template of an ``@instr("...")`` decorator on the first function in
+    ``text`` (so that printed instrs parse back as instrs), else None."""
+    import ast
+    import textwrap
+
+    try:
+        module = ast.parse(textwrap.dedent(text))
+    except SyntaxError:
+        return None  # the parser reports it with a location
+    for node in module.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in node.decorator_list:
+                if isinstance(d, ast.Call) and getattr(d.func, "id", getattr(
+                        d.func, "attr", None)) == "instr" and d.args and isinstance(
+                        d.args[0], ast.Constant) and isinstance(d.args[0].value, str):
+                    return d.args[0].value
+            return None
+    return None

@@ -31,6 +31,8 @@ def coerce(e: Expr, ty: DType) -> Expr:
     if e.ty.is_numeric and ty.is_numeric:
         if e.ty.is_float and not ty.is_float:
             return None  # float → integer needs an explicit cast
+        if e.ty.is_float and ty.is_float:
+            return None  # f32 ↔ f64 (and f16) need an explicit cast
         return e
     return None
 

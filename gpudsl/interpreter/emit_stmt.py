@@ -1,0 +1,293 @@
+"""Statements and whole procs → the source of one Python function.
+
+The function is ``_run(_ctx, <params>)``: sizes and index parameters as ints,
+scalars as values of their type, arrays as tuples ``(buffer, offset, strides)``
+(plus the race hook in race mode).  ``_ctx`` is the race detector's
+:class:`RaceContext` (None when not watching).  Every generated line remembers
+the source location of the statement it comes from, so that a Python fault
+inside (a division by zero, say) is reported at the user's line.
+"""
+from __future__ import annotations
+
+from ..ir.nodes import (Alloc, Assign, Atomic, Call, For, If, Interval, Pass, Point,
+                        ProcDef, Reduce, Stmt, Sync, Var, WindowArg)
+from ..ir.printer import print_expr, print_stmt
+from ..ir.types import BLOCKS, INDEX, THREADS
+from ..ir.visitor import substitute
+from .emit_expr import ATOMIC, READ, WRITE, ArrInfo, ExprEmitter
+from .nests import block_shape
+from .runtime import fill_value, wrap_expr
+from ..errors import InterpError
+
+_TMPVAR = "_gpudsl_c"  # prefix of control temporaries (emitted as v__gpudsl_cN)
+
+
+def _stmt_text(s: Stmt) -> str:
+    return print_stmt(s)[0].strip()
+
+
+class ProcEmitter(ExprEmitter):
+    def __init__(self, proc: ProcDef, race: bool, toplevel: bool, compile_callee):
+        super().__init__(race)
+        self.proc = proc
+        self.toplevel = toplevel
+        self.compile_callee = compile_callee  # (ProcDef) -> function
+        self.lines: list[str] = []
+        self.locs: list = []
+        self.depth = 1
+        self.loc = proc.loc
+        self.known: set[str] = set()  # control names in scope
+
+    # ------------------------------------------------------------ output
+
+    def line(self, text: str):
+        self.lines.append("    " * self.depth + text)
+        self.locs.append(self.loc)
+
+    def source(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+    # ------------------------------------------------------------ proc
+
+    def emit_proc(self):
+        p = self.proc
+        args = ["_ctx"]
+        for prm in p.params:
+            if prm.kind in ("size", "index"):
+                args.append(f"v_{prm.name}")
+                self.known.add(prm.name)
+            elif prm.kind == "scalar":
+                args.append(f"sc_{prm.name}")
+                self._no_numpy(prm.ty, prm.loc)
+                self.scalars[prm.name] = prm.ty
+            else:
+                args.append(f"A_{prm.name}")
+        self.lines.append(f"def _run({', '.join(args)}):")
+        self.locs.append(p.loc)
+        for prm in p.params:
+            if not prm.is_array:
+                continue
+            self.loc = prm.loc
+            n = prm.name
+            nd = len(prm.shape)
+            self._no_numpy(prm.ty, prm.loc)
+            info = ArrInfo(n, nd, prm.ty, prm.mem, contig=self.toplevel)
+            self.arrays[n] = info
+            tr = f", tr_{n}" if self.race else ""
+            strides = ", ".join(f"s{k}_{n}" for k in range(nd))
+            if self.toplevel:
+                self.line(f"a_{n} = A_{n}[0]" + (f"; tr_{n} = A_{n}[3]" if self.race else ""))
+            else:
+                self.line(f"a_{n}, o_{n}, ({strides}{',' if nd == 1 else ''}){tr} = A_{n}")
+            for k, d in enumerate(prm.shape):
+                self.line(f"d{k}_{n} = {self.ex(d)}")
+            if self.toplevel:
+                self._contig_strides(info)
+        self.loc = p.loc
+        self.block(p.body)
+        self.line("return None")
+
+    def _contig_strides(self, info: ArrInfo):
+        n = info.name
+        for k in range(info.ndim - 1):
+            self.line(f"s{k}_{n} = " + " * ".join(info.dim(j) for j in range(k + 1, info.ndim)))
+
+    # ------------------------------------------------------------ statements
+
+    def block(self, body):
+        if not body:
+            self.line("pass")
+        for s in body:
+            self.loc = s.loc
+            getattr(self, "_" + type(s).__name__)(s)
+
+    def _Pass(self, s: Pass):
+        self.line("pass")
+
+    def _Sync(self, s: Sync):
+        if self.race:
+            self.line(f"_ctx.sync({self.access(s.loc, 'sync()', 'sync', '')})")
+        else:
+            self.line("pass  # sync()")
+
+    def _If(self, s: If):
+        self.line(f"if {self.ex(s.cond)}:")
+        self.depth += 1
+        self.block(s.body)
+        self.depth -= 1
+        if s.orelse:
+            self.loc = s.loc
+            self.line("else:")
+            self.depth += 1
+            self.block(s.orelse)
+            self.depth -= 1
+
+    def _For(self, s: For):
+        v = f"v_{s.iter}"
+        self.line(f"for {v} in range({self.ex(s.lo)}, {self.ex(s.hi)}):")
+        self.depth += 1
+        self.known.add(s.iter)
+        enter = exit_ = None
+        if self.race and s.mapping == BLOCKS:
+            dims, kd = block_shape(s.body, self.known)
+            ds = ", ".join(
+                "1" if not d else self.ex(d[0]) if len(d) == 1 else
+                f"max({', '.join(self.ex(x) for x in d)})" for d in dims)
+            enter = f"_ctx.block_enter({s.iter!r}, {v}, ({ds}), {kd})"
+            exit_ = "_ctx.block_exit()"
+        elif self.race and s.mapping == THREADS:
+            enter = f"_ctx.thread_enter({s.iter!r}, {v})"
+            exit_ = "_ctx.thread_exit()"
+        if enter:
+            self.line(enter)
+        self.block(s.body)
+        if exit_:
+            self.loc = s.loc
+            self.line(exit_)
+        self.known.discard(s.iter)
+        self.depth -= 1
+
+    def _Alloc(self, s: Alloc):
+        n = s.name
+        self._no_numpy(s.ty, s.loc)
+        if not s.shape and not self.race:
+            self.scalars[n] = s.ty
+            self.arrays.pop(n, None)
+            self.line(f"sc_{n} = {self.const(fill_value(s.ty))}")
+            return
+        self.scalars.pop(n, None)
+        info = ArrInfo(n, len(s.shape), s.ty, s.mem, contig=True)
+        self.arrays[n] = info
+        for k, d in enumerate(s.shape):
+            self.line(f"d{k}_{n} = {self.ex(d)}")
+        dims = [info.dim(k) for k in range(info.ndim)]
+        if dims:
+            acc = self.access(s.loc, _stmt_text(s), "allocation", n)
+            self.line(f"if {' or '.join(f'{d} < 0' for d in dims)}: "
+                      f"_bad_dim({acc}, ({', '.join(dims)},))")
+        ty = self.const(s.ty)
+        self.line(f"a_{n} = _alloc({' * '.join(dims) or '1'}, {ty})")
+        self._contig_strides(info)
+        if self.race:
+            mem = self.const(s.mem)
+            self.line(f"tr_{n} = _ctx.tracker({mem}, {n!r}, ({''.join(d + ', ' for d in dims)}))")
+
+    def _store(self, name: str, idx, rhs_src: str, acc: str, kind: int):
+        self.line(f"a_{name}[{self.flat(name, idx, acc, kind)}] = {rhs_src}")
+
+    def _Assign(self, s: Assign):
+        if s.name in self.scalars:
+            ty = self.scalars[s.name]
+            self.line(f"sc_{s.name} = {self.ex_as(s.rhs, ty)}")
+            return
+        info = self.arrays[s.name]
+        rhs = self.ex_as(s.rhs, info.ty)
+        acc = self.access(s.loc, _stmt_text(s), "write", s.name)
+        self._store(s.name, s.idx, rhs, acc, WRITE)
+
+    @staticmethod
+    def _no_numpy(ty, loc):
+        if ty.numpy is None:
+            raise InterpError(f"the interpreter cannot compute in {ty.name}: numpy has no "
+                              f"{ty.name} type", loc, "use f16 or f32 to interpret this proc")
+
+    def _update(self, s, op: str, kind: int, how: str):
+        """``x[i] op= rhs`` (reductions and atomics)."""
+        if s.name in self.scalars:
+            ty = self.scalars[s.name]
+            self.line(f"sc_{s.name} = {self._combine(f'sc_{s.name}', op, s.rhs, ty)}")
+            return
+        info = self.arrays[s.name]
+        acc = self.access(s.loc, _stmt_text(s), how, s.name)
+        t = self.fresh()
+        self.line(f"{t} = {self.flat(s.name, s.idx, acc, kind)}")
+        cur = f"a_{s.name}[{t}]" if info.ty.is_float else f"a_{s.name}.item({t})"
+        self.line(f"a_{s.name}[{t}] = {self._combine(cur, op, s.rhs, info.ty)}")
+
+    def _combine(self, cur: str, op: str, rhs, ty) -> str:
+        r = self.ex_as(rhs, ty)
+        if op in ("min", "max"):
+            out = f"_f{op}({cur}, {r})" if ty.is_float else f"{op}({cur}, {r})"
+        else:
+            out = f"({cur} {op} {r})"
+        if ty.kind == "int":
+            return wrap_expr(out, ty.bits)
+        if ty.kind == "bool":
+            return f"bool({out})"
+        return out
+
+    def _Reduce(self, s: Reduce):
+        self._update(s, s.op, WRITE, "update")
+
+    def _Atomic(self, s: Atomic):
+        self._update(s, {"add": "+"}.get(s.op, s.op), ATOMIC, "atomic update")
+
+    # ------------------------------------------------------------ calls
+
+    def _Call(self, s: Call):
+        callee = s.proc
+        fn = self.const(self.compile_callee(callee), "_F")
+        acc = self.access(s.loc, _stmt_text(s), "call", callee.name)
+        env = {}
+        args = []
+        for prm, a in zip(callee.params, s.args):
+            if prm.kind in ("size", "index"):
+                t = self.fresh(_TMPVAR)
+                self.line(f"v_{t} = {self.ex(a)}")
+                env[prm.name] = Var(t, INDEX)
+                args.append(f"v_{t}")
+            elif prm.kind == "scalar":
+                args.append(self.ex_as(a, prm.ty))
+            else:
+                args.append(self._window(a, prm, env, acc))
+        for pred in callee.preds:
+            vals = ", ".join(f"{k!r}: {self.ex(v)}" for k, v in env.items())
+            ploc = self.const(pred.loc)
+            self.line(f"if not {self.ex(substitute(pred, env))}: "
+                      f"_callee_assert({acc}, {ploc}, {print_expr(pred)!r}, {{{vals}}})")
+        self.line(f"{fn}(_ctx, {', '.join(args)})")
+
+    def _window(self, w: WindowArg, prm, env, acc: str) -> str:
+        info = self.arrays[w.name]
+        n = w.name
+        tr = f", tr_{n}" if self.race else ""
+        if not w.idx:
+            extents = [info.dim(k) for k in range(info.ndim)]
+            strides = [info.stride(k) for k in range(info.ndim)]
+            off = info.off()
+        else:
+            parts, conds, extents, strides = [], [], [], []
+            offs = [] if info.off() == "0" else [info.off()]
+            for k, part in enumerate(w.idx):
+                d = info.dim(k)
+                if isinstance(part, Point):
+                    t = self.fresh()
+                    self.line(f"{t} = {self.ex(part.pt)}")
+                    parts.append(t)
+                    conds.append(f"0 <= {t} < {d}")
+                    start = t
+                else:
+                    lo, hi = self.fresh(), self.fresh()
+                    self.line(f"{lo} = {self.ex(part.lo)}; {hi} = {self.ex(part.hi)}")
+                    parts.append(f"({lo}, {hi})")
+                    conds.append(f"0 <= {lo} <= {hi} <= {d}")
+                    extents.append(f"{hi} - {lo}")
+                    strides.append(info.stride(k))
+                    start = lo
+                st = info.stride(k)
+                offs.append(start if st == "1" else f"{start} * {st}")
+            dims = ", ".join(info.dim(k) for k in range(info.ndim))
+            self.line(f"if not ({' and '.join(conds)}): "
+                      f"_bad_window({acc}, ({', '.join(parts)},), ({dims},))")
+            off = " + ".join(offs)
+        want = [self.ex(substitute(d, env)) for d in prm.shape]
+        if len(want) != len(extents):
+            raise TypeError(f"window rank mismatch for {prm.name}")
+        if want:
+            got_t, want_t = ", ".join(extents) + ",", ", ".join(want) + ","
+            self.line(f"if ({got_t}) != ({want_t}): "
+                      f"_bad_extent({acc}, {prm.name!r}, ({got_t}), ({want_t}))")
+        t = self.fresh()
+        st = ", ".join(strides) + ("," if len(strides) == 1 else "")
+        self.line(f"{t} = (a_{n}, {off}, ({st}){tr})")
+        return t

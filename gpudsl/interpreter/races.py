@@ -1,0 +1,261 @@
+"""The dynamic race detector: ``interpret(p, detect_races=True)``.
+
+The interpreter still runs every loop in order (that is the meaning); the
+detector only watches.  It knows, at each memory access, which kernel, block,
+thread and barrier phase the sequential execution is in:
+
+* a *kernel* is one execution of an outermost ``@ BLOCKS`` loop nest;
+* a *block* is one iteration of the ``@ BLOCKS`` loops, named by their variables;
+* a *thread* is named by the enclosing ``@ THREADS`` loop variables, padded on
+  the left with zeros to ``(z, y, x)``; code at block level (outside thread
+  loops) is executed by every thread of the block (``ALL``, kept as ``None``);
+* a *phase* ends at each ``sync()`` executed at block level.
+
+Two accesses conflict when they touch the same element, at least one writes,
+and they are not both atomic.  A conflict is a race when the two threads are
+distinct and in the same block and phase, or, for ``GLOBAL`` memory, in
+distinct blocks of the same kernel (barriers do not order blocks).  A
+``REGISTER`` array allocated at block level belongs row by row to threads: the
+first thread to touch a row owns it, and any other thread touching it is
+reported too.
+
+Per element and per kind (read, write, atomic) the detector keeps at most two
+accesses by distinct threads: enough to know whether *some* earlier access was
+made by a thread other than the current one, so each access costs O(1).
+"""
+from __future__ import annotations
+
+from ..errors import InterpError, RaceError
+from ..ir.types import GLOBAL, REGISTER
+from .runtime import Access, noop_tracker
+
+READ, WRITE, ATOMIC = 1, 2, 3
+_KIND = {READ: "read", WRITE: "write", ATOMIC: "atomic update"}
+# For each kind, the kinds of earlier accesses it conflicts with.
+_CONFLICTS = {READ: (WRITE, ATOMIC), WRITE: (READ, WRITE, ATOMIC), ATOMIC: (READ, WRITE)}
+
+
+class RaceContext:
+    """Where the sequential execution is, in GPU terms."""
+
+    def __init__(self):
+        self.kernel = 0  # epoch of the running kernel, 0 outside kernels
+        self._kernels = 0
+        self.phase = 0  # epoch of the running barrier phase (unique per block)
+        self.bstack: list[tuple[str, int]] = []
+        self.bkey: tuple | None = None
+        self.tstack: list[tuple[str, int]] = []
+        self.tkey: tuple | None = None  # None: all threads (block level)
+        self.tdesc: tuple = ()
+        self.multi = False  # the block has two threads or more
+        self.kdims = 0  # thread dimensions of the block
+        self.nthreads = 1
+
+    # ------------------------------------------------------------ structure
+
+    def block_enter(self, name: str, value: int, dims: tuple, kdims: int):
+        if not self.bstack and self.kernel == 0:
+            self._kernels += 1
+            self.kernel = self._kernels
+        self.bstack.append((name, value))
+        self.bkey = tuple(self.bstack)
+        self.phase += 1
+        n = 1
+        for d in dims:
+            n *= max(d, 1)
+        self.nthreads = n
+        self.multi = n >= 2
+        self.kdims = kdims
+
+    def block_exit(self):
+        self.bstack.pop()
+        self.bkey = tuple(self.bstack) if self.bstack else None
+        self.phase += 1
+        if not self.bstack:
+            self.kernel = 0
+
+    def thread_enter(self, name: str, value: int):
+        st = self.tstack
+        st.append((name, value))
+        vals = tuple(v for _, v in st)
+        self.tkey = (0,) * (3 - len(vals)) + vals if len(vals) < 3 else vals
+        self.tdesc = tuple(st)
+
+    def thread_exit(self):
+        st = self.tstack
+        st.pop()
+        if st:
+            vals = tuple(v for _, v in st)
+            self.tkey = (0,) * (3 - len(vals)) + vals if len(vals) < 3 else vals
+            self.tdesc = tuple(st)
+        else:
+            self.tkey = None
+            self.tdesc = ()
+
+    def sync(self, acc: Access):
+        if self.kernel == 0:
+            return
+        if self.tkey is not None:
+            raise InterpError(
+                f"sync() inside a THREADS loop (thread {_thread(self.tdesc)}): a barrier "
+                "must stand at block level, where every thread of the block reaches it",
+                acc.loc, "move the sync() out of the thread loop")
+        self.phase += 1
+
+    # ------------------------------------------------------------ memory
+
+    def tracker(self, mem, name: str, dims: tuple, param: bool = False):
+        """The access hook of a fresh array (or a tensor argument, ``param``)."""
+        if param:
+            return Tracker(self, name, dims, GLOBAL).access
+        if self.kernel == 0 or self.tkey is not None:
+            return noop_tracker  # host-level or thread-private memory
+        if mem == REGISTER:
+            return RowTracker(self, name, dims, self.kdims).access
+        return Tracker(self, name, dims, mem).access
+
+
+class Tracker:
+    """Access log of one array (tensor argument or shared/global allocation)."""
+
+    __slots__ = ("ctx", "name", "dims", "mem", "cells", "gcells", "is_global")
+
+    def __init__(self, ctx: RaceContext, name: str, dims: tuple, mem):
+        self.ctx = ctx
+        self.name = name
+        self.dims = tuple(dims)
+        self.mem = mem
+        self.cells: dict[int, list] = {}
+        self.gcells: dict[int, list] = {}
+        self.is_global = mem == GLOBAL
+
+    def access(self, k: int, kind: int, acc: Access) -> int:
+        ctx = self.ctx
+        if ctx.kernel == 0:
+            return k
+        t = ctx.tkey
+        # Threads of one block, within one phase.
+        cell = self.cells.get(k)
+        if cell is None or cell[0] != ctx.phase:
+            cell = [ctx.phase, None, None, None]
+            self.cells[k] = cell
+        for c in _CONFLICTS[kind]:
+            lst = cell[c]
+            if lst is not None:
+                for e in lst:
+                    if (e[0] != t) if (e[0] is not None and t is not None) else ctx.multi:
+                        self._race(k, e, c, (t, ctx.tdesc, ctx.bkey, acc), kind, False)
+        lst = cell[kind]
+        entry = (t, ctx.tdesc, ctx.bkey, acc)
+        if lst is None:
+            cell[kind] = [entry]
+        elif len(lst) == 1 and lst[0][0] != t:
+            lst.append(entry)
+        # Blocks of one kernel, on global memory.
+        if self.is_global:
+            b = ctx.bkey
+            g = self.gcells.get(k)
+            if g is None or g[0] != ctx.kernel:
+                g = [ctx.kernel, None, None, None]
+                self.gcells[k] = g
+            for c in _CONFLICTS[kind]:
+                lst = g[c]
+                if lst is not None:
+                    for e in lst:
+                        if e[2] != b:
+                            self._race(k, e, c, entry, kind, True)
+            lst = g[kind]
+            if lst is None:
+                g[kind] = [entry]
+            elif len(lst) == 1 and lst[0][2] != b:
+                lst.append(entry)
+        return k
+
+    def element(self, k: int) -> tuple:
+        idx = []
+        for d in reversed(self.dims):
+            idx.append(k % d if d else 0)
+            k = k // d if d else 0
+        return tuple(reversed(idx))
+
+    def _race(self, k, first, kind1, second, kind2, across_blocks: bool):
+        t1, td1, b1, a1 = first
+        t2, td2, b2, a2 = second
+        el = self.element(k)
+        elem = f"{self.name}[{', '.join(map(str, el))}]" if el else self.name
+        if across_blocks:
+            why = (f"two blocks of one kernel touch the same {self.mem.name} element "
+                   "(barriers do not order blocks)")
+        else:
+            why = "two threads of one block touch it between the same two barriers"
+        msg = (f"data race on {self.mem.name} {elem}: {why}\n"
+               f"  {_KIND[kind1]} `{a1.text}` at {a1.where()} by {_who(b1, td1, t1)}\n"
+               f"  {_KIND[kind2]} `{a2.text}` at {a2.where()} by {_who(b2, td2, t2)}")
+        hint = ("separate the accesses with sync()" if not across_blocks else
+                "give each block its own elements, use atomics, or split the kernel")
+        raise RaceError(msg, a2.loc, hint, accesses=(a1, a2), element=(self.name, el))
+
+
+class RowTracker:
+    """A ``REGISTER`` array allocated at block level: each row (the leading
+    ``kdims`` indices) belongs to the first thread that touches it."""
+
+    __slots__ = ("ctx", "name", "dims", "rowsize", "owners", "lead")
+
+    def __init__(self, ctx: RaceContext, name: str, dims: tuple, kdims: int):
+        self.ctx = ctx
+        self.name = name
+        self.dims = tuple(dims)
+        self.lead = min(kdims, len(self.dims))
+        n = 1
+        for d in self.dims[self.lead:]:
+            n *= d
+        self.rowsize = max(n, 1)
+        self.owners: dict[int, tuple] = {}
+
+    def access(self, k: int, kind: int, acc: Access) -> int:
+        ctx = self.ctx
+        t = ctx.tkey
+        if t is None:
+            if ctx.multi:
+                raise RaceError(
+                    f"the block-level REGISTER array {self.name} is touched by code at block "
+                    f"level (`{acc.text}`), which every thread of "
+                    f"{_block(ctx.bkey)} executes: each thread has its own copy",
+                    acc.loc, "touch per-thread REGISTER arrays inside THREADS loops, or "
+                    "make the array SHARED", accesses=(acc,), element=(self.name, None))
+            t = (0, 0, 0)
+        row = k // self.rowsize
+        own = self.owners.get(row)
+        if own is None:
+            self.owners[row] = (t, ctx.tdesc, acc, kind)
+        elif own[0] != t:
+            el = Tracker.element(self, k)
+            msg = (f"REGISTER array {self.name} (allocated at block level) is per thread, "
+                   f"but two threads touch its row {self.name}[{', '.join(map(str, el[:self.lead]))}] "
+                   f"of it in {_block(ctx.bkey)}\n"
+                   f"  {_KIND[own[3]]} `{own[2].text}` at {own[2].where()} by "
+                   f"thread {_thread(own[1])}\n"
+                   f"  {_KIND[kind]} `{acc.text}` at {acc.where()} by thread {_thread(ctx.tdesc)}")
+            raise RaceError(msg, acc.loc, "index a block-level REGISTER array by the thread "
+                            "variables in its leading dimensions",
+                            accesses=(own[2], acc), element=(self.name, el))
+        return k
+
+
+def _thread(tdesc) -> str:
+    if not tdesc:
+        return "(all threads: block-level code)"
+    return "(" + ", ".join(f"{n}={v}" for n, v in tdesc) + ")"
+
+
+def _block(bkey) -> str:
+    if not bkey:
+        return "block ()"
+    return "block (" + ", ".join(f"{n}={v}" for n, v in bkey) + ")"
+
+
+def _who(bkey, tdesc, t) -> str:
+    if t is None:
+        return f"{_block(bkey)}, all threads (block-level code)"
+    return f"{_block(bkey)}, thread {_thread(tdesc)}"

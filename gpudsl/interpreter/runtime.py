@@ -1,0 +1,149 @@
+"""Helpers that the Python code compiled from a proc calls at run time.
+
+The generated code keeps one invariant: a float-typed value is a numpy scalar
+of its dtype (so ``f32`` arithmetic rounds like float32), an integer-typed
+value (``index``, ``i32``, ``i64``) is a Python ``int`` (exact; stores and casts
+wrap to the width of the target), a bool is a Python or numpy bool.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InterpError
+from ..ir.types import DType
+
+# ------------------------------------------------------------------ access sites
+
+
+class Access:
+    """One place in the source that touches memory: where, what, how."""
+
+    __slots__ = ("loc", "text", "how", "name")
+
+    def __init__(self, loc, text: str, how: str, name: str):
+        self.loc = loc
+        self.text = text  # e.g. "s[t + 1]" or "s[t] = s[t] + s[t + 1]"
+        self.how = how  # "read", "write", "update", "atomic", "call", "alloc", ...
+        self.name = name  # the array named at this site
+
+    def where(self) -> str:
+        return f"{self.loc}" if self.loc is not None else "<unknown location>"
+
+    def __repr__(self):
+        return f"<{self.how} of {self.text} at {self.where()}>"
+
+
+# ------------------------------------------------------------------ faults
+
+
+def oob(acc: Access, idx: tuple, dims: tuple):
+    """Raise the error of an out-of-bounds access (never returns)."""
+    bad = [k for k, (i, d) in enumerate(zip(idx, dims)) if not 0 <= i < d]
+    k = bad[0] if bad else 0
+    shown = ", ".join(str(i) for i in idx)
+    raise InterpError(
+        f"out-of-bounds {acc.how} of {acc.name}[{shown}] in `{acc.text}`: index {k} is "
+        f"{idx[k]}, outside 0..{dims[k] - 1} (shape {tuple(dims)})",
+        acc.loc, "guard the access with an `if`, or fix the loop bounds / asserts")
+
+
+def bad_window(acc: Access, parts: tuple, dims: tuple):
+    """A window argument reaches outside its array (never returns)."""
+    shown = ", ".join(f"{p[0]}:{p[1]}" if isinstance(p, tuple) else str(p) for p in parts)
+    raise InterpError(
+        f"the window {acc.name}[{shown}] passed in `{acc.text}` lies outside "
+        f"{acc.name} (shape {tuple(dims)})", acc.loc,
+        "windows must lie inside the array they view")
+
+
+def bad_extent(acc: Access, param: str, got, want):
+    raise InterpError(
+        f"in `{acc.text}`, the argument for '{param}' has shape {tuple(got)} but the callee "
+        f"declares {tuple(want)} for these sizes", acc.loc,
+        "pass a window whose extents match the callee's parameter")
+
+
+def callee_assert(acc: Access, pred_loc, text: str, values: dict):
+    vals = ", ".join(f"{k}={v}" for k, v in values.items())
+    raise InterpError(
+        f"the call `{acc.text}` breaks the callee's precondition `assert {text}` "
+        f"(at {pred_loc}){' with ' + vals if vals else ''}", acc.loc,
+        "pass arguments that satisfy the callee's asserts")
+
+
+def bad_dim(acc: Access, dims: tuple):
+    raise InterpError(f"the allocation `{acc.text}` has a negative extent: shape {dims}",
+                      acc.loc)
+
+
+# ------------------------------------------------------------------ values
+
+
+def fmin(a, b):
+    """fminf: the smaller, ignoring a NaN operand."""
+    return b if (b < a or a != a) else a
+
+
+def fmax(a, b):
+    return b if (b > a or a != a) else a
+
+
+_WRAP = {32: (1 << 31, (1 << 32) - 1), 64: (1 << 63, (1 << 64) - 1),
+         16: (1 << 15, (1 << 16) - 1), 8: (1 << 7, (1 << 8) - 1)}
+
+
+def wrap_expr(src: str, bits: int) -> str:
+    """Python source wrapping the int ``src`` to a signed ``bits``-bit value."""
+    half, mask = _WRAP[bits]
+    return f"((({src}) + {half}) & {mask}) - {half}"
+
+
+def to_int(bits: int):
+    """The cast ``i32(v)`` / ``i64(v)``: floats truncate toward zero (NaN and
+    infinities are errors), then the value wraps to the width."""
+    half, mask = _WRAP[bits]
+
+    def cast(v):
+        if not isinstance(v, int):
+            if isinstance(v, (np.floating, float)):
+                if v != v or v in (float("inf"), float("-inf")):
+                    raise ValueError(f"cannot convert {v} to a {bits}-bit integer")
+            v = int(v)
+        return ((v + half) & mask) - half
+
+    cast.__name__ = f"to_i{bits}"
+    return cast
+
+
+def converter(ty: DType):
+    """The function that converts a value to the interpreter's form of ``ty``."""
+    if ty.is_float:
+        if ty.numpy is None:
+            raise InterpError(f"the interpreter cannot compute in {ty.name}: numpy has no "
+                              f"{ty.name} type", hint="use f16 or f32")
+        return np.dtype(ty.numpy).type
+    if ty.kind == "int":
+        return to_int(ty.bits)
+    if ty.kind == "bool":
+        return bool
+    return int  # index
+
+
+def fill_value(ty: DType):
+    """What fresh memory holds: NaN for floats (reads of uninitialised memory show),
+    zero for integers, False for bools."""
+    if ty.is_float:
+        return np.dtype(ty.numpy).type("nan")
+    if ty.kind == "bool":
+        return False
+    return 0
+
+
+def alloc(n: int, ty: DType):
+    """A fresh flat array of ``n`` elements of ``ty``."""
+    return np.full(n, fill_value(ty), dtype=np.dtype(ty.numpy))
+
+
+def noop_tracker(k, kind, acc):
+    """The tracker of memory that the race detector does not watch."""
+    return k
