@@ -91,17 +91,25 @@ struct Block {
 };
 
 // ------------------------------------------------------------------ errors
-static char g_error[4096];
-static std::mutex g_error_mu;
-static bool g_error_set = false;
+// One report per launch (the first error wins); the launching OS thread reads it back
+// through gpudsl_emu_last_error(), so concurrent launches from several threads don't mix.
+struct ErrorSlot {
+  std::mutex mu;
+  bool set = false;
+  char text[4096] = {0};
+};
+static thread_local ErrorSlot* t_slot = nullptr;   // the running launch's slot
+static thread_local char t_last_error[4096];
 
 __attribute__((format(printf, 1, 2))) static void set_error(const char* fmt, ...) {
-  std::lock_guard<std::mutex> lk(g_error_mu);
-  if (g_error_set) return;
-  g_error_set = true;
+  ErrorSlot* e = t_slot;
+  if (!e) return;
+  std::lock_guard<std::mutex> lk(e->mu);
+  if (e->set) return;
+  e->set = true;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(g_error, sizeof g_error, fmt, ap);
+  vsnprintf(e->text, sizeof e->text, fmt, ap);
   va_end(ap);
 }
 
@@ -432,6 +440,7 @@ static inline char* dynamic_smem() { return self()->blk->dyn_smem; }
 
 // ------------------------------------------------------------------ launching
 struct Launch {
+  ErrorSlot error;
   dim3 grid, block;
   size_t dyn_smem;
   Thunk thunk;
@@ -443,8 +452,10 @@ struct Launch {
 
 static void run_blocks(Launch* L) {
   int n = (int)(L->block.x * L->block.y * L->block.z);
+  ErrorSlot* saved = t_slot;
+  t_slot = &L->error;
   Pool* pool = acquire_pool();
-  if (!pool->reserve(n)) { L->failed = true; release_pool(pool); return; }
+  if (!pool->reserve(n)) { L->failed = true; release_pool(pool); t_slot = saved; return; }
   std::vector<uint64_t> smem((L->dyn_smem + 7) / 8 + 2);
   Block b;
   b.block_dim = L->block;
@@ -475,20 +486,18 @@ static void run_blocks(Launch* L) {
     if (b.failed) { L->failed = true; break; }
   }
   release_pool(pool);
+  t_slot = saved;
 }
 
 // Run a whole grid; returns 0, or 1 with the reason in gpudsl_emu_last_error().
 static int launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                   unsigned long long dyn_smem, int workers, Thunk thunk, const uint64_t* args) {
-  {
-    std::lock_guard<std::mutex> lk(g_error_mu);
-    g_error_set = false;
-    g_error[0] = 0;
-  }
+  t_last_error[0] = 0;
   unsigned long long nthreads = (unsigned long long)bx * by * bz;
   if (nthreads == 0 || nthreads > 1024 || bz > 64 || gx == 0 || gy == 0 || gz == 0 || gy > 65535 || gz > 65535) {
-    set_error("invalid launch configuration: grid (%u,%u,%u), block (%u,%u,%u); a block has 1 to 1024 threads",
-              gx, gy, gz, bx, by, bz);
+    snprintf(t_last_error, sizeof t_last_error,
+             "invalid launch configuration: grid (%u,%u,%u), block (%u,%u,%u); a block has 1 to 1024 threads",
+             gx, gy, gz, bx, by, bz);
     return 1;
   }
   Launch L;
@@ -499,12 +508,15 @@ static int launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned b
   L.args = args;
   L.nblocks = (long long)gx * gy * gz;
   if (workers > L.nblocks) workers = (int)L.nblocks;
+  if ((long long)nthreads * L.nblocks < 8192) workers = 1;  // not worth starting OS threads
   if (workers < 1) workers = 1;
   std::vector<std::thread> pool;
   for (int i = 1; i < workers; ++i) pool.emplace_back(run_blocks, &L);
   run_blocks(&L);
   for (auto& t : pool) t.join();
-  return L.failed ? 1 : 0;
+  if (!L.failed) return 0;
+  snprintf(t_last_error, sizeof t_last_error, "%s", L.error.set ? L.error.text : "emulated launch failed");
+  return 1;
 }
 
 // ------------------------------------------------------------------ calling a kernel
@@ -562,7 +574,7 @@ static std::string signature(void (*)(A...)) {
 
 }  // namespace gpudsl_emu
 
-GPUDSL_EXPORT const char* gpudsl_emu_last_error() { return gpudsl_emu::g_error; }
+GPUDSL_EXPORT const char* gpudsl_emu_last_error() { return gpudsl_emu::t_last_error; }
 
 // gpudsl_emu_kernel(name) defines, for an extern "C" kernel `name`:
 //   int gpudsl_launch_<name>(gx, gy, gz, bx, by, bz, dyn_smem, workers, const uint64_t* args)
