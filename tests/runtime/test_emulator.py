@@ -90,8 +90,9 @@ def test_barriers_at_different_sites_are_divergence(mod):
 
 
 def test_module_still_works_after_an_error(mod):
-    with pytest.raises(LaunchError):
-        mod.launch("divergent", 2, 64, [np.zeros(64, np.float32)])
+    mod.workers = 2  # 200 blocks x 64 threads: big enough to run on two OS threads
+    with pytest.raises(LaunchError, match="barrier divergence"):
+        mod.launch("divergent", 200, 64, [np.zeros(64, np.float32)])
     out = np.zeros(1, np.float32)
     mod.launch("reduce256", 1, 256, [np.ones(256, np.float32), out, 256])
     assert out[0] == 256
