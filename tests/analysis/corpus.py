@@ -1082,7 +1082,7 @@ def grid_2d(n: size, m: size, x: f32[n, m], y: f32[n, m]):
                     y[8 * bi + i, 32 * bj + j] = x[8 * bi + i, 32 * bj + j] + 1.0
 
 
-@case("race")
+@case("ok")
 @proc
 def one_d_loop_in_2d_block(x: f32[8, 32], y: f32[32]):
     for b in par(0, 1) @ BLOCKS:
@@ -1105,9 +1105,23 @@ def narrower_thread_loop(x: f32[64], y: f32[64]):
             y[t] = s[2 * t] + s[2 * t + 1]
 
 
+@case("race")
+@proc
+def one_d_loop_in_2d_block_collide(x: f32[8, 32], y: f32[32]):
+    for b in par(0, 1) @ BLOCKS:
+        for i in par(0, 8) @ THREADS:
+            for j in par(0, 32) @ THREADS:
+                x[i, j] = 0.0
+        for j in par(0, 32) @ THREADS:
+            y[j] = 1.0
+        for i in par(0, 8) @ THREADS:
+            for j in par(0, 32) @ THREADS:
+                y[j] = x[i, j]
+
+
 # ---- mapping rules
 
-@case("mapping")
+@case("mapping", warn=True)
 @proc
 def threads_outside_blocks(x: f32[64]):
     for t in par(0, 64) @ THREADS:

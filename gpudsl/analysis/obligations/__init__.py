@@ -65,12 +65,17 @@ class Ctx:
         if a.kernel is not None:
             tc = self.coords(t, a.kernel)
             cons.extend(t.tc_cons)
+        used = set()
         for l in a.loops:
             lo, hi = t.expr(l.lo), t.expr(l.hi)
             v = t.declare(l.iter)
             cons += [v >= lo, v < hi]
             if l.mapping == THREADS and a.kernel is not None and l.dim >= 0:
                 cons.append(v == tc[l.dim])
+                used.add(l.dim)
+        if used:
+            # a thread nest that leaves a block dimension unused runs on index 0 of it
+            cons += [tc[d] == 0 for d in range(3) if d not in used]
         for g in a.guards:
             cons.append(t.cond(g))
         return cons
