@@ -395,7 +395,13 @@ def resolve(p, x, prim: str, want: str = "stmt") -> Cursor:
             elif want == "alloc":
                 c = find_alloc(p, x)
             else:
-                c = find(p, x)
+                from .patterns import match_loops, _LOOP_RE
+
+                if want in ("stmt", "block") and _LOOP_RE.match(x) and \
+                        match_loops(p.ir, x):
+                    c = find_loop(p, x)
+                else:
+                    c = find(p, x)
         except SchedulingError as exc:
             raise SchedulingError(prim, exc.raw_message.split(": ", 1)[1], p.ir.loc,
                                   exc.hint) from None

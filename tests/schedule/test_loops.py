@@ -1,0 +1,154 @@
+"""Loop primitives keep the meaning, and refuse what would change it."""
+from __future__ import annotations
+
+import pytest
+
+from gpudsl import BLOCKS, THREADS, SchedulingError
+from gpudsl.schedule import (cut_loop, divide_loop, fission, fuse, parallelize_loop,
+                             remove_loop, rename, reorder_loops, simplify, specialize,
+                             unroll_loop)
+
+from . import procs as P
+from .helpers import assert_refused, assert_same_meaning
+
+
+@pytest.mark.parametrize("tail", ["guard", "cut", "perfect"])
+def test_divide_loop_keeps_meaning(tail):
+    q = divide_loop(P.saxpy, "i", 16 if tail == "perfect" else 5, ["io", "ii"], tail=tail)
+    assert_same_meaning(P.saxpy, q, n=48)
+    assert_same_meaning(P.saxpy, q, n=16)
+
+
+@pytest.mark.parametrize("tail", ["guard", "cut"])
+def test_divide_loop_nonzero_lower_bound(tail):
+    q = divide_loop(P.prefix, "i", 4, ["io", "ii"], tail=tail)
+    assert_same_meaning(P.prefix, q, n=11)
+
+
+def test_divide_perfect_unproved_is_refused():
+    with pytest.raises(SchedulingError) as e:
+        divide_loop(P.axpy_any, "i", 16, ["io", "ii"], tail="perfect")
+    text = assert_refused(e, "divide_loop", "procs.py")
+    assert "divides" in text and e.value.witness["n"] % 16 != 0
+
+
+def test_divide_loop_prints_clean_indices():
+    q = divide_loop(P.saxpy, "i", 16, ["io", "ii"], tail="perfect")
+    assert "y[16 * io + ii] = a * x[16 * io + ii] + y[16 * io + ii]" in str(q)
+
+
+def test_divide_loop_name_clash():
+    with pytest.raises(SchedulingError) as e:
+        divide_loop(P.saxpy, "i", 16, ["n", "ii"], tail="perfect")
+    assert_refused(e, "divide_loop", "procs.py")
+
+
+def test_reorder_loops_legal():
+    q = reorder_loops(P.transpose, "i")
+    assert str(q).index("for j") < str(q).index("for i")
+    assert_same_meaning(P.transpose, q, n=3, m=5)
+
+
+def test_reorder_loops_against_dependence():
+    with pytest.raises(SchedulingError) as e:
+        reorder_loops(P.shift2d, "i")
+    text = assert_refused(e, "reorder_loops", "procs.py")
+    assert "x[" in text and e.value.witness
+
+
+def test_reorder_needs_perfect_nest():
+    with pytest.raises(SchedulingError) as e:
+        reorder_loops(P.rowsum, "i")
+    assert_refused(e, "reorder_loops", "procs.py")
+
+
+def test_fission_legal():
+    q = fission(P.rowsum, P.rowsum.find("s[_] = _").after())
+    assert str(q).count("for i in") == 2
+    assert_same_meaning(P.rowsum, q, n=4, m=3)
+
+
+def test_fission_against_dependence():
+    with pytest.raises(SchedulingError) as e:
+        fission(P.carried, P.carried.find("y[_] = _").after())
+    assert_refused(e, "fission", "procs.py")
+
+
+def test_fuse_legal_and_backward_dependence():
+    q = fuse(P.two_loops, "i", "j")
+    assert str(q).count("for ") == 1
+    assert_same_meaning(P.two_loops, q, n=7)
+    with pytest.raises(SchedulingError) as e:
+        fuse(P.two_loops_back, "i", "j")
+    text = assert_refused(e, "fuse", "procs.py")
+    assert "backward" in text and e.value.witness
+
+
+def test_unroll_loop():
+    q = divide_loop(P.saxpy, "i", 4, ["io", "ii"], tail="perfect")
+    q = unroll_loop(q, "ii")
+    assert "y[4 * io + 3]" in str(q)
+    assert_same_meaning(P.saxpy, q, n=32)
+    with pytest.raises(SchedulingError) as e:
+        unroll_loop(P.saxpy, "i")
+    assert_refused(e, "unroll_loop", "procs.py")
+
+
+def test_cut_loop():
+    q = cut_loop(P.two_loops_back, "i", 1)
+    assert_same_meaning(P.two_loops_back, q, n=9)
+    with pytest.raises(SchedulingError) as e:
+        cut_loop(P.prefix, "i", 3)  # n may be 1
+    assert e.value.witness["n"] < 3
+    q = cut_loop(P.saxpy, "i", "n // 2")
+    assert_same_meaning(P.saxpy, q, n=32)
+    with pytest.raises(SchedulingError) as e:
+        cut_loop(P.prefix, "i", "n + 1")
+    assert_refused(e, "cut_loop", "procs.py")
+
+
+def test_remove_loop():
+    q = remove_loop(P.fill, "r")
+    assert "for r" not in str(q)
+    assert_same_meaning(P.fill, q, n=5)
+    with pytest.raises(SchedulingError) as e:
+        remove_loop(P.total, "i")
+    assert_refused(e, "remove_loop", "procs.py")
+
+
+def test_parallelize_loop_legal():
+    q = divide_loop(P.saxpy, "i", 16, ["b", "t"], tail="perfect")
+    q = parallelize_loop(q, "b", BLOCKS)
+    q = parallelize_loop(q, "t", THREADS)
+    assert "par(0, 16) @ THREADS" in str(q)
+    assert_same_meaning(P.saxpy, q, n=32)
+    q2 = parallelize_loop(P.transpose, "i")
+    assert "par(0, n):" in str(q2)
+
+
+def test_parallelize_conflicting_iterations():
+    with pytest.raises(SchedulingError) as e:
+        parallelize_loop(P.prefix, "i", THREADS)
+    text = assert_refused(e, "parallelize_loop", "procs.py")
+    assert "conflict" in text and "i_1" in e.value.witness
+    with pytest.raises(SchedulingError) as e:
+        parallelize_loop(P.total, "i", BLOCKS)  # a reduction is a race in parallel
+    assert_refused(e, "parallelize_loop", "procs.py")
+
+
+def test_specialize_and_simplify_and_rename():
+    q = specialize(P.axpy_any, "i", ["n % 16 == 0", "n < 8"])
+    assert str(q).count("if") >= 2 or "elif" in str(q)
+    assert_same_meaning(P.axpy_any, q, n=16)
+    assert_same_meaning(P.axpy_any, q, n=5)
+    q = rename(simplify(q), "axpy_spec")
+    assert q.name == "axpy_spec"
+    assert_same_meaning(P.axpy_any, q, n=9)
+
+
+def test_simplify_removes_decided_guards():
+    q = divide_loop(P.copy16, "i", 4, ["io", "ii"], tail="guard")
+    assert "if" in str(q)
+    q2 = simplify(q)
+    assert "if" not in str(q2)
+    assert_same_meaning(P.copy16, q2)
