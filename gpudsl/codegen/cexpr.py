@@ -214,8 +214,10 @@ class ExprEmitter:
             lt, rt = e.lhs.ty, e.rhs.ty
             target = lt if lt.is_float else rt if rt.is_float else lt
         lp, rp = p, p + 1
-        if op in ("+", "*", "&&", "&", "|", "^") and e.ty.is_integer or op == "&&":
+        if (op in ("+", "*", "&&", "&", "|", "^") and e.ty.is_integer or op == "&&") \
+                and isinstance(e.rhs, BinOp) and e.rhs.op == e.op:
             rp = p  # associative on integers: a + (b + c) prints as a + b + c
+            # (only for the same operator: 4 * (n / 4) is not 4 * n / 4)
         if op == "||":
             lp = rp = C_PREC["&&"] + 1
         if e.ty.is_float or target.is_float:
