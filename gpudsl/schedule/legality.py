@@ -71,6 +71,14 @@ class Enc:
                 # floor division (Python); Z3 agrees for b > 0
                 return z3.If(b > 0, a / b, self._free_int())
             return z3.If(b > 0, a % b, self._free_int())
+        if isinstance(e, BinOp) and e.op in ("<<", ">>", "&") and isinstance(e.rhs, Const):
+            a, k = self.int(e.lhs, env), int(e.rhs.val)
+            if e.op == "<<" and 0 <= k < 63:
+                return a * (2 ** k)
+            if e.op == ">>" and 0 <= k < 63:
+                return a / (2 ** k)  # operands are non-negative (SPEC 2.3)
+            if e.op == "&" and k >= 0 and (k + 1) & k == 0:
+                return a % (k + 1)
         if isinstance(e, UnOp) and e.op == "-":
             return -self.int(e.arg, env)
         if isinstance(e, Builtin) and e.name in ("min", "max") and e.ty.is_integer:

@@ -91,11 +91,6 @@ def delete_sync(p, sync):
     for x in acc_b + acc_a:
         x.local = x.buf in private
     region = baddr[:2 * k_blocks + 1] + ("body", 0)
-    fresh = [0]
-
-    def different_threads(e1, e2, a1=None, a2=None):
-        return z3.BoolVal(True)
-
     hit = None
     for x in acc_b:
         for y in acc_a:
@@ -107,12 +102,10 @@ def delete_sync(p, sync):
                     v1 = e1[tx[-1 - d].iter] if d < len(tx) else None
                     v2 = e2[ty[-1 - d].iter] if d < len(ty) else None
                     if v1 is None and v2 is None:
-                        continue  # the kernel's thread loops leave this dimension alone
-                    if v1 is None or v2 is None:
-                        fresh[0] += 1
-                        diffs.append(z3.Bool(f"?d{fresh[0]}"))
-                    else:
-                        diffs.append(v1 != v2)
+                        continue
+                    # a thread nest leaves the block dimensions it does not use at 0
+                    diffs.append((v1 if v1 is not None else z3.IntVal(0)) !=
+                                 (v2 if v2 is not None else z3.IntVal(0)))
                 return z3.Or(*diffs) if diffs else z3.BoolVal(False)
 
             hit = find_conflict(p.ir, region, [x], [y], rel, allow_reduce=False)

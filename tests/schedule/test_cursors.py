@@ -89,3 +89,16 @@ def test_strings_and_cursors_interchangeable():
     a = divide_loop(P.saxpy, "i", 16, ["io", "ii"], tail="perfect")
     b = divide_loop(P.saxpy, P.saxpy.find_loop("i"), 16, ["io", "ii"], tail="perfect")
     assert a == b
+
+
+def test_forwarding_stage_and_lift():
+    red = P.rowsum.find("s[_] += _")
+    loop_j = P.rowsum.find_loop("j")
+    q = stage_mem(P.rowsum, P.rowsum.find_loop("i").body(), "s[i]", "acc", REGISTER)
+    from gpudsl.schedule import expand_dim, lift_alloc
+
+    q = expand_dim(q, "acc", "n", "i")
+    q = lift_alloc(q, "acc")
+    assert q.forward(red).node().name == "acc"
+    assert q.forward(loop_j).node().iter == "j"
+    assert q.find_alloc("acc").addr == (0,)

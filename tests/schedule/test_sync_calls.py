@@ -80,3 +80,11 @@ def test_vectorize_needs_exact_width():
     with pytest.raises(SchedulingError) as e:
         vectorize(P.tiled_copy, "v", 2)
     assert_refused(e, "vectorize", "procs.py")
+
+
+def test_cursor_gap_forwarding_for_sync():
+    c = P.independent_phases.find_loop("i2")
+    g = c.before()
+    q = insert_sync(P.independent_phases, g)
+    assert q.forward(c).node().iter == "i2"
+    assert q.forward(c).prev().node().__class__.__name__ == "Sync"
