@@ -1,0 +1,71 @@
+"""``gpudsl check FILE[::PROC] [--bind n=4096 ...]``.
+
+``run_check(target, bindings)`` imports FILE, checks every :class:`gpudsl.Proc` it
+defines (or only PROC), prints each report, and returns 1 if any fails, else 0.
+Bindings that name no size or index parameter of a proc are ignored for that proc,
+so one ``--bind`` can serve a file of several procs.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+from ..errors import Error
+
+
+def load_procs(path: str) -> dict:
+    from ..proc import Proc
+
+    if not os.path.exists(path):
+        raise Error(f"no such file: {path}")
+    name = "_gpudsl_check_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise Error(f"cannot import {path}", hint="give a Python file")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    d = os.path.dirname(os.path.abspath(path))
+    added = d not in sys.path
+    if added:
+        sys.path.insert(0, d)
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        if added:
+            sys.path.remove(d)
+    return {k: v for k, v in vars(mod).items() if isinstance(v, Proc)}
+
+
+def run_check(target: str, bindings: dict[str, int], out=None) -> int:
+    out = out or sys.stdout
+    path, sep, pname = target.partition("::")
+    procs = load_procs(path)
+    if pname:
+        if pname not in procs:
+            raise Error(f"{path} defines no proc named '{pname}'",
+                        hint="procs in it: " + (", ".join(sorted(procs)) or "(none)"))
+        procs = {pname: procs[pname]}
+    if not procs:
+        print(f"{path}: no procs to check", file=out)
+        return 0
+    failed = 0
+    seen = set()
+    for name, p in procs.items():
+        if id(p.ir) in seen:
+            continue
+        seen.add(id(p.ir))
+        params = {q.name for q in p.ir.params if q.kind in ("size", "index")}
+        b = {k: v for k, v in bindings.items() if k in params}
+        if pname:
+            unknown = set(bindings) - params
+            if unknown:
+                raise Error(f"{pname} has no size or index parameter "
+                            f"{', '.join(sorted(unknown))}")
+        rep = p.check(**b)
+        print(str(rep), file=out)
+        print(file=out)
+        failed += not rep.ok
+    n = len(seen)
+    print(f"{n - failed} of {n} proc{'s' if n != 1 else ''} proved; {failed} failed", file=out)
+    return 1 if failed else 0
