@@ -152,3 +152,17 @@ def test_simplify_removes_decided_guards():
     q2 = simplify(q)
     assert "if" not in str(q2)
     assert_same_meaning(P.copy16, q2)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 7), st.sampled_from(["guard", "cut"]), st.integers(1, 13),
+       st.booleans())
+def test_random_divides_keep_meaning(factor, tail, n, reorder):
+    q = divide_loop(P.rowsum, "j", factor, ["jo", "ji"], tail=tail)
+    q = simplify(q)
+    if reorder and tail == "guard":
+        q = reorder_loops(q, "jo")
+    assert_same_meaning(P.rowsum, q, seeds=(0,), n=3, m=n)
