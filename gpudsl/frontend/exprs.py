@@ -15,6 +15,9 @@ _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
            ast.GtE: ">="}
 _FLOAT_FUNCS = ("exp", "log", "sqrt", "tanh")
+# Scalar type names as written in procs: ``bool_`` (what gpudsl exports, since
+# ``bool`` is Python's) means ``bool``.
+TYPE_NAMES: dict[str, DType] = {**DTYPES, "bool_": bool_}
 
 
 def coerce(e: Expr, ty: DType) -> Expr:
@@ -265,11 +268,12 @@ class ExprParser:
         fname = node.func.id
         if node.keywords:
             raise self.err(node, f"{fname}() takes no keyword arguments")
-        if fname in DTYPES:
+        if fname in TYPE_NAMES:
             if len(node.args) != 1:
                 raise self.err(node, f"the cast {fname}(...) takes one argument")
             a = self.expr(node.args[0])
-            return Builtin(fname, (a,), DTYPES[fname], loc)
+            ty = TYPE_NAMES[fname]
+            return Builtin(ty.name, (a,), ty, loc)
         if fname not in BUILTINS:
             raise self.err(node, f"'{fname}' is not a builtin of gpudsl",
                            "builtins: " + ", ".join(BUILTINS) + "; calls of procs are "

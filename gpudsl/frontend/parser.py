@@ -13,7 +13,7 @@ from ..ir.nodes import (ATOMIC_OPS, Alloc, Assign, Atomic, Call, Const, For, If,
 from ..ir.types import (BLOCKS, DTYPES, GLOBAL, INDEX, MAPPINGS, MEMORIES, REGISTER,
                         THREADS, bool_)
 from ..ir.visitor import substitute
-from .exprs import ExprParser, coerce
+from .exprs import TYPE_NAMES, ExprParser, coerce
 from .scope import Scope, Sym
 from .source import Source
 
@@ -84,8 +84,8 @@ class ProcParser:
                            "e.g. `n: size`, `a: f32`, `x: f32[n]`, `w: [f32][4] @ SHARED`")
         if isinstance(ann, ast.Name) and ann.id in ("size", "index"):
             return Param(x.arg, ann.id, INDEX, loc=loc)
-        if isinstance(ann, ast.Name) and ann.id in DTYPES:
-            ty = DTYPES[ann.id]
+        if isinstance(ann, ast.Name) and ann.id in TYPE_NAMES:
+            ty = TYPE_NAMES[ann.id]
             self.scope.bind(Sym(x.arg, "scalar", ty, loc=loc, param=True), loc)
             return Param(x.arg, "scalar", ty, loc=loc)
         mem = GLOBAL
@@ -103,10 +103,10 @@ class ProcParser:
         else:
             raise self.err(ann, f"cannot understand the type of parameter '{x.arg}'",
                            "e.g. `n: size`, `a: f32`, `x: f32[n]`, `w: [f32][4] @ SHARED`")
-        if tname.id not in DTYPES:
+        if tname.id not in TYPE_NAMES:
             raise self.err(tname, f"unknown scalar type '{tname.id}'",
                            "types: " + ", ".join(DTYPES))
-        ty = DTYPES[tname.id]
+        ty = TYPE_NAMES[tname.id]
         shape = self.shape(ann)
         self.scope.bind(Sym(x.arg, "array", ty, shape, mem, loc, param=True), loc)
         return Param(x.arg, "window" if window else "tensor", ty, shape, mem, loc)
@@ -226,10 +226,10 @@ class ProcParser:
         else:
             raise self.err(ann, f"cannot understand the type of '{name}'",
                            "e.g. `s: f32`, `t: f32[16, 16] @ SHARED`")
-        if tname.id not in DTYPES:
+        if tname.id not in TYPE_NAMES:
             raise self.err(tname, f"unknown scalar type '{tname.id}'",
                            "types: " + ", ".join(DTYPES))
-        ty = DTYPES[tname.id]
+        ty = TYPE_NAMES[tname.id]
         kind = "local" if not shape else "array"
         sym = Sym(name, kind, ty, shape, mem, loc)
         self.scope.bind(sym, loc)

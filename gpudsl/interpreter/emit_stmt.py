@@ -124,6 +124,12 @@ class ProcEmitter(ExprEmitter):
 
     def _For(self, s: For):
         v = f"v_{s.iter}"
+        tl = None
+        if self.race and s.mapping == BLOCKS:
+            self.line("_ctx.kernel_enter()")
+        elif self.race and s.mapping == THREADS:
+            tl = self.fresh("_tl")
+            self.line(f"{tl} = _ctx.thread_loop({s.iter!r})")
         self.line(f"for {v} in range({self.ex(s.lo)}, {self.ex(s.hi)}):")
         self.depth += 1
         self.known.add(s.iter)
@@ -136,8 +142,7 @@ class ProcEmitter(ExprEmitter):
             enter = f"_ctx.block_enter({s.iter!r}, {v}, ({ds}), {kd})"
             exit_ = "_ctx.block_exit()"
         elif self.race and s.mapping == THREADS:
-            enter = f"_ctx.thread_enter({s.iter!r}, {v})"
-            exit_ = "_ctx.thread_exit()"
+            enter = f"_ctx.thread_set({tl}, {v})"
         if enter:
             self.line(enter)
         self.block(s.body)
@@ -146,6 +151,12 @@ class ProcEmitter(ExprEmitter):
             self.line(exit_)
         self.known.discard(s.iter)
         self.depth -= 1
+        if self.race and s.mapping == BLOCKS:
+            self.loc = s.loc
+            self.line("_ctx.kernel_exit()")
+        elif tl is not None:
+            self.loc = s.loc
+            self.line(f"_ctx.thread_done({tl})")
 
     def _Alloc(self, s: Alloc):
         n = s.name
@@ -278,7 +289,7 @@ class ProcEmitter(ExprEmitter):
                 offs.append(start if st == "1" else f"{start} * {st}")
             dims = ", ".join(info.dim(k) for k in range(info.ndim))
             self.line(f"if not ({' and '.join(conds)}): "
-                      f"_bad_window({acc}, ({', '.join(parts)},), ({dims},))")
+                      f"_bad_window({acc}, {n!r}, ({', '.join(parts)},), ({dims},))")
             off = " + ".join(offs)
         want = [self.ex(substitute(d, env)) for d in prm.shape]
         if len(want) != len(extents):

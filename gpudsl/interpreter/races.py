@@ -41,22 +41,32 @@ class RaceContext:
     def __init__(self):
         self.kernel = 0  # epoch of the running kernel, 0 outside kernels
         self._kernels = 0
+        self._depth = 0  # nesting of @ BLOCKS loops
         self.phase = 0  # epoch of the running barrier phase (unique per block)
         self.bstack: list[tuple[str, int]] = []
         self.bkey: tuple | None = None
-        self.tstack: list[tuple[str, int]] = []
-        self.tkey: tuple | None = None  # None: all threads (block level)
-        self.tdesc: tuple = ()
+        self.tkey: tuple | None = None  # (z, y, x); None: all threads (block level)
+        self.tnames: tuple = ()  # names of the enclosing thread loop variables
+        self.tvals: tuple = ()  # their values
         self.multi = False  # the block has two threads or more
         self.kdims = 0  # thread dimensions of the block
         self.nthreads = 1
 
     # ------------------------------------------------------------ structure
 
-    def block_enter(self, name: str, value: int, dims: tuple, kdims: int):
-        if not self.bstack and self.kernel == 0:
+    def kernel_enter(self):
+        """Before a ``@ BLOCKS`` loop; the outermost one starts a kernel."""
+        self._depth += 1
+        if self._depth == 1:
             self._kernels += 1
             self.kernel = self._kernels
+
+    def kernel_exit(self):
+        self._depth -= 1
+        if self._depth == 0:
+            self.kernel = 0
+
+    def block_enter(self, name: str, value: int, dims: tuple, kdims: int):
         self.bstack.append((name, value))
         self.bkey = tuple(self.bstack)
         self.phase += 1
@@ -71,33 +81,29 @@ class RaceContext:
         self.bstack.pop()
         self.bkey = tuple(self.bstack) if self.bstack else None
         self.phase += 1
-        if not self.bstack:
-            self.kernel = 0
 
-    def thread_enter(self, name: str, value: int):
-        st = self.tstack
-        st.append((name, value))
-        vals = tuple(v for _, v in st)
-        self.tkey = (0,) * (3 - len(vals)) + vals if len(vals) < 3 else vals
-        self.tdesc = tuple(st)
+    def thread_loop(self, name: str):
+        """Before a ``@ THREADS`` loop: what its iterations extend, and what to
+        restore after it."""
+        return ((self.tkey, self.tnames, self.tvals), self.tvals, self.tnames + (name,))
 
-    def thread_exit(self):
-        st = self.tstack
-        st.pop()
-        if st:
-            vals = tuple(v for _, v in st)
-            self.tkey = (0,) * (3 - len(vals)) + vals if len(vals) < 3 else vals
-            self.tdesc = tuple(st)
-        else:
-            self.tkey = None
-            self.tdesc = ()
+    def thread_set(self, loop, value: int):
+        """At each iteration of a ``@ THREADS`` loop."""
+        vals = loop[1] + (value,)
+        self.tvals = vals
+        self.tnames = loop[2]
+        n = len(vals)
+        self.tkey = (0, 0, value) if n == 1 else (0, vals[0], value) if n == 2 else vals
+
+    def thread_done(self, loop):
+        self.tkey, self.tnames, self.tvals = loop[0]
 
     def sync(self, acc: Access):
         if self.kernel == 0:
             return
         if self.tkey is not None:
             raise InterpError(
-                f"sync() inside a THREADS loop (thread {_thread(self.tdesc)}): a barrier "
+                f"sync() inside a THREADS loop (thread {_thread(self.tnames, self.tkey)}): a barrier "
                 "must stand at block level, where every thread of the block reaches it",
                 acc.loc, "move the sync() out of the thread loop")
         self.phase += 1
@@ -144,9 +150,9 @@ class Tracker:
             if lst is not None:
                 for e in lst:
                     if (e[0] != t) if (e[0] is not None and t is not None) else ctx.multi:
-                        self._race(k, e, c, (t, ctx.tdesc, ctx.bkey, acc), kind, False)
+                        self._race(k, e, c, (t, ctx.tnames, ctx.bkey, acc), kind, False)
         lst = cell[kind]
-        entry = (t, ctx.tdesc, ctx.bkey, acc)
+        entry = (t, ctx.tnames, ctx.bkey, acc)
         if lst is None:
             cell[kind] = [entry]
         elif len(lst) == 1 and lst[0][0] != t:
@@ -228,25 +234,26 @@ class RowTracker:
         row = k // self.rowsize
         own = self.owners.get(row)
         if own is None:
-            self.owners[row] = (t, ctx.tdesc, acc, kind)
+            self.owners[row] = (t, ctx.tnames, acc, kind)
         elif own[0] != t:
             el = Tracker.element(self, k)
             msg = (f"REGISTER array {self.name} (allocated at block level) is per thread, "
                    f"but two threads touch its row {self.name}[{', '.join(map(str, el[:self.lead]))}] "
                    f"of it in {_block(ctx.bkey)}\n"
                    f"  {_KIND[own[3]]} `{own[2].text}` at {own[2].where()} by "
-                   f"thread {_thread(own[1])}\n"
-                   f"  {_KIND[kind]} `{acc.text}` at {acc.where()} by thread {_thread(ctx.tdesc)}")
+                   f"thread {_thread(own[1], own[0])}\n"
+                   f"  {_KIND[kind]} `{acc.text}` at {acc.where()} by thread {_thread(ctx.tnames, t)}")
             raise RaceError(msg, acc.loc, "index a block-level REGISTER array by the thread "
                             "variables in its leading dimensions",
                             accesses=(own[2], acc), element=(self.name, el))
         return k
 
 
-def _thread(tdesc) -> str:
-    if not tdesc:
+def _thread(tnames, tkey) -> str:
+    if not tnames or tkey is None:
         return "(all threads: block-level code)"
-    return "(" + ", ".join(f"{n}={v}" for n, v in tdesc) + ")"
+    vals = tkey[len(tkey) - len(tnames):]
+    return "(" + ", ".join(f"{n}={v}" for n, v in zip(tnames, vals)) + ")"
 
 
 def _block(bkey) -> str:
@@ -258,4 +265,4 @@ def _block(bkey) -> str:
 def _who(bkey, tdesc, t) -> str:
     if t is None:
         return f"{_block(bkey)}, all threads (block-level code)"
-    return f"{_block(bkey)}, thread {_thread(tdesc)}"
+    return f"{_block(bkey)}, thread {_thread(tdesc, t)}"

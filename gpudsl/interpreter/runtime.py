@@ -47,12 +47,12 @@ def oob(acc: Access, idx: tuple, dims: tuple):
         acc.loc, "guard the access with an `if`, or fix the loop bounds / asserts")
 
 
-def bad_window(acc: Access, parts: tuple, dims: tuple):
+def bad_window(acc: Access, name: str, parts: tuple, dims: tuple):
     """A window argument reaches outside its array (never returns)."""
     shown = ", ".join(f"{p[0]}:{p[1]}" if isinstance(p, tuple) else str(p) for p in parts)
     raise InterpError(
-        f"the window {acc.name}[{shown}] passed in `{acc.text}` lies outside "
-        f"{acc.name} (shape {tuple(dims)})", acc.loc,
+        f"the window {name}[{shown}] passed in `{acc.text}` lies outside "
+        f"{name} (shape {tuple(dims)})", acc.loc,
         "windows must lie inside the array they view")
 
 
