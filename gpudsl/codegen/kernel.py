@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import CompileError
+from ..errors import CompileError, SrcLoc
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
                         Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg)
 from ..ir.printer import print_expr
@@ -241,7 +241,7 @@ class KernelWriter(ExprEmitter):
         self.prepass(body)
         nthreads = self.block_dim[0] * self.block_dim[1] * self.block_dim[2]
         w = self.w
-        w.line(f'extern "C" __global__ void __launch_bounds__({nthreads})', f.loc)
+        w.line(f'extern "C" __global__ void __launch_bounds__({nthreads})')
         w.line(f"{self.name}({params_text})")
         w.line("{")
         w.indent += 1
@@ -266,7 +266,7 @@ class KernelWriter(ExprEmitter):
 
     def emit_serial_kernel(self, stmts: tuple, params_text: str, loc) -> None:
         w = self.w
-        w.line('extern "C" __global__ void __launch_bounds__(1)', loc)
+        w.line('extern "C" __global__ void __launch_bounds__(1)')
         w.line(f"{self.name}({params_text})")
         w.line("{")
         w.indent += 1
@@ -389,8 +389,8 @@ class KernelWriter(ExprEmitter):
         t = self.index_ctype
         if "long long" in (self.cint(s.lo), self.cint(s.hi)):
             t = "long long"
-        if s.unroll:
-            w.line("#pragma unroll", s.loc)
+        if s.unroll:  # directive for the line above, so the loop lands on its own line
+            w.line("#pragma unroll", SrcLoc(s.loc.file, s.loc.line - 1) if s.loc else None)
         v = cname(s.iter)
         self.var_nonneg[s.iter] = self.nonneg(s.lo)
         w.line(f"for ({t} {v} = {self.expr(s.lo)}; {v} < {self.expr(s.hi, 10)}; {v}++) {{",
