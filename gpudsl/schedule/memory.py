@@ -23,7 +23,7 @@ from .legality import (Enc, _instance, _model_int, _solver, _witness, base_facts
                        context_facts, find_conflict, prove, raise_conflict)
 from .loops import _pe, check_parallel
 from .patterns import parse_expr, parse_window, scope_at
-from .simplify import normalize
+from .simplify import const_value, normalize
 
 
 def _e(op, a, b):
@@ -208,15 +208,40 @@ def stage_mem(p, block, window, name: str, memory: Memory = SHARED):
 
 
 def _overwritten_first(stmts, buf, win) -> bool:
-    """The block's first access of a point window is a plain top-level write."""
+    """The block's first access of the window overwrites all of it: a plain
+    top-level write of a point window, or a loop ``for v in seq(0, W)`` whose
+    only statement writes element ``lo + v`` of a one-interval window of
+    extent ``W`` without reading ``buf``."""
     if any(isinstance(w, Interval) for w in win.idx):
-        return False
+        return _loop_overwrites_first(stmts, buf, win)
     for s in stmts:
         if isinstance(s, Assign) and s.name == buf:
             return not any(isinstance(n, Read) and n.name == buf for n in walk(s.rhs))
         if _uses((s,), buf):
             return False
     return False
+
+
+def _loop_overwrites_first(stmts, buf, win) -> bool:
+    ivs = [k for k, w in enumerate(win.idx) if isinstance(w, Interval)]
+    if len(ivs) != 1:
+        return False
+    first = next((s for s in stmts if _uses((s,), buf)), None)
+    if not (isinstance(first, For) and const_value(first.lo) == 0 and len(first.body) == 1):
+        return False
+    st = first.body[0]
+    if not isinstance(st, Assign) or st.name != buf or \
+            any(isinstance(n, Read) and n.name == buf for n in walk(st.rhs)):
+        return False
+    k = ivs[0]
+    w = win.idx[k]
+    if normalize(_e("-", w.hi, w.lo)) != normalize(first.hi):
+        return False
+    for d, (ix, wd) in enumerate(zip(st.idx, win.idx)):
+        want = normalize(_e("+", wd.lo, Var(first.iter))) if d == k else normalize(wd.pt)
+        if normalize(ix) != want:
+            return False
+    return True
 
 
 # ------------------------------------------------------------------ set_memory / pad_dim
