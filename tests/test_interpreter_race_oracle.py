@@ -89,3 +89,81 @@ def test_detector_agrees_with_brute_force(nb, nt, nt2, m, acc1, acc2, sync):
     except RaceError:
         got = True
     assert got == want, str(p)
+
+
+# ---------------------------------------------------------------- 2-D blocks, block level
+
+def make_proc_2d(nb, ny, nx, nt2, m, acc1, acc2, sync, blevel):
+    kind, mem, a, c, d = acc1
+    idx1 = f"({a} * tx + {c} * ty + {d} + b) % {m}"
+    ref1 = f"{mem}[{idx1}]"
+    st1 = {"read": f"out[b, ty, tx] = {ref1}", "write": f"{ref1} = 1.0",
+           "atomic": f"atomic_add({ref1}, 1.0)"}[kind]
+    bl = ""
+    if blevel is not None:
+        bmem, bd, where = blevel
+        line = f"        if {bmem}[{bd % m}] > 100.0:\n            pass\n"
+        bl = (line, "")[where] + "{SYNC}" + ("", line)[where]
+    else:
+        bl = "{SYNC}"
+    bl = bl.replace("{SYNC}", "        sync()\n" if sync else "")
+    src = f"""\
+@proc
+def k2(g: f32[{m}], out: f32[{nb}, 8, 8]):
+    for b in par(0, {nb}) @ BLOCKS:
+        s: f32[{m}] @ SHARED
+        for ty in par(0, {ny}) @ THREADS:
+            for tx in par(0, {nx}) @ THREADS:
+                {st1}
+{bl}        for t in par(0, {nt2}) @ THREADS:
+            {statement(acc2, 1, m).replace("out[b, 1, t]", "out[b, 7, t]")}
+"""
+    return proc_from_source(src, {}, file="<oracle2d>")
+
+
+def oracle_2d(nb, ny, nx, nt2, m, acc1, acc2, sync, blevel) -> bool:
+    nthreads = ny * max(nx, nt2)
+    events = []
+    for b in range(nb):
+        kind, mem, a, c, d = acc1
+        for ty in range(ny):
+            for tx in range(nx):
+                events.append((b, 0, (ty, tx), mem, (a * tx + c * ty + d + b) % m, kind))
+        kind, mem, a, c, d = acc2
+        for t in range(nt2):
+            events.append((b, int(sync), (0, t), mem, (a * t + c * b + d) % m, kind))
+        if blevel is not None:
+            bmem, bd, where = blevel
+            events.append((b, int(sync and where == 1), "ALL", bmem, bd % m, "read"))
+    for e1, e2 in itertools.combinations(events, 2):
+        b1, p1, t1, mem1, x1, k1 = e1
+        b2, p2, t2, mem2, x2, k2 = e2
+        if mem1 != mem2 or x1 != x2:
+            continue
+        if k1 == k2 == "read" or k1 == k2 == "atomic":
+            continue
+        distinct = nthreads >= 2 if "ALL" in (t1, t2) else t1 != t2
+        if b1 == b2 and p1 == p2 and distinct:
+            return True
+        if mem1 == "g" and b1 != b2:
+            return True
+    return False
+
+
+blevel = st.one_of(st.none(), st.tuples(st.sampled_from(["s", "g"]), st.integers(0, 7),
+                                        st.integers(0, 1)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 2), st.integers(1, 3), st.integers(1, 4), st.integers(1, 6),
+       st.integers(1, 6), access, access, st.booleans(), blevel)
+def test_detector_agrees_with_brute_force_2d(nb, ny, nx, nt2, m, acc1, acc2, sync, bl):
+    p = make_proc_2d(nb, ny, nx, nt2, m, acc1, acc2, sync, bl)
+    args = dict(g=np.zeros(m, np.float32), out=np.zeros((nb, 8, 8), np.float32))
+    want = oracle_2d(nb, ny, nx, nt2, m, acc1, acc2, sync, bl)
+    try:
+        interpret(p, detect_races=True, **args)
+        got = False
+    except RaceError:
+        got = True
+    assert got == want, str(p)
