@@ -160,7 +160,8 @@ class ModuleWriter:
                 grid, block = (INDEX_ONE,) * 3, (1, 1, 1)
             else:
                 grid, block = kw.emit_blocks_kernel(hk.body[0], ptext)
-            kernels[hk.name] = KernelInfo(hk.name, tuple(params), grid, block, hk.serial, hk.loc)
+            kernels[hk.name] = KernelInfo(hk.name, tuple(params), grid, block, hk.serial, hk.loc,
+                                          kw.dynamic_shared_bytes)
         return CudaModule(p.name, self.assemble(kernels), kernels, program,
                           tuple(splitter.temporaries), dict(self.bindings), self.index_bits,
                           self.uses_half)

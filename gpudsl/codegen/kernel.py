@@ -36,6 +36,7 @@ from .plan import NeedsBinding, NotConstant, evaluate
 from .writer import Writer
 
 DIMS = ("x", "y", "z")
+STATIC_SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ per block
 
 
 @dataclass
@@ -112,6 +113,8 @@ class KernelWriter(ExprEmitter):
         self.nest: list[tuple[str, str]] | None = None  # thread nest: (iter, dim)
         self.block_dim = [1, 1, 1]
         self.drops: dict[int, tuple] = {}  # id(Alloc) -> dims dropped
+        self.dyn_offsets: dict[int, int] = {}  # id(Alloc) -> byte offset (dynamic shared)
+        self.dynamic_shared_bytes = 0
 
     # ------------------------------------------------------------ context hooks
 
@@ -204,6 +207,7 @@ class KernelWriter(ExprEmitter):
                     scan(s.orelse, nest, scope)
 
         scan(body, None, {})
+        self._plan_shared(body)
         for key, seen in records.items():
             if len(seen) > 1:
                 a = allocs[key]
@@ -217,6 +221,22 @@ class KernelWriter(ExprEmitter):
             raise _err(f"the kernel {self.name} needs {total} threads per block (block "
                        f"{tuple(self.block_dim)}); CUDA allows 1024", body[0].loc if body
                        else None, "use smaller @ THREADS loops")
+
+    def _plan_shared(self, body) -> None:
+        """SHARED arrays are static ``__shared__`` arrays up to 48 KiB per block; above
+        that they are carved out of dynamic shared memory (the launch asks for it)."""
+        allocs = [n for n in walk(body) if isinstance(n, Alloc) and n.mem == SHARED]
+        total, offsets = 0, {}
+        for a in allocs:
+            n = a.ty.bits // 8
+            for d in a.shape:
+                n *= self.const_int(d, f"the shape of '{a.name}'", a.loc)
+            total = (total + 15) // 16 * 16
+            offsets[id(a)] = total
+            total += n
+        if total > STATIC_SHARED_LIMIT:
+            self.dyn_offsets = offsets
+            self.dynamic_shared_bytes = (total + 15) // 16 * 16
 
     @staticmethod
     def _leading(n, nest) -> tuple:
@@ -245,6 +265,9 @@ class KernelWriter(ExprEmitter):
         w.line(f"{self.name}({params_text})")
         w.line("{")
         w.indent += 1
+        if self.dyn_offsets:
+            w.line(f"// {self.dynamic_shared_bytes} bytes of SHARED arrays: dynamic shared memory")
+            w.line("extern __shared__ __align__(16) unsigned char gpudsl_smem[];")
         grid = [Const(1, INDEX)] * 3
         for b, d in zip(chain, chain_dims(len(chain))):
             for e in (b.lo, b.hi):
@@ -363,6 +386,13 @@ class KernelWriter(ExprEmitter):
         if s.ty in (f16, bf16):
             self.m.uses_half = True
         dims = "".join(f"[{n}]" for n in shape)
+        if id(s) in self.dyn_offsets:
+            off = self.dyn_offsets[id(s)]
+            t = s.ty.ctype
+            ref = f"(&{info.cname}){dims}" if dims else f"&{info.cname}"
+            ptr = f"{t} (*){dims}" if dims else f"{t}*"
+            self.w.line(f"{t} {ref} = *reinterpret_cast<{ptr}>(gpudsl_smem + {off});", s.loc)
+            return
         qual = "__shared__ " if s.mem == SHARED else ""
         note = ""
         if drop:

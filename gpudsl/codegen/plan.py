@@ -60,6 +60,7 @@ class KernelInfo:
     block: tuple[int, int, int]
     serial: bool = False
     loc: SrcLoc | None = None
+    dynamic_shared_bytes: int = 0  # > 0 when SHARED arrays exceed 48 KiB (opt-in launch)
 
     @property
     def threads_per_block(self) -> int:

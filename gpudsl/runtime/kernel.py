@@ -478,7 +478,7 @@ def _launch_all(launch, module, b: Bound, plan, work: dict) -> None:
                 args.append(b.scalars[p.name])
             else:
                 args.append(itype(kenv[p.name]))
-        launch(k.name, grid, k.block, args)
+        launch(k.name, grid, k.block, args, k.dynamic_shared_bytes)
 
 
 class _EmulatorBackend:

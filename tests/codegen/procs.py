@@ -322,3 +322,24 @@ CORPUS = {
 }
 
 CHECKED = [name for name in CORPUS if name != "mixed_dims"]
+
+
+@proc
+def big_shared(n: size, x: f32[n, 16384], y: f32[n, 16384]):
+    for b in par(0, n) @ BLOCKS:
+        s: f32[16384] @ SHARED
+        c: f32 @ SHARED
+        for t in par(0, 256) @ THREADS:
+            for j in seq(0, 64):
+                s[64 * t + j] = x[b, 64 * t + j]
+        for t in par(0, 1) @ THREADS:
+            c = 2.0
+        sync()
+        for t in par(0, 256) @ THREADS:
+            for j in seq(0, 64):
+                y[b, 64 * t + j] = s[16383 - (64 * t + j)] * c
+
+
+CORPUS["big_shared"] = (big_shared, {}, lambda r: dict(x=_f32(r, 2, 16384),
+                                                       y=np.zeros((2, 16384), np.float32)))
+CHECKED.append("big_shared")
