@@ -1,0 +1,329 @@
+"""Matmul schedules: the readable algorithm turned into fast kernels with
+``gpudsl.schedule`` primitives only.
+
+* ``schedule_matmul`` — the big-tile kernel (the siboehm progression up to
+  float4): a ``bm x bn`` block tile of C per thread block, ``bk``-deep tiles of A
+  and B staged in SHARED memory with float4 copies and barriers, a ``tm x tn``
+  register tile of C per thread (the accumulator), the A column and B row of
+  each k step cached in registers (B with float4), float4 stores of C.  It serves
+  the divisibility class ``m % bm == 0``, ``k % bn == 0``, ``n % bk == 0`` (an
+  algorithm variant with those asserts, so ``check()`` proves it symbolically).
+* ``schedule_matmul_guarded`` — the fallback for every other shape: a 16x16
+  thread tile with guards (tails work, 1-element dimensions work).
+* ``schedule_vecmat`` — ``[n] @ [n, k]``: threads over ``k`` (coalesced rows of
+  B), a plain loop over ``n``.
+* ``matmul_kernel(a_shape, b_shape)`` picks the variant and schedule.
+
+Names in the algorithm: ``c[i, j] += a[i, p] * b[p, j]`` with ``i < m``,
+``j < k``, ``p < n``.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from .. import BLOCKS, REGISTER, SHARED, THREADS
+from ..proc import Proc, proc_from_source
+from ..schedule import (divide_loop, expand_dim, fission, insert_sync, lift_alloc,
+                        parallelize_loop, reorder_loops, simplify, stage_mem, vectorize)
+from .shapes import NodeError, require
+
+DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4)
+
+
+def _make(name: str, text: str) -> Proc:
+    import gpudsl
+
+    ns = {k: getattr(gpudsl, k) for k in gpudsl.__all__}
+    return proc_from_source(text, ns, file=f"<gpudsl.stdlib.{name}>")
+
+
+@lru_cache(maxsize=None)
+def matmul_algorithm(batched: bool, divisible: tuple | None = None) -> Proc:
+    """The algorithm of ``algorithms.matmul`` (same loops, same names), with the
+    preconditions ``m % dm == 0 and k % dk == 0 and n % dn == 0`` when
+    ``divisible = (dm, dk, dn)``."""
+    assert_line = ""
+    tag = ""
+    if divisible is not None:
+        dm, dk, dn = divisible
+        assert_line = f"    assert m % {dm} == 0 and k % {dk} == 0 and n % {dn} == 0\n"
+        tag = f"_{dm}x{dk}x{dn}"
+    if batched:
+        name = "bmatmul" + tag
+        text = (
+            f"def {name}(nb: size, m: size, n: size, k: size, a: f32[nb, m, n], "
+            "b: f32[nb, n, k], c: f32[nb, m, k]):\n" + assert_line +
+            "    for z in seq(0, nb):\n"
+            "        for i in seq(0, m):\n"
+            "            for j in seq(0, k):\n"
+            "                c[z, i, j] = 0.0\n"
+            "                for p in seq(0, n):\n"
+            "                    c[z, i, j] += a[z, i, p] * b[z, p, j]\n")
+    else:
+        name = "matmul" + tag
+        text = (
+            f"def {name}(m: size, n: size, k: size, a: f32[m, n], b: f32[n, k], "
+            "c: f32[m, k]):\n" + assert_line +
+            "    for i in seq(0, m):\n"
+            "        for j in seq(0, k):\n"
+            "            c[i, j] = 0.0\n"
+            "            for p in seq(0, n):\n"
+            "                c[i, j] += a[i, p] * b[p, j]\n")
+    return _make(name, text)
+
+
+@lru_cache(maxsize=None)
+def vecmat_algorithm() -> Proc:
+    """``c[j] = sum_p a[p] * b[p, j]`` — the m = 1 case with a 1-D ``a`` and ``c``."""
+    text = ("def vecmat(n: size, k: size, a: f32[n], b: f32[n, k], c: f32[k]):\n"
+            "    for j in seq(0, k):\n"
+            "        c[j] = 0.0\n"
+            "        for p in seq(0, n):\n"
+            "            c[j] += a[p] * b[p, j]\n")
+    return _make("vecmat", text)
+
+
+# ---------------------------------------------------------------- the big-tile kernel
+
+
+def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: int = 8,
+                    tn: int = 8, vec: int = 4, cache_regs: bool = True,
+                    vec_registers: bool = False) -> Proc:
+    """2-D block tiling + thread tiling + float4, from ``matmul_algorithm(batched,
+    (bm, bn, bk))``.  Threads per block: ``(bm // tm) x (bn // tn)``.
+
+    ``vec_registers``: also use float4 between registers and shared/global memory
+    (the B row into registers, the C tile out).  Off by default: the emitted
+    ``reinterpret_cast`` of a register array's address makes nvcc place it in
+    local memory (and register arrays are not declared 16-byte aligned)."""
+    batched = _has_loop(p, "z")
+    ty, tx = bm // tm, bn // tn
+    assert bm % tm == 0 and bn % tn == 0 and tn % vec == 0
+    zi = "z, " if batched else ""
+
+    # 1. block tiles and thread tiles; loops bi bj ti tj ri rj
+    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
+    p = divide_loop(p, "ii", tm, ["ti", "ri"], tail="perfect")
+    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
+    p = divide_loop(p, "jj", tn, ["tj", "rj"], tail="perfect")
+    p = reorder_loops(p, "ri")
+    p = reorder_loops(p, "ri")
+    p = reorder_loops(p, "ti")
+    if batched:
+        p = parallelize_loop(p, "z", BLOCKS)
+    p = parallelize_loop(p, "bi", BLOCKS)
+    p = parallelize_loop(p, "bj", BLOCKS)
+    p = parallelize_loop(p, "ti", THREADS)
+    p = parallelize_loop(p, "tj", THREADS)
+
+    # 2. the accumulator: one register per output, expanded to the thread tile and
+    #    the block's threads, allocated at block level
+    row = f"{bm} * bi + {tm} * ti + ri"
+    col = f"{bn} * bj + {tn} * tj + rj"
+    p = stage_mem(p, p.find_loop("rj").body(), f"c[{zi}{row}, {col}]", "acc", REGISTER)
+    p = expand_dim(p, "acc", tn, "rj")
+    p = expand_dim(p, "acc", tm, "ri")
+    p = expand_dim(p, "acc", tx, "tj")
+    p = expand_dim(p, "acc", ty, "ti")
+    p = lift_alloc(p, "acc", n_lifts=4)
+
+    # 3. the k loop in bk steps, split from the initialisation and the write-back,
+    #    moved outside the thread loops; the k step outside the register tile
+    p = divide_loop(p, "p", bk, ["po", "pi"], tail="perfect")
+    p = fission(p, p.find("acc[_] = 0.0").after(), n_lifts=4)
+    p = fission(p, p.find_loop("po").after(), n_lifts=4)
+    for lp in ("rj #1", "ri #1", "tj #1", "ti #1"):
+        p = reorder_loops(p, lp)
+    p = reorder_loops(p, "rj #1")
+    p = reorder_loops(p, "ri #1")
+
+    # 4. A and B tiles in SHARED, copied with float4 by the block's threads
+    compute = p.find_loop("ti #1")
+    p = stage_mem(p, compute, f"a[{zi}{bm} * bi:{bm} * bi + {bm}, {bk} * po:{bk} * po + {bk}]",
+                  "As", SHARED)
+    p = stage_mem(p, p.forward(compute),
+                  f"b[{zi}{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]", "Bs", SHARED)
+    p = _copy_threads(p, "i0", "i1", bm, bk, ty, tx, vec)
+    p = _copy_threads(p, "i0_1", "i1_1", bk, bn, ty, tx, vec)
+    p = insert_sync(p, p.find_loop("po").body().before())
+    p = insert_sync(p, p.forward(compute).before())
+
+    # 5. the A column and the B row of each k step in registers
+    if cache_regs:
+        inner = p.find_loop("ri #1")
+        p = stage_mem(p, inner, f"As[{tm} * ti:{tm} * ti + {tm}, pi]", "ra", REGISTER)
+        p = stage_mem(p, p.forward(inner), f"Bs[pi, {tn} * tj:{tn} * tj + {tn}]", "rb",
+                      REGISTER)
+        if vec_registers:
+            p = _vectorize_copy(p, "rb", vec)
+
+    # 6. float4 stores of the register tile
+    if vec_registers:
+        p = _vectorize_store(p, vec, zi)
+    return simplify(p)
+
+
+def _has_loop(p, name) -> bool:
+    try:
+        p.find_loop(name)
+        return True
+    except Exception:
+        return False
+
+
+def _copy_threads(p, r, c_, rows, cols, ty, tx, vec):
+    """Map a ``rows x cols`` tile copy (loops r, c_) onto ``ty x tx`` threads with
+    ``vec``-wide copies: c_ → [c_o, v] (vectorized); the rows and the vector
+    columns share out the threads."""
+    vcols = cols // vec
+    p = divide_loop(p, c_, vec, [c_ + "o", c_ + "v"], tail="perfect")
+    p = vectorize(p, c_ + "v", vec)
+    co = c_ + "o"
+    if vcols >= tx:  # columns over x (and seq), rows over y (and seq)
+        p = divide_loop(p, co, tx, [co + "s", co + "t"], tail="perfect")
+        if rows > ty:
+            p = divide_loop(p, r, ty, [r + "s", r + "t"], tail="perfect")
+            # r_s r_t co_s co_t → r_s co_s r_t co_t
+            p = reorder_loops(p, r + "t")
+            p = parallelize_loop(p, r + "t", THREADS)
+        else:
+            p = reorder_loops(p, r)  # co_s r co_t
+            p = parallelize_loop(p, r, THREADS)
+        p = parallelize_loop(p, co + "t", THREADS)
+    else:  # few vector columns: rows split over y and x, columns seq
+        f = tx // vcols if tx % vcols == 0 else 1
+        # rows = (rows // (ty*f)) x ty x f ... use rows -> [rs, ry, rx]
+        per = ty * f
+        if rows >= per and rows % per == 0:
+            p = divide_loop(p, r, per, [r + "s", r + "yx"], tail="perfect")
+            p = divide_loop(p, r + "yx", f, [r + "y", r + "x"], tail="perfect")
+            # r_s r_y r_x co v  → r_s r_y (r_x co) : map r_y y, r_x x ... co seq
+            p = parallelize_loop(p, r + "y", THREADS)
+            p = parallelize_loop(p, r + "x", THREADS)
+        else:
+            p = parallelize_loop(p, r, THREADS)
+    return p
+
+
+def _vectorize_copy(p, name, vec):
+    from ..schedule.cursors import find
+
+    st = find(p, f"{name}[_] = _")
+    loop = st.parent()
+    it = loop.node().iter
+    n = loop.node().hi
+    from ..schedule.simplify import const_value
+
+    if const_value(n) is None or const_value(n) % vec:
+        return p
+    p = divide_loop(p, loop, vec, [it + "o", it + "v"], tail="perfect")
+    return vectorize(p, it + "v", vec)
+
+
+def _vectorize_store(p, vec, zi):
+    from ..schedule.cursors import find
+
+    st = find(p, "c[_] = acc[_]")
+    loop = st.parent()
+    it = loop.node().iter
+    p = divide_loop(p, loop, vec, [it + "o", it + "v"], tail="perfect")
+    return vectorize(p, it + "v", vec)
+
+
+# ---------------------------------------------------------------- fallbacks
+
+
+def schedule_matmul_guarded(p: Proc, *, threads: int = 128) -> Proc:
+    """Any shape: one block per row of C and ``threads`` columns (guarded tail),
+    one output per thread; reads of ``b`` are coalesced, ``a`` is broadcast.
+    (A guard between the row and column loops would block ``reorder_loops``, so
+    rows are not tiled.)"""
+    batched = _has_loop(p, "z")
+    p = divide_loop(p, "j", threads, ["bj", "tj"], tail="guard")
+    if batched:
+        p = parallelize_loop(p, "z", BLOCKS)
+    p = parallelize_loop(p, "i", BLOCKS)
+    p = parallelize_loop(p, "bj", BLOCKS)
+    p = parallelize_loop(p, "tj", THREADS)
+    zi = "z, " if batched else ""
+    p = stage_mem(p, p.find("c[_] = 0.0").parent().body(), f"c[{zi}i, {threads} * bj + tj]",
+                  "acc", REGISTER)
+    return simplify(p)
+
+
+def schedule_vecmat(p: Proc, *, threads: int = 256) -> Proc:
+    """``[n] @ [n, k]``: one output column per thread, coalesced rows of b."""
+    p = divide_loop(p, "j", threads, ["bj", "tj"], tail="guard")
+    p = parallelize_loop(p, "bj", BLOCKS)
+    p = parallelize_loop(p, "tj", THREADS)
+    p = stage_mem(p, p.find("c[_] = 0.0").parent().body(), f"c[{threads} * bj + tj]",
+                  "acc", REGISTER)
+    return simplify(p)
+
+
+# ---------------------------------------------------------------- choosing
+
+
+def _big_ok(m, n, k, o) -> bool:
+    return m % o["bm"] == 0 and k % o["bn"] == 0 and n % o["bk"] == 0
+
+
+@lru_cache(maxsize=None)
+def big_kernel(batched: bool, bm=128, bn=128, bk=8, tm=8, tn=8, vec=4) -> Proc:
+    return schedule_matmul(matmul_algorithm(batched, (bm, bn, bk)), bm=bm, bn=bn, bk=bk,
+                           tm=tm, tn=tn, vec=vec)
+
+
+@lru_cache(maxsize=None)
+def guarded_kernel(batched: bool) -> Proc:
+    return schedule_matmul_guarded(matmul_algorithm(batched))
+
+
+@lru_cache(maxsize=None)
+def vecmat_kernel() -> Proc:
+    return schedule_vecmat(vecmat_algorithm())
+
+
+def matmul_kernel(a_shape, b_shape, a_dtype=None, b_dtype=None, **opts):
+    """(proc, bindings) for ``a @ b`` with these shapes.  The proc's parameters
+    are ``a``, ``b``, ``c`` with the shapes of the operands and the result
+    (``[k]`` for ``[n] @ [n, k]``).  Raises ``NodeError`` for bad shapes."""
+    import numpy as np
+
+    for nm, dt in (("a", a_dtype), ("b", b_dtype)):
+        if dt is not None:
+            require(np.dtype(str(dt).replace("torch.", "")) == np.float32,
+                    f"{nm} is {dt}; the standard library works on float32",
+                    "convert with .astype(np.float32)")
+    a_shape = tuple(int(d) for d in a_shape)
+    b_shape = tuple(int(d) for d in b_shape)
+    for nm, s in (("a", a_shape), ("b", b_shape)):
+        require(len(s) in (1, 2, 3), f"{nm} has {len(s)} dimension(s); matmul takes 1 to 3")
+        require(all(d > 0 for d in s), f"{nm} has an empty dimension: shape {s}")
+    o = dict(DEFAULTS, **opts)
+    ra, rb = len(a_shape), len(b_shape)
+    if ra == 1:
+        require(rb == 2, f"a vector-matrix product needs b of rank 2, not {rb}")
+        require(a_shape[0] == b_shape[0],
+                f"inner dimensions differ: a {a_shape} and b {b_shape}")
+        return vecmat_kernel(), dict(n=a_shape[0], k=b_shape[1])
+    require(ra == rb, f"a has rank {ra} and b rank {rb}; matmul takes [m,n]@[n,k], "
+            "[n]@[n,k] or [b,m,n]@[b,n,k]")
+    if ra == 3:
+        require(a_shape[0] == b_shape[0],
+                f"batch dimensions differ: a {a_shape} and b {b_shape}")
+    require(a_shape[-1] == b_shape[-2],
+            f"inner dimensions differ: a {a_shape} and b {b_shape}")
+    m, n, k = a_shape[-2], a_shape[-1], b_shape[-1]
+    bind = dict(m=m, n=n, k=k)
+    batched = ra == 3
+    if batched:
+        bind["nb"] = a_shape[0]
+    if _big_ok(m, n, k, o):
+        return big_kernel(batched, o["bm"], o["bn"], o["bk"], o["tm"], o["tn"],
+                          o["vec"]), bind
+    return guarded_kernel(batched), bind
+
+
+__all__ = ["schedule_matmul", "schedule_matmul_guarded", "schedule_vecmat",
+           "matmul_algorithm", "vecmat_algorithm", "matmul_kernel", "NodeError", "DEFAULTS"]
