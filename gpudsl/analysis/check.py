@@ -15,7 +15,7 @@ from .obligations import Ctx
 from .obligations.bounds import check_bounds
 from .obligations.ownership import check_ownership
 from .obligations.races import check_races
-from .report import Diagnostic, Report
+from .report import Report
 from .resources import check_resources
 from .smt import DEFAULT_TIMEOUT_MS, SAT
 

@@ -36,10 +36,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import SrcLoc
-from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
-                        Interval, Pass, Point, ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var,
-                        WindowArg)
-from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, THREADS, Memory, bool_
+from ..ir.nodes import (Alloc, Assign, Atomic, Call, Const, Expr, For, If, Pass, Point,
+                        ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var)
+from ..ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS, Memory, bool_
 from ..ir.visitor import walk
 from .inline import WINDOW_CHECK, inline_body
 from .phases import PhaseCounter
@@ -367,9 +366,8 @@ class _Collector:
                 ki = self.eff.kernels[kernel]
                 ki.thread_extents.setdefault(max(dim, 0), []).append(s.hi)
         elif s.kind == "par" and level == "block":
+            # an unmapped par loop at block level: every thread runs it (see access())
             new["level"] = "thread-ish"
-        elif level == "thread-ish":
-            pass
         loopv = Loop(s.iter, s.lo, s.hi, s.kind, s.mapping, level, uid, dim, s.loc)
         if s.mapping == BLOCKS and kernel is not None:
             ki = self.eff.kernels[kernel]
@@ -407,8 +405,6 @@ class _Collector:
                 self.issue("mapping", "a memory write inside an unmapped par loop at block "
                            "level", [s.loc], "map the loop to THREADS")
             level = "block"
-        if level == "block" and kind != "read" and not isinstance(s, (Assign, Reduce, Atomic)):
-            pass
         bounds = [(i, e) for i, e in zip(idx, info.shape)]
         if node is not None and id(node) in self.extra:
             bounds = bounds + list(self.extra[id(node)])

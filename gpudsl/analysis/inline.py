@@ -12,19 +12,19 @@ body where
 ``extra_bounds`` maps ``id(node)`` of a rewritten access (``Read``, ``Assign``,
 ``Reduce``, ``Atomic``) to a list of ``(index_expr, extent_expr)`` pairs: the bounds
 the access must respect inside the callee's window (the window's own extents),
-checked in addition to the bounds of the underlying array.  Window placement itself
-(``0 <= lo <= hi <= extent`` for each dimension of the window) is returned as
-``window_checks``: a list of ``(context_path, Call, [(expr, lo, hi)...])`` is too heavy
-to thread through, so instead the inliner emits, right before the inlined body, an
-internal statement ``_WindowCheck`` (an ``Assign`` to the reserved name
-``__window__``) which the effects pass turns into a bounds obligation.
+checked in addition to the bounds of the underlying array (``keep`` pins those
+nodes so their ids stay valid).  Two internal statements are emitted before each
+inlined body, which the effects pass turns into obligations: ``Assign("__window__",
+(), window)`` for each window argument (it must lie inside its array) and
+``Assign("__pred__", (), assert)`` for each assert of the callee (the call must
+satisfy it).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
-                        Point, ProcDef, Read, Reduce, Stmt, Var, WindowArg)
+from ..ir.nodes import (Alloc, Assign, BinOp, Call, Const, Expr, For, Interval, Point,
+                        ProcDef, Read, Stmt, Var, WindowArg)
 from ..ir.types import INDEX
 from ..ir.visitor import Transformer, bound_names, walk
 
@@ -209,8 +209,7 @@ class _Subst(Transformer):
 
 
 def inline_body(p: ProcDef):
-    """``(body, extra_bounds, keep)``; see the module docstring.  ``keep`` must stay
-    alive as long as ``extra_bounds`` is used (it pins the rewritten nodes)."""
+    """``(body, extra_bounds, keep)``; see the module docstring."""
     if not any(isinstance(n, Call) for n in walk(p.body)):
         return p.body, {}, []
     taken = set(bound_names(p.body)) | {q.name for q in p.params}

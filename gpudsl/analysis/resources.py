@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import z3
 
-from ..ir.types import SHARED
 from .report import Diagnostic
 from .smt import SAT, UNKNOWN, Unsupported
 

@@ -1214,3 +1214,46 @@ def instr_copy_race(x: f32[64], y: f32[64]):
         s: f32[64] @ SHARED
         for t in par(0, 64) @ THREADS:
             copy1(x[t:t + 1], s[t // 2:t // 2 + 1])
+
+
+@proc
+def small_copy(m: size, src: [f32][m], dst: [f32][m] @ SHARED):
+    assert m <= 8
+    for i in seq(0, m):
+        dst[i] = src[i]
+
+
+@proc
+def nested_copy(src: [f32][16], dst: [f32][16] @ SHARED):
+    small_copy(8, src[0:8], dst[0:8])
+    small_copy(8, src[8:16], dst[8:16])
+
+
+@case("bounds")
+@proc
+def callee_assert_broken(x: f32[1024]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[1024] @ SHARED
+        for t in par(0, 64) @ THREADS:
+            small_copy(16, x[16 * t:16 * t + 16], s[16 * t:16 * t + 16])
+
+
+@case("ok")
+@proc
+def nested_windows(x: f32[1024], y: f32[1024]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[1024] @ SHARED
+        for t in par(0, 64) @ THREADS:
+            nested_copy(x[16 * t:16 * t + 16], s[16 * t:16 * t + 16])
+        sync()
+        for t in par(0, 64) @ THREADS:
+            y[t] = s[1023 - t]
+
+
+@case("race")
+@proc
+def nested_windows_overlap(x: f32[1024], y: f32[1024]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[1024] @ SHARED
+        for t in par(0, 64) @ THREADS:
+            nested_copy(x[15 * t:15 * t + 16], s[15 * t:15 * t + 16])

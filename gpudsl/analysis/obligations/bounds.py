@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import z3
 
-from ...ir.nodes import Interval, Point
+from ...ir.nodes import Point
 from ...ir.printer import print_expr
 from ..report import Diagnostic
 from ..smt import SAT, UNKNOWN, Unsupported
