@@ -23,6 +23,14 @@ def matmul(n: size, m: size, k: size, a: f32[n, k], b: f32[k, m], c: f32[n, m]):
 
 
 @proc
+def matmul_mapped(n: size, m: size, k: size, a: f32[n, k], b: f32[k, m], c: f32[n, m]):
+    for i in par(0, n) @ BLOCKS:
+        for j in par(0, m) @ THREADS:
+            for kk in seq(0, k):
+                c[i, j] += a[i, kk] * b[kk, j]
+
+
+@proc
 def block_sum(n: size, x: f32[n], out: f32[n // 256]):
     assert n % 256 == 0
     for b in par(0, n // 256) @ BLOCKS:
@@ -63,6 +71,14 @@ def main():
     assert np.allclose(c, a @ b, atol=1e-4)
     t_mm_r = best_of(lambda: mm(True), reps=1)
 
+    def mm_mapped(race=False):
+        c[...] = 0
+        interpret(matmul_mapped, detect_races=race, a=a, b=b, c=c)
+
+    t_mmm = best_of(mm_mapped)
+    t_mmm_r = best_of(lambda: mm_mapped(True), reps=1)
+    assert np.allclose(c, a @ b, atol=1e-4)
+
     x = rng.standard_normal(1 << 16).astype(np.float32)
     out = np.zeros(256, np.float32)
 
@@ -76,6 +92,8 @@ def main():
     print("gpudsl interpreter benchmark")
     print(f"  matmul 64x64x64 (naive, 262144 multiply-adds): {t_mm * 1e3:8.1f} ms"
           f"   with detect_races: {t_mm_r * 1e3:8.1f} ms (host-level par loops: not watched)")
+    print(f"  same, i @ BLOCKS and j @ THREADS:              {t_mmm * 1e3:8.1f} ms"
+          f"   with detect_races: {t_mmm_r * 1e3:8.1f} ms")
     print(f"  block reduction 2^16 f32, 256-thread blocks:   {t_red * 1e3:8.1f} ms"
           f"   with detect_races: {t_red_r * 1e3:8.1f} ms")
 

@@ -226,8 +226,9 @@ def blocks_read_neighbour_two_kernels(y: f32[512], z: f32[256]):
 
 def test_two_blocks_conflict_on_global_memory():
     x = np.arange(512, dtype=np.float32)
-    expect_race(blocks_racy, ["r4"], "GLOBAL y[0]", "two blocks", "block (b=0)", "block (b=1)",
-                x=x, y=np.zeros(256, np.float32))
+    err = expect_race(blocks_racy, ["r4"], "GLOBAL y[0]", "two blocks", "block (b=0)",
+                      "block (b=1)", x=x, y=np.zeros(256, np.float32))
+    assert err.threads == (((("b", 0),), (0, 0, 0)), ((("b", 1),), (0, 0, 0)))
     # A barrier does not order blocks.
     expect_race(blocks_read_neighbour, ["r4r", "r4w"], "GLOBAL y[256]",
                 y=np.arange(512, dtype=np.float32))

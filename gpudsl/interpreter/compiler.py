@@ -60,7 +60,7 @@ def compiled(proc: ProcDef, race: bool, toplevel: bool):
     fn.gpudsl_source = src
     _CACHE[key] = (proc, fn)
     if len(_CACHE) > _CACHE_SIZE:
-        _, (_, old) = _CACHE.popitem(last=False)
+        _CACHE.popitem(last=False)
     return fn
 
 

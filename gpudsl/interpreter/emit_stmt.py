@@ -9,12 +9,12 @@ inside (a division by zero, say) is reported at the user's line.
 """
 from __future__ import annotations
 
-from ..ir.nodes import (Alloc, Assign, Atomic, Call, For, If, Interval, Pass, Point,
+from ..ir.nodes import (Alloc, Assign, Atomic, Call, For, If, Pass, Point,
                         ProcDef, Reduce, Stmt, Sync, Var, WindowArg)
 from ..ir.printer import print_expr, print_stmt
 from ..ir.types import BLOCKS, INDEX, THREADS
 from ..ir.visitor import substitute
-from .emit_expr import ATOMIC, READ, WRITE, ArrInfo, ExprEmitter
+from .emit_expr import ATOMIC, WRITE, ArrInfo, ExprEmitter
 from .nests import block_shape
 from .runtime import fill_value, wrap_expr
 from ..errors import InterpError

@@ -137,44 +137,50 @@ class Tracker:
 
     def access(self, k: int, kind: int, acc: Access) -> int:
         ctx = self.ctx
-        if ctx.kernel == 0:
+        if not ctx.kernel:
             return k
         t = ctx.tkey
+        entry = (t, ctx.tnames, ctx.bkey, acc)
         # Threads of one block, within one phase.
         cell = self.cells.get(k)
         if cell is None or cell[0] != ctx.phase:
             cell = [ctx.phase, None, None, None]
-            self.cells[k] = cell
-        for c in _CONFLICTS[kind]:
-            lst = cell[c]
-            if lst is not None:
-                for e in lst:
-                    if (e[0] != t) if (e[0] is not None and t is not None) else ctx.multi:
-                        self._race(k, e, c, (t, ctx.tnames, ctx.bkey, acc), kind, False)
-        lst = cell[kind]
-        entry = (t, ctx.tnames, ctx.bkey, acc)
-        if lst is None:
             cell[kind] = [entry]
-        elif len(lst) == 1 and lst[0][0] != t:
-            lst.append(entry)
-        # Blocks of one kernel, on global memory.
-        if self.is_global:
-            b = ctx.bkey
-            g = self.gcells.get(k)
-            if g is None or g[0] != ctx.kernel:
-                g = [ctx.kernel, None, None, None]
-                self.gcells[k] = g
+            self.cells[k] = cell
+        else:
             for c in _CONFLICTS[kind]:
-                lst = g[c]
+                lst = cell[c]
                 if lst is not None:
                     for e in lst:
-                        if e[2] != b:
-                            self._race(k, e, c, entry, kind, True)
-            lst = g[kind]
+                        et = e[0]
+                        if (et != t) if (et is not None and t is not None) else ctx.multi:
+                            self._race(k, e, c, entry, kind, False)
+            lst = cell[kind]
             if lst is None:
-                g[kind] = [entry]
-            elif len(lst) == 1 and lst[0][2] != b:
+                cell[kind] = [entry]
+            elif len(lst) == 1 and lst[0][0] != t:
                 lst.append(entry)
+        if not self.is_global:
+            return k
+        # Blocks of one kernel, on global memory.
+        g = self.gcells.get(k)
+        if g is None or g[0] != ctx.kernel:
+            g = [ctx.kernel, None, None, None]
+            g[kind] = [entry]
+            self.gcells[k] = g
+            return k
+        b = ctx.bkey
+        for c in _CONFLICTS[kind]:
+            lst = g[c]
+            if lst is not None:
+                for e in lst:
+                    if e[2] != b:
+                        self._race(k, e, c, entry, kind, True)
+        lst = g[kind]
+        if lst is None:
+            g[kind] = [entry]
+        elif len(lst) == 1 and lst[0][2] != b:
+            lst.append(entry)
         return k
 
     def element(self, k: int) -> tuple:
@@ -199,7 +205,11 @@ class Tracker:
                f"  {_KIND[kind2]} `{a2.text}` at {a2.where()} by {_who(b2, td2, t2)}")
         hint = ("separate the accesses with sync()" if not across_blocks else
                 "give each block its own elements, use atomics, or split the kernel")
-        raise RaceError(msg, a2.loc, hint, accesses=(a1, a2), element=(self.name, el))
+        err = RaceError(msg, a2.loc, hint, accesses=(a1, a2), element=(self.name, el))
+        # For programs comparing with the detector: ((block, thread), (block, thread)),
+        # blocks as ((name, value), ...), threads as (z, y, x) or None (all threads).
+        err.threads = ((b1, t1), (b2, t2))
+        raise err
 
 
 class RowTracker:
@@ -243,9 +253,11 @@ class RowTracker:
                    f"  {_KIND[own[3]]} `{own[2].text}` at {own[2].where()} by "
                    f"thread {_thread(own[1], own[0])}\n"
                    f"  {_KIND[kind]} `{acc.text}` at {acc.where()} by thread {_thread(ctx.tnames, t)}")
-            raise RaceError(msg, acc.loc, "index a block-level REGISTER array by the thread "
+            err = RaceError(msg, acc.loc, "index a block-level REGISTER array by the thread "
                             "variables in its leading dimensions",
                             accesses=(own[2], acc), element=(self.name, el))
+            err.threads = ((ctx.bkey, own[0]), (ctx.bkey, t))
+            raise err
         return k
 
 
