@@ -41,32 +41,38 @@ UNARY_OPS = {
 }
 
 
+def _vec_assert(name: str, vec: int) -> str:
+    return f"    assert {name} % {vec} == 0\n" if vec > 1 else ""
+
+
 @lru_cache(maxsize=None)
-def binary(op: str, full: tuple[bool, ...]) -> Proc:
-    """``out = a op b`` where axis k of b is full (``full[k]``) or broadcast."""
+def binary(op: str, full: tuple[bool, ...], vec: int = 1) -> Proc:
+    """``out = a op b`` where axis k of b is full (``full[k]``) or broadcast.
+    ``vec > 1`` states that the innermost extent is a multiple of ``vec``."""
     rank = len(full)
     d = _dims(rank)
     bshape = [d[k] if full[k] else "1" for k in range(rank)]
     aidx = ", ".join(f"i{k}" for k in range(rank))
     bidx = ", ".join(f"i{k}" if full[k] else "0" for k in range(rank))
     key = "".join("f" if f else "b" for f in full)
-    name = f"{op}_{key}"
+    name = f"{op}_{key}" + (f"_v{vec}" if vec > 1 else "")
     sizes = ", ".join(f"{x}: size" for x in d)
     text = (
         f"def {name}({sizes}, a: f32[{', '.join(d)}], b: f32[{', '.join(bshape)}], "
-        f"out: f32[{', '.join(d)}]):\n"
+        f"out: f32[{', '.join(d)}]):\n" + _vec_assert(d[-1], vec)
         + _loops(rank, f"out[{aidx}] = a[{aidx}] {BINARY_OPS[op]} b[{bidx}]") + "\n")
     return _make(name, text)
 
 
 @lru_cache(maxsize=None)
-def unary(op: str) -> Proc:
+def unary(op: str, vec: int = 1) -> Proc:
     """``out = f(x)`` elementwise over the flattened tensor."""
     expr = UNARY_OPS[op].format(x="x[i]")
-    text = (f"def {op}(n: size, x: f32[n], out: f32[n]):\n"
+    name = op + (f"_v{vec}" if vec > 1 else "")
+    text = (f"def {name}(n: size, x: f32[n], out: f32[n]):\n" + _vec_assert("n", vec) +
             f"    for i in seq(0, n):\n"
             f"        out[i] = {expr}\n")
-    return _make(op, text)
+    return _make(name, text)
 
 
 @lru_cache(maxsize=None)
@@ -115,31 +121,33 @@ def permute(perm: tuple[int, ...]) -> Proc:
 
 
 @lru_cache(maxsize=None)
-def slice_rows() -> Proc:
-    """Rows ``begin..end-1`` of a [n, c] tensor (trailing axes merged into c)."""
+def slice_rows(vec: int = 1) -> Proc:
+    """Rows ``begin..begin+m-1`` of a [n, c] tensor (trailing axes merged into c)."""
+    name = "slice_rows" + (f"_v{vec}" if vec > 1 else "")
     text = (
-        "def slice_rows(n: size, c: size, m: size, begin: index, x: f32[n, c], "
+        f"def {name}(n: size, c: size, m: size, begin: index, x: f32[n, c], "
         "out: f32[m, c]):\n"
         "    assert begin >= 0\n"
-        "    assert begin + m <= n\n"
+        "    assert begin + m <= n\n" + _vec_assert("c", vec) +
         "    for i in seq(0, m):\n"
         "        for j in seq(0, c):\n"
         "            out[i, j] = x[begin + i, j]\n")
-    return _make("slice_rows", text)
+    return _make(name, text)
 
 
 @lru_cache(maxsize=None)
-def replace_slice_rows() -> Proc:
+def replace_slice_rows(vec: int = 1) -> Proc:
     """``x[begin:end] = r`` along the first axis, with ``begin`` and ``end`` read
     from one-element int64 tensors at run time.  Out-of-range or mismatched
     bounds write nothing; one thread records the fault in ``err`` for the host."""
+    name = "replace_slice_rows" + (f"_v{vec}" if vec > 1 else "")
     text = (
-        "def replace_slice_rows(n: size, c: size, m: size, x: f32[n, c], r: f32[m, c], "
-        "begin: i64[1], end: i64[1], err: i32[1]):\n"
+        f"def {name}(n: size, c: size, m: size, x: f32[n, c], r: f32[m, c], "
+        "begin: i64[1], end: i64[1], err: i32[1]):\n" + _vec_assert("c", vec) +
         "    for i in seq(0, m):\n"
         "        for j in seq(0, c):\n"
         "            if begin[0] >= 0 and end[0] <= n and end[0] - begin[0] == m:\n"
         "                x[begin[0] + i, j] = r[i, j]\n"
         "            elif i == 0 and j == 0:\n"
         "                err[0] = 1\n")
-    return _make("replace_slice_rows", text)
+    return _make(name, text)

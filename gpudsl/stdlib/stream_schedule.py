@@ -1,0 +1,104 @@
+"""Schedules for the bandwidth-bound nodes: elementwise ops, slice and
+replace_slice.
+
+All of them are loop nests ``for rows...: for j in seq(0, d): body(j)`` whose
+innermost loop walks contiguous memory.  The schedule
+
+1. divides ``j`` by the vector width (a proved, "perfect" divide: the
+   algorithm variant states ``d % vec == 0``) and then by the threads per
+   block (with a guard for the last block);
+2. stages each contiguous operand's ``vec`` elements in REGISTER and turns
+   the copies into float2/float4 accesses with ``vectorize``;
+3. maps the row loops and the chunk loop to BLOCKS and the thread loop to
+   THREADS — or, when there are more rows than a grid's y/z dimension
+   allows, puts one row per block and lets the block walk its row.
+"""
+from __future__ import annotations
+
+from ..ir.nodes import Assign, For, ProcDef, Read
+from ..ir.types import BLOCKS, REGISTER, THREADS
+from ..schedule import divide_loop, parallelize_loop, stage_mem, vectorize
+from ..schedule.cursors import Cursor
+
+GRID_YZ_LIMIT = 65535
+
+
+def _find_loops(p, pred) -> list[Cursor]:
+    """Cursors to every loop of ``p`` satisfying ``pred`` (pre-order)."""
+    out: list[Cursor] = []
+
+    def visit(block, base):
+        for i, s in enumerate(block):
+            addr = base + (i,)
+            if isinstance(s, For) and pred(s):
+                out.append(Cursor(p, "stmt", addr))
+            for field in ("body", "orelse"):
+                sub = getattr(s, field, None)
+                if isinstance(sub, tuple):
+                    visit(sub, addr + (field,))
+
+    visit(p.ir.body, ())
+    return out
+
+
+def _is_copy_of(names: set[str], vec: int):
+    def pred(s: For) -> bool:
+        if len(s.body) != 1 or not isinstance(s.body[0], Assign):
+            return False
+        st = s.body[0]
+        return (s.hi == s.hi.__class__(vec) if hasattr(s.hi, "val") else False) and \
+            isinstance(st.rhs, Read) and (st.name in names or st.rhs.name in names)
+    return pred
+
+
+def schedule_stream(p, *, rows: list[str], inner: str, operands: list[tuple[str, str]],
+                    vec: int = 4, threads: int = 256, rows_on_grid: bool = True):
+    """Derive a streaming kernel from an algorithm proc.
+
+    ``rows``: the loops outside ``inner`` (outermost first); ``inner``: the
+    contiguous loop; ``operands``: ``(array, row_index_prefix)`` for every
+    array accessed contiguously along ``inner`` (reads and the written output),
+    e.g. ``("a", "i0, ")`` for ``a[i0, i1]``, with ``vec > 1`` only.
+    """
+    if vec > 1:
+        p = divide_loop(p, inner, vec, ["jc", "v"], tail="perfect")
+        p = divide_loop(p, "jc", threads, ["jb", "t"], tail="guard")
+        v = p.find_loop("v")
+        base = f"{vec * threads} * jb + {vec} * t"
+        staged = set()
+        for k, (arr, prefix) in enumerate(operands):
+            name = f"{arr}_r"
+            p = stage_mem(p, p.forward(v), f"{arr}[{prefix}{base}:{base} + {vec}]", name,
+                          REGISTER)
+            staged.add(name)
+        for c in _find_loops(p, _is_copy_of(staged, vec)):
+            p = vectorize(p, p.forward(c), vec)
+    else:
+        p = divide_loop(p, inner, threads, ["jb", "t"], tail="guard")
+    if rows_on_grid:
+        for r in rows:
+            p = parallelize_loop(p, r, BLOCKS)
+        p = parallelize_loop(p, "jb", BLOCKS)
+    else:
+        # One row per block (rows exceed the grid's y/z extent): only the
+        # innermost row loop goes to the grid; the block walks its row.
+        for r in rows:
+            p = parallelize_loop(p, r, BLOCKS)
+    p = parallelize_loop(p, "t", THREADS)
+    return p
+
+
+def pick_vec(extent: int, widths=(4, 2)) -> int:
+    for w in widths:
+        if extent % w == 0:
+            return w
+    return 1
+
+
+def rows_fit_grid(row_extents: list[int]) -> bool:
+    """Whether the row loops can all be grid dimensions next to the chunk loop
+    (grid y and z hold at most 65535 blocks each, at most 2 row loops)."""
+    return len(row_extents) <= 2 and all(d <= GRID_YZ_LIMIT for d in row_extents)
+
+
+__all__ = ["schedule_stream", "pick_vec", "rows_fit_grid", "ProcDef"]
