@@ -478,3 +478,32 @@ def test_host_level_code_is_not_a_race():
     y = np.zeros(9, np.float32)
     clean(host, y=y)
     assert (y[1:] == 9).all()
+
+
+@proc
+def host_temporary(y: f32[2]):
+    tmp: f32[4]
+    for b in par(0, 2) @ BLOCKS:
+        for t in par(0, 2) @ THREADS:
+            tmp[t] = 1.0  # r11
+    for b in par(0, 2) @ BLOCKS:
+        for t in par(0, 1) @ THREADS:
+            y[b] = tmp[b]
+
+
+@proc
+def host_temporary_fixed(y: f32[2]):
+    tmp: f32[4]
+    for b in par(0, 2) @ BLOCKS:
+        for t in par(0, 2) @ THREADS:
+            tmp[2 * b + t] = 1.0
+    for b in par(0, 2) @ BLOCKS:
+        for t in par(0, 1) @ THREADS:
+            y[b] = tmp[b]
+
+
+def test_host_level_temporaries_are_global_memory():
+    expect_race(host_temporary, ["r11"], "GLOBAL tmp[0]", "two blocks", y=np.zeros(2, np.float32))
+    y = np.zeros(2, np.float32)
+    clean(host_temporary_fixed, y=y)
+    assert (y == 1).all()

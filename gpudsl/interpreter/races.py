@@ -114,8 +114,10 @@ class RaceContext:
         """The access hook of a fresh array (or a tensor argument, ``param``)."""
         if param:
             return Tracker(self, name, dims, GLOBAL).access
-        if self.kernel == 0 or self.tkey is not None:
-            return noop_tracker  # host-level or thread-private memory
+        if self.kernel == 0:  # a host-level temporary, which later kernels may share
+            return Tracker(self, name, dims, mem if mem != REGISTER else GLOBAL).access
+        if self.tkey is not None:
+            return noop_tracker  # thread-private memory
         if mem == REGISTER:
             return RowTracker(self, name, dims, self.kdims).access
         return Tracker(self, name, dims, mem).access
