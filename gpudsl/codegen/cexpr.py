@@ -156,8 +156,10 @@ class ExprEmitter:
             conv = "__float2half" if ty == f16 else "__float2bfloat16"
             return f"{conv}((float){self.expr(e, UNARY)})"
         if e.ty in HALF:
-            return f"({ty.ctype})(float){self.expr(e, UNARY)}" if UNARY >= prec else \
-                f"(({ty.ctype})(float){self.expr(e, UNARY)})"
+            text = f"(float){self.expr(e, UNARY)}"
+            if ty != f32:
+                text = f"({ty.ctype}){text}"
+            return text if UNARY >= prec else f"({text})"
         if ty.is_float and e.ty.is_integer:
             return self.expr(e, prec)  # C converts integers to floats
         text = f"({ty.ctype}){self.expr(e, UNARY)}"
@@ -233,7 +235,7 @@ class ExprEmitter:
             if a.ty == ty or (ty == i64 and a.ty == INDEX and self.index_ctype == "long long"):
                 return self.expr(a, ATOM), ATOM
             if ty in HALF or a.ty in HALF or isinstance(a, Const):
-                return self.cast_to(a, ty, ATOM), ATOM
+                return self.cast_to(a, ty, UNARY), UNARY
             return f"({ty.ctype}){self.expr(a, UNARY)}", UNARY
         if name == "select":
             c = self.expr(args[0], TERNARY + 1)

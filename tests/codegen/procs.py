@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpudsl import (BLOCKS, REGISTER, SHARED, THREADS, atomic_add, atomic_max, exp,
-                    f32, f64, i32, i64, index, instr, par, proc, seq, size, sqrt, sync)
+                    f16, f32, f64, i32, i64, index, instr, par, proc, seq, size, sqrt, sync)
 
 # ---------------------------------------------------------------- basics
 
@@ -343,3 +343,32 @@ def big_shared(n: size, x: f32[n, 16384], y: f32[n, 16384]):
 CORPUS["big_shared"] = (big_shared, {}, lambda r: dict(x=_f32(r, 2, 16384),
                                                        y=np.zeros((2, 16384), np.float32)))
 CHECKED.append("big_shared")
+
+
+@proc
+def half_ops(n: size, x: f16[n], y: f16[n], z: f32[n]):
+    for b in par(0, n) @ BLOCKS:
+        for t in par(0, 1) @ THREADS:
+            y[b] = x[b] * 2.0 + exp(x[b])
+            z[b] = f32(x[b]) + f32(max(x[b], y[b]))
+
+
+@proc
+def host_if(n: size, k: index, x: f32[n], y: f32[n]):
+    if k > 0:
+        for b in par(0, n) @ BLOCKS:
+            for t in par(0, 1) @ THREADS:
+                y[b] = x[b] + 1.0
+    else:
+        for b in par(0, n) @ BLOCKS:
+            for t in par(0, 1) @ THREADS:
+                y[b] = x[b] - 1.0
+
+
+CORPUS["half_ops"] = (half_ops, {}, lambda r: dict(
+    x=np.linspace(-1, 1, 16).astype(np.float16), y=np.zeros(16, np.float16),
+    z=np.zeros(16, np.float32)))
+CORPUS["host_if_pos"] = (host_if, {}, lambda r: dict(k=2, x=_f32(r, 8), y=np.zeros(8, np.float32)))
+CORPUS["host_if_neg"] = (host_if, {}, lambda r: dict(k=-2, x=_f32(r, 8),
+                                                      y=np.zeros(8, np.float32)))
+CHECKED += ["half_ops", "host_if_pos"]
