@@ -1,4 +1,4 @@
-"""The ``gpudsl`` command line: demo, check, cuda, bench, tune."""
+"""The ``gpudsl`` command line: demo, check, cuda, bench."""
 from __future__ import annotations
 
 import argparse
@@ -32,8 +32,6 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE")
     b = sub.add_parser("bench", help="run the standard-library benchmarks")
     b.add_argument("args", nargs=argparse.REMAINDER)
-    t = sub.add_parser("tune", help="autotune standard-library schedules")
-    t.add_argument("args", nargs=argparse.REMAINDER)
     ns = ap.parse_args(argv)
     try:
         if ns.cmd == "demo":
@@ -52,10 +50,6 @@ def main(argv: list[str] | None = None) -> int:
             from .bench import main as bench_main
 
             return bench_main(ns.args)
-        if ns.cmd == "tune":
-            from .autotune import main as tune_main
-
-            return tune_main(ns.args)
     except Error as e:
         print(f"gpudsl: {e}", file=sys.stderr)
         return 1
