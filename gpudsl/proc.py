@@ -35,7 +35,9 @@ class Proc:
         return self._ir.instr is not None
 
     def __eq__(self, other):
-        return isinstance(other, Proc) and self._ir == other._ir
+        if not isinstance(other, Proc):
+            return NotImplemented
+        return self._ir == other._ir
 
     def __hash__(self):
         return hash(self._ir)
