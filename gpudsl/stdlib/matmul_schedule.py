@@ -292,7 +292,8 @@ def matmul_kernel(a_shape, b_shape, a_dtype=None, b_dtype=None, **opts):
 
     for nm, dt in (("a", a_dtype), ("b", b_dtype)):
         if dt is not None:
-            require(np.dtype(str(dt).replace("torch.", "")) == np.float32,
+            dt_ = dt if not str(dt).startswith("torch.") else str(dt)[6:]
+            require(np.dtype(dt_) == np.float32,
                     f"{nm} is {dt}; the standard library works on float32",
                     "convert with .astype(np.float32)")
     a_shape = tuple(int(d) for d in a_shape)

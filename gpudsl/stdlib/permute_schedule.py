@@ -1,0 +1,197 @@
+"""Permute schedules, derived from the readable algorithm with ``gpudsl.schedule``
+primitives only.
+
+``permute_kernel(shape, perm)`` merges axes (``shapes.merge_permutation``) into a
+canonical permutation of rank 1 to 3, then:
+
+* the innermost axis stays innermost (``(0,)``, ``(1, 0, 2)``): a plain copy,
+  blocks over the outer axes, ``threads`` consecutive elements per block, float4
+  when the inner extent is a multiple of 4 (a variant with that assert);
+* the innermost axis moves: 32x32 tiles staged in SHARED memory, padded to
+  32x33, a barrier, reads and writes coalesced (threadIdx.x walks the input's
+  inner axis on the read and the output's on the write); the third axis of a
+  rank-3 permutation is a batch over BLOCKS.  This serves the class where both
+  tiled extents are multiples of 32 (a variant with those asserts, so ``check()``
+  proves it for every size of the class); other shapes take a guarded copy.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from .. import BLOCKS, SHARED, THREADS
+from ..proc import Proc, proc_from_source
+from ..schedule import (divide_loop, insert_sync, pad_dim, parallelize_loop, reorder_loops,
+                        simplify, stage_mem, vectorize)
+from .shapes import merge_permutation, normalize_perm, require
+
+TILE = 32
+
+
+def _make(name: str, text: str) -> Proc:
+    import gpudsl
+
+    ns = {k: getattr(gpudsl, k) for k in gpudsl.__all__}
+    return proc_from_source(text, ns, file=f"<gpudsl.stdlib.{name}>")
+
+
+@lru_cache(maxsize=None)
+def permute_algorithm(perm: tuple, asserts: tuple = ()) -> Proc:
+    """``algorithms.permute(perm)`` (same loops and names) with preconditions
+    ``asserts`` (pairs (axis of the input, divisor))."""
+    rank = len(perm)
+    d = [f"d{i}" for i in range(rank)]
+    out_shape = [d[p] for p in perm]
+    tag = "".join(f"_{d[a]}m{m}" for a, m in asserts)
+    name = "permute_" + "".join(map(str, perm)) + tag
+    sizes = ", ".join(f"{x}: size" for x in d)
+    lines = [f"def {name}({sizes}, x: f32[{', '.join(d)}], out: f32[{', '.join(out_shape)}]):"]
+    if asserts:
+        lines.append("    assert " + " and ".join(f"{d[a]} % {m} == 0" for a, m in asserts))
+    for k in range(rank):
+        lines.append("    " * (k + 1) + f"for o{k} in seq(0, {out_shape[k]}):")
+    src_idx = [""] * rank
+    for k, p in enumerate(perm):
+        src_idx[p] = f"o{k}"
+    oidx = ", ".join(f"o{k}" for k in range(rank))
+    lines.append("    " * (rank + 1) + f"out[{oidx}] = x[{', '.join(src_idx)}]")
+    return _make(name, "\n".join(lines) + "\n")
+
+
+def moves_inner(perm) -> bool:
+    return perm[-1] != len(perm) - 1
+
+
+# ---------------------------------------------------------------- copies
+
+
+def schedule_copy(p: Proc, perm: tuple, *, threads: int = 256, vec: int = 4,
+                  vectorized: bool = True) -> Proc:
+    """Innermost axis kept: outer loops over BLOCKS, the inner one as ``threads``
+    per block (``vec``-wide copies when ``vectorized``; the algorithm must then
+    assert that ``vec`` divides the inner extent)."""
+    rank = len(perm)
+    inner = f"o{rank - 1}"
+    if vectorized:
+        p = divide_loop(p, inner, vec, ["q", "v"], tail="perfect")
+        p = divide_loop(p, "q", threads, ["bq", "tq"], tail="guard")
+        p = vectorize(p, "v", vec)
+    else:
+        p = divide_loop(p, inner, threads, ["bq", "tq"], tail="guard")
+    for k in range(rank - 1):
+        p = parallelize_loop(p, f"o{k}", BLOCKS)
+    p = parallelize_loop(p, "bq", BLOCKS)
+    p = parallelize_loop(p, "tq", THREADS)
+    return simplify(p)
+
+
+# ---------------------------------------------------------------- tiled transposes
+
+
+def _roles(perm):
+    """(batch loop or None, R = the loop over the input's inner axis, C = the
+    output's inner loop) as loop names ``o<k>``."""
+    rank = len(perm)
+    r = f"o{perm.index(rank - 1)}"
+    c = f"o{rank - 1}"
+    rest = [f"o{k}" for k in range(rank) if f"o{k}" not in (r, c)]
+    return (rest[0] if rest else None), r, c
+
+
+def _order_loops(p, perm):
+    """Reorder so the batch loop (if any) is outermost: batch, R, C."""
+    batch, r, c = _roles(perm)
+    if batch is not None and batch != "o0":
+        p = reorder_loops(p, "o0")  # o0 (= R) and o1 (= batch) swap
+    return p
+
+
+def schedule_transpose(p: Proc, perm: tuple, *, tile: int = TILE, pad: int = 1) -> Proc:
+    """32x32 shared tiles (padded by ``pad``), barrier, coalesced both ways; the
+    algorithm must assert that ``tile`` divides the two tiled extents."""
+    batch, r, c = _roles(perm)
+    p = _order_loops(p, perm)
+    p = divide_loop(p, r, tile, ["br", "tr"], tail="perfect")
+    p = divide_loop(p, c, tile, ["bc", "tc"], tail="perfect")
+    p = reorder_loops(p, "tr")
+    if batch is not None:
+        p = parallelize_loop(p, batch, BLOCKS)
+    p = parallelize_loop(p, "br", BLOCKS)
+    p = parallelize_loop(p, "bc", BLOCKS)
+    p = parallelize_loop(p, "tr", THREADS)
+    p = parallelize_loop(p, "tc", THREADS)
+    # the tile of x: its inner axis is R (the input's last axis), C is another
+    rank = len(perm)
+    cin = perm[rank - 1]  # input axis indexed by C
+    win = []
+    for ax in range(rank):
+        if ax == rank - 1:
+            win.append(f"{tile} * br:{tile} * br + {tile}")
+        elif ax == cin:
+            win.append(f"{tile} * bc:{tile} * bc + {tile}")
+        else:
+            win.append(batch)
+    threads = p.find_loop("tr")
+    p = stage_mem(p, threads, f"x[{', '.join(win)}]", "tile", SHARED)
+    p = parallelize_loop(p, "i0", THREADS)
+    p = parallelize_loop(p, "i1", THREADS)
+    p = insert_sync(p, p.forward(threads).before())
+    # threadIdx.x walks tc on the write (consecutive outputs) and i1 on the read
+    # (the input's inner axis); the tile is read by columns: pad its rows
+    if pad:
+        p = pad_dim(p, "tile", 1, tile + pad)
+    return simplify(p)
+
+
+def schedule_guarded(p: Proc, perm: tuple, *, threads: int = 256) -> Proc:
+    """Any shape: blocks over the outer output axes, ``threads`` consecutive
+    outputs per block (writes coalesced, reads strided)."""
+    return schedule_copy(p, perm, threads=threads, vectorized=False)
+
+
+# ---------------------------------------------------------------- choosing
+
+
+@lru_cache(maxsize=None)
+def _kernel(perm: tuple, kind: str) -> Proc:
+    rank = len(perm)
+    if kind == "vcopy":
+        return schedule_copy(permute_algorithm(perm, ((rank - 1, 4),)), perm)
+    if kind == "copy":
+        return schedule_copy(permute_algorithm(perm), perm, vectorized=False)
+    if kind == "tiled":
+        cin = perm[rank - 1]
+        asserts = tuple(sorted({(rank - 1, TILE), (cin, TILE)}))
+        return schedule_transpose(permute_algorithm(perm, asserts), perm)
+    return schedule_guarded(permute_algorithm(perm), perm)
+
+
+def permute_kernel(shape, perm):
+    """(proc, bindings, out_shape) for ``numpy.transpose(x, perm)``: the proc's
+    ``x`` and ``out`` have the *merged* shapes (``bindings`` give them as
+    ``d0..``); reshape the operand and the result (``out_shape`` is the
+    unmerged result shape)."""
+    shape = tuple(int(s) for s in shape)
+    require(len(shape) in (1, 2, 3), f"x has {len(shape)} dimension(s); permute takes 1 to 3")
+    require(all(s > 0 for s in shape), f"x has an empty dimension: shape {shape}")
+    perm = normalize_perm(perm, len(shape))
+    out_shape = tuple(shape[p] for p in perm)
+    mshape, mperm = merge_permutation(shape, perm)
+    rank = len(mperm)
+    bind = {f"d{i}": s for i, s in enumerate(mshape)}
+    if not moves_inner(mperm):
+        kind = "vcopy" if mshape[-1] % 4 == 0 else "copy"
+    elif mshape[-1] % TILE == 0 and mshape[mperm[rank - 1]] % TILE == 0:
+        kind = "tiled"
+    else:
+        kind = "guarded"
+    return _kernel(mperm, kind), bind, out_shape
+
+
+def merged_shapes(shape, perm):
+    """(merged input shape, merged output shape) the kernel's arrays have."""
+    mshape, mperm = merge_permutation(tuple(shape), tuple(perm))
+    return mshape, tuple(mshape[p] for p in mperm)
+
+
+__all__ = ["permute_kernel", "permute_algorithm", "schedule_copy", "schedule_transpose",
+           "schedule_guarded", "merged_shapes"]
