@@ -394,6 +394,9 @@ class KernelWriter(ExprEmitter):
             self.w.line(f"{t} {ref} = *reinterpret_cast<{ptr}>(gpudsl_smem + {off});", s.loc)
             return
         qual = "__shared__ " if s.mem == SHARED else ""
+        if dims:
+            # vectorize's float2/float4 accesses need 16-byte aligned arrays.
+            qual += "__align__(16) "
         note = ""
         if drop:
             note = "  // one row per thread (leading thread dimension" + \

@@ -46,7 +46,7 @@ def test_cuda_target_compiles_without_gpu():
     k = cuda_kernel("matmul_tiled")
     assert set(k.resources) == {"matmul_tiled_k0"}
     assert k.resources["matmul_tiled_k0"].shared_bytes == 2 * 16 * 16 * 4
-    assert "__shared__ float ta[16][16];" in k.source
+    assert "__shared__ __align__(16) float ta[16][16];" in k.source
 
 
 @pytest.mark.gpu

@@ -8,7 +8,7 @@ blockregs_k0(const int n, const float* __restrict__ x, float* __restrict__ y)
 {
 #line 171 "procs.py"
   const int b = blockIdx.x;
-  float r[4];  // one row per thread (leading thread dimension dropped)
+  __align__(16) float r[4];  // one row per thread (leading thread dimension dropped)
   {
     const int t = threadIdx.x;
 #line 174

@@ -50,7 +50,7 @@ histogram_k0(
 {
 #line 195 "procs.py"
   const int b = blockIdx.x;
-  __shared__ int sh[8];
+  __shared__ __align__(16) int sh[8];
   if (threadIdx.x < 8) {
     const int t = threadIdx.x;
 #line 198

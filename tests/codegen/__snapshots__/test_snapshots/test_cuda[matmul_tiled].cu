@@ -15,8 +15,8 @@ matmul_tiled_k0(
 #line 96 "procs.py"
   const int bi = blockIdx.y;
   const int bj = blockIdx.x;
-  __shared__ float ta[16][16];
-  __shared__ float tb[16][16];
+  __shared__ __align__(16) float ta[16][16];
+  __shared__ __align__(16) float tb[16][16];
   float acc;  // one row per thread (leading thread dimensions dropped)
   {
     const int ti = threadIdx.y;

@@ -8,7 +8,7 @@ narrow_k0(const int n, const float* __restrict__ x, float* __restrict__ y)
 {
 #line 142 "procs.py"
   const int b = blockIdx.x;
-  __shared__ float s[64];
+  __shared__ __align__(16) float s[64];
   {
     const int t = threadIdx.x;
 #line 145

@@ -8,7 +8,7 @@ rowsum_k0(const int n, const float* __restrict__ x, float* __restrict__ out)
 {
 #line 79 "procs.py"
   const int b = blockIdx.x;
-  __shared__ float s[256];
+  __shared__ __align__(16) float s[256];
   {
     const int t = threadIdx.x;
 #line 82

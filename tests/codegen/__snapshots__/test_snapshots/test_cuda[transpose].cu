@@ -13,7 +13,7 @@ transpose_k0(
 #line 123 "procs.py"
   const int bi = blockIdx.y;
   const int bj = blockIdx.x;
-  __shared__ float tile[32][33];
+  __shared__ __align__(16) float tile[32][33];
   {
     const int ty = threadIdx.y;
 #line 127

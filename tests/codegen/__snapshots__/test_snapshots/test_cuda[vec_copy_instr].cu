@@ -12,7 +12,7 @@ vec_copy_k0(
 {
 #line 250 "procs.py"
   const int b = blockIdx.x;
-  float r[1];  // one row per thread (leading thread dimension dropped)
+  __align__(16) float r[1];  // one row per thread (leading thread dimension dropped)
   {
     const int t = threadIdx.x;
 #line 253

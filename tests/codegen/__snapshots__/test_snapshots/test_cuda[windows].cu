@@ -8,7 +8,7 @@ windows_k0(const int n, const float* __restrict__ x, float* __restrict__ y)
 {
 #line 225 "procs.py"
   const int b = blockIdx.x;
-  __shared__ float s[16][4];
+  __shared__ __align__(16) float s[16][4];
   {
     const int t = threadIdx.x;
 #line 219
