@@ -3,7 +3,7 @@
 ``cuda_source(proc, **bindings)`` gives the text; ``generate(proc, bindings,
 index_bits=None)`` gives a :class:`CudaModule` with the text plus what the
 runtime needs to launch it (kernel parameters, grid and block sizes, the host
-launch program, temporaries).  See docs/decisions-codegen.md.
+launch program, temporaries).  See docs/codegen.md.
 """
 from __future__ import annotations
 

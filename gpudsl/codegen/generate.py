@@ -5,7 +5,7 @@ and a launch program (:mod:`.plan`), emit each kernel (:mod:`.kernel`), then put
 the header, bound-size constants and the helpers that were used in front.
 
 Index arithmetic is 32-bit (``int``) when every extent fits (see
-:func:`index_bits_for`), else 64-bit (``long long``); docs/decisions-codegen.md.
+:func:`index_bits_for`), else 64-bit (``long long``); docs/codegen.md.
 """
 from __future__ import annotations
 
