@@ -1,0 +1,1 @@
+from gpudsl.testing import cuda_snapshot  # noqa: F401

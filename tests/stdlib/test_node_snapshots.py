@@ -1,0 +1,28 @@
+"""The CUDA of every graph node's default kernel, kept as reviewable .cu snapshots."""
+from __future__ import annotations
+
+import pytest
+
+from gpudsl.stdlib.matmul_schedule import big_kernel, vecmat_kernel
+from gpudsl.stdlib.permute_schedule import permute_kernel
+from gpudsl.stdlib.stream_nodes import (binary_kernel, replace_slice_kernel, slice_kernel,
+                                        unary_kernel)
+
+NODES = {
+    "add_bcast_rows": lambda: binary_kernel("add", (True, False), 4, True),
+    "mul": lambda: binary_kernel("mul", (True,), 4, True),
+    "relu": lambda: unary_kernel("relu", 4),
+    "silu": lambda: unary_kernel("silu", 4),
+    "slice": lambda: slice_kernel(4, True),
+    "replace_slice": lambda: replace_slice_kernel(4, True),
+    "matmul": lambda: big_kernel(False),
+    "matmul_batched": lambda: big_kernel(True),
+    "vecmat": lambda: vecmat_kernel(),
+    "permute_2d": lambda: permute_kernel((64, 96), (1, 0))[0],
+    "permute_3d_021": lambda: permute_kernel((4, 64, 96), (0, 2, 1))[0],
+}
+
+
+@pytest.mark.parametrize("node", sorted(NODES))
+def test_node_cuda(node, cuda_snapshot):
+    assert cuda_snapshot == NODES[node]().cuda_source()
