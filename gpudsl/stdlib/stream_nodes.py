@@ -21,9 +21,9 @@ def binary_kernel(op: str, full: tuple[bool, ...], vec: int, rows_on_grid: bool,
     inner = f"i{rank - 1}"
     prefix = "".join(f"i{k}, " for k in range(rank - 1))
     operands = [("a", prefix)]
-    if full[-1]:
-        operands.append(("b", prefix.replace("", "") if all(full[:-1]) else
-                         "".join(f"i{k}, " if full[k] else "0, " for k in range(rank - 1))))
+    if full[-1]:  # b is contiguous along the inner axis too
+        operands.append(("b", "".join(f"i{k}, " if full[k] else "0, "
+                                      for k in range(rank - 1))))
     operands.append(("out", prefix))
     return schedule_stream(p, rows=rows, inner=inner, operands=operands if vec > 1 else [],
                            vec=vec, threads=threads, rows_on_grid=rows_on_grid)

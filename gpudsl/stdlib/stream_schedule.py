@@ -15,7 +15,7 @@ innermost loop walks contiguous memory.  The schedule
 """
 from __future__ import annotations
 
-from ..ir.nodes import Assign, For, ProcDef, Read
+from ..ir.nodes import Assign, Const, For, Read
 from ..ir.types import BLOCKS, REGISTER, THREADS
 from ..schedule import divide_loop, parallelize_loop, stage_mem, vectorize
 from ..schedule.cursors import Cursor
@@ -46,8 +46,8 @@ def _is_copy_of(names: set[str], vec: int):
         if len(s.body) != 1 or not isinstance(s.body[0], Assign):
             return False
         st = s.body[0]
-        return (s.hi == s.hi.__class__(vec) if hasattr(s.hi, "val") else False) and \
-            isinstance(st.rhs, Read) and (st.name in names or st.rhs.name in names)
+        return isinstance(s.hi, Const) and s.hi.val == vec and isinstance(st.rhs, Read) \
+            and (st.name in names or st.rhs.name in names)
     return pred
 
 
@@ -101,4 +101,4 @@ def rows_fit_grid(row_extents: list[int]) -> bool:
     return len(row_extents) <= 2 and all(d <= GRID_YZ_LIMIT for d in row_extents)
 
 
-__all__ = ["schedule_stream", "pick_vec", "rows_fit_grid", "ProcDef"]
+__all__ = ["schedule_stream", "pick_vec", "rows_fit_grid"]
