@@ -8,8 +8,11 @@
   each k step cached in registers (B with float4), float4 stores of C.  It serves
   the divisibility class ``m % bm == 0``, ``k % bn == 0``, ``n % bk == 0`` (an
   algorithm variant with those asserts, so ``check()`` proves it symbolically).
-* ``schedule_matmul_guarded`` — the fallback for every other shape: a 16x16
-  thread tile with guards (tails work, 1-element dimensions work).
+* ``schedule_matmul_cut`` — any shape of at least one tile: ``cut_loop`` gives
+  the big-tile kernel the largest multiple of the tiles and two guarded edge
+  kernels the rest (the ``n % bk`` tail of the reduction stays in the tiled kernel).
+* ``schedule_matmul_guarded`` — smaller shapes: one block per row of C, a guarded
+  thread per column (tails work, 1-element dimensions work).
 * ``schedule_vecmat`` — ``[n] @ [n, k]``: threads over ``k`` (coalesced rows of
   B), a plain loop over ``n``.
 * ``matmul_kernel(a_shape, b_shape)`` picks the variant and schedule.
@@ -23,8 +26,9 @@ from functools import lru_cache
 
 from .. import BLOCKS, REGISTER, SHARED, THREADS
 from ..proc import Proc, proc_from_source
-from ..schedule import (divide_loop, expand_dim, fission, insert_sync, lift_alloc,
-                        parallelize_loop, reorder_loops, simplify, stage_mem, vectorize)
+from ..ir.printer import print_expr
+from ..schedule import (cut_loop, divide_loop, expand_dim, fission, insert_sync, lift_alloc,
+                        parallelize_loop, rename, reorder_loops, simplify, stage_mem, vectorize)
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4)
@@ -176,9 +180,12 @@ def _copy_threads(p, r, c_, rows, cols, ty, tx, vec):
     ``vec``-wide copies: c_ → [c_o, v] (vectorized); the rows and the vector
     columns share out the threads."""
     vcols = cols // vec
-    p = divide_loop(p, c_, vec, [c_ + "o", c_ + "v"], tail="perfect")
-    p = vectorize(p, c_ + "v", vec)
-    co = c_ + "o"
+    if vec > 1:
+        p = divide_loop(p, c_, vec, [c_ + "o", c_ + "v"], tail="perfect")
+        p = vectorize(p, c_ + "v", vec)
+        co = c_ + "o"
+    else:
+        co = c_
     if vcols >= tx:  # columns over x (and seq), rows over y (and seq)
         p = divide_loop(p, co, tx, [co + "s", co + "t"], tail="perfect")
         if rows > ty:
@@ -230,6 +237,67 @@ def _vectorize_store(p, vec, zi):
     return vectorize(p, it + "v", vec)
 
 
+# ---------------------------------------------------------------- any shape: cut loops
+
+
+def schedule_matmul_cut(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: int = 8,
+                        tn: int = 8, vec: int = 4, threads: int = 128) -> Proc:
+    """Any shape, from ``matmul_algorithm(batched)`` (with ``vec > 1``:
+    ``matmul_algorithm(batched, (1, vec, vec))``, whose asserts make the float4
+    copies provably aligned).  ``cut_loop`` splits C into three parts, each its own
+    kernel:
+
+    * rows ``[0, bm*(m//bm))`` x columns ``[0, bn*(k//bn))``: the big-tile kernel of
+      :func:`schedule_matmul` over ``p < bk*(n//bk)``, followed in the same kernel
+      by the remaining ``n % bk`` steps read straight from global memory;
+    * the same rows x the last ``k % bn`` columns, and the last ``m % bm`` rows x
+      all columns: one block per row, ``threads`` columns per block (guarded).
+
+    An empty part launches nothing, so shapes smaller than a tile work too."""
+    batched = _has_loop(p, "z")
+    # rows: [0, m0) and [m0, m) as two loop nests
+    p = cut_loop(p, "i", f"{bm} * (m // {bm})")
+    if batched:
+        p = fission(p, p.find_loop("i").after())
+    # columns of the first rows: [0, k0) and [k0, k)
+    p = cut_loop(p, "j", f"{bn} * (k // {bn})")
+    p = fission(p, p.find_loop("j").after(), n_lifts=2 if batched else 1)
+    # the reduction of the first part: [0, n0) tiled, [n0, n) after it
+    p = cut_loop(p, "p", f"{bk} * (n // {bk})")
+    p = schedule_matmul(p, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, vec=vec)
+    # the reduction's tail outside the register tile loops (whose constant trip
+    # counts let nvcc keep the accumulator in registers)
+    p = fission(p, p.find_loop("p").after(), n_lifts=2)
+    p = reorder_loops(p, p.find_loop("p").parent())
+    p = reorder_loops(p, p.find_loop("p").parent())
+    # the two edges, in program order (the first loop still named i is the next one)
+    p = _schedule_edge(p, "_e0", threads, batched)
+    p = _schedule_edge(p, "_e1", threads, batched)
+    return simplify(p)
+
+
+def _schedule_edge(p: Proc, sfx: str, threads: int, batched: bool) -> Proc:
+    """The loop nest of the first loop still named ``j`` (in ``[z,] i``): one block per
+    row of C and ``threads`` columns per block with a guarded tail; the output in a
+    register while it is summed."""
+    j = p.find_loop("j")
+    i = j.parent()
+    z = i.parent() if batched else None
+    q = divide_loop(p, j, threads, ["bj" + sfx, "tj" + sfx], tail="guard")
+    i = q.forward(i)
+    if batched:
+        z = q.forward(z)
+        q2 = parallelize_loop(q, z, BLOCKS)
+        i = q2.forward(i)
+        q = q2
+    q = parallelize_loop(q, i, BLOCKS)
+    q = parallelize_loop(q, "bj" + sfx, BLOCKS)
+    q = parallelize_loop(q, "tj" + sfx, THREADS)
+    st = q.find("c[_] = 0.0")
+    win = "c[" + ", ".join(print_expr(e) for e in st.node().idx) + "]"
+    return stage_mem(q, st.parent().body(), win, "acc" + sfx, REGISTER)
+
+
 # ---------------------------------------------------------------- fallbacks
 
 
@@ -272,6 +340,13 @@ def _big_ok(m, n, k, o) -> bool:
 def big_kernel(batched: bool, bm=128, bn=128, bk=8, tm=8, tn=8, vec=4) -> Proc:
     return schedule_matmul(matmul_algorithm(batched, (bm, bn, bk)), bm=bm, bn=bn, bk=bk,
                            tm=tm, tn=tn, vec=vec)
+
+
+@lru_cache(maxsize=None)
+def cut_kernel(batched: bool, vec: int, bm=128, bn=128, bk=8, tm=8, tn=8) -> Proc:
+    alg = matmul_algorithm(batched, (1, vec, vec) if vec > 1 else None)
+    p = schedule_matmul_cut(alg, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, vec=vec)
+    return rename(p, f"{'b' if batched else ''}matmul_cut{'_v%d' % vec if vec > 1 else ''}")
 
 
 @lru_cache(maxsize=None)
@@ -323,8 +398,11 @@ def matmul_kernel(a_shape, b_shape, a_dtype=None, b_dtype=None, **opts):
     if _big_ok(m, n, k, o):
         return big_kernel(batched, o["bm"], o["bn"], o["bk"], o["tm"], o["tn"],
                           o["vec"]), bind
+    if m >= o["bm"] and k >= o["bn"]:  # a tiled part, and edges
+        vec = o["vec"] if n % o["vec"] == 0 and k % o["vec"] == 0 else 1
+        return cut_kernel(batched, vec, o["bm"], o["bn"], o["bk"], o["tm"], o["tn"]), bind
     return guarded_kernel(batched), bind
 
 
-__all__ = ["schedule_matmul", "schedule_matmul_guarded", "schedule_vecmat",
+__all__ = ["schedule_matmul", "schedule_matmul_cut", "schedule_matmul_guarded", "schedule_vecmat",
            "matmul_algorithm", "vecmat_algorithm", "matmul_kernel", "NodeError", "DEFAULTS"]

@@ -25,7 +25,9 @@ def _run(sa, sb, rng):
 
 CASES = [((3, 5), (5, 7)), ((1, 1), (1, 1)), ((1, 9), (9, 1)), ((17, 1), (1, 33)),
          ((128, 8), (8, 128)), ((128, 24), (24, 256)), ((256, 16), (16, 128)),
-         ((128, 12), (12, 128)), ((130, 8), (8, 128)),
+         ((128, 12), (12, 128)), ((130, 8), (8, 128)), ((130, 12), (12, 129)),
+         ((255, 13), (13, 257)), ((128, 3), (3, 200)), ((129, 1), (1, 131)),
+         ((2, 129, 20), (2, 20, 130)), ((1, 256, 9), (1, 9, 140)),
          ((7,), (7, 5)), ((1,), (1, 1)), ((300,), (300, 3)),
          ((2, 128, 16), (2, 16, 128)), ((3, 17, 4), (3, 4, 9)), ((1, 1, 1), (1, 1, 1))]
 
@@ -57,10 +59,33 @@ def test_big_tile_is_chosen_for_divisible_shapes():
     assert ms.matmul_kernel((100, 64), (64, 384))[0].name == "matmul"
 
 
-@pytest.mark.parametrize("kernel", ["big", "big_batched", "guarded", "guarded_batched",
-                                    "vecmat"])
+@pytest.mark.parametrize("sa, sb, name", [
+    ((130, 12), (12, 129), "matmul_cut"), ((4095, 4096), (4096, 4096), "matmul_cut_v4"),
+    ((4096, 4097), (4097, 4096), "matmul_cut"), ((2, 200, 64), (2, 64, 200), "bmatmul_cut_v4")])
+def test_tiles_with_edges_for_other_shapes_of_a_tile_or_more(sa, sb, name):
+    p, _ = ms.matmul_kernel(sa, sb)
+    assert p.name == name
+    assert "__shared__" in p.cuda_source()
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("vec", [1, 4])
+def test_accumulators_stay_in_registers(batched, vec):
+    """ptxas (through NVRTC, no GPU needed): the tiled kernels neither spill nor keep
+    the 8x8 accumulator in a local-memory stack frame."""
+    kernels = [ms.cut_kernel(batched, vec)] + ([ms.big_kernel(batched)] if vec == 4 else [])
+    for p in kernels:
+        for name, r in p.compile("emulator").resources.items():
+            assert r.stack_bytes == 0 and r.spill_stores_bytes == 0, (name, r)
+
+
+@pytest.mark.parametrize("kernel", ["big", "big_batched", "cut", "cut_v4", "cut_batched",
+                                    "cut_batched_v4", "guarded", "guarded_batched", "vecmat"])
 def test_default_schedules_check_symbolically(kernel):
     p = {"big": lambda: ms.big_kernel(False), "big_batched": lambda: ms.big_kernel(True),
+         "cut": lambda: ms.cut_kernel(False, 1), "cut_v4": lambda: ms.cut_kernel(False, 4),
+         "cut_batched": lambda: ms.cut_kernel(True, 1),
+         "cut_batched_v4": lambda: ms.cut_kernel(True, 4),
          "guarded": lambda: ms.guarded_kernel(False),
          "guarded_batched": lambda: ms.guarded_kernel(True),
          "vecmat": ms.vecmat_kernel}[kernel]()
@@ -69,7 +94,7 @@ def test_default_schedules_check_symbolically(kernel):
 
 
 @pytest.mark.parametrize("sa, sb", [((4096, 4096), (4096, 4096)), ((8, 128, 256), (8, 256, 384)),
-                                    ((1000, 77), (77, 33)), ((4096,), (4096, 4096))], ids=str)
+                                    ((1000, 77), (77, 33)), ((1000, 77), (77, 300)), ((4096,), (4096, 4096))], ids=str)
 def test_default_schedules_check_with_bindings(sa, sb):
     p, bind = ms.matmul_kernel(sa, sb)
     report = p.check(**bind)

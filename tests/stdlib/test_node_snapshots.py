@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpudsl.stdlib.matmul_schedule import big_kernel, vecmat_kernel
+from gpudsl.stdlib.matmul_schedule import big_kernel, cut_kernel, vecmat_kernel
 from gpudsl.stdlib.permute_schedule import permute_kernel
 from gpudsl.stdlib.stream_nodes import (binary_kernel, replace_slice_kernel, slice_kernel,
                                         unary_kernel)
@@ -17,6 +17,7 @@ NODES = {
     "replace_slice": lambda: replace_slice_kernel(4, True),
     "matmul": lambda: big_kernel(False),
     "matmul_batched": lambda: big_kernel(True),
+    "matmul_any_shape": lambda: cut_kernel(False, 4),
     "vecmat": lambda: vecmat_kernel(),
     "permute_2d": lambda: permute_kernel((64, 96), (1, 0))[0],
     "permute_3d_021": lambda: permute_kernel((4, 64, 96), (0, 2, 1))[0],
