@@ -3,7 +3,10 @@
 Mapping (SPEC 2.4):
 
 - up to 3 directly nested BLOCKS loops → ``blockIdx.z/y/x`` (innermost ``x``);
-  the loop variable is ``lo + blockIdx.*``;
+  the loop variable is ``lo + blockIdx.x``; for ``y`` and ``z``, which CUDA limits
+  to 65535 blocks, a grid-stride loop from ``lo + blockIdx.*`` by ``gridDim.*``
+  (the launch asks for at most 65535; a barrier ends each iteration of a kernel
+  with SHARED arrays);
 - up to 3 directly nested THREADS loops → ``threadIdx.z/y/x``; the block size in
   each dimension is the largest ``hi`` among the kernel's thread loops; the loop
   variable *is* ``threadIdx.*``, and a loop narrower than the block is predicated
@@ -269,6 +272,7 @@ class KernelWriter(ExprEmitter):
             w.line(f"// {self.dynamic_shared_bytes} bytes of SHARED arrays: dynamic shared memory")
             w.line("extern __shared__ __align__(16) unsigned char gpudsl_smem[];")
         grid = [Const(1, INDEX)] * 3
+        strided = 0  # grid-stride loops opened for blockIdx.y / .z
         for b, d in zip(chain, chain_dims(len(chain))):
             for e in (b.lo, b.hi):
                 if any(isinstance(n, Read) for n in walk(e)):
@@ -280,9 +284,22 @@ class KernelWriter(ExprEmitter):
                 f"(long long)blockIdx.{d}"
             val = ix if (isinstance(b.lo, Const) and b.lo.val == 0) else \
                 f"{self.expr(b.lo, 12)} + {ix}"
-            w.line(f"const {self.index_ctype} {cname(b.iter)} = {val};", b.loc)
+            v = cname(b.iter)
+            if d == "x":
+                w.line(f"const {self.index_ctype} {v} = {val};", b.loc)
+            else:  # at most 65535 blocks: each block walks its share of the rest
+                w.line(f"for ({self.index_ctype} {v} = {val}; {v} < {self.expr(b.hi, 9)}; "
+                       f"{v} += gridDim.{d}) {{", b.loc)
+                w.indent += 1
+                strided += 1
             self.var_nonneg[b.iter] = self.nonneg(b.lo)
         self.block(body, level="block")
+        if strided and any(isinstance(n, Alloc) and n.mem == SHARED for n in walk(body)):
+            # the next iteration's writes of SHARED arrays wait for this one's reads
+            w.line("__syncthreads();")
+        for _ in range(strided):
+            w.indent -= 1
+            w.line("}")
         w.indent -= 1
         w.line("}")
         return tuple(grid), tuple(self.block_dim)

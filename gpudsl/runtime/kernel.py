@@ -446,6 +446,8 @@ class Kernel:
                 grid = tuple(int(evaluate(e, kenv)) for e in k.grid)
                 if min(grid) <= 0:
                     continue
+                # blockIdx.y and .z drive grid-stride loops: launch at most the limit
+                grid = (grid[0], *(min(g, lim) for g, lim in zip(grid[1:], GRID_LIMITS[1:])))
                 for g, lim, d in zip(grid, GRID_LIMITS, "xyz"):
                     if g > lim:
                         raise LaunchError(f"kernel {name} of {self.ir.name} needs {g} blocks in "

@@ -10,14 +10,15 @@ extern "C" __global__ void __launch_bounds__(256)
 add2d_k0(const float* __restrict__ x, float* __restrict__ y)
 {
 #line 27 "procs.py"
-  const int bi = blockIdx.y;
-  const int bj = blockIdx.x;
-  {
-    const int ti = threadIdx.y;
+  for (int bi = blockIdx.y; bi < (m + 15) / 16; bi += gridDim.y) {
+    const int bj = blockIdx.x;
+    {
+      const int ti = threadIdx.y;
 #line 30
-    const int tj = threadIdx.x;
-    if (16 * bi + ti < m && 16 * bj + tj < n) {
-      y[(16 * bi + ti) * n + 16 * bj + tj] = x[(16 * bi + ti) * n + 16 * bj + tj] + 1.0f;
+      const int tj = threadIdx.x;
+      if (16 * bi + ti < m && 16 * bj + tj < n) {
+        y[(16 * bi + ti) * n + 16 * bj + tj] = x[(16 * bi + ti) * n + 16 * bj + tj] + 1.0f;
+      }
     }
   }
 }

@@ -13,46 +13,48 @@ matmul_tiled_k0(
     float* __restrict__ c)
 {
 #line 96 "procs.py"
-  const int bi = blockIdx.y;
-  const int bj = blockIdx.x;
-  __shared__ __align__(16) float ta[16][16];
-  __shared__ __align__(16) float tb[16][16];
-  float acc;  // one row per thread (leading thread dimensions dropped)
-  {
-    const int ti = threadIdx.y;
+  for (int bi = blockIdx.y; bi < m / 16; bi += gridDim.y) {
+    const int bj = blockIdx.x;
+    __shared__ __align__(16) float ta[16][16];
+    __shared__ __align__(16) float tb[16][16];
+    float acc;  // one row per thread (leading thread dimensions dropped)
+    {
+      const int ti = threadIdx.y;
 #line 102
-    const int tj = threadIdx.x;
-    acc = 0.0f;
-  }
+      const int tj = threadIdx.x;
+      acc = 0.0f;
+    }
 #line 104
-  for (int kk = 0; kk < k / 16; kk++) {
-    {
-      const int ti = threadIdx.y;
+    for (int kk = 0; kk < k / 16; kk++) {
+      {
+        const int ti = threadIdx.y;
 #line 106
-      const int tj = threadIdx.x;
-      ta[ti][tj] = a[(16 * bi + ti) * k + 16 * kk + tj];
-      tb[ti][tj] = b[(16 * kk + ti) * n + 16 * bj + tj];
-    }
+        const int tj = threadIdx.x;
+        ta[ti][tj] = a[(16 * bi + ti) * k + 16 * kk + tj];
+        tb[ti][tj] = b[(16 * kk + ti) * n + 16 * bj + tj];
+      }
 #line 109
-    __syncthreads();
+      __syncthreads();
+      {
+        const int ti = threadIdx.y;
+#line 111
+        const int tj = threadIdx.x;
+#line 111
+        #pragma unroll
+        for (int q = 0; q < 16; q++) {
+          acc += ta[ti][q] * tb[q][tj];
+        }
+      }
+#line 114
+      __syncthreads();
+    }
+#line 115
     {
       const int ti = threadIdx.y;
-#line 111
-      const int tj = threadIdx.x;
-#line 111
-      #pragma unroll
-      for (int q = 0; q < 16; q++) {
-        acc += ta[ti][q] * tb[q][tj];
-      }
-    }
-#line 114
-    __syncthreads();
-  }
-#line 115
-  {
-    const int ti = threadIdx.y;
 #line 116
-    const int tj = threadIdx.x;
-    c[(16 * bi + ti) * n + 16 * bj + tj] = acc;
+      const int tj = threadIdx.x;
+      c[(16 * bi + ti) * n + 16 * bj + tj] = acc;
+    }
+    __syncthreads();
   }
 }

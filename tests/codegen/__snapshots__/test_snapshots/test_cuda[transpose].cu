@@ -11,25 +11,27 @@ transpose_k0(
     float* __restrict__ y)
 {
 #line 123 "procs.py"
-  const int bi = blockIdx.y;
-  const int bj = blockIdx.x;
-  __shared__ __align__(16) float tile[32][33];
-  {
-    const int ty = threadIdx.y;
+  for (int bi = blockIdx.y; bi < m / 32; bi += gridDim.y) {
+    const int bj = blockIdx.x;
+    __shared__ __align__(16) float tile[32][33];
+    {
+      const int ty = threadIdx.y;
 #line 127
-    const int tx = threadIdx.x;
-    for (int r = 0; r < 4; r++) {
-      tile[ty * 4 + r][tx] = x[(32 * bi + ty * 4 + r) * n + 32 * bj + tx];
+      const int tx = threadIdx.x;
+      for (int r = 0; r < 4; r++) {
+        tile[ty * 4 + r][tx] = x[(32 * bi + ty * 4 + r) * n + 32 * bj + tx];
+      }
     }
-  }
 #line 130
-  __syncthreads();
-  {
-    const int ty = threadIdx.y;
+    __syncthreads();
+    {
+      const int ty = threadIdx.y;
 #line 132
-    const int tx = threadIdx.x;
-    for (int r = 0; r < 4; r++) {
-      y[(32 * bj + ty * 4 + r) * m + 32 * bi + tx] = tile[tx][ty * 4 + r];
+      const int tx = threadIdx.x;
+      for (int r = 0; r < 4; r++) {
+        y[(32 * bj + ty * 4 + r) * m + 32 * bi + tx] = tile[tx][ty * 4 + r];
+      }
     }
+    __syncthreads();
   }
 }
