@@ -10,9 +10,10 @@ canonical permutation of rank 1 to 3, then:
 * the innermost axis moves: 32x32 tiles staged in SHARED memory, padded to
   32x33, a barrier, reads and writes coalesced (threadIdx.x walks the input's
   inner axis on the read and the output's on the write); the third axis of a
-  rank-3 permutation is a batch over BLOCKS.  This serves the class where both
-  tiled extents are multiples of 32 (a variant with those asserts, so ``check()``
-  proves it for every size of the class); other shapes take a guarded copy.
+  rank-3 permutation is a batch over BLOCKS.  Where both tiled extents are
+  multiples of 32 a variant with those asserts is proved by ``check()`` for every
+  size of the class; other shapes cut the two loops at the largest multiples of
+  32, run the tiled kernel there and two guarded edge kernels on the rest.
 """
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ from functools import lru_cache
 
 from .. import BLOCKS, SHARED, THREADS
 from ..proc import Proc, proc_from_source
-from ..schedule import (divide_loop, insert_sync, pad_dim, parallelize_loop, reorder_loops,
-                        simplify, stage_mem, vectorize)
+from ..ir.printer import print_expr
+from ..schedule import (cut_loop, divide_loop, fission, insert_sync, pad_dim,
+                        parallelize_loop, rename, reorder_loops, simplify, stage_mem,
+                        vectorize)
 from .shapes import merge_permutation, normalize_perm, require
 
 TILE = 32
@@ -105,11 +108,15 @@ def _order_loops(p, perm):
     return p
 
 
-def schedule_transpose(p: Proc, perm: tuple, *, tile: int = TILE, pad: int = 1) -> Proc:
+def schedule_transpose(p: Proc, perm: tuple, *, tile: int = TILE, pad: int = 1,
+                       ordered: bool = False) -> Proc:
     """32x32 shared tiles (padded by ``pad``), barrier, coalesced both ways; the
-    algorithm must assert that ``tile`` divides the two tiled extents."""
+    algorithm must assert that ``tile`` divides the two tiled extents (or the first
+    R and C loops must be cut to multiples of it).  ``ordered``: the batch loop is
+    already outermost."""
     batch, r, c = _roles(perm)
-    p = _order_loops(p, perm)
+    if not ordered:
+        p = _order_loops(p, perm)
     p = divide_loop(p, r, tile, ["br", "tr"], tail="perfect")
     p = divide_loop(p, c, tile, ["bc", "tc"], tail="perfect")
     p = reorder_loops(p, "tr")
@@ -142,10 +149,41 @@ def schedule_transpose(p: Proc, perm: tuple, *, tile: int = TILE, pad: int = 1) 
     return simplify(p)
 
 
-def schedule_guarded(p: Proc, perm: tuple, *, threads: int = 256) -> Proc:
-    """Any shape: blocks over the outer output axes, ``threads`` consecutive
-    outputs per block (writes coalesced, reads strided)."""
-    return schedule_copy(p, perm, threads=threads, vectorized=False)
+def schedule_transpose_cut(p: Proc, perm: tuple, *, tile: int = TILE, pad: int = 1,
+                           threads: int = 256) -> Proc:
+    """Any shape: ``cut_loop`` gives the tiled kernel of :func:`schedule_transpose`
+    the largest multiples of ``tile`` of R (the loop over the input's inner axis)
+    and C (the output's inner loop), and two edge kernels the rest: the last
+    ``< tile`` outputs of each row, with threads along R (reads coalesced), and
+    the last ``< tile`` values of R, with threads along C (writes coalesced)."""
+    batch, r, c = _roles(perm)
+    p = _order_loops(p, perm)
+    p = cut_loop(p, r, f"{tile} * ({_extent(p, r)} // {tile})")
+    if batch is not None:
+        p = fission(p, p.find_loop(r).after())
+    p = cut_loop(p, c, f"{tile} * ({_extent(p, c)} // {tile})")
+    p = fission(p, p.find_loop(c).after(), n_lifts=2 if batch is not None else 1)
+    p = schedule_transpose(p, perm, tile=tile, pad=pad, ordered=True)
+    # edge 1: R in [0, R0) x the last C: threads walk R, each copies its few Cs
+    p = divide_loop(p, r, threads, ["br_e0", "tr_e0"], tail="guard")
+    if batch is not None:
+        p = parallelize_loop(p, p.find_loop("br_e0").parent(), BLOCKS)
+    p = parallelize_loop(p, "br_e0", BLOCKS)
+    p = parallelize_loop(p, "tr_e0", THREADS)
+    # edge 2: the last R x all C: blocks over R, threads along C
+    p = divide_loop(p, p.find_loop(c, many=True)[-1], threads, ["bc_e1", "tc_e1"],
+                    tail="guard")
+    rl = p.find_loop("bc_e1").parent()
+    if batch is not None:
+        p = parallelize_loop(p, rl.parent(), BLOCKS)
+    p = parallelize_loop(p, p.find_loop("bc_e1").parent(), BLOCKS)
+    p = parallelize_loop(p, "bc_e1", BLOCKS)
+    p = parallelize_loop(p, "tc_e1", THREADS)
+    return simplify(p)
+
+
+def _extent(p: Proc, loop: str) -> str:
+    return print_expr(p.find_loop(loop).node().hi)
 
 
 # ---------------------------------------------------------------- choosing
@@ -162,7 +200,8 @@ def _kernel(perm: tuple, kind: str) -> Proc:
         cin = perm[rank - 1]
         asserts = tuple(sorted({(rank - 1, TILE), (cin, TILE)}))
         return schedule_transpose(permute_algorithm(perm, asserts), perm)
-    return schedule_guarded(permute_algorithm(perm), perm)
+    p = schedule_transpose_cut(permute_algorithm(perm), perm)
+    return rename(p, p.name + "_cut")
 
 
 def permute_kernel(shape, perm):
@@ -183,7 +222,7 @@ def permute_kernel(shape, perm):
     elif mshape[-1] % TILE == 0 and mshape[mperm[rank - 1]] % TILE == 0:
         kind = "tiled"
     else:
-        kind = "guarded"
+        kind = "cut"
     return _kernel(mperm, kind), bind, out_shape
 
 
@@ -194,4 +233,4 @@ def merged_shapes(shape, perm):
 
 
 __all__ = ["permute_kernel", "permute_algorithm", "schedule_copy", "schedule_transpose",
-           "schedule_guarded", "merged_shapes"]
+           "schedule_transpose_cut", "merged_shapes"]

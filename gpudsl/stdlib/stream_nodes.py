@@ -7,13 +7,13 @@ from functools import lru_cache
 
 from . import algorithms as A
 from .shapes import Broadcast, broadcast_pattern, require
-from .stream_schedule import pick_vec, rows_fit_grid, schedule_stream
+from .stream_schedule import pick_vec, schedule_stream
 
 THREADS_PER_BLOCK = 256  # H100 default: 256 threads x float4 = 4 KB per block step
 
 
 @lru_cache(maxsize=None)
-def binary_kernel(op: str, full: tuple[bool, ...], vec: int, rows_on_grid: bool,
+def binary_kernel(op: str, full: tuple[bool, ...], vec: int,
                   threads: int = THREADS_PER_BLOCK):
     p = A.binary(op, full, vec)
     rank = len(full)
@@ -26,20 +26,15 @@ def binary_kernel(op: str, full: tuple[bool, ...], vec: int, rows_on_grid: bool,
                                       for k in range(rank - 1))))
     operands.append(("out", prefix))
     return schedule_stream(p, rows=rows, inner=inner, operands=operands if vec > 1 else [],
-                           vec=vec, threads=threads, rows_on_grid=rows_on_grid)
+                           vec=vec, threads=threads)
 
 
 def plan_binary(op: str, a_shape: tuple, b_shape: tuple):
     """(proc, canonical a shape, canonical b shape) for ``a op b``."""
     bc: Broadcast = broadcast_pattern(a_shape, b_shape)
     require(len(bc.dims) <= 3, "this broadcast pattern needs more than 3 merged axes")
-    rows = list(bc.dims[:-1])
-    on_grid = rows_fit_grid(rows)
-    require(on_grid or len(rows) == 1,
-            f"the merged shape {bc.dims} has more rows than a grid can hold",
-            "reshape to fewer, larger rows")
     vec = pick_vec(bc.dims[-1])
-    p = binary_kernel(op, bc.full, vec, on_grid)
+    p = binary_kernel(op, bc.full, vec)
     b_canon = tuple(d if f else 1 for d, f in zip(bc.dims, bc.full))
     return p, bc.dims, b_canon
 
@@ -57,25 +52,25 @@ def plan_unary(op: str, n: int):
 
 
 @lru_cache(maxsize=None)
-def slice_kernel(vec: int, rows_on_grid: bool, threads: int = THREADS_PER_BLOCK):
+def slice_kernel(vec: int, threads: int = THREADS_PER_BLOCK):
     p = A.slice_rows(vec)
     return schedule_stream(p, rows=["i"], inner="j",
                            operands=[("x", "begin + i, "), ("out", "i, ")] if vec > 1 else [],
-                           vec=vec, threads=threads, rows_on_grid=rows_on_grid)
+                           vec=vec, threads=threads)
 
 
 def plan_slice(m: int, c: int):
-    return slice_kernel(pick_vec(c), rows_fit_grid([m]))
+    return slice_kernel(pick_vec(c))
 
 
 @lru_cache(maxsize=None)
-def replace_slice_kernel(vec: int, rows_on_grid: bool, threads: int = THREADS_PER_BLOCK):
+def replace_slice_kernel(vec: int, threads: int = THREADS_PER_BLOCK):
     p = A.replace_slice_rows(vec)
     # The write is guarded by a data-dependent condition, so only r is staged.
     return schedule_stream(p, rows=["i"], inner="j",
                            operands=[("r", "i, ")] if vec > 1 else [],
-                           vec=vec, threads=threads, rows_on_grid=rows_on_grid)
+                           vec=vec, threads=threads)
 
 
 def plan_replace_slice(m: int, c: int):
-    return replace_slice_kernel(pick_vec(c), rows_fit_grid([m]))
+    return replace_slice_kernel(pick_vec(c))

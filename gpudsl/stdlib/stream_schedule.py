@@ -9,9 +9,9 @@ innermost loop walks contiguous memory.  The schedule
    block (with a guard for the last block);
 2. stages each contiguous operand's ``vec`` elements in REGISTER and turns
    the copies into float2/float4 accesses with ``vectorize``;
-3. maps the row loops and the chunk loop to BLOCKS and the thread loop to
-   THREADS — or, when there are more rows than a grid's y/z dimension
-   allows, puts one row per block and lets the block walk its row.
+3. maps the row loops and the chunk loop to BLOCKS (the chunk loop to
+   blockIdx.x; row loops beyond 65535 blocks are grid-stride loops in the
+   generated code) and the thread loop to THREADS.
 """
 from __future__ import annotations
 
@@ -19,9 +19,6 @@ from ..ir.nodes import Assign, Const, For, Read
 from ..ir.types import BLOCKS, REGISTER, THREADS
 from ..schedule import divide_loop, parallelize_loop, stage_mem, vectorize
 from ..schedule.cursors import Cursor
-
-GRID_YZ_LIMIT = 65535
-
 
 def _find_loops(p, pred) -> list[Cursor]:
     """Cursors to every loop of ``p`` satisfying ``pred`` (pre-order)."""
@@ -52,7 +49,7 @@ def _is_copy_of(names: set[str], vec: int):
 
 
 def schedule_stream(p, *, rows: list[str], inner: str, operands: list[tuple[str, str]],
-                    vec: int = 4, threads: int = 256, rows_on_grid: bool = True):
+                    vec: int = 4, threads: int = 256):
     """Derive a streaming kernel from an algorithm proc.
 
     ``rows``: the loops outside ``inner`` (outermost first); ``inner``: the
@@ -75,15 +72,9 @@ def schedule_stream(p, *, rows: list[str], inner: str, operands: list[tuple[str,
             p = vectorize(p, p.forward(c), vec)
     else:
         p = divide_loop(p, inner, threads, ["jb", "t"], tail="guard")
-    if rows_on_grid:
-        for r in rows:
-            p = parallelize_loop(p, r, BLOCKS)
-        p = parallelize_loop(p, "jb", BLOCKS)
-    else:
-        # One row per block (rows exceed the grid's y/z extent): only the
-        # innermost row loop goes to the grid; the block walks its row.
-        for r in rows:
-            p = parallelize_loop(p, r, BLOCKS)
+    for r in rows:
+        p = parallelize_loop(p, r, BLOCKS)
+    p = parallelize_loop(p, "jb", BLOCKS)
     p = parallelize_loop(p, "t", THREADS)
     return p
 
@@ -95,10 +86,4 @@ def pick_vec(extent: int, widths=(4, 2)) -> int:
     return 1
 
 
-def rows_fit_grid(row_extents: list[int]) -> bool:
-    """Whether the row loops can all be grid dimensions next to the chunk loop
-    (grid y and z hold at most 65535 blocks each, at most 2 row loops)."""
-    return len(row_extents) <= 2 and all(d <= GRID_YZ_LIMIT for d in row_extents)
-
-
-__all__ = ["schedule_stream", "pick_vec", "rows_fit_grid"]
+__all__ = ["schedule_stream", "pick_vec"]

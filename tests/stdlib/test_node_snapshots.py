@@ -9,12 +9,12 @@ from gpudsl.stdlib.stream_nodes import (binary_kernel, replace_slice_kernel, sli
                                         unary_kernel)
 
 NODES = {
-    "add_bcast_rows": lambda: binary_kernel("add", (True, False), 4, True),
-    "mul": lambda: binary_kernel("mul", (True,), 4, True),
+    "add_bcast_rows": lambda: binary_kernel("add", (True, False), 4),
+    "mul": lambda: binary_kernel("mul", (True,), 4),
     "relu": lambda: unary_kernel("relu", 4),
     "silu": lambda: unary_kernel("silu", 4),
-    "slice": lambda: slice_kernel(4, True),
-    "replace_slice": lambda: replace_slice_kernel(4, True),
+    "slice": lambda: slice_kernel(4),
+    "replace_slice": lambda: replace_slice_kernel(4),
     "matmul": lambda: big_kernel(False),
     "matmul_batched": lambda: big_kernel(True),
     "matmul_any_shape": lambda: cut_kernel(False, 4),

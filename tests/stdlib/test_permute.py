@@ -25,7 +25,8 @@ def _run(shape, perm, rng):
 
 
 SHAPES = [(64, 32), (5, 7), (1, 9), (33, 1), (32, 64, 3), (3, 64, 32), (2, 3, 5),
-          (64, 1, 32), (32, 2, 64), (1, 1, 1), (1, 32, 1), (8,), (7,)]
+          (64, 1, 32), (32, 2, 64), (1, 1, 1), (1, 32, 1), (8,), (7,), (33, 65), (100, 31),
+          (65, 40, 2), (3, 45, 70)]
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
@@ -49,7 +50,7 @@ PERMS = [(0,), (0, 1), (1, 0), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1
 
 @pytest.mark.parametrize("perm", PERMS, ids=str)
 def test_default_schedules_check(perm):
-    kinds = ["tiled", "guarded"] if ps.moves_inner(perm) else ["vcopy", "copy"]
+    kinds = ["tiled", "cut"] if ps.moves_inner(perm) else ["vcopy", "copy"]
     for kind in kinds:
         report = ps._kernel(perm, kind).check()
         assert report.ok, str(report)
@@ -60,6 +61,23 @@ def test_tiled_kernel_uses_padded_shared_tile():
     assert p.check(**bind).ok
     src = p.cuda_source(**bind)
     assert "__shared__" in src and "[33]" in src and "__syncthreads" in src
+
+
+@pytest.mark.parametrize("shape, perm", [((33, 65), (1, 0)), ((3, 45, 70), (0, 2, 1)),
+                                         ((40, 2, 65), (2, 1, 0))])
+def test_other_shapes_tile_their_largest_multiple_of_32(shape, perm):
+    p, bind, _ = ps.permute_kernel(shape, perm)
+    assert p.name.endswith("_cut")
+    src = p.cuda_source(**bind)
+    assert "__shared__" in src and "[33]" in src
+    assert src.count('extern "C" __global__') == 3  # the tiles and two edges
+
+
+@pytest.mark.parametrize("shape, perm", [((3, 70000), (1, 0)), ((70000, 3), (1, 0)),
+                                         ((70000, 3, 5), (0, 2, 1)), ((3, 70000, 8), (1, 0, 2))])
+def test_more_rows_than_a_grid_dimension_holds(shape, perm):
+    """Outer loops beyond 65535 blocks in blockIdx.y/z (grid-stride loops)."""
+    _run(shape, perm, np.random.default_rng(5))
 
 
 def test_copy_kernel_is_vectorized():

@@ -12,27 +12,28 @@ add_fb_v4_k0(
     float* __restrict__ out)
 {
 #line 3 "<gpudsl.stdlib.add_fb_v4>"
-  const int i0 = blockIdx.y;
-  const int jb = blockIdx.x;
+  for (int i0 = blockIdx.y; i0 < d0; i0 += gridDim.y) {
+    const int jb = blockIdx.x;
 #line 4
-  {
-    const int t = threadIdx.x;
+    {
+      const int t = threadIdx.x;
 #line 4
-    if (256 * jb + t < d1 / 4) {
+      if (256 * jb + t < d1 / 4) {
 #line 4
-      __align__(16) float a_r[4];
+        __align__(16) float a_r[4];
 #line 4
-      // vcopy4_REGISTER_GLOBAL
-      *reinterpret_cast<float4*>(&a_r[0]) = *reinterpret_cast<const float4*>(&a[i0 * d1 + 1024 * jb + 4 * t]);
+        // vcopy4_REGISTER_GLOBAL
+        *reinterpret_cast<float4*>(&a_r[0]) = *reinterpret_cast<const float4*>(&a[i0 * d1 + 1024 * jb + 4 * t]);
 #line 4
-      __align__(16) float out_r[4];
+        __align__(16) float out_r[4];
 #line 4
-      for (int v = 0; v < 4; v++) {
-        out_r[v] = a_r[v] + b[i0 * 1 + 0];
+        for (int v = 0; v < 4; v++) {
+          out_r[v] = a_r[v] + b[i0 * 1 + 0];
+        }
+#line 4
+        // vcopy4_GLOBAL_REGISTER
+        *reinterpret_cast<float4*>(&out[i0 * d1 + 1024 * jb + 4 * t]) = *reinterpret_cast<const float4*>(&out_r[0]);
       }
-#line 4
-      // vcopy4_GLOBAL_REGISTER
-      *reinterpret_cast<float4*>(&out[i0 * d1 + 1024 * jb + 4 * t]) = *reinterpret_cast<const float4*>(&out_r[0]);
     }
   }
 }

@@ -13,99 +13,101 @@ matmul_128x128x8_k0(
     float* __restrict__ c)
 {
 #line 3 "<gpudsl.stdlib.matmul_128x128x8>"
-  const int bi = blockIdx.y;
-  const int bj = blockIdx.x;
-  __align__(16) float acc[8][8];  // one row per thread (leading thread dimensions dropped)
-#line 3
-  {
-    const int ti = threadIdx.y;
-#line 4
-    const int tj = threadIdx.x;
-#line 3
-    for (int ri = 0; ri < 8; ri++) {
-      for (int rj = 0; rj < 8; rj++) {
-        acc[ri][rj] = 0.0f;
-      }
-    }
-  }
-#line 6
-  for (int po = 0; po < n / 8; po++) {
-#line 3
-    __syncthreads();
-#line 3
-    __shared__ __align__(16) float As[128][8];
-#line 3
-    for (int i0s = 0; i0s < 1; i0s++) {
-#line 3
-      if (threadIdx.x < 8) {
-        const int i0y = threadIdx.y;
-#line 3
-        const int i0x = threadIdx.x;
-#line 3
-        for (int i1o = 0; i1o < 2; i1o++) {
-#line 3
-          // vcopy4_SHARED_GLOBAL
-          *reinterpret_cast<float4*>(&As[128 * i0s + 8 * i0y + i0x][4 * i1o]) = *reinterpret_cast<const float4*>(&a[(128 * bi + 128 * i0s + 8 * i0y + i0x) * n + 8 * po + 4 * i1o]);
-        }
-      }
-    }
-#line 3
-    __shared__ __align__(16) float Bs[8][128];
-#line 3
-    for (int i1_1os = 0; i1_1os < 2; i1_1os++) {
-#line 3
-      if (threadIdx.y < 8) {
-        const int i0_1 = threadIdx.y;
-#line 3
-        const int i1_1ot = threadIdx.x;
-#line 3
-        // vcopy4_SHARED_GLOBAL
-        *reinterpret_cast<float4*>(&Bs[i0_1][64 * i1_1os + 4 * i1_1ot]) = *reinterpret_cast<const float4*>(&b[(8 * po + i0_1) * k + 128 * bj + 64 * i1_1os + 4 * i1_1ot]);
-      }
-    }
-#line 3
-    __syncthreads();
+  for (int bi = blockIdx.y; bi < m / 128; bi += gridDim.y) {
+    const int bj = blockIdx.x;
+    __align__(16) float acc[8][8];  // one row per thread (leading thread dimensions dropped)
 #line 3
     {
       const int ti = threadIdx.y;
 #line 4
       const int tj = threadIdx.x;
+#line 3
+      for (int ri = 0; ri < 8; ri++) {
+        for (int rj = 0; rj < 8; rj++) {
+          acc[ri][rj] = 0.0f;
+        }
+      }
+    }
 #line 6
-      for (int pi = 0; pi < 8; pi++) {
+    for (int po = 0; po < n / 8; po++) {
 #line 3
-        __align__(16) float ra[8];
+      __syncthreads();
 #line 3
-        for (int i0 = 0; i0 < 8; i0++) {
+      __shared__ __align__(16) float As[128][8];
 #line 3
-          ra[i0] = As[8 * ti + i0][pi];
+      for (int i0s = 0; i0s < 1; i0s++) {
+#line 3
+        if (threadIdx.x < 8) {
+          const int i0y = threadIdx.y;
+#line 3
+          const int i0x = threadIdx.x;
+#line 3
+          for (int i1o = 0; i1o < 2; i1o++) {
+#line 3
+            // vcopy4_SHARED_GLOBAL
+            *reinterpret_cast<float4*>(&As[128 * i0s + 8 * i0y + i0x][4 * i1o]) = *reinterpret_cast<const float4*>(&a[(128 * bi + 128 * i0s + 8 * i0y + i0x) * n + 8 * po + 4 * i1o]);
+          }
         }
+      }
 #line 3
-        __align__(16) float rb[8];
+      __shared__ __align__(16) float Bs[8][128];
 #line 3
-        for (int i0_2 = 0; i0_2 < 8; i0_2++) {
+      for (int i1_1os = 0; i1_1os < 2; i1_1os++) {
 #line 3
-          rb[i0_2] = Bs[pi][8 * tj + i0_2];
+        if (threadIdx.y < 8) {
+          const int i0_1 = threadIdx.y;
+#line 3
+          const int i1_1ot = threadIdx.x;
+#line 3
+          // vcopy4_SHARED_GLOBAL
+          *reinterpret_cast<float4*>(&Bs[i0_1][64 * i1_1os + 4 * i1_1ot]) = *reinterpret_cast<const float4*>(&b[(8 * po + i0_1) * k + 128 * bj + 64 * i1_1os + 4 * i1_1ot]);
         }
+      }
 #line 3
-        for (int ri = 0; ri < 8; ri++) {
-          for (int rj = 0; rj < 8; rj++) {
+      __syncthreads();
+#line 3
+      {
+        const int ti = threadIdx.y;
+#line 4
+        const int tj = threadIdx.x;
+#line 6
+        for (int pi = 0; pi < 8; pi++) {
+#line 3
+          __align__(16) float ra[8];
+#line 3
+          for (int i0 = 0; i0 < 8; i0++) {
+#line 3
+            ra[i0] = As[8 * ti + i0][pi];
+          }
+#line 3
+          __align__(16) float rb[8];
+#line 3
+          for (int i0_2 = 0; i0_2 < 8; i0_2++) {
+#line 3
+            rb[i0_2] = Bs[pi][8 * tj + i0_2];
+          }
+#line 3
+          for (int ri = 0; ri < 8; ri++) {
+            for (int rj = 0; rj < 8; rj++) {
 #line 7
-            acc[ri][rj] += ra[ri] * rb[rj];
+              acc[ri][rj] += ra[ri] * rb[rj];
+            }
           }
         }
       }
     }
-  }
 #line 3
-  {
-    const int ti = threadIdx.y;
+    {
+      const int ti = threadIdx.y;
 #line 4
-    const int tj = threadIdx.x;
+      const int tj = threadIdx.x;
 #line 3
-    for (int ri = 0; ri < 8; ri++) {
-      for (int rj = 0; rj < 8; rj++) {
-        c[(128 * bi + 8 * ti + ri) * k + 128 * bj + 8 * tj + rj] = acc[ri][rj];
+      for (int ri = 0; ri < 8; ri++) {
+        for (int rj = 0; rj < 8; rj++) {
+          c[(128 * bi + 8 * ti + ri) * k + 128 * bj + 8 * tj + rj] = acc[ri][rj];
+        }
       }
     }
+    __syncthreads();
   }
 }

@@ -15,110 +15,112 @@ matmul_cut_v4_k0(
     float* __restrict__ c)
 {
 #line 3 "<gpudsl.stdlib.matmul_1x4x4>"
-  const int bi = blockIdx.y;
-  const int bj = blockIdx.x;
-  __align__(16) float acc[8][8];  // one row per thread (leading thread dimensions dropped)
+  for (int bi = blockIdx.y; bi < m / 128; bi += gridDim.y) {
+    const int bj = blockIdx.x;
+    __align__(16) float acc[8][8];  // one row per thread (leading thread dimensions dropped)
 #line 3
-  {
-    const int ti = threadIdx.y;
+    {
+      const int ti = threadIdx.y;
 #line 4
-    const int tj = threadIdx.x;
+      const int tj = threadIdx.x;
 #line 3
-    for (int ri = 0; ri < 8; ri++) {
-      for (int rj = 0; rj < 8; rj++) {
-        acc[ri][rj] = 0.0f;
-      }
-    }
-  }
-#line 6
-  for (int po = 0; po < n / 8; po++) {
-#line 3
-    __syncthreads();
-#line 3
-    __shared__ __align__(16) float As[128][8];
-#line 3
-    for (int i0s = 0; i0s < 1; i0s++) {
-#line 3
-      if (threadIdx.x < 8) {
-        const int i0y = threadIdx.y;
-#line 3
-        const int i0x = threadIdx.x;
-#line 3
-        for (int i1o = 0; i1o < 2; i1o++) {
-#line 3
-          // vcopy4_SHARED_GLOBAL
-          *reinterpret_cast<float4*>(&As[128 * i0s + 8 * i0y + i0x][4 * i1o]) = *reinterpret_cast<const float4*>(&a[(128 * bi + 128 * i0s + 8 * i0y + i0x) * n + 8 * po + 4 * i1o]);
+      for (int ri = 0; ri < 8; ri++) {
+        for (int rj = 0; rj < 8; rj++) {
+          acc[ri][rj] = 0.0f;
         }
       }
     }
+#line 6
+    for (int po = 0; po < n / 8; po++) {
 #line 3
-    __shared__ __align__(16) float Bs[8][128];
+      __syncthreads();
 #line 3
-    for (int i1_1os = 0; i1_1os < 2; i1_1os++) {
+      __shared__ __align__(16) float As[128][8];
 #line 3
-      if (threadIdx.y < 8) {
-        const int i0_1 = threadIdx.y;
+      for (int i0s = 0; i0s < 1; i0s++) {
 #line 3
-        const int i1_1ot = threadIdx.x;
+        if (threadIdx.x < 8) {
+          const int i0y = threadIdx.y;
 #line 3
-        // vcopy4_SHARED_GLOBAL
-        *reinterpret_cast<float4*>(&Bs[i0_1][64 * i1_1os + 4 * i1_1ot]) = *reinterpret_cast<const float4*>(&b[(8 * po + i0_1) * k + 128 * bj + 64 * i1_1os + 4 * i1_1ot]);
+          const int i0x = threadIdx.x;
+#line 3
+          for (int i1o = 0; i1o < 2; i1o++) {
+#line 3
+            // vcopy4_SHARED_GLOBAL
+            *reinterpret_cast<float4*>(&As[128 * i0s + 8 * i0y + i0x][4 * i1o]) = *reinterpret_cast<const float4*>(&a[(128 * bi + 128 * i0s + 8 * i0y + i0x) * n + 8 * po + 4 * i1o]);
+          }
+        }
+      }
+#line 3
+      __shared__ __align__(16) float Bs[8][128];
+#line 3
+      for (int i1_1os = 0; i1_1os < 2; i1_1os++) {
+#line 3
+        if (threadIdx.y < 8) {
+          const int i0_1 = threadIdx.y;
+#line 3
+          const int i1_1ot = threadIdx.x;
+#line 3
+          // vcopy4_SHARED_GLOBAL
+          *reinterpret_cast<float4*>(&Bs[i0_1][64 * i1_1os + 4 * i1_1ot]) = *reinterpret_cast<const float4*>(&b[(8 * po + i0_1) * k + 128 * bj + 64 * i1_1os + 4 * i1_1ot]);
+        }
+      }
+#line 3
+      __syncthreads();
+#line 3
+      {
+        const int ti = threadIdx.y;
+#line 4
+        const int tj = threadIdx.x;
+#line 6
+        for (int pi = 0; pi < 8; pi++) {
+#line 3
+          __align__(16) float ra[8];
+#line 3
+          for (int i0 = 0; i0 < 8; i0++) {
+#line 3
+            ra[i0] = As[8 * ti + i0][pi];
+          }
+#line 3
+          __align__(16) float rb[8];
+#line 3
+          for (int i0_2 = 0; i0_2 < 8; i0_2++) {
+#line 3
+            rb[i0_2] = Bs[pi][8 * tj + i0_2];
+          }
+#line 3
+          for (int ri = 0; ri < 8; ri++) {
+            for (int rj = 0; rj < 8; rj++) {
+#line 7
+              acc[ri][rj] += ra[ri] * rb[rj];
+            }
+          }
+        }
       }
     }
-#line 3
-    __syncthreads();
 #line 3
     {
       const int ti = threadIdx.y;
 #line 4
       const int tj = threadIdx.x;
 #line 6
-      for (int pi = 0; pi < 8; pi++) {
-#line 3
-        __align__(16) float ra[8];
-#line 3
-        for (int i0 = 0; i0 < 8; i0++) {
-#line 3
-          ra[i0] = As[8 * ti + i0][pi];
-        }
-#line 3
-        __align__(16) float rb[8];
-#line 3
-        for (int i0_2 = 0; i0_2 < 8; i0_2++) {
-#line 3
-          rb[i0_2] = Bs[pi][8 * tj + i0_2];
-        }
+      for (int p = 8 * (n / 8); p < n; p++) {
 #line 3
         for (int ri = 0; ri < 8; ri++) {
           for (int rj = 0; rj < 8; rj++) {
 #line 7
-            acc[ri][rj] += ra[ri] * rb[rj];
+            acc[ri][rj] += a[(128 * bi + 8 * ti + ri) * n + p] * b[p * k + 128 * bj + 8 * tj + rj];
           }
         }
       }
-    }
-  }
-#line 3
-  {
-    const int ti = threadIdx.y;
-#line 4
-    const int tj = threadIdx.x;
-#line 6
-    for (int p = 8 * (n / 8); p < n; p++) {
 #line 3
       for (int ri = 0; ri < 8; ri++) {
         for (int rj = 0; rj < 8; rj++) {
-#line 7
-          acc[ri][rj] += a[(128 * bi + 8 * ti + ri) * n + p] * b[p * k + 128 * bj + 8 * tj + rj];
+          c[(128 * bi + 8 * ti + ri) * k + 128 * bj + 8 * tj + rj] = acc[ri][rj];
         }
       }
     }
-#line 3
-    for (int ri = 0; ri < 8; ri++) {
-      for (int rj = 0; rj < 8; rj++) {
-        c[(128 * bi + 8 * ti + ri) * k + 128 * bj + 8 * tj + rj] = acc[ri][rj];
-      }
-    }
+    __syncthreads();
   }
 }
 
@@ -132,21 +134,22 @@ matmul_cut_v4_k1(
     float* __restrict__ c)
 {
 #line 3
-  const int i = blockIdx.y;
-  const int bj_e0 = blockIdx.x;
+  for (int i = blockIdx.y; i < 128 * (m / 128); i += gridDim.y) {
+    const int bj_e0 = blockIdx.x;
 #line 4
-  {
-    const int tj_e0 = threadIdx.x;
+    {
+      const int tj_e0 = threadIdx.x;
 #line 4
-    if (128 * (k / 128) + 128 * bj_e0 + tj_e0 < k) {
-      float acc_e0;
+      if (128 * (k / 128) + 128 * bj_e0 + tj_e0 < k) {
+        float acc_e0;
 #line 5
-      acc_e0 = 0.0f;
-      for (int p = 0; p < n; p++) {
-        acc_e0 += a[i * n + p] * b[p * k + 128 * (k / 128) + 128 * bj_e0 + tj_e0];
+        acc_e0 = 0.0f;
+        for (int p = 0; p < n; p++) {
+          acc_e0 += a[i * n + p] * b[p * k + 128 * (k / 128) + 128 * bj_e0 + tj_e0];
+        }
+#line 5
+        c[i * k + 128 * (k / 128) + 128 * bj_e0 + tj_e0] = acc_e0;
       }
-#line 5
-      c[i * k + 128 * (k / 128) + 128 * bj_e0 + tj_e0] = acc_e0;
     }
   }
 }
@@ -161,21 +164,22 @@ matmul_cut_v4_k2(
     float* __restrict__ c)
 {
 #line 3
-  const int i = 128 * (m / 128) + blockIdx.y;
-  const int bj_e1 = blockIdx.x;
+  for (int i = 128 * (m / 128) + blockIdx.y; i < m; i += gridDim.y) {
+    const int bj_e1 = blockIdx.x;
 #line 4
-  {
-    const int tj_e1 = threadIdx.x;
+    {
+      const int tj_e1 = threadIdx.x;
 #line 4
-    if (128 * bj_e1 + tj_e1 < k) {
-      float acc_e1;
+      if (128 * bj_e1 + tj_e1 < k) {
+        float acc_e1;
 #line 5
-      acc_e1 = 0.0f;
-      for (int p = 0; p < n; p++) {
-        acc_e1 += a[i * n + p] * b[p * k + 128 * bj_e1 + tj_e1];
+        acc_e1 = 0.0f;
+        for (int p = 0; p < n; p++) {
+          acc_e1 += a[i * n + p] * b[p * k + 128 * bj_e1 + tj_e1];
+        }
+#line 5
+        c[i * k + 128 * bj_e1 + tj_e1] = acc_e1;
       }
-#line 5
-      c[i * k + 128 * bj_e1 + tj_e1] = acc_e1;
     }
   }
 }

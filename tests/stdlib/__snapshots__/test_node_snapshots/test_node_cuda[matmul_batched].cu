@@ -14,100 +14,103 @@ bmatmul_128x128x8_k0(
     float* __restrict__ c)
 {
 #line 3 "<gpudsl.stdlib.bmatmul_128x128x8>"
-  const int z = blockIdx.z;
-  const int bi = blockIdx.y;
-  const int bj = blockIdx.x;
-  __align__(16) float acc[8][8];  // one row per thread (leading thread dimensions dropped)
+  for (int z = blockIdx.z; z < nb; z += gridDim.z) {
+    for (int bi = blockIdx.y; bi < m / 128; bi += gridDim.y) {
+      const int bj = blockIdx.x;
+      __align__(16) float acc[8][8];  // one row per thread (leading thread dimensions dropped)
 #line 4
-  {
-    const int ti = threadIdx.y;
+      {
+        const int ti = threadIdx.y;
 #line 5
-    const int tj = threadIdx.x;
-#line 4
-    for (int ri = 0; ri < 8; ri++) {
-      for (int rj = 0; rj < 8; rj++) {
-        acc[ri][rj] = 0.0f;
-      }
-    }
-  }
-#line 7
-  for (int po = 0; po < n / 8; po++) {
-#line 4
-    __syncthreads();
-#line 4
-    __shared__ __align__(16) float As[128][8];
-#line 4
-    for (int i0s = 0; i0s < 1; i0s++) {
-#line 4
-      if (threadIdx.x < 8) {
-        const int i0y = threadIdx.y;
-#line 4
-        const int i0x = threadIdx.x;
-#line 4
-        for (int i1o = 0; i1o < 2; i1o++) {
-#line 4
-          // vcopy4_SHARED_GLOBAL
-          *reinterpret_cast<float4*>(&As[128 * i0s + 8 * i0y + i0x][4 * i1o]) = *reinterpret_cast<const float4*>(&a[(z * m + 128 * bi + 128 * i0s + 8 * i0y + i0x) * n + 8 * po + 4 * i1o]);
-        }
-      }
-    }
-#line 4
-    __shared__ __align__(16) float Bs[8][128];
-#line 4
-    for (int i1_1os = 0; i1_1os < 2; i1_1os++) {
-#line 4
-      if (threadIdx.y < 8) {
-        const int i0_1 = threadIdx.y;
-#line 4
-        const int i1_1ot = threadIdx.x;
-#line 4
-        // vcopy4_SHARED_GLOBAL
-        *reinterpret_cast<float4*>(&Bs[i0_1][64 * i1_1os + 4 * i1_1ot]) = *reinterpret_cast<const float4*>(&b[(z * n + 8 * po + i0_1) * k + 128 * bj + 64 * i1_1os + 4 * i1_1ot]);
-      }
-    }
-#line 4
-    __syncthreads();
-#line 4
-    {
-      const int ti = threadIdx.y;
-#line 5
-      const int tj = threadIdx.x;
-#line 7
-      for (int pi = 0; pi < 8; pi++) {
-#line 4
-        __align__(16) float ra[8];
-#line 4
-        for (int i0 = 0; i0 < 8; i0++) {
-#line 4
-          ra[i0] = As[8 * ti + i0][pi];
-        }
-#line 4
-        __align__(16) float rb[8];
-#line 4
-        for (int i0_2 = 0; i0_2 < 8; i0_2++) {
-#line 4
-          rb[i0_2] = Bs[pi][8 * tj + i0_2];
-        }
+        const int tj = threadIdx.x;
 #line 4
         for (int ri = 0; ri < 8; ri++) {
           for (int rj = 0; rj < 8; rj++) {
-#line 8
-            acc[ri][rj] += ra[ri] * rb[rj];
+            acc[ri][rj] = 0.0f;
           }
         }
       }
-    }
-  }
+#line 7
+      for (int po = 0; po < n / 8; po++) {
 #line 4
-  {
-    const int ti = threadIdx.y;
+        __syncthreads();
+#line 4
+        __shared__ __align__(16) float As[128][8];
+#line 4
+        for (int i0s = 0; i0s < 1; i0s++) {
+#line 4
+          if (threadIdx.x < 8) {
+            const int i0y = threadIdx.y;
+#line 4
+            const int i0x = threadIdx.x;
+#line 4
+            for (int i1o = 0; i1o < 2; i1o++) {
+#line 4
+              // vcopy4_SHARED_GLOBAL
+              *reinterpret_cast<float4*>(&As[128 * i0s + 8 * i0y + i0x][4 * i1o]) = *reinterpret_cast<const float4*>(&a[(z * m + 128 * bi + 128 * i0s + 8 * i0y + i0x) * n + 8 * po + 4 * i1o]);
+            }
+          }
+        }
+#line 4
+        __shared__ __align__(16) float Bs[8][128];
+#line 4
+        for (int i1_1os = 0; i1_1os < 2; i1_1os++) {
+#line 4
+          if (threadIdx.y < 8) {
+            const int i0_1 = threadIdx.y;
+#line 4
+            const int i1_1ot = threadIdx.x;
+#line 4
+            // vcopy4_SHARED_GLOBAL
+            *reinterpret_cast<float4*>(&Bs[i0_1][64 * i1_1os + 4 * i1_1ot]) = *reinterpret_cast<const float4*>(&b[(z * n + 8 * po + i0_1) * k + 128 * bj + 64 * i1_1os + 4 * i1_1ot]);
+          }
+        }
+#line 4
+        __syncthreads();
+#line 4
+        {
+          const int ti = threadIdx.y;
 #line 5
-    const int tj = threadIdx.x;
+          const int tj = threadIdx.x;
+#line 7
+          for (int pi = 0; pi < 8; pi++) {
 #line 4
-    for (int ri = 0; ri < 8; ri++) {
-      for (int rj = 0; rj < 8; rj++) {
-        c[(z * m + 128 * bi + 8 * ti + ri) * k + 128 * bj + 8 * tj + rj] = acc[ri][rj];
+            __align__(16) float ra[8];
+#line 4
+            for (int i0 = 0; i0 < 8; i0++) {
+#line 4
+              ra[i0] = As[8 * ti + i0][pi];
+            }
+#line 4
+            __align__(16) float rb[8];
+#line 4
+            for (int i0_2 = 0; i0_2 < 8; i0_2++) {
+#line 4
+              rb[i0_2] = Bs[pi][8 * tj + i0_2];
+            }
+#line 4
+            for (int ri = 0; ri < 8; ri++) {
+              for (int rj = 0; rj < 8; rj++) {
+#line 8
+                acc[ri][rj] += ra[ri] * rb[rj];
+              }
+            }
+          }
+        }
       }
+#line 4
+      {
+        const int ti = threadIdx.y;
+#line 5
+        const int tj = threadIdx.x;
+#line 4
+        for (int ri = 0; ri < 8; ri++) {
+          for (int rj = 0; rj < 8; rj++) {
+            c[(z * m + 128 * bi + 8 * ti + ri) * k + 128 * bj + 8 * tj + rj] = acc[ri][rj];
+          }
+        }
+      }
+      __syncthreads();
     }
   }
 }

@@ -11,25 +11,27 @@ permute_10_d0m32_d1m32_k0(
     float* __restrict__ out)
 {
 #line 3 "<gpudsl.stdlib.permute_10_d0m32_d1m32>"
-  const int br = blockIdx.y;
-  const int bc = blockIdx.x;
+  for (int br = blockIdx.y; br < d1 / 32; br += gridDim.y) {
+    const int bc = blockIdx.x;
 #line 3
-  __shared__ __align__(16) float tile[32][33];
+    __shared__ __align__(16) float tile[32][33];
 #line 3
-  {
-    const int i0 = threadIdx.y;
+    {
+      const int i0 = threadIdx.y;
 #line 3
-    const int i1 = threadIdx.x;
+      const int i1 = threadIdx.x;
 #line 3
-    tile[i0][i1] = x[(32 * bc + i0) * d1 + 32 * br + i1];
-  }
+      tile[i0][i1] = x[(32 * bc + i0) * d1 + 32 * br + i1];
+    }
 #line 3
-  __syncthreads();
+    __syncthreads();
 #line 3
-  {
-    const int tr = threadIdx.y;
+    {
+      const int tr = threadIdx.y;
 #line 4
-    const int tc = threadIdx.x;
-    out[(32 * br + tr) * d0 + 32 * bc + tc] = tile[tc][tr];
+      const int tc = threadIdx.x;
+      out[(32 * br + tr) * d0 + 32 * bc + tc] = tile[tc][tr];
+    }
+    __syncthreads();
   }
 }

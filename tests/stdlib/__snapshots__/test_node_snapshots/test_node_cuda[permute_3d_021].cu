@@ -12,26 +12,29 @@ permute_021_d1m32_d2m32_k0(
     float* __restrict__ out)
 {
 #line 3 "<gpudsl.stdlib.permute_021_d1m32_d2m32>"
-  const int o0 = blockIdx.z;
-  const int br = blockIdx.y;
-  const int bc = blockIdx.x;
+  for (int o0 = blockIdx.z; o0 < d0; o0 += gridDim.z) {
+    for (int br = blockIdx.y; br < d2 / 32; br += gridDim.y) {
+      const int bc = blockIdx.x;
 #line 4
-  __shared__ __align__(16) float tile[32][33];
+      __shared__ __align__(16) float tile[32][33];
 #line 4
-  {
-    const int i0 = threadIdx.y;
+      {
+        const int i0 = threadIdx.y;
 #line 4
-    const int i1 = threadIdx.x;
+        const int i1 = threadIdx.x;
 #line 4
-    tile[i0][i1] = x[(o0 * d1 + 32 * bc + i0) * d2 + 32 * br + i1];
-  }
+        tile[i0][i1] = x[(o0 * d1 + 32 * bc + i0) * d2 + 32 * br + i1];
+      }
 #line 4
-  __syncthreads();
+      __syncthreads();
 #line 4
-  {
-    const int tr = threadIdx.y;
+      {
+        const int tr = threadIdx.y;
 #line 5
-    const int tc = threadIdx.x;
-    out[(o0 * d2 + 32 * br + tr) * d1 + 32 * bc + tc] = tile[tc][tr];
+        const int tc = threadIdx.x;
+        out[(o0 * d2 + 32 * br + tr) * d1 + 32 * bc + tc] = tile[tc][tr];
+      }
+      __syncthreads();
+    }
   }
 }

@@ -15,26 +15,27 @@ replace_slice_rows_v4_k0(
     int* __restrict__ err)
 {
 #line 3 "<gpudsl.stdlib.replace_slice_rows_v4>"
-  const int i = blockIdx.y;
-  const int jb = blockIdx.x;
+  for (int i = blockIdx.y; i < m; i += gridDim.y) {
+    const int jb = blockIdx.x;
 #line 4
-  {
-    const int t = threadIdx.x;
+    {
+      const int t = threadIdx.x;
 #line 4
-    if (256 * jb + t < c / 4) {
+      if (256 * jb + t < c / 4) {
 #line 4
-      __align__(16) float r_r[4];
+        __align__(16) float r_r[4];
 #line 4
-      // vcopy4_REGISTER_GLOBAL
-      *reinterpret_cast<float4*>(&r_r[0]) = *reinterpret_cast<const float4*>(&r[i * c + 1024 * jb + 4 * t]);
+        // vcopy4_REGISTER_GLOBAL
+        *reinterpret_cast<float4*>(&r_r[0]) = *reinterpret_cast<const float4*>(&r[i * c + 1024 * jb + 4 * t]);
 #line 4
-      for (int v = 0; v < 4; v++) {
-        if (begin[0] >= 0LL && end[0] <= n && end[0] - begin[0] == m) {
-          x[(begin[0] + i) * c + 1024 * jb + 4 * t + v] = r_r[v];
-        } else {
+        for (int v = 0; v < 4; v++) {
+          if (begin[0] >= 0LL && end[0] <= n && end[0] - begin[0] == m) {
+            x[(begin[0] + i) * c + 1024 * jb + 4 * t + v] = r_r[v];
+          } else {
 #line 7
-          if (i == 0 && 1024 * jb + 4 * t + v == 0) {
-            err[0] = 1;
+            if (i == 0 && 1024 * jb + 4 * t + v == 0) {
+              err[0] = 1;
+            }
           }
         }
       }

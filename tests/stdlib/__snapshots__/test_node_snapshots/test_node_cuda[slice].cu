@@ -12,26 +12,27 @@ slice_rows_v4_k0(
     float* __restrict__ out)
 {
 #line 5 "<gpudsl.stdlib.slice_rows_v4>"
-  const int i = blockIdx.y;
-  const int jb = blockIdx.x;
+  for (int i = blockIdx.y; i < m; i += gridDim.y) {
+    const int jb = blockIdx.x;
 #line 6
-  {
-    const int t = threadIdx.x;
+    {
+      const int t = threadIdx.x;
 #line 6
-    if (256 * jb + t < c / 4) {
+      if (256 * jb + t < c / 4) {
 #line 6
-      __align__(16) float x_r[4];
+        __align__(16) float x_r[4];
 #line 6
-      // vcopy4_REGISTER_GLOBAL
-      *reinterpret_cast<float4*>(&x_r[0]) = *reinterpret_cast<const float4*>(&x[(begin + i) * c + 1024 * jb + 4 * t]);
+        // vcopy4_REGISTER_GLOBAL
+        *reinterpret_cast<float4*>(&x_r[0]) = *reinterpret_cast<const float4*>(&x[(begin + i) * c + 1024 * jb + 4 * t]);
 #line 6
-      __align__(16) float out_r[4];
+        __align__(16) float out_r[4];
 #line 6
-      // vcopy4_REGISTER_REGISTER
-      *reinterpret_cast<float4*>(&out_r[0]) = *reinterpret_cast<const float4*>(&x_r[0]);
+        // vcopy4_REGISTER_REGISTER
+        *reinterpret_cast<float4*>(&out_r[0]) = *reinterpret_cast<const float4*>(&x_r[0]);
 #line 6
-      // vcopy4_GLOBAL_REGISTER
-      *reinterpret_cast<float4*>(&out[i * c + 1024 * jb + 4 * t]) = *reinterpret_cast<const float4*>(&out_r[0]);
+        // vcopy4_GLOBAL_REGISTER
+        *reinterpret_cast<float4*>(&out[i * c + 1024 * jb + 4 * t]) = *reinterpret_cast<const float4*>(&out_r[0]);
+      }
     }
   }
 }
