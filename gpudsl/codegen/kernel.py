@@ -264,7 +264,8 @@ class KernelWriter(ExprEmitter):
         self.prepass(body)
         nthreads = self.block_dim[0] * self.block_dim[1] * self.block_dim[2]
         w = self.w
-        w.line(f'extern "C" __global__ void __launch_bounds__({nthreads})')
+        per_sm = f", {chain[0].blocks_per_sm}" if chain[0].blocks_per_sm else ""
+        w.line(f'extern "C" __global__ void __launch_bounds__({nthreads}{per_sm})')
         w.line(f"{self.name}({params_text})")
         w.line("{")
         w.indent += 1

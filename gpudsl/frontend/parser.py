@@ -265,12 +265,17 @@ class ProcParser:
         if mapping is not None and kind != "par":
             raise self.err(s.iter, f"only par loops can be mapped to {mapping.name}",
                            f"write par(lo, hi) @ {mapping.name}")
-        unroll = False
+        unroll, per_sm = False, 0
         for kw in it.keywords:
             if kw.arg == "unroll" and isinstance(kw.value, ast.Constant):
                 unroll = bool(kw.value.value)
+            elif kw.arg == "blocks_per_sm" and mapping == BLOCKS and isinstance(
+                    kw.value, ast.Constant) and type(kw.value.value) is int \
+                    and kw.value.value >= 0:
+                per_sm = kw.value.value
             else:
-                raise self.err(kw, f"{it.func.id}() takes only the keyword unroll=True")
+                raise self.err(kw, f"{it.func.id}() takes only the keywords unroll=True and, "
+                               "on a BLOCKS loop, blocks_per_sm=<int>")
         if len(it.args) == 1:
             lo, hi = Const(0, INDEX, loc), self.ex.int_expr(it.args[0], "a loop bound")
         elif len(it.args) == 2:
@@ -289,7 +294,7 @@ class ProcParser:
         finally:
             self.in_blocks -= mapping == BLOCKS
             self.scope.pop()
-        return For(name, lo, hi, body, kind, mapping, unroll, loc)
+        return For(name, lo, hi, body, kind, mapping, unroll, loc, per_sm)
 
     def _If(self, s: ast.If):
         cond = self.ex.bool_expr(s.test, "an if condition")

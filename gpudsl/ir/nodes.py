@@ -192,7 +192,9 @@ class Alloc(Stmt):
 class For(Stmt):
     """A loop.  ``kind`` is ``"seq"`` or ``"par"``; ``mapping`` is None, BLOCKS
     or THREADS (only for ``par``); ``unroll`` asks code generation for
-    ``#pragma unroll``."""
+    ``#pragma unroll``; ``blocks_per_sm`` (outermost BLOCKS loop of a kernel
+    only, 0 = no hint) asks for that many resident blocks per multiprocessor
+    (``__launch_bounds__(threads, blocks_per_sm)``: ptxas limits registers)."""
 
     iter: str
     lo: Expr
@@ -202,6 +204,7 @@ class For(Stmt):
     mapping: Optional[Mapping] = None
     unroll: bool = False
     loc: Optional[SrcLoc] = field(**_LOC)
+    blocks_per_sm: int = 0
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,8 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
         return [f"{pad}{s.name}: {t} @ {s.mem.name}"]
     if isinstance(s, For):
         unroll = ", unroll=True" if s.unroll else ""
+        if s.blocks_per_sm:
+            unroll += f", blocks_per_sm={s.blocks_per_sm}"
         rng = f"{s.kind}({print_expr(s.lo)}, {print_expr(s.hi)}{unroll})"
         if s.mapping is not None:
             rng += f" @ {s.mapping.name}"

@@ -15,6 +15,10 @@ and whose template is::
 
     *reinterpret_cast<float4*>(&{dst}) = *reinterpret_cast<const float4*>(&{src});
 
+(when one side is a REGISTER array, that side is accessed element by element,
+``(&{dst})[k] = v.x`` or ``make_float4((&{src})[0], ...)``: taking a register
+array's address as a ``float4*`` makes nvcc place it in local memory).
+
 Template holes follow the ``@instr`` convention: ``{w}`` for a window
 parameter ``w`` is the C lvalue of the window's first element, so ``&{w}`` is
 its address; ``{n}`` for a size or scalar parameter is its value.  The call is
@@ -31,7 +35,7 @@ import z3
 from ..errors import SchedulingError
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
                         Interval, Param, Point, ProcDef, Read, Reduce, UnOp, Var, WindowArg)
-from ..ir.types import GLOBAL, INDEX, f32
+from ..ir.types import GLOBAL, INDEX, REGISTER, f32
 from ..ir.visitor import Transformer, bound_names, free_vars, fresh_name, rename, substitute
 from .cursors import block_of, fwd_splice, replace_block, resolve, result, splice
 from .legality import prove
@@ -364,8 +368,21 @@ def vector_copy_instr(width: int, dmem, smem):
     from ..ir.nodes import ProcDef as PD
 
     t = f"float{width}"
-    template = (f"*reinterpret_cast<{t}*>(&{{dst}}) = "
-                f"*reinterpret_cast<const {t}*>(&{{src}});")
+    comps = "xyzw"[:width]
+    if dmem == REGISTER and smem == REGISTER:
+        template = "; ".join(f"(&{{dst}})[{k}] = (&{{src}})[{k}]" for k in range(width)) + ";"
+    elif dmem == REGISTER:
+        # one vector load, then element-wise register writes: a reinterpret_cast of
+        # a register array's address would send the array to local memory
+        template = (f"{{ const {t} gpudsl_v = *reinterpret_cast<const {t}*>(&{{src}}); "
+                    + " ".join(f"(&{{dst}})[{k}] = gpudsl_v.{c};" for k, c in enumerate(comps))
+                    + " }")
+    elif smem == REGISTER:
+        template = (f"*reinterpret_cast<{t}*>(&{{dst}}) = make_{t}("
+                    + ", ".join(f"(&{{src}})[{k}]" for k in range(width)) + ");")
+    else:
+        template = (f"*reinterpret_cast<{t}*>(&{{dst}}) = "
+                    f"*reinterpret_cast<const {t}*>(&{{src}});")
     body = (For("v", Const(0), Const(width),
                 (Assign("dst", (Var("v"),), Read("src", (Var("v"),), f32)),)),)
     params = (Param("dst", "window", f32, (Const(width),), dmem),

@@ -13,8 +13,8 @@ from ..errors import SchedulingError
 from ..ir.nodes import (Alloc, Assign, BinOp, Call, Const, For, If, Read, Reduce, Var)
 from ..ir.types import BLOCKS, INDEX, THREADS, Mapping, bool_
 from ..ir.visitor import bound_names, free_vars, rename as rename_names, substitute, walk
-from .cursors import (fwd_identity, fwd_splice, resolve, result, splice, block_of,
-                      replace_block)
+from .cursors import (ancestors, block_of, fwd_identity, fwd_splice, replace_block, resolve,
+                      result, splice)
 from .legality import collect, find_conflict, prove, raise_conflict
 from .patterns import parse_expr, scope_at
 from .simplify import const_value, normalize, simplify_ir
@@ -249,6 +249,40 @@ def fuse(p, loop1, loop2):
 
 
 # ------------------------------------------------------------------ unroll / cut / remove
+
+
+def set_unroll(p, loop, unroll: bool = True):
+    """Ask code generation to unroll a loop (``#pragma unroll``) or stop asking;
+    the proc's meaning does not change (the loop prints as ``seq(lo, hi,
+    unroll=True)``).  Unlike :func:`unroll_loop` the IR keeps one body."""
+    prim = "set_unroll"
+    c = resolve(p, loop, prim, "loop")
+    s: For = c.node()
+    if s.kind != "seq" and unroll:
+        raise SchedulingError(prim, f"loop {s.iter} is a par loop; only seq loops unroll",
+                              s.loc)
+    return result(p, splice(p.ir, c.addr, [s.with_(unroll=bool(unroll))]),
+                  fwd_splice(c.addr, 1, lambda r: c.addr + r[1:]))
+
+
+def set_blocks_per_sm(p, loop, blocks: int):
+    """Ask for ``blocks`` resident blocks per multiprocessor for the kernel of the
+    outermost BLOCKS loop ``loop`` (``__launch_bounds__(threads, blocks)``: ptxas
+    then keeps registers per thread within ``65536 / (threads * blocks)``); 0
+    removes the hint.  The meaning does not change."""
+    prim = "set_blocks_per_sm"
+    c = resolve(p, loop, prim, "loop")
+    s: For = c.node()
+    if s.mapping is None or s.mapping.name != "BLOCKS" or any(
+            isinstance(a, For) and a.mapping is not None and a.mapping.name == "BLOCKS"
+            for a in ancestors(p.ir, c.addr)):
+        raise SchedulingError(prim, f"loop {s.iter} is not the outermost BLOCKS loop of a "
+                              "kernel", s.loc)
+    if not isinstance(blocks, int) or blocks < 0:
+        raise SchedulingError(prim, f"blocks per multiprocessor must be an int >= 0, not "
+                              f"{blocks!r}", s.loc)
+    return result(p, splice(p.ir, c.addr, [s.with_(blocks_per_sm=blocks)]),
+                  fwd_splice(c.addr, 1, lambda r: c.addr + r[1:]))
 
 
 def unroll_loop(p, loop):
