@@ -28,7 +28,8 @@ from .. import BLOCKS, REGISTER, SHARED, THREADS
 from ..proc import Proc, proc_from_source
 from ..ir.printer import print_expr
 from ..schedule import (cut_loop, divide_loop, expand_dim, fission, insert_sync, lift_alloc,
-                        parallelize_loop, rename, reorder_loops, simplify, stage_mem, vectorize)
+                        parallelize_loop, rename, reorder_loops, set_blocks_per_sm, set_unroll,
+                        simplify, stage_mem, vectorize)
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4)
@@ -92,14 +93,12 @@ def vecmat_algorithm() -> Proc:
 
 def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: int = 8,
                     tn: int = 8, vec: int = 4, cache_regs: bool = True,
-                    vec_registers: bool = False) -> Proc:
+                    vec_registers: bool = True, blocks_per_sm: int = 2) -> Proc:
     """2-D block tiling + thread tiling + float4, from ``matmul_algorithm(batched,
     (bm, bn, bk))``.  Threads per block: ``(bm // tm) x (bn // tn)``.
 
     ``vec_registers``: also use float4 between registers and shared/global memory
-    (the B row into registers, the C tile out).  Off by default: the emitted
-    ``reinterpret_cast`` of a register array's address makes nvcc place it in
-    local memory (and register arrays are not declared 16-byte aligned)."""
+    (the B row into registers, the C tile out), when ``vec > 1``."""
     batched = _has_loop(p, "z")
     ty, tx = bm // tm, bn // tn
     assert bm % tm == 0 and bn % tn == 0 and tn % vec == 0
@@ -158,11 +157,25 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
         p = stage_mem(p, inner, f"As[{tm} * ti:{tm} * ti + {tm}, pi]", "ra", REGISTER)
         p = stage_mem(p, p.forward(inner), f"Bs[pi, {tn} * tj:{tn} * tj + {tn}]", "rb",
                       REGISTER)
-        if vec_registers:
+        if vec_registers and vec > 1:
             p = _vectorize_copy(p, "rb", vec)
 
+    # a reduction tail that cut_loop left (schedule_matmul_cut), moved outside the
+    # register tile loops, whose constant trip counts keep the accumulator in registers
+    if _has_loop(p, "p"):
+        p = fission(p, p.find_loop("p").after(), n_lifts=2)
+        p = reorder_loops(p, p.find_loop("p").parent())
+        p = reorder_loops(p, p.find_loop("p").parent())
+
+    # the k step unrolled: nvcc merges the A column loads of all steps into float4
+    # loads and overlaps them with the FMAs; that needs ~155 registers, so ask for
+    # blocks_per_sm resident blocks (2 fit in 128 registers without spills)
+    p = set_unroll(p, "pi")
+    if blocks_per_sm:
+        p = set_blocks_per_sm(p, "z" if batched else "bi", blocks_per_sm)
+
     # 6. float4 stores of the register tile
-    if vec_registers:
+    if vec_registers and vec > 1:
         p = _vectorize_store(p, vec, zi)
     return simplify(p)
 
@@ -265,11 +278,6 @@ def schedule_matmul_cut(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, t
     # the reduction of the first part: [0, n0) tiled, [n0, n) after it
     p = cut_loop(p, "p", f"{bk} * (n // {bk})")
     p = schedule_matmul(p, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, vec=vec)
-    # the reduction's tail outside the register tile loops (whose constant trip
-    # counts let nvcc keep the accumulator in registers)
-    p = fission(p, p.find_loop("p").after(), n_lifts=2)
-    p = reorder_loops(p, p.find_loop("p").parent())
-    p = reorder_loops(p, p.find_loop("p").parent())
     # the two edges, in program order (the first loop still named i is the next one)
     p = _schedule_edge(p, "_e0", threads, batched)
     p = _schedule_edge(p, "_e1", threads, batched)

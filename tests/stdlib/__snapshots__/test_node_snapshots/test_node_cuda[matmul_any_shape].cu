@@ -5,7 +5,7 @@
 //   matmul_cut_v4_k2: grid ((k + 127) // 128, m - 128 * (m // 128), 1), block (128, 1, 1)
 // Index arithmetic: 32-bit.
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 2)
 matmul_cut_v4_k0(
     const int m,
     const int n,
@@ -72,7 +72,7 @@ matmul_cut_v4_k0(
         const int ti = threadIdx.y;
 #line 4
         const int tj = threadIdx.x;
-#line 6
+        #pragma unroll
         for (int pi = 0; pi < 8; pi++) {
 #line 3
           __align__(16) float ra[8];
@@ -84,9 +84,10 @@ matmul_cut_v4_k0(
 #line 3
           __align__(16) float rb[8];
 #line 3
-          for (int i0_2 = 0; i0_2 < 8; i0_2++) {
+          for (int i0_2o = 0; i0_2o < 2; i0_2o++) {
 #line 3
-            rb[i0_2] = Bs[pi][8 * tj + i0_2];
+            // vcopy4_REGISTER_SHARED
+            { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&Bs[pi][8 * tj + 4 * i0_2o]); (&rb[4 * i0_2o])[0] = gpudsl_v.x; (&rb[4 * i0_2o])[1] = gpudsl_v.y; (&rb[4 * i0_2o])[2] = gpudsl_v.z; (&rb[4 * i0_2o])[3] = gpudsl_v.w; }
           }
 #line 3
           for (int ri = 0; ri < 8; ri++) {
@@ -115,8 +116,10 @@ matmul_cut_v4_k0(
       }
 #line 3
       for (int ri = 0; ri < 8; ri++) {
-        for (int rj = 0; rj < 8; rj++) {
-          c[(128 * bi + 8 * ti + ri) * k + 128 * bj + 8 * tj + rj] = acc[ri][rj];
+        for (int rjo = 0; rjo < 2; rjo++) {
+#line 4
+          // vcopy4_GLOBAL_REGISTER
+          *reinterpret_cast<float4*>(&c[(128 * bi + 8 * ti + ri) * k + 128 * bj + 8 * tj + 4 * rjo]) = make_float4((&acc[ri][4 * rjo])[0], (&acc[ri][4 * rjo])[1], (&acc[ri][4 * rjo])[2], (&acc[ri][4 * rjo])[3]);
         }
       }
     }

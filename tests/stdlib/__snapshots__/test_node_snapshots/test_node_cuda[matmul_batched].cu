@@ -3,7 +3,7 @@
 //   bmatmul_128x128x8_k0: grid (k // 128, m // 128, nb), block (16, 16, 1)
 // Index arithmetic: 32-bit.
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 2)
 bmatmul_128x128x8_k0(
     const int nb,
     const int m,
@@ -72,7 +72,7 @@ bmatmul_128x128x8_k0(
           const int ti = threadIdx.y;
 #line 5
           const int tj = threadIdx.x;
-#line 7
+          #pragma unroll
           for (int pi = 0; pi < 8; pi++) {
 #line 4
             __align__(16) float ra[8];
@@ -84,9 +84,10 @@ bmatmul_128x128x8_k0(
 #line 4
             __align__(16) float rb[8];
 #line 4
-            for (int i0_2 = 0; i0_2 < 8; i0_2++) {
+            for (int i0_2o = 0; i0_2o < 2; i0_2o++) {
 #line 4
-              rb[i0_2] = Bs[pi][8 * tj + i0_2];
+              // vcopy4_REGISTER_SHARED
+              { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&Bs[pi][8 * tj + 4 * i0_2o]); (&rb[4 * i0_2o])[0] = gpudsl_v.x; (&rb[4 * i0_2o])[1] = gpudsl_v.y; (&rb[4 * i0_2o])[2] = gpudsl_v.z; (&rb[4 * i0_2o])[3] = gpudsl_v.w; }
             }
 #line 4
             for (int ri = 0; ri < 8; ri++) {
@@ -105,8 +106,10 @@ bmatmul_128x128x8_k0(
         const int tj = threadIdx.x;
 #line 4
         for (int ri = 0; ri < 8; ri++) {
-          for (int rj = 0; rj < 8; rj++) {
-            c[(z * m + 128 * bi + 8 * ti + ri) * k + 128 * bj + 8 * tj + rj] = acc[ri][rj];
+          for (int rjo = 0; rjo < 2; rjo++) {
+#line 5
+            // vcopy4_GLOBAL_REGISTER
+            *reinterpret_cast<float4*>(&c[(z * m + 128 * bi + 8 * ti + ri) * k + 128 * bj + 8 * tj + 4 * rjo]) = make_float4((&acc[ri][4 * rjo])[0], (&acc[ri][4 * rjo])[1], (&acc[ri][4 * rjo])[2], (&acc[ri][4 * rjo])[3]);
           }
         }
       }

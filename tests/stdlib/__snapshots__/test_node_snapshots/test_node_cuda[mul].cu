@@ -21,12 +21,12 @@ mul_f_v4_k0(
       __align__(16) float a_r[4];
 #line 3
       // vcopy4_REGISTER_GLOBAL
-      *reinterpret_cast<float4*>(&a_r[0]) = *reinterpret_cast<const float4*>(&a[1024 * jb + 4 * t]);
+      { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&a[1024 * jb + 4 * t]); (&a_r[0])[0] = gpudsl_v.x; (&a_r[0])[1] = gpudsl_v.y; (&a_r[0])[2] = gpudsl_v.z; (&a_r[0])[3] = gpudsl_v.w; }
 #line 3
       __align__(16) float b_r[4];
 #line 3
       // vcopy4_REGISTER_GLOBAL
-      *reinterpret_cast<float4*>(&b_r[0]) = *reinterpret_cast<const float4*>(&b[1024 * jb + 4 * t]);
+      { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&b[1024 * jb + 4 * t]); (&b_r[0])[0] = gpudsl_v.x; (&b_r[0])[1] = gpudsl_v.y; (&b_r[0])[2] = gpudsl_v.z; (&b_r[0])[3] = gpudsl_v.w; }
 #line 3
       __align__(16) float out_r[4];
 #line 3
@@ -35,7 +35,7 @@ mul_f_v4_k0(
       }
 #line 3
       // vcopy4_GLOBAL_REGISTER
-      *reinterpret_cast<float4*>(&out[1024 * jb + 4 * t]) = *reinterpret_cast<const float4*>(&out_r[0]);
+      *reinterpret_cast<float4*>(&out[1024 * jb + 4 * t]) = make_float4((&out_r[0])[0], (&out_r[0])[1], (&out_r[0])[2], (&out_r[0])[3]);
     }
   }
 }

@@ -26,7 +26,7 @@ replace_slice_rows_v4_k0(
         __align__(16) float r_r[4];
 #line 4
         // vcopy4_REGISTER_GLOBAL
-        *reinterpret_cast<float4*>(&r_r[0]) = *reinterpret_cast<const float4*>(&r[i * c + 1024 * jb + 4 * t]);
+        { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&r[i * c + 1024 * jb + 4 * t]); (&r_r[0])[0] = gpudsl_v.x; (&r_r[0])[1] = gpudsl_v.y; (&r_r[0])[2] = gpudsl_v.z; (&r_r[0])[3] = gpudsl_v.w; }
 #line 4
         for (int v = 0; v < 4; v++) {
           if (begin[0] >= 0LL && end[0] <= n && end[0] - begin[0] == m) {

@@ -23,15 +23,15 @@ slice_rows_v4_k0(
         __align__(16) float x_r[4];
 #line 6
         // vcopy4_REGISTER_GLOBAL
-        *reinterpret_cast<float4*>(&x_r[0]) = *reinterpret_cast<const float4*>(&x[(begin + i) * c + 1024 * jb + 4 * t]);
+        { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&x[(begin + i) * c + 1024 * jb + 4 * t]); (&x_r[0])[0] = gpudsl_v.x; (&x_r[0])[1] = gpudsl_v.y; (&x_r[0])[2] = gpudsl_v.z; (&x_r[0])[3] = gpudsl_v.w; }
 #line 6
         __align__(16) float out_r[4];
 #line 6
         // vcopy4_REGISTER_REGISTER
-        *reinterpret_cast<float4*>(&out_r[0]) = *reinterpret_cast<const float4*>(&x_r[0]);
+        (&out_r[0])[0] = (&x_r[0])[0]; (&out_r[0])[1] = (&x_r[0])[1]; (&out_r[0])[2] = (&x_r[0])[2]; (&out_r[0])[3] = (&x_r[0])[3];
 #line 6
         // vcopy4_GLOBAL_REGISTER
-        *reinterpret_cast<float4*>(&out[i * c + 1024 * jb + 4 * t]) = *reinterpret_cast<const float4*>(&out_r[0]);
+        *reinterpret_cast<float4*>(&out[i * c + 1024 * jb + 4 * t]) = make_float4((&out_r[0])[0], (&out_r[0])[1], (&out_r[0])[2], (&out_r[0])[3]);
       }
     }
   }
