@@ -16,7 +16,7 @@ import platform
 import statistics
 import sys
 
-NODES = ["matmul", "add", "add_bcast", "mul", "relu", "silu", "permute2d", "permute3d_021",
+NODES = ["matmul", "matmul_4000", "bmatmul", "vecmat", "add", "add_bcast", "mul", "relu", "silu", "permute2d", "permute3d_021",
          "permute3d_210", "slice", "replace_slice"]
 
 
@@ -64,6 +64,9 @@ def _cases(torch, scale: int):
     el = big.numel() * 4
     m = 4096
     a, b = torch.randn(m, m, **f32), torch.randn(m, m, **f32)
+    a4, b4 = torch.randn(4000, 4000, **f32), torch.randn(4000, 4000, **f32)  # tiles + edges
+    ba, bb = torch.randn(16, 1024, 1024, **f32), torch.randn(16, 1024, 1024, **f32)
+    v, w = torch.randn(8192, **f32), torch.randn(8192, 8192, **f32)
     cube = torch.randn(64 * scale, 1024, 1024, **f32)
     r = torch.randn(n // 2, 8192, **f32)
     beg = torch.tensor([n // 4], device="cuda", dtype=torch.int64)
@@ -71,6 +74,12 @@ def _cases(torch, scale: int):
     return {
         "matmul": (lambda: ops.matmul(a, b), lambda: torch.matmul(a, b), "flops",
                    2 * m ** 3),
+        "matmul_4000": (lambda: ops.matmul(a4, b4), lambda: torch.matmul(a4, b4), "flops",
+                        2 * 4000 ** 3),
+        "bmatmul": (lambda: ops.matmul(ba, bb), lambda: torch.matmul(ba, bb), "flops",
+                    2 * 16 * 1024 ** 3),
+        "vecmat": (lambda: ops.matmul(v, w), lambda: torch.matmul(v, w), "flops",
+                   2 * 8192 ** 2),
         "add": (lambda: ops.add(big, other), None, "bytes", 3 * el),
         "add_bcast": (lambda: ops.add(big, col), None, "bytes", 2 * el),
         "mul": (lambda: ops.mul(big, other), None, "bytes", 3 * el),
