@@ -132,3 +132,16 @@ def test_bad_shapes(sa, sb):
 def test_bad_dtype():
     with pytest.raises(NodeError):
         ms.matmul_kernel((2, 3), (3, 4), a_dtype=np.float64)
+
+
+def test_random_shapes_of_a_tile_or_more():
+    """The tiled kernel with edges: random sizes around and above one 128x128 tile."""
+    rng = np.random.default_rng(11)
+    for _ in range(4):
+        m, k = (int(rng.integers(128, 280)) for _ in range(2))
+        n = int(rng.integers(1, 40))
+        if rng.integers(0, 2):
+            p = _run((m, n), (n, k), rng)
+        else:
+            p = _run((2, m, n), (2, n, k), rng)
+        assert "cut" in p.name or "128x128" in p.name

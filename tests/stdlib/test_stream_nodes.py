@@ -137,3 +137,27 @@ def test_more_rows_than_a_grid_dimension_holds(a_shape, b_shape):
     np.testing.assert_array_equal(ops.add(a, b), a + b)
     x = rng.standard_normal((70000, 3)).astype(np.float32)
     np.testing.assert_array_equal(ops.slice(x, 1, 69999), x[1:69999])
+
+
+def test_random_shapes_and_ranges():
+    """Random ranks, odd sizes, size-1 axes and broadcast masks; random slices."""
+    rng = np.random.default_rng(61)
+    sizes = [1, 2, 3, 5, 7, 8, 13, 64, 100, 257]
+    for _ in range(30):
+        rank = int(rng.integers(1, 4))
+        shape = tuple(int(rng.choice(sizes)) for _ in range(rank))
+        mask = rng.integers(0, 2, rank).astype(bool)
+        a = rng.standard_normal(shape).astype(np.float32)
+        b = rng.standard_normal(tuple(d if k else 1 for d, k in zip(shape, mask))
+                                ).astype(np.float32)
+        np.testing.assert_allclose(ops.add(a, b), a + b, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(ops.mul(a, b), a * b, rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(ops.relu(a), np.maximum(a, 0))
+        begin = int(rng.integers(0, shape[0]))
+        end = int(rng.integers(begin + 1, shape[0] + 1))
+        np.testing.assert_array_equal(ops.slice(a, begin, end), a[begin:end])
+        r = rng.standard_normal((end - begin, *shape[1:])).astype(np.float32)
+        want = a.copy()
+        want[begin:end] = r
+        ops.replace_slice(a, r, np.array([begin], np.int64), np.array([end], np.int64))
+        np.testing.assert_array_equal(a, want)
