@@ -178,32 +178,25 @@ def matmul(a, b):
     sa, sb = check_tensor("a", a), check_tensor("b", b)
     p, binds = matmul_kernel(sa, sb)
     a, b = _contig(a), _contig(b)
-    if len(sa) == 1:
-        out_shape = (sb[1],)
-        a2 = a.reshape(1, sa[0])
-    else:
-        out_shape = sa[:-1] + (sb[-1],)
-        a2 = a
-    out = _empty(a, out_shape)
-    c2 = out.reshape(1, sb[1]) if len(sa) == 1 else out
+    out = _empty(a, sa[:-1] + (sb[-1],))  # [k] for [n] @ [n, k]
     names = [q.name for q in p.ir.params if q.is_array]
-    _run(p, **dict(zip(names, (a2, b, c2))))
+    _run(p, **dict(zip(names, (a, b, out))))
     return out
 
 
 def permute(x, perm):
     """``numpy.transpose(x, perm)`` (a copy)."""
-    from .stdlib.permute_schedule import permute_kernel
-    from .stdlib.shapes import merge_permutation, normalize_perm
+    from .stdlib.permute_schedule import merged_shapes, permute_kernel
+    from .stdlib.shapes import normalize_perm
 
     shape = check_tensor("x", x)
     perm = normalize_perm(perm, len(shape))
     p, binds, out_shape = permute_kernel(shape, perm)
-    in_shape = merge_permutation(shape, perm)[0]
+    in_merged, out_merged = merged_shapes(shape, perm)  # the kernel's array shapes
     x = _contig(x)
-    out = _empty(x, tuple(shape[i] for i in perm))
+    out = _empty(x, out_shape)
     ins = [q.name for q in p.ir.params if q.is_array]
-    _run(p, **{ins[0]: x.reshape(in_shape), ins[1]: out.reshape(out_shape)})
+    _run(p, **{ins[0]: x.reshape(in_merged), ins[1]: out.reshape(out_merged)})
     return out
 
 

@@ -1,0 +1,85 @@
+"""``gpudsl.ops`` end to end against numpy: on the GPU where there is one (numpy
+arrays copied to the device and back), else on the emulator (in CI); and, marked
+``gpu``, on PyTorch device tensors (in place, no host copies)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpudsl
+from gpudsl import ops
+
+RNG = np.random.default_rng(2026)
+
+
+def _r(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.gpu
+def test_ops_run_on_the_gpu():
+    assert ops.target() == "cuda"
+
+
+@pytest.mark.parametrize("sa, sb", [((512, 256), (256, 384)), ((300, 77), (77, 260)),
+                                    ((4, 256, 64), (4, 64, 128)), ((3, 130, 9), (3, 9, 131)),
+                                    ((1000,), (1000, 333)), ((5, 7), (7, 3))], ids=str)
+def test_matmul(sa, sb):
+    a, b = _r(*sa), _r(*sb)
+    np.testing.assert_allclose(ops.matmul(a, b), a @ b, rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("shape, perm", [((1024, 768), (1, 0)), ((33, 65), (1, 0)),
+                                         ((8, 96, 160), (0, 2, 1)), ((7, 45, 70), (2, 0, 1)),
+                                         ((16, 64, 32), (1, 0, 2)), ((3, 70000), (1, 0))],
+                         ids=str)
+def test_permute(shape, perm):
+    x = _r(*shape)
+    np.testing.assert_array_equal(ops.permute(x, perm), np.transpose(x, perm))
+
+
+@pytest.mark.parametrize("sa, sb", [((1024, 1024), (1024, 1024)), ((1023, 77), (1023, 1)),
+                                    ((5, 300, 8), (1, 300, 1)), ((70000, 3), (70000, 1))],
+                         ids=str)
+def test_pointwise(sa, sb):
+    a, b = _r(*sa), _r(*sb)
+    np.testing.assert_allclose(ops.add(a, b), a + b, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ops.mul(a, b), a * b, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(ops.relu(a), np.maximum(a, 0))
+    np.testing.assert_allclose(ops.silu(a), a / (1 + np.exp(-a)), rtol=2e-6, atol=1e-6)
+
+
+def test_slice_and_replace_slice():
+    x = _r(1000, 129)
+    np.testing.assert_array_equal(ops.slice(x, 17, 900), x[17:900])
+    r = _r(100, 129)
+    want = x.copy()
+    want[200:300] = r
+    ops.replace_slice(x, r, np.array([200], np.int64), np.array([300], np.int64))
+    np.testing.assert_array_equal(x, want)
+    before = x.copy()
+    with pytest.raises(gpudsl.Error):
+        ops.replace_slice(x, r, np.array([950], np.int64), np.array([1050], np.int64))
+    np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.gpu
+def test_torch_device_tensors():
+    torch = pytest.importorskip("torch")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = dict(device="cuda", dtype=torch.float32)
+    a, b = torch.randn(300, 200, **dev), torch.randn(200, 260, **dev)
+    c = ops.matmul(a, b)
+    assert isinstance(c, torch.Tensor) and c.is_cuda
+    torch.testing.assert_close(c, a @ b, rtol=2e-4, atol=2e-4)
+    x = torch.randn(64, 1, 96, **dev)
+    y = torch.randn(64, 50, 96, **dev)
+    torch.testing.assert_close(ops.add(y, x), y + x)
+    torch.testing.assert_close(ops.permute(y, (2, 0, 1)), y.permute(2, 0, 1))
+    torch.testing.assert_close(ops.silu(y), torch.nn.functional.silu(y), rtol=2e-6,
+                               atol=1e-6)
+    r = torch.randn(10, 50, 96, **dev)
+    want = y.clone()
+    want[5:15] = r
+    ops.replace_slice(y, r, torch.tensor([5], device="cuda"), torch.tensor([15], device="cuda"))
+    torch.testing.assert_close(y, want)
