@@ -83,3 +83,21 @@ def test_torch_device_tensors():
     want[5:15] = r
     ops.replace_slice(y, r, torch.tensor([5], device="cuda"), torch.tensor([15], device="cuda"))
     torch.testing.assert_close(y, want)
+
+
+def test_permute_every_permutation_through_ops():
+    import itertools
+
+    for shape in [(5, 33), (1, 40), (3, 1, 35), (2, 33, 4), (34, 3, 1)]:
+        x = _r(*shape)
+        for perm in itertools.permutations(range(len(shape))):
+            np.testing.assert_array_equal(ops.permute(x, perm), np.transpose(x, perm),
+                                          err_msg=f"{shape} {perm}")
+
+
+def test_inputs_that_are_not_contiguous():
+    a = _r(40, 30).T  # a transposed view
+    b = _r(40, 20)
+    np.testing.assert_allclose(ops.matmul(a, b), a @ b, rtol=2e-4, atol=2e-4)
+    np.testing.assert_array_equal(ops.relu(a), np.maximum(a, 0))
+    np.testing.assert_array_equal(ops.permute(a, (1, 0)), a.T)
