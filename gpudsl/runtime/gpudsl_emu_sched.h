@@ -189,7 +189,10 @@ static void init_fiber(Block* b, int idx) {
 #endif
 }
 
-// Stacks for up to `cap` fibers, mapped once and reused by every block and launch.
+// Stacks for up to `cap` fibers, mapped by each worker at the start of a launch, reused by
+// every block it runs and unmapped at the end.  (Keeping idle pools between launches ran a
+// test process out of memory mappings: every loaded module kept its own, and each guard
+// page splits a mapping in three, against Linux's default limit of 65530.)
 struct Pool {
   char* map = nullptr;
   size_t map_len = 0;
@@ -219,27 +222,13 @@ struct Pool {
     cap = n;
     return true;
   }
+  ~Pool() { release(); }
   void release() {
     if (map) munmap(map, map_len);
     map = nullptr; cap = 0; fibers.clear(); st.clear(); ctx.clear();
   }
 };
 static_assert(sizeof(Fiber) <= 4096, "Fiber record must fit in a page");
-
-static std::mutex g_pool_mu;
-static std::vector<Pool*> g_pools;  // idle pools
-
-static Pool* acquire_pool() {
-  std::lock_guard<std::mutex> lk(g_pool_mu);
-  if (g_pools.empty()) return new Pool();
-  Pool* p = g_pools.back();
-  g_pools.pop_back();
-  return p;
-}
-static void release_pool(Pool* p) {
-  std::lock_guard<std::mutex> lk(g_pool_mu);
-  g_pools.push_back(p);
-}
 
 // ------------------------------------------------------------------ barriers
 static const char* where(const Fiber* f, char* buf, size_t n) {
@@ -454,8 +443,9 @@ static void run_blocks(Launch* L) {
   int n = (int)(L->block.x * L->block.y * L->block.z);
   ErrorSlot* saved = t_slot;
   t_slot = &L->error;
-  Pool* pool = acquire_pool();
-  if (!pool->reserve(n)) { L->failed = true; release_pool(pool); t_slot = saved; return; }
+  Pool stacks;
+  Pool* pool = &stacks;
+  if (!pool->reserve(n)) { L->failed = true; t_slot = saved; return; }
   std::vector<uint64_t> smem((L->dyn_smem + 7) / 8 + 2);
   Block b;
   b.block_dim = L->block;
@@ -485,7 +475,7 @@ static void run_blocks(Launch* L) {
     switch_to(&b.main, &b.ctx[0]);
     if (b.failed) { L->failed = true; break; }
   }
-  release_pool(pool);
+  pool->release();
   t_slot = saved;
 }
 

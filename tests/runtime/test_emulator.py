@@ -185,3 +185,24 @@ def test_shared_object_is_cached(cache):
     x = np.zeros(4, np.float32)
     second.launch("k", 1, 4, [x])
     assert (x == 1).all()
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/maps"), reason="Linux only")
+def test_launches_leave_no_thread_stacks_mapped(cache):
+    """Each worker maps its fibers' stacks (with a guard page each) for one launch only:
+    a process that loads hundreds of modules must stay far below the kernel's limit on
+    memory mappings (65530 by default)."""
+    def maps():
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+
+    fresh = build_emulator_module(SOURCE + "\n// a module of its own\n", SIGS, cache=cache,
+                                  workers=2)
+    n = 1 << 12
+    x = RNG.random(n, dtype=np.float32)
+    out = np.zeros(n // 256, np.float32)
+    before = maps()
+    for _ in range(3):
+        fresh.launch("reduce256", (n // 256,), (256,), [x, out, np.int32(n)])
+    assert maps() - before < 16
+    np.testing.assert_allclose(out, x.reshape(-1, 256).sum(1), rtol=1e-5)
