@@ -16,8 +16,8 @@ import platform
 import statistics
 import sys
 
-NODES = ["matmul", "matmul_4000", "bmatmul", "vecmat", "add", "add_bcast", "mul", "relu", "silu", "permute2d", "permute3d_021",
-         "permute3d_210", "slice", "replace_slice"]
+NODES = ["matmul", "matmul_4000", "bmatmul", "vecmat", "add", "add_bcast", "mul", "relu",
+         "silu", "permute2d", "permute3d_021", "permute3d_210", "slice", "replace_slice"]
 
 
 def _need_gpu():

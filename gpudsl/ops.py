@@ -125,7 +125,7 @@ def slice(x, begin: int, end: int):  # noqa: A001  (the node's name)
     m = end - begin
     x = _contig(x)
     out = _empty(x, (m,) + shape[1:])
-    _run(plan_slice(m, c), begin=begin, x=x.reshape(n, c), out=out.reshape(m, c))
+    _run(plan_slice(c), begin=begin, x=x.reshape(n, c), out=out.reshape(m, c))
     return out
 
 
@@ -148,7 +148,7 @@ def replace_slice(x, r, begin, end):
     n, c = _rows(xs)
     m = rs[0]
     err = _zeros(x, (1,), np.int32)
-    _run(plan_replace_slice(m, c), x=x.reshape(n, c), r=_contig(r).reshape(m, c),
+    _run(plan_replace_slice(c), x=x.reshape(n, c), r=_contig(r).reshape(m, c),
          begin=begin, end=end, err=err)
     if int(err[0]) != 0:
         raise NodeError(f"replace_slice: the range [begin, end) read from the device is "

@@ -269,13 +269,13 @@ class ProcParser:
         for kw in it.keywords:
             if kw.arg == "unroll" and isinstance(kw.value, ast.Constant):
                 unroll = bool(kw.value.value)
-            elif kw.arg == "blocks_per_sm" and mapping == BLOCKS and isinstance(
-                    kw.value, ast.Constant) and type(kw.value.value) is int \
+            elif kw.arg == "blocks_per_sm" and mapping == BLOCKS and not self.in_blocks \
+                    and isinstance(kw.value, ast.Constant) and type(kw.value.value) is int \
                     and kw.value.value >= 0:
                 per_sm = kw.value.value
             else:
                 raise self.err(kw, f"{it.func.id}() takes only the keywords unroll=True and, "
-                               "on a BLOCKS loop, blocks_per_sm=<int>")
+                               "on the outermost BLOCKS loop, blocks_per_sm=<int>")
         if len(it.args) == 1:
             lo, hi = Const(0, INDEX, loc), self.ex.int_expr(it.args[0], "a loop bound")
         elif len(it.args) == 2:

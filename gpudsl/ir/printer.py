@@ -120,10 +120,10 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
         t = s.ty.name if not s.shape else f"{s.ty.name}[{_shape(s.shape)}]"
         return [f"{pad}{s.name}: {t} @ {s.mem.name}"]
     if isinstance(s, For):
-        unroll = ", unroll=True" if s.unroll else ""
+        hints = ", unroll=True" if s.unroll else ""
         if s.blocks_per_sm:
-            unroll += f", blocks_per_sm={s.blocks_per_sm}"
-        rng = f"{s.kind}({print_expr(s.lo)}, {print_expr(s.hi)}{unroll})"
+            hints += f", blocks_per_sm={s.blocks_per_sm}"
+        rng = f"{s.kind}({print_expr(s.lo)}, {print_expr(s.hi)}{hints})"
         if s.mapping is not None:
             rng += f" @ {s.mapping.name}"
         return [f"{pad}for {s.iter} in {rng}:"] + print_block(s.body, indent + 1)

@@ -443,16 +443,15 @@ static void run_blocks(Launch* L) {
   int n = (int)(L->block.x * L->block.y * L->block.z);
   ErrorSlot* saved = t_slot;
   t_slot = &L->error;
-  Pool stacks;
-  Pool* pool = &stacks;
-  if (!pool->reserve(n)) { L->failed = true; t_slot = saved; return; }
+  Pool pool;  // unmapped when it goes out of scope
+  if (!pool.reserve(n)) { L->failed = true; t_slot = saved; return; }
   std::vector<uint64_t> smem((L->dyn_smem + 7) / 8 + 2);
   Block b;
   b.block_dim = L->block;
   b.grid_dim = L->grid;
-  b.fibers = pool->fibers.data();
-  b.st = pool->st.data();
-  b.ctx = pool->ctx.data();
+  b.fibers = pool.fibers.data();
+  b.st = pool.st.data();
+  b.ctx = pool.ctx.data();
   b.n = n;
   b.thunk = L->thunk;
   b.args = L->args;
@@ -475,7 +474,6 @@ static void run_blocks(Launch* L) {
     switch_to(&b.main, &b.ctx[0]);
     if (b.failed) { L->failed = true; break; }
   }
-  pool->release();
   t_slot = saved;
 }
 

@@ -261,8 +261,7 @@ def set_unroll(p, loop, unroll: bool = True):
     if s.kind != "seq" and unroll:
         raise SchedulingError(prim, f"loop {s.iter} is a par loop; only seq loops unroll",
                               s.loc)
-    return result(p, splice(p.ir, c.addr, [s.with_(unroll=bool(unroll))]),
-                  fwd_splice(c.addr, 1, lambda r: c.addr + r[1:]))
+    return _with_loop_fields(p, c, unroll=bool(unroll))
 
 
 def set_blocks_per_sm(p, loop, blocks: int):
@@ -273,15 +272,19 @@ def set_blocks_per_sm(p, loop, blocks: int):
     prim = "set_blocks_per_sm"
     c = resolve(p, loop, prim, "loop")
     s: For = c.node()
-    if s.mapping is None or s.mapping.name != "BLOCKS" or any(
-            isinstance(a, For) and a.mapping is not None and a.mapping.name == "BLOCKS"
-            for a in ancestors(p.ir, c.addr)):
+    if s.mapping != BLOCKS or any(isinstance(a, For) and a.mapping == BLOCKS
+                                  for a in ancestors(p.ir, c.addr)):
         raise SchedulingError(prim, f"loop {s.iter} is not the outermost BLOCKS loop of a "
                               "kernel", s.loc)
     if not isinstance(blocks, int) or blocks < 0:
         raise SchedulingError(prim, f"blocks per multiprocessor must be an int >= 0, not "
                               f"{blocks!r}", s.loc)
-    return result(p, splice(p.ir, c.addr, [s.with_(blocks_per_sm=blocks)]),
+    return _with_loop_fields(p, c, blocks_per_sm=blocks)
+
+
+def _with_loop_fields(p, c, **fields):
+    """The loop at cursor ``c`` with ``fields`` changed, nothing else (hints only)."""
+    return result(p, splice(p.ir, c.addr, [c.node().with_(**fields)]),
                   fwd_splice(c.addr, 1, lambda r: c.addr + r[1:]))
 
 

@@ -288,19 +288,13 @@ def _schedule_edge(p: Proc, sfx: str, threads: int, batched: bool) -> Proc:
     """The loop nest of the first loop still named ``j`` (in ``[z,] i``): one block per
     row of C and ``threads`` columns per block with a guarded tail; the output in a
     register while it is summed."""
-    j = p.find_loop("j")
-    i = j.parent()
-    z = i.parent() if batched else None
-    q = divide_loop(p, j, threads, ["bj" + sfx, "tj" + sfx], tail="guard")
-    i = q.forward(i)
+    bj, tj = "bj" + sfx, "tj" + sfx
+    q = divide_loop(p, p.find_loop("j"), threads, [bj, tj], tail="guard")
     if batched:
-        z = q.forward(z)
-        q2 = parallelize_loop(q, z, BLOCKS)
-        i = q2.forward(i)
-        q = q2
-    q = parallelize_loop(q, i, BLOCKS)
-    q = parallelize_loop(q, "bj" + sfx, BLOCKS)
-    q = parallelize_loop(q, "tj" + sfx, THREADS)
+        q = parallelize_loop(q, q.find_loop(bj).parent().parent(), BLOCKS)
+    q = parallelize_loop(q, q.find_loop(bj).parent(), BLOCKS)
+    q = parallelize_loop(q, bj, BLOCKS)
+    q = parallelize_loop(q, tj, THREADS)
     st = q.find("c[_] = 0.0")
     win = "c[" + ", ".join(print_expr(e) for e in st.node().idx) + "]"
     return stage_mem(q, st.parent().body(), win, "acc" + sfx, REGISTER)
@@ -412,5 +406,5 @@ def matmul_kernel(a_shape, b_shape, a_dtype=None, b_dtype=None, **opts):
     return guarded_kernel(batched), bind
 
 
-__all__ = ["schedule_matmul", "schedule_matmul_cut", "schedule_matmul_guarded", "schedule_vecmat",
-           "matmul_algorithm", "vecmat_algorithm", "matmul_kernel", "NodeError", "DEFAULTS"]
+__all__ = ["schedule_matmul", "schedule_matmul_cut", "schedule_matmul_guarded",
+           "schedule_vecmat", "matmul_algorithm", "vecmat_algorithm", "matmul_kernel", "NodeError", "DEFAULTS"]

@@ -173,9 +173,8 @@ def schedule_transpose_cut(p: Proc, perm: tuple, *, tile: int = TILE, pad: int =
     # edge 2: the last R x all C: blocks over R, threads along C
     p = divide_loop(p, p.find_loop(c, many=True)[-1], threads, ["bc_e1", "tc_e1"],
                     tail="guard")
-    rl = p.find_loop("bc_e1").parent()
     if batch is not None:
-        p = parallelize_loop(p, rl.parent(), BLOCKS)
+        p = parallelize_loop(p, p.find_loop("bc_e1").parent().parent(), BLOCKS)
     p = parallelize_loop(p, p.find_loop("bc_e1").parent(), BLOCKS)
     p = parallelize_loop(p, "bc_e1", BLOCKS)
     p = parallelize_loop(p, "tc_e1", THREADS)

@@ -59,7 +59,7 @@ def slice_kernel(vec: int, threads: int = THREADS_PER_BLOCK):
                            vec=vec, threads=threads)
 
 
-def plan_slice(m: int, c: int):
+def plan_slice(c: int):
     return slice_kernel(pick_vec(c))
 
 
@@ -72,5 +72,5 @@ def replace_slice_kernel(vec: int, threads: int = THREADS_PER_BLOCK):
                            vec=vec, threads=threads)
 
 
-def plan_replace_slice(m: int, c: int):
+def plan_replace_slice(c: int):
     return replace_slice_kernel(pick_vec(c))

@@ -58,7 +58,7 @@ def test_more_rows_than_the_limit_run_correctly(monkeypatch, n, m):
     np.testing.assert_array_equal(y2, 2 * x2)
 
 
-def test_grid_x_limit_is_still_refused():
+def test_grid_x_limit_is_still_refused(monkeypatch):
     @proc
     def wide(n: size, x: f32[n]):
         for b in par(0, n) @ BLOCKS:
@@ -66,10 +66,6 @@ def test_grid_x_limit_is_still_refused():
                 x[b] = 1.0
 
     k = wide.compile("emulator")
-    kernel_mod_limits = kernel_mod.GRID_LIMITS
-    try:
-        kernel_mod.GRID_LIMITS = (4, 65535, 65535)
-        with pytest.raises(gpudsl.LaunchError, match="gridDim.x"):
-            k(x=np.zeros(5, np.float32))
-    finally:
-        kernel_mod.GRID_LIMITS = kernel_mod_limits
+    monkeypatch.setattr(kernel_mod, "GRID_LIMITS", (4, 65535, 65535))
+    with pytest.raises(gpudsl.LaunchError, match="gridDim.x"):
+        k(x=np.zeros(5, np.float32))

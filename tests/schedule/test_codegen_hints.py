@@ -68,3 +68,9 @@ def test_blocks_per_sm_only_on_blocks_loops_in_source():
         proc_from_source("def f(n: size, x: f32[n]):\n"
                          "    for i in seq(0, n, blocks_per_sm=2):\n"
                          "        x[i] = 0.0\n", ns)
+    with pytest.raises(gpudsl.ProcError, match="outermost BLOCKS"):  # codegen reads it there
+        proc_from_source("def f(n: size, x: f32[n, 32]):\n"
+                         "    for i in par(0, n) @ BLOCKS:\n"
+                         "        for j in par(0, 1, blocks_per_sm=2) @ BLOCKS:\n"
+                         "            for t in par(0, 32) @ THREADS:\n"
+                         "                x[i, t] = 0.0\n", ns)
