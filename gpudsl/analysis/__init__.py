@@ -10,6 +10,6 @@
 from __future__ import annotations
 
 from .check import check
-from .report import Diagnostic, Report
+from .report import Diagnostic, DiagnosticKind, Report
 
-__all__ = ["check", "Report", "Diagnostic"]
+__all__ = ["check", "Report", "Diagnostic", "DiagnosticKind"]

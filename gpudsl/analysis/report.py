@@ -17,20 +17,50 @@ compiler, ``raise_if_failed()`` raises :class:`gpudsl.CheckError`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 from ..errors import CheckError, SrcLoc
 
-KINDS = ("race", "bounds", "divergence", "mapping", "resource", "unknown")
+
+class DiagnosticKind(str, Enum):
+    """Every kind of diagnostic check() produces (SPEC 2.5).  A member equals its
+    string (``DiagnosticKind.RACE == "race"``), so reports compare with either."""
+
+    RACE = "race"
+    BOUNDS = "bounds"
+    DIVERGENCE = "divergence"
+    MAPPING = "mapping"
+    RESOURCE = "resource"
+    UNKNOWN = "unknown"
+    WARNING = "warning"   # reported in ``Report.warnings``; does not make ``ok`` False
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+KINDS = tuple(k.value for k in DiagnosticKind if k is not DiagnosticKind.WARNING)
 
 
 @dataclass
 class Diagnostic:
-    kind: str
+    """The one constructor of check()'s findings: ``kind`` is coerced to a
+    :class:`DiagnosticKind`, so a misspelled kind fails where it is made."""
+
+    kind: DiagnosticKind
     message: str
     locations: list = field(default_factory=list)
     witness: dict = field(default_factory=dict)
     hint: str = ""
     notes: list = field(default_factory=list)   # one note per location ("write", "read")
+
+    def __post_init__(self):
+        try:
+            self.kind = DiagnosticKind(self.kind)
+        except ValueError:
+            raise ValueError(f"unknown diagnostic kind {self.kind!r}; the kinds are "
+                             f"{[k.value for k in DiagnosticKind]}") from None
 
     @property
     def is_error(self) -> bool:
