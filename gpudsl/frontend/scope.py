@@ -8,26 +8,26 @@ from ..errors import ProcError, SrcLoc
 from ..ir.nodes import ATOMIC_OPS, BUILTINS
 from ..ir.types import DTYPES, MAPPINGS, MEMORIES, DType, Mapping, Memory
 
-# Names the language gives a meaning of its own: a variable, allocation, loop
-# or proc of that name would read as something else (``sync()`` is the barrier,
-# ``min(a, b)`` the builtin, ``f32`` the type).
+# Names the language gives a meaning of its own: a variable, allocation or loop
+# of that name would read as something else (``min(a, b)`` is the builtin,
+# ``f32`` the type, ``seq`` a loop), and a proc named ``sync`` or ``atomic_add``
+# would be called as the barrier or the atomic.
+STATEMENT_NAMES = frozenset(("sync",)) | frozenset(f"atomic_{op}" for op in ATOMIC_OPS)
 RESERVED = frozenset(BUILTINS) | frozenset(DTYPES) | frozenset(MEMORIES) | \
-    frozenset(MAPPINGS) | frozenset(f"atomic_{op}" for op in ATOMIC_OPS) | \
-    frozenset(("bool_", "size", "index", "seq", "par", "range", "sync"))
+    frozenset(MAPPINGS) | STATEMENT_NAMES | \
+    frozenset(("bool_", "size", "index", "seq", "par", "range"))
 
 
-def name_problem(name) -> str | None:
-    """Why ``name`` cannot name a new variable, allocation, loop or proc; None if it can."""
+def name_problem(name, proc: bool = False) -> str | None:
+    """Why ``name`` cannot name a new variable, allocation or loop (a proc with
+    ``proc``); None if it can."""
     if not isinstance(name, str) or not name.isidentifier():
         return f"{name!r} is not a valid name"
     if keyword.iskeyword(name):
         return f"'{name}' is a Python keyword"
-    if name in RESERVED:
+    if name in (STATEMENT_NAMES if proc else RESERVED):
         return f"'{name}' is a name of the language (a builtin, type, memory or statement)"
     return None
-
-# kinds: "size", "index", "loop", "scalar" (parameter), "local" (allocated
-# scalar), "array" (tensor, window or allocated array)
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ from .exprs import ExprParser
 from .scope import RESERVED, Scope, Sym, name_problem
 
 
-def check_new_name(name, prim: str, loc=None) -> str:
-    """``name`` if it may name something new, else a SchedulingError of ``prim``."""
-    why = name_problem(name)
+def check_new_name(name, prim: str, loc=None, proc: bool = False) -> str:
+    """``name`` if it may name a new variable, allocation or loop (a proc with
+    ``proc``), else a SchedulingError of ``prim``: what a proc may not bind."""
+    why = name_problem(name, proc)
     if why is not None:
         raise SchedulingError(prim, why, loc, "pick another name")
     return name

@@ -444,7 +444,7 @@ def simplify(p):
 
 def rename(p, name: str):
     """The same proc under another name."""
-    check_new_name(name, "rename", p.ir.loc)
+    check_new_name(name, "rename", p.ir.loc, proc=True)
     return result(p, p.ir.with_(name=name), fwd_identity)
 
 
