@@ -30,6 +30,10 @@ def name_problem(name, proc: bool = False) -> str | None:
     return None
 
 
+# kinds: "size", "index", "loop", "scalar" (parameter), "local" (allocated
+# scalar), "array" (tensor, window or allocated array)
+
+
 @dataclass(frozen=True)
 class Sym:
     name: str
