@@ -15,6 +15,7 @@ _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
            ast.GtE: ">="}
 _FLOAT_FUNCS = ("exp", "log", "sqrt", "tanh")
+_PLURAL = {"size": "sizes", "index": "index parameters", "loop": "loop variables"}
 # Scalar type names as written in procs: ``bool_`` (what gpudsl exports, since
 # ``bool`` is Python's) means ``bool``.
 TYPE_NAMES: dict[str, DType] = {**DTYPES, "bool_": bool_}
@@ -84,7 +85,7 @@ class ExprParser:
                 sym = self.scope.lookup(n.id)
                 if sym is not None and sym.kind not in allowed:
                     raise self.err(n, f"{what} may use only "
-                                   f"{' and '.join(a + 's' for a in allowed)} and constants; "
+                                   f"{', '.join(_PLURAL[a] for a in allowed)} and constants; "
                                    f"'{n.id}' is {sym.describe()}")
             elif isinstance(n, ast.Subscript):
                 raise self.err(n, f"{what} cannot read memory")

@@ -14,7 +14,7 @@ from ..ir.types import (BLOCKS, DTYPES, GLOBAL, INDEX, MAPPINGS, MEMORIES, REGIS
                         THREADS, bool_)
 from ..ir.visitor import substitute
 from .exprs import TYPE_NAMES, ExprParser, coerce
-from .scope import Scope, Sym
+from .scope import Scope, Sym, name_problem
 from .source import Source
 
 _LOOP_FUNCS = ("seq", "range", "par")
@@ -36,6 +36,8 @@ class ProcParser:
 
     def parse(self) -> ProcDef:
         fn = self.src.tree
+        if name_problem(fn.name, proc=True):
+            raise self.err(fn, name_problem(fn.name, proc=True), "rename the proc")
         a = fn.args
         if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
             raise self.err(fn, "procs take plain positional parameters only",

@@ -1,10 +1,34 @@
 """Names in scope while parsing a proc, with what each one is."""
 from __future__ import annotations
 
+import keyword
 from dataclasses import dataclass
 
 from ..errors import ProcError, SrcLoc
-from ..ir.types import DType, Mapping, Memory
+from ..ir.nodes import ATOMIC_OPS, BUILTINS
+from ..ir.types import DTYPES, MAPPINGS, MEMORIES, DType, Mapping, Memory
+
+# Names the language gives a meaning of its own: a variable, allocation or loop
+# of that name would read as something else (``min(a, b)`` is the builtin,
+# ``f32`` the type, ``seq`` a loop), and a proc named ``sync`` or ``atomic_add``
+# would be called as the barrier or the atomic.
+STATEMENT_NAMES = frozenset(("sync",)) | frozenset(f"atomic_{op}" for op in ATOMIC_OPS)
+RESERVED = frozenset(BUILTINS) | frozenset(DTYPES) | frozenset(MEMORIES) | \
+    frozenset(MAPPINGS) | STATEMENT_NAMES | \
+    frozenset(("bool_", "size", "index", "seq", "par", "range"))
+
+
+def name_problem(name, proc: bool = False) -> str | None:
+    """Why ``name`` cannot name a new variable, allocation or loop (a proc with
+    ``proc``); None if it can."""
+    if not isinstance(name, str) or not name.isidentifier():
+        return f"{name!r} is not a valid name"
+    if keyword.iskeyword(name):
+        return f"'{name}' is a Python keyword"
+    if name in (STATEMENT_NAMES if proc else RESERVED):
+        return f"'{name}' is a name of the language (a builtin, type, memory or statement)"
+    return None
+
 
 # kinds: "size", "index", "loop", "scalar" (parameter), "local" (allocated
 # scalar), "array" (tensor, window or allocated array)
@@ -51,6 +75,10 @@ class Scope:
         return None
 
     def bind(self, sym: Sym, loc: SrcLoc | None):
+        why = name_problem(sym.name)
+        if why is not None:
+            raise ProcError(f"{why}; it cannot name {sym.describe()}", loc,
+                            "pick another name")
         old = self.lookup(sym.name)
         if old is not None:
             where = f" (at line {old.loc.line})" if old.loc else ""

@@ -16,7 +16,7 @@ from ..ir.visitor import bound_names, free_vars, rename as rename_names, substit
 from .cursors import (ancestors, block_of, fwd_identity, fwd_splice, replace_block, resolve,
                       result, splice)
 from .legality import collect, find_conflict, prove, raise_conflict
-from .patterns import parse_expr, scope_at
+from .patterns import check_new_name, parse_at, scope_at
 from .simplify import const_value, normalize, simplify_ir
 
 
@@ -32,8 +32,7 @@ def _check_new_names(p, addr, names, prim, loc, old=()):
                                                           [addr[-1]:addr[-1] + 1]))
     taken -= set(old)
     for n in names:
-        if not isinstance(n, str) or not n.isidentifier():
-            raise SchedulingError(prim, f"{n!r} is not a valid name", loc)
+        check_new_name(n, prim, loc)
         if n in taken:
             raise SchedulingError(prim, f"the name '{n}' is already used here", loc,
                                   "pick a fresh name")
@@ -319,7 +318,7 @@ def cut_loop(p, loop, at):
     prim = "cut_loop"
     c = resolve(p, loop, prim, "loop")
     s: For = c.node()
-    cut = normalize(parse_expr(at, scope_at(p.ir, c.addr), prim, s.loc))
+    cut = normalize(parse_at(p.ir, c.addr, at, prim, "int", s.loc, "the cut point"))
     prove(p.ir, c.addr, lambda enc, env: z3.And(enc.int(s.lo, env) <= enc.int(cut, env),
                                                 enc.int(cut, env) <= enc.int(s.hi, env)),
           prim, f"{s.iter}'s bounds satisfy {_pe(s.lo)} <= {_pe(cut)} <= {_pe(s.hi)}", s.loc)
@@ -403,9 +402,8 @@ def specialize(p, block, conds):
         conds = [conds]
     if not conds:
         raise SchedulingError(prim, "give at least one condition", c.loc)
-    env = scope_at(p.ir, c.addr)
     stmts = c.node()
-    cs = [parse_expr(x, env, prim, c.loc) for x in conds]
+    cs = [parse_at(p.ir, c.addr, x, prim, "bool", c.loc, "a specialization") for x in conds]
     for x in cs:
         if x.ty != bool_:
             raise SchedulingError(prim, f"{_pe(x)} is not a condition", c.loc)
@@ -446,8 +444,7 @@ def simplify(p):
 
 def rename(p, name: str):
     """The same proc under another name."""
-    if not isinstance(name, str) or not name.isidentifier():
-        raise SchedulingError("rename", f"{name!r} is not a valid proc name", p.ir.loc)
+    check_new_name(name, "rename", p.ir.loc, proc=True)
     return result(p, p.ir.with_(name=name), fwd_identity)
 
 

@@ -22,7 +22,7 @@ from .cursors import (Cursor, ancestors, block_of, fwd_identity, fwd_insert, fwd
 from .legality import (Enc, _instance, _model_int, _solver, _witness, base_facts, collect,
                        context_facts, find_conflict, prove, raise_conflict)
 from .loops import _pe, check_parallel
-from .patterns import parse_expr, parse_window, scope_at
+from .patterns import check_new_name, parse_at, scope_at
 from .simplify import const_value, normalize
 
 
@@ -100,7 +100,7 @@ def stage_mem(p, block, window, name: str, memory: Memory = SHARED):
     stmts = c.node()
     loc = stmts[0].loc
     env = scope_at(p.ir, c.addr)
-    win = parse_window(window, env, prim, loc)
+    win = parse_at(p.ir, c.addr, window, prim, "window", loc)
     if not win.idx:  # the whole array or a scalar
         shape = env[win.name][2]
         win = win.with_(idx=tuple(Interval(Const(0), x) for x in shape))
@@ -108,6 +108,7 @@ def stage_mem(p, block, window, name: str, memory: Memory = SHARED):
                               Interval(normalize(w.lo), normalize(w.hi)) for w in win.idx))
     buf = win.name
     ty, shape = env[buf][1], env[buf][2]
+    check_new_name(name, prim, loc)
     if name in _all_names(p.ir) or name in env:
         raise SchedulingError(prim, f"the name '{name}' is already used", loc)
     if memory not in (SHARED, REGISTER, GLOBAL):
@@ -264,7 +265,7 @@ def pad_dim(p, alloc, dim: int, size):
     s: Alloc = c.node()
     if not (0 <= dim < len(s.shape)):
         raise SchedulingError(prim, f"'{s.name}' has no dimension {dim}", s.loc)
-    new = normalize(parse_expr(size, scope_at(p.ir, c.addr), prim, s.loc))
+    new = normalize(parse_at(p.ir, c.addr, size, prim, "shape", s.loc, "the new extent"))
     old = s.shape[dim]
     prove(p.ir, c.addr, lambda enc, env: enc.int(new, env) >= enc.int(old, env), prim,
           f"the new extent {_pe(new)} is at least the old one {_pe(old)}", s.loc)
@@ -387,12 +388,9 @@ def expand_dim(p, alloc, size, index):
     prim = "expand_dim"
     c = resolve(p, alloc, prim, "alloc")
     s: Alloc = c.node()
-    env = scope_at(p.ir, c.addr)
-    for _, st in iter_stmts(p.ir):
-        if isinstance(st, For):
-            env.setdefault(st.iter, ("var", INDEX, ()))
-    sz = normalize(parse_expr(size, env, prim, s.loc))
-    ix = normalize(parse_expr(index, env, prim, s.loc))
+    sz = normalize(parse_at(p.ir, c.addr, size, prim, "shape", s.loc, "the new extent"))
+    ix = normalize(parse_at(p.ir, c.addr, index, prim, "int", s.loc, "the index",
+                            all_loops=True))
     bad_vars = free_vars(sz) - set(scope_at(p.ir, c.addr))
     if bad_vars:
         raise SchedulingError(prim, f"the size uses {', '.join(sorted(bad_vars))}, not "
@@ -473,6 +471,7 @@ def bind_expr(p, expr, name: str):
     if e.ty.kind == "index" or e.ty.kind == "bool":
         raise SchedulingError(prim, "index expressions and conditions stay symbolic; bind "
                               "values", st.loc)
+    check_new_name(name, prim, st.loc)
     if name in _all_names(p.ir) or name in scope_at(p.ir, c.addr):
         raise SchedulingError(prim, f"the name '{name}' is already used", st.loc)
     in_blocks = any(isinstance(x, For) and x.mapping == BLOCKS
