@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
-import keyword
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -105,16 +104,12 @@ def _nonneg_int(p, value, arg):
 
 
 def check_name(p, value, arg="name"):
-    """A new name: a Python identifier that is neither a keyword nor a name the
-    language gives a meaning to."""
-    from ..language import __all__ as language_names
+    """A new name, by the language's own rule (``frontend.scope.name_problem``)."""
+    from ..frontend.scope import name_problem
 
-    if not isinstance(value, str) or not value.isidentifier():
-        raise fail(f"{arg} must be an identifier, not {value!r}", p.ir.loc)
-    if keyword.iskeyword(value) or keyword.issoftkeyword(value) or value in language_names \
-            or value.startswith("__"):
-        raise fail(f"{value!r} cannot name a variable: the language reserves it", p.ir.loc,
-                   "pick another name")
+    why = name_problem(value)
+    if why is not None:
+        raise fail(f"{arg}: {why}", p.ir.loc, "pick another name")
     return value
 
 
