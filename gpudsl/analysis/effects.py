@@ -36,10 +36,11 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import SrcLoc
+from ..ir.inline import (PRED_CHECK, VALUE_CHECK, WINDOW_CHECK, Inliner, bind_value,
+                         caller_names)
 from ..ir.nodes import (Alloc, Assign, Atomic, Call, Const, Expr, For, If, Pass, Point,
                         ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var)
 from ..ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS, Memory, bool_
-from ..ir.inline import PRED_CHECK, WINDOW_CHECK, Inliner, caller_names
 from ..ir.visitor import walk
 from .phases import PhaseCounter
 
@@ -177,7 +178,7 @@ def _threads_depth(s: For) -> int:
 class _Collector:
     def __init__(self, p: ProcDef):
         self.p = p
-        inl = Inliner(caller_names(p), obligations=True)
+        inl = Inliner(caller_names(p), obligations=True, bind=bind_value)
         self.extra = inl.bounds
         self.eff = Effects(p, inl.block(p.body), keep=inl.keep)
         self.uid = 0
@@ -230,6 +231,9 @@ class _Collector:
             return
         if isinstance(s, Assign) and s.name == PRED_CHECK:
             self.eff.call_preds.append((self.ctx_access(s, st), s.rhs))
+            return
+        if isinstance(s, Assign) and s.name == VALUE_CHECK:
+            self.exprs([s.rhs], s, st)  # a scalar argument, read once at the call
             return
         if isinstance(s, (Assign, Reduce, Atomic)):
             if level == "block":

@@ -29,7 +29,12 @@ Options of :class:`Inliner`:
   window)`` for each window argument with indices (it must lie inside its array)
   and ``Assign(PRED_CHECK, (), cond)`` for each assert of the callee (the call
   must satisfy it); the effects pass turns them into proof obligations;
-- ``fold``: applied to every composed index (e.g. the scheduler's normaliser).
+- ``fold``: applied to every composed index (e.g. the scheduler's normaliser);
+- ``bind``: how a scalar argument is evaluated into the fresh name ``tmp``:
+  ``bind(tmp, arg, mem, loc)`` returns the statements (default :func:`bind_local`,
+  the allocation and assignment; the analysis uses :func:`bind_value`, which only
+  reads ``arg`` at the call, through ``Assign(VALUE_CHECK, (), arg)``, and leaves
+  ``tmp`` an opaque value, so no memory write stands at the call).
 
 ``Inliner.bounds`` maps ``id(node)`` of each access rewritten through a window
 (``Read``, ``Assign``, ``Reduce``, ``Atomic``) to ``(index, extent)`` pairs: the
@@ -48,6 +53,17 @@ from .visitor import Transformer, bound_names, free_vars, fresh_name, walk
 
 WINDOW_CHECK = "__window__"
 PRED_CHECK = "__pred__"
+VALUE_CHECK = "__value__"
+
+
+def bind_local(tmp: str, arg: Expr, mem, loc) -> tuple:
+    """``tmp: ty @ mem`` then ``tmp = arg``."""
+    return (Alloc(tmp, arg.ty, (), mem, loc), Assign(tmp, (), arg, loc))
+
+
+def bind_value(tmp: str, arg: Expr, mem, loc) -> tuple:
+    """Only the reads of ``arg`` at the call (``tmp`` stays an opaque value)."""
+    return (Assign(VALUE_CHECK, (), arg, loc),)
 
 
 def add(a: Expr, b: Expr) -> Expr:
@@ -182,12 +198,14 @@ class Inliner:
     """Inlines calls into a caller whose names are ``taken`` (see the module doc)."""
 
     def __init__(self, taken: set, *, keep_instr: bool = False, recursive: bool = True,
-                 obligations: bool = False, fold: Optional[Callable] = None):
+                 obligations: bool = False, fold: Optional[Callable] = None,
+                 bind: Callable = bind_local):
         self.taken = set(taken)
         self.keep_instr = keep_instr
         self.recursive = recursive
         self.obligations = obligations
         self.fold = fold or _same
+        self.bind = bind
         self.bounds: dict = {}
         self.keep: list = []
 
@@ -250,8 +268,7 @@ class Inliner:
         for pname, a in list(scalar_env.items()):
             if any(isinstance(n, Read) and n.name in writes for n in walk(a)):
                 tmp = self.fresh(pname)
-                pre.append(Alloc(tmp, a.ty, (), mem, call.loc))
-                pre.append(Assign(tmp, (), a, call.loc))
+                pre.extend(self.bind(tmp, a, mem, call.loc))
                 scalar_env[pname] = Read(tmp, (), a.ty, call.loc)
         sub = _Subst(var_env, scalar_env, win_env, renames, self)
         if self.obligations:
@@ -278,4 +295,5 @@ def inline_calls(p: ProcDef, keep_instr: bool = True) -> ProcDef:
 
 
 __all__ = ["Inliner", "inline_calls", "caller_names", "compose_index", "compose_window", "written_names",
-           "window_extents", "add", "WINDOW_CHECK", "PRED_CHECK"]
+           "window_extents", "add", "bind_local", "bind_value", "WINDOW_CHECK", "PRED_CHECK",
+           "VALUE_CHECK"]
