@@ -12,7 +12,7 @@ API (reusable by the scheduling primitives)::
     eff.syncs                         # list[SyncInfo]
     eff.window_checks, eff.call_preds # bounds obligations of windows and callee asserts
 
-Calls are inlined first (:mod:`gpudsl.analysis.inline`), so a window ``s[t:t+2]``
+Calls are inlined first (:mod:`gpudsl.ir.inline`), so a window ``s[t:t+2]``
 passed to a proc shows up as accesses of ``s`` itself.
 
 An :class:`Access` has: ``array`` (key of :class:`ArrayInfo`, unique per allocation),
@@ -36,11 +36,12 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import SrcLoc
+from ..ir.inline import (PRED_CHECK, VALUE_CHECK, WINDOW_CHECK, Inliner, bind_value,
+                         caller_names)
 from ..ir.nodes import (Alloc, Assign, Atomic, Call, Const, Expr, For, If, Pass, Point,
                         ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var)
 from ..ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS, Memory, bool_
 from ..ir.visitor import walk
-from .inline import WINDOW_CHECK, inline_body
 from .phases import PhaseCounter
 
 
@@ -177,9 +178,9 @@ def _threads_depth(s: For) -> int:
 class _Collector:
     def __init__(self, p: ProcDef):
         self.p = p
-        body, extra, keep = inline_body(p)
-        self.extra = extra
-        self.eff = Effects(p, body, keep=keep)
+        inl = Inliner(caller_names(p), obligations=True, bind=bind_value)
+        self.extra = inl.bounds
+        self.eff = Effects(p, inl.block(p.body), keep=inl.keep)
         self.uid = 0
         self.scopes: list[dict] = [{}]
         for q in p.params:
@@ -228,8 +229,11 @@ class _Collector:
             self.eff.window_checks.append((self.ctx_access(s, st), s.rhs))
             self.exprs([i.pt if isinstance(i, Point) else i for i in s.rhs.idx], s, st)
             return
-        if isinstance(s, Assign) and s.name == "__pred__":
+        if isinstance(s, Assign) and s.name == PRED_CHECK:
             self.eff.call_preds.append((self.ctx_access(s, st), s.rhs))
+            return
+        if isinstance(s, Assign) and s.name == VALUE_CHECK:
+            self.exprs([s.rhs], s, st)  # a scalar argument, read once at the call
             return
         if isinstance(s, (Assign, Reduce, Atomic)):
             if level == "block":

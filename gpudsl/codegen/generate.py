@@ -1,6 +1,6 @@
 """A proc → one CUDA C translation unit (:class:`CudaModule`).
 
-Steps: inline sub-proc calls (:mod:`.inline`), cut the host level into kernels
+Steps: inline sub-proc calls (:mod:`gpudsl.ir.inline`), cut the host level into kernels
 and a launch program (:mod:`.plan`), emit each kernel (:mod:`.kernel`), then put
 the header, bound-size constants and the helpers that were used in front.
 
@@ -10,13 +10,13 @@ Index arithmetic is 32-bit (``int``) when every extent fits (see
 from __future__ import annotations
 
 from ..errors import CompileError
+from ..ir.inline import inline_calls, written_names
 from ..ir.nodes import (Assign, Atomic, ProcDef, Read, Reduce, Var, WindowArg)
 from ..ir.printer import print_expr
 from ..ir.types import INDEX, f16, bf16
 from ..ir.visitor import bound_names, walk
 from .cexpr import cname
 from .helpers import helper_source
-from .inline import inline_calls, written_names
 from .kernel import ArrayInfo, KernelWriter
 from .plan import (CudaModule, HostIf, HostLoop, HostSplitter, KernelInfo, KernelParam, NotConstant,
                    evaluate, walk_program)

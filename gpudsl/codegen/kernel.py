@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import CompileError, SrcLoc
+from ..ir.inline import written_names
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
                         Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg)
 from ..ir.printer import print_expr
@@ -34,7 +35,6 @@ from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, THREADS, DType, 
     bf16, f32, f64, i32, i64
 from ..ir.visitor import walk
 from .cexpr import ATOM, UNARY, ExprEmitter, cname
-from .inline import written_names
 from .plan import NeedsBinding, NotConstant, evaluate
 from .writer import Writer
 

@@ -33,11 +33,12 @@ from __future__ import annotations
 import z3
 
 from ..errors import SchedulingError
+from ..ir.inline import Inliner, caller_names
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
                         Interval, Param, Point, ProcDef, Read, Reduce, UnOp, Var, WindowArg)
-from ..ir.types import GLOBAL, INDEX, REGISTER, f32
-from ..ir.visitor import Transformer, bound_names, free_vars, fresh_name, rename, substitute
-from .cursors import block_of, fwd_splice, replace_block, resolve, result, splice
+from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, f32
+from ..ir.visitor import free_vars, substitute
+from .cursors import ancestors, block_of, fwd_splice, replace_block, resolve, result, splice
 from .legality import prove
 from .loops import _pe
 from .patterns import scope_at
@@ -51,92 +52,17 @@ def _e(op, a, b):
 # ------------------------------------------------------------------ inline
 
 
-def _win_index(w: WindowArg, idx: tuple) -> tuple:
-    if not w.idx:
-        return tuple(idx)
-    out, k = [], 0
-    for d in w.idx:
-        if isinstance(d, Point):
-            out.append(d.pt)
-        else:
-            out.append(normalize(_e("+", d.lo, idx[k])))
-            k += 1
-    return tuple(out)
-
-
-def inline_body(call: Call, taken: set) -> tuple:
-    """The callee's body with the call's arguments substituted."""
-    cd: ProcDef = call.proc
-    venv, senv, wenv = {}, {}, {}
-    for prm, arg in zip(cd.params, call.args):
-        if prm.kind in ("size", "index"):
-            venv[prm.name] = arg
-        elif prm.kind == "scalar":
-            senv[prm.name] = arg
-        else:
-            wenv[prm.name] = arg
-    # rename the callee's own names that clash with the caller's
-    ren = {}
-    for n in bound_names(cd.body):
-        if n in taken:
-            ren[n] = fresh_name(n, taken | set(ren.values()) | bound_names(cd.body))
-    body = rename(cd.body, ren) if ren else cd.body
-    body = substitute(body, venv)
-
-    class T(Transformer):
-        def visit_Read(self, e):
-            e = self.generic(e)
-            if e.name in senv and not e.idx:
-                return senv[e.name]
-            if e.name in wenv:
-                w = wenv[e.name]
-                return Read(w.name, _win_index(w, e.idx), e.ty, e.loc)
-            return e
-
-        def _st(self, s):
-            s = self.generic(s)
-            if s.name in wenv:
-                w = wenv[s.name]
-                return s.with_(name=w.name, idx=_win_index(w, s.idx))
-            return s
-
-        visit_Assign = visit_Reduce = visit_Atomic = _st
-
-        def visit_WindowArg(self, e):
-            if e.name not in wenv:
-                return e
-            w = wenv[e.name]
-            if not e.idx:
-                return w
-            if not w.idx:
-                return e.with_(name=w.name)
-            out, k = [], 0
-            for d in w.idx:
-                if isinstance(d, Point):
-                    out.append(d)
-                else:
-                    sub = e.idx[k]
-                    k += 1
-                    if isinstance(sub, Point):
-                        out.append(Point(normalize(_e("+", d.lo, sub.pt))))
-                    else:
-                        out.append(Interval(normalize(_e("+", d.lo, sub.lo)),
-                                            normalize(_e("+", d.lo, sub.hi))))
-            return e.with_(name=w.name, idx=tuple(out))
-
-    return T().visit_block(body)
-
-
 def inline(p, call):
-    """Replace a call of a proc by the proc's body."""
+    """Replace a call of a proc by the proc's body (scalars by value, windows as
+    aliases; :mod:`gpudsl.ir.inline`)."""
     prim = "inline"
     c = resolve(p, call, prim, "stmt")
     s = c.node()
     if not isinstance(s, Call):
         raise SchedulingError(prim, "expected a call", s.loc)
-    taken = bound_names(p.ir.body) | {x.name for x in p.ir.params}
-    body = inline_body(s, taken)
     a = c.addr
+    in_blocks = any(isinstance(x, For) and x.mapping == BLOCKS for x in ancestors(p.ir, a))
+    body = Inliner(caller_names(p.ir), recursive=False, fold=normalize).expand(s, in_blocks)
     return result(p, splice(p.ir, a, body),
                   fwd_splice(a, len(body), lambda r: a if len(r) == 1 else None))
 
@@ -445,4 +371,4 @@ def vectorize(p, loop, width: int):
     return replace(p, c, vector_copy_instr(width, dmem, smem))
 
 
-__all__ = ["inline", "inline_body", "replace", "vectorize", "vector_copy_instr"]
+__all__ = ["inline", "replace", "vectorize", "vector_copy_instr"]

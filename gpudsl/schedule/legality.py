@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import z3
 
 from ..errors import SchedulingError
+from ..ir.inline import Inliner
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
                         Interval, Point, ProcDef, Read, Reduce, Stmt, UnOp, Var, WindowArg)
 from .cursors import ancestors, block_of
@@ -239,9 +240,11 @@ def collect(stmts: tuple, loops=(), guards=(), locals_=frozenset(), out=None) ->
             collect(s.body, loops, guards + ((s.cond, True),), locals_, out)
             collect(s.orelse, loops, guards + ((s.cond, False),), locals_, out)
         elif isinstance(s, Call):
-            from .calls import inline_body
-
-            body = inline_body(s, set())
+            # the callee's names are renamed away from every caller name the body
+            # can meet after substitution: the arguments' names, the enclosing
+            # loops and the region's allocations
+            taken = {L.iter for L in loops} | set(locals_)
+            body = Inliner(taken).expand(s)
             n0 = len(out)
             collect(body, loops, guards, locals_, out)
             for a in out[n0:]:
