@@ -11,8 +11,7 @@ from .errors import (CheckError, CompileError, Error, InterpError, LaunchError, 
 from .language import *  # noqa: F401,F403
 from .language import __all__ as _lang_all
 from .proc import Proc, instr, proc, proc_from_source
-
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def interpret(p, detect_races: bool = False, **args):

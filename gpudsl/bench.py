@@ -54,7 +54,7 @@ def _time(fn, reps: int, inner: int) -> float:
 
 def _cases(torch, scale: int):
     """(node, gpudsl callable, reference kind, bytes moved or flops)."""
-    from . import ops
+    from .stdlib import ops
 
     f32 = dict(device="cuda", dtype=torch.float32)
     n = 8192 * scale

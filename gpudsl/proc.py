@@ -26,6 +26,13 @@ class Proc:
     def ir(self) -> ProcDef:
         return self._ir
 
+    def _derive(self, ir: ProcDef, forward) -> "Proc":
+        """The proc a scheduling primitive makes from this one: ``ir``, with cursors
+        of this proc forwarded into it by ``forward`` (see gpudsl.schedule.cursors).
+        Primitives build their results through this, so that the layers below
+        ``Proc`` never import it."""
+        return Proc(ir, (self, forward))
+
     @property
     def name(self) -> str:
         return self._ir.name
@@ -78,7 +85,7 @@ class Proc:
         return cuda_source(self, **bindings)
 
     def compile(self, target: str = "cuda", **bindings):
-        from .runtime.kernel import compile_proc
+        from .compiler import compile_proc
 
         return compile_proc(self, target, **bindings)
 

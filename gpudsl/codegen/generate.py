@@ -211,7 +211,7 @@ class ModuleWriter:
         return out
 
     def assemble(self, kernels: dict) -> str:
-        from .. import __version__
+        from ..version import __version__
 
         p = self.proc
         head = Writer()

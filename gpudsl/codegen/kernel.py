@@ -30,6 +30,7 @@ from ..errors import CompileError, SrcLoc
 from ..ir.inline import written_names
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
                         Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg)
+from ..ir.nests import DIMS, direct_nest, nest_dims
 from ..ir.printer import print_expr
 from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, THREADS, DType, bool_, f16, \
     bf16, f32, f64, i32, i64
@@ -38,7 +39,6 @@ from .cexpr import ATOM, UNARY, ExprEmitter, cname
 from .plan import NeedsBinding, NotConstant, evaluate
 from .writer import Writer
 
-DIMS = ("x", "y", "z")
 STATIC_SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ per block
 
 
@@ -59,29 +59,19 @@ def _err(msg, loc, hint=None):
 
 def thread_chain(f: For) -> list[For]:
     """The directly nested THREADS loops starting at ``f`` (outer first)."""
-    chain = [f]
-    while (len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], For)
-           and chain[-1].body[0].mapping == THREADS):
-        chain.append(chain[-1].body[0])
-        if len(chain) > 3:
-            raise _err("more than 3 directly nested @ THREADS loops", chain[-1].loc,
-                       "a block has 3 dimensions (threadIdx.z/y/x)")
+    chain = direct_nest(f)
+    if len(chain) > 3:
+        raise _err("more than 3 directly nested @ THREADS loops", chain[3].loc,
+                   "a block has 3 dimensions (threadIdx.z/y/x)")
     return chain
 
 
 def blocks_chain(f: For) -> list[For]:
-    chain = [f]
-    while (len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], For)
-           and chain[-1].body[0].mapping == BLOCKS):
-        chain.append(chain[-1].body[0])
-        if len(chain) > 3:
-            raise _err("more than 3 directly nested @ BLOCKS loops", chain[-1].loc,
-                       "a grid has 3 dimensions (blockIdx.z/y/x)")
+    chain = direct_nest(f)
+    if len(chain) > 3:
+        raise _err("more than 3 directly nested @ BLOCKS loops", chain[3].loc,
+                   "a grid has 3 dimensions (blockIdx.z/y/x)")
     return chain
-
-
-def chain_dims(n: int) -> tuple[str, ...]:
-    return ("z", "y", "x")[3 - n:]
 
 
 def _expr_nodes(s: Stmt):
@@ -196,7 +186,7 @@ class KernelWriter(ExprEmitter):
                             records[scope[n.name]].add(self._leading(n, nest))
                 if isinstance(s, For) and s.mapping == THREADS and nest is None:
                     chain = thread_chain(s)
-                    dims = chain_dims(len(chain))
+                    dims = nest_dims(len(chain))
                     for f, d in zip(chain, dims):
                         hi = self.const_int(f.hi, f"the bound of the @ THREADS loop "
                                             f"'{f.iter}'", f.loc)
@@ -274,7 +264,7 @@ class KernelWriter(ExprEmitter):
             w.line("extern __shared__ __align__(16) unsigned char gpudsl_smem[];")
         grid = [Const(1, INDEX)] * 3
         strided = 0  # grid-stride loops opened for blockIdx.y / .z
-        for b, d in zip(chain, chain_dims(len(chain))):
+        for b, d in zip(chain, nest_dims(len(chain))):
             for e in (b.lo, b.hi):
                 if any(isinstance(n, Read) for n in walk(e)):
                     raise _err(f"the bounds of the @ BLOCKS loop '{b.iter}' read memory",
@@ -453,7 +443,7 @@ class KernelWriter(ExprEmitter):
 
     def thread_nest(self, f: For) -> None:
         chain = thread_chain(f)
-        dims = chain_dims(len(chain))
+        dims = nest_dims(len(chain))
         conds = []
         for g, d in zip(chain, dims):
             lo = self.const_int(g.lo, f"the start of the @ THREADS loop '{g.iter}'", g.loc)

@@ -10,16 +10,17 @@ the loop variable as a kernel argument.
 
 :func:`split_host` cuts the (inlined) body into :class:`HostKernel` pieces and a
 host program of :class:`Launch` / :class:`HostLoop` / :class:`HostIf` steps.
-:func:`evaluate` computes control expressions (grid sizes, loop bounds) with
-Python's meaning of ``//`` and ``%``.
+:func:`gpudsl.ir.control.evaluate` (re-exported here) computes control expressions
+(grid sizes, loop bounds) with Python's meaning of ``//`` and ``%``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ..errors import CompileError, SrcLoc
-from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
-                        Pass, Read, Reduce, Stmt, Sync, UnOp, Var)
+from ..ir.nodes import (Alloc, Assign, Atomic, Call, Expr, For, If, Pass, Read, Reduce, Stmt,
+                        Sync)
+from ..ir.control import NotConstant, control_names, evaluate  # noqa: F401 (re-exported)
 from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS, DType
 from ..ir.visitor import walk
 
@@ -126,78 +127,6 @@ class NeedsBinding(CompileError):
 
 
 # ----------------------------------------------------------------- evaluation
-
-
-class NotConstant(Exception):
-    """An expression needs a value that is not known (a memory read or a free name)."""
-
-    def __init__(self, names=()):
-        self.names = set(names)
-
-
-def _floordiv(a: int, b: int) -> int:
-    if b == 0:
-        raise ZeroDivisionError("division by zero in a control expression")
-    return a // b
-
-
-def evaluate(e: Expr, env: dict) -> int | bool:
-    """The value of a control expression; ``env`` maps names to ints.  Raises
-    :class:`NotConstant` naming the unknown names."""
-    if isinstance(e, Const):
-        return e.val
-    if isinstance(e, Var):
-        if e.name in env:
-            return env[e.name]
-        raise NotConstant({e.name})
-    if isinstance(e, BinOp):
-        if e.op in ("and", "or"):
-            a = evaluate(e.lhs, env)
-            if e.op == "and":
-                return bool(a) and bool(evaluate(e.rhs, env))
-            return bool(a) or bool(evaluate(e.rhs, env))
-        missing = set()
-        vals = []
-        for x in (e.lhs, e.rhs):
-            try:
-                vals.append(evaluate(x, env))
-            except NotConstant as exc:
-                missing |= exc.names
-        if missing:
-            raise NotConstant(missing)
-        a, b = vals
-        op = e.op
-        if op == "+": return a + b  # noqa: E701
-        if op == "-": return a - b  # noqa: E701
-        if op == "*": return a * b  # noqa: E701
-        if op == "/": return a / b  # noqa: E701
-        if op == "//": return _floordiv(a, b)  # noqa: E701
-        if op == "%":
-            if b == 0:
-                raise ZeroDivisionError("modulo by zero in a control expression")
-            return a % b
-        if op == "&": return a & b  # noqa: E701
-        if op == "|": return a | b  # noqa: E701
-        if op == "^": return a ^ b  # noqa: E701
-        if op == "<<": return a << b  # noqa: E701
-        if op == ">>": return a >> b  # noqa: E701
-        return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b,
-                ">=": a >= b}[op]
-    if isinstance(e, UnOp):
-        v = evaluate(e.arg, env)
-        return (not v) if e.op == "not" else -v
-    if isinstance(e, Builtin):
-        vals = [evaluate(a, env) for a in e.args]
-        if e.name == "min": return min(vals)  # noqa: E701
-        if e.name == "max": return max(vals)  # noqa: E701
-        if e.name == "abs": return abs(vals[0])  # noqa: E701
-        if e.name == "select": return vals[1] if vals[0] else vals[2]  # noqa: E701
-        if e.name in ("i32", "i64"): return int(vals[0])  # noqa: E701
-    raise NotConstant(set())
-
-
-def control_names(e) -> set[str]:
-    return {n.name for n in walk(e) if isinstance(n, Var)}
 
 
 def reads_memory(e) -> bool:

@@ -10,6 +10,7 @@ import ast
 from ..errors import ProcError
 from ..ir.nodes import (ATOMIC_OPS, Alloc, Assign, Atomic, Call, Const, For, If, Interval,
                         Param, Pass, Point, ProcDef, Read, Reduce, Sync, WindowArg)
+from ..ir.procdef import as_procdef
 from ..ir.types import (BLOCKS, DTYPES, GLOBAL, INDEX, MAPPINGS, MEMORIES, REGISTER,
                         THREADS, bool_)
 from ..ir.visitor import substitute
@@ -330,17 +331,15 @@ class ProcParser:
         return Atomic(op, name, idx, self._value(v.args[1], sym), self.src.loc(s))
 
     def _call(self, s, v: ast.Call):
-        from ..proc import Proc
-
         callee = self.resolve(v.func)
         fname = ast.unparse(v.func)
         if callee is None:
             raise self.err(v.func, f"unknown proc '{fname}'",
                            "define it with @proc or @instr before this proc")
-        if not isinstance(callee, Proc):
+        cd = as_procdef(callee)
+        if cd is None:
             raise self.err(v.func, f"'{fname}' is not a gpudsl proc",
                            "only @proc / @instr functions and sync/atomic_* can be called")
-        cd = callee.ir
         args_nodes = list(v.args)
         if v.keywords:
             names = [p.name for p in cd.params]

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import Error, InterpError
 from ..ir.nodes import ProcDef
+from ..ir.procdef import as_procdef
 from ..ir.types import DTYPES
 from . import runtime as rt
 from .emit_stmt import ProcEmitter
@@ -66,9 +67,7 @@ def compiled(proc: ProcDef, race: bool, toplevel: bool):
 
 def python_source(proc, race: bool = False) -> str:
     """The Python source the interpreter runs for ``proc`` (for the curious)."""
-    from ..proc import Proc
-
-    pdef = proc.ir if isinstance(proc, Proc) else proc
+    pdef = as_procdef(proc) or proc
     return compiled(pdef, race, True).gpudsl_source
 
 

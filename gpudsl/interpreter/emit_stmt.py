@@ -15,7 +15,7 @@ from ..ir.printer import print_expr, print_stmt
 from ..ir.types import BLOCKS, INDEX, THREADS
 from ..ir.visitor import substitute
 from .emit_expr import ATOMIC, WRITE, ArrInfo, ExprEmitter
-from .nests import block_shape
+from ..ir.nests import block_shape
 from .runtime import fill_value, wrap_expr
 from ..errors import InterpError
 

@@ -314,9 +314,7 @@ def vector_copy_instr(width: int, dmem, smem):
     params = (Param("dst", "window", f32, (Const(width),), dmem),
               Param("src", "window", f32, (Const(width),), smem))
     pd = PD(f"vcopy{width}_{dmem.name}_{smem.name}", params, (), body, template)
-    from ..proc import Proc
-
-    _VEC_CACHE[key] = Proc(pd)
+    _VEC_CACHE[key] = pd
     return _VEC_CACHE[key]
 
 

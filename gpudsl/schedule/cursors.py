@@ -432,9 +432,7 @@ def resolve(p, x, prim: str, want: str = "stmt") -> Cursor:
 
 def result(old, new_ir: ProcDef, fwd) :
     """The new proc, linked to ``old`` for cursor forwarding."""
-    from ..proc import Proc
-
-    return Proc(new_ir, (old, fwd))
+    return old._derive(new_ir, fwd)
 
 
 __all__ = ["Cursor", "InvalidCursor", "find_loop", "find_alloc", "find", "forward", "body",

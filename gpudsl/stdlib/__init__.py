@@ -1,4 +1,8 @@
 """The standard library: checked, scheduled kernels for the nodes of a small
-inference graph (SPEC section 5).  ``algorithms`` holds the readable procs,
-the ``*_schedule`` modules derive fast kernels from them with
-``gpudsl.schedule`` primitives only; ``gpudsl.ops`` runs them on arrays."""
+inference graph (SPEC section 5), one module per node family: ``pointwise``
+(add, mul, relu, silu), ``slices`` (slice, replace_slice), ``matmul`` and
+``permute``.  Each holds the node's readable algorithm as procs, the schedules
+that derive its fast kernels with ``gpudsl.schedule`` primitives only, and the
+kernel choice for given shapes; ``common`` and ``stream_schedule`` hold what they
+share, ``shapes`` the shape rules, and ``ops`` (also ``gpudsl.ops``) runs the
+nodes on arrays."""

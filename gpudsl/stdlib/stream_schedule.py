@@ -20,6 +20,8 @@ from ..ir.types import BLOCKS, REGISTER, THREADS
 from ..schedule import divide_loop, parallelize_loop, stage_mem, vectorize
 from ..schedule.cursors import Cursor
 
+THREADS_PER_BLOCK = 256  # H100 default: 256 threads x float4 = 4 KB per block step
+
 def _find_loops(p, pred) -> list[Cursor]:
     """Cursors to every loop of ``p`` satisfying ``pred`` (pre-order)."""
     out: list[Cursor] = []

@@ -9,7 +9,7 @@ import pytest
 import gpudsl
 from gpudsl import BLOCKS, SHARED, THREADS, f32, par, proc, seq, size, sync
 from gpudsl.analysis import Diagnostic, Report, check
-from gpudsl.analysis.cli import run_check
+from gpudsl.cli.check import run_check
 
 from .corpus import matmul_tiled, neighbour_sum_one_phase, own_slot, tree_reduction
 

@@ -116,7 +116,7 @@ def test_positional_arguments():
 def test_sixty_four_bit_indices_compile_and_run():
     from gpudsl.codegen import generate
     from gpudsl.runtime.emulator import build_emulator_module
-    from gpudsl.runtime.kernel import _signatures
+    from gpudsl.compiler import signatures as _signatures
 
     p, _, make = CORPUS["matmul_tiled"]
     m = generate(p, {}, index_bits=64)

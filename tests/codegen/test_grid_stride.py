@@ -8,7 +8,7 @@ import pytest
 
 import gpudsl
 from gpudsl import BLOCKS, SHARED, THREADS, par, proc, sync
-from gpudsl.runtime import kernel as kernel_mod
+from gpudsl.compiler import kernel as kernel_mod
 
 
 @proc

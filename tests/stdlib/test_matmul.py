@@ -4,7 +4,7 @@ proofs of the default schedules, and the shape of the big-tile CUDA."""
 import numpy as np
 import pytest
 
-from gpudsl.stdlib import matmul_schedule as ms
+from gpudsl.stdlib import matmul as ms
 from gpudsl.stdlib.shapes import NodeError
 
 _KERNELS = {}

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpudsl.stdlib.matmul_schedule import big_kernel, cut_kernel, vecmat_kernel
-from gpudsl.stdlib.permute_schedule import permute_kernel
-from gpudsl.stdlib.stream_nodes import (binary_kernel, replace_slice_kernel, slice_kernel,
-                                        unary_kernel)
+from gpudsl.stdlib.matmul import big_kernel, cut_kernel, vecmat_kernel
+from gpudsl.stdlib.permute import permute_kernel
+from gpudsl.stdlib.pointwise import binary_kernel, unary_kernel
+from gpudsl.stdlib.slices import replace_slice_kernel, slice_kernel
 
 NODES = {
     "add_bcast_rows": lambda: binary_kernel("add", (True, False), 4),

@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from gpudsl.stdlib import permute_schedule as ps
+from gpudsl.stdlib import permute as ps
 from gpudsl.stdlib.shapes import NodeError
 
 _KERNELS = {}

@@ -9,8 +9,8 @@ import pytest
 
 import gpudsl
 from gpudsl import ops
-from gpudsl.stdlib.stream_nodes import (binary_kernel, replace_slice_kernel, slice_kernel,
-                                        unary_kernel)
+from gpudsl.stdlib.pointwise import binary_kernel, unary_kernel
+from gpudsl.stdlib.slices import replace_slice_kernel, slice_kernel
 
 RNG = np.random.default_rng(20261122)
 

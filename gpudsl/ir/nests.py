@@ -1,17 +1,35 @@
-"""The block shape of a kernel, read off its ``@ THREADS`` loops.
+"""The one thread-nest mapping (SPEC 2.4): directly nested ``@ THREADS`` (or
+``@ BLOCKS``) loops map to the ``z/y/x`` dimensions of ``threadIdx`` (``blockIdx``),
+innermost to ``x``; the block extent in a dimension is the largest ``hi`` among the
+kernel's thread loops of that dimension.
 
-The race detector must know how many threads a block has (code at block level
-is executed by all of them) and how many thread dimensions it has (a
-block-level ``REGISTER`` array has one leading dimension per thread
-dimension).  SPEC 2.4: directly nested ``@ THREADS`` loops map to
-``threadIdx.z/y/x``, innermost to ``x``; the block extent in a dimension is the
-largest ``hi`` among the kernel's thread loops.
-"""
+Code generation uses :func:`direct_nest` and :func:`nest_dims`; the interpreter's
+race detector uses :func:`block_shape` (how many threads a block has and how many
+thread dimensions: a block-level ``REGISTER`` array has one leading dimension per
+thread dimension)."""
 from __future__ import annotations
 
-from ..ir.nodes import Call, Expr, For, If, Read, Stmt
-from ..ir.types import THREADS
-from ..ir.visitor import substitute, walk
+from .nodes import Call, Expr, For, If, Read, Stmt, Var
+from .types import THREADS
+from .visitor import substitute, walk
+
+DIMS = ("x", "y", "z")
+
+
+def direct_nest(f: For) -> list[For]:
+    """The loops directly nested in ``f`` with ``f``'s mapping, ``f`` first (outer
+    first): each is the only statement of the one before."""
+    chain = [f]
+    while (len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], For)
+           and chain[-1].body[0].mapping == f.mapping):
+        chain.append(chain[-1].body[0])
+    return chain
+
+
+def nest_dims(n: int) -> tuple[str, ...]:
+    """The dimensions of a nest of ``n`` (at most 3) loops, outer first: the
+    innermost loop is ``x``."""
+    return ("z", "y", "x")[3 - n:]
 
 
 def thread_nests(body: tuple[Stmt, ...]) -> list[list[Expr]]:
@@ -56,18 +74,20 @@ def block_shape(body: tuple[Stmt, ...], known: set[str]):
     depth = max((len(n) for n in nests), default=0)
     dims: list[list[Expr]] = [[], [], []]
     for n in nests:
-        for k, hi in enumerate(reversed(n[-3:])):
+        inner = n[-3:]
+        for hi, d in zip(inner, nest_dims(len(inner))):
             if _computable(hi, known):
-                dims[k].append(hi)
+                dims[DIMS.index(d)].append(hi)
     return dims, depth
 
 
 def _computable(e: Expr, known: set[str]) -> bool:
-    from ..ir.nodes import Var
-
     for n in walk(e):
         if isinstance(n, Read):
             return False
         if isinstance(n, Var) and n.name not in known:
             return False
     return True
+
+
+__all__ = ["DIMS", "direct_nest", "nest_dims", "thread_nests", "block_shape"]

@@ -7,34 +7,10 @@ so one ``--bind`` can serve a file of several procs.
 """
 from __future__ import annotations
 
-import importlib.util
-import os
 import sys
 
 from ..errors import Error
-
-
-def load_procs(path: str) -> dict:
-    from ..proc import Proc
-
-    if not os.path.exists(path):
-        raise Error(f"no such file: {path}")
-    name = "_gpudsl_check_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise Error(f"cannot import {path}", hint="give a Python file")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    d = os.path.dirname(os.path.abspath(path))
-    added = d not in sys.path
-    if added:
-        sys.path.insert(0, d)
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        if added:
-            sys.path.remove(d)
-    return {k: v for k, v in vars(mod).items() if isinstance(v, Proc)}
+from .load import load_procs
 
 
 def run_check(target: str, bindings: dict[str, int], out=None) -> int:

@@ -1,4 +1,5 @@
-"""The ``gpudsl`` command line: demo, check, cuda, bench."""
+"""The ``gpudsl`` command line: demo, check (:mod:`.check`), cuda (:mod:`.cuda`), bench
+(:mod:`gpudsl.bench`)."""
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,7 @@ def _bindings(items: list[str]) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .errors import Error
+    from ..errors import Error
 
     ap = argparse.ArgumentParser(prog="gpudsl", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -35,19 +36,19 @@ def main(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     try:
         if ns.cmd == "demo":
-            from .demo import run
+            from ..demo import run
 
             return run()
         if ns.cmd == "check":
-            from .analysis.cli import run_check
+            from .check import run_check
 
             return run_check(ns.target, _bindings(ns.bind))
         if ns.cmd == "cuda":
-            from .codegen.cli import run_cuda
+            from .cuda import run_cuda
 
             return run_cuda(ns.target, _bindings(ns.bind))
         if ns.cmd == "bench":
-            from .bench import main as bench_main
+            from ..bench import main as bench_main
 
             return bench_main(ns.args)
     except Error as e:

@@ -1,29 +1,10 @@
 """``gpudsl cuda FILE::PROC [--bind n=4096 ...]``: print a proc's CUDA C."""
 from __future__ import annotations
 
-import os
-import runpy
 import sys
 
 from ..errors import CompileError
-
-
-def load_procs(path: str) -> dict:
-    """The procs a Python file defines at module level, by name."""
-    from ..proc import Proc
-
-    if not os.path.isfile(path):
-        raise CompileError(f"no such file: {path}")
-    d = os.path.dirname(os.path.abspath(path))
-    added = d not in sys.path
-    if added:
-        sys.path.insert(0, d)
-    try:
-        ns = runpy.run_path(path, run_name="__gpudsl_cli__")
-    finally:
-        if added:
-            sys.path.remove(d)
-    return {k: v for k, v in ns.items() if isinstance(v, Proc)}
+from .load import load_procs
 
 
 def find_proc(target: str):

@@ -19,27 +19,21 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .. import BLOCKS, SHARED, THREADS
-from ..proc import Proc, proc_from_source
-from ..ir.printer import print_expr
-from ..schedule import (cut_loop, divide_loop, fission, insert_sync, pad_dim,
-                        parallelize_loop, rename, reorder_loops, simplify, stage_mem,
-                        vectorize)
+from ..ir.types import BLOCKS, SHARED, THREADS
+from ..proc import Proc
+from ..schedule import (divide_loop, insert_sync, pad_dim, parallelize_loop, rename,
+                        reorder_loops, simplify, stage_mem, vectorize)
+from .common import make_proc as _make
+from .common import tiles_and_edges
 from .shapes import merge_permutation, normalize_perm, require
 
 TILE = 32
 
 
-def _make(name: str, text: str) -> Proc:
-    import gpudsl
-
-    ns = {k: getattr(gpudsl, k) for k in gpudsl.__all__}
-    return proc_from_source(text, ns, file=f"<gpudsl.stdlib.{name}>")
-
-
 @lru_cache(maxsize=None)
 def permute_algorithm(perm: tuple, asserts: tuple = ()) -> Proc:
-    """``algorithms.permute(perm)`` (same loops and names) with preconditions
+    """``out = transpose(x, perm)`` for a merged permutation: loops over the output in
+    order, reading the input where each element comes from; with preconditions
     ``asserts`` (pairs (axis of the input, divisor))."""
     rank = len(perm)
     d = [f"d{i}" for i in range(rank)]
@@ -158,31 +152,27 @@ def schedule_transpose_cut(p: Proc, perm: tuple, *, tile: int = TILE, pad: int =
     the last ``< tile`` values of R, with threads along C (writes coalesced)."""
     batch, r, c = _roles(perm)
     p = _order_loops(p, perm)
-    p = cut_loop(p, r, f"{tile} * ({_extent(p, r)} // {tile})")
-    if batch is not None:
-        p = fission(p, p.find_loop(r).after())
-    p = cut_loop(p, c, f"{tile} * ({_extent(p, c)} // {tile})")
-    p = fission(p, p.find_loop(c).after(), n_lifts=2 if batch is not None else 1)
-    p = schedule_transpose(p, perm, tile=tile, pad=pad, ordered=True)
-    # edge 1: R in [0, R0) x the last C: threads walk R, each copies its few Cs
-    p = divide_loop(p, r, threads, ["br_e0", "tr_e0"], tail="guard")
-    if batch is not None:
-        p = parallelize_loop(p, p.find_loop("br_e0").parent(), BLOCKS)
-    p = parallelize_loop(p, "br_e0", BLOCKS)
-    p = parallelize_loop(p, "tr_e0", THREADS)
-    # edge 2: the last R x all C: blocks over R, threads along C
-    p = divide_loop(p, p.find_loop(c, many=True)[-1], threads, ["bc_e1", "tc_e1"],
-                    tail="guard")
-    if batch is not None:
-        p = parallelize_loop(p, p.find_loop("bc_e1").parent().parent(), BLOCKS)
-    p = parallelize_loop(p, p.find_loop("bc_e1").parent(), BLOCKS)
-    p = parallelize_loop(p, "bc_e1", BLOCKS)
-    p = parallelize_loop(p, "tc_e1", THREADS)
-    return simplify(p)
 
+    def tiled(p):
+        return schedule_transpose(p, perm, tile=tile, pad=pad, ordered=True)
 
-def _extent(p: Proc, loop: str) -> str:
-    return print_expr(p.find_loop(loop).node().hi)
+    def edges(p):
+        # edge 1: R in [0, R0) x the last C: threads walk R, each copies its few Cs
+        p = divide_loop(p, r, threads, ["br_e0", "tr_e0"], tail="guard")
+        if batch is not None:
+            p = parallelize_loop(p, p.find_loop("br_e0").parent(), BLOCKS)
+        p = parallelize_loop(p, "br_e0", BLOCKS)
+        p = parallelize_loop(p, "tr_e0", THREADS)
+        # edge 2: the last R x all C: blocks over R, threads along C
+        p = divide_loop(p, p.find_loop(c, many=True)[-1], threads, ["bc_e1", "tc_e1"],
+                        tail="guard")
+        if batch is not None:
+            p = parallelize_loop(p, p.find_loop("bc_e1").parent().parent(), BLOCKS)
+        p = parallelize_loop(p, p.find_loop("bc_e1").parent(), BLOCKS)
+        p = parallelize_loop(p, "bc_e1", BLOCKS)
+        return parallelize_loop(p, "tc_e1", THREADS)
+
+    return tiles_and_edges(p, r, tile, c, tile, batch is not None, tiled, edges)
 
 
 # ---------------------------------------------------------------- choosing

@@ -24,28 +24,23 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .. import BLOCKS, REGISTER, SHARED, THREADS
-from ..proc import Proc, proc_from_source
 from ..ir.printer import print_expr
+from ..ir.types import BLOCKS, REGISTER, SHARED, THREADS
+from ..proc import Proc
 from ..schedule import (cut_loop, divide_loop, expand_dim, fission, insert_sync, lift_alloc,
                         parallelize_loop, rename, reorder_loops, set_blocks_per_sm, set_unroll,
                         simplify, stage_mem, vectorize)
+from .common import make_proc as _make
+from .common import tiles_and_edges
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4)
 
 
-def _make(name: str, text: str) -> Proc:
-    import gpudsl
-
-    ns = {k: getattr(gpudsl, k) for k in gpudsl.__all__}
-    return proc_from_source(text, ns, file=f"<gpudsl.stdlib.{name}>")
-
-
 @lru_cache(maxsize=None)
 def matmul_algorithm(batched: bool, divisible: tuple | None = None) -> Proc:
-    """The algorithm of ``algorithms.matmul`` (same loops, same names), with the
-    preconditions ``m % dm == 0 and k % dk == 0 and n % dn == 0`` when
+    """``c[m, k] = a[m, n] @ b[n, k]``, optionally over a leading batch axis ``z``,
+    with the preconditions ``m % dm == 0 and k % dk == 0 and n % dn == 0`` when
     ``divisible = (dm, dk, dn)``."""
     assert_line = ""
     tag = ""
@@ -268,20 +263,18 @@ def schedule_matmul_cut(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, t
 
     An empty part launches nothing, so shapes smaller than a tile work too."""
     batched = _has_loop(p, "z")
-    # rows: [0, m0) and [m0, m) as two loop nests
-    p = cut_loop(p, "i", f"{bm} * (m // {bm})")
-    if batched:
-        p = fission(p, p.find_loop("i").after())
-    # columns of the first rows: [0, k0) and [k0, k)
-    p = cut_loop(p, "j", f"{bn} * (k // {bn})")
-    p = fission(p, p.find_loop("j").after(), n_lifts=2 if batched else 1)
-    # the reduction of the first part: [0, n0) tiled, [n0, n) after it
-    p = cut_loop(p, "p", f"{bk} * (n // {bk})")
-    p = schedule_matmul(p, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, vec=vec)
-    # the two edges, in program order (the first loop still named i is the next one)
-    p = _schedule_edge(p, "_e0", threads, batched)
-    p = _schedule_edge(p, "_e1", threads, batched)
-    return simplify(p)
+
+    def tiled(p):
+        # the reduction of the first part: [0, n0) tiled, [n0, n) after it
+        p = cut_loop(p, "p", f"{bk} * (n // {bk})")
+        return schedule_matmul(p, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, vec=vec)
+
+    def edges(p):
+        # in program order (the first loop still named i is the next one)
+        p = _schedule_edge(p, "_e0", threads, batched)
+        return _schedule_edge(p, "_e1", threads, batched)
+
+    return tiles_and_edges(p, "i", bm, "j", bn, batched, tiled, edges)
 
 
 def _schedule_edge(p: Proc, sfx: str, threads: int, batched: bool) -> Proc:
@@ -407,4 +400,5 @@ def matmul_kernel(a_shape, b_shape, a_dtype=None, b_dtype=None, **opts):
 
 
 __all__ = ["schedule_matmul", "schedule_matmul_cut", "schedule_matmul_guarded",
-           "schedule_vecmat", "matmul_algorithm", "vecmat_algorithm", "matmul_kernel", "NodeError", "DEFAULTS"]
+           "schedule_vecmat", "matmul_algorithm", "vecmat_algorithm", "matmul_kernel", "NodeError",
+           "DEFAULTS"]

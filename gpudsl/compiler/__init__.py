@@ -1,0 +1,7 @@
+"""The compile-and-launch layer: a proc → CUDA C (:mod:`gpudsl.codegen`) → a callable
+:class:`Kernel` that binds its arguments (:mod:`gpudsl.ir.binding`), computes its
+launches and runs them through :mod:`gpudsl.runtime` (NVRTC or the CPU emulator)."""
+from .arguments import bind_arguments
+from .kernel import GRID_LIMITS, TARGETS, Kernel, compile_proc, signatures
+
+__all__ = ["Kernel", "compile_proc", "bind_arguments", "TARGETS", "GRID_LIMITS", "signatures"]

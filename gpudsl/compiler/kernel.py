@@ -1,0 +1,224 @@
+"""``proc.compile(target, **bindings)`` → a callable :class:`Kernel`.
+
+A call ``kernel(a=2.0, x=x, y=y)`` (or positional, in the proc's parameter order):
+
+1. binds and checks every argument before anything runs: names, missing ones,
+   dtypes, number of dimensions, contiguity, sizes inferred from shapes and
+   consistent with each other and with compile-time bindings, scalar types and
+   ranges, the proc's asserts, and that distinct tensor arguments do not overlap
+   in memory; every failure is a :class:`gpudsl.LaunchError` naming the reason;
+2. picks the compiled specialization: 32-bit index arithmetic unless an extent
+   exceeds it, and, where thread loop bounds or SHARED/REGISTER shapes depend on
+   sizes, those sizes bound to the arguments' values (compiled once per value and
+   cached in memory and on disk);
+3. computes every launch of the host program (grid sizes, host loops) and checks
+   the grid limits, still before anything runs;
+4. runs: GPU target: numpy arrays are copied to the device and the written ones
+   copied back; device arrays (PyTorch, CuPy: ``__cuda_array_interface__`` /
+   DLPack) are used in place; GLOBAL temporaries are allocated for the call; the
+   kernels launch in program order on one stream.  Emulator target: the same
+   kernels run on the CPU (:mod:`gpudsl.runtime.emulator`) on the numpy arrays in
+   place.
+
+This module is the compile-and-launch layer: it sits above code generation
+(:mod:`gpudsl.codegen`) and the runtime (:mod:`gpudsl.runtime`, which launches by
+plain kernel signatures and knows nothing of the IR).
+
+``kernel.source`` is the CUDA C, ``kernel.resources`` the per-kernel registers,
+shared memory and spills reported by ptxas (NVRTC runs without a GPU, so the
+emulator target reports them too).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..codegen import NeedsBinding, generate, index_bits_for, walk_program
+from ..codegen.generate import check_bindings
+from ..codegen.inline import inline_calls, written_names
+from ..errors import CompileError, LaunchError
+from ..ir.binding import Bound
+from ..ir.control import NotConstant, evaluate
+from ..ir.nodes import ProcDef
+from ..ir.procdef import as_procdef
+from ..runtime.launch import BACKENDS, ArrayRef, Launch
+from ..runtime.signature import KernelSig
+from .arguments import bind_arguments
+
+TARGETS = ("cuda", "emulator")
+GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
+
+
+# ----------------------------------------------------------------- compiled code
+
+
+@dataclass
+class _Spec:
+    module: Any  # codegen.CudaModule
+    backend: Any
+    resources: dict | None = None
+
+
+def signatures(module) -> list[KernelSig]:
+    """The plain signatures of a generated module's kernels (what runtime/ launches by)."""
+    return [KernelSig(k.name, [p.ctype for p in k.params], [p.name for p in k.params])
+            for k in module.kernels.values()]
+
+
+class Kernel:
+    """A compiled proc: call it with the proc's arguments."""
+
+    def __init__(self, proc, target: str = "cuda", bindings: dict | None = None):
+        if target not in TARGETS:
+            raise CompileError(f"unknown target {target!r}", hint="targets: 'cuda', 'emulator'")
+        self.proc = proc
+        self.ir: ProcDef = as_procdef(proc) or proc
+        self.target = target
+        self.bindings = check_bindings(self.ir, dict(bindings or {}))
+        self._written = written_names(inline_calls(self.ir).body)
+        self._specs: dict[tuple, _Spec] = {}
+        self._lock = threading.Lock()
+        self._late: tuple[str, ...] = ()  # sizes bound from the arguments
+        self._last: _Spec | None = None
+        try:
+            self._last = self._spec({}, None)
+        except NeedsBinding as e:
+            self._late = e.names
+
+    # ------------------------------------------------------------ compiling
+
+    def _spec(self, env: dict, index_bits: int | None) -> _Spec:
+        late = {n: env[n] for n in self._late if n in env}
+        key = (tuple(sorted(late.items())), index_bits)
+        with self._lock:
+            spec = self._specs.get(key)
+            if spec is not None:
+                return spec
+            while True:
+                try:
+                    module = generate(self.ir, {**self.bindings, **late}, index_bits)
+                    break
+                except NeedsBinding as e:
+                    missing = [n for n in e.names if n not in late]
+                    if not env or any(n not in env for n in missing) or not missing:
+                        raise
+                    self._late = tuple(sorted(set(self._late) | set(missing)))
+                    late.update({n: env[n] for n in missing})
+                    key = (tuple(sorted(late.items())), index_bits)
+            spec = self._specs.get(key)
+            if spec is None:
+                spec = _Spec(module, self._backend(module))
+                self._specs[key] = spec
+            return spec
+
+    def _backend(self, module):
+        return BACKENDS[self.target](module.source, signatures(module))
+
+    # ------------------------------------------------------------ introspection
+
+    @property
+    def module(self):
+        if self._last is None:
+            raise CompileError(f"{self.ir.name}: the code depends on the sizes "
+                               f"{', '.join(self._late)}; call the kernel once or compile with "
+                               f"them bound: {self.ir.name}.compile(target, " +
+                               ", ".join(f"{n}=..." for n in self._late) + ")")
+        return self._last.module
+
+    @property
+    def source(self) -> str:
+        """The CUDA C translation unit (of the most recently used specialization)."""
+        return self.module.source
+
+    @property
+    def kernels(self) -> dict:
+        return self.module.kernels
+
+    @property
+    def resources(self) -> dict:
+        """``{kernel name: Resources(registers, shared_bytes, spill_*_bytes, ...)}``."""
+        spec = self._last
+        if spec is None:
+            self.module  # raises with the explanation
+        if spec.resources is None:
+            res = getattr(spec.backend, "resources", None)
+            if res is None:
+                from ..runtime.driver import device_arch
+                from ..runtime.nvrtc import compile_cubin
+
+                res = compile_cubin(spec.module.source, device_arch()).resources
+            spec.resources = dict(res)
+        return spec.resources
+
+    def __repr__(self):
+        return f"<gpudsl Kernel {self.ir.name} target={self.target}>"
+
+    # ------------------------------------------------------------ calling
+
+    def bind(self, *args, **kwargs) -> Bound:
+        """Check the arguments as a call would, without running anything."""
+        return bind_arguments(self.ir, args, kwargs, self.bindings, self.target, self._written)
+
+    def __call__(self, *args, **kwargs) -> None:
+        b = self.bind(*args, **kwargs)
+        numels = [int(np.prod(a.shape, dtype=np.int64)) for a in b.arrays.values()]
+        base = self._spec(b.env, None) if self._late else self._last
+        bits = index_bits_for(base.module, b.env, numels)
+        spec = base if bits == base.module.index_bits else self._spec(b.env, bits)
+        self._last = spec
+        module = spec.module
+        # every launch, checked before the first one runs
+        plan = []
+        try:
+            for name, kenv in walk_program(module.program, b.env):
+                k = module.kernels[name]
+                grid = tuple(int(evaluate(e, kenv)) for e in k.grid)
+                if min(grid) <= 0:
+                    continue
+                # blockIdx.y and .z drive grid-stride loops: launch at most the limit
+                grid = (grid[0], *(min(g, lim) for g, lim in zip(grid[1:], GRID_LIMITS[1:])))
+                for g, lim, d in zip(grid, GRID_LIMITS, "xyz"):
+                    if g > lim:
+                        raise LaunchError(f"kernel {name} of {self.ir.name} needs {g} blocks in "
+                                          f"gridDim.{d}; CUDA allows {lim}", k.loc,
+                                          "map the largest BLOCKS loop innermost (to x), or "
+                                          "divide it")
+                plan.append(_launch(module, k, grid, kenv, b))
+        except (NotConstant, ZeroDivisionError) as e:
+            raise LaunchError(f"cannot compute the launches of {self.ir.name}: {e}") from None
+        spec.backend.run(b.arrays, list(_temporary_shapes(module, b.env)), plan)
+
+
+def _temporary_shapes(module, env):
+    for t in module.temporaries:
+        shape = tuple(int(evaluate(d, env)) for d in t.shape) or (1,)
+        dt = np.dtype(t.dtype.numpy) if t.dtype.numpy else np.dtype("uint16")
+        yield t.name, shape, dt
+
+
+def _launch(module, k, grid, kenv, b: Bound) -> Launch:
+    """One launch of kernel ``k``: its arguments in parameter order."""
+    itype = np.int32 if module.index_bits == 32 else np.int64
+    args = []
+    for p in k.params:
+        if p.kind == "array":
+            args.append(ArrayRef(p.name))
+        elif p.kind == "scalar":
+            args.append(b.scalars[p.name])
+        else:
+            args.append(itype(kenv[p.name]))
+    return Launch(k.name, grid, k.block, tuple(args), k.dynamic_shared_bytes)
+
+
+def compile_proc(proc, target: str = "cuda", **bindings) -> Kernel:
+    """``proc.compile(target, **bindings)``: generate CUDA C and compile it for ``target``
+    (``"cuda"``: NVRTC cubin for the device's architecture, ``sm_90`` without one;
+    ``"emulator"``: g++ with gpudsl's emulation header)."""
+    return Kernel(proc, target, bindings)
+
+
+__all__ = ["Kernel", "compile_proc", "bind_arguments", "Bound", "TARGETS", "GRID_LIMITS",
+           "signatures"]

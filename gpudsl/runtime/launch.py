@@ -1,0 +1,159 @@
+"""Running a compiled translation unit: the emulator and the CUDA backend.
+
+Both take CUDA C source and plain kernel signatures (:class:`KernelSig`), and run a
+list of launches on the call's arrays.  Nothing here knows about the IR: the
+compile layer (:mod:`gpudsl.compiler`) computes the launches and hands over
+
+- ``arrays``: argument name → :class:`ArrayArg` (a numpy array on the host, or a
+  device array used in place);
+- ``temporaries``: ``(name, shape, numpy dtype)`` of GLOBAL buffers owned by the call;
+- ``launches``: :class:`Launch` records whose ``args`` hold either a value or
+  :class:`ArrayRef` (an argument or temporary, by name).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import LaunchError
+from .signature import KernelSig
+
+
+@dataclass
+class ArrayArg:
+    """One tensor argument of a call: a host (numpy) array or a device array."""
+
+    name: str
+    value: Any  # the user's object
+    host: np.ndarray | None  # numpy view (host arrays)
+    device: Any = None  # interop.DeviceArray (device arrays)
+    shape: tuple = ()
+    written: bool = False
+
+    @property
+    def on_device(self) -> bool:
+        return self.device is not None
+
+    def byte_range(self) -> tuple[int, int]:
+        if self.device is not None:
+            return self.device.ptr, self.device.ptr + self.device.nbytes
+        a = self.host
+        lo = a.__array_interface__["data"][0]
+        return lo, lo + a.nbytes
+
+
+def arrays_overlap(a: ArrayArg, b: ArrayArg) -> bool:
+    """Whether two arguments share memory (host with host, device with device)."""
+    if a.on_device != b.on_device:
+        return False
+    if a.on_device:
+        (l1, h1), (l2, h2) = a.byte_range(), b.byte_range()
+        return l1 < h2 and l2 < h1 and h1 > l1 and h2 > l2
+    try:
+        return bool(np.shares_memory(a.host, b.host, max_work=100_000))
+    except Exception:  # numpy.exceptions.TooHardError
+        return bool(np.may_share_memory(a.host, b.host))
+
+
+@dataclass(frozen=True)
+class ArrayRef:
+    """A launch argument that is the buffer of an argument or temporary."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    args: tuple  # values, or ArrayRef
+    dynamic_shared_bytes: int = 0
+
+
+def _launch_all(launch, launches, work: dict) -> None:
+    for ln in launches:
+        args = [work[a.name] if isinstance(a, ArrayRef) else a for a in ln.args]
+        launch(ln.kernel, ln.grid, ln.block, args, ln.dynamic_shared_bytes)
+
+
+class EmulatorBackend:
+    """The kernels run on the CPU, on the numpy arrays in place (contiguous work copies
+    of non-contiguous arrays, copied back when written)."""
+
+    def __init__(self, source: str, sigs: list[KernelSig]):
+        from .emulator import build_emulator_module
+
+        self.mod = build_emulator_module(source, sigs)
+        self.resources = None  # ptxas' numbers come from NVRTC on demand
+
+    def run(self, arrays: dict[str, ArrayArg], temporaries, launches) -> None:
+        work: dict[str, np.ndarray] = {}
+        copy_back = []
+        for name, a in arrays.items():
+            h = a.host
+            if not h.flags.c_contiguous:
+                c = np.ascontiguousarray(h)
+                if a.written:
+                    copy_back.append((h, c))
+                h = c
+            work[name] = h
+        for name, shape, dt in temporaries:
+            work[name] = np.zeros(shape, dt)
+        try:
+            _launch_all(self.mod.launch, launches, work)
+        finally:
+            for h, c in copy_back:
+                h[...] = c
+
+
+class CudaBackend:
+    """NVRTC cubin (compiled at once, also without a GPU); launching needs the driver."""
+
+    def __init__(self, source: str, sigs: list[KernelSig]):
+        from .driver import device_arch
+        from .nvrtc import compile_cubin
+
+        self.sigs = sigs
+        r = compile_cubin(source, device_arch())
+        self.cubin, self.resources, self.arch = r.cubin, r.resources, r.arch
+        self._dev = None
+
+    def run(self, arrays: dict[str, ArrayArg], temporaries, launches) -> None:
+        from .driver import driver_available
+
+        if not driver_available():
+            raise LaunchError("no CUDA driver or GPU is available to run this kernel",
+                              hint="compile for the 'emulator' target: "
+                                   "proc.compile('emulator')")
+        from .device import DeviceBuffer, DeviceModule, synchronize
+
+        if self._dev is None:
+            self._dev = DeviceModule(self.cubin, self.sigs)
+        work: dict[str, Any] = {}
+        copies = []
+        for name, a in arrays.items():
+            if a.on_device:
+                work[name] = a.device
+            else:
+                buf = DeviceBuffer.from_numpy(a.host)
+                work[name] = buf
+                if a.written:
+                    copies.append((a.host, buf))
+        for name, shape, dt in temporaries:
+            work[name] = DeviceBuffer.zeros(shape, dt)
+        _launch_all(self._dev.launch, launches, work)
+        synchronize()
+        for host, buf in copies:
+            if host.flags.c_contiguous:
+                buf.copy_to(host)
+            else:
+                host[...] = buf.to_numpy()
+
+
+BACKENDS = {"cuda": CudaBackend, "emulator": EmulatorBackend}
+
+__all__ = ["ArrayArg", "ArrayRef", "Launch", "arrays_overlap", "EmulatorBackend",
+           "CudaBackend", "BACKENDS"]

@@ -1,0 +1,96 @@
+"""The elementwise nodes: ``add`` and ``mul`` (with broadcasting) and ``relu`` and
+``silu``: their readable algorithms as procs (one per canonical shape pattern, see
+``shapes.py``; sizes stay symbolic), their default schedule
+(:func:`gpudsl.stdlib.stream_schedule.schedule_stream`) and the kernel choice for
+given shapes."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..proc import Proc
+from .common import dims, loops, make_proc, vec_assert
+from .shapes import Broadcast, broadcast_pattern, require
+from .stream_schedule import THREADS_PER_BLOCK, pick_vec, schedule_stream
+
+BINARY_OPS = {"add": "+", "mul": "*"}
+UNARY_OPS = {
+    "relu": "max({x}, 0.0)",
+    "silu": "{x} / (1.0 + exp(-{x}))",
+}
+
+
+def vec_assert(name: str, vec: int) -> str:
+    return f"    assert {name} % {vec} == 0\n" if vec > 1 else ""
+
+
+@lru_cache(maxsize=None)
+def binary(op: str, full: tuple[bool, ...], vec: int = 1) -> Proc:
+    """``out = a op b`` where axis k of b is full (``full[k]``) or broadcast.
+    ``vec > 1`` states that the innermost extent is a multiple of ``vec``."""
+    rank = len(full)
+    d = dims(rank)
+    bshape = [d[k] if full[k] else "1" for k in range(rank)]
+    aidx = ", ".join(f"i{k}" for k in range(rank))
+    bidx = ", ".join(f"i{k}" if full[k] else "0" for k in range(rank))
+    key = "".join("f" if f else "b" for f in full)
+    name = f"{op}_{key}" + (f"_v{vec}" if vec > 1 else "")
+    sizes = ", ".join(f"{x}: size" for x in d)
+    text = (
+        f"def {name}({sizes}, a: f32[{', '.join(d)}], b: f32[{', '.join(bshape)}], "
+        f"out: f32[{', '.join(d)}]):\n" + vec_assert(d[-1], vec)
+        + loops(rank, f"out[{aidx}] = a[{aidx}] {BINARY_OPS[op]} b[{bidx}]") + "\n")
+    return make_proc(name, text)
+
+
+@lru_cache(maxsize=None)
+def unary(op: str, vec: int = 1) -> Proc:
+    """``out = f(x)`` elementwise over the flattened tensor."""
+    expr = UNARY_OPS[op].format(x="x[i]")
+    name = op + (f"_v{vec}" if vec > 1 else "")
+    text = (f"def {name}(n: size, x: f32[n], out: f32[n]):\n" + vec_assert("n", vec) +
+            f"    for i in seq(0, n):\n"
+            f"        out[i] = {expr}\n")
+    return make_proc(name, text)
+
+
+@lru_cache(maxsize=None)
+def binary_kernel(op: str, full: tuple[bool, ...], vec: int,
+                  threads: int = THREADS_PER_BLOCK):
+    p = binary(op, full, vec)
+    rank = len(full)
+    rows = [f"i{k}" for k in range(rank - 1)]
+    inner = f"i{rank - 1}"
+    prefix = "".join(f"i{k}, " for k in range(rank - 1))
+    operands = [("a", prefix)]
+    if full[-1]:  # b is contiguous along the inner axis too
+        operands.append(("b", "".join(f"i{k}, " if full[k] else "0, "
+                                      for k in range(rank - 1))))
+    operands.append(("out", prefix))
+    return schedule_stream(p, rows=rows, inner=inner, operands=operands if vec > 1 else [],
+                           vec=vec, threads=threads)
+
+
+def plan_binary(op: str, a_shape: tuple, b_shape: tuple):
+    """(proc, canonical a shape, canonical b shape) for ``a op b``."""
+    bc: Broadcast = broadcast_pattern(a_shape, b_shape)
+    require(len(bc.dims) <= 3, "this broadcast pattern needs more than 3 merged axes")
+    vec = pick_vec(bc.dims[-1])
+    p = binary_kernel(op, bc.full, vec)
+    b_canon = tuple(d if f else 1 for d, f in zip(bc.dims, bc.full))
+    return p, bc.dims, b_canon
+
+
+@lru_cache(maxsize=None)
+def unary_kernel(op: str, vec: int, threads: int = THREADS_PER_BLOCK):
+    p = unary(op, vec)
+    return schedule_stream(p, rows=[], inner="i",
+                           operands=[("x", ""), ("out", "")] if vec > 1 else [],
+                           vec=vec, threads=threads)
+
+
+def plan_unary(op: str, n: int):
+    return unary_kernel(op, pick_vec(n))
+
+
+__all__ = ["BINARY_OPS", "UNARY_OPS", "binary", "unary", "binary_kernel", "unary_kernel",
+           "plan_binary", "plan_unary"]
