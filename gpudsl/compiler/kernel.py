@@ -38,7 +38,7 @@ import numpy as np
 
 from ..codegen import NeedsBinding, generate, index_bits_for, walk_program
 from ..codegen.generate import check_bindings
-from ..codegen.inline import inline_calls, written_names
+from ..ir.inline import inline_calls, written_names
 from ..errors import CompileError, LaunchError
 from ..ir.binding import Bound
 from ..ir.control import NotConstant, evaluate
