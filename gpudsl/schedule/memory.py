@@ -22,6 +22,7 @@ from .cursors import (Cursor, ancestors, block_of, fwd_identity, fwd_insert, fwd
 from .legality import (Enc, _instance, _model_int, _solver, _witness, base_facts, collect,
                        context_facts, find_conflict, prove, raise_conflict)
 from .loops import _pe, check_parallel
+from .memflow import check_flow
 from .patterns import parse_expr, parse_window, scope_at
 from .simplify import const_value, normalize
 
@@ -248,12 +249,58 @@ def _loop_overwrites_first(stmts, buf, win) -> bool:
 
 
 def set_memory(p, alloc, memory: Memory):
-    """Change an allocation's memory."""
-    c = resolve(p, alloc, "set_memory", "alloc")
+    """Change an allocation's memory (kept within the mapping rules of SPEC 2.4 and
+    the memories that callees expect)."""
+    prim = "set_memory"
+    c = resolve(p, alloc, prim, "alloc")
     if memory not in (SHARED, REGISTER, GLOBAL):
-        raise SchedulingError("set_memory", f"unknown memory {memory!r}", c.loc)
+        raise SchedulingError(prim, f"unknown memory {memory!r}", c.loc)
     s = c.node()
-    return result(p, splice(p.ir, c.addr, [s.with_(mem=memory)]), fwd_identity)
+    blk = block_of(p.ir, c.addr[:-1])
+    for n in walk(blk[c.addr[-1] + 1:]):
+        if isinstance(n, Call):
+            for prm, arg in zip(n.proc.params, n.args):
+                if isinstance(arg, WindowArg) and arg.name == s.name and \
+                        (prm.mem or GLOBAL) != memory:
+                    raise SchedulingError(prim, f"'{s.name}' is passed to {n.proc.name}, whose "
+                                          f"'{prm.name}' is in {(prm.mem or GLOBAL).name} "
+                                          "memory", n.loc, "inline the call first")
+    ir = splice(p.ir, c.addr, [s.with_(mem=memory)])
+    if memory != s.mem:
+        keep_mapping(p.ir, ir, prim, s.loc, c.addr)
+    return result(p, ir, fwd_identity)
+
+
+def keep_mapping(old, new, prim, loc, addr):
+    """Refuse when ``new`` breaks a mapping rule of SPEC 2.4 (kinds "mapping" and
+    "divergence" of check(), REGISTER ownership included) that ``old`` kept.  Only
+    for an allocation (at ``addr`` in ``old``) inside a kernel: outside one, a memory
+    is a choice made before mapping the loops."""
+    if not any(isinstance(x, For) and x.mapping == BLOCKS for x in ancestors(old, addr)):
+        return
+    from ..analysis.mapping import check_uniformity, issues_to_diagnostics
+
+    def diags(ir):
+        from ..analysis.effects import collect as effects
+        from ..analysis.obligations import Ctx
+        from ..analysis.obligations.ownership import check_ownership
+        from ..analysis.smt import DEFAULT_TIMEOUT_MS
+
+        eff = effects(ir)
+        ctx = Ctx(eff, {}, DEFAULT_TIMEOUT_MS)
+        issues_to_diagnostics(eff, ctx.diagnostics, ctx.warnings)
+        check_uniformity(eff, ctx.diagnostics)
+        check_ownership(ctx)
+        return [d for d in ctx.diagnostics if d.kind in ("mapping", "divergence", "unknown")]
+
+    after = diags(new)
+    if not after:
+        return
+    before = {(d.kind, d.message) for d in diags(old)}
+    for d in after:
+        if (d.kind, d.message) not in before:
+            raise SchedulingError(prim, f"the result breaks a mapping rule (SPEC 2.4): "
+                                  f"{d.message}", loc, d.hint or None, d.witness or None)
 
 
 def pad_dim(p, alloc, dim: int, size):
@@ -343,24 +390,18 @@ def sink_alloc(p, alloc):
         fld = "body"
         if S.iter in free_vars(s.shape):
             raise SchedulingError(prim, "impossible: the shape uses the loop variable", s.loc)
-        if not _overwritten_first(S.body, s.name, WindowArg(s.name, (), s.ty)) and \
-                s.shape:
-            accs = collect(S.body, loops=(S,))
-            mine = [x for x in accs if x.buf == s.name]
-            w = [x for x in mine if x.writes]
-            r = [x for x in mine if not x.writes or x.mode != "w"]
-            hit = find_conflict(p.ir, a[:-1] + (i + 1,), w, r,
-                                lambda e1, e2: e1[S.iter] < e2[S.iter])
-            if hit:
-                raise_conflict(prim, f"a value of '{s.name}' flows from one iteration of "
-                               f"{S.iter} to a later one", hit, S.loc)
-        elif not s.shape and not _overwritten_first(S.body, s.name,
-                                                    WindowArg(s.name, (), s.ty)):
-            raise SchedulingError(prim, f"'{s.name}' may carry a value between iterations "
-                                  f"of loop {S.iter}", S.loc)
+    hdr = (S.lo, S.hi) if isinstance(S, For) else (S.cond,)
+    if any(isinstance(n, Read) and n.name == s.name for e in hdr for n in walk(e)):
+        raise SchedulingError(prim, f"the header of the statement reads '{s.name}'", S.loc)
+    if isinstance(S, For):
+        # one copy per iteration: no value may flow from one iteration to another
+        check_flow(p.ir, a[:-1] + (i + 1,), (S,), s.name, Var(S.iter), prim, S.loc,
+                   f"a value of '{s.name}' flows from one iteration of {S.iter} to a "
+                   "later one")
     S2 = S.with_(**{fld: (s,) + getattr(S, fld)})
     ir = splice(p.ir, a, [])
     ir = splice(ir, a, [S2])
+    keep_mapping(p.ir, ir, prim, s.loc, a)
 
     def fwd(addr):
         L = len(a) - 1
@@ -416,6 +457,12 @@ def expand_dim(p, alloc, size, index):
                                                  enc.int(ix, e_) < enc.int(sz, e_)),
               prim, f"0 <= {_pe(ix)} < {_pe(sz)} where '{s.name}' is used", st.loc)
 
+    rest0 = block_of(p.ir, baddr)[a[-1] + 1:]
+    if rest0:
+        check_flow(p.ir, baddr + (a[-1] + 1,), rest0, s.name, ix, prim, s.loc,
+                   f"a value of '{s.name}' written where {_pe(ix)} has one value is read "
+                   "where it has another")
+
     class Ex(Transformer):
         def visit_Read(self, e):
             e = self.generic(e)
@@ -437,6 +484,7 @@ def expand_dim(p, alloc, size, index):
     rest = Ex().visit_block(blk[a[-1] + 1:])
     new_alloc = s.with_(shape=(sz,) + s.shape)
     ir = replace_block(p.ir, baddr, blk[:a[-1]] + (new_alloc,) + rest)
+    keep_mapping(p.ir, ir, prim, s.loc, a)
     return result(p, ir, fwd_identity)
 
 
