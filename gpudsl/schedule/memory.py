@@ -16,7 +16,7 @@ from ..errors import SchedulingError
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
                         Point, Read, Reduce, Var, WindowArg)
 from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, Memory
-from ..ir.visitor import Transformer, bound_names, free_vars, fresh_name, walk
+from ..ir.visitor import Transformer, bound_names, free_vars, fresh_name, rename, walk
 from .cursors import (Cursor, ancestors, block_of, fwd_identity, fwd_insert, fwd_splice,
                       iter_stmts, replace_block, resolve, result, splice, stmt_at)
 from .legality import (Enc, _instance, _model_int, _solver, _witness, base_facts, collect,
@@ -343,13 +343,22 @@ def _lift_once(p, c, prim):
     if isinstance(P, For) and P.iter in free_vars(s.shape):
         raise SchedulingError(prim, f"the shape of '{s.name}' depends on {P.iter}", s.loc)
     outer_blk = block_of(p.ir, pa[:-1])
-    for k, other in enumerate(outer_blk):
-        if k != pa[-1] and s.name in bound_names((other,)):
-            raise SchedulingError(prim, f"another '{s.name}' is allocated next to the loop",
-                                  s.loc)
     inner = getattr(P, fld)
     P2 = P.with_(**{fld: inner[:j] + inner[j + 1:]})
+    others = bound_names(outer_blk[:pa[-1]] + outer_blk[pa[-1] + 1:]) | bound_names(P2)
+    if s.name in others:
+        # another allocation of the name next to the statement or inside it: the
+        # lifted one takes a fresh name (its uses follow it in its block)
+        new = fresh_name(s.name, _all_names(p.ir))
+        tail = rename(inner[j + 1:], {s.name: new})
+        s = s.with_(name=new)
+        P2 = P.with_(**{fld: inner[:j] + tail})
     ir = splice(p.ir, pa, [s, P2])
+    if isinstance(P, For):
+        # one copy for all iterations: no read may see another iteration's value
+        check_flow(ir, pa[:-1] + (pa[-1] + 1,), (P2,), s.name, Var(P.iter), prim, s.loc,
+                   f"a read of '{s.name}' would see a value from another iteration of "
+                   f"{P.iter}")
     if isinstance(P, For) and P.kind == "par":
         check_parallel(ir, pa[:-1] + (pa[-1] + 1,), P2, prim, only={s.name})
 
