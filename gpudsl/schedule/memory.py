@@ -1,12 +1,10 @@
-"""Memory primitives: stage_mem, set_memory, lift_alloc, sink_alloc, expand_dim,
-pad_dim, bind_expr.
+"""Memory primitives: set_memory, lift_alloc, sink_alloc, expand_dim, pad_dim,
+bind_expr (and ``stage_mem``, in :mod:`.stage`).
 
-``stage_mem(p, block, window, name, memory)`` allocates ``name`` (the shape of
-the window's ranges) right before ``block``, copies the window in with ordinary
-``seq`` loops (named ``i0, i1, ...``, fresh in the proc) when the block reads
-it, rewrites the block's accesses, and copies it back after the block when the
-block writes it.  The copy loops are then the user's to map
-(``parallelize_loop``) and to separate with ``insert_sync``.
+Splitting or merging copies of an allocation (``sink_alloc``, ``expand_dim``,
+``lift_alloc`` out of a loop) is proved to keep every read's value by
+:mod:`.memflow`; memory changes inside a kernel keep the mapping rules of SPEC 2.4
+(:func:`keep_mapping`, through check()'s own rules).
 """
 from __future__ import annotations
 
@@ -16,14 +14,15 @@ from ..errors import SchedulingError
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
                         Point, Read, Reduce, Var, WindowArg)
 from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, Memory
-from ..ir.visitor import Transformer, bound_names, free_vars, fresh_name, walk
+from ..ir.visitor import Transformer, bound_names, free_vars, fresh_name, rename, walk
 from .cursors import (Cursor, ancestors, block_of, fwd_identity, fwd_insert, fwd_splice,
                       iter_stmts, replace_block, resolve, result, splice, stmt_at)
-from .legality import (Enc, _instance, _model_int, _solver, _witness, base_facts, collect,
-                       context_facts, find_conflict, prove, raise_conflict)
+from .legality import prove
 from .loops import _pe, check_parallel
+from .memflow import check_flow
 from .patterns import check_new_name, parse_at, scope_at
 from .simplify import const_value, normalize
+from .stage import stage_mem
 
 
 def _e(op, a, b):
@@ -41,220 +40,62 @@ def _uses(stmts, buf) -> bool:
     return False
 
 
-def _find_bad(pdef, addr, access, bad, loops_env=None):
-    """A witness of an instance of ``access`` (in the region at ``addr``) where
-    ``bad(enc, env)`` holds, None when there is none; raises on unknown."""
-    enc = Enc(pdef)
-    s = _solver()
-    s.add(*base_facts(pdef, enc))
-    s.add(*context_facts(pdef, addr, enc))
-    env, facts = _instance(enc, access, "", {})
-    s.add(*facts)
-    s.add(bad(enc, env))
-    r = s.check()
-    if r == z3.unsat:
-        return None
-    if r == z3.unknown:
-        return "unknown"
-    names = {L.iter: z3.Int(L.iter) for L in ancestors(pdef, addr) if isinstance(L, For)}
-    for L in access.loops:
-        names[L.iter] = env[L.iter]
-    return _witness(s.model(), pdef, names)
-
-
-# ------------------------------------------------------------------ stage_mem
-
-
-class _Redirect(Transformer):
-    """Rewrites accesses of ``buf`` inside the window into accesses of ``name``."""
-
-    def __init__(self, buf, name, win: WindowArg):
-        self.buf, self.name, self.win = buf, name, win
-
-    def _idx(self, idx):
-        out = []
-        for i, w in zip(idx, self.win.idx):
-            if isinstance(w, Interval):
-                out.append(normalize(_e("-", i, w.lo)))
-        return tuple(out)
-
-    def visit_Read(self, e):
-        e = self.generic(e)
-        if e.name != self.buf:
-            return e
-        return e.with_(name=self.name, idx=self._idx(e.idx))
-
-    def _stmt(self, s):
-        s = self.generic(s)
-        if s.name != self.buf:
-            return s
-        return s.with_(name=self.name, idx=self._idx(s.idx))
-
-    visit_Assign = visit_Reduce = _stmt
-
-
-def stage_mem(p, block, window, name: str, memory: Memory = SHARED):
-    """Stage ``window`` of an array into a new ``name`` in ``memory`` around ``block``."""
-    prim = "stage_mem"
-    c = resolve(p, block, prim, "block")
-    stmts = c.node()
-    loc = stmts[0].loc
-    env = scope_at(p.ir, c.addr)
-    win = parse_at(p.ir, c.addr, window, prim, "window", loc)
-    if not win.idx:  # the whole array or a scalar
-        shape = env[win.name][2]
-        win = win.with_(idx=tuple(Interval(Const(0), x) for x in shape))
-    win = win.with_(idx=tuple(Point(normalize(w.pt)) if isinstance(w, Point) else
-                              Interval(normalize(w.lo), normalize(w.hi)) for w in win.idx))
-    buf = win.name
-    ty, shape = env[buf][1], env[buf][2]
-    check_new_name(name, prim, loc)
-    if name in _all_names(p.ir) or name in env:
-        raise SchedulingError(prim, f"the name '{name}' is already used", loc)
-    if memory not in (SHARED, REGISTER, GLOBAL):
-        raise SchedulingError(prim, f"unknown memory {memory!r}", loc)
-    accs = collect(stmts)
-    for n in walk(tuple(stmts)):
-        if isinstance(n, Call) and any(isinstance(a, WindowArg) and a.name == buf
-                                       for a in n.args):
-            raise SchedulingError(prim, f"a call in the block takes '{buf}'; inline it first",
-                                  n.loc)
-    mine = [a for a in accs if a.buf == buf and not a.local]
-    if not mine:
-        raise SchedulingError(prim, f"the block does not access '{buf}'", loc)
-    for a in mine:
-        if a.mode == "atomic":
-            raise SchedulingError(prim, f"the block updates '{buf}' atomically; atomics "
-                                  "cannot be staged", a.stmt.loc)
-    # every access lies inside the window
-    for a in mine:
-        def bad(enc, aenv, a=a):
-            outs = []
-            for i, w in zip(a.idx, win.idx):
-                x = enc.int(i, aenv)
-                if isinstance(w, Point):
-                    outs.append(x != enc.int(w.pt, {}))
-                else:
-                    outs.append(z3.Or(x < enc.int(w.lo, {}), x >= enc.int(w.hi, {})))
-            return z3.Or(*outs)
-
-        w = _find_bad(p.ir, c.addr, a, bad)
-        if w is not None:
-            from .legality import describe
-
-            msg = f"the window {_pe(win)} misses {describe(a)}"
-            if w == "unknown":
-                raise SchedulingError(prim, "could not prove that " + msg.replace(
-                    "misses", "covers"), a.stmt.loc)
-            raise SchedulingError(prim, msg, a.stmt.loc,
-                                  "widen the window or stage a smaller block", w)
-    # the window lies inside the array
-    def inside(enc, e_):
-        conds = []
-        for w, ext in zip(win.idx, shape):
-            X = enc.int(ext, e_)
-            if isinstance(w, Point):
-                conds += [enc.int(w.pt, e_) >= 0, enc.int(w.pt, e_) < X]
-            else:
-                conds += [enc.int(w.lo, e_) >= 0, enc.int(w.hi, e_) <= X,
-                          enc.int(w.lo, e_) <= enc.int(w.hi, e_)]
-        return z3.And(*conds) if conds else z3.BoolVal(True)
-
-    prove(p.ir, c.addr, inside, prim, f"the window {_pe(win)} lies inside '{buf}'", loc)
-    # rewrite
-    ext = [normalize(_e("-", w.hi, w.lo)) for w in win.idx if isinstance(w, Interval)]
-    taken = _all_names(p.ir)
-    iters = []
-    for d in range(len(ext)):
-        n_ = fresh_name(f"i{d}", taken)
-        taken.add(n_)
-        iters.append(n_)
-
-    def copy(into_stage: bool):
-        src_idx, k = [], 0
-        for w in win.idx:
-            if isinstance(w, Point):
-                src_idx.append(w.pt)
-            else:
-                src_idx.append(normalize(_e("+", w.lo, Var(iters[k]))))
-                k += 1
-        st_idx = tuple(Var(v) for v in iters)
-        if into_stage:
-            st = Assign(name, st_idx, Read(buf, tuple(src_idx), ty), loc)
-        else:
-            st = Assign(buf, tuple(src_idx), Read(name, st_idx, ty), loc)
-        for v, x in reversed(list(zip(iters, ext))):
-            st = For(v, Const(0), x, (st,), "seq", None, False, loc)
-        return st
-
-    writes = any(a.writes for a in mine)
-    reads = any(not a.writes or a.mode != "w" for a in mine)
-    copy_in = not _overwritten_first(stmts, buf, win)
-    new = [Alloc(name, ty, tuple(ext), memory, loc)]
-    if copy_in:
-        new.append(copy(True))
-    off = len(new)
-    new += list(_Redirect(buf, name, win).visit_block(tuple(stmts)))
-    if writes:
-        new.append(copy(False))
-    a0 = c.addr
-    baddr = a0[:-1]
-    blk = block_of(p.ir, baddr)
-    ir = replace_block(p.ir, baddr, blk[:a0[-1]] + tuple(new) + blk[a0[-1] + len(stmts):])
-
-    def inner_map(r):
-        return baddr + (a0[-1] + off + r[0],) + r[1:]
-
-    return result(p, ir, fwd_splice(a0, len(new), inner_map, n_old=len(stmts)))
-
-
-def _overwritten_first(stmts, buf, win) -> bool:
-    """The block's first access of the window overwrites all of it: a plain
-    top-level write of a point window, or a loop ``for v in seq(0, W)`` whose
-    only statement writes element ``lo + v`` of a one-interval window of
-    extent ``W`` without reading ``buf``."""
-    if any(isinstance(w, Interval) for w in win.idx):
-        return _loop_overwrites_first(stmts, buf, win)
-    for s in stmts:
-        if isinstance(s, Assign) and s.name == buf:
-            return not any(isinstance(n, Read) and n.name == buf for n in walk(s.rhs))
-        if _uses((s,), buf):
-            return False
-    return False
-
-
-def _loop_overwrites_first(stmts, buf, win) -> bool:
-    ivs = [k for k, w in enumerate(win.idx) if isinstance(w, Interval)]
-    if len(ivs) != 1:
-        return False
-    first = next((s for s in stmts if _uses((s,), buf)), None)
-    if not (isinstance(first, For) and const_value(first.lo) == 0 and len(first.body) == 1):
-        return False
-    st = first.body[0]
-    if not isinstance(st, Assign) or st.name != buf or \
-            any(isinstance(n, Read) and n.name == buf for n in walk(st.rhs)):
-        return False
-    k = ivs[0]
-    w = win.idx[k]
-    if normalize(_e("-", w.hi, w.lo)) != normalize(first.hi):
-        return False
-    for d, (ix, wd) in enumerate(zip(st.idx, win.idx)):
-        want = normalize(_e("+", wd.lo, Var(first.iter))) if d == k else normalize(wd.pt)
-        if normalize(ix) != want:
-            return False
-    return True
-
-
 # ------------------------------------------------------------------ set_memory / pad_dim
 
 
 def set_memory(p, alloc, memory: Memory):
-    """Change an allocation's memory."""
-    c = resolve(p, alloc, "set_memory", "alloc")
+    """Change an allocation's memory (kept within the mapping rules of SPEC 2.4 and
+    the memories that callees expect)."""
+    prim = "set_memory"
+    c = resolve(p, alloc, prim, "alloc")
     if memory not in (SHARED, REGISTER, GLOBAL):
-        raise SchedulingError("set_memory", f"unknown memory {memory!r}", c.loc)
+        raise SchedulingError(prim, f"unknown memory {memory!r}", c.loc)
     s = c.node()
-    return result(p, splice(p.ir, c.addr, [s.with_(mem=memory)]), fwd_identity)
+    blk = block_of(p.ir, c.addr[:-1])
+    for n in walk(blk[c.addr[-1] + 1:]):
+        if isinstance(n, Call):
+            for prm, arg in zip(n.proc.params, n.args):
+                if isinstance(arg, WindowArg) and arg.name == s.name and \
+                        (prm.mem or GLOBAL) != memory:
+                    raise SchedulingError(prim, f"'{s.name}' is passed to {n.proc.name}, whose "
+                                          f"'{prm.name}' is in {(prm.mem or GLOBAL).name} "
+                                          "memory", n.loc, "inline the call first")
+    ir = splice(p.ir, c.addr, [s.with_(mem=memory)])
+    if memory != s.mem:
+        keep_mapping(p.ir, ir, prim, s.loc, c.addr)
+    return result(p, ir, fwd_identity)
+
+
+def keep_mapping(old, new, prim, loc, addr):
+    """Refuse when ``new`` breaks a mapping rule of SPEC 2.4 (kinds "mapping" and
+    "divergence" of check(), REGISTER ownership included) that ``old`` kept.  Only
+    for an allocation (at ``addr`` in ``old``) inside a kernel: outside one, a memory
+    is a choice made before mapping the loops."""
+    if not any(isinstance(x, For) and x.mapping == BLOCKS for x in ancestors(old, addr)):
+        return
+    from ..analysis.mapping import check_uniformity, issues_to_diagnostics
+
+    def diags(ir):
+        from ..analysis.effects import collect as effects
+        from ..analysis.obligations import Ctx
+        from ..analysis.obligations.ownership import check_ownership
+        from ..analysis.smt import DEFAULT_TIMEOUT_MS
+
+        eff = effects(ir)
+        ctx = Ctx(eff, {}, DEFAULT_TIMEOUT_MS)
+        issues_to_diagnostics(eff, ctx.diagnostics, ctx.warnings)
+        check_uniformity(eff, ctx.diagnostics)
+        check_ownership(ctx)
+        return [d for d in ctx.diagnostics if d.kind in ("mapping", "divergence", "unknown")]
+
+    after = diags(new)
+    if not after:
+        return
+    before = {(d.kind, d.message) for d in diags(old)}
+    for d in after:
+        if (d.kind, d.message) not in before:
+            raise SchedulingError(prim, f"the result breaks a mapping rule (SPEC 2.4): "
+                                  f"{d.message}", loc, d.hint or None, d.witness or None)
 
 
 def pad_dim(p, alloc, dim: int, size):
@@ -297,13 +138,22 @@ def _lift_once(p, c, prim):
     if isinstance(P, For) and P.iter in free_vars(s.shape):
         raise SchedulingError(prim, f"the shape of '{s.name}' depends on {P.iter}", s.loc)
     outer_blk = block_of(p.ir, pa[:-1])
-    for k, other in enumerate(outer_blk):
-        if k != pa[-1] and s.name in bound_names((other,)):
-            raise SchedulingError(prim, f"another '{s.name}' is allocated next to the loop",
-                                  s.loc)
     inner = getattr(P, fld)
     P2 = P.with_(**{fld: inner[:j] + inner[j + 1:]})
+    others = bound_names(outer_blk[:pa[-1]] + outer_blk[pa[-1] + 1:]) | bound_names(P2)
+    if s.name in others:
+        # another allocation of the name next to the statement or inside it: the
+        # lifted one takes a fresh name (its uses follow it in its block)
+        new = fresh_name(s.name, _all_names(p.ir))
+        tail = rename(inner[j + 1:], {s.name: new})
+        s = s.with_(name=new)
+        P2 = P.with_(**{fld: inner[:j] + tail})
     ir = splice(p.ir, pa, [s, P2])
+    if isinstance(P, For):
+        # one copy for all iterations: no read may see another iteration's value
+        check_flow(ir, pa[:-1] + (pa[-1] + 1,), (P2,), s.name, Var(P.iter), prim, s.loc,
+                   f"a read of '{s.name}' would see a value from another iteration of "
+                   f"{P.iter}")
     if isinstance(P, For) and P.kind == "par":
         check_parallel(ir, pa[:-1] + (pa[-1] + 1,), P2, prim, only={s.name})
 
@@ -344,24 +194,18 @@ def sink_alloc(p, alloc):
         fld = "body"
         if S.iter in free_vars(s.shape):
             raise SchedulingError(prim, "impossible: the shape uses the loop variable", s.loc)
-        if not _overwritten_first(S.body, s.name, WindowArg(s.name, (), s.ty)) and \
-                s.shape:
-            accs = collect(S.body, loops=(S,))
-            mine = [x for x in accs if x.buf == s.name]
-            w = [x for x in mine if x.writes]
-            r = [x for x in mine if not x.writes or x.mode != "w"]
-            hit = find_conflict(p.ir, a[:-1] + (i + 1,), w, r,
-                                lambda e1, e2: e1[S.iter] < e2[S.iter])
-            if hit:
-                raise_conflict(prim, f"a value of '{s.name}' flows from one iteration of "
-                               f"{S.iter} to a later one", hit, S.loc)
-        elif not s.shape and not _overwritten_first(S.body, s.name,
-                                                    WindowArg(s.name, (), s.ty)):
-            raise SchedulingError(prim, f"'{s.name}' may carry a value between iterations "
-                                  f"of loop {S.iter}", S.loc)
+    hdr = (S.lo, S.hi) if isinstance(S, For) else (S.cond,)
+    if any(isinstance(n, Read) and n.name == s.name for e in hdr for n in walk(e)):
+        raise SchedulingError(prim, f"the header of the statement reads '{s.name}'", S.loc)
+    if isinstance(S, For):
+        # one copy per iteration: no value may flow from one iteration to another
+        check_flow(p.ir, a[:-1] + (i + 1,), (S,), s.name, Var(S.iter), prim, S.loc,
+                   f"a value of '{s.name}' flows from one iteration of {S.iter} to a "
+                   "later one")
     S2 = S.with_(**{fld: (s,) + getattr(S, fld)})
     ir = splice(p.ir, a, [])
     ir = splice(ir, a, [S2])
+    keep_mapping(p.ir, ir, prim, s.loc, a)
 
     def fwd(addr):
         L = len(a) - 1
@@ -414,6 +258,12 @@ def expand_dim(p, alloc, size, index):
                                                  enc.int(ix, e_) < enc.int(sz, e_)),
               prim, f"0 <= {_pe(ix)} < {_pe(sz)} where '{s.name}' is used", st.loc)
 
+    rest0 = block_of(p.ir, baddr)[a[-1] + 1:]
+    if rest0:
+        check_flow(p.ir, baddr + (a[-1] + 1,), rest0, s.name, ix, prim, s.loc,
+                   f"a value of '{s.name}' written where {_pe(ix)} has one value is read "
+                   "where it has another")
+
     class Ex(Transformer):
         def visit_Read(self, e):
             e = self.generic(e)
@@ -435,6 +285,7 @@ def expand_dim(p, alloc, size, index):
     rest = Ex().visit_block(blk[a[-1] + 1:])
     new_alloc = s.with_(shape=(sz,) + s.shape)
     ir = replace_block(p.ir, baddr, blk[:a[-1]] + (new_alloc,) + rest)
+    keep_mapping(p.ir, ir, prim, s.loc, a)
     return result(p, ir, fwd_identity)
 
 

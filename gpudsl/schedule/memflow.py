@@ -1,0 +1,178 @@
+"""Data flow through one allocation, for the memory primitives.
+
+``sink_alloc`` (one copy per iteration of a loop) and ``expand_dim`` (one copy per
+value of an index) split an allocation into several.  That keeps the meaning when
+every read sees the same value as before: the last write before it of the same
+element lands in the same copy.  :func:`check_flow` proves it, per read, in one of
+two ways (both decided with legality's ``prove`` / ``find_conflict``):
+
+- *covered*: in every instance, the element read was written earlier in the same
+  iterations of the loops that separate the copies (so every write in between
+  lands in the same copy too);
+- *no flow*: no write of the element before the read lands in another copy.
+
+Otherwise the primitive refuses, with a witness where there is one.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import z3
+
+from ..errors import SchedulingError
+from ..ir.nodes import Alloc, Atomic, Call, For, If, Read
+from ..ir.visitor import free_vars, walk
+from .legality import Access, _instance, collect, find_conflict, prove, raise_conflict
+
+
+class _Site:
+    """An access of the buffer with its statement path in the region (ints are
+    statement indices, "body"/"orelse" the block of a loop or if) and the paths of
+    its enclosing loops."""
+
+    def __init__(self, acc: Access, path: tuple, lpaths: tuple, leaf):
+        self.acc, self.path, self.lpaths, self.leaf = acc, path, lpaths, leaf
+
+
+def _sites(stmts, buf, prim, path=(), loops=(), lpaths=(), guards=(), out=None):
+    out = [] if out is None else out
+    for k, s in enumerate(stmts):
+        p = path + (k,)
+        if isinstance(s, Alloc):
+            if s.name == buf:
+                raise SchedulingError(prim, f"another '{buf}' is allocated inside its scope; "
+                                      "rename one first", s.loc)
+            continue
+        if isinstance(s, (For, If)):
+            hdr = (s.lo, s.hi) if isinstance(s, For) else (s.cond,)
+            for e in hdr:
+                for n in walk(e):
+                    if isinstance(n, Read) and n.name == buf:
+                        out.append(_Site(Access(buf, "r", n.idx, loops, guards, s), p, lpaths,
+                                         s))
+            if isinstance(s, For):
+                _sites(s.body, buf, prim, p + ("body",), loops + (s,), lpaths + (p,), guards,
+                       out)
+            else:
+                _sites(s.body, buf, prim, p + ("body",), loops, lpaths,
+                       guards + ((s.cond, True),), out)
+                _sites(s.orelse, buf, prim, p + ("orelse",), loops, lpaths,
+                       guards + ((s.cond, False),), out)
+            continue
+        for a in collect((s,), loops, guards):
+            if a.buf == buf:
+                if a.mode == "atomic" or isinstance(s, Atomic) and s.name == buf:
+                    raise SchedulingError(prim, f"'{buf}' is updated atomically", s.loc)
+                out.append(_Site(a, p, lpaths, s))
+    return out
+
+
+def _common(w: _Site, r: _Site) -> int:
+    n = 0
+    for x, y in zip(w.lpaths, r.lpaths):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _static_before(w: _Site, r: _Site, over: bool):
+    """Does ``w`` come before ``r`` in one pass through their common loops' bodies?
+    ``over``: over-approximate where the order inside a call is unknown."""
+    for x, y in zip(w.path, r.path):
+        if x == y:
+            continue
+        if isinstance(x, int) and isinstance(y, int):
+            return x < y
+        return False  # the two branches of one if
+    if len(w.path) != len(r.path):
+        return len(w.path) < len(r.path)  # a loop or if header runs before its body
+    # the same statement: an assignment reads before it writes
+    return over and isinstance(w.leaf, Call)
+
+
+def _before(w: _Site, r: _Site, ew, er, over: bool):
+    n = _common(w, r)
+    vw = [ew[L.iter] for L in w.acc.loops[:n]]
+    vr = [er[L.iter] for L in r.acc.loops[:n]]
+    terms = []
+    for k in range(n):
+        terms.append(z3.And(*[a == b for a, b in zip(vw[:k], vr[:k])], vw[k] < vr[k]))
+    if _static_before(w, r, over):
+        terms.append(z3.And(*[a == b for a, b in zip(vw, vr)]))
+    return z3.Or(*terms) if terms else z3.BoolVal(False)
+
+
+def _same_iteration(w: _Site, r: _Site, split: set, ew, er):
+    """Constraints that ``w`` and ``r`` run in the same iteration of the loops
+    (common to both) that bind the variables of ``split``; None when some such
+    loop of ``r`` does not enclose ``w``."""
+    n = _common(w, r)
+    out = []
+    for v in split:
+        ks = [k for k, L in enumerate(r.acc.loops) if L.iter == v]
+        if not ks:
+            continue
+        k = ks[-1]
+        if k >= n:
+            return None
+        out.append(ew[v] == er[v])
+    return out
+
+
+def check_flow(pdef, addr, region: tuple, buf: str, ix, prim: str, loc, why: str):
+    """Refuse unless every read of ``buf`` in ``region`` (the statements from
+    ``addr`` on) sees the same value when ``buf`` is split into one copy per value
+    of the index expression ``ix`` (evaluated at each access)."""
+    sites = _sites(region, buf, prim)
+    bound = {L.iter for s in sites for L in s.acc.loops}
+    split = free_vars(ix) & bound
+    if not split:
+        return  # the index is fixed over the allocation's life: one copy is used
+    writes = [s for s in sites if s.acc.mode != "r"]
+    reads = [s for s in sites if s.acc.mode != "w"]
+    for r in reads:
+        if _covered(pdef, addr, r, writes, split, prim):
+            continue
+        for w in writes:
+            hit = find_conflict(
+                pdef, addr, [w.acc], [replace(r.acc, mode="r")],
+                lambda e1, e2, w=w: z3.And(_before(w, r, e1, e2, True),
+                                           _ix(pdef, ix, e1) != _ix(pdef, ix, e2)),
+                allow_reduce=False, tags=("_w", "_r"))
+            if hit:
+                raise_conflict(prim, why, hit, loc)
+
+
+def _ix(pdef, ix, env):
+    from .legality import Enc
+
+    return Enc(pdef).int(ix, env)
+
+
+def _covered(pdef, addr, r: _Site, writes, split, prim) -> bool:
+    def prop(enc, env):
+        er, fr = _instance(enc, r.acc, "_r", {})
+        alts = []
+        for w in writes:
+            ew, fw = _instance(enc, w.acc, "_w", {})
+            same = _same_iteration(w, r, split, ew, er)
+            if same is None or len(w.acc.idx) != len(r.acc.idx):
+                continue
+            body = z3.And(*fw, *same, _before(w, r, ew, er, False),
+                          *[enc.int(i, ew) == enc.int(j, er)
+                            for i, j in zip(w.acc.idx, r.acc.idx)])
+            qv = [ew[L.iter] for L in w.acc.loops]
+            alts.append(z3.Exists(qv, body) if qv else body)
+        if not alts:
+            return z3.BoolVal(False)
+        return z3.Implies(z3.And(*fr), z3.Or(*alts))
+
+    try:
+        prove(pdef, addr, prop, prim, "", None)
+    except SchedulingError:
+        return False
+    return True
+
+
+__all__ = ["check_flow"]

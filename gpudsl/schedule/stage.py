@@ -1,0 +1,336 @@
+"""``stage_mem``: stage a window of an array in a new allocation around a block.
+
+``stage_mem(p, block, window, name, memory)`` allocates ``name`` (the shape of the
+window's ranges) right before ``block``, copies the window in with ordinary ``seq``
+loops (named ``i0, i1, ...``, fresh in the proc) when the block reads it, rewrites
+the block's accesses that lie in the window, and copies it back after the block when
+the block writes it.  The copy loops are then the user's to map
+(``parallelize_loop``) and to separate with ``insert_sync``.
+
+- Accesses that the window does not cover are left alone, provided that they never
+  touch the window's elements when either side writes (or the order would change).
+- A window that may reach outside the array is accepted when every staged access is
+  in the array: the copies are then guarded by the bounds conditions they need (so a
+  point staged under ``if i < n:`` is copied under ``i < n``).
+"""
+from __future__ import annotations
+
+import z3
+
+from ..errors import SchedulingError
+from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, For, If, Interval, Point,
+                        Read, Reduce, Stmt, Var, WindowArg)
+from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, Memory, bool_
+from ..ir.visitor import Transformer, bound_names, fresh_name, walk
+from .cursors import ancestors, block_of, fwd_splice, replace_block, resolve, result
+from .legality import (Enc, _instance, _solver, _witness, base_facts, collect, context_facts,
+                       describe, prove)
+from .loops import _pe
+from .patterns import check_new_name, parse_at, scope_at
+from .simplify import const_value, normalize
+
+
+def _e(op, a, b):
+    return BinOp(op, a, b, INDEX)
+
+
+def _c(op, a, b):
+    return BinOp(op, a, b, bool_)
+
+
+def _all_names(pdef) -> set:
+    return bound_names(pdef.body) | {p.name for p in pdef.params}
+
+
+def _uses(stmts, buf) -> bool:
+    for n in walk(tuple(stmts)):
+        if isinstance(n, (Read, WindowArg, Assign, Reduce, Atomic)) and n.name == buf:
+            return True
+    return False
+
+
+def _find_bad(pdef, addr, access, bad):
+    """A witness of an instance of ``access`` (in the region at ``addr``) where
+    ``bad(enc, env)`` holds, None when there is none, "unknown" when undecided."""
+    enc = Enc(pdef)
+    s = _solver()
+    s.add(*base_facts(pdef, enc))
+    s.add(*context_facts(pdef, addr, enc))
+    env, facts = _instance(enc, access, "", {})
+    s.add(*facts)
+    s.add(bad(enc, env))
+    r = s.check()
+    if r == z3.unsat:
+        return None
+    if r == z3.unknown:
+        return "unknown"
+    names = {L.iter: z3.Int(L.iter) for L in ancestors(pdef, addr) if isinstance(L, For)}
+    for L in access.loops:
+        names[L.iter] = env[L.iter]
+    return _witness(s.model(), pdef, names)
+
+
+def _holds(pdef, addr, prop) -> bool:
+    try:
+        prove(pdef, addr, prop, "stage_mem", "", None)
+    except SchedulingError:
+        return False
+    return True
+
+
+def _key(a):
+    return (id(a.stmt), a.idx, a.mode == "r")
+
+
+class _Redirect(Transformer):
+    """Rewrites the staged accesses of ``buf`` (keys in ``staged``) into ``name``."""
+
+    def __init__(self, buf, name, win: WindowArg, staged: set):
+        self.buf, self.name, self.win, self.staged = buf, name, win, staged
+        self.cur = None
+
+    def visit(self, node):
+        if isinstance(node, Stmt):
+            prev, self.cur = self.cur, node
+            try:
+                return super().visit(node)
+            finally:
+                self.cur = prev
+        return super().visit(node)
+
+    def _idx(self, idx):
+        out = []
+        for i, w in zip(idx, self.win.idx):
+            if isinstance(w, Interval):
+                out.append(normalize(_e("-", i, w.lo)))
+        return tuple(out)
+
+    def visit_Read(self, e):
+        key = (id(self.cur), e.idx, True)
+        e = self.generic(e)
+        if e.name != self.buf or key not in self.staged:
+            return e
+        return e.with_(name=self.name, idx=self._idx(e.idx))
+
+    def _stmt(self, s):
+        key = (id(s), s.idx, False)
+        s = self.generic(s)
+        if s.name != self.buf or key not in self.staged:
+            return s
+        return s.with_(name=self.name, idx=self._idx(s.idx))
+
+    visit_Assign = visit_Reduce = _stmt
+
+
+def _outside(win):
+    def bad(enc, aenv, a):
+        outs = []
+        for i, w in zip(a.idx, win.idx):
+            x = enc.int(i, aenv)
+            if isinstance(w, Point):
+                outs.append(x != enc.int(w.pt, {}))
+            else:
+                outs.append(z3.Or(x < enc.int(w.lo, {}), x >= enc.int(w.hi, {})))
+        return z3.Or(*outs)
+    return bad
+
+
+def stage_mem(p, block, window, name: str, memory: Memory = SHARED):
+    """Stage ``window`` of an array into a new ``name`` in ``memory`` around ``block``."""
+    prim = "stage_mem"
+    c = resolve(p, block, prim, "block")
+    stmts = c.node()
+    loc = stmts[0].loc
+    env = scope_at(p.ir, c.addr)
+    win = parse_at(p.ir, c.addr, window, prim, "window", loc)
+    if not win.idx:  # the whole array or a scalar
+        shape = env[win.name][2]
+        win = win.with_(idx=tuple(Interval(Const(0), x) for x in shape))
+    win = win.with_(idx=tuple(Point(normalize(w.pt)) if isinstance(w, Point) else
+                              Interval(normalize(w.lo), normalize(w.hi)) for w in win.idx))
+    buf = win.name
+    ty, shape = env[buf][1], env[buf][2]
+    check_new_name(name, prim, loc)
+    if name in _all_names(p.ir) or name in env:
+        raise SchedulingError(prim, f"the name '{name}' is already used", loc)
+    if memory not in (SHARED, REGISTER, GLOBAL):
+        raise SchedulingError(prim, f"unknown memory {memory!r}", loc)
+    accs = collect(stmts)
+    for n in walk(tuple(stmts)):
+        if isinstance(n, Call) and any(isinstance(a, WindowArg) and a.name == buf
+                                       for a in n.args):
+            raise SchedulingError(prim, f"a call in the block takes '{buf}'; inline it first",
+                                  n.loc)
+    mine = [a for a in accs if a.buf == buf and not a.local]
+    if not mine:
+        raise SchedulingError(prim, f"the block does not access '{buf}'", loc)
+    for a in mine:
+        if a.mode == "atomic":
+            raise SchedulingError(prim, f"the block updates '{buf}' atomically; atomics "
+                                  "cannot be staged", a.stmt.loc)
+    staged, missed, first_miss = _split(p.ir, c.addr, mine, win, prim)
+    if not staged:
+        a, w = first_miss
+        raise SchedulingError(prim, f"the window {_pe(win)} misses {describe(a)}",
+                              a.stmt.loc, "widen the window or stage a smaller block", w)
+    cov = [a for a in mine if _key(a) in staged]
+    _keep_order(p.ir, c.addr, cov, [a for a in mine if _key(a) not in staged], win, prim)
+    guards = _bounds(p.ir, c.addr, win, shape, cov, buf, prim, loc)
+    # rewrite
+    ext = [normalize(_e("-", w.hi, w.lo)) for w in win.idx if isinstance(w, Interval)]
+    taken = _all_names(p.ir)
+    iters = []
+    for d in range(len(ext)):
+        n_ = fresh_name(f"i{d}", taken)
+        taken.add(n_)
+        iters.append(n_)
+
+    def copy(into_stage: bool):
+        src_idx, k = [], 0
+        for w in win.idx:
+            if isinstance(w, Point):
+                src_idx.append(w.pt)
+            else:
+                src_idx.append(normalize(_e("+", w.lo, Var(iters[k]))))
+                k += 1
+        st_idx = tuple(Var(v) for v in iters)
+        if into_stage:
+            st = Assign(name, st_idx, Read(buf, tuple(src_idx), ty), loc)
+        else:
+            st = Assign(buf, tuple(src_idx), Read(name, st_idx, ty), loc)
+        conds = []
+        for d, lower, upper in guards:
+            if lower:
+                conds.append(_c(">=", src_idx[d], Const(0)))
+            if upper:
+                conds.append(_c("<", src_idx[d], shape[d]))
+        if conds:
+            cond = conds[0]
+            for x in conds[1:]:
+                cond = _c("and", cond, x)
+            st = If(cond, (st,), (), loc)
+        for v, x in reversed(list(zip(iters, ext))):
+            st = For(v, Const(0), x, (st,), "seq", None, False, loc)
+        return st
+
+    writes = any(a.writes for a in cov)
+    copy_in = not _overwritten_first(stmts, buf, win)
+    new = [Alloc(name, ty, tuple(ext), memory, loc)]
+    if copy_in:
+        new.append(copy(True))
+    off = len(new)
+    new += list(_Redirect(buf, name, win, staged).visit_block(tuple(stmts)))
+    if writes:
+        new.append(copy(False))
+    a0 = c.addr
+    baddr = a0[:-1]
+    blk = block_of(p.ir, baddr)
+    ir = replace_block(p.ir, baddr, blk[:a0[-1]] + tuple(new) + blk[a0[-1] + len(stmts):])
+
+    def inner_map(r):
+        return baddr + (a0[-1] + off + r[0],) + r[1:]
+
+    return result(p, ir, fwd_splice(a0, len(new), inner_map, n_old=len(stmts)))
+
+
+def _split(pdef, addr, mine, win, prim):
+    """The keys of the accesses the window covers in every instance, the others,
+    and the first miss (access, witness)."""
+    bad = _outside(win)
+    missed, first = set(), None
+    for a in mine:
+        w = _find_bad(pdef, addr, a, lambda enc, e_, a=a: bad(enc, e_, a))
+        if w is not None:
+            missed.add(_key(a))
+            if first is None:
+                first = (a, w if w != "unknown" else None)
+    staged = {_key(a) for a in mine} - missed
+    return staged, missed, first
+
+
+def _keep_order(pdef, addr, cov, unc, win, prim):
+    """An access left alone must not touch the window's elements where it or a
+    staged access writes: the staged copy would reorder them."""
+    cov_writes = any(a.writes for a in cov)
+    bad = _outside(win)
+    for u in unc:
+        if not (u.writes or cov_writes):
+            continue
+        w = _find_bad(pdef, addr, u, lambda enc, e_, u=u: z3.Not(bad(enc, e_, u)))
+        if w is not None:
+            msg = f"the window {_pe(win)} misses {describe(u)}, which may touch its elements"
+            raise SchedulingError(prim, msg, u.stmt.loc,
+                                  "widen the window or stage a smaller block",
+                                  None if w == "unknown" else w)
+
+
+def _bounds(pdef, addr, win, shape, cov, buf, prim, loc):
+    """(dim, lower, upper) guards the copies need where the window may leave the
+    array; each staged access must then be proved inside the array."""
+    out = []
+    for d, (w, X) in enumerate(zip(win.idx, shape)):
+        lo, hi = (w.pt, w.pt) if isinstance(w, Point) else (w.lo, w.hi)
+        if isinstance(w, Interval):
+            prove(pdef, addr, lambda enc, e_, lo=lo, hi=hi: enc.int(lo, e_) <= enc.int(hi, e_),
+                  prim, f"the window {_pe(win)} has lo <= hi", loc)
+            up = lambda enc, e_, hi=hi, X=X: enc.int(hi, e_) <= enc.int(X, e_)  # noqa: E731
+        else:
+            up = lambda enc, e_, hi=hi, X=X: enc.int(hi, e_) < enc.int(X, e_)  # noqa: E731
+        lower = not _holds(pdef, addr, lambda enc, e_, lo=lo: enc.int(lo, e_) >= 0)
+        upper = not _holds(pdef, addr, up)
+        if lower or upper:
+            out.append((d, lower, upper))
+    if not out:
+        return out
+    for a in cov:
+        def oob(enc, e_, a=a):
+            return z3.Or(*[z3.Or(enc.int(i, e_) < 0, enc.int(i, e_) >= enc.int(X, e_))
+                           for i, X in zip(a.idx, shape)])
+        w = _find_bad(pdef, addr, a, oob)
+        if w is not None:
+            raise SchedulingError(prim, f"the window {_pe(win)} lies partly outside '{buf}' "
+                                  f"and {describe(a)} may reach outside it too", a.stmt.loc,
+                                  "stage a window inside the array",
+                                  None if w == "unknown" else w)
+    return out
+
+
+def _overwritten_first(stmts, buf, win) -> bool:
+    """The block's first access of the window overwrites all of it: a plain
+    top-level write of a point window, or a loop ``for v in seq(0, W)`` whose
+    only statement writes element ``lo + v`` of a one-interval window of
+    extent ``W`` without reading ``buf``."""
+    if any(isinstance(w, Interval) for w in win.idx):
+        return _loop_overwrites_first(stmts, buf, win)
+    for s in stmts:
+        if isinstance(s, Assign) and s.name == buf:
+            return not any(isinstance(n, Read) and n.name == buf for n in walk(s.rhs)) \
+                and tuple(normalize(i) for i in s.idx) == tuple(w.pt for w in win.idx)
+        if _uses((s,), buf):
+            return False
+    return False
+
+
+def _loop_overwrites_first(stmts, buf, win) -> bool:
+    ivs = [k for k, w in enumerate(win.idx) if isinstance(w, Interval)]
+    if len(ivs) != 1:
+        return False
+    first = next((s for s in stmts if _uses((s,), buf)), None)
+    if not (isinstance(first, For) and const_value(first.lo) == 0 and len(first.body) == 1):
+        return False
+    st = first.body[0]
+    if not isinstance(st, Assign) or st.name != buf or \
+            any(isinstance(n, Read) and n.name == buf for n in walk(st.rhs)):
+        return False
+    k = ivs[0]
+    w = win.idx[k]
+    if normalize(_e("-", w.hi, w.lo)) != normalize(first.hi):
+        return False
+    for d, (ix, wd) in enumerate(zip(st.idx, win.idx)):
+        want = normalize(_e("+", wd.lo, Var(first.iter))) if d == k else normalize(wd.pt)
+        if normalize(ix) != want:
+            return False
+    return True
+
+
+__all__ = ["stage_mem"]
