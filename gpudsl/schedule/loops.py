@@ -53,18 +53,19 @@ _TRANSIENT = ("a memory write at block level", "a memory write inside an unmappe
               "a SHARED array must be allocated", "a REGISTER allocation outside")
 
 
-def _mapping_issues(pdef) -> set:
+def _mapping_issues(pdef, strict: bool) -> set:
     """The broken mapping rules of SPEC 2.4 (structural, no solver) in ``pdef``."""
     from ..analysis.effects import collect as collect_effects
 
     return {(i.kind, i.message, tuple(map(str, i.locs)))
             for i in collect_effects(pdef).issues
-            if i.kind == "mapping" and not i.message.startswith(_TRANSIENT)}
+            if i.kind == "mapping" and (strict or not i.message.startswith(_TRANSIENT))}
 
 
-def refuse_new_mapping_issues(prim, old, new, loc):
-    """Refuse a rewrite that breaks a mapping rule the input kept."""
-    added = _mapping_issues(new) - _mapping_issues(old)
+def refuse_new_mapping_issues(prim, old, new, loc, strict: bool = True):
+    """Refuse a rewrite that breaks a mapping rule the input kept (``strict=False``:
+    except the transient ones of a top-down mapping, see ``_TRANSIENT``)."""
+    added = _mapping_issues(new, strict) - _mapping_issues(old, strict)
     if added:
         raise SchedulingError(prim, "the result would break a mapping rule: "
                               + "; ".join(sorted({m for _, m, _ in added})), loc,
@@ -499,7 +500,9 @@ def parallelize_loop(p, loop, mapping: Mapping | None = None):
     check_parallel(p.ir, c.addr, s, prim)
     new = s.with_(kind="par", mapping=mapping)
     ir = splice(p.ir, c.addr, [new])
-    refuse_new_mapping_issues(prim, p.ir, ir, s.loc)
+    # mapping a loop for the first time may pass through a transient state; re-mapping
+    # a mapped loop (or unmapping it) must not break any rule the input kept
+    refuse_new_mapping_issues(prim, p.ir, ir, s.loc, strict=s.mapping is not None)
     return result(p, ir, fwd_identity)
 
 
