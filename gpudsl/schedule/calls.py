@@ -74,6 +74,10 @@ class _NoMatch(Exception):
     pass
 
 
+def _kind(s: For) -> str:
+    return s.kind if s.mapping is None else f"{s.kind} @ {s.mapping.name}"
+
+
 class _Unifier:
     def __init__(self, instr: ProcDef):
         self.instr = instr
@@ -95,6 +99,9 @@ class _Unifier:
         if type(x) is not type(y):
             self.fail(f"a {type(x).__name__} does not match a {type(y).__name__}")
         if isinstance(x, For):
+            if (x.kind, x.mapping) != (y.kind, y.mapping):
+                self.fail(f"loop {y.iter} is a {_kind(y)} loop, the instr's loop {x.iter} "
+                          f"a {_kind(x)} loop")
             self.expr(x.lo, y.lo)
             self.expr(x.hi, y.hi)
             self.iters[x.iter] = y.iter
@@ -111,6 +118,8 @@ class _Unifier:
         elif isinstance(x, Alloc):
             if (x.ty, x.mem, len(x.shape)) != (y.ty, y.mem, len(y.shape)):
                 self.fail("different allocations")
+            for a, b in zip(x.shape, y.shape):
+                self.expr(a, b)
             self.iters[x.name] = y.name
         elif x != y:
             self.fail("different statements")
@@ -326,6 +335,10 @@ def vectorize(p, loop, width: int):
     s: For = c.node()
     if width not in (2, 4):
         raise SchedulingError(prim, f"width must be 2 or 4, not {width!r}", s.loc)
+    if s.kind != "seq":
+        raise SchedulingError(prim, f"loop {s.iter} is a {_kind(s)} loop: one vector copy "
+                              "would run on one thread instead of one element per iteration",
+                              s.loc, "vectorize a seq loop inside the thread loop")
     if const_value(s.lo) != 0 or const_value(s.hi) != width:
         raise SchedulingError(prim, f"loop {s.iter} must run exactly {width} times "
                               f"(seq(0, {width}))", s.loc,

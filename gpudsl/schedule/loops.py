@@ -10,9 +10,10 @@ from __future__ import annotations
 import z3
 
 from ..errors import SchedulingError
-from ..ir.nodes import (Alloc, Assign, BinOp, Call, Const, For, If, Read, Reduce, Var)
+from ..ir.nodes import (Alloc, Assign, BinOp, Call, Const, For, If, Read, Reduce, Sync, Var)
 from ..ir.types import BLOCKS, INDEX, THREADS, Mapping, bool_
 from ..ir.visitor import bound_names, free_vars, rename as rename_names, substitute, walk
+from .fresh import freshen, freshen_top_allocs, names_outside, proc_names, top_allocs
 from .cursors import (ancestors, block_of, fwd_identity, fwd_splice, replace_block, resolve,
                       result, splice)
 from .legality import collect, find_conflict, prove, raise_conflict
@@ -42,6 +43,33 @@ def _check_new_names(p, addr, names, prim, loc, old=()):
 
 def _e(op, a, b):
     return BinOp(op, a, b, INDEX)
+
+
+# Mapping issues that a schedule passes through on its way to a legal proc (the
+# outer loop mapped to BLOCKS before the inner one to THREADS, an allocation before
+# the loop that will make it block level): not refused.
+_TRANSIENT = ("a memory write at block level", "a memory write inside an unmapped par loop",
+              "a SHARED array must be allocated", "a REGISTER allocation outside")
+
+
+def _mapping_issues(pdef, strict: bool) -> set:
+    """The broken mapping rules of SPEC 2.4 (structural, no solver) in ``pdef``."""
+    from ..analysis.effects import collect as collect_effects
+
+    return {(i.kind, i.message, tuple(map(str, i.locs)))
+            for i in collect_effects(pdef).issues
+            if i.kind == "mapping" and (strict or not i.message.startswith(_TRANSIENT))}
+
+
+def refuse_new_mapping_issues(prim, old, new, loc, strict: bool = True):
+    """Refuse a rewrite that breaks a mapping rule the input kept (``strict=False``:
+    except the transient ones of a top-down mapping, see ``_TRANSIENT``)."""
+    added = _mapping_issues(new, strict) - _mapping_issues(old, strict)
+    if added:
+        raise SchedulingError(prim, "the result would break a mapping rule: "
+                              + "; ".join(sorted({m for _, m, _ in added})), loc,
+                              "BLOCKS loops stand at host level (up to 3 directly nested), "
+                              "THREADS loops at block level (up to 3 directly nested)")
 
 
 # ------------------------------------------------------------------ divide_loop
@@ -186,8 +214,15 @@ def _fission_once(p, c, prim):
                                   f"{L.iter} first")
     acc_pre = collect(pre, loops=(L,))
     acc_post = collect(post, loops=(L,))
-    hit = find_conflict(p.ir, a, acc_post, acc_pre,
-                        lambda e1, e2: e1[L.iter] < e2[L.iter])
+    # A read after the gap may come before a later iteration's write before the gap
+    # when that write stores the same value at the same place in every iteration:
+    # after fission the read sees that value from the last iteration instead.
+    same = _same_value_writes(L, pre, acc_pre)
+    reads = [x for x in acc_post if x.mode == "r"]
+    hit = find_conflict(p.ir, a, [x for x in acc_post if x.mode != "r"], acc_pre,
+                        lambda e1, e2: e1[L.iter] < e2[L.iter]) or \
+        find_conflict(p.ir, a, reads, [x for x in acc_pre if not any(x is y for y in same)],
+                      lambda e1, e2: e1[L.iter] < e2[L.iter])
     if hit:
         raise_conflict(prim, f"an access after the gap in an iteration of {L.iter} comes "
                        "before an access before the gap in a later iteration", hit, L.loc)
@@ -205,6 +240,30 @@ def _fission_once(p, c, prim):
     from .cursors import Cursor
 
     return q, Cursor(q, "gap", a[:-1] + (a[-1] + 1,))
+
+
+def _same_value_writes(L: For, pre, acc_pre) -> list:
+    """The accesses of ``acc_pre`` that are plain writes directly in loop ``L``'s
+    body (no guard, no inner loop, not in a call) whose place and value are the
+    same in every iteration: neither uses ``L.iter`` nor reads anything the loop
+    writes.  Every iteration of ``pre`` ends with the last such write's value."""
+    written = {x.buf for x in collect(L.body) if x.writes}
+    out = []
+    for x in acc_pre:
+        st = x.stmt
+        if x.mode != "w" or not isinstance(st, Assign) or not any(st is q for q in pre) or \
+                x.guards or \
+                len(x.loops) != 1:
+            continue
+        used = free_vars((st.rhs,) + tuple(st.idx))
+        if L.iter in used or used & written:
+            continue
+        out.append(x)
+    # the last write to a buffer decides what a later iteration leaves there: keep
+    # the exemption only for buffers with no other write before the gap
+    bufs = {x.buf for x in out}
+    others = [x for x in acc_pre if x.writes and x.buf in bufs and not any(x is y for y in out)]
+    return [x for x in out if x.buf not in {y.buf for y in others}]
 
 
 # ------------------------------------------------------------------ fuse
@@ -225,19 +284,29 @@ def fuse(p, loop1, loop2):
         if normalize(x) != normalize(y):
             prove(p.ir, c1.addr, lambda enc, env, x=x, y=y: enc.int(x, env) == enc.int(y, env),
                   prim, f"the {what} bounds of loops {A.iter} and {B.iter} are equal", B.loc)
-    bbody = rename_names(B.body, {B.iter: A.iter}) if B.iter != A.iter else B.body
+    # names of the second body that the fused body would capture or bind twice
+    clash = ({A.iter} | top_allocs(A.body)) & bound_names(B.body)
+    bbody = freshen(tuple(B.body), clash, proc_names(p.ir))
+    bbody = rename_names(bbody, {B.iter: A.iter}) if B.iter != A.iter else bbody
     F = A.with_(body=A.body + bbody)
     acc_a = collect(A.body, loops=(F,))
     acc_b = collect(bbody, loops=(F,))
+    has_sync = any(isinstance(n, Sync) for n in walk(F.body))
     hit = find_conflict(p.ir, c1.addr, acc_b, acc_a,
-                        lambda e1, e2: e1[A.iter] < e2[A.iter])
+                        lambda e1, e2: e1[A.iter] < e2[A.iter], allow_reduce=not has_sync)
     if hit:
         raise_conflict(prim, "backward dependence: an access of the second loop would come "
                        "before an access of the first loop in a later iteration", hit, B.loc)
+    if F.kind == "par":
+        # the fused iterations run at the same time: none may conflict with another
+        check_parallel(p.ir, c1.addr, F, prim)
+        if F.mapping == BLOCKS:
+            _check_fused_blocks(p.ir, c1.addr, F, acc_a, acc_b, prim, B.loc)
     a1 = c1.addr
     n1 = len(A.body)
     ir = splice(p.ir, a1, [F])
     ir = splice(ir, c2.addr, [])
+    refuse_new_mapping_issues(prim, p.ir, ir, B.loc)
 
     def inner_map(r):
         if len(r) == 1:
@@ -245,6 +314,38 @@ def fuse(p, loop1, loop2):
         return a1 + ("body", n1 + r[2]) + r[3:]
 
     return result(p, ir, fwd_splice(c2.addr, 0, inner_map))
+
+
+def _thread_id(acc, enc_env, tag):
+    """The (x, y, z) thread coordinates of an access instance: the variables of its
+    directly nested THREADS loops, innermost on x; any thread outside them."""
+    th = [L for L in acc.loops if L.mapping == THREADS]
+    if not th:
+        return None
+    ids = [enc_env[L.iter] for L in reversed(th)]
+    return ids + [z3.IntVal(0)] * (3 - len(ids))
+
+
+def _check_fused_blocks(pdef, addr, F, acc_a, acc_b, prim, loc):
+    """Fusing two BLOCKS loops puts both kernels' code in one block with no barrier
+    between them: an access of the second by one thread must not conflict with an
+    access of the first by another thread of the same block."""
+    def relate(e1, e2):
+        t1, t2 = _thread_id(relate.a, e1, "_1"), _thread_id(relate.b, e2, "_2")
+        same_block = e1[F.iter] == e2[F.iter]
+        if t1 is None or t2 is None:
+            return same_block
+        return z3.And(same_block, z3.Or(*[x != y for x, y in zip(t1, t2)]))
+
+    for a in acc_b:
+        for b in acc_a:
+            relate.a, relate.b = a, b
+            hit = find_conflict(pdef, addr, [a], [b], relate, allow_reduce=False)
+            if hit:
+                raise_conflict(prim, "in the fused kernel, two threads of one block would "
+                               "conflict with no barrier between them", hit, loc,
+                               "fuse the thread loops only where each thread reads what it "
+                               "wrote itself")
 
 
 # ------------------------------------------------------------------ unroll / cut / remove
@@ -299,10 +400,17 @@ def unroll_loop(p, loop):
     if hi - lo > 1024:
         raise SchedulingError(prim, f"loop {s.iter} has {hi - lo} iterations; unrolling "
                               "more than 1024 is refused", s.loc)
+    if s.mapping is not None:
+        raise SchedulingError(prim, f"loop {s.iter} is mapped to {s.mapping.name}: unrolled, "
+                              "its body would run on every thread of the enclosing level",
+                              s.loc, "unroll a seq loop (inside the thread loop)")
     new = []
+    taken = names_outside(p.ir, c.addr)
     for v in range(lo, hi):
-        new += _norm_block(substitute(s.body, {s.iter: Const(v)}))
+        new += freshen_top_allocs(_norm_block(substitute(s.body, {s.iter: Const(v)})), taken)
     a = c.addr
+    ir = splice(p.ir, a, new)
+    refuse_new_mapping_issues(prim, p.ir, ir, s.loc)
     nb = len(s.body)
 
     def inner_map(r):
@@ -310,7 +418,7 @@ def unroll_loop(p, loop):
             return None
         return a[:-1] + (a[-1] + r[2],) + r[3:]
 
-    return result(p, splice(p.ir, a, new), fwd_splice(a, len(new), inner_map))
+    return result(p, ir, fwd_splice(a, len(new), inner_map))
 
 
 def cut_loop(p, loop, at):
@@ -351,16 +459,29 @@ def remove_loop(p, loop):
         if x.mode == "r" and x.buf in written:
             raise SchedulingError(prim, f"the body of loop {s.iter} is not idempotent: it "
                                   f"reads {x.buf}, which it writes", s.loc)
-    prove(p.ir, c.addr, lambda enc, env: enc.int(s.hi, env) > enc.int(s.lo, env), prim,
-          f"loop {s.iter} runs at least once", s.loc)
+    if s.mapping is not None:
+        raise SchedulingError(prim, f"loop {s.iter} is mapped to {s.mapping.name}", s.loc)
     a = c.addr
+    body = freshen_top_allocs(tuple(s.body), names_outside(p.ir, a))
+    try:
+        prove(p.ir, a, lambda enc, env: enc.int(s.hi, env) > enc.int(s.lo, env), prim,
+              f"loop {s.iter} runs at least once", s.loc)
+        new, deep = body, ()
+    except SchedulingError:
+        # it may run zero times: keep the body under the guard `lo < hi` (as Exo does)
+        new = (If(BinOp("<", s.lo, s.hi, bool_, s.loc), body, (), s.loc),)
+        deep = (0, "body")
+    ir = splice(p.ir, a, new)
+    refuse_new_mapping_issues(prim, p.ir, ir, s.loc)
 
     def inner_map(r):
         if len(r) == 1:
-            return None
+            return a if deep else None
+        if deep:
+            return a + ("body",) + r[2:]
         return a[:-1] + (a[-1] + r[2],) + r[3:]
 
-    return result(p, splice(p.ir, a, s.body), fwd_splice(a, len(s.body), inner_map))
+    return result(p, ir, fwd_splice(a, len(new), inner_map))
 
 
 # ------------------------------------------------------------------ parallelize_loop
@@ -377,7 +498,11 @@ def parallelize_loop(p, loop, mapping: Mapping | None = None):
                               f"{mapping!r}", s.loc)
     check_parallel(p.ir, c.addr, s, prim)
     new = s.with_(kind="par", mapping=mapping)
-    return result(p, splice(p.ir, c.addr, [new]), fwd_identity)
+    ir = splice(p.ir, c.addr, [new])
+    # mapping a loop for the first time may pass through a transient state; re-mapping
+    # a mapped loop (or unmapping it) must not break any rule the input kept
+    refuse_new_mapping_issues(prim, p.ir, ir, s.loc, strict=s.mapping is not None)
+    return result(p, ir, fwd_identity)
 
 
 def check_parallel(pdef, addr, s: For, prim: str, only: set | None = None):
@@ -407,10 +532,17 @@ def specialize(p, block, conds):
     for x in cs:
         if x.ty != bool_:
             raise SchedulingError(prim, f"{_pe(x)} is not a condition", c.loc)
+    a = c.addr
+    after = block_of(p.ir, a[:-1])[a[-1] + len(stmts):]
+    for st in stmts:
+        if isinstance(st, Alloc) and st.name in free_vars(tuple(after)):
+            raise SchedulingError(prim, f"'{st.name}' is allocated in the block and used "
+                                  "after it: inside the branches it would go out of scope",
+                                  st.loc, f"specialize a block that ends after the last use "
+                                  f"of {st.name}")
     out = tuple(stmts)
     for x in reversed(cs):
         out = (If(normalize(x), tuple(stmts), out, stmts[0].loc),)
-    a = c.addr
     n_old = len(stmts)
 
     def inner_map(r):

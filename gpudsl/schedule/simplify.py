@@ -307,13 +307,14 @@ def simplify_ir(pdef: ProcDef) -> tuple[ProcDef, list]:
                if isinstance(s, If) and isinstance(s.cond, Const)]
     targets.sort(key=lambda t: t[0], reverse=True)
     from .cursors import splice, stmt_at
+    from .fresh import freshen_top_allocs, names_outside
 
     for a, _ in targets:
         s = stmt_at(pdef, a)
         kept = s.body if s.cond.val else s.orelse
         fld = "body" if s.cond.val else "orelse"
-        if not kept:
-            kept = ()
+        # the branch's allocations move into the enclosing block: no name twice there
+        kept = freshen_top_allocs(tuple(kept or ()), names_outside(pdef, a))
         pdef = splice(pdef, a, kept)
         edits.append((a, len(kept), fld))
     return pdef, edits

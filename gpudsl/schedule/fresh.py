@@ -1,0 +1,49 @@
+"""Fresh names for statements that move into another scope.
+
+gpudsl does not allow shadowing, and a block may not allocate one name twice.
+Primitives that move a loop body or a branch into the enclosing block
+(``unroll_loop``, ``remove_loop``, ``fuse``, ``simplify``) rename the allocations
+that would then clash, so that the result still parses back.
+"""
+from __future__ import annotations
+
+from ..ir.nodes import Alloc, ProcDef
+from ..ir.visitor import bound_names, free_vars, fresh_name, rename
+from .cursors import splice
+
+
+def proc_names(pdef: ProcDef) -> set:
+    """Every name a proc binds or uses (parameters, loops, allocations)."""
+    return {p.name for p in pdef.params} | bound_names(pdef.body) | free_vars(pdef.body)
+
+
+def names_outside(pdef: ProcDef, addr) -> set:
+    """The names of the proc with the statement at ``addr`` left out."""
+    return proc_names(splice(pdef, addr, []))
+
+
+def freshen(stmts: tuple, clash: set, taken: set) -> tuple:
+    """``stmts`` with every name they bind that is in ``clash`` renamed to a name
+    outside ``taken`` (which grows by the names chosen)."""
+    ren = {}
+    avoid = taken | bound_names(stmts) | free_vars(stmts)
+    for n in sorted(bound_names(stmts) & set(clash)):
+        ren[n] = fresh_name(n, avoid | set(ren.values()))
+    taken |= set(ren.values())
+    return rename(tuple(stmts), ren) if ren else tuple(stmts)
+
+
+def top_allocs(stmts) -> set:
+    return {s.name for s in stmts if isinstance(s, Alloc)}
+
+
+def freshen_top_allocs(stmts: tuple, taken: set) -> tuple:
+    """``stmts`` (to be placed in a block whose other names are ``taken``) with
+    the allocations at their top level renamed where they clash; ``taken`` grows
+    by the names the block then holds."""
+    out = freshen(stmts, top_allocs(stmts) & taken, taken)
+    taken |= top_allocs(out)
+    return out
+
+
+__all__ = ["proc_names", "names_outside", "freshen", "freshen_top_allocs", "top_allocs"]
