@@ -19,8 +19,7 @@ from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, Memory
 from ..ir.visitor import Transformer, bound_names, free_vars, fresh_name, walk
 from .cursors import (Cursor, ancestors, block_of, fwd_identity, fwd_insert, fwd_splice,
                       iter_stmts, replace_block, resolve, result, splice, stmt_at)
-from .legality import (Enc, _instance, _model_int, _solver, _witness, base_facts, collect,
-                       context_facts, find_conflict, prove, raise_conflict)
+from .legality import collect, find_bad, find_conflict, prove, raise_conflict
 from .loops import _pe, check_parallel
 from .patterns import parse_expr, parse_window, scope_at
 from .simplify import const_value, normalize
@@ -39,27 +38,6 @@ def _uses(stmts, buf) -> bool:
         if isinstance(n, (Read, WindowArg, Assign, Reduce, Atomic)) and n.name == buf:
             return True
     return False
-
-
-def _find_bad(pdef, addr, access, bad, loops_env=None):
-    """A witness of an instance of ``access`` (in the region at ``addr``) where
-    ``bad(enc, env)`` holds, None when there is none; raises on unknown."""
-    enc = Enc(pdef)
-    s = _solver()
-    s.add(*base_facts(pdef, enc))
-    s.add(*context_facts(pdef, addr, enc))
-    env, facts = _instance(enc, access, "", {})
-    s.add(*facts)
-    s.add(bad(enc, env))
-    r = s.check()
-    if r == z3.unsat:
-        return None
-    if r == z3.unknown:
-        return "unknown"
-    names = {L.iter: z3.Int(L.iter) for L in ancestors(pdef, addr) if isinstance(L, For)}
-    for L in access.loops:
-        names[L.iter] = env[L.iter]
-    return _witness(s.model(), pdef, names)
 
 
 # ------------------------------------------------------------------ stage_mem
@@ -137,7 +115,7 @@ def stage_mem(p, block, window, name: str, memory: Memory = SHARED):
                     outs.append(z3.Or(x < enc.int(w.lo, {}), x >= enc.int(w.hi, {})))
             return z3.Or(*outs)
 
-        w = _find_bad(p.ir, c.addr, a, bad)
+        w = find_bad(p.ir, c.addr, a, bad)
         if w is not None:
             from .legality import describe
 

@@ -23,7 +23,7 @@ import z3
 from ...ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS
 from ..effects import Access, loops_prefix
 from ..report import Diagnostic
-from ..smt import SAT, UNKNOWN, Unsupported
+from ...ir.smt import SAT, UNKNOWN, Unsupported
 from . import Ctx
 
 
