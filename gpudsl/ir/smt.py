@@ -78,6 +78,7 @@ class Result:
 class _Shared:
     solver = None
     queries = 0
+    facts: list = []    # what the enclosing pushed() blocks hold
 
 
 def shared_solver() -> z3.Solver:
@@ -91,22 +92,31 @@ def queries() -> int:
     return _Shared.queries
 
 
-def solve(constraints, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Result:
+def solve(constraints, timeout_ms: int = DEFAULT_TIMEOUT_MS, first_ms: int | None = None
+          ) -> Result:
     """Check the conjunction of ``constraints`` (added to whatever facts an enclosing
-    :func:`pushed` holds) with the shared solver."""
+    :func:`pushed` holds) with the shared solver.  With ``first_ms``, the shared
+    (incremental) solver gets that long, and an undecided query is asked again of a
+    one-shot solver for ``timeout_ms``: Z3's incremental core lacks the preprocessing
+    of its one-shot tactic (e.g. for products of sizes under ``%``)."""
     s = shared_solver()
     _Shared.queries += 1
     s.push()
     try:
-        s.set("timeout", max(1, int(timeout_ms)))
+        s.set("timeout", max(1, int(first_ms or timeout_ms)))
         for c in constraints:
             s.add(c)
-        r = s.check()
+        r, used = s.check(), s
+        if r == z3.unknown and first_ms is not None:
+            used = z3.Solver()
+            used.set("timeout", max(1, int(timeout_ms)))
+            used.add(*_Shared.facts, *constraints)
+            r = used.check()
         if r == z3.sat:
-            return Result(SAT, s.model())
+            return Result(SAT, used.model())
         if r == z3.unsat:
             return Result(UNSAT)
-        return Result(UNKNOWN, reason=s.reason_unknown())
+        return Result(UNKNOWN, reason=used.reason_unknown())
     except z3.Z3Exception as e:  # pragma: no cover - defensive
         return Result(UNKNOWN, reason=str(e))
     finally:
@@ -118,11 +128,14 @@ def pushed(facts):
     """Keep ``facts`` on the shared solver for the queries of the ``with`` block."""
     s = shared_solver()
     s.push()
+    n = len(_Shared.facts)
     try:
         for f in facts:
             s.add(f)
+        _Shared.facts.extend(facts)
         yield
     finally:
+        del _Shared.facts[n:]
         s.pop()
 
 
@@ -433,6 +446,9 @@ def enclosing(p, addr) -> list:
     return out
 
 
+_proc_facts: dict = {}   # id(proc) -> (proc, written arrays, premises)
+
+
 class Instance:
     """One dynamic instance of something below a scope's statement: its own copies
     of the loop variables (``env``) and the constraints that it runs (``facts``)."""
@@ -449,12 +465,22 @@ class Scope:
     """The context of one statement of a proc (see the module docstring)."""
 
     timeout_ms = 5000
+    first_ms = 500      # the shared incremental solver's turn before a one-shot retry
 
     def __init__(self, p, addr=(), bindings: dict | None = None, written: set | None = None):
         self.p = p
-        self.enc = Encoder(p, bindings, written_arrays(p) if written is None else written)
+        cached = _proc_facts.get(id(p)) if not bindings and written is None else None
+        if cached is None or cached[0] is not p:
+            w = written_arrays(p) if written is None else written
+            enc = Encoder(p, bindings, w)
+            cached = (p, w, enc.premises())
+            if not bindings and written is None:
+                if len(_proc_facts) > 64:
+                    _proc_facts.clear()
+                _proc_facts[id(p)] = cached
+        self.enc = Encoder(p, bindings, cached[1])
         self.ctx = self.enc.thread("ctx")
-        self.facts = self.enc.premises()
+        self.facts = list(cached[2])
         for s, fld in enclosing(p, addr):
             if isinstance(s, For):
                 bounds = self._try(lambda: (self.ctx.expr(s.lo), self.ctx.expr(s.hi)))
@@ -510,7 +536,7 @@ class Scope:
     def session(self):
         """The context's facts on the shared solver; yields ``check(constraints)``."""
         with pushed(self.facts):
-            yield lambda cons: solve(cons, self.timeout_ms)
+            yield lambda cons: solve(cons, self.timeout_ms, self.first_ms)
 
     def prove(self, goal) -> Result:
         """UNSAT when ``goal`` (a z3 bool) holds everywhere in the context."""
