@@ -96,3 +96,39 @@ def test_legality_uses_the_shared_solver():
     divide_loop(copy8, "i", 4, ["io", "ii"], tail="cut")
     cut_loop(copy8, "i", "4")
     assert smt.queries() > before
+
+
+def test_one_smt_layer():
+    # the Z3 solvers and the encoder live in gpudsl/ir/smt.py only
+    import pathlib
+
+    import gpudsl
+    import gpudsl.schedule.legality as legality
+
+    root = pathlib.Path(gpudsl.__file__).parent
+    users = sorted(str(f.relative_to(root)) for f in root.rglob("*.py")
+                   if "z3.Solver(" in f.read_text() or "class Enc" in f.read_text())
+    assert users == ["ir/smt.py"]
+    assert not hasattr(legality, "Enc")
+    with pytest.raises(ImportError):
+        import gpudsl.analysis.smt  # noqa: F401
+
+
+@proc
+def wrap_race(n: size, K: size, x: f32[n, 32], y: f32[n, 32]):
+    for b in par(0, n) @ BLOCKS:
+        s: f32[32] @ SHARED
+        for k in seq(0, K):
+            for t in par(0, 32) @ THREADS:
+                s[t] = x[b, t]
+            sync()
+            for t2 in par(0, 32) @ THREADS:
+                y[b, t2] = s[31 - t2]
+            sync()
+
+
+def test_delete_sync_inside_a_loop_body_is_refused():
+    with pytest.raises(SchedulingError):
+        delete_sync(wrap_race, "sync()")
+    with pytest.raises(SchedulingError):
+        delete_sync(wrap_race, "sync() #1")
