@@ -17,7 +17,7 @@ from .obligations.ownership import check_ownership
 from .obligations.races import check_races
 from .report import Report
 from .resources import check_resources
-from .smt import DEFAULT_TIMEOUT_MS, SAT
+from ..ir.smt import DEFAULT_TIMEOUT_MS, SAT
 
 _cache: dict = {}
 _ORDER = {"mapping": 0, "divergence": 1, "resource": 2, "race": 3, "bounds": 4, "unknown": 5}

@@ -13,7 +13,10 @@ API (reusable by the scheduling primitives)::
     eff.window_checks, eff.call_preds # bounds obligations of windows and callee asserts
 
 Calls are inlined first (:mod:`gpudsl.ir.inline`), so a window ``s[t:t+2]``
-passed to a proc shows up as accesses of ``s`` itself.
+passed to a proc shows up as accesses of ``s`` itself.  The reads of an expression are
+those of :func:`gpudsl.ir.effects.reads_of`, the collector the legality checks use;
+this module adds what check() needs on top (storage keys per allocation, kernels,
+levels, barrier counts, mapping issues).
 
 An :class:`Access` has: ``array`` (key of :class:`ArrayInfo`, unique per allocation),
 ``name`` (source name), ``mem``, ``kind`` (``"read"``, ``"write"`` or ``"atomic"``;
@@ -41,6 +44,7 @@ from ..ir.inline import (PRED_CHECK, VALUE_CHECK, WINDOW_CHECK, Inliner, bind_va
 from ..ir.nodes import (Alloc, Assign, Atomic, Call, Const, Expr, For, If, Pass, Point,
                         ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var)
 from ..ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS, Memory, bool_
+from ..ir.effects import reads_of
 from ..ir.visitor import walk
 from .phases import PhaseCounter
 
@@ -393,9 +397,9 @@ class _Collector:
         for e in es:
             if e is None:
                 continue
-            for n in walk(e):
-                if isinstance(n, Read) and not (not n.idx and n.name in self.scalar_params
-                                                and self.lookup(n.name) is None):
+            for n in reads_of(e):
+                if not (not n.idx and n.name in self.scalar_params
+                        and self.lookup(n.name) is None):
                     self.access(n.name, n.idx, "read", s, st, node=n)
 
     def access(self, name, idx, kind, s, st, reduce=False, node=None):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import z3
 
 from .report import Diagnostic
-from .smt import SAT, UNKNOWN, Unsupported
+from ..ir.smt import SAT, UNKNOWN, Unsupported
 
 STATIC_SHARED = 48 * 1024
 MAX_SHARED = 227 * 1024

@@ -22,7 +22,8 @@ import z3
 from ..errors import SchedulingError
 from ..ir.nodes import Alloc, Atomic, Call, For, If, Read
 from ..ir.visitor import free_vars, walk
-from .legality import Access, _instance, collect, find_conflict, prove, raise_conflict
+from ..ir.smt import Scope
+from .legality import Access, collect, find_conflict, prove, raise_conflict
 
 
 class _Site:
@@ -145,17 +146,17 @@ def check_flow(pdef, addr, region: tuple, buf: str, ix, prim: str, loc, why: str
 
 
 def _ix(pdef, ix, env):
-    from .legality import Enc
-
-    return Enc(pdef).int(ix, env)
+    return Scope(pdef).int(ix, env)
 
 
 def _covered(pdef, addr, r: _Site, writes, split, prim) -> bool:
     def prop(enc, env):
-        er, fr = _instance(enc, r.acc, "_r", {})
+        ri = enc.instance(r.acc.loops, r.acc.guards, "_r")
+        er, fr = ri.env, ri.facts
         alts = []
         for w in writes:
-            ew, fw = _instance(enc, w.acc, "_w", {})
+            wi = enc.instance(w.acc.loops, w.acc.guards, "_w")
+            ew, fw = wi.env, wi.facts
             same = _same_iteration(w, r, split, ew, er)
             if same is None or len(w.acc.idx) != len(r.acc.idx):
                 continue

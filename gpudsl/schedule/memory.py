@@ -79,7 +79,7 @@ def keep_mapping(old, new, prim, loc, addr):
         from ..analysis.effects import collect as effects
         from ..analysis.obligations import Ctx
         from ..analysis.obligations.ownership import check_ownership
-        from ..analysis.smt import DEFAULT_TIMEOUT_MS
+        from ..ir.smt import DEFAULT_TIMEOUT_MS
 
         eff = effects(ir)
         ctx = Ctx(eff, {}, DEFAULT_TIMEOUT_MS)

@@ -23,8 +23,7 @@ from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, For, If, Inte
 from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, Memory, bool_
 from ..ir.visitor import Transformer, bound_names, fresh_name, walk
 from .cursors import ancestors, block_of, fwd_splice, replace_block, resolve, result
-from .legality import (Enc, _instance, _solver, _witness, base_facts, collect, context_facts,
-                       describe, prove)
+from .legality import collect, describe, find_bad as _find_bad, prove
 from .loops import _pe
 from .patterns import check_new_name, parse_at, scope_at
 from .simplify import const_value, normalize
@@ -47,27 +46,6 @@ def _uses(stmts, buf) -> bool:
         if isinstance(n, (Read, WindowArg, Assign, Reduce, Atomic)) and n.name == buf:
             return True
     return False
-
-
-def _find_bad(pdef, addr, access, bad):
-    """A witness of an instance of ``access`` (in the region at ``addr``) where
-    ``bad(enc, env)`` holds, None when there is none, "unknown" when undecided."""
-    enc = Enc(pdef)
-    s = _solver()
-    s.add(*base_facts(pdef, enc))
-    s.add(*context_facts(pdef, addr, enc))
-    env, facts = _instance(enc, access, "", {})
-    s.add(*facts)
-    s.add(bad(enc, env))
-    r = s.check()
-    if r == z3.unsat:
-        return None
-    if r == z3.unknown:
-        return "unknown"
-    names = {L.iter: z3.Int(L.iter) for L in ancestors(pdef, addr) if isinstance(L, For)}
-    for L in access.loops:
-        names[L.iter] = env[L.iter]
-    return _witness(s.model(), pdef, names)
 
 
 def _holds(pdef, addr, prop) -> bool:

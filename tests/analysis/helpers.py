@@ -6,7 +6,7 @@ import numpy as np
 import z3
 
 import gpudsl
-from gpudsl.analysis.smt import Encoder
+from gpudsl.ir.smt import Encoder
 
 
 def sample_sizes(p, fixed: dict | None = None, cap: int = 4096) -> dict | None:

@@ -150,7 +150,7 @@ def test_effects_api():
 def test_smt_api():
     import z3
 
-    from gpudsl.analysis.smt import SAT, UNSAT, Encoder, solve
+    from gpudsl.ir.smt import SAT, UNSAT, Encoder, solve
     from gpudsl.ir import BinOp, Const, Var
 
     enc = Encoder(own_slot.ir)

@@ -13,7 +13,7 @@ import z3
 from ...ir.types import BLOCKS, THREADS
 from ..effects import Access, Effects
 from ..report import Diagnostic
-from ..smt import SAT, UNKNOWN, UNSAT, Encoder, Result, ThreadEnv, Unsupported, solve
+from ...ir.smt import SAT, UNKNOWN, UNSAT, Encoder, Result, ThreadEnv, Unsupported, solve
 
 
 class Ctx:

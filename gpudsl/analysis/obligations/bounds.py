@@ -10,7 +10,7 @@ import z3
 from ...ir.nodes import Point
 from ...ir.printer import print_expr
 from ..report import Diagnostic
-from ..smt import SAT, UNKNOWN, Unsupported
+from ...ir.smt import SAT, UNKNOWN, Unsupported
 from . import Ctx
 
 

@@ -7,7 +7,7 @@ import z3
 
 from ...ir.types import REGISTER
 from ..report import Diagnostic
-from ..smt import SAT, UNKNOWN, Unsupported
+from ...ir.smt import SAT, UNKNOWN, Unsupported
 from . import Ctx
 
 

@@ -23,7 +23,7 @@ import z3
 from ...ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS
 from ..effects import Access, loops_prefix
 from ..report import Diagnostic
-from ..smt import SAT, UNKNOWN, Unsupported
+from ...ir.smt import DEFAULT_TIMEOUT_MS, SAT, UNKNOWN, Unsupported
 from . import Ctx
 
 
@@ -36,28 +36,63 @@ def _host_loops(loops):
     return out
 
 
-def check_races(ctx: Ctx):
-    eff = ctx.eff
+def added_races(before, after, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list:
+    """The race (and undecided) diagnostics of ``after`` between threads of one block
+    that ``before`` does not have, where ``after`` is ``before`` with barriers removed
+    (the same accesses in the same order; only barrier counts differ).  A pair whose
+    barrier counts did not change cannot race anew and is not asked."""
+    from ..effects import collect
+
+    eff_b, eff_a = collect(before), collect(after)
+    old = {a.uid: a for a in eff_b.accesses}
+    aligned = len(old) == len(eff_a.accesses) and all(
+        a.uid in old and old[a.uid].describe() == a.describe() for a in eff_a.accesses)
+    ctx_a = Ctx(eff_a, {}, timeout_ms)
+    ctx_b = Ctx(eff_b, {}, timeout_ms)
+    out = []
+    for info, a1, a2 in _candidates(eff_a):
+        if aligned and repr(a1.bcount) == repr(old[a1.uid].bcount) and \
+                repr(a2.bcount) == repr(old[a2.uid].bcount):
+            continue  # the same query as before the removal
+        d = _pair(ctx_a, info, a1, a2, only={"threads"})
+        if d is None:
+            continue
+        if aligned:
+            b1, b2 = old[a1.uid], old[a2.uid]
+            d0 = _pair(ctx_b, eff_b.arrays[b1.array], b1, b2, only={"threads"})
+            if d0 is not None and d0.kind == d.kind:
+                continue  # there before the removal
+        out.append(d)
+        break
+    return out
+
+
+def _candidates(eff):
+    """(array info, access, access) for every pair that may conflict."""
     by_array: dict[str, list[Access]] = {}
     for a in eff.accesses:
         by_array.setdefault(a.array, []).append(a)
     for key, accs in by_array.items():
-        info = eff.arrays[key]
         if not any(a.is_write for a in accs):
             continue
-        found = 0
         for i, a1 in enumerate(accs):
             for a2 in accs[i:]:
                 if not (a1.is_write or a2.is_write):
                     continue
                 if a1.kind == "atomic" and a2.kind == "atomic":
                     continue
-                if found >= 4:
-                    break
-                d = _pair(ctx, info, a1, a2)
-                if d is not None:
-                    ctx.diagnostics.append(d)
-                    found += d.kind == "race"
+                yield eff.arrays[key], a1, a2
+
+
+def check_races(ctx: Ctx):
+    found: dict[str, int] = {}
+    for info, a1, a2 in _candidates(ctx.eff):
+        if found.get(info.key, 0) >= 4:
+            continue
+        d = _pair(ctx, info, a1, a2)
+        if d is not None:
+            ctx.diagnostics.append(d)
+            found[info.key] = found.get(info.key, 0) + (d.kind == "race")
 
 
 def _differs(ls1, ls2, t1, t2, j):
@@ -65,7 +100,7 @@ def _differs(ls1, ls2, t1, t2, j):
     return z3.And(*eq, t1.vars[ls1[j].iter] != t2.vars[ls2[j].iter])
 
 
-def _pair(ctx: Ctx, info, a1: Access, a2: Access):
+def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
     common = loops_prefix(a1.loops, a2.loops)
     host = _host_loops(common)
     host_par = [j for j, l in enumerate(host) if l.is_unmapped_par]
@@ -85,6 +120,8 @@ def _pair(ctx: Ctx, info, a1: Access, a2: Access):
             modes.append("threads")
         if inner_par:
             modes.append("iterations")
+    if only is not None:
+        modes = [m for m in modes if m in only]
     if not modes:
         return None
     t1, t2 = ctx.thread("1"), ctx.thread("2")

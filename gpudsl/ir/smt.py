@@ -1,8 +1,10 @@
-"""Z3 encoding of IR integer expressions, and the one shared solver.
+"""The one SMT layer: Z3 encoding of IR integer expressions, the facts of a
+statement's context, witnesses, and the one shared incremental solver.  check()
+(gpudsl.analysis) and every legality check of the rewrite primitives use it.
 
-API (reusable by the scheduling primitives for dependence checks)::
+API::
 
-    from gpudsl.analysis.smt import Encoder, solve, Unsupported, SAT, UNSAT, UNKNOWN
+    from gpudsl.ir.smt import Encoder, solve, Unsupported, SAT, UNSAT, UNKNOWN
 
     enc = Encoder(proc_def, bindings={"n": 256}, written={"x"})
     enc.premises()                 # [z3 bools]: sizes >= 1, the proc's asserts
@@ -28,17 +30,35 @@ callers know a satisfying model may not be a real execution.
 
 The solver is one ``z3.Solver`` in Z3's main context, reused for every query with
 ``push``/``pop``; each query has its own timeout.  A timeout gives ``UNKNOWN``,
-never ``UNSAT``.
+never ``UNSAT``.  ``queries()`` counts the queries of the process.
+
+Legality questions ask about one statement of a proc::
+
+    sc = Scope(proc_def, addr)     # sizes >= 1, asserts, enclosing loop ranges and ifs
+    sc.int(e, env) / sc.cond(e, env)   # encode in the context (env: name -> z3 term
+                                       # overriding the context's variables)
+    inst = sc.instance(loops, guards, tag)   # one dynamic instance below the statement
+    with sc.session() as check:      # the context's facts pushed on the shared solver
+        res = check([...])          # Result, each query in its own push/pop
+    sc.witness(res.model, {"i": term})   # sizes and the named terms' values
+
+Anything the encoder cannot model raises ``Unsupported``: a fact that cannot be
+encoded is dropped (weaker assumptions: sound), a goal or a condition that cannot be
+encoded makes the proof fail.  Only the two-argument ``min``/``max`` of the language
+are modelled; other arities are ``Unsupported``.
 """
 from __future__ import annotations
 
 import itertools
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import z3
 
-from ..ir.nodes import BinOp, Builtin, Const, Expr, Read, UnOp, Var, WindowArg
-from ..ir.types import DTYPES
+from .nodes import (Assign, Atomic, BinOp, Builtin, Const, Expr, For, If, Read, Reduce, UnOp,
+                    Var, WindowArg)
+from .types import DTYPES
+from .visitor import walk
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
 DEFAULT_TIMEOUT_MS = 3000
@@ -58,6 +78,7 @@ class Result:
 class _Shared:
     solver = None
     queries = 0
+    facts: list = []    # what the enclosing pushed() blocks hold
 
 
 def shared_solver() -> z3.Solver:
@@ -66,24 +87,55 @@ def shared_solver() -> z3.Solver:
     return _Shared.solver
 
 
-def solve(constraints, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Result:
-    """Check the conjunction of ``constraints`` with the shared solver."""
+def queries() -> int:
+    """How many queries the shared solver has answered in this process."""
+    return _Shared.queries
+
+
+def solve(constraints, timeout_ms: int = DEFAULT_TIMEOUT_MS, first_ms: int | None = None
+          ) -> Result:
+    """Check the conjunction of ``constraints`` (added to whatever facts an enclosing
+    :func:`pushed` holds) with the shared solver.  With ``first_ms``, the shared
+    (incremental) solver gets that long, and an undecided query is asked again of a
+    one-shot solver for ``timeout_ms``: Z3's incremental core lacks the preprocessing
+    of its one-shot tactic (e.g. for products of sizes under ``%``)."""
     s = shared_solver()
     _Shared.queries += 1
     s.push()
     try:
-        s.set("timeout", max(1, int(timeout_ms)))
+        s.set("timeout", max(1, int(first_ms or timeout_ms)))
         for c in constraints:
             s.add(c)
-        r = s.check()
+        r, used = s.check(), s
+        if r == z3.unknown and first_ms is not None:
+            used = z3.Solver()
+            used.set("timeout", max(1, int(timeout_ms)))
+            used.add(*_Shared.facts, *constraints)
+            r = used.check()
         if r == z3.sat:
-            return Result(SAT, s.model())
+            return Result(SAT, used.model())
         if r == z3.unsat:
             return Result(UNSAT)
-        return Result(UNKNOWN, reason=s.reason_unknown())
+        return Result(UNKNOWN, reason=used.reason_unknown())
     except z3.Z3Exception as e:  # pragma: no cover - defensive
         return Result(UNKNOWN, reason=str(e))
     finally:
+        s.pop()
+
+
+@contextmanager
+def pushed(facts):
+    """Keep ``facts`` on the shared solver for the queries of the ``with`` block."""
+    s = shared_solver()
+    s.push()
+    n = len(_Shared.facts)
+    try:
+        for f in facts:
+            s.add(f)
+        _Shared.facts.extend(facts)
+        yield
+    finally:
+        del _Shared.facts[n:]
         s.pop()
 
 
@@ -338,17 +390,23 @@ class ThreadEnv:
     def builtin(self, e: Builtin):
         n = e.name
         if n == "select":
+            if len(e.args) != 3:
+                raise Unsupported(f"select takes three arguments, not {len(e.args)}")
             c = self.cond(e.args[0])
             a, b = self.expr(e.args[1]), self.expr(e.args[2])
             return z3.If(c, a, b)
         if e.ty.is_float:
             raise _Float()
         if n in ("min", "max"):
+            if len(e.args) != 2:
+                raise Unsupported(f"{n} takes two arguments, not {len(e.args)}")
             vals = [self.expr(a) for a in e.args]
             r = vals[0]
             for v in vals[1:]:
                 r = z3.If(v < r, v, r) if n == "min" else z3.If(v > r, v, r)
             return r
+        if len(e.args) != 1:
+            raise Unsupported(f"{n} takes one argument, not {len(e.args)}")
         if n == "abs":
             a = self.expr(e.args[0])
             return z3.If(a < 0, -a, a)
@@ -358,3 +416,137 @@ class ThreadEnv:
                 return z3.If(a, 1, 0)
             return a
         raise Unsupported(f"builtin {n}")
+
+
+
+# ---------------------------------------------------------------- statement contexts
+
+
+def written_arrays(p) -> set:
+    """Names of the arrays a proc writes (its reads of others are functions of the
+    indices); a call counts as writing every array it is passed."""
+    out = set()
+    for n in walk(p.body):
+        if isinstance(n, (Assign, Reduce, Atomic)):
+            out.add(n.name)
+        elif isinstance(n, WindowArg):
+            out.add(n.name)
+    return out
+
+
+def enclosing(p, addr) -> list:
+    """(statement, field) of the statements enclosing the statement address ``addr``
+    (alternating indices and field names), outermost first."""
+    out = []
+    blk = p.body
+    for k in range(0, len(addr) - 1, 2):
+        s = blk[addr[k]]
+        out.append((s, addr[k + 1]))
+        blk = getattr(s, addr[k + 1])
+    return out
+
+
+_proc_facts: dict = {}   # id(proc) -> (proc, written arrays, premises)
+
+
+class Instance:
+    """One dynamic instance of something below a scope's statement: its own copies
+    of the loop variables (``env``) and the constraints that it runs (``facts``)."""
+
+    def __init__(self, env: dict, facts: list):
+        self.env = env
+        self.facts = facts
+
+    def __getitem__(self, name):
+        return self.env[name]
+
+
+class Scope:
+    """The context of one statement of a proc (see the module docstring)."""
+
+    timeout_ms = 5000
+    first_ms = 500      # the shared incremental solver's turn before a one-shot retry
+
+    def __init__(self, p, addr=(), bindings: dict | None = None, written: set | None = None):
+        self.p = p
+        cached = _proc_facts.get(id(p)) if not bindings and written is None else None
+        if cached is None or cached[0] is not p:
+            w = written_arrays(p) if written is None else written
+            enc = Encoder(p, bindings, w)
+            cached = (p, w, enc.premises())
+            if not bindings and written is None:
+                if len(_proc_facts) > 64:
+                    _proc_facts.clear()
+                _proc_facts[id(p)] = cached
+        self.enc = Encoder(p, bindings, cached[1])
+        self.ctx = self.enc.thread("ctx")
+        self.facts = list(cached[2])
+        for s, fld in enclosing(p, addr):
+            if isinstance(s, For):
+                bounds = self._try(lambda: (self.ctx.expr(s.lo), self.ctx.expr(s.hi)))
+                v = self.ctx.declare(s.iter)
+                if bounds is not None:
+                    self.facts += [v >= bounds[0], v < bounds[1]]
+            elif isinstance(s, If):
+                c = self._try(lambda: self.ctx.cond(s.cond))
+                if c is not None:
+                    self.facts.append(c if fld == "body" else z3.Not(c))
+
+    @staticmethod
+    def _try(f):
+        try:
+            return f()
+        except Unsupported:
+            return None  # a fact that cannot be encoded is dropped
+
+    def thread(self, env: dict | None = None) -> ThreadEnv:
+        t = self.enc.thread(f"q{next(_ids)}")
+        t.vars.update(self.ctx.vars)
+        t.vars.update(env or {})
+        return t
+
+    def int(self, e: Expr, env: dict | None = None):
+        """``e`` in the context, ``env`` overriding variables; raises Unsupported."""
+        r = self.thread(env).expr(e)
+        if z3.is_bool(r):
+            raise Unsupported("a condition where an integer is expected")
+        return r
+
+    def cond(self, e: Expr, env: dict | None = None):
+        return self.thread(env).cond(e)
+
+    def instance(self, loops, guards, tag: str, env: dict | None = None) -> Instance:
+        """An instance of code nested in ``loops`` (For statements, outer first) and
+        ``guards`` ((condition, positive) pairs) below the statement."""
+        env = dict(env or {})
+        facts = []
+        for L in loops:
+            bounds = self._try(lambda: (self.int(L.lo, env), self.int(L.hi, env)))
+            v = z3.Int(f"{L.iter}{tag}#{next(_ids)}")
+            env[L.iter] = v
+            if bounds is not None:
+                facts += [v >= bounds[0], v < bounds[1]]
+        for c, pos in guards:
+            g = self._try(lambda: self.cond(c, env))
+            if g is not None:
+                facts.append(g if pos else z3.Not(g))
+        return Instance(env, facts)
+
+    @contextmanager
+    def session(self):
+        """The context's facts on the shared solver; yields ``check(constraints)``."""
+        with pushed(self.facts):
+            yield lambda cons: solve(cons, self.timeout_ms, self.first_ms)
+
+    def prove(self, goal) -> Result:
+        """UNSAT when ``goal`` (a z3 bool) holds everywhere in the context."""
+        with self.session() as check:
+            return check([z3.Not(goal)])
+
+    def witness(self, model, terms: dict | None = None) -> dict:
+        """Sizes and index parameters, the enclosing loop variables, and ``terms``."""
+        w = {k: v for k, v in self.enc.size_values(model).items()}
+        for name, t in list(self.ctx.vars.items()) + list((terms or {}).items()):
+            r = model.eval(t, model_completion=True)
+            w[name] = r.as_long() if z3.is_int_value(r) else str(r)
+        return w
