@@ -182,9 +182,6 @@ def test_nothing_imports_the_package_root():
     assert not bad, "modules below the package root import it:\n  " + "\n  ".join(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="schedule/ still has internal cycles (cursors <-> "
-                   "patterns, calls -> legality -> calls) that the schedule refactor of issue "
-                   "11 removes; drop this marker when it lands")
 def test_no_import_cycles():
     g = import_graph()
     bad = []

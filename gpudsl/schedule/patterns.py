@@ -24,8 +24,8 @@ from ..errors import SchedulingError
 from ..frontend.scope import Scope
 from ..frontend.strings import check_new_name, parse_string, scope_of
 from ..ir.nodes import BUILTINS, Alloc, Expr, For, If, Interval, Point, ProcDef
+from ..ir.addresses import block_of, iter_stmts, stmt_at
 from ..ir.types import DTYPES
-from .cursors import block_of, iter_stmts, stmt_at
 from .match import is_hole, match_alloc, match_expr, match_stmt
 
 _LOOP_RE = re.compile(r"^\s*(?:for\s+)?([A-Za-z_]\w*)\s*(?:#\s*(\d+))?\s*$")
