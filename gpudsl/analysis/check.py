@@ -9,13 +9,14 @@ from __future__ import annotations
 import time
 
 from ..errors import Error
+from ..ir.inline import InlineRefused
 from .effects import collect
 from .mapping import check_uniformity, issues_to_diagnostics
 from .obligations import Ctx
 from .obligations.bounds import check_bounds
 from .obligations.ownership import check_ownership
 from .obligations.races import check_races
-from .report import Report
+from .report import Diagnostic, Report
 from .resources import check_resources
 from ..ir.smt import DEFAULT_TIMEOUT_MS, SAT
 
@@ -58,7 +59,13 @@ def check(p, **bindings) -> Report:
 
 def _run(ir, bindings, timeout_ms) -> Report:
     t0 = time.perf_counter()
-    eff = collect(ir)
+    try:
+        eff = collect(ir)
+    except InlineRefused as e:  # a call whose by-value meaning the IR cannot express
+        d = Diagnostic("unknown", f"could not analyse {ir.name}: {e.raw_message}",
+                       [e.loc] if e.loc is not None else [], {}, e.hint or "")
+        return Report(ir.name, [d], [], dict(bindings),
+                      {"queries": 0, "seconds": time.perf_counter() - t0, "accesses": 0})
     ctx = Ctx(eff, bindings, timeout_ms)
     if bindings:
         r = ctx.solve([])

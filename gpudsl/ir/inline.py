@@ -48,12 +48,79 @@ from typing import Callable, Optional
 
 from .nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
                     Point, ProcDef, Read, Reduce, Stmt, Var, WindowArg)
-from .types import BLOCKS, GLOBAL, INDEX, REGISTER
-from .visitor import Transformer, bound_names, free_vars, fresh_name, walk
+from ..errors import CompileError, SchedulingError
+from .types import BLOCKS, GLOBAL, INDEX, REGISTER, i32
+from .visitor import Transformer, bound_names, children, free_vars, fresh_name, walk
 
 WINDOW_CHECK = "__window__"
 PRED_CHECK = "__pred__"
 VALUE_CHECK = "__value__"
+
+
+class InlineRefused(SchedulingError, CompileError):
+    """A call the inliner cannot expand without changing its meaning: a
+    ``SchedulingError`` of the ``inline`` primitive, a ``CompileError`` to code
+    generation (check() reports it as a diagnostic)."""
+
+    def __init__(self, message: str, loc=None, hint: str | None = None):
+        SchedulingError.__init__(self, "inline", message, loc, hint)
+
+
+def walk_window_bounds(w: WindowArg) -> list:
+    """The offset expressions of a window argument."""
+    out = []
+    for part in w.idx:
+        out.extend([part.pt] if isinstance(part, Point) else [part.lo, part.hi])
+    return out
+
+
+def _hold_window(w: WindowArg, hold: Callable) -> WindowArg:
+    parts = []
+    for part in w.idx:
+        if isinstance(part, Point):
+            parts.append(replace(part, pt=hold(part.pt)))
+        else:
+            lo = hold(part.lo)
+            parts.append(replace(part, lo=lo, hi=hold(part.hi)))
+    return replace(w, idx=tuple(parts))
+
+
+def _uses_outside_indices(callee: ProcDef, name: str) -> str:
+    """Where ``callee`` uses the control parameter ``name`` other than inside an
+    access index, a window offset or an assert ("" when nowhere)."""
+    def uses(e) -> bool:
+        return e is not None and any(isinstance(n, Var) and n.name == name for n in walk(e))
+
+    def value_use(e) -> bool:  # outside the indices of the reads in ``e``
+        if isinstance(e, Var):
+            return e.name == name
+        return not isinstance(e, Read) and any(value_use(c) for c in children(e))
+
+    def inside(stmts) -> str:
+        for s in stmts:
+            if isinstance(s, For):
+                if uses(s.lo) or uses(s.hi):
+                    return f"the bounds of the loop '{s.iter}'"
+                r = inside(s.body)
+            elif isinstance(s, If):
+                r = inside(s.body) or inside(s.orelse)
+            elif isinstance(s, Alloc):
+                r = "the shape of '%s'" % s.name if any(uses(e) for e in s.shape) else ""
+            elif isinstance(s, (Assign, Reduce, Atomic)):
+                r = f"the value assigned to '{s.name}'" if value_use(s.rhs) else ""
+            elif isinstance(s, Call):
+                r = ""
+                for p, a in zip(s.proc.params, s.args):
+                    if p.kind in ("size", "index") and uses(a):
+                        r = f"the {p.kind} argument '{p.name}' of {s.proc.name}"
+                        break
+            else:
+                r = ""
+            if r:
+                return r
+        return ""
+
+    return inside(callee.body)
 
 
 def bind_local(tmp: str, arg: Expr, mem, loc) -> tuple:
@@ -265,11 +332,40 @@ class Inliner:
         writes = {win_env[n].name if n in win_env else renames.get(n, n)
                   for n in written_names(callee.body)}
         mem = REGISTER if in_blocks else GLOBAL
+
+        def stale(a) -> bool:
+            return any(isinstance(n, Read) and n.name in writes for n in walk(a))
+
+        def hold(base: str, a: Expr) -> Read:
+            ty = a.ty if a.ty.is_integer and a.ty != INDEX else i32
+            tmp = self.fresh(base)
+            pre.extend(self.bind(tmp, replace(a, ty=ty) if a.ty != ty else a, mem, call.loc))
+            return Read(tmp, (), ty, call.loc)
+
         for pname, a in list(scalar_env.items()):
-            if any(isinstance(n, Read) and n.name in writes for n in walk(a)):
+            if stale(a):
                 tmp = self.fresh(pname)
                 pre.extend(self.bind(tmp, a, mem, call.loc))
                 scalar_env[pname] = Read(tmp, (), a.ty, call.loc)
+        # A size or index argument, or a window offset, is a value too: one that reads
+        # memory the callee writes is held in a fresh integer scalar, read back where
+        # an index may read data (access indices, window offsets, asserts); a size
+        # the callee needs elsewhere (loop bounds, shapes) cannot be held: refused.
+        for pname, a in list(var_env.items()):
+            if stale(a):
+                where = _uses_outside_indices(callee, pname)
+                if where:
+                    raise InlineRefused(
+                        f"the {callee.param(pname).kind} argument "
+                        f"'{pname}' of {callee.name} reads memory {callee.name} writes, and "
+                        f"{callee.name} uses it in {where}: passed by value it cannot be "
+                        "read back there", call.loc,
+                        "compute the argument into a size or index the callee does not "
+                        "change, or inline a copy of the callee that reads it first")
+                var_env[pname] = hold(pname, a)
+        for pname, w in list(win_env.items()):
+            if any(stale(e) for e in walk_window_bounds(w)):
+                win_env[pname] = _hold_window(w, lambda e: hold(pname, e) if stale(e) else e)
         sub = _Subst(var_env, scalar_env, win_env, renames, self)
         if self.obligations:
             for pred in callee.preds:
@@ -294,6 +390,6 @@ def inline_calls(p: ProcDef, keep_instr: bool = True) -> ProcDef:
     return replace(p, body=Inliner(caller_names(p), keep_instr=keep_instr).block(p.body))
 
 
-__all__ = ["Inliner", "inline_calls", "caller_names", "compose_index", "compose_window", "written_names",
+__all__ = ["Inliner", "InlineRefused", "inline_calls", "caller_names", "compose_index", "compose_window", "written_names",
            "window_extents", "add", "bind_local", "bind_value", "WINDOW_CHECK", "PRED_CHECK",
            "VALUE_CHECK"]

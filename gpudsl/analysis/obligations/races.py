@@ -95,9 +95,17 @@ def check_races(ctx: Ctx):
             found[info.key] = found.get(info.key, 0) + (d.kind == "race")
 
 
+def _v(t, name: str):
+    """Thread ``t``'s copy of loop variable ``name``; a loop that does not enclose
+    the access placed in ``t`` (a misplaced @ BLOCKS loop of the kernel, reported as a
+    mapping issue) leaves it unconstrained."""
+    v = t.vars.get(name)
+    return v if v is not None else t.declare(name)
+
+
 def _differs(ls1, ls2, t1, t2, j):
-    eq = [t1.vars[ls1[k].iter] == t2.vars[ls2[k].iter] for k in range(j)]
-    return z3.And(*eq, t1.vars[ls1[j].iter] != t2.vars[ls2[j].iter])
+    eq = [_v(t1, ls1[k].iter) == _v(t2, ls2[k].iter) for k in range(j)]
+    return z3.And(*eq, _v(t1, ls1[j].iter) != _v(t2, ls2[j].iter))
 
 
 def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
@@ -134,8 +142,8 @@ def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
         # the same allocation instance
         for l in info.loops:
             if l.is_par:
-                cons.append(t1.vars[l.iter] == t2.vars[l.iter])
-        if alloc_threads:
+                cons.append(_v(t1, l.iter) == _v(t2, l.iter))
+        if alloc_threads and t1.tc is not None and t2.tc is not None:
             cons += [x == y for x, y in zip(t1.tc, t2.tc)]
         alts = []
         tags = []
@@ -143,10 +151,10 @@ def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
             alts.append(_differs(host, host, t1, t2, j))
             tags.append(("host", host[j].iter))
         if same_kernel:
-            eq_host = [t1.vars[l.iter] == t2.vars[l.iter] for l in host]
+            eq_host = [_v(t1, l.iter) == _v(t2, l.iter) for l in host]
             ki = ctx.eff.kernels[a1.kernel]
             bl = [l for l in ki.block_loops]
-            eq_block = [t1.vars[l.iter] == t2.vars[l.iter] for l in bl]
+            eq_block = [_v(t1, l.iter) == _v(t2, l.iter) for l in bl]
             if "blocks" in modes and bl:
                 alts.append(z3.And(*eq_host, z3.Not(z3.And(*eq_block))))
                 tags.append(("blocks", None))
