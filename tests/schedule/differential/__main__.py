@@ -24,6 +24,8 @@ def main(argv=None) -> int:
     ap.add_argument("--case", type=int, default=None, help="replay one case, verbosely")
     ap.add_argument("--out", type=Path, default=Path("differential-failures"))
     ap.add_argument("--no-check", action="store_true", help="skip the check() oracle (c)")
+    ap.add_argument("--shrink-seconds", type=float, default=10.0,
+                    help="time to shrink each written failure (0: no shrinking)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
     runner = Runner(a.seed, with_check=not a.no_check)
@@ -50,7 +52,7 @@ def main(argv=None) -> int:
     for (prim, cls, _), f in sorted(d.items(), key=lambda kv: kv[0]):
         print(f"  {prim}: {cls}: {f.message[:140]} (case {f.case})")
     if runner.failures:
-        paths = runner.write(a.out)
+        paths = runner.write(a.out, shrink_seconds=a.shrink_seconds)
         print(f"reproductions written to {a.out}/ ({len(paths)} files)")
     return 1 if runner.failures else 0
 

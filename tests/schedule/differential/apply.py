@@ -28,7 +28,8 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "bind_expr", "insert_sync", "delete_sync", "vectorize", "inline", "replace",
               "set_unroll", "set_blocks_per_sm"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
-WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 2, "inline": 2,
+WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
+           "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
            "fuse": 2, "expand_dim": 2, "sink_alloc": 2, "lift_alloc": 2, "delete_sync": 2,
            "insert_sync": 2, "simplify": 0.5, "rename": 0.5, "set_unroll": 0.5,
            "set_blocks_per_sm": 0.5}
@@ -291,6 +292,8 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             names = r.choice([["o"], "oi", ["o", "o"], ["o", "ii", "iii"], ["x", "ii"]])
         tail = r.choice(["guard", "cut", "perfect", "guard", "cut", "perfect", "bogus"])
         return Step(prim, [L(), lit(factor), lit(names)], {"tail": lit(tail)})
+    if prim == "remove_loop" and r.random() < 0.7:
+        return Step(prim, [L(lambda s: not _uses(s.body, s.iter))])
     if prim in ("reorder_loops", "unroll_loop", "remove_loop"):
         if prim == "unroll_loop" and r.random() < 0.7:
             return Step(prim, [L(lambda s: _small(s))])
@@ -359,6 +362,10 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
         a = _alloc(r, t)
         dim = r.choice([0, 0, 1, -1, 5, "0"])
         size = r.choice(["n + 1", 5, 17, 9, "n", 3, 2.5, "n * 0.5", "True", "m + 1"])
+        if a.kind == "cursor" and r.random() < 0.6:
+            al = _block_at(t.pdef, a.value[1][:-1])[a.value[1][-1]]
+            if al.shape and isinstance(dim, int) and 0 <= dim < len(al.shape):
+                size = f"{print_expr(al.shape[dim])} + {r.choice([1, 1, 2, -1])}"
         return Step(prim, [a, lit(dim), lit(size)])
     if prim == "bind_expr":
         ex = [e for e in _exprs(t) if not isinstance(e, Var)]
@@ -368,6 +375,10 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             pat = r.choice(["a * 2.0", "zz", "_ + _", "x[_]"])
         return Step(prim, [lit(pat), lit(_fresh(r, t, "bnd"))])
     if prim == "insert_sync":
+        if t.syncs and r.random() < 0.6:  # a gap at block level, beside a barrier
+            a = r.choice(t.syncs)[0]
+            n = len(_block_at(t.pdef, a[:-1]))
+            return Step(prim, [Arg("cursor", ("gap", a[:-1] + (r.randint(0, n),), None))])
         return Step(prim, [_gap(r, t)])
     if prim == "delete_sync":
         if t.syncs and r.random() < 0.9:
@@ -377,7 +388,9 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             return Step(prim, [Arg("cursor", ("stmt", t.syncs[k][0], None))])
         return Step(prim, [_block(r, t)])
     if prim == "vectorize":
-        return Step(prim, [L(lambda s: _small(s)), lit(r.choice([2, 4, 4, 3, "4"]))])
+        return Step(prim, [L(lambda s: _small(s) and (r.random() < 0.1 or (
+            len(s.body) == 1 and isinstance(s.body[0], Assign) and
+            isinstance(s.body[0].rhs, Read)))), lit(r.choice([2, 4, 4, 3, "4"]))])
     if prim == "inline":
         if t.calls and r.random() < 0.9:
             a, s = r.choice(t.calls)
@@ -387,13 +400,33 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
         return Step(prim, [_block(r, t)])
     if prim == "replace":
         name = r.choice(sorted(instrs))
-        tgt = L(lambda s: _small(s)) if r.random() < 0.8 else _block(r, t)
+        ext = {"acc1": 1, "axpy2": 2}.get(name)
+        shape = {"acc1": Reduce, "axpy2": Assign}.get(name)
+        tgt = L(lambda s: _small(s) and (ext is None or s.hi.val - s.lo.val == ext) and (
+            shape is None or len(s.body) == 1 and isinstance(s.body[0], shape))) \
+            if r.random() < 0.8 else _block(r, t)
         return Step(prim, [tgt, Arg("lit", instrs[name], name)])
     if prim == "set_unroll":
         return Step(prim, [L(), lit(r.choice([True, False]))])
     if prim == "set_blocks_per_sm":
-        return Step(prim, [L(), lit(r.choice([0, 1, 2, -1, 2.5]))])
+        return Step(prim, [L(lambda s: s.mapping is not None or r.random() < 0.2),
+                           lit(r.choice([0, 1, 2, -1, 2.5]))])
     raise AssertionError(prim)
+
+
+def _uses(stmts, name) -> bool:
+    import re
+
+    from gpudsl.ir.printer import print_stmt
+
+    text = "\n".join(ln for s in stmts for ln in print_stmt(s))
+    return re.search(rf"\b{re.escape(name)}\b", text) is not None
+
+
+def _block_at(pdef, baddr):
+    from gpudsl.schedule.cursors import block_of
+
+    return block_of(pdef, baddr)
 
 
 def _small(s: For) -> bool:

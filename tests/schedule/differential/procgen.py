@@ -188,12 +188,48 @@ class _Host:
                 self.emit(depth, "else:")
                 self.block(depth + 1, (vars_, list(locs)), 1, nest + 1)
             return
-        if ch < 0.48:
+        if ch < 0.44:
             return self.alloc(depth, scope, nest)
-        if ch < 0.58:
+        if ch < 0.56:
+            return self.shaped(depth, scope)
+        if ch < 0.62:
             return self.call(depth, scope)
         op = "+=" if r.random() < 0.4 else "="
         self.emit(depth, f"{self.target(scope)} {op} {self.expr(scope)}")
+
+    def shaped(self, depth, scope):
+        """Shapes some primitives need: twin loops (fuse), a perfect nest
+        (reorder_loops), a loop whose body does not use it (remove_loop), an
+        allocation used only inside the next loop (sink_alloc)."""
+        r = self.r
+        vars_, locs = scope
+        kind = r.choice(["twin", "nest", "idem", "sink"])
+        v1 = self.fresh(r.choice(["i", "j", "k"]))
+        if kind == "twin":
+            lo, hi = r.choice(N_BOUNDS)
+            v2 = self.fresh(r.choice(["i", "j", "k"]))
+            self.emit(depth, f"for {v1} in seq({lo}, {hi}):")
+            self.emit(depth + 1, f"y[{v1}] = {self.expr((vars_ + [(v1, 'N')], locs))}")
+            self.emit(depth, f"for {v2} in seq({lo}, {hi}):")
+            self.emit(depth + 1, f"z[{v2}, {r.choice(['0', '1'])}] += y[{r.choice([v2, f'n - 1 - {v2}'])}]"
+                      f" * {r.choice(['2.0', 'a'])}")
+        elif kind == "nest":
+            v2 = self.fresh("j")
+            lo, hi = r.choice(N_BOUNDS)
+            self.emit(depth, f"for {v1} in seq({lo}, {hi}):")
+            self.emit(depth + 1, f"for {v2} in seq(0, 4):")
+            sc = (vars_ + [(v1, "N"), (v2, 4)], locs)
+            self.emit(depth + 2, f"z[{v1}, {v2}] {r.choice(['=', '+='])} {self.expr(sc)}")
+        elif kind == "idem":
+            self.emit(depth, f"for {v1} in seq(0, {r.choice([1, 2, 3, 'n'])}):")
+            self.emit(depth + 1, f"y[{self.idx_n(vars_)}] = x[{self.idx_n(vars_)}] * "
+                                 f"{r.choice(['2.0', 'a'])}")
+        else:
+            name = self.fresh("acc")
+            self.emit(depth, f"{name}: f32")
+            self.emit(depth, f"for {v1} in seq(0, 4):")
+            self.emit(depth + 1, f"{name} = w[{v1}] + {r.choice(['1.0', 'a'])}")
+            self.emit(depth + 1, f"z[{self.idx_n(vars_)}, {v1}] = {name} * 2.0")
 
     def loop(self, depth, scope, nest):
         r = self.r
@@ -229,10 +265,10 @@ class _Host:
             self.emit(depth, f"{tgt} += {self.expr(scope)}")
             self.emit(depth, f"{self.ref('y', vars_)} = {tgt}")
 
-    def call(self, depth, scope):
+    def call(self, depth, scope, which=None):
         r = self.r
         vars_, locs = scope
-        which = r.choice(["addv", "setw", "scalew", "addv", "acc1", "axpy2"])
+        which = which or r.choice(["addv", "setw", "scalew", "addv", "acc1", "axpy2"])
         self.callees.add(which)
         row = self.idx_n(vars_)
         if which == "addv":
@@ -260,6 +296,12 @@ class _Host:
         asserts = ["n >= 4"] + r.sample(["n % 2 == 0", "n % 4 == 0", "n >= 6"],
                                         r.choice([0, 0, 1]))
         self.block(1, ([], []), r.randint(1, 4), 0)
+        if r.random() < 0.5:  # a statement that an instr matches (replace)
+            self.emit(1, f"for {self.fresh('i')} in seq(0, n):")
+            self.callees.add("acc1")
+            self.call(2, ([(f"i{self.count}" if f"for i{self.count} " in self.lines[-1]
+                            else self.lines[-1].split()[1], "N")], []),
+                      which=r.choice(["acc1", "axpy2"]))
         head = [f"def {name}(n: size, a: f32, x: f32[n], y: f32[n], z: f32[n, 4], "
                 f"w: f32[4]):"] + [f"    assert {a}" for a in asserts]
         src = "\n".join(head + self.lines) + "\n"
@@ -283,6 +325,12 @@ def _gpu(r: random.Random, name: str, naive: bool) -> Program:
     emit(1, f"for b in {bmap}:")
     d = 2
     shared = "SHARED" if not naive else r.choice(["GLOBAL", "SHARED"])
+    if naive and r.random() < 0.25:
+        emit(d, f"for t in {r.choice([f'seq(0, {T // 4})', f'par(0, {T // 4})'])}:")
+        emit(d + 1, "for v in seq(0, 4):")
+        emit(d + 2, "y[b, 4 * t + v] = x[b, 4 * t + v]")
+        return Program("naive", name, _gpu_head(name, T) + "\n".join(lines) + "\n",
+                       pick_sizes(r, ["n >= 1"], ["n"], lo=1, hi=4), [])
     if naive and r.random() < 0.5:
         # the simplest shape: a naive per-element body, no staging
         emit(d, f"for t in {tmap}:")

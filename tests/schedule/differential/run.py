@@ -176,7 +176,11 @@ class Runner:
             out.setdefault(key, f)
         return out
 
-    def write(self, folder: Path, limit_per_signature: int = 3) -> list[Path]:
+    def write(self, folder: Path, limit_per_signature: int = 3,
+              shrink_seconds: float = 0.0) -> list[Path]:
+        """Each distinct failure as a script (shrunk first when ``shrink_seconds``)."""
+        from .shrink import shrink
+
         folder.mkdir(parents=True, exist_ok=True)
         count: dict = {}
         paths = []
@@ -186,6 +190,8 @@ class Runner:
                 continue
             count[(prim, cls)] = n + 1
             path = folder / f"{prim}-{cls}-{n}.py"
+            if shrink_seconds > 0:
+                f = shrink(self, f, shrink_seconds)
             path.write_text(f.repro())
             paths.append(path)
         return paths
