@@ -93,14 +93,14 @@ class Oracle:
         """True / False, or a string when check() itself crashed."""
         key = p.ir
         if key not in self._proved:
+            if len(self._proved) > 4000:
+                self._proved.clear()
             try:
                 rep = p.check()
                 v = True if rep.ok else sorted(rep.kinds())
             except Exception as exc:  # noqa: BLE001
                 v = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             self._proved[key] = v
-            if len(self._proved) > 4000:
-                self._proved.clear()
         return self._proved[key]
 
     def reparse(self, q):

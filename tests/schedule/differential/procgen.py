@@ -297,11 +297,9 @@ class _Host:
                                         r.choice([0, 0, 1]))
         self.block(1, ([], []), r.randint(1, 4), 0)
         if r.random() < 0.5:  # a statement that an instr matches (replace)
-            self.emit(1, f"for {self.fresh('i')} in seq(0, n):")
-            self.callees.add("acc1")
-            self.call(2, ([(f"i{self.count}" if f"for i{self.count} " in self.lines[-1]
-                            else self.lines[-1].split()[1], "N")], []),
-                      which=r.choice(["acc1", "axpy2"]))
+            v = self.fresh("i")
+            self.emit(1, f"for {v} in seq(0, n):")
+            self.call(2, ([(v, "N")], []), which=r.choice(["acc1", "axpy2"]))
         head = [f"def {name}(n: size, a: f32, x: f32[n], y: f32[n], z: f32[n, 4], "
                 f"w: f32[4]):"] + [f"    assert {a}" for a in asserts]
         src = "\n".join(head + self.lines) + "\n"
