@@ -5,7 +5,8 @@ often illegal, arguments (``tests/schedule/differential``).  Each application
 is refused with ``SchedulingError`` or gives a proc that prints and parses back
 equal, computes in the interpreter exactly what the original computes at
 several sizes (same results, same faults), and, where the original proves
-race-free, still proves so and runs clean in the race detector.  A fixed seed;
+race-free, still proves so and runs clean in the race detector.  A fixed seed
+and number of cases;
 the long mode is ``python -m tests.schedule.differential --seconds N``.
 """
 from __future__ import annotations
@@ -16,13 +17,17 @@ import pytest
 
 from tests.schedule.differential.run import Runner
 
-SECONDS = float(os.environ.get("GPUDSL_DIFFERENTIAL_SECONDS", "55"))
+# A fixed number of cases (about a minute here), so that the run, and which
+# primitives it sees accepted, does not depend on the machine's speed; the time
+# cap only guards against a machine many times slower.
+CASES = int(os.environ.get("GPUDSL_DIFFERENTIAL_CASES", "1500"))
+SECONDS = float(os.environ.get("GPUDSL_DIFFERENTIAL_SECONDS", "300"))
 
 
 @pytest.fixture(scope="module")
 def runner():
     r = Runner(seed=0)
-    r.run(SECONDS)
+    r.run(SECONDS, max_cases=CASES)
     print("\n" + r.stats.table())
     return r
 
