@@ -1,0 +1,445 @@
+"""Random applications of the primitives, with random (often illegal) arguments.
+
+``random_step(rng, proc, instrs)`` picks a primitive of ``gpudsl.schedule`` and
+arguments for it: targets found in the proc (loops, allocations, gaps, blocks,
+syncs, calls, subexpressions) named by strings or cursors, and arguments that
+are legal as often as not (factors, names, cut points, windows, shapes,
+conditions, memories, mappings), mixed with illegal ones (floats, bools, wrong
+arities, Python keywords, names already taken, out-of-range points).
+
+A :class:`Step` is data: ``step.call(p)`` applies it, ``step.code()`` prints it
+as a line of Python that reproduces it (``p = prim(p, ...)``).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from gpudsl import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS
+from gpudsl import schedule as S
+from gpudsl.ir.nodes import (Alloc, Assign, BinOp, Builtin, Call, For, If, Read, Reduce,
+                             Sync, UnOp, Var)
+from gpudsl.ir.printer import print_expr
+from gpudsl.schedule.cursors import Cursor, iter_stmts
+
+PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", "cut_loop",
+              "remove_loop", "simplify", "rename", "specialize", "parallelize_loop",
+              "stage_mem", "set_memory", "lift_alloc", "sink_alloc", "expand_dim", "pad_dim",
+              "bind_expr", "insert_sync", "delete_sync", "vectorize", "inline", "replace",
+              "set_unroll", "set_blocks_per_sm"]
+# Relative weights (primitives that are hard to get accepted are tried more often).
+WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
+           "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
+           "fuse": 2, "expand_dim": 2, "sink_alloc": 2, "lift_alloc": 2, "delete_sync": 2,
+           "insert_sync": 2, "simplify": 0.5, "rename": 0.5, "set_unroll": 0.5,
+           "set_blocks_per_sm": 0.5}
+
+CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
+          (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
+KEYWORDS = ["for", "if", "lambda", "None", "class", "in"]
+
+
+@dataclass
+class Arg:
+    """One argument: a literal, a cursor (by address), or a ``p.find...`` chain."""
+
+    kind: str  # "lit" | "cursor" | "find"
+    value: object = None
+    code_: str = ""
+
+    def get(self, p):
+        if self.kind == "lit":
+            return self.value
+        if self.kind == "cursor":
+            k, addr, hi = self.value
+            return Cursor(p, k, addr, hi)
+        method, pattern, then = self.value
+        c = getattr(p, method)(pattern)
+        return getattr(c, then)() if then else c
+
+    def code(self) -> str:
+        if self.code_:
+            return self.code_
+        if self.kind == "lit":
+            return repr(self.value)
+        if self.kind == "cursor":
+            k, addr, hi = self.value
+            return f"Cursor(p, {k!r}, {addr!r}, {hi!r})"
+        method, pattern, then = self.value
+        return f"p.{method}({pattern!r})" + (f".{then}()" if then else "")
+
+
+def lit(v, code=""):
+    if not code:
+        code = next((name for k, name in CONSTS if v is k), "")
+    return Arg("lit", v, code)
+
+
+@dataclass
+class Step:
+    prim: str
+    args: list = field(default_factory=list)
+    kwargs: dict = field(default_factory=dict)
+
+    def call(self, p):
+        fn = getattr(S, self.prim)
+        return fn(p, *[a.get(p) for a in self.args],
+                  **{k: a.get(p) for k, a in self.kwargs.items()})
+
+    def code(self) -> str:
+        parts = ["p"] + [a.code() for a in self.args] + \
+            [f"{k}={a.code()}" for k, a in self.kwargs.items()]
+        return f"p = {self.prim}({', '.join(parts)})"
+
+
+# ------------------------------------------------------------------ what the proc holds
+
+
+class Targets:
+    def __init__(self, pdef):
+        self.pdef = pdef
+        self.stmts = list(iter_stmts(pdef))
+        self.loops, self.allocs, self.syncs, self.calls = [], [], [], []
+        self.loop_names, self.alloc_names = [], []
+        seen_l, seen_a = {}, {}
+        for a, s in self.stmts:
+            if isinstance(s, For):
+                k = seen_l.get(s.iter, 0)
+                seen_l[s.iter] = k + 1
+                self.loops.append((a, s))
+                self.loop_names.append(s.iter + (f" #{k}" if k else ""))
+            elif isinstance(s, Alloc):
+                k = seen_a.get(s.name, 0)
+                seen_a[s.name] = k + 1
+                self.allocs.append((a, s))
+                self.alloc_names.append(s.name + (f" #{k}" if k else ""))
+            elif isinstance(s, Sync):
+                self.syncs.append((a, s))
+            elif isinstance(s, Call):
+                self.calls.append((a, s))
+        self.names = {p.name for p in pdef.params} | {s.iter for _, s in self.loops} | \
+            {s.name for _, s in self.allocs}
+
+    def blocks(self):
+        """Block addresses with their lengths."""
+        out = [((), len(self.pdef.body))]
+        for a, s in self.stmts:
+            if isinstance(s, (For, If)):
+                out.append((a + ("body",), len(s.body)))
+            if isinstance(s, If) and s.orelse:
+                out.append((a + ("orelse",), len(s.orelse)))
+        return out
+
+
+def _pick_named(r, addrs, names, kind_fallback="stmt"):
+    """A target among ``addrs``: by name (string) or by cursor."""
+    i = r.randrange(len(addrs))
+    if names and r.random() < 0.6:
+        return lit(names[i])
+    return Arg("cursor", (kind_fallback, addrs[i][0], None))
+
+
+def _loop(r, t: Targets, pred=None):
+    cands = [(k, x) for k, x in enumerate(t.loops) if pred is None or pred(x[1])]
+    if not cands or r.random() < 0.04:
+        return lit(r.choice(["zz", "i #9", 3, "y[_] = _"]))
+    k, (a, s) = r.choice(cands)
+    if r.random() < 0.6:
+        return lit(t.loop_names[k])
+    return Arg("cursor", ("stmt", a, None))
+
+
+def _alloc(r, t: Targets):
+    if not t.allocs or r.random() < 0.04:
+        return lit(r.choice(["zz", "x", "i"]))
+    k = r.randrange(len(t.allocs))
+    if r.random() < 0.6:
+        return lit(t.alloc_names[k])
+    return Arg("cursor", ("stmt", t.allocs[k][0], None))
+
+
+def _gap(r, t: Targets):
+    baddr, n = r.choice(t.blocks())
+    i = r.randint(0, n)
+    return Arg("cursor", ("gap", baddr + (i,), None))
+
+
+def _block(r, t: Targets):
+    baddr, n = r.choice(t.blocks())
+    if n == 0:
+        return lit("zz")
+    i = r.randrange(n)
+    j = r.randint(i + 1, min(n, i + 3)) if r.random() < 0.4 else i + 1
+    if j == i + 1 and r.random() < 0.5:
+        return Arg("cursor", ("stmt", baddr + (i,), None))
+    return Arg("cursor", ("block", baddr + (i,), j))
+
+
+def _fresh(r, t: Targets, base):
+    if r.random() < 0.15:
+        return r.choice(KEYWORDS + sorted(t.names) + ["1x", "", "a b"])
+    k = 0
+    while f"{base}{k}" in t.names:
+        k += 1
+    return f"{base}{k}"
+
+
+def _bad_int(r):
+    return r.choice([0, -1, 2.5, "2", True, None, 100])
+
+
+def _subexprs(e, out):
+    out.append(e)
+    for f in ("lhs", "rhs", "arg", "args", "idx"):
+        v = getattr(e, f, None)
+        if v is None:
+            continue
+        for c in (v if isinstance(v, tuple) else (v,)):
+            if isinstance(c, (BinOp, UnOp, Builtin, Read, Var)):
+                _subexprs(c, out)
+
+
+def _exprs(t: Targets):
+    out = []
+    for _, s in t.stmts:
+        if isinstance(s, (Assign, Reduce)):
+            _subexprs(s.rhs, out)
+    return out
+
+
+def _shape_of(t: Targets, name):
+    prm = t.pdef.param(name)
+    if prm is not None:
+        return prm.shape
+    for _, s in t.allocs:
+        if s.name == name:
+            return s.shape
+    return None
+
+
+def _accesses(stmts, out):
+    for s in stmts:
+        if isinstance(s, (Assign, Reduce)):
+            out.append((s.name, s.idx))
+            ex = []
+            _subexprs(s.rhs, ex)
+            out += [(e.name, e.idx) for e in ex if isinstance(e, Read)]
+        for f in ("body", "orelse"):
+            _accesses(getattr(s, f, ()), out)
+
+
+def _inner_iters(stmts, out):
+    for s in stmts:
+        if isinstance(s, For):
+            out.add(s.iter)
+        for f in ("body", "orelse"):
+            _inner_iters(getattr(s, f, ()), out)
+    return out
+
+
+def _window(r, t: Targets, stmts):
+    """A window of an array that ``stmts`` access: dimensions that use a loop
+    variable bound inside the block become whole ranges."""
+    acc = []
+    _accesses(stmts, acc)
+    acc = [(n, ix) for n, ix in acc if _shape_of(t, n) is not None]
+    if not acc or r.random() < 0.1:
+        return r.choice(["x[0:n + 0.5]", "q[0]", "y[i:i]", "y", "x[0:n, 0:1]", "y[-1:2]"])
+    name, idx = r.choice(acc)
+    shape = _shape_of(t, name)
+    if not idx:
+        return name
+    inner = _inner_iters(stmts, set())
+    parts = []
+    for e, ext in zip(idx, shape):
+        used = _vars(e)
+        if used & inner or r.random() < 0.1:
+            ch = r.random()
+            if ch < 0.8:
+                parts.append(f"0:{print_expr(ext)}")
+            elif ch < 0.9:
+                parts.append(f"0:{print_expr(ext)} + 1")
+            else:
+                parts.append(f"1:{print_expr(ext)}")
+        else:
+            parts.append(print_expr(e))
+    return f"{name}[{', '.join(parts)}]"
+
+
+def _vars(e) -> set:
+    out = []
+    _subexprs(e, out)
+    return {x.name for x in out if isinstance(x, Var)}
+
+
+# ------------------------------------------------------------------ one step per primitive
+
+
+def random_step(r: random.Random, p, instrs: dict) -> Step:
+    t = Targets(p.ir)
+    prims = PRIMITIVES
+    prim = r.choices(prims, [WEIGHTS.get(x, 1) for x in prims])[0]
+    return make_step(r, prim, t, instrs)
+
+
+def make_step(r, prim, t: Targets, instrs) -> Step:
+    L = lambda pred=None: _loop(r, t, pred)  # noqa: E731
+    if prim == "divide_loop":
+        factor = r.choice([2, 2, 4, 3, 8, 16]) if r.random() < 0.8 else _bad_int(r)
+        if r.random() < 0.85:
+            names = [_fresh(r, t, "o"), _fresh(r, t, "ii")]
+        else:
+            names = r.choice([["o"], "oi", ["o", "o"], ["o", "ii", "iii"], ["x", "ii"]])
+        tail = r.choice(["guard", "cut", "perfect", "guard", "cut", "perfect", "bogus"])
+        return Step(prim, [L(), lit(factor), lit(names)], {"tail": lit(tail)})
+    if prim == "remove_loop" and r.random() < 0.7:
+        return Step(prim, [L(lambda s: not _uses(s.body, s.iter))])
+    if prim in ("reorder_loops", "unroll_loop", "remove_loop"):
+        if prim == "unroll_loop" and r.random() < 0.7:
+            return Step(prim, [L(lambda s: _small(s))])
+        return Step(prim, [L()])
+    if prim == "fission":
+        kw = {"n_lifts": lit(r.choice([1, 2, 0, -1, "1"]))} if r.random() < 0.3 else {}
+        return Step(prim, [_gap(r, t)], kw)
+    if prim == "fuse":
+        pairs = []
+        for (a, s) in t.loops:
+            nxt = a[:-1] + (a[-1] + 1,)
+            for (b, s2) in t.loops:
+                if b == nxt:
+                    pairs.append((a, b))
+        if pairs and r.random() < 0.85:
+            a, b = r.choice(pairs)
+            return Step(prim, [Arg("cursor", ("stmt", a, None)),
+                               Arg("cursor", ("stmt", b, None))])
+        return Step(prim, [L(), L()])
+    if prim == "cut_loop":
+        loop = L()
+        at = r.choice([1, 2, "n // 2", "n - 1", "n - 2", 0, "2", "n", "n + 1",
+                       "max(0, 4, n + 5)", "min(n)", "n * 0.5", "True", -1, 2.5, "n // 2 + 1",
+                       "min(n, 3)", "max(2, n - 2)"])
+        return Step(prim, [loop, lit(at)])
+    if prim == "simplify":
+        return Step(prim)
+    if prim == "rename":
+        return Step(prim, [lit(r.choice(["q2", "renamed", "for", "1abc", "", 5, "p"]))])
+    if prim == "specialize":
+        conds = r.choice([["n > 4"], ["n % 2 == 0", "n < 8"], "n == 4", ["n > 0.5"],
+                          ["x[0] > 0.0"], ["i > 0"], [], ["n >= 6"], ["n % 4 == 0"],
+                          ["n"], ["t < 2"], ["b == 0"]])
+        return Step(prim, [_block(r, t), lit(conds)])
+    if prim == "parallelize_loop":
+        m = r.choice([BLOCKS, BLOCKS, THREADS, THREADS, None, "BLOCKS"])
+        if m is BLOCKS and r.random() < 0.7:
+            # the outermost loop of a kernel candidate
+            top = [k for k, (a, s) in enumerate(t.loops) if len(a) == 1]
+            if top:
+                k = r.choice(top)
+                return Step(prim, [Arg("cursor", ("stmt", t.loops[k][0], None)), lit(m)])
+        return Step(prim, [L(lambda s: s.kind == "seq" or r.random() < 0.2), lit(m)])
+    if prim == "stage_mem":
+        blk = _block(r, t)
+        try:
+            c = blk.get(_Dummy(t.pdef)) if blk.kind == "cursor" else None
+            stmts = c.stmts() if c is not None else ()
+        except Exception:  # noqa: BLE001
+            stmts = ()
+        win = _window(r, t, stmts)
+        mem = r.choice([SHARED, SHARED, REGISTER, GLOBAL])
+        return Step(prim, [blk, lit(win), lit(_fresh(r, t, "st")), lit(mem)])
+    if prim == "set_memory":
+        return Step(prim, [_alloc(r, t), lit(r.choice([SHARED, REGISTER, GLOBAL, "SHARED"]))])
+    if prim == "lift_alloc":
+        kw = {"n_lifts": lit(r.choice([1, 2, 0, -1, 5, "1"]))} if r.random() < 0.4 else {}
+        return Step(prim, [_alloc(r, t)], kw)
+    if prim == "sink_alloc":
+        return Step(prim, [_alloc(r, t)])
+    if prim == "expand_dim":
+        iters = [s.iter for _, s in t.loops] + ["n", "0"]
+        size = r.choice(["n", 4, "4", 2, 16, "n + 1", 2.5, "n * 0.5", "True", 0])
+        return Step(prim, [_alloc(r, t), lit(size), lit(r.choice(iters + ["n - 1", "1.5"]))])
+    if prim == "pad_dim":
+        a = _alloc(r, t)
+        dim = r.choice([0, 0, 1, -1, 5, "0"])
+        size = r.choice(["n + 1", 5, 17, 9, "n", 3, 2.5, "n * 0.5", "True", "m + 1"])
+        if a.kind == "cursor" and r.random() < 0.6:
+            al = _block_at(t.pdef, a.value[1][:-1])[a.value[1][-1]]
+            if al.shape and isinstance(dim, int) and 0 <= dim < len(al.shape):
+                size = f"{print_expr(al.shape[dim])} + {r.choice([1, 1, 2, -1])}"
+        return Step(prim, [a, lit(dim), lit(size)])
+    if prim == "bind_expr":
+        ex = [e for e in _exprs(t) if not isinstance(e, Var)]
+        if ex and r.random() < 0.9:
+            pat = print_expr(r.choice(ex))
+        else:
+            pat = r.choice(["a * 2.0", "zz", "_ + _", "x[_]"])
+        return Step(prim, [lit(pat), lit(_fresh(r, t, "bnd"))])
+    if prim == "insert_sync":
+        if t.syncs and r.random() < 0.6:  # a gap at block level, beside a barrier
+            a = r.choice(t.syncs)[0]
+            n = len(_block_at(t.pdef, a[:-1]))
+            return Step(prim, [Arg("cursor", ("gap", a[:-1] + (r.randint(0, n),), None))])
+        return Step(prim, [_gap(r, t)])
+    if prim == "delete_sync":
+        if t.syncs and r.random() < 0.9:
+            k = r.randrange(len(t.syncs))
+            if r.random() < 0.5:
+                return Step(prim, [lit("sync()" + (f" #{k}" if k else ""))])
+            return Step(prim, [Arg("cursor", ("stmt", t.syncs[k][0], None))])
+        return Step(prim, [_block(r, t)])
+    if prim == "vectorize":
+        return Step(prim, [L(lambda s: _small(s) and (r.random() < 0.1 or (
+            len(s.body) == 1 and isinstance(s.body[0], Assign) and
+            isinstance(s.body[0].rhs, Read)))), lit(r.choice([2, 4, 4, 3, "4"]))])
+    if prim == "inline":
+        if t.calls and r.random() < 0.9:
+            a, s = r.choice(t.calls)
+            if r.random() < 0.5:
+                return Step(prim, [lit(f"{s.proc.name}(_)")])
+            return Step(prim, [Arg("cursor", ("stmt", a, None))])
+        return Step(prim, [_block(r, t)])
+    if prim == "replace":
+        name = r.choice(sorted(instrs))
+        ext = {"acc1": 1, "axpy2": 2}.get(name)
+        shape = {"acc1": Reduce, "axpy2": Assign}.get(name)
+        tgt = L(lambda s: _small(s) and (ext is None or s.hi.val - s.lo.val == ext) and (
+            shape is None or len(s.body) == 1 and isinstance(s.body[0], shape))) \
+            if r.random() < 0.8 else _block(r, t)
+        return Step(prim, [tgt, Arg("lit", instrs[name], name)])
+    if prim == "set_unroll":
+        return Step(prim, [L(), lit(r.choice([True, False]))])
+    if prim == "set_blocks_per_sm":
+        return Step(prim, [L(lambda s: s.mapping is not None or r.random() < 0.2),
+                           lit(r.choice([0, 1, 2, -1, 2.5]))])
+    raise AssertionError(prim)
+
+
+def _uses(stmts, name) -> bool:
+    import re
+
+    from gpudsl.ir.printer import print_stmt
+
+    text = "\n".join(ln for s in stmts for ln in print_stmt(s))
+    return re.search(rf"\b{re.escape(name)}\b", text) is not None
+
+
+def _block_at(pdef, baddr):
+    from gpudsl.schedule.cursors import block_of
+
+    return block_of(pdef, baddr)
+
+
+def _small(s: For) -> bool:
+    from gpudsl.ir.nodes import Const
+
+    return isinstance(s.lo, Const) and isinstance(s.hi, Const) and s.hi.val - s.lo.val <= 16
+
+
+class _Dummy:
+    """Enough of a Proc for a cursor to read its node."""
+
+    def __init__(self, ir):
+        self.ir = ir
+
+
+__all__ = ["PRIMITIVES", "Step", "Arg", "random_step", "make_step", "Targets"]
