@@ -136,11 +136,10 @@ def _text(p, value, arg):
 def _texts(p, value, arg):
     if isinstance(value, str):
         value = [value]
-    if not isinstance(value, (list, tuple)) or not value or \
-            not all(isinstance(v, str) for v in value):
+    if not isinstance(value, (list, tuple)) or not value:
         raise fail(f"{arg} must be a string or a non-empty list of strings, not {value!r}",
                    p.ir.loc, "give at least one condition")
-    return list(value)
+    return [_text(p, v, arg) for v in value]
 
 
 def _proc(p, value, arg):
@@ -260,7 +259,7 @@ class Primitive:
 PRIMITIVES: dict[str, Primitive] = {}
 
 
-def primitive(name: str, **kinds: Kind):
+def primitive(name: str, /, **kinds: Kind):
     """Declare the rewrite below as the primitive ``name`` whose arguments have
     the given kinds (arguments not named are passed through unchanged)."""
 
