@@ -300,7 +300,7 @@ def primitive(name: str, /, **kinds: Kind):
 # ------------------------------------------------------------------ documentation
 
 # the sections of docs/primitives.md: module (under gpudsl.schedule) -> title
-SECTIONS = {"loops": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Barriers",
+SECTIONS = {"loops": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Sync",
             "calls": "Calls"}
 
 
@@ -327,7 +327,7 @@ def render(prims: dict | None = None) -> str:
         if title not in groups:
             continue
         out += [f"## {title}", ""]
-        for pr in sorted(groups[title], key=lambda x: x.name):
+        for pr in groups[title]:  # in the order of declaration
             out += [f"### `{pr.name}`", "", "```python", pr.signature, "```", "",
                     pr.summary, ""]
             for para in pr.details:
@@ -336,16 +336,13 @@ def render(prims: dict | None = None) -> str:
                 out += ["Arguments:", ""]
                 out += [f"- `{arg}` ({kind.name}): {kind.doc}" for arg, kind in pr.kinds.items()]
                 out.append("")
-            out += [f"**Legality.** {pr.legality or '(not documented)'}", "",
+            out += [f"**Legality.** {_sentence(pr.legality) or '(not documented)'}", "",
                     f"**Example.** {pr.example or '(none)'}", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def _load_all() -> dict:
-    """Import every module that declares primitives; the registry."""
-    from . import calls, loops, memory, stage, sync  # noqa: F401
-
-    return PRIMITIVES
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 __all__ = ["primitive", "Primitive", "PRIMITIVES", "Rewrite", "Kind", "fail", "current",
@@ -357,7 +354,8 @@ __all__ = ["primitive", "Primitive", "PRIMITIVES", "Rewrite", "Kind", "fail", "c
 if __name__ == "__main__":
     import sys
 
-    from gpudsl.schedule import primitive as _registry  # not this __main__ copy
-
-    _registry._load_all()
-    sys.stdout.write(_registry.render())
+    # `python -m gpudsl.schedule.primitive` imports the package gpudsl.schedule
+    # first, which declares every primitive into the registry of the module
+    # gpudsl.schedule.primitive; this file then runs again as __main__, with an
+    # empty registry of its own: render the real one.
+    sys.stdout.write(sys.modules[__spec__.name].render())
