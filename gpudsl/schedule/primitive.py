@@ -321,8 +321,13 @@ def render(prims: dict | None = None) -> str:
            "raises `SchedulingError` naming the primitive, the statement and the reason",
            "(with a witness where a proof failed). Arguments are checked by their kind",
            "before the primitive runs; cursors of the old proc forward into the new one",
-           "(`new.forward(cursor)`). Declared with `@primitive` in",
-           "`gpudsl/schedule/primitive.py`; see CONTRIBUTING.md to add one.", ""]
+           "(`new.forward(cursor)`).", "",
+           "To add a primitive, declare it with `@primitive(name, arg=KIND, ...)`",
+           "(`gpudsl/schedule/primitive.py`) in the module of its family, with a",
+           "docstring of a summary, a `Legality:` paragraph and an `Example:` line;",
+           "its body raises `fail(...)` or returns `Rewrite(new_ir, forward)`. Add its",
+           "tests and its name to `EXPECTED` in tests/schedule/test_primitive_decl.py,",
+           "and regenerate this file.", ""]
     for title in order:
         if title not in groups:
             continue
