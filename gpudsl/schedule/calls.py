@@ -30,18 +30,15 @@ iterations (divide it with ``tail="perfect"`` first).
 """
 from __future__ import annotations
 
-import z3
-
-from ..errors import SchedulingError
 from ..ir.inline import Inliner, caller_names
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
                         Interval, Param, Point, ProcDef, Read, Reduce, UnOp, Var, WindowArg)
 from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, f32
 from ..ir.visitor import free_vars, substitute
-from .cursors import ancestors, block_of, fwd_splice, replace_block, resolve, result, splice
+from .cursors import ancestors, block_of, fwd_splice, replace_block, splice
 from .legality import prove
-from .loops import _pe
 from .patterns import scope_at
+from .primitive import BLOCK, LOOP, PROC, STMT, Rewrite, choice, fail, primitive
 from .simplify import const_value, normalize
 
 
@@ -52,19 +49,26 @@ def _e(op, a, b):
 # ------------------------------------------------------------------ inline
 
 
+@primitive("inline", call=STMT)
 def inline(p, call):
-    """Replace a call of a proc by the proc's body (scalars by value, windows as
-    aliases; :mod:`gpudsl.ir.inline`)."""
-    prim = "inline"
-    c = resolve(p, call, prim, "stmt")
+    """Replace a call of a proc by the proc's body (:mod:`gpudsl.ir.inline`, the
+    one inliner of the code base).
+
+    Legality: none needed: the body is the call's meaning, with scalar
+    arguments passed by value (bound to fresh locals) and windows as aliases of
+    the caller's arrays; the callee's names are renamed apart from the caller's.
+
+    Example: ``inline(p, "vadd(_)")``
+    """
+    c = call
     s = c.node()
     if not isinstance(s, Call):
-        raise SchedulingError(prim, "expected a call", s.loc)
+        raise fail("expected a call", s.loc)
     a = c.addr
     in_blocks = any(isinstance(x, For) and x.mapping == BLOCKS for x in ancestors(p.ir, a))
     body = Inliner(caller_names(p.ir), recursive=False, fold=normalize).expand(s, in_blocks)
-    return result(p, splice(p.ir, a, body),
-                  fwd_splice(a, len(body), lambda r: a if len(r) == 1 else None))
+    return Rewrite(splice(p.ir, a, body),
+                   fwd_splice(a, len(body), lambda r: a if len(r) == 1 else None))
 
 
 # ------------------------------------------------------------------ replace
@@ -243,39 +247,45 @@ class _Unifier:
         return tuple(out)
 
 
+@primitive("replace", block=BLOCK, instr=PROC)
 def replace(p, block, instr):
-    """Replace ``block`` by a call of ``instr`` whose body, with the arguments
-    found by unification, is exactly ``block``."""
-    prim = "replace"
-    c = resolve(p, block, prim, "block")
-    ir_i = instr.ir if hasattr(instr, "ir") else instr
+    """Replace ``block`` by a call of ``instr`` (typically an ``@instr``) whose
+    body, with the arguments found by unification, is exactly ``block``.
+
+    Legality: the call means its body, and the body with the arguments
+    substituted is the block (loop kinds and mappings included); each window
+    argument is in the memory and of the type the parameter expects.
+
+    Example: ``replace(p, "ii", axpy4)``
+    """
+    c = block
+    ir_i = instr
     stmts = c.node()
     u = _Unifier(ir_i)
     try:
         u.stmts(ir_i.body, stmts)
         args = u.args()
     except _NoMatch as exc:
-        raise SchedulingError(prim, f"the code does not match the body of {ir_i.name}: {exc}",
-                              stmts[0].loc) from None
+        raise fail(f"the code does not match the body of {ir_i.name}: {exc}",
+                   stmts[0].loc) from None
     env = scope_at(p.ir, c.addr)
     for prm, a in zip(ir_i.params, args):
         if prm.is_array:
             ent = env.get(a.name)
             mem = _mem_of(p.ir, c.addr, a.name)
             if mem != (prm.mem or GLOBAL):
-                raise SchedulingError(prim, f"{prm.name} of {ir_i.name} is in "
-                                      f"{(prm.mem or GLOBAL).name} memory, '{a.name}' is in "
-                                      f"{mem.name}", stmts[0].loc)
+                raise fail(f"{prm.name} of {ir_i.name} is in {(prm.mem or GLOBAL).name} "
+                           f"memory, '{a.name}' is in {mem.name}", stmts[0].loc)
             if ent and ent[1] != prm.ty:
-                raise SchedulingError(prim, f"{prm.name} holds {prm.ty.name}, '{a.name}' "
-                                      f"holds {ent[1].name}", stmts[0].loc)
+                raise fail(f"{prm.name} holds {prm.ty.name}, '{a.name}' holds "
+                           f"{ent[1].name}", stmts[0].loc)
     call = Call(ir_i, args, stmts[0].loc)
     a0 = c.addr
     baddr = a0[:-1]
     blk = block_of(p.ir, baddr)
     ir = replace_block(p.ir, baddr, blk[:a0[-1]] + (call,) + blk[a0[-1] + len(stmts):])
-    return result(p, ir, fwd_splice(a0, 1, lambda r: a0 if len(r) == 1 else None,
-                                    n_old=len(stmts)))
+    return Rewrite(ir, fwd_splice(a0, 1, lambda r: a0 if len(r) == 1 else None,
+                                  n_old=len(stmts)))
 
 
 def _mem_of(pdef, addr, name):
@@ -327,43 +337,46 @@ def vector_copy_instr(width: int, dmem, smem):
     return _VEC_CACHE[key]
 
 
+@primitive("vectorize", loop=LOOP, width=choice(2, 4))
 def vectorize(p, loop, width: int):
-    """Turn a loop of ``width`` contiguous f32 copies into one float2/float4 copy,
-    after proving alignment."""
-    prim = "vectorize"
-    c = resolve(p, loop, prim, "loop")
+    """Turn a loop of ``width`` contiguous f32 copies into one float2/float4 copy
+    (a call of a generated ``@instr``, see the module docs).
+
+    Legality: the loop is a seq loop of exactly ``width`` iterations whose body is
+    one copy ``dst[..., b + v] = src[..., b' + v]`` between f32 arrays; proves
+    that both first elements are aligned to ``width`` elements; then as
+    :func:`replace` (errors still name ``vectorize``).
+
+    Example: ``vectorize(p, "v", 4)``
+    """
+    c = loop
     s: For = c.node()
-    if width not in (2, 4):
-        raise SchedulingError(prim, f"width must be 2 or 4, not {width!r}", s.loc)
     if s.kind != "seq":
-        raise SchedulingError(prim, f"loop {s.iter} is a {_kind(s)} loop: one vector copy "
-                              "would run on one thread instead of one element per iteration",
-                              s.loc, "vectorize a seq loop inside the thread loop")
+        raise fail(f"loop {s.iter} is a {_kind(s)} loop: one vector copy would run on one "
+                   "thread instead of one element per iteration", s.loc,
+                   "vectorize a seq loop inside the thread loop")
     if const_value(s.lo) != 0 or const_value(s.hi) != width:
-        raise SchedulingError(prim, f"loop {s.iter} must run exactly {width} times "
-                              f"(seq(0, {width}))", s.loc,
-                              f"divide_loop it by {width} with tail=\"perfect\" first")
+        raise fail(f"loop {s.iter} must run exactly {width} times (seq(0, {width}))", s.loc,
+                   f"divide_loop it by {width} with tail=\"perfect\" first")
     if len(s.body) != 1 or not isinstance(s.body[0], Assign) or \
             not isinstance(s.body[0].rhs, Read):
-        raise SchedulingError(prim, f"the body of loop {s.iter} must be one copy "
-                              "dst[...] = src[...]", s.loc)
+        raise fail(f"the body of loop {s.iter} must be one copy dst[...] = src[...]", s.loc)
     st = s.body[0]
     env = scope_at(p.ir, c.addr)
     for name, idx in ((st.name, st.idx), (st.rhs.name, st.rhs.idx)):
         ent = env.get(name)
         if ent is None or ent[1] != f32 or not idx:
-            raise SchedulingError(prim, f"'{name}' must be an f32 array", st.loc)
+            raise fail(f"'{name}' must be an f32 array", st.loc)
         for d, e in enumerate(idx):
             e = normalize(e)
             if d < len(idx) - 1:
                 if s.iter in free_vars(e):
-                    raise SchedulingError(prim, f"only the last index of '{name}' may use "
-                                          f"{s.iter}", st.loc)
+                    raise fail(f"only the last index of '{name}' may use {s.iter}", st.loc)
             else:
                 base = normalize(_e("-", e, Var(s.iter)))
                 if s.iter in free_vars(base):
-                    raise SchedulingError(prim, f"the last index of '{name}' must be "
-                                          f"base + {s.iter} (contiguous)", st.loc)
+                    raise fail(f"the last index of '{name}' must be base + {s.iter} "
+                           "(contiguous)", st.loc)
         shape = ent[2]
         first = [normalize(substitute(e, {s.iter: Const(0)})) for e in idx]
 
@@ -373,7 +386,7 @@ def vectorize(p, loop, width: int):
                 off = off * enc.int(ext, e_) + enc.int(e, e_)
             return off % width == 0
 
-        prove(p.ir, c.addr, aligned, prim,
+        prove(p.ir, c.addr, aligned,
               f"the accesses of '{name}' are aligned to {width} elements", st.loc,
               "make the row length and the offsets multiples of the width (pad_dim "
               "breaks alignment)")

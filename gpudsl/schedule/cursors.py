@@ -26,7 +26,7 @@ from typing import Callable
 from ..errors import SchedulingError
 from ..ir.addresses import (Addr, ancestors, block_of, iter_stmts, replace_block, splice,
                             stmt_at)
-from ..ir.nodes import Alloc, Expr, For, If, Node, ProcDef
+from ..ir.nodes import Alloc, Expr, For, If, Node
 
 
 class InvalidCursor(Exception):
@@ -369,12 +369,7 @@ def resolve(p, x, prim: str, want: str = "stmt") -> Cursor:
     return c
 
 
-def result(old, new_ir: ProcDef, fwd) :
-    """The new proc, linked to ``old`` for cursor forwarding."""
-    return old._derive(new_ir, fwd)
-
-
 __all__ = ["Cursor", "InvalidCursor", "find_loop", "find_alloc", "find", "forward", "body",
-           "resolve", "result", "stmt_at", "block_of", "splice", "replace_block",
+           "resolve", "stmt_at", "block_of", "splice", "replace_block",
            "iter_stmts", "ancestors", "fwd_splice", "fwd_insert", "fwd_identity", "compose",
            "expr_at", "Expr"]

@@ -27,11 +27,14 @@ from ..errors import SchedulingError
 from ..ir.effects import Access, collect, conflicts
 from ..ir.nodes import ProcDef
 from ..ir.smt import SAT, UNSAT, Scope, Unsupported
+from .primitive import current
 
 
-def prove(pdef: ProcDef, addr, prop, prim: str, what: str, loc, hint=None):
+def prove(pdef: ProcDef, addr, prop, what: str, loc, hint=None, *, prim: str | None = None):
     """Prove ``prop(scope, env)`` (a Z3 bool) in the context of ``addr``; raise
-    SchedulingError with a witness otherwise."""
+    SchedulingError (of ``prim``, by default the running primitive) with a
+    witness otherwise."""
+    prim = prim or current()
     sc = Scope(pdef, addr)
     try:
         goal = prop(sc, {})
@@ -105,7 +108,10 @@ def describe(a: Access) -> str:
     return f"the {kind} of {a.buf}{idx}{where}"
 
 
-def raise_conflict(prim: str, why: str, hit, loc, hint=None):
+def raise_conflict(why: str, hit, loc, hint=None, *, prim: str | None = None):
+    """Refuse for the conflict ``hit`` (a, b, witness) of :func:`find_conflict`
+    (a SchedulingError of ``prim``, by default the running primitive)."""
+    prim = prim or current()
     a, b, w = hit
     if w is None:
         raise SchedulingError(prim, f"could not prove that {describe(a)} and {describe(b)} "

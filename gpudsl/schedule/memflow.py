@@ -24,6 +24,7 @@ from ..ir.nodes import Alloc, Atomic, Call, For, If, Read
 from ..ir.visitor import free_vars, walk
 from ..ir.smt import Scope
 from .legality import Access, collect, find_conflict, prove, raise_conflict
+from .primitive import fail
 
 
 class _Site:
@@ -35,14 +36,14 @@ class _Site:
         self.acc, self.path, self.lpaths, self.leaf = acc, path, lpaths, leaf
 
 
-def _sites(stmts, buf, prim, path=(), loops=(), lpaths=(), guards=(), out=None):
+def _sites(stmts, buf, path=(), loops=(), lpaths=(), guards=(), out=None):
     out = [] if out is None else out
     for k, s in enumerate(stmts):
         p = path + (k,)
         if isinstance(s, Alloc):
             if s.name == buf:
-                raise SchedulingError(prim, f"another '{buf}' is allocated inside its scope; "
-                                      "rename one first", s.loc)
+                raise fail(f"another '{buf}' is allocated inside its scope; rename one first",
+                           s.loc)
             continue
         if isinstance(s, (For, If)):
             hdr = (s.lo, s.hi) if isinstance(s, For) else (s.cond,)
@@ -52,18 +53,18 @@ def _sites(stmts, buf, prim, path=(), loops=(), lpaths=(), guards=(), out=None):
                         out.append(_Site(Access(buf, "r", n.idx, loops, guards, s), p, lpaths,
                                          s))
             if isinstance(s, For):
-                _sites(s.body, buf, prim, p + ("body",), loops + (s,), lpaths + (p,), guards,
+                _sites(s.body, buf, p + ("body",), loops + (s,), lpaths + (p,), guards,
                        out)
             else:
-                _sites(s.body, buf, prim, p + ("body",), loops, lpaths,
+                _sites(s.body, buf, p + ("body",), loops, lpaths,
                        guards + ((s.cond, True),), out)
-                _sites(s.orelse, buf, prim, p + ("orelse",), loops, lpaths,
+                _sites(s.orelse, buf, p + ("orelse",), loops, lpaths,
                        guards + ((s.cond, False),), out)
             continue
         for a in collect((s,), loops, guards):
             if a.buf == buf:
                 if a.mode == "atomic" or isinstance(s, Atomic) and s.name == buf:
-                    raise SchedulingError(prim, f"'{buf}' is updated atomically", s.loc)
+                    raise fail(f"'{buf}' is updated atomically", s.loc)
                 out.append(_Site(a, p, lpaths, s))
     return out
 
@@ -121,11 +122,11 @@ def _same_iteration(w: _Site, r: _Site, split: set, ew, er):
     return out
 
 
-def check_flow(pdef, addr, region: tuple, buf: str, ix, prim: str, loc, why: str):
+def check_flow(pdef, addr, region: tuple, buf: str, ix, loc, why: str):
     """Refuse unless every read of ``buf`` in ``region`` (the statements from
     ``addr`` on) sees the same value when ``buf`` is split into one copy per value
     of the index expression ``ix`` (evaluated at each access)."""
-    sites = _sites(region, buf, prim)
+    sites = _sites(region, buf)
     bound = {L.iter for s in sites for L in s.acc.loops}
     split = free_vars(ix) & bound
     if not split:
@@ -133,7 +134,7 @@ def check_flow(pdef, addr, region: tuple, buf: str, ix, prim: str, loc, why: str
     writes = [s for s in sites if s.acc.mode != "r"]
     reads = [s for s in sites if s.acc.mode != "w"]
     for r in reads:
-        if _covered(pdef, addr, r, writes, split, prim):
+        if _covered(pdef, addr, r, writes, split):
             continue
         for w in writes:
             hit = find_conflict(
@@ -142,14 +143,14 @@ def check_flow(pdef, addr, region: tuple, buf: str, ix, prim: str, loc, why: str
                                            _ix(pdef, ix, e1) != _ix(pdef, ix, e2)),
                 allow_reduce=False, tags=("_w", "_r"))
             if hit:
-                raise_conflict(prim, why, hit, loc)
+                raise_conflict(why, hit, loc)
 
 
 def _ix(pdef, ix, env):
     return Scope(pdef).int(ix, env)
 
 
-def _covered(pdef, addr, r: _Site, writes, split, prim) -> bool:
+def _covered(pdef, addr, r: _Site, writes, split) -> bool:
     def prop(enc, env):
         ri = enc.instance(r.acc.loops, r.acc.guards, "_r")
         er, fr = ri.env, ri.facts
@@ -170,7 +171,7 @@ def _covered(pdef, addr, r: _Site, writes, split, prim) -> bool:
         return z3.Implies(z3.And(*fr), z3.Or(*alts))
 
     try:
-        prove(pdef, addr, prop, prim, "", None)
+        prove(pdef, addr, prop, "", None)
     except SchedulingError:
         return False
     return True

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import SchedulingError
@@ -103,14 +103,19 @@ def _nonneg_int(p, value, arg):
     return value
 
 
-def check_name(p, value, arg="name"):
-    """A new name, by the language's own rule (``frontend.scope.name_problem``)."""
+def check_name(p, value, arg="name", proc: bool = False):
+    """A new name, by the language's own rule (``frontend.scope.name_problem``;
+    ``proc``: the rule for a proc's name)."""
     from ..frontend.scope import name_problem
 
-    why = name_problem(value)
+    why = name_problem(value, proc)
     if why is not None:
         raise fail(f"{arg}: {why}", p.ir.loc, "pick another name")
     return value
+
+
+def _proc_name(p, value, arg):
+    return check_name(p, value, arg, proc=True)
 
 
 def _bool(p, value, arg):
@@ -120,9 +125,30 @@ def _bool(p, value, arg):
 
 
 def _text(p, value, arg):
-    if not isinstance(value, str):
+    from ..ir.nodes import Expr
+
+    # numbers and IR are read by the string parser too, which checks their type
+    if not isinstance(value, (str, int, float, Expr)):
         raise fail(f"{arg} must be a string, not {value!r}", p.ir.loc)
     return value
+
+
+def _texts(p, value, arg):
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise fail(f"{arg} must be a string or a non-empty list of strings, not {value!r}",
+                   p.ir.loc, "give at least one condition")
+    return [_text(p, v, arg) for v in value]
+
+
+def _proc(p, value, arg):
+    from ..ir.nodes import ProcDef
+
+    ir = getattr(value, "ir", value)
+    if not isinstance(ir, ProcDef):
+        raise fail(f"{arg} must be a proc, not {value!r}", p.ir.loc)
+    return ir
 
 
 def _any(p, value, arg):
@@ -132,8 +158,12 @@ def _any(p, value, arg):
 POSITIVE_INT = Kind("positive int", _positive_int, "an integer >= 1")
 NONNEG_INT = Kind("int >= 0", _nonneg_int, "an integer >= 0")
 NAME = Kind("name", check_name, "a new identifier (not a keyword or a language name)")
+PROC_NAME = Kind("proc name", _proc_name, "an identifier that may name a proc")
 BOOL = Kind("bool", _bool, "True or False")
-TEXT = Kind("text", _text, "a string in the language, parsed in the scope it applies to")
+TEXT = Kind("text", _text, "a string in the language (or a number), parsed in the scope "
+            "it applies to")
+TEXTS = Kind("texts", _texts, "a string in the language, or a non-empty list of them")
+PROC = Kind("proc", _proc, "a proc (its IR is used)")
 ANY = Kind("any", _any, "checked by the primitive itself")
 
 
@@ -158,11 +188,15 @@ def choice(*options) -> Kind:
         for o in options:
             if value is o or (value == o and type(value) is type(o)):
                 return o
-        shown = ", ".join(repr(getattr(o, "name", o)) for o in options)
         raise fail(f"{arg} must be one of {shown}, not {value!r}", p.ir.loc)
 
-    return Kind("choice", conv, "one of " + ", ".join(str(getattr(o, "name", o))
-                                                         for o in options))
+    shown = ", ".join(_show(o) for o in options)
+    return Kind("choice", conv, "one of " + shown)
+
+
+def _show(o) -> str:
+    """An option as a user writes it: ``BLOCKS``, ``None``, ``'guard'``, ``4``."""
+    return o.name if hasattr(o, "name") and not isinstance(o, str) else repr(o)
 
 
 # ------------------------------------------------------------------ declaring
@@ -170,19 +204,62 @@ def choice(*options) -> Kind:
 
 @dataclass
 class Primitive:
+    """A declared primitive: ``apply`` is the public function (proc -> proc),
+    ``rewrite`` the body it wraps, ``kinds`` the kind of each checked argument."""
+
     name: str
     kinds: dict
     apply: Callable
     rewrite: Callable
     doc: str = ""
     module: str = ""
-    extra: dict = field(default_factory=dict)
+
+    def _paragraphs(self) -> list[str]:
+        return [" ".join(x.split()) for x in self.doc.split("\n\n") if x.strip()]
+
+    def _labelled(self, label: str) -> str:
+        for para in self._paragraphs():
+            if para.startswith(label):
+                return para[len(label):].strip()
+        return ""
+
+    @property
+    def summary(self) -> str:
+        """The docstring's first paragraph."""
+        paras = self._paragraphs()
+        return paras[0] if paras else ""
+
+    @property
+    def details(self) -> list[str]:
+        """The paragraphs between the summary and ``Legality:`` / ``Example:``."""
+        return [x for x in self._paragraphs()[1:]
+                if not x.startswith(("Legality:", "Example:"))]
+
+    @property
+    def legality(self) -> str:
+        """The ``Legality:`` paragraph: the rule the primitive proves."""
+        return self._labelled("Legality:")
+
+    @property
+    def example(self) -> str:
+        """The ``Example:`` line."""
+        return self._labelled("Example:")
+
+    @property
+    def signature(self) -> str:
+        """``name(p, arg, arg=default)`` as a user calls it."""
+        parts = []
+        for prm in inspect.signature(self.rewrite).parameters.values():
+            d = prm.default
+            parts.append(prm.name if d is inspect.Parameter.empty
+                         else f"{prm.name}={_show(d)}")
+        return f"{self.name}({', '.join(parts)})"
 
 
 PRIMITIVES: dict[str, Primitive] = {}
 
 
-def primitive(name: str, **kinds: Kind):
+def primitive(name: str, /, **kinds: Kind):
     """Declare the rewrite below as the primitive ``name`` whose arguments have
     the given kinds (arguments not named are passed through unchanged)."""
 
@@ -199,7 +276,8 @@ def primitive(name: str, **kinds: Kind):
             try:
                 bound = sig.bind(p, *args, **kwargs)
             except TypeError as exc:
-                raise SchedulingError(name, f"bad arguments: {exc}", p.ir.loc) from None
+                raise SchedulingError(current(name), f"bad arguments: {exc}",
+                                      p.ir.loc) from None
             bound.apply_defaults()
             token = _CURRENT.set(_CURRENT.get() or name)
             try:
@@ -210,7 +288,7 @@ def primitive(name: str, **kinds: Kind):
                 _CURRENT.reset(token)
             if isinstance(out, Rewrite):
                 return p._derive(out.ir, out.forward)
-            return out
+            return out  # a proc already derived from p (a primitive built on others)
 
         PRIMITIVES[name] = Primitive(name, dict(kinds), apply, fn,
                                      inspect.getdoc(fn) or "", fn.__module__)
@@ -219,6 +297,70 @@ def primitive(name: str, **kinds: Kind):
     return deco
 
 
+# ------------------------------------------------------------------ documentation
+
+# the sections of docs/primitives.md: module (under gpudsl.schedule) -> title
+SECTIONS = {"loops": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Sync",
+            "calls": "Calls"}
+
+
+def render(prims: dict | None = None) -> str:
+    """``docs/primitives.md``: every primitive of ``prims`` (default
+    :data:`PRIMITIVES`) with its signature, argument kinds, summary, legality rule
+    and example, in sections per module."""
+    prims = PRIMITIVES if prims is None else prims
+    groups: dict[str, list[Primitive]] = {}
+    for pr in prims.values():
+        mod = pr.module.rsplit(".", 1)[-1]
+        groups.setdefault(SECTIONS.get(mod, "Other"), []).append(pr)
+    order = list(dict.fromkeys(list(SECTIONS.values()) + ["Other"]))
+    out = ["# Scheduling primitives", "",
+           "<!-- generated by `python -m gpudsl.schedule.primitive > docs/primitives.md`;",
+           "     do not edit: edit the primitive's docstring and regenerate -->", "",
+           "Each primitive takes a proc and returns a new proc with the same meaning, or",
+           "raises `SchedulingError` naming the primitive, the statement and the reason",
+           "(with a witness where a proof failed). Arguments are checked by their kind",
+           "before the primitive runs; cursors of the old proc forward into the new one",
+           "(`new.forward(cursor)`).", "",
+           "To add a primitive, declare it with `@primitive(name, arg=KIND, ...)`",
+           "(`gpudsl/schedule/primitive.py`) in the module of its family, with a",
+           "docstring of a summary, a `Legality:` paragraph and an `Example:` line;",
+           "its body raises `fail(...)` or returns `Rewrite(new_ir, forward)`. Add its",
+           "tests and its name to `EXPECTED` in tests/schedule/test_primitive_decl.py,",
+           "and regenerate this file.", ""]
+    for title in order:
+        if title not in groups:
+            continue
+        out += [f"## {title}", ""]
+        for pr in groups[title]:  # in the order of declaration
+            out += [f"### `{pr.name}`", "", "```python", pr.signature, "```", "",
+                    pr.summary, ""]
+            for para in pr.details:
+                out += [para, ""]
+            if pr.kinds:
+                out += ["Arguments:", ""]
+                out += [f"- `{arg}` ({kind.name}): {kind.doc}" for arg, kind in pr.kinds.items()]
+                out.append("")
+            out += [f"**Legality.** {_sentence(pr.legality) or '(not documented)'}", "",
+                    f"**Example.** {pr.example or '(none)'}", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 __all__ = ["primitive", "Primitive", "PRIMITIVES", "Rewrite", "Kind", "fail", "current",
-           "check_name", "names", "choice", "LOOP", "ALLOC", "STMT", "BLOCK", "GAP", "EXPR",
-           "POSITIVE_INT", "NONNEG_INT", "NAME", "BOOL", "TEXT", "ANY"]
+           "check_name", "names", "choice", "render", "LOOP", "ALLOC", "STMT", "BLOCK", "GAP",
+           "EXPR", "POSITIVE_INT", "NONNEG_INT", "NAME", "PROC_NAME", "BOOL", "TEXT", "TEXTS",
+           "PROC", "ANY"]
+
+
+if __name__ == "__main__":
+    import sys
+
+    # `python -m gpudsl.schedule.primitive` imports the package gpudsl.schedule
+    # first, which declares every primitive into the registry of the module
+    # gpudsl.schedule.primitive; this file then runs again as __main__, with an
+    # empty registry of its own: render the real one.
+    sys.stdout.write(sys.modules[__spec__.name].render())

@@ -20,12 +20,13 @@ import z3
 from ..errors import SchedulingError
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, For, If, Interval, Point,
                         Read, Reduce, Stmt, Var, WindowArg)
-from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, Memory, bool_
+from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, bool_
 from ..ir.visitor import Transformer, bound_names, fresh_name, walk
-from .cursors import ancestors, block_of, fwd_splice, replace_block, resolve, result
+from .cursors import block_of, fwd_splice, replace_block
 from .legality import collect, describe, find_bad as _find_bad, prove
 from .loops import _pe
-from .patterns import check_new_name, parse_at, scope_at
+from .patterns import parse_at, scope_at
+from .primitive import BLOCK, NAME, TEXT, Rewrite, choice, current, fail, primitive
 from .simplify import const_value, normalize
 
 
@@ -50,7 +51,7 @@ def _uses(stmts, buf) -> bool:
 
 def _holds(pdef, addr, prop) -> bool:
     try:
-        prove(pdef, addr, prop, "stage_mem", "", None)
+        prove(pdef, addr, prop, "", None)
     except SchedulingError:
         return False
     return True
@@ -113,10 +114,28 @@ def _outside(win):
     return bad
 
 
-def stage_mem(p, block, window, name: str, memory: Memory = SHARED):
-    """Stage ``window`` of an array into a new ``name`` in ``memory`` around ``block``."""
-    prim = "stage_mem"
-    c = resolve(p, block, prim, "block")
+@primitive("stage_mem", block=BLOCK, window=TEXT, name=NAME,
+           memory=choice(SHARED, REGISTER, GLOBAL))
+def stage_mem(p, block, window, name: str, memory=SHARED):
+    """Stage ``window`` of an array (``"x[i, 0:m]"``) into a new array ``name`` in
+    ``memory`` around ``block``: copied in before it (unless the block overwrites
+    it first), the block's accesses in the window redirected, copied back after it
+    when the block writes it.
+
+    The copy loops are ordinary ``seq`` loops, the user's to map and to separate
+    with ``insert_sync``. A window that may reach outside the array gets guarded
+    copies.
+
+    Legality: proves which accesses the window covers in every instance; an
+    access left alone must never touch the window's elements where it or a staged
+    access writes (the copy would reorder them); where the window may leave the
+    array, every staged access is proved inside it; atomics and calls taking the
+    array are refused.
+
+    Example: ``stage_mem(p, p.find_loop("j"), "x[i, 0:m]", "row", SHARED)``
+    """
+    c = block
+    prim = current()
     stmts = c.node()
     loc = stmts[0].loc
     env = scope_at(p.ir, c.addr)
@@ -128,32 +147,28 @@ def stage_mem(p, block, window, name: str, memory: Memory = SHARED):
                               Interval(normalize(w.lo), normalize(w.hi)) for w in win.idx))
     buf = win.name
     ty, shape = env[buf][1], env[buf][2]
-    check_new_name(name, prim, loc)
     if name in _all_names(p.ir) or name in env:
-        raise SchedulingError(prim, f"the name '{name}' is already used", loc)
-    if memory not in (SHARED, REGISTER, GLOBAL):
-        raise SchedulingError(prim, f"unknown memory {memory!r}", loc)
+        raise fail(f"the name '{name}' is already used", loc)
     accs = collect(stmts)
     for n in walk(tuple(stmts)):
         if isinstance(n, Call) and any(isinstance(a, WindowArg) and a.name == buf
                                        for a in n.args):
-            raise SchedulingError(prim, f"a call in the block takes '{buf}'; inline it first",
-                                  n.loc)
+            raise fail(f"a call in the block takes '{buf}'; inline it first", n.loc)
     mine = [a for a in accs if a.buf == buf and not a.local]
     if not mine:
-        raise SchedulingError(prim, f"the block does not access '{buf}'", loc)
+        raise fail(f"the block does not access '{buf}'", loc)
     for a in mine:
         if a.mode == "atomic":
-            raise SchedulingError(prim, f"the block updates '{buf}' atomically; atomics "
-                                  "cannot be staged", a.stmt.loc)
-    staged, missed, first_miss = _split(p.ir, c.addr, mine, win, prim)
+            raise fail(f"the block updates '{buf}' atomically; atomics cannot be staged",
+                       a.stmt.loc)
+    staged, missed, first_miss = _split(p.ir, c.addr, mine, win)
     if not staged:
         a, w = first_miss
-        raise SchedulingError(prim, f"the window {_pe(win)} misses {describe(a)}",
-                              a.stmt.loc, "widen the window or stage a smaller block", w)
+        raise fail(f"the window {_pe(win)} misses {describe(a)}", a.stmt.loc,
+                   "widen the window or stage a smaller block", w)
     cov = [a for a in mine if _key(a) in staged]
-    _keep_order(p.ir, c.addr, cov, [a for a in mine if _key(a) not in staged], win, prim)
-    guards = _bounds(p.ir, c.addr, win, shape, cov, buf, prim, loc)
+    _keep_order(p.ir, c.addr, cov, [a for a in mine if _key(a) not in staged], win)
+    guards = _bounds(p.ir, c.addr, win, shape, cov, buf, loc)
     # rewrite
     ext = [normalize(_e("-", w.hi, w.lo)) for w in win.idx if isinstance(w, Interval)]
     taken = _all_names(p.ir)
@@ -208,10 +223,10 @@ def stage_mem(p, block, window, name: str, memory: Memory = SHARED):
     def inner_map(r):
         return baddr + (a0[-1] + off + r[0],) + r[1:]
 
-    return result(p, ir, fwd_splice(a0, len(new), inner_map, n_old=len(stmts)))
+    return Rewrite(ir, fwd_splice(a0, len(new), inner_map, n_old=len(stmts)))
 
 
-def _split(pdef, addr, mine, win, prim):
+def _split(pdef, addr, mine, win):
     """The keys of the accesses the window covers in every instance, the others,
     and the first miss (access, witness)."""
     bad = _outside(win)
@@ -226,7 +241,7 @@ def _split(pdef, addr, mine, win, prim):
     return staged, missed, first
 
 
-def _keep_order(pdef, addr, cov, unc, win, prim):
+def _keep_order(pdef, addr, cov, unc, win):
     """An access left alone must not touch the window's elements where it or a
     staged access writes: the staged copy would reorder them."""
     cov_writes = any(a.writes for a in cov)
@@ -237,12 +252,11 @@ def _keep_order(pdef, addr, cov, unc, win, prim):
         w = _find_bad(pdef, addr, u, lambda enc, e_, u=u: z3.Not(bad(enc, e_, u)))
         if w is not None:
             msg = f"the window {_pe(win)} misses {describe(u)}, which may touch its elements"
-            raise SchedulingError(prim, msg, u.stmt.loc,
-                                  "widen the window or stage a smaller block",
-                                  None if w == "unknown" else w)
+            raise fail(msg, u.stmt.loc, "widen the window or stage a smaller block",
+                       None if w == "unknown" else w)
 
 
-def _bounds(pdef, addr, win, shape, cov, buf, prim, loc):
+def _bounds(pdef, addr, win, shape, cov, buf, loc):
     """(dim, lower, upper) guards the copies need where the window may leave the
     array; each staged access must then be proved inside the array."""
     out = []
@@ -250,7 +264,7 @@ def _bounds(pdef, addr, win, shape, cov, buf, prim, loc):
         lo, hi = (w.pt, w.pt) if isinstance(w, Point) else (w.lo, w.hi)
         if isinstance(w, Interval):
             prove(pdef, addr, lambda enc, e_, lo=lo, hi=hi: enc.int(lo, e_) <= enc.int(hi, e_),
-                  prim, f"the window {_pe(win)} has lo <= hi", loc)
+                  f"the window {_pe(win)} has lo <= hi", loc)
             up = lambda enc, e_, hi=hi, X=X: enc.int(hi, e_) <= enc.int(X, e_)  # noqa: E731
         else:
             up = lambda enc, e_, hi=hi, X=X: enc.int(hi, e_) < enc.int(X, e_)  # noqa: E731
@@ -266,10 +280,9 @@ def _bounds(pdef, addr, win, shape, cov, buf, prim, loc):
                            for i, X in zip(a.idx, shape)])
         w = _find_bad(pdef, addr, a, oob)
         if w is not None:
-            raise SchedulingError(prim, f"the window {_pe(win)} lies partly outside '{buf}' "
-                                  f"and {describe(a)} may reach outside it too", a.stmt.loc,
-                                  "stage a window inside the array",
-                                  None if w == "unknown" else w)
+            raise fail(f"the window {_pe(win)} lies partly outside '{buf}' and {describe(a)} "
+                       "may reach outside it too", a.stmt.loc, "stage a window inside the array",
+                       None if w == "unknown" else w)
     return out
 
 

@@ -13,61 +13,67 @@ loop, its iterations and code after it are all covered.
 from __future__ import annotations
 
 from ..analysis.obligations.races import added_races
-from ..errors import SchedulingError
 from ..ir.nodes import For, Sync
 from ..ir.types import BLOCKS, THREADS
-from .cursors import (block_of, fwd_insert, fwd_splice, resolve, result,
-                      stmt_at)
+from .cursors import block_of, fwd_insert, fwd_splice, replace_block, splice, stmt_at
+from .primitive import GAP, STMT, Rewrite, fail, primitive
 
 
-def _block_level(pdef, baddr, prim, loc):
+def _block_level(pdef, baddr, loc):
     anc = [stmt_at(pdef, baddr[:k]) for k in range(1, len(baddr), 2)]
     if not any(isinstance(s, For) and s.mapping == BLOCKS for s in anc):
-        raise SchedulingError(prim, "a sync() belongs inside a @ BLOCKS loop", loc,
-                              "parallelize the outer loops with BLOCKS first")
+        raise fail("a sync() belongs inside a @ BLOCKS loop", loc,
+                   "parallelize the outer loops with BLOCKS first")
     for s in anc:
         if isinstance(s, For) and s.mapping == THREADS:
-            raise SchedulingError(prim, f"a sync() cannot stand inside the thread loop "
-                                  f"{s.iter}: it must be at block level", loc,
-                                  "put it between the thread loops")
+            raise fail(f"a sync() cannot stand inside the thread loop {s.iter}: it must be "
+                       "at block level", loc, "put it between the thread loops")
     return anc
 
 
+@primitive("insert_sync", gap=GAP)
 def insert_sync(p, gap):
-    """Insert a ``sync()`` at ``gap`` (a cursor's ``.before()`` / ``.after()``)."""
-    prim = "insert_sync"
-    c = resolve(p, gap, prim, "gap")
+    """Insert a ``sync()`` (a barrier of the threads of a block) at ``gap``.
+
+    Legality: a barrier never changes the sequential meaning; the gap must be at
+    block level (inside a BLOCKS loop, outside every THREADS loop), where SPEC 2.4
+    allows a ``sync()``.
+
+    Example: ``insert_sync(p, p.find_loop("i0").after())``
+    """
+    c = gap
     baddr = c.addr[:-1]
-    _block_level(p.ir, baddr, prim, c.loc)
+    _block_level(p.ir, baddr, c.loc)
     blk = block_of(p.ir, baddr)
     i = c.addr[-1]
-    from .cursors import replace_block
-
     ir = replace_block(p.ir, baddr, blk[:i] + (Sync(c.loc),) + blk[i:])
-    return result(p, ir, fwd_insert(c.addr, 1))
+    return Rewrite(ir, fwd_insert(c.addr, 1))
 
 
+@primitive("delete_sync", sync=STMT)
 def delete_sync(p, sync):
-    """Remove a ``sync()`` after proving that it orders no conflicting accesses."""
-    prim = "delete_sync"
-    c = resolve(p, sync, prim, "stmt")
+    """Remove a ``sync()``.
+
+    Legality: proves through check()'s race obligation that the proc without the
+    barrier has no race between threads of one block that the proc with it does
+    not have (before a loop, across its iterations and after it).
+
+    Example: ``delete_sync(p, "sync()")``
+    """
+    c = sync
     s = c.node()
     if not isinstance(s, Sync):
-        raise SchedulingError(prim, "expected a sync() statement", s.loc)
+        raise fail("expected a sync() statement", s.loc)
     a = c.addr
-    _block_level(p.ir, a[:-1], prim, s.loc)
-    from .cursors import splice
-
+    _block_level(p.ir, a[:-1], s.loc)
     ir = splice(p.ir, a, [])
     for d in added_races(p.ir, ir):
         if d.kind == "race":
-            raise SchedulingError(prim, f"the barrier orders accesses of two threads: "
-                                  f"without it, {d.message}", s.loc, "keep the barrier",
-                                  d.witness)
-        raise SchedulingError(prim, f"could not prove that the barrier orders no "
-                              f"conflicting accesses: {d.message}", s.loc,
-                              "keep the barrier")
-    return result(p, ir, fwd_splice(a, 0, None))
+            raise fail(f"the barrier orders accesses of two threads: without it, "
+                       f"{d.message}", s.loc, "keep the barrier", d.witness)
+        raise fail(f"could not prove that the barrier orders no conflicting accesses: "
+                   f"{d.message}", s.loc, "keep the barrier")
+    return Rewrite(ir, fwd_splice(a, 0, None))
 
 
 __all__ = ["insert_sync", "delete_sync"]
