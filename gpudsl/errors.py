@@ -71,6 +71,7 @@ class SchedulingError(Error):
                  hint: str | None = None, witness: dict | None = None):
         self.primitive = primitive
         self.witness = witness
+        self.reason = message  # without the primitive's name and the witness
         text = f"{primitive}: {message}"
         if witness:
             text += "\n  witness: " + ", ".join(f"{k}={v}" for k, v in witness.items())

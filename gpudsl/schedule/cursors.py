@@ -361,6 +361,11 @@ def resolve(p, x, prim: str, want: str = "stmt") -> Cursor:
             c = c.as_block()
         elif c.kind != "block":
             raise SchedulingError(prim, f"expected statements, got {c!r}", c.loc)
+    if want == "stmt" and c.kind != "stmt":
+        if c.kind == "block" and c.hi - c.addr[-1] == 1:
+            c = Cursor(c.proc, "stmt", c.addr)
+        else:
+            raise SchedulingError(prim, f"expected one statement, got {c!r}", c.loc)
     if want == "gap" and c.kind != "gap":
         raise SchedulingError(prim, "expected a gap between statements (cursor.before() "
                               "or cursor.after())", c.loc)

@@ -22,7 +22,7 @@ from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, For, If, Inte
                         Read, Reduce, Stmt, Var, WindowArg)
 from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, bool_
 from ..ir.visitor import Transformer, bound_names, fresh_name, walk
-from .cursors import block_of, fwd_splice, replace_block
+from .cursors import block_of, fwd_splice, replace_block, stmt_at
 from .legality import collect, describe, find_bad as _find_bad, prove
 from .loops import _pe
 from .patterns import parse_at, scope_at
@@ -220,10 +220,38 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
     blk = block_of(p.ir, baddr)
     ir = replace_block(p.ir, baddr, blk[:a0[-1]] + tuple(new) + blk[a0[-1] + len(stmts):])
 
+    _copies_stay_parallel(p.ir, ir, a0, {buf, name})
+
     def inner_map(r):
         return baddr + (a0[-1] + off + r[0],) + r[1:]
 
     return Rewrite(ir, fwd_splice(a0, len(new), inner_map, n_old=len(stmts)))
+
+
+def _copies_stay_parallel(old, new, addr, bufs: set):
+    """The copies run once per iteration of every loop around the block: refuse when
+    they make two iterations of an enclosing ``par`` loop (mapped or not) conflict on
+    the staged or the new buffer where the original's iterations did not (a whole
+    window copied in and out by every thread races where each thread touched its
+    own element)."""
+    from .parallel import check_parallel
+
+    for k in range(1, len(addr), 2):
+        la = addr[:k]
+        loop = stmt_at(new, la)
+        if not (isinstance(loop, For) and loop.kind == "par"):
+            continue
+        try:
+            check_parallel(new, la, loop, only=bufs)
+        except SchedulingError as exc:
+            try:
+                check_parallel(old, la, stmt_at(old, la), only=bufs)
+            except SchedulingError:
+                continue  # the original's iterations conflicted already
+            raise fail(f"the copies of the window would run in every iteration of the "
+                       f"parallel loop {loop.iter} and conflict: {exc.reason}",
+                       loop.loc, "stage a window that each iteration owns, or stage "
+                       "outside the parallel loop", exc.witness) from None
 
 
 def _split(pdef, addr, mine, win):

@@ -40,8 +40,6 @@ def test_every_primitive_is_accepted_sometimes(runner):
     assert st.skipped < st.cases / 2, "the frontend refused most generated procs"
 
 
-# lead: remove xfail after merge
-@pytest.mark.xfail(strict=False, reason="the known bugs of issue 11 (fixed on other branches)")
 def test_no_primitive_changes_meaning(runner):
     d = runner.distinct()
     lines = [f"{prim}: {cls}: {f.message[:200]}\n{f.repro()}"

@@ -47,6 +47,8 @@ def main(argv=None) -> int:
     print(runner.stats.table())
     print(f"inconclusive comparisons (large values, solver unknown): "
           f"{runner.oracle.inconclusive}")
+    print(f"results check() reports as unfinished schedules (a broken mapping rule): "
+          f"{runner.oracle.unfinished}")
     d = runner.distinct()
     print(f"\n{len(runner.failures)} failures, {len(d)} distinct:")
     for (prim, cls, _), f in sorted(d.items(), key=lambda kv: kv[0]):

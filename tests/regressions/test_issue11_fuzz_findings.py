@@ -1,0 +1,103 @@
+"""Regressions for what the differential test of the primitives found after the
+first fixes of issue 11 were merged (tests/schedule/differential)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpudsl
+from gpudsl import GLOBAL, SchedulingError, proc_from_source
+from gpudsl.schedule import delete_sync, divide_loop, inline, stage_mem
+from gpudsl.schedule.cursors import Cursor
+
+NS = {k: getattr(gpudsl, k) for k in gpudsl.__all__}
+
+
+def _p(text):
+    return proc_from_source(text, dict(NS))
+
+
+def test_a_block_cursor_where_a_statement_is_wanted_is_refused_not_a_crash():
+    p = _p('''@proc
+def p0(n: size, w: f32[4]):
+    for j2 in seq(0, 4):
+        pass
+''')
+    with pytest.raises(SchedulingError, match="inline: expected a call"):
+        inline(p, Cursor(p, "block", (0,), 1))
+    with pytest.raises(SchedulingError, match="delete_sync: expected a sync"):
+        delete_sync(p, Cursor(p, "block", (0,), 1))
+    q = _p('''@proc
+def q0(n: size, w: f32[4]):
+    w[0] = 1.0
+    w[1] = 2.0
+''')
+    with pytest.raises(SchedulingError, match="expected one statement"):
+        inline(q, Cursor(q, "block", (0,), 2))
+
+
+def test_stage_mem_refuses_copies_that_every_thread_makes_of_a_shared_window():
+    # every thread would copy the whole of y in and out: a race the original has not
+    p = _p('''@proc
+def p951(n: size, x: f32[n, 8], y: f32[n, 8]):
+    for b in par(0, n) @ BLOCKS:
+        for t2 in par(0, 8) @ THREADS:
+            if t2 < 4:
+                y[b, t2] = x[b, t2 + 4] - x[b, t2]
+''')
+    assert p.check().ok
+    with pytest.raises(SchedulingError, match="would run in every iteration of the "
+                       "parallel loop"):
+        stage_mem(p, Cursor(p, "block", (0, "body", 0, "body", 0, "body", 0), 1), "y",
+                  "st0", GLOBAL)
+
+
+def test_stage_mem_of_a_window_each_thread_owns_is_kept():
+    p = _p('''@proc
+def own(n: size, x: f32[n, 8], y: f32[n, 8]):
+    for b in par(0, n) @ BLOCKS:
+        for t in par(0, 8) @ THREADS:
+            y[b, t] = x[b, t] + 1.0
+''')
+    q = stage_mem(p, p.find("y[_] = _"), "y[b, t]", "r", gpudsl.REGISTER)
+    assert q.check().ok
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    y0, y1 = np.zeros_like(x), np.zeros_like(x)
+    gpudsl.interpret(p, x=x, y=y0)
+    gpudsl.interpret(q, x=x, y=y1)
+    assert np.array_equal(y0, y1)
+
+
+SYNC_LOOP = '''@proc
+def rounds(n: size, x: f32[n, 8], y: f32[n, 8]):
+    for b in par(0, n) @ BLOCKS:
+        s: f32[8] @ SHARED
+        for rr in seq(0, {rounds}):
+            for t in par(0, 8) @ THREADS:
+                s[t] = x[b, t] + y[b, t]
+            sync()
+            for t in par(0, 8) @ THREADS:
+                y[b, t] += s[(t + 1) % 8]
+            sync()
+'''
+
+
+def test_divide_loop_guard_around_a_barrier_keeps_the_proof():
+    p = _p(SYNC_LOOP.format(rounds=2))
+    assert p.check().ok
+    q = divide_loop(p, "rr", 2, ["o0", "ii0"], tail="guard")
+    assert q.check().ok  # no if around the barriers: 2 divides 2
+    assert "if " not in str(q)
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    y0, y1 = np.ones_like(x), np.ones_like(x)
+    gpudsl.interpret(p, x=x, y=y0)
+    gpudsl.interpret(q, x=x, y=y1)
+    assert np.array_equal(y0, y1)
+
+
+def test_divide_loop_guard_around_a_barrier_with_a_remainder_is_refused():
+    p = _p(SYNC_LOOP.format(rounds=3))
+    with pytest.raises(SchedulingError, match="tail=\"guard\" would put under an if"):
+        divide_loop(p, "rr", 2, ["o0", "ii0"], tail="guard")
+    q = divide_loop(p, "rr", 2, ["o0", "ii0"], tail="cut")
+    assert q.check().ok
