@@ -1,5 +1,6 @@
 """Scheduling speed: the primitives of the example derivations (matmul and
-transpose, from naive procs to tiled kernels), without check() or interpreting.
+transpose, from naive procs to tiled kernels) and of the standard library's matmul
+and permute kernels, without check(), interpreting or compiling.
 
 Run: .venv/bin/python benchmarks/bench_schedule.py [--repeat 3] [--root DIR]
 Prints the best of --repeat for each derivation and their sum.  ``--root`` runs
@@ -27,7 +28,8 @@ def main(argv=None) -> int:
     matmul = importlib.import_module("matmul_schedule")
     transpose = importlib.import_module("transpose_schedule")
     runs = [("example matmul derivation", lambda: matmul.derive(check=False, interp=False)),
-            ("example transpose derivation", lambda: transpose.derive(verify=False))]
+            ("example transpose derivation", lambda: transpose.derive(verify=False)),
+            ("stdlib matmul and permute kernels", _stdlib())]
     total = 0.0
     for name, f in runs:
         best = min(_time(f) for _ in range(ns.repeat))
@@ -35,6 +37,33 @@ def main(argv=None) -> int:
         print(f"{best * 1000:9.1f} ms  {name}")
     print(f"{total * 1000:9.1f} ms  total  ({os.path.abspath(ns.root)})")
     return 0
+
+
+def _stdlib():
+    try:
+        from gpudsl.stdlib import matmul as mm, permute as pm
+    except ImportError:  # before the standard library was split per node family
+        from gpudsl.stdlib import matmul_schedule as mm, permute_schedule as pm
+
+    def build():
+        for f in (mm.big_kernel, mm.cut_kernel, mm.guarded_kernel, mm.vecmat_kernel,
+                  pm._kernel, pm.permute_algorithm):
+            f.cache_clear()
+        mm.big_kernel(False)
+        mm.big_kernel(True)
+        for v in (1, 2, 4):
+            mm.cut_kernel(False, v)
+        mm.guarded_kernel(False)
+        mm.guarded_kernel(True)
+        mm.vecmat_kernel()
+        for perm in ((1, 0), (0, 2, 1), (2, 1, 0)):
+            for kind in ("vcopy", "copy", "tiled", "cut"):
+                try:
+                    pm._kernel(perm, kind)
+                except Exception:  # a kind this permutation does not have: refused
+                    pass
+
+    return build
 
 
 def _time(f) -> float:
