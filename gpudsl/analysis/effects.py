@@ -45,7 +45,7 @@ from ..ir.nodes import (Alloc, Assign, Atomic, Const, Expr, For, If, Point,
                         ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var)
 from ..ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS, Memory, bool_
 from ..ir.effects import Walker
-from ..ir.nests import direct_nest
+from ..ir.nests import direct_nest, nest_dim
 from ..ir.visitor import walk
 from .phases import PhaseCounter
 
@@ -334,11 +334,11 @@ class _Collector(Walker):
                 if depth > 3:
                     self.issue("mapping", f"{depth} nested @ THREADS loops; a block has at "
                                "most 3 dimensions", [s.loc])
-                dim = min(depth - 1, 2)
+                dim = nest_dim(depth - 1)
                 new["tdepth_left"] = depth - 1
             elif level == "thread" and st["tdepth_left"] > 0 and st["loops"] and \
                     st["loops"][-1].mapping == THREADS:
-                dim = min(st["tdepth_left"] - 1, 2)
+                dim = nest_dim(st["tdepth_left"] - 1)
                 new["tdepth_left"] = st["tdepth_left"] - 1
             elif kernel is not None:
                 self.issue("mapping", "a @ THREADS loop must stand at block level or directly "
