@@ -97,9 +97,10 @@ class Walker:
 
     def block(self, stmts, ctx):
         self.scopes.append({})
+        step, stmt = self.step, self.stmt
         try:
             for i, s in enumerate(stmts):
-                self.stmt(s, self.step(stmts, i, ctx))
+                stmt(s, step(stmts, i, ctx))
         finally:
             self.scopes.pop()
 
@@ -147,10 +148,11 @@ class Walker:
         return {n for sc in self.scopes for n in sc}
 
     def exprs(self, es, s, ctx):
+        read = self.read
         for e in es:
             if e is not None:
                 for n in reads_of(e):
-                    self.read(n, s, ctx)
+                    read(n, s, ctx)
 
     # hooks ------------------------------------------------------------------
 
