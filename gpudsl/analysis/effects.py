@@ -13,10 +13,10 @@ API (reusable by the scheduling primitives)::
     eff.window_checks, eff.call_preds # bounds obligations of windows and callee asserts
 
 Calls are inlined first (:mod:`gpudsl.ir.inline`), so a window ``s[t:t+2]``
-passed to a proc shows up as accesses of ``s`` itself.  The reads of an expression are
-those of :func:`gpudsl.ir.effects.reads_of`, the collector the legality checks use;
-this module adds what check() needs on top (storage keys per allocation, kernels,
-levels, barrier counts, mapping issues).
+passed to a proc shows up as accesses of ``s`` itself.  The walk is the one effect
+collector's (:class:`gpudsl.ir.effects.Walker`, which the legality checks use through
+:func:`gpudsl.ir.effects.collect`); this module extends it with what check() needs
+(storage keys per allocation, kernels, levels, barrier counts, mapping issues).
 
 An :class:`Access` has: ``array`` (key of :class:`ArrayInfo`, unique per allocation),
 ``name`` (source name), ``mem``, ``kind`` (``"read"``, ``"write"`` or ``"atomic"``;
@@ -41,10 +41,11 @@ from typing import Optional
 from ..errors import SrcLoc
 from ..ir.inline import (PRED_CHECK, VALUE_CHECK, WINDOW_CHECK, Inliner, bind_value,
                          caller_names)
-from ..ir.nodes import (Alloc, Assign, Atomic, Call, Const, Expr, For, If, Pass, Point,
+from ..ir.nodes import (Alloc, Assign, Atomic, Const, Expr, For, If, Point,
                         ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var)
 from ..ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS, Memory, bool_
-from ..ir.effects import reads_of
+from ..ir.effects import Walker
+from ..ir.nests import direct_nest, nest_dim
 from ..ir.visitor import walk
 from .phases import PhaseCounter
 
@@ -169,24 +170,25 @@ class Effects:
         return self.arrays[a.array]
 
 
-def _threads_depth(s: For) -> int:
-    """Depth of the directly nested THREADS (or BLOCKS) nest starting at ``s``."""
-    d = 1
-    m = s.mapping
-    while len(s.body) == 1 and isinstance(s.body[0], For) and s.body[0].mapping == m:
-        s = s.body[0]
-        d += 1
-    return d
+_CHECKS = (WINDOW_CHECK, PRED_CHECK, VALUE_CHECK)
 
 
-class _Collector:
+class _Collector(Walker):
+    """check()'s use of the one walk (:class:`gpudsl.ir.effects.Walker`).  The
+    context is a dict (loops, guards, kernel, level, enclosing statements, and the
+    barrier counter with the count at the block's start and at the statement).
+    Scopes map a name to its :class:`ArrayInfo` key.  An assignment's index reads
+    come before its right-hand side's, so race witnesses are found in that order."""
+
+    rhs_first = False
+
     def __init__(self, p: ProcDef):
+        super().__init__()
         self.p = p
         inl = Inliner(caller_names(p), obligations=True, bind=bind_value)
         self.extra = inl.bounds
         self.eff = Effects(p, inl.block(p.body), keep=inl.keep)
         self.uid = 0
-        self.scopes: list[dict] = [{}]
         for q in p.params:
             if q.is_array:
                 info = ArrayInfo(q.name, q.name, q.mem or GLOBAL, q.shape, q.ty, True,
@@ -199,12 +201,6 @@ class _Collector:
         self.uid += 1
         return self.uid
 
-    def lookup(self, name):
-        for sc in reversed(self.scopes):
-            if name in sc:
-                return sc[name]
-        return None
-
     # ------------------------------------------------------------------ walk
 
     def run(self) -> Effects:
@@ -213,63 +209,48 @@ class _Collector:
         self.block(self.eff.body, st)
         return self.eff
 
-    def block(self, stmts, st):
-        self.scopes.append({})
-        try:
-            c = st["counter"]
-            for i, s in enumerate(stmts):
-                if c is not None:
-                    st = dict(st, bpos=c.position(st["bstart"], stmts, i))
-                self.stmt(s, st)
-        finally:
-            self.scopes.pop()
+    def step(self, stmts, i, st):
+        c = st["counter"]
+        if c is None:
+            return st
+        return dict(st, bpos=c.position(st["bstart"], stmts, i))
 
     def issue(self, kind, msg, locs, hint=""):
         self.eff.issues.append(Issue(kind, msg, [l for l in locs if l is not None], hint))
 
     def stmt(self, s: Stmt, st):
+        if isinstance(s, Assign) and s.name in _CHECKS:
+            if s.name == WINDOW_CHECK:
+                self.eff.window_checks.append((self.ctx_access(s, st), s.rhs))
+                self.exprs([i.pt if isinstance(i, Point) else i for i in s.rhs.idx], s, st)
+            elif s.name == PRED_CHECK:
+                self.eff.call_preds.append((self.ctx_access(s, st), s.rhs))
+            else:
+                self.exprs([s.rhs], s, st)  # a scalar argument, read once at the call
+            return
+        super().stmt(s, st)
+
+    def assign(self, s, st):
         level = st["level"]
-        if isinstance(s, Assign) and s.name == WINDOW_CHECK:
-            self.eff.window_checks.append((self.ctx_access(s, st), s.rhs))
-            self.exprs([i.pt if isinstance(i, Point) else i for i in s.rhs.idx], s, st)
-            return
-        if isinstance(s, Assign) and s.name == PRED_CHECK:
-            self.eff.call_preds.append((self.ctx_access(s, st), s.rhs))
-            return
-        if isinstance(s, Assign) and s.name == VALUE_CHECK:
-            self.exprs([s.rhs], s, st)  # a scalar argument, read once at the call
-            return
-        if isinstance(s, (Assign, Reduce, Atomic)):
-            if level == "block":
-                self.issue("mapping", "a memory write at block level (inside @ BLOCKS, outside "
-                           "any @ THREADS loop) would run once per thread", [s.loc],
-                           "move it into a `par(...) @ THREADS` loop")
-            elif level == "host" and st["kernel"] is None:
-                self.host_effect(s)
-            self.exprs(s.idx, s, st)
-            self.exprs([s.rhs], s, st)
-            kind = "atomic" if isinstance(s, Atomic) else "write"
-            self.access(s.name, s.idx, kind, s, st, reduce=isinstance(s, Reduce), node=s)
-        elif isinstance(s, Alloc):
-            self.alloc(s, st)
-        elif isinstance(s, For):
-            self.loop(s, st)
-        elif isinstance(s, If):
-            self.exprs([s.cond], s, st, cond=True)
-            inside = st["inside"] + (s,)
-            b0 = st.get("bpos")
-            self.block(s.body, dict(st, guards=st["guards"] + (s.cond,), inside=inside,
-                                    bstart=b0))
-            if s.orelse:
-                neg = UnOp("not", s.cond, bool_)
-                self.block(s.orelse, dict(st, guards=st["guards"] + (neg,), inside=inside,
-                                          bstart=b0))
-        elif isinstance(s, Sync):
-            self.sync(s, st)
-        elif isinstance(s, Pass):
-            pass
-        elif isinstance(s, Call):  # pragma: no cover - inlined before
-            raise AssertionError("calls are inlined")
+        if level == "block":
+            self.issue("mapping", "a memory write at block level (inside @ BLOCKS, outside "
+                       "any @ THREADS loop) would run once per thread", [s.loc],
+                       "move it into a `par(...) @ THREADS` loop")
+        elif level == "host" and st["kernel"] is None:
+            self.host_effect(s)
+        super().assign(s, st)
+
+    def write(self, s, st):
+        kind = "atomic" if isinstance(s, Atomic) else "write"
+        self.access(s.name, s.idx, kind, s, st, reduce=isinstance(s, Reduce), node=s)
+
+    def enter_branch(self, s: If, positive: bool, st):
+        g = s.cond if positive else UnOp("not", s.cond, bool_)
+        return dict(st, guards=st["guards"] + (g,), inside=st["inside"] + (s,),
+                    bstart=st.get("bpos"))
+
+    def call(self, s, st):  # pragma: no cover - inlined before
+        raise AssertionError("calls are inlined")
 
     def host_effect(self, s):
         if not getattr(self, "_host_warned", False):
@@ -294,12 +275,14 @@ class _Collector:
                        "end the thread loop, sync(), and open a new thread loop")
 
     def alloc(self, s: Alloc, st):
+        super().alloc(s, st)
+        self.exprs(list(s.shape), s, st)
+
+    def declare(self, s: Alloc, st):
         key = s.name if s.name not in self.eff.arrays else f"{s.name}#{self.next_uid()}"
         info = ArrayInfo(key, s.name, s.mem, s.shape, s.ty, False, st["level"], st["loops"],
                          st["kernel"], s.loc)
         self.eff.arrays[key] = info
-        self.scopes[-1][s.name] = key
-        self.exprs(list(s.shape), s, st)
         if s.mem == SHARED:
             if st["level"] != "block":
                 self.issue("mapping", "a SHARED array must be allocated at block level (inside "
@@ -312,10 +295,10 @@ class _Collector:
         if s.mem == REGISTER and st["kernel"] is None:
             self.issue("mapping", "a REGISTER allocation outside any @ BLOCKS loop", [s.loc],
                        "allocate registers inside the kernel")
+        return key
 
-    def loop(self, s: For, st):
+    def enter_loop(self, s: For, st):
         level, kernel = st["level"], st["kernel"]
-        self.exprs([s.lo, s.hi], s, st, cond=True)
         uid = self.next_uid()
         new = dict(st)
         dim = -1
@@ -323,7 +306,7 @@ class _Collector:
             if kernel is None and level == "host":
                 if any(l.is_par for l in st["loops"]):
                     self.issue("mapping", "a @ BLOCKS loop inside a par loop", [s.loc])
-                depth = _threads_depth(s)
+                depth = len(direct_nest(s))
                 if depth > 3:
                     self.issue("mapping", f"{depth} nested @ BLOCKS loops; the grid has at "
                                "most 3 dimensions", [s.loc], "fuse block loops")
@@ -347,15 +330,15 @@ class _Collector:
                            "THREADS loops map to threads of a block: nest them inside a "
                            "`par(...) @ BLOCKS` loop")
             if level == "block":
-                depth = _threads_depth(s)
+                depth = len(direct_nest(s))
                 if depth > 3:
                     self.issue("mapping", f"{depth} nested @ THREADS loops; a block has at "
                                "most 3 dimensions", [s.loc])
-                dim = min(depth - 1, 2)
+                dim = nest_dim(depth - 1)
                 new["tdepth_left"] = depth - 1
             elif level == "thread" and st["tdepth_left"] > 0 and st["loops"] and \
                     st["loops"][-1].mapping == THREADS:
-                dim = min(st["tdepth_left"] - 1, 2)
+                dim = nest_dim(st["tdepth_left"] - 1)
                 new["tdepth_left"] = st["tdepth_left"] - 1
             elif kernel is not None:
                 self.issue("mapping", "a @ THREADS loop must stand at block level or directly "
@@ -389,18 +372,13 @@ class _Collector:
             start = new.get("bpos") if new.get("bpos") is not None else Const(0)
             new["bstart"] = counter.loop_body_start(start, s) \
                 if level == "block" and s.kind == "seq" else start
-        self.block(s.body, new)
+        return new
 
     # ------------------------------------------------------------------ accesses
 
-    def exprs(self, es, s, st, cond=False):
-        for e in es:
-            if e is None:
-                continue
-            for n in reads_of(e):
-                if not (not n.idx and n.name in self.scalar_params
-                        and self.lookup(n.name) is None):
-                    self.access(n.name, n.idx, "read", s, st, node=n)
+    def read(self, n: Read, s, st):
+        if not (not n.idx and n.name in self.scalar_params and self.lookup(n.name) is None):
+            self.access(n.name, n.idx, "read", s, st, node=n)
 
     def access(self, name, idx, kind, s, st, reduce=False, node=None):
         key = self.lookup(name)

@@ -14,15 +14,18 @@ An :class:`Access` has ``buf`` (the source name), ``mode`` (``"r"``, ``"w"``, ``
 of an inlined callee) and ``local`` (allocated inside the collected statements).
 Calls are seen through the one inliner (:func:`inline_call`), so a window passed to
 a callee shows up as accesses of the caller's array.  ``reads_of(expr)`` lists the
-reads of one expression; gpudsl.analysis.effects builds its richer Effects (kernels,
-barrier counts, storage keys) on the same walk of expressions.
+reads of one expression.
+
+Both uses walk statements with :class:`Walker`: :func:`collect` is a thin subclass,
+and check()'s collector (gpudsl.analysis.effects) extends it with storage keys per
+allocation, kernels, levels, barrier counts and mapping issues through its hooks.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .inline import Inliner
-from .nodes import Alloc, Assign, Atomic, Call, Expr, For, If, Read, Reduce, Stmt
+from .nodes import Alloc, Assign, Atomic, Call, Expr, For, If, Read, Reduce, Stmt, Sync
 from .visitor import walk
 
 
@@ -59,41 +62,161 @@ def inline_call(s: Call, taken: set) -> tuple:
     return Inliner(taken).expand(s)
 
 
+class Walker:
+    """The one walk of statements for memory effects.
+
+    ``block(stmts, ctx)`` visits statements in program order with a context ``ctx``
+    that the walker never looks into: subclasses say what it is and how it grows
+    through the hooks below.  Each block opens a scope of allocations
+    (``self.scopes``, a stack of ``name -> key`` dicts; :meth:`lookup` resolves a
+    name through it).
+
+    Hooks (all optional):
+
+    - ``step(stmts, i, ctx)``: the context of ``stmts[i]`` (e.g. barrier counts);
+    - ``read(node, s, ctx)``: a ``Read`` in an expression of statement ``s``;
+    - ``write(s, ctx)``: the write of an assignment, reduction or atomic, after the
+      reads of its right-hand side and indices (``rhs_first`` orders those two);
+    - ``enter_loop(s, ctx)`` / ``enter_branch(s, positive, ctx)``: the context of a
+      loop body / of the ``then`` (``positive``) or ``else`` block of an ``if``;
+    - ``declare(s, ctx)``: the key an allocation gets in its scope;
+    - ``sync(s, ctx)``, ``call(s, ctx)`` (default: walk the callee's body through
+      the one inliner, names renamed away from every name in scope).
+    """
+
+    rhs_first = True  # reads of the right-hand side before those of the indices
+
+    def __init__(self, scope=None):
+        self.scopes: list[dict] = [dict(scope or {})]
+
+    def lookup(self, name):
+        for sc in reversed(self.scopes):
+            if name in sc:
+                return sc[name]
+        return None
+
+    def block(self, stmts, ctx):
+        self.scopes.append({})
+        step, stmt = self.step, self.stmt
+        try:
+            for i, s in enumerate(stmts):
+                stmt(s, step(stmts, i, ctx))
+        finally:
+            self.scopes.pop()
+
+    def stmt(self, s: Stmt, ctx):
+        if isinstance(s, (Assign, Reduce, Atomic)):
+            self.assign(s, ctx)
+        elif isinstance(s, For):
+            self.loop(s, ctx)
+        elif isinstance(s, If):
+            self.branch(s, ctx)
+        elif isinstance(s, Alloc):
+            self.alloc(s, ctx)
+        elif isinstance(s, Sync):
+            self.sync(s, ctx)
+        elif isinstance(s, Call):
+            self.call(s, ctx)
+
+    def assign(self, s, ctx):
+        if self.rhs_first:
+            self.exprs((s.rhs,), s, ctx)
+            self.exprs(s.idx, s, ctx)
+        else:
+            self.exprs(s.idx, s, ctx)
+            self.exprs((s.rhs,), s, ctx)
+        self.write(s, ctx)
+
+    def loop(self, s: For, ctx):
+        self.exprs((s.lo, s.hi), s, ctx)
+        self.block(s.body, self.enter_loop(s, ctx))
+
+    def branch(self, s: If, ctx):
+        self.exprs((s.cond,), s, ctx)
+        self.block(s.body, self.enter_branch(s, True, ctx))
+        if s.orelse:
+            self.block(s.orelse, self.enter_branch(s, False, ctx))
+
+    def alloc(self, s: Alloc, ctx):
+        self.scopes[-1][s.name] = self.declare(s, ctx)
+
+    def call(self, s: Call, ctx):
+        self.block(inline_call(s, self.taken(ctx)), ctx)
+
+    def taken(self, ctx) -> set:
+        """The names a callee's body must be renamed away from."""
+        return {n for sc in self.scopes for n in sc}
+
+    def exprs(self, es, s, ctx):
+        read = self.read
+        for e in es:
+            if e is not None:
+                for n in reads_of(e):
+                    read(n, s, ctx)
+
+    # hooks ------------------------------------------------------------------
+
+    def step(self, stmts, i, ctx):
+        return ctx
+
+    def read(self, n: Read, s, ctx):
+        pass
+
+    def write(self, s, ctx):
+        pass
+
+    def enter_loop(self, s: For, ctx):
+        return ctx
+
+    def enter_branch(self, s: If, positive: bool, ctx):
+        return ctx
+
+    def declare(self, s: Alloc, ctx):
+        return s.name
+
+    def sync(self, s: Sync, ctx):
+        pass
+
+
+class _Accesses(Walker):
+    """:func:`collect`: the context is ``(loops, guards)``; every allocation of the
+    region is local."""
+
+    def __init__(self, locals_, out):
+        super().__init__({n: n for n in locals_})
+        self.out = out
+
+    def read(self, n, s, ctx):
+        self.out.append(Access(n.name, "r", n.idx, ctx[0], ctx[1], s,
+                               self.lookup(n.name) is not None))
+
+    def write(self, s, ctx):
+        self.out.append(Access(s.name, write_mode(s), s.idx, ctx[0], ctx[1], s,
+                               self.lookup(s.name) is not None))
+
+    def enter_loop(self, s, ctx):
+        return (ctx[0] + (s,), ctx[1])
+
+    def enter_branch(self, s, positive, ctx):
+        return (ctx[0], ctx[1] + ((s.cond, positive),))
+
+    def taken(self, ctx):
+        # the callee's names are renamed away from every caller name the body
+        # can meet after substitution: the arguments' names (the inliner adds
+        # them), the enclosing loops and the region's allocations
+        return {L.iter for L in ctx[0]} | super().taken(ctx)
+
+    def call(self, s, ctx):
+        n0 = len(self.out)
+        super().call(s, ctx)
+        for a in self.out[n0:]:
+            a.stmt = s
+
+
 def collect(stmts: tuple, loops=(), guards=(), locals_=frozenset(), out=None) -> list:
     """Every memory access in ``stmts`` with its loops and guards."""
     out = [] if out is None else out
-    locals_ = set(locals_)
-
-    def reads(e: Expr, s, loops, guards):
-        for n in reads_of(e):
-            out.append(Access(n.name, "r", n.idx, loops, guards, s, n.name in locals_))
-
-    for s in stmts:
-        if isinstance(s, Alloc):
-            locals_.add(s.name)
-        elif isinstance(s, (Assign, Reduce, Atomic)):
-            reads(s.rhs, s, loops, guards)
-            for i in s.idx:
-                reads(i, s, loops, guards)
-            out.append(Access(s.name, write_mode(s), s.idx, loops, guards, s,
-                              s.name in locals_))
-        elif isinstance(s, For):
-            reads(s.lo, s, loops, guards)
-            reads(s.hi, s, loops, guards)
-            collect(s.body, loops + (s,), guards, locals_, out)
-        elif isinstance(s, If):
-            reads(s.cond, s, loops, guards)
-            collect(s.body, loops, guards + ((s.cond, True),), locals_, out)
-            collect(s.orelse, loops, guards + ((s.cond, False),), locals_, out)
-        elif isinstance(s, Call):
-            # the callee's names are renamed away from every caller name the body
-            # can meet after substitution: the arguments' names (the inliner adds
-            # them), the enclosing loops and the region's allocations
-            n0 = len(out)
-            body = inline_call(s, {L.iter for L in loops} | set(locals_))
-            collect(body, loops, guards, locals_, out)
-            for a in out[n0:]:
-                a.stmt = s
+    _Accesses(locals_, out).block(stmts, (tuple(loops), tuple(guards)))
     return out
 
 
