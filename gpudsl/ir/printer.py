@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from .nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
-                    Interval, Param, Pass, Point, ProcDef, Read, Reduce, Stmt, Sync, UnOp,
+                    Param, Pass, Point, ProcDef, Read, Reduce, Stmt, Sync, UnOp,
                     Var, WindowArg)
 from .types import GLOBAL
 

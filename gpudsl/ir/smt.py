@@ -55,10 +55,9 @@ from dataclasses import dataclass
 
 import z3
 
-from .nodes import (Assign, Atomic, BinOp, Builtin, Const, Expr, For, If, Read, Reduce, UnOp,
-                    Var, WindowArg)
+from .inline import written_names
+from .nodes import BinOp, Builtin, Const, Expr, For, If, Read, UnOp, Var, WindowArg
 from .types import DTYPES
-from .visitor import walk
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
 DEFAULT_TIMEOUT_MS = 3000
@@ -422,18 +421,6 @@ class ThreadEnv:
 # ---------------------------------------------------------------- statement contexts
 
 
-def written_arrays(p) -> set:
-    """Names of the arrays a proc writes (its reads of others are functions of the
-    indices); a call counts as writing every array it is passed."""
-    out = set()
-    for n in walk(p.body):
-        if isinstance(n, (Assign, Reduce, Atomic)):
-            out.add(n.name)
-        elif isinstance(n, WindowArg):
-            out.add(n.name)
-    return out
-
-
 def enclosing(p, addr) -> list:
     """(statement, field) of the statements enclosing the statement address ``addr``
     (alternating indices and field names), outermost first."""
@@ -471,7 +458,7 @@ class Scope:
         self.p = p
         cached = _proc_facts.get(id(p)) if not bindings and written is None else None
         if cached is None or cached[0] is not p:
-            w = written_arrays(p) if written is None else written
+            w = written_names(p.body) if written is None else written
             enc = Encoder(p, bindings, w)
             cached = (p, w, enc.premises())
             if not bindings and written is None:

@@ -7,8 +7,8 @@ that would then clash, so that the result still parses back.
 """
 from __future__ import annotations
 
-from ..ir.nodes import Alloc, ProcDef
-from ..ir.visitor import bound_names, free_vars, fresh_name, rename
+from ..ir.nodes import Alloc, Assign, Atomic, ProcDef, Read, Reduce, WindowArg
+from ..ir.visitor import bound_names, free_vars, fresh_name, rename, walk
 from .cursors import splice
 
 
@@ -46,4 +46,16 @@ def freshen_top_allocs(stmts: tuple, taken: set) -> tuple:
     return out
 
 
-__all__ = ["proc_names", "names_outside", "freshen", "freshen_top_allocs", "top_allocs"]
+def all_names(pdef: ProcDef) -> set:
+    """The parameters and every name the body binds."""
+    return bound_names(pdef.body) | {p.name for p in pdef.params}
+
+
+def uses(stmts, buf: str) -> bool:
+    """Do ``stmts`` read, write or pass a window of ``buf``?"""
+    return any(isinstance(n, (Read, WindowArg, Assign, Reduce, Atomic)) and n.name == buf
+               for n in walk(tuple(stmts)))
+
+
+__all__ = ["proc_names", "names_outside", "freshen", "freshen_top_allocs", "top_allocs",
+           "all_names", "uses"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
+from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, For, If,
                         Interval, Pass, Point, Read, Reduce, Sync, UnOp, Var, WindowArg)
 
 _ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",

@@ -16,6 +16,7 @@ from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED
 from ..ir.visitor import Transformer, bound_names, free_vars, fresh_name, rename, walk
 from .cursors import (ancestors, block_of, compose, fwd_identity, fwd_insert, fwd_splice,
                       iter_stmts, replace_block, splice, stmt_at)
+from .fresh import all_names, uses
 from .legality import prove
 from .loops import _pe
 from .memflow import check_flow
@@ -29,17 +30,6 @@ from .stage import stage_mem
 
 def _e(op, a, b):
     return BinOp(op, a, b, INDEX)
-
-
-def _all_names(pdef) -> set:
-    return bound_names(pdef.body) | {p.name for p in pdef.params}
-
-
-def _uses(stmts, buf) -> bool:
-    for n in walk(tuple(stmts)):
-        if isinstance(n, (Read, WindowArg, Assign, Reduce, Atomic)) and n.name == buf:
-            return True
-    return False
 
 
 # ------------------------------------------------------------------ set_memory / pad_dim
@@ -136,7 +126,7 @@ def _lift_once(pdef, a):
     if s.name in others:
         # another allocation of the name next to the statement or inside it: the
         # lifted one takes a fresh name (its uses follow it in its block)
-        new = fresh_name(s.name, _all_names(pdef))
+        new = fresh_name(s.name, all_names(pdef))
         tail = rename(inner[j + 1:], {s.name: new})
         s = s.with_(name=new)
         P2 = P.with_(**{fld: inner[:j] + tail})
@@ -183,13 +173,13 @@ def sink_alloc(p, alloc):
         raise fail(f"'{s.name}' must be followed by a loop or an if", s.loc)
     S = blk[i + 1]
     for later in blk[i + 2:]:
-        if _uses((later,), s.name):
+        if uses((later,), s.name):
             raise fail(f"'{s.name}' is used after the statement it would sink into",
                        later.loc)
     if isinstance(S, If):
-        if _uses(S.orelse, s.name) and _uses(S.body, s.name):
+        if uses(S.orelse, s.name) and uses(S.body, s.name):
             raise fail(f"both branches use '{s.name}'", S.loc)
-        fld = "orelse" if _uses(S.orelse, s.name) else "body"
+        fld = "orelse" if uses(S.orelse, s.name) else "body"
     else:
         fld = "body"
         if S.iter in free_vars(s.shape):
@@ -335,7 +325,7 @@ def bind_expr(p, expr, name: str):
         raise fail("only expressions of assignments and reductions can be bound", st.loc)
     if e.ty.kind == "index" or e.ty.kind == "bool":
         raise fail("index expressions and conditions stay symbolic; bind values", st.loc)
-    if name in _all_names(p.ir) or name in scope_at(p.ir, c.addr):
+    if name in all_names(p.ir) or name in scope_at(p.ir, c.addr):
         raise fail(f"the name '{name}' is already used", st.loc)
     in_blocks = any(isinstance(x, For) and x.mapping == BLOCKS
                     for x in ancestors(p.ir, c.addr))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir.nodes import (BinOp, Builtin, Const, Expr, For, If, Interval, Pass, Point,
+from ..ir.nodes import (BinOp, Builtin, Const, Expr, For, If, Pass, Point,
                         ProcDef, Read, UnOp, Var, WindowArg)
 from ..ir.types import INDEX, bool_
 from ..ir.visitor import Transformer

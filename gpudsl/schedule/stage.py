@@ -18,11 +18,12 @@ from __future__ import annotations
 import z3
 
 from ..errors import SchedulingError
-from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, For, If, Interval, Point,
-                        Read, Reduce, Stmt, Var, WindowArg)
+from ..ir.nodes import (Alloc, Assign, BinOp, Call, Const, For, If, Interval, Point, Read,
+                        Stmt, Var, WindowArg)
 from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, bool_
-from ..ir.visitor import Transformer, bound_names, fresh_name, walk
+from ..ir.visitor import Transformer, fresh_name, walk
 from .cursors import block_of, fwd_splice, replace_block, stmt_at
+from .fresh import all_names, uses
 from .legality import collect, describe, find_bad as _find_bad, prove
 from .loops import _pe
 from .patterns import parse_at, scope_at
@@ -36,17 +37,6 @@ def _e(op, a, b):
 
 def _c(op, a, b):
     return BinOp(op, a, b, bool_)
-
-
-def _all_names(pdef) -> set:
-    return bound_names(pdef.body) | {p.name for p in pdef.params}
-
-
-def _uses(stmts, buf) -> bool:
-    for n in walk(tuple(stmts)):
-        if isinstance(n, (Read, WindowArg, Assign, Reduce, Atomic)) and n.name == buf:
-            return True
-    return False
 
 
 def _holds(pdef, addr, prop) -> bool:
@@ -147,7 +137,7 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
                               Interval(normalize(w.lo), normalize(w.hi)) for w in win.idx))
     buf = win.name
     ty, shape = env[buf][1], env[buf][2]
-    if name in _all_names(p.ir) or name in env:
+    if name in all_names(p.ir) or name in env:
         raise fail(f"the name '{name}' is already used", loc)
     accs = collect(stmts)
     for n in walk(tuple(stmts)):
@@ -171,7 +161,7 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
     guards = _bounds(p.ir, c.addr, win, shape, cov, buf, loc)
     # rewrite
     ext = [normalize(_e("-", w.hi, w.lo)) for w in win.idx if isinstance(w, Interval)]
-    taken = _all_names(p.ir)
+    taken = all_names(p.ir)
     iters = []
     for d in range(len(ext)):
         n_ = fresh_name(f"i{d}", taken)
@@ -325,7 +315,7 @@ def _overwritten_first(stmts, buf, win) -> bool:
         if isinstance(s, Assign) and s.name == buf:
             return not any(isinstance(n, Read) and n.name == buf for n in walk(s.rhs)) \
                 and tuple(normalize(i) for i in s.idx) == tuple(w.pt for w in win.idx)
-        if _uses((s,), buf):
+        if uses((s,), buf):
             return False
     return False
 
@@ -334,7 +324,7 @@ def _loop_overwrites_first(stmts, buf, win) -> bool:
     ivs = [k for k, w in enumerate(win.idx) if isinstance(w, Interval)]
     if len(ivs) != 1:
         return False
-    first = next((s for s in stmts if _uses((s,), buf)), None)
+    first = next((s for s in stmts if uses((s,), buf)), None)
     if not (isinstance(first, For) and const_value(first.lo) == 0 and len(first.body) == 1):
         return False
     st = first.body[0]
