@@ -1,6 +1,6 @@
 """Loop primitives: divide_loop, reorder_loops, fission, fuse, unroll_loop,
-set_unroll, set_blocks_per_sm, cut_loop, remove_loop, parallelize_loop,
-specialize, simplify, rename.
+cut_loop, remove_loop, parallelize_loop, specialize, simplify, rename (the
+compiler hints set_unroll and set_blocks_per_sm are in :mod:`.hints`).
 
 Each primitive is declared with :func:`~gpudsl.schedule.primitive.primitive`: its
 legality check (built on :mod:`.legality` and :mod:`.parallel`), then the rewrite,
@@ -14,13 +14,12 @@ from ..errors import SchedulingError
 from ..ir.nodes import Alloc, Assign, BinOp, Const, For, If, Sync, Var
 from ..ir.types import BLOCKS, INDEX, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, rename as rename_names, substitute, walk
+from .cursors import block_of, compose, fwd_identity, fwd_splice, replace_block, splice
 from .fresh import freshen, freshen_top_allocs, names_outside, proc_names, top_allocs
-from .cursors import (ancestors, block_of, compose, fwd_identity, fwd_splice, replace_block,
-                      splice)
 from .legality import collect, find_conflict, prove, raise_conflict
 from .parallel import check_fused_blocks, check_parallel, refuse_new_mapping_issues
 from .patterns import parse_at, scope_at
-from .primitive import (BLOCK, BOOL, GAP, LOOP, NONNEG_INT, POSITIVE_INT, PROC_NAME, TEXT,
+from .primitive import (BLOCK, BOOL, GAP, LOOP, POSITIVE_INT, PROC_NAME, TEXT,
                         TEXTS, Rewrite, choice, current, fail, names as names_kind, primitive)
 from .simplify import const_value, normalize, simplify_ir
 
@@ -332,51 +331,6 @@ def fuse(p, loop1, loop2):
 # ------------------------------------------------------------------ unroll / cut / remove
 
 
-@primitive("set_unroll", loop=LOOP, unroll=BOOL)
-def set_unroll(p, loop, unroll: bool = True):
-    """Ask code generation to unroll a loop (``#pragma unroll``) or stop asking.
-
-    The loop prints as ``seq(lo, hi, unroll=True)``; unlike :func:`unroll_loop`
-    the IR keeps one body.
-
-    Legality: none needed, the meaning does not change (a hint); only seq loops
-    take it.
-
-    Example: ``set_unroll(p, "ji")``
-    """
-    s: For = loop.node()
-    if s.kind != "seq" and unroll:
-        raise fail(f"loop {s.iter} is a par loop; only seq loops unroll", s.loc)
-    return _with_loop_fields(p, loop, unroll=unroll)
-
-
-@primitive("set_blocks_per_sm", loop=LOOP, blocks=NONNEG_INT)
-def set_blocks_per_sm(p, loop, blocks: int):
-    """Ask for ``blocks`` resident blocks per multiprocessor for the kernel of the
-    outermost BLOCKS loop ``loop``; 0 removes the hint.
-
-    Code generation emits ``__launch_bounds__(threads, blocks)``: ptxas then keeps
-    registers per thread within ``65536 / (threads * blocks)``.
-
-    Legality: none needed, the meaning does not change (a hint); ``loop`` must be
-    the outermost BLOCKS loop of a kernel.
-
-    Example: ``set_blocks_per_sm(p, "bi", 4)``
-    """
-    c = loop
-    s: For = c.node()
-    if s.mapping != BLOCKS or any(isinstance(a, For) and a.mapping == BLOCKS
-                                  for a in ancestors(p.ir, c.addr)):
-        raise fail(f"loop {s.iter} is not the outermost BLOCKS loop of a kernel", s.loc)
-    return _with_loop_fields(p, c, blocks_per_sm=blocks)
-
-
-def _with_loop_fields(p, c, **fields):
-    """The loop at cursor ``c`` with ``fields`` changed, nothing else (hints only)."""
-    return Rewrite(splice(p.ir, c.addr, [c.node().with_(**fields)]),
-                   fwd_splice(c.addr, 1, lambda r: c.addr + r[1:]))
-
-
 @primitive("unroll_loop", loop=LOOP)
 def unroll_loop(p, loop):
     """Replace a loop with constant bounds by copies of its body (local
@@ -603,6 +557,5 @@ def rename(p, name: str):
     return Rewrite(p.ir.with_(name=name), fwd_identity)
 
 
-__all__ = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", "set_unroll",
-           "set_blocks_per_sm", "cut_loop", "remove_loop", "parallelize_loop", "specialize",
+__all__ = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", "cut_loop", "remove_loop", "parallelize_loop", "specialize",
            "simplify", "rename", "check_parallel"]

@@ -301,7 +301,7 @@ def primitive(name: str, /, **kinds: Kind):
 
 # the sections of docs/primitives.md: module (under gpudsl.schedule) -> title
 SECTIONS = {"loops": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Sync",
-            "calls": "Calls"}
+            "calls": "Calls", "hints": "Compiler hints"}
 
 
 def render(prims: dict | None = None) -> str:
