@@ -2,7 +2,7 @@
 calling one from Python raises with a hint."""
 from __future__ import annotations
 
-from .ir.types import (BLOCKS, GLOBAL, REGISTER, SHARED, THREADS, bf16, bool_, f16, f32,
+from .ir.types import (BLOCKS, CONST, GLOBAL, REGISTER, SHARED, THREADS, bf16, bool_, f16, f32,
                        f64, i32, i64, index, size)
 
 
@@ -20,12 +20,20 @@ sync = _only_in_procs("sync")
 atomic_add = _only_in_procs("atomic_add")
 atomic_min = _only_in_procs("atomic_min")
 atomic_max = _only_in_procs("atomic_max")
+atomic_sub = _only_in_procs("atomic_sub")
+atomic_exch = _only_in_procs("atomic_exch")
+atomic_cas = _only_in_procs("atomic_cas")
+atomic_and = _only_in_procs("atomic_and")
+atomic_or = _only_in_procs("atomic_or")
+atomic_xor = _only_in_procs("atomic_xor")
+atomic_inc = _only_in_procs("atomic_inc")
 select = _only_in_procs("select")
 exp = _only_in_procs("exp")
 log = _only_in_procs("log")
 sqrt = _only_in_procs("sqrt")
 tanh = _only_in_procs("tanh")
 
-__all__ = ["BLOCKS", "THREADS", "GLOBAL", "SHARED", "REGISTER", "f16", "bf16", "f32", "f64",
+__all__ = ["BLOCKS", "THREADS", "GLOBAL", "SHARED", "REGISTER", "CONST", "f16", "bf16", "f32", "f64",
            "i32", "i64", "bool_", "size", "index", "par", "seq", "sync", "atomic_add",
-           "atomic_min", "atomic_max", "select", "exp", "log", "sqrt", "tanh"]
+           "atomic_min", "atomic_max", "atomic_sub", "atomic_exch", "atomic_cas", "atomic_and",
+           "atomic_or", "atomic_xor", "atomic_inc", "select", "exp", "log", "sqrt", "tanh"]

@@ -43,7 +43,7 @@ from ..ir.inline import (PRED_CHECK, VALUE_CHECK, WINDOW_CHECK, Inliner, bind_va
                          caller_names)
 from ..ir.nodes import (Alloc, Assign, Atomic, Const, Expr, For, If, Point,
                         ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var)
-from ..ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS, Memory, bool_
+from ..ir.types import BLOCKS, CONST, GLOBAL, REGISTER, SHARED, THREADS, Memory, bool_
 from ..ir.effects import Walker
 from ..ir.nests import direct_nest, nest_dim
 from ..ir.visitor import walk
@@ -242,7 +242,18 @@ class _Collector(Walker):
 
     def write(self, s, st):
         kind = "atomic" if isinstance(s, Atomic) else "write"
+        key = self.lookup(s.name)
+        if key is not None and self.eff.arrays[key].mem == CONST:
+            info = self.eff.arrays[key]
+            self.issue("mapping", f"'{info.name}' is in CONST memory (read-only) but this "
+                       "statement writes it", [s.loc, info.loc],
+                       f"declare '{info.name}' in GLOBAL memory, or write elsewhere")
         self.access(s.name, s.idx, kind, s, st, reduce=isinstance(s, Reduce), node=s)
+
+    def write_result(self, s, st):
+        # the old value of an atomic: a plain write of the local scalar, by each
+        # thread (per-thread data; REGISTER reads at block level are divergence)
+        self.access(s.result, (), "write", s, st)
 
     def enter_branch(self, s: If, positive: bool, st):
         g = s.cond if positive else UnOp("not", s.cond, bool_)

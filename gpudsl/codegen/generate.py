@@ -13,7 +13,7 @@ from ..errors import CompileError
 from ..ir.inline import inline_calls, written_names
 from ..ir.nodes import (Assign, Atomic, ProcDef, Read, Reduce, Var, WindowArg)
 from ..ir.printer import print_expr
-from ..ir.types import INDEX, f16, bf16
+from ..ir.types import CONST, INDEX, f16, bf16
 from ..ir.visitor import bound_names, walk
 from .cexpr import cname
 from .helpers import helper_source
@@ -176,6 +176,8 @@ class ModuleWriter:
                 used.add(n.name)
             elif isinstance(n, (Read, WindowArg, Assign, Reduce, Atomic)):
                 used.add(n.name)
+                if isinstance(n, Atomic) and n.result is not None:
+                    used.add(n.result)
         used -= local
         written = written_names(stmts)
         temps = {t.name: t for t in temporaries}
@@ -196,6 +198,10 @@ class ModuleWriter:
                                        f"const {q.ty.ctype}"))
             else:
                 w = q.name in written
+                if w and q.mem == CONST:
+                    raise CompileError(f"'{q.name}' is in CONST memory (read-only) but the "
+                                       "kernel writes it", q.loc,
+                                       f"declare '{q.name}' in GLOBAL memory")
                 ct = f"{q.ty.ctype}* __restrict__" if w else \
                     f"const {q.ty.ctype}* __restrict__"
                 out.append(KernelParam(q.name, cname(q.name), "array", q.ty, ct, w))

@@ -79,6 +79,11 @@ def _expr_nodes(s: Stmt):
     if isinstance(s, (Assign, Reduce, Atomic)):
         yield Read(s.name, s.idx, bool_, s.loc)  # the target, as an access
         yield s.rhs
+        if isinstance(s, Atomic):
+            if s.cmp is not None:
+                yield s.cmp
+            if s.result is not None:
+                yield Read(s.result, (), bool_, s.loc)  # the old value's local
     elif isinstance(s, Call):
         yield from s.args
     elif isinstance(s, For):
@@ -471,28 +476,60 @@ class KernelWriter(ExprEmitter):
         self.w.line("}")
 
     def atomic(self, s: Atomic) -> None:
+        """One CUDA atomic; ``old = atomic_<op>(...)`` assigns its return value."""
         info = self.lookup(s.name, s.loc)
         ty = info.dtype
         lv = self.index_text(info, s.idx, s.loc)
         val = self.cast_to(s.rhs, ty)
-        if s.op == "add":
-            if ty == i64:
-                text = f"atomicAdd((unsigned long long*)&{lv}, (unsigned long long)({val}));"
-            elif ty in (f32, f64, i32, f16, bf16):
-                text = f"atomicAdd(&{lv}, {val});"
-            else:
-                raise _err(f"atomic_add on {ty.name} is not supported by CUDA", s.loc)
-        else:
-            fn = "atomicMin" if s.op == "min" else "atomicMax"
-            if ty in (i32, i64):
-                text = f"{fn}(&{lv}, {val});"
-            elif ty in (f32, f64):
+        ull = "unsigned long long"
+        wide = ty == i64  # CUDA's 64-bit integer atomics take unsigned long long
+        op = s.op
+
+        def native(fn, *args):
+            if wide:
+                cast = ", ".join(f"({ull})({a})" for a in args)
+                back = "(long long)" if s.result is not None else ""
+                return f"{back}{fn}(({ull}*)&{lv}, {cast})"
+            return f"{fn}(&{lv}, {', '.join(args)})"
+
+        ok = {"add": (f32, f64, i32, i64, f16, bf16), "sub": (f32, f64, i32, i64),
+              "min": (f32, f64, i32, i64), "max": (f32, f64, i32, i64),
+              "exch": (f32, f64, i32, i64), "cas": (i32, i64), "and": (i32, i64),
+              "or": (i32, i64), "xor": (i32, i64), "inc": (i32, i64)}.get(op, ())
+        if ty not in ok:
+            raise _err(f"atomic_{op} on {ty.name} is not supported", s.loc,
+                       "types: " + ", ".join(t.name for t in ok))
+        if op == "add":
+            text = native("atomicAdd", val)
+        elif op == "sub":
+            text = native("atomicSub", val) if ty == i32 else \
+                native("atomicAdd", f"0ull - ({ull})({val})") if wide else \
+                f"atomicAdd(&{lv}, -({val}))"
+        elif op in ("min", "max"):
+            if ty.is_float and s.result is None:  # the helpers of earlier versions
                 self.use_helper("gpudsl_atomic_f32" if ty == f32 else "gpudsl_atomic_f64")
-                text = f"gpudsl_atomic_{s.op}(&{lv}, {val});"
+                text = f"gpudsl_atomic_{op}(&{lv}, {val})"
+            elif ty.is_float:
+                self.use_helper("gpudsl_atomic_old")
+                text = f"gpudsl_atomic_{op}_old(&{lv}, {val})"
             else:
-                raise _err(f"atomic_{s.op} on {ty.name} is not supported", s.loc,
-                           "use f32, f64, i32 or i64")
-        self.w.line(text, s.loc)
+                text = f"{'atomicMin' if op == 'min' else 'atomicMax'}(&{lv}, {val})"
+        elif op == "exch":
+            if ty == f64:
+                self.use_helper("gpudsl_atomic_old")
+                text = f"gpudsl_atomic_exch(&{lv}, {val})"
+            else:
+                text = native("atomicExch", val)
+        elif op == "cas":
+            text = native("atomicCAS", self.cast_to(s.cmp, ty), val)
+        elif op in ("and", "or", "xor"):
+            text = native("atomic" + op.capitalize(), val)
+        else:  # inc
+            self.use_helper("gpudsl_atomic_old")
+            text = f"gpudsl_atomic_inc(&{lv}, {val})"
+        if s.result is not None:
+            text = f"{self.access(s.result, (), s.loc)} = {text}"
+        self.w.line(text + ";", s.loc)
 
     # ------------------------------------------------------------ @instr
 

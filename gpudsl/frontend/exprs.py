@@ -4,8 +4,8 @@ from __future__ import annotations
 import ast
 
 from ..errors import ProcError
-from ..ir.nodes import (BUILTINS, BinOp, Builtin, Const, Expr, Interval, Point, Read, UnOp,
-                        Var, WindowArg)
+from ..ir.nodes import (ATOMIC_OPS, BUILTINS, BinOp, Builtin, Const, Expr, Interval, Point,
+                        Read, UnOp, Var, WindowArg)
 from ..ir.types import DTYPES, INDEX, DType, bool_, f32, join_numeric
 from .scope import Scope
 
@@ -275,6 +275,10 @@ class ExprParser:
             a = self.expr(node.args[0])
             ty = TYPE_NAMES[fname]
             return Builtin(ty.name, (a,), ty, loc)
+        if fname.startswith("atomic_") and fname[7:] in ATOMIC_OPS:
+            raise self.err(node, f"{fname}(...) is a statement: its old value can only be "
+                           "assigned whole to a local scalar",
+                           f"write `old = {fname}(...)` on its own line, then use `old`")
         if fname not in BUILTINS:
             raise self.err(node, f"'{fname}' is not a builtin of gpudsl",
                            "builtins: " + ", ".join(BUILTINS) + "; calls of procs are "

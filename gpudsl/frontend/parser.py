@@ -8,10 +8,10 @@ from __future__ import annotations
 import ast
 
 from ..errors import ProcError
-from ..ir.nodes import (ATOMIC_OPS, Alloc, Assign, Atomic, Call, Const, For, If, Interval,
+from ..ir.nodes import (ATOMIC_OPS, ATOMIC_TYPES, Alloc, Assign, Atomic, Call, Const, For, If, Interval,
                         Param, Pass, Point, ProcDef, Read, Reduce, Sync, WindowArg)
 from ..ir.procdef import as_procdef
-from ..ir.types import (BLOCKS, DTYPES, GLOBAL, INDEX, MAPPINGS, MEMORIES, REGISTER,
+from ..ir.types import (BLOCKS, CONST, DTYPES, GLOBAL, INDEX, MAPPINGS, MEMORIES, REGISTER,
                         THREADS, bool_)
 from ..ir.visitor import substitute
 from .exprs import TYPE_NAMES, ExprParser, coerce
@@ -129,7 +129,7 @@ class ProcParser:
         name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
         if name not in MEMORIES:
             raise self.err(node, f"unknown memory '{ast.unparse(node)}'",
-                           "memories: GLOBAL, SHARED, REGISTER")
+                           "memories: GLOBAL, SHARED, REGISTER, CONST")
         return MEMORIES[name]
 
     # ------------------------------------------------------------------ statements
@@ -198,8 +198,27 @@ class ProcParser:
     def _Assign(self, s: ast.Assign):
         if len(s.targets) != 1 or isinstance(s.targets[0], ast.Tuple):
             raise self.err(s, "assign one element at a time")
+        atomic = self._atomic_call(s.value)
+        if atomic:
+            return self._atomic(s, s.value, atomic, self._result(s.targets[0], s.value))
         name, idx, sym = self._target(s.targets[0], "assign")
         return Assign(name, idx, self._value(s.value, sym), self.src.loc(s))
+
+    @staticmethod
+    def _atomic_call(v) -> str | None:
+        """The op of an ``atomic_<op>(...)`` call, else None."""
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and \
+                v.func.id.startswith("atomic_") and v.func.id[7:] in ATOMIC_OPS:
+            return v.func.id[7:]
+        return None
+
+    def _result(self, node, v):
+        """The local scalar that receives an atomic's old value."""
+        if not isinstance(node, ast.Name):
+            raise self.err(node, f"the old value of {v.func.id}(...) goes into a local "
+                           "scalar", f"`old: T` first, then `old = {v.func.id}(...)`")
+        name, _, sym = self._target(node, "assign")
+        return sym
 
     def _AugAssign(self, s: ast.AugAssign):
         ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
@@ -236,9 +255,15 @@ class ProcParser:
         kind = "local" if not shape else "array"
         sym = Sym(name, kind, ty, shape, mem, loc)
         self.scope.bind(sym, loc)
+        if mem == CONST:
+            raise self.err(s.annotation.right,
+                           "CONST memory holds read-only kernel arguments; it cannot be "
+                           "allocated", "declare a parameter `x: f32[n] @ CONST`")
         alloc = Alloc(name, ty, shape, mem, loc)
         if s.value is None:
             return alloc
+        if not shape and self._atomic_call(s.value):
+            return (alloc, self._atomic(s, s.value, self._atomic_call(s.value), sym))
         if shape:
             raise self.err(s, "arrays cannot be initialised in their declaration",
                            "assign elements in a loop")
@@ -317,18 +342,30 @@ class ProcParser:
             if v.args or v.keywords:
                 raise self.err(v, "sync() takes no arguments")
             return Sync(self.src.loc(s))
-        if fname and fname.startswith("atomic_") and fname[7:] in ATOMIC_OPS:
+        if self._atomic_call(v):
             return self._atomic(s, v, fname[7:])
         return self._call(s, v)
 
-    def _atomic(self, s, v: ast.Call, op: str):
-        if len(v.args) != 2 or v.keywords:
-            raise self.err(v, f"atomic_{op}(x[i], value) takes two arguments")
+    def _atomic(self, s, v: ast.Call, op: str, res=None):
+        """``atomic_<op>(x[i], e)`` (``atomic_cas(x[i], cmp, e)``), its old value
+        into the local scalar ``res`` (a :class:`Sym`) when given."""
+        nargs = 3 if op == "cas" else 2
+        if len(v.args) != nargs or v.keywords:
+            form = "(x[i], compare, value)" if op == "cas" else "(x[i], value)"
+            raise self.err(v, f"atomic_{op}{form} takes {nargs} arguments")
         name, idx, sym = self._target(v.args[0], f"atomic_{op} updates")
         if sym.kind != "array" or sym.mem == REGISTER:
             raise self.err(v.args[0], f"atomic_{op} updates an element of a GLOBAL or SHARED "
                            "array")
-        return Atomic(op, name, idx, self._value(v.args[1], sym), self.src.loc(s))
+        if sym.ty.name not in ATOMIC_TYPES[op]:
+            raise self.err(v, f"atomic_{op} does not take {sym.ty.name} elements ('{name}')",
+                           f"atomic_{op} takes " + ", ".join(ATOMIC_TYPES[op]))
+        if res is not None and res.ty != sym.ty:
+            raise self.err(s, f"the old value of '{name}' is {sym.ty.name}, but '{res.name}' "
+                           f"is {res.ty.name}", f"declare `{res.name}: {sym.ty.name}`")
+        cmp = self._value(v.args[1], sym) if op == "cas" else None
+        return Atomic(op, name, idx, self._value(v.args[-1], sym), self.src.loc(s),
+                      res.name if res is not None else None, cmp)
 
     def _call(self, s, v: ast.Call):
         callee = self.resolve(v.func)

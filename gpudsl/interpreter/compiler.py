@@ -31,6 +31,7 @@ def _base_env() -> dict:
         "_fmin": rt.fmin, "_fmax": rt.fmax, "_oob": rt.oob, "_alloc": rt.alloc,
         "_bad_window": rt.bad_window, "_bad_extent": rt.bad_extent,
         "_callee_assert": rt.callee_assert, "_bad_dim": rt.bad_dim,
+        "_const_write": rt.const_write,
     }
     for name, ty in DTYPES.items():
         if ty.numpy is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..ir.nodes import (Alloc, Assign, Atomic, Call, For, If, Pass, Point,
                         ProcDef, Reduce, Stmt, Sync, Var, WindowArg)
 from ..ir.printer import print_expr, print_stmt
-from ..ir.types import BLOCKS, INDEX, THREADS
+from ..ir.types import BLOCKS, CONST, INDEX, THREADS
 from ..ir.visitor import substitute
 from .emit_expr import ATOMIC, WRITE, ArrInfo, ExprEmitter
 from ..ir.nests import block_shape
@@ -194,6 +194,7 @@ class ProcEmitter(ExprEmitter):
         info = self.arrays[s.name]
         rhs = self.ex_as(s.rhs, info.ty)
         acc = self.access(s.loc, _stmt_text(s), "write", s.name)
+        self._const_guard(s.name, acc)
         self._store(s.name, s.idx, rhs, acc, WRITE)
 
     @staticmethod
@@ -210,6 +211,7 @@ class ProcEmitter(ExprEmitter):
             return
         info = self.arrays[s.name]
         acc = self.access(s.loc, _stmt_text(s), how, s.name)
+        self._const_guard(s.name, acc)
         t = self.fresh()
         self.line(f"{t} = {self.flat(s.name, s.idx, acc, kind)}")
         cur = f"a_{s.name}[{t}]" if info.ty.is_float else f"a_{s.name}.item({t})"
@@ -231,7 +233,41 @@ class ProcEmitter(ExprEmitter):
         self._update(s, s.op, WRITE, "update")
 
     def _Atomic(self, s: Atomic):
-        self._update(s, {"add": "+"}.get(s.op, s.op), ATOMIC, "atomic update")
+        """One read-modify-write (the interpreter is sequential, so indivisible);
+        the old value goes to ``s.result`` when the statement names one."""
+        info = self.arrays[s.name]
+        acc = self.access(s.loc, _stmt_text(s), "atomic update", s.name)
+        self._const_guard(s.name, acc)
+        t, old = self.fresh(), self.fresh()
+        self.line(f"{t} = {self.flat(s.name, s.idx, acc, ATOMIC)}")
+        self.line(f"{old} = a_{s.name}[{t}]" if info.ty.is_float else
+                  f"{old} = a_{s.name}.item({t})")
+        op = s.op
+        if op in ("add", "sub", "min", "max", "and", "or", "xor"):
+            new = self._combine(old, {"add": "+", "sub": "-", "and": "&", "or": "|",
+                                      "xor": "^"}.get(op, op), s.rhs, info.ty)
+        elif op == "exch":
+            new = self.ex_as(s.rhs, info.ty)
+        elif op == "cas":
+            new = f"({self.ex_as(s.rhs, info.ty)} if {old} == {self.ex_as(s.cmp, info.ty)} " \
+                  f"else {old})"
+        elif op == "inc":
+            new = f"(0 if {old} >= {self.ex_as(s.rhs, info.ty)} else " \
+                  f"{wrap_expr(f'({old} + 1)', info.ty.bits)})"
+        else:  # pragma: no cover - the frontend knows the ops
+            raise TypeError(f"unknown atomic {op}")
+        self.line(f"a_{s.name}[{t}] = {new}")
+        if s.result is not None:
+            if s.result in self.scalars:
+                self.line(f"sc_{s.result} = {old}")
+            else:
+                racc = self.access(s.loc, _stmt_text(s), "write", s.result)
+                self._store(s.result, (), old, racc, WRITE)
+
+    def _const_guard(self, name: str, acc: str):
+        """A write of a CONST array is refused when it runs."""
+        if self.arrays[name].mem == CONST:
+            self.line(f"_const_write({acc})")
 
     # ------------------------------------------------------------ calls
 

@@ -47,6 +47,13 @@ def oob(acc: Access, idx: tuple, dims: tuple):
         acc.loc, "guard the access with an `if`, or fix the loop bounds / asserts")
 
 
+def const_write(acc: Access):
+    """A write of a CONST (read-only) array (never returns)."""
+    raise InterpError(
+        f"`{acc.text}` writes '{acc.name}', which is in CONST memory (read-only)", acc.loc,
+        f"declare '{acc.name}' in GLOBAL memory, or write elsewhere")
+
+
 def bad_window(acc: Access, name: str, parts: tuple, dims: tuple):
     """A window argument reaches outside its array (never returns)."""
     shown = ", ".join(f"{p[0]}:{p[1]}" if isinstance(p, tuple) else str(p) for p in parts)

@@ -77,6 +77,8 @@ class Walker:
     - ``read(node, s, ctx)``: a ``Read`` in an expression of statement ``s``;
     - ``write(s, ctx)``: the write of an assignment, reduction or atomic, after the
       reads of its right-hand side and indices (``rhs_first`` orders those two);
+    - ``write_result(s, ctx)``: after ``write``, the write of the local scalar
+      ``s.result`` that receives an atomic's old value (``old = atomic_add(...)``);
     - ``enter_loop(s, ctx)`` / ``enter_branch(s, positive, ctx)``: the context of a
       loop body / of the ``then`` (``positive``) or ``else`` block of an ``if``;
     - ``declare(s, ctx)``: the key an allocation gets in its scope;
@@ -119,13 +121,16 @@ class Walker:
             self.call(s, ctx)
 
     def assign(self, s, ctx):
+        vals = (getattr(s, "cmp", None), s.rhs)  # atomic_cas's compare value first
         if self.rhs_first:
-            self.exprs((s.rhs,), s, ctx)
+            self.exprs(vals, s, ctx)
             self.exprs(s.idx, s, ctx)
         else:
             self.exprs(s.idx, s, ctx)
-            self.exprs((s.rhs,), s, ctx)
+            self.exprs(vals, s, ctx)
         self.write(s, ctx)
+        if isinstance(s, Atomic) and s.result is not None:
+            self.write_result(s, ctx)
 
     def loop(self, s: For, ctx):
         self.exprs((s.lo, s.hi), s, ctx)
@@ -165,6 +170,9 @@ class Walker:
     def write(self, s, ctx):
         pass
 
+    def write_result(self, s, ctx):
+        pass
+
     def enter_loop(self, s: For, ctx):
         return ctx
 
@@ -193,6 +201,10 @@ class _Accesses(Walker):
     def write(self, s, ctx):
         self.out.append(Access(s.name, write_mode(s), s.idx, ctx[0], ctx[1], s,
                                self.lookup(s.name) is not None))
+
+    def write_result(self, s, ctx):
+        self.out.append(Access(s.result, "w", (), ctx[0], ctx[1], s,
+                               self.lookup(s.result) is not None))
 
     def enter_loop(self, s, ctx):
         return (ctx[0] + (s,), ctx[1])

@@ -92,6 +92,8 @@ def _uses_outside_indices(callee: ProcDef, name: str) -> str:
         return e is not None and any(isinstance(n, Var) and n.name == name for n in walk(e))
 
     def value_use(e) -> bool:  # outside the indices of the reads in ``e``
+        if e is None:
+            return False
         if isinstance(e, Var):
             return e.name == name
         return not isinstance(e, Read) and any(value_use(c) for c in children(e))
@@ -107,7 +109,8 @@ def _uses_outside_indices(callee: ProcDef, name: str) -> str:
             elif isinstance(s, Alloc):
                 r = "the shape of '%s'" % s.name if any(uses(e) for e in s.shape) else ""
             elif isinstance(s, (Assign, Reduce, Atomic)):
-                r = f"the value assigned to '{s.name}'" if value_use(s.rhs) else ""
+                r = f"the value assigned to '{s.name}'" if value_use(s.rhs) or \
+                    value_use(getattr(s, "cmp", None)) else ""
             elif isinstance(s, Call):
                 r = ""
                 for p, a in zip(s.proc.params, s.args):
@@ -195,6 +198,8 @@ def written_names(body) -> set[str]:
     for n in walk(body):
         if isinstance(n, (Assign, Reduce, Atomic)):
             out.add(n.name)
+            if isinstance(n, Atomic) and n.result is not None:
+                out.add(n.result)  # the local receiving the old value
         elif isinstance(n, Call):
             w = written_names(n.proc.body)
             for p, a in zip(n.proc.params, n.args):
@@ -242,7 +247,12 @@ class _Subst(Transformer):
     def _target(self, s):
         return self._access(self.generic(s))
 
-    visit_Assign = visit_Reduce = visit_Atomic = _target
+    visit_Assign = visit_Reduce = _target
+
+    def visit_Atomic(self, s):
+        s = self._target(s)
+        # the old value's local is allocated in the callee: renamed, never a window
+        return replace(s, result=self.renames[s.result]) if s.result in self.renames else s
 
     def visit_WindowArg(self, e: WindowArg):
         e2 = self.generic(e)

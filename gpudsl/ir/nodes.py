@@ -163,18 +163,38 @@ class Reduce(Stmt):
     loc: Optional[SrcLoc] = field(**_LOC)
 
 
-ATOMIC_OPS = ("add", "min", "max")
+ATOMIC_OPS = ("add", "sub", "min", "max", "exch", "cas", "and", "or", "xor", "inc")
+# the element types each atomic accepts (CUDA's atomicAdd ... atomicInc, through
+# casts or compare-and-swap loops where CUDA lacks an overload; see codegen)
+ATOMIC_TYPES = {
+    "add": ("f32", "f64", "i32", "i64"), "sub": ("f32", "f64", "i32", "i64"),
+    "min": ("f32", "f64", "i32", "i64"), "max": ("f32", "f64", "i32", "i64"),
+    "exch": ("f32", "f64", "i32", "i64"), "cas": ("i32", "i64"),
+    "and": ("i32", "i64"), "or": ("i32", "i64"), "xor": ("i32", "i64"),
+    "inc": ("i32", "i64"),
+}
 
 
 @dataclass(frozen=True)
 class Atomic(Stmt):
-    """``atomic_add(x[i], e)``; ``op`` is ``"add"``, ``"min"`` or ``"max"``."""
+    """``atomic_add(x[i], e)``: one indivisible read-modify-write of ``x[i]``.
+
+    ``op`` is one of :data:`ATOMIC_OPS`; the new value is ``old + e`` (add),
+    ``old - e`` (sub), ``min``/``max``, ``e`` (exch), ``e if old == cmp else old``
+    (cas: ``atomic_cas(x[i], cmp, e)``), ``old & e`` / ``|`` / ``^``, or
+    ``0 if old >= e else old + 1`` (inc, CUDA's atomicInc with signed comparison).
+    ``result`` names a local scalar that receives the old value
+    (``old = atomic_add(x[i], e)``), None when the old value is dropped.  Such a
+    statement writes two places: ``name[idx]`` (atomically) and ``result``.
+    """
 
     op: str
     name: str
     idx: tuple[Expr, ...]
     rhs: Expr
     loc: Optional[SrcLoc] = field(**_LOC)
+    result: Optional[str] = None
+    cmp: Optional[Expr] = None
 
 
 @dataclass(frozen=True)

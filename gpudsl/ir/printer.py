@@ -115,7 +115,9 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
     if isinstance(s, Reduce):
         return [f"{pad}{_lhs(s.name, s.idx)} {s.op}= {print_expr(s.rhs)}"]
     if isinstance(s, Atomic):
-        return [f"{pad}atomic_{s.op}({_lhs(s.name, s.idx)}, {print_expr(s.rhs)})"]
+        cmp = f"{print_expr(s.cmp)}, " if s.cmp is not None else ""
+        old = f"{s.result} = " if s.result is not None else ""
+        return [f"{pad}{old}atomic_{s.op}({_lhs(s.name, s.idx)}, {cmp}{print_expr(s.rhs)})"]
     if isinstance(s, Alloc):
         t = s.ty.name if not s.shape else f"{s.ty.name}[{_shape(s.shape)}]"
         return [f"{pad}{s.name}: {t} @ {s.mem.name}"]

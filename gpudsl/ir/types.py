@@ -58,7 +58,8 @@ DTYPES: dict[str, DType] = {t.name: t for t in (f16, bf16, f32, f64, i32, i64, b
 
 @dataclass(frozen=True)
 class Memory:
-    """Where an array lives: ``GLOBAL``, ``SHARED`` or ``REGISTER``."""
+    """Where an array lives: ``GLOBAL``, ``SHARED``, ``REGISTER``, or ``CONST``
+    (read-only global memory; only array parameters may be declared ``@ CONST``)."""
 
     name: str
 
@@ -72,7 +73,8 @@ class Memory:
 GLOBAL = Memory("GLOBAL")
 SHARED = Memory("SHARED")
 REGISTER = Memory("REGISTER")
-MEMORIES: dict[str, Memory] = {m.name: m for m in (GLOBAL, SHARED, REGISTER)}
+CONST = Memory("CONST")
+MEMORIES: dict[str, Memory] = {m.name: m for m in (GLOBAL, SHARED, REGISTER, CONST)}
 
 
 @dataclass(frozen=True)

@@ -140,7 +140,11 @@ class _Renamer(Transformer):
         s = self.generic(s)
         return replace(s, name=self._n(s.name)) if s.name in self.env else s
 
-    visit_Assign = visit_Reduce = visit_Atomic = visit_Alloc = _named_stmt
+    visit_Assign = visit_Reduce = visit_Alloc = _named_stmt
+
+    def visit_Atomic(self, s):
+        s = self._named_stmt(s)
+        return replace(s, result=self._n(s.result)) if s.result in self.env else s
 
     def visit_For(self, s: For):
         s = self.generic(s)
@@ -161,6 +165,8 @@ def free_vars(node) -> set[str]:
             out.add(n.name)
         elif isinstance(n, (Read, WindowArg, Assign, Reduce, Atomic)):
             out.add(n.name)
+            if isinstance(n, Atomic) and n.result is not None:
+                out.add(n.result)
     return out
 
 
