@@ -117,6 +117,9 @@ class _Unifier:
         elif isinstance(x, (Assign, Reduce, Atomic)):
             if getattr(x, "op", None) != getattr(y, "op", None):
                 self.fail("different reduction operators")
+            if isinstance(x, Atomic) and (x.result is not None or y.result is not None
+                                          or x.cmp is not None or y.cmp is not None):
+                self.fail("an atomic with an old value or a compare value")
             self.access(x.name, x.idx, y.name, y.idx)
             self.expr(x.rhs, y.rhs)
         elif isinstance(x, Alloc):

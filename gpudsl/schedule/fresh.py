@@ -54,7 +54,7 @@ def all_names(pdef: ProcDef) -> set:
 def uses(stmts, buf: str) -> bool:
     """Do ``stmts`` read, write or pass a window of ``buf``?"""
     return any(isinstance(n, (Read, WindowArg, Assign, Reduce, Atomic)) and n.name == buf
-               for n in walk(tuple(stmts)))
+               or isinstance(n, Atomic) and n.result == buf for n in walk(tuple(stmts)))
 
 
 __all__ = ["proc_names", "names_outside", "freshen", "freshen_top_allocs", "top_allocs",

@@ -167,7 +167,8 @@ def _call_stmt(pat: ast.Call, s) -> bool:
         return _name(pat.func, "sync") and _all(pat.args, (), match_expr)
     if isinstance(s, Atomic):
         return _name(pat.func, f"atomic_{s.op}") and \
-            _all(pat.args, (s, s.rhs), _atomic_arg)
+            _all(pat.args, (s,) + ((s.cmp,) if s.cmp is not None else ()) + (s.rhs,),
+                 _atomic_arg)
     if isinstance(s, Call):
         return _name(pat.func, s.proc.name) and _all(pat.args, s.args, match_expr)
     return False

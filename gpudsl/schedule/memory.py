@@ -268,6 +268,9 @@ def expand_dim(p, alloc, size, index):
             return e.with_(idx=(ix,) + e.idx) if e.name == s.name else e
 
         def _st(self, st):
+            if isinstance(st, Atomic) and st.result == s.name:
+                raise fail(f"'{s.name}' receives an atomic's old value, which goes into a "
+                           "scalar", st.loc)
             st = self.generic(st)
             return st.with_(idx=(ix,) + st.idx) if st.name == s.name else st
 
@@ -289,6 +292,9 @@ def expand_dim(p, alloc, size, index):
 
 def _stmt_mentions(st, name) -> bool:
     if isinstance(st, (Assign, Reduce, Atomic)) and st.name == name:
+        return True
+    if isinstance(st, Atomic) and (st.result == name or st.cmp is not None and any(
+            isinstance(n, (Read, WindowArg)) and n.name == name for n in walk(st.cmp))):
         return True
     if isinstance(st, For):
         exprs = (st.lo, st.hi)

@@ -18,8 +18,8 @@ from __future__ import annotations
 import z3
 
 from ..errors import SchedulingError
-from ..ir.nodes import (Alloc, Assign, BinOp, Call, Const, For, If, Interval, Point, Read,
-                        Stmt, Var, WindowArg)
+from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, For, If, Interval, Point,
+                        Read, Stmt, Var, WindowArg)
 from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, bool_
 from ..ir.visitor import Transformer, fresh_name, walk
 from .cursors import block_of, fwd_splice, replace_block, stmt_at
@@ -148,9 +148,9 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
     if not mine:
         raise fail(f"the block does not access '{buf}'", loc)
     for a in mine:
-        if a.mode == "atomic":
-            raise fail(f"the block updates '{buf}' atomically; atomics cannot be staged",
-                       a.stmt.loc)
+        if a.mode == "atomic" or isinstance(a.stmt, Atomic):
+            raise fail(f"the block updates '{buf}' atomically (or receives an atomic's old "
+                       "value in it); atomics cannot be staged", a.stmt.loc)
     staged, missed, first_miss = _split(p.ir, c.addr, mine, win)
     if not staged:
         a, w = first_miss
