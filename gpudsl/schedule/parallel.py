@@ -23,13 +23,24 @@ _TRANSIENT = ("a memory write at block level", "a memory write inside an unmappe
               "a SHARED array must be allocated", "a REGISTER allocation outside")
 
 
+# The last procs asked about: a schedule asks of each result again as the input of
+# the next primitive.  Keyed by identity, holding the proc so the id stays its own.
+_RECENT: list = []
+
+
 def _mapping_issues(pdef, strict: bool) -> set:
     """The broken mapping rules of SPEC 2.4 (structural, no solver) in ``pdef``."""
     from ..analysis.effects import collect as collect_effects
 
-    return {(i.kind, i.message, tuple(map(str, i.locs)))
-            for i in collect_effects(pdef).issues
-            if i.kind == "mapping" and (strict or not i.message.startswith(_TRANSIENT))}
+    for q, issues in _RECENT:
+        if q is pdef:
+            break
+    else:
+        issues = [(i.kind, i.message, tuple(map(str, i.locs)))
+                  for i in collect_effects(pdef).issues if i.kind == "mapping"]
+        _RECENT.append((pdef, issues))
+        del _RECENT[:-8]
+    return {i for i in issues if strict or not i[1].startswith(_TRANSIENT)}
 
 
 def refuse_new_mapping_issues(old, new, loc, strict: bool = True):

@@ -231,6 +231,9 @@ def _copies_stay_parallel(old, new, addr, bufs: set):
         loop = stmt_at(new, la)
         if not (isinstance(loop, For) and loop.kind == "par"):
             continue
+        accs = [x for x in collect(loop.body) if x.buf in bufs]
+        if not any(x.writes for x in accs if not x.local):
+            continue  # only reads, or buffers of one iteration: nothing to conflict
         try:
             check_parallel(new, la, loop, only=bufs)
         except SchedulingError as exc:
