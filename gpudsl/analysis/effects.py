@@ -103,6 +103,7 @@ class Access:
     stmt: object
     reduce: bool = False
     uid: int = 0
+    path: Optional[tuple] = None    # block-level (statement list, index) steps, see phases
 
     @property
     def is_write(self) -> bool:
@@ -205,7 +206,7 @@ class _Collector(Walker):
 
     def run(self) -> Effects:
         st = dict(loops=(), guards=(), kernel=None, level="host", inside=(), counter=None,
-                  tdepth_left=0, bdepth_left=0, bstart=None, bpos=None)
+                  tdepth_left=0, bdepth_left=0, bstart=None, bpos=None, path=None)
         self.block(self.eff.body, st)
         return self.eff
 
@@ -213,7 +214,10 @@ class _Collector(Walker):
         c = st["counter"]
         if c is None:
             return st
-        return dict(st, bpos=c.position(st["bstart"], stmts, i))
+        new = dict(st, bpos=c.position(st["bstart"], stmts, i))
+        if st["level"] == "block" and st["path"] is not None:
+            new["path"] = st["path"] + ((stmts, i),)
+        return new
 
     def issue(self, kind, msg, locs, hint=""):
         self.eff.issues.append(Issue(kind, msg, [l for l in locs if l is not None], hint))
@@ -313,7 +317,7 @@ class _Collector(Walker):
                 kernel = uid
                 self.eff.kernels[uid] = KernelInfo(uid, s, loc=s.loc)
                 new.update(kernel=uid, bdepth_left=depth - 1, counter=PhaseCounter(),
-                           bpos=Const(0))
+                           bpos=Const(0), path=())
                 dim = depth - 1
                 new["level"] = "block"
             elif st["bdepth_left"] > 0 and st["loops"] and st["loops"][-1].mapping == BLOCKS:
@@ -398,7 +402,8 @@ class _Collector(Walker):
             bounds = None  # rank mismatch cannot happen after parsing
         a = Access(key, info.name, info.mem, kind, tuple(idx), bounds or [], st["guards"],
                    st["loops"], st["kernel"], level, st.get("bpos"),
-                   getattr(node, "loc", None) or s.loc, s, reduce, self.next_uid())
+                   getattr(node, "loc", None) or s.loc, s, reduce, self.next_uid(),
+                   st.get("path"))
         if a.loc is None or (isinstance(node, Read) and s.loc is not None):
             a.loc = s.loc
         self.eff.accesses.append(a)

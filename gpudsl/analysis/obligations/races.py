@@ -24,7 +24,10 @@ from ...ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS
 from ..effects import Access, loops_prefix
 from ..report import Diagnostic
 from ...ir.smt import DEFAULT_TIMEOUT_MS, SAT, UNKNOWN, Unsupported
+from ..phases import PhaseRelation
 from . import Ctx
+
+_PHASES = PhaseRelation()
 
 
 def _host_loops(loops):
@@ -160,8 +163,11 @@ def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
                 tags.append(("blocks", None))
             if "threads" in modes:
                 phase = []
-                if a1.bcount is not None and a2.bcount is not None:
-                    phase = [t1.expr(a1.bcount) == t2.expr(a2.bcount)]
+                same = _PHASES.same_phase(a1.path, a2.path, t1, t2)
+                if same is False:
+                    phase = [z3.BoolVal(False)]
+                elif same is not True:
+                    phase = [same]
                 alts.append(z3.And(*eq_host, *eq_block,
                                    z3.Or(*[x != y for x, y in zip(t1.tc, t2.tc)]), *phase))
                 tags.append(("threads", None))
