@@ -86,6 +86,7 @@ class PhaseCounter:
 
     def __init__(self):
         self.memo: dict[int, Expr] = {}
+        self.prefix: dict = {}
 
     def count(self, s: Stmt) -> Expr:
         """Number of block-level barriers executed by running ``s`` once."""
@@ -128,7 +129,14 @@ class PhaseCounter:
 
     def position(self, start: Expr, stmts, i: int) -> Expr:
         """Count at the start of ``stmts[i]`` when ``stmts`` starts at ``start``."""
-        return add(start, self.count_block(stmts[:i]))
+        pre = self.prefix.get(id(stmts))
+        if pre is None or pre[0] is not stmts:
+            sums, tot = [], Const(0)
+            for s in stmts:
+                sums.append(tot)
+                tot = add(tot, self.count(s))
+            pre = self.prefix[id(stmts)] = (stmts, sums)
+        return add(start, pre[1][i])
 
     def loop_body_start(self, start: Expr, s: For) -> Expr:
         """Count at the start of the body of ``s`` in iteration ``s.iter``, when the
