@@ -236,9 +236,8 @@ class PhaseRelation:
         e = ThreadEnv(t.enc, t.tag)
         e.vars = dict(t.vars)
         e.vars.update(over)
-        for k in ("ranges",):
-            if hasattr(t, k):
-                setattr(e, k, getattr(t, k))
+        # a counter replaced by another value keeps no range of its own
+        e.ranges = {k: v for k, v in t.ranges.items() if k not in over}
         return e
 
     def zero(self, stmts, t, depth=0):

@@ -92,6 +92,11 @@ class Ctx:
             lo, hi = t.expr(l.lo), t.expr(l.hi)
             v = t.declare(l.iter)
             cons += [v >= lo, v < hi]
+            if z3.is_int_value(lo) and z3.is_int_value(hi) and \
+                    0 < hi.as_long() - lo.as_long() <= 64:
+                t.ranges[l.iter] = (lo.as_long(), hi.as_long())  # asserted just above
+            else:
+                t.ranges.pop(l.iter, None)
             if l.mapping == THREADS and a.kernel is not None and l.dim >= 0:
                 cons.append(v == tc[l.dim])
                 used.add(l.dim)
