@@ -19,13 +19,18 @@ Encoding: integers are mathematical integers (Z3 Int); ``+ - *`` are linear when
 side is a constant (sizes are constants when bound); ``//`` and ``%`` use Python's
 floor semantics; ``<< >>`` by a constant are products/quotients by powers of two,
 by a variable an ``ite`` over the shift amounts 0..24 (linear in the other operand,
-an unknown beyond); ``& | ^`` with a mask ``2**k - 1`` are ``% 2**k``, otherwise
-32-bit bit-vectors (``Int2BV``/``BV2Int``) on the non-negative operands the language
-allows.  ``min max abs select`` are ``ite``.  Reads of memory (data-dependent
+an unknown beyond); ``& | ^`` with a mask ``2**k - 1`` are ``% 2**k``; a bitwise
+operation (or a shift by a non-constant) whose other operand depends only on loop
+counters of small constant range (``ThreadEnv.ranges``, set by whoever asserts the
+range) is an ``ite`` over their values, each case with constants (so ``t ^ (1 << k)``
+is linear per ``k``); otherwise 32-bit bit-vectors (``Int2BV``/``BV2Int``) on the
+non-negative operands the language allows.  Operations on two constants fold.  ``min max abs select`` are ``ite``.  Reads of memory (data-dependent
 indices) are unknowns: a read of an array nothing writes is an uninterpreted function
 of the indices, shared by all threads (the same location gives the same value); any
-other read is a fresh unknown per thread and occurrence; float comparisons are fresh
-booleans.  Whenever an unknown is introduced ``enc.data_dependent`` becomes True, so
+other read is a fresh unknown per thread and occurrence, except that the reads of one
+location within one top-level expression of one thread are one unknown.  Comparisons
+of float reads and float constants are over reals that may be NaN; other float
+comparisons are fresh booleans.  Whenever an unknown is introduced ``enc.data_dependent`` becomes True, so
 callers know a satisfying model may not be a real execution.
 
 The solver is one ``z3.Solver`` in Z3's main context, reused for every query with
