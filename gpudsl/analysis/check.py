@@ -1,8 +1,11 @@
 """``check(proc, **bindings)``: run every obligation and build the Report.
 
-``timeout=seconds`` (per solver query, default 3 s) may be passed among the bindings
-unless the proc has a parameter of that name (then use ``_timeout``).  Results are
-cached per (proc, bindings, timeout): procs are immutable values.
+``timeout=seconds`` (check()'s overall budget, default 60 s) may be passed among the
+bindings unless the proc has a parameter of that name (then use ``_timeout``).  Each
+solver query gets at most 3 s (``DEFAULT_TIMEOUT_MS``) or, when a ``timeout`` is given,
+at most the budget left; an obligation undecided at its limit, or not reached when
+the budget is spent, is "unknown" (never "ok").  Results are cached per (proc,
+bindings, timeout): procs are immutable values.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from .resources import check_resources
 from ..ir.smt import DEFAULT_TIMEOUT_MS, SAT
 
 _cache: dict = {}
+DEFAULT_BUDGET_MS = 60_000   # check()'s overall budget when no timeout= is given
 _ORDER = {"mapping": 0, "divergence": 1, "resource": 2, "race": 3, "bounds": 4, "unknown": 5}
 
 
@@ -31,7 +35,7 @@ def check(p, **bindings) -> Report:
     for key in ("timeout", "_timeout"):
         if key in bindings and (key not in names or key == "_timeout"):
             timeout = bindings.pop(key)
-    timeout_ms = int(timeout * 1000) if timeout is not None else DEFAULT_TIMEOUT_MS
+    timeout_ms = int(timeout * 1000) if timeout is not None else DEFAULT_BUDGET_MS
     for k, v in bindings.items():
         q = names.get(k)
         if q is None or q.kind not in ("size", "index"):
@@ -66,7 +70,8 @@ def _run(ir, bindings, timeout_ms) -> Report:
                        [e.loc] if e.loc is not None else [], {}, e.hint or "")
         return Report(ir.name, [d], [], dict(bindings),
                       {"queries": 0, "seconds": time.perf_counter() - t0, "accesses": 0})
-    ctx = Ctx(eff, bindings, timeout_ms)
+    per_query = DEFAULT_TIMEOUT_MS if timeout_ms == DEFAULT_BUDGET_MS else timeout_ms
+    ctx = Ctx(eff, bindings, per_query, timeout_ms / 1000)
     if bindings:
         r = ctx.solve([])
         if r.status != SAT:

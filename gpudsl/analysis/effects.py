@@ -48,6 +48,7 @@ from ..ir.effects import Walker
 from ..ir.nests import direct_nest, nest_dim
 from ..ir.visitor import walk
 from .phases import PhaseCounter
+from .quick import interval, loop_ranges
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,6 +104,9 @@ class Access:
     stmt: object
     reduce: bool = False
     uid: int = 0
+    path: Optional[tuple] = None    # block-level (statement list, index) steps, see phases
+    shown: Optional[tuple] = None   # the indices as written (``idx`` has index locals
+                                    # replaced by their values)
 
     @property
     def is_write(self) -> bool:
@@ -114,7 +118,7 @@ class Access:
         what = {"read": "read", "write": "write", "atomic": "atomic update"}[self.kind]
         if self.reduce:
             what = "update"
-        ix = ", ".join(print_expr(i) for i in self.idx)
+        ix = ", ".join(print_expr(i) for i in (self.shown or self.idx))
         return f"{what} of {self.name}[{ix}]" if self.idx else f"{what} of {self.name}"
 
 
@@ -196,6 +200,8 @@ class _Collector(Walker):
                 self.eff.arrays[q.name] = info
                 self.scopes[0][q.name] = q.name
         self.scalar_params = {q.name for q in p.params if q.kind == "scalar"}
+        self.scalar_names = {q.name for q in p.params if q.kind in ("size", "index")}
+        self._defs_memo: dict = {}
 
     def next_uid(self) -> int:
         self.uid += 1
@@ -205,15 +211,49 @@ class _Collector(Walker):
 
     def run(self) -> Effects:
         st = dict(loops=(), guards=(), kernel=None, level="host", inside=(), counter=None,
-                  tdepth_left=0, bdepth_left=0, bstart=None, bpos=None)
+                  tdepth_left=0, bdepth_left=0, bstart=None, bpos=None, path=None)
         self.block(self.eff.body, st)
         return self.eff
 
     def step(self, stmts, i, st):
+        st = self._locals(stmts, i, st)
         c = st["counter"]
         if c is None:
             return st
-        return dict(st, bpos=c.position(st["bstart"], stmts, i))
+        new = dict(st, bpos=c.position(st["bstart"], stmts, i))
+        if st["level"] == "block" and st["path"] is not None:
+            new["path"] = st["path"] + ((stmts, i),)
+        return new
+
+    # ------------------------------------------------------------------ index locals
+
+    def _locals(self, stmts, i, st):
+        """Integer scalar locals that hold a control value: allocated in ``stmts``,
+        assigned once (a statement of ``stmts``, from sizes, index parameters, loop
+        variables and constants) and never written otherwise.  Reads of them after
+        that assignment are replaced by its value in indices and guards
+        (``st["subst"]``), so ``j = t; out[j] = ...`` is ``out[t] = ...``."""
+        defs = self._defs_memo.get(id(stmts))
+        if defs is None or defs[0] is not stmts:
+            allocated = {x.name for x in walk(tuple(stmts)) if isinstance(x, Alloc)} \
+                if st.get("subst") or any(isinstance(x, Alloc) for x in stmts) else set()
+            defs = self._defs_memo[id(stmts)] = (
+                stmts, _index_locals(stmts, self.scalar_names), allocated)
+        inherited = st.get("subst") or {}
+        sub = {k: v for k, v in inherited.items() if k not in defs[2]}
+        for k, (at, value, rhs, lo, hi) in defs[1].items():
+            if i > at:
+                r = interval(rhs, loop_ranges(st["loops"]))
+                sub[k] = rhs if r is not None and lo <= r[0] and r[1] < hi else value
+        if sub == inherited:
+            return st
+        return dict(st, subst=sub)
+
+    def _subst(self, e, st):
+        sub = st.get("subst")
+        if not sub or e is None:
+            return e
+        return _replace_reads(e, sub)
 
     def issue(self, kind, msg, locs, hint=""):
         self.eff.issues.append(Issue(kind, msg, [l for l in locs if l is not None], hint))
@@ -256,7 +296,8 @@ class _Collector(Walker):
         self.access(s.result, (), "write", s, st)
 
     def enter_branch(self, s: If, positive: bool, st):
-        g = s.cond if positive else UnOp("not", s.cond, bool_)
+        cond = self._subst(s.cond, st)
+        g = cond if positive else UnOp("not", cond, bool_)
         return dict(st, guards=st["guards"] + (g,), inside=st["inside"] + (s,),
                     bstart=st.get("bpos"))
 
@@ -324,7 +365,7 @@ class _Collector(Walker):
                 kernel = uid
                 self.eff.kernels[uid] = KernelInfo(uid, s, loc=s.loc)
                 new.update(kernel=uid, bdepth_left=depth - 1, counter=PhaseCounter(),
-                           bpos=Const(0))
+                           bpos=Const(0), path=())
                 dim = depth - 1
                 new["level"] = "block"
             elif st["bdepth_left"] > 0 and st["loops"] and st["loops"][-1].mapping == BLOCKS:
@@ -376,6 +417,9 @@ class _Collector(Walker):
             ki.block_loops = ki.block_loops + (loopv,)
         if s.mapping == THREADS and kernel is not None:
             self.eff.kernels[kernel].thread_loops.append(loopv)
+        if new.get("subst"):  # a loop variable shadowing a name of a local's value
+            new["subst"] = {k: v for k, v in new["subst"].items()
+                            if s.iter not in _var_names(v)}
         new["loops"] = st["loops"] + (loopv,)
         new["inside"] = st["inside"] + (s,)
         counter = new.get("counter")
@@ -402,6 +446,9 @@ class _Collector(Walker):
                 self.issue("mapping", "a memory write inside an unmapped par loop at block "
                            "level", [s.loc], "map the loop to THREADS")
             level = "block"
+        shown = None
+        if st.get("subst"):
+            shown, idx = tuple(idx), tuple(self._subst(i, st) for i in idx)
         bounds = [(i, e) for i, e in zip(idx, info.shape)]
         if node is not None and id(node) in self.extra:
             bounds = bounds + list(self.extra[id(node)])
@@ -409,10 +456,64 @@ class _Collector(Walker):
             bounds = None  # rank mismatch cannot happen after parsing
         a = Access(key, info.name, info.mem, kind, tuple(idx), bounds or [], st["guards"],
                    st["loops"], st["kernel"], level, st.get("bpos"),
-                   getattr(node, "loc", None) or s.loc, s, reduce, self.next_uid())
+                   getattr(node, "loc", None) or s.loc, s, reduce, self.next_uid(),
+                   st.get("path"), shown)
         if a.loc is None or (isinstance(node, Read) and s.loc is not None):
             a.loc = s.loc
         self.eff.accesses.append(a)
+
+
+def _var_names(e) -> set:
+    return {n.name for n in walk(e) if isinstance(n, Var)}
+
+
+def _index_locals(stmts, params: set) -> dict:
+    if not any(isinstance(s, Alloc) and not s.shape for s in stmts):
+        return {}
+    """name -> (index of its one assignment, the value read after it) for the integer
+    scalar locals of ``stmts`` that hold a control value (see ``_locals``)."""
+    from ..ir.nodes import Builtin, BinOp as _Bin
+    from ..ir.types import INDEX
+
+    out = {}
+    for a, s in enumerate(stmts):
+        if not (isinstance(s, Alloc) and not s.shape and s.ty.is_integer):
+            continue
+        name = s.name
+        rest = stmts[a + 1:]
+        writes = [x for x in walk(tuple(rest))
+                  if isinstance(x, (Assign, Reduce, Atomic)) and x.name == name]
+        allocs = [x for x in walk(tuple(rest)) if isinstance(x, Alloc) and x.name == name]
+        if len(writes) != 1 or allocs:
+            continue
+        w = writes[0]
+        at = next((k for k, x in enumerate(stmts) if x is w), None)
+        if at is None or not isinstance(w, Assign) or w.idx:
+            continue
+        rhs = w.rhs
+        if not rhs.ty.is_integer or any(isinstance(n, Read) for n in walk(rhs)):
+            continue
+        # the value in the local's type; out of its range, the local's own value
+        bits = {"i8": 7, "i16": 15, "i32": 31, "i64": 63, "u8": 8, "u16": 16,
+                "u32": 32, "u64": 64}.get(getattr(s.ty, "name", ""), 31)
+        lo = 0 if getattr(s.ty, "name", "").startswith("u") else -(2 ** bits)
+        hi = 2 ** bits
+        fits = _Bin("and", _Bin(">=", rhs, Const(lo), bool_), _Bin("<", rhs, Const(hi), bool_),
+                    bool_)
+        out[name] = (at, Builtin("select", (fits, rhs, Read(name, (), s.ty)), INDEX), rhs,
+                     lo, hi)
+    return out
+
+
+def _replace_reads(e, sub: dict):
+    from ..ir.visitor import ExprMap
+
+    def fn(x):
+        if isinstance(x, Read) and not x.idx and x.name in sub:
+            return sub[x.name]
+        return x
+
+    return ExprMap(fn).visit(e)
 
 
 def collect(p) -> Effects:

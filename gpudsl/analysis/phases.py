@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 
 from ..ir.nodes import Builtin, BinOp, Const, Expr, For, If, Stmt, Sync, Var
-from ..ir.types import INDEX, THREADS
+from ..ir.types import BLOCKS, INDEX, THREADS
 from ..ir.visitor import walk
 
 _fresh = itertools.count()
@@ -86,6 +86,7 @@ class PhaseCounter:
 
     def __init__(self):
         self.memo: dict[int, Expr] = {}
+        self.prefix: dict = {}
 
     def count(self, s: Stmt) -> Expr:
         """Number of block-level barriers executed by running ``s`` once."""
@@ -128,7 +129,14 @@ class PhaseCounter:
 
     def position(self, start: Expr, stmts, i: int) -> Expr:
         """Count at the start of ``stmts[i]`` when ``stmts`` starts at ``start``."""
-        return add(start, self.count_block(stmts[:i]))
+        pre = self.prefix.get(id(stmts))
+        if pre is None or pre[0] is not stmts:
+            sums, tot = [], Const(0)
+            for s in stmts:
+                sums.append(tot)
+                tot = add(tot, self.count(s))
+            pre = self.prefix[id(stmts)] = (stmts, sums)
+        return add(start, pre[1][i])
 
     def loop_body_start(self, start: Expr, s: For) -> Expr:
         """Count at the start of the body of ``s`` in iteration ``s.iter``, when the
@@ -139,3 +147,249 @@ class PhaseCounter:
         if _mentions(c, s.iter) or _has_unknown(c):
             return fresh_unknown()
         return add(start, mul(sub(Var(s.iter), s.lo), c))
+
+
+# ---------------------------------------------------------------- phase relation
+#
+# Barrier counts are exact only when a loop body's count does not depend on its
+# variable.  The race obligation therefore asks a finer question, on the *paths*
+# of the two accesses (``Access.path``: the (statement list, index) steps from the
+# kernel's block-level body down to the statement that holds the access): since
+# block-level control flow is uniform, both threads run the same sequence of
+# block-level statements, and two instances are between the same two barriers
+# exactly when no ``sync()`` runs between them in that sequence.  Where the paths
+# part, the earlier instance is known (statement order, or loop iterations), and
+# "no sync between" is a conjunction of "this code runs no sync" conditions.  Such
+# a condition over a loop ("every iteration runs no sync") is instantiated at the
+# first and the last iteration: a necessary condition, so the constraint
+# over-approximates the pairs that may meet (sound) and is exact for the forms
+# real kernels use (trip counts from outer loop variables, uniform ifs on loop
+# variables, loops that run zero times).
+
+
+def has_sync(s) -> bool:
+    """Does statement (or list) ``s`` hold a block-level ``sync()`` (memoised)?"""
+    if isinstance(s, tuple):
+        return any(has_sync(x) for x in s)
+    k = id(s)
+    r = _has_sync_memo.get(k)
+    if r is None or r[0] is not s:
+        if isinstance(s, Sync):
+            v = True
+        elif isinstance(s, If):
+            v = has_sync(s.body) or has_sync(s.orelse)
+        elif isinstance(s, For):
+            v = s.mapping != THREADS and has_sync(s.body)
+        else:
+            v = False
+        if len(_has_sync_memo) > 200000:
+            _has_sync_memo.clear()
+        r = _has_sync_memo[k] = (s, v)
+    return r[1]
+
+
+_has_sync_memo: dict = {}
+
+
+def _and(*xs):
+    import z3
+    out = []
+    for x in xs:
+        if x is True:
+            continue
+        if x is False:
+            return False
+        out.append(x)
+    if not out:
+        return True
+    return out[0] if len(out) == 1 else z3.And(*out)
+
+
+def _or(*xs):
+    import z3
+    out = []
+    for x in xs:
+        if x is False:
+            continue
+        if x is True:
+            return True
+        out.append(x)
+    if not out:
+        return False
+    return out[0] if len(out) == 1 else z3.Or(*out)
+
+
+class PhaseRelation:
+    """Builds, for two accesses placed in two symbolic threads, a necessary
+    condition for "no barrier between them" (see above).  Results are z3 booleans
+    or Python ``True``/``False`` (decided without the solver)."""
+
+    def __init__(self):
+        from ..ir.smt import Unsupported
+        self.Unsupported = Unsupported
+
+    # -- expressions under a thread, some variables overridden
+    def _env(self, t, over):
+        if not over:
+            return t
+        from ..ir.smt import ThreadEnv
+        e = ThreadEnv(t.enc, t.tag)
+        e.vars = dict(t.vars)
+        e.vars.update(over)
+        # a counter replaced by another value keeps no range of its own
+        e.ranges = {k: v for k, v in t.ranges.items() if k not in over}
+        return e
+
+    def zero(self, stmts, t, depth=0):
+        """Necessary condition that running ``stmts`` (in thread env ``t``) executes
+        no barrier."""
+        parts = []
+        for s in stmts:
+            if not has_sync(s):
+                continue
+            if isinstance(s, Sync):
+                return False
+            parts.append(self._zero_stmt(s, t, depth))
+            if parts[-1] is False:
+                return False
+        return _and(*parts)
+
+    def _zero_stmt(self, s, t, depth):
+        import z3
+        if isinstance(s, If):
+            zb, ze = self.zero(s.body, t, depth), self.zero(s.orelse, t, depth)
+            if zb is ze and isinstance(zb, bool):
+                return zb
+            try:
+                c = t.cond(s.cond)
+            except self.Unsupported:
+                return _or(zb, ze)
+            return _or(_and(c, zb), _and(z3.Not(c), ze))
+        if isinstance(s, For):
+            if s.mapping == BLOCKS:
+                return self.zero(s.body, t, depth)
+            try:
+                lo, hi = t.expr(s.lo), t.expr(s.hi)
+            except self.Unsupported:
+                return True
+            empty = hi <= lo
+            if depth > 6:
+                return _or(empty, True)
+            z_first = self.zero(s.body, self._env(t, {s.iter: lo}), depth + 1)
+            if not _mentions_any(s.body, s.iter):
+                return _or(empty, z_first)  # the same in every iteration
+            z_last = self.zero(s.body, self._env(t, {s.iter: hi - 1}), depth + 1)
+            return _or(empty, _and(z_first, z_last))
+        return True
+
+    # -- the rest of an iteration after / before an access
+    def after(self, path, d, t):
+        """No barrier from the access (path) to the end of the list at depth ``d``."""
+        parts = []
+        for j in range(d, len(path)):
+            L, i = path[j]
+            parts.append(self.zero(L[i + 1:], t))
+            s = L[i]
+            if j + 1 < len(path) and isinstance(s, For) and s.mapping != BLOCKS \
+                    and has_sync(s.body):
+                parts.append(self._rest_iters(s, t, after=True))
+            if parts[-1] is False:
+                return False
+        return _and(*parts)
+
+    def before(self, path, d, t):
+        parts = []
+        for j in range(d, len(path)):
+            L, i = path[j]
+            parts.append(self.zero(L[:i], t))
+            s = L[i]
+            if j + 1 < len(path) and isinstance(s, For) and s.mapping != BLOCKS \
+                    and has_sync(s.body):
+                parts.append(self._rest_iters(s, t, after=False))
+            if parts[-1] is False:
+                return False
+        return _and(*parts)
+
+    def _rest_iters(self, s, t, after):
+        """No barrier in the iterations of loop ``s`` after (before) the thread's."""
+        try:
+            v = t.var(s.iter)
+            lo, hi = t.expr(s.lo), t.expr(s.hi)
+        except self.Unsupported:
+            return True
+        if after:
+            none = v + 1 >= hi
+            a, b = v + 1, hi - 1
+        else:
+            none = v <= lo
+            a, b = lo, v - 1
+        za = self.zero(s.body, self._env(t, {s.iter: a}))
+        zb = self.zero(s.body, self._env(t, {s.iter: b}))
+        return _or(none, _and(za, zb))
+
+    def same_phase(self, p1, p2, t1, t2):
+        """Necessary condition that the two accesses' instances run between the same
+        two barriers (the enclosing common loops placed by the caller)."""
+        if p1 is None or p2 is None:
+            return True
+        try:
+            return self._same(p1, p2, 0, t1, t2)
+        except self.Unsupported:
+            return True
+
+    def _same(self, p1, p2, d, t1, t2):
+        import z3
+        if d >= len(p1) or d >= len(p2):
+            return True
+        (L1, i1), (L2, i2) = p1[d], p2[d]
+        if L1 is not L2:
+            return True  # different branches of one if: the guards decide
+        if i1 != i2:
+            if i1 < i2:
+                return _and(self.after(p1, d + 1, t1), self.zero(L1[i1 + 1:i2], t1),
+                            self.before(p2, d + 1, t2))
+            return _and(self.after(p2, d + 1, t2), self.zero(L1[i2 + 1:i1], t2),
+                        self.before(p1, d + 1, t1))
+        s = L1[i1]
+        if isinstance(s, If):
+            return self._same(p1, p2, d + 1, t1, t2)
+        if not isinstance(s, For):
+            return True
+        if s.mapping == BLOCKS:
+            return self._same(p1, p2, d + 1, t1, t2)
+        if s.mapping == THREADS or s.kind == "par" or not has_sync(s.body):
+            return True
+        if d + 1 >= len(p1) or d + 1 >= len(p2):
+            return True  # an access in the loop's bounds
+        v1, v2 = t1.var(s.iter), t2.var(s.iter)
+        eq = _and(v1 == v2, self._same(p1, p2, d + 1, t1, t2))
+        lt = self._across(s, p1, p2, d + 1, t1, t2, v1, v2)
+        gt = self._across(s, p2, p1, d + 1, t2, t1, v2, v1)
+        return _or(eq, lt, gt)
+
+    def _across(self, s, pa, pb, d, ta, tb, va, vb):
+        """``pa`` in an earlier iteration ``va`` of loop ``s`` than ``pb`` (``vb``)."""
+        aft = self.after(pa, d, ta)
+        if aft is False:
+            return False
+        bef = self.before(pb, d, tb)
+        if bef is False:
+            return False
+        zm1 = self.zero(s.body, self._env(ta, {s.iter: va + 1}))
+        zm2 = self.zero(s.body, self._env(ta, {s.iter: vb - 1}))
+        mid = _or(vb <= va + 1, _and(zm1, zm2))
+        return _and(va < vb, aft, bef, mid)
+
+
+_mention_memo: dict = {}
+
+
+def _mentions_any(stmts, name) -> bool:
+    k = (id(stmts), name)
+    r = _mention_memo.get(k)
+    if r is None or r[0] is not stmts:
+        if len(_mention_memo) > 200000:
+            _mention_memo.clear()
+        v = any(isinstance(n, Var) and n.name == name for n in walk(tuple(stmts)))
+        r = _mention_memo[k] = (stmts, v)
+    return r[1]

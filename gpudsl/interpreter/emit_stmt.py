@@ -181,7 +181,9 @@ class ProcEmitter(ExprEmitter):
         self._contig_strides(info)
         if self.race:
             mem = self.const(s.mem)
-            self.line(f"tr_{n} = _ctx.tracker({mem}, {n!r}, ({''.join(d + ', ' for d in dims)}))")
+            site = self.const(object(), "_S")  # one allocation statement
+            self.line(f"tr_{n} = _ctx.tracker({mem}, {n!r}, ({''.join(d + ', ' for d in dims)}), "
+                      f"site={site})")
 
     def _store(self, name: str, idx, rhs_src: str, acc: str, kind: int):
         self.line(f"a_{name}[{self.flat(name, idx, acc, kind)}] = {rhs_src}")

@@ -26,7 +26,7 @@ made by a thread other than the current one, so each access costs O(1).
 from __future__ import annotations
 
 from ..errors import InterpError, RaceError
-from ..ir.types import GLOBAL, REGISTER
+from ..ir.types import GLOBAL, REGISTER, SHARED
 from .runtime import Access, noop_tracker
 
 READ, WRITE, ATOMIC = 1, 2, 3
@@ -51,6 +51,7 @@ class RaceContext:
         self.multi = False  # the block has two threads or more
         self.kdims = 0  # thread dimensions of the block
         self.nthreads = 1
+        self._shared: dict = {}  # (site, kernel, block) -> Tracker of a SHARED array
 
     # ------------------------------------------------------------ structure
 
@@ -110,8 +111,15 @@ class RaceContext:
 
     # ------------------------------------------------------------ memory
 
-    def tracker(self, mem, name: str, dims: tuple, param: bool = False):
-        """The access hook of a fresh array (or a tensor argument, ``param``)."""
+    def tracker(self, mem, name: str, dims: tuple, param: bool = False, site=None):
+        """The access hook of a fresh array (or a tensor argument, ``param``).
+
+        A SHARED array has one copy per block (SPEC, and the generated CUDA: a
+        ``__shared__`` declaration), wherever in the block's code it is allocated:
+        an allocation statement (``site``) run again in the same block, e.g. in
+        each iteration of a ``seq`` loop, gets the same access log, so an access in
+        one iteration and a conflicting one in the next without a barrier between
+        are a race."""
         if param:
             return Tracker(self, name, dims, GLOBAL).access
         if self.kernel == 0:  # a host-level temporary, which later kernels may share
@@ -120,6 +128,14 @@ class RaceContext:
             return noop_tracker  # thread-private memory
         if mem == REGISTER:
             return RowTracker(self, name, dims, self.kdims).access
+        if mem == SHARED and site is not None:
+            key = (site, self.kernel, self.bkey)
+            tr = self._shared.get(key)
+            if tr is None or tr.dims != tuple(dims):
+                if len(self._shared) > 4096:
+                    self._shared.clear()
+                tr = self._shared[key] = Tracker(self, name, dims, mem)
+            return tr.access
         return Tracker(self, name, dims, mem).access
 
 

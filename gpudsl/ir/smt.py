@@ -19,13 +19,18 @@ Encoding: integers are mathematical integers (Z3 Int); ``+ - *`` are linear when
 side is a constant (sizes are constants when bound); ``//`` and ``%`` use Python's
 floor semantics; ``<< >>`` by a constant are products/quotients by powers of two,
 by a variable an ``ite`` over the shift amounts 0..24 (linear in the other operand,
-an unknown beyond); ``& | ^`` with a mask ``2**k - 1`` are ``% 2**k``, otherwise
-32-bit bit-vectors (``Int2BV``/``BV2Int``) on the non-negative operands the language
-allows.  ``min max abs select`` are ``ite``.  Reads of memory (data-dependent
+an unknown beyond); ``& | ^`` with a mask ``2**k - 1`` are ``% 2**k``; a bitwise
+operation (or a shift by a non-constant) whose other operand depends only on loop
+counters of small constant range (``ThreadEnv.ranges``, set by whoever asserts the
+range) is an ``ite`` over their values, each case with constants (so ``t ^ (1 << k)``
+is linear per ``k``); otherwise 32-bit bit-vectors (``Int2BV``/``BV2Int``) on the
+non-negative operands the language allows.  Operations on two constants fold.  ``min max abs select`` are ``ite``.  Reads of memory (data-dependent
 indices) are unknowns: a read of an array nothing writes is an uninterpreted function
 of the indices, shared by all threads (the same location gives the same value); any
-other read is a fresh unknown per thread and occurrence; float comparisons are fresh
-booleans.  Whenever an unknown is introduced ``enc.data_dependent`` becomes True, so
+other read is a fresh unknown per thread and occurrence, except that the reads of one
+location within one top-level expression of one thread are one unknown.  Comparisons
+of float reads and float constants are over reals that may be NaN; other float
+comparisons are fresh booleans.  Whenever an unknown is introduced ``enc.data_dependent`` becomes True, so
 callers know a satisfying model may not be a real execution.
 
 The solver is one ``z3.Solver`` in Z3's main context, reused for every query with
@@ -58,6 +63,7 @@ import z3
 from .inline import written_names
 from .nodes import BinOp, Builtin, Const, Expr, For, If, Read, UnOp, Var, WindowArg
 from .types import DTYPES
+from .visitor import substitute, walk
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
 DEFAULT_TIMEOUT_MS = 3000
@@ -165,6 +171,30 @@ def floormod(a, b):
     return z3.If(z3.Or(b > 0, r == 0), r, r + b)
 
 
+_BITS = ("&", "|", "^", "<<", ">>")
+
+
+def _fold(op: str, a: int, b: int):
+    """``a op b`` on two constants (None where the encoding must decide)."""
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "//" and b != 0:
+        return a // b
+    if op == "%" and b != 0:
+        return a % b
+    if op == "<<" and 0 <= b < 64:
+        return a << b
+    if op == ">>" and 0 <= b < 64:
+        return a >> b
+    if op in ("&", "|", "^") and a >= 0 and b >= 0:
+        return {"&": a & b, "|": a | b, "^": a ^ b}[op]
+    return None
+
+
 def _mask_bits(v: int):
     """k when v == 2**k - 1."""
     if v >= 0 and (v + 1) & v == 0:
@@ -254,6 +284,20 @@ class Encoder:
                 self.funcs[key] = z3.Function(f"{e.name}", *([z3.IntSort()] * len(idx)),
                                               z3.IntSort())
             return self.funcs[key](*idx)
+        memo = t.same_reads
+        if memo is not None:
+            # one expression's reads of one location by one thread are equal: no
+            # write of this thread comes between them, and another thread's would be
+            # a race, reported on its own
+            try:
+                key = (e.name,) + tuple(t.expr(i).get_id() for i in e.idx)
+            except Unsupported:
+                key = None
+            if key is not None:
+                v = memo.get(key)
+                if v is None:
+                    v = memo[key] = z3.Int(f"{e.name}[?]@{t.tag}#{next(_ids)}")
+                return v
         return z3.Int(f"{e.name}[?]@{t.tag}#{next(_ids)}")
 
 
@@ -268,6 +312,10 @@ class ThreadEnv:
         self.enc = enc
         self.tag = tag
         self.vars: dict[str, z3.ArithRef] = {}
+        # name -> (lo, hi): loop counters whose constant range is a fact of the
+        # query this thread is used in (set by whoever asserts the range)
+        self.ranges: dict[str, tuple] = {}
+        self.same_reads = None   # reads of the expression being encoded, by location
 
     def declare(self, name: str):
         v = z3.Int(f"{name}@{self.tag}")
@@ -295,6 +343,15 @@ class ThreadEnv:
     # ------------------------------------------------------------------ exprs
 
     def expr(self, e: Expr):
+        if self.same_reads is None:  # a top-level expression: its reads share values
+            self.same_reads = {}
+            try:
+                return self._expr(e)
+            finally:
+                self.same_reads = None
+        return self._expr(e)
+
+    def _expr(self, e: Expr):
         if isinstance(e, Const):
             if isinstance(e.val, bool) or e.ty.kind == "bool":
                 return z3.BoolVal(bool(e.val))
@@ -321,6 +378,15 @@ class ThreadEnv:
 
     def cond(self, e: Expr):
         """A boolean; comparisons of floats become fresh unknown booleans."""
+        if self.same_reads is None:
+            self.same_reads = {}
+            try:
+                return self._cond(e)
+            finally:
+                self.same_reads = None
+        return self._cond(e)
+
+    def _cond(self, e: Expr):
         try:
             r = self.expr(e)
         except _Float:
@@ -337,7 +403,7 @@ class ThreadEnv:
             return z3.And(a, b) if op == "and" else z3.Or(a, b)
         if op in ("==", "!=", "<", "<=", ">", ">="):
             if e.lhs.ty.is_float or e.rhs.ty.is_float:
-                raise _Float()
+                return self._float_cmp(e)
             a, b = self.expr(e.lhs), self.expr(e.rhs)
             if z3.is_bool(a) != z3.is_bool(b):
                 raise Unsupported("mixed comparison")
@@ -346,6 +412,14 @@ class ThreadEnv:
         if e.ty.is_float or op == "/":
             raise _Float()
         a, b = self.expr(e.lhs), self.expr(e.rhs)
+        if z3.is_int_value(a) and z3.is_int_value(b):
+            r = _fold(op, a.as_long(), b.as_long())
+            if r is not None:
+                return z3.IntVal(r)
+        if op in _BITS and not (z3.is_int_value(b) and op in ("<<", ">>")):
+            r = self._enumerate(e, a, b)
+            if r is not None:
+                return r
         if op == "+":
             return a + b
         if op == "-":
@@ -379,6 +453,95 @@ class ThreadEnv:
             r = {"&": A & B, "|": A | B, "^": A ^ B}[op]
             return z3.BV2Int(r)
         raise Unsupported(f"operator {op}")
+
+    def _float_term(self, e):
+        """(real value, is NaN) of a float constant or a read of memory; other float
+        expressions are not modelled (``_Float``)."""
+        if isinstance(e, Const) and not isinstance(e.val, bool):
+            return z3.RealVal(float(e.val)), z3.BoolVal(False)
+        if isinstance(e, Read) and e.ty.is_float:
+            self.enc.data_dependent = True
+            key = None
+            if self.same_reads is not None:
+                try:
+                    key = ("f", e.name) + tuple(self._expr(i).get_id() for i in e.idx)
+                except Unsupported:
+                    key = None
+                if key is not None and key in self.same_reads:
+                    return self.same_reads[key]
+            n = next(_ids)
+            v = (z3.Real(f"{e.name}[?]@{self.tag}#{n}"), z3.Bool(f"nan:{e.name}@{self.tag}#{n}"))
+            if key is not None:
+                self.same_reads[key] = v
+            return v
+        raise _Float()
+
+    def _float_cmp(self, e: BinOp):
+        """A comparison of float reads and constants: reals that may be NaN (every
+        ordered comparison with a NaN is false, ``!=`` true), so a thread's two reads
+        of one location in one expression are one value."""
+        (a, na), (b, nb) = self._float_term(e.lhs), self._float_term(e.rhs)
+        nan = z3.Or(na, nb)
+        r = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b,
+             ">=": a >= b}[e.op]
+        if e.op == "!=":
+            return z3.Or(nan, r)
+        return z3.And(z3.Not(nan), r)
+
+    def _enumerate(self, e: BinOp, a, b):
+        """``e`` (a bitwise operation or a shift by a non-constant) by cases on the
+        small loop counters (``self.ranges``: constant ranges, at most 64 cases) of
+        the operand that would then be a constant: each case is the encoding with
+        the counters replaced by their values, where masks and shifts by constants
+        are linear (e.g. ``t ^ (1 << k)`` for ``k`` in ``seq(0, 6)``)."""
+        ranges = self.ranges
+        if not ranges:
+            return None
+        sides = (e.rhs,) if e.op in ("<<", ">>") else \
+            ((e.rhs, e.lhs) if not z3.is_int_value(b) else ())
+        if e.op not in ("<<", ">>") and (z3.is_int_value(a) or z3.is_int_value(b)):
+            return None  # a constant operand has its own encodings
+        for side in sides:
+            names, ok = set(), True
+            for n in walk(side):
+                if isinstance(n, Read):
+                    ok = False
+                    break
+                if isinstance(n, Var):
+                    if n.name in ranges:
+                        names.add(n.name)
+                    elif n.name not in self.enc.params or \
+                            not z3.is_int_value(self.enc.params[n.name]):
+                        ok = False
+                        break
+            if not ok or not names:
+                continue
+            names = sorted(names)
+            combos = [()]
+            for nm in names:
+                lo, hi = ranges[nm]
+                combos = [c + (v,) for c in combos for v in range(lo, hi)]
+                if len(combos) > 64:
+                    break
+            if not combos or len(combos) > 64:
+                continue
+            saved = {nm: self.vars.get(nm) for nm in names}
+            out = None
+            try:
+                for combo in reversed(combos):
+                    sub = substitute(e, {nm: Const(v) for nm, v in zip(names, combo)})
+                    val = self.expr(sub)
+                    if out is None:
+                        out = val  # the last case: the ranges are facts of the query
+                    else:
+                        cond = z3.And(*[self.var(nm) == v for nm, v in zip(names, combo)])
+                        out = z3.If(cond, val, out)
+            finally:
+                for nm, v in saved.items():
+                    if v is not None:
+                        self.vars[nm] = v
+            return out
+        return None
 
     def _shift(self, a, s, left: bool):
         out = z3.Int(f"shift@{self.tag}#{next(_ids)}")  # beyond the enumerated range

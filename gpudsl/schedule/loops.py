@@ -60,8 +60,9 @@ def divide_loop(p, loop, factor: int, names, tail: str = "guard", perfect: bool 
 
     Legality: the loop is not mapped, and the new names are free. "perfect":
     proves that ``factor`` divides ``hi - lo``; "cut": proves ``hi - lo >= 0``;
-    "guard" needs no proof (every original iteration runs once, in order), except
-    around a ``sync()``: then the factor must divide the extent and no guard is made.
+    "guard" needs no proof (every original iteration runs once, in order; a
+    ``sync()`` in the body ends up under an ``if`` on sequential loop variables:
+    uniform, and check() follows such barriers).
 
     Example: ``divide_loop(p, "i", 16, ["io", "ii"], tail="perfect")``
     """
@@ -84,14 +85,6 @@ def divide_loop(p, loop, factor: int, names, tail: str = "guard", perfect: bool 
     elif tail == "cut":
         prove(p.ir, c.addr, lambda enc, env: enc.int(n, env) >= 0,
               f"the extent {_pe(n)} of loop {s.iter} is not negative", s.loc)
-    elif any(isinstance(x, Sync) for x in walk(s.body)):
-        # A guard would put the barrier under an `if`: uniform, yet check() cannot
-        # prove such barriers yet (issue 13).  Without a remainder no guard is needed.
-        prove(p.ir, c.addr, lambda enc, env: enc.int(n, env) % factor == 0,
-              f"{factor} divides the extent {_pe(n)} of loop {s.iter} (the body holds a "
-              "sync(), which tail=\"guard\" would put under an if)", s.loc,
-              "use tail=\"cut\", or assert that the factor divides the extent")
-        tail = "perfect"
     # rewrite
     vo, vi = Var(outer), Var(inner)
     idx = normalize(_e("+", _e("+", s.lo, _e("*", Const(factor), vo)), vi))

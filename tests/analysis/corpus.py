@@ -1257,3 +1257,8 @@ def nested_windows_overlap(x: f32[1024], y: f32[1024]):
         s: f32[1024] @ SHARED
         for t in par(0, 64) @ THREADS:
             nested_copy(x[15 * t:15 * t + 16], s[15 * t:15 * t + 16])
+
+
+# ---------------------------------------------------------------- issue 13 (own module)
+
+from . import corpus_issue13  # noqa: E402,F401  (registers its cases)

@@ -95,11 +95,15 @@ def block_items(draw, T, depth, kv, counter):
         elif kind == "seq":
             counter[0] += 1
             k = f"k{counter[0]}"
-            trips = draw(st.sampled_from(["2", "3", "n"]))
+            # issue 13: trip counts from an outer seq variable (zero trips included)
+            trips = draw(st.sampled_from(["2", "3", "n"] + ([kv, f"{kv} + 1"] if kv else [])))
             inner = draw(block_items(T, depth + 1, k, counter))
             items.append([f"for {k} in seq(0, {trips}):"] + ["    " + l for l in inner])
         else:
-            cond = draw(st.sampled_from(["n > 1", "b == 0", "b % 2 == 1"]))
+            # issue 13: uniform ifs on seq variables too
+            cond = draw(st.sampled_from(["n > 1", "b == 0", "b % 2 == 1"] +
+                                        ([f"{kv} == 0", f"{kv} > 0", f"{kv} % 2 == 1"]
+                                         if kv else [])))
             inner = draw(block_items(T, depth + 1, kv, counter))
             items.append([f"if {cond}:"] + ["    " + l for l in inner])
     return [l for it in items for l in it]

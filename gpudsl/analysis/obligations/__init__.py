@@ -8,8 +8,11 @@ thread's coordinates (``threadIdx``).  Obligation modules add diagnostics to
 """
 from __future__ import annotations
 
+import time
+
 import z3
 
+from ...ir.nodes import Const
 from ...ir.types import BLOCKS, THREADS
 from ..effects import Access, Effects
 from ..report import Diagnostic
@@ -17,10 +20,12 @@ from ...ir.smt import SAT, UNKNOWN, UNSAT, Encoder, Result, ThreadEnv, Unsupport
 
 
 class Ctx:
-    def __init__(self, eff: Effects, bindings: dict, timeout_ms: int):
+    def __init__(self, eff: Effects, bindings: dict, timeout_ms: int,
+                 budget_s: float | None = None):
         self.eff = eff
         self.bindings = bindings
-        self.timeout_ms = timeout_ms
+        self.timeout_ms = timeout_ms   # per query
+        self.deadline = None if budget_s is None else time.perf_counter() + budget_s
         written = {eff.arrays[k].name for k in eff.written}
         self.enc = Encoder(eff.proc, bindings, written)
         self.premises = self.enc.premises()
@@ -51,13 +56,30 @@ class Ctx:
                 cons.append(tc[d] == 0)
                 continue
             try:
-                vals = [t.expr(h) for h in his]
+                vals = [t.expr(h) for h in self._extents(kernel, d, his)]
                 cons.append(z3.Or(*[tc[d] < v for v in vals]))
             except Unsupported:
                 pass
         t.tc = tc
         t.tc_cons = cons
         return tc
+
+    def _extents(self, kernel, d, his) -> list:
+        """The distinct extents of a block dimension (many thread loops share one;
+        constants reduce to the largest)."""
+        key = (kernel, d)
+        memo = self.__dict__.setdefault("_ext_memo", {})
+        if key not in memo:
+            seen, out = set(), []
+            for h in his:
+                r = repr(h)
+                if r not in seen:
+                    seen.add(r)
+                    out.append(h)
+            if out and all(isinstance(h, Const) and isinstance(h.val, int) for h in out):
+                out = [max(out, key=lambda h: h.val)]
+            memo[key] = out
+        return memo[key]
 
     def place(self, t: ThreadEnv, a: Access) -> list:
         """Constraints that thread ``t`` executes access ``a`` (raises Unsupported)."""
@@ -70,6 +92,11 @@ class Ctx:
             lo, hi = t.expr(l.lo), t.expr(l.hi)
             v = t.declare(l.iter)
             cons += [v >= lo, v < hi]
+            if z3.is_int_value(lo) and z3.is_int_value(hi) and \
+                    0 < hi.as_long() - lo.as_long() <= 64:
+                t.ranges[l.iter] = (lo.as_long(), hi.as_long())  # asserted just above
+            else:
+                t.ranges.pop(l.iter, None)
             if l.mapping == THREADS and a.kernel is not None and l.dim >= 0:
                 cons.append(v == tc[l.dim])
                 used.add(l.dim)
@@ -82,9 +109,20 @@ class Ctx:
 
     # ------------------------------------------------------------------ solving
 
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.perf_counter() >= self.deadline
+
     def solve(self, cons) -> Result:
+        """One query, limited by the per-query timeout and the overall budget left
+        (UNKNOWN, never UNSAT, when either runs out)."""
+        ms = self.timeout_ms
+        if self.deadline is not None:
+            left = int((self.deadline - time.perf_counter()) * 1000)
+            if left <= 0:
+                return Result(UNKNOWN, reason="check()'s overall time budget is spent")
+            ms = min(ms, left)
         self.queries += 1
-        return solve(self.premises + list(cons), self.timeout_ms)
+        return solve(self.premises + list(cons), ms)
 
     def unknown(self, what: str, locs, reason: str, notes=()):
         self.unknowns += 1

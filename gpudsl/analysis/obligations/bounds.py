@@ -11,6 +11,7 @@ from ...ir.nodes import Point
 from ...ir.printer import print_expr
 from ..report import Diagnostic
 from ...ir.smt import SAT, UNKNOWN, Unsupported
+from ..quick import in_bounds
 from . import Ctx
 
 
@@ -30,8 +31,8 @@ def _report(ctx: Ctx, t, a, res, terms, what: str, locs, hint: str, extra=None):
 
 def check_bounds(ctx: Ctx):
     for a in ctx.eff.accesses:
-        if not a.bounds:
-            continue
+        if not a.bounds or in_bounds(a, ctx.bindings):
+            continue  # nothing to prove, or proved by intervals
         t = ctx.thread("b")
         ctx.enc.data_dependent = False
         try:

@@ -21,10 +21,14 @@ from __future__ import annotations
 import z3
 
 from ...ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS
+from ...ir.nodes import Const, For, Sync
 from ..effects import Access, loops_prefix
 from ..report import Diagnostic
 from ...ir.smt import DEFAULT_TIMEOUT_MS, SAT, UNKNOWN, Unsupported
+from ..phases import PhaseRelation
 from . import Ctx
+
+_PHASES = PhaseRelation()
 
 
 def _host_loops(loops):
@@ -84,15 +88,149 @@ def _candidates(eff):
                 yield eff.arrays[key], a1, a2
 
 
+def _pairs(eff):
+    """(array info, access, access, modes or None) for the pairs worth asking:
+    every pair within one part of the kernel between top-level unconditional
+    barriers (``_segment``), and across parts only the ``blocks``/``host``
+    questions, once per pair of access shapes (``_shape``).  Near-linear when the
+    phases are independent."""
+    by_array: dict[str, list[Access]] = {}
+    for a in eff.accesses:
+        by_array.setdefault(a.array, []).append(a)
+    for key, accs in by_array.items():
+        if not any(a.is_write for a in accs):
+            continue
+        info = eff.arrays[key]
+        buckets: dict = {}
+        loose = []
+        for a in accs:
+            sg = _segment(a)
+            if sg is None:
+                loose.append(a)
+            else:
+                buckets.setdefault(sg, []).append(a)
+        for grp in buckets.values():
+            for i, a1 in enumerate(grp):
+                for a2 in grp[i:]:
+                    if _conflict(a1, a2):
+                        yield info, a1, a2, None
+        pos = {id(a): n for n, a in enumerate(accs)}
+        for a1 in loose:   # no segment known: against every access, each pair once
+            for a2 in accs:
+                if (_segment(a2) is not None or pos[id(a2)] >= pos[id(a1)]) and \
+                        _conflict(a1, a2):
+                    yield info, a1, a2, None
+        host_par = any(l.is_unmapped_par and l.level == "host" for a in accs for l in a.loops)
+        if len(buckets) > 1 and (info.mem == GLOBAL or host_par):
+            classes: dict = {}
+            for a in accs:
+                if _segment(a) is not None:
+                    classes.setdefault(_shape(a), []).append(a)
+            reps = list(classes.values())
+            for i, c1 in enumerate(reps):
+                for c2 in reps[i:]:
+                    if _conflict(c1[0], c2[-1]):
+                        yield info, c1[0], c2[-1], {"blocks", "host"}
+
+
+def _conflict(a1, a2) -> bool:
+    if not (a1.is_write or a2.is_write):
+        return False
+    return not (a1.kind == "atomic" and a2.kind == "atomic")
+
+
 def check_races(ctx: Ctx):
+    """Every pair that may conflict (:func:`_pairs`), with cheap disproofs before
+    the solver: two accesses of one block separated by an unconditional barrier at
+    the kernel's top level never meet (``threads``), a kernel of one block has no
+    ``blocks`` pair, and a ``blocks``/``host`` question is asked once per pair of
+    access shapes."""
     found: dict[str, int] = {}
-    for info, a1, a2 in _candidates(ctx.eff):
+    asked: set = set()
+    one_block: dict = {}
+    for info, a1, a2, only in _pairs(ctx.eff):
         if found.get(info.key, 0) >= 4:
             continue
-        d = _pair(ctx, info, a1, a2)
+        if ctx.out_of_time():
+            ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
+                        [a1.loc, a2.loc], "check()'s overall time budget is spent")
+            found[info.key] = 4
+            continue
+        modes = set(_modes(ctx, info, a1, a2))
+        if only is not None:
+            modes &= only
+        if not modes:
+            continue
+        if "threads" in modes:
+            s1, s2 = _segment(a1), _segment(a2)
+            if s1 is not None and s2 is not None and s1 != s2:
+                modes.discard("threads")
+        if "blocks" in modes:
+            k = a1.kernel
+            if k not in one_block:
+                one_block[k] = all(isinstance(l.hi, Const) and isinstance(l.lo, Const) and
+                                   l.hi.val - l.lo.val <= 1
+                                   for l in ctx.eff.kernels[k].block_loops)
+            if one_block[k]:
+                modes.discard("blocks")
+        for m in ("blocks", "host"):
+            if m in modes:
+                key = (m, info.key) + tuple(sorted((_shape(a1), _shape(a2))))
+                if key in asked:
+                    modes.discard(m)
+                else:
+                    asked.add(key)
+        if not modes:
+            continue
+        d = _pair(ctx, info, a1, a2, only=modes)
         if d is not None:
             ctx.diagnostics.append(d)
             found[info.key] = found.get(info.key, 0) + (d.kind == "race")
+
+
+def _prefix_syncs(L) -> list:
+    r = _sync_memo.get(id(L))
+    if r is None or r[0] is not L:
+        out, n = [], 0
+        for x in L:
+            out.append(n)
+            n += isinstance(x, Sync)
+        if len(_sync_memo) > 10000:
+            _sync_memo.clear()
+        r = _sync_memo[id(L)] = (L, out)
+    return r[1]
+
+
+_sync_memo: dict = {}
+
+
+def _segment(a: Access):
+    """The part of the kernel's top-level statement list (between unconditional
+    barriers) that holds the access; None when unknown."""
+    if not a.path:
+        return None
+    for L, i in a.path:
+        s = L[i]
+        if isinstance(s, For) and s.mapping == BLOCKS:
+            continue
+        return (a.kernel, id(L), _prefix_syncs(L)[i])
+    return None
+
+
+def _shape(a: Access):
+    """What a ``blocks``/``host`` question about the access depends on: the access,
+    its guards, the host-level loops (by identity) and the structure of the rest."""
+    k = a.__dict__.get("_shape")
+    if k is None:
+        loops = []
+        for l in a.loops:
+            if l.level == "host" and l.mapping != BLOCKS:
+                loops.append(l.uid)
+            else:
+                loops.append((l.iter, repr(l.lo), repr(l.hi), l.kind, repr(l.mapping), l.dim))
+        k = (a.kind, a.reduce, repr(a.idx), repr(a.guards), tuple(loops), a.kernel)
+        a.__dict__["_shape"] = k
+    return k
 
 
 def _v(t, name: str):
@@ -108,30 +246,42 @@ def _differs(ls1, ls2, t1, t2, j):
     return z3.And(*eq, _v(t1, ls1[j].iter) != _v(t2, ls2[j].iter))
 
 
-def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
+def _modes(ctx: Ctx, info, a1: Access, a2: Access) -> list:
+    """Which kinds of concurrency may bring the two accesses together."""
     common = loops_prefix(a1.loops, a2.loops)
     host = _host_loops(common)
-    host_par = [j for j, l in enumerate(host) if l.is_unmapped_par]
     same_kernel = a1.kernel is not None and a1.kernel == a2.kernel
     block_reg = info.mem == REGISTER and info.level == "block"
     alloc_threads = any(l.mapping == THREADS for l in info.loops)
     alloc_blocks = any(l.mapping == BLOCKS for l in info.loops)
-    kernel_common = [l for l in common[len(host):]]
-    inner_par = [j for j, l in enumerate(kernel_common) if l.is_unmapped_par]
     modes = []
-    if host_par:
+    if any(l.is_unmapped_par for l in host):
         modes.append("host")
     if same_kernel:
         if info.mem == GLOBAL and not alloc_blocks and not block_reg:
             modes.append("blocks")
         if info.mem in (GLOBAL, SHARED) and not alloc_threads and not block_reg:
             modes.append("threads")
-        if inner_par:
+        if any(l.is_unmapped_par for l in common[len(host):]):
             modes.append("iterations")
+    return modes
+
+
+def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
+    common = loops_prefix(a1.loops, a2.loops)
+    host = _host_loops(common)
+    host_par = [j for j, l in enumerate(host) if l.is_unmapped_par]
+    same_kernel = a1.kernel is not None and a1.kernel == a2.kernel
+    alloc_threads = any(l.mapping == THREADS for l in info.loops)
+    kernel_common = [l for l in common[len(host):]]
+    inner_par = [j for j, l in enumerate(kernel_common) if l.is_unmapped_par]
+    modes = _modes(ctx, info, a1, a2)
     if only is not None:
         modes = [m for m in modes if m in only]
     if not modes:
         return None
+    if "host" not in modes:
+        host_par = []
     t1, t2 = ctx.thread("1"), ctx.thread("2")
     ctx.enc.data_dependent = False
     try:
@@ -160,11 +310,13 @@ def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
                 tags.append(("blocks", None))
             if "threads" in modes:
                 phase = []
-                if a1.bcount is not None and a2.bcount is not None:
-                    phase = [t1.expr(a1.bcount) == t2.expr(a2.bcount)]
-                alts.append(z3.And(*eq_host, *eq_block,
+                same = _PHASES.same_phase(a1.path, a2.path, t1, t2)
+                if same is not True:
+                    phase = [same]
+                if same is not False:
+                    alts.append(z3.And(*eq_host, *eq_block,
                                    z3.Or(*[x != y for x, y in zip(t1.tc, t2.tc)]), *phase))
-                tags.append(("threads", None))
+                    tags.append(("threads", None))
             if "iterations" in modes:
                 for j in inner_par:
                     alts.append(z3.And(*eq_host, *eq_block,
