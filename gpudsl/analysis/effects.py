@@ -468,10 +468,10 @@ def _var_names(e) -> set:
 
 
 def _index_locals(stmts, params: set) -> dict:
-    if not any(isinstance(s, Alloc) and not s.shape for s in stmts):
-        return {}
     """name -> (index of its one assignment, the value read after it) for the integer
     scalar locals of ``stmts`` that hold a control value (see ``_locals``)."""
+    if not any(isinstance(s, Alloc) and not s.shape for s in stmts):
+        return {}
     from ..ir.nodes import Builtin, BinOp as _Bin
     from ..ir.types import INDEX
 
@@ -481,8 +481,11 @@ def _index_locals(stmts, params: set) -> dict:
             continue
         name = s.name
         rest = stmts[a + 1:]
+        # every write of the local: assignments, reductions, and the old value an
+        # atomic returns into it (``old = atomic_add(...)`` is data, never control)
         writes = [x for x in walk(tuple(rest))
-                  if isinstance(x, (Assign, Reduce, Atomic)) and x.name == name]
+                  if isinstance(x, (Assign, Reduce, Atomic)) and x.name == name
+                  or isinstance(x, Atomic) and getattr(x, "result", None) == name]
         allocs = [x for x in walk(tuple(rest)) if isinstance(x, Alloc) and x.name == name]
         if len(writes) != 1 or allocs:
             continue
