@@ -1,6 +1,6 @@
 """Property-based soundness of check(): random small GPU procs (grids, shared arrays,
 affine / modular / bitwise indices, guards, barriers in and out of seq loops,
-atomics).  Whenever the interpreter's dynamic race detector finds a race for some
+atomics, integer locals holding control values or the old values atomics return).  Whenever the interpreter's dynamic race detector finds a race for some
 sizes, check() with those sizes (and with the sizes left symbolic) is not ok.
 
 ``GPUDSL_HYPOTHESIS_EXAMPLES`` sets the number of examples (default 300 for CI);
@@ -54,7 +54,7 @@ def shared_index(draw, tv: str, kv: str | None):
 
 
 @st.composite
-def thread_stmt(draw, tv, kv, T):
+def thread_stmt(draw, tv, kv, T, uid=0):
     i1 = draw(shared_index(tv, kv))
     i2 = draw(shared_index(tv, kv))
     gi = draw(st.sampled_from([f"(b * {T} + {i1}) % {G}", f"{i1}", f"(b + {i1}) % {G}"]))
@@ -69,11 +69,21 @@ def thread_stmt(draw, tv, kv, T):
         f"atomic_add(s[{i1}], 1.0)",
         f"x[{tv} % {X}] = s[{i2}]",
     ]))
+    # integer locals: control values, and the old values atomics return (data)
+    j = f"j{uid}"
+    local = draw(st.sampled_from([
+        None, None, None,
+        [f"{j}: i32", f"{j} = {i1}", f"s[{j} % {S}] = 1.0"],
+        [f"{j}: i32", f"{j} = {tv}", f"{j} = atomic_max(c[0], 3)", f"s[{j} % {S}] = 1.0"],
+        [f"{j}: i32", f"{j} = atomic_add(c[1], 1)", f"y[{j} % {G}] = 1.0"],
+        [f"{j}: i32", f"{j} = atomic_exch(c[2], {tv})", f"s[({j} + {tv}) % {S}] += 1.0"],
+    ]))
+    lines = local if local is not None else [op]
     guard = draw(st.sampled_from([None, None, f"{tv} < {draw(st.integers(1, T))}",
                                   f"{tv} % 2 == 0", "b == 0", "n > 1"]))
     if guard:
-        return [f"if {guard}:", f"    {op}"]
-    return [op]
+        return [f"if {guard}:"] + ["    " + l for l in lines]
+    return lines
 
 
 @st.composite
@@ -88,7 +98,8 @@ def block_items(draw, T, depth, kv, counter):
             ext = draw(st.sampled_from([T, T, T // 2]))
             body = []
             for _ in range(draw(st.integers(1, 2))):
-                body += draw(thread_stmt(tv, kv, T))
+                counter[0] += 1
+                body += draw(thread_stmt(tv, kv, T, counter[0]))
             items.append([f"for {tv} in par(0, {ext}) @ THREADS:"] + ["    " + l for l in body])
         elif kind == "sync":
             items.append(["sync()"])
@@ -114,7 +125,7 @@ def gpu_proc(draw):
     T = draw(st.sampled_from([4, 8]))
     nb = draw(st.sampled_from(["1", "2", "n"]))
     body = draw(block_items(T, 0, None, [0]))
-    lines = [f"def rand(n: size, x: f32[{X}], y: f32[{G}]):",
+    lines = [f"def rand(n: size, x: f32[{X}], y: f32[{G}], c: i32[4]):",
              "    assert n <= 3",
              f"    for b in par(0, {nb}) @ BLOCKS:",
              f"        s: f32[{S}] @ SHARED"]
@@ -126,7 +137,7 @@ def _run(p, n):
     x = np.arange(X, dtype=np.float32)
     y = np.zeros(G, dtype=np.float32)
     try:
-        gpudsl.interpret(p, detect_races=True, n=n, x=x, y=y)
+        gpudsl.interpret(p, detect_races=True, n=n, x=x, y=y, c=np.zeros(4, np.int32))
     except gpudsl.RaceError as e:
         return e
     return None
