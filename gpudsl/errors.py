@@ -6,7 +6,30 @@ quote the offending source with a caret, and say what to do.
 from __future__ import annotations
 
 import linecache
+import os
+import sys
+import traceback
 from dataclasses import dataclass
+
+#: ``GPUDSL_TRACEBACK=full`` shows gpudsl's own frames under a user error.
+TRACEBACK_ENV = "GPUDSL_TRACEBACK"
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def cell_label(file: str) -> str | None:
+    """``"Cell In[n]"`` when ``file`` is the temporary file IPython compiled a
+    notebook cell from (so locations read as IPython's own tracebacks do), else None."""
+    ipy = sys.modules.get("IPython")
+    if ipy is None:
+        return None
+    try:
+        shell = ipy.get_ipython()
+        named = shell.compile.format_code_name(file) if shell is not None else None
+    except Exception:  # an IPython without the cell map: plain paths
+        return None
+    if not named:
+        return None
+    return f"{named[0]} {named[1]}"
 
 
 @dataclass(frozen=True)
@@ -18,6 +41,9 @@ class SrcLoc:
     col: int = 0
 
     def __str__(self) -> str:
+        label = cell_label(self.file)
+        if label is not None:
+            return f"{label}, line {self.line}, column {self.col + 1}"
         return f"{self.file}:{self.line}:{self.col + 1}"
 
     def source_line(self) -> str | None:
@@ -59,6 +85,13 @@ class Error(Exception):
         self.hint = hint
         super().__init__(format_at(loc, message, hint))
 
+    def _render_traceback_(self) -> list[str]:
+        """IPython / Jupyter's display: the message first, no gpudsl frames (unless
+        ``GPUDSL_TRACEBACK=full``, when IPython shows its usual traceback)."""
+        if show_internal_frames():
+            raise NotImplementedError  # IPython falls back to its own traceback
+        return format_user_error(self).split("\n")
+
 
 class ProcError(Error):
     """A proc is not valid gpudsl (raised when it is defined)."""
@@ -81,12 +114,13 @@ class SchedulingError(Error):
 class CheckError(Error):
     """``report.raise_if_failed()`` on a report with diagnostics."""
 
-    def __init__(self, report):
+    def __init__(self, report, hint: str | None = None):
         self.report = report
-        Exception.__init__(self, str(report))
+        text = str(report) + (f"\n\n  hint: {hint}" if hint else "")
+        Exception.__init__(self, text)
         self.loc = None
         self.raw_message = str(report)
-        self.hint = None
+        self.hint = hint
 
 
 class RaceError(Error):
@@ -109,3 +143,85 @@ class CompileError(Error):
 
 class InterpError(Error):
     """The interpreter met a run-time fault (out-of-bounds access, failed assert)."""
+
+
+# ---------------------------------------------------------------- showing errors
+#
+# A user's mistake is shown message first: the gpudsl message (file:line, quoted
+# source, caret, hint), then the user's own frames that led to it; gpudsl's
+# internal frames are left out unless ``GPUDSL_TRACEBACK=full``.  ``import gpudsl``
+# installs this as ``sys.excepthook`` (chained to the previous hook for every other
+# exception); IPython / Jupyter call ``Error._render_traceback_``.
+
+
+def show_internal_frames() -> bool:
+    return os.environ.get(TRACEBACK_ENV, "").strip().lower() in ("full", "1", "all", "yes")
+
+
+def is_internal(filename: str) -> bool:
+    """A frame of gpudsl itself (the package directory)."""
+    try:
+        path = os.path.abspath(filename)
+    except (TypeError, ValueError):
+        return False
+    return path == _PACKAGE_DIR or path.startswith(_PACKAGE_DIR + os.sep)
+
+
+def user_frames(tb) -> list:
+    """The :class:`traceback.FrameSummary` s of ``tb`` outside gpudsl (and outside
+    IPython's machinery), outermost first."""
+    out = []
+    for fs in traceback.extract_tb(tb):
+        if is_internal(fs.filename):
+            continue
+        if cell_label(fs.filename) is None and ("/IPython/" in fs.filename
+                                                 or "/ipykernel/" in fs.filename):
+            continue
+        out.append(fs)
+    return out
+
+
+def _frame_line(fs) -> str:
+    label = cell_label(fs.filename)
+    where = f"{label}, line {fs.lineno}" if label else f'File "{fs.filename}", line {fs.lineno}'
+    text = f"  {where}, in {fs.name}"
+    if fs.line:
+        text += f"\n    {fs.line.strip()}"
+    return text
+
+
+def format_user_error(exc: BaseException) -> str:
+    """The text shown for a gpudsl error: the message first, then the user's frames."""
+    name = type(exc).__name__
+    mod = "gpudsl" if type(exc).__module__.startswith("gpudsl") else type(exc).__module__
+    lines = [f"{mod}.{name}: {exc}"]
+    frames = user_frames(exc.__traceback__)
+    if frames:
+        lines.append("")
+        lines.append("raised from your code (most recent call last):")
+        lines.extend(_frame_line(fs) for fs in frames)
+    lines.append(f"(gpudsl's internal frames are hidden; set {TRACEBACK_ENV}=full to show them)")
+    return "\n".join(lines)
+
+
+_previous_hook = None
+
+
+def _excepthook(etype, value, tb):
+    if isinstance(value, Error) and not show_internal_frames():
+        try:
+            sys.stderr.write(format_user_error(value) + "\n")
+            return
+        except Exception:  # never lose the error: fall back to Python's display
+            pass
+    (_previous_hook or sys.__excepthook__)(etype, value, tb)
+
+
+def install_display_hooks() -> None:
+    """Show gpudsl errors message first in a terminal (``sys.excepthook``, chained to
+    the previous hook for every other exception); idempotent.  IPython and Jupyter ask
+    the exception itself (:meth:`Error._render_traceback_`)."""
+    global _previous_hook
+    if sys.excepthook is not _excepthook:
+        _previous_hook = sys.excepthook
+        sys.excepthook = _excepthook

@@ -84,10 +84,24 @@ class Proc:
 
         return cuda_source(self, **bindings)
 
-    def compile(self, target: str = "cuda", **bindings):
+    def compile(self, target: str = "cuda", check: bool = True, **bindings):
+        """Prove the proc, generate CUDA C and compile it into a callable :class:`Kernel`.
+
+        ``target`` is ``"cuda"`` (NVRTC; compiling needs no GPU, running does) or
+        ``"emulator"`` (g++ and gpudsl's CUDA emulation header, any CPU).  ``bindings``
+        fix sizes at compile time (``n=4096``); the others are inferred from the arrays
+        at each call.  The proof (``check(**bindings)``, cached per proc and bindings)
+        comes first: an unproved proc raises :class:`gpudsl.CheckError` with the report.
+        ``check=False`` skips it (``kernel.proved`` is then False).
+
+        Example::
+
+            k = saxpy.compile("emulator")
+            k(a=2.0, x=x, y=y)          # sizes from x and y; y written in place
+        """
         from .compiler import compile_proc
 
-        return compile_proc(self, target, **bindings)
+        return compile_proc(self, target, check=check, **bindings)
 
     # cursors (see gpudsl.schedule.cursors)
     def find_loop(self, pattern, many: bool = False):
