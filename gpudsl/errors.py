@@ -9,7 +9,7 @@ import linecache
 import os
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: ``GPUDSL_TRACEBACK=full`` shows gpudsl's own frames under a user error.
 TRACEBACK_ENV = "GPUDSL_TRACEBACK"
@@ -39,6 +39,10 @@ class SrcLoc:
     file: str
     line: int
     col: int = 0
+    #: for a statement a scheduling primitive made: the statement as it now reads
+    text: str | None = field(default=None, compare=False)
+    #: and the primitive call that made it (``"divide_loop at file:line: p = ..."``)
+    made_by: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         label = cell_label(self.file)
@@ -50,18 +54,29 @@ class SrcLoc:
         text = linecache.getline(self.file, self.line)
         return text.rstrip("\n") if text else None
 
+    def quoted(self) -> tuple[str, int] | None:
+        """``(source without its indentation, caret offset)``: the statement as it
+        now reads when a primitive made it, else the line in the user's file."""
+        if self.text is not None:
+            return self.text, 0
+        text = self.source_line()
+        if text is None:
+            return None
+        stripped = text.lstrip()
+        return stripped, max(self.col - (len(text) - len(stripped)), 0)
+
 
 def quote(loc: SrcLoc | None) -> str:
     """The source line at ``loc`` with a caret under its column, or ''."""
     if loc is None:
         return ""
-    text = loc.source_line()
-    if text is None:
+    q = loc.quoted()
+    if q is None:
         return ""
-    stripped = text.lstrip()
-    indent = len(text) - len(stripped)
-    caret = " " * max(loc.col - indent, 0) + "^"
-    return f"    {stripped}\n    {caret}"
+    text = f"    {q[0]}\n    {' ' * q[1]}^"
+    if loc.made_by:
+        text += f"\n    (made by {loc.made_by})"
+    return text
 
 
 def format_at(loc: SrcLoc | None, message: str, hint: str | None = None) -> str:

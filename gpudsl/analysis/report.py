@@ -72,12 +72,12 @@ class Diagnostic:
         for i, loc in enumerate(self.locations):
             note = self.notes[i] if i < len(self.notes) else ""
             lines.append(f"  --> {loc}" + (f"  ({note})" if note else ""))
-            src = loc.source_line() if isinstance(loc, SrcLoc) else None
-            if src is not None:
-                stripped = src.lstrip()
-                indent = len(src) - len(stripped)
-                lines.append(f"   | {stripped}")
-                lines.append(f"   | {' ' * max(loc.col - indent, 0)}^")
+            q = loc.quoted() if isinstance(loc, SrcLoc) else None
+            if q is not None:
+                lines.append(f"   | {q[0]}")
+                lines.append(f"   | {' ' * q[1]}^")
+            if getattr(loc, "made_by", None):
+                lines.append(f"   = made by {loc.made_by}")
         if self.witness:
             lines.append("  witness: " + format_witness(self.witness))
         if self.hint:
