@@ -160,6 +160,16 @@ class Report:
     def __repr__(self) -> str:
         return f"<Report {self.proc}: {'ok' if self.ok else sorted(self.kinds())}>"
 
+    def _repr_html_(self) -> str:
+        """A notebook's display: each diagnostic with its highlighted lines and the
+        witness as a table."""
+        from ..display import report_html
+
+        return report_html(self)
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # IPython's plain-text display
+        printer.text(str(self))
+
     def raise_if_failed(self) -> "Report":
         if not self.ok:
             raise CheckError(self)

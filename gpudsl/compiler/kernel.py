@@ -196,6 +196,38 @@ class Kernel:
     def __repr__(self):
         return f"<gpudsl Kernel {self.ir.name} target={self.target}>"
 
+    def _display_parts(self):
+        from ..ir.printer import print_expr
+
+        geometry, note = [], ""
+        if self._last is None:
+            note = (f"the code depends on the sizes {', '.join(self._late)}: the geometry "
+                    "is known after the first call")
+        else:
+            for k in self._last.module.kernels.values():
+                grid = "(" + ", ".join(print_expr(e) for e in k.grid) + ")"
+                geometry.append([k.name, grid, k.block, k.threads_per_block,
+                                 k.dynamic_shared_bytes])
+        spec = self._last
+        resources = spec.resources if spec is not None and spec.resources is not None else \
+            (getattr(spec.backend, "resources", None) if spec is not None else None)
+        return (self.ir.name, self.target, self.proved, geometry, resources, note)
+
+    def __str__(self):
+        from ..display import kernel_text
+
+        return kernel_text(*self._display_parts())
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:
+        """A notebook's display: launch geometry, resources (when ptxas' numbers are
+        known; ``kernel.resources`` computes them), target, proved or not."""
+        from ..display import kernel_html
+
+        return kernel_html(*self._display_parts())
+
     # ------------------------------------------------------------ calling
 
     def bind(self, *args, **kwargs) -> Bound:
