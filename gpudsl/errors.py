@@ -222,6 +222,31 @@ def format_user_error(exc: BaseException) -> str:
 _previous_hook = None
 
 
+ANNOTATIONS_HINT = (
+    "gpudsl: Python evaluated the annotations of a proc's parameters (f32[n]...) when it "
+    "defined the function, before @proc could read them.\n  hint: put `from __future__ "
+    "import annotations` at the top of the file (or of the notebook's first cell), so "
+    "that annotations stay text.")
+
+
+def annotations_name_error(value, tb) -> bool:
+    """Whether ``value`` is the NameError Python raises on a ``@proc`` function's
+    annotations when the module lacks ``from __future__ import annotations``."""
+    if not isinstance(value, NameError) or tb is None:
+        return False
+    frames = traceback.extract_tb(tb)
+    if not frames:
+        return False
+    last = frames[-1]
+    line = (last.line or "").lstrip()
+    if not line.startswith("def ") and not line.startswith("@"):
+        return False
+    above = [linecache.getline(last.filename, n).strip()
+             for n in range(max(1, last.lineno - 5), last.lineno + 1)]
+    return any(a.startswith(("@proc", "@instr", "@gpudsl.proc", "@gpudsl.instr"))
+               for a in above)
+
+
 def _excepthook(etype, value, tb):
     if isinstance(value, Error) and not show_internal_frames():
         try:
@@ -230,6 +255,11 @@ def _excepthook(etype, value, tb):
         except Exception:  # never lose the error: fall back to Python's display
             pass
     (_previous_hook or sys.__excepthook__)(etype, value, tb)
+    try:
+        if annotations_name_error(value, tb):
+            sys.stderr.write(ANNOTATIONS_HINT + "\n")
+    except Exception:
+        pass
 
 
 def install_display_hooks() -> None:
