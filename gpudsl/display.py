@@ -8,8 +8,13 @@ a notebook needs no stylesheet), else shown escaped in a ``<pre>``.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import html
+import os
+import sys
+import threading
+import time
 
 _STYLE = ("font-family: var(--jp-code-font-family, monospace); font-size: 12px; "
           "margin: 2px 0; padding: 4px 8px; background: #f7f7f7; border-radius: 3px")
@@ -239,5 +244,53 @@ def _diff_row(tag, la, lb) -> str:
     return f"<tr>{_diff_cell(la, ta)}{_diff_cell(lb, tb)}</tr>"
 
 
-__all__ = ["highlight", "proc_html", "report_html", "diagnostic_html", "witness_html",
+# ------------------------------------------------------------------ progress
+
+
+def interactive() -> bool:
+    """Whether someone watches: a terminal on stderr, or a Jupyter kernel
+    (``GPUDSL_PROGRESS=0`` silences, ``=1`` forces)."""
+    env = os.environ.get("GPUDSL_PROGRESS", "")
+    if env:
+        return env not in ("0", "no", "false")
+    if "ipykernel" in sys.modules:
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def status(text: str, delay: float = 1.0, stream=None):
+    """A status line for work that may take long: shown on stderr only when
+    :func:`interactive` and once ``delay`` seconds have passed, then ended with the
+    time taken; silent otherwise."""
+    if not interactive():
+        yield
+        return
+    out = stream or sys.stderr
+    done = threading.Event()
+    shown: list = []
+    t0 = time.perf_counter()
+
+    def show():
+        if not done.wait(delay):
+            out.write(f"{text} ...")
+            out.flush()
+            shown.append(True)
+
+    t = threading.Thread(target=show, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        done.set()
+        t.join()
+        if shown:
+            out.write(f" done in {time.perf_counter() - t0:.1f} s\n")
+            out.flush()
+
+
+__all__ = ["interactive", "status", "highlight", "proc_html", "report_html", "diagnostic_html", "witness_html",
            "witness_rows", "kernel_html", "kernel_text", "Diff"]

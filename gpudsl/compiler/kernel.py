@@ -39,6 +39,7 @@ import numpy as np
 from ..codegen import NeedsBinding, generate, index_bits_for, walk_program
 from ..codegen.generate import check_bindings
 from ..ir.inline import inline_calls, written_names
+from ..display import status
 from ..errors import CheckError, CompileError, LaunchError
 from ..ir.binding import Bound
 from ..ir.control import NotConstant, evaluate
@@ -110,6 +111,10 @@ class Kernel:
         self.ir: ProcDef = as_procdef(proc) or proc
         self.target = target
         self.bindings = check_bindings(self.ir, dict(bindings or {}))
+        with status(f"gpudsl: proving and compiling {self.ir.name} for {target}"):
+            self._build(check)
+
+    def _build(self, check: bool) -> None:
         self.report = None
         if check:
             self.report = prove(self.ir, self.bindings)
