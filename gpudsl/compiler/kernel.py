@@ -39,6 +39,7 @@ import numpy as np
 from ..codegen import NeedsBinding, generate, index_bits_for, walk_program
 from ..codegen.generate import check_bindings
 from ..ir.inline import inline_calls, written_names
+from ..ir.locations import location_key
 from ..display import status
 from ..errors import CheckError, CompileError, LaunchError
 from ..ir.binding import Bound
@@ -71,7 +72,7 @@ def signatures(module) -> list[KernelSig]:
 
 # ----------------------------------------------------------------- the proof first
 
-_VERDICTS: dict = {}  # (ProcDef, bindings) -> Report; ProcDef equality ignores locations
+_VERDICTS: dict = {}  # (ProcDef, its locations, bindings) -> Report
 _VERDICTS_LOCK = threading.Lock()
 _VERDICTS_MAX = 512
 
@@ -81,7 +82,7 @@ def prove(ir: ProcDef, bindings: dict):
     from ..analysis import check
 
     try:
-        key = (ir, tuple(sorted(bindings.items())))
+        key = (ir, location_key(ir), tuple(sorted(bindings.items())))
         hash(key)
     except TypeError:
         return check(ir, **bindings)

@@ -231,7 +231,11 @@ def written_params(pdef: ProcDef) -> frozenset:
 
         if len(_WRITTEN) > 1024:
             _WRITTEN.clear()
-        w = _WRITTEN[pdef] = frozenset(written_names(inline_calls(pdef).body))
+        try:
+            w = frozenset(written_names(inline_calls(pdef).body))
+        except Exception:  # a call the inliner refuses: every parameter may be written
+            w = frozenset(p.name for p in pdef.params)
+        _WRITTEN[pdef] = w
     return w
 
 

@@ -156,12 +156,8 @@ def _binary(op: str, a, b):
     if a_scalar or b_scalar:
         b = _full_like(a, (1,) * len(sa), b)
     sb = check_tensor("a" if a_scalar else "b", b)
-    if len(sb) < len(sa):  # numpy: missing leading axes are axes of size 1
-        sb = (1,) * (len(sa) - len(sb)) + sb
-    elif len(sa) < len(sb) or (sa != sb and all(x in (1, y) for x, y in zip(sa, sb))):
-        # a broadcasts against b: the same op with the operands swapped
-        if all(x in (1, y) for x, y in zip((1,) * (len(sb) - len(sa)) + sa, sb)):
-            a, b, sa, sb = b, a, sb, (1,) * (len(sb) - len(sa)) + sa
+    if len(sa) == len(sb) and sa != sb and all(x in (1, y) for x, y in zip(sa, sb)):
+        a, b, sa, sb = b, a, sb, sa  # a broadcasts against b: they commute, swap them
     p, dims, bdims = plan_binary(op, sa, sb)
     a, b = _contig(a), _contig(b)
     out = _empty(a, sa)
@@ -171,9 +167,9 @@ def _binary(op: str, a, b):
 
 @_op
 def add(a, b):
-    """``a + b`` elementwise, with numpy's broadcasting where one operand's axes are
-    each equal to the other's or 1 (missing leading axes count as 1); either may be a
-    Python or numpy scalar."""
+    """``a + b`` elementwise, broadcasting as numpy does between operands of one rank
+    (each axis of one equal to the other's or 1); either may be a Python or numpy
+    scalar."""
     return _binary("add", a, b)
 
 

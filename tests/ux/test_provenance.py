@@ -58,3 +58,22 @@ def test_statements_a_primitive_does_not_change_keep_the_users_line():
     inner = r.ir.body[0].body[0]  # the loop over t: divide_loop made it, parallelize kept it
     assert inner.loc.made_by.startswith("divide_loop at ")
     assert r.ir.body[0].loc.made_by.startswith("parallelize_loop at ")
+
+
+def test_equal_procs_from_two_places_are_each_reported_at_their_own_place():
+    text = ("def racy(n: size, x: f32[n]):\n"
+            "    for i in par(0, n) @ THREADS:\n"
+            "        x[0] = x[i]\n")
+    ns = {}
+    a = proc_from_source(text, ns, file="<cell-a>")
+    b = proc_from_source(text, ns, file="<cell-b>")
+    assert a == b
+    assert "<cell-a>:3" in str(a.check()) and "<cell-b>:3" in str(b.check())
+    import pytest
+
+    import gpudsl
+
+    for p, where in ((a, "<cell-a>:3"), (b, "<cell-b>:3")):
+        with pytest.raises(gpudsl.CheckError) as e:
+            p.compile("emulator")
+        assert where in str(e.value)
