@@ -12,6 +12,9 @@ from .language import *  # noqa: F401,F403
 from .language import __all__ as _lang_all
 from .proc import Proc, instr, proc, proc_from_source
 from .version import __version__
+from .errors import install_display_hooks as _install_display_hooks
+
+_install_display_hooks()  # gpudsl errors shown message first (see errors.py)
 
 
 def interpret(p, detect_races: bool = False, **args):

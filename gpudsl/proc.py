@@ -6,13 +6,22 @@ generation, compiling, interpreting and cursors for scheduling.
 """
 from __future__ import annotations
 
-import html
-
 from .ir.nodes import ProcDef
 from .ir.printer import print_proc
 
 
 class Proc:
+    """A gpudsl procedure: an immutable value made by ``@proc`` (or by a scheduling
+    primitive from another proc).
+
+    ``print(p)`` shows it as gpudsl source (a notebook shows it highlighted);
+    ``p.check()`` proves it safe; ``p.interpret(...)`` runs its reference meaning on
+    numpy arrays; ``p.cuda_source()`` is its CUDA C; ``p.compile(target)`` proves and
+    compiles it into a callable :class:`~gpudsl.compiler.Kernel`; ``p.find_loop``,
+    ``p.find``, ``p.find_alloc`` give cursors for :mod:`gpudsl.schedule`.  Two procs
+    are equal when their code is (source locations aside).
+    """
+
     __slots__ = ("_ir", "_origin")
 
     def __init__(self, ir: ProcDef, origin=None):
@@ -59,8 +68,10 @@ class Proc:
         return "```python\n" + str(self) + "```"
 
     def _repr_html_(self):
-        return "<pre><code class=\"language-python\">" + html.escape(str(self)) + \
-            "</code></pre>"
+        """A notebook's display: the proc's source, highlighted."""
+        from .display import proc_html
+
+        return proc_html(self.name, str(self))
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"proc {self.name} cannot be called from Python directly; use "
@@ -75,42 +86,69 @@ class Proc:
         return check(self, **bindings)
 
     def interpret(self, detect_races: bool = False, **args):
+        """Run the reference (sequential) meaning on numpy arrays, in place; with
+        ``detect_races=True`` the dynamic race detector watches the threads."""
         from .interpreter import interpret
 
         return interpret(self, detect_races=detect_races, **args)
 
     def cuda_source(self, **bindings) -> str:
+        """The CUDA C translation unit of this proc: one ``__global__`` function per
+        kernel launch, ``#line`` directives pointing at the Python source; sizes given
+        in ``bindings`` become constants, the others kernel parameters."""
         from .codegen import cuda_source
 
         return cuda_source(self, **bindings)
 
-    def compile(self, target: str = "cuda", **bindings):
+    def compile(self, target: str = "cuda", check: bool = True, **bindings):
+        """Prove the proc, generate CUDA C and compile it into a callable :class:`Kernel`.
+
+        ``target`` is ``"cuda"`` (NVRTC; compiling needs no GPU, running does) or
+        ``"emulator"`` (g++ and gpudsl's CUDA emulation header, any CPU).  ``bindings``
+        fix sizes at compile time (``n=4096``); the others are inferred from the arrays
+        at each call.  The proof (``check(**bindings)``, cached per proc and bindings)
+        comes first: an unproved proc raises :class:`gpudsl.CheckError` with the report.
+        ``check=False`` skips it (``kernel.proved`` is then False).
+
+        Example::
+
+            k = saxpy.compile("emulator")
+            k(a=2.0, x=x, y=y)          # sizes from x and y; y written in place
+        """
         from .compiler import compile_proc
 
-        return compile_proc(self, target, **bindings)
+        return compile_proc(self, target, check=check, **bindings)
 
     # cursors (see gpudsl.schedule.cursors)
     def find_loop(self, pattern, many: bool = False):
+        """A cursor to the loop named by ``pattern`` (``"i"``, ``"i #2"`` for the
+        second loop over ``i``); ``many=True`` gives all matches.  Raises
+        :class:`gpudsl.SchedulingError` when none matches."""
         from .schedule.cursors import find_loop
 
         return find_loop(self, pattern, many=many)
 
     def find(self, pattern, many: bool = False):
+        """A cursor to the statement or expression ``pattern`` (gpudsl source, ``_``
+        for a hole: ``"y[_] = _"``, ``"x[i] * 2"``); ``many=True`` gives all."""
         from .schedule.cursors import find
 
         return find(self, pattern, many=many)
 
     def find_alloc(self, pattern, many: bool = False):
+        """A cursor to the allocation of the buffer named by ``pattern``."""
         from .schedule.cursors import find_alloc
 
         return find_alloc(self, pattern, many=many)
 
     def forward(self, cursor):
+        """A cursor of an earlier proc of this one's scheduling chain, moved here."""
         from .schedule.cursors import forward
 
         return forward(self, cursor)
 
     def body(self):
+        """A cursor to the whole body (a block)."""
         from .schedule.cursors import body
 
         return body(self)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+from ..ir.locations import location_key
 from ..errors import Error
 from ..ir.inline import InlineRefused
 from .effects import collect
@@ -50,7 +51,8 @@ def check(p, **bindings) -> Report:
             bindings[k] = v
         if q.kind == "size" and v < 1:
             raise Error(f"check({ir.name}): the size {k} must be positive, got {v}", ir.loc)
-    key = (ir, tuple(sorted(bindings.items())), timeout_ms)
+    # equal procs from other places (cells, primitive calls) get their own locations
+    key = (ir, location_key(ir), tuple(sorted(bindings.items())), timeout_ms)
     hit = _cache.get(key)
     if hit is not None:
         return hit

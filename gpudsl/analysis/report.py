@@ -72,12 +72,12 @@ class Diagnostic:
         for i, loc in enumerate(self.locations):
             note = self.notes[i] if i < len(self.notes) else ""
             lines.append(f"  --> {loc}" + (f"  ({note})" if note else ""))
-            src = loc.source_line() if isinstance(loc, SrcLoc) else None
-            if src is not None:
-                stripped = src.lstrip()
-                indent = len(src) - len(stripped)
-                lines.append(f"   | {stripped}")
-                lines.append(f"   | {' ' * max(loc.col - indent, 0)}^")
+            q = loc.quoted() if isinstance(loc, SrcLoc) else None
+            if q is not None:
+                lines.append(f"   | {q[0]}")
+                lines.append(f"   | {' ' * q[1]}^")
+            if getattr(loc, "made_by", None):
+                lines.append(f"   = made by {loc.made_by}")
         if self.witness:
             lines.append("  witness: " + format_witness(self.witness))
         if self.hint:
@@ -159,6 +159,16 @@ class Report:
 
     def __repr__(self) -> str:
         return f"<Report {self.proc}: {'ok' if self.ok else sorted(self.kinds())}>"
+
+    def _repr_html_(self) -> str:
+        """A notebook's display: each diagnostic with its highlighted lines and the
+        witness as a table."""
+        from ..display import report_html
+
+        return report_html(self)
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # IPython's plain-text display
+        printer.text(str(self))
 
     def raise_if_failed(self) -> "Report":
         if not self.ok:

@@ -21,8 +21,10 @@ def _bindings(items: list[str]) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     from ..errors import Error
+    from ..version import __version__
 
     ap = argparse.ArgumentParser(prog="gpudsl", description=__doc__)
+    ap.add_argument("--version", action="version", version=f"gpudsl {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("demo", help="run the main example end to end")
     c = sub.add_parser("check", help="check the procs of a file: gpudsl check FILE[::PROC]")

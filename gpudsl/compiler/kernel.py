@@ -39,7 +39,9 @@ import numpy as np
 from ..codegen import NeedsBinding, generate, index_bits_for, walk_program
 from ..codegen.generate import check_bindings
 from ..ir.inline import inline_calls, written_names
-from ..errors import CompileError, LaunchError
+from ..ir.locations import location_key
+from ..display import status
+from ..errors import CheckError, CompileError, LaunchError
 from ..ir.binding import Bound
 from ..ir.control import NotConstant, evaluate
 from ..ir.nodes import ProcDef
@@ -68,16 +70,60 @@ def signatures(module) -> list[KernelSig]:
             for k in module.kernels.values()]
 
 
-class Kernel:
-    """A compiled proc: call it with the proc's arguments."""
+# ----------------------------------------------------------------- the proof first
 
-    def __init__(self, proc, target: str = "cuda", bindings: dict | None = None):
+_VERDICTS: dict = {}  # (ProcDef, its locations, bindings) -> Report
+_VERDICTS_LOCK = threading.Lock()
+_VERDICTS_MAX = 512
+
+
+def prove(ir: ProcDef, bindings: dict):
+    """``check(ir, **bindings)``, cached per proc and bindings (SPEC section 4)."""
+    from ..analysis import check
+
+    try:
+        key = (ir, location_key(ir), tuple(sorted(bindings.items())))
+        hash(key)
+    except TypeError:
+        return check(ir, **bindings)
+    with _VERDICTS_LOCK:
+        report = _VERDICTS.get(key)
+    if report is None:
+        report = check(ir, **bindings)
+        with _VERDICTS_LOCK:
+            if len(_VERDICTS) >= _VERDICTS_MAX:
+                _VERDICTS.pop(next(iter(_VERDICTS)))
+            _VERDICTS[key] = report
+    return report
+
+
+class Kernel:
+    """A compiled proc: call it with the proc's arguments.
+
+    ``kernel.proved`` says whether ``check()`` proved the proc before it was compiled
+    (``compile(..., check=False)`` skips the proof), ``kernel.report`` is that proof.
+    """
+
+    def __init__(self, proc, target: str = "cuda", bindings: dict | None = None,
+                 check: bool = True):
         if target not in TARGETS:
             raise CompileError(f"unknown target {target!r}", hint="targets: 'cuda', 'emulator'")
         self.proc = proc
         self.ir: ProcDef = as_procdef(proc) or proc
         self.target = target
         self.bindings = check_bindings(self.ir, dict(bindings or {}))
+        with status(f"gpudsl: proving and compiling {self.ir.name} for {target}"):
+            self._build(check)
+
+    def _build(self, check: bool) -> None:
+        self.report = None
+        if check:
+            self.report = prove(self.ir, self.bindings)
+            if not self.report.ok:
+                raise CheckError(self.report, hint=f"{self.ir.name} is not proved safe, so it is "
+                                 "not compiled; fix the problems above, or compile with "
+                                 "check=False to run it unproved")
+        self.proved = self.report is not None
         self._written = written_names(inline_calls(self.ir).body)
         self._specs: dict[tuple, _Spec] = {}
         self._lock = threading.Lock()
@@ -156,6 +202,38 @@ class Kernel:
     def __repr__(self):
         return f"<gpudsl Kernel {self.ir.name} target={self.target}>"
 
+    def _display_parts(self):
+        from ..ir.printer import print_expr
+
+        geometry, note = [], ""
+        if self._last is None:
+            note = (f"the code depends on the sizes {', '.join(self._late)}: the geometry "
+                    "is known after the first call")
+        else:
+            for k in self._last.module.kernels.values():
+                grid = "(" + ", ".join(print_expr(e) for e in k.grid) + ")"
+                geometry.append([k.name, grid, k.block, k.threads_per_block,
+                                 k.dynamic_shared_bytes])
+        spec = self._last
+        resources = spec.resources if spec is not None and spec.resources is not None else \
+            (getattr(spec.backend, "resources", None) if spec is not None else None)
+        return (self.ir.name, self.target, self.proved, geometry, resources, note)
+
+    def __str__(self):
+        from ..display import kernel_text
+
+        return kernel_text(*self._display_parts())
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:
+        """A notebook's display: launch geometry, resources (when ptxas' numbers are
+        known; ``kernel.resources`` computes them), target, proved or not."""
+        from ..display import kernel_html
+
+        return kernel_html(*self._display_parts())
+
     # ------------------------------------------------------------ calling
 
     def bind(self, *args, **kwargs) -> Bound:
@@ -213,12 +291,14 @@ def _launch(module, k, grid, kenv, b: Bound) -> Launch:
     return Launch(k.name, grid, k.block, tuple(args), k.dynamic_shared_bytes)
 
 
-def compile_proc(proc, target: str = "cuda", **bindings) -> Kernel:
-    """``proc.compile(target, **bindings)``: generate CUDA C and compile it for ``target``
-    (``"cuda"``: NVRTC cubin for the device's architecture, ``sm_90`` without one;
-    ``"emulator"``: g++ with gpudsl's emulation header)."""
-    return Kernel(proc, target, bindings)
+def compile_proc(proc, target: str = "cuda", check: bool = True, **bindings) -> Kernel:
+    """``proc.compile(target, **bindings)``: prove the proc (``check()``, cached per proc
+    and bindings; :class:`gpudsl.CheckError` with the report when unproved, unless
+    ``check=False``), generate CUDA C and compile it for ``target`` (``"cuda"``: NVRTC
+    cubin for the device's architecture, ``sm_90`` without one; ``"emulator"``: g++ with
+    gpudsl's emulation header)."""
+    return Kernel(proc, target, bindings, check=check)
 
 
-__all__ = ["Kernel", "compile_proc", "bind_arguments", "Bound", "TARGETS", "GRID_LIMITS",
+__all__ = ["Kernel", "compile_proc", "prove", "bind_arguments", "Bound", "TARGETS", "GRID_LIMITS",
            "signatures"]

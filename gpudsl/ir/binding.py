@@ -6,7 +6,8 @@ and scalars, hands each tensor argument to the caller's ``array`` adapter (numpy
 only in the interpreter; numpy, DLPack and CUDA arrays for kernels), infers sizes
 from the arrays' shapes (solving affine shape expressions), checks that the sizes
 agree with each other and with compile-time bindings, that sizes are positive, the
-proc's asserts, and that distinct tensor arguments do not overlap in memory.  Every
+proc's asserts, and that distinct tensor arguments do not overlap in memory when
+the proc writes one of them.  Every
 failure raises the caller's error class (``InterpError`` / ``LaunchError``) before
 anything runs.
 """
@@ -219,14 +220,41 @@ def _check_asserts(pdef: ProcDef, env: dict, error) -> None:
                         "satisfy it")
 
 
+_WRITTEN: dict = {}  # ProcDef -> names of the parameters it writes (through its callees too)
+
+
+def written_params(pdef: ProcDef) -> frozenset:
+    """The tensor parameters ``pdef`` writes (its callees' writes included)."""
+    w = _WRITTEN.get(pdef)
+    if w is None:
+        from .inline import inline_calls, written_names
+
+        if len(_WRITTEN) > 1024:
+            _WRITTEN.clear()
+        try:
+            w = frozenset(written_names(inline_calls(pdef).body))
+        except Exception:  # a call the inliner refuses: every parameter may be written
+            w = frozenset(p.name for p in pdef.params)
+        _WRITTEN[pdef] = w
+    return w
+
+
 def _check_aliasing(pdef: ProcDef, arrays: dict, overlap, error) -> None:
+    """Two arguments may share memory only when the proc writes neither (reading the
+    same array twice, ``add(x, x)``, is as safe as it is in numpy)."""
     items = list(arrays.items())
+    if len(items) < 2:
+        return
+    written = written_params(pdef)
     for i, (n1, a1) in enumerate(items):
         for n2, a2 in items[i + 1:]:
+            if n1 not in written and n2 not in written:
+                continue
             if overlap(a1, a2):
                 raise error(f"the arrays passed as '{n1}' and '{n2}' of {pdef.name} overlap "
                             "in memory", pdef.loc,
-                            "tensor arguments must be distinct buffers; pass a copy")
+                            f"{pdef.name} writes {n1 if n1 in written else n2}: tensor "
+                            "arguments it writes must be distinct buffers; pass a copy")
 
 
 def host_overlap(a: np.ndarray, b: np.ndarray) -> bool:

@@ -16,8 +16,19 @@ from .cursors import Cursor, body, find, find_alloc, find_loop, forward
 from .primitive import PRIMITIVES
 from .simplify import normalize
 
+
+def diff(p1, p2, left: str | None = None, right: str | None = None):
+    """What changed from ``p1`` to ``p2`` (e.g. one primitive's work): displays side by
+    side in a notebook, as a unified diff in text."""
+    from ..display import Diff
+    from ..ir.printer import print_proc
+
+    a, b = (p.ir if hasattr(p, "ir") else p for p in (p1, p2))
+    return Diff(print_proc(a), print_proc(b), left or f"before ({a.name})",
+                right or f"after ({b.name})")
+
 # the primitives, by name, straight from the registry
 globals().update({name: pr.apply for name, pr in PRIMITIVES.items()})
 
 __all__ = sorted(PRIMITIVES) + ["Cursor", "find", "find_loop", "find_alloc", "forward",
-                                "body", "normalize"]
+                                "body", "normalize", "diff"]

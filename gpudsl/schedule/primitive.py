@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import SchedulingError
+from .provenance import stamp
 
 _CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("primitive", default=None)
 
@@ -279,6 +280,7 @@ def primitive(name: str, /, **kinds: Kind):
                 raise SchedulingError(current(name), f"bad arguments: {exc}",
                                       p.ir.loc) from None
             bound.apply_defaults()
+            outermost = _CURRENT.get() is None
             token = _CURRENT.set(_CURRENT.get() or name)
             try:
                 for arg, kind in kinds.items():
@@ -287,8 +289,14 @@ def primitive(name: str, /, **kinds: Kind):
             finally:
                 _CURRENT.reset(token)
             if isinstance(out, Rewrite):
-                return p._derive(out.ir, out.forward)
-            return out  # a proc already derived from p (a primitive built on others)
+                ir = stamp(p.ir, out.ir, name) if outermost else out.ir
+                return p._derive(ir, out.forward)
+            if outermost and hasattr(out, "ir") and hasattr(out, "_origin"):
+                # a proc already derived from p (a primitive built on others)
+                ir = stamp(p.ir, out.ir, name)
+                if ir is not out.ir:
+                    return out._derive(ir, lambda addr: addr)  # same shape, new locations
+            return out
 
         PRIMITIVES[name] = Primitive(name, dict(kinds), apply, fn,
                                      inspect.getdoc(fn) or "", fn.__module__)

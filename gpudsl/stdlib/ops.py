@@ -8,13 +8,83 @@ arrays in give arrays of the same kind out, without host copies.
 """
 from __future__ import annotations
 
+import functools
 import math
+import operator
 
 import numpy as np
 
+from ..errors import Error
 from .pointwise import plan_binary, plan_unary
-from .shapes import check_tensor, require
+from .shapes import NodeError, require
+from .shapes import check_tensor as _check_tensor
 from .slices import plan_replace_slice, plan_slice
+
+
+# ------------------------------------------------------------------ arguments
+#
+# Every refusal is a gpudsl.Error (NodeError) whose message starts with the op and
+# names the argument; numpy's conventions where the node allows them (scalars as
+# operands, negative axes, one -1 in a reshape), and no silent coercion of floats,
+# bools or strings to integers.
+
+
+def _op(fn):
+    """Name the op in every refusal raised while it runs."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except NodeError as e:
+            if e.raw_message.startswith(f"{name}: "):
+                raise
+            raise NodeError(f"{name}: {e.raw_message}", e.loc, e.hint) from None
+    return run
+
+
+def _is_array(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype") and len(getattr(x, "shape", ())) > 0
+
+
+def _is_scalar(x) -> bool:
+    if isinstance(x, (bool, np.bool_)):
+        return False
+    if isinstance(x, (int, float, np.integer, np.floating)):
+        return True
+    return hasattr(x, "shape") and hasattr(x, "dtype") and len(x.shape) == 0 and \
+        not _is_device(x) and np.dtype(str(x.dtype)).kind in "iuf"
+
+
+def check_tensor(name: str, x, ranks=(1, 2, 3)):
+    """``x``'s shape, after checking it is a float32 tensor of an accepted rank."""
+    if not _is_array(x):
+        kind = "a scalar" if _is_scalar(x) else f"{type(x).__name__} {x!r:.40}"
+        raise NodeError(f"{name} must be an array (numpy, or a PyTorch / CuPy device "
+                        f"array), not {kind}", None,
+                        "wrap it: np.asarray(..., dtype=np.float32)")
+    return _check_tensor(name, x, ranks)
+
+
+def as_int(name: str, v) -> int:
+    """An integer argument: Python / numpy ints (and 0-d integer arrays); floats,
+    bools and strings are refused rather than truncated."""
+    if isinstance(v, (bool, np.bool_)):
+        raise NodeError(f"{name} must be an integer, not a bool {v!r}")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise NodeError(f"{name} must be an integer, not {type(v).__name__} {v!r}",
+                        None, "numpy refuses it too; convert explicitly with int(...) "
+                        "if truncation is what you mean") from None
+
+
+def axis(name: str, v, rank: int) -> int:
+    """An axis in ``-rank .. rank-1`` (numpy's negative axes), as ``0 .. rank-1``."""
+    a = as_int(name, v)
+    require(-rank <= a < rank, f"{name} {a} is out of range for {rank} axes")
+    return a % rank
 
 _compiled: dict = {}
 
@@ -70,8 +140,24 @@ def _run(p, **args):
 # ------------------------------------------------------------------ elementwise
 
 
+def _full_like(like, shape, value):
+    out = _empty(like, shape)
+    out[...] = np.float32(value)
+    return out
+
+
 def _binary(op: str, a, b):
-    sa, sb = check_tensor("a", a), check_tensor("b", b)
+    a_scalar, b_scalar = _is_scalar(a), _is_scalar(b)
+    if a_scalar and b_scalar:
+        raise NodeError("a and b are both scalars; one of them must be an array")
+    if a_scalar:  # add and mul commute: the array first
+        a, b = b, a
+    sa = check_tensor("b" if a_scalar else "a", a)
+    if a_scalar or b_scalar:
+        b = _full_like(a, (1,) * len(sa), b)
+    sb = check_tensor("a" if a_scalar else "b", b)
+    if len(sa) == len(sb) and sa != sb and all(x in (1, y) for x, y in zip(sa, sb)):
+        a, b, sa, sb = b, a, sb, sa  # a broadcasts against b: they commute, swap them
     p, dims, bdims = plan_binary(op, sa, sb)
     a, b = _contig(a), _contig(b)
     out = _empty(a, sa)
@@ -79,13 +165,17 @@ def _binary(op: str, a, b):
     return out
 
 
+@_op
 def add(a, b):
-    """``a + b``; each axis of ``b`` equals ``a``'s or is 1."""
+    """``a + b`` elementwise, broadcasting as numpy does between operands of one rank
+    (each axis of one equal to the other's or 1); either may be a Python or numpy
+    scalar."""
     return _binary("add", a, b)
 
 
+@_op
 def mul(a, b):
-    """``a * b``; each axis of ``b`` equals ``a``'s or is 1."""
+    """``a * b`` elementwise, broadcasting as :func:`add` does; either may be a scalar."""
     return _binary("mul", a, b)
 
 
@@ -98,11 +188,13 @@ def _unary(op: str, x):
     return out
 
 
+@_op
 def relu(x):
     """``max(0, x)`` elementwise."""
     return _unary("relu", x)
 
 
+@_op
 def silu(x):
     """``x / (1 + exp(-x))`` elementwise."""
     return _unary("silu", x)
@@ -115,10 +207,15 @@ def _rows(shape) -> tuple[int, int]:
     return shape[0], math.prod(shape[1:])
 
 
+@_op
 def slice(x, begin: int, end: int):  # noqa: A001  (the node's name)
-    """Rows ``begin..end-1`` of the first axis (a copy)."""
+    """Rows ``begin..end-1`` of the first axis (a copy), ``x[begin:end]``; negative
+    ``begin`` / ``end`` count from the end as in numpy; the range must be non-empty
+    and inside the axis."""
     shape = check_tensor("x", x)
-    begin, end = int(begin), int(end)
+    begin, end = as_int("begin", begin), as_int("end", end)
+    begin = begin + shape[0] if begin < 0 else begin
+    end = end + shape[0] if end < 0 else end
     require(0 <= begin < end <= shape[0],
             f"slice [{begin}, {end}) is not a non-empty range inside the first axis of "
             f"length {shape[0]}")
@@ -130,16 +227,34 @@ def slice(x, begin: int, end: int):  # noqa: A001  (the node's name)
     return out
 
 
-def replace_slice(x, r, begin, end):
-    """In place: ``x[begin:end] = r`` along the first axis.  ``begin`` and
-    ``end`` are one-element int64 tensors read by the kernel at run time; a
-    range outside ``x`` or a row count that differs from ``r``'s raises
-    :class:`gpudsl.Error` and writes nothing.  Returns ``x``."""
-    from .shapes import NodeError
+def _index_tensor(like, name, v):
+    """``v`` as a one-element int64 tensor where ``like`` lives (an int becomes one)."""
+    if _is_array(v):
+        return v
+    if hasattr(v, "shape") and len(v.shape) == 0 and _is_device(v):
+        return v.reshape(1)
+    value = as_int(name, v)
+    if _is_device(like):
+        if hasattr(like, "new_empty"):  # torch
+            import torch
 
+            return torch.tensor([value], dtype=torch.int64, device=like.device)
+        import cupy
+
+        return cupy.asarray([value], dtype=np.int64)
+    return np.array([value], dtype=np.int64)
+
+
+@_op
+def replace_slice(x, r, begin, end):
+    """In place: ``x[begin:end] = r`` along the first axis.  ``begin`` and ``end``
+    are ints or one-element int64 tensors read by the kernel at run time; a range
+    outside ``x`` or a row count that differs from ``r``'s raises
+    :class:`gpudsl.Error` and writes nothing.  Returns ``x``."""
     xs, rs = check_tensor("x", x), check_tensor("r", r)
     require(len(xs) == len(rs) and xs[1:] == rs[1:],
             f"r's shape {rs} does not match x's {xs} beyond the first axis")
+    begin, end = _index_tensor(x, "begin", begin), _index_tensor(x, "end", end)
     for name, t in (("begin", begin), ("end", end)):
         require(tuple(t.shape) == (1,) and "int64" in str(t.dtype),
                 f"{name} must be an int64 tensor of one element, got shape "
@@ -152,17 +267,35 @@ def replace_slice(x, r, begin, end):
     _run(plan_replace_slice(c), x=x.reshape(n, c), r=_contig(r).reshape(m, c),
          begin=begin, end=end, err=err)
     if int(err[0]) != 0:
-        raise NodeError(f"replace_slice: the range [begin, end) read from the device is "
+        raise NodeError(f"the range [begin, end) read from the device is "
                         f"outside x (first axis {n}) or does not hold r's {m} rows; nothing "
                         "was written")
     return x
 
 
+@_op
 def reshape(x, shape):
-    """A view of ``x`` with another shape (no kernel, no copy)."""
-    shape = tuple(int(s) for s in shape)
-    require(math.prod(shape) == math.prod(x.shape),
-            f"cannot reshape {tuple(x.shape)} ({math.prod(x.shape)} elements) to {shape}")
+    """A view of ``x`` with another shape (no kernel, no copy).  ``shape`` is an int
+    or a sequence of ints of 1 to 3 dimensions; one of them may be ``-1`` (inferred,
+    as in numpy)."""
+    xs = check_tensor("x", x)
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        shape = (shape,)
+    shape = tuple(as_int(f"shape[{i}]", d) for i, d in enumerate(shape))
+    require(1 <= len(shape) <= 3, f"the new shape {shape} has {len(shape)} dimension(s); "
+            "the standard library's tensors have 1 to 3")
+    unknown = [i for i, d in enumerate(shape) if d == -1]
+    require(len(unknown) <= 1, f"the new shape {shape} has more than one -1")
+    require(all(d > 0 or d == -1 for d in shape),
+            f"the new shape {shape} has a dimension that is neither positive nor -1")
+    total = math.prod(xs)
+    if unknown:
+        known = math.prod(d for d in shape if d != -1)
+        require(total % known == 0,
+                f"cannot reshape {xs} ({total} elements) to {shape}")
+        shape = tuple(total // known if d == -1 else d for d in shape)
+    require(math.prod(shape) == total,
+            f"cannot reshape {xs} ({total} elements) to {shape}")
     contiguous = x.flags.c_contiguous if hasattr(x, "flags") else \
         (x.is_contiguous() if hasattr(x, "is_contiguous") else True)
     require(contiguous, "reshape is a view and needs a contiguous array")
@@ -172,6 +305,7 @@ def reshape(x, shape):
 # ------------------------------------------------------------------ matmul, permute
 
 
+@_op
 def matmul(a, b):
     """``[m,n]@[n,k]``, ``[n]@[n,k]`` or ``[b,m,n]@[b,n,k]``."""
     from .matmul import matmul_kernel
@@ -185,12 +319,19 @@ def matmul(a, b):
     return out
 
 
-def permute(x, perm):
-    """``numpy.transpose(x, perm)`` (a copy)."""
+@_op
+def permute(x, perm=None):
+    """``numpy.transpose(x, perm)`` (a copy): ``perm`` orders the axes (negative axes
+    count from the end; ``None`` reverses them)."""
     from .permute import merged_shapes, permute_kernel
     from .shapes import normalize_perm
 
     shape = check_tensor("x", x)
+    if perm is None:
+        perm = tuple(range(len(shape) - 1, -1, -1))
+    require(not isinstance(perm, (str, bytes)) and hasattr(perm, "__iter__"),
+            f"perm must be a sequence of axes, not {type(perm).__name__} {perm!r}")
+    perm = tuple(axis(f"perm[{i}]", p, len(shape)) for i, p in enumerate(perm))
     perm = normalize_perm(perm, len(shape))
     p, binds, out_shape = permute_kernel(shape, perm)
     in_merged, out_merged = merged_shapes(shape, perm)  # the kernel's array shapes

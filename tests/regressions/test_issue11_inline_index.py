@@ -74,7 +74,7 @@ def test_inline_holds_index_arguments_by_value(p, c0, want):
                          ids=["index", "window"])
 def test_generated_code_holds_index_arguments_by_value(p, c0, want):
     x, c = np.zeros(4, np.float32), np.array([c0], np.int32)
-    p.compile("emulator")(x=x, c=c)
+    p.compile("emulator", check=False)(x=x, c=c)  # data-dependent index: unproved
     assert list(x) == want
 
 
@@ -90,7 +90,7 @@ def test_size_argument_used_as_loop_bound_is_refused_everywhere():
     with pytest.raises(SchedulingError, match="loop 'i'"):
         inline(caller_size, "gs(_)")
     with pytest.raises(CompileError, match="loop 'i'"):
-        caller_size.compile("emulator")
+        caller_size.compile("emulator", check=False)
     rep = caller_size.check()
     assert [d.kind for d in rep.diagnostics] == ["unknown"]
     assert "loop 'i'" in rep.diagnostics[0].message

@@ -1,0 +1,144 @@
+"""Writes the tutorial notebooks of this folder from the cells below (run it after
+editing them: ``python examples/notebooks/make_notebooks.py``).  The notebooks are
+executed by tests/ux/test_notebooks.py (nbclient) so that they cannot rot."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+HERE = Path(__file__).parent
+
+MD = "<!-- -->\n"  # marks a markdown cell that does not start with a heading
+
+SETUP = ("from __future__ import annotations   # proc annotations stay text\n"
+         "import numpy as np\n"
+         "import gpudsl\n"
+         "from gpudsl import proc, par, seq, BLOCKS, THREADS, SHARED, f32, size, sync")
+
+NOTEBOOKS = {
+    "01_write_and_check.ipynb": [
+        "# Write and check a kernel\n\nA proc is a Python function gpudsl reads; `check()` "
+        "proves it safe or shows a counterexample, and `compile()` refuses what is not "
+        "proved.",
+        SETUP,
+        "@proc\n"
+        "def reverse_blocks(n: size, x: f32[n], y: f32[n]):\n"
+        "    assert n % 32 == 0\n"
+        "    for b in par(0, n // 32) @ BLOCKS:\n"
+        "        s: f32[32] @ SHARED\n"
+        "        for t in par(0, 32) @ THREADS:\n"
+        "            s[t] = x[32 * b + t]\n"
+        "        for t in par(0, 32) @ THREADS:\n"
+        "            y[32 * b + t] = s[31 - t]\n"
+        "reverse_blocks",
+        "## The checker finds the missing barrier\n\nThe report shows both accesses and a "
+        "witness: the two threads that conflict.",
+        "report = reverse_blocks.check()\n"
+        "assert report.kinds() == {'race'}\n"
+        "report",
+        MD + "`compile()` proves first, so the racy kernel is refused with the same report:",
+        "try:\n"
+        "    reverse_blocks.compile('emulator')\n"
+        "except gpudsl.CheckError as e:\n"
+        "    print(type(e).__name__, '-', str(e).splitlines()[0])",
+        "## Fixed: a `sync()` between the two phases",
+        "from gpudsl.schedule import insert_sync, diff\n"
+        "fixed = insert_sync(reverse_blocks, reverse_blocks.find_loop('t #1').before())\n"
+        "assert fixed.check().ok\n"
+        "diff(reverse_blocks, fixed)",
+        "k = fixed.compile('emulator')   # 'cuda' on a machine with a GPU\n"
+        "x = np.arange(64, dtype=np.float32)\n"
+        "y = np.zeros(64, np.float32)\n"
+        "k(x=x, y=y)\n"
+        "assert (y == np.concatenate([x[31::-1], x[:31:-1]])).all()\n"
+        "k",
+    ],
+    "02_schedule.ipynb": [
+        "# Schedule a naive kernel into a fast one\n\nEvery primitive keeps the meaning "
+        "or refuses; `check()` after each milestone proves the parallel version safe.",
+        SETUP,
+        "from gpudsl.schedule import divide_loop, parallelize_loop, reorder_loops, "
+        "stage_mem, insert_sync, pad_dim, diff\n\n"
+        "@proc\n"
+        "def transpose(n: size, m: size, x: f32[n, m], y: f32[m, n]):\n"
+        "    assert n % 32 == 0 and m % 32 == 0\n"
+        "    for i in seq(0, n):\n"
+        "        for j in seq(0, m):\n"
+        "            y[j, i] = x[i, j]",
+        "## 1. 32x32 tiles on blocks and threads",
+        "p = divide_loop(transpose, 'i', 32, ['bi', 'ti'], tail='perfect')\n"
+        "p = divide_loop(p, 'j', 32, ['bj', 'tj'], tail='perfect')\n"
+        "p = reorder_loops(p, 'ti')\n"
+        "for loop, where in (('bi', BLOCKS), ('bj', BLOCKS), ('ti', THREADS), ('tj', THREADS)):\n"
+        "    p = parallelize_loop(p, loop, where)\n"
+        "assert p.check().ok\n"
+        "diff(transpose, p)",
+        "## 2. Stage the tile in shared memory, with a barrier",
+        "threads = p.find_loop('ti')\n"
+        "q = stage_mem(p, threads, 'x[32*bi:32*bi+32, 32*bj:32*bj+32]', 'tile', SHARED)\n"
+        "q = parallelize_loop(q, 'i0', THREADS)\n"
+        "q = parallelize_loop(q, 'i1', THREADS)\n"
+        "q = insert_sync(q, q.forward(threads).before())\n"
+        "assert q.check().ok\n"
+        "diff(p, q)",
+        "## 3. Coalesced writes, padded tile",
+        "q = reorder_loops(q, q.forward(threads))\n"
+        "q = pad_dim(q, 'tile', 1, 33)\n"
+        "assert q.check().ok\n"
+        "q",
+        MD + "The barrier is needed: `delete_sync` refuses, with a witness, and quotes the "
+        "`sync()` as the primitive call that made it:",
+        "from gpudsl.schedule import delete_sync\n"
+        "try:\n"
+        "    delete_sync(q, q.find('sync()'))\n"
+        "except gpudsl.SchedulingError as e:\n"
+        "    print(e)",
+        "## Run it and compare with numpy",
+        "x = np.random.default_rng(0).standard_normal((64, 96)).astype(np.float32)\n"
+        "y = np.zeros((96, 64), np.float32)\n"
+        "k = q.compile('emulator')\n"
+        "k(x=x, y=y)\n"
+        "np.testing.assert_array_equal(y, x.T)\n"
+        "k",
+        "## Snapshot its CUDA\n\nIn a test, `gpudsl.testing`'s `cuda_snapshot` fixture "
+        "keeps this text as a reviewable `.cu` file (`assert cuda_snapshot == q`).",
+        "src = q.cuda_source()\n"
+        "assert '__syncthreads' in src and '__shared__' in src\n"
+        "print(src[:600])",
+    ],
+    "03_graph_nodes.ipynb": [
+        "# Graph nodes with `gpudsl.ops`\n\nThe standard library's proved kernels on numpy "
+        "arrays (GPU when there is one, else the CPU emulator), with numpy's conventions.",
+        "import numpy as np\nimport gpudsl\nfrom gpudsl import ops\nops.target()",
+        "a = np.arange(6, dtype=np.float32).reshape(2, 3)\n"
+        "h = ops.relu(ops.add(ops.matmul(a, ops.permute(a, (-1, 0))), 1.0))\n"
+        "np.testing.assert_allclose(h, np.maximum(a @ a.T + 1, 0))\n"
+        "h",
+        "x = np.zeros((5, 3), np.float32)\n"
+        "ops.replace_slice(x, np.ones((2, 3), np.float32), 1, 3)\n"
+        "ops.reshape(x, (-1,))",
+        MD + "Refusals are `gpudsl.Error`s that name the op and the argument:",
+        "for bad in (lambda: ops.reshape(a, (-1, -1)), lambda: ops.slice(a, 0.5, 2),\n"
+        "            lambda: ops.permute(a, '10')):\n"
+        "    try:\n"
+        "        bad()\n"
+        "    except gpudsl.Error as e:\n"
+        "        print(e)",
+    ],
+}
+
+
+def build() -> None:
+    for name, cells in NOTEBOOKS.items():
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                     "language": "python"}
+        nb.cells = [nbformat.v4.new_markdown_cell(c.removeprefix(MD))
+                    if c.startswith(("#", MD)) else nbformat.v4.new_code_cell(c)
+                    for c in cells]
+        nbformat.write(nb, HERE / name)
+
+
+if __name__ == "__main__":
+    build()
