@@ -149,14 +149,11 @@ def compile_cubin(source: str, arch: str = "sm_90", options: list[str] | tuple[s
                 return CubinResult(path.read_bytes(), meta.get("log", ""),
                                    {k: Resources(**v) for k, v in meta["resources"].items()},
                                    arch, key, cached=True)
-            except (OSError, KeyError, TypeError):
-                pass  # unreadable entry: recompile and overwrite
+            except (OSError, KeyError, TypeError) as e:
+                cache.discard(key, "cubin", f"it could not be read ({e})")
     cubin, log = _compile(source, arch, all_opts, name)
     res = parse_resources(log)
-    if use_cache:
-        try:
-            cache.put(key, "cubin", cubin,
+    if use_cache:  # a read-only cache directory must not break compilation (a warning)
+        cache.try_put(key, "cubin", cubin,
                       {"log": log, "arch": arch, "resources": {k: asdict(v) for k, v in res.items()}})
-        except OSError:
-            pass  # a read-only cache directory must not break compilation
     return CubinResult(cubin, log, res, arch, key, cached=False)
