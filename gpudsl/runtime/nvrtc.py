@@ -131,6 +131,29 @@ def _compile(source: str, arch: str, options: list[str], name: str) -> tuple[byt
         nvrtc.nvrtcDestroyProgram(prog)
 
 
+def _interruptible(fn, *args):
+    """``fn(*args)`` on a helper thread, waited for in short slices: Ctrl-C raises
+    KeyboardInterrupt at once (NVRTC cannot be stopped; its thread finishes on its own and
+    its result is dropped)."""
+    import threading
+
+    box: dict = {}
+
+    def work():
+        try:
+            box["ok"] = fn(*args)
+        except BaseException as e:  # handed to the caller
+            box["err"] = e
+
+    t = threading.Thread(target=work, name="gpudsl-nvrtc", daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(0.05)
+    if "err" in box:
+        raise box["err"]
+    return box["ok"]
+
+
 def compile_cubin(source: str, arch: str = "sm_90", options: list[str] | tuple[str, ...] = (),
                   name: str = "gpudsl.cu", cache: Cache | None = None,
                   use_cache: bool = True) -> CubinResult:
@@ -151,7 +174,7 @@ def compile_cubin(source: str, arch: str = "sm_90", options: list[str] | tuple[s
                                    arch, key, cached=True)
             except (OSError, KeyError, TypeError) as e:
                 cache.discard(key, "cubin", f"it could not be read ({e})")
-    cubin, log = _compile(source, arch, all_opts, name)
+    cubin, log = _interruptible(_compile, source, arch, all_opts, name)
     res = parse_resources(log)
     if use_cache:  # a read-only cache directory must not break compilation (a warning)
         cache.try_put(key, "cubin", cubin,
