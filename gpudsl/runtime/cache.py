@@ -159,10 +159,11 @@ class Cache:
         data = self.get(key, suffix)
         if data is None:
             return None
-        if meta.get("sha256") != digest(data):
+        if "sha256" not in meta:
+            return None  # written by an older gpudsl: unverifiable, so a miss (overwritten)
+        if meta["sha256"] != digest(data):
             self.discard(key, suffix, "its content does not match the hash recorded when "
-                                      "it was written" if "sha256" in meta else
-                         "it records no content hash")
+                                      "it was written")
             return None
         return p, meta
 
