@@ -154,10 +154,34 @@ class Proc:
         return body(self)
 
 
+def _not_a_function(func, what: str):
+    """The ProcError for ``@proc``/``@instr`` applied to something that is not a function:
+    at the object's definition when it has one (a class), else at the call."""
+    import inspect
+    import sys
+
+    from .errors import ProcError, SrcLoc
+
+    loc = None
+    try:
+        lines, first = inspect.getsourcelines(func)
+        loc = SrcLoc(inspect.getsourcefile(func) or inspect.getfile(func), max(first, 1), 0)
+    except (OSError, TypeError):
+        f = sys._getframe(2)
+        loc = SrcLoc(f.f_code.co_filename, f.f_lineno, 0)
+    kind = "a class" if inspect.isclass(func) else f"{type(func).__name__} {func!r:.40}"
+    return ProcError(f"{what} applies to a function (def ...), not to {kind}", loc,
+                     f"write {what} on the line before a def")
+
+
 def proc(func) -> Proc:
     """Decorator: parse a Python function as a gpudsl proc."""
+    import inspect
+
     from .frontend import parse_function
 
+    if not inspect.isfunction(func):
+        raise _not_a_function(func, "@proc")
     return Proc(parse_function(func))
 
 
@@ -169,8 +193,12 @@ def instr(template: str):
         raise TypeError("use @instr(\"CUDA C template\")")
 
     def deco(func) -> Proc:
+        import inspect
+
         from .frontend import parse_function
 
+        if not inspect.isfunction(func):
+            raise _not_a_function(func, "@instr")
         return Proc(parse_function(func, instr=template))
 
     return deco
@@ -197,7 +225,7 @@ def _instr_template(text: str) -> str | None:
 
     try:
         module = ast.parse(textwrap.dedent(text))
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None  # the parser reports it with a location
     for node in module.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -9,6 +9,8 @@ and ``+ * // % & >> min`` of those); otherwise they call the floor helpers of
 """
 from __future__ import annotations
 
+import re
+
 import math
 import struct
 
@@ -38,12 +40,36 @@ this thread_local throw true try typedef typeid typename union unsigned using vi
 volatile wchar_t while xor xor_eq threadIdx blockIdx blockDim gridDim warpSize min max abs
 exp log sqrt tanh expf logf sqrtf tanhf fminf fmaxf fabsf fabs fmin fmax llabs dim3 half
 main printf assert NULL INFINITY NAN signbit isnan isinf
+EOF BUFSIZ FILE stdin stdout stderr errno EXIT_SUCCESS EXIT_FAILURE RAND_MAX MB_CUR_MAX
+HUGE_VAL HUGE_VALF HUGE_VALL MAXFLOAT CHAR_BIT WCHAR_MIN WCHAR_MAX SIZE_MAX PTRDIFF_MIN
+PTRDIFF_MAX INTPTR_MIN INTPTR_MAX UINTPTR_MAX INTMAX_MIN INTMAX_MAX UINTMAX_MAX L_tmpnam
+TMP_MAX FILENAME_MAX FOPEN_MAX SEEK_SET SEEK_CUR SEEK_END CLOCKS_PER_SEC NDEBUG TRUE FALSE
+size_t ssize_t ptrdiff_t intptr_t uintptr_t int8_t int16_t int32_t int64_t uint8_t uint16_t
+uint32_t uint64_t std sin cos tan asin acos atan atan2 sinh cosh exp2 exp10 expm1 log2
+log10 log1p pow floor ceil round trunc rint fmod remainder hypot cbrt erf erfc tgamma
+lgamma copysign nan sinf cosf tanf powf floorf ceilf roundf truncf exp2f log2f log10f
+fmodf rsqrt rsqrtf fma fmaf isfinite nextafter ldexp frexp modf float2 float3 float4 int2
+int3 int4 uint2 uint3 uint4 double2 double3 double4 half2 nv_bfloat16 clock clock64
+malloc free memcpy memset abort exit puts putchar sprintf snprintf atomicAdd atomicSub
+atomicMin atomicMax atomicExch atomicCAS atomicAnd atomicOr atomicXor umin umax llmin llmax
+signal raise time
 """.split())
+# Families of macros of the C, POSIX and CUDA headers (math.h's M_PI, limits.h's INT_MAX,
+# errno's EINTR, signal.h's SIGINT, mman.h's PROT_*, ...), names C reserves (a leading
+# underscore and a capital) and the emulator's own (gpudsl_*, GPUDSL_*).
+_RESERVED_FORM = re.compile(
+    r"(M|FP|FLT|DBL|LDBL|SA|SS|PROT|MAP|SEEK|CLOCK|FE|CU|CUDA|NVRTC|PTHREAD|O|S|W|RTLD|"
+    r"SCHED|INT\d*|UINT\d*|U?LL|U?LONG|U?SHRT|U?CHAR|SCHAR|U?INT_LEAST\d+|"
+    r"U?INT_FAST\d+)_\w+|SIG[A-Z0-9_]+|E[A-Z0-9]{2,}|_[A-Z_]\w*|[gG][pP][uU][dD][sS][lL]\w*")
 
 
 def cname(name: str) -> str:
-    """The C spelling of a proc identifier (reserved words get a trailing ``_``)."""
-    return name + "_" if name in RESERVED or name.startswith("__") else name
+    """The C spelling of a proc identifier: names that C, C++, CUDA, the system headers
+    or the emulator use (keywords, library functions, macros such as ``M_PI`` or
+    ``EOF``) get a trailing ``_``; every other name is kept as written."""
+    if name in RESERVED or name.startswith("__") or _RESERVED_FORM.fullmatch(name):
+        return name + "_"
+    return name
 
 
 def ctype(ty: DType, index_ctype: str) -> str:

@@ -25,10 +25,22 @@ def bind_arguments(pdef: ProcDef, args: tuple, kwargs: dict, bindings: dict, tar
              array=lambda prm, v: _array(pdef.name, prm, v, target, prm.name in written),
              array_hint=DEVICE_HINT)
     for prm in pdef.params:  # kernels take scalars as numpy values of the exact C type
-        if prm.name in b.scalars and prm.ty.kind in ("int", "bool"):
+        kind = getattr(prm.ty, "kind", None)
+        if kind == "index" and isinstance(b.env.get(prm.name), (int, np.integer)):
+            v = int(b.env[prm.name])  # sizes and index parameters are 64-bit in C
+            if not -2 ** 63 <= v < 2 ** 63:
+                raise LaunchError(f"'{prm.name}' of {pdef.name} is {v}, outside the 64-bit "
+                                  f"range of index values [-2**63, 2**63)", prm.loc)
+        if prm.name in b.scalars and kind in ("int", "bool"):
             v = b.scalars[prm.name]
-            b.scalars[prm.name] = np.bool_(v) if prm.ty.kind == "bool" else \
-                np.dtype(prm.ty.numpy).type(v)
+            if kind == "bool":
+                b.scalars[prm.name] = np.bool_(v)
+                continue
+            info = np.iinfo(np.dtype(prm.ty.numpy))
+            if not info.min <= int(v) <= info.max:
+                raise LaunchError(f"'{prm.name}' of {pdef.name} is {int(v)}, outside the range "
+                                  f"of {prm.ty.name} [{info.min}, {info.max}]", prm.loc)
+            b.scalars[prm.name] = np.dtype(prm.ty.numpy).type(v)
     return b
 
 

@@ -35,7 +35,7 @@ callers know a satisfying model may not be a real execution.
 
 The solver is one ``z3.Solver`` in Z3's main context, reused for every query with
 ``push``/``pop``; each query has its own timeout.  A timeout gives ``UNKNOWN``,
-never ``UNSAT``.  ``queries()`` counts the queries of the process.
+never ``UNSAT``.  Ctrl-C during a query (which Z3 catches) raises KeyboardInterrupt.  ``queries()`` counts the queries of the process.
 
 Legality questions ask about one statement of a proc::
 
@@ -55,6 +55,7 @@ are modelled; other arities are ``Unsupported``.
 from __future__ import annotations
 
 import itertools
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -111,12 +112,18 @@ def solve(constraints, timeout_ms: int = DEFAULT_TIMEOUT_MS, first_ms: int | Non
         s.set("timeout", max(1, int(first_ms or timeout_ms)))
         for c in constraints:
             s.add(c)
+        t0 = time.monotonic()
         r, used = s.check(), s
+        if r == z3.unknown:
+            _interrupted(s, t0, first_ms or timeout_ms)
         if r == z3.unknown and first_ms is not None:
             used = z3.Solver()
             used.set("timeout", max(1, int(timeout_ms)))
             used.add(*_Shared.facts, *constraints)
+            t0 = time.monotonic()
             r = used.check()
+            if r == z3.unknown:
+                _interrupted(used, t0, timeout_ms)
         if r == z3.sat:
             return Result(SAT, used.model())
         if r == z3.unsat:
@@ -126,6 +133,17 @@ def solve(constraints, timeout_ms: int = DEFAULT_TIMEOUT_MS, first_ms: int | Non
         return Result(UNKNOWN, reason=str(e))
     finally:
         s.pop()
+
+
+def _interrupted(solver, t0: float, timeout_ms: int) -> None:
+    """Z3 catches Ctrl-C during a query (its own SIGINT handler) and answers "unknown"
+    ("canceled" or "interrupted from keyboard"): an interrupted check() must raise
+    KeyboardInterrupt, never go on to a verdict.  A timeout is "canceled" too, but only
+    once the timeout has passed, so a cancellation before it is the user's Ctrl-C."""
+    reason = solver.reason_unknown()
+    early = time.monotonic() - t0 < 0.9 * max(1, int(timeout_ms)) / 1000
+    if "interrupted" in reason or ("cancel" in reason and early):
+        raise KeyboardInterrupt(f"solver query interrupted ({reason})")
 
 
 @contextmanager

@@ -6,6 +6,12 @@ version) and holds the artifact ``<key>.<suffix>`` plus ``<key>.json`` metadata 
 ptxas log and parsed resources).  Every write goes to a temporary file in the same
 directory followed by ``os.replace``, so readers never see a partial file, and concurrent
 writers of the same key simply race to install identical content.
+
+Every entry's metadata records the artifact's sha256 (``"sha256"``); :meth:`Cache.lookup`
+checks it before handing the artifact out, so a truncated or overwritten file is never
+loaded: it is removed (with a warning, once per entry) and the caller recompiles.  A cache
+that cannot be written is reported once per directory (:class:`CacheWarning`), and
+compilation goes on without it.
 """
 from __future__ import annotations
 
@@ -13,7 +19,30 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
+import warnings
 from pathlib import Path
+
+
+class CacheWarning(UserWarning):
+    """Something is wrong with gpudsl's on-disk cache (compilation goes on without it)."""
+
+
+_warned: set = set()
+_warn_lock = threading.Lock()
+
+
+def warn_once(key, message: str) -> None:
+    """Issue ``message`` as a :class:`CacheWarning` the first time ``key`` is seen."""
+    with _warn_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(message, CacheWarning, stacklevel=3)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def gpudsl_version() -> str:
@@ -86,18 +115,55 @@ class Cache:
             return None
 
     def put(self, key: str, suffix: str, data: bytes, meta: dict | None = None) -> Path:
-        """Store an artifact (and metadata first, so a visible artifact has its metadata)."""
-        if meta is not None:
-            atomic_write(self.path(key, "json"), json.dumps(meta, sort_keys=True).encode())
+        """Store an artifact (and metadata first, so a visible artifact has its metadata;
+        the metadata records the artifact's sha256).  Raises OSError when it cannot."""
+        meta = dict(meta or {})
+        meta["sha256"] = digest(data)
+        atomic_write(self.path(key, "json"), json.dumps(meta, sort_keys=True).encode())
         p = self.path(key, suffix)
         atomic_write(p, data)
         return p
 
+    def try_put(self, key: str, suffix: str, data: bytes, meta: dict | None = None
+                ) -> Path | None:
+        """:meth:`put`, or None (with a warning, once per directory) when the cache cannot
+        be written."""
+        try:
+            return self.put(key, suffix, data, meta)
+        except OSError as e:
+            warn_once(("unwritable", str(self.dir)),
+                      f"gpudsl: the compile cache {self.dir} cannot be written "
+                      f"({e.strerror or e}); compiled code is not cached and will be "
+                      f"compiled again in each process (set GPUDSL_CACHE_DIR to a writable "
+                      f"folder)")
+            return None
+
+    def discard(self, key: str, suffix: str, why: str) -> None:
+        """Remove a damaged entry (artifact and metadata) and say so, once per entry."""
+        p = self.path(key, suffix)
+        for q in (p, self.path(key, "json")):
+            try:
+                q.unlink()
+            except OSError:
+                pass
+        warn_once(("damaged", str(p)),
+                  f"gpudsl: removed the damaged cache entry {p}: {why}; compiling it again")
+
     def lookup(self, key: str, suffix: str) -> tuple[Path, dict] | None:
-        """``(artifact path, metadata)`` when both are present, else None."""
+        """``(artifact path, metadata)`` when both are present and the artifact's content
+        hash is the one recorded at write, else None (a damaged entry is discarded)."""
         p = self.path(key, suffix)
         meta = self.get_meta(key)
         if meta is None or not p.is_file():
+            return None
+        data = self.get(key, suffix)
+        if data is None:
+            return None
+        if "sha256" not in meta:
+            return None  # written by an older gpudsl: unverifiable, so a miss (overwritten)
+        if meta["sha256"] != digest(data):
+            self.discard(key, suffix, "its content does not match the hash recorded when "
+                                      "it was written")
             return None
         return p, meta
 

@@ -18,9 +18,19 @@ pointer, numpy scalars of the exact type or Python numbers for scalars (see
 :mod:`gpudsl.runtime.signature`).  ``extern __shared__ T name[];`` (dynamic shared memory)
 is supported; its size is ``launch(..., shared_bytes=...)``.
 
-Limits: each emulated thread has a ``stack_kb`` KiB stack (default 128, less 12 KiB of
-header and guard page; overflowing it crashes with SIGSEGV); kernel parameters are at most
-8 bytes; spin-waiting on other threads hangs; inline PTX cannot be emulated.
+Faults: a fault in kernel code (an invalid memory access, an integer division by zero, a
+stack overflow, a trap g++ compiled for undefined behaviour) is caught in the emulator and
+raised as :class:`LaunchError` naming the kernel, the block, the thread and, where the
+line tables tell, the proc's source line; the process survives.  Memory the kernel may
+legally reach (any mapped page) is not checked: a wild write can land in other data
+unless the module is built with ``checks=True`` (``$GPUDSL_EMU_CHECKS=1``), which adds
+g++'s bounds checks of fixed-size (REGISTER, SHARED) arrays and of integer division.
+Ctrl-C during a launch stops it within milliseconds and raises KeyboardInterrupt.
+
+Limits: each emulated thread has a ``stack_kb`` KiB stack (default: sized from the
+kernels' local arrays, at least 128, less 12 KiB of header and guard page; overflowing it
+is a LaunchError); kernel parameters are at most 8 bytes; spin-waiting on other threads
+hangs; inline PTX cannot be emulated.
 """
 from __future__ import annotations
 
@@ -43,7 +53,15 @@ HERE = Path(__file__).resolve().parent
 HEADERS = ("gpudsl_emu.h", "gpudsl_emu_sched.h")
 BASE_FLAGS = ("-std=c++20", "-O2", "-shared", "-fPIC", "-pthread", "-fvisibility=hidden",
               "-fno-strict-aliasing", "-fno-math-errno", "-Wno-unknown-pragmas",
-              "-Wno-unused-function", "-Wno-unused-variable")
+              "-Wno-unused-function", "-Wno-unused-variable",
+              # every stack page is probed, so an oversized frame hits the guard page
+              "-fstack-clash-protection",
+              # line tables: a fault names the proc's source line (through #line)
+              "-g1")
+# the optional bounds-checked build (checks=True / $GPUDSL_EMU_CHECKS=1)
+CHECK_FLAGS = ("-fsanitize=bounds,integer-divide-by-zero,vla-bound",
+               "-fsanitize-undefined-trap-on-error")
+MAX_STACK_KB = 64 * 1024
 # CUDA headers generated code may include; in the emulator they are empty.
 STUB_HEADERS = ("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "cuda_fp16.h", "cuda_bf16.h",
                 "device_launch_parameters.h", "device_functions.h", "math_constants.h",
@@ -139,9 +157,11 @@ class EmuModule:
         g, b = dims(grid, "grid"), dims(block, "block")
         slots = pack_args(sig, args, host_pointer)
         rc = self._fns[name](*g, *b, int(shared_bytes), self.workers, slots.address)
+        if rc == 2:  # Ctrl-C: the launch stopped at once
+            raise KeyboardInterrupt(f"emulated kernel {name} interrupted")
         if rc != 0:
             msg = (self._last_error() or b"unknown failure").decode("utf-8", "replace")
-            raise LaunchError(f"emulated kernel {name} failed: {msg}")
+            raise LaunchError(f"emulated kernel {name} failed: {_with_source_line(msg, self.path)}")
 
 
 def dims(d, what: str) -> tuple[int, int, int]:
@@ -152,64 +172,215 @@ def dims(d, what: str) -> tuple[int, int, int]:
     return t + (1,) * (3 - len(t))  # type: ignore[return-value]
 
 
+def _with_source_line(msg: str, so_path: str) -> str:
+    """Replace a fault's ``[pc +0x...]`` by the source line the module's line tables give."""
+    m = re.search(r" \[pc \+(0x[0-9a-f]+)\]", msg)
+    if not m:
+        return msg
+    where = ""
+    if os.path.isfile(so_path) and shutil.which("addr2line"):
+        try:
+            # the faulting instruction's address; -i lists inlined frames, innermost first
+            r = subprocess.run(["addr2line", "-i", "-e", so_path, m.group(1)],
+                               capture_output=True, text=True, timeout=10)
+            lines = [ln.strip() for ln in r.stdout.splitlines()
+                     if ln.strip() and not ln.startswith("??")]
+            user = [ln for ln in lines if "gpudsl_emu" not in ln and "<gpudsl" not in ln]
+            if user:
+                where = f" at {user[-1]}"
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return msg[:m.start()] + where + msg[m.end():]
+
+
+_LOCAL_ARRAY = re.compile(
+    r"^[ \t]*(?:__align__\s*\(\s*\d+\s*\)\s*)?(?:const\s+)?"
+    r"(float|double|int|unsigned int|unsigned|long long|unsigned long long|short|unsigned short|"
+    r"signed char|unsigned char|char|bool|__half|half|__nv_bfloat16|int64_t|int32_t|uint32_t|"
+    r"uint64_t|int8_t|uint8_t|int16_t|uint16_t)\s+[A-Za-z_]\w*\s*((?:\[\s*\d+\s*\])+)",
+    re.M)
+_SIZES = {"double": 8, "long long": 8, "unsigned long long": 8, "int64_t": 8, "uint64_t": 8,
+          "short": 2, "unsigned short": 2, "int16_t": 2, "uint16_t": 2, "__half": 2, "half": 2,
+          "__nv_bfloat16": 2, "signed char": 1, "unsigned char": 1, "char": 1, "bool": 1,
+          "int8_t": 1, "uint8_t": 1}
+
+
+def local_array_bytes(source: str) -> int:
+    """Bytes of the fixed-size arrays declared on a thread's stack (not ``__shared__``,
+    ``__constant__`` or ``static``), summed over the translation unit: an upper bound of
+    what one thread's frame holds."""
+    total = 0
+    for m in _LOCAL_ARRAY.finditer(source):
+        line = source[source.rfind("\n", 0, m.start()) + 1:m.end()]
+        if re.search(r"__shared__|__constant__|\bstatic\b|\bextern\b", line):
+            continue
+        n = 1
+        for d in re.findall(r"\d+", m.group(2)):
+            n *= int(d)
+        total += n * _SIZES.get(m.group(1), 4)
+    return total
+
+
+def stack_kb_for(source: str) -> int:
+    """Per-thread stack (KiB, a power of two >= 128) with room for the local arrays twice
+    over (g++ may keep copies) plus 64 KiB for calls and spills."""
+    need = (2 * local_array_bytes(source) + 64 * 1024 + 12 * 1024) // 1024 + 1
+    kb = 128
+    while kb < need and kb < MAX_STACK_KB:
+        kb *= 2
+    return kb
+
+
+# ------------------------------------------------------------ compiling (interruptible, tidy)
+
+_TMP_PREFIX = "gpudsl-emu-"
+_swept = False
+
+
+def _sweep_stale_temporaries() -> None:
+    """Remove temporary folders left by gpudsl processes that no longer exist (a killed
+    parent cannot clean up after itself); once per process."""
+    global _swept
+    if _swept:
+        return
+    _swept = True
+    tmp = Path(tempfile.gettempdir())
+    try:
+        entries = list(tmp.glob(_TMP_PREFIX + "*"))
+    except OSError:
+        return
+    for d in entries:
+        m = re.match(re.escape(_TMP_PREFIX) + r"(?:out-)?(\d+)-", d.name)
+        if not m or not d.is_dir():
+            continue
+        pid = int(m.group(1))
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # alive (or not ours to signal): leave it
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _tempdir(kind: str = "") -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix=f"{_TMP_PREFIX}{kind}{os.getpid()}-")
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    if _prctl is not None:
+        _prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: the compiler dies with its parent
+
+
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl if os.uname().sysname == "Linux" else None
+except (OSError, AttributeError):  # pragma: no cover
+    _prctl = None
+
+
+def run_compiler(cmd: list[str], cwd: str | None = None, timeout: float = 600):
+    """Run a compiler in its own process group; on any exit (error, timeout, Ctrl-C) the
+    whole group (g++ and its cc1plus, as, ld) is killed before this returns or raises."""
+    import signal
+
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True,
+                         preexec_fn=_die_with_parent if _prctl is not None else None)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except BaseException:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        p.kill()
+        p.wait()
+        raise
+    return p.returncode, out, err
+
+
 def _compile(full_source: str, flags: list[str], out: Path, cxx: str) -> None:
-    with tempfile.TemporaryDirectory(prefix="gpudsl-emu-") as tmp:
+    _sweep_stale_temporaries()
+    with _tempdir() as tmp:
         tmpd = Path(tmp)
         for h in STUB_HEADERS:
             (tmpd / h).write_text("#pragma once\n")
         src = tmpd / "kernel.cu"
         src.write_text(full_source)
-        cmd = [cxx, *flags, "-I", str(tmpd), "-I", str(HERE), "-include", str(HERE / HEADERS[0]),
-               "-x", "c++", str(src), "-o", str(out)]
+        # relative names and a mapped debug prefix: the output does not depend on the
+        # temporary folder's name, so concurrent builds of one key install identical bytes
+        cmd = [cxx, *flags, f"-fdebug-prefix-map={tmpd}=.", "-I", ".", "-I", str(HERE),
+               "-include", str(HERE / HEADERS[0]), "-x", "c++", "kernel.cu", "-o", str(out)]
         try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            rc, _, stderr = run_compiler(cmd, cwd=str(tmpd))
         except subprocess.TimeoutExpired:
             raise CompileError("the emulator's C++ compiler timed out after 600 s") from None
-        if r.returncode != 0:
-            log = r.stderr.replace(str(src), "kernel.cu")
+        if rc != 0:
             raise CompileError(f"the emulator's C++ compiler rejected the generated code:\n"
-                               f"{log.strip()}",
+                               f"{stderr.strip()}",
                                hint="file:line locations point at the proc's source")
+
+
+def _load(path: Path | str, kernels, nworkers: int, cached: bool = False) -> EmuModule:
+    return EmuModule(ctypes.CDLL(str(path)), str(path), kernels, nworkers, cached=cached)
+
+
+def checks_default() -> bool:
+    """Whether ``$GPUDSL_EMU_CHECKS`` asks for the bounds-checked build."""
+    return os.environ.get("GPUDSL_EMU_CHECKS", "") not in ("", "0")
 
 
 def build_emulator_module(source: str, kernels: Iterable[KernelSig], *,
                           options: Iterable[str] = (), workers: int | None = None,
-                          stack_kb: int = 128,
+                          stack_kb: int | None = None, checks: bool | None = None,
                           cache: Cache | None = None, use_cache: bool = True) -> EmuModule:
     """Compile ``source`` for the emulator (or fetch it from the cache) and load it.
 
     Blocks run on ``workers`` OS threads (default :func:`default_workers`; 1 gives
     deterministic block order).  ``stack_kb`` (a power of two >= 32) is each emulated
-    thread's stack region.  ``options`` are extra g++ flags.  The C++ compiler is
-    ``$GPUDSL_CXX`` or ``g++``.
+    thread's stack region (default :func:`stack_kb_for` the source).  ``checks`` adds
+    g++'s bounds and division checks (default ``$GPUDSL_EMU_CHECKS``).  ``options`` are
+    extra g++ flags.  The C++ compiler is ``$GPUDSL_CXX`` or ``g++``.
+
+    A cache entry is verified (its content hash) before it is loaded; a damaged entry,
+    or one that fails to load, is removed with a warning and rebuilt.
     """
     kernels = list(kernels)
+    if stack_kb is None:
+        stack_kb = stack_kb_for(source)
     if stack_kb < 32 or stack_kb & (stack_kb - 1):
         raise CompileError(f"stack_kb must be a power of two >= 32, got {stack_kb}")
+    if checks is None:
+        checks = checks_default()
     cxx = compiler()
-    flags = [*BASE_FLAGS, f"-DGPUDSL_EMU_STACK={stack_kb * 1024}", *options]
+    flags = [*BASE_FLAGS, *(CHECK_FLAGS if checks else ()),
+             f"-DGPUDSL_EMU_STACK={stack_kb * 1024}", *options]
     full = prepare_source(source, kernels)
     cache = cache or default_cache()
     key = cache_key(full, "emulator", os.uname().machine, flags, compiler_version(cxx),
                     extra=_header_digest())
     nworkers = workers if workers is not None else default_workers()
+    reload = False  # a damaged entry was loaded: dlopen would hand back the same handle
     if use_cache:
         hit = cache.lookup(key, "so")
         if hit is not None:
             try:
-                return EmuModule(ctypes.CDLL(str(hit[0])), str(hit[0]), kernels, nworkers,
-                                 cached=True)
-            except OSError:
-                pass  # damaged entry: rebuild it
-    with tempfile.TemporaryDirectory(prefix="gpudsl-emu-out-") as tmp:
+                return _load(hit[0], kernels, nworkers, cached=True)
+            except (OSError, AttributeError) as e:
+                cache.discard(key, "so", f"it could not be loaded ({e})")
+                reload = True
+    with _tempdir("out-") as tmp:
         out = Path(tmp) / "module.so"
         _compile(full, flags, out, cxx)
         if use_cache:
-            try:
-                path = cache.put(key, "so", out.read_bytes(), {"target": "emulator",
-                                                               "flags": flags})
-                return EmuModule(ctypes.CDLL(str(path)), str(path), kernels, nworkers)
-            except OSError:
-                pass  # unwritable cache: load the temporary file instead
+            path = cache.try_put(key, "so", out.read_bytes(), {"target": "emulator",
+                                                                "flags": flags})
+            if path is not None and not reload:
+                return _load(path, kernels, nworkers)
         # dlopen keeps the mapping after the temporary file is removed
-        return EmuModule(ctypes.CDLL(str(out)), str(out), kernels, nworkers)
+        mod = _load(out, kernels, nworkers)
+        if use_cache and path is not None:
+            mod.path = str(path)  # the same bytes, kept (fault reports read its line tables)
+        return mod

@@ -15,6 +15,11 @@ static_assert((GPUDSL_EMU_STACK & (GPUDSL_EMU_STACK - 1)) == 0, "GPUDSL_EMU_STAC
 
 #define GPUDSL_EXPORT extern "C" __attribute__((visibility("default")))
 
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <dlfcn.h>
+
 #ifndef GPUDSL_EMU_USE_UCONTEXT
 asm(R"(
   .text
@@ -112,6 +117,115 @@ __attribute__((format(printf, 1, 2))) static void set_error(const char* fmt, ...
   vsnprintf(e->text, sizeof e->text, fmt, ap);
   va_end(ap);
 }
+
+
+// ------------------------------------------------------------------ faults and Ctrl-C
+// While a worker runs blocks, a fault in kernel code (SIGSEGV, SIGBUS, SIGFPE, SIGILL: a wild
+// index, an integer division by zero, a stack overflow onto a fiber's guard page, undefined
+// behaviour g++ turned into a trap) is caught on an alternate signal stack and the worker
+// jumps back out of its blocks (siglongjmp), so the launch fails with a report instead of
+// taking the process down.  SIGINT during a launch stops every worker at once (the launch
+// returns 2) and is passed on to the handler that was installed before (Python's, which
+// raises KeyboardInterrupt).  Handlers are installed while at least one launch of this module
+// runs and restored afterwards; a signal that is not ours goes to the previous handler.
+struct FaultInfo {
+  int sig, code;
+  uintptr_t addr, pc, sp;
+};
+static thread_local sigjmp_buf* t_jmp = nullptr;  // armed while this OS thread runs blocks
+static thread_local FaultInfo t_fault;
+static const int kFaultSigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+static std::mutex g_sig_mu;
+static int g_sig_users = 0;
+static struct sigaction g_prev[65];
+static bool g_int_ours = false;
+static std::atomic<int> g_abort{0};
+static std::atomic<unsigned long> g_workers[256];  // pthread_t of the OS threads running blocks
+
+static void forward(int sig, siginfo_t* si, void* uc) {
+  struct sigaction* p = &g_prev[sig];
+  if (p->sa_flags & SA_SIGINFO) {
+    if (p->sa_sigaction) p->sa_sigaction(sig, si, uc);
+    return;
+  }
+  if (p->sa_handler == SIG_IGN) return;
+  if (p->sa_handler == SIG_DFL) {
+    signal(sig, SIG_DFL);  // a fault re-executes and takes the default action
+    if (sig == SIGINT) raise(sig);
+    return;
+  }
+  p->sa_handler(sig);
+}
+
+static void on_fault(int sig, siginfo_t* si, void* ucv) {
+  if (!t_jmp) { forward(sig, si, ucv); return; }
+  t_fault.sig = sig;
+  t_fault.code = si->si_code;
+  t_fault.addr = (uintptr_t)si->si_addr;
+  t_fault.pc = t_fault.sp = 0;
+#if defined(__x86_64__) && defined(REG_RIP)
+  ucontext_t* uc = static_cast<ucontext_t*>(ucv);
+  t_fault.pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+  t_fault.sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+#elif defined(__aarch64__)
+  ucontext_t* uc = static_cast<ucontext_t*>(ucv);
+  t_fault.pc = (uintptr_t)uc->uc_mcontext.pc;
+  t_fault.sp = (uintptr_t)uc->uc_mcontext.sp;
+#endif
+  siglongjmp(*t_jmp, sig);
+}
+
+static void on_int(int sig, siginfo_t* si, void* uc) {
+  if (g_abort.exchange(1) == 0) {
+    forward(sig, si, uc);  // Python learns of the Ctrl-C too
+    unsigned long me = (unsigned long)pthread_self();
+    for (auto& w : g_workers) {
+      unsigned long t = w.load();
+      if (t && t != me) pthread_kill((pthread_t)t, SIGINT);
+    }
+  }
+  if (t_jmp) {
+    t_fault.sig = SIGINT;
+    siglongjmp(*t_jmp, SIGINT);
+  }
+}
+
+static void arm_signals() {
+  std::lock_guard<std::mutex> lk(g_sig_mu);
+  if (g_sig_users++ > 0) return;
+  g_abort = 0;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sa.sa_sigaction = on_fault;
+  for (int s : kFaultSigs) sigaction(s, &sa, &g_prev[s]);
+  struct sigaction cur;
+  sigaction(SIGINT, nullptr, &cur);
+  g_int_ours = !(!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN);
+  if (g_int_ours) {
+    sa.sa_sigaction = on_int;
+    sigaction(SIGINT, &sa, &g_prev[SIGINT]);
+  }
+}
+
+static void disarm_signals() {
+  std::lock_guard<std::mutex> lk(g_sig_mu);
+  if (--g_sig_users > 0) return;
+  for (int s : kFaultSigs) sigaction(s, &g_prev[s], nullptr);
+  if (g_int_ours) sigaction(SIGINT, &g_prev[SIGINT], nullptr);
+  g_int_ours = false;
+}
+
+static int register_worker() {
+  unsigned long me = (unsigned long)pthread_self();
+  for (int i = 0; i < 256; ++i) {
+    unsigned long z = 0;
+    if (g_workers[i].compare_exchange_strong(z, me)) return i;
+  }
+  return -1;
+}
+static void unregister_worker(int slot) { if (slot >= 0) g_workers[slot].store(0); }
 
 // ------------------------------------------------------------------ fibers
 // The record sits at a per-region "colour" offset so that the records of successive fibers
@@ -437,7 +551,76 @@ struct Launch {
   long long nblocks;
   std::atomic<long long> next{0};
   std::atomic<bool> failed{false};
+  std::atomic<bool> interrupted{false};
 };
+
+// The blocks loop of one worker, with faults and Ctrl-C caught.  Returns 0, or the signal
+// number (t_fault says where); nothing here may rely on its locals after a siglongjmp.
+static int run_guarded(Launch* L, Block* b) {
+  sigjmp_buf jb;
+  int sig = sigsetjmp(jb, 1);
+  if (sig != 0) { t_jmp = nullptr; return sig; }
+  t_jmp = &jb;
+  int n = b->n;
+  for (;;) {
+    long long k = L->next.fetch_add(1);
+    if (k >= L->nblocks || L->failed.load(std::memory_order_relaxed) || g_abort.load(std::memory_order_relaxed)) break;
+    b->block_idx = uint3{(unsigned)(k % L->grid.x), (unsigned)(k / L->grid.x % L->grid.y),
+                         (unsigned)(k / ((long long)L->grid.x * L->grid.y))};
+    for (int i = 0; i < n; ++i) init_fiber(b, i);
+    b->nexited = b->nbar = b->nwarp = 0;
+    b->failed = false;
+    switch_to(&b->main, &b->ctx[0]);
+    if (b->failed) { L->failed = true; break; }
+  }
+  t_jmp = nullptr;
+  return 0;
+}
+
+// The report of a fault caught in run_guarded.
+static void report_fault(Launch* L, Block* b, Pool* pool) {
+  const FaultInfo& F = t_fault;
+  char thr[96] = "a thread", what[512], pcs[64] = "";
+  size_t S = GPUDSL_EMU_STACK, pg = page_size();
+  bool overflow = false;
+  uintptr_t lo = (uintptr_t)pool->map, hi = lo + pool->map_len;
+  if (F.sp >= lo && F.sp < hi) {
+    uintptr_t region = F.sp & ~(uintptr_t)(S - 1);
+    Fiber* f = reinterpret_cast<Fiber*>(region + colour_offset(region));
+    snprintf(thr, sizeof thr, "thread (%u,%u,%u)", f->tid.x, f->tid.y, f->tid.z);
+    overflow = (F.sig == SIGSEGV || F.sig == SIGBUS) && F.addr >= region && F.addr < region + 3 * pg;
+  }
+  if (F.addr >= lo && F.addr < hi && !overflow && (F.sig == SIGSEGV || F.sig == SIGBUS)) {
+    uintptr_t region = F.addr & ~(uintptr_t)(S - 1);
+    overflow = F.addr < region + 3 * pg;  // guard page of another fiber: a frame larger than the stack
+  }
+  if (F.pc) {  // offset of the faulting instruction in this module (for addr2line)
+    Dl_info self_i, pc_i;
+    if (dladdr((void*)&report_fault, &self_i) && dladdr((void*)F.pc, &pc_i) && self_i.dli_fbase == pc_i.dli_fbase)
+      snprintf(pcs, sizeof pcs, " [pc +0x%lx]", (unsigned long)(F.pc - (uintptr_t)self_i.dli_fbase));
+  }
+  switch (F.sig) {
+    case SIGINT: snprintf(what, sizeof what, "interrupted (Ctrl-C)"); break;
+    case SIGFPE:
+      snprintf(what, sizeof what, "%s",
+               F.code == FPE_INTDIV ? "arithmetic fault: integer division (or remainder) by zero"
+               : F.code == FPE_INTOVF ? "arithmetic fault: integer overflow in a division (the most negative value divided by -1)"
+               : "arithmetic fault (SIGFPE)");
+      break;
+    case SIGILL:
+      snprintf(what, sizeof what, "illegal instruction (SIGILL): the C++ compiler turned undefined behaviour it "
+                                  "could prove (e.g. a division by zero or an index out of range) into a trap");
+      break;
+    default:
+      if (overflow)
+        snprintf(what, sizeof what, "stack overflow: the thread's locals (REGISTER arrays) exceed its %zu KiB stack",
+                 (size_t)(S - 3 * pg - 4096) / 1024);
+      else
+        snprintf(what, sizeof what, "%s at address 0x%lx (an index out of range?)",
+                 F.sig == SIGBUS ? "bus error (SIGBUS)" : "invalid memory access (SIGSEGV)", (unsigned long)F.addr);
+  }
+  set_error("block (%u,%u,%u): %s: %s%s", b->block_idx.x, b->block_idx.y, b->block_idx.z, thr, what, pcs);
+}
 
 static void run_blocks(Launch* L) {
   int n = (int)(L->block.x * L->block.y * L->block.z);
@@ -456,6 +639,7 @@ static void run_blocks(Launch* L) {
   b.thunk = L->thunk;
   b.args = L->args;
   b.dyn_smem = reinterpret_cast<char*>(((uintptr_t)smem.data() + 15) & ~(uintptr_t)15);
+  b.block_idx = uint3{0, 0, 0};
   for (int i = 0; i < n; ++i) {
     Fiber* f = b.fibers[i];
     f->blk = &b;
@@ -463,16 +647,25 @@ static void run_blocks(Launch* L) {
     f->tid = uint3{(unsigned)(i % L->block.x), (unsigned)(i / L->block.x % L->block.y),
                    (unsigned)(i / (L->block.x * L->block.y))};
   }
-  for (;;) {
-    long long k = L->next.fetch_add(1);
-    if (k >= L->nblocks || L->failed.load(std::memory_order_relaxed)) break;
-    b.block_idx = uint3{(unsigned)(k % L->grid.x), (unsigned)(k / L->grid.x % L->grid.y),
-                        (unsigned)(k / ((long long)L->grid.x * L->grid.y))};
-    for (int i = 0; i < n; ++i) init_fiber(&b, i);
-    b.nexited = b.nbar = b.nwarp = 0;
-    b.failed = false;
-    switch_to(&b.main, &b.ctx[0]);
-    if (b.failed) { L->failed = true; break; }
+  // an alternate signal stack: a fault on an exhausted fiber stack still finds room
+  const size_t alt_len = 64 * 1024;
+  std::vector<char> alt(alt_len);
+  stack_t ss, old_ss;
+  ss.ss_sp = alt.data();
+  ss.ss_size = alt_len;
+  ss.ss_flags = 0;
+  bool alt_ok = sigaltstack(&ss, &old_ss) == 0;
+  int slot = register_worker();
+  int sig = run_guarded(L, &b);
+  unregister_worker(slot);
+  if (alt_ok) {
+    if (old_ss.ss_flags & SS_DISABLE) { stack_t off; memset(&off, 0, sizeof off); off.ss_flags = SS_DISABLE; sigaltstack(&off, nullptr); }
+    else sigaltstack(&old_ss, nullptr);
+  }
+  if (sig != 0) {
+    L->failed = true;
+    if (sig == SIGINT) L->interrupted = true;
+    else report_fault(L, &b, &pool);
   }
   t_slot = saved;
 }
@@ -498,10 +691,17 @@ static int launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned b
   if (workers > L.nblocks) workers = (int)L.nblocks;
   if ((long long)nthreads * L.nblocks < 8192) workers = 1;  // not worth starting OS threads
   if (workers < 1) workers = 1;
+  arm_signals();
   std::vector<std::thread> pool;
   for (int i = 1; i < workers; ++i) pool.emplace_back(run_blocks, &L);
   run_blocks(&L);
   for (auto& t : pool) t.join();
+  bool interrupted = L.interrupted || g_abort.load();
+  disarm_signals();
+  if (interrupted) {
+    snprintf(t_last_error, sizeof t_last_error, "interrupted (Ctrl-C)");
+    return 2;
+  }
   if (!L.failed) return 0;
   snprintf(t_last_error, sizeof t_last_error, "%s", L.error.set ? L.error.text : "emulated launch failed");
   return 1;

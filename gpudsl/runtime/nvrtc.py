@@ -131,6 +131,29 @@ def _compile(source: str, arch: str, options: list[str], name: str) -> tuple[byt
         nvrtc.nvrtcDestroyProgram(prog)
 
 
+def _interruptible(fn, *args):
+    """``fn(*args)`` on a helper thread, waited for in short slices: Ctrl-C raises
+    KeyboardInterrupt at once (NVRTC cannot be stopped; its thread finishes on its own and
+    its result is dropped)."""
+    import threading
+
+    box: dict = {}
+
+    def work():
+        try:
+            box["ok"] = fn(*args)
+        except BaseException as e:  # handed to the caller
+            box["err"] = e
+
+    t = threading.Thread(target=work, name="gpudsl-nvrtc", daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(0.05)
+    if "err" in box:
+        raise box["err"]
+    return box["ok"]
+
+
 def compile_cubin(source: str, arch: str = "sm_90", options: list[str] | tuple[str, ...] = (),
                   name: str = "gpudsl.cu", cache: Cache | None = None,
                   use_cache: bool = True) -> CubinResult:
@@ -149,14 +172,11 @@ def compile_cubin(source: str, arch: str = "sm_90", options: list[str] | tuple[s
                 return CubinResult(path.read_bytes(), meta.get("log", ""),
                                    {k: Resources(**v) for k, v in meta["resources"].items()},
                                    arch, key, cached=True)
-            except (OSError, KeyError, TypeError):
-                pass  # unreadable entry: recompile and overwrite
-    cubin, log = _compile(source, arch, all_opts, name)
+            except (OSError, KeyError, TypeError) as e:
+                cache.discard(key, "cubin", f"it could not be read ({e})")
+    cubin, log = _interruptible(_compile, source, arch, all_opts, name)
     res = parse_resources(log)
-    if use_cache:
-        try:
-            cache.put(key, "cubin", cubin,
+    if use_cache:  # a read-only cache directory must not break compilation (a warning)
+        cache.try_put(key, "cubin", cubin,
                       {"log": log, "arch": arch, "resources": {k: asdict(v) for k, v in res.items()}})
-        except OSError:
-            pass  # a read-only cache directory must not break compilation
     return CubinResult(cubin, log, res, arch, key, cached=False)

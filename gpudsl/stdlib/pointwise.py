@@ -14,7 +14,8 @@ from .stream_schedule import THREADS_PER_BLOCK, pick_vec, schedule_stream
 
 BINARY_OPS = {"add": "+", "mul": "*"}
 UNARY_OPS = {
-    "relu": "max({x}, 0.0)",
+    # NaN propagates (as in numpy and PyTorch): max(x, 0.0) would give 0 for NaN
+    "relu": "select({x} <= 0.0, 0.0, {x})",
     "silu": "{x} / (1.0 + exp(-{x}))",
 }
 

@@ -22,7 +22,7 @@ relu_v4_k0(const int n, const float* __restrict__ x, float* __restrict__ out)
       __align__(16) float out_r[4];
 #line 3
       for (int v = 0; v < 4; v++) {
-        out_r[v] = fmaxf(x_r[v], 0.0f);
+        out_r[v] = x_r[v] <= 0.0f ? 0.0f : x_r[v];
       }
 #line 3
       // vcopy4_GLOBAL_REGISTER

@@ -1,0 +1,50 @@
+"""``python interrupt_child.py emulator|check``: start something long, print "ready" just
+before it, and print "KeyboardInterrupt" when Ctrl-C arrives (or "finished" if it ran to its
+end, which the test counts as a failure)."""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from gpudsl import BLOCKS, THREADS, f32, par, proc, seq, size
+
+
+@proc
+def spin(n: size, m: size, x: f32[n]):
+    for b in par(0, n // 64) @ BLOCKS:
+        for t in par(0, 64) @ THREADS:
+            for i in seq(0, m):
+                x[64 * b + t] = x[64 * b + t] * 0.999 + 1.0
+
+
+@proc
+def hard(n: size, m: size, x: f32[n]):
+    assert n > 1000
+    for b in par(0, m) @ BLOCKS:
+        for t in par(0, 256) @ THREADS:
+            x[(b * b * b + t * t * t * 7 + b * t * 13) % n] = 1.0
+
+
+def main(what: str) -> int:
+    if what.startswith("emulator"):
+        k = spin.compile("emulator")
+        x = np.zeros(256 if what == "emulator" else 65536, np.float32)
+        k(x=x, m=10)  # compiled and warm
+        run = lambda: k(x=x, m=2_000_000_000)  # noqa: E731  (minutes)
+    else:
+        run = lambda: hard.check(timeout=60)  # noqa: E731  (each query up to a minute)
+    print("ready", flush=True)
+    try:
+        run()
+        print("finished", flush=True)
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt", flush=True)
+    time.sleep(0.1)
+    print("alive", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
