@@ -76,6 +76,7 @@ def test_proc_of_a_number_is_a_proc_error_at_the_call():
 
 @proc
 def takes_index(n: size, k: index, x: f32[n]):
+    assert n >= 8
     for b in par(0, 1) @ BLOCKS:
         for t in par(0, 8) @ THREADS:
             x[t] = 1.0 * k
@@ -83,6 +84,7 @@ def takes_index(n: size, k: index, x: f32[n]):
 
 @proc
 def takes_i32(n: size, k: i32, x: f32[n]):
+    assert n >= 8
     for b in par(0, 1) @ BLOCKS:
         for t in par(0, 8) @ THREADS:
             x[t] = 1.0 * k
@@ -106,6 +108,7 @@ def test_an_integer_scalar_out_of_its_type_is_a_launch_error():
 
 @proc
 def c_macro_names(M_PI: size, EOF: f32, x: f32[M_PI]):
+    assert M_PI <= 1024
     for SIGINT in par(0, 1) @ BLOCKS:
         for INT_MAX in par(0, M_PI) @ THREADS:
             x[INT_MAX] = EOF + 1.0
