@@ -100,7 +100,8 @@ class Proc:
 
         return cuda_source(self, **bindings)
 
-    def compile(self, target: str = "cuda", check: bool = True, **bindings):
+    def compile(self, target: str = "cuda", check: bool = True, trace: dict | None = None,
+                **bindings):
         """Prove the proc, generate CUDA C and compile it into a callable :class:`Kernel`.
 
         ``target`` is ``"cuda"`` (NVRTC; compiling needs no GPU, running does) or
@@ -110,6 +111,11 @@ class Proc:
         comes first: an unproved proc raises :class:`gpudsl.CheckError` with the report.
         ``check=False`` skips it (``kernel.proved`` is then False).
 
+        ``trace=dict(block=(0, 0), thread=(3, 0))`` builds a kernel that prints, from
+        that one thread only (CUDA indices, x first), each assignment it executes (source
+        line, indices, value) on Python's stdout, on the GPU and on the emulator alike;
+        ``kernel.trace_output`` keeps the text of the last call.
+
         Example::
 
             k = saxpy.compile("emulator")
@@ -117,7 +123,7 @@ class Proc:
         """
         from .compiler import compile_proc
 
-        return compile_proc(self, target, check=check, **bindings)
+        return compile_proc(self, target, check=check, trace=trace, **bindings)
 
     # cursors (see gpudsl.schedule.cursors)
     def find_loop(self, pattern, many: bool = False):

@@ -9,6 +9,8 @@ Index arithmetic is 32-bit (``int``) when every extent fits (see
 """
 from __future__ import annotations
 
+import numbers
+
 from ..errors import CompileError
 from ..ir.inline import inline_calls, written_names
 from ..ir.nodes import (Assign, Atomic, ProcDef, Read, Reduce, Var, WindowArg)
@@ -101,8 +103,9 @@ def _static_index_bits(p: ProcDef, bindings: dict) -> int:
 
 
 class ModuleWriter:
-    def __init__(self, proc: ProcDef, bindings: dict, index_bits: int):
+    def __init__(self, proc: ProcDef, bindings: dict, index_bits: int, trace=None):
         self.proc = proc
+        self.trace = trace  # ((bx, by, bz), (tx, ty, tz)) or None: see KernelWriter.trace_text
         self.bindings = bindings
         self.index_bits = index_bits
         self.index_ctype = "int" if index_bits == 32 else "long long"
@@ -247,6 +250,10 @@ class ModuleWriter:
 
         describe(self.program, 0)
         head.raw(f"// Index arithmetic: {self.index_bits}-bit.")
+        if self.trace is not None:
+            b, t = self.trace
+            head.raw(f"// Traced: every assignment of block ({', '.join(map(str, b))}), thread "
+                     f"({', '.join(map(str, t))}) is printed (printf).")
         if self.uses_half:
             head.raw("#ifndef GPUDSL_EMULATOR\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>"
                      "\n#endif")
@@ -268,8 +275,41 @@ from ..ir.nodes import Const as _Const  # noqa: E402
 INDEX_ONE = _Const(1, INDEX)
 
 
-def generate(proc, bindings: dict | None = None, index_bits: int | None = None) -> CudaModule:
-    """Lower ``proc`` (a Proc or ProcDef) with ``bindings`` fixing sizes."""
+def normalize_trace(trace) -> tuple | None:
+    """``trace=dict(block=(bx, by), thread=(tx,))`` → ``((bx, by, 0), (tx, 0, 0))``: CUDA
+    indices, x first, shorter tuples (or a plain int) padded with 0; either key may be left
+    out (then 0).  ``None`` stays None.  Anything else is a :class:`CompileError`."""
+    if trace is None:
+        return None
+    hint = "write trace=dict(block=(0, 0), thread=(3, 0)): blockIdx and threadIdx, x first"
+    if not isinstance(trace, dict):
+        raise CompileError(f"trace= takes a dict with 'block' and 'thread', got "
+                           f"{type(trace).__name__} {trace!r:.60}", hint=hint)
+    extra = [k for k in trace if k not in ("block", "thread")]
+    if extra:
+        raise CompileError(f"trace= has the unknown key {extra[0]!r}", hint=hint)
+    out = []
+    for key, limits in (("block", (2 ** 31 - 1, 65535, 65535)), ("thread", (1024, 1024, 64))):
+        v = trace.get(key, (0, 0, 0))
+        if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+            v = (v,)
+        if not isinstance(v, (tuple, list)) or not 1 <= len(v) <= 3 or not all(
+                isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in v):
+            raise CompileError(f"trace {key}={v!r:.60} is not 1 to 3 integers", hint=hint)
+        v = tuple(int(x) for x in v) + (0,) * (3 - len(v))
+        for x, lim, d in zip(v, limits, "xyz"):
+            if not 0 <= x < lim:
+                raise CompileError(f"trace {key} index {d}={x} is out of range "
+                                   f"(0 <= {d} < {lim})", hint=hint)
+        out.append(v)
+    return tuple(out)
+
+
+def generate(proc, bindings: dict | None = None, index_bits: int | None = None,
+             trace=None) -> CudaModule:
+    """Lower ``proc`` (a Proc or ProcDef) with ``bindings`` fixing sizes; ``trace``
+    (see :func:`normalize_trace`) adds a ``printf`` of every assignment the traced
+    thread executes."""
     p = _proc_ir(proc)
     if p.instr is not None:
         raise CompileError(f"{p.name} is an @instr: it is emitted where it is called, not "
@@ -279,7 +319,7 @@ def generate(proc, bindings: dict | None = None, index_bits: int | None = None) 
         index_bits = _static_index_bits(p, b)
     if index_bits not in (32, 64):
         raise CompileError(f"index_bits must be 32 or 64, got {index_bits}")
-    return ModuleWriter(p, b, index_bits).run()
+    return ModuleWriter(p, b, index_bits, normalize_trace(trace)).run()
 
 
 def cuda_source(proc, **bindings) -> str:

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..codegen import NeedsBinding, generate, index_bits_for, walk_program
-from ..codegen.generate import check_bindings
+from ..codegen.generate import check_bindings, normalize_trace
 from ..ir.inline import inline_calls, written_names
 from ..ir.locations import location_key
 from ..display import status
@@ -102,16 +102,27 @@ class Kernel:
 
     ``kernel.proved`` says whether ``check()`` proved the proc before it was compiled
     (``compile(..., check=False)`` skips the proof), ``kernel.report`` is that proof.
+
+    Compiled with ``trace=dict(block=(bx, by, bz), thread=(tx, ty, tz))`` (CUDA's
+    ``blockIdx``/``threadIdx``, x first; shorter tuples are padded with 0), the kernel
+    prints, from that one thread only, every assignment, reduction and atomic it executes:
+    ``file:line: name[indices] = value``.  The lines go to Python's ``sys.stdout`` (a
+    notebook shows them) on the emulator and on the GPU alike, and ``kernel.trace_output``
+    holds the text of the last call.
     """
 
     def __init__(self, proc, target: str = "cuda", bindings: dict | None = None,
-                 check: bool = True):
+                 check: bool = True, trace: dict | None = None):
         if target not in TARGETS:
             raise CompileError(f"unknown target {target!r}", hint="targets: 'cuda', 'emulator'")
         self.proc = proc
         self.ir: ProcDef = as_procdef(proc) or proc
         self.target = target
         self.bindings = check_bindings(self.ir, dict(bindings or {}))
+        # ((bx, by, bz), (tx, ty, tz)) or None; a traced kernel's source differs, so its
+        # compiled code is a cache entry of its own
+        self.trace = normalize_trace(trace)
+        self.trace_output = ""  # what the traced thread printed in the last call
         with status(f"gpudsl: proving and compiling {self.ir.name} for {target}"):
             self._build(check)
 
@@ -145,7 +156,9 @@ class Kernel:
                 return spec
             while True:
                 try:
-                    module = generate(self.ir, {**self.bindings, **late}, index_bits)
+                    module = generate(self.ir, {**self.bindings, **late}, index_bits,
+                                      trace=self.trace and dict(zip(("block", "thread"),
+                                                                    self.trace)))
                     break
                 except NeedsBinding as e:
                     missing = [n for n in e.names if n not in late]
@@ -161,6 +174,9 @@ class Kernel:
             return spec
 
     def _backend(self, module):
+        if self.trace is not None:
+            _check_trace_reaches(self.trace, module, self.ir.name)
+            return BACKENDS[self.target](module.source, signatures(module), capture_output=True)
         return BACKENDS[self.target](module.source, signatures(module))
 
     # ------------------------------------------------------------ introspection
@@ -267,7 +283,37 @@ class Kernel:
                 plan.append(_launch(module, k, grid, kenv, b))
         except (NotConstant, ZeroDivisionError) as e:
             raise LaunchError(f"cannot compute the launches of {self.ir.name}: {e}") from None
-        spec.backend.run(b.arrays, list(_temporary_shapes(module, b.env)), plan)
+        if self.trace is None:
+            printed = spec.backend.run(b.arrays, list(_temporary_shapes(module, b.env)), plan)
+            if printed:  # an @instr's printf, on the emulator
+                _print(printed)
+            return
+        self.trace_output = ""
+        try:
+            spec.backend.run(b.arrays, list(_temporary_shapes(module, b.env)), plan)
+        finally:  # what was printed before a fault is shown too
+            self.trace_output = getattr(spec.backend, "output", "") or ""
+            _print(self.trace_output)
+
+
+def _print(text: str) -> None:
+    """Kernel output on Python's ``sys.stdout`` (which a notebook captures)."""
+    import sys
+
+    if text:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _check_trace_reaches(trace, module, name: str) -> None:
+    """Refuse a traced thread that lies outside the block of every kernel."""
+    _, thread = trace
+    blocks = [k.block for k in module.kernels.values()]
+    if blocks and not any(all(t < b for t, b in zip(thread, blk)) for blk in blocks):
+        raise CompileError(f"trace thread=({', '.join(map(str, thread))}) is outside the block "
+                           f"of every kernel of {name} (block sizes: "
+                           + ", ".join("(" + ", ".join(map(str, b)) + ")" for b in blocks) + ")",
+                           hint="threadIdx, x first: pick a thread inside the block")
 
 
 def _temporary_shapes(module, env):
@@ -291,13 +337,15 @@ def _launch(module, k, grid, kenv, b: Bound) -> Launch:
     return Launch(k.name, grid, k.block, tuple(args), k.dynamic_shared_bytes)
 
 
-def compile_proc(proc, target: str = "cuda", check: bool = True, **bindings) -> Kernel:
+def compile_proc(proc, target: str = "cuda", check: bool = True, trace: dict | None = None,
+                 **bindings) -> Kernel:
     """``proc.compile(target, **bindings)``: prove the proc (``check()``, cached per proc
     and bindings; :class:`gpudsl.CheckError` with the report when unproved, unless
     ``check=False``), generate CUDA C and compile it for ``target`` (``"cuda"``: NVRTC
     cubin for the device's architecture, ``sm_90`` without one; ``"emulator"``: g++ with
-    gpudsl's emulation header)."""
-    return Kernel(proc, target, bindings, check=check)
+    gpudsl's emulation header).  ``trace=dict(block=(0, 0), thread=(3, 0))`` builds a
+    kernel that prints each assignment that one thread executes (see :class:`Kernel`)."""
+    return Kernel(proc, target, bindings, check=check, trace=trace)
 
 
 __all__ = ["Kernel", "compile_proc", "prove", "bind_arguments", "Bound", "TARGETS", "GRID_LIMITS",

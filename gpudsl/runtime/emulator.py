@@ -27,6 +27,10 @@ unless the module is built with ``checks=True`` (``$GPUDSL_EMU_CHECKS=1``), whic
 g++'s bounds checks of fixed-size (REGISTER, SHARED) arrays and of integer division.
 Ctrl-C during a launch stops it within milliseconds and raises KeyboardInterrupt.
 
+Output: ``printf`` in kernel code (``compile(..., trace=...)`` emits it) is kept in a buffer
+inside the module, not written to the C stdout (which Jupyter does not show); ``launch``
+takes it into ``module.output`` and the compile layer prints it on ``sys.stdout``.
+
 Limits: each emulated thread has a ``stack_kb`` KiB stack (default: sized from the
 kernels' local arrays, at least 128, less 12 KiB of header and guard page; overflowing it
 is a LaunchError); kernel parameters are at most 8 bytes; spin-waiting on other threads
@@ -135,6 +139,10 @@ class EmuModule:
         self._last_error = lib.gpudsl_emu_last_error
         self._last_error.restype = ctypes.c_char_p
         self._last_error.argtypes = []
+        self._take_output = lib.gpudsl_emu_take_output
+        self._take_output.restype = ctypes.c_void_p
+        self._take_output.argtypes = [ctypes.POINTER(ctypes.c_ulonglong)]
+        self.output = ""  # what the last launch printed (kernel printf), see take_output
         for k in self.kernels.values():
             f = getattr(lib, f"gpudsl_launch_{k.name}")
             f.restype = ctypes.c_int
@@ -156,12 +164,26 @@ class EmuModule:
                               f"(has: {', '.join(self.kernels) or 'none'})")
         g, b = dims(grid, "grid"), dims(block, "block")
         slots = pack_args(sig, args, host_pointer)
-        rc = self._fns[name](*g, *b, int(shared_bytes), self.workers, slots.address)
+        try:
+            rc = self._fns[name](*g, *b, int(shared_bytes), self.workers, slots.address)
+        finally:
+            self.output = self.take_output()
         if rc == 2:  # Ctrl-C: the launch stopped at once
             raise KeyboardInterrupt(f"emulated kernel {name} interrupted")
         if rc != 0:
             msg = (self._last_error() or b"unknown failure").decode("utf-8", "replace")
             raise LaunchError(f"emulated kernel {name} failed: {_with_source_line(msg, self.path)}")
+
+
+    def take_output(self) -> str:
+        """What kernels printed (``printf``) since the last take; the emulator keeps it in
+        a buffer rather than the C stdout, which a notebook does not show.  ``launch``
+        takes it after each launch into ``self.output``."""
+        n = ctypes.c_ulonglong(0)
+        p = self._take_output(ctypes.byref(n))
+        if not p or not n.value:
+            return ""
+        return ctypes.string_at(p, n.value).decode("utf-8", "replace")
 
 
 def dims(d, what: str) -> tuple[int, int, int]:

@@ -354,4 +354,55 @@ static inline unsigned int __reduce_add_sync(unsigned m, unsigned v) { return gp
 static inline unsigned int __reduce_min_sync(unsigned m, unsigned v) { return gpudsl_emu::vote(m, v, gpudsl_emu::OP_UMIN); }
 static inline unsigned int __reduce_max_sync(unsigned m, unsigned v) { return gpudsl_emu::vote(m, v, gpudsl_emu::OP_UMAX); }
 
+// ---------------------------------------------------------------- printf
+// Kernel printf (compile(..., trace=...) emits it) is written into a buffer that Python takes
+// after each launch (gpudsl_emu_take_output) and prints on sys.stdout, which a notebook shows
+// (it does not show the C stdout).  One mutex keeps lines from several workers whole; at most
+// GPUDSL_EMU_OUTPUT_MAX bytes are kept per launch, as CUDA's printf FIFO is bounded too.
+#ifndef GPUDSL_EMU_OUTPUT_MAX
+#define GPUDSL_EMU_OUTPUT_MAX (16u << 20)
+#endif
+namespace gpudsl_emu {
+static std::mutex g_out_mu;
+static std::string g_out;
+static bool g_out_truncated = false;
+}  // namespace gpudsl_emu
+__attribute__((format(printf, 1, 2))) static int gpudsl_emu_printf(const char* fmt, ...) {
+  char small[512];
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n > 0) {
+    std::string big;
+    if ((size_t)n >= sizeof small) {
+      big.resize((size_t)n + 1);
+      vsnprintf(big.data(), big.size(), fmt, ap2);
+    }
+    std::lock_guard<std::mutex> lock(gpudsl_emu::g_out_mu);
+    if (gpudsl_emu::g_out.size() + (size_t)n <= GPUDSL_EMU_OUTPUT_MAX)
+      gpudsl_emu::g_out.append(big.empty() ? small : big.data(), (size_t)n);
+    else
+      gpudsl_emu::g_out_truncated = true;
+  }
+  va_end(ap2);
+  return n;
+}
+#define printf(...) gpudsl_emu_printf(__VA_ARGS__)
+
+// What the kernels printed since the last call (the buffer is handed over and emptied).
+GPUDSL_EXPORT const char* gpudsl_emu_take_output(unsigned long long* len) {
+  static thread_local std::string taken;
+  {
+    std::lock_guard<std::mutex> lock(gpudsl_emu::g_out_mu);
+    taken.swap(gpudsl_emu::g_out);
+    gpudsl_emu::g_out.clear();
+    if (gpudsl_emu::g_out_truncated) taken += "... (printf output truncated)\n";
+    gpudsl_emu::g_out_truncated = false;
+  }
+  *len = taken.size();
+  return taken.data();
+}
+
 #endif  // GPUDSL_EMU_H

@@ -12,6 +12,7 @@ compile layer (:mod:`gpudsl.compiler`) computes the launches and hands over
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,9 +82,11 @@ def _launch_all(launch, launches, work: dict) -> None:
 
 class EmulatorBackend:
     """The kernels run on the CPU, on the numpy arrays in place (contiguous work copies
-    of non-contiguous arrays, copied back when written)."""
+    of non-contiguous arrays, copied back when written).  ``run`` returns what the
+    kernels printed (``printf``; the emulator buffers it rather than writing the C
+    stdout)."""
 
-    def __init__(self, source: str, sigs: list[KernelSig]):
+    def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False):
         from .emulator import build_emulator_module
 
         self.mod = build_emulator_module(source, sigs)
@@ -102,20 +105,36 @@ class EmulatorBackend:
             work[name] = h
         for name, shape, dt in temporaries:
             work[name] = np.zeros(shape, dt)
+        printed: list[str] = []
+
+        def launch(*a):
+            try:
+                self.mod.launch(*a)
+            finally:
+                printed.append(self.mod.output)
+
         try:
-            _launch_all(self.mod.launch, launches, work)
+            _launch_all(launch, launches, work)
         finally:
             for h, c in copy_back:
                 h[...] = c
+            self.output = "".join(printed)
+        return self.output
 
 
 class CudaBackend:
-    """NVRTC cubin (compiled at once, also without a GPU); launching needs the driver."""
+    """NVRTC cubin (compiled at once, also without a GPU); launching needs the driver.
 
-    def __init__(self, source: str, sigs: list[KernelSig]):
+    With ``capture_output=True`` the process's file descriptor 1, where the driver writes
+    what kernels ``printf``, is redirected to a temporary file while the launches run and
+    synchronize; ``run`` returns that text (and otherwise "")."""
+
+    def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False):
         from .driver import device_arch
         from .nvrtc import compile_cubin
 
+        self.capture_output = capture_output
+        self.output = ""
         self.sigs = sigs
         r = compile_cubin(source, device_arch())
         self.cubin, self.resources, self.arch = r.cubin, r.resources, r.arch
@@ -144,13 +163,64 @@ class CudaBackend:
                     copies.append((a.host, buf))
         for name, shape, dt in temporaries:
             work[name] = DeviceBuffer.zeros(shape, dt)
-        _launch_all(self._dev.launch, launches, work)
-        synchronize()
+        if self.capture_output:
+            with _captured_fd1() as got:
+                try:
+                    _launch_all(self._dev.launch, launches, work)
+                finally:
+                    synchronize()  # the driver writes the printf FIFO out here
+            self.output = got[0]
+        else:
+            _launch_all(self._dev.launch, launches, work)
+            synchronize()
         for host, buf in copies:
             if host.flags.c_contiguous:
                 buf.copy_to(host)
             else:
                 host[...] = buf.to_numpy()
+        return self.output
+
+
+class _captured_fd1:
+    """Redirect file descriptor 1 (the C stdout) to a temporary file; on exit restore it
+    and put the text written meanwhile in ``got[0]``.  Serialized process-wide: fd 1 is
+    one for all threads."""
+
+    _lock = threading.Lock()
+
+    def __enter__(self):
+        import os
+        import sys
+        import tempfile
+
+        self._lock.acquire()
+        self.got = [""]
+        try:
+            sys.stdout.flush()
+        except Exception:
+            pass
+        self.file = tempfile.TemporaryFile()
+        self.saved = os.dup(1)
+        os.dup2(self.file.fileno(), 1)
+        return self.got
+
+    def __exit__(self, *exc):
+        import ctypes
+        import os
+
+        try:
+            try:
+                ctypes.CDLL(None).fflush(None)  # the C library's buffered stdout
+            except (OSError, AttributeError):
+                pass
+            os.dup2(self.saved, 1)
+            os.close(self.saved)
+            self.file.seek(0)
+            self.got[0] = self.file.read().decode("utf-8", "replace")
+            self.file.close()
+        finally:
+            self._lock.release()
+        return False
 
 
 BACKENDS = {"cuda": CudaBackend, "emulator": EmulatorBackend}
