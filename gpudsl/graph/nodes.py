@@ -41,26 +41,27 @@ def dtype_name(t) -> str:
     return text
 
 
-def _shape(shape, what="shape") -> tuple[int, ...]:
+def _shape(shape, what="shape", arg=None) -> tuple[int, ...]:
     try:
         dims = tuple(shape)
     except TypeError:
-        raise ShapeError(f"{what} must be a list of dimensions, not {shape!r}") from None
+        raise ShapeError(f"{what} must be a list of dimensions, not {shape!r}",
+                         arg) from None
     out = []
     for d in dims:
         if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
-            raise ShapeError(f"{what} {list(dims)}: {d!r} is not an integer")
+            raise ShapeError(f"{what} {list(dims)}: {d!r} is not an integer", arg)
         out.append(int(d))
     return tuple(out)
 
 
-def _tensor_shape(shape, what="shape") -> tuple[int, ...]:
-    dims = _shape(shape, what)
+def _tensor_shape(shape, what="shape", arg=None) -> tuple[int, ...]:
+    dims = _shape(shape, what, arg)
     if not 1 <= len(dims) <= 3:
         raise ShapeError(f"{what} {list(dims)} has {len(dims)} dimension(s); graph tensors "
-                         "have 1 to 3")
+                         "have 1 to 3", arg)
     if any(d <= 0 for d in dims):
-        raise ShapeError(f"{what} {list(dims)} has a dimension that is not positive")
+        raise ShapeError(f"{what} {list(dims)} has a dimension that is not positive", arg)
     return dims
 
 
@@ -77,7 +78,7 @@ def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
     if op in ("InputTensor", "ConstantTensor", "BufferTensor"):
         if op == "BufferTensor" and attrs["dtype"] != "float32":
             raise ShapeError("a BufferTensor holds float32", 0)
-        return attrs["dtype"], _tensor_shape(attrs["shape"])
+        return attrs["dtype"], _tensor_shape(attrs["shape"], arg=0)
     if op in ("SumNode", "HadamardProductNode"):
         a, b = ops
         _float(ops, 0, 1)
@@ -124,7 +125,7 @@ def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
         return "float32", (e - b,) + ops[0].shape[1:]
     if op == "ReshapeNode":
         _float(ops, 0)
-        new = _tensor_shape(attrs["shape"], "the new shape")
+        new = _tensor_shape(attrs["shape"], "the new shape", 1)
         if math.prod(new) != math.prod(ops[0].shape):
             raise ShapeError(f"cannot reshape {list(ops[0].shape)} "
                              f"({math.prod(ops[0].shape)} elements) to {list(new)} "
@@ -132,7 +133,7 @@ def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
         return "float32", new
     if op == "PermuteNode":
         _float(ops, 0)
-        perm = _shape(attrs["perm"], "the permutation")
+        perm = _shape(attrs["perm"], "the permutation", 1)
         rank = len(ops[0].shape)
         if sorted(perm) != list(range(rank)):
             raise ShapeError(f"{list(perm)} is not a permutation of the {rank} axes of "
