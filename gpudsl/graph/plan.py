@@ -142,11 +142,15 @@ def plan(nodes: list[Node], result: Node) -> Plan:
     storage, intervals = lifetimes(nodes, result)
     sizes = {k: aligned(nbytes(nodes[k])) for k in intervals}
     bound = lower_bound(sizes, intervals)
-    # greedy by size (ties: by earlier start, then longer life), and greedy by start as a
-    # second candidate; the smaller arena wins
+    # greedy by size (ties: by earlier start, then longer life); by start; by size x life;
+    # by life: the smallest arena of the four wins
     orders = [sorted(intervals, key=lambda k: (-sizes[k], intervals[k][0],
                                                -intervals[k][1])),
-              sorted(intervals, key=lambda k: (intervals[k][0], -sizes[k]))]
+              sorted(intervals, key=lambda k: (intervals[k][0], -sizes[k])),
+              sorted(intervals, key=lambda k: (-sizes[k] * (intervals[k][1] - intervals[k][0]
+                                                            + 1), intervals[k][0])),
+              sorted(intervals, key=lambda k: (-(intervals[k][1] - intervals[k][0]),
+                                               -sizes[k], intervals[k][0]))]
     best = None
     for order in orders:
         offs = best_fit(sizes, intervals, order)
