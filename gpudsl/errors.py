@@ -173,6 +173,7 @@ class GraphError(Error):
         self.line = line
         self.column = column
         self.file = file
+        self.source = source
         loc = SrcLoc(file, line, (column or 1) - 1) if line is not None else None
         head = f"{file}:{line}:{column or 1}: {message}" if line is not None else message
         parts = [head]

@@ -15,7 +15,7 @@ from ..errors import Error, GraphError
 from ..stdlib import ops
 from .nodes import Node, as_host_array
 from .plan import Memory, Plan, plan
-from .script import Graph, parse, to_script
+from .script import Graph, parse, refile, to_script
 
 _NP = {"float32": np.float32, "int64": np.int64}
 
@@ -32,6 +32,12 @@ class Model:
     ``memory`` is the arena's size next to the lower bound."""
 
     def __init__(self, graph: Graph, constants: dict, device: str):
+        try:
+            self._init(graph, constants, device)
+        except GraphError as e:
+            raise refile(e, graph.file) from None
+
+    def _init(self, graph: Graph, constants: dict, device: str):
         self.graph = graph
         self.device = device
         self.script = graph.text
@@ -135,6 +141,12 @@ class Model:
     def evaluate(self, inputs: dict) -> np.ndarray:
         """Run the graph on ``inputs`` (name -> numpy array or torch tensor); returns
         the result as a new numpy array.  Buffers keep their contents across calls."""
+        try:
+            return self._evaluate(inputs)
+        except GraphError as e:
+            raise refile(e, self.graph.file) from None
+
+    def _evaluate(self, inputs: dict) -> np.ndarray:
         values = self._check_inputs(inputs)
         self._check_ranges(values)
         nodes = self.graph.nodes
@@ -178,7 +190,8 @@ class Model:
             b[...] = 0
 
 
-def compile(graph, constants: dict | None = None, device: str | None = None) -> Model:  # noqa: A001
+def compile(graph, constants: dict | None = None, device: str | None = None,  # noqa: A001
+            file: str = "<script>") -> Model:
     """Compile a graph (a node built with the Python API, or script text) into a
     :class:`Model`.  ``constants`` gives the script's ConstantTensors by name (a node's
     own constants are taken from it).  ``device``: ``"cuda"``, ``"emulator"`` or None
@@ -202,4 +215,4 @@ def compile(graph, constants: dict | None = None, device: str | None = None) -> 
         raise GraphError("device='emulator' on a machine with a GPU is not supported in "
                          "this version: gpudsl.ops runs on the GPU there",
                          hint="use device=None or 'cuda'")
-    return Model(parse(text), consts, where)
+    return Model(parse(text, file), consts, where)

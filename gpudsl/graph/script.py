@@ -52,6 +52,7 @@ class Graph:
     constants: dict[str, Node] = field(default_factory=dict)
     buffers: list[Node] = field(default_factory=list)
     text: str = ""
+    file: str = "<script>"
 
 
 class _Tok(NamedTuple):
@@ -130,7 +131,25 @@ def _parse_list(ln: _Line):
 
 
 def parse(text: str, file: str = "<script>") -> Graph:
-    """Parse a HamKaas script into a :class:`Graph` (shapes inferred and checked)."""
+    """Parse a HamKaas script into a :class:`Graph` (shapes inferred and checked);
+    errors name ``file`` (default ``<script>``), line and column."""
+    try:
+        g = _parse(text)
+    except GraphError as e:
+        raise refile(e, file) from None
+    g.file = file
+    return g
+
+
+def refile(e: GraphError, file: str) -> GraphError:
+    """``e`` naming ``file`` instead of ``<script>``."""
+    if e.line is None or e.file == file:
+        return e
+    src = e.source if hasattr(e, "source") else None
+    return GraphError(e.raw_message, e.line, e.column, src, file, e.hint)
+
+
+def _parse(text: str) -> Graph:
     defined: dict[str, Node] = {}
     nodes: list[Node] = []
     g = Graph([], None, text=text)  # type: ignore[arg-type]
