@@ -6,7 +6,7 @@ emulator.  See README.md and SPEC.md.
 """
 from __future__ import annotations
 
-from .errors import (CheckError, CompileError, Error, InterpError, LaunchError, ProcError,
+from .errors import (CheckError, CompileError, Error, GraphError, InterpError, LaunchError, ProcError,
                      RaceError, SchedulingError, SrcLoc)
 from .language import *  # noqa: F401,F403
 from .language import __all__ as _lang_all
@@ -34,5 +34,5 @@ def check(p, **bindings):
 __all__ = list(_lang_all) + [
     "Proc", "proc", "instr", "proc_from_source", "interpret", "check",
     "Error", "ProcError", "SchedulingError", "CheckError", "RaceError", "LaunchError",
-    "CompileError", "InterpError", "SrcLoc", "__version__",
+    "CompileError", "InterpError", "GraphError", "SrcLoc", "__version__",
 ]

@@ -160,6 +160,35 @@ class InterpError(Error):
     """The interpreter met a run-time fault (out-of-bounds access, failed assert)."""
 
 
+class GraphError(Error):
+    """A graph (a HamKaas script, or one built with ``gpudsl.graph``) is malformed, does
+    not fit its shapes, or was given inputs that do not fit it.
+
+    ``line`` and ``column`` (both 1-based) name the place in the script, when there is
+    one; the message quotes that line with a caret under the column."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None,
+                 source: str | None = None, file: str = "<script>",
+                 hint: str | None = None):
+        self.line = line
+        self.column = column
+        self.file = file
+        self.source = source
+        loc = SrcLoc(file, line, (column or 1) - 1) if line is not None else None
+        head = f"{file}:{line}:{column or 1}: {message}" if line is not None else message
+        parts = [head]
+        if line is not None and source is not None:
+            stripped = source.lstrip()
+            caret = max((column or 1) - 1 - (len(source) - len(stripped)), 0)
+            parts.append(f"    {stripped.rstrip()}\n    {' ' * caret}^")
+        if hint:
+            parts.append(f"  hint: {hint}")
+        Exception.__init__(self, "\n".join(parts))
+        self.loc = loc
+        self.raw_message = message
+        self.hint = hint
+
+
 # ---------------------------------------------------------------- showing errors
 #
 # A user's mistake is shown message first: the gpudsl message (file:line, quoted

@@ -1,5 +1,5 @@
-"""The ``gpudsl`` command line: demo, check (:mod:`.check`), cuda (:mod:`.cuda`), bench
-(:mod:`gpudsl.bench`)."""
+"""The ``gpudsl`` command line: demo, check (:mod:`.check`), cuda (:mod:`.cuda`), run
+(:mod:`.run`, graph scripts), bench (:mod:`gpudsl.bench`)."""
 from __future__ import annotations
 
 import argparse
@@ -33,6 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     u = sub.add_parser("cuda", help="print the CUDA C of a proc: gpudsl cuda FILE::PROC")
     u.add_argument("target")
     u.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE")
+    r = sub.add_parser("run", help="run a HamKaas graph script: gpudsl run SCRIPT "
+                       "--input name=file.npy --constants dir/")
+    r.add_argument("script")
+    r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    r.add_argument("--constants", default=None, metavar="DIR",
+                   help="a folder holding NAME.npy for each ConstantTensor")
+    r.add_argument("--output", default=None, metavar="FILE.npy")
     b = sub.add_parser("bench", help="run the standard-library benchmarks")
     b.add_argument("args", nargs=argparse.REMAINDER)
     ns = ap.parse_args(argv)
@@ -49,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
             from .cuda import run_cuda
 
             return run_cuda(ns.target, _bindings(ns.bind))
+        if ns.cmd == "run":
+            from .run import run_script
+
+            return run_script(ns.script, ns.input, ns.constants, ns.output)
         if ns.cmd == "bench":
             from ..bench import main as bench_main
 

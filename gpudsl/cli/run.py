@@ -1,0 +1,55 @@
+"""``gpudsl run SCRIPT --input name=file.npy --constants dir/ [--output out.npy]``.
+
+Compiles the HamKaas script (constants from ``dir/<name>.npy``), evaluates it once on
+the inputs and prints the result (or saves it with ``--output``)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from ..errors import GraphError
+
+
+def _load(path: str, what: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise GraphError(f"cannot read {what} from {path}: {e}") from None
+
+
+def run_script(script: str, inputs: list[str], constants_dir: str | None,
+               output: str | None = None, out=None) -> int:
+    from .. import graph
+
+    out = out or sys.stdout
+    try:
+        with open(script) as f:
+            text = f.read()
+    except OSError as e:
+        raise GraphError(f"cannot read the script {script}: {e.strerror}") from None
+    g = graph.parse(text, file=script)
+    consts = {}
+    for name in g.constants:
+        if constants_dir is None:
+            break
+        path = os.path.join(constants_dir, f"{name}.npy")
+        if os.path.exists(path):
+            consts[name] = _load(path, f"constant {name!r}")
+    values = {}
+    for item in inputs or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name:
+            raise GraphError(f"--input takes NAME=FILE.npy, got {item!r}")
+        values[name.strip()] = _load(path, f"input {name!r}")
+    model = graph.compile(text, constants=consts, file=script)
+    result = model.evaluate(values)
+    if output:
+        np.save(output, result)
+        print(f"result {result.dtype} {list(result.shape)} saved to {output}", file=out)
+    else:
+        print(f"result {result.dtype} {list(result.shape)}", file=out)
+        print(np.array2string(result, threshold=200), file=out)
+    print(model.memory, file=out)
+    return 0

@@ -1,0 +1,29 @@
+"""``gpudsl.graph``: HamKaas scripts and models on the standard library's kernels
+(SPEC section 9).
+
+    from gpudsl import graph
+    x = graph.InputTensor("input", "float32", [128, 28, 28])
+    h = (x.reshape([128, 784]) @ graph.ConstantTensor(w1) + graph.ConstantTensor(b1)).relu()
+    model = graph.compile(h)
+    y = model.evaluate({"input": images})
+
+A HamKaas user's graph-building code runs by changing the import: the nodes keep
+HamKaas's names (``InputTensor``, ``ConstantTensor``, ``BufferTensor``, ``SumNode``,
+``HadamardProductNode``, ``MatMulNode``, ``ReLUNode``, ``SiLUNode``, ``SliceNode``,
+``ReshapeNode``, ``PermuteNode``, ``ReplaceSliceNode``) and operators (``+``, ``*``,
+``@``, ``[a:b]``, ``.reshape``, ``.permute``, ``.relu()``, ``.silu()``, ``.replace``).
+"""
+from __future__ import annotations
+
+from ..errors import GraphError
+from .model import Model, compile  # noqa: A004
+from .nodes import (BufferTensor, ConstantTensor, HadamardProductNode, InputTensor,
+                    MatMulNode, Node, PermuteNode, ReLUNode, ReplaceSliceNode,
+                    ReshapeNode, SiLUNode, SliceNode, SumNode)
+from .plan import Memory, Plan
+from .script import Graph, Script, parse, to_script
+
+__all__ = ["GraphError", "Model", "compile", "Node", "InputTensor", "ConstantTensor",
+           "BufferTensor", "SumNode", "HadamardProductNode", "MatMulNode", "ReLUNode",
+           "SiLUNode", "SliceNode", "ReshapeNode", "PermuteNode", "ReplaceSliceNode",
+           "Memory", "Plan", "Graph", "Script", "parse", "to_script"]

@@ -1,0 +1,218 @@
+"""``graph.compile`` and :class:`Model`: a parsed graph with its constants, buffers and
+memory plan, evaluated node by node through :mod:`gpudsl.ops` (the standard library's
+kernels: on the GPU when there is one, else on the CPU emulator).
+
+This first version runs one kernel per node and copies each kernel's output into the
+node's place in the arena (``gpudsl.ops`` allocates its outputs); views take no
+memory and no kernel.  Fusion, one translation unit per model and CUDA-graph replay are
+later work (issue 17).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import Error, GraphError
+from ..stdlib import ops
+from .nodes import Node, as_host_array
+from .plan import Memory, Plan, plan
+from .script import Graph, parse, refile, to_script
+
+_NP = {"float32": np.float32, "int64": np.int64}
+
+
+def _at(node: Node, message: str, hint: str | None = None) -> GraphError:
+    if node.where is None:
+        return GraphError(message, hint=hint)
+    line, col, src, _ = node.where
+    return GraphError(message, line, col, src, hint=hint)
+
+
+class Model:
+    """A compiled graph.  ``evaluate({name: array})`` returns the result as numpy;
+    ``memory`` is the arena's size next to the lower bound."""
+
+    def __init__(self, graph: Graph, constants: dict, device: str):
+        try:
+            self._init(graph, constants, device)
+        except GraphError as e:
+            raise refile(e, graph.file) from None
+
+    def _init(self, graph: Graph, constants: dict, device: str):
+        self.graph = graph
+        self.device = device
+        self.script = graph.text
+        self.constants: dict[str, np.ndarray] = {}
+        for name, node in graph.constants.items():
+            if name not in constants:
+                raise _at(node, f"constant {name!r} was not given",
+                          f"pass constants={{'{name}': array}} to compile")
+            arr = as_host_array(constants[name])
+            if arr.dtype.name != node.dtype or tuple(arr.shape) != node.shape:
+                raise _at(node, f"constant {name!r} is {arr.dtype.name} "
+                          f"{list(arr.shape)}; the script declares {node.dtype} "
+                          f"{list(node.shape)}")
+            self.constants[name] = arr
+        for node in graph.nodes:
+            if node.op == "ReplaceSliceNode":
+                root = node.inputs[0]
+                while root.op in ("ReshapeNode", "SliceNode", "ReplaceSliceNode"):
+                    root = root.inputs[0]
+                if root.op == "ConstantTensor":
+                    raise _at(node, "ReplaceSliceNode writes in place and its tensor is a "
+                              "ConstantTensor", "write into a BufferTensor")
+        self.plan: Plan = plan(graph.nodes, graph.result)
+        self.buffers = [np.zeros(b.shape, np.float32) for b in self._buffer_nodes()]
+        self._arena = np.zeros(max(self.plan.arena_bytes, 1), np.uint8)
+
+    def _buffer_nodes(self):
+        return [n for n in self.graph.nodes if n.op == "BufferTensor"]
+
+    @property
+    def memory(self) -> Memory:
+        return self.plan.memory
+
+    @property
+    def inputs(self) -> dict[str, tuple[str, tuple[int, ...]]]:
+        """Input name -> (dtype, shape)."""
+        return {n.attrs["name"]: (n.dtype, n.shape) for n in self.graph.nodes
+                if n.op == "InputTensor"}
+
+    # ------------------------------------------------------------ evaluation
+
+    def _view(self, i: int) -> np.ndarray:
+        node = self.graph.nodes[i]
+        kind, key, off = self.plan.storage[i]
+        if kind == "constant":
+            base = self.constants[key].reshape(-1).view(np.uint8)
+        elif kind == "buffer":
+            base = self.buffers[key].reshape(-1).view(np.uint8)
+        else:
+            base = self._arena
+        n = int(np.prod(node.shape)) * np.dtype(_NP[node.dtype]).itemsize
+        return base[off:off + n].view(_NP[node.dtype]).reshape(node.shape)
+
+    def _check_inputs(self, inputs) -> dict[str, np.ndarray]:
+        if not isinstance(inputs, dict):
+            raise GraphError(f"evaluate takes a dict of inputs by name, not "
+                             f"{type(inputs).__name__}")
+        declared = {n.attrs["name"]: n for n in self.graph.nodes if n.op == "InputTensor"}
+        extra = sorted(set(inputs) - set(declared))
+        if extra:
+            raise GraphError(f"unknown input(s) {', '.join(map(repr, extra))}",
+                             hint="the graph's inputs: " + (", ".join(declared) or "none"))
+        out = {}
+        for name, node in declared.items():
+            if name not in inputs:
+                raise _at(node, f"input {name!r} was not given")
+            v = inputs[name]
+            if hasattr(v, "detach") and hasattr(v, "cpu"):
+                v = v.detach().cpu().numpy()
+            v = np.asarray(v)
+            if v.dtype.name != node.dtype:
+                raise _at(node, f"input {name!r} is {v.dtype.name}; the graph declares "
+                          f"{node.dtype}", f"convert with .astype(np.{node.dtype})")
+            if tuple(v.shape) != node.shape:
+                raise _at(node, f"input {name!r} has shape {list(v.shape)}; the graph "
+                          f"declares {list(node.shape)}")
+            out[name] = v
+        return out
+
+    def _check_ranges(self, values: dict[str, np.ndarray]):
+        """Every ReplaceSliceNode's [begin, end) before any kernel runs, so that a bad
+        range changes no buffer (the kernel checks again on the device)."""
+        for node in self.graph.nodes:
+            if node.op != "ReplaceSliceNode":
+                continue
+            a, r, b, e = node.inputs
+            rng = []
+            for t in (b, e):
+                if t.op == "InputTensor":
+                    rng.append(int(values[t.attrs["name"]][0]))
+                elif t.op == "ConstantTensor":
+                    rng.append(int(self.constants[t.attrs["name"]][0]))
+                else:  # int64 values are leaves only
+                    raise _at(node, "begin and end must be int64 inputs or constants")
+            begin, end = rng
+            if not (0 <= begin <= end <= a.shape[0] and end - begin == r.shape[0]):
+                raise _at(node, f"ReplaceSliceNode: the range [{begin}, {end}) is outside "
+                          f"the first axis of length {a.shape[0]} or does not hold the "
+                          f"replacement's {r.shape[0]} rows; nothing was written")
+
+    def evaluate(self, inputs: dict) -> np.ndarray:
+        """Run the graph on ``inputs`` (name -> numpy array or torch tensor); returns
+        the result as a new numpy array.  Buffers keep their contents across calls."""
+        try:
+            return self._evaluate(inputs)
+        except GraphError as e:
+            raise refile(e, self.graph.file) from None
+
+    def _evaluate(self, inputs: dict) -> np.ndarray:
+        values = self._check_inputs(inputs)
+        self._check_ranges(values)
+        nodes = self.graph.nodes
+        pos = {id(n): i for i, n in enumerate(nodes)}
+        for i, node in enumerate(nodes):
+            op = node.op
+            if op in ("ConstantTensor", "BufferTensor", "ReshapeNode", "SliceNode"):
+                continue  # their memory is already in place
+            args = [self._view(pos[id(m)]) for m in node.inputs]
+            try:
+                if op == "InputTensor":
+                    self._view(i)[...] = values[node.attrs["name"]]
+                    continue
+                if op == "ReplaceSliceNode":
+                    ops.replace_slice(args[0], args[1], args[2], args[3])
+                    continue
+                if op == "SumNode":
+                    out = ops.add(*args)
+                elif op == "HadamardProductNode":
+                    out = ops.mul(*args)
+                elif op == "MatMulNode":
+                    out = ops.matmul(*args)
+                elif op == "ReLUNode":
+                    out = ops.relu(args[0])
+                elif op == "SiLUNode":
+                    out = ops.silu(args[0])
+                elif op == "PermuteNode":
+                    out = ops.permute(args[0], node.attrs["perm"])
+                else:  # pragma: no cover  (the parser refuses other nodes)
+                    raise _at(node, f"{op} cannot run")
+            except GraphError:
+                raise
+            except Error as e:
+                raise _at(node, f"{op}: {e.raw_message}", e.hint) from None
+            self._view(i)[...] = out
+        return np.array(self._view(pos[id(self.graph.result)]), copy=True)
+
+    def reset_buffers(self):
+        """Zero every BufferTensor."""
+        for b in self.buffers:
+            b[...] = 0
+
+
+def compile(graph, constants: dict | None = None, device: str | None = None,  # noqa: A001
+            file: str = "<script>") -> Model:
+    """Compile a graph (a node built with the Python API, or script text) into a
+    :class:`Model`.  ``constants`` gives the script's ConstantTensors by name (a node's
+    own constants are taken from it).  ``device``: ``"cuda"``, ``"emulator"`` or None
+    (the GPU when there is one, else the emulator)."""
+    consts = dict(constants or {})
+    if isinstance(graph, Node):
+        text, own = to_script(graph)
+        consts = {**own, **consts}
+    elif isinstance(graph, str):
+        text = graph
+    else:
+        raise GraphError(f"compile takes a graph node or script text, not "
+                         f"{type(graph).__name__}")
+    where = ops.target()
+    if device not in (None, "cuda", "emulator"):
+        raise GraphError(f"device must be 'cuda' or 'emulator', not {device!r}")
+    if device == "cuda" and where != "cuda":
+        raise GraphError("device='cuda' but no GPU and driver were found",
+                         hint="use device='emulator' (or None: the GPU when there is one)")
+    if device == "emulator" and where == "cuda":
+        raise GraphError("device='emulator' on a machine with a GPU is not supported in "
+                         "this version: gpudsl.ops runs on the GPU there",
+                         hint="use device=None or 'cuda'")
+    return Model(parse(text, file), consts, where)

@@ -1,0 +1,340 @@
+"""Graph nodes: HamKaas's Python API and the shape rules of every node (SPEC sections 5, 9).
+
+A :class:`Node` is immutable once built; building one checks its operands' dtypes and
+shapes (:func:`infer`) and raises :class:`gpudsl.GraphError` when they do not fit.
+The script parser builds the same nodes, with the script position attached.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import GraphError
+
+DTYPES = ("float32", "int64")
+#: nodes whose value shares its (first) operand's memory: no kernel writes a new tensor
+VIEWS = ("ReshapeNode", "SliceNode", "ReplaceSliceNode")
+LEAVES = ("InputTensor", "ConstantTensor", "BufferTensor")
+#: named in SPEC section 9, not in this version (issue 17's later work)
+LATER = ("RMSNormNode", "ComplexHadamardProductNode", "SlicedSoftmaxNode")
+
+
+class ShapeError(Exception):
+    """A node's operands do not fit; ``arg`` is the index of the operand at fault."""
+
+    def __init__(self, message: str, arg: int | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message, self.arg, self.hint = message, arg, hint
+
+
+def dtype_name(t) -> str:
+    """``"float32"`` / ``"int64"`` from a string, a numpy dtype or a torch dtype."""
+    text = str(t).replace("torch.", "")
+    try:
+        text = np.dtype(text).name
+    except TypeError:
+        pass
+    if text not in DTYPES:
+        raise GraphError(f"dtype {t!r} is not supported; graphs hold float32 or int64 "
+                         "tensors")
+    return text
+
+
+def _shape(shape, what="shape", arg=None) -> tuple[int, ...]:
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise ShapeError(f"{what} must be a list of dimensions, not {shape!r}",
+                         arg) from None
+    out = []
+    for d in dims:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise ShapeError(f"{what} {list(dims)}: {d!r} is not an integer", arg)
+        out.append(int(d))
+    return tuple(out)
+
+
+def _tensor_shape(shape, what="shape", arg=None) -> tuple[int, ...]:
+    dims = _shape(shape, what, arg)
+    if not 1 <= len(dims) <= 3:
+        raise ShapeError(f"{what} {list(dims)} has {len(dims)} dimension(s); graph tensors "
+                         "have 1 to 3", arg)
+    if any(d <= 0 for d in dims):
+        raise ShapeError(f"{what} {list(dims)} has a dimension that is not positive", arg)
+    return dims
+
+
+def _float(ops, *idx):
+    for i in idx:
+        if ops[i].dtype != "float32":
+            raise ShapeError(f"operand {i + 1} is {ops[i].dtype}; this node takes float32",
+                             i)
+
+
+def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
+    """(dtype, shape) of node ``op`` on operands ``ops`` with attributes ``attrs``;
+    raises :class:`ShapeError` naming the operand at fault."""
+    if op in ("InputTensor", "ConstantTensor", "BufferTensor"):
+        if op == "BufferTensor" and attrs["dtype"] != "float32":
+            raise ShapeError("a BufferTensor holds float32", 0)
+        return attrs["dtype"], _tensor_shape(attrs["shape"], arg=0)
+    if op in ("SumNode", "HadamardProductNode"):
+        a, b = ops
+        _float(ops, 0, 1)
+        if len(a.shape) != len(b.shape):
+            raise ShapeError(f"the operands have ranks {len(a.shape)} and {len(b.shape)} "
+                             f"({list(a.shape)} and {list(b.shape)}); they must be equal",
+                             1, "reshape the second operand to the first's rank with axes "
+                                "of size 1")
+        for i, (da, db) in enumerate(zip(a.shape, b.shape)):
+            if db != da and db != 1:
+                raise ShapeError(f"axis {i}: the second operand has {db} where the first "
+                                 f"has {da} ({list(b.shape)} against {list(a.shape)}); "
+                                 "each axis of the second must equal the first's or be 1",
+                                 1)
+        return "float32", a.shape
+    if op == "MatMulNode":
+        a, b = ops
+        _float(ops, 0, 1)
+        sa, sb = a.shape, b.shape
+        if len(sa) == 2 and len(sb) == 2:
+            out = (sa[0], sb[1])
+        elif len(sa) == 1 and len(sb) == 2:
+            out = (sb[1],)
+        elif len(sa) == 3 and len(sb) == 3:
+            if sa[0] != sb[0]:
+                raise ShapeError(f"batch dimensions differ: {list(sa)} @ {list(sb)}", 1)
+            out = (sa[0], sa[1], sb[2])
+        else:
+            raise ShapeError(f"cannot multiply {list(sa)} by {list(sb)}: MatMulNode takes "
+                             "[m,n]@[n,k], [n]@[n,k] or [b,m,n]@[b,n,k]", 1)
+        if sa[-1] != sb[-2]:
+            raise ShapeError(f"inner dimensions differ: {list(sa)} @ {list(sb)}", 1)
+        return "float32", out
+    if op in ("ReLUNode", "SiLUNode"):
+        _float(ops, 0)
+        return "float32", ops[0].shape
+    if op == "SliceNode":
+        _float(ops, 0)
+        n = ops[0].shape[0]
+        b, e = attrs["begin"], attrs["end"]
+        if not 0 <= b < e <= n:
+            raise ShapeError(f"slice [{b}, {e}) is not a non-empty range inside the first "
+                             f"axis of length {n}", 1)
+        return "float32", (e - b,) + ops[0].shape[1:]
+    if op == "ReshapeNode":
+        _float(ops, 0)
+        new = _tensor_shape(attrs["shape"], "the new shape", 1)
+        if math.prod(new) != math.prod(ops[0].shape):
+            raise ShapeError(f"cannot reshape {list(ops[0].shape)} "
+                             f"({math.prod(ops[0].shape)} elements) to {list(new)} "
+                             f"({math.prod(new)} elements)", 1)
+        return "float32", new
+    if op == "PermuteNode":
+        _float(ops, 0)
+        perm = _shape(attrs["perm"], "the permutation", 1)
+        rank = len(ops[0].shape)
+        if sorted(perm) != list(range(rank)):
+            raise ShapeError(f"{list(perm)} is not a permutation of the {rank} axes of "
+                             f"{list(ops[0].shape)}", 1)
+        return "float32", tuple(ops[0].shape[p] for p in perm)
+    if op == "ReplaceSliceNode":
+        a, r, b, e = ops
+        _float(ops, 0, 1)
+        if len(a.shape) != len(r.shape) or a.shape[1:] != r.shape[1:]:
+            raise ShapeError(f"the replacement {list(r.shape)} does not match "
+                             f"{list(a.shape)} beyond the first axis", 1)
+        if r.shape[0] > a.shape[0]:
+            raise ShapeError(f"the replacement has {r.shape[0]} rows, more than the "
+                             f"{a.shape[0]} of the tensor", 1)
+        for i, t in ((2, b), (3, e)):
+            if t.dtype != "int64" or t.shape != (1,):
+                raise ShapeError(f"operand {i + 1} must be an int64 tensor of one element "
+                                 f"[1], not {t.dtype} {list(t.shape)}", i)
+        return "float32", a.shape
+    if op in LATER:
+        raise ShapeError(f"{op} is not implemented yet in gpudsl.graph (issue 17's later "
+                         "work)")
+    raise ShapeError(f"unknown node {op}")
+
+
+def _wrap(x):
+    """An operand: a node, or an array / torch tensor / Python number made a constant."""
+    if isinstance(x, Node):
+        return x
+    return ConstantTensor(x)
+
+
+class Node:
+    """A node of a graph.  ``op`` is its HamKaas name, ``inputs`` its operand nodes,
+    ``attrs`` its literal arguments; ``dtype`` and ``shape`` are inferred."""
+
+    op = "Node"
+
+    def __init__(self, op: str, inputs: tuple = (), attrs: dict | None = None,
+                 where: tuple | None = None):
+        self.op = op
+        self.inputs = tuple(inputs)
+        self.attrs = dict(attrs or {})
+        #: (line, column, source line, argument columns) in a script, when parsed
+        self.where = where
+        try:
+            self.dtype, self.shape = infer(op, self.inputs, self.attrs)
+        except ShapeError as e:
+            if where is None:
+                raise GraphError(f"{op}: {e.message}", hint=e.hint) from None
+            line, col, src, args = where
+            if e.arg is not None and e.arg < len(args):
+                col = args[e.arg]
+            raise GraphError(f"{op}: {e.message}", line, col, src, hint=e.hint) from None
+
+    def __repr__(self):
+        return f"<{self.op} {self.dtype} {list(self.shape)}>"
+
+    # -- the PyTorch-like operators of HamKaas's frontend
+    def __add__(self, other):
+        return SumNode(self, _wrap(other))
+
+    def __mul__(self, other):
+        return HadamardProductNode(self, _wrap(other))
+
+    def __matmul__(self, other):
+        return MatMulNode(self, _wrap(other))
+
+    def __getitem__(self, key):
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise GraphError(f"a node is sliced with [begin:end] along its first axis, not "
+                             f"[{key!r}]")
+        b = 0 if key.start is None else key.start
+        e = self.shape[0] if key.stop is None else key.stop
+        return SliceNode(self, b, e)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return ReshapeNode(self, shape)
+
+    def permute(self, *perm):
+        if len(perm) == 1 and not isinstance(perm[0], (int, np.integer)):
+            perm = tuple(perm[0])
+        return PermuteNode(self, perm)
+
+    def relu(self):
+        return ReLUNode(self)
+
+    def silu(self):
+        return SiLUNode(self)
+
+    def replace(self, r, begin, end):
+        return ReplaceSliceNode(self, _wrap(r), begin, end)
+
+    def get_shape(self):
+        return list(self.shape)
+
+    def get_type(self):
+        return self.dtype
+
+
+# ------------------------------------------------------------------ constructors
+# HamKaas's names: each builds a Node (functions, so that `isinstance(x, Node)` holds)
+
+
+def InputTensor(name: str, dtype, shape, where=None) -> Node:  # noqa: N802
+    """A tensor given at each evaluation, by ``name``."""
+    _check_name(name)
+    return Node("InputTensor", (), dict(name=name, dtype=dtype_name(dtype),
+                                        shape=tuple(shape)), where)
+
+
+def ConstantTensor(value, name: str | None = None) -> Node:  # noqa: N802
+    """A tensor fixed at compile time: a numpy array, a torch tensor (moved to the host),
+    or anything ``numpy.asarray`` takes.  Unnamed constants are named ``constant_0``,
+    ``constant_1``... by :func:`to_script`."""
+    if name is not None:
+        _check_name(name)
+    arr = as_host_array(value)
+    node = Node("ConstantTensor", (), dict(name=name, dtype=dtype_name(arr.dtype),
+                                           shape=arr.shape))
+    node.value = arr
+    return node
+
+
+def BufferTensor(dtype, shape) -> Node:  # noqa: N802
+    """A float32 tensor that keeps its contents between evaluations (zero at first)."""
+    return Node("BufferTensor", (), dict(dtype=dtype_name(dtype), shape=tuple(shape)))
+
+
+def SumNode(a, b):  # noqa: N802
+    return Node("SumNode", (a, b))
+
+
+def HadamardProductNode(a, b):  # noqa: N802
+    return Node("HadamardProductNode", (a, b))
+
+
+def MatMulNode(a, b):  # noqa: N802
+    return Node("MatMulNode", (a, b))
+
+
+def ReLUNode(a):  # noqa: N802
+    return Node("ReLUNode", (a,))
+
+
+def SiLUNode(a):  # noqa: N802
+    return Node("SiLUNode", (a,))
+
+
+def SliceNode(a, begin: int, end: int):  # noqa: N802
+    return Node("SliceNode", (a,), dict(begin=_int("begin", begin), end=_int("end", end)))
+
+
+def ReshapeNode(a, shape):  # noqa: N802
+    return Node("ReshapeNode", (a,), dict(shape=tuple(shape)))
+
+
+def PermuteNode(a, perm):  # noqa: N802
+    return Node("PermuteNode", (a,), dict(perm=tuple(perm)))
+
+
+def ReplaceSliceNode(a, r, begin, end):  # noqa: N802
+    """``a[begin:end] = r`` in place on ``a``'s memory; ``begin`` / ``end`` are int64
+    nodes of one element (inputs, so they change between evaluations) or ints (made
+    constants)."""
+    def index(v):
+        if isinstance(v, Node):
+            return v
+        return ConstantTensor(np.array([_int("begin/end", v)], dtype=np.int64))
+    return Node("ReplaceSliceNode", (a, r, index(begin), index(end)))
+
+
+def _int(what, v) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise GraphError(f"{what} must be an integer, not {v!r}")
+    return int(v)
+
+
+def _check_name(name):
+    if not isinstance(name, str) or not name.isidentifier():
+        raise GraphError(f"tensor name {name!r} is not an identifier (letters, digits, _)")
+
+
+def as_host_array(value) -> np.ndarray:
+    """A contiguous numpy array from numpy / torch / a Python number, float64 made
+    float32 (torch's default float is float32 already; numpy's is not)."""
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
+        value = value.detach().cpu().numpy()
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.dtype == np.float64:
+        arr = arr.astype(np.float32)
+    elif arr.dtype.kind in "iu" and arr.dtype != np.int64:
+        arr = arr.astype(np.int64)
+    return np.ascontiguousarray(arr)
+
+
+CONSTRUCTORS = {
+    "SumNode": SumNode, "HadamardProductNode": HadamardProductNode,
+    "MatMulNode": MatMulNode, "ReLUNode": ReLUNode, "SiLUNode": SiLUNode,
+}

@@ -1,0 +1,357 @@
+"""HamKaas's script language: :func:`parse` (script text → :class:`Graph`) and
+:func:`to_script` (a node → the script and its constants).
+
+One statement per line, ``$N = Node(args);`` in topological order, then ``result = $N;``.
+Every refusal is a :class:`gpudsl.GraphError` at the script's line and column.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import GraphError
+from .nodes import DTYPES, LATER, Node, ShapeError, infer  # noqa: F401
+
+# argument kinds: "ref" ($N), "name" (identifier), "dtype", "list" ([ints]), "int",
+# "ref|int"
+SIGNATURES: dict[str, tuple[str, ...]] = {
+    "InputTensor": ("name", "dtype", "list"),
+    "ConstantTensor": ("name", "dtype", "list"),
+    "BufferTensor": ("dtype", "list"),
+    "SumNode": ("ref", "ref"),
+    "HadamardProductNode": ("ref", "ref"),
+    "MatMulNode": ("ref", "ref"),
+    "ReLUNode": ("ref",),
+    "SiLUNode": ("ref",),
+    "SliceNode": ("ref", "int", "int"),
+    "ReshapeNode": ("ref", "list"),
+    "PermuteNode": ("ref", "list"),
+    "ReplaceSliceNode": ("ref", "ref", "ref", "ref"),
+    "RMSNormNode": ("ref", "ref"),
+    "ComplexHadamardProductNode": ("ref", "ref"),
+    "SlicedSoftmaxNode": ("ref", "ref|int"),
+}
+_KIND_TEXT = {"ref": "a node reference $N", "name": "a tensor name", "dtype":
+              "a dtype (float32 or int64)", "list": "a list of integers [..]",
+              "int": "an integer", "ref|int": "an integer or a node reference $N"}
+
+_TOKEN = re.compile(r"\s*(?:(?P<ref>\$\d+)|(?P<int>-?\d+)|(?P<ident>[A-Za-z_]\w*)"
+                    r"|(?P<punct>[=(),;\[\]]))")
+
+
+@dataclass
+class Graph:
+    """A parsed script: its nodes in topological order and the result."""
+
+    nodes: list[Node]
+    result: Node
+    inputs: dict[str, Node] = field(default_factory=dict)
+    constants: dict[str, Node] = field(default_factory=dict)
+    buffers: list[Node] = field(default_factory=list)
+    text: str = ""
+    file: str = "<script>"
+
+
+class _Tok(NamedTuple):
+    kind: str
+    text: str
+    col: int  # 1-based
+
+
+def _tokens(line: str, lineno: int) -> list[_Tok]:
+    out, pos = [], 0
+    while pos < len(line):
+        if line[pos:].strip() == "":
+            break
+        m = _TOKEN.match(line, pos)
+        if m is None or m.end() == pos:
+            col = pos + len(line[pos:]) - len(line[pos:].lstrip()) + 1
+            raise GraphError(f"unexpected symbol {line[col - 1]!r}", lineno, col, line)
+        kind = m.lastgroup
+        out.append(_Tok(kind, m.group(kind), m.start(kind) + 1))
+        pos = m.end()
+    return out
+
+
+class _Line:
+    def __init__(self, toks, lineno, source):
+        self.toks, self.i, self.lineno, self.source = toks, 0, lineno, source
+
+    def error(self, message, tok=None, hint=None):
+        if tok is None:
+            tok = self.toks[self.i] if self.i < len(self.toks) else None
+        col = tok.col if tok is not None else len(self.source.rstrip()) + 1
+        return GraphError(message, self.lineno, col, self.source, hint=hint)
+
+    def peek(self):
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def next(self, what):
+        t = self.peek()
+        if t is None:
+            raise self.error(f"the statement ends early: expected {what}")
+        self.i += 1
+        return t
+
+    def expect(self, text, what=None):
+        t = self.peek()
+        if t is None or t.text != text:
+            found = "the end of the line" if t is None else repr(t.text)
+            raise self.error(f"expected {what or repr(text)}, found {found}")
+        self.i += 1
+        return t
+
+    def end(self):
+        self.expect(";", "';' at the end of the statement")
+        t = self.peek()
+        if t is not None:
+            raise self.error(f"trailing symbols after ';': {t.text!r}",
+                             hint="one statement per line")
+
+
+def _parse_list(ln: _Line):
+    ln.expect("[")
+    items = []
+    if ln.peek() is not None and ln.peek().text == "]":
+        ln.i += 1
+        return items
+    while True:
+        t = ln.next("an integer")
+        if t.kind != "int":
+            raise ln.error(f"expected an integer in the list, found {t.text!r}", t)
+        items.append(int(t.text))
+        t = ln.next("',' or ']'")
+        if t.text == "]":
+            return items
+        if t.text != ",":
+            raise ln.error(f"expected ',' or ']' in the list, found {t.text!r}", t)
+
+
+def parse(text: str, file: str = "<script>") -> Graph:
+    """Parse a HamKaas script into a :class:`Graph` (shapes inferred and checked);
+    errors name ``file`` (default ``<script>``), line and column."""
+    try:
+        g = _parse(text)
+    except GraphError as e:
+        raise refile(e, file) from None
+    g.file = file
+    return g
+
+
+def refile(e: GraphError, file: str) -> GraphError:
+    """``e`` naming ``file`` instead of ``<script>``."""
+    if e.line is None or e.file == file:
+        return e
+    src = e.source if hasattr(e, "source") else None
+    return GraphError(e.raw_message, e.line, e.column, src, file, e.hint)
+
+
+def _parse(text: str) -> Graph:
+    defined: dict[str, Node] = {}
+    nodes: list[Node] = []
+    g = Graph([], None, text=text)  # type: ignore[arg-type]
+    lines = text.splitlines()
+    result = None
+    for lineno, source in enumerate(lines, 1):
+        toks = _tokens(source, lineno)
+        if not toks:
+            continue
+        ln = _Line(toks, lineno, source)
+        if result is not None:
+            raise ln.error("a statement after the result line",
+                           hint="`result = $N;` is the script's last statement")
+        head = ln.next("a statement")
+        if head.kind == "ident" and head.text == "result":
+            ln.expect("=")
+            t = ln.next("a node reference $N")
+            if t.kind != "ref":
+                raise ln.error(f"the result must be a node reference $N, not {t.text!r}", t)
+            if t.text not in defined:
+                raise ln.error(f"{t.text} is not defined", t)
+            ln.end()
+            result = defined[t.text]
+            continue
+        if head.kind != "ref":
+            raise ln.error(f"a statement starts with $N or `result`, not {head.text!r}", head)
+        if head.text in defined:
+            first = defined[head.text].where[0]
+            raise ln.error(f"{head.text} is defined twice (first on line {first})", head)
+        ln.expect("=")
+        name_tok = ln.next("a node name")
+        if name_tok.kind != "ident" or name_tok.text not in SIGNATURES:
+            known = ", ".join(SIGNATURES)
+            raise ln.error(f"unknown node {name_tok.text!r}", name_tok, hint=f"nodes: {known}")
+        op = name_tok.text
+        ln.expect("(")
+        args, cols = [], []
+        sig = SIGNATURES[op]
+        while ln.peek() is not None and ln.peek().text != ")":
+            if args:
+                ln.expect(",", "',' or ')'")
+            t = ln.peek()
+            if t is None:
+                break
+            if len(args) >= len(sig):
+                raise ln.error(f"{op} takes {len(sig)} argument(s); this one is extra", t)
+            kind = sig[len(args)]
+            cols.append(t.col)
+            args.append(_argument(ln, op, kind, len(args), defined))
+        ln.expect(")", "',' or ')'")
+        if len(args) < len(sig):
+            raise ln.error(f"{op} takes {len(sig)} argument(s), got {len(args)}: missing "
+                           f"{_KIND_TEXT[sig[len(args)]]}", ln.toks[ln.i - 1])
+        ln.end()
+        if op in LATER:
+            raise ln.error(f"{op} is not implemented yet in gpudsl.graph", name_tok)
+        where = (lineno, name_tok.col, source, cols)
+        node = _build(op, args, where, g, ln)
+        defined[head.text] = node
+        nodes.append(node)
+    if result is None:
+        last = len(lines) + 1
+        raise GraphError("the script has no result line", last, 1, "",
+                         hint="end the script with `result = $N;`")
+    g.nodes = _reachable(nodes, result)
+    g.result = result
+    return g
+
+
+def _argument(ln: _Line, op, kind, index, defined):
+    t = ln.peek()
+    if kind == "list":
+        if t.text != "[":
+            raise ln.error(f"argument {index + 1} of {op} must be {_KIND_TEXT[kind]}, "
+                           f"not {t.text!r}", t)
+        return _parse_list(ln)
+    ln.i += 1
+    if t.kind == "ref" and "ref" in kind:
+        if t.text not in defined:
+            raise ln.error(f"{t.text} is not defined before this line", t,
+                           hint="nodes are listed in topological order: define a node "
+                                "before its first use")
+        return defined[t.text]
+    if t.kind == "int" and "int" in kind:
+        return int(t.text)
+    if t.kind == "ident" and kind == "name":
+        return t.text
+    if t.kind == "ident" and kind == "dtype":
+        if t.text not in DTYPES:
+            raise ln.error(f"unknown dtype {t.text!r}; graphs hold float32 or int64", t)
+        return t.text
+    raise ln.error(f"argument {index + 1} of {op} must be {_KIND_TEXT[kind]}, not "
+                   f"{t.text!r}", t)
+
+
+def _build(op, args, where, g: Graph, ln: _Line) -> Node:
+    line, col, source, cols = where
+    if op in ("InputTensor", "ConstantTensor"):
+        name, dtype, shape = args
+        table = g.inputs if op == "InputTensor" else g.constants
+        other = g.constants if op == "InputTensor" else g.inputs
+        if name in table or name in other:
+            first = (table.get(name) or other.get(name)).where[0]
+            raise GraphError(f"the tensor name {name!r} is declared twice (first on line "
+                             f"{first})", line, cols[0], source)
+        node = Node(op, (), dict(name=name, dtype=dtype, shape=tuple(shape)),
+                    (line, col, source, cols[2:]))
+        table[name] = node
+        return node
+    if op == "BufferTensor":
+        node = Node(op, (), dict(dtype=args[0], shape=tuple(args[1])),
+                    (line, col, source, cols[1:]))
+        g.buffers.append(node)
+        return node
+    if op == "SliceNode":
+        return Node(op, (args[0],), dict(begin=args[1], end=args[2]), where)
+    if op == "ReshapeNode":
+        return Node(op, (args[0],), dict(shape=tuple(args[1])), where)
+    if op == "PermuteNode":
+        return Node(op, (args[0],), dict(perm=tuple(args[1])), where)
+    return Node(op, tuple(args), {}, where)
+
+
+def _reachable(nodes: list[Node], result: Node) -> list[Node]:
+    """The nodes the result depends on, in the script's order (others are dropped)."""
+    keep, stack = set(), [result]
+    while stack:
+        n = stack.pop()
+        if id(n) in keep:
+            continue
+        keep.add(id(n))
+        stack.extend(n.inputs)
+    return [n for n in nodes if id(n) in keep]
+
+
+# ------------------------------------------------------------------ to_script
+
+
+class Script(NamedTuple):
+    """A graph as HamKaas script text and the constants it names."""
+
+    script: str
+    constants: dict[str, np.ndarray]
+
+
+def _shape_text(shape) -> str:
+    return "[" + ", ".join(str(int(d)) for d in shape) + "]"
+
+
+def to_script(node: Node) -> Script:
+    """The script of the graph ending in ``node`` (a node used twice is emitted once)
+    and its constants by name (unnamed ones become ``constant_0``, ``constant_1``...)."""
+    if not isinstance(node, Node):
+        raise GraphError(f"to_script takes a graph node, not {type(node).__name__}")
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack = [(node, False)]
+    while stack:  # iterative post-order: deep graphs do not hit the recursion limit
+        n, done = stack.pop()
+        if done:
+            if id(n) not in seen:
+                seen.add(id(n))
+                order.append(n)
+            continue
+        if id(n) in seen:
+            continue
+        stack.append((n, True))
+        stack.extend((i, False) for i in reversed(n.inputs))
+    index = {id(n): i for i, n in enumerate(order, 1)}
+    constants: dict[str, np.ndarray] = {}
+    names: dict[str, int] = {}
+    for n in order:  # named tensors first, so that generated names avoid them
+        name = n.attrs.get("name")
+        if n.op in ("InputTensor", "ConstantTensor") and name is not None:
+            if name in names and names[name] != id(n):
+                raise GraphError(f"two different tensors are named {name!r}")
+            names[name] = id(n)
+    counter = 0
+    lines = []
+    for n in order:
+        ref = lambda m: f"${index[id(m)]}"  # noqa: E731
+        if n.op == "InputTensor":
+            expr = f"InputTensor({n.attrs['name']}, {n.dtype}, {_shape_text(n.shape)})"
+        elif n.op == "ConstantTensor":
+            name = n.attrs.get("name")
+            if name is None:
+                while f"constant_{counter}" in names:
+                    counter += 1
+                name = f"constant_{counter}"
+                names[name] = id(n)
+            constants[name] = n.value
+            expr = f"ConstantTensor({name}, {n.dtype}, {_shape_text(n.shape)})"
+        elif n.op == "BufferTensor":
+            expr = f"BufferTensor({n.dtype}, {_shape_text(n.shape)})"
+        elif n.op == "SliceNode":
+            expr = f"SliceNode({ref(n.inputs[0])}, {n.attrs['begin']}, {n.attrs['end']})"
+        elif n.op == "ReshapeNode":
+            expr = f"ReshapeNode({ref(n.inputs[0])}, {_shape_text(n.attrs['shape'])})"
+        elif n.op == "PermuteNode":
+            expr = f"PermuteNode({ref(n.inputs[0])}, {_shape_text(n.attrs['perm'])})"
+        else:
+            expr = f"{n.op}({', '.join(ref(m) for m in n.inputs)})"
+        lines.append(f"${index[id(n)]} = {expr};")
+    lines.append(f"result = ${index[id(node)]};")
+    return Script("\n".join(lines) + "\n", constants)

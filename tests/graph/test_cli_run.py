@@ -1,0 +1,51 @@
+"""``gpudsl run SCRIPT --input name=file.npy --constants dir/``."""
+import numpy as np
+
+from gpudsl.cli import main
+
+SCRIPT = """$1 = InputTensor(x, float32, [2, 3]);
+$2 = ConstantTensor(w, float32, [3, 4]);
+$3 = MatMulNode($1, $2);
+$4 = ReLUNode($3);
+result = $4;
+"""
+
+
+def _files(tmp_path):
+    (tmp_path / "m.hk").write_text(SCRIPT)
+    (tmp_path / "consts").mkdir()
+    w = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    np.save(tmp_path / "consts" / "w.npy", w)
+    np.save(tmp_path / "x.npy", x)
+    return x, w
+
+
+def test_run_saves_the_result(tmp_path, capsys):
+    x, w = _files(tmp_path)
+    rc = main(["run", str(tmp_path / "m.hk"), "--input", f"x={tmp_path / 'x.npy'}",
+               "--constants", str(tmp_path / "consts"), "--output", str(tmp_path / "y.npy")])
+    assert rc == 0
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), np.maximum(x @ w, 0))
+    assert "arena" in capsys.readouterr().out
+
+
+def test_run_prints_the_result(tmp_path, capsys):
+    x, w = _files(tmp_path)
+    assert main(["run", str(tmp_path / "m.hk"), "--input", f"x={tmp_path / 'x.npy'}",
+                 "--constants", str(tmp_path / "consts")]) == 0
+    assert "result float32 [2, 4]" in capsys.readouterr().out
+
+
+def test_run_missing_constant_names_the_script_line(tmp_path, capsys):
+    _files(tmp_path)
+    rc = main(["run", str(tmp_path / "m.hk"), "--input", f"x={tmp_path / 'x.npy'}"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "m.hk:2:6" in err and "'w' was not given" in err
+
+
+def test_run_bad_script_is_refused_with_its_file_and_line(tmp_path, capsys):
+    (tmp_path / "bad.hk").write_text("$1 = InputTensor(x, float32, [2]);\n$2 = Nope($1);\n"
+                                     "result = $2;\n")
+    assert main(["run", str(tmp_path / "bad.hk")]) == 1
+    assert "bad.hk:2:6: unknown node 'Nope'" in capsys.readouterr().err
