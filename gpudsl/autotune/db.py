@@ -45,6 +45,9 @@ RECORD_FIELDS = ("source", "shapes", "env", "task", "params", "status", "error",
 
 
 def default_path() -> Path:
+    """``$GPUDSL_TUNE_DB``, else ``tune.sqlite`` in the cache directory."""
+    if os.environ.get("GPUDSL_TUNE_DB"):
+        return Path(os.environ["GPUDSL_TUNE_DB"])
     from ..runtime.cache import cache_dir
 
     return cache_dir() / "tune.sqlite"
