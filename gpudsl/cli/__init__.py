@@ -42,6 +42,23 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--output", default=None, metavar="FILE.npy")
     b = sub.add_parser("bench", help="run the standard-library benchmarks")
     b.add_argument("args", nargs=argparse.REMAINDER)
+    t = sub.add_parser("tune", help="tune a standard-library node: gpudsl tune matmul "
+                       "--shape 4096x4096 --shape 4096x4096")
+    t.add_argument("node", choices=["matmul"])
+    t.add_argument("--shape", action="append", required=True, metavar="DxD[xD]",
+                   help="an operand's shape (once per operand)")
+    t.add_argument("--target", choices=["cuda", "emulator"], default=None,
+                   help="default: cuda when a GPU is present, else the emulator (a dry run)")
+    t.add_argument("--strategy", choices=["grid", "random", "tpe"], default="grid")
+    t.add_argument("--trials", type=int, default=None)
+    t.add_argument("--seconds", type=float, default=None)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--db", default=None, help="database path or sqlite:///URL")
+    t.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
+                   help="restrict a parameter's values (e.g. bm=64,128)")
+    t.add_argument("--reps", type=int, default=10)
+    t.add_argument("--export", default=None, metavar="FILE.json",
+                   help="write the node's records and winners as JSON")
     ns = ap.parse_args(argv)
     try:
         if ns.cmd == "demo":
@@ -64,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
             from ..bench import main as bench_main
 
             return bench_main(ns.args)
+        if ns.cmd == "tune":
+            from .tune import run_tune
+
+            return run_tune(ns)
     except Error as e:
         print(f"gpudsl: {e}", file=sys.stderr)
         return 1

@@ -399,6 +399,52 @@ def matmul_kernel(a_shape, b_shape, a_dtype=None, b_dtype=None, **opts):
     return guarded_kernel(batched), bind
 
 
-__all__ = ["schedule_matmul", "schedule_matmul_cut", "schedule_matmul_guarded",
+# ---------------------------------------------------------------- tuning
+
+
+def matmul_space(bm=(32, 64, 128), bn=(32, 64, 128), bk=(8, 16), tm=(4, 8), tn=(4, 8)):
+    """The big-tile schedule's parameters as an autotuning space (SPEC section 8):
+    tiles that divide, at most 1024 threads per block."""
+    from ..autotune.space import Space
+
+    return Space(bm=list(bm), bn=list(bn), bk=list(bk), tm=list(tm), tn=list(tn),
+                 where=lambda c: c.bm % c.tm == 0 and c.bn % c.tn == 0
+                 and 32 <= (c.bm // c.tm) * (c.bn // c.tn) <= 1024)
+
+
+class MatmulBuild:
+    """The schedule function ``gpudsl tune matmul`` tunes: a configuration of
+    :func:`matmul_space` → the kernel ``gpudsl.ops.matmul`` runs for these shapes with
+    those parameters (picklable, so candidates can be built in other processes)."""
+
+    task = "matmul"
+
+    def __init__(self, a_shape, b_shape):
+        self.a_shape, self.b_shape = tuple(a_shape), tuple(b_shape)
+
+    def __call__(self, config):
+        return matmul_kernel(self.a_shape, self.b_shape, **dict(config))[0]
+
+    def __repr__(self):
+        return f"MatmulBuild({self.a_shape}, {self.b_shape})"
+
+
+def tuned_options(a_shape, b_shape, target: str) -> dict:
+    """The tuning database's winner for these shapes on ``target``'s device, or ``{}``
+    (the defaults).  Never tunes."""
+    from ..autotune.db import lookup_winner
+    from ..autotune.env import env_key
+
+    out = tuple(a_shape[:-1]) + (b_shape[-1],)
+    shapes = {"a": (tuple(a_shape), "float32"), "b": (tuple(b_shape), "float32"),
+              "c": (out, "float32")}
+    try:
+        w = lookup_winner(MatmulBuild.task, shapes, env_key(target))
+    except Exception:  # an unreadable database never stops a matmul: the defaults
+        w = None
+    return {k: v for k, v in (w or {}).items() if k in DEFAULTS}
+
+
+__all__ = ["matmul_space", "MatmulBuild", "tuned_options", "schedule_matmul", "schedule_matmul_cut", "schedule_matmul_guarded",
            "schedule_vecmat", "matmul_algorithm", "vecmat_algorithm", "matmul_kernel", "NodeError",
            "DEFAULTS"]

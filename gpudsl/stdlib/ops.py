@@ -308,10 +308,11 @@ def reshape(x, shape):
 @_op
 def matmul(a, b):
     """``[m,n]@[n,k]``, ``[n]@[n,k]`` or ``[b,m,n]@[b,n,k]``."""
-    from .matmul import matmul_kernel
+    from .matmul import matmul_kernel, tuned_options
 
     sa, sb = check_tensor("a", a), check_tensor("b", b)
-    p, binds = matmul_kernel(sa, sb)
+    # the tuning database's winner for this device and shape, else the defaults
+    p, binds = matmul_kernel(sa, sb, **tuned_options(sa, sb, target()))
     a, b = _contig(a), _contig(b)
     out = _empty(a, sa[:-1] + (sb[-1],))  # [k] for [n] @ [n, k]
     names = [q.name for q in p.ir.params if q.is_array]
