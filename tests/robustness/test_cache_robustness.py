@@ -123,9 +123,12 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def _start_slow_compile(tmp_path):
+def _start_slow_compile(tmp_path, tmpdir=None):
+    env = child_env()
+    if tmpdir is not None:  # temporaries in a folder no other gpudsl process sweeps
+        env["TMPDIR"] = str(tmpdir)
     p = subprocess.Popen([sys.executable, "-c", SLOW_COMPILE, str(tmp_path / "c")],
-                         stdout=subprocess.PIPE, text=True, env=child_env())
+                         stdout=subprocess.PIPE, text=True, env=env)
     line = p.stdout.readline()
     assert line.startswith("compiling"), line
     tag = f"gpudsl-emu-{p.pid}-"
@@ -136,8 +139,8 @@ def _start_slow_compile(tmp_path):
     return p, tag
 
 
-def _leftover_dirs(pid):
-    tmp = Path(tempfile.gettempdir())
+def _leftover_dirs(pid, tmpdir=None):
+    tmp = Path(tmpdir or tempfile.gettempdir())
     return [d for d in tmp.glob("gpudsl-emu-*") if f"-{pid}-" in d.name]
 
 
@@ -162,7 +165,9 @@ def test_ctrl_c_during_a_compile_kills_the_compiler_and_removes_temporaries(tmp_
 def test_a_killed_parent_takes_its_compiler_along_and_its_temporaries_are_swept(tmp_path):
     from gpudsl.runtime import emulator
 
-    p, tag = _start_slow_compile(tmp_path)
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    p, tag = _start_slow_compile(tmp_path, own_tmp)
     p.kill()
     p.wait(timeout=60)
     # g++ (the driver) gets SIGKILL with its parent; its cc1plus finishes its file and exits
@@ -172,7 +177,11 @@ def test_a_killed_parent_takes_its_compiler_along_and_its_temporaries_are_swept(
     drivers = [q for q in _processes_mentioning(tag)
                if (Path(f"/proc/{q}/comm").read_text().strip() in ("g++", "c++"))]
     assert drivers == []
-    assert _leftover_dirs(p.pid)  # a SIGKILLed process cannot clean up after itself ...
+    assert _leftover_dirs(p.pid, own_tmp)  # a SIGKILLed process cannot clean up ...
     emulator._swept = False
-    emulator._sweep_stale_temporaries()  # ... the next compile of any process does
-    assert _leftover_dirs(p.pid) == []
+    saved, tempfile.tempdir = tempfile.tempdir, str(own_tmp)
+    try:
+        emulator._sweep_stale_temporaries()  # ... the next compile of any process does
+    finally:
+        tempfile.tempdir = saved
+    assert _leftover_dirs(p.pid, own_tmp) == []
