@@ -1,4 +1,5 @@
-"""The ``gpudsl`` command line: demo, check (:mod:`.check`), cuda (:mod:`.cuda`), bench
+"""The ``gpudsl`` command line: demo, check (:mod:`.check`), cuda (:mod:`.cuda`), perf
+(:mod:`.perf`), bench
 (:mod:`gpudsl.bench`)."""
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     u = sub.add_parser("cuda", help="print the CUDA C of a proc: gpudsl cuda FILE::PROC")
     u.add_argument("target")
     u.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE")
+    f = sub.add_parser("perf", help="the performance report of a proc: gpudsl perf FILE::PROC "
+                       "--bind n=4096 [--device H100]")
+    f.add_argument("target")
+    f.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE")
+    f.add_argument("--device", default="H100", help="H100 (default), H200 or A100")
     b = sub.add_parser("bench", help="run the standard-library benchmarks")
     b.add_argument("args", nargs=argparse.REMAINDER)
     ns = ap.parse_args(argv)
@@ -49,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
             from .cuda import run_cuda
 
             return run_cuda(ns.target, _bindings(ns.bind))
+        if ns.cmd == "perf":
+            from .perf import run_perf
+
+            return run_perf(ns.target, _bindings(ns.bind), ns.device)
         if ns.cmd == "bench":
             from ..bench import main as bench_main
 
