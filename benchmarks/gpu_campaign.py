@@ -36,8 +36,7 @@ def plan(py: str, out: pathlib.Path) -> list[tuple[str, list[str]]]:
     vpy = str(venv / "bin" / "python")
     steps = [
         ("venv", [py, "-m", "venv", str(venv)]),
-        ("install", [vpy, "-m", "pip", "install", "-q", "-e", f"{ROOT}[test,bench]",
-                     "cuda-python"]),
+        ("install", [vpy, "-m", "pip", "install", "-q", "-e", f"{ROOT}[test,bench]"]),
         ("pytest-gpu", [vpy, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
                         f"--junitxml={out / 'pytest-gpu.xml'}", str(ROOT / "tests")]),
     ]

@@ -31,3 +31,15 @@ def test_cli_perf(tmp_path, capsys):
     assert "32-way bank conflict" in out and "H100" in out
     assert main(["perf", f"{f}::saxpy", "--bind", "n=256", "--device", "H200"]) == 0
     assert "H200" in capsys.readouterr().out
+
+
+def test_permute_defaults_are_conflict_free_and_coalesced():
+    from gpudsl.stdlib import permute
+
+    p, b, _ = permute.permute_kernel((1024, 1024), (1, 0))
+    (k,) = p.perf(**b).kernels
+    assert all(a.ok for a in k.accesses), [a.figure() for a in k.accesses]
+    assert sorted(a.memory for a in k.accesses) == ["GLOBAL", "GLOBAL", "SHARED", "SHARED"]
+    p, b, _ = permute.permute_kernel((1024, 1024), (0, 1))
+    (k,) = p.perf(**b).kernels
+    assert [(a.vector_width, a.sectors, a.min_sectors) for a in k.accesses] == [(4, 16, 16)] * 2
