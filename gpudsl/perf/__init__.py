@@ -97,7 +97,7 @@ def perf(proc, device_name: "str | Device" = "H100", **bindings) -> PerfReport:
         except NotConstant:
             grid = (0, 0, 0)
         counter = Counter(buffers, kenv)
-        counter.block(hk.body, 1, kenv)
+        counter.run(hk.body, kenv)
         records = [] if hk.serial else WarpWalker(buffers, info.block, kenv).run(hk.body)
         r = res.get(hk.name)
         regs = r.registers if r is not None else None

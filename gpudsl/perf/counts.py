@@ -9,8 +9,8 @@ array's size (what caches cannot remove: the compulsory traffic)."""
 from __future__ import annotations
 
 from ..ir.control import NotConstant, evaluate
-from ..ir.effects import inline_call, reads_of
-from ..ir.nodes import Alloc, Assign, Atomic, BinOp, Builtin, Call, For, If, Reduce, UnOp
+from ..ir.effects import Walker
+from ..ir.nodes import Assign, BinOp, Builtin, UnOp
 from ..ir.types import GLOBAL
 from ..ir.visitor import walk
 
@@ -29,51 +29,57 @@ def flops_of(e) -> int:
     return n
 
 
-class Counter:
+class Counter(Walker):
+    """The one effect walker with a context ``(multiplicity, env)``."""
+
     def __init__(self, buffers: dict, env: dict):
+        super().__init__()
         self.buffers = dict(buffers)  # name -> warp.Buffer
-        self.env = dict(env)
         self.moved: dict = {}  # (name, "r"/"w") -> bytes
         self.flops = 0
-        self.exact = True
 
-    def block(self, stmts, mult: int, env: dict):
-        for s in stmts:
-            self.stmt(s, mult, env)
+    def run(self, stmts, env: dict):
+        self.block(stmts, (1, dict(env)))
 
-    def stmt(self, s, mult, env):
-        if isinstance(s, For):
-            try:
-                lo, hi = evaluate(s.lo, env), evaluate(s.hi, env)
-            except (NotConstant, ZeroDivisionError):
-                self.exact = False
-                return
-            if hi > lo:
-                self.block(s.body, mult * (hi - lo), {**env, s.iter: lo})
-        elif isinstance(s, If):
-            self.exact = False if s.orelse else self.exact
-            self.block(s.body, mult, env)
-        elif isinstance(s, Alloc):
-            from .warp import Buffer, elem_bytes
+    def stmt(self, s, ctx):
+        if ctx[0]:
+            super().stmt(s, ctx)
 
-            try:
-                shape = tuple(evaluate(e, env) for e in s.shape)
-            except (NotConstant, ZeroDivisionError):
-                return
+    def enter_loop(self, s, ctx):
+        mult, env = ctx
+        try:
+            lo, hi = evaluate(s.lo, env), evaluate(s.hi, env)
+        except (NotConstant, ZeroDivisionError):
+            return (0, env)
+        return (mult * max(0, hi - lo), {**env, s.iter: lo})
+
+    def enter_branch(self, s, positive, ctx):
+        return ctx if positive else (0, ctx[1])
+
+    def declare(self, s, ctx):
+        from .warp import Buffer, elem_bytes
+
+        try:
+            shape = tuple(evaluate(e, ctx[1]) for e in s.shape)
             self.buffers[s.name] = Buffer(s.name, s.mem, shape, elem_bytes(s.ty))
-        elif isinstance(s, (Assign, Reduce, Atomic)):
-            for e in (getattr(s, "cmp", None), s.rhs, *s.idx):
-                if e is not None:
-                    for r in reads_of(e):
-                        self.move(r.name, "r", mult)
-            if not isinstance(s, Assign):
-                self.move(s.name, "r", mult)
-                self.flops += mult
-            self.move(s.name, "w", mult)
-            if s.rhs.ty.is_float:
-                self.flops += mult * flops_of(s.rhs)
-        elif isinstance(s, Call):
-            self.block(inline_call(s, set(self.buffers) | set(env)), mult, env)
+        except (NotConstant, ZeroDivisionError):
+            pass
+        return s.name
+
+    def read(self, n, s, ctx):
+        self.move(n.name, "r", ctx[0])
+
+    def write(self, s, ctx):
+        mult = ctx[0]
+        if not isinstance(s, Assign):
+            self.move(s.name, "r", mult)
+            self.flops += mult
+        self.move(s.name, "w", mult)
+        if s.rhs.ty.is_float:
+            self.flops += mult * flops_of(s.rhs)
+
+    def taken(self, ctx):
+        return super().taken(ctx) | set(self.buffers) | set(ctx[1])
 
     def move(self, name, mode, mult):
         b = self.buffers.get(name)

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.control import NotConstant, evaluate
-from ..ir.effects import inline_call, reads_of
+from ..ir.effects import Walker, inline_call
 from ..ir.nests import direct_nest, nest_dims
 from ..ir.printer import print_stmt
-from ..ir.nodes import Alloc, Assign, Atomic, Call, For, If, Reduce
+from ..ir.nodes import Assign, For
 from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS
 
 SEQ_SAMPLE = 8
@@ -66,12 +66,15 @@ def linear(idx: tuple, shape: tuple) -> int:
     return off
 
 
-class WarpWalker:
-    """Runs one warp through a kernel body (a ``@ BLOCKS`` loop nest)."""
+class WarpWalker(Walker):
+    """Runs one warp through a kernel body (a ``@ BLOCKS`` loop nest): the one
+    effect walker with a context ``(lanes, vec)``, ``lanes`` mapping each active
+    lane to its environment, ``vec`` the ``@instr`` call being gathered or None."""
 
     def __init__(self, buffers: dict, block: tuple, env: dict):
+        super().__init__()
         self.buffers = dict(buffers)
-        self.block = block  # (x, y, z)
+        self.block_dims = block  # (x, y, z)
         self.base = env
         self.records: dict = {}
         self.dims: dict = {}  # id(For) -> "x"/"y"/"z"
@@ -89,58 +92,65 @@ class WarpWalker:
     # ------------------------------------------------------------ statements
 
     def block_(self, stmts, lanes, vec):
-        for s in stmts:
-            if not lanes:
-                return
-            self.stmt(s, lanes, vec)
+        if lanes:
+            self.block(stmts, (lanes, vec))
 
-    def stmt(self, s, lanes, vec):
-        if isinstance(s, For):
-            self.loop(s, lanes, vec)
-        elif isinstance(s, If):
-            then, other = {}, {}
-            for lane, env in lanes.items():
-                try:
-                    (then if evaluate(s.cond, env) else other)[lane] = env
-                except (NotConstant, ZeroDivisionError):
-                    then[lane] = env  # data-dependent: assume the branch runs
-                    other[lane] = env
-            self.block_(s.body, then, vec)
-            self.block_(s.orelse, other, vec)
-        elif isinstance(s, Alloc):
-            if s.shape or s.mem in (SHARED, GLOBAL):
-                env = next(iter(lanes.values()))
-                try:
-                    shape = tuple(evaluate(e, env) for e in s.shape)
-                except (NotConstant, ZeroDivisionError):
-                    return
-                self.buffers[s.name] = Buffer(s.name, s.mem, shape, elem_bytes(s.ty))
-        elif isinstance(s, (Assign, Reduce, Atomic)):
-            exprs = [e for e in (getattr(s, "cmp", None), s.rhs, *s.idx) if e is not None]
-            for e in exprs:
-                for r in reads_of(e):
-                    self.access(r.name, r.idx, "read", s, lanes, vec)
-            if not isinstance(s, Assign):
-                self.access(s.name, s.idx, "read", s, lanes, vec)
-            self.access(s.name, s.idx, "write", s, lanes, vec)
-            if isinstance(s, Assign) and not s.idx and s.rhs.ty.is_integer:
-                for env in lanes.values():  # integer locals (index scalars)
-                    try:
-                        env[s.name] = evaluate(s.rhs, env)
-                    except (NotConstant, ZeroDivisionError, TypeError):
-                        env.pop(s.name, None)
-        elif isinstance(s, Call):
-            taken = set(self.buffers) | {n for env in lanes.values() for n in env}
-            body = inline_call(s, taken)
-            if s.proc.instr is not None and vec is None:
-                group: dict = {}
-                self.block_(body, lanes, (s, group))
-                for rec, req in group.values():
-                    self.add(rec, req)
-            else:
-                self.block_(body, lanes, vec)
+    def stmt(self, s, ctx):
+        if ctx[0]:
+            super().stmt(s, ctx)
 
-    def loop(self, s: For, lanes, vec):
+    def branch(self, s, ctx):
+        lanes, vec = ctx
+        self.exprs((s.cond,), s, ctx)
+        then, other = {}, {}
+        for lane, env in lanes.items():
+            try:
+                (then if evaluate(s.cond, env) else other)[lane] = env
+            except (NotConstant, ZeroDivisionError):
+                then[lane] = env  # data-dependent: assume the branch runs
+                other[lane] = env
+        self.block_(s.body, then, vec)
+        self.block_(s.orelse, other, vec)
+
+    def declare(self, s, ctx):
+        if s.shape or s.mem in (SHARED, GLOBAL):
+            env = next(iter(ctx[0].values()))
+            try:
+                shape = tuple(evaluate(e, env) for e in s.shape)
+            except (NotConstant, ZeroDivisionError):
+                return s.name
+            self.buffers[s.name] = Buffer(s.name, s.mem, shape, elem_bytes(s.ty))
+        return s.name
+
+    def read(self, n, s, ctx):
+        self.access(n.name, n.idx, "read", s, *ctx)
+
+    def write(self, s, ctx):
+        lanes, vec = ctx
+        if not isinstance(s, Assign):
+            self.access(s.name, s.idx, "read", s, lanes, vec)
+        self.access(s.name, s.idx, "write", s, lanes, vec)
+        if isinstance(s, Assign) and not s.idx and s.rhs.ty.is_integer:
+            for env in lanes.values():  # integer locals (index scalars)
+                try:
+                    env[s.name] = evaluate(s.rhs, env)
+                except (NotConstant, ZeroDivisionError, TypeError):
+                    env.pop(s.name, None)
+
+    def call(self, s, ctx):
+        lanes, vec = ctx
+        taken = set(self.buffers) | {n for env in lanes.values() for n in env} | self.taken(ctx)
+        body = inline_call(s, taken)
+        if s.proc.instr is not None and vec is None:
+            group: dict = {}
+            self.block_(body, lanes, (s, group))
+            for rec, req in group.values():
+                self.add(rec, req)
+        else:
+            self.block_(body, lanes, vec)
+
+    def loop(self, s: For, ctx):
+        lanes, vec = ctx
         if s.mapping == THREADS:
             if id(s) not in self.dims:
                 nest = direct_nest(s)
