@@ -100,6 +100,16 @@ class Proc:
 
         return cuda_source(self, **bindings)
 
+    def perf(self, device: str = "H100", **bindings):
+        """The performance report (SPEC 4.1), without a GPU: per access, the sectors a
+        warp request touches against the minimum and the bank-conflict degree of
+        shared accesses; per kernel, ptxas' registers / shared / spills, occupancy on
+        ``device`` (``"H100"``, ``"H200"``, ``"A100"``), bytes, FLOPs and the roofline
+        bound.  Every size is bound in ``bindings`` (``p.perf(n=4096)``)."""
+        from .perf import perf
+
+        return perf(self, device, **bindings)
+
     def compile(self, target: str = "cuda", check: bool = True, trace: dict | None = None,
                 **bindings):
         """Prove the proc, generate CUDA C and compile it into a callable :class:`Kernel`.

@@ -1,5 +1,6 @@
-"""The ``gpudsl`` command line: demo, check (:mod:`.check`), cuda (:mod:`.cuda`), run
-(:mod:`.run`, graph scripts), bench (:mod:`gpudsl.bench`)."""
+"""The ``gpudsl`` command line: demo, check (:mod:`.check`), cuda (:mod:`.cuda`), perf
+(:mod:`.perf`), run (:mod:`.run`, graph scripts), tune (:mod:`.tune`), bench
+(:mod:`gpudsl.bench`)."""
 from __future__ import annotations
 
 import argparse
@@ -40,6 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--constants", default=None, metavar="DIR",
                    help="a folder holding NAME.npy for each ConstantTensor")
     r.add_argument("--output", default=None, metavar="FILE.npy")
+    f = sub.add_parser("perf", help="the performance report of a proc: gpudsl perf FILE::PROC "
+                       "--bind n=4096 [--device H100]")
+    f.add_argument("target")
+    f.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE")
+    f.add_argument("--device", default="H100", help="H100 (default), H200 or A100")
     b = sub.add_parser("bench", help="run the standard-library benchmarks")
     b.add_argument("args", nargs=argparse.REMAINDER)
     t = sub.add_parser("tune", help="tune a standard-library node: gpudsl tune matmul "
@@ -77,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
             from .run import run_script
 
             return run_script(ns.script, ns.input, ns.constants, ns.output)
+        if ns.cmd == "perf":
+            from .perf import run_perf
+
+            return run_perf(ns.target, _bindings(ns.bind), ns.device)
         if ns.cmd == "bench":
             from ..bench import main as bench_main
 

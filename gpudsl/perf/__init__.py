@@ -1,0 +1,129 @@
+"""The performance report of SPEC 4.1: ``proc.perf(**bindings)`` / ``gpudsl perf``.
+
+What a kernel will cost, without a GPU: for each access to GLOBAL or SHARED
+memory, the sectors one warp request touches against the minimum (coalescing), the
+bank-conflict degree of a warp-wide shared access and the vector width (one warp's
+addresses enumerated: :mod:`.warp`); per kernel, ptxas' registers, shared memory and
+spills (NVRTC, no GPU needed), occupancy on a named device (:mod:`.devices`), the
+bytes and FLOPs of a launch (:mod:`.counts`) and the roofline bound.
+
+Sits above code generation and the runtime (it asks codegen for the kernels'
+geometry and NVRTC for ptxas' figures); nothing below ``proc.py`` imports it.
+"""
+from __future__ import annotations
+
+from ..codegen import generate
+from ..codegen.plan import HostSplitter, walk_program
+from ..errors import Error
+from ..ir.control import NotConstant, evaluate
+from ..ir.inline import inline_calls
+from ..ir.procdef import as_procdef
+from ..ir.types import GLOBAL
+from .counts import Counter
+from .devices import DEVICES, Device, device, occupancy
+from .report import AccessPerf, KernelPerf, PerfReport
+from .warp import Buffer, WarpWalker, bank_conflict, elem_bytes, sectors, vector_width
+
+
+def _buffers(ir, env) -> dict:
+    out = {}
+    for p in ir.params:
+        if p.is_array:
+            shape = tuple(evaluate(e, env) for e in p.shape)
+            out[p.name] = Buffer(p.name, p.mem or GLOBAL, shape, elem_bytes(p.ty))
+    return out
+
+
+def _resources(source: str, dev: Device, notes: list) -> dict:
+    try:
+        from ..runtime.nvrtc import compile_cubin
+
+        return compile_cubin(source, dev.arch).resources
+    except Exception as e:  # NVRTC absent or failing: the report says so
+        notes.append(f"ptxas figures unavailable ({type(e).__name__}: {str(e)[:120]})")
+        return {}
+
+
+def _access(rec) -> AccessPerf:
+    loc = rec.loc
+    location = (loc.file, loc.line, loc.col) if loc is not None else ("?", 0, 0)
+    a = AccessPerf(location, rec.buf, rec.memory, rec.kind, 1, requests=len(rec.requests),
+                   statement=rec.statement)
+    if rec.unknown or not rec.requests:
+        a.note = "data-dependent index" if rec.unknown else "not reached by warp 0"
+        return a
+    es = rec.elem_bytes
+    a.vector_width = max(vector_width(r) for r in rec.requests)
+    if rec.memory == "SHARED":
+        a.bank_conflict = max(bank_conflict(r, es) for r in rec.requests)
+    else:
+        figs = [sectors(r, es) for r in rec.requests]
+        a.sectors, a.min_sectors = max(figs, key=lambda f: (f[0] / max(f[1], 1), f[0]))
+    return a
+
+
+def perf(proc, device_name: "str | Device" = "H100", **bindings) -> PerfReport:
+    """The performance report of ``proc`` with every size bound in ``bindings``."""
+    ir = as_procdef(proc) or proc
+    dev = device(device_name)
+    missing = [p.name for p in ir.params if p.kind in ("size", "index") and p.name not in bindings]
+    if missing:
+        raise Error(f"perf() of {ir.name} needs every size and index bound; missing: "
+                    + ", ".join(missing),
+                    hint=f"{ir.name}.perf(" + ", ".join(f"{n}=..." for n in missing) + ")")
+    env = dict(bindings)
+    module = generate(ir, bindings)
+    body = inline_calls(ir).body
+    splitter = HostSplitter(ir.name)
+    splitter.block(body)
+    buffers = _buffers(ir, env)
+    for t in module.temporaries:
+        buffers[t.name] = Buffer(t.name, GLOBAL, tuple(evaluate(e, env) for e in t.shape),
+                                 elem_bytes(t.dtype))
+    first_env: dict = {}
+    launches: dict = {}
+    for name, kenv in walk_program(module.program, env):
+        first_env.setdefault(name, kenv)
+        launches[name] = launches.get(name, 0) + 1
+    report = PerfReport(ir.name, dev, dict(bindings))
+    res = _resources(module.source, dev, report.notes)
+    for hk in splitter.kernels:
+        info = module.kernels.get(hk.name)
+        if info is None or hk.name not in first_env:
+            continue
+        kenv = first_env[hk.name]
+        try:
+            grid = tuple(evaluate(e, kenv) for e in info.grid)
+        except NotConstant:
+            grid = (0, 0, 0)
+        counter = Counter(buffers, kenv)
+        counter.run(hk.body, kenv)
+        records = [] if hk.serial else WarpWalker(buffers, info.block, kenv).run(hk.body)
+        r = res.get(hk.name)
+        regs = r.registers if r is not None else None
+        shared = r.shared_bytes if r is not None else _shared_bytes(records, counter)
+        spills = (r.spill_stores_bytes + r.spill_loads_bytes) if r is not None else None
+        occ = occupancy(dev, info.threads_per_block, regs, shared)
+        flops, nbytes = counter.flops, counter.total_bytes()
+        accesses = [_access(rec) for rec in records]
+        detail = f"{occ.blocks_per_sm} blocks/SM, {occ.limited_by}"
+        report.kernels.append(KernelPerf(
+            hk.name, grid, info.block, regs, shared, spills, occ.fraction, detail, nbytes, flops, nbytes / dev.bandwidth, flops / dev.fp32_flops,
+            accesses, launches[hk.name], hk.serial))
+    return report
+
+
+def _shared_bytes(records, counter) -> int:
+    return sum(b.elem_bytes * _prod(b.shape) for b in counter.buffers.values()
+               if b.memory.name == "SHARED")
+
+
+def _prod(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+__all__ = ["perf", "PerfReport", "KernelPerf", "AccessPerf", "DEVICES", "Device", "device",
+           "occupancy"]

@@ -1,0 +1,77 @@
+"""Device tables for the performance report (SPEC 4.1): the figures occupancy and
+the roofline need.  Peak figures are the vendors' published ones (FP32 on CUDA
+cores, HBM bandwidth); ``copy_bandwidth`` is what a device-to-device copy reaches
+(notes/performance.md: ~3.0 TB/s measured on H100; H200 scaled by 4.8/3.35)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import Error
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    arch: str
+    sms: int
+    fp32_flops: float  # FLOP/s, FMA counted as 2
+    bandwidth: float  # bytes/s, HBM peak
+    copy_bandwidth: float  # bytes/s a device-to-device copy reaches
+    regs_per_sm: int = 65536
+    max_regs_per_thread: int = 255
+    reg_alloc_unit: int = 256  # registers, per warp
+    max_threads_per_sm: int = 2048
+    max_blocks_per_sm: int = 32
+    shared_per_sm: int = 233472  # 228 KiB
+    shared_per_block: int = 232448  # 227 KiB (opt-in)
+    shared_reserved_per_block: int = 1024
+
+    @property
+    def max_warps_per_sm(self) -> int:
+        return self.max_threads_per_sm // 32
+
+
+DEVICES = {
+    "H100": Device("H100 SXM 80GB", "sm_90", 132, 66.9e12, 3.35e12, 3.0e12),
+    "H200": Device("H200 SXM 141GB", "sm_90", 132, 66.9e12, 4.8e12, 4.3e12),
+    "A100": Device("A100 SXM 80GB", "sm_80", 108, 19.5e12, 2.039e12, 1.8e12,
+                   shared_per_sm=167936, shared_per_block=166912),
+}
+
+
+def device(name: "str | Device") -> Device:
+    """The table of a named device (``"H100"``, ``"H200"``, ``"A100"``)."""
+    if isinstance(name, Device):
+        return name
+    key = str(name).upper().replace("NVIDIA", "").strip().split()[0] if name else "H100"
+    if key not in DEVICES:
+        raise Error(f"unknown device {name!r} for the performance report",
+                    hint="devices: " + ", ".join(DEVICES))
+    return DEVICES[key]
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    blocks_per_sm: int
+    warps_per_sm: int
+    fraction: float  # resident warps / the SM's maximum
+    limited_by: str  # "threads", "registers", "shared", "blocks"
+
+    def __str__(self):
+        return f"{self.fraction:.0%} ({self.blocks_per_sm} blocks/SM, {self.limited_by})"
+
+
+def occupancy(dev: Device, threads: int, registers: int | None, shared_bytes: int) -> Occupancy:
+    """Resident blocks and warps per SM, as the CUDA occupancy calculator computes them."""
+    warps = -(-threads // 32)
+    limits = {"threads": dev.max_warps_per_sm // warps if warps else 0,
+              "blocks": dev.max_blocks_per_sm}
+    if registers:
+        per_warp = -(-registers * 32 // dev.reg_alloc_unit) * dev.reg_alloc_unit
+        limits["registers"] = (dev.regs_per_sm // per_warp) // warps
+    if shared_bytes:
+        need = shared_bytes + dev.shared_reserved_per_block
+        limits["shared"] = dev.shared_per_sm // need if shared_bytes <= dev.shared_per_block else 0
+    by = min(limits, key=lambda k: (limits[k], k != "threads"))
+    blocks = limits[by]
+    return Occupancy(blocks, blocks * warps, blocks * warps / dev.max_warps_per_sm, by)

@@ -1,0 +1,261 @@
+"""One warp's memory requests, enumerated (SPEC 4.1).
+
+The first warp (threads 0..31 in x-fastest order, ``threadIdx`` from the real
+x/y/z mapping of :mod:`gpudsl.ir.nests`) of block 0 runs through one kernel's body
+with every control value computed by the one evaluator (:mod:`gpudsl.ir.control`).
+Each access statement executed by the warp is a *request*: the addresses of its
+active lanes.  An ``@instr`` call (a float2/float4 copy) is one request per
+array, each lane contributing all the elements it moves (the vector width).
+
+``seq`` loops run their first :data:`SEQ_SAMPLE` iterations (every iteration
+of a loop with fewer); a request's figures are exact for the addresses of the
+lanes, and an access's figures are the worst over its sampled requests.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.control import NotConstant, evaluate
+from ..ir.effects import Walker, inline_call
+from ..ir.nests import direct_nest, nest_dims
+from ..ir.printer import print_stmt
+from ..ir.nodes import Assign, For
+from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS
+
+SEQ_SAMPLE = 8
+MAX_REQUESTS = 64  # per access
+SECTOR = 32  # bytes
+BANKS = 32
+BANK_BYTES = 4
+
+
+@dataclass
+class Buffer:
+    name: str
+    memory: object
+    shape: tuple  # ints
+    elem_bytes: int
+
+
+@dataclass
+class Request:
+    lanes: dict  # lane -> list of element offsets (row-major)
+
+
+@dataclass
+class AccessRecord:
+    key: tuple
+    buf: str
+    memory: str
+    kind: str  # "read" / "write"
+    loc: object
+    requests: list = field(default_factory=list)
+    elem_bytes: int = 4
+    statement: str = ""
+    unknown: bool = False  # an index the evaluator could not compute (data-dependent)
+
+
+def elem_bytes(ty) -> int:
+    return max(1, ty.bits // 8)
+
+
+def linear(idx: tuple, shape: tuple) -> int:
+    off = 0
+    for i, n in zip(idx, shape):
+        off = off * n + i
+    return off
+
+
+class WarpWalker(Walker):
+    """Runs one warp through a kernel body (a ``@ BLOCKS`` loop nest): the one
+    effect walker with a context ``(lanes, vec)``, ``lanes`` mapping each active
+    lane to its environment, ``vec`` the ``@instr`` call being gathered or None."""
+
+    def __init__(self, buffers: dict, block: tuple, env: dict):
+        super().__init__()
+        self.buffers = dict(buffers)
+        self.block_dims = block  # (x, y, z)
+        self.base = env
+        self.records: dict = {}
+        self.dims: dict = {}  # id(For) -> "x"/"y"/"z"
+        nthreads = block[0] * block[1] * block[2]
+        self.tid = {}
+        for lane in range(min(32, nthreads)):
+            self.tid[lane] = {"x": lane % block[0], "y": (lane // block[0]) % block[1],
+                              "z": lane // (block[0] * block[1])}
+
+    def run(self, body):
+        lanes = {lane: dict(self.base) for lane in self.tid}
+        self.block_(body, lanes, None)
+        return list(self.records.values())
+
+    # ------------------------------------------------------------ statements
+
+    def block_(self, stmts, lanes, vec):
+        if lanes:
+            self.block(stmts, (lanes, vec))
+
+    def stmt(self, s, ctx):
+        if ctx[0]:
+            super().stmt(s, ctx)
+
+    def branch(self, s, ctx):
+        lanes, vec = ctx
+        self.exprs((s.cond,), s, ctx)
+        then, other = {}, {}
+        for lane, env in lanes.items():
+            try:
+                (then if evaluate(s.cond, env) else other)[lane] = env
+            except (NotConstant, ZeroDivisionError):
+                then[lane] = env  # data-dependent: assume the branch runs
+                other[lane] = env
+        self.block_(s.body, then, vec)
+        self.block_(s.orelse, other, vec)
+
+    def declare(self, s, ctx):
+        if s.shape or s.mem in (SHARED, GLOBAL):
+            env = next(iter(ctx[0].values()))
+            try:
+                shape = tuple(evaluate(e, env) for e in s.shape)
+            except (NotConstant, ZeroDivisionError):
+                return s.name
+            self.buffers[s.name] = Buffer(s.name, s.mem, shape, elem_bytes(s.ty))
+        return s.name
+
+    def read(self, n, s, ctx):
+        self.access(n.name, n.idx, "read", s, *ctx)
+
+    def write(self, s, ctx):
+        lanes, vec = ctx
+        if not isinstance(s, Assign):
+            self.access(s.name, s.idx, "read", s, lanes, vec)
+        self.access(s.name, s.idx, "write", s, lanes, vec)
+        if isinstance(s, Assign) and not s.idx and s.rhs.ty.is_integer:
+            for env in lanes.values():  # integer locals (index scalars)
+                try:
+                    env[s.name] = evaluate(s.rhs, env)
+                except (NotConstant, ZeroDivisionError, TypeError):
+                    env.pop(s.name, None)
+
+    def call(self, s, ctx):
+        lanes, vec = ctx
+        taken = set(self.buffers) | {n for env in lanes.values() for n in env} | self.taken(ctx)
+        body = inline_call(s, taken)
+        if s.proc.instr is not None and vec is None:
+            group: dict = {}
+            self.block_(body, lanes, (s, group))
+            for rec, req in group.values():
+                self.add(rec, req)
+        else:
+            self.block_(body, lanes, vec)
+
+    def loop(self, s: For, ctx):
+        lanes, vec = ctx
+        if s.mapping == THREADS:
+            if id(s) not in self.dims:
+                nest = direct_nest(s)
+                for f, d in zip(nest[-3:], nest_dims(min(3, len(nest)))):
+                    self.dims[id(f)] = d
+                for f in nest[:-3]:
+                    self.dims[id(f)] = "z"
+            d = self.dims[id(s)]
+            inner = {}
+            for lane, env in lanes.items():
+                v = self.tid[lane][d]
+                try:
+                    if evaluate(s.lo, env) <= v < evaluate(s.hi, env):
+                        inner[lane] = {**env, s.iter: v}
+                except (NotConstant, ZeroDivisionError):
+                    pass
+            self.block_(s.body, inner, vec)
+            return
+        bounds = {}
+        for lane, env in lanes.items():
+            try:
+                bounds[lane] = (evaluate(s.lo, env), evaluate(s.hi, env))
+            except (NotConstant, ZeroDivisionError):
+                pass
+        if not bounds:
+            return
+        lo = min(b[0] for b in bounds.values())
+        hi = max(b[1] for b in bounds.values())
+        if s.mapping == BLOCKS:  # block 0
+            hi = min(hi, lo + 1)
+        elif vec is None:
+            hi = min(hi, lo + SEQ_SAMPLE)
+        for v in range(lo, hi):
+            inner = {lane: {**lanes[lane], s.iter: v} for lane, (a, b) in bounds.items()
+                     if a <= v < b}
+            self.block_(s.body, inner, vec)
+
+    # ------------------------------------------------------------ accesses
+
+    def access(self, name, idx, kind, s, lanes, vec):
+        buf = self.buffers.get(name)
+        if buf is None or buf.memory not in (GLOBAL, SHARED) or not idx:
+            return
+        stmt = vec[0] if vec is not None else s
+        key = (id(stmt), name, kind, stmt.loc)
+        rec = self.records.get(key)
+        if rec is None:
+            rec = self.records[key] = AccessRecord(key, name, buf.memory.name, kind, stmt.loc,
+                                                     elem_bytes=buf.elem_bytes,
+                                                     statement=print_stmt(stmt)[0].strip())
+        offs = {}
+        for lane, env in lanes.items():
+            try:
+                offs[lane] = [linear(tuple(evaluate(e, env) for e in idx), buf.shape)]
+            except (NotConstant, ZeroDivisionError, TypeError):
+                rec.unknown = True
+                return
+        if vec is not None:
+            group = vec[1]
+            if key not in group:
+                group[key] = (rec, Request({}))
+            req = group[key][1]
+            for lane, o in offs.items():
+                req.lanes.setdefault(lane, []).extend(o)
+        else:
+            self.add(rec, Request(offs))
+
+    def add(self, rec, req):
+        if len(rec.requests) < MAX_REQUESTS and req.lanes:
+            rec.requests.append(req)
+
+
+# ---------------------------------------------------------------- figures
+
+
+def sectors(req: Request, es: int) -> tuple[int, int]:
+    """(sectors the warp touches, the minimum for the bytes it asks for)."""
+    elems = {o for offs in req.lanes.values() for o in offs}
+    touched = set()
+    for o in elems:
+        touched.add(o * es // SECTOR)
+        touched.add((o * es + es - 1) // SECTOR)
+    return len(touched), -(-len(elems) * es // SECTOR)
+
+
+def bank_conflict(req: Request, es: int) -> int:
+    """The worst number of distinct 4-byte words a warp-wide shared access puts in
+    one bank, per phase (a lane moving 8 bytes: two half-warp phases; 16 bytes: four
+    quarter-warp phases)."""
+    width = max((len(v) for v in req.lanes.values()), default=1) * es
+    phases = 1 if width <= 4 else (2 if width <= 8 else 4)
+    lanes_per_phase = 32 // phases
+    worst = 1 if req.lanes else 0
+    for ph in range(phases):
+        banks: dict = {}
+        for lane, offs in req.lanes.items():
+            if lane // lanes_per_phase != ph:
+                continue
+            for o in offs:
+                for w in range(o * es // BANK_BYTES, (o * es + es - 1) // BANK_BYTES + 1):
+                    banks.setdefault(w % BANKS, set()).add(w)
+        if banks:
+            worst = max(worst, max(len(ws) for ws in banks.values()))
+    return worst
+
+
+def vector_width(req: Request) -> int:
+    return max((len(v) for v in req.lanes.values()), default=1)
