@@ -14,6 +14,7 @@ from ..ir.nodes import For
 from ..ir.types import BLOCKS, THREADS
 from .cursors import ancestors
 from .legality import collect, find_conflict, raise_conflict
+from .memo import recall
 from .primitive import fail
 
 # Mapping issues that a schedule passes through on its way to a legal proc (the
@@ -23,24 +24,17 @@ _TRANSIENT = ("a memory write at block level", "a memory write inside an unmappe
               "a SHARED array must be allocated", "a REGISTER allocation outside")
 
 
-# The last procs asked about: a schedule asks of each result again as the input of
-# the next primitive.  Keyed by identity, holding the proc so the id stays its own.
-_RECENT: list = []
-
-
 def _mapping_issues(pdef, strict: bool) -> set:
     """The broken mapping rules of SPEC 2.4 (structural, no solver) in ``pdef``."""
+    issues = recall(pdef, "mapping issues", _all_mapping_issues)
+    return {i for i in issues if strict or not i[1].startswith(_TRANSIENT)}
+
+
+def _all_mapping_issues(pdef) -> list:
     from ..analysis.effects import collect as collect_effects
 
-    for q, issues in _RECENT:
-        if q is pdef:
-            break
-    else:
-        issues = [(i.kind, i.message, tuple(map(str, i.locs)))
-                  for i in collect_effects(pdef).issues if i.kind == "mapping"]
-        _RECENT.append((pdef, issues))
-        del _RECENT[:-8]
-    return {i for i in issues if strict or not i[1].startswith(_TRANSIENT)}
+    return [(i.kind, i.message, tuple(f"{x.file}:{x.line}:{x.col}" for x in i.locs if x))
+            for i in collect_effects(pdef).issues if i.kind == "mapping"]
 
 
 def refuse_new_mapping_issues(old, new, loc, strict: bool = True):

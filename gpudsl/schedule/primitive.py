@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import SchedulingError
+from .memo import alias
 from .provenance import stamp
 
 _CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("primitive", default=None)
@@ -290,6 +291,7 @@ def primitive(name: str, /, **kinds: Kind):
                 _CURRENT.reset(token)
             if isinstance(out, Rewrite):
                 ir = stamp(p.ir, out.ir, name) if outermost else out.ir
+                alias(ir, out.ir)
                 return p._derive(ir, out.forward)
             if outermost and hasattr(out, "ir") and hasattr(out, "_origin"):
                 # a proc already derived from p (a primitive built on others)
