@@ -186,9 +186,10 @@ class _Collector(Walker):
 
     rhs_first = False
 
-    def __init__(self, p: ProcDef):
+    def __init__(self, p: ProcDef, mapping_only: bool = False):
         super().__init__()
         self.p = p
+        self.mapping_only = mapping_only
         inl = Inliner(caller_names(p), obligations=True, bind=bind_value)
         self.extra = inl.bounds
         self.eff = Effects(p, inl.block(p.body), keep=inl.keep)
@@ -216,6 +217,8 @@ class _Collector(Walker):
         return self.eff
 
     def step(self, stmts, i, st):
+        if self.mapping_only:
+            return st  # barrier positions and index locals: no mapping rule uses them
         st = self._locals(stmts, i, st)
         c = st["counter"]
         if c is None:
@@ -446,6 +449,8 @@ class _Collector(Walker):
                 self.issue("mapping", "a memory write inside an unmapped par loop at block "
                            "level", [s.loc], "map the loop to THREADS")
             level = "block"
+        if self.mapping_only:
+            return
         shown = None
         if st.get("subst"):
             shown, idx = tuple(idx), tuple(self._subst(i, st) for i in idx)
@@ -519,11 +524,13 @@ def _replace_reads(e, sub: dict):
     return ExprMap(fn).visit(e)
 
 
-def collect(p) -> Effects:
-    """The effects of a proc (``ProcDef`` or ``gpudsl.Proc``)."""
+def collect(p, mapping_only: bool = False) -> Effects:
+    """The effects of a proc (``ProcDef`` or ``gpudsl.Proc``).  ``mapping_only``: only
+    the structural issues (``eff.issues``) are wanted; no accesses are recorded and no
+    barrier positions computed (the scheduling primitives' mapping-rule checks)."""
     if hasattr(p, "ir"):
         p = p.ir
-    eff = _Collector(p).run()
+    eff = _Collector(p, mapping_only).run()
     for ki in eff.kernels.values():
         for info in ki.block_registers:
             info.thread_dims = max([l.dim + 1 for l in ki.thread_loops] or [0])

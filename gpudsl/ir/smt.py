@@ -615,6 +615,23 @@ def enclosing(p, addr) -> list:
 
 
 _proc_facts: dict = {}   # id(proc) -> (proc, written arrays, premises)
+_premises_of: dict = {}  # (params, asserts) -> premises, for asserts that read no memory
+
+
+def _premises(p, bindings, written) -> list:
+    """The proc's premises (sizes >= 1, its asserts).  A schedule keeps the same
+    parameters and asserts through many procs: when the asserts read no memory the
+    premises depend on nothing else and are shared."""
+    if bindings or any(isinstance(n, Read) for pr in p.preds for n in walk(pr)):
+        return Encoder(p, bindings, written).premises()
+    key = (p.params, p.preds)
+    out = _premises_of.get(key)
+    if out is None:
+        if len(_premises_of) > 64:
+            _premises_of.clear()
+        out = _premises_of[key] = Encoder(p, None, written).premises()
+    return out
+
 
 
 class Instance:
@@ -640,8 +657,7 @@ class Scope:
         cached = _proc_facts.get(id(p)) if not bindings and written is None else None
         if cached is None or cached[0] is not p:
             w = written_names(p.body) if written is None else written
-            enc = Encoder(p, bindings, w)
-            cached = (p, w, enc.premises())
+            cached = (p, w, _premises(p, bindings, w))
             if not bindings and written is None:
                 if len(_proc_facts) > 64:
                     _proc_facts.clear()

@@ -34,7 +34,8 @@ def _all_mapping_issues(pdef) -> list:
     from ..analysis.effects import collect as collect_effects
 
     return [(i.kind, i.message, tuple(f"{x.file}:{x.line}:{x.col}" for x in i.locs if x))
-            for i in collect_effects(pdef).issues if i.kind == "mapping"]
+            for i in collect_effects(pdef, mapping_only=True).issues
+            if i.kind == "mapping"]
 
 
 def refuse_new_mapping_issues(old, new, loc, strict: bool = True):
