@@ -14,7 +14,8 @@ from ..errors import SchedulingError
 from ..ir.nodes import Alloc, Assign, BinOp, Const, For, If, Sync, Var
 from ..ir.types import BLOCKS, INDEX, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, rename as rename_names, substitute, walk
-from .cursors import block_of, compose, fwd_identity, fwd_splice, replace_block, splice
+from .cursors import (ancestors, block_of, compose, fwd_identity, fwd_splice, replace_block,
+                      splice)
 from .fresh import freshen, freshen_top_allocs, names_outside, proc_names, top_allocs
 from .legality import collect, find_conflict, prove, raise_conflict
 from .parallel import check_fused_blocks, check_parallel, refuse_new_mapping_issues
@@ -184,7 +185,26 @@ def fission(p, gap, n_lifts: int = 1):
     for _ in range(n_lifts):
         ir, addr, f = _fission_once(ir, addr)
         fwd = compose(fwd, f)
+    _barriers_still_order(p.ir, ir, gap.addr)
     return Rewrite(ir, fwd)
+
+
+def _barriers_still_order(old, new, gap):
+    """Splitting loops of a kernel moves barriers away from the accesses they
+    ordered (a trailing ``sync()`` split off a ``seq`` loop no longer separates one
+    iteration from the next): when the split loops hold a ``sync()``, the result may
+    have no race between threads of one block that ``old`` has not (check()'s race
+    obligation decides, as for ``delete_sync``)."""
+    loops = [x for x in ancestors(old, gap) if isinstance(x, For)]
+    if not any(x.mapping == BLOCKS for x in loops) or \
+            not any(isinstance(n, Sync) for x in loops for n in walk(x.body)):
+        return
+    from ..analysis.obligations.races import added_races
+
+    for d in added_races(old, new):
+        raise fail(f"the split loops' barriers would no longer order their accesses: "
+                   f"{d.message}", _gap_loc(old, gap), "keep the loops together, or "
+                   "add a sync() where the loops split", d.witness or None)
 
 
 def _gap_loc(pdef, addr):

@@ -112,3 +112,27 @@ def test_divide_loop_guard_around_a_barrier_with_a_remainder_races_without_secon
         gpudsl.interpret(q, x=x, y=np.ones_like(x), detect_races=True)
     q2 = divide_loop(p, "rr", 2, ["o0", "ii0"], tail="cut")
     assert q2.check().kinds() == {"race"}
+
+
+def test_fission_that_splits_a_trailing_barrier_off_its_loop_is_refused():
+    # found by the long differential run of the last session: fission with n_lifts=2
+    # put the trailing sync() of the rr loop into a kernel of its own, so nothing
+    # separated iteration rr's reads of s from iteration rr + 1's writes
+    from gpudsl.schedule import fission, insert_sync
+
+    p = _p('''@proc
+def p2591(n: size, x: f32[n, 8], y: f32[n, 8]):
+    for b in par(0, n) @ BLOCKS:
+        s: f32[8] @ SHARED
+        for rr in seq(0, 2):
+            for t in par(0, 8) @ THREADS:
+                s[t] = x[b, 7 - t] * 2.0 + y[b, t]
+            sync()
+            for t2 in par(0, 8) @ THREADS:
+                if t2 < 4:
+                    y[b, t2] = s[t2 + 4] - s[t2]
+''')
+    p = insert_sync(p, Cursor(p, "gap", (0, "body", 1, "body", 3)))
+    assert p.check().ok
+    with pytest.raises(SchedulingError, match="barriers would no longer order"):
+        fission(p, Cursor(p, "gap", (0, "body", 1, "body", 3)), n_lifts=2)
