@@ -26,8 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import CompileError, SrcLoc, cell_label
-from ..ir.inline import written_names
+from ..errors import CompileError, SrcLoc
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
                         Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg)
 from ..ir.nests import DIMS, direct_nest, nest_dims
@@ -37,7 +36,8 @@ from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, THREADS, DType, 
 from ..ir.visitor import walk
 from .cexpr import ATOM, UNARY, ExprEmitter, cname
 from .plan import NeedsBinding, NotConstant, evaluate
-from .writer import Writer, c_string
+from .trace import trace_text
+from .writer import Writer
 
 STATIC_SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ per block
 
@@ -55,20 +55,6 @@ class ArrayInfo:
 
 def _err(msg, loc, hint=None):
     return CompileError(msg, loc, hint)
-
-
-def _trace_format(ty: DType):
-    """The printf conversion of a traced value of type ``ty`` and the C that converts
-    the value to the argument it takes (varargs: f16/bf16 through float)."""
-    if ty == f16:
-        return "%g", lambda v: f"(double)__half2float({v})"
-    if ty == bf16:
-        return "%g", lambda v: f"(double)__bfloat162float({v})"
-    if ty.is_float:
-        return "%g", lambda v: f"(double)({v})"
-    if ty == i64:
-        return "%lld", lambda v: f"(long long)({v})"
-    return "%d", lambda v: f"(int)({v})"
 
 
 def thread_chain(f: For) -> list[For]:
@@ -549,38 +535,9 @@ class KernelWriter(ExprEmitter):
     # ------------------------------------------------------------ trace= (SPEC 4)
 
     def trace_text(self, s) -> str:
-        """With ``compile(..., trace=...)``: a ``printf`` of what ``s`` wrote, run by the
-        traced thread only, on the statement's own C line (``#line`` mapping unchanged);
-        without it, nothing."""
-        trace = self.m.trace
-        if trace is None:
-            return ""
-        block, thread = trace
-        conds = [f"blockIdx.{d} == {v}u" for d, v in zip("xyz", block)] + \
-                [f"threadIdx.{d} == {v}u" for d, v in zip("xyz", thread)]
-        info = self.lookup(s.name, s.loc)
-        where = "?"
-        if s.loc is not None and s.loc.file:
-            cell = cell_label(s.loc.file)
-            where = f"{cell}, line {s.loc.line}" if cell else \
-                f"{s.loc.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{s.loc.line}"
-        where, name = where.replace("%", "%%"), s.name.replace("%", "%%")
-        args = [f"(long long)({self.expr(i)})" for i in s.idx]
-        target = name + ("[" + ", ".join("%lld" for _ in s.idx) + "]" if s.idx else "")
-        vfmt, conv = _trace_format(info.dtype)
-        if isinstance(s, Atomic):
-            # the operand: the location itself may change under other threads' atomics
-            head = f"{where}: atomic_{s.op}({target}, {vfmt})"
-            args.append(conv(self.cast_to(s.rhs, info.dtype, ATOM)))
-        else:
-            op = "=" if isinstance(s, Assign) else f"{s.op}="
-            head = f"{where}: {target} {op} {vfmt}"
-            if isinstance(s, Reduce):
-                head += f" (now {vfmt})"
-                args.append(conv(self.cast_to(s.rhs, info.dtype, ATOM)))
-            args.append(conv(self.access(s.name, s.idx, s.loc)))
-        fmt = c_string(head)[:-1] + '\\n"'
-        return f" if ({' && '.join(conds)}) printf({fmt}, {', '.join(args)});"
+        """The ``printf`` of ``compile(..., trace=...)`` after ``s`` (see
+        :mod:`.trace`); without a trace, nothing."""
+        return trace_text(self, s) if self.m.trace is not None else ""
 
     # ------------------------------------------------------------ @instr
 

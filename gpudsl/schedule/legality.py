@@ -13,7 +13,7 @@ Two kinds of questions:
   with at least one write?  A model is a witness.
 
 A property is ``prop(sc, env) -> z3 bool`` built with ``sc.int(e, env)`` /
-``sc.cond(e, env)`` of a :class:`~gpudsl.ir.smt.Scope`.  The encoding
+``sc.cond(e, env)`` of a :class:`~gpudsl.ir.smt_scope.Scope`.  The encoding
 over-approximates what it cannot express (a data-dependent value is any integer, a
 float condition is any boolean); what it cannot encode at all in a goal or an index
 makes the proof fail, so "no conflict" and "proved" are proofs, and a solver
@@ -26,7 +26,8 @@ import z3
 from ..errors import SchedulingError
 from ..ir.effects import Access, collect, conflicts
 from ..ir.nodes import ProcDef
-from ..ir.smt import SAT, UNSAT, Scope, Unsupported
+from ..ir.smt import SAT, UNSAT, Unsupported
+from ..ir.smt_scope import Scope
 from .primitive import current
 
 

@@ -22,7 +22,7 @@ import z3
 from ..errors import SchedulingError
 from ..ir.nodes import Alloc, Atomic, Call, For, If, Read
 from ..ir.visitor import free_vars, walk
-from ..ir.smt import Scope
+from ..ir.smt_scope import Scope
 from .legality import Access, collect, find_conflict, prove, raise_conflict
 from .primitive import fail
 
