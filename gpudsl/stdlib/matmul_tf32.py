@@ -62,7 +62,7 @@ from ..schedule import (divide_loop, expand_dim, fission, insert_sync, lift_allo
 from .matmul import matmul_algorithm
 from .shapes import NodeError, require
 
-DEFAULTS = dict(bm=64, bn=64, bk=32, wm=16)
+DEFAULTS = dict(bm=128, bn=64, bk=32, wm=32)
 
 # the GPU path: one warp-wide mma.sync (sm_80+); the fallback: the body, inputs
 # rounded to TF32 like cvt.rna (round to nearest, ties away, 10 mantissa bits)
@@ -119,8 +119,8 @@ def mma_m16n8k8_tf32(acc: [f32][2, 2] @ REGISTER, a: [f32][9, 8] @ SHARED,
 # ---------------------------------------------------------------- the schedule
 
 
-def schedule_matmul_tf32(p: Proc, *, bm: int = 64, bn: int = 64, bk: int = 32,
-                         wm: int = 16) -> Proc:
+def schedule_matmul_tf32(p: Proc, *, bm: int = 128, bn: int = 64, bk: int = 32,
+                         wm: int = 32) -> Proc:
     """The tensor-core schedule of ``matmul_algorithm(False, (bm, bn, bk))`` (see the
     module docs).  Threads per block: ``32 * (bm // wm)`` as ``(4, 8, bm // wm)``."""
     require(bm % wm == 0 and wm % 16 == 0 and bn % 8 == 0 and bk % 16 == 0,
@@ -242,7 +242,7 @@ def _const(e):
 
 
 @lru_cache(maxsize=None)
-def tf32_kernel(bm=64, bn=64, bk=32, wm=16) -> Proc:
+def tf32_kernel(bm=128, bn=64, bk=32, wm=32) -> Proc:
     from ..schedule import rename
 
     p = schedule_matmul_tf32(matmul_algorithm(False, (bm, bn, bk)), bm=bm, bn=bn, bk=bk,
