@@ -109,7 +109,7 @@ def test_nvrtc_compiles_without_spills(kernel, arch):
 
 
 def test_perf_report_has_no_spills(kernel):
-    rep = kernel.perf("H100", m=4096, n=4096, k=4096)
+    rep = kernel.perf("H100", **SHAPE)
     if any("ptxas figures unavailable" in n for n in rep.notes):
         pytest.skip("ptxas figures unavailable")
     (kp,) = rep.kernels
