@@ -77,4 +77,6 @@ def test_gpu_bench_small_subset(tmp_path):
     assert rc == 0 and data["emulated"] is False and data["device"]
     for r in data["results"]:
         assert r["status"] == "ok" and r["timing"]["method"] == "cuda-events"
-        assert 0 < r["roofline_fraction"] < 1.2 and r["ratio"] > 0
+        assert r["roofline_fraction"] > 0 and r["ratio"] > 0
+        if r["l2"] == "cold":  # from HBM: under the peak (warm rows may read from L2)
+            assert r["roofline_fraction"] < 1.05
