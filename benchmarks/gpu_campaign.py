@@ -42,8 +42,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOOLS = ("memcheck", "racecheck", "synccheck")
-TIMEOUTS = {"venv": 120, "install": 300, "pytest-gpu": 360, "sanitizer-memcheck": 180,
-            "sanitizer-racecheck": 240, "sanitizer-synccheck": 180, "bench": 420}
+TIMEOUTS = {"venv": 60, "install": 180, "pytest-gpu": 300, "sanitizer-memcheck": 150,
+            "sanitizer-racecheck": 200, "sanitizer-synccheck": 150, "bench": 300}
 
 
 def plan(py: str, out: pathlib.Path, venv: bool = True,
