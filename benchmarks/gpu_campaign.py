@@ -87,7 +87,7 @@ def sanitizer() -> str:
 _FINDING = re.compile(r"^=+ +(Error|Invalid|Race reported|Barrier error|Warning: .*(hazard|"
                       r"race)|Uninitialized|Program hit)", re.I)
 MARK = "@@case"
-_RESULT = re.compile(r"^(ok|BAD)\s+\S+\s+(.*)$")
+_RESULT = re.compile(r"^(ok|BAD|SKIP)\s+\S+\s+(.*)$")
 
 
 def sanitizer_findings(log: str) -> dict:
@@ -130,7 +130,10 @@ def sanitizer_verdict(tool: str, log: str) -> dict:
         if c["result"] and c["result"].startswith("BAD"):
             bugs.append({"tool": tool, "case": name, "kind": c["kind"],
                          "summary": f"{name} failed under {tool}: {c['result']}"})
-    out = {"cases_run": sum(1 for c in cases.values() if c["kind"] in ("stdlib", "corpus")),
+    skipped = sorted(n for n, c in cases.items() if (c["result"] or "").startswith("SKIP"))
+    out = {"cases_run": sum(1 for n, c in cases.items() if c["kind"] in ("stdlib", "corpus")
+                            and n not in skipped),
+           "skipped": skipped,
            "cases_with_findings": sorted(n for n, c in cases.items() if c["findings"]),
            "bugs": bugs}
     if controls:
