@@ -1,13 +1,28 @@
-"""Run every standard-library node once on small odd and tile-sized shapes, and
-compare with numpy: the program compute-sanitizer watches in the GPU campaign
-(``benchmarks/gpu_campaign.py``).  Exit status 1 on a wrong result.
+"""The program compute-sanitizer watches in the GPU campaign
+(``benchmarks/gpu_campaign.py``): every standard-library node once on small odd and
+tile-sized shapes, compared with numpy, then every kernel of check()'s test corpus
+(``tests/analysis/corpus*.py``) that check() proves safe, compiled (proved again) and
+run once on random inputs.  ``--controls`` adds the corpus's racy kernels (compiled
+without the proof): racecheck should flag those whose race is in shared memory.
 
-``--list`` prints the cases without running them (no GPU needed)."""
+Before each case it prints ``@@case <kind> <name>`` (kind: stdlib, corpus, control)
+and flushes, so the campaign can attribute each sanitizer report to the case that was
+running.  Exit status 1 on a wrong result or a failing case.  A corpus kernel the
+target cannot compile (check() proves a host-level ``par`` loop that codegen refuses; an
+``@instr`` the emulator cannot build) prints ``SKIP`` and does not run.
+
+``--list`` prints the cases without running them (no GPU needed); ``--target
+emulator`` runs them on the CPU emulator (to test this program without a GPU);
+``--only SUBSTRING`` keeps the cases whose name contains it."""
 from __future__ import annotations
 
+import pathlib
 import sys
 
 import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MARK = "@@case"
 
 
 def cases():
@@ -68,20 +83,76 @@ def cases():
     ]
 
 
+def corpus_cases(controls: bool = False):
+    """(kind, name, case) for each corpus kernel check() proves ("corpus") and, with
+    ``controls``, each one it finds racy ("control")."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tests.analysis import corpus, corpus_atomics
+
+    out = []
+    for c in list(corpus.CASES) + list(corpus_atomics.CASES):
+        if c.expect == "ok":
+            out.append(("corpus", c.name, c))
+        elif controls and c.expect == "race":
+            out.append(("control", c.name, c))
+    return out
+
+
+def run_corpus_case(c, target: str, proved: bool) -> str:
+    """Compile (proving first unless a control) and run one corpus kernel once."""
+    from tests.analysis.helpers import make_args, sample_sizes
+
+    sizes = sample_sizes(c.proc, c.bindings)
+    if sizes is None:
+        return "no sizes satisfy the proc's asserts"
+    k = c.proc.compile(target, check=proved, **c.bindings)
+    k(**make_args(c.proc, sizes))
+    return ""
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    cs = cases()
+    target = "cuda"
+    if "--target" in argv:
+        target = argv[argv.index("--target") + 1]
+    only = argv[argv.index("--only") + 1] if "--only" in argv else ""
+    controls = "--controls" in argv
+    cs = [("stdlib", n, f) for n, f in cases()] + corpus_cases(controls)
+    cs = [x for x in cs if only in x[1]]
     if "--list" in argv:
-        for name, _ in cs:
-            print(name)
+        for kind, name, _ in cs:
+            print(kind, name)
         return 0
+    if target == "emulator":
+        import gpudsl.stdlib.ops as ops_mod
+
+        if ops_mod.target() != "emulator":
+            print("--target emulator: set GPUDSL_NO_GPU=1 on a GPU machine", file=sys.stderr)
+            return 2
+    from gpudsl.errors import CompileError
+
     g = np.random.default_rng(0)
     bad = 0
-    for name, f in cs:
-        got, want = f(g)
-        ok = np.allclose(np.asarray(got), want, rtol=1e-3, atol=1e-3)
-        bad += not ok
-        print(f"{'ok ' if ok else 'BAD'} {name}")
+    for kind, name, f in cs:
+        print(f"{MARK} {kind} {name}", flush=True)
+        try:
+            if kind == "stdlib":
+                got, want = f(g)
+                ok = np.allclose(np.asarray(got), want, rtol=1e-3, atol=1e-3)
+                why = "" if ok else "differs from numpy"
+            else:
+                why = run_corpus_case(f, target, proved=kind == "corpus")
+        except CompileError as e:  # proved, but not a kernel this target runs: no run
+            if kind == "stdlib":
+                raise
+            print(f"SKIP {kind} {name}: {str(e).splitlines()[0][:300]}", flush=True)
+            continue
+        except Exception as e:  # every case runs; the failure is reported
+            why = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+        bad += bool(why) and kind != "control"
+        print(f"{'ok ' if not why else 'BAD'} {kind} {name}" + (f": {why}" if why else ""),
+              flush=True)
     return 1 if bad else 0
 
 

@@ -1,11 +1,21 @@
-"""``gpudsl bench``: each graph node at large sizes against its reference,
-measured in the same run on the GPU.
+"""``gpudsl bench``: every standard-library node against its reference, measured in the
+same run, with the achieved rate and the fraction of the device's roofline.
 
-References: matmul against ``torch.matmul`` with TF32 disabled (cuBLAS
-SGEMM); bandwidth-bound nodes against the device-to-device copy rate (bytes
-read + written per second of ``dst.copy_(src)``).  Working sets are far above
-the L2 (>= 1 GB moved per launch), kernels are timed back to back with CUDA
-events after a warm-up, and the median of the repetitions is reported.
+Each row has the node's achieved TFLOP/s (matmul family) or GB/s (bandwidth-bound
+nodes: bytes read + written once), the fraction of the device's peak
+(:mod:`gpudsl.perf.devices`: FP32 on CUDA cores, HBM bandwidth), and the ratio to
+its reference timed in the same run the same way: matmul against ``torch.matmul``
+with TF32 off (cuBLAS SGEMM), bandwidth nodes against a device-to-device copy of
+the same number of elements (its read + write bytes per second).  Bandwidth nodes
+run at several sizes: some fit in the L2 (timed twice: L2 flushed before each
+repetition, ``cold``, and not, ``warm``) and some are far above it.  Every time
+comes from :func:`gpudsl.runtime.timing.measure` (CUDA events, warm-up, L2 flush,
+median and interquartile range).  Each node's result is compared with its
+reference once before it is timed; a wrong one is reported, never timed.
+
+``--target emulator`` runs the same cases at small sizes on the CPU emulator (numpy
+references, perf_counter): the figures are labelled emulated, have no roofline
+fraction, and only show that the benchmark runs (CI runs it).
 """
 from __future__ import annotations
 
@@ -13,14 +23,189 @@ import argparse
 import datetime
 import json
 import platform
-import statistics
+import shlex
+import subprocess
 import sys
+from dataclasses import dataclass
+from typing import Callable
 
-NODES = ["matmul", "matmul_4000", "bmatmul", "vecmat", "add", "add_bcast", "mul", "relu",
-         "silu", "permute2d", "permute3d_021", "permute3d_210", "slice", "replace_slice"]
+NODES = ["matmul", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32", "add", "add_bcast",
+         "mul", "relu", "silu", "permute2d", "permute3d_021", "permute3d_210", "slice",
+         "replace_slice"]
+MATMULS = {"matmul", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32"}
+
+# (rows, cols) of the 2-D bandwidth cases: 4 MB and 16 MB per array fit in a 50 MB L2,
+# 256 MB is five times it.  3-D permutes: the same element counts.
+GPU_SIZES = [(1024, 1024), (2048, 2048), (8192, 8192)]
+GPU_CUBES = [(4, 512, 512), (16, 512, 512), (64, 1024, 1024)]
+EMU_SIZES = [(64, 96), (128, 256)]
+EMU_CUBES = [(4, 16, 24), (8, 32, 32)]
 
 
-def _need_gpu():
+@dataclass
+class Case:
+    node: str
+    size: str
+    kind: str  # "flops" or "bytes"
+    amount: float  # FLOPs, or bytes read + written
+    run: Callable  # the gpudsl node; returns its result
+    want: Callable  # the expected result (reference library)
+    reference: Callable | None  # timed reference (matmul); None: the copy of `elements`
+    elements: int = 0  # elements of the copy reference
+    l2_resident: bool = False
+
+
+class _Env:
+    """Arrays and reference operations of one target: PyTorch on the GPU, numpy on the
+    emulator."""
+
+    def __init__(self, target: str, seed: int = 0):
+        self.target = target
+        if target == "cuda":
+            import torch
+
+            self.torch = torch
+            self.gen = torch.Generator(device="cuda").manual_seed(seed)
+        else:
+            import numpy as np
+
+            self.np = np
+            self.gen = np.random.default_rng(seed)
+
+    def randn(self, *shape):
+        if self.target == "cuda":
+            return self.torch.randn(*shape, device="cuda", dtype=self.torch.float32,
+                                    generator=self.gen)
+        return self.gen.standard_normal(shape, dtype=self.np.float32)
+
+    def empty(self, n):
+        if self.target == "cuda":
+            return self.torch.empty(n, device="cuda", dtype=self.torch.float32)
+        return self.np.empty(n, self.np.float32)
+
+    def matmul(self, a, b, tf32: bool = False):
+        if self.target == "cuda":
+            old = self.torch.backends.cuda.matmul.allow_tf32
+            self.torch.backends.cuda.matmul.allow_tf32 = tf32
+            try:
+                return self.torch.matmul(a, b)
+            finally:
+                self.torch.backends.cuda.matmul.allow_tf32 = old
+        return a @ b
+
+    def transpose(self, x, perm):
+        return x.permute(*perm).contiguous() if self.target == "cuda" else \
+            self.np.ascontiguousarray(self.np.transpose(x, perm))
+
+    def silu(self, x):
+        if self.target == "cuda":
+            return self.torch.nn.functional.silu(x)
+        return x / (1 + self.np.exp(-x))
+
+    def relu(self, x):
+        return x.clamp_min(0) if self.target == "cuda" else self.np.maximum(x, 0)
+
+    def index(self, v):
+        if self.target == "cuda":
+            return self.torch.tensor([v], device="cuda", dtype=self.torch.int64)
+        return self.np.array([v], dtype=self.np.int64)
+
+    def rel_error(self, got, want) -> float:
+        if self.target == "cuda":
+            got, want = got.double(), want.double()
+            return float((got - want).norm() / max(float(want.norm()), 1e-30))
+        got, want = got.astype("float64"), want.astype("float64")
+        return float(self.np.linalg.norm(got - want) / max(self.np.linalg.norm(want), 1e-30))
+
+
+def _matmul_cases(env: _Env, small: bool, nodes: set) -> list[Case]:
+    from .stdlib import ops
+
+    out = []
+
+    def mm(node, sa, sb, label, tf32=False, runner=None):
+        if node not in nodes:
+            return
+        a, b = env.randn(*sa), env.randn(*sb)
+        flops = 2.0
+        for d in sa:
+            flops *= d
+        flops *= sb[-1]
+        run = runner(a, b) if runner is not None else (lambda: ops.matmul(a, b))
+        out.append(Case(node, label, "flops", flops, run, lambda: env.matmul(a, b, tf32),
+                        lambda: env.matmul(a, b, tf32)))
+
+    m, odd, bt, bm, v = (64, 50, 2, 32, 96) if small else (4096, 4000, 16, 1024, 8192)
+    mm("matmul", (m, m), (m, m), f"{m}^3")
+    mm("matmul_4000", (odd, odd), (odd, odd), f"{odd}^3")
+    mm("bmatmul", (bt, bm, bm), (bt, bm, bm), f"{bt}x{bm}^3")
+    mm("vecmat", (v,), (v, v), f"{v}@{v}x{v}")
+    if "matmul_tf32" in nodes:
+        # The TF32 tensor-core path (issue 15): gpudsl.stdlib.matmul_tf32 provides
+        # bench_case(a, b) -> a callable running its kernel on a, b; the reference is
+        # cuBLAS TF32 (torch.matmul with TF32 allowed).  Reported as missing until then.
+        try:
+            from .stdlib import matmul_tf32
+            runner = matmul_tf32.bench_case
+        except (ImportError, AttributeError):
+            runner = None
+        if runner is not None:
+            mm("matmul_tf32", (m, m), (m, m), f"{m}^3 tf32", tf32=True, runner=runner)
+    return out
+
+
+def _bandwidth_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list[Case]:
+    from .stdlib import ops
+
+    out = []
+    sizes, cubes = (EMU_SIZES, EMU_CUBES) if small else (GPU_SIZES, GPU_CUBES)
+    for (r, c), cube in zip(sizes, cubes):
+        el = r * c
+        nb = 4 * el
+        fits = l2 is not None and 3 * nb <= l2  # all arrays of an add at once
+        x, y, col = env.randn(r, c), env.randn(r, c), env.randn(r, 1)
+        h = r // 2
+        part = env.randn(h, c)
+        b0, e0 = env.index(r // 4), env.index(r // 4 + h)
+        xc = env.randn(*cube)
+
+        def add(node, amount, run, want, elements=el):
+            if node in nodes:
+                out.append(Case(node, "x".join(map(str, cube if "3d" in node else (r, c))),
+                                "bytes", amount, run, want, None, elements, fits))
+
+        add("add", 3 * nb, lambda x=x, y=y: ops.add(x, y), lambda x=x, y=y: x + y)
+        add("add_bcast", 2 * nb + 4 * r, lambda x=x, col=col: ops.add(x, col),
+            lambda x=x, col=col: x + col)
+        add("mul", 3 * nb, lambda x=x, y=y: ops.mul(x, y), lambda x=x, y=y: x * y)
+        add("relu", 2 * nb, lambda x=x: ops.relu(x), lambda x=x: env.relu(x))
+        add("silu", 2 * nb, lambda x=x: ops.silu(x), lambda x=x: env.silu(x))
+        add("permute2d", 2 * nb, lambda x=x: ops.permute(x, (1, 0)),
+            lambda x=x: env.transpose(x, (1, 0)))
+        cel = 1
+        for d in cube:
+            cel *= d
+        add("permute3d_021", 8 * cel, lambda xc=xc: ops.permute(xc, (0, 2, 1)),
+            lambda xc=xc: env.transpose(xc, (0, 2, 1)), cel)
+        add("permute3d_210", 8 * cel, lambda xc=xc: ops.permute(xc, (2, 1, 0)),
+            lambda xc=xc: env.transpose(xc, (2, 1, 0)), cel)
+        q = r // 4  # bound as default arguments: the lambdas run after the loop
+        add("slice", 2 * 4 * h * c, lambda x=x, q=q, h=h: ops.slice(x, q, q + h),
+            lambda x=x, q=q, h=h: x[q:q + h], h * c)
+        # in place and idempotent: y[q:q+h] = part each time
+        add("replace_slice", 2 * 4 * h * c,
+            lambda y=y, part=part, b0=b0, e0=e0: ops.replace_slice(y, part, b0, e0),
+            lambda y=y, part=part, q=q: _replaced(y, part, q), h * c)
+    return out
+
+
+def _replaced(y, part, begin):
+    want = y.clone() if hasattr(y, "clone") else y.copy()
+    want[begin:begin + part.shape[0]] = part
+    return want
+
+
+def _need_gpu() -> str | None:
     try:
         import torch
     except ImportError:
@@ -34,111 +219,157 @@ def _need_gpu():
     return None
 
 
-def _time(fn, reps: int, inner: int) -> float:
-    """Median seconds per call of ``fn`` over ``reps`` batches of ``inner``."""
-    import torch
-
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / 1e3 / inner)
-    return statistics.median(times)
+def _driver_version() -> str | None:
+    try:
+        p = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+        return p.stdout.strip().splitlines()[0] if p.returncode == 0 and p.stdout.strip() \
+            else None
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
 
 
-def _cases(torch, scale: int):
-    """(node, gpudsl callable, reference kind, bytes moved or flops)."""
-    from .stdlib import ops
+def _peak(dev, kind: str, tf32: bool) -> float | None:
+    if dev is None:
+        return None
+    if kind == "bytes":
+        return dev.bandwidth
+    return getattr(dev, "tf32_flops", None) if tf32 else dev.fp32_flops
 
-    f32 = dict(device="cuda", dtype=torch.float32)
-    n = 8192 * scale
-    big = torch.randn(n, 8192, **f32)
-    other = torch.randn(n, 8192, **f32)
-    col = torch.randn(n, 1, **f32)
-    el = big.numel() * 4
-    m = 4096
-    a, b = torch.randn(m, m, **f32), torch.randn(m, m, **f32)
-    a4, b4 = torch.randn(4000, 4000, **f32), torch.randn(4000, 4000, **f32)  # tiles + edges
-    ba, bb = torch.randn(16, 1024, 1024, **f32), torch.randn(16, 1024, 1024, **f32)
-    v, w = torch.randn(8192, **f32), torch.randn(8192, 8192, **f32)
-    cube = torch.randn(64 * scale, 1024, 1024, **f32)
-    r = torch.randn(n // 2, 8192, **f32)
-    beg = torch.tensor([n // 4], device="cuda", dtype=torch.int64)
-    end = torch.tensor([n // 4 + n // 2], device="cuda", dtype=torch.int64)
-    return {
-        "matmul": (lambda: ops.matmul(a, b), lambda: torch.matmul(a, b), "flops",
-                   2 * m ** 3),
-        "matmul_4000": (lambda: ops.matmul(a4, b4), lambda: torch.matmul(a4, b4), "flops",
-                        2 * 4000 ** 3),
-        "bmatmul": (lambda: ops.matmul(ba, bb), lambda: torch.matmul(ba, bb), "flops",
-                    2 * 16 * 1024 ** 3),
-        "vecmat": (lambda: ops.matmul(v, w), lambda: torch.matmul(v, w), "flops",
-                   2 * 8192 ** 2),
-        "add": (lambda: ops.add(big, other), None, "bytes", 3 * el),
-        "add_bcast": (lambda: ops.add(big, col), None, "bytes", 2 * el),
-        "mul": (lambda: ops.mul(big, other), None, "bytes", 3 * el),
-        "relu": (lambda: ops.relu(big), None, "bytes", 2 * el),
-        "silu": (lambda: ops.silu(big), None, "bytes", 2 * el),
-        "permute2d": (lambda: ops.permute(big, (1, 0)), None, "bytes", 2 * el),
-        "permute3d_021": (lambda: ops.permute(cube, (0, 2, 1)), None, "bytes",
-                          2 * cube.numel() * 4),
-        "permute3d_210": (lambda: ops.permute(cube, (2, 1, 0)), None, "bytes",
-                          2 * cube.numel() * 4),
-        "slice": (lambda: ops.slice(big, n // 4, n // 4 + n // 2), None, "bytes", el),
-        "replace_slice": (lambda: ops.replace_slice(big, r, beg, end), None, "bytes", el),
-    }
+
+def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
+              device: str | None = None, log=print) -> dict:
+    """Time the cases; the results as a dict (what ``--out`` writes)."""
+    from .perf.devices import device as device_table
+    from .runtime.timing import device_facts, measure
+
+    small = target == "emulator"
+    facts = device_facts() if target == "cuda" else {
+        "device": f"cpu {platform.machine()} (emulator)", "l2_bytes": None}
+    dev = None
+    if target == "cuda":
+        try:
+            dev = device_table(device or facts["device"] or "H100")
+        except Exception:
+            dev = None
+    env = _Env(target)
+    wanted = set(nodes)
+    cases = _matmul_cases(env, small, wanted) + _bandwidth_cases(env, small, wanted,
+                                                                facts.get("l2_bytes"))
+    copies: dict = {}
+
+    def timed(fn, flush=True):
+        return measure(fn, target=target, warmup=warmup, reps=reps, flush=flush)
+
+    def copy_rate(elements: int, flush: bool):
+        key = (elements, flush)
+        if key not in copies:
+            src, dst = env.randn(elements), env.empty(elements)
+            fn = (lambda: dst.copy_(src)) if target == "cuda" else \
+                (lambda: env.np.copyto(dst, src))
+            t = timed(fn, flush)
+            copies[key] = {"elements": elements, "flushed": flush, "median_ms": t.median_ms,
+                           "spread_ms": t.spread_ms, "bytes_per_s": t.rate(8 * elements)}
+        return copies[key]
+
+    rows = []
+    for node in nodes:
+        if node == "matmul_tf32" and not any(c.node == node for c in cases):
+            rows.append({"node": node, "status": "missing",
+                         "reason": "gpudsl.stdlib.matmul_tf32.bench_case is not present"})
+    for c in cases:
+        row = {"node": c.node, "size": c.size, "kind": c.kind, "amount": c.amount}
+        try:
+            err = env.rel_error(c.run(), c.want())
+        except Exception as e:  # a node that fails is a row, not the end of the run
+            row.update(status="error", reason=f"{type(e).__name__}: {e}"[:500])
+            rows.append(row)
+            log(f"{c.node:14} {c.size:>14}  ERROR {row['reason'][:80]}")
+            continue
+        tol = 1e-2 if c.node == "matmul_tf32" else 1e-4
+        row["rel_error"] = err
+        if not err <= tol:
+            row.update(status="wrong", reason=f"relative error {err:.3g} > {tol}")
+            rows.append(row)
+            log(f"{c.node:14} {c.size:>14}  WRONG {row['reason']}")
+            continue
+        for flush in ([True, False] if c.l2_resident else [True]):
+            r = dict(row, status="ok", l2="cold" if flush else "warm")
+            t = timed(c.run, flush)
+            rate = t.rate(c.amount)
+            r.update(timing=t.to_dict(), median_ms=t.median_ms, spread_ms=t.spread_ms,
+                     rate=rate, unit="FLOP/s" if c.kind == "flops" else "B/s")
+            peak = _peak(dev, c.kind, c.node == "matmul_tf32")
+            r["roofline_fraction"] = rate / peak if peak else None
+            if c.kind == "flops":
+                rt = timed(c.reference, flush)
+                r.update(reference="cuBLAS TF32" if c.node == "matmul_tf32" else (
+                    "cuBLAS SGEMM (torch.matmul, TF32 off)" if target == "cuda"
+                    else "numpy matmul"), reference_median_ms=rt.median_ms,
+                    reference_rate=rt.rate(c.amount))
+                r["ratio"] = rt.median_ms / t.median_ms
+            else:
+                cp = copy_rate(c.elements, flush)
+                r.update(reference=f"device copy of {c.elements} float32 (read + write)"
+                         if target == "cuda" else "numpy copy",
+                         reference_median_ms=cp["median_ms"], reference_rate=cp["bytes_per_s"])
+                r["ratio"] = rate / cp["bytes_per_s"]
+            rows.append(r)
+            scale, unit = (1e12, "TF/s") if c.kind == "flops" else (1e9, "GB/s")
+            roof = f"{r['roofline_fraction']:6.1%}" if r["roofline_fraction"] else "   n/a"
+            log(f"{c.node:14} {c.size:>14} {r['l2']:4} {rate / scale:9.2f} {unit}  "
+                f"roofline {roof}  vs ref {r['ratio']:6.1%}  "
+                f"({t.median_ms:.4f} ms +- {t.spread_ms:.4f})")
+    return {"emulated": small, "target": target, **facts,
+            "device_table": dev.name if dev else None, "driver": _driver_version()
+            if target == "cuda" else None, "reps": reps, "warmup": warmup,
+            "copy_references": list(copies.values()), "results": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="gpudsl bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", default=",".join(NODES), help="comma-separated subset")
-    ap.add_argument("--reps", type=int, default=15)
-    ap.add_argument("--inner", type=int, default=5, help="launches per timed batch")
-    ap.add_argument("--scale", type=int, default=1, help="multiply the sizes")
-    ap.add_argument("--out", help="write results (JSON) with device, date and command")
+    ap.add_argument("--target", choices=["cuda", "emulator"], default="cuda",
+                    help="emulator: small sizes on the CPU, figures labelled emulated")
+    ap.add_argument("--reps", type=int, default=None, help="default 15 (emulator: 3)")
+    ap.add_argument("--warmup", type=int, default=None, help="default 3 (emulator: 1)")
+    ap.add_argument("--device", default=None, help="device table for the roofline "
+                    "(default: from the device's name)")
+    ap.add_argument("--out", help="write the results (JSON) with device, driver, date, command")
     ns = ap.parse_args(argv)
-    why = _need_gpu()
-    if why:
-        print(f"gpudsl bench needs an NVIDIA GPU with PyTorch: {why}. "
-              "Run it on a GPU machine: gpudsl bench [--out results.json]", file=sys.stderr)
+    nodes = [n for n in ns.nodes.split(",") if n]
+    bad = [n for n in nodes if n not in NODES]
+    if bad:
+        print(f"gpudsl bench: unknown node(s) {', '.join(bad)}; nodes: {', '.join(NODES)}",
+              file=sys.stderr)
         return 2
-    import torch
+    emu = ns.target == "emulator"
+    if emu:
+        from .stdlib.ops import target
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    cases = _cases(torch, ns.scale)
-    src = torch.randn(256 * 1024 * 1024, device="cuda")  # 1 GiB
-    dst = torch.empty_like(src)
-    copy_s = _time(lambda: dst.copy_(src), ns.reps, ns.inner)
-    copy_bw = 2 * src.numel() * 4 / copy_s
-    dev = torch.cuda.get_device_name()
-    print(f"device: {dev}; copy rate {copy_bw / 1e12:.2f} TB/s (read + write)")
-    print(f"{'node':16} {'gpudsl':>10} {'reference':>14} {'ratio':>7}")
-    rows = []
-    for name in ns.nodes.split(","):
-        fn, ref, kind, amount = cases[name]
-        t = _time(fn, ns.reps, ns.inner)
-        if kind == "flops":
-            rt = _time(ref, ns.reps, ns.inner)
-            ratio = rt / t
-            line = (f"{name:16} {amount / t / 1e12:7.1f} TF/s {amount / rt / 1e12:8.1f} TF/s "
-                    f"(cuBLAS) {ratio:6.1%}")
-        else:
-            bw = amount / t
-            ratio = bw / copy_bw
-            line = f"{name:16} {bw / 1e12:6.2f} TB/s {copy_bw / 1e12:8.2f} TB/s (copy) {ratio:6.1%}"
-        print(line)
-        rows.append({"node": name, "seconds": t, "ratio": ratio, "kind": kind})
+        if target() != "emulator":
+            print("gpudsl bench: --target emulator needs ops to run on the emulator; set "
+                  "GPUDSL_NO_GPU=1 on a GPU machine", file=sys.stderr)
+            return 2
+    else:
+        why = _need_gpu()
+        if why:
+            print(f"gpudsl bench needs an NVIDIA GPU with PyTorch: {why}. Run it on a GPU "
+                  "machine (gpudsl bench --out results.json), or try --target emulator",
+                  file=sys.stderr)
+            return 2
+    if emu:
+        print("EMULATED: CPU times of the emulator at small sizes; no GPU figure here")
+    print(f"{'node':14} {'size':>14} {'L2':4} {'achieved':>14}  {'':17} reference ratio")
+    res = run_bench(ns.target, nodes, ns.reps or (3 if emu else 15),
+                    ns.warmup if ns.warmup is not None else (1 if emu else 3), ns.device)
+    res.update(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               command=" ".join(["gpudsl", "bench", *map(shlex.quote, argv)]),
+               host=platform.node())
     if ns.out:
         with open(ns.out, "w") as f:
-            json.dump({"device": dev, "date": datetime.date.today().isoformat(),
-                       "command": "gpudsl bench " + " ".join(argv or []),
-                       "host": platform.node(), "copy_bytes_per_s": copy_bw,
-                       "results": rows}, f, indent=2)
-    return 0
+            json.dump(res, f, indent=1)
+        print(f"results: {ns.out}")
+    bad_rows = [r for r in res["results"] if r.get("status") in ("error", "wrong")]
+    return 1 if bad_rows else 0

@@ -4,8 +4,6 @@ exception that stops the run."""
 from __future__ import annotations
 
 import math
-import statistics
-import time
 import traceback
 
 import numpy as np
@@ -169,13 +167,16 @@ def verify(kernel, args: dict, expected: dict, rtol: float, atol: float):
 
 
 class Timer:
-    """Times a kernel on its target: warm-up, then ``reps`` repetitions with the written
-    arguments restored between them (outside the timed region)."""
+    """Times a kernel on its target with :func:`gpudsl.runtime.timing.measure` (the one
+    timing function: CUDA events, warm-up, L2 flushed between repetitions; perf_counter on
+    the emulator), the written arguments restored before each call, outside the timed
+    region."""
 
     def __init__(self, kernel, target: str, args: dict, written: list[str]):
         self.kernel, self.target = kernel, target
         self.orig = args
         self.written = written
+        self.last = None  # the last Timing (method, flush, spread...)
         if target == "cuda":
             from ..runtime.device import DeviceBuffer
 
@@ -192,31 +193,23 @@ class Timer:
             else:
                 np.copyto(w, self.orig[n])
 
+    def _call(self):
+        self.kernel(**self.work)
+
     def once(self) -> float:
         """One repetition in ms."""
-        self._restore()
-        if self.target == "cuda":
-            from ..runtime.device import synchronize
-
-            synchronize()
-            t0 = time.perf_counter()
-            self.kernel(**self.work)
-            synchronize()
-        else:
-            t0 = time.perf_counter()
-            self.kernel(**self.work)
-        return (time.perf_counter() - t0) * 1e3
+        return self.run(0, 1)[0]
 
     def run(self, warmup: int, reps: int) -> list[float]:
-        for _ in range(warmup):
-            self.once()
-        return [self.once() for _ in range(reps)]
+        from ..runtime.timing import measure
+
+        self.last = measure(self._call, target=self.target, warmup=warmup, reps=reps,
+                            restore=self._restore if self.written else None)
+        return self.last.times_ms
 
 
 def summarize(times: list[float]) -> tuple[float, float]:
     """(median, spread) in ms; the spread is the interquartile range."""
-    med = statistics.median(times)
-    if len(times) >= 4:
-        q = statistics.quantiles(times, n=4)
-        return med, q[2] - q[0]
-    return med, max(times) - min(times)
+    from ..runtime.timing import summarize as _summarize
+
+    return _summarize(times)

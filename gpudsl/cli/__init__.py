@@ -24,6 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     from ..errors import Error
     from ..version import __version__
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # its own parser (argparse's REMAINDER drops leading options)
+        from ..bench import main as bench_main
+
+        return bench_main(argv[1:])
     ap = argparse.ArgumentParser(prog="gpudsl", description=__doc__)
     ap.add_argument("--version", action="version", version=f"gpudsl {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
