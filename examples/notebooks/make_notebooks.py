@@ -126,6 +126,46 @@ NOTEBOOKS = {
         "    except gpudsl.Error as e:\n"
         "        print(e)",
     ],
+    "04_tune.ipynb": [
+        "# Tune a schedule's parameters\n\n`gpudsl.autotune` builds every configuration "
+        "of a `Space`, proves it with `check()` (an unproved candidate never runs), "
+        "compiles, verifies it against a reference and only then times it. Here a small "
+        "matmul on the CPU emulator: a dry run of the whole pipeline (emulated times say "
+        "nothing about a GPU; use `target='cuda'` on one).",
+        "import tempfile, importlib.util\n"
+        "import numpy as np\n"
+        "from gpudsl import autotune\n"
+        "from gpudsl.stdlib.matmul import MatmulBuild, matmul_space\n"
+        "db = tempfile.mkdtemp() + '/tune.sqlite'   # default: the cache directory's\n"
+        "space = matmul_space(bm=[32], bn=[32], bk=[8], tm=[4, 8], tn=[4, 8])\n"
+        "space, len(space)",
+        "## Tune\n\nEach configuration is one record of an Optuna study (SQLite here; a "
+        "database URL shares one study among machines).",
+        "build = MatmulBuild((32, 32), (32, 32))\n"
+        "res = autotune.tune(build, space, shapes={'a': (32, 32), 'b': (32, 32), "
+        "'c': (32, 32)},\n"
+        "                    reference=lambda a, b, c: a @ b, target='emulator', db=db,\n"
+        "                    strategy='grid', seed=0, reps=3, flops=2 * 32**3, "
+        "task='matmul-tutorial')\n"
+        "assert res.best is not None and res.counts().get('ok') == len(space)\n"
+        "print(res.table(device='H100'))   # the roofline column: against H100's peak",
+        "## Resume\n\nTuning again is a lookup: nothing is compiled or timed again.",
+        "again = autotune.tune(build, space, shapes={'a': (32, 32), 'b': (32, 32), "
+        "'c': (32, 32)},\n"
+        "                      reference=lambda a, b, c: a @ b, target='emulator', db=db,\n"
+        "                      seed=0, reps=3, task='matmul-tutorial')\n"
+        "assert all(r.get('cached') for r in again.records)\n"
+        "dict(again.best.config), dict(res.best.config)",
+        "## The winner\n\nIts proc, and its schedule as source to check in.",
+        "p = res.best.proc\n"
+        "a, b = np.ones((32, 32), np.float32), np.eye(32, dtype=np.float32)\n"
+        "c = np.zeros((32, 32), np.float32)\n"
+        "p.compile('emulator')(a=a, b=b, c=c)\n"
+        "assert (c == a).all()\n"
+        "print(res.source()[:300])",
+        "if importlib.util.find_spec('matplotlib'):   # pip install 'gpudsl[plot]'\n"
+        "    res.plot()",
+    ],
 }
 
 

@@ -1,56 +1,44 @@
-"""The tuning database: one record per configuration, and the winner of each task.
+"""The tuning database: Optuna's study storage is the one store (docs/decisions.md).
 
-A SQLite file (``$GPUDSL_CACHE_DIR/tune.sqlite`` by default; any path, or a
-``sqlite:///path`` URL that several processes or machines on a shared file system
-write together).  Records are keyed as SPEC section 8 says: by the *built proc's
-source* (its digest), the argument shapes and dtypes, and the *environment* (target,
-device name and compute capability, driver, compiler and gpudsl versions), so a record
-from another device, shape, compiler or version is never used.  Winners are keyed by the
-task's name (``"matmul"`` for the standard-library node), shapes, dtypes and the same
-environment: that is what ``gpudsl.ops`` looks up.
+A database is an Optuna RDB storage: a SQLite file (``$GPUDSL_TUNE_DB``, else
+``tune.optuna.sqlite`` in the cache directory), or any URL SQLAlchemy takes
+(``sqlite:///path``, ``postgresql://...``, ``mysql://...``) so that several processes
+or machines tune into one study.  There is one *study* per task (``"matmul"``),
+argument shapes and dtypes, and *environment* (target, device name and compute
+capability, driver, compiler and gpudsl versions), so a record from another device,
+shape, compiler or version is never seen.  Inside a study each configuration is one
+*trial*: user attribute ``key`` (the configuration's canonical JSON) set when a process
+claims it, ``record`` (params, status, error, median and spread, times, rate, ptxas
+resources, threads, timestamp, seed, and the built proc's source digest) when it is
+measured; an ``ok`` trial is COMPLETE with its median as value, a failed one FAIL.  A
+record is reused only when its source digest equals the freshly built proc's, as SPEC
+section 8 keys it.  The winner is a study user attribute, which ``gpudsl.ops`` reads.
 
-Written with the standard library's ``sqlite3`` so that looking a winner up (on every
-``ops`` call) never needs the optional ``tune`` extra; see docs/decisions.md.
+Claims make concurrent tuning of one study time each configuration once: a process
+creates a RUNNING trial for a configuration (trial numbers are assigned by the
+database), then looks again; when a lower-numbered or finished trial holds the same
+key, its own trial is marked ``duplicate_of`` and it does not time the configuration.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import sqlite3
-import threading
 import time
 from pathlib import Path
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
-    source TEXT NOT NULL, shapes TEXT NOT NULL, env TEXT NOT NULL, task TEXT NOT NULL,
-    params TEXT NOT NULL, status TEXT NOT NULL, error TEXT, median_ms REAL, spread_ms REAL,
-    times_ms TEXT, rate REAL, unit TEXT, resources TEXT, threads INTEGER,
-    timestamp REAL, seed INTEGER,
-    PRIMARY KEY (source, shapes, env));
-CREATE INDEX IF NOT EXISTS records_task ON records (task, shapes, env);
-CREATE TABLE IF NOT EXISTS invalid (
-    task TEXT NOT NULL, shapes TEXT NOT NULL, env TEXT NOT NULL, params TEXT NOT NULL,
-    status TEXT NOT NULL, error TEXT, timestamp REAL,
-    PRIMARY KEY (task, shapes, env, params));
-CREATE TABLE IF NOT EXISTS winners (
-    task TEXT NOT NULL, shapes TEXT NOT NULL, env TEXT NOT NULL, params TEXT NOT NULL,
-    median_ms REAL, timestamp REAL, PRIMARY KEY (task, shapes, env));
-"""
+from ..errors import Error
 
-RECORD_FIELDS = ("source", "shapes", "env", "task", "params", "status", "error", "median_ms",
-                 "spread_ms", "times_ms", "rate", "unit", "resources", "threads", "timestamp",
-                 "seed")
+FORMAT = "gpudsl-tune-2"
 
 
 def default_path() -> Path:
-    """``$GPUDSL_TUNE_DB``, else ``tune.sqlite`` in the cache directory."""
+    """``$GPUDSL_TUNE_DB``, else ``tune.optuna.sqlite`` in the cache directory."""
     if os.environ.get("GPUDSL_TUNE_DB"):
         return Path(os.environ["GPUDSL_TUNE_DB"])
     from ..runtime.cache import cache_dir
 
-    return cache_dir() / "tune.sqlite"
+    return cache_dir() / "tune.optuna.sqlite"
 
 
 def digest(text: str) -> str:
@@ -63,141 +51,263 @@ def shapes_key(shapes: dict) -> str:
                       sort_keys=True)
 
 
+def to_url(where) -> str:
+    if where is None:
+        where = default_path()
+    where = str(where)
+    if "://" in where:
+        return where
+    p = Path(where).expanduser().resolve()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    return "sqlite:///" + str(p)
+
+
+def _optuna():
+    try:
+        import optuna
+    except ImportError:
+        raise Error("autotune: the tuning database needs Optuna", None,
+                    "pip install 'gpudsl[tune]'") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+_storages: dict = {}
+
+
+def _storage(url: str):
+    if url not in _storages:
+        optuna = _optuna()
+        kw = {}
+        if url.startswith("sqlite"):  # concurrent writers wait instead of failing
+            kw = {"connect_args": {"timeout": 120}}
+        _storages[url] = optuna.storages.RDBStorage(url, engine_kwargs=kw)
+    return _storages[url]
+
+
+def study_name(task: str, shapes: str, env: str) -> str:
+    return f"{task} {digest(shapes + '|' + env)[:20]}"
+
+
+class Study:
+    """One task, shapes and environment: its trials and winner."""
+
+    def __init__(self, db: "Database", task: str, shapes: str, env: str, create=True):
+        self.db, self.task, self.shapes, self.env = db, task, shapes, env
+        st = db.storage
+        self.name = study_name(task, shapes, env)
+        optuna = _optuna()
+        try:
+            self.id = st.get_study_id_from_name(self.name)
+        except KeyError:
+            if not create:
+                raise
+            try:
+                self.id = st.create_new_study([optuna.study.StudyDirection.MINIMIZE],
+                                              self.name)
+            except optuna.exceptions.DuplicatedStudyError:  # another process won
+                self.id = st.get_study_id_from_name(self.name)
+            for k, v in (("task", task), ("shapes", shapes), ("env", env),
+                         ("format", FORMAT)):
+                st.set_study_user_attr(self.id, k, v)
+
+    def trials(self):
+        return self.db.storage.get_all_trials(self.id, deepcopy=False)
+
+    def records(self) -> list[dict]:
+        """Every measured configuration once (duplicates of a claim left out), in trial
+        order."""
+        out = []
+        for t in self.trials():
+            rec = t.user_attrs.get("record")
+            if rec is not None and "duplicate_of" not in t.user_attrs:
+                out.append(dict(rec, trial=t.number))
+        return out
+
+    def find(self, source: str) -> dict | None:
+        """A stored record of a proc with this source digest (whichever configuration
+        built it): the same kernel is not measured twice."""
+        for t in self.trials():
+            rec = t.user_attrs.get("record")
+            if rec is not None and "duplicate_of" not in t.user_attrs \
+                    and rec.get("source") == source:
+                return dict(rec)
+        return None
+
+    # ------------------------------------------------------------ claims
+
+    def claim(self, key: str, stale_seconds: float = 3600.0):
+        """``("mine", trial_id)`` when this process is to measure ``key``;
+        ``("done", record)`` when it is measured; ``("busy", None)`` when another
+        process is measuring it."""
+        optuna = _optuna()
+        TS = optuna.trial.TrialState
+        st = self.db.storage
+
+        def holders():
+            return [t for t in self.trials() if t.user_attrs.get("key") == key
+                    and "duplicate_of" not in t.user_attrs
+                    and (t.state == TS.RUNNING or "record" in t.user_attrs)]
+
+        for t in holders():
+            if "record" in t.user_attrs:
+                return "done", dict(t.user_attrs["record"])
+        now = time.time()
+        for t in holders():  # a claim abandoned by a process that died
+            started = t.user_attrs.get("claimed_at", now)
+            if t.state == TS.RUNNING and now - started > stale_seconds:
+                try:
+                    st.set_trial_user_attr(t._trial_id, "duplicate_of", -1)
+                    st.set_trial_state_values(t._trial_id, TS.FAIL)
+                except Exception:  # it finished meanwhile
+                    pass
+        tid = st.create_new_trial(self.id)
+        st.set_trial_user_attr(tid, "key", key)
+        st.set_trial_user_attr(tid, "claimed_at", time.time())
+        mine = st.get_trial_number_from_id(tid)
+        for t in holders():
+            if t._trial_id == tid:
+                continue
+            if "record" in t.user_attrs or t.number < mine:
+                st.set_trial_user_attr(tid, "duplicate_of", t.number)
+                st.set_trial_state_values(tid, TS.FAIL)
+                if "record" in t.user_attrs:
+                    return "done", dict(t.user_attrs["record"])
+                return "busy", None
+        return "mine", tid
+
+    def finish(self, trial_id, rec: dict) -> None:
+        optuna = _optuna()
+        st = self.db.storage
+        st.set_trial_user_attr(trial_id, "record", _plain(rec))
+        if rec.get("status") == "ok" and rec.get("median_ms") is not None:
+            st.set_trial_state_values(trial_id, optuna.trial.TrialState.COMPLETE,
+                                      [float(rec["median_ms"])])
+        else:
+            st.set_trial_state_values(trial_id, optuna.trial.TrialState.FAIL)
+
+    def abandon(self, trial_id) -> None:
+        """Give a claim up (this process is stopping): another may take it."""
+        optuna = _optuna()
+        try:
+            self.db.storage.set_trial_user_attr(trial_id, "duplicate_of", -1)
+            self.db.storage.set_trial_state_values(trial_id, optuna.trial.TrialState.FAIL)
+        except Exception:
+            pass
+
+    def put(self, key: str, rec: dict) -> None:
+        """Store a record without a claim (an import)."""
+        tid = self.db.storage.create_new_trial(self.id)
+        self.db.storage.set_trial_user_attr(tid, "key", key)
+        self.finish(tid, rec)
+
+    def waiting(self, key: str) -> dict | None:
+        """The record of ``key`` once another process has finished it, else None."""
+        for t in self.trials():
+            if t.user_attrs.get("key") == key and "record" in t.user_attrs \
+                    and "duplicate_of" not in t.user_attrs:
+                return dict(t.user_attrs["record"])
+        return None
+
+    # ------------------------------------------------------------ winner
+
+    def set_winner(self, params: dict, median_ms) -> None:
+        self.db.storage.set_study_user_attr(
+            self.id, "winner", {"params": _plain(params), "median_ms": median_ms,
+                                "timestamp": time.time()})
+
+    def winner(self) -> dict | None:
+        w = self.db.storage.get_study_user_attrs(self.id).get("winner")
+        return dict(w["params"]) if w else None
+
+
+def _plain(x):
+    return json.loads(json.dumps(x, default=lambda v: v.item() if hasattr(v, "item")
+                                 else str(v)))
+
+
 class Database:
     """``Database(path_or_url)``; ``None`` is the cache directory's file."""
 
     def __init__(self, where: str | os.PathLike | None = None):
-        if where is None:
-            where = default_path()
-        where = str(where)
-        if where.startswith("sqlite:///"):
-            where = where[len("sqlite:///"):]
-        elif "://" in where:
-            from ..errors import Error
+        self.url = to_url(where)
+        self.storage = _storage(self.url)
 
-            raise Error(f"autotune: database URL {where!r} is not supported",
-                        None, "give a file path or sqlite:///path (a shared file system "
-                        "lets several machines tune into one database)")
-        self.path = Path(where)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        with self._connect() as con:
-            con.executescript(SCHEMA)
+    def study(self, task: str, shapes: str, env: str, create: bool = True) -> Study:
+        return Study(self, task, shapes, env, create)
 
-    def _connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(str(self.path), timeout=60)
-        con.row_factory = sqlite3.Row
-        return con
-
-    # ---------------------------------------------------------------- records
-
-    def get(self, source: str, shapes: str, env: str) -> dict | None:
-        with self._connect() as con:
-            row = con.execute("SELECT * FROM records WHERE source=? AND shapes=? AND env=?",
-                              (source, shapes, env)).fetchone()
-        return _decode(dict(row)) if row else None
-
-    def put(self, rec: dict) -> None:
-        row = _encode(rec)
-        with self._lock, self._connect() as con:
-            con.execute(f"INSERT OR REPLACE INTO records ({', '.join(RECORD_FIELDS)}) VALUES "
-                        f"({', '.join('?' * len(RECORD_FIELDS))})",
-                        tuple(row.get(f) for f in RECORD_FIELDS))
-
-    def get_invalid(self, task: str, shapes: str, env: str, params: str) -> dict | None:
-        """A configuration that failed before it had a proc (the build raised)."""
-        with self._connect() as con:
-            row = con.execute("SELECT * FROM invalid WHERE task=? AND shapes=? AND env=? AND "
-                              "params=?", (task, shapes, env, params)).fetchone()
-        return dict(row) if row else None
-
-    def put_invalid(self, task, shapes, env, params, status, error) -> None:
-        with self._lock, self._connect() as con:
-            con.execute("INSERT OR REPLACE INTO invalid VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (task, shapes, env, params, status, error, time.time()))
+    def _studies(self, task=None, shapes=None, env=None) -> list[Study]:
+        out = []
+        for s in self.storage.get_all_studies():
+            a = s.user_attrs
+            if a.get("format") != FORMAT:
+                continue
+            if any(v is not None and a.get(k) != v
+                   for k, v in (("task", task), ("shapes", shapes), ("env", env))):
+                continue
+            out.append(Study(self, a["task"], a["shapes"], a["env"], create=False))
+        return out
 
     def records(self, task: str | None = None, shapes: str | None = None,
                 env: str | None = None) -> list[dict]:
-        q, args = "SELECT * FROM records", []
-        conds = [(c, v) for c, v in (("task", task), ("shapes", shapes), ("env", env))
-                 if v is not None]
-        if conds:
-            q += " WHERE " + " AND ".join(f"{c}=?" for c, _ in conds)
-            args = [v for _, v in conds]
-        with self._connect() as con:
-            return [_decode(dict(r)) for r in con.execute(q + " ORDER BY timestamp", args)]
-
-    # ---------------------------------------------------------------- winners
-
-    def set_winner(self, task: str, shapes: str, env: str, params: dict, median_ms) -> None:
-        with self._lock, self._connect() as con:
-            con.execute("INSERT OR REPLACE INTO winners VALUES (?, ?, ?, ?, ?, ?)",
-                        (task, shapes, env, json.dumps(params, sort_keys=True), median_ms,
-                         time.time()))
+        out = []
+        for s in self._studies(task, shapes, env):
+            out += [dict(r, task=s.task, shapes=s.shapes, env=s.env) for r in s.records()]
+        return sorted(out, key=lambda r: r.get("timestamp") or 0)
 
     def winner(self, task: str, shapes: str, env: str) -> dict | None:
-        with self._connect() as con:
-            row = con.execute("SELECT params FROM winners WHERE task=? AND shapes=? AND env=?",
-                              (task, shapes, env)).fetchone()
-        return json.loads(row["params"]) if row else None
+        try:
+            return self.study(task, shapes, env, create=False).winner()
+        except KeyError:
+            return None
+
+    def set_winner(self, task, shapes, env, params, median_ms) -> None:
+        self.study(task, shapes, env).set_winner(params, median_ms)
 
     # ---------------------------------------------------------------- JSON
 
     def export_json(self, path: str | os.PathLike | None = None, task: str | None = None) -> str:
-        """Every record (of ``task``) and winner as JSON text (written to ``path`` if given),
-        to check tuned results into a repository."""
-        with self._connect() as con:
-            wq = "SELECT * FROM winners" + (" WHERE task=?" if task else "")
-            winners = [dict(r) for r in con.execute(wq, (task,) if task else ())]
-            iq = "SELECT * FROM invalid" + (" WHERE task=?" if task else "")
-            invalid = [dict(r) for r in con.execute(iq, (task,) if task else ())]
-        doc = {"format": "gpudsl-tune-1", "records": self.records(task), "invalid": invalid,
-               "winners": winners}
-        text = json.dumps(doc, indent=1, sort_keys=True)
+        """Every record and winner (of ``task``) as JSON text (written to ``path`` if
+        given), to check tuned results into a repository."""
+        studies = []
+        for s in sorted(self._studies(task), key=lambda s: s.name):
+            recs = []
+            for t in s.trials():
+                if "record" in t.user_attrs and "duplicate_of" not in t.user_attrs:
+                    recs.append({"key": t.user_attrs["key"], **t.user_attrs["record"]})
+            recs.sort(key=lambda r: (r["key"], r.get("source") or ""))
+            w = self.storage.get_study_user_attrs(s.id).get("winner")
+            studies.append({"task": s.task, "shapes": s.shapes, "env": s.env,
+                            "records": recs, "winner": w})
+        text = json.dumps({"format": FORMAT, "studies": studies}, indent=1, sort_keys=True)
         if path is not None:
             Path(path).write_text(text)
         return text
 
     def import_json(self, path_or_text) -> int:
-        """Merge an export; returns the number of records read."""
+        """Merge an export (records already present are kept); returns the number of
+        records read."""
         text = str(path_or_text)
         if not text.lstrip().startswith("{"):
             text = Path(text).read_text()
         doc = json.loads(text)
-        if doc.get("format") != "gpudsl-tune-1":
-            from ..errors import Error
-
-            raise Error("autotune: not a gpudsl tuning export (format gpudsl-tune-1)")
-        for r in doc["records"]:
-            self.put(r)
-        with self._lock, self._connect() as con:
-            for r in doc.get("invalid", []):
-                con.execute("INSERT OR REPLACE INTO invalid VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            (r["task"], r["shapes"], r["env"], r["params"], r["status"],
-                             r["error"], r["timestamp"]))
-            for w in doc.get("winners", []):
-                con.execute("INSERT OR REPLACE INTO winners VALUES (?, ?, ?, ?, ?, ?)",
-                            (w["task"], w["shapes"], w["env"], w["params"], w["median_ms"],
-                             w["timestamp"]))
-        return len(doc["records"])
-
-
-_JSON_COLS = ("params", "times_ms", "resources")
-
-
-def _encode(rec: dict) -> dict:
-    row = dict(rec)
-    for c in _JSON_COLS:
-        if row.get(c) is not None and not isinstance(row[c], str):
-            row[c] = json.dumps(row[c], sort_keys=True)
-    return row
-
-
-def _decode(row: dict) -> dict:
-    for c in _JSON_COLS:
-        if row.get(c):
-            row[c] = json.loads(row[c])
-    return row
+        if doc.get("format") != FORMAT:
+            raise Error(f"autotune: not a gpudsl tuning export (format {FORMAT})")
+        n = 0
+        for sd in doc["studies"]:
+            s = self.study(sd["task"], sd["shapes"], sd["env"])
+            have = {(t.user_attrs.get("key"), t.user_attrs["record"].get("source"))
+                    for t in s.trials() if "record" in t.user_attrs
+                    and "duplicate_of" not in t.user_attrs}
+            for r in sd["records"]:
+                n += 1
+                r = dict(r)
+                key = r.pop("key")
+                if (key, r.get("source")) not in have:
+                    s.put(key, r)
+            if sd.get("winner"):
+                self.storage.set_study_user_attr(s.id, "winner", sd["winner"])
+        return n
 
 
 _memo: dict = {}
@@ -206,18 +316,23 @@ _memo: dict = {}
 def lookup_winner(task: str, shapes: dict, env: str, db: str | os.PathLike | None = None
                   ) -> dict | None:
     """The winning parameters of ``task`` for these shapes and environment, or None.
-    Cheap when there is no database; memoized on the file's modification time."""
-    path = Path(db) if db is not None else default_path()
-    try:
-        stamp = path.stat().st_mtime_ns
-    except OSError:
-        return None
-    key = (str(path), stamp, task, shapes_key(shapes), env)
-    if key not in _memo:
+    Cheap when there is no database file; memoized on the file's modification time.
+    Without Optuna installed there is no winner (the defaults)."""
+    url = to_url(db) if db is not None else None
+    path = default_path() if db is None else (
+        Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None)
+    stamp = None
+    if path is not None:
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError:
+            return None
+    key = (str(path or url), stamp, task, shapes_key(shapes), env)
+    if key not in _memo or stamp is None:
         if len(_memo) > 4096:
             _memo.clear()
         try:
-            _memo[key] = Database(path).winner(task, key[3], env)
-        except sqlite3.Error:
+            _memo[key] = Database(path if path is not None else url).winner(task, key[3], env)
+        except Exception:  # no Optuna, or not a tuning database: the defaults
             _memo[key] = None
     return _memo[key]

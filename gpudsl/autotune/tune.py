@@ -1,4 +1,8 @@
-"""``autotune.tune``: the search, the database, the winner (SPEC section 8)."""
+"""``autotune.tune``: the search, the database, the winner (SPEC section 8).
+
+The search is Optuna's where it is model based (``strategy="tpe"``); grid and random
+are the space's own orders.  Every configuration goes through the one store of
+``db.py`` (an Optuna study): claimed, measured once, recorded."""
 from __future__ import annotations
 
 import json
@@ -11,102 +15,15 @@ import numpy as np
 
 from ..errors import Error
 from . import pipeline as pl
+from . import trial as tr
 from .db import Database, digest, shapes_key
 from .env import env_key, environment
+from .result import Best, Result
 from .space import Budget, Config, Space
 
 STRATEGIES = ("grid", "random", "tpe")
 NEAR_TIE = 0.02   # configurations within 2% of the fastest count as tied
 RETIME_TOP = 3
-
-
-class Best:
-    """The winner: ``config``, ``time_ms``, ``record`` and the built ``proc``."""
-
-    def __init__(self, build, record: dict):
-        self._build = build
-        self.record = record
-        self.config = Config(record["params"])
-        self.time_ms = record["median_ms"]
-
-    @property
-    def proc(self):
-        return self._build(self.config)
-
-    def __repr__(self):
-        return f"Best({dict(self.config)}, {self.time_ms:.4g} ms)"
-
-
-class Result:
-    def __init__(self, build, task, records, best, target, env, shapes, emulated):
-        self._build = build
-        self.task = task
-        self.records = records          # one dict per configuration tried, in trial order
-        self.best = best                # None when no configuration ran correctly
-        self.target = target
-        self.env = env
-        self.shapes = shapes
-        self.emulated = emulated
-
-    def counts(self) -> dict:
-        out: dict[str, int] = {}
-        for r in self.records:
-            out[r["status"]] = out.get(r["status"], 0) + 1
-        return out
-
-    def table(self) -> str:
-        """Every configuration with status, time and rate (emulated times are labelled)."""
-        names = list(self.records[0]["params"]) if self.records else []
-        head = names + ["status", "median ms", "spread", "rate", "note"]
-        rows = []
-        for r in sorted(self.records, key=lambda r: (r["status"] != pl.OK,
-                                                     r.get("median_ms") or math.inf)):
-            med = r.get("median_ms")
-            rows.append([str(r["params"].get(n)) for n in names] + [
-                r["status"] + (" (cached)" if r.get("cached") else ""),
-                f"{med:.4g}" if med is not None else "-",
-                f"{r['spread_ms']:.2g}" if r.get("spread_ms") is not None else "-",
-                f"{r['rate']:.3g} {r['unit']}" if r.get("rate") else "-",
-                (r.get("error") or "")[:60].replace("\n", " ")])
-        widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h)
-                  for i, h in enumerate(head)]
-        lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
-        label = "EMULATED times (CPU emulator: for testing the tuner, not performance)" \
-            if self.emulated else f"device {self.env.get('device')}"
-        return f"{self.task} on {label}\n" + "\n".join(lines)
-
-    def __str__(self):
-        return self.table()
-
-    def plot(self, ax=None):
-        """A bar chart of the correct configurations' median times (needs matplotlib)."""
-        import matplotlib.pyplot as plt
-
-        ok = sorted((r for r in self.records if r["status"] == pl.OK),
-                    key=lambda r: r["median_ms"])
-        if ax is None:
-            _, ax = plt.subplots()
-        ax.barh([json.dumps(r["params"]) for r in ok], [r["median_ms"] for r in ok])
-        ax.set_xlabel("median ms" + (" (emulated)" if self.emulated else ""))
-        return ax
-
-    def source(self) -> str:
-        """The winning schedule as Python source to check in."""
-        if self.best is None:
-            raise Error(f"autotune: no configuration of {self.task} ran correctly")
-        mod = getattr(self._build, "__module__", None) or "your_module"
-        name = getattr(self._build, "__qualname__", None) or type(self._build).__name__
-        build_expr = name
-        if not hasattr(self._build, "__qualname__"):  # an instance: show its constructor
-            build_expr = repr(self._build)
-        proc_text = "\n".join("# " + ln for ln in str(self.best.proc).splitlines())
-        return (f"# gpudsl autotune winner for {self.task}, shapes {self.shapes}\n"
-                f"# on {json.dumps(self.env, sort_keys=True)}: {self.best.time_ms:.4g} ms"
-                f"{' (emulated)' if self.emulated else ''}\n"
-                f"from {mod} import {name.split('.')[0]}\n\n"
-                f"CONFIG = {dict(self.best.config)!r}\n"
-                f"proc = {build_expr}(CONFIG)\n\n# the winning proc:\n{proc_text}\n")
 
 
 # ------------------------------------------------------------------ helpers
@@ -137,27 +54,6 @@ def random_args(shapes: dict, seed: int) -> dict:
         else:
             out[k] = rng.integers(-8, 8, tuple(shape)).astype(dt)
     return out
-
-
-def _sizes(proc, args: dict) -> dict:
-    """Size parameters that equal an argument's dimension directly (for check())."""
-    sizes = {}
-    for prm in proc.ir.params:
-        if not prm.is_array or prm.name not in args:
-            continue
-        for d, actual in zip(prm.shape, np.shape(args[prm.name])):
-            nm = getattr(d, "name", None)
-            if isinstance(nm, str) and type(d).__name__ == "Var":
-                sizes.setdefault(nm, int(actual))
-    names = {prm.name for prm in proc.ir.params if not prm.is_array}
-    return {k: v for k, v in sizes.items() if k in names}
-
-
-def _written(proc, args) -> list[str]:
-    from ..ir.binding import written_params
-
-    w = written_params(proc.ir)
-    return [p.name for p in proc.ir.params if p.name in w and p.name in args]
 
 
 def simplicity(rec: dict) -> tuple:
@@ -197,25 +93,19 @@ def choose_winner(records: list[dict], retime=None, top: int = RETIME_TOP,
 
 
 def _proposals(space: Space, strategy: str, seed: int):
-    """A generator of configurations; ``.send(value)`` is not used: model-based search
-    is driven through :class:`_Tpe`."""
     if strategy == "grid":
-        yield from space.grid()
-    elif strategy == "random":
-        yield from space.shuffled(seed)
+        return space.grid()
+    return space.shuffled(seed)
 
 
 class _Tpe:
-    """Optuna's TPE sampler over the space's categorical domains (ask / tell)."""
+    """Optuna's TPE sampler over the space's categorical domains (ask / tell), on an
+    in-memory study: the records themselves live in the database's study."""
 
     def __init__(self, space: Space, seed: int):
-        try:
-            import optuna
-        except ImportError:
-            raise Error("autotune: strategy 'tpe' needs Optuna", None,
-                        "pip install 'gpudsl[tune]', or use strategy='grid' or 'random'"
-                        ) from None
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        from .db import _optuna
+
+        optuna = _optuna()
         self.optuna = optuna
         self.space = space
         self.study = optuna.create_study(
@@ -243,7 +133,7 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
          limits: pl.Limits | None = None, warmup: int = 1, reps: int = 10,
          rtol: float = 1e-4, atol: float = 1e-4, flops: float | None = None,
          bytes_moved: float | None = None, task: str | None = None,
-         progress: bool | None = None) -> Result:
+         progress: bool | None = None, wait_seconds: float = 600.0) -> Result:
     """Tune ``build`` (configuration → Proc) over ``space``; see SPEC section 8.
 
     ``args`` are the real arguments (numpy arrays; in-place ones are restored between
@@ -251,9 +141,13 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
     ones.  ``reference`` (a Proc, or a callable of the arguments returning what the
     written argument must hold) is required: nothing is timed before it is verified.
     ``target``: ``"cuda"``, or ``"emulator"`` for a dry run (default: cuda when a GPU is
-    present).  ``db``: a :class:`Database`, a path or ``sqlite:///`` URL (default: the
-    cache directory's).  ``executor``: any ``concurrent.futures.Executor`` to build,
-    prove and compile candidates in parallel (``None``: in this process)."""
+    present).  ``db``: a :class:`Database`, a path or a database URL (``sqlite:///``,
+    ``postgresql://``: several processes or machines tune into one study); default the
+    cache directory's.  ``executor``: any ``concurrent.futures.Executor`` to build,
+    prove and compile candidates in parallel (``None``: in this process); an executor
+    with ``whole_trials = True`` (``autotune.RayExecutor``) runs whole trials, timing
+    included, as its tasks.  A configuration another process is measuring is waited
+    for up to ``wait_seconds``."""
     if reference is None:
         raise Error("autotune.tune needs a reference", None,
                     "pass reference=<naive proc> or a function of the arguments returning "
@@ -275,70 +169,83 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
     task = task or _task_name(build)
     env = env_key(target)
     skey = shapes_key(_shapes(args))
+    study = db.study(task, skey, env)
     if progress is None:
         progress = sys.stderr.isatty()
     bar = _Bar(progress, budget.trials or len(space))
+    whole = bool(getattr(executor, "whole_trials", False))
     expected_cache: dict = {}
     records: list[dict] = []
     seen: dict[str, dict] = {}
-    start = time.monotonic()
+    timers: dict[str, pl.Timer] = {}
+    deferred: list = []
+    start_time = time.monotonic()
+    measure_kw = dict(target=target, limits=limits, warmup=warmup, reps=reps, rtol=rtol,
+                      atol=atol, flops=flops, bytes_moved=bytes_moved)
 
     def out_of_budget():
-        if budget.trials is not None and len(records) >= budget.trials:
+        if budget.trials is not None and len(records) + len(deferred) >= budget.trials:
             return True
-        return budget.seconds is not None and time.monotonic() - start > budget.seconds
+        return budget.seconds is not None and time.monotonic() - start_time > budget.seconds
 
-    def evaluate(c: Config, prepared: dict | None) -> dict:
-        pkey = c.key()
-        if pkey in seen:
-            return seen[pkey]
-        base = {"task": task, "params": dict(c), "shapes": skey, "env": env, "seed": seed}
-        old = db.get_invalid(task, skey, env, pkey)
-        if old is not None:  # it never had a proc: its failure is remembered
-            return dict(base, status=old["status"], error=old["error"], cached=True)
+    def expected_for(p):
+        wkey = tuple(tr.written(p, args))
+        if wkey not in expected_cache:
+            expected_cache[wkey] = pl.expected_outputs(reference, args, list(wkey))
+        return expected_cache[wkey]
+
+    def start(c: Config, prepared: dict | None):
+        """("rec", record) when known or failed before measuring, ("busy", claim key)
+        when another process measures it, ("run", job) when this process is to."""
+        base = {"params": dict(c), "seed": seed}
         if prepared is not None and prepared["status"] in (pl.BUILD_ERROR, pl.REFUSED):
-            db.put_invalid(task, skey, env, pkey, prepared["status"], prepared["error"])
-            return dict(base, status=prepared["status"], error=prepared["error"])
-        p, fail = pl.build_proc(build, c)
+            p, fail = None, (prepared["status"], prepared["error"])
+        else:
+            p, fail = pl.build_proc(build, c)
+        src = None if fail else digest(str(p))
+        if src is not None:
+            old = study.find(src)
+            if old is not None:  # this kernel was measured here before: not again
+                return "rec", dict(old, params=dict(c), cached=True)
+        ckey = c.key() + "|" + (src or "no proc")
+        state, x = study.claim(ckey)
+        if state == "done":
+            return "rec", dict(x, params=dict(c), cached=True)
+        if state == "busy":
+            return "busy", ckey
         if fail:
-            db.put_invalid(task, skey, env, pkey, *fail)
-            return dict(base, status=fail[0], error=fail[1])
-        src = digest(str(p))
-        old = db.get(src, skey, env)
-        if old is not None:  # measured before on this environment: not measured again
-            old["params"] = dict(c)
-            old["cached"] = True
-            return old
-        rec = dict(base, source=src, timestamp=time.time())
-        kernel, info = pl.prove_and_compile(p, target, _sizes(p, args), limits)
-        rec.update(status=info["status"], error=info.get("error"),
-                   resources=info.get("resources"), threads=info.get("threads"))
-        if kernel is not None:
-            written = _written(p, args)
-            wkey = tuple(written)
-            if wkey not in expected_cache:
-                expected_cache[wkey] = pl.expected_outputs(reference, args, written)
-            bad = pl.verify(kernel, args, expected_cache[wkey], rtol, atol)
-            if bad:
-                rec.update(status=bad[0], error=bad[1])
-            else:
-                timer = pl.Timer(kernel, target, args, written)
-                try:
-                    times = timer.run(warmup, reps)
-                except Exception as e:
-                    rec.update(status=pl.LAUNCH_ERROR, error=pl._reason(e))
-                else:
-                    med, spread = pl.summarize(times)
-                    rec.update(median_ms=med, spread_ms=spread, times_ms=times)
-                    if flops:
-                        rec.update(rate=flops / (med * 1e-3) / 1e9, unit="GFLOP/s")
-                    elif bytes_moved:
-                        rec.update(rate=bytes_moved / (med * 1e-3) / 1e9, unit="GB/s")
-                    timers[pkey] = timer
-        db.put(rec)
-        return rec
+            rec = dict(base, source=None, status=fail[0], error=fail[1],
+                       timestamp=time.time())
+            study.finish(x, rec)
+            return "rec", rec
+        return "run", (c, p, x, base, src)
 
-    timers: dict[str, pl.Timer] = {}
+    def run_jobs(jobs):
+        """Measure claimed configurations (here, or as the executor's tasks)."""
+        if whole and jobs:
+            futs = [executor.submit(tr.remote_measure, build, c, args, expected_for(p),
+                                    **measure_kw) for c, p, *_ in jobs]
+            for (c, p, tid, base, src), f in zip(jobs, futs):
+                try:
+                    fields = f.result()
+                except Exception as e:
+                    fields = {"status": pl.LAUNCH_ERROR, "error": pl._reason(e),
+                              "timestamp": time.time()}
+                rec = dict(base, source=src, **fields)
+                study.finish(tid, rec)
+                yield c, rec
+            return
+        for c, p, tid, base, src in jobs:
+            try:
+                fields, timer = tr.measure(p, args, expected_for(p), **measure_kw)
+            except BaseException:
+                study.abandon(tid)
+                raise
+            rec = dict(base, source=src, **fields)
+            study.finish(tid, rec)
+            if timer is not None:
+                timers[c.key()] = timer
+            yield c, rec
 
     def record(c, rec):
         seen[c.key()] = rec
@@ -347,15 +254,14 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
         return rec
 
     def prepared_batch(cs):
-        """Run build/prove/compile of a batch on the executor (warming the disk cache)."""
-        if executor is None or len(cs) < 2:
+        """Build/prove/compile a batch on the executor (warming the disk cache)."""
+        if executor is None or whole or len(cs) < 2:
             return [None] * len(cs)
-        sizes = {}
         try:
             pickle.dumps(build)
         except Exception:
             return [None] * len(cs)
-        futs = [executor.submit(pl.prepare, build, c, target, sizes, limits) for c in cs]
+        futs = [executor.submit(pl.prepare, build, c, target, {}, limits) for c in cs]
         out = []
         for f in futs:
             try:
@@ -363,6 +269,16 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
             except Exception:
                 out.append(None)
         return out
+
+    def one(c: Config, prepared=None):
+        kind, x = start(c, prepared)
+        if kind == "rec":
+            return record(c, x)
+        if kind == "busy":
+            deferred.append((c, x))
+            return None
+        for c2, rec in run_jobs([x]):
+            return record(c2, rec)
 
     if strategy == "tpe":
         tpe = _Tpe(space, seed)
@@ -373,33 +289,44 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
             if not space.allows(c):
                 tpe.tell(trial, None)
                 continue
-            if c.key() in seen:
-                rec = seen[c.key()]
-                tpe.tell(trial, rec.get("median_ms") if rec["status"] == pl.OK else None)
-                if len(seen) >= len(space):
-                    break
-                continue
-            rec = record(c, evaluate(c, None))
-            tpe.tell(trial, rec.get("median_ms") if rec["status"] == pl.OK else None)
+            rec = seen.get(c.key()) or one(c)
+            tpe.tell(trial, rec.get("median_ms") if rec and rec["status"] == pl.OK else None)
+            if len(seen) + len(deferred) >= len(space):
+                break
     else:
-        todo = list(_proposals(space, strategy, seed))
+        todo = _proposals(space, strategy, seed)
         width = getattr(executor, "_max_workers", 1) or 1
         while todo and not out_of_budget():
             n = width
             if budget.trials is not None:
-                n = min(n, budget.trials - len(records))
+                n = min(n, budget.trials - len(records) - len(deferred))
             batch, todo = todo[:n], todo[n:]
+            jobs = []
             for c, prep in zip(batch, prepared_batch(batch)):
-                record(c, evaluate(c, prep))
+                kind, x = start(c, prep)
+                if kind == "rec":
+                    record(c, x)
+                elif kind == "busy":
+                    deferred.append((c, x))
+                else:
+                    jobs.append(x)
+            for c, rec in run_jobs(jobs):
+                record(c, rec)
+    # configurations another process was measuring: their records, once written
+    deadline = time.monotonic() + wait_seconds
+    while deferred and time.monotonic() < deadline:
+        for c, ckey in list(deferred):
+            rec = study.waiting(ckey)
+            if rec is not None:
+                deferred.remove((c, ckey))
+                record(c, dict(rec, params=dict(c), cached=True))
+        if deferred:
+            time.sleep(0.2)
     bar.close()
 
     def retime(head):
-        ts = []
-        for r in head:
-            if r["params"] and Config(r["params"]).key() not in timers:
-                ts.append(None)
-        if any(t is None for t in ts):
-            return [[] for _ in head]  # cached records: their stored times stand
+        if any(Config(r["params"]).key() not in timers for r in head):
+            return [[] for _ in head]  # records of earlier runs: their stored times stand
         rounds = [[] for _ in head]
         for _ in range(max(3, reps // 2)):  # interleaved: A B C A B C ...
             for i, r in enumerate(head):
@@ -410,7 +337,7 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
     best = None
     if win is not None:
         best = Best(build, win)
-        db.set_winner(task, skey, env, win["params"], win["median_ms"])
+        study.set_winner(win["params"], win["median_ms"])
     return Result(build, task, records, best, target, environment(target), _shapes(args),
                   target == "emulator")
 

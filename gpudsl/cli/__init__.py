@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("args", nargs=argparse.REMAINDER)
     t = sub.add_parser("tune", help="tune a standard-library node: gpudsl tune matmul "
                        "--shape 4096x4096 --shape 4096x4096")
-    t.add_argument("node", choices=["matmul"])
+    t.add_argument("node", choices=["matmul", "add", "mul", "relu", "silu", "permute",
+                                    "slice", "replace_slice"])
     t.add_argument("--shape", action="append", required=True, metavar="DxD[xD]",
                    help="an operand's shape (once per operand)")
     t.add_argument("--target", choices=["cuda", "emulator"], default=None,
@@ -64,9 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--trials", type=int, default=None)
     t.add_argument("--seconds", type=float, default=None)
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--db", default=None, help="database path or sqlite:///URL")
+    t.add_argument("--db", default=None, help="database path or URL (sqlite:///..., postgresql://...: a "
+                   "study shared by several machines)")
     t.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
                    help="restrict a parameter's values (e.g. bm=64,128)")
+    t.add_argument("--perm", default=None, metavar="P0,P1,..",
+                   help="permute: the axes' order (default: reversed)")
+    t.add_argument("--begin", type=int, default=0, help="slice, replace_slice: first row")
+    t.add_argument("--end", type=int, default=None,
+                   help="slice, replace_slice: end row (default: half the rows)")
     t.add_argument("--reps", type=int, default=10)
     t.add_argument("--export", default=None, metavar="FILE.json",
                    help="write the node's records and winners as JSON")

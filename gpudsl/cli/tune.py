@@ -27,30 +27,69 @@ def _params(items: list[str]) -> dict:
     return out
 
 
-def run_tune(ns) -> int:
+def _shapes(ns, n: int) -> list:
+    shapes = [_shape(s) for s in ns.shape]
+    if len(shapes) != n:
+        raise SystemExit(f"gpudsl tune {ns.node}: give {n} --shape")
+    return shapes
+
+
+def _matmul(ns, params):
     from .. import autotune
     from ..stdlib.matmul import DEFAULTS, MatmulBuild, matmul_space
 
-    shapes = [_shape(s) for s in ns.shape]
-    if len(shapes) != 2:
-        raise SystemExit("gpudsl tune matmul: give two --shape (a and b)")
-    sa, sb = shapes
-    params = _params(ns.param)
+    sa, sb = _shapes(ns, 2)
     unknown = set(params) - set(DEFAULTS)
     if unknown:
         raise SystemExit(f"gpudsl tune matmul: unknown parameter(s) {', '.join(sorted(unknown))}"
                          f"; the parameters are {', '.join(k for k in DEFAULTS if k != 'vec')}")
-    space = matmul_space(**params)
     out = sa[:-1] + (sb[-1],)
     m = sa[-2] if len(sa) > 1 else 1
     batch = sa[0] if len(sa) == 3 else 1
-    flops = 2.0 * batch * m * sa[-1] * sb[-1]
     args = autotune.random_args({"a": sa, "b": sb, "c": out}, ns.seed)
-    res = autotune.tune(MatmulBuild(sa, sb), space, args,
-                        reference=lambda a, b, c: a.astype("float64") @ b,
-                        target=ns.target, strategy=ns.strategy,
-                        budget=autotune.Budget(ns.trials, ns.seconds), seed=ns.seed,
-                        db=ns.db, reps=ns.reps, flops=flops, rtol=1e-3, atol=1e-3)
+    return (MatmulBuild(sa, sb), matmul_space(**params), args,
+            lambda a, b, c: a.astype("float64") @ b,
+            dict(flops=2.0 * batch * m * sa[-1] * sb[-1]))
+
+
+def _node(ns, params):
+    from ..stdlib import tuning
+
+    if ns.node in ("add", "mul"):
+        sa, sb = _shapes(ns, 2)
+        t = tuning.PointwiseTask(ns.node, sa, sb)
+    elif ns.node in ("relu", "silu"):
+        t = tuning.PointwiseTask(ns.node, _shapes(ns, 1)[0])
+    elif ns.node == "permute":
+        (s,) = _shapes(ns, 1)
+        perm = tuple(range(len(s) - 1, -1, -1)) if ns.perm is None else \
+            tuple(int(p) for p in ns.perm.split(","))
+        t = tuning.PermuteTask(s, perm)
+    else:
+        (s,) = _shapes(ns, 1)
+        end = ns.end if ns.end is not None else max(ns.begin + 1, s[0] // 2)
+        cls = tuning.SliceTask if ns.node == "slice" else tuning.ReplaceSliceTask
+        t = cls(s, ns.begin, end)
+    try:
+        space = t.space(**{k: list(v) for k, v in params.items()})
+    except TypeError as e:
+        raise SystemExit(f"gpudsl tune {ns.node}: {e}") from None
+    return t, space, t.args(ns.seed), t.reference, dict(bytes_moved=t.bytes_moved)
+
+
+def run_tune(ns) -> int:
+    from .. import autotune
+    from ..errors import Error
+
+    params = _params(ns.param)
+    try:
+        build, space, args, ref, rate = (_matmul if ns.node == "matmul" else _node)(ns, params)
+    except Error as e:
+        raise SystemExit(f"gpudsl tune {ns.node}: {e}") from None
+    res = autotune.tune(build, space, args, reference=ref, target=ns.target,
+                        strategy=ns.strategy, budget=autotune.Budget(ns.trials, ns.seconds),
+                        seed=ns.seed, db=ns.db, reps=ns.reps, rtol=1e-3, atol=1e-3,
+                        task=build.task, **rate)
     print(res.table())
     counts = ", ".join(f"{n} {k}" for k, n in sorted(res.counts().items()))
     print(f"\n{len(res.records)} configuration(s): {counts}")
@@ -59,9 +98,9 @@ def run_tune(ns) -> int:
         return 1
     print(f"winner: {dict(res.best.config)} {res.best.time_ms:.4g} ms"
           + (" (emulated)" if res.emulated else "")
-          + "; gpudsl.ops uses it for these shapes on this device")
+          + ("; gpudsl.ops uses it for these shapes on this device" if ns.node == "matmul"
+             else ""))
     if ns.export:
-        db = autotune.Database(ns.db)
-        db.export_json(ns.export, task=MatmulBuild.task)
+        autotune.Database(ns.db).export_json(ns.export, task=build.task)
         print(f"records written to {ns.export}")
     return 0

@@ -9,6 +9,8 @@ from gpudsl.cli import main
 from gpudsl.stdlib import ops as ops_mod
 from gpudsl.stdlib.matmul import MatmulBuild, matmul_kernel
 
+pytest.importorskip("optuna")  # the tuning database is an Optuna study (the tune extra)
+
 
 @pytest.fixture()
 def tune_db(tmp_path, monkeypatch):
