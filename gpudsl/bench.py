@@ -140,17 +140,12 @@ def _matmul_cases(env: _Env, small: bool, nodes: set) -> list[Case]:
     mm("matmul_4000", (odd, odd), (odd, odd), f"{odd}^3")
     mm("bmatmul", (bt, bm, bm), (bt, bm, bm), f"{bt}x{bm}^3")
     mm("vecmat", (v,), (v, v), f"{v}@{v}x{v}")
-    if "matmul_tf32" in nodes:
-        # The TF32 tensor-core path (issue 15): gpudsl.stdlib.matmul_tf32 provides
-        # bench_case(a, b) -> a callable running its kernel on a, b; the reference is
-        # cuBLAS TF32 (torch.matmul with TF32 allowed).  Reported as missing until then.
-        try:
-            from .stdlib import matmul_tf32
-            runner = matmul_tf32.bench_case
-        except (ImportError, AttributeError):
-            runner = None
-        if runner is not None:
-            mm("matmul_tf32", (m, m), (m, m), f"{m}^3 tf32", tf32=True, runner=runner)
+    # the TF32 tensor-core path (gpudsl.stdlib.matmul_tf32, through ops.matmul's
+    # precision="tf32"); its reference is cuBLAS TF32 (torch.matmul with TF32 allowed);
+    # its tiles need m % 128 == 0, so the emulator mode runs 128^3
+    mt = 128 if small else m
+    mm("matmul_tf32", (mt, mt), (mt, mt), f"{mt}^3 tf32", tf32=True,
+       runner=lambda a, b: (lambda: ops.matmul(a, b, precision="tf32")))
     return out
 
 
@@ -273,10 +268,6 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
         return copies[key]
 
     rows = []
-    for node in nodes:
-        if node == "matmul_tf32" and not any(c.node == node for c in cases):
-            rows.append({"node": node, "status": "missing",
-                         "reason": "gpudsl.stdlib.matmul_tf32.bench_case is not present"})
     for c in cases:
         row = {"node": c.node, "size": c.size, "kind": c.kind, "amount": c.amount}
         try:

@@ -275,34 +275,6 @@ def tf32_tolerance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (2 * 2.0 ** -11 + 2 * n * 2.0 ** -24) * mag + 1e-30
 
 
-def tf32_bench_case(torch, size: int = 4096):
-    """An entry for ``gpudsl bench`` (``gpudsl/bench.py``'s ``_cases`` format:
-    ``(ours, reference, "flops", count)``), to add as ``"matmul_tf32":
-    tf32_bench_case(torch, m)``.  The reference is cuBLAS TF32: ``torch.matmul`` with
-    ``allow_tf32`` switched on for the call (bench switches it off globally)."""
-    f32 = dict(device="cuda", dtype=torch.float32)
-    a, b = torch.randn(size, size, **f32), torch.randn(size, size, **f32)
-    p, _ = matmul_tf32_kernel(a.shape, b.shape)  # refuses a bad size before timing
-    compiled: list = []
-
-    def ours():  # what ops.matmul(a, b, precision="tf32") runs, compiled once
-        if not compiled:
-            compiled.append(p.compile("cuda"))
-        c = torch.empty(size, size, **f32)
-        compiled[0](a=a, b=b, c=c)
-        return c
-
-    def reference():
-        old = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = True
-        try:
-            return torch.matmul(a, b)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = old
-
-    return ours, reference, "flops", 2 * size ** 3
-
-
 __all__ = ["mma_m16n8k8_tf32", "schedule_matmul_tf32", "matmul_tf32_kernel", "tf32_kernel",
-           "tf32_tolerance", "tf32_bench_case", "mma_precondition_holds", "NodeError",
+           "tf32_tolerance", "mma_precondition_holds", "NodeError",
            "DEFAULTS"]

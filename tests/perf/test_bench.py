@@ -27,13 +27,13 @@ def test_emulator_bench_writes_labelled_results(emulated):
     assert {"device", "driver", "date", "command", "results", "copy_references"} <= set(data)
     assert data["command"].startswith("gpudsl bench --target emulator")
     ok = [r for r in data["results"] if r["status"] == "ok"]
-    assert {r["node"] for r in ok} == set(NODES.split(",")) - {"matmul_tf32"}
+    assert {r["node"] for r in ok} == set(NODES.split(","))
     for r in ok:
         assert r["timing"]["emulated"] and r["timing"]["method"] == "perf_counter"
         assert r["roofline_fraction"] is None  # no device roofline for CPU figures
         assert r["ratio"] > 0 and r["rate"] > 0 and r["reference_median_ms"] > 0
-        assert r["rel_error"] <= 1e-4
-        assert r["unit"] == ("FLOP/s" if r["node"] == "matmul" else "B/s")
+        assert r["rel_error"] <= (1e-2 if r["node"] == "matmul_tf32" else 1e-4)
+        assert r["unit"] == ("FLOP/s" if r["node"].startswith("matmul") else "B/s")
     # bandwidth nodes at several sizes, each against a copy of its own element count
     for node in ("add_bcast", "permute3d_210", "slice", "replace_slice"):
         assert len({r["size"] for r in ok if r["node"] == node}) == len(bench.EMU_SIZES)
@@ -42,7 +42,8 @@ def test_emulator_bench_writes_labelled_results(emulated):
         if r["node"] in ("slice", "replace_slice"):  # bytes = read + write of the copy
             assert r["reference_rate"] == copies[r["amount"] // 8]
     tf32 = [r for r in data["results"] if r["node"] == "matmul_tf32"]
-    assert len(tf32) == 1 and tf32[0]["status"] in ("missing", "ok")
+    assert len(tf32) == 1 and tf32[0]["status"] == "ok"
+    assert tf32[0]["rel_error"] > 1e-6  # the emulator rounds the inputs to TF32
 
 
 def test_replace_slice_rows_use_their_own_bounds(emulated):

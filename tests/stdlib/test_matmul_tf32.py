@@ -165,33 +165,6 @@ def test_tile_options_are_validated():
                                 bk=32, wm=24)
 
 
-def test_bench_case_refuses_bad_sizes_before_touching_torch():
-    with pytest.raises(NodeError):
-        mt.tf32_bench_case(_FakeTorch(), 100)
-
-
-class _FakeTorch:
-    float32 = "float32"
-
-    @staticmethod
-    def randn(*shape, **kw):
-        return np.zeros(shape, np.float32)
-
-
-def test_bench_case_format():
-    ours, ref, unit, count = mt.tf32_bench_case(_FakeTorch(), 256)
-    assert unit == "flops" and count == 2 * 256 ** 3 and callable(ours) and callable(ref)
-
-
-@pytest.mark.gpu
-def test_bench_case_on_the_gpu():
-    import torch
-
-    ours, ref, _, _ = mt.tf32_bench_case(torch, 512)
-    a, b = ours(), ref()
-    assert torch.allclose(a, b, rtol=1e-2, atol=1e-1)
-
-
 @pytest.mark.gpu
 def test_tf32_matmul_on_the_gpu_equals_numpy():
     for m, n, k in ((128, 64, 64), (512, 256, 384)):
