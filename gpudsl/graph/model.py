@@ -63,6 +63,46 @@ class Model:
         self.plan: Plan = plan(graph.nodes, graph.result)
         self.buffers = [np.zeros(b.shape, np.float32) for b in self._buffer_nodes()]
         self._arena = np.zeros(max(self.plan.arena_bytes, 1), np.uint8)
+        #: the model's kernels as one translation unit (see :meth:`_compile_unit`)
+        self.unit = self._compile_unit()
+
+    # ------------------------------------------------------------ one translation unit
+
+    def kernel_procs(self) -> list:
+        """The procs an evaluation launches, in order, found by a dry run of the
+        evaluation in which the ops pick their kernels but nothing is launched (the ops'
+        choices depend on shapes only)."""
+        procs: list = []
+        zeros = {name: np.zeros(shape, _NP[dt]) for name, (dt, shape) in self.inputs.items()}
+        self._dry = True
+        try:
+            with ops.running_with(lambda p, args: procs.append(p)):
+                self._evaluate(zeros)
+        finally:
+            self._dry = False
+        return procs
+
+    def _compile_unit(self, procs: list | None = None):
+        """All the model's kernels compiled into ONE translation unit
+        (:func:`gpudsl.compiler.unit.compile_unit`: one NVRTC / g++ run, cached on disk
+        and in memory by a key over the whole unit).  ``procs``: the procs to compile
+        (a hook for a launch list built elsewhere, e.g. with fused kernels); by default
+        those the node-by-node evaluation launches."""
+        from ..compiler.unit import compile_unit
+
+        procs = self.kernel_procs() if procs is None else procs
+        self.unit_misses = 0
+        if not procs:
+            return None
+        return compile_unit(list(dict.fromkeys(procs)), self.device)
+
+    def _launch(self, proc, args: dict) -> None:
+        """Run one kernel an op picked, from the model's unit."""
+        if self.unit is not None and proc in self.unit:
+            self.unit.launch(proc, **args)
+        else:  # not expected (the ops pick by shape): the proc's own kernel, counted
+            self.unit_misses += 1
+            ops._kernel(proc)(**args)
 
     def _buffer_nodes(self):
         return [n for n in self.graph.nodes if n.op == "BufferTensor"]
@@ -120,6 +160,8 @@ class Model:
     def _check_ranges(self, values: dict[str, np.ndarray]):
         """Every ReplaceSliceNode's [begin, end) before any kernel runs, so that a bad
         range changes no buffer (the kernel checks again on the device)."""
+        if getattr(self, "_dry", False):
+            return
         for node in self.graph.nodes:
             if node.op != "ReplaceSliceNode":
                 continue
@@ -142,7 +184,8 @@ class Model:
         """Run the graph on ``inputs`` (name -> numpy array or torch tensor); returns
         the result as a new numpy array.  Buffers keep their contents across calls."""
         try:
-            return self._evaluate(inputs)
+            with ops.running_with(self._launch):
+                return self._evaluate(inputs)
         except GraphError as e:
             raise refile(e, self.graph.file) from None
 
