@@ -184,6 +184,8 @@ class Model:
         """Run the graph on ``inputs`` (name -> numpy array or torch tensor); returns
         the result as a new numpy array.  Buffers keep their contents across calls."""
         try:
+            if isinstance(inputs, dict) and any(map(_on_device, inputs.values())):
+                return self._evaluate_device(inputs)
             with ops.running_with(self._launch):
                 return self._evaluate(inputs)
         except GraphError as e:
@@ -227,10 +229,77 @@ class Model:
             self._view(i)[...] = out
         return np.array(self._view(pos[id(self.graph.result)]), copy=True)
 
+    # ------------------------------------------------------------ on the GPU
+
+    def _evaluate_device(self, inputs: dict, cuda_graph: bool = True):
+        """Device arrays in (PyTorch / CuPy / gpudsl's; numpy inputs allowed beside
+        them), a device array out (a gpudsl DeviceBuffer, ``__cuda_array_interface__``),
+        no host round trip: :class:`gpudsl.graph.launches.DeviceExecutor`, its
+        evaluation captured as a CUDA graph at the first call and replayed after."""
+        from ..runtime.interop import as_device_array
+
+        if self.device != "cuda":
+            raise GraphError("device arrays were passed but this model runs on the "
+                             "emulator", hint="pass numpy arrays")
+        declared = {n.attrs["name"]: n for n in self.graph.nodes if n.op == "InputTensor"}
+        extra = sorted(set(inputs) - set(declared))
+        if extra:
+            raise GraphError(f"unknown input(s) {', '.join(map(repr, extra))}",
+                             hint="the graph's inputs: " + ", ".join(declared))
+        values, host = {}, {}
+        for name, node in declared.items():
+            if name not in inputs:
+                raise _at(node, f"input {name!r} was not given")
+            v = inputs[name]
+            d = np.asarray(v) if not _on_device(v) else as_device_array(v)
+            if np.dtype(d.dtype).name != node.dtype or tuple(d.shape) != node.shape:
+                raise _at(node, f"input {name!r} is {np.dtype(d.dtype).name} "
+                          f"{list(d.shape)}; the graph declares {node.dtype} "
+                          f"{list(node.shape)}")
+            if _on_device(v) and not d.c_contiguous:
+                raise _at(node, f"input {name!r} is not contiguous",
+                          "pass x.contiguous()")
+            values[name] = v if _on_device(v) else d
+            if node.dtype == "int64":  # begin / end: 8 bytes read for the range check
+                host[name] = d if not _on_device(v) else _read_int64(d)
+        self._check_ranges(host)
+        if getattr(self, "_device_exec", None) is None:
+            from ..compiler.unit import compile_unit
+            from .launches import DeviceExecutor, launch_list
+
+            ll = launch_list(self)
+            self._device_exec = DeviceExecutor(self, ll, compile_unit(ll.procs, "cuda"),
+                                               cuda_graph)
+        return self._device_exec.run(values, device_out=True)
+
     def reset_buffers(self):
         """Zero every BufferTensor."""
         for b in self.buffers:
             b[...] = 0
+
+
+def _on_device(v) -> bool:
+    """A device array (not numpy, not a CPU tensor)."""
+    if isinstance(v, np.ndarray):
+        return False
+    if hasattr(v, "__cuda_array_interface__"):
+        return True
+    if hasattr(v, "__dlpack_device__"):
+        try:
+            return int(v.__dlpack_device__()[0]) in (2, 13)
+        except Exception:
+            return False
+    return False
+
+
+def _read_int64(d) -> np.ndarray:
+    """A one-element int64 device array's value, copied to the host."""
+    from ..runtime.device import _cu, check, synchronize
+
+    out = np.zeros(1, np.int64)
+    synchronize()
+    check(_cu().cuMemcpyDtoH_v2(out.ctypes.data, d.ptr, 8), "cuMemcpyDtoH")
+    return out
 
 
 def compile(graph, constants: dict | None = None, device: str | None = None,  # noqa: A001

@@ -2,8 +2,8 @@
 
 - Each node runs at one *step* (its place in the topological order).  A tensor that
   needs memory of its own (a *root*: an input or a node a kernel writes) lives from its
-  step to the last step of any node reading it or a view of it; the result lives to
-  the end.
+  step (inputs: from step 0, all being copied in before the first kernel) to the last
+  step of any node reading it or a view of it; the result lives to the end.
 - Views (``ReshapeNode``, ``SliceNode`` of leading rows, ``ReplaceSliceNode`` in place)
   take no memory: they share their first operand's, at a byte offset.
 - Constants and buffers are not in the arena (they live as long as the model).
@@ -101,7 +101,10 @@ def lifetimes(nodes: list[Node], result: Node):
         kind, key, _ = storage[i]
         if kind != "arena":
             continue
-        iv = intervals.setdefault(key, [key, key])
+        # inputs are all in place before the first kernel (an executor copies them in
+        # at once, e.g. before replaying a CUDA graph): alive from step 0
+        first = 0 if nodes[key].op == "InputTensor" else key
+        iv = intervals.setdefault(key, [first, key])
         iv[1] = max(iv[1], last[i])
     return storage, {k: (v[0], v[1]) for k, v in intervals.items()}
 

@@ -75,7 +75,9 @@ def check_plan(nodes, result, p):
     for i, r in base.items():
         off = p.storage[i][2]
         assert span[r][0] <= off and off + size[i] <= span[r][1], f"view {i} outside {r}"
-    # a root is alive from its step to the last step reading it or any view of it
+    # a root is alive from its step (an input: from step 0, all inputs being copied in
+    # before the first kernel) to the last step reading it or any view of it
+    first = {r: 0 if nodes[r].op == "InputTensor" else r for r in span}
     last = {r: r for r in span}
     for j, n in enumerate(nodes):
         for m in n.inputs:
@@ -87,7 +89,7 @@ def check_plan(nodes, result, p):
     roots = sorted(span)
     for x, a in enumerate(roots):
         for b in roots[x + 1:]:
-            together = a <= last[b] and b <= last[a]
+            together = first[a] <= last[b] and first[b] <= last[a]
             apart = span[a][1] <= span[b][0] or span[b][1] <= span[a][0]
             assert not together or apart, f"tensors {a} and {b} overlap while both alive"
 
