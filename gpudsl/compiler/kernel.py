@@ -264,36 +264,43 @@ class Kernel:
         spec = base if bits == base.module.index_bits else self._spec(b.env, bits)
         self._last = spec
         module = spec.module
-        # every launch, checked before the first one runs
-        plan = []
-        try:
-            for name, kenv in walk_program(module.program, b.env):
-                k = module.kernels[name]
-                grid = tuple(int(evaluate(e, kenv)) for e in k.grid)
-                if min(grid) <= 0:
-                    continue
-                # blockIdx.y and .z drive grid-stride loops: launch at most the limit
-                grid = (grid[0], *(min(g, lim) for g, lim in zip(grid[1:], GRID_LIMITS[1:])))
-                for g, lim, d in zip(grid, GRID_LIMITS, "xyz"):
-                    if g > lim:
-                        raise LaunchError(f"kernel {name} of {self.ir.name} needs {g} blocks in "
-                                          f"gridDim.{d}; CUDA allows {lim}", k.loc,
-                                          "map the largest BLOCKS loop innermost (to x), or "
-                                          "divide it")
-                plan.append(_launch(module, k, grid, kenv, b))
-        except (NotConstant, ZeroDivisionError) as e:
-            raise LaunchError(f"cannot compute the launches of {self.ir.name}: {e}") from None
+        plan = plan_launches(module, b, self.ir.name)
         if self.trace is None:
-            printed = spec.backend.run(b.arrays, list(_temporary_shapes(module, b.env)), plan)
+            printed = spec.backend.run(b.arrays, list(temporary_shapes(module, b.env)), plan)
             if printed:  # an @instr's printf, on the emulator
                 _print(printed)
             return
         self.trace_output = ""
         try:
-            spec.backend.run(b.arrays, list(_temporary_shapes(module, b.env)), plan)
+            spec.backend.run(b.arrays, list(temporary_shapes(module, b.env)), plan)
         finally:  # what was printed before a fault is shown too
             self.trace_output = getattr(spec.backend, "output", "") or ""
             _print(self.trace_output)
+
+
+def plan_launches(module, b: Bound, name: str) -> list[Launch]:
+    """Every launch of a generated module's host program for the bound arguments ``b``
+    (grid sizes and host loops computed), checked against the grid limits before the
+    first one runs."""
+    plan = []
+    try:
+        for kname, kenv in walk_program(module.program, b.env):
+            k = module.kernels[kname]
+            grid = tuple(int(evaluate(e, kenv)) for e in k.grid)
+            if min(grid) <= 0:
+                continue
+            # blockIdx.y and .z drive grid-stride loops: launch at most the limit
+            grid = (grid[0], *(min(g, lim) for g, lim in zip(grid[1:], GRID_LIMITS[1:])))
+            for g, lim, d in zip(grid, GRID_LIMITS, "xyz"):
+                if g > lim:
+                    raise LaunchError(f"kernel {kname} of {name} needs {g} blocks in "
+                                      f"gridDim.{d}; CUDA allows {lim}", k.loc,
+                                      "map the largest BLOCKS loop innermost (to x), or "
+                                      "divide it")
+            plan.append(_launch(module, k, grid, kenv, b))
+    except (NotConstant, ZeroDivisionError) as e:
+        raise LaunchError(f"cannot compute the launches of {name}: {e}") from None
+    return plan
 
 
 def _print(text: str) -> None:
@@ -316,7 +323,7 @@ def _check_trace_reaches(trace, module, name: str) -> None:
                            hint="threadIdx, x first: pick a thread inside the block")
 
 
-def _temporary_shapes(module, env):
+def temporary_shapes(module, env):
     for t in module.temporaries:
         shape = tuple(int(evaluate(d, env)) for d in t.shape) or (1,)
         dt = np.dtype(t.dtype.numpy) if t.dtype.numpy else np.dtype("uint16")
@@ -348,5 +355,5 @@ def compile_proc(proc, target: str = "cuda", check: bool = True, trace: dict | N
     return Kernel(proc, target, bindings, check=check, trace=trace)
 
 
-__all__ = ["Kernel", "compile_proc", "prove", "bind_arguments", "Bound", "TARGETS", "GRID_LIMITS",
+__all__ = ["Kernel", "compile_proc", "prove", "plan_launches", "temporary_shapes", "bind_arguments", "Bound", "TARGETS", "GRID_LIMITS",
            "signatures"]

@@ -63,6 +63,46 @@ class Model:
         self.plan: Plan = plan(graph.nodes, graph.result)
         self.buffers = [np.zeros(b.shape, np.float32) for b in self._buffer_nodes()]
         self._arena = np.zeros(max(self.plan.arena_bytes, 1), np.uint8)
+        #: the model's kernels as one translation unit (see :meth:`_compile_unit`)
+        self.unit = self._compile_unit()
+
+    # ------------------------------------------------------------ one translation unit
+
+    def kernel_procs(self) -> list:
+        """The procs an evaluation launches, in order, found by a dry run of the
+        evaluation in which the ops pick their kernels but nothing is launched (the ops'
+        choices depend on shapes only)."""
+        procs: list = []
+        zeros = {name: np.zeros(shape, _NP[dt]) for name, (dt, shape) in self.inputs.items()}
+        self._dry = True
+        try:
+            with ops.running_with(lambda p, args: procs.append(p)):
+                self._evaluate(zeros)
+        finally:
+            self._dry = False
+        return procs
+
+    def _compile_unit(self, procs: list | None = None):
+        """All the model's kernels compiled into ONE translation unit
+        (:func:`gpudsl.compiler.unit.compile_unit`: one NVRTC / g++ run, cached on disk
+        and in memory by a key over the whole unit).  ``procs``: the procs to compile
+        (a hook for a launch list built elsewhere, e.g. with fused kernels); by default
+        those the node-by-node evaluation launches."""
+        from ..compiler.unit import compile_unit
+
+        procs = self.kernel_procs() if procs is None else procs
+        self.unit_misses = 0
+        if not procs:
+            return None
+        return compile_unit(list(dict.fromkeys(procs)), self.device)
+
+    def _launch(self, proc, args: dict) -> None:
+        """Run one kernel an op picked, from the model's unit."""
+        if self.unit is not None and proc in self.unit:
+            self.unit.launch(proc, **args)
+        else:  # not expected (the ops pick by shape): the proc's own kernel, counted
+            self.unit_misses += 1
+            ops._kernel(proc)(**args)
 
     def _buffer_nodes(self):
         return [n for n in self.graph.nodes if n.op == "BufferTensor"]
@@ -120,6 +160,8 @@ class Model:
     def _check_ranges(self, values: dict[str, np.ndarray]):
         """Every ReplaceSliceNode's [begin, end) before any kernel runs, so that a bad
         range changes no buffer (the kernel checks again on the device)."""
+        if getattr(self, "_dry", False):
+            return
         for node in self.graph.nodes:
             if node.op != "ReplaceSliceNode":
                 continue
@@ -142,7 +184,10 @@ class Model:
         """Run the graph on ``inputs`` (name -> numpy array or torch tensor); returns
         the result as a new numpy array.  Buffers keep their contents across calls."""
         try:
-            return self._evaluate(inputs)
+            if isinstance(inputs, dict) and any(map(_on_device, inputs.values())):
+                return self._evaluate_device(inputs)
+            with ops.running_with(self._launch):
+                return self._evaluate(inputs)
         except GraphError as e:
             raise refile(e, self.graph.file) from None
 
@@ -184,10 +229,77 @@ class Model:
             self._view(i)[...] = out
         return np.array(self._view(pos[id(self.graph.result)]), copy=True)
 
+    # ------------------------------------------------------------ on the GPU
+
+    def _evaluate_device(self, inputs: dict, cuda_graph: bool = True):
+        """Device arrays in (PyTorch / CuPy / gpudsl's; numpy inputs allowed beside
+        them), a device array out (a gpudsl DeviceBuffer, ``__cuda_array_interface__``),
+        no host round trip: :class:`gpudsl.graph.launches.DeviceExecutor`, its
+        evaluation captured as a CUDA graph at the first call and replayed after."""
+        from ..runtime.interop import as_device_array
+
+        if self.device != "cuda":
+            raise GraphError("device arrays were passed but this model runs on the "
+                             "emulator", hint="pass numpy arrays")
+        declared = {n.attrs["name"]: n for n in self.graph.nodes if n.op == "InputTensor"}
+        extra = sorted(set(inputs) - set(declared))
+        if extra:
+            raise GraphError(f"unknown input(s) {', '.join(map(repr, extra))}",
+                             hint="the graph's inputs: " + ", ".join(declared))
+        values, host = {}, {}
+        for name, node in declared.items():
+            if name not in inputs:
+                raise _at(node, f"input {name!r} was not given")
+            v = inputs[name]
+            d = np.asarray(v) if not _on_device(v) else as_device_array(v)
+            if np.dtype(d.dtype).name != node.dtype or tuple(d.shape) != node.shape:
+                raise _at(node, f"input {name!r} is {np.dtype(d.dtype).name} "
+                          f"{list(d.shape)}; the graph declares {node.dtype} "
+                          f"{list(node.shape)}")
+            if _on_device(v) and not d.c_contiguous:
+                raise _at(node, f"input {name!r} is not contiguous",
+                          "pass x.contiguous()")
+            values[name] = v if _on_device(v) else d
+            if node.dtype == "int64":  # begin / end: 8 bytes read for the range check
+                host[name] = d if not _on_device(v) else _read_int64(d)
+        self._check_ranges(host)
+        if getattr(self, "_device_exec", None) is None:
+            from ..compiler.unit import compile_unit
+            from .launches import DeviceExecutor, launch_list
+
+            ll = launch_list(self)
+            self._device_exec = DeviceExecutor(self, ll, compile_unit(ll.procs, "cuda"),
+                                               cuda_graph)
+        return self._device_exec.run(values, device_out=True)
+
     def reset_buffers(self):
         """Zero every BufferTensor."""
         for b in self.buffers:
             b[...] = 0
+
+
+def _on_device(v) -> bool:
+    """A device array (not numpy, not a CPU tensor)."""
+    if isinstance(v, np.ndarray):
+        return False
+    if hasattr(v, "__cuda_array_interface__"):
+        return True
+    if hasattr(v, "__dlpack_device__"):
+        try:
+            return int(v.__dlpack_device__()[0]) in (2, 13)
+        except Exception:
+            return False
+    return False
+
+
+def _read_int64(d) -> np.ndarray:
+    """A one-element int64 device array's value, copied to the host."""
+    from ..runtime.device import _cu, check, synchronize
+
+    out = np.zeros(1, np.int64)
+    synchronize()
+    check(_cu().cuMemcpyDtoH_v2(out.ctypes.data, d.ptr, 8), "cuMemcpyDtoH")
+    return out
 
 
 def compile(graph, constants: dict | None = None, device: str | None = None,  # noqa: A001

@@ -2,14 +2,17 @@
 
 - Each node runs at one *step* (its place in the topological order).  A tensor that
   needs memory of its own (a *root*: an input or a node a kernel writes) lives from its
-  step to the last step of any node reading it or a view of it; the result lives to
-  the end.
+  step (inputs: from step 0, all being copied in before the first kernel) to the last
+  step of any node reading it or a view of it; the result lives to the end.
 - Views (``ReshapeNode``, ``SliceNode`` of leading rows, ``ReplaceSliceNode`` in place)
   take no memory: they share their first operand's, at a byte offset.
 - Constants and buffers are not in the arena (they live as long as the model).
-- Offsets come from greedy-by-size with best fit: roots by decreasing size, each put in
-  the smallest gap between the roots already placed that are alive at the same time;
-  every size is rounded up to the 256-byte alignment.  The lower bound is the largest
+- Offsets (:func:`place`): greedy orders (by size, start, end, size x life, life), each
+  root put in the smallest (best fit) or lowest (first fit) gap between the roots
+  already placed that are alive at the same time; the best of these wins.  When it is
+  above the lower bound: on graphs of up to ``EXACT_MAX`` roots an exact branch and
+  bound over orders (budgeted), on larger ones a seeded local search over orders.
+  Every size is rounded up to the 256-byte alignment.  The lower bound is the largest
   total (aligned) size of the roots alive at one step.
 """
 from __future__ import annotations
@@ -98,7 +101,10 @@ def lifetimes(nodes: list[Node], result: Node):
         kind, key, _ = storage[i]
         if kind != "arena":
             continue
-        iv = intervals.setdefault(key, [key, key])
+        # inputs are all in place before the first kernel (an executor copies them in
+        # at once, e.g. before replaying a CUDA graph): alive from step 0
+        first = 0 if nodes[key].op == "InputTensor" else key
+        iv = intervals.setdefault(key, [first, key])
         iv[1] = max(iv[1], last[i])
     return storage, {k: (v[0], v[1]) for k, v in intervals.items()}
 
@@ -116,25 +122,139 @@ def lower_bound(sizes: dict[int, int], intervals: dict[int, tuple[int, int]]) ->
     return best
 
 
+def _busy(offsets, sizes, intervals, placed, a, b):
+    return sorted((offsets[j], offsets[j] + sizes[j]) for j in placed
+                  if intervals[j][0] <= b and a <= intervals[j][1])
+
+
 def best_fit(sizes: dict[int, int], intervals: dict[int, tuple[int, int]],
-             order: list[int]) -> dict[int, int]:
+             order: list[int], lowest: bool = False) -> dict[int, int]:
     """Offsets: each root in ``order`` goes into the smallest gap (between the roots
-    already placed that overlap it in time) that holds it, else above them all."""
+    already placed that overlap it in time) that holds it, else above them all; with
+    ``lowest``, into the lowest gap that holds it (first fit)."""
     placed: list[int] = []
     offsets: dict[int, int] = {}
     for k in order:
         a, b = intervals[k]
-        busy = sorted((offsets[j], offsets[j] + sizes[j]) for j in placed
-                      if intervals[j][0] <= b and a <= intervals[j][1])
         best = None  # (gap size, offset)
         top = 0
-        for lo, hi in busy:
+        for lo, hi in _busy(offsets, sizes, intervals, placed, a, b):
             if lo - top >= sizes[k] and (best is None or lo - top < best[0]):
                 best = (lo - top, top)
+                if lowest:
+                    break
             top = max(top, hi)
         offsets[k] = best[1] if best is not None else top
         placed.append(k)
     return offsets
+
+
+def _top(offsets, sizes) -> int:
+    return max((offsets[k] + sizes[k] for k in offsets), default=0)
+
+
+#: roots up to which the exact search runs (it stops after EXACT_STEPS placements)
+EXACT_MAX = 12
+EXACT_STEPS = 200_000
+#: orders the local search tries on larger graphs
+SEARCH_STEPS = 400
+
+
+def exact(sizes, intervals, bound: int, best: int, steps: int = EXACT_STEPS):
+    """The smallest arena over all orders placed lowest-first (some order placed that
+    way attains the optimum: sort an optimal packing by offset and let each root fall
+    as low as it can; no root ends higher), by branch and bound; ``None`` when nothing
+    beats ``best`` or the step budget runs out first.  Returns ``(top, offsets,
+    complete)``."""
+    keys = sorted(sizes, key=lambda k: (-sizes[k], intervals[k]))
+    found = [best, None]
+    budget = [steps]
+
+    def go(offsets, rest, top):
+        if budget[0] <= 0 or found[0] <= bound:
+            return
+        if not rest:
+            found[0], found[1] = top, dict(offsets)
+            return
+        for k in rest:
+            budget[0] -= 1
+            a, b = intervals[k]
+            off = 0
+            for lo, hi in _busy(offsets, sizes, intervals, offsets, a, b):
+                if lo - off >= sizes[k]:
+                    break
+                off = max(off, hi)
+            t = max(top, off + sizes[k])
+            if t >= found[0]:
+                continue
+            offsets[k] = off
+            go(offsets, [j for j in rest if j != k], t)
+            del offsets[k]
+            if budget[0] <= 0:
+                return
+
+    go({}, keys, 0)
+    if found[1] is None:
+        return None
+    return found[0], found[1], budget[0] > 0
+
+
+def _search(sizes, intervals, order, top, bound, rng, steps):
+    """Local search over orders (move one root earlier, or swap two), lowest-first and
+    best-fit placement; keeps the best arena."""
+    best = (top, best_fit(sizes, intervals, order))
+    cur = list(order)
+    n = len(cur)
+    for step in range(steps):
+        if best[0] <= bound or n < 2:
+            break
+        cand = list(cur)
+        i, j = sorted(int(x) for x in rng.choice(n, 2, replace=False))
+        if step % 2:
+            cand[i], cand[j] = cand[j], cand[i]
+        else:
+            cand.insert(i, cand.pop(j))
+        for lowest in (False, True):
+            offs = best_fit(sizes, intervals, cand, lowest)
+            t = _top(offs, sizes)
+            if t <= best[0]:
+                if t < best[0] or lowest is False:
+                    best = (t, offs)
+                cur = cand
+                break
+    return best
+
+
+def place(sizes: dict[int, int], intervals: dict[int, tuple[int, int]],
+          bound: int) -> tuple[int, dict[int, int]]:
+    """``(arena size, offsets)``: greedy orders (by size, by start, by size x life, by
+    life) placed best-fit and lowest-first; then, unless the bound is met, the exact
+    search on small graphs, a seeded local search over orders on larger ones."""
+    life = {k: intervals[k][1] - intervals[k][0] + 1 for k in intervals}
+    orders = [sorted(intervals, key=lambda k: (-sizes[k], intervals[k][0], -life[k])),
+              sorted(intervals, key=lambda k: (intervals[k][0], -sizes[k])),
+              sorted(intervals, key=lambda k: (-sizes[k] * life[k], intervals[k][0])),
+              sorted(intervals, key=lambda k: (-life[k], -sizes[k], intervals[k][0])),
+              sorted(intervals, key=lambda k: (intervals[k][1], -sizes[k])),
+              sorted(intervals, key=lambda k: (-intervals[k][1], -sizes[k]))]
+    best = None
+    for order in orders:
+        for lowest in (False, True):
+            offs = best_fit(sizes, intervals, order, lowest)
+            t = _top(offs, sizes)
+            if best is None or t < best[0]:
+                best = (t, offs, order)
+    top, offsets, order = best
+    if top <= bound:
+        return top, offsets
+    if len(sizes) <= EXACT_MAX:
+        got = exact(sizes, intervals, bound, top)
+        if got is not None:
+            return got[0], got[1]
+        return top, offsets
+    rng = np.random.default_rng(len(sizes))
+    top, offsets = _search(sizes, intervals, order, top, bound, rng, SEARCH_STEPS)
+    return top, offsets
 
 
 def plan(nodes: list[Node], result: Node) -> Plan:
@@ -142,22 +262,7 @@ def plan(nodes: list[Node], result: Node) -> Plan:
     storage, intervals = lifetimes(nodes, result)
     sizes = {k: aligned(nbytes(nodes[k])) for k in intervals}
     bound = lower_bound(sizes, intervals)
-    # greedy by size (ties: by earlier start, then longer life); by start; by size x life;
-    # by life: the smallest arena of the four wins
-    orders = [sorted(intervals, key=lambda k: (-sizes[k], intervals[k][0],
-                                               -intervals[k][1])),
-              sorted(intervals, key=lambda k: (intervals[k][0], -sizes[k])),
-              sorted(intervals, key=lambda k: (-sizes[k] * (intervals[k][1] - intervals[k][0]
-                                                            + 1), intervals[k][0])),
-              sorted(intervals, key=lambda k: (-(intervals[k][1] - intervals[k][0]),
-                                               -sizes[k], intervals[k][0]))]
-    best = None
-    for order in orders:
-        offs = best_fit(sizes, intervals, order)
-        top = max((offs[k] + sizes[k] for k in offs), default=0)
-        if best is None or top < best[0]:
-            best = (top, offs)
-    top, offsets = best
+    top, offsets = place(sizes, intervals, bound)
     storage = [(kind, key, off + offsets[key]) if kind == "arena" else (kind, key, off)
                for kind, key, off in storage]
     roots = {k: (offsets[k], sizes[k], *intervals[k]) for k in intervals}

@@ -221,8 +221,10 @@ class DeviceModule:
         check(_cu().cuFuncGetAttribute(ctypes.byref(v), attr, self._fns[name]), "cuFuncGetAttribute")
         return v.value
 
-    def launch(self, name: str, grid, block, args: list | tuple, shared_bytes: int = 0) -> None:
-        """Enqueue kernel ``name`` on the legacy default stream (asynchronous)."""
+    def launch(self, name: str, grid, block, args: list | tuple, shared_bytes: int = 0,
+               stream: int | None = None) -> None:
+        """Enqueue kernel ``name`` on the legacy default stream, or on ``stream`` (a
+        ``CUstream`` handle, e.g. one being captured into a CUDA graph); asynchronous."""
         from gpudsl.runtime.emulator import dims
         sig = self.kernels.get(name)
         if sig is None:
@@ -239,8 +241,8 @@ class DeviceModule:
                                         int(shared_bytes)),
                   f"allowing {shared_bytes} bytes of dynamic shared memory for {name}")
             self._dyn_smem[name] = shared_bytes
-        check(cu.cuLaunchKernel(f, g[0], g[1], g[2], b[0], b[1], b[2], int(shared_bytes), None,
-                                params, None),
+        check(cu.cuLaunchKernel(f, g[0], g[1], g[2], b[0], b[1], b[2], int(shared_bytes),
+                                ctypes.c_void_p(stream) if stream else None, params, None),
               f"launching {name} (grid {g}, block {b}, {shared_bytes} bytes dynamic shared)")
         _inflight.append(slots)
 

@@ -52,6 +52,13 @@ class DeviceArray:
             expect *= n
         return True
 
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """So that a view made here (e.g. a slot of a model's arena) is accepted
+        wherever a device array is (version 3; stream 1: the legacy default stream)."""
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr,
+                self.readonly), "strides": self.strides, "version": 3, "stream": 1}
+
 
 def _from_cai(obj: Any, cai: dict) -> DeviceArray:
     if cai.get("mask") is not None:
