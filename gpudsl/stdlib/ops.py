@@ -373,6 +373,9 @@ def complex_hadamard_product(a, b):
             f"the last axis must have size 2 (real, imaginary): a {sa}, b {sb}")
     require(len(sa) == len(sb), f"the operands have ranks {len(sa)} and {len(sb)}; they "
             "must be equal", "reshape b to a's rank with axes of size 1")
+    for i, (da, db) in enumerate(zip(sa, sb)):
+        require(db in (da, 1), f"axis {i}: b has {db} where a has {da}; each axis of b "
+                "must equal a's or be 1")
     p, ca, cb = plan_complex_mul(sa, sb)
     a, b = _contig(a), _contig(b)
     out = _empty(a, sa)
