@@ -17,7 +17,8 @@ import statistics
 import sys
 
 NODES = ["matmul", "matmul_4000", "bmatmul", "vecmat", "add", "add_bcast", "mul", "relu",
-         "silu", "permute2d", "permute3d_021", "permute3d_210", "slice", "replace_slice"]
+         "silu", "permute2d", "permute3d_021", "permute3d_210", "slice", "replace_slice",
+         "rms_norm", "sliced_softmax", "complex_hadamard"]
 
 
 def _need_gpu():
@@ -92,6 +93,10 @@ def _cases(torch, scale: int):
                           2 * cube.numel() * 4),
         "slice": (lambda: ops.slice(big, n // 4, n // 4 + n // 2), None, "bytes", el),
         "replace_slice": (lambda: ops.replace_slice(big, r, beg, end), None, "bytes", el),
+        "rms_norm": (lambda: ops.rms_norm(big, other[0]), None, "bytes", 2 * el),
+        "sliced_softmax": (lambda: ops.sliced_softmax(big, 4096), None, "bytes", 2 * el),
+        "complex_hadamard": (lambda: ops.complex_hadamard_product(
+            big.reshape(n, 4096, 2), other[:1].reshape(1, 4096, 2)), None, "bytes", 2 * el),
     }
 
 
