@@ -31,7 +31,7 @@ from typing import Callable
 
 NODES = ["matmul", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32", "add", "add_bcast",
          "mul", "relu", "silu", "permute2d", "permute3d_021", "permute3d_210", "slice",
-         "replace_slice"]
+         "replace_slice", "rms_norm", "sliced_softmax", "complex_hadamard"]
 MATMULS = {"matmul", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32"}
 
 # (rows, cols) of the 2-D bandwidth cases: 4 MB and 16 MB per array fit in a 50 MB L2,
@@ -104,6 +104,22 @@ class _Env:
 
     def relu(self, x):
         return x.clamp_min(0) if self.target == "cuda" else self.np.maximum(x, 0)
+
+    def rms_norm(self, x, w):
+        if self.target == "cuda":
+            return w * x * self.torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5)
+        return w * x / self.np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5)
+
+    def sliced_softmax(self, x, k):
+        out = x.clone() if self.target == "cuda" else x.copy()
+        out[..., :k] = (self.torch.softmax(x[..., :k], -1) if self.target == "cuda" else
+                        _np_softmax(self.np, x[..., :k]))
+        return out
+
+    def complex_mul(self, a, b):
+        ar, ai, br, bi = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
+        stack = self.torch.stack if self.target == "cuda" else self.np.stack
+        return stack([ar * br - ai * bi, ar * bi + ai * br], -1)
 
     def index(self, v):
         if self.target == "cuda":
@@ -191,7 +207,24 @@ def _bandwidth_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list
         add("replace_slice", 2 * 4 * h * c,
             lambda y=y, part=part, b0=b0, e0=e0: ops.replace_slice(y, part, b0, e0),
             lambda y=y, part=part, q=q: _replaced(y, part, q), h * c)
+        # the whole-model nodes: one row-wise reduction, a prefix softmax, a broadcast
+        # complex product (bytes: x read and written, the row of w / b read once)
+        w = env.randn(c)
+        add("rms_norm", 2 * nb + 4 * c, lambda x=x, w=w: ops.rms_norm(x, w),
+            lambda x=x, w=w: env.rms_norm(x, w))
+        k = c // 2
+        add("sliced_softmax", 2 * nb, lambda x=x, k=k: ops.sliced_softmax(x, k),
+            lambda x=x, k=k: env.sliced_softmax(x, k))
+        xz, bz = x.reshape(r, c // 2, 2), y[:1].reshape(1, c // 2, 2)
+        add("complex_hadamard", 2 * nb + 4 * c,
+            lambda xz=xz, bz=bz: ops.complex_hadamard_product(xz, bz),
+            lambda xz=xz, bz=bz: env.complex_mul(xz, bz))
     return out
+
+
+def _np_softmax(np, x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
 
 
 def _replaced(y, part, begin):

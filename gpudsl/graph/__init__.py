@@ -10,20 +10,24 @@
 A HamKaas user's graph-building code runs by changing the import: the nodes keep
 HamKaas's names (``InputTensor``, ``ConstantTensor``, ``BufferTensor``, ``SumNode``,
 ``HadamardProductNode``, ``MatMulNode``, ``ReLUNode``, ``SiLUNode``, ``SliceNode``,
-``ReshapeNode``, ``PermuteNode``, ``ReplaceSliceNode``) and operators (``+``, ``*``,
-``@``, ``[a:b]``, ``.reshape``, ``.permute``, ``.relu()``, ``.silu()``, ``.replace``).
+``ReshapeNode``, ``PermuteNode``, ``ReplaceSliceNode``, ``RMSNormNode``,
+``ComplexHadamardProductNode``, ``SlicedSoftmaxNode``) and operators (``+``, ``*``,
+``@``, ``[a:b]``, ``.reshape``, ``.permute``, ``.relu()``, ``.silu()``, ``.replace``,
+``.rms_norm``, ``.complex_hadamard_product``, ``.sliced_softmax``).
 """
 from __future__ import annotations
 
 from ..errors import GraphError
 from .model import Model, compile  # noqa: A004
-from .nodes import (BufferTensor, ConstantTensor, HadamardProductNode, InputTensor,
-                    MatMulNode, Node, PermuteNode, ReLUNode, ReplaceSliceNode,
-                    ReshapeNode, SiLUNode, SliceNode, SumNode)
+from .nodes import (BufferTensor, ComplexHadamardProductNode, ConstantTensor,
+                    HadamardProductNode, InputTensor, MatMulNode, Node, PermuteNode,
+                    ReLUNode, ReplaceSliceNode, ReshapeNode, RMSNormNode, SiLUNode,
+                    SlicedSoftmaxNode, SliceNode, SumNode)
 from .plan import Memory, Plan
 from .script import Graph, Script, parse, to_script
 
 __all__ = ["GraphError", "Model", "compile", "Node", "InputTensor", "ConstantTensor",
            "BufferTensor", "SumNode", "HadamardProductNode", "MatMulNode", "ReLUNode",
            "SiLUNode", "SliceNode", "ReshapeNode", "PermuteNode", "ReplaceSliceNode",
+           "RMSNormNode", "ComplexHadamardProductNode", "SlicedSoftmaxNode",
            "Memory", "Plan", "Graph", "Script", "parse", "to_script"]

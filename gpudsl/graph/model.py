@@ -220,6 +220,13 @@ class Model:
                     out = ops.silu(args[0])
                 elif op == "PermuteNode":
                     out = ops.permute(args[0], node.attrs["perm"])
+                elif op == "RMSNormNode":
+                    out = ops.rms_norm(args[0], args[1])
+                elif op == "ComplexHadamardProductNode":
+                    out = ops.complex_hadamard_product(args[0], args[1])
+                elif op == "SlicedSoftmaxNode":
+                    out = ops.sliced_softmax(args[0], args[1] if len(args) == 2
+                                             else node.attrs["prefix"])
                 else:  # pragma: no cover  (the parser refuses other nodes)
                     raise _at(node, f"{op} cannot run")
             except GraphError:

@@ -16,8 +16,8 @@ DTYPES = ("float32", "int64")
 #: nodes whose value shares its (first) operand's memory: no kernel writes a new tensor
 VIEWS = ("ReshapeNode", "SliceNode", "ReplaceSliceNode")
 LEAVES = ("InputTensor", "ConstantTensor", "BufferTensor")
-#: named in SPEC section 9, not in this version (issue 17's later work)
-LATER = ("RMSNormNode", "ComplexHadamardProductNode", "SlicedSoftmaxNode")
+#: named in SPEC section 9, not in this version (none left: kept for importers)
+LATER: tuple[str, ...] = ()
 
 
 class ShapeError(Exception):
@@ -153,6 +153,44 @@ def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
                 raise ShapeError(f"operand {i + 1} must be an int64 tensor of one element "
                                  f"[1], not {t.dtype} {list(t.shape)}", i)
         return "float32", a.shape
+    if op == "RMSNormNode":
+        x, w = ops
+        _float(ops, 0, 1)
+        if len(w.shape) != 1 or w.shape[0] != x.shape[-1]:
+            raise ShapeError(f"the weights {list(w.shape)} must be a vector as long as the "
+                             f"last axis of {list(x.shape)} ({x.shape[-1]})", 1)
+        return "float32", x.shape
+    if op == "ComplexHadamardProductNode":
+        a, b = ops
+        _float(ops, 0, 1)
+        for i, t in ((0, a), (1, b)):
+            if t.shape[-1] != 2:
+                raise ShapeError(f"operand {i + 1} {list(t.shape)}: the last axis must have "
+                                 "size 2 (real, imaginary)", i)
+        if len(a.shape) != len(b.shape):
+            raise ShapeError(f"the operands have ranks {len(a.shape)} and {len(b.shape)} "
+                             f"({list(a.shape)} and {list(b.shape)}); they must be equal",
+                             1, "reshape the second operand to the first's rank with axes "
+                                "of size 1")
+        for i, (da, db) in enumerate(zip(a.shape, b.shape)):
+            if db != da and db != 1:
+                raise ShapeError(f"axis {i}: the second operand has {db} where the first "
+                                 f"has {da} ({list(b.shape)} against {list(a.shape)}); "
+                                 "each axis of the second must equal the first's or be 1",
+                                 1)
+        return "float32", a.shape
+    if op == "SlicedSoftmaxNode":
+        _float(ops, 0)
+        n = ops[0].shape[-1]
+        if len(ops) == 2:
+            p = ops[1]
+            if p.dtype != "int64" or p.shape != (1,):
+                raise ShapeError(f"the prefix must be an int64 tensor of one element [1], "
+                                 f"not {p.dtype} {list(p.shape)}", 1)
+        elif not 0 <= attrs["prefix"] <= n:
+            raise ShapeError(f"the prefix {attrs['prefix']} is outside [0, {n}], the last "
+                             f"axis of {list(ops[0].shape)}", 1)
+        return "float32", ops[0].shape
     if op in LATER:
         raise ShapeError(f"{op} is not implemented yet in gpudsl.graph (issue 17's later "
                          "work)")
@@ -228,6 +266,15 @@ class Node:
 
     def replace(self, r, begin, end):
         return ReplaceSliceNode(self, _wrap(r), begin, end)
+
+    def rms_norm(self, weights):
+        return RMSNormNode(self, _wrap(weights))
+
+    def complex_hadamard_product(self, other):
+        return ComplexHadamardProductNode(self, _wrap(other))
+
+    def sliced_softmax(self, prefix_size):
+        return SlicedSoftmaxNode(self, prefix_size)
 
     def get_shape(self):
         return list(self.shape)
@@ -308,6 +355,25 @@ def ReplaceSliceNode(a, r, begin, end):  # noqa: N802
     return Node("ReplaceSliceNode", (a, r, index(begin), index(end)))
 
 
+def RMSNormNode(a, weights):  # noqa: N802
+    """``weights * a / sqrt(mean(a^2) + 1e-5)`` over the last axis."""
+    return Node("RMSNormNode", (a, weights))
+
+
+def ComplexHadamardProductNode(a, b):  # noqa: N802
+    """The complex product on a trailing axis of size 2, ``b`` broadcast like Hadamard."""
+    return Node("ComplexHadamardProductNode", (a, b))
+
+
+def SlicedSoftmaxNode(a, prefix_size):  # noqa: N802
+    """Softmax of the first ``prefix_size`` entries of the last axis, the rest kept;
+    ``prefix_size`` is an int64 node of one element (an input: it changes between
+    evaluations) or an int (checked against the axis now)."""
+    if isinstance(prefix_size, Node):
+        return Node("SlicedSoftmaxNode", (a, prefix_size))
+    return Node("SlicedSoftmaxNode", (a,), dict(prefix=_int("prefix_size", prefix_size)))
+
+
 def _int(what, v) -> int:
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
         raise GraphError(f"{what} must be an integer, not {v!r}")
@@ -337,4 +403,5 @@ def as_host_array(value) -> np.ndarray:
 CONSTRUCTORS = {
     "SumNode": SumNode, "HadamardProductNode": HadamardProductNode,
     "MatMulNode": MatMulNode, "ReLUNode": ReLUNode, "SiLUNode": SiLUNode,
+    "RMSNormNode": RMSNormNode, "ComplexHadamardProductNode": ComplexHadamardProductNode,
 }

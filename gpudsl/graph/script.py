@@ -270,6 +270,8 @@ def _build(op, args, where, g: Graph, ln: _Line) -> Node:
         return Node(op, (args[0],), dict(shape=tuple(args[1])), where)
     if op == "PermuteNode":
         return Node(op, (args[0],), dict(perm=tuple(args[1])), where)
+    if op == "SlicedSoftmaxNode" and isinstance(args[1], int):
+        return Node(op, (args[0],), dict(prefix=args[1]), where)
     return Node(op, tuple(args), {}, where)
 
 
@@ -350,6 +352,8 @@ def to_script(node: Node) -> Script:
             expr = f"ReshapeNode({ref(n.inputs[0])}, {_shape_text(n.attrs['shape'])})"
         elif n.op == "PermuteNode":
             expr = f"PermuteNode({ref(n.inputs[0])}, {_shape_text(n.attrs['perm'])})"
+        elif n.op == "SlicedSoftmaxNode" and "prefix" in n.attrs:
+            expr = f"SlicedSoftmaxNode({ref(n.inputs[0])}, {n.attrs['prefix']})"
         else:
             expr = f"{n.op}({', '.join(ref(m) for m in n.inputs)})"
         lines.append(f"${index[id(n)]} = {expr};")

@@ -1,7 +1,8 @@
 """The standard library: checked, scheduled kernels for the nodes of a small
 inference graph (SPEC section 5), one module per node family: ``pointwise``
 (add, mul, relu, silu), ``slices`` (slice, replace_slice), ``matmul`` and
-``permute``.  Each holds the node's readable algorithm as procs, the schedules
+``permute``, and for whole models ``rms_norm``, ``softmax`` (sliced_softmax) and
+``complex`` (complex_hadamard_product), the row reductions sharing ``reduce``.  Each holds the node's readable algorithm as procs, the schedules
 that derive its fast kernels with ``gpudsl.schedule`` primitives only, and the
 kernel choice for given shapes; ``common`` and ``stream_schedule`` hold what they
 share, ``shapes`` the shape rules, and ``ops`` (also ``gpudsl.ops``) runs the

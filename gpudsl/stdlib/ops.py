@@ -374,5 +374,74 @@ def permute(x, perm=None):
     return out
 
 
+# ------------------------------------------------------------------ whole-model nodes
+
+
+@_op
+def rms_norm(x, w):
+    """``w * x / sqrt(mean(x^2) + 1e-5)`` over the last axis of ``x`` (a 1-D ``x`` is
+    one row); ``w`` is 1-D, as long as that axis."""
+    from .rms_norm import plan_rms_norm
+
+    xs, ws = check_tensor("x", x), check_tensor("w", w)
+    require(len(ws) == 1 and ws[0] == xs[-1],
+            f"w has shape {ws}; it must be 1-D with the last axis of x ({xs[-1]})")
+    r, n = math.prod(xs[:-1]), xs[-1]
+    x, w = _contig(x), _contig(w)
+    out = _empty(x, xs)
+    _run(plan_rms_norm(n), x=x.reshape(r, n), w=w, out=out.reshape(r, n))
+    return out
+
+
+@_op
+def complex_hadamard_product(a, b):
+    """The elementwise complex product of ``a`` and ``b`` whose last axis has size 2
+    (real, imaginary); ``b``'s other axes equal ``a``'s or are 1 (broadcast)."""
+    from .complex import plan_complex_mul
+
+    sa, sb = check_tensor("a", a), check_tensor("b", b)
+    require(sa[-1] == 2 and sb[-1] == 2,
+            f"the last axis must have size 2 (real, imaginary): a {sa}, b {sb}")
+    require(len(sa) == len(sb), f"the operands have ranks {len(sa)} and {len(sb)}; they "
+            "must be equal", "reshape b to a's rank with axes of size 1")
+    for i, (da, db) in enumerate(zip(sa, sb)):
+        require(db in (da, 1), f"axis {i}: b has {db} where a has {da}; each axis of b "
+                "must equal a's or be 1")
+    p, ca, cb = plan_complex_mul(sa, sb)
+    a, b = _contig(a), _contig(b)
+    out = _empty(a, sa)
+    _run(p, a=a.reshape(ca), b=b.reshape(cb), out=out.reshape(ca))
+    return out
+
+
+@_op
+def sliced_softmax(x, prefix):
+    """Along the last axis: the softmax of the first ``prefix`` entries, the entries
+    after them unchanged.  ``prefix`` is an int or a one-element int64 tensor read by
+    the kernel at run time; ``0 <= prefix <=`` the axis length, else
+    :class:`gpudsl.Error`."""
+    from .softmax import plan_sliced_softmax
+
+    xs = check_tensor("x", x)
+    n = xs[-1]
+    if not _is_array(prefix) and not (hasattr(prefix, "shape") and _is_device(prefix)):
+        value = as_int("prefix", prefix)
+        require(0 <= value <= n, f"prefix {value} is outside [0, {n}], the last axis")
+    prefix = _index_tensor(x, "prefix", prefix)
+    require(tuple(prefix.shape) == (1,) and "int64" in str(prefix.dtype),
+            f"prefix must be an int64 tensor of one element, got shape "
+            f"{tuple(prefix.shape)} and dtype {prefix.dtype}")
+    r = math.prod(xs[:-1])
+    x = _contig(x)
+    out = _empty(x, xs)
+    err = _zeros(x, (1,), np.int32)
+    _run(plan_sliced_softmax(n), x=x.reshape(r, n), prefix=prefix, out=out.reshape(r, n),
+         err=err)
+    if int(err[0]) != 0:
+        raise NodeError(f"the prefix read from the device is outside [0, {n}], the last "
+                        "axis")
+    return out
+
+
 __all__ = ["add", "mul", "relu", "silu", "slice", "replace_slice", "reshape", "matmul",
-           "permute", "target"]
+           "permute", "rms_norm", "complex_hadamard_product", "sliced_softmax", "target"]

@@ -107,9 +107,12 @@ def test_message_quotes_the_line_with_a_caret():
     assert lines[2].index("^") == lines[1].index("FooNode")
 
 
-def test_later_nodes_are_named_not_implemented():
-    e = _err("$1 = InputTensor(x, float32, [4]);\n$2 = RMSNormNode($1, $1);\nresult = $2;\n")
-    assert e.line == 2 and "not implemented yet" in str(e)
+def test_whole_model_nodes_are_implemented_and_checked():
+    # issue 17: RMSNormNode and friends were refused as "not implemented yet"; now they
+    # parse, and a weight that does not fit is refused at its argument
+    graph.parse("$1 = InputTensor(x, float32, [4]);\n$2 = RMSNormNode($1, $1);\nresult = $2;\n")
+    e = _err("$1 = InputTensor(x, float32, [2, 4]);\n$2 = RMSNormNode($1, $1);\nresult = $2;\n")
+    assert (e.line, e.column) == (2, 22) and "weights" in str(e)
 
 
 def test_missing_constant_is_refused_at_its_line():

@@ -7,6 +7,9 @@ from gpudsl.stdlib.matmul import big_kernel, cut_kernel, vecmat_kernel
 from gpudsl.stdlib.permute import permute_kernel
 from gpudsl.stdlib.pointwise import binary_kernel, unary_kernel
 from gpudsl.stdlib.slices import replace_slice_kernel, slice_kernel
+from gpudsl.stdlib.complex import complex_mul_kernel
+from gpudsl.stdlib.rms_norm import rms_norm_kernel
+from gpudsl.stdlib.softmax import sliced_softmax_kernel
 
 NODES = {
     "add_bcast_rows": lambda: binary_kernel("add", (True, False), 4),
@@ -21,6 +24,9 @@ NODES = {
     "vecmat": lambda: vecmat_kernel(),
     "permute_2d": lambda: permute_kernel((64, 96), (1, 0))[0],
     "permute_3d_021": lambda: permute_kernel((4, 64, 96), (0, 2, 1))[0],
+    "rms_norm": lambda: rms_norm_kernel(256),
+    "sliced_softmax": lambda: sliced_softmax_kernel(256),
+    "complex_hadamard_rope": lambda: complex_mul_kernel((False, True)),
 }
 
 

@@ -1,0 +1,265 @@
+"""A LLaMA-2-shaped transformer (llama2.c's stories15M sizes) as a gpudsl graph,
+generating tokens with its KV cache in ``BufferTensor``s written by
+``ReplaceSliceNode``, checked against a numpy implementation of the same model.
+
+    python examples/llama.py                     # 6 layers, 16 tokens, tokens/s
+    python examples/llama.py --layers 2 --tokens 4 --vocab 512
+
+Random weights made here from a seed (no download).  Runs on the GPU when there is
+one, else on the CPU emulator.  With PyTorch installed, the same model in PyTorch
+eager (torch.matmul etc.) is timed too.
+
+The graph evaluates one token per call (as HamKaas's llama2.py): inputs are the
+token's embedding row ``x`` [dim], the position's rotary row ``freq_cis``
+[head_size/2, 2], ``pos`` / ``pos_end`` (int64 [1]: the cache row written, and
+``pos + 1``, the softmax prefix) and ``mask`` [seq_len] (1 up to ``pos``, else 0).
+Per layer: rms_norm, q/k/v vector-matrix products, RoPE as a complex product on
+``[heads, hs/2, 2]``, the k and v rows written into the layer's ``[seq_len, dim]``
+cache buffers, scores ``[heads, seq, hs] @ [heads, hs, 1]``, scaled,
+``sliced_softmax(pos_end)``, masked, the weighted values ``[heads, hs, seq] @
+[heads, seq, 1]``, the output projection and residual; then the SiLU-gated FFN and
+residual.  Finally rms_norm and the classifier to vocabulary logits.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from gpudsl import graph
+
+
+@dataclass(frozen=True)
+class Config:
+    dim: int = 288
+    hidden_dim: int = 768
+    n_layers: int = 6
+    n_heads: int = 6
+    vocab_size: int = 32000
+    seq_len: int = 256
+
+    @property
+    def head_size(self) -> int:
+        return self.dim // self.n_heads
+
+
+STORIES15M = Config()
+
+
+def random_weights(cfg: Config, seed: int = 0) -> dict[str, np.ndarray]:
+    """Weights shaped as llama2.c's, already transposed for ``x @ W`` (``[in, out]``),
+    scaled so that activations stay of order one; the rotary table as in llama2.c."""
+    rng = np.random.default_rng(seed)
+    L, d, h = cfg.n_layers, cfg.dim, cfg.hidden_dim
+
+    def mat(*shape):
+        return (rng.standard_normal(shape) / math.sqrt(shape[-2])).astype(np.float32)
+
+    hs = cfg.head_size
+    theta = 10000.0 ** (-np.arange(0, hs, 2, dtype=np.float64) / hs)
+    angles = np.arange(cfg.seq_len)[:, None] * theta[None, :]
+    return {
+        "embedding": rng.standard_normal((cfg.vocab_size, d)).astype(np.float32),
+        "rms_att": (1 + 0.1 * rng.standard_normal((L, d))).astype(np.float32),
+        "wq": mat(L, d, d), "wk": mat(L, d, d), "wv": mat(L, d, d), "wo": mat(L, d, d),
+        "rms_ffn": (1 + 0.1 * rng.standard_normal((L, d))).astype(np.float32),
+        "w1": mat(L, d, h), "w3": mat(L, d, h), "w2": mat(L, h, d),
+        "rms_final": (1 + 0.1 * rng.standard_normal(d)).astype(np.float32),
+        "wcls": mat(d, cfg.vocab_size),
+        "freq_cis": np.stack([np.cos(angles), np.sin(angles)], -1).astype(np.float32),
+    }
+
+
+# ------------------------------------------------------------------ the gpudsl graph
+
+
+def build_graph(cfg: Config, w: dict[str, np.ndarray]) -> graph.Node:
+    """The one-token graph (see the module's docstring); its logits [vocab]."""
+    d, H, hs, S = cfg.dim, cfg.n_heads, cfg.head_size, cfg.seq_len
+    C = graph.ConstantTensor
+    x = graph.InputTensor("x", "float32", [d])
+    freq = graph.InputTensor("freq_cis", "float32", [hs // 2, 2]).reshape([1, hs // 2, 2])
+    pos = graph.InputTensor("pos", "int64", [1])
+    pos_end = graph.InputTensor("pos_end", "int64", [1])
+    mask = graph.InputTensor("mask", "float32", [S]).reshape([1, S])
+    scale = C(np.full((1, 1), 1.0 / math.sqrt(hs), np.float32))
+    for layer in range(cfg.n_layers):
+        xb = x.rms_norm(C(w["rms_att"][layer]))
+        q = xb @ C(w["wq"][layer])
+        k = xb @ C(w["wk"][layer])
+        v = xb @ C(w["wv"][layer])
+        q = q.reshape([H, hs // 2, 2]).complex_hadamard_product(freq).reshape([H, hs, 1])
+        k = k.reshape([H, hs // 2, 2]).complex_hadamard_product(freq).reshape([1, d])
+        key_cache = graph.BufferTensor("float32", [S, d]).replace(k, pos, pos_end)
+        value_cache = graph.BufferTensor("float32", [S, d]).replace(v.reshape([1, d]), pos,
+                                                                    pos_end)
+        keys = key_cache.reshape([S, H, hs]).permute([1, 0, 2])      # [H, S, hs]
+        scores = (keys @ q).reshape([H, S]) * scale                   # [H, S]
+        att = scores.sliced_softmax(pos_end) * mask
+        values = value_cache.reshape([S, H, hs]).permute([1, 2, 0])  # [H, hs, S]
+        out = (values @ att.reshape([H, S, 1])).reshape([d])
+        x = x + out @ C(w["wo"][layer])
+        xb = x.rms_norm(C(w["rms_ffn"][layer]))
+        hb = (xb @ C(w["w1"][layer])).silu() * (xb @ C(w["w3"][layer]))
+        x = x + hb @ C(w["w2"][layer])
+    return x.rms_norm(C(w["rms_final"])) @ C(w["wcls"])
+
+
+def step_inputs(cfg: Config, w, token: int, pos: int) -> dict[str, np.ndarray]:
+    mask = (np.arange(cfg.seq_len) <= pos).astype(np.float32)
+    return {"x": w["embedding"][token], "freq_cis": w["freq_cis"][pos],
+            "pos": np.array([pos], np.int64), "pos_end": np.array([pos + 1], np.int64),
+            "mask": mask}
+
+
+# ------------------------------------------------------------------ numpy reference
+
+
+class NumpyLlama:
+    """The same model in numpy (llama2.c's ``transformer()``), with its own KV cache."""
+
+    def __init__(self, cfg: Config, w):
+        self.cfg, self.w = cfg, w
+        self.key_cache = np.zeros((cfg.n_layers, cfg.seq_len, cfg.dim), np.float32)
+        self.value_cache = np.zeros_like(self.key_cache)
+
+    @staticmethod
+    def rms_norm(x, weight):
+        return weight * x / np.sqrt(np.mean(x * x) + 1e-5)
+
+    def rope(self, v, pos):
+        c = self.w["freq_cis"][pos]  # [hs/2, 2]
+        z = v.reshape(self.cfg.n_heads, -1, 2)
+        re = z[..., 0] * c[:, 0] - z[..., 1] * c[:, 1]
+        im = z[..., 0] * c[:, 1] + z[..., 1] * c[:, 0]
+        return np.stack([re, im], -1).reshape(-1)
+
+    def __call__(self, token: int, pos: int) -> np.ndarray:
+        cfg, w = self.cfg, self.w
+        H, hs = cfg.n_heads, cfg.head_size
+        x = w["embedding"][token].astype(np.float32)
+        for layer in range(cfg.n_layers):
+            xb = self.rms_norm(x, w["rms_att"][layer])
+            q = self.rope(xb @ w["wq"][layer], pos)
+            self.key_cache[layer, pos] = self.rope(xb @ w["wk"][layer], pos)
+            self.value_cache[layer, pos] = xb @ w["wv"][layer]
+            keys = self.key_cache[layer, :pos + 1].reshape(pos + 1, H, hs)
+            values = self.value_cache[layer, :pos + 1].reshape(pos + 1, H, hs)
+            scores = np.einsum("thd,hd->ht", keys, q.reshape(H, hs)) / math.sqrt(hs)
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            att = scores / scores.sum(-1, keepdims=True)
+            out = np.einsum("ht,thd->hd", att, values).reshape(-1)
+            x = x + out @ w["wo"][layer]
+            xb = self.rms_norm(x, w["rms_ffn"][layer])
+            h1 = xb @ w["w1"][layer]
+            x = x + (h1 / (1 + np.exp(-h1)) * (xb @ w["w3"][layer])) @ w["w2"][layer]
+        return self.rms_norm(x, w["rms_final"]) @ w["wcls"]
+
+
+# ------------------------------------------------------------------ generation
+
+
+def generate(step, first_token: int, n_tokens: int):
+    """Greedy decoding: ``step(token, pos) -> logits``; returns (tokens, logits list)."""
+    tokens, logits = [first_token], []
+    for pos in range(n_tokens):
+        out = step(tokens[-1], pos)
+        logits.append(np.asarray(out))
+        tokens.append(int(np.argmax(out)))
+    return tokens, logits
+
+
+def gpudsl_stepper(cfg: Config, w, model):
+    return lambda token, pos: model.evaluate(step_inputs(cfg, w, token, pos))
+
+
+def torch_stepper(cfg: Config, w):  # pragma: no cover  (optional, timed only)
+    """The same model in PyTorch eager, on the GPU when there is one."""
+    import torch
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    t = {k: torch.from_numpy(v).to(dev) for k, v in w.items()}
+    H, hs, S = cfg.n_heads, cfg.head_size, cfg.seq_len
+    kc = torch.zeros((cfg.n_layers, S, cfg.dim), device=dev)
+    vc = torch.zeros_like(kc)
+
+    def rms(x, g):
+        return g * x * torch.rsqrt(torch.mean(x * x) + 1e-5)
+
+    def rope(v, c):
+        z = torch.view_as_complex(v.reshape(H, hs // 2, 2).contiguous())
+        return torch.view_as_real(z * torch.view_as_complex(c.contiguous())).reshape(-1)
+
+    @torch.no_grad()
+    def step(token, pos):
+        x = t["embedding"][token]
+        c = t["freq_cis"][pos]
+        for layer in range(cfg.n_layers):
+            xb = rms(x, t["rms_att"][layer])
+            q = rope(torch.matmul(xb, t["wq"][layer]), c)
+            kc[layer, pos] = rope(torch.matmul(xb, t["wk"][layer]), c)
+            vc[layer, pos] = torch.matmul(xb, t["wv"][layer])
+            keys = kc[layer, :pos + 1].reshape(pos + 1, H, hs).permute(1, 0, 2)
+            att = torch.softmax(torch.matmul(keys, q.reshape(H, hs, 1)).reshape(H, -1)
+                                / math.sqrt(hs), -1)
+            vals = vc[layer, :pos + 1].reshape(pos + 1, H, hs).permute(1, 2, 0)
+            x = x + torch.matmul(torch.matmul(vals, att.reshape(H, -1, 1)).reshape(-1),
+                                 t["wo"][layer])
+            xb = rms(x, t["rms_ffn"][layer])
+            x = x + torch.matmul(torch.nn.functional.silu(torch.matmul(xb, t["w1"][layer]))
+                                 * torch.matmul(xb, t["w3"][layer]), t["w2"][layer])
+        out = torch.matmul(rms(x, t["rms_final"]), t["wcls"])
+        return out.cpu().numpy()
+    return step
+
+
+def _timed(step, cfg, n_tokens):
+    t0 = time.perf_counter()
+    tokens, logits = generate(step, 1, n_tokens)
+    return tokens, logits, n_tokens / (time.perf_counter() - t0)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layers", type=int, default=STORIES15M.n_layers)
+    ap.add_argument("--dim", type=int, default=STORIES15M.dim)
+    ap.add_argument("--hidden", type=int, default=STORIES15M.hidden_dim)
+    ap.add_argument("--heads", type=int, default=STORIES15M.n_heads)
+    ap.add_argument("--vocab", type=int, default=STORIES15M.vocab_size)
+    ap.add_argument("--seq", type=int, default=STORIES15M.seq_len)
+    ap.add_argument("--tokens", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    cfg = replace(STORIES15M, n_layers=args.layers, dim=args.dim, hidden_dim=args.hidden,
+                  n_heads=args.heads, vocab_size=args.vocab, seq_len=args.seq)
+    w = random_weights(cfg, args.seed)
+    t0 = time.perf_counter()
+    model = graph.compile(build_graph(cfg, w))
+    print(f"{cfg}\ncompiled on {model.device} in {time.perf_counter() - t0:.1f} s; "
+          f"{model.memory}")
+    _timed(gpudsl_stepper(cfg, w, model), cfg, 1)  # warm-up: kernels built and loaded
+    model.reset_buffers()
+    tokens, logits, tps = _timed(gpudsl_stepper(cfg, w, model), cfg, args.tokens)
+    ref_tokens, ref_logits, ref_tps = _timed(NumpyLlama(cfg, w), cfg, args.tokens)
+    err = max(float(np.abs(a - b).max()) for a, b in zip(logits, ref_logits))
+    scale = max(float(np.abs(b).max()) for b in ref_logits)
+    print(f"gpudsl ({model.device}): {tps:.2f} tokens/s; numpy: {ref_tps:.2f} tokens/s")
+    print(f"max |gpudsl - numpy| = {err:.2e} (logits up to {scale:.1f}); "
+          f"tokens agree: {tokens == ref_tokens}")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("PyTorch is not installed: no eager comparison")
+    else:
+        step = torch_stepper(cfg, w)
+        _timed(step, cfg, 1)
+        _, _, torch_tps = _timed(torch_stepper(cfg, w), cfg, args.tokens)
+        print(f"PyTorch eager: {torch_tps:.2f} tokens/s")
+    return 0 if tokens == ref_tokens and err <= 1e-3 * max(scale, 1.0) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

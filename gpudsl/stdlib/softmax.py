@@ -1,0 +1,98 @@
+"""``sliced_softmax(x, prefix)``: along the last axis, the softmax of the first
+``prefix`` entries, the entries after them unchanged (SPEC section 5; HamKaas's
+``SlicedSoftmaxNode``, the attention of one decoding step: ``prefix = pos + 1``).
+``prefix`` is read from a one-element int64 tensor at run time; ``0 <= prefix <= n``
+or the kernel writes a fault flag (one thread) that the host turns into an error.
+
+The readable algorithm, the default kernel (one block per row, two SHARED tree
+reductions, the maximum then the sum of exponentials, see
+:mod:`gpudsl.stdlib.reduce`) and the kernel choice.  Rows are the leading axes
+merged: ``x`` is viewed as ``[r, n]``."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..proc import Proc
+from .common import make_proc
+from .reduce import THREADS_PER_ROW, check_threads, strided, tree
+
+_SIG = ("(r: size, n: size, x: f32[r, n], prefix: i64[1], out: f32[r, n], "
+        "err: i32[1]):\n")
+
+
+@lru_cache(maxsize=None)
+def sliced_softmax_rows() -> Proc:
+    """The algorithm (as llama2.c's ``softmax(x, size)``): the maximum of the prefix
+    for stability, the sum of exponentials, then each entry of the prefix divided by
+    it; the rest copied.  ``x[i, 0]`` seeds the maximum: it is in every non-empty
+    prefix and unused otherwise."""
+    text = (
+        "def sliced_softmax_rows" + _SIG +
+        "    if prefix[0] < 0 or prefix[0] > n:\n"
+        "        err[0] = 1\n"
+        "    for i in seq(0, r):\n"
+        "        m: f32\n"
+        "        m = x[i, 0]\n"
+        "        for j in seq(0, n):\n"
+        "            if j < prefix[0]:\n"
+        "                m = max(m, x[i, j])\n"
+        "        s: f32\n"
+        "        s = 0.0\n"
+        "        for j in seq(0, n):\n"
+        "            if j < prefix[0]:\n"
+        "                s += exp(x[i, j] - m)\n"
+        "        for j in seq(0, n):\n"
+        "            out[i, j] = select(j < prefix[0], exp(x[i, j] - m) / s, x[i, j])\n")
+    return make_proc("sliced_softmax", text)
+
+
+@lru_cache(maxsize=None)
+def sliced_softmax_kernel(threads: int = THREADS_PER_ROW) -> Proc:
+    """One block per row.  Phase 1: each thread's maximum over its strided entries
+    of the prefix into ``part[t]``; the max tree; each thread keeps ``part[0]`` in
+    its register ``mx[t]``, then a barrier before ``part`` is reused.  Phase 2: each
+    thread's sum of ``exp(x - mx)``; the sum tree.  Phase 3: every entry written, the
+    prefix normalised by ``part[0]``, the rest copied.  Thread 0 of block 0 reports
+    a prefix outside ``[0, n]``."""
+    check_threads(threads)
+    name = f"sliced_softmax_rows_t{threads}"
+    in_prefix = "{j} < prefix[0]"
+    text = (
+        f"def {name}" + _SIG +
+        "    for i in par(0, r) @ BLOCKS:\n"
+        f"        part: f32[{threads}] @ SHARED\n"
+        f"        mx: f32[{threads}] @ REGISTER\n"
+        f"        for t in par(0, {threads}) @ THREADS:\n"
+        "            if i == 0 and t == 0 and (prefix[0] < 0 or prefix[0] > n):\n"
+        "                err[0] = 1\n"
+        "            acc: f32\n"
+        "            acc = x[i, 0]\n"
+        + strided(threads, "n", "acc = max(acc, x[i, {j}])", 3, guard=in_prefix) +
+        "            part[t] = acc\n"
+        "        sync()\n"
+        + tree(threads, "max", 2) +
+        f"        for t in par(0, {threads}) @ THREADS:\n"
+        "            mx[t] = part[0]\n"
+        "        sync()\n"
+        f"        for t in par(0, {threads}) @ THREADS:\n"
+        "            acc2: f32\n"
+        "            acc2 = 0.0\n"
+        + strided(threads, "n", "acc2 += exp(x[i, {j}] - mx[t])", 3, guard=in_prefix) +
+        "            part[t] = acc2\n"
+        "        sync()\n"
+        + tree(threads, "+", 2) +
+        f"        for t in par(0, {threads}) @ THREADS:\n"
+        + strided(threads, "n", "out[i, {j}] = select({j} < prefix[0], "
+                  "exp(x[i, {j}] - mx[t]) / part[0], x[i, {j}])", 3))
+    return make_proc("sliced_softmax", text)
+
+
+def plan_sliced_softmax(n: int) -> Proc:
+    """The kernel for rows of ``n`` entries (32 to 256 threads, a power of two)."""
+    threads = 32
+    while threads < THREADS_PER_ROW and threads < n:
+        threads *= 2
+    return sliced_softmax_kernel(threads)
+
+
+__all__ = ["sliced_softmax_rows", "sliced_softmax_kernel", "plan_sliced_softmax"]

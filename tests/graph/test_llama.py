@@ -1,0 +1,61 @@
+"""Two layers of the LLaMA-shaped model of examples/llama.py (issue 17's acceptance): at
+the stories15M sizes (dim 288, 6 heads, hidden 768, vocabulary 32000, sequence 256)
+but 2 layers, a few greedy tokens on the emulator equal to the numpy implementation
+of the same model, argmax agreeing; the KV cache lives in the model's buffers."""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from gpudsl import graph
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def llama():
+    spec = importlib.util.spec_from_file_location("llama_example", ROOT / "examples/llama.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_two_layers_equal_numpy_and_keep_their_cache(llama):
+    cfg = replace(llama.STORIES15M, n_layers=2)
+    assert (cfg.dim, cfg.n_heads, cfg.hidden_dim, cfg.vocab_size, cfg.seq_len) == \
+        (288, 6, 768, 32000, 256)
+    w = llama.random_weights(cfg, seed=1)
+    node = llama.build_graph(cfg, w)
+    script = graph.to_script(node).script
+    for name in ("RMSNormNode", "ComplexHadamardProductNode", "SlicedSoftmaxNode",
+                 "ReplaceSliceNode", "BufferTensor"):
+        assert name in script
+    model = graph.compile(node)
+    n = 4
+    tokens, logits = llama.generate(llama.gpudsl_stepper(cfg, w, model), 1, n)
+    ref = llama.NumpyLlama(cfg, w)
+    ref_tokens, ref_logits = llama.generate(ref, 1, n)
+    for got, want in zip(logits, ref_logits):
+        assert got.shape == (cfg.vocab_size,)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+        assert got.argmax() == want.argmax()
+    assert tokens == ref_tokens
+    # the caches persisted across the evaluations: the n rows written, zeros after them
+    caches = [b for b in model.buffers]
+    assert len(caches) == 2 * cfg.n_layers
+    for want in list(ref.key_cache) + list(ref.value_cache):
+        assert any(np.allclose(c[:n], want[:n], rtol=1e-4, atol=1e-4) and not c[n:].any()
+                   for c in caches)
+    # a position outside the cache is refused before anything is written
+    before = [c.copy() for c in caches]
+    bad = llama.step_inputs(cfg, w, 3, 0)
+    bad["pos"], bad["pos_end"] = np.array([256], np.int64), np.array([257], np.int64)
+    with pytest.raises(graph.GraphError):
+        model.evaluate(bad)
+    assert all((a == b).all() for a, b in zip(before, model.buffers))
