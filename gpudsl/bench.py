@@ -308,14 +308,14 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
         except Exception as e:  # a node that fails is a row, not the end of the run
             row.update(status="error", reason=f"{type(e).__name__}: {e}"[:500])
             rows.append(row)
-            log(f"{c.node:14} {c.size:>14}  ERROR {row['reason'][:80]}")
+            log(f"{c.node:16} {c.size:>14}  ERROR {row['reason'][:80]}")
             continue
         tol = 1e-2 if c.node == "matmul_tf32" else 1e-4
         row["rel_error"] = err
         if not err <= tol:
             row.update(status="wrong", reason=f"relative error {err:.3g} > {tol}")
             rows.append(row)
-            log(f"{c.node:14} {c.size:>14}  WRONG {row['reason']}")
+            log(f"{c.node:16} {c.size:>14}  WRONG {row['reason']}")
             continue
         for flush in ([True, False] if c.l2_resident else [True]):
             r = dict(row, status="ok", l2="cold" if flush else "warm")
@@ -341,7 +341,7 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
             rows.append(r)
             scale, unit = (1e12, "TF/s") if c.kind == "flops" else (1e9, "GB/s")
             roof = f"{r['roofline_fraction']:6.1%}" if r["roofline_fraction"] else "   n/a"
-            log(f"{c.node:14} {c.size:>14} {r['l2']:4} {rate / scale:9.2f} {unit}  "
+            log(f"{c.node:16} {c.size:>14} {r['l2']:4} {rate / scale:9.2f} {unit}  "
                 f"roofline {roof}  vs ref {r['ratio']:6.1%}  "
                 f"({t.median_ms:.4f} ms +- {t.spread_ms:.4f})")
     return {"emulated": small, "target": target, **facts,
@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if emu:
         print("EMULATED: CPU times of the emulator at small sizes; no GPU figure here")
-    print(f"{'node':14} {'size':>14} {'L2':4} {'achieved':>14}  {'':17} reference ratio")
+    print(f"{'node':16} {'size':>14} {'L2':4} {'achieved':>14}  {'':17} reference ratio")
     res = run_bench(ns.target, nodes, ns.reps or (3 if emu else 15),
                     ns.warmup if ns.warmup is not None else (1 if emu else 3), ns.device)
     res.update(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
