@@ -25,7 +25,8 @@ from functools import lru_cache
 
 from ..ir.nodes import Call, For
 from ..ir.types import REGISTER
-from ..schedule import fuse, inline, rename, simplify, stage_mem
+from ..schedule import (expand_dim, fission, fuse, inline, lift_alloc, rename, simplify,
+                        stage_mem, vectorize)
 from ..schedule.cursors import Cursor
 from ..stdlib import matmul as mm
 from ..stdlib.pointwise import binary, unary
@@ -159,18 +160,30 @@ def pointwise_proc(steps: tuple[Step, ...], flags: tuple[tuple, ...], vec: int):
             + "\n".join(body) + "\n")
     p = inline_and_fuse(_proc(name, text, callees), rank)
     loops = _nest_names(p, rank)
-    inner = p.find_loop(loops[-1])
-    # the chain's value in a register: one write of the output per element
-    p = stage_mem(p, inner.body(), f"out[{', '.join(loops)}]", "o", REGISTER)
-    operands = []
+    operands = []  # the inputs read contiguously, float4 into registers
     if vec > 1:
         for nm, fl in zip(names, flags):
             if fl[-1]:
                 operands.append((nm, "".join(f"{loops[k]}, " if fl[k] else "0, "
                                              for k in range(rank - 1))))
-        operands.append(("out", "".join(f"{r}, " for r in loops[:-1])))
     p = schedule_stream(p, rows=loops[:-1], inner=loops[-1], operands=operands, vec=vec)
+    # the chain's value in a register, one write of the output per element (vec > 1:
+    # vec registers, written out with one float4 store and never read from memory)
+    inner = p.find_loop("v" if vec > 1 else "t")
+    body = inner.body() if vec > 1 else p.find(f"out[_] = _").parent().body()
+    p = stage_mem(p, body, _out_point(p, rank), "o", REGISTER)
+    if vec > 1:
+        p = expand_dim(p, "o", vec, "v")
+        p = lift_alloc(p, "o")
+        p = fission(p, p.find("out[_] = o[_]").before())
+        p = vectorize(p, p.find("out[_] = o[_]").parent(), vec)
     return simplify(p)
+
+
+def _out_point(p, rank) -> str:
+    """The output element the (only) statement writing ``out`` writes, as text."""
+    st = p.find("out[_] = _").node()
+    return "out[" + ", ".join(_print(e) for e in st.idx) + "]"
 
 
 # ------------------------------------------------------------------ matmul epilogues
