@@ -170,8 +170,8 @@ def pointwise_proc(steps: tuple[Step, ...], flags: tuple[tuple, ...], vec: int):
     # the chain's value in a register, one write of the output per element (vec > 1:
     # vec registers, written out with one float4 store and never read from memory)
     inner = p.find_loop("v" if vec > 1 else "t")
-    body = inner.body() if vec > 1 else p.find(f"out[_] = _").parent().body()
-    p = stage_mem(p, body, _out_point(p, rank), "o", REGISTER)
+    body = inner.body() if vec > 1 else p.find("out[_] = _").parent().body()
+    p = stage_mem(p, body, _out_point(p), "o", REGISTER)
     if vec > 1:
         p = expand_dim(p, "o", vec, "v")
         p = lift_alloc(p, "o")
@@ -180,7 +180,7 @@ def pointwise_proc(steps: tuple[Step, ...], flags: tuple[tuple, ...], vec: int):
     return simplify(p)
 
 
-def _out_point(p, rank) -> str:
+def _out_point(p) -> str:
     """The output element the (only) statement writing ``out`` writes, as text."""
     st = p.find("out[_] = _").node()
     return "out[" + ", ".join(_print(e) for e in st.idx) + "]"
