@@ -2,10 +2,12 @@
 memory plan, evaluated node by node through :mod:`gpudsl.ops` (the standard library's
 kernels: on the GPU when there is one, else on the CPU emulator).
 
-This first version runs one kernel per node and copies each kernel's output into the
-node's place in the arena (``gpudsl.ops`` allocates its outputs); views take no
-memory and no kernel.  Fusion, one translation unit per model and CUDA-graph replay are
-later work (issue 17).
+Chains of pointwise nodes, and pointwise nodes after a matmul, run as one fused kernel
+each (:mod:`gpudsl.graph.fusion`, :mod:`gpudsl.graph.kernels`) that writes straight
+into its node's place in the arena; ``model.kernels`` lists what runs.  Every other
+node runs one kernel through ``gpudsl.ops``, whose output is copied into the node's
+place in the arena (``gpudsl.ops`` allocates its outputs); views take no memory and no
+kernel.  One translation unit per model and CUDA-graph replay are later work (issue 17).
 """
 from __future__ import annotations
 
@@ -13,11 +15,15 @@ import numpy as np
 
 from ..errors import Error, GraphError
 from ..stdlib import ops
+from . import fusion
+from . import kernels as fused_kernels
 from .nodes import Node, as_host_array
 from .plan import Memory, Plan, plan
 from .script import Graph, parse, refile, to_script
 
 _NP = {"float32": np.float32, "int64": np.int64}
+#: nodes that launch no kernel: leaves (an input is a copy into the arena) and views
+_NO_KERNEL = ("InputTensor", "ConstantTensor", "BufferTensor", "ReshapeNode", "SliceNode")
 
 
 def _at(node: Node, message: str, hint: str | None = None) -> GraphError:
@@ -60,7 +66,8 @@ class Model:
                 if root.op == "ConstantTensor":
                     raise _at(node, "ReplaceSliceNode writes in place and its tensor is a "
                               "ConstantTensor", "write into a BufferTensor")
-        self.plan: Plan = plan(graph.nodes, graph.result)
+        self._fuse(graph)
+        self.plan: Plan = plan(*fusion.planner_view(graph.nodes, graph.result, self.groups))
         self.buffers = [np.zeros(b.shape, np.float32) for b in self._buffer_nodes()]
         self._arena = np.zeros(max(self.plan.arena_bytes, 1), np.uint8)
         #: the model's kernels as one translation unit (see :meth:`_compile_unit`)
@@ -103,6 +110,37 @@ class Model:
         else:  # not expected (the ops pick by shape): the proc's own kernel, counted
             self.unit_misses += 1
             ops._kernel(proc)(**args)
+
+    def _fuse(self, graph: Graph):
+        """The fusion groups and their kernels (proved and compiled now); a group whose
+        kernel cannot be built runs node by node, its reason in ``unfused``."""
+        self.groups: list[fusion.Group] = []
+        self.unfused: list[tuple[fusion.Group, str]] = []
+        self._fused: dict[int, fused_kernels.FusedKernel] = {}
+        for g in fusion.groups(graph.nodes, graph.result):
+            try:
+                fk = fused_kernels.build(g, graph.nodes, self.device)
+            except Error as e:
+                self.unfused.append((g, str(e)))
+                continue
+            self.groups.append(g)
+            self._fused[g.last] = fk
+        self._covered = {i for g in self.groups for i in g.members[:-1]}
+
+    @property
+    def kernels(self) -> list[fused_kernels.KernelEntry]:
+        """The kernels one evaluation launches, in order, each with the nodes it computes
+        (a fused kernel covers its whole group)."""
+        out = []
+        for i, node in enumerate(self.graph.nodes):
+            if i in self._fused:
+                fk = self._fused[i]
+                out.append(fused_kernels.KernelEntry(
+                    fk.name, fk.group.members,
+                    tuple(self.graph.nodes[k].op for k in fk.group.members), True))
+            elif i not in self._covered and node.op not in _NO_KERNEL:
+                out.append(fused_kernels.KernelEntry(node.op, (i,), (node.op,), False))
+        return out
 
     def _buffer_nodes(self):
         return [n for n in self.graph.nodes if n.op == "BufferTensor"]
@@ -200,6 +238,16 @@ class Model:
             op = node.op
             if op in ("ConstantTensor", "BufferTensor", "ReshapeNode", "SliceNode"):
                 continue  # their memory is already in place
+            if i in self._covered:
+                continue  # computed by its group's fused kernel
+            if i in self._fused:
+                fk = self._fused[i]
+                try:
+                    fk.run(self._view)
+                except Error as e:
+                    raise _at(node, f"fused kernel {fk.name}: {e.raw_message}",
+                              e.hint) from None
+                continue
             args = [self._view(pos[id(m)]) for m in node.inputs]
             try:
                 if op == "InputTensor":

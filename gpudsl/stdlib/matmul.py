@@ -239,6 +239,9 @@ def _vectorize_store(p, vec, zi):
     from ..schedule.cursors import find
 
     st = find(p, "c[_] = acc[_]")
+    if len(st.parent().node().body) > 1:  # an epilogue on acc first (gpudsl.graph fusion)
+        p = fission(p, st.before())
+        st = find(p, "c[_] = acc[_]")
     loop = st.parent()
     it = loop.node().iter
     p = divide_loop(p, loop, vec, [it + "o", it + "v"], tail="perfect")

@@ -1,0 +1,341 @@
+"""One kernel per fusion group (:mod:`gpudsl.graph.fusion`): its proc and running it.
+
+The proc is *derived*, never written by hand: a composition of the standard library's
+readable algorithms (``stdlib.matmul.matmul_algorithm`` / ``vecmat_algorithm`` and
+``stdlib.pointwise.binary`` / ``unary``), one call per node, every pointwise node
+computing in place on the group's output (the chain's value lives in the output, so no
+intermediate tensor exists); then scheduling primitives only:
+
+1. ``inline`` every call (the one inliner: windows alias the caller's arrays);
+2. ``fuse`` the loop nests level by level into one nest (``fuse`` proves that no
+   iteration of the later body touches what a later iteration of the earlier one does);
+3. pointwise: the output element staged in a register (``stage_mem``) and the
+   stdlib's streaming schedule (``schedule_stream``: float4 where the innermost
+   extent allows); matmul: the stdlib's schedule of the variant ``matmul_kernel``
+   picks for these shapes (big tile / cut / guarded / vector-matrix), whose
+   ``stage_mem`` of ``c`` carries the epilogue into the accumulator registers.
+
+Compiling proves the proc (``check()``) like every kernel; an unproved proc is never run.
+A fused kernel writes straight into its node's view of the arena.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..ir.nodes import Call, For
+from ..ir.types import REGISTER
+from ..schedule import (expand_dim, fission, fuse, inline, lift_alloc, rename, simplify,
+                        stage_mem, vectorize)
+from ..schedule.cursors import Cursor
+from ..stdlib import matmul as mm
+from ..stdlib.pointwise import binary, unary
+from ..stdlib.stream_schedule import pick_vec, schedule_stream
+from .fusion import Group, Step
+
+# ------------------------------------------------------------------ composing
+
+
+def _proc(name: str, text: str, callees):
+    import gpudsl
+
+    ns = {k: getattr(gpudsl, k) for k in gpudsl.__all__}
+    ns.update({c.name: c for c in callees})
+    return gpudsl.proc_from_source(text, ns, file=f"<gpudsl.graph.{name}>")
+
+
+def _step_lines(steps, dims: list[str], names: list[str], flags: list[tuple],
+                chain: str, out: str):
+    """Source lines (and callees) computing ``steps`` in place on ``out`` over ``dims``;
+    ``names[j]`` / ``flags[j]``: external operand j's parameter and full axes."""
+    rank = len(dims)
+    lines, callees = [], []
+    for st in steps:
+        args = [chain if a is None else names[a] for a in st.args]
+        if len(args) == 2:
+            bflags = (True,) * rank if st.args[1] is None else flags[st.args[1]]
+            callee = binary(st.op, tuple(bflags))
+            lines.append(f"    {callee.name}({', '.join(dims)}, {args[0]}, {args[1]}, {out})")
+        else:
+            callee = unary(st.op)
+            if rank == 1:
+                lines.append(f"    {callee.name}({dims[0]}, {args[0]}, {out})")
+            else:
+                rows = [f"r{k}" for k in range(rank - 1)]
+                for k, r in enumerate(rows):
+                    lines.append("    " * (k + 1) + f"for {r} in seq(0, {dims[k]}):")
+                win = ", ".join(rows) + f", 0:{dims[-1]}"
+                lines.append("    " * rank + f"{callee.name}({dims[-1]}, {args[0]}[{win}], "
+                             f"{out}[{win}])")
+        callees.append(callee)
+    return lines, callees
+
+
+def _calls(block, base=()):
+    for i, s in enumerate(block):
+        a = base + (i,)
+        if isinstance(s, Call):
+            yield a
+        for field in ("body", "orelse"):
+            sub = getattr(s, field, None)
+            if isinstance(sub, tuple):
+                yield from _calls(sub, a + (field,))
+
+
+def _at(p, addr):
+    s = p.ir.body[addr[0]]
+    for k in range(1, len(addr), 2):
+        s = getattr(s, addr[k])[addr[k + 1]]
+    return s
+
+
+def _fuse_next(p, addr, depth):
+    """Fuse the loop at ``addr`` with the loop after it, then their inner loops, down
+    ``depth`` levels."""
+    nxt = addr[:-1] + (addr[-1] + 1,)
+    n0 = len(_at(p, addr).body)
+    p = fuse(p, Cursor(p, "stmt", addr), Cursor(p, "stmt", nxt))
+    if depth > 1:
+        p = _fuse_next(p, addr + ("body", n0 - 1), depth - 1)
+    return p
+
+
+def inline_and_fuse(p, depth: int):
+    """Every call inlined, then the top-level loop nests fused ``depth`` levels deep."""
+    while True:
+        calls = list(_calls(p.ir.body))
+        if not calls:
+            break
+        p = inline(p, Cursor(p, "stmt", calls[0]))
+    while len(p.ir.body) > 1:
+        p = _fuse_next(p, (0,), depth)
+    return p
+
+
+def _nest_names(p, depth) -> list[str]:
+    """The loop variables of the (single) nest of ``p``, outermost first."""
+    names, s = [], p.ir.body[0]
+    for _ in range(depth):
+        assert isinstance(s, For) and (len(names) == depth - 1 or len(s.body) == 1)
+        names.append(s.iter)
+        s = s.body[0]
+    return names
+
+
+# ------------------------------------------------------------------ pointwise chains
+
+
+def merge_axes(shape: tuple, ext_shapes: list[tuple]):
+    """Drop size-1 axes and merge adjacent axes on which every operand is full or every
+    operand broadcasts the same way: ``(dims, [full axes of each operand])``."""
+    cols, dims = [], []
+    for k, d in enumerate(shape):
+        if d == 1:
+            continue
+        col = tuple(s[k] == d for s in ext_shapes)
+        if cols and cols[-1] == col:
+            dims[-1] *= d
+        else:
+            cols.append(col)
+            dims.append(d)
+    if not dims:
+        return (1,), [(True,) for _ in ext_shapes]
+    return tuple(dims), [tuple(c[j] for c in cols) for j in range(len(ext_shapes))]
+
+
+@lru_cache(maxsize=None)
+def pointwise_proc(steps: tuple[Step, ...], flags: tuple[tuple, ...], vec: int):
+    """The fused kernel of a pointwise chain over ``len(flags[0])`` merged axes."""
+    rank = len(flags[0]) if flags else 1
+    dims = [f"d{k}" for k in range(rank)]
+    names = [f"x{j}" for j in range(len(flags))]
+    name = "fused_" + "_".join(s.op for s in steps)
+    params = [f"{d}: size" for d in dims]
+    for nm, fl in zip(names, flags):
+        params.append(f"{nm}: f32[{', '.join(d if f else '1' for d, f in zip(dims, fl))}]")
+    params.append(f"out: f32[{', '.join(dims)}]")
+    body, callees = _step_lines(steps, dims, names, list(flags), "out", "out")
+    text = (f"def {name}({', '.join(params)}):\n"
+            + (f"    assert {dims[-1]} % {vec} == 0\n" if vec > 1 else "")
+            + "\n".join(body) + "\n")
+    p = inline_and_fuse(_proc(name, text, callees), rank)
+    loops = _nest_names(p, rank)
+    operands = []  # the inputs read contiguously, float4 into registers
+    if vec > 1:
+        for nm, fl in zip(names, flags):
+            if fl[-1]:
+                operands.append((nm, "".join(f"{loops[k]}, " if fl[k] else "0, "
+                                             for k in range(rank - 1))))
+    p = schedule_stream(p, rows=loops[:-1], inner=loops[-1], operands=operands, vec=vec)
+    # the chain's value in a register, one write of the output per element (vec > 1:
+    # vec registers, written out with one float4 store and never read from memory)
+    inner = p.find_loop("v" if vec > 1 else "t")
+    body = inner.body() if vec > 1 else p.find("out[_] = _").parent().body()
+    p = stage_mem(p, body, _out_point(p), "o", REGISTER)
+    if vec > 1:
+        p = expand_dim(p, "o", vec, "v")
+        p = lift_alloc(p, "o")
+        p = fission(p, p.find("out[_] = o[_]").before())
+        p = vectorize(p, p.find("out[_] = o[_]").parent(), vec)
+    return simplify(p)
+
+
+def _out_point(p) -> str:
+    """The output element the (only) statement writing ``out`` writes, as text."""
+    st = p.find("out[_] = _").node()
+    return "out[" + ", ".join(_print(e) for e in st.idx) + "]"
+
+
+# ------------------------------------------------------------------ matmul epilogues
+
+
+def matmul_variant(a_shape, b_shape, opts: dict):
+    """The variant :func:`gpudsl.stdlib.matmul.matmul_kernel` runs for these shapes and
+    options: ``("vecmat" | "big" | "cut" | "guarded", vec)``."""
+    o = dict(mm.DEFAULTS, **opts)
+    if len(a_shape) == 1:
+        return "vecmat", 1
+    m, n, k = a_shape[-2], a_shape[-1], b_shape[-1]
+    if m % o["bm"] == 0 and k % o["bn"] == 0 and n % o["bk"] == 0:
+        return "big", o["vec"]
+    if m >= o["bm"] and k >= o["bn"]:
+        return "cut", (o["vec"] if n % o["vec"] == 0 and k % o["vec"] == 0 else 1)
+    return "guarded", 1
+
+
+@lru_cache(maxsize=None)
+def matmul_proc(variant: str, vec: int, batched: bool, opts: tuple,
+                steps: tuple[Step, ...], flags: tuple[tuple, ...]):
+    """``c = a @ b`` followed by the pointwise ``steps`` on ``c`` (its epilogue),
+    scheduled as the stdlib schedules ``variant``.  Externals 0 and 1 are ``a`` and
+    ``b``; ``flags[j]`` the full axes of external ``j`` against ``c``."""
+    o = dict(mm.DEFAULTS, **dict(opts))
+    tiles = {k: o[k] for k in ("bm", "bn", "bk", "tm", "tn")}
+    if variant == "vecmat":
+        alg = mm.vecmat_algorithm()
+        sizes, dims = ["n", "k"], ["k"]
+        shapes = {"a": "n", "b": "n, k"}
+    else:
+        divisible = {"big": (o["bm"], o["bn"], o["bk"]),
+                     "cut": (1, vec, vec) if vec > 1 else None}.get(variant)
+        alg = mm.matmul_algorithm(batched, divisible)
+        z = ["nb"] if batched else []
+        sizes, dims = z + ["m", "n", "k"], z + ["m", "k"]
+        zs = "nb, " if batched else ""
+        shapes = {"a": zs + "m, n", "b": zs + "n, k"}
+    names = ["a", "b"] + [f"e{j}" for j in range(2, len(flags))]
+    params = [f"{s}: size" for s in sizes] + [f"{nm}: f32[{shapes[nm]}]" for nm in ("a", "b")]
+    for nm, fl in list(zip(names, flags))[2:]:
+        params.append(f"{nm}: f32[{', '.join(d if f else '1' for d, f in zip(dims, fl))}]")
+    params.append(f"c: f32[{', '.join(dims)}]")
+    tag = "_".join(s.op for s in steps)
+    body, callees = _step_lines(steps, dims, names, list(flags), "c", "c")
+    pre = f"    assert {' and '.join(map(_print, alg.ir.preds))}\n" if alg.ir.preds else ""
+    text = (f"def {alg.name}_{tag}({', '.join(params)}):\n" + pre
+            + f"    {alg.name}({', '.join(sizes)}, a, b, c)\n" + "\n".join(body) + "\n")
+    p = inline_and_fuse(_proc(alg.name, text, [alg] + callees), len(dims))
+    if variant == "big":
+        p = mm.schedule_matmul(p, **tiles, vec=o["vec"])
+    elif variant == "cut":
+        p = mm.schedule_matmul_cut(p, **tiles, vec=vec)
+        p = rename(p, f"{'b' if batched else ''}matmul_cut"
+                      f"{'_v%d' % vec if vec > 1 else ''}_{tag}")
+    elif variant == "guarded":
+        p = mm.schedule_matmul_guarded(p)
+    else:
+        p = mm.schedule_vecmat(p)
+    return p
+
+
+def _print(e) -> str:
+    from ..ir.printer import print_expr
+
+    return print_expr(e)
+
+
+# ------------------------------------------------------------------ running
+
+
+def _flags(shape, of) -> tuple:
+    return tuple(d == D for d, D in zip(shape, of))
+
+
+_COMPILED: dict = {}
+
+
+def _compile(p, target: str):
+    key = (p, target)
+    k = _COMPILED.get(key)
+    if k is None:
+        k = _COMPILED[key] = p.compile(target)
+    return k
+
+
+@dataclass
+class FusedKernel:
+    """A group's proc, compiled for ``target``, and how its arguments come from the
+    arena: ``run(view)`` with ``view(i)`` node ``i``'s numpy view."""
+
+    group: Group
+    proc: object
+    shapes: dict  # parameter -> (node index, shape the kernel sees)
+    target: str
+
+    @property
+    def name(self) -> str:
+        return self.proc.name
+
+    @property
+    def kernel(self):
+        return _compile(self.proc, self.target)
+
+    def run(self, view) -> None:
+        self.kernel(**{nm: view(i).reshape(s) for nm, (i, s) in self.shapes.items()})
+
+
+def build(group: Group, nodes, target: str) -> FusedKernel:
+    """The fused kernel of ``group`` (compiled, so proved, now)."""
+    out = nodes[group.last]
+    ext = [nodes[j] for j in group.externals]
+    if group.head == "matmul":
+        a, b = ext[0].shape, ext[1].shape
+        opts = mm.tuned_options(a, b, target)
+        variant, vec = matmul_variant(a, b, opts)
+        flags = tuple(_flags(e.shape, out.shape) for e in ext)
+        p = matmul_proc(variant, vec, len(a) == 3, tuple(sorted(opts.items())),
+                        group.steps, flags)
+        names = ["a", "b"] + [f"e{j}" for j in range(2, len(ext))]
+        shapes = {nm: (j, e.shape) for nm, j, e in zip(names, group.externals, ext)}
+        shapes["c"] = (group.last, out.shape)
+    else:
+        dims, flags = merge_axes(out.shape, [e.shape for e in ext])
+        p = pointwise_proc(group.steps, tuple(flags), pick_vec(dims[-1]))
+        shapes = {f"x{j}": (i, tuple(d if f else 1 for d, f in zip(dims, fl)))
+                  for j, (i, fl) in enumerate(zip(group.externals, flags))}
+        shapes["out"] = (group.last, dims)
+    fk = FusedKernel(group, p, shapes, target)
+    fk.kernel  # prove and compile now
+    return fk
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """One entry of ``model.kernels``: a kernel and the nodes it computes (indices into
+    the graph's nodes; ``$N`` in the script is index ``N - 1``)."""
+
+    name: str
+    nodes: tuple[int, ...]
+    ops: tuple[str, ...]
+    fused: bool
+
+    @property
+    def refs(self) -> tuple[str, ...]:
+        return tuple(f"${i + 1}" for i in self.nodes)
+
+    def __str__(self):
+        how = "fused" if self.fused else "gpudsl.ops"
+        return f"{self.name}: {' '.join(self.refs)} ({', '.join(self.ops)}; {how})"
+
+
+__all__ = ["FusedKernel", "KernelEntry", "build", "pointwise_proc", "matmul_proc",
+           "matmul_variant", "merge_axes", "inline_and_fuse"]
