@@ -109,7 +109,7 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     ty, tx = bm // tm, bn // tn
     assert bm % tm == 0 and bn % tn == 0 and tn % vec == 0
     zi = "z, " if batched else ""
-    strided = strided_cols and vec > 1 and tn > vec
+    strided = strided_cols and tn > vec
     ncol = tn // vec if strided else 1  # column groups of a thread
     wcol = vec if strided else tn  # adjacent columns per group
     cj = ["rjg", "rj"] if strided else ["rj"]
@@ -234,13 +234,15 @@ def _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi):
         p = _spread(p, "i0", "i1o", bm * vcols, ty, tx, "ia")
     else:
         p = _spread(p, "i0", "i1", bm * bk, ty, tx, "ia")
-    # rows of a warp: 32 // vcols; column groups vec apart: pad so that
-    # (vec * pitch) % 32 == 32 // vcols (vcols <= 8)
+    # a warp stores rows_w = 32 // groups rows, each as `groups` column groups `vw`
+    # apart: pad so that (vw * pitch) % 32 == rows_w (a bank per lane)
+    vw, groups = (vec, vcols) if vcols else (1, bk)
     pad = 0
-    if vcols > 1 and 32 % vcols == 0:
-        want = 32 // vcols
-        pad = next(d for d in range(32) if (vec * (bm + d)) % 32 == want)
-        p = pad_dim(p, "As", 1, bm + pad)
+    if groups > 1 and 32 % groups == 0:
+        want = 32 // groups
+        pad = next((d for d in range(32) if (vw * (bm + d)) % 32 == want), 0)
+        if pad:
+            p = pad_dim(p, "As", 1, bm + pad)
     pitch = bm + pad
     a_vec = vec if vec > 1 and pitch % vec == 0 and tm % vec == 0 else 1
     return p, a_vec
