@@ -1,5 +1,5 @@
 """Memory primitives: set_memory, lift_alloc, sink_alloc, expand_dim, pad_dim,
-bind_expr (and ``stage_mem``, in :mod:`.stage`).
+rearrange_dim, bind_expr (and ``stage_mem``, in :mod:`.stage`).
 
 Splitting or merging copies of an allocation (``sink_alloc``, ``expand_dim``,
 ``lift_alloc`` out of a loop) is proved to keep every read's value by
@@ -22,7 +22,7 @@ from .loops import _pe
 from .memflow import check_flow
 from .parallel import check_parallel, keep_mapping
 from .patterns import parse_at, scope_at
-from .primitive import (ALLOC, EXPR, NAME, NONNEG_INT, POSITIVE_INT, TEXT, Rewrite, choice,
+from .primitive import (ALLOC, ANY, EXPR, NAME, NONNEG_INT, POSITIVE_INT, TEXT, Rewrite, choice,
                         current, fail, primitive)
 from .simplify import normalize
 from .stage import stage_mem
@@ -84,6 +84,63 @@ def pad_dim(p, alloc, dim: int, size):
           f"the new extent {_pe(new)} is at least the old one {_pe(old)}", s.loc)
     shape = s.shape[:dim] + (new,) + s.shape[dim + 1:]
     return Rewrite(splice(p.ir, c.addr, [s.with_(shape=shape)]), fwd_identity)
+
+
+@primitive("rearrange_dim", alloc=ALLOC, perm=ANY)
+def rearrange_dim(p, alloc, perm):
+    """Permute the dimensions of an allocation: dimension ``d`` of the new layout
+    is dimension ``perm[d]`` of the old one, at the allocation and every access
+    (e.g. ``[1, 0]`` stores a ``[128, 8]`` tile transposed as ``[8, 128]``).
+
+    Legality: ``perm`` is a permutation of the dimensions; the layout of a local
+    allocation is not part of the meaning (a bijection of its elements), so every
+    access is rewritten alike; a window of the array passed to a call is refused
+    (its callee would see another layout); inside a kernel the mapping rules of
+    SPEC 2.4 stay kept.
+
+    Example: ``rearrange_dim(p, "As", [1, 0])``
+    """
+    c = alloc
+    s: Alloc = c.node()
+    rank = len(s.shape)
+    if not isinstance(perm, (list, tuple)) or any(
+            isinstance(d, bool) or not isinstance(d, int) for d in perm) \
+            or sorted(perm) != list(range(rank)):
+        raise fail(f"perm must be a permutation of 0..{rank - 1} (the dimensions of "
+                   f"'{s.name}'), not {perm!r}", s.loc)
+    perm = tuple(perm)
+    a = c.addr
+    baddr = a[:-1]
+
+    def permute(idx):
+        return tuple(idx[d] for d in perm)
+
+    class Re(Transformer):
+        def visit_Read(self, e):
+            e = self.generic(e)
+            return e.with_(idx=permute(e.idx)) if e.name == s.name else e
+
+        def _st(self, st):
+            if isinstance(st, Atomic) and st.result == s.name:
+                raise fail(f"'{s.name}' receives an atomic's old value", st.loc)
+            st = self.generic(st)
+            return st.with_(idx=permute(st.idx)) if st.name == s.name else st
+
+        visit_Assign = visit_Reduce = visit_Atomic = _st
+
+        def visit_WindowArg(self, e):
+            if e.name == s.name:
+                raise fail(f"a window of '{s.name}' is passed to a call", e.loc,
+                           "rearrange the allocation before vectorizing or replacing its "
+                           "copies")
+            return e
+
+    blk = block_of(p.ir, baddr)
+    rest = Re().visit_block(blk[a[-1] + 1:])
+    new_alloc = s.with_(shape=permute(s.shape))
+    ir = replace_block(p.ir, baddr, blk[:a[-1]] + (new_alloc,) + rest)
+    keep_mapping(p.ir, ir, s.loc, a)
+    return Rewrite(ir, fwd_identity)
 
 
 # ------------------------------------------------------------------ lift / sink

@@ -28,8 +28,9 @@ from ..ir.printer import print_expr
 from ..ir.types import BLOCKS, REGISTER, SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (cut_loop, divide_loop, expand_dim, fission, insert_sync, lift_alloc,
-                        parallelize_loop, rename, reorder_loops, set_blocks_per_sm, set_unroll,
-                        simplify, stage_mem, vectorize)
+                        merge_loops, pad_dim, parallelize_loop, rearrange_dim, rename,
+                        reorder_loops, set_blocks_per_sm, set_unroll, simplify, stage_mem,
+                        vectorize)
 from .common import make_proc as _make
 from .common import tiles_and_edges
 from .shapes import NodeError, require
@@ -88,24 +89,45 @@ def vecmat_algorithm() -> Proc:
 
 def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: int = 8,
                     tn: int = 8, vec: int = 4, cache_regs: bool = True,
-                    vec_registers: bool = True, blocks_per_sm: int = 2) -> Proc:
+                    vec_registers: bool = True, blocks_per_sm: int = 2,
+                    strided_cols: bool = True, a_transposed: bool = True) -> Proc:
     """2-D block tiling + thread tiling + float4, from ``matmul_algorithm(batched,
     (bm, bn, bk))``.  Threads per block: ``(bm // tm) x (bn // tn)``.
 
     ``vec_registers``: also use float4 between registers and shared/global memory
-    (the B row into registers, the C tile out), when ``vec > 1``."""
+    (the B row into registers, the C tile out), when ``vec > 1``.
+
+    ``strided_cols``: a thread's ``tn`` columns are ``tn // vec`` groups of ``vec``
+    adjacent columns, ``bn * vec // tn`` apart (the threads of a warp read adjacent
+    float4 of the B row: no bank conflict; a warp stores whole rows of C: minimum
+    sectors).  ``a_transposed``: the A tile lives in shared memory transposed,
+    ``[bk][bm + pad]`` (each thread's ``tm`` values of a k step are adjacent: float4
+    reads, broadcast in a warp; the pad spreads the transposing stores over all
+    banks).  Both tile copies spread over every thread of the block, a warp reading
+    whole rows of the tiles (minimum sectors)."""
     batched = _has_loop(p, "z")
     ty, tx = bm // tm, bn // tn
     assert bm % tm == 0 and bn % tn == 0 and tn % vec == 0
     zi = "z, " if batched else ""
+    strided = strided_cols and tn > vec
+    ncol = tn // vec if strided else 1  # column groups of a thread
+    wcol = vec if strided else tn  # adjacent columns per group
+    cj = ["rjg", "rj"] if strided else ["rj"]
 
-    # 1. block tiles and thread tiles; loops bi bj ti tj ri rj
+    # 1. block tiles and thread tiles; loops bi bj ti tj ri [rjg] rj
     p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
     p = divide_loop(p, "ii", tm, ["ti", "ri"], tail="perfect")
     p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
-    p = divide_loop(p, "jj", tn, ["tj", "rj"], tail="perfect")
-    p = reorder_loops(p, "ri")
-    p = reorder_loops(p, "ri")
+    if strided:
+        p = divide_loop(p, "jj", bn // ncol, ["rjg", "jr"], tail="perfect")
+        p = divide_loop(p, "jr", wcol, ["tj", "rj"], tail="perfect")
+        p = reorder_loops(p, "ri")  # bi ti bj ri rjg tj rj
+        p = reorder_loops(p, "rjg")  # ... ri tj rjg rj
+        p = reorder_loops(p, "ri")  # ... tj ri rjg rj
+    else:
+        p = divide_loop(p, "jj", tn, ["tj", "rj"], tail="perfect")
+        p = reorder_loops(p, "ri")
+        p = reorder_loops(p, "ri")
     p = reorder_loops(p, "ti")
     if batched:
         p = parallelize_loop(p, "z", BLOCKS)
@@ -117,54 +139,74 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     # 2. the accumulator: one register per output, expanded to the thread tile and
     #    the block's threads, allocated at block level
     row = f"{bm} * bi + {tm} * ti + ri"
-    col = f"{bn} * bj + {tn} * tj + rj"
+    col = (f"{bn} * bj + {bn // ncol} * rjg + {wcol} * tj + rj" if strided
+           else f"{bn} * bj + {tn} * tj + rj")
     p = stage_mem(p, p.find_loop("rj").body(), f"c[{zi}{row}, {col}]", "acc", REGISTER)
-    p = expand_dim(p, "acc", tn, "rj")
+    p = expand_dim(p, "acc", wcol, "rj")
+    if strided:
+        p = expand_dim(p, "acc", ncol, "rjg")
     p = expand_dim(p, "acc", tm, "ri")
     p = expand_dim(p, "acc", tx, "tj")
     p = expand_dim(p, "acc", ty, "ti")
-    p = lift_alloc(p, "acc", n_lifts=4)
+    nl = 4 + strided
+    p = lift_alloc(p, "acc", n_lifts=nl)
 
     # 3. the k loop in bk steps, split from the initialisation and the write-back,
     #    moved outside the thread loops; the k step outside the register tile
     p = divide_loop(p, "p", bk, ["po", "pi"], tail="perfect")
-    p = fission(p, p.find("acc[_] = 0.0").after(), n_lifts=4)
-    p = fission(p, p.find_loop("po").after(), n_lifts=4)
-    for lp in ("rj #1", "ri #1", "tj #1", "ti #1"):
+    p = fission(p, p.find("acc[_] = 0.0").after(), n_lifts=nl)
+    p = fission(p, p.find_loop("po").after(), n_lifts=nl)
+    reg_loops = [x + " #1" for x in reversed(["ri"] + cj)]
+    for lp in reg_loops + ["tj #1", "ti #1"]:
         p = reorder_loops(p, lp)
-    p = reorder_loops(p, "rj #1")
-    p = reorder_loops(p, "ri #1")
+    for lp in reg_loops:
+        p = reorder_loops(p, lp)
 
-    # 4. A and B tiles in SHARED, copied with float4 by the block's threads
+    # 4. A and B tiles in SHARED, copied by all the block's threads (float4 reads)
     compute = p.find_loop("ti #1")
     p = stage_mem(p, compute, f"a[{zi}{bm} * bi:{bm} * bi + {bm}, {bk} * po:{bk} * po + {bk}]",
                   "As", SHARED)
     p = stage_mem(p, p.forward(compute),
                   f"b[{zi}{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]", "Bs", SHARED)
-    p = _copy_threads(p, "i0", "i1", bm, bk, ty, tx, vec)
-    p = _copy_threads(p, "i0_1", "i1_1", bk, bn, ty, tx, vec)
+    a_vec = 1
+    if a_transposed:
+        p, a_vec = _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi)
+    else:
+        p = _copy_threads(p, "i0", "i1", bm, bk, ty, tx, vec)
+    p = _copy_all_threads(p, "i0_1", "i1_1", bk, bn, ty, tx, vec)
     p = insert_sync(p, p.find_loop("po").body().before())
     p = insert_sync(p, p.forward(compute).before())
 
     # 5. the A column and the B row of each k step in registers
     if cache_regs:
-        inner = p.find_loop("ri #1")
-        p = stage_mem(p, inner, f"As[{tm} * ti:{tm} * ti + {tm}, pi]", "ra", REGISTER)
-        p = stage_mem(p, p.forward(inner), f"Bs[pi, {tn} * tj:{tn} * tj + {tn}]", "rb",
-                      REGISTER)
+        awin = (f"As[pi, {tm} * ti:{tm} * ti + {tm}]" if a_transposed
+                else f"As[{tm} * ti:{tm} * ti + {tm}, pi]")
+        if strided:  # pi rjg ri rj: ra for the k step, rb for each column group
+            p = reorder_loops(p, "ri #1")
+            p = stage_mem(p, p.find_loop("rjg #1"), awin, "ra", REGISTER)
+            p = stage_mem(p, p.find_loop("ri #1"),
+                          f"Bs[pi, {bn // ncol} * rjg + {wcol} * tj:"
+                          f"{bn // ncol} * rjg + {wcol} * tj + {wcol}]", "rb", REGISTER)
+        else:
+            inner = p.find_loop("ri #1")
+            p = stage_mem(p, inner, awin, "ra", REGISTER)
+            p = stage_mem(p, p.forward(inner), f"Bs[pi, {tn} * tj:{tn} * tj + {tn}]", "rb",
+                          REGISTER)
         if vec_registers and vec > 1:
+            if a_vec > 1:
+                p = _vectorize_copy(p, "ra", a_vec)
             p = _vectorize_copy(p, "rb", vec)
 
     # a reduction tail that cut_loop left (schedule_matmul_cut), moved outside the
     # register tile loops, whose constant trip counts keep the accumulator in registers
     if _has_loop(p, "p"):
-        p = fission(p, p.find_loop("p").after(), n_lifts=2)
-        p = reorder_loops(p, p.find_loop("p").parent())
-        p = reorder_loops(p, p.find_loop("p").parent())
+        p = fission(p, p.find_loop("p").after(), n_lifts=nl - 2)
+        for _ in range(nl - 2):
+            p = reorder_loops(p, p.find_loop("p").parent())
 
-    # the k step unrolled: nvcc merges the A column loads of all steps into float4
-    # loads and overlaps them with the FMAs; that needs ~155 registers, so ask for
-    # blocks_per_sm resident blocks (2 fit in 128 registers without spills)
+    # the k step unrolled: nvcc overlaps the shared loads of the steps with the FMAs;
+    # that needs many registers, so ask for blocks_per_sm resident blocks (2 fit in 128
+    # registers without spills)
     p = set_unroll(p, "pi")
     if blocks_per_sm:
         p = set_blocks_per_sm(p, "z" if batched else "bi", blocks_per_sm)
@@ -173,6 +215,65 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     if vec_registers and vec > 1:
         p = _vectorize_store(p, vec, zi)
     return simplify(p)
+
+
+def _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi):
+    """The A tile ``As[bm, bk]`` stored transposed, ``[bk][bm + pad]``: each thread
+    reads ``vec`` adjacent values of a row of A (float4, through registers ``ta``) and
+    stores them down a column of ``As``; the pad puts the ``bk // vec`` column groups
+    a warp stores on distinct banks.  Returns (proc, the vector width the register
+    cache may read ``As`` with)."""
+    p = rearrange_dim(p, "As", [1, 0])
+    vcols = bk // vec if vec > 1 and bk % vec == 0 else 0
+    if vcols:
+        p = divide_loop(p, "i1", vec, ["i1o", "i1v"], tail="perfect")
+        p = stage_mem(p, p.find_loop("i1v"),
+                      f"a[{zi}{bm} * bi + i0, {bk} * po + {vec} * i1o:"
+                      f"{bk} * po + {vec} * i1o + {vec}]", "ta", REGISTER)
+        p = _vectorize_copy(p, "ta", vec)
+        p = _spread(p, "i0", "i1o", bm * vcols, ty, tx, "ia")
+    else:
+        p = _spread(p, "i0", "i1", bm * bk, ty, tx, "ia")
+    # a warp stores rows_w = 32 // groups rows, each as `groups` column groups `vw`
+    # apart: pad so that (vw * pitch) % 32 == rows_w (a bank per lane)
+    vw, groups = (vec, vcols) if vcols else (1, bk)
+    pad = 0
+    if groups > 1 and 32 % groups == 0:
+        want = 32 // groups
+        pad = next((d for d in range(32) if (vw * (bm + d)) % 32 == want), 0)
+        if pad:
+            p = pad_dim(p, "As", 1, bm + pad)
+    pitch = bm + pad
+    a_vec = vec if vec > 1 and pitch % vec == 0 and tm % vec == 0 else 1
+    return p, a_vec
+
+
+def _spread(p, r, c_, n, ty, tx, name):
+    """Merge the copy loops ``r`` (outer) and ``c_`` into one loop of ``n`` (row-major:
+    consecutive threads take consecutive elements) and share it out over the block's
+    ``ty x tx`` threads (a guard where they do not divide it)."""
+    p = merge_loops(p, r, name)
+    T = ty * tx
+    inner = name
+    if n > T:
+        p = divide_loop(p, name, T, [name + "s", name + "t"],
+                        tail="perfect" if n % T == 0 else "guard")
+        inner = name + "t"
+    p = divide_loop(p, inner, tx, [name + "y", name + "x"],
+                    tail="perfect" if n % tx == 0 else "guard")
+    p = parallelize_loop(p, name + "y", THREADS)
+    p = parallelize_loop(p, name + "x", THREADS)
+    return p
+
+
+def _copy_all_threads(p, r, c_, rows, cols, ty, tx, vec):
+    """A ``rows x cols`` tile copy (loops r, c_) with ``vec``-wide copies over every
+    thread of the block, row-major (a warp reads whole rows)."""
+    if vec > 1 and cols % vec == 0:
+        p = divide_loop(p, c_, vec, [c_ + "o", c_ + "v"], tail="perfect")
+        p = vectorize(p, c_ + "v", vec)
+        return _spread(p, r, c_ + "o", rows * cols // vec, ty, tx, "ib")
+    return _spread(p, r, c_, rows * cols, ty, tx, "ib")
 
 
 def _has_loop(p, name) -> bool:

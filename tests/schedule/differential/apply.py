@@ -26,13 +26,13 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "remove_loop", "simplify", "rename", "specialize", "parallelize_loop",
               "stage_mem", "set_memory", "lift_alloc", "sink_alloc", "expand_dim", "pad_dim",
               "bind_expr", "insert_sync", "delete_sync", "vectorize", "inline", "replace",
-              "set_unroll", "set_blocks_per_sm"]
+              "set_unroll", "set_blocks_per_sm", "merge_loops", "rearrange_dim"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
 WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
            "fuse": 2, "expand_dim": 2, "sink_alloc": 2, "lift_alloc": 2, "delete_sync": 2,
            "insert_sync": 2, "simplify": 0.5, "rename": 0.5, "set_unroll": 0.5,
-           "set_blocks_per_sm": 0.5}
+           "set_blocks_per_sm": 1, "merge_loops": 1, "rearrange_dim": 1, "fission": 4}
 
 CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
           (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
@@ -367,6 +367,21 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             if al.shape and isinstance(dim, int) and 0 <= dim < len(al.shape):
                 size = f"{print_expr(al.shape[dim])} + {r.choice([1, 1, 2, -1])}"
         return Step(prim, [a, lit(dim), lit(size)])
+    if prim == "merge_loops":
+        nested = [(a, s) for (a, s) in t.loops if len(s.body) == 1 and isinstance(s.body[0], For)]
+        loop = (Arg("cursor", ("stmt", r.choice(nested)[0], None))
+                if nested and r.random() < 0.8 else L())
+        return Step(prim, [loop, lit(r.choice([_fresh(r, t, "mm"), _fresh(r, t, "mm"), "n",
+                                               "for", 3]))])
+    if prim == "rearrange_dim":
+        a = _alloc(r, t)
+        perm = r.choice([[1, 0], [0, 1], [0], [], [2, 1, 0], [1, 2, 0], [0, 0], "10",
+                         [True, False], [1, 0, 2]])
+        if a.kind == "cursor" and r.random() < 0.6:
+            al = _block_at(t.pdef, a.value[1][:-1])[a.value[1][-1]]
+            perm = list(range(len(al.shape)))
+            r.shuffle(perm)
+        return Step(prim, [a, lit(perm)])
     if prim == "bind_expr":
         ex = [e for e in _exprs(t) if not isinstance(e, Var)]
         if ex and r.random() < 0.9:

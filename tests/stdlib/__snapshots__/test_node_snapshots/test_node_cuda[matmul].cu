@@ -15,7 +15,7 @@ matmul_128x128x8_k0(
 #line 3 "<gpudsl.stdlib.matmul_128x128x8>"
   for (int bi = blockIdx.y; bi < m / 128; bi += gridDim.y) {
     const int bj = blockIdx.x;
-    __align__(16) float acc[8][8];  // one row per thread (leading thread dimensions dropped)
+    __align__(16) float acc[8][2][4];  // one row per thread (leading thread dimensions dropped)
 #line 3
     {
       const int ti = threadIdx.y;
@@ -23,8 +23,11 @@ matmul_128x128x8_k0(
       const int tj = threadIdx.x;
 #line 3
       for (int ri = 0; ri < 8; ri++) {
-        for (int rj = 0; rj < 8; rj++) {
-          acc[ri][rj] = 0.0f;
+        for (int rjg = 0; rjg < 2; rjg++) {
+#line 4
+          for (int rj = 0; rj < 4; rj++) {
+            acc[ri][rjg][rj] = 0.0f;
+          }
         }
       }
     }
@@ -33,35 +36,36 @@ matmul_128x128x8_k0(
 #line 3
       __syncthreads();
 #line 3
-      __shared__ __align__(16) float As[128][8];
+      __shared__ __align__(16) float As[8][132];
 #line 3
-      for (int i0s = 0; i0s < 1; i0s++) {
+      {
+        const int iay = threadIdx.y;
 #line 3
-        if (threadIdx.x < 8) {
-          const int i0y = threadIdx.y;
+        const int iax = threadIdx.x;
 #line 3
-          const int i0x = threadIdx.x;
+        __align__(16) float ta[4];
 #line 3
-          for (int i1o = 0; i1o < 2; i1o++) {
+        for (int i0_2o = 0; i0_2o < 1; i0_2o++) {
 #line 3
-            // vcopy4_SHARED_GLOBAL
-            *reinterpret_cast<float4*>(&As[128 * i0s + 8 * i0y + i0x][4 * i1o]) = *reinterpret_cast<const float4*>(&a[(128 * bi + 128 * i0s + 8 * i0y + i0x) * n + 8 * po + 4 * i1o]);
-          }
+          // vcopy4_REGISTER_GLOBAL
+          { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&a[(128 * bi + (16 * iay + iax) / 2) * n + 8 * po + 4 * ((16 * iay + iax) % 2) + 4 * i0_2o]); (&ta[4 * i0_2o])[0] = gpudsl_v.x; (&ta[4 * i0_2o])[1] = gpudsl_v.y; (&ta[4 * i0_2o])[2] = gpudsl_v.z; (&ta[4 * i0_2o])[3] = gpudsl_v.w; }
+        }
+#line 3
+        for (int i1v = 0; i1v < 4; i1v++) {
+#line 3
+          As[4 * ((16 * iay + iax) % 2) + i1v][(16 * iay + iax) / 2] = ta[i1v];
         }
       }
 #line 3
       __shared__ __align__(16) float Bs[8][128];
 #line 3
-      for (int i1_1os = 0; i1_1os < 2; i1_1os++) {
+      {
+        const int iby = threadIdx.y;
 #line 3
-        if (threadIdx.y < 8) {
-          const int i0_1 = threadIdx.y;
+        const int ibx = threadIdx.x;
 #line 3
-          const int i1_1ot = threadIdx.x;
-#line 3
-          // vcopy4_SHARED_GLOBAL
-          *reinterpret_cast<float4*>(&Bs[i0_1][64 * i1_1os + 4 * i1_1ot]) = *reinterpret_cast<const float4*>(&b[(8 * po + i0_1) * k + 128 * bj + 64 * i1_1os + 4 * i1_1ot]);
-        }
+        // vcopy4_SHARED_GLOBAL
+        *reinterpret_cast<float4*>(&Bs[(16 * iby + ibx) / 32][4 * ((16 * iby + ibx) % 32)]) = *reinterpret_cast<const float4*>(&b[(8 * po + (16 * iby + ibx) / 32) * k + 128 * bj + 4 * ((16 * iby + ibx) % 32)]);
       }
 #line 3
       __syncthreads();
@@ -72,26 +76,30 @@ matmul_128x128x8_k0(
         const int tj = threadIdx.x;
         #pragma unroll
         for (int pi = 0; pi < 8; pi++) {
-#line 3
+#line 4
           __align__(16) float ra[8];
-#line 3
-          for (int i0 = 0; i0 < 8; i0++) {
-#line 3
-            ra[i0] = As[8 * ti + i0][pi];
-          }
-#line 3
-          __align__(16) float rb[8];
-#line 3
-          for (int i0_2o = 0; i0_2o < 2; i0_2o++) {
-#line 3
+#line 4
+          for (int i0o = 0; i0o < 2; i0o++) {
+#line 4
             // vcopy4_REGISTER_SHARED
-            { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&Bs[pi][8 * tj + 4 * i0_2o]); (&rb[4 * i0_2o])[0] = gpudsl_v.x; (&rb[4 * i0_2o])[1] = gpudsl_v.y; (&rb[4 * i0_2o])[2] = gpudsl_v.z; (&rb[4 * i0_2o])[3] = gpudsl_v.w; }
+            { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&As[pi][8 * ti + 4 * i0o]); (&ra[4 * i0o])[0] = gpudsl_v.x; (&ra[4 * i0o])[1] = gpudsl_v.y; (&ra[4 * i0o])[2] = gpudsl_v.z; (&ra[4 * i0o])[3] = gpudsl_v.w; }
           }
+#line 4
+          for (int rjg = 0; rjg < 2; rjg++) {
 #line 3
-          for (int ri = 0; ri < 8; ri++) {
-            for (int rj = 0; rj < 8; rj++) {
+            __align__(16) float rb[4];
+#line 3
+            for (int i0_1o = 0; i0_1o < 1; i0_1o++) {
+#line 3
+              // vcopy4_REGISTER_SHARED
+              { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&Bs[pi][64 * rjg + 4 * tj + 4 * i0_1o]); (&rb[4 * i0_1o])[0] = gpudsl_v.x; (&rb[4 * i0_1o])[1] = gpudsl_v.y; (&rb[4 * i0_1o])[2] = gpudsl_v.z; (&rb[4 * i0_1o])[3] = gpudsl_v.w; }
+            }
+#line 3
+            for (int ri = 0; ri < 8; ri++) {
+              for (int rj = 0; rj < 4; rj++) {
 #line 7
-              acc[ri][rj] += ra[ri] * rb[rj];
+                acc[ri][rjg][rj] += ra[ri] * rb[rj];
+              }
             }
           }
         }
@@ -104,10 +112,13 @@ matmul_128x128x8_k0(
       const int tj = threadIdx.x;
 #line 3
       for (int ri = 0; ri < 8; ri++) {
-        for (int rjo = 0; rjo < 2; rjo++) {
+        for (int rjg = 0; rjg < 2; rjg++) {
 #line 4
-          // vcopy4_GLOBAL_REGISTER
-          *reinterpret_cast<float4*>(&c[(128 * bi + 8 * ti + ri) * k + 128 * bj + 8 * tj + 4 * rjo]) = make_float4((&acc[ri][4 * rjo])[0], (&acc[ri][4 * rjo])[1], (&acc[ri][4 * rjo])[2], (&acc[ri][4 * rjo])[3]);
+          for (int rjo = 0; rjo < 1; rjo++) {
+#line 4
+            // vcopy4_GLOBAL_REGISTER
+            *reinterpret_cast<float4*>(&c[(128 * bi + 8 * ti + ri) * k + 128 * bj + 64 * rjg + 4 * tj + 4 * rjo]) = make_float4((&acc[ri][rjg][4 * rjo])[0], (&acc[ri][rjg][4 * rjo])[1], (&acc[ri][rjg][4 * rjo])[2], (&acc[ri][rjg][4 * rjo])[3]);
+          }
         }
       }
     }
