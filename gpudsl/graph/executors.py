@@ -145,8 +145,7 @@ class DeviceExecutor:
         from ..runtime.graphs import CapturedGraph
         from ..runtime.interop import as_device_array
 
-        self.model._state.to_device(self)
-        keep = []
+        keep = []  # the buffers are here: Model._run_on handed them over
         for name, r in self.ll.inputs.items():
             v, dst = values[name], self.view(r)
             if isinstance(v, np.ndarray):

@@ -178,7 +178,13 @@ class Model:
             from .executors import DeviceExecutor
 
             self._device_exec = DeviceExecutor(self, self.launches, self.unit, cuda_graph)
-        return self._device_exec.run(values, device_out=True)
+        return self._run_on(self._device_exec, values)
+
+    def _run_on(self, ex, values: dict):
+        """Run on a device executor ``ex`` (checked ``values``), the buffers handed to
+        it first (copied over if the host, or another executor, holds them)."""
+        self._state.to_device(ex)
+        return ex.run(values, device_out=True)
 
     def reset_buffers(self):
         """Zero every BufferTensor."""
