@@ -322,7 +322,7 @@ class KernelEntry:
         return tuple(f"${i + 1}" for i in self.nodes)
 
     def __str__(self):
-        how = "fused" if self.fused else "gpudsl.ops"
+        how = "fused" if self.fused else "stdlib kernel"
         return f"{self.name}: {' '.join(self.refs)} ({', '.join(self.ops)}; {how})"
 
 
