@@ -70,7 +70,8 @@ def _uses(nodes: list[Node], result: Node) -> dict[int, list[tuple[int, int]]]:
 
 def groups(nodes: list[Node], result: Node) -> list[Group]:
     """The fusion groups of a graph (nodes in topological order): chains of two or
-    more nodes (a lone node runs through :mod:`gpudsl.ops` as before)."""
+    more nodes (a lone node runs its standard-library kernel, one step of the launch
+    list)."""
     pos = {id(n): i for i, n in enumerate(nodes)}
     uses = _uses(nodes, result)
     writes_in_place = [i for i, n in enumerate(nodes) if n.op == "ReplaceSliceNode"]

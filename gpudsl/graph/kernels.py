@@ -15,14 +15,18 @@ intermediate tensor exists); then scheduling primitives only:
    picks for these shapes (big tile / cut / guarded / vector-matrix), whose
    ``stage_mem`` of ``c`` carries the epilogue into the accumulator registers.
 
-Compiling proves the proc (``check()``) like every kernel; an unproved proc is never run.
-A fused kernel writes straight into its node's view of the arena.
+:func:`build` proves the proc (``check()``) like every kernel; an unproved proc is never
+run (its group runs node by node).  The proc is compiled into the model's one unit with
+the other kernels and runs as one step of its launch list, writing straight into its
+node's place in the arena.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..compiler.kernel import prove
+from ..errors import CheckError
 from ..ir.nodes import Call, For
 from ..ir.types import REGISTER
 from ..schedule import (expand_dim, fission, fuse, inline, lift_alloc, rename, simplify,
@@ -260,41 +264,24 @@ def _flags(shape, of) -> tuple:
     return tuple(d == D for d, D in zip(shape, of))
 
 
-_COMPILED: dict = {}
-
-
-def _compile(p, target: str):
-    key = (p, target)
-    k = _COMPILED.get(key)
-    if k is None:
-        k = _COMPILED[key] = p.compile(target)
-    return k
-
-
 @dataclass
 class FusedKernel:
-    """A group's proc, compiled for ``target``, and how its arguments come from the
-    arena: ``run(view)`` with ``view(i)`` node ``i``'s numpy view."""
+    """A group's proc (proved) and how its arguments come from the graph's values:
+    ``shapes[parameter] = (node index, shape the kernel sees)``.  It runs as one step
+    of the model's launch list (:mod:`gpudsl.graph.launches`), from the model's unit."""
 
     group: Group
     proc: object
-    shapes: dict  # parameter -> (node index, shape the kernel sees)
-    target: str
+    shapes: dict
 
     @property
     def name(self) -> str:
         return self.proc.name
 
-    @property
-    def kernel(self):
-        return _compile(self.proc, self.target)
-
-    def run(self, view) -> None:
-        self.kernel(**{nm: view(i).reshape(s) for nm, (i, s) in self.shapes.items()})
-
 
 def build(group: Group, nodes, target: str) -> FusedKernel:
-    """The fused kernel of ``group`` (compiled, so proved, now)."""
+    """The fused kernel of ``group``, proved now (``check()``; refused with
+    :class:`gpudsl.CheckError` when not proved); ``target`` picks the matmul options."""
     out = nodes[group.last]
     ext = [nodes[j] for j in group.externals]
     if group.head == "matmul":
@@ -313,9 +300,11 @@ def build(group: Group, nodes, target: str) -> FusedKernel:
         shapes = {f"x{j}": (i, tuple(d if f else 1 for d, f in zip(dims, fl)))
                   for j, (i, fl) in enumerate(zip(group.externals, flags))}
         shapes["out"] = (group.last, dims)
-    fk = FusedKernel(group, p, shapes, target)
-    fk.kernel  # prove and compile now
-    return fk
+    report = prove(p.ir, {})  # cached: the model's unit finds the verdict
+    if not report.ok:
+        raise CheckError(report, hint=f"{p.name} is not proved safe; the group runs "
+                         "node by node")
+    return FusedKernel(group, p, shapes)
 
 
 @dataclass(frozen=True)
@@ -333,7 +322,7 @@ class KernelEntry:
         return tuple(f"${i + 1}" for i in self.nodes)
 
     def __str__(self):
-        how = "fused" if self.fused else "gpudsl.ops"
+        how = "fused" if self.fused else "stdlib kernel"
         return f"{self.name}: {' '.join(self.refs)} ({', '.join(self.ops)}; {how})"
 
 

@@ -1,18 +1,23 @@
-"""A model's evaluation as a launch list over its planned memory, and two executors.
+"""A model's evaluation as ONE launch list, built at compile time (issue 17).
 
-:func:`launch_list` gives, for the nodes of this version (one kernel per node, no
-fusion), the :class:`Step` s that write each node's value straight into its place in
-the arena (no copies): each step a proc and its arguments as :class:`Ref` s (where the
-bytes live: ``"arena"`` at an offset, a ``"constant"`` by name, a ``"buffer"`` by index,
-or a ``"temp"`` of the step) or values.  The kernels are the ones :mod:`gpudsl.ops`
-picks for the same shapes.  A launch list built elsewhere (fused kernels) plugs into
-the executors the same way.
+:func:`launch_list` walks the graph once, with its fusion groups
+(:mod:`gpudsl.graph.fusion`) and memory plan, and gives the :class:`Step` s that write
+each value straight into its planned place (no copies):
 
-- :class:`HostExecutor` resolves the refs to numpy views and launches from the model's
-  unit (the emulator, or the GPU with copies); it is how the CPU tests check a list.
-- :class:`DeviceExecutor` (GPU) keeps arena, constants and buffers in device memory,
-  binds every step once (the pointers never move), and runs the list on a stream of
-  its own: eagerly, or captured once as a CUDA graph and replayed on every call.
+- a fusion group: one step, its fused proc (:mod:`gpudsl.graph.kernels`), at the
+  group's last node; the group's other nodes launch nothing;
+- every other computing node: one step, the standard-library kernel ``gpudsl.ops``
+  would pick for the same shapes (``plan_binary``, ``matmul_kernel`` with the tuning
+  database's options, ...), its arguments reshaped as the op reshapes them;
+- ``InputTensor``: a copy into the arena before the steps (:attr:`LaunchList.inputs`);
+- constants, buffers and views (``ReshapeNode``, ``SliceNode``): nothing.
+
+Arguments are :class:`Ref` s (where the bytes live: ``"arena"`` at an offset, a
+``"constant"`` by name, a ``"buffer"`` by index, or a ``"temp"`` of the list: the
+fault flags of ``replace_slice`` / ``sliced_softmax`` and literal prefixes) or values.
+All the list's procs are compiled into one translation unit (``model.unit``) and both
+executors (:mod:`gpudsl.graph.executors`: host memory, or device memory and a CUDA
+graph) run this list; ``model.kernels`` lists its steps.
 """
 from __future__ import annotations
 
@@ -26,11 +31,19 @@ from ..errors import GraphError
 _NP = {"float32": np.float32, "int64": np.int64, "int32": np.int32}
 
 
+def at(node, message: str, hint: str | None = None) -> GraphError:
+    """A :class:`GraphError` at ``node``'s place in its script (when it has one)."""
+    if node.where is None:
+        return GraphError(message, hint=hint)
+    line, col, src, _ = node.where
+    return GraphError(message, line, col, src, hint=hint)
+
+
 @dataclass(frozen=True)
 class Ref:
     """Bytes of the model's memory viewed as an array: ``kind`` is ``"arena"`` (``key``
-    unused), ``"constant"`` (its name), ``"buffer"`` (its index) or ``"temp"`` (a
-    step's own scratch array, zeroed once, by name)."""
+    unused), ``"constant"`` (its name), ``"buffer"`` (its index) or ``"temp"`` (one of
+    the list's own arrays, by name)."""
 
     kind: str
     key: object
@@ -50,9 +63,18 @@ class Ref:
 
 @dataclass
 class Step:
+    """One launch: ``proc`` on ``args`` (parameter name -> Ref or value), computing the
+    graph's nodes ``nodes`` (indices; a fused step computes its whole group)."""
+
     proc: object
-    args: dict  # parameter name -> Ref or value
-    node: int = -1  # the node it computes
+    args: dict
+    nodes: tuple = ()
+    fused: bool = False
+
+    @property
+    def node(self) -> int:
+        """The node whose value the step writes (its last)."""
+        return self.nodes[-1]
 
     @property
     def name(self) -> str:
@@ -65,6 +87,10 @@ class LaunchList:
     #: input name -> where it is copied before the steps run
     inputs: dict[str, Ref] = field(default_factory=dict)
     result: Ref | None = None
+    #: the list's own arrays (name -> initial contents): fault flags, literal prefixes
+    temps: dict[str, np.ndarray] = field(default_factory=dict)
+    #: (byte offset in temp ``"err"``, node index): a step's fault flag
+    errors: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def procs(self) -> list:
@@ -72,182 +98,111 @@ class LaunchList:
 
 
 def launch_list(model) -> LaunchList:
-    """The node-by-node launch list of ``model`` (see the module's text)."""
+    """The launch list of ``model`` (its graph, plan, fused kernels and device; see the
+    module's text)."""
+    from ..stdlib.complex import plan_complex_mul
     from ..stdlib.matmul import matmul_kernel, tuned_options
     from ..stdlib.permute import merged_shapes, permute_kernel
     from ..stdlib.pointwise import plan_binary, plan_unary
+    from ..stdlib.rms_norm import plan_rms_norm
     from ..stdlib.shapes import normalize_perm
     from ..stdlib.slices import plan_replace_slice
+    from ..stdlib.softmax import plan_sliced_softmax
 
-    nodes, plan = model.graph.nodes, model.plan
+    nodes, plan, fused = model.graph.nodes, model.plan, model._fused
     pos = {id(n): i for i, n in enumerate(nodes)}
+    covered = {k for fk in fused.values() for k in fk.group.members[:-1]}
 
-    def ref(node) -> Ref:
-        kind, key, off = plan.storage[pos[id(node)]]
-        return Ref(kind, key, off, tuple(node.shape), node.dtype)
+    def ref(i: int) -> Ref:
+        kind, key, off = plan.storage[i]
+        return Ref(kind, key, off, tuple(nodes[i].shape), nodes[i].dtype)
 
     out = LaunchList([])
+
+    def err(i: int) -> Ref:
+        off = 4 * len(out.errors)
+        out.errors.append((off, i))
+        return Ref("temp", "err", off, (1,), "int32")
+
+    def array_names(p):
+        return [q.name for q in p.ir.params if q.is_array]
+
     for i, node in enumerate(nodes):
-        op, ins = node.op, [ref(m) for m in node.inputs]
-        me = ref(node)
+        op = node.op
+        if i in covered or op in ("ConstantTensor", "BufferTensor", "ReshapeNode",
+                                  "SliceNode"):
+            continue
+        me = ref(i)
         if op == "InputTensor":
             out.inputs[node.attrs["name"]] = me
-        elif op in ("ConstantTensor", "BufferTensor", "ReshapeNode", "SliceNode"):
             continue
-        elif op in ("SumNode", "HadamardProductNode"):
-            p, dims, bdims = plan_binary("add" if op == "SumNode" else "mul",
-                                         node.inputs[0].shape, node.inputs[1].shape)
-            out.steps.append(Step(p, dict(a=ins[0].reshape(dims), b=ins[1].reshape(bdims),
-                                          out=me.reshape(dims)), i))
+        if i in fused:
+            fk = fused[i]
+            args = {nm: ref(j).reshape(s) for nm, (j, s) in fk.shapes.items()}
+            out.steps.append(Step(fk.proc, args, tuple(fk.group.members), True))
+            continue
+        ins = [ref(pos[id(m)]) for m in node.inputs]
+        shapes = [m.shape for m in node.inputs]
+        if op in ("SumNode", "HadamardProductNode"):
+            p, dims, bdims = plan_binary("add" if op == "SumNode" else "mul", *shapes)
+            args = dict(a=ins[0].reshape(dims), b=ins[1].reshape(bdims), out=me.reshape(dims))
         elif op in ("ReLUNode", "SiLUNode"):
             n = math.prod(node.shape)
             p = plan_unary("relu" if op == "ReLUNode" else "silu", n)
-            out.steps.append(Step(p, dict(x=ins[0].reshape(n), out=me.reshape(n)), i))
+            args = dict(x=ins[0].reshape(n), out=me.reshape(n))
         elif op == "MatMulNode":
-            sa, sb = node.inputs[0].shape, node.inputs[1].shape
-            p, _ = matmul_kernel(sa, sb, **tuned_options(sa, sb, model.device))
-            names = [q.name for q in p.ir.params if q.is_array]
-            out.steps.append(Step(p, dict(zip(names, (ins[0], ins[1], me))), i))
+            p, _ = matmul_kernel(*shapes, **tuned_options(*shapes, model.device))
+            args = dict(zip(array_names(p), (ins[0], ins[1], me)))
         elif op == "PermuteNode":
-            shape = node.inputs[0].shape
-            perm = normalize_perm(tuple(node.attrs["perm"]), len(shape))
-            p, _, _ = permute_kernel(shape, perm)
-            a, b = merged_shapes(shape, perm)
-            names = [q.name for q in p.ir.params if q.is_array]
-            out.steps.append(Step(p, {names[0]: ins[0].reshape(a), names[1]: me.reshape(b)},
-                                  i))
+            perm = normalize_perm(tuple(node.attrs["perm"]), len(shapes[0]))
+            p, _, _ = permute_kernel(shapes[0], perm)
+            a, b = merged_shapes(shapes[0], perm)
+            names = array_names(p)
+            args = {names[0]: ins[0].reshape(a), names[1]: me.reshape(b)}
         elif op == "ReplaceSliceNode":
             x, r, b, e = ins
             c = math.prod(x.shape[1:])
-            err = Ref("temp", f"err{i}", 0, (1,), "int32")
-            out.steps.append(Step(plan_replace_slice(c), dict(
-                x=x.reshape(x.shape[0], c), r=r.reshape(r.shape[0], c), begin=b, end=e,
-                err=err), i))
-        else:
-            raise GraphError(f"{op}: no kernel in the node-by-node launch list",
-                             hint="this node runs through gpudsl.ops (Model.evaluate)")
-    out.result = ref(model.graph.result)
+            p = plan_replace_slice(c)
+            args = dict(x=x.reshape(x.shape[0], c), r=r.reshape(r.shape[0], c), begin=b,
+                        end=e, err=err(i))
+        elif op == "RMSNormNode":
+            n = node.shape[-1]
+            r = math.prod(node.shape[:-1])
+            p = plan_rms_norm(n)
+            args = dict(x=ins[0].reshape(r, n), w=ins[1], out=me.reshape(r, n))
+        elif op == "ComplexHadamardProductNode":
+            p, ca, cb = plan_complex_mul(*shapes)
+            args = dict(a=ins[0].reshape(ca), b=ins[1].reshape(cb), out=me.reshape(ca))
+        elif op == "SlicedSoftmaxNode":
+            n = node.shape[-1]
+            r = math.prod(node.shape[:-1])
+            if len(ins) == 2:
+                prefix = ins[1]
+            else:  # an integer attribute: a literal of the list
+                out.temps[f"prefix{i}"] = np.array([node.attrs["prefix"]], np.int64)
+                prefix = Ref("temp", f"prefix{i}", 0, (1,), "int64")
+            p = plan_sliced_softmax(n)
+            args = dict(x=ins[0].reshape(r, n), prefix=prefix, out=me.reshape(r, n),
+                        err=err(i))
+        else:  # pragma: no cover  (the parser refuses other nodes)
+            raise at(node, f"{op} cannot run")
+        out.steps.append(Step(p, args, (i,), False))
+    if out.errors:
+        out.temps["err"] = np.zeros(len(out.errors), np.int32)
+    out.result = ref(pos[id(model.graph.result)])
     return out
 
 
-def _temps(steps) -> dict[str, Ref]:
-    return {r.key: r for s in steps for r in s.args.values()
-            if isinstance(r, Ref) and r.kind == "temp"}
+def check_faults(ll: LaunchList, flags: np.ndarray, nodes) -> None:
+    """Raise at the first step whose fault flag is set (``flags``: the ``"err"`` temp
+    as read back; the caller zeroes it)."""
+    for off, i in ll.errors:
+        if flags[off // 4]:
+            what = ("the range [begin, end) read from the device is outside the tensor "
+                    "or does not hold the replacement's rows" if
+                    nodes[i].op == "ReplaceSliceNode" else
+                    "the prefix read from the device is outside the last axis")
+            raise at(nodes[i], f"{nodes[i].op}: {what}")
 
 
-class HostExecutor:
-    """Runs a launch list on the model's host memory (numpy) from its unit."""
-
-    def __init__(self, model, ll: LaunchList, unit):
-        self.model, self.ll, self.unit = model, ll, unit
-        self.temps = {k: np.zeros(r.shape, _NP[r.dtype]) for k, r in _temps(ll.steps).items()}
-
-    def view(self, r: Ref) -> np.ndarray:
-        m = self.model
-        if r.kind == "temp":
-            return self.temps[r.key]
-        base = {"arena": lambda: m._arena,
-                "constant": lambda: m.constants[r.key].reshape(-1).view(np.uint8),
-                "buffer": lambda: m.buffers[r.key].reshape(-1).view(np.uint8)}[r.kind]()
-        return base[r.offset:r.offset + r.nbytes].view(_NP[r.dtype]).reshape(r.shape)
-
-    def run(self, values: dict[str, np.ndarray]) -> np.ndarray:
-        for name, r in self.ll.inputs.items():
-            self.view(r)[...] = values[name]
-        for s in self.ll.steps:
-            self.unit.launch(self.unit.name_of(s.proc), **{
-                k: self.view(v) if isinstance(v, Ref) else v for k, v in s.args.items()})
-        return np.array(self.view(self.ll.result), copy=True)
-
-
-class DeviceExecutor:
-    """Runs a launch list on the GPU: the model's arena, constants and buffers live in
-    device memory; each step is bound once against them (``unit.prepare``); a call
-    copies the inputs in (host → device, or device → device for device arrays: no host
-    round trip), then launches every kernel on the executor's stream, or, with
-    ``cuda_graph=True``, replays the CUDA graph captured at the first call."""
-
-    def __init__(self, model, ll: LaunchList, unit, cuda_graph: bool = True):
-        from ..runtime.device import DeviceBuffer
-        from ..runtime.graphs import Stream
-
-        self.model, self.ll, self.unit, self.cuda_graph = model, ll, unit, cuda_graph
-        self.arena = DeviceBuffer.zeros(max(model.plan.arena_bytes, 1), np.uint8)
-        self.constants = {k: DeviceBuffer.from_numpy(v.reshape(-1).view(np.uint8))
-                          for k, v in model.constants.items()}
-        self.buffers = [DeviceBuffer.from_numpy(b.reshape(-1).view(np.uint8))
-                        for b in model.buffers]
-        self.temps = {k: DeviceBuffer.zeros(r.shape, _NP[r.dtype])
-                      for k, r in _temps(ll.steps).items()}
-        self.stream = Stream()
-        self.graph = None
-        # every step bound once: (work buffers by name, launches)
-        self.prepared = []
-        for s in ll.steps:
-            b, temporaries, launches = self.unit.prepare(
-                self.unit.name_of(s.proc),
-                **{k: self.view(v) if isinstance(v, Ref) else v for k, v in s.args.items()})
-            work = {name: a.device for name, a in b.arrays.items()}
-            for name, shape, dt in temporaries:  # a proc's GLOBAL temporaries, kept
-                work[name] = DeviceBuffer.zeros(shape, dt)
-            self.prepared.append((work, launches))
-
-    def view(self, r: Ref):
-        """A device view (no copy) of the bytes ``r`` names."""
-        from ..runtime.interop import DeviceArray
-
-        if r.kind == "temp":
-            base, off = self.temps[r.key], 0
-        else:
-            base = {"arena": lambda: self.arena, "constant": lambda: self.constants[r.key],
-                    "buffer": lambda: self.buffers[r.key]}[r.kind]()
-            off = r.offset
-        return DeviceArray(base.ptr + off, tuple(r.shape), np.dtype(_NP[r.dtype]),
-                           owner=base)
-
-    def _enqueue(self, stream) -> None:
-        for work, launches in self.prepared:
-            self.unit.backend.enqueue(work, launches, stream)
-
-    def run(self, values: dict, device_out: bool):
-        """``values``: input name -> numpy array or device array (checked by the
-        model).  Returns the result: a new device buffer, or a numpy array."""
-        from ..runtime.device import DeviceBuffer
-        from ..runtime.graphs import CapturedGraph
-        from ..runtime.interop import as_device_array
-
-        keep = []
-        for name, r in self.ll.inputs.items():
-            v, dst = values[name], self.view(r)
-            if isinstance(v, np.ndarray):
-                v = np.ascontiguousarray(v)
-                keep.append(v)
-                self.stream.copy_to_device(dst.ptr, v)
-            else:
-                src = as_device_array(v)
-                self.stream.copy_device(dst.ptr, src.ptr, r.nbytes)
-        if self.cuda_graph:
-            if self.graph is None:
-                self.graph = CapturedGraph(self.stream, self._enqueue)
-            self.graph.replay()
-        else:
-            self._enqueue(self.stream)
-        res = self.view(self.ll.result)
-        if device_out:
-            out = DeviceBuffer(res.shape, res.dtype)
-            self.stream.copy_device(out.ptr, res.ptr, res.nbytes)
-            self.stream.synchronize()
-            return out
-        host = np.empty(res.shape, res.dtype)
-        self.stream.copy_to_host(host, res.ptr)
-        self.stream.synchronize()
-        del keep
-        return host
-
-    def buffer_values(self) -> list[np.ndarray]:
-        """The buffers' contents, copied to the host (for tests and inspection)."""
-        return [b.to_numpy().view(np.float32).reshape(n.shape) for b, n in
-                zip(self.buffers, self.model._buffer_nodes())]
-
-
-__all__ = ["Ref", "Step", "LaunchList", "launch_list", "HostExecutor", "DeviceExecutor"]
+__all__ = ["Ref", "Step", "LaunchList", "launch_list", "check_faults", "at"]

@@ -8,8 +8,6 @@ arrays in give arrays of the same kind out, without host copies.
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import math
 import operator
@@ -135,29 +133,7 @@ def _zeros(like, shape, dtype):
     return out
 
 
-#: who runs the kernels ops pick: None (each proc compiled on its own, ``_kernel``) or a
-#: function ``runner(proc, args)`` (a model launching from its translation unit, or
-#: recording which procs an evaluation launches); see :func:`running_with`
-_RUNNER: contextvars.ContextVar = contextvars.ContextVar("gpudsl_ops_runner", default=None)
-
-
-@contextlib.contextmanager
-def running_with(runner):
-    """Within the block, every kernel an op launches goes to ``runner(proc, args)``
-    instead of the proc's own compiled kernel (the op's checks and planning are
-    unchanged)."""
-    token = _RUNNER.set(runner)
-    try:
-        yield
-    finally:
-        _RUNNER.reset(token)
-
-
 def _run(p, **args):
-    runner = _RUNNER.get()
-    if runner is not None:
-        runner(p, args)
-        return
     _kernel(p)(**args)
 
 

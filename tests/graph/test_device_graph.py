@@ -1,10 +1,11 @@
 """Device arrays in and out, and the evaluation replayed as one CUDA graph (issue 17).
 
-On this machine (no GPU): the node-by-node launch list that the GPU executor runs is
-checked on the emulator (same kernels as the ops path: the same unit key; the same
-results; buffers persisting), and the capture logic of CapturedGraph is checked against
-a recording fake driver (the order of driver calls, capture once, replay, cleanup on a
-failure).  The GPU tests run the real thing and skip without a driver."""
+On this machine (no GPU): the model's one launch list, which both executors run, is
+checked on the host executor (its steps are ``model.kernels``, its procs the model's
+unit; results equal to ``gpudsl.ops`` node by node and to numpy; buffers persisting),
+the buffers' one state across a host and a device path (a fake device executor holding
+its own copy), and the capture logic of CapturedGraph against a recording fake driver
+(the order of driver calls, capture once, replay, cleanup on a failure).  The GPU tests run the real thing and skip without a driver."""
 import ctypes
 import importlib.util
 import pathlib
@@ -14,7 +15,7 @@ import pytest
 
 from gpudsl import graph
 from gpudsl.compiler.unit import compile_unit
-from gpudsl.graph.launches import HostExecutor, launch_list
+from gpudsl.stdlib import ops
 from gpudsl.runtime import graphs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -40,33 +41,96 @@ def _kv_graph():
     return y, w
 
 
-def test_launch_list_runs_the_same_kernels_with_the_same_results():
+def _by_ops(model, values, buffers):
+    """The graph evaluated node by node through ``gpudsl.ops`` (each op picking and
+    compiling its own kernel, allocating its outputs): the reference path."""
+    nodes, vals = model.graph.nodes, {}
+    bufs = iter(buffers)
+    for n in nodes:
+        a = [vals[id(m)] for m in n.inputs]
+        op = n.op
+        if op == "InputTensor":
+            v = values[n.attrs["name"]]
+        elif op == "ConstantTensor":
+            v = model.constants[n.attrs["name"]]
+        elif op == "BufferTensor":
+            v = next(bufs)
+        elif op == "ReshapeNode":
+            v = ops.reshape(a[0], n.attrs["shape"])
+        elif op == "SliceNode":
+            v = a[0][n.attrs["begin"]:n.attrs["end"]]
+        elif op == "ReplaceSliceNode":
+            v = ops.replace_slice(*a)
+        elif op == "SlicedSoftmaxNode":
+            v = ops.sliced_softmax(a[0], a[1] if len(a) == 2 else n.attrs["prefix"])
+        elif op == "PermuteNode":
+            v = ops.permute(a[0], n.attrs["perm"])
+        else:
+            v = {"SumNode": ops.add, "HadamardProductNode": ops.mul, "MatMulNode": ops.matmul,
+                 "ReLUNode": ops.relu, "SiLUNode": ops.silu, "RMSNormNode": ops.rms_norm,
+                 "ComplexHadamardProductNode": ops.complex_hadamard_product}[op](*a)
+        vals[id(n)] = v
+    return np.array(vals[id(model.graph.result)])
+
+
+def test_the_launch_list_is_the_models_kernels_all_in_its_unit():
     y, reference = _mnist(batch=4)
     model = graph.compile(y, device="emulator")
-    ll = launch_list(model)
-    assert [s.name for s in ll.steps] == [model.unit.entries[model.unit.name_of(p)].ir.name
-                                          for p in model.kernel_procs()]
-    unit = compile_unit(ll.procs, "emulator")
-    assert unit.key == model.unit.key  # the same translation unit: a cache hit
+    ll = model.launches
+    assert [s.name for s in ll.steps] == [k.name for k in model.kernels]
+    assert [s.nodes for s in ll.steps] == [k.nodes for k in model.kernels]
+    assert all(s.fused for s in ll.steps) and len(ll.steps) == 2
+    assert sorted(model.unit.names) == sorted(model.unit.name_of(p) for p in ll.procs)
+    assert compile_unit(ll.procs, "emulator").key == model.unit.key  # a cache hit
+    assert list(ll.inputs) == ["input"] and ll.result.kind == "arena"
     images = np.random.default_rng(1).standard_normal((4, 28, 28)).astype(np.float32)
-    out = HostExecutor(model, ll, unit).run({"input": images})
+    out = model.evaluate({"input": images})
     np.testing.assert_allclose(out, reference(images), atol=1e-3, rtol=1e-3)
-    np.testing.assert_array_equal(out, model.evaluate({"input": images}))
+    np.testing.assert_allclose(out, _by_ops(model, {"input": images}, []), atol=1e-4,
+                               rtol=1e-4)
 
 
-def test_launch_list_writes_buffers_in_place_across_runs():
+def test_host_executor_against_the_ops_path_with_buffers_across_runs():
+    """The KV graph (matmul into a buffer by ReplaceSliceNode, permute, reshape view,
+    fused mul+relu): the launch list on the host executor against ``gpudsl.ops`` node
+    by node, on a copy of the buffers, over three calls."""
     y, w = _kv_graph()
     model = graph.compile(y, device="emulator")
-    ll = launch_list(model)
-    ex = HostExecutor(model, ll, compile_unit(ll.procs, "emulator"))
+    assert [(k.ops, k.fused) for k in model.kernels] == [
+        (("MatMulNode",), False), (("ReplaceSliceNode",), False), (("PermuteNode",), False),
+        (("HadamardProductNode", "ReLUNode"), True)]
     rng = np.random.default_rng(3)
     cache = np.zeros((6, 8), np.float32)
+    ops_buffers = [np.zeros((6, 8), np.float32)]
     for start in (0, 2, 4):
-        x = rng.standard_normal((2, 8)).astype(np.float32)
-        got = ex.run({"x": x, "b": np.array([start]), "e": np.array([start + 2])})
-        cache[start:start + 2] = x @ w
+        v = {"x": rng.standard_normal((2, 8)).astype(np.float32),
+             "b": np.array([start]), "e": np.array([start + 2])}
+        got = model.evaluate(v)
+        cache[start:start + 2] = v["x"] @ w
         np.testing.assert_allclose(got, np.maximum(cache.T * 0.5, 0), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got, _by_ops(model, v, ops_buffers), rtol=1e-6,
+                                   atol=1e-6)
     np.testing.assert_allclose(model.buffers[0], cache, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(model.buffers[0], ops_buffers[0])
+
+
+def test_whole_model_nodes_on_the_launch_list_against_the_ops_path():
+    rng = np.random.default_rng(4)
+    x = graph.InputTensor("x", "float32", [3, 8])
+    p = graph.InputTensor("p", "int64", [1])
+    nw = rng.standard_normal(8).astype(np.float32)
+    rot = rng.standard_normal((1, 4, 2)).astype(np.float32)
+    h = x.rms_norm(graph.ConstantTensor(nw))
+    c = h.reshape([3, 4, 2]).complex_hadamard_product(graph.ConstantTensor(rot))
+    y = c.reshape([3, 8]).sliced_softmax(p).sliced_softmax(5)
+    model = graph.compile(y, device="emulator")
+    assert [k.ops for k in model.kernels] == [
+        ("RMSNormNode",), ("ComplexHadamardProductNode",), ("SlicedSoftmaxNode",),
+        ("SlicedSoftmaxNode",)]
+    for prefix in (0, 3, 8):
+        v = {"x": rng.standard_normal((3, 8)).astype(np.float32), "p": np.array([prefix])}
+        np.testing.assert_allclose(model.evaluate(v), _by_ops(model, v, []), rtol=1e-6,
+                                   atol=1e-6)
 
 
 class FakeDriver:
@@ -185,5 +249,4 @@ def test_buffers_persist_on_the_device_and_ranges_are_checked():
     with pytest.raises(graph.GraphError, match="nothing was written"):
         model.evaluate({"x": torch.zeros(2, 8).cuda(), "b": torch.tensor([5]).cuda(),
                         "e": torch.tensor([7]).cuda()})
-    np.testing.assert_allclose(model._device_exec.buffer_values()[0], cache, rtol=1e-4,
-                               atol=1e-4)
+    np.testing.assert_allclose(model.buffers[0], cache, rtol=1e-4, atol=1e-4)

@@ -1,8 +1,9 @@
 """Fusion (issue 17): pointwise chains and matmul epilogues as one proved kernel each.
 
-Launches are counted on the launch path itself: every proc call (``Kernel.__call__``,
-which fused kernels and ``gpudsl.ops`` both go through), every ``gpudsl.ops`` kernel, and
-every device-kernel launch the backend performs."""
+Launches are counted on the launch path itself: every step launched from the model's
+unit (``Unit.launch``), every proc compiled and called on its own (``Kernel.__call__``:
+none), every ``gpudsl.ops`` kernel (none), and every device-kernel launch the backend
+performs."""
 import importlib.util
 import pathlib
 
@@ -11,6 +12,7 @@ import pytest
 
 from gpudsl import graph
 from gpudsl.compiler import kernel as kernel_mod
+from gpudsl.compiler import unit as unit_mod
 from gpudsl.graph import fusion
 from gpudsl.graph import kernels as fk
 from gpudsl.graph import plan as planner
@@ -26,17 +28,25 @@ def f32(*shape):
 
 
 class Launches:
-    """Counts proc launches (by proc name), gpudsl.ops kernels and device launches."""
+    """Counts launches on the launch path: every step the model's unit launches (by
+    proc name), every proc compiled and called on its own (none expected: everything
+    runs from the unit), every gpudsl.ops kernel, and every device-kernel launch the
+    backend performs."""
 
     def __init__(self, monkeypatch):
         self.procs: list[str] = []
+        self.own: list[str] = []
         self.ops = 0
         self.device = 0
-        call, run, launch_all = kernel_mod.Kernel.__call__, ops_mod._run, \
-            launch_mod._launch_all
+        launch, call, run, launch_all = unit_mod.Unit.launch, kernel_mod.Kernel.__call__, \
+            ops_mod._run, launch_mod._launch_all
+
+        def counted_launch(u, name, *a, **kw):
+            self.procs.append(u._entry(name).ir.name)
+            return launch(u, name, *a, **kw)
 
         def counted_call(k, *a, **kw):
-            self.procs.append(k.ir.name)
+            self.own.append(k.ir.name)
             return call(k, *a, **kw)
 
         def counted_run(p, **kw):
@@ -47,15 +57,17 @@ class Launches:
             self.device += len(launches)
             return launch_all(launch, launches, work)
 
+        monkeypatch.setattr(unit_mod.Unit, "launch", counted_launch)
         monkeypatch.setattr(kernel_mod.Kernel, "__call__", counted_call)
         monkeypatch.setattr(ops_mod, "_run", counted_run)
         monkeypatch.setattr(launch_mod, "_launch_all", counted_launch_all)
 
 
 def _proved(model):
-    for k in model._fused.values():
-        assert k.kernel.proved and k.kernel.report.ok
+    for k in model._fused.values():  # every fused proc is in the unit, proved
+        assert model.unit.entries[model.unit.name_of(k.proc)].report.ok
         assert k.proc.check().ok
+    assert model.unit.proved
     assert model.unfused == []
     assert planner.overlaps(model.plan) == []
 
@@ -80,7 +92,9 @@ def test_mnist_mlp_runs_as_two_fused_kernels(monkeypatch):
     out = model.evaluate({"input": images})
     # two kernels (procs), nothing through gpudsl.ops, nothing for the reshape view
     assert count.procs == [ks[0].name, ks[1].name]
-    assert count.ops == 0
+    assert count.own == [] and count.ops == 0
+    assert [s.name for s in model.launches.steps] == [k.name for k in ks]
+    assert len(model.unit.names) == 2  # the unit holds exactly the two fused procs
     # the first matmul (1000 columns) is the stdlib's cut variant: its 128-multiple
     # tile and its 104-column edge are two device kernels of the one proc (the empty
     # row edge launches nothing); the second is the guarded variant, one kernel
@@ -122,7 +136,8 @@ def test_pointwise_chain_every_broadcast_pattern(shape, patterns, monkeypatch):
     assert len(model.kernels) == 1 and model.kernels[0].fused
     count = Launches(monkeypatch)
     out = model.evaluate(vals)
-    assert count.procs == [model.kernels[0].name] and count.ops == 0 and count.device == 1
+    assert count.procs == [model.kernels[0].name] and count.own == [] and count.ops == 0
+    assert count.device == 1
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
 
 

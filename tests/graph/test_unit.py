@@ -129,16 +129,23 @@ def test_model_kernels_come_from_one_unit_compiled_once(fresh_cache, monkeypatch
     y, reference = _mnist()
     model = graph.compile(y, device="emulator")
     assert len(builds) == 1  # every kernel of the model in one g++ run
-    assert model.unit is not None and len(model.unit.names) == len(set(model.kernel_procs()))
+    # the unit holds exactly the launch list's procs: the two fused kernels
+    assert model.unit is not None and model.launches.procs == [fk.proc for fk in
+                                                              model._fused.values()]
+    assert [model.unit.name_of(p) for p in model.launches.procs] == model.unit.names
+    assert len(model.unit.names) == 2 and [k.fused for k in model.kernels] == [True, True]
 
-    def no_own_kernels(p):  # a kernel compiled on its own would be a second unit
-        raise AssertionError(f"{p} compiled outside the model's unit")
+    def no_own_kernels(*a, **k):  # a kernel compiled on its own would be a second unit
+        raise AssertionError("a proc compiled outside the model's unit")
     monkeypatch.setattr(ops, "_kernel", no_own_kernels)
+    from gpudsl.compiler import kernel as kernel_mod
+    monkeypatch.setattr(kernel_mod, "Kernel", no_own_kernels)
     images = np.random.default_rng(1).standard_normal((128, 28, 28)).astype(np.float32)
     out = model.evaluate({"input": images})
     np.testing.assert_allclose(out, reference(images), atol=1e-3, rtol=1e-3)
-    assert model.unit_misses == 0
     # a second compile of the same model is a cache hit: nothing is built
+    before = unit_mod.stats["built"]
     again = graph.compile(y, device="emulator")
     assert len(builds) == 1 and again.unit.key == model.unit.key
+    assert unit_mod.stats["built"] == before and again.unit.backend is model.unit.backend
     np.testing.assert_array_equal(again.evaluate({"input": images}), out)
