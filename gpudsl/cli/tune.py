@@ -98,8 +98,7 @@ def run_tune(ns) -> int:
         return 1
     print(f"winner: {dict(res.best.config)} {res.best.time_ms:.4g} ms"
           + (" (emulated)" if res.emulated else "")
-          + ("; gpudsl.ops uses it for these shapes on this device" if ns.node == "matmul"
-             else ""))
+          + "; gpudsl.ops uses it for these shapes on this device")
     if ns.export:
         autotune.Database(ns.db).export_json(ns.export, task=build.task)
         print(f"records written to {ns.export}")

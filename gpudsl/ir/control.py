@@ -53,14 +53,15 @@ def evaluate(e: Expr, env: dict) -> int | bool:
             if e.op == "and":
                 return bool(a) and bool(evaluate(e.rhs, env))
             return bool(a) or bool(evaluate(e.rhs, env))
-        missing = set()
+        missing, unknown = set(), False
         vals = []
         for x in (e.lhs, e.rhs):
             try:
                 vals.append(evaluate(x, env))
             except NotConstant as exc:
                 missing |= exc.names
-        if missing:
+                unknown = True  # a memory read names nothing, yet has no value
+        if unknown:
             raise NotConstant(missing)
         op = _OPS.get(e.op)
         if op is not None:

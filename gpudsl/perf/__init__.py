@@ -48,7 +48,7 @@ def _access(rec) -> AccessPerf:
     loc = rec.loc
     location = (loc.file, loc.line, loc.col) if loc is not None else ("?", 0, 0)
     a = AccessPerf(location, rec.buf, rec.memory, rec.kind, 1, requests=len(rec.requests),
-                   statement=rec.statement)
+                   statement=rec.statement, assumes=rec.assumes)
     if rec.unknown or not rec.requests:
         a.note = "data-dependent index" if rec.unknown else "not reached by warp 0"
         return a
@@ -106,6 +106,11 @@ def perf(proc, device_name: "str | Device" = "H100", **bindings) -> PerfReport:
         occ = occupancy(dev, info.threads_per_block, regs, shared)
         flops, nbytes = counter.flops, counter.total_bytes()
         accesses = [_access(rec) for rec in records]
+        for guard in dict.fromkeys(a.assumes for a in accesses if a.assumes):
+            report.notes.append(
+                f"{hk.name}: figures marked 'if taken' sit under the data-dependent guard "
+                f"`{guard}` and are those of a warp that takes that branch; bytes and "
+                "FLOPs count the then-block of a data-dependent if, never its else-block")
         detail = f"{occ.blocks_per_sm} blocks/SM, {occ.limited_by}"
         report.kernels.append(KernelPerf(
             hk.name, grid, info.block, regs, shared, spills, occ.fraction, detail, nbytes, flops, nbytes / dev.bandwidth, flops / dev.fp32_flops,

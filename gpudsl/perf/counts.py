@@ -2,19 +2,64 @@
 
 Every statement runs (trip count of each enclosing loop, ``par`` loops included)
 times, each trip count computed by the one evaluator with the outer loop
-variables at their first value; an ``if`` counts its ``then`` block only (edge
-guards run almost everywhere), its ``else`` block not.  The bytes of each global
+variables at their first value.  An ``if`` whose condition reads enclosing loop
+variables (an edge guard: ``if 128 * bj + tj < k``) is counted exactly: its
+blocks run for the number of those variables' value tuples (over their loops'
+ranges, under the guards already around it) that satisfy or fail it, enumerated
+with numpy arrays through the one evaluator.  An ``if`` whose condition reads
+memory (data-dependent) counts its ``then`` block, its ``else`` block not (the
+report says so); past :data:`MAX_TUPLES` tuples a guard is assumed to hold and
+``approximate`` names it.  The bytes of each global
 array are the bytes its accesses move, read and write apart, each capped at the
 array's size (what caches cannot remove: the compulsory traffic)."""
 from __future__ import annotations
 
-from ..ir.control import NotConstant, evaluate
+import numpy as np
+
+from ..ir.control import NotConstant, control_names, evaluate
 from ..ir.effects import Walker
 from ..ir.nodes import Assign, BinOp, Builtin, UnOp
+from ..ir.printer import print_expr
 from ..ir.types import GLOBAL
 from ..ir.visitor import walk
 
 _FLOAT_BUILTINS = ("exp", "log", "sqrt", "tanh", "min", "max", "abs")
+MAX_TUPLES = 1 << 24  # value tuples one guard's count may enumerate
+
+
+class _Unknown(Exception):
+    pass
+
+
+def _truth(e, env):
+    """The truth of a control condition, elementwise when ``env`` holds numpy arrays
+    (``and`` / ``or`` / ``not`` combined here, everything else by the one evaluator)."""
+    if isinstance(e, BinOp) and e.op in ("and", "or"):
+        f = np.logical_and if e.op == "and" else np.logical_or
+        return f(_truth(e.lhs, env), _truth(e.rhs, env))
+    if isinstance(e, UnOp) and e.op == "not":
+        return np.logical_not(_truth(e.arg, env))
+    return np.asarray(evaluate(e, env), dtype=bool)
+
+
+def _holds(guards, loops, env):
+    """A boolean array over the value tuples of ``loops`` [(iter, lo, hi)]: which
+    satisfy every (cond, positive) of ``guards``."""
+    shape = tuple(max(0, hi - lo) for _, lo, hi in loops)
+    if int(np.prod(shape, dtype=np.int64)) > MAX_TUPLES:
+        raise _Unknown
+    env = dict(env)
+    for ax, (name, lo, hi) in enumerate(loops):
+        env[name] = np.arange(lo, hi, dtype=np.int64).reshape(
+            [-1 if a == ax else 1 for a in range(len(loops))])
+    ok = np.ones(shape, dtype=bool)
+    for cond, positive in guards:
+        try:
+            t = np.broadcast_to(_truth(cond, env), shape)
+        except (NotConstant, ZeroDivisionError, TypeError, ValueError) as e:
+            raise _Unknown from e
+        ok &= t if positive else ~t
+    return ok
 
 
 def flops_of(e) -> int:
@@ -30,31 +75,56 @@ def flops_of(e) -> int:
 
 
 class Counter(Walker):
-    """The one effect walker with a context ``(multiplicity, env)``."""
+    """The one effect walker with a context ``(multiplicity, env, loops, guards)``:
+    ``loops`` the enclosing loops [(iter, lo, hi)], ``guards`` the loop-dependent
+    conditions [(cond, positive)] the statement sits under."""
 
     def __init__(self, buffers: dict, env: dict):
         super().__init__()
         self.buffers = dict(buffers)  # name -> warp.Buffer
         self.moved: dict = {}  # (name, "r"/"w") -> bytes
         self.flops = 0
+        self.approximate: list = []  # guards assumed to hold (too many tuples to count)
 
     def run(self, stmts, env: dict):
-        self.block(stmts, (1, dict(env)))
+        self.block(stmts, (1, dict(env), (), ()))
 
     def stmt(self, s, ctx):
         if ctx[0]:
             super().stmt(s, ctx)
 
     def enter_loop(self, s, ctx):
-        mult, env = ctx
+        mult, env, loops, guards = ctx
         try:
             lo, hi = evaluate(s.lo, env), evaluate(s.hi, env)
         except (NotConstant, ZeroDivisionError):
-            return (0, env)
-        return (mult * max(0, hi - lo), {**env, s.iter: lo})
+            return (0, env, loops, guards)
+        return (mult * max(0, hi - lo), {**env, s.iter: lo}, loops + ((s.iter, lo, hi),),
+                guards)
 
     def enter_branch(self, s, positive, ctx):
-        return ctx if positive else (0, ctx[1])
+        mult, env, loops, guards = ctx
+        try:
+            names = control_names(s.cond)
+            if not names & {lp[0] for lp in loops}:
+                taken = bool(evaluate(s.cond, env))
+                return ctx if taken == positive else (0, env, loops, guards)
+            new = guards + ((s.cond, positive),)
+            names |= {n for g, _ in new for n in control_names(g)}
+            dep = [lp for lp in loops if lp[0] in names]
+            before, after = _holds(guards, dep, env), _holds(new, dep, env)
+        except (NotConstant, ZeroDivisionError):  # data-dependent: assume it holds
+            return ctx if positive else (0, env, loops, guards)
+        except _Unknown:
+            if positive:
+                self.approximate.append(print_expr(s.cond))
+            return ctx if positive else (0, env, loops, guards)
+        n_before, n_after = int(before.sum()), int(after.sum())
+        if not n_after:
+            return (0, env, loops, guards)
+        first = np.unravel_index(int(np.argmax(after)), after.shape)
+        env = {**env, **{lp[0]: lp[1] + int(i) for lp, i in zip(dep, first)}}
+        return (mult * n_after // n_before, env, loops, new)
 
     def declare(self, s, ctx):
         from .warp import Buffer, elem_bytes

@@ -20,6 +20,9 @@ class AccessPerf:
     requests: int = 0  # warp requests enumerated
     note: str = ""
     statement: str = ""  # the statement, as gpudsl source
+    # the data-dependent guard(s) around the access: its figures are those of a warp
+    # that takes this branch (the guard's value is known only at run time)
+    assumes: str = ""
 
     @property
     def coalesced(self) -> bool | None:
@@ -132,7 +135,8 @@ class PerfReport:
 
     def _access_rows(self, k):
         return [[_loc(a.location), _short(a.statement), a.buffer, a.memory, a.kind,
-                 a.vector_width, a.figure(), "ok" if a.ok else "!"] for a in k.accesses]
+                 a.vector_width, a.figure() + (" (if taken)" if a.assumes else ""),
+                 "ok" if a.ok else "!"] for a in k.accesses]
 
     def __str__(self):
         b = ", ".join(f"{n}={v}" for n, v in self.bindings.items())

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ..ir.control import NotConstant, evaluate
 from ..ir.effects import Walker, inline_call
 from ..ir.nests import direct_nest, nest_dims
-from ..ir.printer import print_stmt
+from ..ir.printer import print_expr, print_stmt
 from ..ir.nodes import Assign, For
 from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS
 
@@ -53,6 +53,7 @@ class AccessRecord:
     elem_bytes: int = 4
     statement: str = ""
     unknown: bool = False  # an index the evaluator could not compute (data-dependent)
+    assumes: str = ""  # the data-dependent guard(s) whose branch the figures assume taken
 
 
 def elem_bytes(ty) -> int:
@@ -77,6 +78,7 @@ class WarpWalker(Walker):
         self.block_dims = block  # (x, y, z)
         self.base = env
         self.records: dict = {}
+        self.guards: list = []  # data-dependent guards around the statement walked
         self.dims: dict = {}  # id(For) -> "x"/"y"/"z"
         nthreads = block[0] * block[1] * block[2]
         self.tid = {}
@@ -102,15 +104,25 @@ class WarpWalker(Walker):
     def branch(self, s, ctx):
         lanes, vec = ctx
         self.exprs((s.cond,), s, ctx)
-        then, other = {}, {}
+        then, other, unknown = {}, {}, False
         for lane, env in lanes.items():
             try:
                 (then if evaluate(s.cond, env) else other)[lane] = env
             except (NotConstant, ZeroDivisionError):
-                then[lane] = env  # data-dependent: assume the branch runs
-                other[lane] = env
-        self.block_(s.body, then, vec)
-        self.block_(s.orelse, other, vec)
+                then[lane] = env  # data-dependent: each side is walked as if the
+                other[lane] = env  # lane took it (the figures say so: ``assumes``)
+                unknown = True
+        if not unknown:
+            self.block_(s.body, then, vec)
+            self.block_(s.orelse, other, vec)
+            return
+        cond = print_expr(s.cond)
+        for body, lanes_, side in ((s.body, then, cond), (s.orelse, other, f"not ({cond})")):
+            self.guards.append(side)
+            try:
+                self.block_(body, lanes_, vec)
+            finally:
+                self.guards.pop()
 
     def declare(self, s, ctx):
         if s.shape or s.mem in (SHARED, GLOBAL):
@@ -200,7 +212,8 @@ class WarpWalker(Walker):
         if rec is None:
             rec = self.records[key] = AccessRecord(key, name, buf.memory.name, kind, stmt.loc,
                                                      elem_bytes=buf.elem_bytes,
-                                                     statement=print_stmt(stmt)[0].strip())
+                                                     statement=print_stmt(stmt)[0].strip(),
+                                                     assumes=" and ".join(self.guards))
         offs = {}
         for lane, env in lanes.items():
             try:

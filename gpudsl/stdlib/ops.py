@@ -146,6 +146,19 @@ def _full_like(like, shape, value):
     return out
 
 
+def _tuned(task: str, *shape_args):
+    """The tuning database's winner for a bandwidth node (its task in
+    :mod:`.tuning` built from ``shape_args``) on this device, or None: the defaults.
+    Never tunes; an unreadable database is no winner."""
+    from . import tuning
+
+    cls = {"permute": tuning.PermuteTask, "slice": tuning.SliceTask,
+           "replace_slice": tuning.ReplaceSliceTask}.get(task)
+    if cls is None:
+        return tuning.tuned_kernel(lambda: tuning.PointwiseTask(task, *shape_args), target())
+    return tuning.tuned_kernel(lambda: cls(*shape_args), target())
+
+
 def _binary(op: str, a, b):
     a_scalar, b_scalar = _is_scalar(a), _is_scalar(b)
     if a_scalar and b_scalar:
@@ -159,6 +172,7 @@ def _binary(op: str, a, b):
     if len(sa) == len(sb) and sa != sb and all(x in (1, y) for x, y in zip(sa, sb)):
         a, b, sa, sb = b, a, sb, sa  # a broadcasts against b: they commute, swap them
     p, dims, bdims = plan_binary(op, sa, sb)
+    p = _tuned(op, sa, sb) or p
     a, b = _contig(a), _contig(b)
     out = _empty(a, sa)
     _run(p, a=a.reshape(dims), b=b.reshape(bdims), out=out.reshape(dims))
@@ -184,7 +198,7 @@ def _unary(op: str, x):
     n = math.prod(shape)
     x = _contig(x)
     out = _empty(x, shape)
-    _run(plan_unary(op, n), x=x.reshape(n), out=out.reshape(n))
+    _run(_tuned(op, shape) or plan_unary(op, n), x=x.reshape(n), out=out.reshape(n))
     return out
 
 
@@ -223,7 +237,7 @@ def slice(x, begin: int, end: int):  # noqa: A001  (the node's name)
     m = end - begin
     x = _contig(x)
     out = _empty(x, (m,) + shape[1:])
-    _run(plan_slice(c), begin=begin, x=x.reshape(n, c), out=out.reshape(m, c))
+    _run(_tuned("slice", shape, begin, end) or plan_slice(c), begin=begin, x=x.reshape(n, c), out=out.reshape(m, c))
     return out
 
 
@@ -264,7 +278,8 @@ def replace_slice(x, r, begin, end):
     n, c = _rows(xs)
     m = rs[0]
     err = _zeros(x, (1,), np.int32)
-    _run(plan_replace_slice(c), x=x.reshape(n, c), r=_contig(r).reshape(m, c),
+    p = (_tuned("replace_slice", (n, c), 0, m) if 0 < m <= n else None) or plan_replace_slice(c)
+    _run(p, x=x.reshape(n, c), r=_contig(r).reshape(m, c),
          begin=begin, end=end, err=err)
     if int(err[0]) != 0:
         raise NodeError(f"the range [begin, end) read from the device is "
@@ -342,6 +357,7 @@ def permute(x, perm=None):
     perm = tuple(axis(f"perm[{i}]", p, len(shape)) for i, p in enumerate(perm))
     perm = normalize_perm(perm, len(shape))
     p, binds, out_shape = permute_kernel(shape, perm)
+    p = _tuned("permute", shape, perm) or p
     in_merged, out_merged = merged_shapes(shape, perm)  # the kernel's array shapes
     x = _contig(x)
     out = _empty(x, out_shape)

@@ -17,6 +17,7 @@ from .shapes import broadcast_pattern, merge_permutation, normalize_perm, requir
 from .slices import replace_slice_kernel, slice_kernel
 
 THREADS = (64, 128, 256, 512, 1024)
+F32 = "float32"
 
 
 def stream_space(inner: int, threads=THREADS, vec=(1, 2, 4)) -> Space:
@@ -33,6 +34,12 @@ class NodeTask:
     task = "node"
 
     def reference(self, **args):
+        raise NotImplementedError
+
+    def shapes(self) -> dict:
+        """``{name: (shape, dtype)}`` of the arguments it is tuned on (what
+        ``tune._shapes(self.args(seed))`` gives), without allocating them: with the
+        task's name and the environment, the database's key of a winner."""
         raise NotImplementedError
 
     def __repr__(self):
@@ -72,6 +79,11 @@ class PointwiseTask(NodeTask):
             out["out"] = np.zeros(self.dims, np.float32)
             return out
         return {"x": out["a"], "out": np.zeros(self.dims, np.float32)}
+
+    def shapes(self) -> dict:
+        if self.full is not None:
+            return {"a": (self.dims, F32), "b": (self.bdims, F32), "out": (self.dims, F32)}
+        return {"x": (self.dims, F32), "out": (self.dims, F32)}
 
     def reference(self, **a):
         if self.op == "add":
@@ -135,6 +147,10 @@ class PermuteTask(NodeTask):
         return {"x": x, "out": np.zeros(tuple(self.mshape[p] for p in self.mperm),
                                         np.float32)}
 
+    def shapes(self) -> dict:
+        return {"x": (tuple(self.mshape), F32),
+                "out": (tuple(self.mshape[p] for p in self.mperm), F32)}
+
     def reference(self, x, out):
         return np.transpose(x, self.mperm)
 
@@ -165,6 +181,9 @@ class SliceTask(NodeTask):
         x = np.random.default_rng(seed).standard_normal((self.n, self.c)).astype(np.float32)
         return {"begin": self.begin, "x": x, "out": np.zeros((self.m, self.c), np.float32)}
 
+    def shapes(self) -> dict:
+        return {"x": ((self.n, self.c), F32), "out": ((self.m, self.c), F32)}
+
     def reference(self, begin, x, out):
         return x[begin:begin + self.m]
 
@@ -189,11 +208,31 @@ class ReplaceSliceTask(SliceTask):
                 "end": np.array([self.begin + self.m], np.int64),
                 "err": np.zeros(1, np.int32)}
 
+    def shapes(self) -> dict:
+        return {"x": ((self.n, self.c), F32), "r": ((self.m, self.c), F32),
+                "begin": ((1,), "int64"), "end": ((1,), "int64"), "err": ((1,), "int32")}
+
     def reference(self, x, r, begin, end, err):
         x = x.copy()
         x[self.begin:self.begin + self.m] = r
         return {"x": x, "err": np.zeros(1, np.int32)}
 
 
-__all__ = ["stream_space", "PointwiseTask", "PermuteTask", "SliceTask", "ReplaceSliceTask",
+def tuned_kernel(make_task, target: str):
+    """The proc of the tuning database's winner for the task ``make_task()`` builds, on
+    ``target``'s device, or None (the defaults): no winner, a task the shapes do not
+    make, an unreadable database or a winner that no longer builds.  Never tunes;
+    allocates no argument (the key comes from the task's ``shapes()``)."""
+    from ..autotune.db import lookup_winner
+    from ..autotune.env import env_key
+
+    try:
+        task = make_task()
+        winner = lookup_winner(task.task, task.shapes(), env_key(target))
+        return task(dict(winner)) if winner else None
+    except Exception:  # never stops an op: the defaults
+        return None
+
+
+__all__ = ["tuned_kernel", "stream_space", "PointwiseTask", "PermuteTask", "SliceTask", "ReplaceSliceTask",
            "TILE"]

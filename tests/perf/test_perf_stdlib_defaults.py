@@ -144,10 +144,26 @@ def test_slice_and_replace_slice():
     assert [(a.vector_width, a.sectors, a.min_sectors) for a in k.accesses] == [(4, 16, 16)] * 2
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="perf's warp walker evaluates the data-dependent guard "
-                          "`begin[0] >= 0` of replace_slice (gpudsl/perf, not fixed here)")
 def test_replace_slice():
+    # the write sits under the data-dependent guard `begin[0] >= 0 and ...`: the report
+    # walks each side as if the warp took it, marks those figures and says so in a note
+    # (it used to crash evaluating the guard: TypeError in ir/control.py)
     p = slices.plan_replace_slice(1024)
-    (k,) = p.perf(n=2048, c=1024, m=512).kernels
-    _stream_ok(k, 3)
+    r = p.perf(n=2048, c=1024, m=512)
+    (k,) = r.kernels
+    _stream_ok(k, 6)
+    figs = [(a.buffer, a.kind, a.figure(), a.vector_width, bool(a.assumes))
+            for a in k.accesses]
+    assert figs == [("r", "read", "16 sectors (min 16)", 4, False),
+                    ("begin", "read", "1 sectors (min 1)", 1, False),
+                    ("end", "read", "1 sectors (min 1)", 1, False),
+                    ("begin", "read", "1 sectors (min 1)", 1, True),
+                    ("x", "write", "data-dependent index", 1, True),
+                    ("err", "write", "1 sectors (min 1)", 1, True)]
+    assert k.accesses[4].assumes.startswith("begin[0] >= 0 and end[0] <= n")
+    assert k.accesses[5].assumes.startswith("not (begin[0] >= 0")
+    assert sum("data-dependent guard `begin[0] >= 0" in n for n in r.notes) == 1
+    assert "(if taken)" in str(r)
+    # bytes: r read and x written once each (the guarded then-block), begin/end/err tiny
+    assert 2 * 4 * 512 * 1024 <= k.bytes <= 2 * 4 * 512 * 1024 + 64
+    assert k.flops == 0
