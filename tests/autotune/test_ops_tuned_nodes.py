@@ -28,8 +28,12 @@ def tune_db(tmp_path, monkeypatch):
 def _launched(fn, *args):
     """The procs an op launches (recorded, not run) and its result when run."""
     seen = []
-    with ops.running_with(lambda p, a: seen.append(p)):
+    run = ops_mod._run
+    ops_mod._run = lambda p, **a: seen.append(p)  # every op launches through _run
+    try:
         fn(*args)
+    finally:
+        ops_mod._run = run
     return seen
 
 
