@@ -476,6 +476,20 @@ class ThreadEnv:
         expressions are not modelled (``_Float``)."""
         if isinstance(e, Const) and not isinstance(e.val, bool):
             return z3.RealVal(float(e.val)), z3.BoolVal(False)
+        arg = e.args[0] if (isinstance(e, Builtin) and e.ty.is_float and len(e.args) == 1
+                            and e.name in DTYPES) else e
+        if not arg.ty.is_float and arg.ty.is_integer:
+            # an integer converted to float (``n > 0.5``, ``f32(i) < x[i]``): exact while
+            # |value| <= 2^24 (every such integer is an f32); beyond, an uninterpreted
+            # function of the integer (rounding is unknown but deterministic: equal
+            # integers convert equally, so a uniform value stays uniform)
+            a = self.expr(arg)
+            if z3.is_bool(a):
+                a = z3.If(a, 1, 0)
+            lim = 2 ** 24
+            rounded = z3.Function("int_to_float", z3.IntSort(), z3.RealSort())
+            return (z3.If(z3.And(a >= -lim, a <= lim), z3.ToReal(a), rounded(a)),
+                    z3.BoolVal(False))
         if isinstance(e, Read) and e.ty.is_float:
             self.enc.data_dependent = True
             key = None
