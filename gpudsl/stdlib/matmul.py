@@ -15,7 +15,10 @@
   thread per column (tails work, 1-element dimensions work).
 * ``schedule_vecmat`` — ``[n] @ [n, k]``: threads over ``k`` (coalesced rows of
   B), a plain loop over ``n``.
-* ``matmul_kernel(a_shape, b_shape)`` picks the variant and schedule.
+* ``schedule_matmul_guarded_tiles`` (in :mod:`.matmul_one`) — any shape of at least
+  one tile in ONE kernel: the big-tile design with the edges guarded inside it.
+* ``matmul_kernel(a_shape, b_shape)`` picks the variant and schedule
+  (``matmul_variant``).
 
 Names in the algorithm: ``c[i, j] += a[i, p] * b[p, j]`` with ``i < m``,
 ``j < k``, ``p < n``.
@@ -497,10 +500,32 @@ def matmul_kernel(a_shape, b_shape, a_dtype=None, b_dtype=None, **opts):
     if _big_ok(m, n, k, o):
         return big_kernel(batched, o["bm"], o["bn"], o["bk"], o["tm"], o["tn"],
                           o["vec"]), bind
-    if m >= o["bm"] and k >= o["bn"]:  # a tiled part, and edges
-        vec = o["vec"] if n % o["vec"] == 0 and k % o["vec"] == 0 else 1
+    variant, vec = matmul_variant(m, n, k, o)
+    if variant == "tiles":  # edges in the tiled kernel: one launch (docs/decisions.md)
+        from .matmul_one import guarded_tiles_kernel
+
+        return guarded_tiles_kernel(batched, o["bm"], o["bn"], o["bk"], o["tm"], o["tn"],
+                                    o["vec"]), bind
+    if variant == "cut":  # a tiled part whose edges are empty: one launch
         return cut_kernel(batched, vec, o["bm"], o["bn"], o["bk"], o["tm"], o["tn"]), bind
     return guarded_kernel(batched), bind
+
+
+def matmul_variant(m: int, n: int, k: int, o: dict) -> tuple[str, int]:
+    """The variant :func:`matmul_kernel` runs for ``[m, n] @ [n, k]`` with the options
+    ``o`` (DEFAULTS filled in): ``("big" | "cut" | "tiles" | "guarded", vec)``.
+
+    At least a tile: ``big`` where the tiles divide; ``cut`` where only the reduction
+    has a tail (the cut's edge kernels are empty: one launch, float4 copies); else
+    ``tiles``, the one-kernel guarded big tile (the cut variant would launch two or
+    three kernels, its edges one block per row).  Smaller: ``guarded``."""
+    if m % o["bm"] == 0 and k % o["bn"] == 0 and n % o["bk"] == 0:
+        return "big", o["vec"]
+    if m >= o["bm"] and k >= o["bn"]:
+        if m % o["bm"] == 0 and k % o["bn"] == 0:
+            return "cut", (o["vec"] if n % o["vec"] == 0 and k % o["vec"] == 0 else 1)
+        return "tiles", o["vec"]
+    return "guarded", 1
 
 
 # ---------------------------------------------------------------- tuning
@@ -551,4 +576,5 @@ def tuned_options(a_shape, b_shape, target: str) -> dict:
 
 __all__ = ["matmul_space", "MatmulBuild", "tuned_options", "schedule_matmul", "schedule_matmul_cut", "schedule_matmul_guarded",
            "schedule_vecmat", "matmul_algorithm", "vecmat_algorithm", "matmul_kernel", "NodeError",
+           "matmul_variant",
            "DEFAULTS"]
