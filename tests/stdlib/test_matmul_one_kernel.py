@@ -151,7 +151,7 @@ def test_reorder_through_a_guard_keeps_the_dependence_rule():
 def test_fission_through_a_guard():
     p = divide_loop(_nest(), "j", 4, ["jo", "ji"], tail="guard")
     q = fission(p, p.find("y[_] = _").after(), n_lifts=2)  # the if, then loop ji
-    assert len(q.find_loop("jo").body()) == 2
+    assert len(q.find_loop("jo").node().body) == 2
     x = np.random.default_rng(1).standard_normal((3, 9)).astype(np.float32)
     y = np.zeros_like(x)
     gpudsl.interpret(q, m=3, k=9, x=x, y=y)
