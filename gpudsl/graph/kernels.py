@@ -237,9 +237,7 @@ def matmul_proc(variant: str, vec: int, batched: bool, opts: tuple,
         p = rename(p, f"{'b' if batched else ''}matmul_cut"
                       f"{'_v%d' % vec if vec > 1 else ''}_{tag}")
     elif variant == "tiles":
-        from ..stdlib.matmul_one import schedule_matmul_guarded_tiles
-
-        p = schedule_matmul_guarded_tiles(p, **tiles, vec=vec)
+        p = mm.schedule_matmul_guarded_tiles(p, **tiles, vec=vec)
         p = rename(p, f"{'b' if batched else ''}matmul_tiles_{tag}")
     elif variant == "guarded":
         p = mm.schedule_matmul_guarded(p)

@@ -1,4 +1,4 @@
-"""The one-kernel big-tile matmul of any shape (gpudsl/stdlib/matmul_one.py, issue 17):
+"""The one-kernel big-tile matmul of any shape (gpudsl/stdlib/matmul.py, schedule_matmul_guarded_tiles; issue 17):
 check() proves it symbolically and with bindings, one device launch, equal to numpy on
 the emulator for odd shapes, no spills, the report's figures; and the primitives'
 moves of a guard (reorder_loops / fission through an ``if``) on small procs."""
@@ -10,7 +10,7 @@ from gpudsl.errors import SchedulingError
 from gpudsl.runtime import launch as launch_mod
 from gpudsl.schedule import divide_loop, fission, reorder_loops
 from gpudsl.stdlib import matmul as ms
-from gpudsl.stdlib.matmul_one import guarded_tiles_kernel, schedule_matmul_guarded_tiles
+from gpudsl.stdlib.matmul import guarded_tiles_kernel, schedule_matmul_guarded_tiles
 
 _K = {}
 
