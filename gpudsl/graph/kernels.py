@@ -12,7 +12,7 @@ intermediate tensor exists); then scheduling primitives only:
 3. pointwise: the output element staged in a register (``stage_mem``) and the
    stdlib's streaming schedule (``schedule_stream``: float4 where the innermost
    extent allows); matmul: the stdlib's schedule of the variant ``matmul_kernel``
-   picks for these shapes (big tile / cut / guarded / vector-matrix), whose
+   picks for these shapes (big tile / cut / one-kernel tiles / guarded / vector-matrix), whose
    ``stage_mem`` of ``c`` carries the epilogue into the accumulator registers.
 
 :func:`build` proves the proc (``check()``) like every kernel; an unproved proc is never
@@ -195,16 +195,12 @@ def _out_point(p) -> str:
 
 def matmul_variant(a_shape, b_shape, opts: dict):
     """The variant :func:`gpudsl.stdlib.matmul.matmul_kernel` runs for these shapes and
-    options: ``("vecmat" | "big" | "cut" | "guarded", vec)``."""
+    options: ``("vecmat" | "big" | "cut" | "tiles" | "guarded", vec)`` (the one choice,
+    :func:`gpudsl.stdlib.matmul.matmul_variant`)."""
     o = dict(mm.DEFAULTS, **opts)
     if len(a_shape) == 1:
         return "vecmat", 1
-    m, n, k = a_shape[-2], a_shape[-1], b_shape[-1]
-    if m % o["bm"] == 0 and k % o["bn"] == 0 and n % o["bk"] == 0:
-        return "big", o["vec"]
-    if m >= o["bm"] and k >= o["bn"]:
-        return "cut", (o["vec"] if n % o["vec"] == 0 and k % o["vec"] == 0 else 1)
-    return "guarded", 1
+    return mm.matmul_variant(a_shape[-2], a_shape[-1], b_shape[-1], o)
 
 
 @lru_cache(maxsize=None)
@@ -244,6 +240,9 @@ def matmul_proc(variant: str, vec: int, batched: bool, opts: tuple,
         p = mm.schedule_matmul_cut(p, **tiles, vec=vec)
         p = rename(p, f"{'b' if batched else ''}matmul_cut"
                       f"{'_v%d' % vec if vec > 1 else ''}_{tag}")
+    elif variant == "tiles":
+        p = mm.schedule_matmul_guarded_tiles(p, **tiles, vec=vec)
+        p = rename(p, f"{'b' if batched else ''}matmul_tiles_{tag}")
     elif variant == "guarded":
         p = mm.schedule_matmul_guarded(p)
     else:

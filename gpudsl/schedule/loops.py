@@ -129,9 +129,12 @@ def _pe(e):
 
 @primitive("reorder_loops", outer=LOOP)
 def reorder_loops(p, outer):
-    """Swap loop ``outer`` with the loop directly (and only) nested in it.
+    """Swap loop ``outer`` with the loop directly (and only) nested in it, or nested
+    in an ``if`` that is its whole body: ``for a: if g: for b: S`` becomes ``for b:
+    for a: if g: S`` (the guards of ``divide_loop(tail="guard")`` move inwards).
 
-    Legality: the inner loop's bounds do not use the outer variable, and no two
+    Legality: a guard between the loops reads no array and not the inner variable;
+    the inner loop's bounds do not use the outer variable, and no two
     accesses (one a write) touch the same element in iterations whose order the
     swap reverses (no dependence of direction ``(<, >)``).
 
@@ -139,6 +142,9 @@ def reorder_loops(p, outer):
     """
     c = outer
     s: For = c.node()
+    guard = _lone_guard(s)
+    if guard is not None:
+        return _reorder_through_guard(p, c, s, guard)
     if len(s.body) != 1 or not isinstance(s.body[0], For):
         raise fail(f"loop {s.iter} must contain exactly one statement, a loop, to be "
                    "reordered with it", s.loc,
@@ -167,13 +173,60 @@ def reorder_loops(p, outer):
     return Rewrite(splice(p.ir, a, [new]), fwd_splice(a, 1, inner_map))
 
 
+def _lone_guard(s: For):
+    """The ``if`` that is the whole body of ``s`` and whose whole body is a loop
+    (``for a: if g: for b: ...``, a guard of ``divide_loop(tail="guard")``), else None."""
+    if len(s.body) != 1 or not isinstance(s.body[0], If):
+        return None
+    g = s.body[0]
+    if g.orelse or len(g.body) != 1 or not isinstance(g.body[0], For):
+        return None
+    return g
+
+
+def _reorder_through_guard(p, c, s: For, g: If):
+    """``for a: if g: for b: S`` → ``for b: for a: if g: S``.  The guard reads no
+    array and not ``b`` (it is outside ``b``), so it selects the same ``(a, b)`` pairs
+    in both nests; the pairs whose order changes are checked as without the guard
+    (every pair of ``S``'s accesses, a superset of those that run)."""
+    from ..ir.nodes import Read
+
+    t: For = g.body[0]
+    if any(isinstance(x, Read) for x in walk(g.cond)) or t.iter in free_vars(g.cond):
+        raise fail(f"the condition between loops {s.iter} and {t.iter} reads an array",
+                   g.loc)
+    if s.iter in free_vars((t.lo, t.hi)):
+        raise fail(f"the bounds of loop {t.iter} depend on {s.iter}", t.loc)
+    accs = collect(t.body, loops=(s, t))
+    hit = find_conflict(p.ir, c.addr, accs, accs,
+                        lambda e1, e2: z3.And(e1[s.iter] < e2[s.iter],
+                                              e1[t.iter] > e2[t.iter]))
+    if hit:
+        raise_conflict(f"swapping loops {s.iter} and {t.iter} reverses the order of two "
+                       "accesses", hit, s.loc)
+    new = t.with_(body=(s.with_(body=(g.with_(body=t.body),)),))
+    a = c.addr
+
+    def inner_map(r):
+        if len(r) == 1:  # the old outer loop
+            return a + ("body", 0)
+        if len(r) == 3:  # the guard
+            return a + ("body", 0, "body", 0)
+        if len(r) == 5:  # the old inner loop
+            return a
+        return a + ("body", 0, "body", 0) + r[5:]
+
+    return Rewrite(splice(p.ir, a, [new]), fwd_splice(a, 1, inner_map))
+
+
 # ------------------------------------------------------------------ fission
 
 
 @primitive("fission", gap=GAP, n_lifts=POSITIVE_INT)
 def fission(p, gap, n_lifts: int = 1):
     """Split the loop around ``gap`` into two loops, one running the statements
-    before the gap and one those after it (``n_lifts`` levels of loops).
+    before the gap and one those after it (``n_lifts`` levels of loops; a level may
+    be an ``if`` without ``else`` whose condition reads no array: two ``if``s).
 
     Legality: no allocation before the gap is used after it, and no access after
     the gap in one iteration conflicts with an access before the gap in a later
@@ -222,6 +275,8 @@ def _fission_once(pdef, gap):
         raise fail("the gap is not inside a loop", _gap_loc(pdef, gap))
     a = baddr[:-1]
     L = block_of(pdef, a[:-1])[a[-1]]
+    if isinstance(L, If):
+        return _fission_guard(pdef, a, L, k)
     if not isinstance(L, For):
         raise fail("the gap is not directly inside a loop", _gap_loc(pdef, gap))
     pre, post = L.body[:k], L.body[k:]
@@ -247,6 +302,36 @@ def _fission_once(pdef, gap):
         raise_conflict(f"an access after the gap in an iteration of {L.iter} comes before "
                        "an access before the gap in a later iteration", hit, L.loc)
     new = [L.with_(body=pre), L.with_(body=post)]
+
+    def inner_map(r):
+        if len(r) == 1:
+            return a
+        j = r[2]
+        if j < k:
+            return a + ("body", j) + r[3:]
+        return a[:-1] + (a[-1] + 1, "body", j - k) + r[3:]
+
+    return splice(pdef, a, new), a[:-1] + (a[-1] + 1,), fwd_splice(a, 2, inner_map)
+
+
+def _fission_guard(pdef, a, g: If, k: int):
+    """``if c: pre; post`` (no else) → ``if c: pre`` then ``if c: post``: one level of
+    fission through a guard whose condition reads no array (``pre`` cannot change
+    it), so both halves run exactly when the one ``if`` did, in the same order."""
+    from ..ir.nodes import Read
+
+    if g.orelse or any(isinstance(x, Read) for x in walk(g.cond)):
+        raise fail("fission splits an if only when it has no else and its condition "
+                   "reads no array", g.loc)
+    pre, post = g.body[:k], g.body[k:]
+    if not pre or not post:
+        raise fail("the gap is at the edge of the if: nothing to split", g.loc)
+    used_after = free_vars(post)
+    for st in pre:
+        if isinstance(st, Alloc) and st.name in used_after:
+            raise fail(f"'{st.name}' is allocated before the gap and used after it", st.loc,
+                       f"lift_alloc {st.name} out of the if first")
+    new = [g.with_(body=pre), g.with_(body=post)]
 
     def inner_map(r):
         if len(r) == 1:

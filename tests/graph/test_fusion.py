@@ -95,10 +95,10 @@ def test_mnist_mlp_runs_as_two_fused_kernels(monkeypatch):
     assert count.own == [] and count.ops == 0
     assert [s.name for s in model.launches.steps] == [k.name for k in ks]
     assert len(model.unit.names) == 2  # the unit holds exactly the two fused procs
-    # the first matmul (1000 columns) is the stdlib's cut variant: its 128-multiple
-    # tile and its 104-column edge are two device kernels of the one proc (the empty
-    # row edge launches nothing); the second is the guarded variant, one kernel
-    assert ks[0].name.startswith("matmul_cut") and count.device == 3
+    # exactly 2 device launches: the first matmul (1000 columns, not a multiple of the
+    # 128 tile) is the stdlib's one-kernel guarded big tile (the cut variant would
+    # launch its 104-column edge separately); the second is the guarded variant
+    assert ks[0].name.startswith("matmul_tiles") and count.device == 2
     ref = reference(images)
     np.testing.assert_allclose(out, ref, atol=1e-3, rtol=1e-3)
     assert (out.argmax(1) == ref.argmax(1)).all()
@@ -175,12 +175,13 @@ def test_matmul_epilogue_variants(sa, sb, bias):
 def test_matmul_variant_is_the_one_matmul_kernel_picks():
     from gpudsl.stdlib import matmul as mm
 
-    for sa, sb, want in [((128, 784), (784, 1000), "matmul_cut_v4"), ((3, 5), (5, 7), "matmul"),
-                         ((128, 8), (8, 128), "matmul_128x128x8"), ((5,), (5, 7), "vecmat")]:
+    for sa, sb, want in [((128, 784), (784, 1000), "matmul_tiles"), ((3, 5), (5, 7), "matmul"),
+                         ((128, 8), (8, 128), "matmul_128x128x8"), ((5,), (5, 7), "vecmat"),
+                         ((128, 12), (12, 128), "matmul_cut_v4")]:
         variant, vec = fk.matmul_variant(sa, sb, {})
         assert mm.matmul_kernel(sa, sb)[0].name == want
         assert {"cut": "matmul_cut_v4", "guarded": "matmul", "big": "matmul_128x128x8",
-                "vecmat": "vecmat"}[variant] == want
+                "tiles": "matmul_tiles", "vecmat": "vecmat"}[variant] == want
 
 
 # ------------------------------------------------------------------ the rules (no kernels)
