@@ -8,7 +8,7 @@ from gpudsl.stdlib import matmul
 
 
 def test_matmul_edge_kernels_exact():
-    p, b = matmul.matmul_kernel((1000, 1000), (1000, 1000))
+    p, b = matmul.cut_kernel(False, 4), dict(m=1000, n=1000, k=1000)
     k0, k1, k2 = p.perf(**b).kernels
     assert sum(k.flops * k.launches for k in (k0, k1, k2)) == 2 * 1000 ** 3
     assert k1.flops == 2 * 896 * 104 * 1000  # 896 rows x the last 104 columns
@@ -16,6 +16,13 @@ def test_matmul_edge_kernels_exact():
     # a and b: capped at their size; c: only the elements the kernel writes
     assert k1.bytes == 2 * 4 * 1000 * 1000 + 4 * 896 * 104
     assert k2.bytes == 2 * 4 * 1000 * 1000 + 4 * 104 * 1000
+
+
+def test_one_kernel_matmul_counts_only_the_real_elements():
+    # the default for 1000^3: one kernel whose edge blocks are guarded inside
+    p, b = matmul.matmul_kernel((1000, 1000), (1000, 1000))
+    (k,) = p.perf(**b).kernels
+    assert k.flops * k.launches == 2 * 1000 ** 3
 
 
 @proc
