@@ -601,6 +601,21 @@ def _warp_ok(c) -> bool:
             and (wm // c.tm) * (wn // c.tn) == 32)
 
 
+def options_kernel(a_shape, b_shape, **opts):
+    """``matmul_kernel`` with every option of :data:`DEFAULTS` applied, the warp tile
+    ``wm``/``wn`` included: when the picker chose the big-tile kernel, that kernel
+    warp-tiled.  What ``MatmulBuild`` builds and ``ops.matmul`` runs for a tuned
+    winner (one kernel for one configuration)."""
+    wm, wn = opts.pop("wm", 0), opts.pop("wn", 0)
+    p, bind = matmul_kernel(a_shape, b_shape, **opts)
+    if wm and wn:
+        o = dict(DEFAULTS, **opts)
+        args = (len(a_shape) == 3, o["bm"], o["bn"], o["bk"], o["tm"], o["tn"], o["vec"])
+        if p is big_kernel(*args):  # the picker's call (lru_cache: the same object)
+            p = big_kernel(*args, wm, wn)
+    return p, bind
+
+
 class MatmulBuild:
     """The schedule function ``gpudsl tune matmul`` tunes: a configuration of
     :func:`matmul_space` → the kernel ``gpudsl.ops.matmul`` runs for these shapes with
@@ -612,16 +627,7 @@ class MatmulBuild:
         self.a_shape, self.b_shape = tuple(a_shape), tuple(b_shape)
 
     def __call__(self, config):
-        cfg = dict(config)
-        wm, wn = cfg.pop("wm", 0), cfg.pop("wn", 0)
-        p = matmul_kernel(self.a_shape, self.b_shape, **cfg)[0]
-        if wm and wn:  # the picker chose the big-tile kernel: that kernel, warp-tiled
-            o = dict(DEFAULTS, **cfg)
-            args = (len(self.a_shape) == 3, o["bm"], o["bn"], o["bk"], o["tm"], o["tn"],
-                    o["vec"])
-            if p is big_kernel(*args):
-                p = big_kernel(*args, wm, wn)
-        return p
+        return options_kernel(self.a_shape, self.b_shape, **dict(config))[0]
 
     def __repr__(self):
         return f"MatmulBuild({self.a_shape}, {self.b_shape})"
@@ -643,6 +649,6 @@ def tuned_options(a_shape, b_shape, target: str) -> dict:
     return {k: v for k, v in (w or {}).items() if k in DEFAULTS}
 
 
-__all__ = ["matmul_space", "MatmulBuild", "tuned_options", "schedule_matmul", "schedule_matmul_cut", "schedule_matmul_guarded",
+__all__ = ["matmul_space", "MatmulBuild", "options_kernel", "tuned_options", "schedule_matmul", "schedule_matmul_cut", "schedule_matmul_guarded",
            "schedule_vecmat", "matmul_algorithm", "vecmat_algorithm", "matmul_kernel", "NodeError",
            "DEFAULTS"]
