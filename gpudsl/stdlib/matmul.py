@@ -597,8 +597,11 @@ def _warp_ok(c) -> bool:
     wm, wn = c.get("wm", 0), c.get("wn", 0)
     if not wm or not wn:
         return not wm and not wn
+    # wm > 32 with bk = 16: the padded A tile's pitch (bm + 2) is no multiple of 4, the
+    # register cache reads it one float at a time, and rows wm apart share a bank (a
+    # 2-way conflict in the report)
     return (c.bm % wm == 0 and c.bn % wn == 0 and wm % c.tm == 0 and wn % c.tn == 0
-            and (wm // c.tm) * (wn // c.tn) == 32)
+            and (wm // c.tm) * (wn // c.tn) == 32 and (wm <= 32 or c.bk == 8))
 
 
 def options_kernel(a_shape, b_shape, **opts):
