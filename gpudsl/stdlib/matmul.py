@@ -143,7 +143,7 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     #    the block's threads, allocated at block level
     gstep = (warp_tile[1] if warp_tile is not None else bn) // ncol  # column groups apart
     row = f"{bm} * bi + {arow} + ri"
-    col = (f"{bn} * bj + {bcol} + {gstep} * rjg + rj" if strided
+    col = (f"{bn} * bj + {gstep} * rjg + {bcol} + rj" if strided
            else f"{bn} * bj + {bcol} + rj")
     cwin = f"c[{zi}{row}, {col}]"
     if warp_tile is not None:  # the merged loops' index as written (stage_mem then
