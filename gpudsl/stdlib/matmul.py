@@ -38,7 +38,10 @@ from .common import make_proc as _make
 from .common import tiles_and_edges
 from .shapes import NodeError, require
 
-DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4)
+DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0)
+# wm, wn: the warp tile of the big-tile kernel (0, 0: none; see schedule_matmul's
+# warp_tile).  Off by default: the performance report's figures are the same either way
+# (docs/decisions.md, issue 15 wave 3)
 
 
 @lru_cache(maxsize=None)
@@ -93,7 +96,8 @@ def vecmat_algorithm() -> Proc:
 def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: int = 8,
                     tn: int = 8, vec: int = 4, cache_regs: bool = True,
                     vec_registers: bool = True, blocks_per_sm: int = 2,
-                    strided_cols: bool = True, a_transposed: bool = True) -> Proc:
+                    strided_cols: bool = True, a_transposed: bool = True,
+                    warp_tile: tuple | None = None) -> Proc:
     """2-D block tiling + thread tiling + float4, from ``matmul_algorithm(batched,
     (bm, bn, bk))``.  Threads per block: ``(bm // tm) x (bn // tn)``.
 
@@ -107,7 +111,14 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     ``[bk][bm + pad]`` (each thread's ``tm`` values of a k step are adjacent: float4
     reads, broadcast in a warp; the pad spreads the transposing stores over all
     banks).  Both tile copies spread over every thread of the block, a warp reading
-    whole rows of the tiles (minimum sectors)."""
+    whole rows of the tiles (minimum sectors).
+
+    ``warp_tile=(wm, wn)``: warp tiling (siboehm's kernel 10): each warp of the block
+    owns a ``wm x wn`` tile of C, its 32 threads' ``tm x tn`` register tiles arranged
+    ``(wm // tm) x (wn // tn)`` inside it (so ``(wm // tm) * (wn // tn) == 32``).  The
+    thread loops become ``ti`` (the warp, ``(bm // wm) x (bn // wn)`` of them) and
+    ``tj`` (the lane): a warp's reads of a k step touch ``wm`` values of the A tile
+    and ``wn`` of the B tile instead of ``2 tm`` and ``bn``."""
     batched = _has_loop(p, "z")
     ty, tx = bm // tm, bn // tn
     assert bm % tm == 0 and bn % tn == 0 and tn % vec == 0
@@ -118,20 +129,12 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     cj = ["rjg", "rj"] if strided else ["rj"]
 
     # 1. block tiles and thread tiles; loops bi bj ti tj ri [rjg] rj
-    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
-    p = divide_loop(p, "ii", tm, ["ti", "ri"], tail="perfect")
-    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
-    if strided:
-        p = divide_loop(p, "jj", bn // ncol, ["rjg", "jr"], tail="perfect")
-        p = divide_loop(p, "jr", wcol, ["tj", "rj"], tail="perfect")
-        p = reorder_loops(p, "ri")  # bi ti bj ri rjg tj rj
-        p = reorder_loops(p, "rjg")  # ... ri tj rjg rj
-        p = reorder_loops(p, "ri")  # ... tj ri rjg rj
+    if warp_tile is not None:
+        p, ty, tx, arow, bcol = _warp_loops(p, bm, bn, tm, tn, ncol, wcol, warp_tile)
     else:
-        p = divide_loop(p, "jj", tn, ["tj", "rj"], tail="perfect")
-        p = reorder_loops(p, "ri")
-        p = reorder_loops(p, "ri")
-    p = reorder_loops(p, "ti")
+        arow = f"{tm} * ti"  # the thread's first row in the block tile
+        bcol = f"{wcol} * tj"  # ... and first column (of each column group)
+    p = _thread_loops(p, bm, bn, tm, tn, ncol, wcol, strided) if warp_tile is None else p
     if batched:
         p = parallelize_loop(p, "z", BLOCKS)
     p = parallelize_loop(p, "bi", BLOCKS)
@@ -141,10 +144,16 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
 
     # 2. the accumulator: one register per output, expanded to the thread tile and
     #    the block's threads, allocated at block level
-    row = f"{bm} * bi + {tm} * ti + ri"
-    col = (f"{bn} * bj + {bn // ncol} * rjg + {wcol} * tj + rj" if strided
-           else f"{bn} * bj + {tn} * tj + rj")
-    p = stage_mem(p, p.find_loop("rj").body(), f"c[{zi}{row}, {col}]", "acc", REGISTER)
+    gstep = (warp_tile[1] if warp_tile is not None else bn) // ncol  # column groups apart
+    row = f"{bm} * bi + {arow} + ri"
+    col = (f"{bn} * bj + {gstep} * rjg + {bcol} + rj" if strided
+           else f"{bn} * bj + {bcol} + rj")
+    cwin = f"c[{zi}{row}, {col}]"
+    if warp_tile is not None:  # the merged loops' index as written (stage_mem then
+        st = p.find("c[_] = 0.0")  # sees the zeroing overwrite the whole window)
+        cwin = "c[" + ", ".join(print_expr(e) for e in st.node().idx) + "]"
+    p = stage_mem(p, p.find_loop("rj").body(), cwin, "acc", REGISTER)
+
     p = expand_dim(p, "acc", wcol, "rj")
     if strided:
         p = expand_dim(p, "acc", ncol, "rjg")
@@ -182,18 +191,18 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
 
     # 5. the A column and the B row of each k step in registers
     if cache_regs:
-        awin = (f"As[pi, {tm} * ti:{tm} * ti + {tm}]" if a_transposed
-                else f"As[{tm} * ti:{tm} * ti + {tm}, pi]")
+        awin = (f"As[pi, {arow}:{arow} + {tm}]" if a_transposed
+                else f"As[{arow}:{arow} + {tm}, pi]")
         if strided:  # pi rjg ri rj: ra for the k step, rb for each column group
             p = reorder_loops(p, "ri #1")
             p = stage_mem(p, p.find_loop("rjg #1"), awin, "ra", REGISTER)
             p = stage_mem(p, p.find_loop("ri #1"),
-                          f"Bs[pi, {bn // ncol} * rjg + {wcol} * tj:"
-                          f"{bn // ncol} * rjg + {wcol} * tj + {wcol}]", "rb", REGISTER)
+                          f"Bs[pi, {gstep} * rjg + {bcol}:"
+                          f"{gstep} * rjg + {bcol} + {wcol}]", "rb", REGISTER)
         else:
             inner = p.find_loop("ri #1")
             p = stage_mem(p, inner, awin, "ra", REGISTER)
-            p = stage_mem(p, p.forward(inner), f"Bs[pi, {tn} * tj:{tn} * tj + {tn}]", "rb",
+            p = stage_mem(p, p.forward(inner), f"Bs[pi, {bcol}:{bcol} + {tn}]", "rb",
                           REGISTER)
         if vec_registers and vec > 1:
             if a_vec > 1:
@@ -218,6 +227,71 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     if vec_registers and vec > 1:
         p = _vectorize_store(p, vec, zi)
     return simplify(p)
+
+
+def _thread_loops(p, bm, bn, tm, tn, ncol, wcol, strided):
+    """Loops bi bj ti tj ri [rjg] rj: thread (ti, tj) owns rows ``tm * ti + ri`` and
+    columns ``(bn // ncol) * rjg + wcol * tj + rj`` of the block tile."""
+    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
+    p = divide_loop(p, "ii", tm, ["ti", "ri"], tail="perfect")
+    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
+    if strided:
+        p = divide_loop(p, "jj", bn // ncol, ["rjg", "jr"], tail="perfect")
+        p = divide_loop(p, "jr", wcol, ["tj", "rj"], tail="perfect")
+        p = reorder_loops(p, "ri")  # bi ti bj ri rjg tj rj
+        p = reorder_loops(p, "rjg")  # ... ri tj rjg rj
+        p = reorder_loops(p, "ri")  # ... tj ri rjg rj
+    else:
+        p = divide_loop(p, "jj", tn, ["tj", "rj"], tail="perfect")
+        p = reorder_loops(p, "ri")
+        p = reorder_loops(p, "ri")
+    return reorder_loops(p, "ti")
+
+
+def _warp_loops(p, bm, bn, tm, tn, ncol, wcol, warp_tile):
+    """Loops bi bj ti tj ri [rjg] rj for warp tiling: ``ti`` the warp (``wi``, ``wj``
+    merged), ``tj`` the lane (``li``, ``lj`` merged); lane (li, lj) of warp (wi, wj)
+    owns rows ``wm * wi + tm * li + ri`` and columns ``wn * wj + (wn // ncol) * rjg +
+    wcol * lj + rj``.  Returns (proc, threads y, threads x, the thread's first row
+    and first column in the block tile)."""
+    wm, wn = warp_tile
+    nwi, nwj, nli, nlj = bm // wm, bn // wn, wm // tm, wn // tn
+    if (bm % wm or bn % wn or wm % tm or wn % tn or nli * nlj != 32):
+        raise ValueError(f"warp_tile {warp_tile}: needs bm % wm == bn % wn == wm % tm == "
+                         f"wn % tn == 0 and (wm // tm) * (wn // tn) == 32 (bm={bm}, "
+                         f"bn={bn}, tm={tm}, tn={tn})")
+    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
+    p = divide_loop(p, "ii", wm, ["wi", "iw"], tail="perfect")
+    p = divide_loop(p, "iw", tm, ["li", "ri"], tail="perfect")
+    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
+    p = divide_loop(p, "jj", wn, ["wj", "jw"], tail="perfect")
+    if ncol > 1:
+        p = divide_loop(p, "jw", wn // ncol, ["rjg", "jr"], tail="perfect")
+        p = divide_loop(p, "jr", wcol, ["lj", "rj"], tail="perfect")
+        order = ["bi", "wi", "li", "ri", "bj", "wj", "rjg", "lj", "rj"]
+        want = ["bi", "bj", "wi", "wj", "li", "lj", "ri", "rjg", "rj"]
+    else:
+        p = divide_loop(p, "jw", tn, ["lj", "rj"], tail="perfect")
+        order = ["bi", "wi", "li", "ri", "bj", "wj", "lj", "rj"]
+        want = ["bi", "bj", "wi", "wj", "li", "lj", "ri", "rj"]
+    p = _permute_nest(p, order, want)
+    p = merge_loops(p, "wi", "ti")
+    p = merge_loops(p, "li", "tj")
+    arow = f"{wm} * (ti // {nwj}) + {tm} * (tj // {nlj})"
+    bcol = f"{wn} * (ti % {nwj}) + {wcol} * (tj % {nlj})"
+    return p, nwi * nwj, 32, arow, bcol
+
+
+def _permute_nest(p, order, want):
+    """Reorder a perfect loop nest from ``order`` to ``want`` by adjacent swaps."""
+    order = list(order)
+    for k, name in enumerate(want):
+        at = order.index(name)
+        while at > k:  # swap it outwards with its parent
+            p = reorder_loops(p, order[at - 1])
+            order[at - 1], order[at] = order[at], order[at - 1]
+            at -= 1
+    return p
 
 
 def _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi):
@@ -596,9 +670,9 @@ def _big_ok(m, n, k, o) -> bool:
 
 
 @lru_cache(maxsize=None)
-def big_kernel(batched: bool, bm=128, bn=128, bk=8, tm=8, tn=8, vec=4) -> Proc:
+def big_kernel(batched: bool, bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0) -> Proc:
     return schedule_matmul(matmul_algorithm(batched, (bm, bn, bk)), bm=bm, bn=bn, bk=bk,
-                           tm=tm, tn=tn, vec=vec)
+                           tm=tm, tn=tn, vec=vec, warp_tile=(wm, wn) if wm else None)
 
 
 @lru_cache(maxsize=None)
@@ -686,14 +760,43 @@ def matmul_variant(m: int, n: int, k: int, o: dict) -> tuple[str, int]:
 # ---------------------------------------------------------------- tuning
 
 
-def matmul_space(bm=(32, 64, 128), bn=(32, 64, 128), bk=(8, 16), tm=(4, 8), tn=(4, 8)):
+def matmul_space(bm=(32, 64, 128), bn=(32, 64, 128), bk=(8, 16), tm=(4, 8), tn=(4, 8),
+                 wm=(0, 16, 32, 64), wn=(0, 16, 32, 64)):
     """The big-tile schedule's parameters as an autotuning space (SPEC section 8):
-    tiles that divide, at most 1024 threads per block."""
+    tiles that divide, at most 1024 threads per block; a warp tile ``wm x wn`` (0 x 0:
+    none) that divides the block tile and holds 32 thread tiles."""
     from ..autotune.space import Space
 
     return Space(bm=list(bm), bn=list(bn), bk=list(bk), tm=list(tm), tn=list(tn),
+                 wm=list(wm), wn=list(wn),
                  where=lambda c: c.bm % c.tm == 0 and c.bn % c.tn == 0
-                 and 32 <= (c.bm // c.tm) * (c.bn // c.tn) <= 1024)
+                 and 32 <= (c.bm // c.tm) * (c.bn // c.tn) <= 1024 and _warp_ok(c))
+
+
+def _warp_ok(c) -> bool:
+    wm, wn = c.get("wm", 0), c.get("wn", 0)
+    if not wm or not wn:
+        return not wm and not wn
+    # wm > 32 with bk = 16: the padded A tile's pitch (bm + 2) is no multiple of 4, the
+    # register cache reads it one float at a time, and rows wm apart share a bank (a
+    # 2-way conflict in the report)
+    return (c.bm % wm == 0 and c.bn % wn == 0 and wm % c.tm == 0 and wn % c.tn == 0
+            and (wm // c.tm) * (wn // c.tn) == 32 and (wm <= 32 or c.bk == 8))
+
+
+def options_kernel(a_shape, b_shape, **opts):
+    """``matmul_kernel`` with every option of :data:`DEFAULTS` applied, the warp tile
+    ``wm``/``wn`` included: when the picker chose the big-tile kernel, that kernel
+    warp-tiled.  What ``MatmulBuild`` builds and ``ops.matmul`` runs for a tuned
+    winner (one kernel for one configuration)."""
+    wm, wn = opts.pop("wm", 0), opts.pop("wn", 0)
+    p, bind = matmul_kernel(a_shape, b_shape, **opts)
+    if wm and wn:
+        o = dict(DEFAULTS, **opts)
+        args = (len(a_shape) == 3, o["bm"], o["bn"], o["bk"], o["tm"], o["tn"], o["vec"])
+        if p is big_kernel(*args):  # the picker's call (lru_cache: the same object)
+            p = big_kernel(*args, wm, wn)
+    return p, bind
 
 
 class MatmulBuild:
@@ -707,7 +810,7 @@ class MatmulBuild:
         self.a_shape, self.b_shape = tuple(a_shape), tuple(b_shape)
 
     def __call__(self, config):
-        return matmul_kernel(self.a_shape, self.b_shape, **dict(config))[0]
+        return options_kernel(self.a_shape, self.b_shape, **dict(config))[0]
 
     def __repr__(self):
         return f"MatmulBuild({self.a_shape}, {self.b_shape})"
@@ -729,7 +832,8 @@ def tuned_options(a_shape, b_shape, target: str) -> dict:
     return {k: v for k, v in (w or {}).items() if k in DEFAULTS}
 
 
-__all__ = ["matmul_space", "MatmulBuild", "tuned_options", "schedule_matmul", "schedule_matmul_cut", "schedule_matmul_guarded",
+__all__ = ["matmul_space", "MatmulBuild", "options_kernel", "tuned_options", "schedule_matmul",
+           "schedule_matmul_cut", "schedule_matmul_guarded",
            "schedule_matmul_guarded_tiles",
            "schedule_vecmat", "matmul_algorithm", "vecmat_algorithm", "matmul_kernel", "NodeError",
            "matmul_variant",

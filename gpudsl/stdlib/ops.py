@@ -324,7 +324,7 @@ def reshape(x, shape):
 def matmul(a, b, precision: str = "fp32"):
     """``[m,n]@[n,k]``, ``[n]@[n,k]`` or ``[b,m,n]@[b,n,k]``.  ``precision="tf32"``:
     the TF32 tensor-core kernel (2-D, tile-divisible shapes; see ``matmul_tf32``)."""
-    from .matmul import matmul_kernel, tuned_options
+    from .matmul import options_kernel, tuned_options
 
     require(precision in ("fp32", "tf32"),
             f"precision must be 'fp32' or 'tf32', not {precision!r}")
@@ -334,7 +334,7 @@ def matmul(a, b, precision: str = "fp32"):
 
         p, binds = matmul_tf32_kernel(sa, sb)
     else:  # the tuning database's winner for this device and shape, else the defaults
-        p, binds = matmul_kernel(sa, sb, **tuned_options(sa, sb, target()))
+        p, binds = options_kernel(sa, sb, **tuned_options(sa, sb, target()))
     a, b = _contig(a), _contig(b)
     out = _empty(a, sa[:-1] + (sb[-1],))  # [k] for [n] @ [n, k]
     names = [q.name for q in p.ir.params if q.is_array]
