@@ -20,6 +20,9 @@
 * ``matmul_kernel(a_shape, b_shape)`` picks the variant and schedule
   (``matmul_variant``).
 
+The readable algorithms and the schedule steps the big-tile kernels share live in
+:mod:`.matmul_parts`; the one-kernel variant in :mod:`.matmul_tiles`.
+
 Names in the algorithm: ``c[i, j] += a[i, p] * b[p, j]`` with ``i < m``,
 ``j < k``, ``p < n``.
 """
@@ -28,14 +31,17 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..ir.printer import print_expr
-from ..ir.types import BLOCKS, REGISTER, SHARED, THREADS
+from ..ir.types import BLOCKS, REGISTER, THREADS
 from ..proc import Proc
-from ..schedule import (cut_loop, divide_loop, expand_dim, fission, insert_sync, lift_alloc,
-                        merge_loops, pad_dim, parallelize_loop, rearrange_dim, rename,
-                        reorder_loops, set_blocks_per_sm, set_unroll, simplify, stage_mem,
-                        vectorize)
-from .common import make_proc as _make
+from ..schedule import (cut_loop, divide_loop, fission, insert_sync, lift_alloc,
+                        parallelize_loop, rename, reorder_loops, set_blocks_per_sm,
+                        set_unroll, simplify, stage_mem)
 from .common import tiles_and_edges
+from .matmul_parts import (_copy_all_threads, _copy_threads, _has_loop,  # noqa: F401
+                           _thread_loops, _transposed_a_copy,
+                           _vectorize_copy, _vectorize_store, _warp_loops, expand_acc,
+                           matmul_algorithm, split_k, stage_tiles, vecmat_algorithm)
+from .matmul_tiles import guarded_tiles_kernel, schedule_matmul_guarded_tiles  # noqa: F401
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0)
@@ -43,51 +49,6 @@ DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0)
 # warp_tile).  Off by default: the performance report's figures are the same either way
 # (docs/decisions.md, issue 15 wave 3)
 
-
-@lru_cache(maxsize=None)
-def matmul_algorithm(batched: bool, divisible: tuple | None = None) -> Proc:
-    """``c[m, k] = a[m, n] @ b[n, k]``, optionally over a leading batch axis ``z``,
-    with the preconditions ``m % dm == 0 and k % dk == 0 and n % dn == 0`` when
-    ``divisible = (dm, dk, dn)``."""
-    assert_line = ""
-    tag = ""
-    if divisible is not None:
-        dm, dk, dn = divisible
-        assert_line = f"    assert m % {dm} == 0 and k % {dk} == 0 and n % {dn} == 0\n"
-        tag = f"_{dm}x{dk}x{dn}"
-    if batched:
-        name = "bmatmul" + tag
-        text = (
-            f"def {name}(nb: size, m: size, n: size, k: size, a: f32[nb, m, n], "
-            "b: f32[nb, n, k], c: f32[nb, m, k]):\n" + assert_line +
-            "    for z in seq(0, nb):\n"
-            "        for i in seq(0, m):\n"
-            "            for j in seq(0, k):\n"
-            "                c[z, i, j] = 0.0\n"
-            "                for p in seq(0, n):\n"
-            "                    c[z, i, j] += a[z, i, p] * b[z, p, j]\n")
-    else:
-        name = "matmul" + tag
-        text = (
-            f"def {name}(m: size, n: size, k: size, a: f32[m, n], b: f32[n, k], "
-            "c: f32[m, k]):\n" + assert_line +
-            "    for i in seq(0, m):\n"
-            "        for j in seq(0, k):\n"
-            "            c[i, j] = 0.0\n"
-            "            for p in seq(0, n):\n"
-            "                c[i, j] += a[i, p] * b[p, j]\n")
-    return _make(name, text)
-
-
-@lru_cache(maxsize=None)
-def vecmat_algorithm() -> Proc:
-    """``c[j] = sum_p a[p] * b[p, j]`` — the m = 1 case with a 1-D ``a`` and ``c``."""
-    text = ("def vecmat(n: size, k: size, a: f32[n], b: f32[n, k], c: f32[k]):\n"
-            "    for j in seq(0, k):\n"
-            "        c[j] = 0.0\n"
-            "        for p in seq(0, n):\n"
-            "            c[j] += a[p] * b[p, j]\n")
-    return _make("vecmat", text)
 
 
 # ---------------------------------------------------------------- the big-tile kernel
@@ -154,32 +115,16 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
         cwin = "c[" + ", ".join(print_expr(e) for e in st.node().idx) + "]"
     p = stage_mem(p, p.find_loop("rj").body(), cwin, "acc", REGISTER)
 
-    p = expand_dim(p, "acc", wcol, "rj")
-    if strided:
-        p = expand_dim(p, "acc", ncol, "rjg")
-    p = expand_dim(p, "acc", tm, "ri")
-    p = expand_dim(p, "acc", tx, "tj")
-    p = expand_dim(p, "acc", ty, "ti")
+    p = expand_acc(p, wcol, ncol if strided else 1, tm, tx, ty)
     nl = 4 + strided
     p = lift_alloc(p, "acc", n_lifts=nl)
 
     # 3. the k loop in bk steps, split from the initialisation and the write-back,
     #    moved outside the thread loops; the k step outside the register tile
-    p = divide_loop(p, "p", bk, ["po", "pi"], tail="perfect")
-    p = fission(p, p.find("acc[_] = 0.0").after(), n_lifts=nl)
-    p = fission(p, p.find_loop("po").after(), n_lifts=nl)
-    reg_loops = [x + " #1" for x in reversed(["ri"] + cj)]
-    for lp in reg_loops + ["tj #1", "ti #1"]:
-        p = reorder_loops(p, lp)
-    for lp in reg_loops:
-        p = reorder_loops(p, lp)
+    p = split_k(p, bk, nl, cj)
 
     # 4. A and B tiles in SHARED, copied by all the block's threads (float4 reads)
-    compute = p.find_loop("ti #1")
-    p = stage_mem(p, compute, f"a[{zi}{bm} * bi:{bm} * bi + {bm}, {bk} * po:{bk} * po + {bk}]",
-                  "As", SHARED)
-    p = stage_mem(p, p.forward(compute),
-                  f"b[{zi}{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]", "Bs", SHARED)
+    p, compute = stage_tiles(p, bm, bn, bk, zi)
     a_vec = 1
     if a_transposed:
         p, a_vec = _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi)
@@ -229,203 +174,6 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     return simplify(p)
 
 
-def _thread_loops(p, bm, bn, tm, tn, ncol, wcol, strided):
-    """Loops bi bj ti tj ri [rjg] rj: thread (ti, tj) owns rows ``tm * ti + ri`` and
-    columns ``(bn // ncol) * rjg + wcol * tj + rj`` of the block tile."""
-    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
-    p = divide_loop(p, "ii", tm, ["ti", "ri"], tail="perfect")
-    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
-    if strided:
-        p = divide_loop(p, "jj", bn // ncol, ["rjg", "jr"], tail="perfect")
-        p = divide_loop(p, "jr", wcol, ["tj", "rj"], tail="perfect")
-        p = reorder_loops(p, "ri")  # bi ti bj ri rjg tj rj
-        p = reorder_loops(p, "rjg")  # ... ri tj rjg rj
-        p = reorder_loops(p, "ri")  # ... tj ri rjg rj
-    else:
-        p = divide_loop(p, "jj", tn, ["tj", "rj"], tail="perfect")
-        p = reorder_loops(p, "ri")
-        p = reorder_loops(p, "ri")
-    return reorder_loops(p, "ti")
-
-
-def _warp_loops(p, bm, bn, tm, tn, ncol, wcol, warp_tile):
-    """Loops bi bj ti tj ri [rjg] rj for warp tiling: ``ti`` the warp (``wi``, ``wj``
-    merged), ``tj`` the lane (``li``, ``lj`` merged); lane (li, lj) of warp (wi, wj)
-    owns rows ``wm * wi + tm * li + ri`` and columns ``wn * wj + (wn // ncol) * rjg +
-    wcol * lj + rj``.  Returns (proc, threads y, threads x, the thread's first row
-    and first column in the block tile)."""
-    wm, wn = warp_tile
-    nwi, nwj, nli, nlj = bm // wm, bn // wn, wm // tm, wn // tn
-    if (bm % wm or bn % wn or wm % tm or wn % tn or nli * nlj != 32):
-        raise ValueError(f"warp_tile {warp_tile}: needs bm % wm == bn % wn == wm % tm == "
-                         f"wn % tn == 0 and (wm // tm) * (wn // tn) == 32 (bm={bm}, "
-                         f"bn={bn}, tm={tm}, tn={tn})")
-    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
-    p = divide_loop(p, "ii", wm, ["wi", "iw"], tail="perfect")
-    p = divide_loop(p, "iw", tm, ["li", "ri"], tail="perfect")
-    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
-    p = divide_loop(p, "jj", wn, ["wj", "jw"], tail="perfect")
-    if ncol > 1:
-        p = divide_loop(p, "jw", wn // ncol, ["rjg", "jr"], tail="perfect")
-        p = divide_loop(p, "jr", wcol, ["lj", "rj"], tail="perfect")
-        order = ["bi", "wi", "li", "ri", "bj", "wj", "rjg", "lj", "rj"]
-        want = ["bi", "bj", "wi", "wj", "li", "lj", "ri", "rjg", "rj"]
-    else:
-        p = divide_loop(p, "jw", tn, ["lj", "rj"], tail="perfect")
-        order = ["bi", "wi", "li", "ri", "bj", "wj", "lj", "rj"]
-        want = ["bi", "bj", "wi", "wj", "li", "lj", "ri", "rj"]
-    p = _permute_nest(p, order, want)
-    p = merge_loops(p, "wi", "ti")
-    p = merge_loops(p, "li", "tj")
-    arow = f"{wm} * (ti // {nwj}) + {tm} * (tj // {nlj})"
-    bcol = f"{wn} * (ti % {nwj}) + {wcol} * (tj % {nlj})"
-    return p, nwi * nwj, 32, arow, bcol
-
-
-def _permute_nest(p, order, want):
-    """Reorder a perfect loop nest from ``order`` to ``want`` by adjacent swaps."""
-    order = list(order)
-    for k, name in enumerate(want):
-        at = order.index(name)
-        while at > k:  # swap it outwards with its parent
-            p = reorder_loops(p, order[at - 1])
-            order[at - 1], order[at] = order[at], order[at - 1]
-            at -= 1
-    return p
-
-
-def _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi):
-    """The A tile ``As[bm, bk]`` stored transposed, ``[bk][bm + pad]``: each thread
-    reads ``vec`` adjacent values of a row of A (float4, through registers ``ta``) and
-    stores them down a column of ``As``; the pad puts the ``bk // vec`` column groups
-    a warp stores on distinct banks.  Returns (proc, the vector width the register
-    cache may read ``As`` with)."""
-    p = rearrange_dim(p, "As", [1, 0])
-    vcols = bk // vec if vec > 1 and bk % vec == 0 else 0
-    if vcols:
-        p = divide_loop(p, "i1", vec, ["i1o", "i1v"], tail="perfect")
-        p = stage_mem(p, p.find_loop("i1v"),
-                      f"a[{zi}{bm} * bi + i0, {bk} * po + {vec} * i1o:"
-                      f"{bk} * po + {vec} * i1o + {vec}]", "ta", REGISTER)
-        p = _vectorize_copy(p, "ta", vec)
-        p = _spread(p, "i0", "i1o", bm * vcols, ty, tx, "ia")
-    else:
-        p = _spread(p, "i0", "i1", bm * bk, ty, tx, "ia")
-    # a warp stores rows_w = 32 // groups rows, each as `groups` column groups `vw`
-    # apart: pad so that (vw * pitch) % 32 == rows_w (a bank per lane)
-    vw, groups = (vec, vcols) if vcols else (1, bk)
-    pad = 0
-    if groups > 1 and 32 % groups == 0:
-        want = 32 // groups
-        pad = next((d for d in range(32) if (vw * (bm + d)) % 32 == want), 0)
-        if pad:
-            p = pad_dim(p, "As", 1, bm + pad)
-    pitch = bm + pad
-    a_vec = vec if vec > 1 and pitch % vec == 0 and tm % vec == 0 else 1
-    return p, a_vec
-
-
-def _spread(p, r, c_, n, ty, tx, name):
-    """Merge the copy loops ``r`` (outer) and ``c_`` into one loop of ``n`` (row-major:
-    consecutive threads take consecutive elements) and share it out over the block's
-    ``ty x tx`` threads (a guard where they do not divide it)."""
-    p = merge_loops(p, r, name)
-    T = ty * tx
-    inner = name
-    if n > T:
-        p = divide_loop(p, name, T, [name + "s", name + "t"],
-                        tail="perfect" if n % T == 0 else "guard")
-        inner = name + "t"
-    p = divide_loop(p, inner, tx, [name + "y", name + "x"],
-                    tail="perfect" if n % tx == 0 else "guard")
-    p = parallelize_loop(p, name + "y", THREADS)
-    p = parallelize_loop(p, name + "x", THREADS)
-    return p
-
-
-def _copy_all_threads(p, r, c_, rows, cols, ty, tx, vec):
-    """A ``rows x cols`` tile copy (loops r, c_) with ``vec``-wide copies over every
-    thread of the block, row-major (a warp reads whole rows)."""
-    if vec > 1 and cols % vec == 0:
-        p = divide_loop(p, c_, vec, [c_ + "o", c_ + "v"], tail="perfect")
-        p = vectorize(p, c_ + "v", vec)
-        return _spread(p, r, c_ + "o", rows * cols // vec, ty, tx, "ib")
-    return _spread(p, r, c_, rows * cols, ty, tx, "ib")
-
-
-def _has_loop(p, name) -> bool:
-    try:
-        p.find_loop(name)
-        return True
-    except Exception:
-        return False
-
-
-def _copy_threads(p, r, c_, rows, cols, ty, tx, vec):
-    """Map a ``rows x cols`` tile copy (loops r, c_) onto ``ty x tx`` threads with
-    ``vec``-wide copies: c_ → [c_o, v] (vectorized); the rows and the vector
-    columns share out the threads."""
-    vcols = cols // vec
-    if vec > 1:
-        p = divide_loop(p, c_, vec, [c_ + "o", c_ + "v"], tail="perfect")
-        p = vectorize(p, c_ + "v", vec)
-        co = c_ + "o"
-    else:
-        co = c_
-    if vcols >= tx:  # columns over x (and seq), rows over y (and seq)
-        p = divide_loop(p, co, tx, [co + "s", co + "t"], tail="perfect")
-        if rows > ty:
-            p = divide_loop(p, r, ty, [r + "s", r + "t"], tail="perfect")
-            # r_s r_t co_s co_t → r_s co_s r_t co_t
-            p = reorder_loops(p, r + "t")
-            p = parallelize_loop(p, r + "t", THREADS)
-        else:
-            p = reorder_loops(p, r)  # co_s r co_t
-            p = parallelize_loop(p, r, THREADS)
-        p = parallelize_loop(p, co + "t", THREADS)
-    else:  # few vector columns: rows split over y and x, columns seq
-        f = tx // vcols if tx % vcols == 0 else 1
-        # rows = (rows // (ty*f)) x ty x f ... use rows -> [rs, ry, rx]
-        per = ty * f
-        if rows >= per and rows % per == 0:
-            p = divide_loop(p, r, per, [r + "s", r + "yx"], tail="perfect")
-            p = divide_loop(p, r + "yx", f, [r + "y", r + "x"], tail="perfect")
-            # r_s r_y r_x co v  → r_s r_y (r_x co) : map r_y y, r_x x ... co seq
-            p = parallelize_loop(p, r + "y", THREADS)
-            p = parallelize_loop(p, r + "x", THREADS)
-        else:
-            p = parallelize_loop(p, r, THREADS)
-    return p
-
-
-def _vectorize_copy(p, name, vec):
-    from ..schedule.cursors import find
-
-    st = find(p, f"{name}[_] = _")
-    loop = st.parent()
-    it = loop.node().iter
-    n = loop.node().hi
-    from ..schedule.simplify import const_value
-
-    if const_value(n) is None or const_value(n) % vec:
-        return p
-    p = divide_loop(p, loop, vec, [it + "o", it + "v"], tail="perfect")
-    return vectorize(p, it + "v", vec)
-
-
-def _vectorize_store(p, vec, zi):
-    from ..schedule.cursors import find
-
-    st = find(p, "c[_] = acc[_]")
-    if len(st.parent().node().body) > 1:  # an epilogue on acc first (gpudsl.graph fusion)
-        p = fission(p, st.before())
-        st = find(p, "c[_] = acc[_]")
-    loop = st.parent()
-    it = loop.node().iter
-    p = divide_loop(p, loop, vec, [it + "o", it + "v"], tail="perfect")
-    return vectorize(p, it + "v", vec)
-
-
 # ---------------------------------------------------------------- any shape: cut loops
 
 
@@ -472,163 +220,6 @@ def _schedule_edge(p: Proc, sfx: str, threads: int, batched: bool) -> Proc:
     st = q.find("c[_] = 0.0")
     win = "c[" + ", ".join(print_expr(e) for e in st.node().idx) + "]"
     return stage_mem(q, st.parent().body(), win, "acc" + sfx, REGISTER)
-
-
-# ---------------------------------------------------------------- any shape: one kernel
-# The big-tile matmul of any shape in ONE kernel (issue 17: the MNIST MLP as two
-# launches): :func:`schedule_matmul_guarded_tiles`.
-#
-# The design of :func:`gpudsl.stdlib.matmul.schedule_matmul` (a ``bm x bn`` block tile of
-# C per thread block, ``bk``-deep tiles of A (transposed, padded: no bank conflict) and B
-# in SHARED memory copied by every thread, a ``tm x tn`` register tile per thread, the A
-# column and B row of each k step in registers with float4 shared reads), with the edge
-# handled inside the same kernel instead of by ``cut_loop``'s extra kernels:
-#
-# * rows and columns are divided with ``tail="guard"``: ``ceil(m / bm) x ceil(k / bn)``
-#   blocks, and the guards ``row < m`` / ``col < k`` move inwards with the loops
-#   (``reorder_loops`` and ``fission`` through a guard) down to the register tile, inside
-#   every thread loop — the barriers stay at block level, under no guard;
-# * the shared tiles are staged with windows that may leave the arrays: ``stage_mem``
-#   guards those copies element by element (what lies outside is never read: every
-#   staged read is under the row/column guard, which ``stage_mem`` proves);
-# * the reduction's ``n % bk`` tail runs after the tiled k loop in the same kernel,
-#   reading global memory (as in the cut variant).
-#
-# The guarded global copies are scalar (a float4 copy would need the guard of its first
-# element to stand for all four), still coalesced: a warp reads whole 32-byte rows of the
-# A tile and 128 contiguous bytes of the B tile, the minimum sectors; the stores of C are
-# scalar too (a warp's request spans 4 float4 groups: 16 sectors against 4). The report
-# (``proc.perf``) shows it; ``tests/stdlib/test_matmul_one_kernel.py`` asserts it.
-
-
-def schedule_matmul_guarded_tiles(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8,
-                                  tm: int = 8, tn: int = 8, vec: int = 4,
-                                  blocks_per_sm: int = 2) -> Proc:
-    """Any shape, one kernel, from ``matmul_algorithm(batched)`` (no preconditions).
-    Threads per block: ``(bm // tm) x (bn // tn)``; ``vec``: the width of the shared →
-    register reads (the global copies are scalar, guarded)."""
-    batched = _has_loop(p, "z")
-    ty, tx = bm // tm, bn // tn
-    assert bm % tm == 0 and bn % tn == 0 and tn % vec == 0
-    zi = "z, " if batched else ""
-    strided = tn > vec
-    ncol = tn // vec if strided else 1
-    wcol = vec if strided else tn
-    cj = ["rjg", "rj"] if strided else ["rj"]
-
-    # 0. the reduction: [0, bk * (n // bk)) tiled, the rest after it (same kernel)
-    p = cut_loop(p, "p", f"{bk} * (n // {bk})")
-
-    # 1. block tiles (guarded), thread tiles; loops bi bj ti tj ri [rjg] rj, the
-    #    row guard inside ri and the column guard inside rj
-    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="guard")
-    p = divide_loop(p, "ii", tm, ["ti", "ri"], tail="perfect")
-    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="guard")
-    if strided:
-        p = divide_loop(p, "jj", bn // ncol, ["rjg", "jr"], tail="perfect")
-        p = divide_loop(p, "jr", wcol, ["tj", "rj"], tail="perfect")
-        p = reorder_loops(p, "ri")
-        p = reorder_loops(p, "rjg")
-        p = reorder_loops(p, "ri")
-    else:
-        p = divide_loop(p, "jj", tn, ["tj", "rj"], tail="perfect")
-        p = reorder_loops(p, "ri")
-        p = reorder_loops(p, "ri")
-    p = reorder_loops(p, "ti")
-    if batched:
-        p = parallelize_loop(p, "z", BLOCKS)
-    p = parallelize_loop(p, "bi", BLOCKS)
-    p = parallelize_loop(p, "bj", BLOCKS)
-    p = parallelize_loop(p, "ti", THREADS)
-    p = parallelize_loop(p, "tj", THREADS)
-
-    # 2. the accumulator, staged inside both guards (in the array: no guarded copy,
-    #    and no copy-in: the body starts with c = 0)
-    row = f"{bm} * bi + {tm} * ti + ri"
-    col = (f"{bn} * bj + {bn // ncol} * rjg + {wcol} * tj + rj" if strided
-           else f"{bn} * bj + {tn} * tj + rj")
-    p = stage_mem(p, p.find("c[_] = 0.0").parent().body(), f"c[{zi}{row}, {col}]", "acc",
-                  REGISTER)
-    p = expand_dim(p, "acc", wcol, "rj")
-    if strided:
-        p = expand_dim(p, "acc", ncol, "rjg")
-    p = expand_dim(p, "acc", tm, "ri")
-    p = expand_dim(p, "acc", tx, "tj")
-    p = expand_dim(p, "acc", ty, "ti")
-    nl = 4 + strided  # register and thread loops
-    p = lift_alloc(p, "acc", n_lifts=nl + 2)  # and the two guards
-
-    # 3. the k loop in bk steps, split from the initialisation and the rest, moved
-    #    outside the thread loops; the k step outside the register tile
-    p = divide_loop(p, "p", bk, ["po", "pi"], tail="perfect")
-    p = fission(p, p.find("acc[_] = 0.0").after(), n_lifts=nl + 2)
-    p = fission(p, p.find_loop("po").after(), n_lifts=nl + 2)
-    reg_loops = [x + " #1" for x in reversed(["ri"] + cj)]
-    for lp in reg_loops + ["tj #1", "ti #1"]:
-        p = reorder_loops(p, lp)
-    for lp in reg_loops:
-        p = reorder_loops(p, lp)
-
-    # 4. A (transposed, padded) and B tiles in SHARED, guarded scalar copies spread
-    #    over every thread of the block; barriers at block level
-    compute = p.find_loop("ti #1")
-    p = stage_mem(p, compute, f"a[{zi}{bm} * bi:{bm} * bi + {bm}, {bk} * po:{bk} * po + {bk}]",
-                  "As", SHARED)
-    p = stage_mem(p, p.forward(compute),
-                  f"b[{zi}{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]", "Bs", SHARED)
-    p, a_vec = _transposed_a_copy(p, bm, bk, ty, tx, 1, tm, zi)
-    a_vec = vec if a_vec == 1 and vec > 1 and tm % vec == 0 and _pitch_ok(p, vec) else a_vec
-    p = _copy_all_threads(p, "i0_1", "i1_1", bk, bn, ty, tx, 1)
-    p = insert_sync(p, p.find_loop("po").body().before())
-    p = insert_sync(p, p.forward(compute).before())
-
-    # 5. the A column and the B row of each k step in registers (float4 reads of
-    #    the shared tiles)
-    awin = f"As[pi, {tm} * ti:{tm} * ti + {tm}]"
-    if strided:
-        p = reorder_loops(p, "ri #1")
-        p = stage_mem(p, p.find_loop("rjg #1"), awin, "ra", REGISTER)
-        p = stage_mem(p, p.find_loop("ri #1"),
-                      f"Bs[pi, {bn // ncol} * rjg + {wcol} * tj:"
-                      f"{bn // ncol} * rjg + {wcol} * tj + {wcol}]", "rb", REGISTER)
-    else:
-        inner = p.find_loop("ri #1")
-        p = stage_mem(p, inner, awin, "ra", REGISTER)
-        p = stage_mem(p, p.forward(inner), f"Bs[pi, {tn} * tj:{tn} * tj + {tn}]", "rb",
-                      REGISTER)
-    if vec > 1:
-        if a_vec > 1:
-            p = _vectorize_copy(p, "ra", a_vec)
-        p = _vectorize_copy(p, "rb", vec)
-
-    # 6. the reduction's tail outside the register loops (their constant trip counts
-    #    keep the accumulator in registers)
-    if _has_loop(p, "p"):
-        p = fission(p, p.find_loop("p").after(), n_lifts=nl)
-        for _ in range(nl - 2):
-            q = p.find_loop("p").parent()
-            if q.node().__class__.__name__ == "If":
-                q = q.parent()
-            p = reorder_loops(p, q)
-
-    p = set_unroll(p, "pi")
-    if blocks_per_sm:
-        p = set_blocks_per_sm(p, "z" if batched else "bi", blocks_per_sm)
-    return simplify(p)
-
-
-def _pitch_ok(p, vec) -> bool:
-    from ..schedule.simplify import const_value
-
-    a = p.find("As: _").node()
-    return const_value(a.shape[-1]) is not None and const_value(a.shape[-1]) % vec == 0
-
-
-@lru_cache(maxsize=None)
-def guarded_tiles_kernel(batched: bool, bm=128, bn=128, bk=8, tm=8, tn=8, vec=4) -> Proc:
-    p = schedule_matmul_guarded_tiles(matmul_algorithm(batched), bm=bm, bn=bn, bk=bk,
-                                      tm=tm, tn=tn, vec=vec)
-    return rename(p, f"{'b' if batched else ''}matmul_tiles")
 
 
 # ---------------------------------------------------------------- fallbacks

@@ -59,7 +59,7 @@ from ..proc import Proc, instr
 from ..schedule import (divide_loop, expand_dim, fission, insert_sync, lift_alloc, pad_dim,
                         parallelize_loop, reorder_loops, replace, set_unroll, simplify,
                         stage_mem, vectorize)
-from .matmul import matmul_algorithm
+from .matmul_parts import matmul_algorithm
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bm=128, bn=64, bk=32, wm=32)

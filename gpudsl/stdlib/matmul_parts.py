@@ -1,0 +1,298 @@
+"""The parts the matmul kernels share: the readable algorithms (``matmul_algorithm``,
+``vecmat_algorithm``) and the schedule steps of the big-tile kernels (thread and warp
+loops, the accumulator, the k split, the staged tiles and the copies that fill them,
+float4 loads and stores).  The kernels are built in :mod:`.matmul` (big tile, cut,
+fallbacks, the picker) and :mod:`.matmul_tiles` (one kernel of any shape)."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..ir.types import REGISTER, SHARED, THREADS  # noqa: F401
+from ..proc import Proc
+from ..schedule import (divide_loop, expand_dim, fission, merge_loops, pad_dim,  # noqa: F401
+                        parallelize_loop, rearrange_dim, reorder_loops, stage_mem, vectorize)
+from .common import make_proc as _make
+
+
+@lru_cache(maxsize=None)
+def matmul_algorithm(batched: bool, divisible: tuple | None = None) -> Proc:
+    """``c[m, k] = a[m, n] @ b[n, k]``, optionally over a leading batch axis ``z``,
+    with the preconditions ``m % dm == 0 and k % dk == 0 and n % dn == 0`` when
+    ``divisible = (dm, dk, dn)``."""
+    assert_line = ""
+    tag = ""
+    if divisible is not None:
+        dm, dk, dn = divisible
+        assert_line = f"    assert m % {dm} == 0 and k % {dk} == 0 and n % {dn} == 0\n"
+        tag = f"_{dm}x{dk}x{dn}"
+    if batched:
+        name = "bmatmul" + tag
+        text = (
+            f"def {name}(nb: size, m: size, n: size, k: size, a: f32[nb, m, n], "
+            "b: f32[nb, n, k], c: f32[nb, m, k]):\n" + assert_line +
+            "    for z in seq(0, nb):\n"
+            "        for i in seq(0, m):\n"
+            "            for j in seq(0, k):\n"
+            "                c[z, i, j] = 0.0\n"
+            "                for p in seq(0, n):\n"
+            "                    c[z, i, j] += a[z, i, p] * b[z, p, j]\n")
+    else:
+        name = "matmul" + tag
+        text = (
+            f"def {name}(m: size, n: size, k: size, a: f32[m, n], b: f32[n, k], "
+            "c: f32[m, k]):\n" + assert_line +
+            "    for i in seq(0, m):\n"
+            "        for j in seq(0, k):\n"
+            "            c[i, j] = 0.0\n"
+            "            for p in seq(0, n):\n"
+            "                c[i, j] += a[i, p] * b[p, j]\n")
+    return _make(name, text)
+
+
+@lru_cache(maxsize=None)
+def vecmat_algorithm() -> Proc:
+    """``c[j] = sum_p a[p] * b[p, j]`` — the m = 1 case with a 1-D ``a`` and ``c``."""
+    text = ("def vecmat(n: size, k: size, a: f32[n], b: f32[n, k], c: f32[k]):\n"
+            "    for j in seq(0, k):\n"
+            "        c[j] = 0.0\n"
+            "        for p in seq(0, n):\n"
+            "            c[j] += a[p] * b[p, j]\n")
+    return _make("vecmat", text)
+
+
+
+def _thread_loops(p, bm, bn, tm, tn, ncol, wcol, strided):
+    """Loops bi bj ti tj ri [rjg] rj: thread (ti, tj) owns rows ``tm * ti + ri`` and
+    columns ``(bn // ncol) * rjg + wcol * tj + rj`` of the block tile."""
+    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
+    p = divide_loop(p, "ii", tm, ["ti", "ri"], tail="perfect")
+    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
+    if strided:
+        p = divide_loop(p, "jj", bn // ncol, ["rjg", "jr"], tail="perfect")
+        p = divide_loop(p, "jr", wcol, ["tj", "rj"], tail="perfect")
+        p = reorder_loops(p, "ri")  # bi ti bj ri rjg tj rj
+        p = reorder_loops(p, "rjg")  # ... ri tj rjg rj
+        p = reorder_loops(p, "ri")  # ... tj ri rjg rj
+    else:
+        p = divide_loop(p, "jj", tn, ["tj", "rj"], tail="perfect")
+        p = reorder_loops(p, "ri")
+        p = reorder_loops(p, "ri")
+    return reorder_loops(p, "ti")
+
+
+def _warp_loops(p, bm, bn, tm, tn, ncol, wcol, warp_tile):
+    """Loops bi bj ti tj ri [rjg] rj for warp tiling: ``ti`` the warp (``wi``, ``wj``
+    merged), ``tj`` the lane (``li``, ``lj`` merged); lane (li, lj) of warp (wi, wj)
+    owns rows ``wm * wi + tm * li + ri`` and columns ``wn * wj + (wn // ncol) * rjg +
+    wcol * lj + rj``.  Returns (proc, threads y, threads x, the thread's first row
+    and first column in the block tile)."""
+    wm, wn = warp_tile
+    nwi, nwj, nli, nlj = bm // wm, bn // wn, wm // tm, wn // tn
+    if (bm % wm or bn % wn or wm % tm or wn % tn or nli * nlj != 32):
+        raise ValueError(f"warp_tile {warp_tile}: needs bm % wm == bn % wn == wm % tm == "
+                         f"wn % tn == 0 and (wm // tm) * (wn // tn) == 32 (bm={bm}, "
+                         f"bn={bn}, tm={tm}, tn={tn})")
+    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
+    p = divide_loop(p, "ii", wm, ["wi", "iw"], tail="perfect")
+    p = divide_loop(p, "iw", tm, ["li", "ri"], tail="perfect")
+    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
+    p = divide_loop(p, "jj", wn, ["wj", "jw"], tail="perfect")
+    if ncol > 1:
+        p = divide_loop(p, "jw", wn // ncol, ["rjg", "jr"], tail="perfect")
+        p = divide_loop(p, "jr", wcol, ["lj", "rj"], tail="perfect")
+        order = ["bi", "wi", "li", "ri", "bj", "wj", "rjg", "lj", "rj"]
+        want = ["bi", "bj", "wi", "wj", "li", "lj", "ri", "rjg", "rj"]
+    else:
+        p = divide_loop(p, "jw", tn, ["lj", "rj"], tail="perfect")
+        order = ["bi", "wi", "li", "ri", "bj", "wj", "lj", "rj"]
+        want = ["bi", "bj", "wi", "wj", "li", "lj", "ri", "rj"]
+    p = _permute_nest(p, order, want)
+    p = merge_loops(p, "wi", "ti")
+    p = merge_loops(p, "li", "tj")
+    arow = f"{wm} * (ti // {nwj}) + {tm} * (tj // {nlj})"
+    bcol = f"{wn} * (ti % {nwj}) + {wcol} * (tj % {nlj})"
+    return p, nwi * nwj, 32, arow, bcol
+
+
+def _permute_nest(p, order, want):
+    """Reorder a perfect loop nest from ``order`` to ``want`` by adjacent swaps."""
+    order = list(order)
+    for k, name in enumerate(want):
+        at = order.index(name)
+        while at > k:  # swap it outwards with its parent
+            p = reorder_loops(p, order[at - 1])
+            order[at - 1], order[at] = order[at], order[at - 1]
+            at -= 1
+    return p
+
+
+def _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi):
+    """The A tile ``As[bm, bk]`` stored transposed, ``[bk][bm + pad]``: each thread
+    reads ``vec`` adjacent values of a row of A (float4, through registers ``ta``) and
+    stores them down a column of ``As``; the pad puts the ``bk // vec`` column groups
+    a warp stores on distinct banks.  Returns (proc, the vector width the register
+    cache may read ``As`` with)."""
+    p = rearrange_dim(p, "As", [1, 0])
+    vcols = bk // vec if vec > 1 and bk % vec == 0 else 0
+    if vcols:
+        p = divide_loop(p, "i1", vec, ["i1o", "i1v"], tail="perfect")
+        p = stage_mem(p, p.find_loop("i1v"),
+                      f"a[{zi}{bm} * bi + i0, {bk} * po + {vec} * i1o:"
+                      f"{bk} * po + {vec} * i1o + {vec}]", "ta", REGISTER)
+        p = _vectorize_copy(p, "ta", vec)
+        p = _spread(p, "i0", "i1o", bm * vcols, ty, tx, "ia")
+    else:
+        p = _spread(p, "i0", "i1", bm * bk, ty, tx, "ia")
+    # a warp stores rows_w = 32 // groups rows, each as `groups` column groups `vw`
+    # apart: pad so that (vw * pitch) % 32 == rows_w (a bank per lane)
+    vw, groups = (vec, vcols) if vcols else (1, bk)
+    pad = 0
+    if groups > 1 and 32 % groups == 0:
+        want = 32 // groups
+        pad = next((d for d in range(32) if (vw * (bm + d)) % 32 == want), 0)
+        if pad:
+            p = pad_dim(p, "As", 1, bm + pad)
+    pitch = bm + pad
+    a_vec = vec if vec > 1 and pitch % vec == 0 and tm % vec == 0 else 1
+    return p, a_vec
+
+
+def _spread(p, r, c_, n, ty, tx, name):
+    """Merge the copy loops ``r`` (outer) and ``c_`` into one loop of ``n`` (row-major:
+    consecutive threads take consecutive elements) and share it out over the block's
+    ``ty x tx`` threads (a guard where they do not divide it)."""
+    p = merge_loops(p, r, name)
+    T = ty * tx
+    inner = name
+    if n > T:
+        p = divide_loop(p, name, T, [name + "s", name + "t"],
+                        tail="perfect" if n % T == 0 else "guard")
+        inner = name + "t"
+    p = divide_loop(p, inner, tx, [name + "y", name + "x"],
+                    tail="perfect" if n % tx == 0 else "guard")
+    p = parallelize_loop(p, name + "y", THREADS)
+    p = parallelize_loop(p, name + "x", THREADS)
+    return p
+
+
+def _copy_all_threads(p, r, c_, rows, cols, ty, tx, vec):
+    """A ``rows x cols`` tile copy (loops r, c_) with ``vec``-wide copies over every
+    thread of the block, row-major (a warp reads whole rows)."""
+    if vec > 1 and cols % vec == 0:
+        p = divide_loop(p, c_, vec, [c_ + "o", c_ + "v"], tail="perfect")
+        p = vectorize(p, c_ + "v", vec)
+        return _spread(p, r, c_ + "o", rows * cols // vec, ty, tx, "ib")
+    return _spread(p, r, c_, rows * cols, ty, tx, "ib")
+
+
+def _has_loop(p, name) -> bool:
+    try:
+        p.find_loop(name)
+        return True
+    except Exception:
+        return False
+
+
+def _copy_threads(p, r, c_, rows, cols, ty, tx, vec):
+    """Map a ``rows x cols`` tile copy (loops r, c_) onto ``ty x tx`` threads with
+    ``vec``-wide copies: c_ → [c_o, v] (vectorized); the rows and the vector
+    columns share out the threads."""
+    vcols = cols // vec
+    if vec > 1:
+        p = divide_loop(p, c_, vec, [c_ + "o", c_ + "v"], tail="perfect")
+        p = vectorize(p, c_ + "v", vec)
+        co = c_ + "o"
+    else:
+        co = c_
+    if vcols >= tx:  # columns over x (and seq), rows over y (and seq)
+        p = divide_loop(p, co, tx, [co + "s", co + "t"], tail="perfect")
+        if rows > ty:
+            p = divide_loop(p, r, ty, [r + "s", r + "t"], tail="perfect")
+            # r_s r_t co_s co_t → r_s co_s r_t co_t
+            p = reorder_loops(p, r + "t")
+            p = parallelize_loop(p, r + "t", THREADS)
+        else:
+            p = reorder_loops(p, r)  # co_s r co_t
+            p = parallelize_loop(p, r, THREADS)
+        p = parallelize_loop(p, co + "t", THREADS)
+    else:  # few vector columns: rows split over y and x, columns seq
+        f = tx // vcols if tx % vcols == 0 else 1
+        # rows = (rows // (ty*f)) x ty x f ... use rows -> [rs, ry, rx]
+        per = ty * f
+        if rows >= per and rows % per == 0:
+            p = divide_loop(p, r, per, [r + "s", r + "yx"], tail="perfect")
+            p = divide_loop(p, r + "yx", f, [r + "y", r + "x"], tail="perfect")
+            # r_s r_y r_x co v  → r_s r_y (r_x co) : map r_y y, r_x x ... co seq
+            p = parallelize_loop(p, r + "y", THREADS)
+            p = parallelize_loop(p, r + "x", THREADS)
+        else:
+            p = parallelize_loop(p, r, THREADS)
+    return p
+
+
+def _vectorize_copy(p, name, vec):
+    from ..schedule.cursors import find
+
+    st = find(p, f"{name}[_] = _")
+    loop = st.parent()
+    it = loop.node().iter
+    n = loop.node().hi
+    from ..schedule.simplify import const_value
+
+    if const_value(n) is None or const_value(n) % vec:
+        return p
+    p = divide_loop(p, loop, vec, [it + "o", it + "v"], tail="perfect")
+    return vectorize(p, it + "v", vec)
+
+
+def _vectorize_store(p, vec, zi):
+    from ..schedule.cursors import find
+
+    st = find(p, "c[_] = acc[_]")
+    if len(st.parent().node().body) > 1:  # an epilogue on acc first (gpudsl.graph fusion)
+        p = fission(p, st.before())
+        st = find(p, "c[_] = acc[_]")
+    loop = st.parent()
+    it = loop.node().iter
+    p = divide_loop(p, loop, vec, [it + "o", it + "v"], tail="perfect")
+    return vectorize(p, it + "v", vec)
+
+
+# ---------------------------------------------------------------- steps of both big-tile kernels
+
+
+def expand_acc(p, wcol, ncol, tm, tx, ty):
+    """The accumulator ``acc`` (one register per output) expanded to the thread's
+    register tile (``[ncol] x wcol`` columns, ``tm`` rows) and the block's threads."""
+    p = expand_dim(p, "acc", wcol, "rj")
+    if ncol > 1:
+        p = expand_dim(p, "acc", ncol, "rjg")
+    p = expand_dim(p, "acc", tm, "ri")
+    p = expand_dim(p, "acc", tx, "tj")
+    return expand_dim(p, "acc", ty, "ti")
+
+
+def split_k(p, bk, lifts, cj):
+    """The k loop in ``bk`` steps, split (``fission`` through ``lifts`` levels) from the
+    accumulator's initialisation and write-back, moved outside the thread loops, the k
+    step outside the register tile (``cj``: its column loops)."""
+    p = divide_loop(p, "p", bk, ["po", "pi"], tail="perfect")
+    p = fission(p, p.find("acc[_] = 0.0").after(), n_lifts=lifts)
+    p = fission(p, p.find_loop("po").after(), n_lifts=lifts)
+    reg_loops = [x + " #1" for x in reversed(["ri"] + cj)]
+    for lp in reg_loops + ["tj #1", "ti #1"]:
+        p = reorder_loops(p, lp)
+    for lp in reg_loops:
+        p = reorder_loops(p, lp)
+    return p
+
+
+def stage_tiles(p, bm, bn, bk, zi):
+    """The block's A and B tiles of one k step staged in SHARED (``As``, ``Bs``) around
+    the compute nest; returns the proc and the compute nest's cursor."""
+    compute = p.find_loop("ti #1")
+    p = stage_mem(p, compute, f"a[{zi}{bm} * bi:{bm} * bi + {bm}, {bk} * po:{bk} * po + {bk}]",
+                  "As", SHARED)
+    p = stage_mem(p, p.forward(compute),
+                  f"b[{zi}{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]", "Bs", SHARED)
+    return p, compute
