@@ -303,6 +303,14 @@ def _fission_once(pdef, gap):
                        "an access before the gap in a later iteration", hit, L.loc)
     new = [L.with_(body=pre), L.with_(body=post)]
 
+    return _split_result(pdef, a, k, new)
+
+
+def _split_result(pdef, a, k: int, new: list):
+    """The statement at ``a`` replaced by the two halves ``new`` (its body split before
+    statement ``k``): the new proc, the second half's address, and the forwarding of
+    addresses inside the old statement into the halves."""
+
     def inner_map(r):
         if len(r) == 1:
             return a
@@ -333,15 +341,7 @@ def _fission_guard(pdef, a, g: If, k: int):
                        f"lift_alloc {st.name} out of the if first")
     new = [g.with_(body=pre), g.with_(body=post)]
 
-    def inner_map(r):
-        if len(r) == 1:
-            return a
-        j = r[2]
-        if j < k:
-            return a + ("body", j) + r[3:]
-        return a[:-1] + (a[-1] + 1, "body", j - k) + r[3:]
-
-    return splice(pdef, a, new), a[:-1] + (a[-1] + 1,), fwd_splice(a, 2, inner_map)
+    return _split_result(pdef, a, k, new)
 
 
 def _same_value_writes(L: For, pre, acc_pre) -> list:
