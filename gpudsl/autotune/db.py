@@ -161,9 +161,17 @@ class Study:
                     st.set_trial_state_values(t._trial_id, TS.FAIL)
                 except Exception:  # it finished meanwhile
                     pass
-        tid = st.create_new_trial(self.id)
-        st.set_trial_user_attr(tid, "key", key)
-        st.set_trial_user_attr(tid, "claimed_at", time.time())
+        # the claim is created with its key in one transaction (a template trial): a
+        # claim without its key, seen by another process between two writes, let both
+        # processes measure one configuration (seen under load)
+        import datetime
+
+        template = optuna.trial.FrozenTrial(
+            number=0, state=TS.RUNNING, value=None, datetime_start=datetime.datetime.now(),
+            datetime_complete=None, params={}, distributions={},
+            user_attrs={"key": key, "claimed_at": time.time()}, system_attrs={},
+            intermediate_values={}, trial_id=0)
+        tid = st.create_new_trial(self.id, template_trial=template)
         mine = st.get_trial_number_from_id(tid)
         for t in holders():
             if t._trial_id == tid:
