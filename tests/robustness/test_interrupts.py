@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -18,6 +19,8 @@ def _interrupt(what: str, env=None) -> tuple[float, str]:
     p = subprocess.Popen([sys.executable, str(HERE / "interrupt_child.py"), what],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=child_env(**(env or {})))
+    watchdog = threading.Timer(120, p.kill)  # never wait forever for a reply
+    watchdog.start()
     try:
         line = p.stdout.readline()
         assert line.strip() == "ready", (line, p.stderr.read()[-3000:] if p.poll() else "")
@@ -29,6 +32,7 @@ def _interrupt(what: str, env=None) -> tuple[float, str]:
         elapsed = time.monotonic() - t0
         rest = p.communicate(timeout=60)
     finally:
+        watchdog.cancel()
         if p.poll() is None:
             p.kill()
             p.wait()
