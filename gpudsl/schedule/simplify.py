@@ -307,6 +307,7 @@ def simplify_ir(pdef: ProcDef) -> tuple[ProcDef, list]:
                if isinstance(s, If) and isinstance(s.cond, Const)]
     targets.sort(key=lambda t: t[0], reverse=True)
     from .cursors import splice, stmt_at
+    from ..ir.addresses import block_of
     from .fresh import freshen_top_allocs, names_outside
 
     for a, _ in targets:
@@ -315,6 +316,10 @@ def simplify_ir(pdef: ProcDef) -> tuple[ProcDef, list]:
         fld = "body" if s.cond.val else "orelse"
         # the branch's allocations move into the enclosing block: no name twice there
         kept = freshen_top_allocs(tuple(kept or ()), names_outside(pdef, a))
+        if not kept and len(block_of(pdef, a[:-1])) == 1:
+            # the block would be empty: a ``pass``, the form the parser gives it (an
+            # empty block printed as ``pass`` parsed back to a different proc)
+            kept = (Pass(s.loc),)
         pdef = splice(pdef, a, kept)
         edits.append((a, len(kept), fld))
     return pdef, edits
