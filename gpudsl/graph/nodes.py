@@ -65,6 +65,22 @@ def _tensor_shape(shape, what="shape", arg=None) -> tuple[int, ...]:
     return dims
 
 
+def _broadcast_onto(a, b) -> tuple:
+    """The shape of ``a op b`` under section 5's rule (``b`` broadcast onto ``a``: equal
+    ranks, each axis of ``b`` equal to ``a``'s or 1); a :class:`ShapeError` otherwise."""
+    if len(a.shape) != len(b.shape):
+        raise ShapeError(f"the operands have ranks {len(a.shape)} and {len(b.shape)} "
+                         f"({list(a.shape)} and {list(b.shape)}); they must be equal",
+                         1, "reshape the second operand to the first's rank with axes "
+                            "of size 1")
+    for i, (da, db) in enumerate(zip(a.shape, b.shape)):
+        if db != da and db != 1:
+            raise ShapeError(f"axis {i}: the second operand has {db} where the first "
+                             f"has {da} ({list(b.shape)} against {list(a.shape)}); "
+                             "each axis of the second must equal the first's or be 1", 1)
+    return a.shape
+
+
 def _float(ops, *idx):
     for i in idx:
         if ops[i].dtype != "float32":
@@ -82,18 +98,7 @@ def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
     if op in ("SumNode", "HadamardProductNode"):
         a, b = ops
         _float(ops, 0, 1)
-        if len(a.shape) != len(b.shape):
-            raise ShapeError(f"the operands have ranks {len(a.shape)} and {len(b.shape)} "
-                             f"({list(a.shape)} and {list(b.shape)}); they must be equal",
-                             1, "reshape the second operand to the first's rank with axes "
-                                "of size 1")
-        for i, (da, db) in enumerate(zip(a.shape, b.shape)):
-            if db != da and db != 1:
-                raise ShapeError(f"axis {i}: the second operand has {db} where the first "
-                                 f"has {da} ({list(b.shape)} against {list(a.shape)}); "
-                                 "each axis of the second must equal the first's or be 1",
-                                 1)
-        return "float32", a.shape
+        return "float32", _broadcast_onto(a, b)
     if op == "MatMulNode":
         a, b = ops
         _float(ops, 0, 1)
@@ -167,18 +172,7 @@ def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
             if t.shape[-1] != 2:
                 raise ShapeError(f"operand {i + 1} {list(t.shape)}: the last axis must have "
                                  "size 2 (real, imaginary)", i)
-        if len(a.shape) != len(b.shape):
-            raise ShapeError(f"the operands have ranks {len(a.shape)} and {len(b.shape)} "
-                             f"({list(a.shape)} and {list(b.shape)}); they must be equal",
-                             1, "reshape the second operand to the first's rank with axes "
-                                "of size 1")
-        for i, (da, db) in enumerate(zip(a.shape, b.shape)):
-            if db != da and db != 1:
-                raise ShapeError(f"axis {i}: the second operand has {db} where the first "
-                                 f"has {da} ({list(b.shape)} against {list(a.shape)}); "
-                                 "each axis of the second must equal the first's or be 1",
-                                 1)
-        return "float32", a.shape
+        return "float32", _broadcast_onto(a, b)
     if op == "SlicedSoftmaxNode":
         _float(ops, 0)
         n = ops[0].shape[-1]
