@@ -310,7 +310,7 @@ def primitive(name: str, /, **kinds: Kind):
 # ------------------------------------------------------------------ documentation
 
 # the sections of docs/primitives.md: module (under gpudsl.schedule) -> title
-SECTIONS = {"loops": "Loops", "merge": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Sync",
+SECTIONS = {"loops": "Loops", "fission": "Loops", "merge": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Sync",
             "calls": "Calls", "hints": "Compiler hints"}
 
 
