@@ -30,7 +30,14 @@ def coerce(e: Expr, ty: DType) -> Expr:
         if ty.is_float:
             return Const(float(e.val), ty, e.loc)
         if float(e.val) == int(e.val):
-            return Const(int(e.val), ty, e.loc)
+            v = int(e.val)
+            if ty.kind == "int" and not -(1 << (ty.bits - 1)) <= v < (1 << (ty.bits - 1)):
+                # C would compute it in a wider type (2147483648 is a long long) where
+                # gpudsl's meaning wraps: refused rather than two meanings
+                raise ProcError(f"the literal {v} does not fit in {ty.name}", e.loc,
+                                f"write it with an explicit type, e.g. i64({v}), or "
+                                f"compute in i64")
+            return Const(v, ty, e.loc)
         return None
     if e.ty.is_numeric and ty.is_numeric:
         if e.ty.is_float and not ty.is_float:
