@@ -191,6 +191,29 @@ def floormod(a, b):
 _BITS = ("&", "|", "^", "<<", ">>")
 
 
+_WRAPPING = ("+", "-", "*", "<<", "//")  # may leave the range of a fixed-width int
+
+
+def _is_i32(ty) -> bool:
+    return ty.kind == "int" and ty.bits == 32
+
+
+def _fits_i32(e) -> bool:
+    """Whether ``e``'s values are i32 values by its type (no conversion needed)."""
+    if isinstance(e, Const):
+        return not isinstance(e.val, float) and -(1 << 31) <= int(e.val) < (1 << 31)
+    return e.ty.kind == "bool" or (e.ty.kind == "int" and e.ty.bits <= 32)
+
+
+def _wrap32(v):
+    """``v`` wrapped to a signed 32-bit value (two's complement); unchanged in range, so
+    the common case stays linear."""
+    half = 1 << 31
+    if z3.is_int_value(v):
+        return z3.IntVal((v.as_long() + half) % (2 * half) - half)
+    return z3.If(z3.And(v >= -half, v < half), v, (v + half) % (2 * half) - half)
+
+
 def _fold(op: str, a: int, b: int):
     """``a op b`` on two constants (None where the encoding must decide)."""
     if op == "+":
@@ -428,7 +451,21 @@ class ThreadEnv:
                     "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b}[op]()
         if e.ty.is_float or op == "/":
             raise _Float()
+        if _is_i32(e.ty) and op in _WRAPPING:
+            # fixed-width arithmetic wraps (the interpreter's meaning): operands of a
+            # wider type are converted, the result wraps
+            a, b = self._as_i32(e.lhs), self._as_i32(e.rhs)
+            return _wrap32(self._arith(e, op, a, b))
         a, b = self.expr(e.lhs), self.expr(e.rhs)
+        return self._arith(e, op, a, b)
+
+    def _as_i32(self, e):
+        v = self.expr(e)
+        if z3.is_bool(v):
+            return z3.If(v, 1, 0)
+        return v if _fits_i32(e) else _wrap32(v)
+
+    def _arith(self, e, op, a, b):
         if z3.is_int_value(a) and z3.is_int_value(b):
             r = _fold(op, a.as_long(), b.as_long())
             if r is not None:
@@ -607,5 +644,7 @@ class ThreadEnv:
             a = self.expr(e.args[0])
             if z3.is_bool(a):
                 return z3.If(a, 1, 0)
+            if _is_i32(e.ty) and not _fits_i32(e.args[0]):
+                return _wrap32(a)  # i32(x) of a wider integer wraps, as in the interpreter
             return a
         raise Unsupported(f"builtin {n}")

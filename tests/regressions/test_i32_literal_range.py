@@ -33,3 +33,24 @@ def g(n: size, a: f32[16]):
             a[i64(n) - 2147483648 + 2147483648] = 2.0
 ''', namespace=NS)
     assert "2147483648LL" in p.cuda_source()
+
+
+def test_i32_cast_of_a_wider_value_wraps_in_check():
+    # i32(6442450944) == -2147483648: the write is a[-1].  check() computed with the
+    # unwrapped value (element 7) and proved it; the interpreter wrote out of bounds
+    import numpy as np
+
+    from gpudsl import InterpError, check, interpret
+
+    p = gpudsl.proc_from_source('''
+def h(n: size, a: f32[16]):
+    assert n == 6442450944
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, 1) @ THREADS:
+            a[i32(n) // 1073741824 + 1] = 1.0
+''', namespace=NS)
+    r = check(p)
+    assert not r.ok and "a[-1]" in str(r)
+    with pytest.raises(InterpError, match="out-of-bounds"):
+        interpret(p, n=6442450944, a=np.zeros(16, np.float32))
+
