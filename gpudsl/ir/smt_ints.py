@@ -1,0 +1,108 @@
+"""Integer meaning in Z3 for :mod:`.smt`: floor division and modulo (Python's, which
+gpudsl's ``//`` and ``%`` are), fixed-width wrap-around (i32 arithmetic and casts wrap,
+as in the interpreter), constant folding, and bit operations with constants as
+arithmetic."""
+from __future__ import annotations
+
+import z3
+
+from .nodes import Const
+
+
+class Unsupported(Exception):
+    """An expression the encoder cannot model soundly."""
+
+
+def floordiv(a, b):
+    if z3.is_int_value(b):
+        v = b.as_long()
+        if v > 0:
+            return a / b
+        if v == 0:
+            raise Unsupported("division by zero")
+    # Z3 '/' is Euclidean (remainder >= 0); Python floors.
+    q = a / b
+    r = a % b
+    return z3.If(z3.Or(b > 0, r == 0), q, q + 1)
+
+
+def floormod(a, b):
+    if z3.is_int_value(b):
+        v = b.as_long()
+        if v > 0:
+            return a % b
+        if v == 0:
+            raise Unsupported("modulo by zero")
+    r = a % b
+    return z3.If(z3.Or(b > 0, r == 0), r, r + b)
+
+
+_BITS = ("&", "|", "^", "<<", ">>")
+
+
+_WRAPPING = ("+", "-", "*", "<<", "//")  # may leave the range of a fixed-width int
+
+
+def _is_i32(ty) -> bool:
+    return ty.kind == "int" and ty.bits == 32
+
+
+def _fits_i32(e) -> bool:
+    """Whether ``e``'s values are i32 values by its type (no conversion needed)."""
+    if isinstance(e, Const):
+        return not isinstance(e.val, float) and -(1 << 31) <= int(e.val) < (1 << 31)
+    return e.ty.kind == "bool" or (e.ty.kind == "int" and e.ty.bits <= 32)
+
+
+def _wrap32(v):
+    """``v`` wrapped to a signed 32-bit value (two's complement); unchanged in range, so
+    the common case stays linear."""
+    half = 1 << 31
+    if z3.is_int_value(v):
+        return z3.IntVal((v.as_long() + half) % (2 * half) - half)
+    return z3.If(z3.And(v >= -half, v < half), v, (v + half) % (2 * half) - half)
+
+
+def _fold(op: str, a: int, b: int):
+    """``a op b`` on two constants (None where the encoding must decide)."""
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "//" and b != 0:
+        return a // b
+    if op == "%" and b != 0:
+        return a % b
+    if op == "<<" and 0 <= b < 64:
+        return a << b
+    if op == ">>" and 0 <= b < 64:
+        return a >> b
+    if op in ("&", "|", "^") and a >= 0 and b >= 0:
+        return {"&": a & b, "|": a | b, "^": a ^ b}[op]
+    return None
+
+
+def _mask_bits(v: int):
+    """k when v == 2**k - 1."""
+    if v >= 0 and (v + 1) & v == 0:
+        return (v + 1).bit_length() - 1
+    return None
+
+
+def _bits_const(op: str, x, c: int):
+    """``x op c`` for a constant ``c`` with few set bits, by the bits of ``x`` that
+    ``c`` touches (linear: divisions and remainders by powers of two); ``x >= 0``."""
+    out = x if op in ("|", "^") else z3.IntVal(0)
+    for i in range(c.bit_length()):
+        if not (c >> i) & 1:
+            continue
+        bit = (x / (2 ** i)) % 2
+        if op == "&":
+            out = out + (2 ** i) * bit
+        elif op == "|":
+            out = out + (2 ** i) * (1 - bit)
+        else:
+            out = out + (2 ** i) * (1 - 2 * bit)
+    return out
