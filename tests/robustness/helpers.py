@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,13 @@ def child_env(**extra) -> dict:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def sigint_as_a_terminal() -> None:
+    """``preexec_fn`` for a child that is sent Ctrl-C: SIGINT back to its default (a
+    shell running the tests as a background job starts children with SIGINT ignored,
+    and Python then installs no KeyboardInterrupt handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_child(args, timeout=300, **env) -> subprocess.CompletedProcess:

@@ -3,7 +3,6 @@ before it, and print "KeyboardInterrupt" when Ctrl-C arrives (or "finished" if i
 end, which the test counts as a failure)."""
 from __future__ import annotations
 
-import signal
 import sys
 import time
 
@@ -29,10 +28,6 @@ def hard(n: size, m: size, x: f32[n]):
 
 
 def main(what: str) -> int:
-    # Ctrl-C as a terminal delivers it, whatever the parent did: a shell running the
-    # tests as a background job starts its children with SIGINT ignored, and Python then
-    # installs no KeyboardInterrupt handler (the test hung there, waiting for a reply)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     if what.startswith("emulator"):
         k = spin.compile("emulator", check=False)  # a racy spin loop, on purpose
         x = np.zeros(256 if what == "emulator" else 65536, np.float32)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .helpers import child_env, run_child
+from .helpers import child_env, run_child, sigint_as_a_terminal
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
@@ -128,7 +128,8 @@ def _start_slow_compile(tmp_path, tmpdir=None):
     if tmpdir is not None:  # temporaries in a folder no other gpudsl process sweeps
         env["TMPDIR"] = str(tmpdir)
     p = subprocess.Popen([sys.executable, "-c", SLOW_COMPILE, str(tmp_path / "c")],
-                         stdout=subprocess.PIPE, text=True, env=env)
+                         stdout=subprocess.PIPE, text=True, env=env,
+                         preexec_fn=sigint_as_a_terminal)
     line = p.stdout.readline()
     assert line.startswith("compiling"), line
     tag = f"gpudsl-emu-{p.pid}-"

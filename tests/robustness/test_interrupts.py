@@ -12,13 +12,13 @@ import time
 
 import pytest
 
-from .helpers import HERE, child_env
+from .helpers import HERE, child_env, sigint_as_a_terminal
 
 
 def _interrupt(what: str, env=None) -> tuple[float, str]:
     p = subprocess.Popen([sys.executable, str(HERE / "interrupt_child.py"), what],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=child_env(**(env or {})))
+                         env=child_env(**(env or {})), preexec_fn=sigint_as_a_terminal)
     watchdog = threading.Timer(120, p.kill)  # never wait forever for a reply
     watchdog.start()
     try:
