@@ -22,91 +22,43 @@ __device__ __forceinline__ long long gpudsl_floormod(long long a, long long b) {
 }
 """
 
-_ATOMIC_F32 = """\
-// atomic min/max of floats through compare-and-swap (CUDA has no native ones).
-__device__ __forceinline__ void gpudsl_atomic_min(float* p, float v) {
-  unsigned int* q = (unsigned int*)p;
-  unsigned int old = *q;
-  while (v < __uint_as_float(old)) {
-    unsigned int seen = atomicCAS(q, old, __float_as_uint(v));
-    if (seen == old) break;
-    old = seen;
-  }
+# the compare-and-swap loops of atomic min/max on floats: one template, by width
+_CAS_TYPES = {  # C type: (its bits as an unsigned type, bits -> value, value -> bits)
+    "float": ("unsigned int", "__uint_as_float({})", "__float_as_uint({})"),
+    "double": ("unsigned long long", "__longlong_as_double((long long){})",
+               "(unsigned long long)__double_as_longlong({})"),
 }
-__device__ __forceinline__ void gpudsl_atomic_max(float* p, float v) {
-  unsigned int* q = (unsigned int*)p;
-  unsigned int old = *q;
-  while (v > __uint_as_float(old)) {
-    unsigned int seen = atomicCAS(q, old, __float_as_uint(v));
-    if (seen == old) break;
-    old = seen;
-  }
-}
-"""
 
-_ATOMIC_F64 = """\
-__device__ __forceinline__ void gpudsl_atomic_min(double* p, double v) {
-  unsigned long long* q = (unsigned long long*)p;
-  unsigned long long old = *q;
-  while (v < __longlong_as_double((long long)old)) {
-    unsigned long long seen = atomicCAS(q, old, (unsigned long long)__double_as_longlong(v));
-    if (seen == old) break;
-    old = seen;
-  }
-}
-__device__ __forceinline__ void gpudsl_atomic_max(double* p, double v) {
-  unsigned long long* q = (unsigned long long*)p;
-  unsigned long long old = *q;
-  while (v > __longlong_as_double((long long)old)) {
-    unsigned long long seen = atomicCAS(q, old, (unsigned long long)__double_as_longlong(v));
-    if (seen == old) break;
-    old = seen;
-  }
-}
-"""
 
-_ATOMIC_OLD = """\
-// atomics CUDA has no overload for, each returning the old value (compare-and-swap).
-__device__ __forceinline__ float gpudsl_atomic_min_old(float* p, float v) {
-  unsigned int* q = (unsigned int*)p;
-  unsigned int old = *q;
-  while (v < __uint_as_float(old)) {
-    unsigned int seen = atomicCAS(q, old, __float_as_uint(v));
-    if (seen == old) break;
-    old = seen;
-  }
-  return __uint_as_float(old);
-}
-__device__ __forceinline__ float gpudsl_atomic_max_old(float* p, float v) {
-  unsigned int* q = (unsigned int*)p;
-  unsigned int old = *q;
-  while (v > __uint_as_float(old)) {
-    unsigned int seen = atomicCAS(q, old, __float_as_uint(v));
-    if (seen == old) break;
-    old = seen;
-  }
-  return __uint_as_float(old);
-}
-__device__ __forceinline__ double gpudsl_atomic_min_old(double* p, double v) {
-  unsigned long long* q = (unsigned long long*)p;
-  unsigned long long old = *q;
-  while (v < __longlong_as_double((long long)old)) {
-    unsigned long long seen = atomicCAS(q, old, (unsigned long long)__double_as_longlong(v));
-    if (seen == old) break;
-    old = seen;
-  }
-  return __longlong_as_double((long long)old);
-}
-__device__ __forceinline__ double gpudsl_atomic_max_old(double* p, double v) {
-  unsigned long long* q = (unsigned long long*)p;
-  unsigned long long old = *q;
-  while (v > __longlong_as_double((long long)old)) {
-    unsigned long long seen = atomicCAS(q, old, (unsigned long long)__double_as_longlong(v));
-    if (seen == old) break;
-    old = seen;
-  }
-  return __longlong_as_double((long long)old);
-}
+def _cas_minmax(ty: str, op: str, returns_old: bool) -> str:
+    """``gpudsl_atomic_min``/``max`` (``_old``: returning the old value) for ``ty``,
+    through compare-and-swap (CUDA has no native float ones)."""
+    u, as_value, as_bits = _CAS_TYPES[ty]
+    name = f"gpudsl_atomic_{op}" + ("_old" if returns_old else "")
+    cmp = "<" if op == "min" else ">"
+    return (f"__device__ __forceinline__ {ty if returns_old else 'void'} {name}({ty}* p, "
+            f"{ty} v) {{\n"
+            f"  {u}* q = ({u}*)p;\n"
+            f"  {u} old = *q;\n"
+            f"  while (v {cmp} {as_value.format('old')}) {{\n"
+            f"    {u} seen = atomicCAS(q, old, {as_bits.format('v')});\n"
+            "    if (seen == old) break;\n"
+            "    old = seen;\n"
+            "  }\n"
+            + (f"  return {as_value.format('old')};\n" if returns_old else "")
+            + "}\n")
+
+
+_ATOMIC_F32 = ("// atomic min/max of floats through compare-and-swap (CUDA has no native ones).\n"
+               + _cas_minmax("float", "min", False) + _cas_minmax("float", "max", False))
+
+_ATOMIC_F64 = _cas_minmax("double", "min", False) + _cas_minmax("double", "max", False)
+
+_ATOMIC_OLD = ("// atomics CUDA has no overload for, each returning the old value "
+               "(compare-and-swap).\n"
+               + "".join(_cas_minmax(ty, op, True) for ty in ("float", "double")
+                         for op in ("min", "max"))
+               + """\
 __device__ __forceinline__ double gpudsl_atomic_exch(double* p, double v) {
   return __longlong_as_double((long long)atomicExch((unsigned long long*)p,
                                                     (unsigned long long)__double_as_longlong(v)));
@@ -130,7 +82,7 @@ __device__ __forceinline__ long long gpudsl_atomic_inc(long long* p, long long m
     old = seen;
   }
 }
-"""
+""")
 
 HELPERS = {
     "gpudsl_floordiv": ("floor", _FLOOR),
