@@ -11,9 +11,13 @@ running.  Exit status 1 on a wrong result or a failing case.  A corpus kernel th
 target cannot compile (check() proves a host-level ``par`` loop that codegen refuses; an
 ``@instr`` the emulator cannot build) prints ``SKIP`` and does not run.
 
-``--list`` prints the cases without running them (no GPU needed); ``--target
-emulator`` runs them on the CPU emulator (to test this program without a GPU);
-``--only SUBSTRING`` keeps the cases whose name contains it."""
+Which cases: ``--stdlib`` (the nodes), ``--corpus`` (the corpus's proved kernels),
+``--sync`` (user kernels with ranged/split barriers and warp collectives,
+``benchmarks/campaign_sync.py``, once the language has them: otherwise one ``SKIP``
+line), ``--controls`` (the racy corpus kernels); with none of the first three, the
+nodes and the corpus.  ``--list`` prints the cases without running them (no GPU
+needed); ``--target emulator`` runs them on the CPU emulator (to test this program
+without a GPU); ``--only SUBSTRING`` keeps the cases whose name contains it."""
 from __future__ import annotations
 
 import pathlib
@@ -99,6 +103,33 @@ def corpus_cases(controls: bool = False):
     return out
 
 
+def sync_cases():
+    """(kind, name, case) for the synchronization kernels of ``campaign_sync.py``; an
+    empty list and the reason when the language cannot parse them yet."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks import campaign_sync
+    except Exception as e:  # the language lacks a construct: say so, run the rest
+        return [], f"{type(e).__name__}: {e}".splitlines()[0][:300]
+    return [("sync", name, f) for name, f in campaign_sync.cases()], ""
+
+
+def select(argv) -> list:
+    """The cases the flags ask for, in order: nodes, sync kernels, corpus, controls."""
+    want = {f for f in ("--stdlib", "--corpus", "--sync") if f in argv}
+    if not want:
+        want = {"--stdlib", "--corpus"}
+    cs = [("stdlib", n, f) for n, f in cases()] if "--stdlib" in want else []
+    if "--sync" in want:
+        found, why = sync_cases()
+        cs += found or [("skip", "sync kernels", why)]
+    if "--corpus" in want or "--controls" in argv:
+        cs += [x for x in corpus_cases("--controls" in argv)
+               if "--corpus" in want or x[0] == "control"]
+    return cs
+
+
 def run_corpus_case(c, target: str, proved: bool) -> str:
     """Compile (proving first unless a control) and run one corpus kernel once."""
     from tests.analysis.helpers import make_args, sample_sizes
@@ -117,9 +148,7 @@ def main(argv=None) -> int:
     if "--target" in argv:
         target = argv[argv.index("--target") + 1]
     only = argv[argv.index("--only") + 1] if "--only" in argv else ""
-    controls = "--controls" in argv
-    cs = [("stdlib", n, f) for n, f in cases()] + corpus_cases(controls)
-    cs = [x for x in cs if only in x[1]]
+    cs = [x for x in select(argv) if only in x[1]]
     if "--list" in argv:
         for kind, name, _ in cs:
             print(kind, name)
@@ -135,16 +164,19 @@ def main(argv=None) -> int:
     g = np.random.default_rng(0)
     bad = 0
     for kind, name, f in cs:
+        if kind == "skip":
+            print(f"SKIP {kind} {name}: {f}", flush=True)
+            continue
         print(f"{MARK} {kind} {name}", flush=True)
         try:
-            if kind == "stdlib":
+            if kind in ("stdlib", "sync"):
                 got, want = f(g)
                 ok = np.allclose(np.asarray(got), want, rtol=1e-3, atol=1e-3)
                 why = "" if ok else "differs from numpy"
             else:
                 why = run_corpus_case(f, target, proved=kind == "corpus")
         except CompileError as e:  # proved, but not a kernel this target runs: no run
-            if kind == "stdlib":
+            if kind in ("stdlib", "sync"):
                 raise
             print(f"SKIP {kind} {name}: {str(e).splitlines()[0][:300]}", flush=True)
             continue

@@ -1,30 +1,32 @@
-"""The GPU campaign in one command (issue 15): on a machine with an NVIDIA GPU,
+"""The GPU campaign (issue 26): on a lent GPU machine with no network, one call of at
+most 8 minutes gives the project's figures; a second, if the window has time left,
+the rest.
 
-1. install gpudsl with its test and bench extras into a fresh virtual environment;
-2. ``pytest -m gpu``;
-3. compute-sanitizer memcheck, racecheck and synccheck over every standard-library
-   node and every kernel of check()'s corpus that check() proves safe
-   (``benchmarks/campaign_kernels.py``; racecheck also runs the corpus's racy kernels
-   as controls);
-4. ``gpudsl bench --out ...`` for every node;
+    python3 benchmarks/gpu_campaign.py --part 1     # install, smoke, bench, pytest -m gpu,
+                                                    # memcheck  (<= 480 s of step limits)
+    python3 benchmarks/gpu_campaign.py --part 2     # racecheck, synccheck, tune, LLaMA
+    python3 benchmarks/gpu_campaign.py --dry-run    # the plan; runs nothing
+    python3 benchmarks/gpu_campaign.py --rehearse   # the whole path here, without a GPU
 
-and write ``benchmarks/results/<date>-<device>/campaign.json`` (device, driver, date,
-command, each step's command, exit status, seconds and output tail) next to each
-step's full log.  Each sanitizer report is attributed to the case that was running
-(the program prints ``@@case KIND NAME`` before each); a report on a kernel check()
-proved (racecheck: a hazard; memcheck: an invalid access; synccheck: a barrier error)
-is a disagreement with check() and is listed under ``"bugs"`` in the JSON.  Racy
-controls only say whether racecheck saw them (it sees shared-memory races only).  ``--dry-run`` runs nothing: it prints the plan and writes the
-JSON with every step marked ``"dry-run"`` (CI tests that).
+The steps, their limits and their files are declared in ``campaign_plan.py``.  The
+install is offline: the wheels the machines lack (``benchmarks/wheels.txt``, fetched
+into ``.whl/`` by ``benchmarks/wheels.sh`` on a machine with a registry, carried with
+the tree) go into a folder put first on ``PYTHONPATH``; the machine's own python holds
+the rest (PyTorch, numpy, cuda-bindings, NVRTC, pytest...).  gpudsl itself runs from
+the tree (``PYTHONPATH``), never installed.
 
-    python benchmarks/gpu_campaign.py [--dry-run] [--out DIR] [--skip install,...]
-        [--no-venv] [--wheels DIR]
+Results go to ``$OUT`` when it is set (what comes back from the machine), else to
+``benchmarks/results/<date>-<device>/part<N>/``: ``campaign.json`` (device, driver,
+date, command, each step's status, seconds and figures), ``campaign.log`` (every
+step's output, in order), ``bench.json``, ``sanitizer.json``, ``tune.json`` (part 2).
+Both JSON files and the log are written as the run goes, so a killed run still
+returns what it had.
 
-On a lent machine without network whose python already holds PyTorch (the H100/H200
-machines here), carry wheels of what it lacks (``pip download z3-solver syrupy -d
-.whl`` on a machine with network) and run
-``bash benchmarks/gpu_campaign.sh --no-venv --wheels .whl``.  Each step has a time
-limit (``TIMEOUTS``) so that the whole campaign ends within about 20 minutes.
+``--rehearse`` proves the path here: the plan against the machines' limits, then a
+fresh Python 3.12 virtual environment given only wheels from disk (``.whl-image/``,
+the stand-in for what the machines hold, and ``.whl/``, with ``--no-index`` and the
+network closed to pip), and both parts run with the GPU steps replaced by their
+emulator equivalents.  ``--rehearse --plan-only`` is the checking part alone (CI).
 """
 from __future__ import annotations
 
@@ -32,190 +34,253 @@ import argparse
 import datetime
 import json
 import os
-import re
 import pathlib
 import shlex
-import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import campaign_plan as plan_mod  # noqa: E402
+from campaign_plan import PARTS, ROOT, Step  # noqa: E402
+from campaign_sanitizer import (MARK, sanitizer_findings,  # noqa: E402,F401
+                                sanitizer_verdict)
+
 TOOLS = ("memcheck", "racecheck", "synccheck")
-TIMEOUTS = {"venv": 60, "install": 180, "pytest-gpu": 300, "sanitizer-memcheck": 150,
-            "sanitizer-racecheck": 200, "sanitizer-synccheck": 150, "bench": 300}
 
 
-def plan(py: str, out: pathlib.Path, venv: bool = True,
-         wheels: str | None = None) -> list[tuple[str, list[str]]]:
-    """The steps, in order: (name, argv).  ``venv=False`` installs into ``py``'s own
-    environment (a lent machine whose python already holds PyTorch); ``wheels`` installs
-    offline from that folder of wheels (``pip download z3-solver syrupy -d DIR``)."""
-    vpy = str(out / "venv" / "bin" / "python") if venv else py
-    offline = ["--no-index", "--find-links", str(wheels), "--no-build-isolation"] \
-        if wheels else []
-    steps = [("venv", [py, "-m", "venv", str(out / "venv")])] if venv else []
-    steps += [
-        ("install", [vpy, "-m", "pip", "install", "-q", *offline, "-e",
-                     f"{ROOT}[test,bench]"]),
-        ("pytest-gpu", [vpy, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
-                        f"--junitxml={out / 'pytest-gpu.xml'}", str(ROOT / "tests")]),
-    ]
-    for tool in TOOLS:
-        extra = ["--controls"] if tool == "racecheck" else []
-        steps.append((f"sanitizer-{tool}", [sanitizer(), "--tool", tool,
-                                            "--error-exitcode", "99", vpy,
-                                            str(ROOT / "benchmarks" / "campaign_kernels.py"),
-                                            *extra]))
-    steps.append(("bench", [vpy, "-m", "gpudsl.cli", "bench", "--out",
-                            str(out / "bench.json")]))
+def plan(py: str, out: pathlib.Path, part: int = 1, site: str = plan_mod.SITE,
+         wheels: pathlib.Path | None = None, target: str = "cuda",
+         rehearse: bool = False) -> list[tuple[Step, list[str] | None]]:
+    """The steps of ``part`` with their argv filled in (``None``: not run in a
+    rehearsal)."""
+    whl = pathlib.Path(wheels or ROOT / plan_mod.WHEELS)
+    fill = dict(py=py, out=str(out), site=site, root=str(ROOT), target=target,
+                tmp=tempfile.gettempdir(), wheels="{wheels}")
+    steps = []
+    for s in PARTS[part]:
+        argv = s.rehearsal_argv(**fill) if rehearse else s.argv_for(**fill)
+        if argv is not None and "{wheels}" in argv:
+            i = argv.index("{wheels}")
+            argv[i:i + 1] = sorted(str(p) for p in whl.glob("*.whl")) or [str(whl / "*.whl")]
+        steps.append((s, argv))
     return steps
 
 
-def sanitizer() -> str:
-    """compute-sanitizer on the PATH, else where the CUDA toolkit puts it."""
-    found = shutil.which("compute-sanitizer")
-    if found:
-        return found
-    for p in ("/usr/local/cuda/bin/compute-sanitizer",
-              "/usr/local/cuda/compute-sanitizer/compute-sanitizer"):
-        if os.path.exists(p):
-            return p
-    return "compute-sanitizer"
+def _write_json(path: pathlib.Path, data) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
 
 
-_FINDING = re.compile(r"^=+ +(Error|Invalid|Race reported|Barrier error|Warning: .*(hazard|"
-                      r"race)|Uninitialized|Program hit)", re.I)
-MARK = "@@case"
-_RESULT = re.compile(r"^(ok|BAD|SKIP)\s+\S+\s+(.*)$")
-
-
-def sanitizer_findings(log: str) -> dict:
-    """Parse a compute-sanitizer log of campaign_kernels.py: for each case (in the order
-    run) its report lines and whether the program said it passed; reports printed before
-    the first marker go under ``"(startup)"``."""
-    cases: dict = {}
-    cur = "(startup)"
-    for line in log.splitlines():
-        text = line.strip()
-        if text.startswith(MARK + " "):
-            _, kind, name = text.split(" ", 2)
-            cur = name
-            cases[cur] = {"kind": kind, "findings": [], "result": None}
-        elif cur in cases and (m := _RESULT.match(text)) and \
-                (m.group(2) == cur or m.group(2).startswith(cur + ":")):
-            cases[cur]["result"] = text
-        elif _FINDING.match(text) and "SUMMARY" not in text:
-            cases.setdefault(cur, {"kind": "?", "findings": [], "result": None})
-            cases[cur]["findings"].append(text.lstrip("= ").strip()[:400])
-    return cases
-
-
-def sanitizer_verdict(tool: str, log: str) -> dict:
-    """What one sanitizer step says: per-case findings, bugs (reports on kernels check()
-    proved, and cases that failed to run), and for racecheck which controls it saw."""
-    cases = sanitizer_findings(log)
-    bugs, controls = [], {}
-    for name, c in cases.items():
-        if c["kind"] == "control":
-            controls[name] = bool(c["findings"])
-            continue
-        if c["findings"]:
-            what = {"racecheck": "a shared-memory hazard", "memcheck": "an invalid memory "
-                    "access", "synccheck": "a barrier error"}.get(tool, "an error")
-            bugs.append({"tool": tool, "case": name, "kind": c["kind"],
-                         "summary": f"{tool} reports {what} in {name}, which check() proved "
-                                    "safe: a disagreement with check()",
-                         "findings": c["findings"][:10]})
-        if c["result"] and c["result"].startswith("BAD"):
-            bugs.append({"tool": tool, "case": name, "kind": c["kind"],
-                         "summary": f"{name} failed under {tool}: {c['result']}"})
-    skipped = sorted(n for n, c in cases.items() if (c["result"] or "").startswith("SKIP"))
-    out = {"cases_run": sum(1 for n, c in cases.items() if c["kind"] in ("stdlib", "corpus")
-                            and n not in skipped),
-           "skipped": skipped,
-           "cases_with_findings": sorted(n for n, c in cases.items() if c["findings"]),
-           "bugs": bugs}
-    if controls:
-        out["controls_detected"] = sum(controls.values())
-        out["controls_run"] = len(controls)
-        out["controls_missed"] = sorted(n for n, seen in controls.items() if not seen)
-    return out
-
-
-def _query(argv) -> str:
+def run_step(argv: list[str], env: dict, log, limit: float) -> tuple[int, str, float]:
+    """Run one step with its output appended to the combined log as it comes; stop its
+    whole process group at ``limit`` seconds (status 124).  Returns (status, output,
+    seconds)."""
+    log.write(f"\n$ {' '.join(map(shlex.quote, argv))}\n")
+    log.flush()
+    start = log.tell()
+    t0 = time.monotonic()
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                             start_new_session=True)
+    except OSError as e:
+        log.write(f"[campaign] cannot start: {e}\n")
+        return 127, str(e), 0.0
+    try:
+        rc = p.wait(timeout=max(limit, 1))
+    except subprocess.TimeoutExpired:
+        _stop_group(p)
+        rc = 124
+        log.write(f"\n[campaign] stopped after {limit:.0f} s\n")
+    log.flush()
+    seconds = time.monotonic() - t0
+    with open(log.name, errors="replace") as f:
+        f.seek(start)
+        return rc, f.read(), seconds
+
+
+def _stop_group(p: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(p.pid, sig)
+            p.wait(timeout=wait)
+            return
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            continue
+
+
+def figures(name: str, output: str, out: pathlib.Path) -> dict:
+    """What a step's output says, as figures for campaign.json."""
+    if name == "environment":
+        for line in output.splitlines():
+            if line.startswith("@@env "):
+                return json.loads(line[6:])
+        return {}
+    if name == "smoke":
+        words = [ln.split()[0] for ln in output.splitlines() if ln.split()
+                 and ln.split()[0] in ("ok", "BAD", "SKIP")]
+        return {"ok": words.count("ok"), "bad": words.count("BAD"),
+                "skipped": words.count("SKIP"),
+                "failures": [ln for ln in output.splitlines() if ln.startswith("BAD")][:20]}
+    if name == "bench" and (out / "bench.json").exists():
+        return {"rows": bench_rows(json.loads((out / "bench.json").read_text()))}
+    if name == "pytest-gpu":
+        tail = [ln for ln in output.splitlines() if " in " in ln and (
+            "passed" in ln or "failed" in ln or "skipped" in ln or "error" in ln)]
+        return {"summary": tail[-1].strip("= ") if tail else None}
+    if name.startswith("sanitizer-"):
+        return sanitizer_verdict(name.split("-", 1)[1], output)
+    if name == "llama":
+        return {"lines": [ln for ln in output.splitlines() if "tok" in ln.lower()][-6:]}
+    return {}
+
+
+def bench_rows(bench: dict) -> list[dict]:
+    """bench.json's rows reduced to what the closing note quotes."""
+    keep = ("node", "size", "l2", "status", "ratio", "rate", "unit", "roofline_fraction",
+            "median_ms", "reference", "rel_error", "reason")
+    return [{k: r[k] for k in keep if k in r} for r in bench.get("results", [])]
+
+
+def _environment(site: str, target: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [site, str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+        "PYTHONUNBUFFERED": "1"}
+    if target == "emulator":
+        env["GPUDSL_NO_GPU"] = "1"
+    return env
+
+
+def _has_torch(py: str, env: dict) -> bool:
+    return subprocess.run([py, "-c", "import torch"], env=env, capture_output=True,
+                          timeout=120).returncode == 0
+
+
+def run_part(part: int, py: str, out: pathlib.Path, site: str, target: str,
+             rehearse: bool, skip: set, command: str, budget: float | None = None,
+             info: dict | None = None) -> dict:
+    """Run one part's steps in order, each within its limit and the part's budget, and
+    write campaign.json / campaign.log / sanitizer.json as it goes."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = _environment(site, target)
+    budget = budget if budget is not None else plan_mod.PART_BUDGET_S[part]
+    results = {**(info or {}), "part": part, "rehearsal": rehearse, "target": target,
+               "date": datetime.datetime.now(datetime.timezone.utc)
+               .isoformat(timespec="seconds"), "command": command, "budget_s": budget,
+               "steps": [], "bugs": []}
+    sanitizers: dict = {}
+    t_end = time.monotonic() + budget
+    torch = None
+    with open(out / "campaign.log", "a+") as log:
+        for step, argv in plan(py, out, part, site, target=target, rehearse=rehearse):
+            rec = {"name": step.name, "limit_s": step.limit_s,
+                   "command": " ".join(map(shlex.quote, argv or []))}
+            left = t_end - time.monotonic()
+            if step.needs == "torch" and torch is None:
+                torch = _has_torch(py, env)
+            why = ("skipped (--skip)" if step.name in skip else
+                   "not rehearsed (needs a GPU)" if argv is None else
+                   "skipped: PyTorch is missing" if step.needs == "torch" and not torch
+                   and not rehearse else
+                   "not run: the part's budget is spent" if left < 5 else None)
+            results["steps"].append(rec)
+            if why:
+                rec["status"] = why
+            else:
+                rec["status"] = "running"  # what a killed run leaves
+                _write_json(out / "campaign.json", results)
+                limit = min(step.limit_s, left) if not rehearse else max(step.limit_s, 600)
+                rc, output, secs = run_step(argv, env, log, limit)
+                rec.update(rc=rc, seconds=round(secs, 1), status="ok" if rc == 0 else (
+                    "timeout" if rc == 124 else "failed"), **{"figures": figures(
+                        step.name, output, out)})
+                if step.name.startswith("sanitizer-"):
+                    v = rec["figures"]
+                    sanitizers[step.name] = v
+                    results["bugs"].extend(v.get("bugs", []))
+                    if rc != 124:  # controls race on purpose: judge by the proved kernels
+                        rec["status"] = "ok" if not v["bugs"] and v["cases_run"] else "failed"
+                if step.name == "environment":
+                    results.setdefault("device", rec["figures"].get("device"))
+                    results.setdefault("driver", rec["figures"].get("driver"))
+            print(f"[{rec['status']}] {step.name}" + (f" ({rec['seconds']} s)"
+                                                       if "seconds" in rec else ""), flush=True)
+            _write_json(out / "campaign.json", results)
+            if sanitizers:
+                _write_json(out / "sanitizer.json", sanitizers)
+    return results
 
 
 def device_info() -> dict:
-    q = _query(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
-    name, _, driver = q.partition(",")
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                            "--format=csv,noheader"], capture_output=True, text=True,
+                           timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        q = ""
+    name, _, driver = q.splitlines()[0].partition(",") if q else ("", "", "")
     return {"device": name.strip() or None, "driver": driver.strip() or None}
 
 
-def run(argv=None) -> int:
+def default_out(part: int, device: str | None) -> pathlib.Path:
+    if os.environ.get("OUT"):
+        return pathlib.Path(os.environ["OUT"])
+    date = datetime.date.today().isoformat()
+    tag = (device or "no-gpu").replace(" ", "-")
+    return ROOT / "benchmarks" / "results" / f"{date}-{tag}" / f"part{part}"
+
+
+def dry_run(part: int, py: str, out: pathlib.Path, command: str) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    print(plan_mod.describe(part))
+    steps = [{"name": s.name, "limit_s": s.limit_s, "status": "dry-run",
+              "command": " ".join(map(shlex.quote, argv))}
+             for s, argv in plan(py, out, part)]
+    _write_json(out / "campaign.json", {**device_info(), "part": part, "dry_run": True,
+                                        "date": datetime.date.today().isoformat(),
+                                        "command": command, "steps": steps, "bugs": []})
+    bad = plan_mod.check_plan(part)
+    for b in bad:
+        print("plan:", b, file=sys.stderr)
+    return 1 if bad else 0
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--part", type=int, choices=sorted(PARTS), default=1)
     ap.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
-    ap.add_argument("--out", help="results folder (default benchmarks/results/DATE-DEVICE)")
+    ap.add_argument("--rehearse", action="store_true",
+                    help="run both parts here without a GPU, offline, in a fresh venv")
+    ap.add_argument("--plan-only", action="store_true",
+                    help="with --rehearse: check the plan against the limits only")
+    ap.add_argument("--out", help="results folder (default $OUT, else "
+                    "benchmarks/results/DATE-DEVICE/partN)")
     ap.add_argument("--skip", default="", help="comma-separated steps to skip")
     ap.add_argument("--python", default=sys.executable)
-    ap.add_argument("--no-venv", action="store_true", help="install into --python's own "
-                    "environment (a machine whose python holds PyTorch already)")
-    ap.add_argument("--wheels", help="install offline from this folder of wheels")
+    ap.add_argument("--site", default=plan_mod.SITE, help="where the wheels are installed")
     ns = ap.parse_args(argv)
+    command = " ".join(map(shlex.quote, ["python3", "benchmarks/gpu_campaign.py",
+                                         *(sys.argv[1:] if argv is None else argv)]))
+    if ns.rehearse:
+        from campaign_rehearse import rehearse
+
+        return rehearse(plan_only=ns.plan_only, out=ns.out)
     info = device_info()
-    if not ns.dry_run and info["device"] is None:
-        print("gpu_campaign: no NVIDIA GPU (nvidia-smi found none); use --dry-run to see the "
-              "plan", file=sys.stderr)
+    out = pathlib.Path(ns.out) if ns.out else default_out(ns.part, info["device"])
+    if ns.dry_run:
+        return dry_run(ns.part, ns.python, out, command)
+    if info["device"] is None:
+        print("gpu_campaign: no NVIDIA GPU (nvidia-smi found none); --dry-run shows the "
+              "plan, --rehearse runs it here on the emulator", file=sys.stderr)
         return 2
-    date = datetime.date.today().isoformat()
-    tag = (info["device"] or "dry-run").replace(" ", "-")
-    out = pathlib.Path(ns.out or ROOT / "benchmarks" / "results" / f"{date}-{tag}")
-    out.mkdir(parents=True, exist_ok=True)
-    skip = {s for s in ns.skip.split(",") if s}
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    results = {**info, "date": date, "command": " ".join(map(shlex.quote, sys.argv)),
-               "dry_run": ns.dry_run, "steps": [], "bugs": []}
-    failed = 0
-    for name, cmd in plan(ns.python, out, not ns.no_venv, ns.wheels):
-        step = {"name": name, "command": " ".join(map(shlex.quote, cmd))}
-        if ns.dry_run or name in skip:
-            step["status"] = "dry-run" if ns.dry_run else "skipped"
-            print(f"[{step['status']}] {name}: {step['command']}")
-        elif name.startswith("sanitizer") and not os.path.exists(cmd[0]):
-            step["status"] = "missing compute-sanitizer"
-            failed += 1
-        else:
-            t0 = time.monotonic()
-            try:
-                p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT,
-                                   timeout=TIMEOUTS.get(name, 600))
-                rc, log = p.returncode, p.stdout + p.stderr
-            except subprocess.TimeoutExpired as e:
-                rc = 124
-                log = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
-                              for x in (e.stdout, e.stderr))
-                log += f"\n[campaign] {name} stopped after {TIMEOUTS.get(name, 600)} s\n"
-            (out / f"{name}.log").write_text(log)
-            step.update(rc=rc, seconds=round(time.monotonic() - t0, 1), tail=log[-2000:],
-                        status="ok" if rc == 0 else ("timeout" if rc == 124 else "failed"))
-            if name.startswith("sanitizer-"):
-                v = sanitizer_verdict(name.split("-", 1)[1], log)
-                step["verdict"] = v
-                results["bugs"].extend(v["bugs"])
-                # controls are expected to race: judge the step by its proved kernels
-                if rc != 124:
-                    step["status"] = "ok" if not v["bugs"] and v["cases_run"] else "failed"
-            failed += step["status"] != "ok"
-            print(f"[{step['status']}] {name} ({step['seconds']} s)")
-        results["steps"].append(step)
-        (out / "campaign.json").write_text(json.dumps(results, indent=1))
+    res = run_part(ns.part, ns.python, out, ns.site, "cuda", False,
+                   {s for s in ns.skip.split(",") if s}, command, info=info)
     print(f"results: {out / 'campaign.json'}")
-    return 1 if failed else 0
+    return 0 if all(s["status"] == "ok" for s in res["steps"]) else 1
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(main())

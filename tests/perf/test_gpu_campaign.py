@@ -19,27 +19,111 @@ def _load(name):
     return mod
 
 
-def test_plan_covers_the_issue(tmp_path):
-    steps = dict(_load("gpu_campaign").plan("python3", tmp_path))
-    assert list(steps)[:3] == ["venv", "install", "pytest-gpu"]
-    assert "-m" in steps["pytest-gpu"] and "gpu" in steps["pytest-gpu"]
-    for tool in ("memcheck", "racecheck", "synccheck"):
-        cmd = steps[f"sanitizer-{tool}"]
-        assert cmd[0].endswith("compute-sanitizer") and cmd[1:3] == ["--tool", tool]
-        assert any(a.endswith("campaign_kernels.py") for a in cmd)
-    assert steps["bench"][-3:-1] == ["bench", "--out"]
+def test_part1_runs_the_issue_steps_in_priority_order(tmp_path):
+    steps = _load("gpu_campaign").plan("python3", tmp_path, part=1)
+    names = [s.name for s, _ in steps]
+    assert names == ["install", "environment", "smoke", "bench", "pytest-gpu",
+                     "sanitizer-memcheck"]
+    argv = {s.name: a for s, a in steps}
+    assert "--no-index" in argv["install"] and "--target" in argv["install"]
+    assert "-m" in argv["pytest-gpu"] and "gpu" in argv["pytest-gpu"]
+    mem = argv["sanitizer-memcheck"]
+    assert mem[0].endswith("compute-sanitizer") and mem[1:3] == ["--tool", "memcheck"]
+    bench = argv["bench"]
+    nodes = bench[bench.index("--nodes") + 1].split(",")
+    assert {"matmul", "matmul_tf32", "permute2d", "rms_norm", "sliced_softmax"} <= set(nodes)
+    part2 = [s.name for s, _ in _load("gpu_campaign").plan("python3", tmp_path, part=2)]
+    assert {"sanitizer-racecheck", "sanitizer-synccheck", "tune", "llama"} <= set(part2)
+
+
+def test_plan_fits_the_lent_machines():
+    """Issue 26: part 1's step limits sum to at most 8 minutes, each part leaves at most
+    8 files in $OUT, and both parts fit the 15-minute window with a machine start."""
+    cp = _load("campaign_plan")
+    assert sum(s.limit_s for s in cp.PARTS[1]) <= 8 * 60
+    for part in cp.PARTS:
+        assert cp.check_plan(part, wheels=40 * 2**20, tree=2 * 2**20) == []
+        assert len(cp.out_files(part)) <= 8
+    assert cp.check_plan(1, wheels=63 * 2**20, tree=2 * 2**20)  # over 64 MiB
+
+
+def test_check_plan_catches_an_overrun(monkeypatch):
+    cp = _load("campaign_plan")
+    slow = cp.PARTS[1][:-1] + [cp.Step("sanitizer-memcheck", ("x",), 200)]
+    monkeypatch.setitem(cp.PARTS, 1, slow)
+    assert any("sum to" in b for b in cp.check_plan(1))
+    many = cp.PARTS[2] + [cp.Step(f"s{i}", ("x",), 1, files=(f"f{i}.json",))
+                          for i in range(6)]
+    monkeypatch.setitem(cp.PARTS, 2, many)
+    assert any("output files" in b for b in cp.check_plan(2))
+
+
+def test_rehearsal_planning_part_runs_in_ci():
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_campaign.py"),
+                        "--rehearse", "--plan-only"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "part 1:" in p.stdout and "part 2:" in p.stdout
+
+
+def test_wheel_folder_is_checked_against_the_list(tmp_path):
+    cp = _load("campaign_plan")
+    import sys as _sys
+    _sys.path.insert(0, str(ROOT / "benchmarks"))
+    import campaign_rehearse as cr
+
+    for spec in cr.listed_wheels():
+        name, version = spec.split("==")
+        (tmp_path / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"")
+    assert cr.wheel_problems(tmp_path) == []
+    (tmp_path / "optuna-4.0.0-py3-none-any.whl").write_bytes(b"")
+    (tmp_path / "rich-13.0.0-py3-none-any.whl").write_bytes(b"")
+    bad = " ".join(cr.wheel_problems(tmp_path))
+    assert "optuna" in bad and "rich" in bad
+    assert cp.WHEELS == ".whl"
+
+
+def test_readme_quotes_the_device_call():
+    cp = _load("campaign_plan")
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    for part in cp.PARTS:
+        assert cp.DEVICE_COMMAND[part] in text
+        assert f"timeout_s={cp.DEVICE_TIMEOUT_S[part]}" in text
+    assert 'carry=[".whl"]' in text
+    assert "bash benchmarks/wheels.sh" in text
+
+
+def test_a_step_past_its_limit_is_stopped_and_the_json_kept(tmp_path, monkeypatch):
+    """Each step within its own limit (its process group stopped), results written as the
+    run goes: a step that hangs is 'timeout', the next still runs."""
+    camp = _load("gpu_campaign")
+    cp = sys.modules["campaign_plan"]
+    steps = [cp.Step("environment", ("{py}", "-c", "import json; "
+                                     "print('@@env ' + json.dumps(dict(device='x')))"), 10),
+             cp.Step("smoke", ("{py}", "-c", "import time; print('ok  stdlib a'); "
+                               "time.sleep(60)"), 2),
+             cp.Step("pytest-gpu", ("{py}", "-c", "print('3 passed in 0.1s')"), 10)]
+    monkeypatch.setitem(camp.PARTS, 1, steps)
+    res = camp.run_part(1, sys.executable, tmp_path, str(tmp_path / "site"), "emulator",
+                        False, set(), "test")
+    status = {s["name"]: s["status"] for s in res["steps"]}
+    assert status == {"environment": "ok", "smoke": "timeout", "pytest-gpu": "ok"}
+    data = json.loads((tmp_path / "campaign.json").read_text())
+    assert data["device"] == "x" and data["steps"][1]["figures"]["ok"] == 1
+    assert data["steps"][2]["figures"]["summary"] == "3 passed in 0.1s"
+    assert "stopped after 2 s" in (tmp_path / "campaign.log").read_text()
 
 
 def test_dry_run_writes_the_results_json(tmp_path):
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_campaign.sh")
-                        .replace(".sh", ".py"), "--dry-run", "--out", str(tmp_path)],
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_campaign.py"),
+                        "--dry-run", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     data = json.loads((tmp_path / "campaign.json").read_text())
     assert {"device", "driver", "date", "command", "steps"} <= set(data)
     assert data["dry_run"] is True
     assert [s["status"] for s in data["steps"]] == ["dry-run"] * len(data["steps"])
-    assert len(data["steps"]) == 7
+    assert len(data["steps"]) == 6
 
 
 def test_sanitizer_program_lists_every_node():
@@ -141,11 +225,3 @@ def test_sanitizer_program_marks_each_case_on_the_emulator():
     v = _load("gpu_campaign").sanitizer_verdict("racecheck", "".join(outs))
     assert v["bugs"] == [] and v["cases_run"] >= 2 and v["controls_run"] >= 1
     assert "host_par_map" in v["skipped"]  # proved, but codegen refuses a host par loop
-
-
-def test_offline_plan_on_a_lent_machine(tmp_path):
-    steps = dict(_load("gpu_campaign").plan("python3", tmp_path, venv=False, wheels="/w"))
-    assert "venv" not in steps and steps["install"][0] == "python3"
-    assert "--no-index" in steps["install"] and "/w" in steps["install"]
-    assert steps["sanitizer-racecheck"][-1] == "--controls"
-    assert steps["sanitizer-memcheck"][-1].endswith("campaign_kernels.py")

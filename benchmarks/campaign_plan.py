@@ -1,0 +1,193 @@
+"""What the GPU campaign runs, and the limits it must fit (issue 26).
+
+The lent GPU machines give a session 15 minutes of device time in all, machine start
+included; one command may run 10 minutes at most; from such a machine only the folder
+``$OUT`` comes back (at most 8 files, 16 MiB each, named in letters, digits, '.', '_',
+'-'); the working tree that travels, carried wheels included, is at most 64 MiB; a
+command line is at most 2,000 characters.  The campaign is therefore two runs:
+
+* part 1 (at most 8 minutes, the first window's one call): offline install, a smoke
+  test of every stdlib node (and the synchronization kernels) on the GPU against numpy,
+  the core bench rows against references measured in the same process, ``pytest -m
+  gpu``, compute-sanitizer memcheck over the stdlib nodes;
+* part 2 (at most 4 minutes, if the window has time left): racecheck and synccheck over
+  the checker's corpus, a short ``gpudsl tune matmul``, LLaMA tokens/s.
+
+Steps are declared here as data, in priority order: this module runs nothing, so CI
+checks the plan against the limits (``check_plan``) without a GPU or a network.
+"""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# the device tool's limits (.library/device/README.md), and the issue's budgets
+WINDOW_S = 15 * 60            # device time of a session, machine start included
+COMMAND_LIMIT_S = 600         # one command's run
+PART_BUDGET_S = {1: 480, 2: 210}   # part 1 within 8 minutes; part 2 in what is left
+OUT_FILES = 8
+OUT_FILE_BYTES = 16 * 2**20
+TREE_BYTES = 64 * 2**20
+COMMAND_CHARS = 2000
+CARRY_PATHS = 8
+OUT_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+# the nodes of the bench step (issue 26: fp32 and TF32 matmul against cuBLAS; permute,
+# pointwise, rms_norm and sliced_softmax against a device copy of the same bytes)
+BENCH_NODES = ("matmul", "matmul_tf32", "permute2d", "add", "silu", "rms_norm",
+               "sliced_softmax")
+SITE = "/tmp/gpudsl-site"     # where the carried wheels are installed on the machine
+WHEELS = ".whl"               # the carried wheels (benchmarks/wheels.sh fills it)
+
+# The exact device call (benchmarks/README.md quotes it; a test keeps them equal).
+DEVICE_COMMAND = {
+    1: "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_campaign.py --part 1",
+    2: "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_campaign.py --part 2",
+}
+DEVICE_CARRY = [WHEELS]
+DEVICE_TIMEOUT_S = {1: 510, 2: 240}   # timeout_s of the device call: budget + slack
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One step: its name, argv (``{py}``, ``{out}``, ``{site}``, ``{root}``, ``{target}``
+    are filled in by ``argv_for``), its time limit, the files it leaves in the output
+    folder, and how the rehearsal runs it without a GPU (``rehearse``: ``"same"``, an
+    argv replacing it, or ``None``: not run)."""
+    name: str
+    argv: tuple
+    limit_s: int
+    files: tuple = ()
+    rehearse: object = "same"
+    needs: str = ""            # "torch": skipped where PyTorch is missing
+
+    def argv_for(self, **fill) -> list[str]:
+        return [a.format(**fill) for a in self.argv]
+
+    def rehearsal_argv(self, **fill) -> list[str] | None:
+        if self.rehearse is None:
+            return None
+        argv = self.argv if self.rehearse == "same" else self.rehearse
+        return [a.format(**fill) for a in argv]
+
+
+KERNELS = "{root}/benchmarks/campaign_kernels.py"
+SANITIZER = "compute-sanitizer"
+
+# every run starts with these: the carried wheels, then what the machine holds
+COMMON = [
+    Step("install", ("{py}", "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                     "--no-compile", "--no-cache-dir", "--upgrade", "--target", "{site}",
+                     "{wheels}"), 30),
+    Step("environment", ("{py}", "{root}/benchmarks/campaign_env.py"), 15),
+]
+
+PART1 = COMMON + [
+    Step("smoke", ("{py}", KERNELS, "--stdlib", "--sync", "--target", "{target}"), 80),
+    Step("bench", ("{py}", "-m", "gpudsl.cli", "bench", "--nodes", ",".join(BENCH_NODES),
+                   "--out", "{out}/bench.json"), 150, files=("bench.json",),
+         rehearse=("{py}", "-m", "gpudsl.cli", "bench", "--target", "emulator",
+                   "--nodes", ",".join(BENCH_NODES), "--out", "{out}/bench.json"),
+         needs="torch"),
+    Step("pytest-gpu", ("{py}", "-m", "pytest", "-q", "-m", "gpu", "-rfE",
+                        "-p", "no:cacheprovider", "{root}/tests"), 105),
+    Step("sanitizer-memcheck", (SANITIZER, "--tool", "memcheck", "--error-exitcode", "99",
+                                "{py}", KERNELS, "--stdlib"), 90,
+         rehearse=("{py}", KERNELS, "--stdlib", "--target", "emulator")),
+]
+
+PART2 = COMMON + [
+    Step("sanitizer-racecheck", (SANITIZER, "--tool", "racecheck", "--error-exitcode", "99",
+                                 "{py}", KERNELS, "--corpus", "--sync", "--controls"), 60,
+         rehearse=("{py}", KERNELS, "--corpus", "--controls", "--only", "own_slot",
+                   "--target", "emulator")),
+    Step("sanitizer-synccheck", (SANITIZER, "--tool", "synccheck", "--error-exitcode", "99",
+                                 "{py}", KERNELS, "--corpus", "--sync"), 35,
+         rehearse=None),
+    Step("tune", ("{py}", "-m", "gpudsl.cli", "tune", "matmul", "--shape", "2048x2048",
+                  "--shape", "2048x2048", "--strategy", "random", "--trials", "6",
+                  "--reps", "5", "--db", "{tmp}/gpudsl-tune.sqlite",
+                  "--export", "{out}/tune.json"), 35, files=("tune.json",),
+         rehearse=("{py}", "-m", "gpudsl.cli", "tune", "matmul", "--target", "emulator",
+                   "--shape", "128x128", "--shape", "128x128", "--strategy", "random",
+                   "--trials", "2", "--reps", "1", "--db", "{tmp}/gpudsl-tune.sqlite",
+                   "--export", "{out}/tune.json")),
+    Step("llama", ("{py}", "{root}/examples/llama.py", "--tokens", "16"), 35,
+         rehearse=("{py}", "{root}/examples/llama.py", "--layers", "1", "--tokens", "2",
+                   "--vocab", "512")),
+]
+
+PARTS = {1: PART1, 2: PART2}
+# the files the runner itself writes in the output folder
+RUNNER_FILES = ("campaign.json", "campaign.log", "sanitizer.json")
+
+
+def out_files(part: int) -> list[str]:
+    names = list(RUNNER_FILES)
+    for s in PARTS[part]:
+        names += [f for f in s.files if f not in names]
+    return names
+
+
+def tree_bytes(root: pathlib.Path = ROOT) -> int:
+    """Bytes of the files that travel to the machine besides the wheels: the tracked
+    tree (git ls-files)."""
+    import subprocess
+
+    try:
+        names = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True,
+                               timeout=60, check=True).stdout.split(b"\0")
+    except (OSError, subprocess.SubprocessError):
+        return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()
+                   and ".git" not in p.parts)
+    return sum((root / n.decode()).stat().st_size for n in names
+               if n and (root / n.decode()).is_file())
+
+
+def wheels_bytes(root: pathlib.Path = ROOT) -> int:
+    d = root / WHEELS
+    return sum(p.stat().st_size for p in d.glob("*.whl")) if d.is_dir() else 0
+
+
+def check_plan(part: int, wheels: int | None = None, tree: int | None = None) -> list[str]:
+    """The ways the plan of ``part`` breaks the limits (empty: it fits)."""
+    bad = []
+    steps = PARTS[part]
+    total = sum(s.limit_s for s in steps)
+    if total > PART_BUDGET_S[part]:
+        bad.append(f"part {part}: step limits sum to {total} s > {PART_BUDGET_S[part]} s")
+    if total > DEVICE_TIMEOUT_S[part] - 20:
+        bad.append(f"part {part}: {total} s leaves under 20 s of the device call's "
+                   f"{DEVICE_TIMEOUT_S[part]} s")
+    if DEVICE_TIMEOUT_S[part] > COMMAND_LIMIT_S:
+        bad.append(f"part {part}: the device call's timeout exceeds {COMMAND_LIMIT_S} s")
+    if sum(DEVICE_TIMEOUT_S.values()) + 120 > WINDOW_S:
+        bad.append("both parts and a 2-minute machine start exceed the 15-minute window")
+    for s in steps:
+        if s.limit_s > COMMAND_LIMIT_S:
+            bad.append(f"{s.name}: limit {s.limit_s} s > {COMMAND_LIMIT_S} s")
+    files = out_files(part)
+    if len(files) > OUT_FILES:
+        bad.append(f"part {part}: {len(files)} output files > {OUT_FILES}")
+    bad += [f"output file name {f!r} has characters $OUT does not return" for f in files
+            if not OUT_NAME.match(f)]
+    if len(DEVICE_COMMAND[part]) > COMMAND_CHARS:
+        bad.append(f"part {part}: the device command is over {COMMAND_CHARS} characters")
+    if len(DEVICE_CARRY) > CARRY_PATHS:
+        bad.append(f"more than {CARRY_PATHS} carried paths")
+    if wheels is not None and tree is not None and wheels + tree > TREE_BYTES:
+        bad.append(f"wheels {wheels / 2**20:.1f} MiB + tree {tree / 2**20:.1f} MiB > "
+                   f"{TREE_BYTES // 2**20} MiB")
+    return bad
+
+
+def describe(part: int) -> str:
+    """The plan as text: each step's name, limit and files."""
+    lines = [f"part {part}: {sum(s.limit_s for s in PARTS[part])} s of step limits, "
+             f"files {', '.join(out_files(part))}"]
+    for s in PARTS[part]:
+        lines.append(f"  {s.name:22} {s.limit_s:4d} s  " + " ".join(s.argv))
+    return "\n".join(lines)
