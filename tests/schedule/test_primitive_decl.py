@@ -26,7 +26,8 @@ EXPECTED = {"divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", "s
             "set_blocks_per_sm", "cut_loop", "remove_loop", "simplify", "rename",
             "specialize", "parallelize_loop", "stage_mem", "set_memory", "lift_alloc",
             "sink_alloc", "expand_dim", "pad_dim", "bind_expr", "insert_sync",
-            "delete_sync", "vectorize", "inline", "replace", "merge_loops", "rearrange_dim"}
+            "delete_sync", "vectorize", "inline", "replace", "merge_loops", "rearrange_dim",
+            "reorder_stmts", "rotate_loop"}
 
 
 @pytest.fixture

@@ -26,13 +26,15 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "remove_loop", "simplify", "rename", "specialize", "parallelize_loop",
               "stage_mem", "set_memory", "lift_alloc", "sink_alloc", "expand_dim", "pad_dim",
               "bind_expr", "insert_sync", "delete_sync", "vectorize", "inline", "replace",
-              "set_unroll", "set_blocks_per_sm", "merge_loops", "rearrange_dim"]
+              "set_unroll", "set_blocks_per_sm", "merge_loops", "rearrange_dim",
+              "reorder_stmts", "rotate_loop"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
 WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
            "fuse": 2, "expand_dim": 2, "sink_alloc": 2, "lift_alloc": 2, "delete_sync": 2,
            "insert_sync": 2, "simplify": 0.5, "rename": 0.5, "set_unroll": 0.5,
-           "set_blocks_per_sm": 1, "merge_loops": 1, "rearrange_dim": 1, "fission": 4}
+           "set_blocks_per_sm": 1, "merge_loops": 1, "rearrange_dim": 1, "fission": 4,
+           "reorder_stmts": 3, "rotate_loop": 2}
 
 CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
           (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
@@ -373,6 +375,16 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
                 if nested and r.random() < 0.8 else L())
         return Step(prim, [loop, lit(r.choice([_fresh(r, t, "mm"), _fresh(r, t, "mm"), "n",
                                                "for", 3]))])
+    if prim == "reorder_stmts":
+        pairs = [(baddr, n) for baddr, n in t.blocks() if n >= 2]
+        if pairs and r.random() < 0.9:
+            baddr, n = r.choice(pairs)
+            i = r.randrange(n - 1)
+            return Step(prim, [Arg("cursor", ("block", baddr + (i,), i + 2))])
+        return Step(prim, [_block(r, t)])
+    if prim == "rotate_loop":
+        loop = L(lambda s: len(s.body) >= 2) if r.random() < 0.85 else L()
+        return Step(prim, [loop, lit(r.choice([1, 1, 2, 1, 3, 0, -1, "1", 9]))])
     if prim == "rearrange_dim":
         a = _alloc(r, t)
         perm = r.choice([[1, 0], [0, 1], [0], [], [2, 1, 0], [1, 2, 0], [0, 0], "10",
