@@ -38,16 +38,18 @@ from ..schedule import (cut_loop, divide_loop, fission, insert_sync, lift_alloc,
                         set_unroll, simplify, stage_mem)
 from .common import tiles_and_edges
 from .matmul_parts import (_copy_all_threads, _copy_threads, _has_loop,  # noqa: F401
-                           _thread_loops, _transposed_a_copy,
+                           _thread_loops, _transposed_a_copy, double_buffer,
                            _vectorize_copy, _vectorize_store, _warp_loops, expand_acc,
                            matmul_algorithm, split_k, stage_tiles, vecmat_algorithm)
 from .matmul_tiles import guarded_tiles_kernel, schedule_matmul_guarded_tiles  # noqa: F401
 from .shapes import NodeError, require
 
-DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0)
+DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0, stages=1)
 # wm, wn: the warp tile of the big-tile kernel (0, 0: none; see schedule_matmul's
 # warp_tile).  Off by default: the performance report's figures are the same either way
-# (docs/decisions.md, issue 15 wave 3)
+# (docs/decisions.md, issue 15 wave 3).  stages: 1, or 2 for double-buffered tiles with
+# one barrier per k step (schedule_matmul's stages; off by default until a GPU times it,
+# docs/decisions.md, issue 23)
 
 
 
@@ -58,7 +60,7 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
                     tn: int = 8, vec: int = 4, cache_regs: bool = True,
                     vec_registers: bool = True, blocks_per_sm: int = 2,
                     strided_cols: bool = True, a_transposed: bool = True,
-                    warp_tile: tuple | None = None) -> Proc:
+                    warp_tile: tuple | None = None, stages: int = 1) -> Proc:
     """2-D block tiling + thread tiling + float4, from ``matmul_algorithm(batched,
     (bm, bn, bk))``.  Threads per block: ``(bm // tm) x (bn // tn)``.
 
@@ -79,7 +81,11 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     ``(wm // tm) x (wn // tn)`` inside it (so ``(wm // tm) * (wn // tn) == 32``).  The
     thread loops become ``ti`` (the warp, ``(bm // wm) x (bn // wn)`` of them) and
     ``tj`` (the lane): a warp's reads of a k step touch ``wm`` values of the A tile
-    and ``wn`` of the B tile instead of ``2 tm`` and ``bn``."""
+    and ``wn`` of the B tile instead of ``2 tm`` and ``bn``.
+
+    ``stages=2``: double buffering (:func:`.matmul_parts.double_buffer`): two SHARED
+    buffers of each tile, the next tile's copy in the current step, one barrier per
+    k step."""
     batched = _has_loop(p, "z")
     ty, tx = bm // tm, bn // tn
     assert bm % tm == 0 and bn % tn == 0 and tn % vec == 0
@@ -171,6 +177,12 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     # 6. float4 stores of the register tile
     if vec_registers and vec > 1:
         p = _vectorize_store(p, vec, zi)
+    # 7. two buffers per tile, one barrier per k step
+    if stages == 2 and not _has_loop(p, "p"):
+        p = double_buffer(p, "po")
+    elif stages != 1:
+        raise ValueError(f"stages={stages}: the big-tile kernel has 1 or 2 stages"
+                         + (" (2 only without a reduction tail)" if stages == 2 else ""))
     return simplify(p)
 
 
@@ -261,9 +273,12 @@ def _big_ok(m, n, k, o) -> bool:
 
 
 @lru_cache(maxsize=None)
-def big_kernel(batched: bool, bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0) -> Proc:
-    return schedule_matmul(matmul_algorithm(batched, (bm, bn, bk)), bm=bm, bn=bn, bk=bk,
-                           tm=tm, tn=tn, vec=vec, warp_tile=(wm, wn) if wm else None)
+def big_kernel(batched: bool, bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0,
+               stages=1) -> Proc:
+    p = schedule_matmul(matmul_algorithm(batched, (bm, bn, bk)), bm=bm, bn=bn, bk=bk,
+                        tm=tm, tn=tn, vec=vec, warp_tile=(wm, wn) if wm else None,
+                        stages=stages)
+    return rename(p, f"{p.name}_s2") if stages == 2 else p
 
 
 @lru_cache(maxsize=None)
@@ -352,14 +367,15 @@ def matmul_variant(m: int, n: int, k: int, o: dict) -> tuple[str, int]:
 
 
 def matmul_space(bm=(32, 64, 128), bn=(32, 64, 128), bk=(8, 16), tm=(4, 8), tn=(4, 8),
-                 wm=(0, 16, 32, 64), wn=(0, 16, 32, 64)):
+                 wm=(0, 16, 32, 64), wn=(0, 16, 32, 64), stages=(1, 2)):
     """The big-tile schedule's parameters as an autotuning space (SPEC section 8):
     tiles that divide, at most 1024 threads per block; a warp tile ``wm x wn`` (0 x 0:
-    none) that divides the block tile and holds 32 thread tiles."""
+    none) that divides the block tile and holds 32 thread tiles; 1 or 2 stages
+    (double-buffered tiles)."""
     from ..autotune.space import Space
 
     return Space(bm=list(bm), bn=list(bn), bk=list(bk), tm=list(tm), tn=list(tn),
-                 wm=list(wm), wn=list(wn),
+                 wm=list(wm), wn=list(wn), stages=list(stages),
                  where=lambda c: c.bm % c.tm == 0 and c.bn % c.tn == 0
                  and 32 <= (c.bm // c.tm) * (c.bn // c.tn) <= 1024 and _warp_ok(c))
 
@@ -380,13 +396,14 @@ def options_kernel(a_shape, b_shape, **opts):
     ``wm``/``wn`` included: when the picker chose the big-tile kernel, that kernel
     warp-tiled.  What ``MatmulBuild`` builds and ``ops.matmul`` runs for a tuned
     winner (one kernel for one configuration)."""
-    wm, wn = opts.pop("wm", 0), opts.pop("wn", 0)
+    wm, wn, stages = opts.pop("wm", 0), opts.pop("wn", 0), opts.pop("stages", 1)
     p, bind = matmul_kernel(a_shape, b_shape, **opts)
-    if wm and wn:
+    if (wm and wn) or stages != 1:
         o = dict(DEFAULTS, **opts)
         args = (len(a_shape) == 3, o["bm"], o["bn"], o["bk"], o["tm"], o["tn"], o["vec"])
         if p is big_kernel(*args):  # the picker's call (lru_cache: the same object)
-            p = big_kernel(*args, wm, wn)
+            # (the same call as elsewhere: lru_cache keys on how it is called)
+            p = big_kernel(*args, wm, wn, *((stages,) if stages != 1 else ()))
     return p, bind
 
 

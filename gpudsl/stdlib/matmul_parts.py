@@ -296,3 +296,36 @@ def stage_tiles(p, bm, bn, bk, zi):
     p = stage_mem(p, p.forward(compute),
                   f"b[{zi}{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]", "Bs", SHARED)
     return p, compute
+
+
+def double_buffer(p, loop: str = "po", bufs=("As", "Bs"), copy_first: bool = False):
+    """Two SHARED buffers per staged tile and one barrier per k step, by primitives:
+    the tiles lifted out of ``loop`` and given a leading dimension of 2 indexed by
+    ``loop % 2`` (``lift_alloc``, ``expand_dim``); the copy of step ``loop + 1``
+    rotated into step ``loop`` (``rotate_loop``); the barrier between the compute of
+    step ``loop`` and that copy deleted (``delete_sync``: check() proves through the
+    ``% 2`` that the two touch different buffers).  ``copy_first``: the copies then
+    move ahead of the compute (``reorder_stmts``); otherwise the compute comes first
+    and nothing but the data flow orders the next tile's global loads after it (no
+    barrier between them)."""
+    from ..ir.nodes import Sync
+    from ..schedule import delete_sync, expand_dim, lift_alloc, reorder_stmts, rotate_loop
+    from ..schedule.cursors import Cursor
+
+    for b in bufs:
+        p = lift_alloc(p, b)
+        p = expand_dim(p, b, "2", f"{loop} % 2")
+    body = p.find_loop(loop).node().body
+    syncs = [i for i, s in enumerate(body) if isinstance(s, Sync)]
+    if len(syncs) != 2 or syncs[0] != 0:
+        raise ValueError(f"double_buffer: loop {loop} is not 'sync; copies; sync; compute'")
+    n_copy = syncs[1]  # the leading barrier and the copies
+    p = rotate_loop(p, loop, n_copy)
+    a = p.find_loop(loop).addr
+    n_compute = len(body) - n_copy  # the barrier before the compute, the compute
+    p = delete_sync(p, Cursor(p, "stmt", a + ("body", n_compute), None))
+    if copy_first:
+        for j in range(n_copy - 1):  # each copy past the compute statements
+            for pos in range(n_compute + j, 1 + j, -1):
+                p = reorder_stmts(p, Cursor(p, "block", a + ("body", pos - 1), pos + 1))
+    return p

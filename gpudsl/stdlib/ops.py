@@ -321,9 +321,11 @@ def reshape(x, shape):
 
 
 @_op
-def matmul(a, b, precision: str = "fp32"):
+def matmul(a, b, precision: str = "fp32", stages: int | None = None):
     """``[m,n]@[n,k]``, ``[n]@[n,k]`` or ``[b,m,n]@[b,n,k]``.  ``precision="tf32"``:
-    the TF32 tensor-core kernel (2-D, tile-divisible shapes; see ``matmul_tf32``)."""
+    the TF32 tensor-core kernel (2-D, tile-divisible shapes; see ``matmul_tf32``).
+    ``stages`` (fp32): 1 or 2 (double-buffered tiles, one barrier per k step) for the
+    big-tile kernel, instead of the tuned or default choice; other kernels ignore it."""
     from .matmul import options_kernel, tuned_options
 
     require(precision in ("fp32", "tf32"),
@@ -334,7 +336,11 @@ def matmul(a, b, precision: str = "fp32"):
 
         p, binds = matmul_tf32_kernel(sa, sb)
     else:  # the tuning database's winner for this device and shape, else the defaults
-        p, binds = options_kernel(sa, sb, **tuned_options(sa, sb, target()))
+        opts = tuned_options(sa, sb, target())
+        if stages is not None:
+            require(stages in (1, 2), f"stages must be 1 or 2, not {stages!r}")
+            opts["stages"] = stages
+        p, binds = options_kernel(sa, sb, **opts)
     a, b = _contig(a), _contig(b)
     out = _empty(a, sa[:-1] + (sb[-1],))  # [k] for [n] @ [n, k]
     names = [q.name for q in p.ir.params if q.is_array]
