@@ -1,0 +1,118 @@
+"""The machine-code report (gpudsl/perf/sass.py, sass_report.py) and the model's
+issue-slot and loads-in-flight terms (perf/model.py).
+
+The parser and the counts are tested on a fixed nvdisasm text; the end-to-end tests
+need the disassembler (``pip install 'gpudsl[sass]'``, part of the ``test`` extra) and
+skip cleanly without it."""
+from __future__ import annotations
+
+import pytest
+
+from gpudsl.errors import Error
+from gpudsl.perf import sass as sass_mod
+from gpudsl.perf.sass import hot_loop, kernel_figures, parse_sass
+
+needs_tool = pytest.mark.skipif(not sass_mod.have_disassembler(),
+                                reason="nvdisasm absent: pip install 'gpudsl[sass]'")
+
+TEXT = """
+//--------------------- .text.k0   --------------------------
+\t.section\t.text.k0,"ax",@progbits
+k0:
+\t//## File "/x/gpudsl.cu", line 7
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+\t//## File "<gpudsl.stdlib.t>", line 3
+        /*0010*/                   S2R R8, SR_CTAID.Y ;
+.L_x_0:
+        /*0020*/                   IMAD.WIDE R6, R7, 0x4, R2 ;
+        /*0030*/                   LDG.E.128.CONSTANT R12, desc[UR6][R6.64] ;
+        /*0040*/                   LDG.E.CONSTANT R16, desc[UR6][R6.64+0x800] ;
+\t//## File "<gpudsl.stdlib.t>", line 5
+        /*0050*/                   IADD3 R0, R19, R0, RZ ;
+        /*0060*/                   STS [R10], R14 ;
+        /*0070*/                   FFMA R20, R16, R16, R20 ;
+        /*0080*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0090*/                   STG.E.64 desc[UR6][R8.64], R20 ;
+        /*00a0*/              @!P0 BRA `(.L_x_0) ;
+        /*00b0*/                   EXIT ;
+.L_x_1:
+        /*00c0*/                   BRA `(.L_x_1);
+        /*00d0*/                   NOP;
+"""
+
+
+def test_parse_counts_loops_and_loads_in_flight():
+    funcs = parse_sass(TEXT)
+    assert list(funcs) == ["k0"]
+    figs = kernel_figures(funcs["k0"])
+    kernel, loop = figs
+    assert kernel.depth == -1 and loop.depth == 0
+    assert (loop.start, loop.end, loop.instructions) == (0x20, 0xa0, 9)
+    c = loop.counts
+    assert (c["LDG.128"], c["LDG"], c["STS"], c["STG.64"], c["BAR"], c["FFMA"]) == \
+        (1, 1, 1, 1, 1, 1)
+    assert c["int"] == 2 and c["branch"] == 1
+    # the 128-bit load is first read by the STS (R14), 2 instructions after the second
+    # load; the second load (R16) by the FFMA
+    assert [u.distance for u in loop.loads] == [2, 2]
+    assert (loop.loads_in_flight, loop.bytes_in_flight) == (2, 20)
+    assert loop.global_bytes == 16 + 4 + 8 and loop.flops == 2
+    assert loop.source == "<gpudsl.stdlib.t>:3-5"
+    assert hot_loop(figs) is loop
+    # the trap loop (a branch to itself) and NOPs are no loops, no instructions
+    assert kernel.instructions == 12
+
+
+def test_missing_tool_names_the_extra(monkeypatch):
+    monkeypatch.setattr(sass_mod, "nvdisasm_path", lambda: None)
+    with pytest.raises(Error) as e:
+        sass_mod.disassemble(b"")
+    assert "gpudsl[sass]" in str(e.value)
+
+
+def _permute_kernel(shape):
+    from gpudsl.stdlib.permute import permute_kernel
+
+    p, binds, _ = permute_kernel(shape, (1, 0))
+    return p, binds
+
+
+@needs_tool
+def test_kernel_sass_of_the_running_permute():
+    p, _ = _permute_kernel((8192, 8192))
+    k = p.compile("emulator")
+    r = k.sass()
+    assert r.arch == "sm_90" and len(r.kernels) == 1
+    ks = r.kernels[0]
+    assert ks.registers and ks.spill_bytes == 0 and ks.occupancy is not None
+    loop = ks.loops[0]
+    assert loop.count("LDG") >= 1 and loop.count("STG") >= 1 and loop.count("BAR") >= 1
+    assert "<gpudsl.stdlib.permute" in loop.source
+    text, html = str(r), r._repr_html_()
+    assert "loads in flight" in text and "<table" in html
+
+
+@needs_tool
+def test_perf_model_has_machine_terms():
+    p, binds = _permute_kernel((4096, 4096))
+    k = p.perf("H100", **binds).kernels[0]
+    assert k.time_issue_s > 0 and k.time_mlp_s > 0 and k.loads_in_flight >= 1
+    assert k.estimate_s >= max(k.time_memory_s, k.time_issue_s, k.time_mlp_s)
+    assert k.limiter in ("memory", "issue", "loads in flight")
+    assert "model (machine code)" in str(p.perf("H100", **binds))
+    off = p.perf("H100", sass=False, **binds).kernels[0]
+    assert off.time_issue_s is None and off.estimate_s == off.time_s
+
+
+@needs_tool
+def test_cli_perf_sass(tmp_path, capsys):
+    import pathlib
+
+    from gpudsl.cli import main
+
+    f = tmp_path / "k.py"
+    f.write_text(pathlib.Path(__file__).with_name("kernels.py").read_text())
+    assert main(["perf", f"{f}::saxpy", "--bind", "n=1048576", "--sass"]) == 0
+    out = capsys.readouterr().out
+    assert "machine code of saxpy (sm_90" in out and "LDG" in out
+    assert "model (machine code)" in out
