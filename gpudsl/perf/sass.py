@@ -373,12 +373,15 @@ def kernel_figures(instrs: list) -> list:
 
 
 def hot_loop(figs: list):
-    """The loop that carries the work: most FLOPs per iteration, else most global bytes,
-    among the innermost loops that have either; None when there is no such loop."""
+    """The loop that carries the work: among the innermost loops that do floating-point
+    work or access global memory, the one with the most FLOPs per iteration, else the
+    most global bytes; None when there is no such loop."""
     cands = [f for f in figs[1:] if f.flops or f.global_bytes]
     if not cands:
         return None
-    return max(cands, key=lambda f: (f.flops > 0, f.flops, f.global_bytes, f.depth))
+    inner = [f for f in cands
+             if not any(g is not f and f.start <= g.start and g.end <= f.end for g in cands)]
+    return max(inner, key=lambda f: (f.flops > 0, f.flops, f.global_bytes, f.depth))
 
 
 __all__ = ["disassemble", "parse_sass", "kernel_figures", "hot_loop", "LoopFigures",

@@ -116,3 +116,22 @@ def test_cli_perf_sass(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "machine code of saxpy (sm_90" in out and "LDG" in out
     assert "model (machine code)" in out
+
+
+@needs_tool
+@pytest.mark.parametrize("shape, perm", [((8192, 8192), (1, 0)), ((64, 1024, 1024), (0, 2, 1)),
+                                         ((64, 1024, 1024), (2, 1, 0)), ((4000, 4001), (1, 0))])
+def test_permute_has_four_loads_in_flight(shape, perm):
+    """The tiled transposes ops runs (32x8 threads, 4 elements each): at least 4
+    independent global loads in flight per thread in the loop that copies a tile, and
+    no spills (issue 24)."""
+    from gpudsl.perf.sass import hot_loop
+    from gpudsl.stdlib.permute import permute_kernel
+
+    p, _, _ = permute_kernel(shape, perm)
+    r = p.compile("emulator", check=False).sass()
+    tiled = r.kernels[0]  # the tiled kernel (the edges of other shapes follow)
+    assert tiled.threads == 256 and tiled.spill_bytes == 0
+    hot = hot_loop(tiled.figures)
+    assert hot.count("LDG") == 4 and hot.loads_in_flight >= 4, str(r)
+    assert all(u.distance is not None and u.distance >= 3 for u in hot.loads)
