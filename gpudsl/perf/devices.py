@@ -33,6 +33,7 @@ class Device:
     clock_hz: float = 1.98e9
     schedulers: int = 4
     dram_latency_s: float = 700e-9
+    shared_bytes_per_clock: int = 128  # per SM: 32 banks x 4 B
 
     @property
     def max_warps_per_sm(self) -> int:

@@ -65,6 +65,8 @@ class KernelPerf:
     # the model's terms from the machine code (perf/model.py); None without it
     time_issue_s: float | None = None  # executed warp instructions / issue rate
     time_mlp_s: float | None = None  # bytes / (bytes in flight per SM x SMs / latency)
+    time_shared_s: float | None = None  # shared-memory bytes / shared bandwidth
+    shared_traffic: float | None = None  # bytes to and from SHARED, all threads
     instructions: float | None = None  # executed instructions, all threads
     bytes_in_flight: int | None = None  # per thread, in the loop that carries the work
     loads_in_flight: int | None = None
@@ -73,16 +75,17 @@ class KernelPerf:
     @property
     def estimate_s(self) -> float:
         """The model's time: the largest of the roofline's memory and compute terms,
-        the issue-slot term and the loads-in-flight term (those known)."""
+        the issue-slot, shared-memory and loads-in-flight terms (those known)."""
         return max(t for t in (self.time_memory_s, self.time_compute_s, self.time_issue_s,
-                               self.time_mlp_s) if t is not None)
+                               self.time_shared_s, self.time_mlp_s) if t is not None)
 
     @property
     def limiter(self) -> str:
-        """Which term of the model is the largest: "memory", "compute", "issue" or
-        "loads in flight"."""
+        """Which term of the model is the largest: "memory", "compute", "issue",
+        "shared" or "loads in flight"."""
         terms = {"memory": self.time_memory_s, "compute": self.time_compute_s,
-                 "issue": self.time_issue_s, "loads in flight": self.time_mlp_s}
+                 "issue": self.time_issue_s, "shared": self.time_shared_s,
+                 "loads in flight": self.time_mlp_s}
         return max((k for k, v in terms.items() if v is not None), key=lambda k: terms[k])
 
     @property
@@ -156,6 +159,7 @@ class PerfReport:
         ] + ([["model (machine code)",
                f"{k.limiter}-bound, ~{k.estimate_s * 1e6:.3g} us (issue "
                f"{k.time_issue_s * 1e6:.3g} us for {_si(k.instructions, 'instr')}; "
+               f"shared {k.time_shared_s * 1e6:.3g} us for {_si(k.shared_traffic, 'B')}; "
                f"loads in flight {k.time_mlp_s * 1e6:.3g} us with {k.loads_in_flight} "
                f"loads / {k.bytes_in_flight} B per thread)"]]
              if k.time_issue_s is not None else [])

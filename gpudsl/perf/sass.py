@@ -217,6 +217,16 @@ def global_bytes(ins: Instr) -> int:
     return 0
 
 
+def shared_bytes(ins: Instr) -> int:
+    """Bytes one thread moves to or from shared memory with this instruction."""
+    if ins.base in ("LDS", "STS", "LDGSTS", "ATOMS"):
+        return _width(ins.op) // 8
+    if ins.base == "LDSM":  # ldmatrix: .x1/.x2/.x4 8x8 b16 matrices per warp
+        m = re.search(r"\.M88\.(\d)", ins.op)
+        return 4 * int(m.group(1)) if m else 16
+    return 0
+
+
 def _regs(text: str) -> set:
     out = set()
     for m in _REG.finditer(text):
@@ -279,6 +289,7 @@ class LoopFigures:
     loads_in_flight: int = 0
     bytes_in_flight: int = 0
     lines: tuple = ()  # (file, first line, last line) of the proc's source
+    shared_bytes: int = 0  # per thread per iteration (LDS, STS, LDGSTS, LDSM)
 
     def count(self, *classes) -> int:
         return sum(self.counts.get(c, 0) for c in classes)
@@ -349,7 +360,7 @@ def figures(body: list, depth: int, wrap: bool, proc_file: str | None = None) ->
     return LoopFigures(body[0].addr if body else 0, body[-1].addr if body else 0, depth,
                        len(body), counts, sum(flops(i) for i in body),
                        sum(global_bytes(i) for i in body), loads, n, b,
-                       _lines(body, proc_file))
+                       _lines(body, proc_file), sum(shared_bytes(i) for i in body))
 
 
 def loops(instrs: list) -> list:
