@@ -135,3 +135,29 @@ def test_permute_has_four_loads_in_flight(shape, perm):
     hot = hot_loop(tiled.figures)
     assert hot.count("LDG") == 4 and hot.loads_in_flight >= 4, str(r)
     assert all(u.distance is not None and u.distance >= 3 for u in hot.loads)
+
+
+def test_perf_analyses_the_running_kernel():
+    """perf() reads the kernel ops runs: sizes stay parameters (issue 24: a kernel
+    with its sizes bound as constants is another kernel)."""
+    from gpudsl.perf import running_module
+    from gpudsl.stdlib.permute import permute_kernel
+
+    p, binds, _ = permute_kernel((8192, 8192), (1, 0))
+    src = running_module(p.ir, binds).source
+    assert "const int d0" in src and "8192" not in src
+
+
+@needs_tool
+def test_sass_table_row():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "sass_table.py"
+    spec = importlib.util.spec_from_file_location("sass_table", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    (case,) = mod.cases({"permute2d"})
+    r, rep = mod.row(*case)
+    assert r["loads in flight"].startswith("4 ") and r["spills"] == 0
+    assert r["measured"] == "none (no GPU)" and "|" in mod.markdown([r])
