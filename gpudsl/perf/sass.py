@@ -153,19 +153,22 @@ def parse_sass(text: str) -> dict:
 
 _INT = {"IMAD", "IADD3", "IADD", "LEA", "SHF", "LOP3", "ISETP", "IMNMX", "IABS", "SEL", "PRMT",
         "POPC", "FLO", "BMSK", "SGXT", "UIADD3", "UIMAD", "ULEA", "USHF", "ULOP3", "UISETP",
-        "USEL", "UPRMT", "IMUL", "ISCADD", "VIADD", "UMOV", "MOV", "IMNMX", "VIMNMX"}
+        "USEL", "UPRMT", "IMUL", "ISCADD", "VIADD", "UMOV", "MOV", "VIMNMX"}
 _FP = {"FADD", "FMUL", "FMNMX", "MUFU", "FSETP", "FSEL", "FCHK", "FRND", "F2F", "I2F", "F2I",
        "FSET", "DADD", "DMUL", "DFMA", "HADD2", "HMUL2", "HFMA2", "FFMA2", "FADD2", "FMUL2"}
 _NO_DEST = {"STG", "STS", "ST", "STL", "RED", "BAR", "BRA", "EXIT", "RET", "CALL", "NOP",
             "MEMBAR", "DEPBAR", "LDGSTS", "WARPSYNC", "BSYNC", "BSSY", "YIELD", "ERRBAR",
-            "LDGDEPBAR", "ARRIVES", "SYNCS", "REDUX", "STAS", "UTMASTG", "UTMALDG", "UBLKCP"}
+            "LDGDEPBAR", "ARRIVES", "SYNCS", "STAS", "UTMASTG", "UTMALDG", "UBLKCP"}
+
+
+_WIDTHS = {"128": 128, "64": 64, "32": 32, "U8": 8, "S8": 8, "U16": 16, "S16": 16}
 
 
 def _width(op: str) -> int:
-    """The access width in bits of a load or store opcode."""
+    """The access width in bits of a load or store opcode (32 unless it says)."""
     for part in op.split(".")[1:]:
-        if part in ("128", "64", "32", "U8", "S8", "U16", "S16"):
-            return {"U8": 8, "S8": 8, "U16": 16, "S16": 16}.get(part, int(part) if part.isdigit() else 32)
+        if part in _WIDTHS:
+            return _WIDTHS[part]
     return 32
 
 
