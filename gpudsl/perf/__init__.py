@@ -67,7 +67,7 @@ def _compiled(source: str, dev: Device, notes: list, want_sass: bool):
         notes.append("no issue-slot or loads-in-flight terms: reading machine code needs "
                      "pip install 'gpudsl[sass]'")
         return cub.resources, None
-    funcs = parse_sass(disassemble(cub.cubin))
+    funcs = parse_sass(disassemble(cub.cubin, cub.key))
     return cub.resources, {k: kernel_figures(v) for k, v in funcs.items()}
 
 

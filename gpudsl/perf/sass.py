@@ -49,8 +49,30 @@ def have_disassembler() -> bool:
     return nvdisasm_path() is not None
 
 
-def disassemble(cubin: bytes) -> str:
-    """The SASS text of ``cubin`` with line information (``nvdisasm -c -g``)."""
+def disassemble(cubin: bytes, key: str = "") -> str:
+    """The SASS text of ``cubin`` with line information (``nvdisasm -c -g``); with the
+    compiled unit's cache ``key`` (``CubinResult.key``) the text is kept in gpudsl's
+    disk cache next to the cubin."""
+    cache = None
+    if key:
+        from ..runtime.cache import cache_key, default_cache
+
+        cache = default_cache()
+        # an entry of its own (the cubin's key holds the cubin's metadata)
+        key = cache_key(key, "sass", "", ("-c", "-g"), nvdisasm_path() or "")
+        hit = cache.lookup(key, "sass")
+        if hit is not None:
+            try:
+                return hit[0].read_text()
+            except OSError:
+                pass
+    text = _disassemble(cubin)
+    if cache is not None:
+        cache.try_put(key, "sass", text.encode())
+    return text
+
+
+def _disassemble(cubin: bytes) -> str:
     tool = nvdisasm_path()
     if tool is None:
         raise Error("reading machine code needs nvdisasm, which is not installed",

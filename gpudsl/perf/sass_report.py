@@ -117,7 +117,7 @@ def sass_report(module, arch: str = "sm_90", device_name: "str | Device | None" 
         device_name = next((d for d in ("H100", "A100") if device(d).arch == arch), "H100")
     dev = device(device_name)
     compiled = compile_cubin(module.source, arch)
-    text = disassemble(compiled.cubin)
+    text = disassemble(compiled.cubin, compiled.key)
     funcs = parse_sass(text)
     report = SassReport(name or next(iter(module.kernels), "?"), arch, dev)
     for kname, info in module.kernels.items():
