@@ -116,6 +116,7 @@ def test_cli_perf_sass(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "machine code of saxpy (sm_90" in out and "LDG" in out
     assert "model (machine code)" in out
+    assert "k.py:" in out  # the loops' source lines, from NVRTC's -lineinfo
 
 
 @needs_tool
