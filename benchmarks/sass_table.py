@@ -4,7 +4,8 @@ as parameters; NVRTC for sm_90, ``nvdisasm``), read per loop, and the performanc
 model's estimate as a fraction of copy bandwidth (bandwidth nodes) or of cuBLAS
 (matmul), on the H100 table of ``gpudsl/perf/devices.py``.
 
-    python benchmarks/sass_table.py [--out benchmarks/results/sass-table.md] [--nodes permute2d,...]
+    python benchmarks/sass_table.py [--out benchmarks/results/sass-table.md]
+        [--docs docs/performance.md] [--nodes permute2d,...]
 
 Needs ``pip install 'gpudsl[sass]'``.  No GPU: every figure is static (machine code
 and the model), none is a measurement on a GPU.
@@ -173,17 +174,36 @@ COLUMNS = ["node", "shape", "kernel", "loop", "source", "instr", "FFMA/HMMA", "L
            "measured"]
 
 
-def markdown(rows) -> str:
-    out = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+DOC_COLUMNS = ["node", "shape", "instr", "FFMA/HMMA", "LDG", "LDS", "STS", "STG", "BAR", "int",
+               "loads in flight", "LDG->use", "regs", "spills", "occupancy", "executed",
+               "limit", "ref", "estimate", "measured"]
+DOC_MARK = ("<!-- sass-table: begin (benchmarks/sass_table.py --docs) -->",
+            "<!-- sass-table: end -->")
+
+
+def markdown(rows, columns=COLUMNS) -> str:
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
-        out.append("| " + " | ".join(str(r[c]).replace("|", "/") for c in COLUMNS) + " |")
+        out.append("| " + " | ".join(str(r[c]).replace("|", "/") for c in columns) + " |")
     return "\n".join(out)
+
+
+def update_docs(path: str, rows) -> None:
+    """Replace the summary table between the markers of ``path``."""
+    text = open(path).read()
+    a, b = text.index(DOC_MARK[0]), text.index(DOC_MARK[1])
+    text = text[:a] + DOC_MARK[0] + "\n" + markdown(rows, DOC_COLUMNS) + "\n" + text[b:]
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=None, help="write the markdown table there")
     ap.add_argument("--nodes", default=None, help="comma-separated node names")
+    ap.add_argument("--docs", default=None, metavar="FILE.md",
+                    help="also replace the summary table between the markers of FILE.md "
+                    "(docs/performance.md)")
     ns = ap.parse_args(argv)
     from gpudsl.perf.sass import have_disassembler
 
@@ -238,6 +258,8 @@ def main(argv=None) -> int:
         body.append("```")
         body.append("")
     text = "\n".join(head + body)
+    if ns.docs:
+        update_docs(ns.docs, rows)
     if ns.out:
         with open(ns.out, "w") as f:
             f.write(text + "\n")

@@ -12,7 +12,8 @@ loop (a backward ``BRA``: the range [target, branch]):
 
 The figures are static: program order within a loop, one pass (a load used only in the
 next iteration is found by wrapping around the back edge).  Predicated instructions
-count as executed.  :func:`sass_report` adds ptxas' registers and spills and the
+count as executed; subroutines reached by ``CALL`` (the slow paths of division and
+math functions, taken for rare operands) are left out.  :func:`sass_report` adds ptxas' registers and spills and the
 occupancy on a device table; ``Kernel.sass()`` and ``gpudsl perf --sass`` show it.
 """
 from __future__ import annotations
@@ -108,7 +109,7 @@ class Instr:
 _INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*(.*?)\s*;")
 _FILE = re.compile(r'//## File "([^"]*)", line (\d+)')
 _FUNC = re.compile(r"^\s*//-+ \.text\.(\S+)\s+-+")
-_LABEL = re.compile(r"^(\.L_\w+):")
+_LABEL = re.compile(r"^((?:\.L_|\$)[\w$.]+):")
 _REG = re.compile(r"(?<![A-Za-z_])R(\d+)(\.64)?\b")
 
 
@@ -159,8 +160,8 @@ def parse_sass(text: str) -> dict:
             for lb in pending:
                 labels[lb] = ins.addr
             pending = []
-            if ins.base in ("BRA", "BRX", "JMP"):
-                t = re.search(r"\((\.L_\w+)\)", m.group(4))
+            if ins.base in ("BRA", "BRX", "JMP", "CALL"):
+                t = re.search(r"\(((?:\.L_|\$)[\w$.]+)\)", m.group(4))
                 if t:
                     ins.target = t.group(1)  # a label until resolved below
             cur.append(ins)
@@ -397,9 +398,23 @@ def loops(instrs: list) -> list:
     return sorted(out, key=lambda r: (r[0], -r[1]))
 
 
+def subroutines(instrs: list) -> list:
+    """[(start, end)] of the code reached by ``CALL`` (the slow paths of division and
+    math functions, for rare operands): from the call's target to the next ``RET``."""
+    out = []
+    for t in sorted({i.target for i in instrs if i.base == "CALL" and i.target is not None}):
+        end = next((i.addr for i in instrs if i.addr >= t and i.base == "RET"), None)
+        if end is not None:
+            out.append((t, end))
+    return out
+
+
 def kernel_figures(instrs: list) -> list:
-    """[the whole kernel (depth -1), each loop (depth = loops around it)]."""
-    body = [i for i in instrs if not (i.base == "BRA" and i.target == i.addr) and i.op != "NOP"]
+    """[the whole kernel (depth -1), each loop (depth = loops around it)]; the
+    subroutines reached by ``CALL`` are left out (:func:`subroutines`)."""
+    subs = subroutines(instrs)
+    body = [i for i in instrs if not (i.base == "BRA" and i.target == i.addr) and i.op != "NOP"
+            and not any(s <= i.addr <= e for s, e in subs)]
     out = [figures(body, -1, False)]
     ranges = loops(body)
     for s, e in ranges:

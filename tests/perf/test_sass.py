@@ -188,3 +188,27 @@ def test_template_reads_of_the_mma_fragments():
     assert {a.buffer for a in frag} == {"As", "Bs"}
     assert all(a.bank_conflict == 1 for a in frag), [a.figure() for a in frag]
     assert elapsed < 30  # 9.9 s before on 4096^3; a loose bound for loaded CI machines
+
+
+TEXT_CALL = """
+//--------------------- .text.k1   --------------------------
+k1:
+        /*0000*/                   LDG.E R2, desc[UR4][R4.64] ;
+        /*0010*/                   CALL.REL.NOINC `($__internal_0_$__slowpath) ;
+        /*0020*/                   FADD R3, R2, R2 ;
+        /*0030*/                   EXIT ;
+$__internal_0_$__slowpath:
+        /*0040*/                   FFMA R6, R6, R7, R8 ;
+.L_x_3:
+        /*0050*/                   IADD3 R9, R9, 0x1, RZ ;
+        /*0060*/               @P0 BRA `(.L_x_3) ;
+        /*0070*/                   RET.REL.NODEC R10 `(k1) ;
+"""
+
+
+def test_subroutines_reached_by_call_are_left_out():
+    """The slow paths of division and math functions (reached by CALL, for rare
+    operands) count neither in the kernel nor as loops."""
+    figs = kernel_figures(parse_sass(TEXT_CALL)["k1"])
+    assert len(figs) == 1 and figs[0].instructions == 4
+    assert figs[0].count("FFMA") == 0 and figs[0].loads[0].distance == 1
