@@ -47,10 +47,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="a folder holding NAME.npy for each ConstantTensor")
     r.add_argument("--output", default=None, metavar="FILE.npy")
     f = sub.add_parser("perf", help="the performance report of a proc: gpudsl perf FILE::PROC "
-                       "--bind n=4096 [--device H100]")
+                       "--bind n=4096 [--device H100] [--sass [--arch sm_90]]")
     f.add_argument("target")
     f.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE")
     f.add_argument("--device", default="H100", help="H100 (default), H200 or A100")
+    f.add_argument("--sass", action="store_true",
+                   help="also the machine-code report (needs pip install 'gpudsl[sass]')")
+    f.add_argument("--arch", default=None, help="the sm target of --sass (default: the "
+                   "device's, sm_90 for H100)")
     b = sub.add_parser("bench", help="run the standard-library benchmarks")
     b.add_argument("args", nargs=argparse.REMAINDER)
     t = sub.add_parser("tune", help="tune a standard-library node: gpudsl tune matmul "
@@ -98,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         if ns.cmd == "perf":
             from .perf import run_perf
 
-            return run_perf(ns.target, _bindings(ns.bind), ns.device)
+            return run_perf(ns.target, _bindings(ns.bind), ns.device, ns.sass, ns.arch)
         if ns.cmd == "bench":
             from ..bench import main as bench_main
 

@@ -215,6 +215,19 @@ class Kernel:
             spec.resources = dict(res)
         return spec.resources
 
+    def sass(self, arch: str = "sm_90", device: str | None = None, **sizes):
+        """The machine-code report of the kernel that runs (``perf.sass_report``): the
+        CUDA C of this kernel (sizes as parameters where it takes them so; ``sizes``
+        pick the specialization of a kernel compiled per size) built for ``arch`` with
+        NVRTC and disassembled (needs ``pip install 'gpudsl[sass]'``): per kernel and
+        per loop, instruction counts by class, global loads in flight and the distance
+        to their first use, registers, spills and occupancy on ``device``."""
+        from ..perf.sass_report import sass_report
+
+        spec = self._spec(sizes, None) if self._late and sizes else None
+        module = spec.module if spec is not None else self.module
+        return sass_report(module, arch, device, self.ir.name)
+
     def __repr__(self):
         return f"<gpudsl Kernel {self.ir.name} target={self.target}>"
 

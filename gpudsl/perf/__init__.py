@@ -12,7 +12,7 @@ geometry and NVRTC for ptxas' figures); nothing below ``proc.py`` imports it.
 """
 from __future__ import annotations
 
-from ..codegen import generate
+from ..codegen import NeedsBinding, generate
 from ..codegen.plan import HostSplitter, walk_program
 from ..errors import Error
 from ..ir.control import NotConstant, evaluate
@@ -21,6 +21,7 @@ from ..ir.procdef import as_procdef
 from ..ir.types import GLOBAL
 from .counts import Counter
 from .devices import DEVICES, Device, device, occupancy
+from .model import add_machine_terms
 from .report import AccessPerf, KernelPerf, PerfReport
 from .warp import Buffer, WarpWalker, bank_conflict, elem_bytes, sectors, vector_width
 
@@ -34,14 +35,40 @@ def _buffers(ir, env) -> dict:
     return out
 
 
-def _resources(source: str, dev: Device, notes: list) -> dict:
+def running_module(ir, bindings: dict):
+    """The module a kernel compiled without bindings runs (``proc.compile()``, what
+    ``gpudsl.ops`` launches): sizes stay parameters, except those code generation
+    needs as constants (thread loop bounds, SHARED shapes), bound from ``bindings``."""
+    late: dict = {}
+    while True:
+        try:
+            return generate(ir, late)
+        except NeedsBinding as e:
+            missing = [n for n in e.names if n not in late and n in bindings]
+            if not missing:
+                raise
+            late.update({n: bindings[n] for n in missing})
+
+
+def _compiled(source: str, dev: Device, notes: list, want_sass: bool):
+    """(ptxas resources, {kernel: [LoopFigures]} or None) of ``source``."""
     try:
         from ..runtime.nvrtc import compile_cubin
 
-        return compile_cubin(source, dev.arch).resources
+        cub = compile_cubin(source, dev.arch)
     except Exception as e:  # NVRTC absent or failing: the report says so
         notes.append(f"ptxas figures unavailable ({type(e).__name__}: {str(e)[:120]})")
-        return {}
+        return {}, None
+    if not want_sass:
+        return cub.resources, None
+    from .sass import disassemble, have_disassembler, kernel_figures, parse_sass
+
+    if not have_disassembler():
+        notes.append("no issue-slot or loads-in-flight terms: reading machine code needs "
+                     "pip install 'gpudsl[sass]'")
+        return cub.resources, None
+    funcs = parse_sass(disassemble(cub.cubin, cub.key))
+    return cub.resources, {k: kernel_figures(v) for k, v in funcs.items()}
 
 
 def _access(rec) -> AccessPerf:
@@ -62,8 +89,12 @@ def _access(rec) -> AccessPerf:
     return a
 
 
-def perf(proc, device_name: "str | Device" = "H100", **bindings) -> PerfReport:
-    """The performance report of ``proc`` with every size bound in ``bindings``."""
+def perf(proc, device_name: "str | Device" = "H100", sass: bool = True,
+         **bindings) -> PerfReport:
+    """The performance report of ``proc`` with every size bound in ``bindings``, for
+    the kernel that runs (sizes as parameters where it takes them so).  With ``sass``
+    and the disassembler installed, the model adds the issue-slot and loads-in-flight
+    terms read from the machine code (:mod:`.model`)."""
     ir = as_procdef(proc) or proc
     dev = device(device_name)
     missing = [p.name for p in ir.params if p.kind in ("size", "index") and p.name not in bindings]
@@ -72,7 +103,7 @@ def perf(proc, device_name: "str | Device" = "H100", **bindings) -> PerfReport:
                     + ", ".join(missing),
                     hint=f"{ir.name}.perf(" + ", ".join(f"{n}=..." for n in missing) + ")")
     env = dict(bindings)
-    module = generate(ir, bindings)
+    module = running_module(ir, bindings)
     body = inline_calls(ir).body
     splitter = HostSplitter(ir.name)
     splitter.block(body)
@@ -86,7 +117,7 @@ def perf(proc, device_name: "str | Device" = "H100", **bindings) -> PerfReport:
         first_env.setdefault(name, kenv)
         launches[name] = launches.get(name, 0) + 1
     report = PerfReport(ir.name, dev, dict(bindings))
-    res = _resources(module.source, dev, report.notes)
+    res, machine = _compiled(module.source, dev, report.notes, sass)
     for hk in splitter.kernels:
         info = module.kernels.get(hk.name)
         if info is None or hk.name not in first_env:
@@ -112,9 +143,14 @@ def perf(proc, device_name: "str | Device" = "H100", **bindings) -> PerfReport:
                 f"`{guard}` and are those of a warp that takes that branch; bytes and "
                 "FLOPs count the then-block of a data-dependent if, never its else-block")
         detail = f"{occ.blocks_per_sm} blocks/SM, {occ.limited_by}"
-        report.kernels.append(KernelPerf(
-            hk.name, grid, info.block, regs, shared, spills, occ.fraction, detail, nbytes, flops, nbytes / dev.bandwidth, flops / dev.fp32_flops,
-            accesses, launches[hk.name], hk.serial))
+        kp = KernelPerf(
+            hk.name, grid, info.block, regs, shared, spills, occ.fraction, detail, nbytes,
+            flops, nbytes / dev.bandwidth, flops / dev.fp32_flops, accesses,
+            launches[hk.name], hk.serial)
+        if machine is not None and hk.name in machine and not hk.serial:
+            add_machine_terms(kp, machine[hk.name], dev, occ, grid, info.block,
+                              sum(counter.moved.values()), counter.total_bytes("r"))
+        report.kernels.append(kp)
     return report
 
 

@@ -157,9 +157,12 @@ class Counter(Walker):
             return
         self.moved[(name, mode)] = self.moved.get((name, mode), 0) + mult * b.elem_bytes
 
-    def total_bytes(self) -> int:
+    def total_bytes(self, mode: str | None = None) -> int:
+        """Compulsory global bytes: read and written (``mode`` "r" or "w": one of them)."""
         total = 0
-        for (name, _), n in self.moved.items():
+        for (name, m), n in self.moved.items():
+            if mode is not None and m != mode:
+                continue
             b = self.buffers[name]
             size = b.elem_bytes
             for d in b.shape:

@@ -1,7 +1,9 @@
 """Device tables for the performance report (SPEC 4.1): the figures occupancy and
 the roofline need.  Peak figures are the vendors' published ones (FP32 on CUDA
 cores, HBM bandwidth); ``copy_bandwidth`` is what a device-to-device copy reaches
-(notes/performance.md: ~3.0 TB/s measured on H100; H200 scaled by 4.8/3.35)."""
+(notes/performance.md: ~3.0 TB/s measured on H100; H200 scaled by 4.8/3.35).
+The clock is the boost clock the FP32 peak is computed from (H100: 132 SMs x 128
+lanes x 2 x 1.98 GHz = 66.9 TFLOP/s)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,6 +27,13 @@ class Device:
     shared_per_sm: int = 233472  # 228 KiB
     shared_per_block: int = 232448  # 227 KiB (opt-in)
     shared_reserved_per_block: int = 1024
+    # the issue-slot and loads-in-flight terms of the model (perf/model.py): boost
+    # clock, warp schedulers per SM (one instruction per clock each), and the DRAM
+    # latency under load (notes/machine-code.md: 500-900 ns; the central figure)
+    clock_hz: float = 1.98e9
+    schedulers: int = 4
+    dram_latency_s: float = 700e-9
+    shared_bytes_per_clock: int = 128  # per SM: 32 banks x 4 B
 
     @property
     def max_warps_per_sm(self) -> int:
@@ -35,7 +44,7 @@ DEVICES = {
     "H100": Device("H100 SXM 80GB", "sm_90", 132, 66.9e12, 3.35e12, 3.0e12),
     "H200": Device("H200 SXM 141GB", "sm_90", 132, 66.9e12, 4.8e12, 4.3e12),
     "A100": Device("A100 SXM 80GB", "sm_80", 108, 19.5e12, 2.039e12, 1.8e12,
-                   shared_per_sm=167936, shared_per_block=166912),
+                   shared_per_sm=167936, shared_per_block=166912, clock_hz=1.41e9),
 }
 
 

@@ -62,6 +62,31 @@ class KernelPerf:
     accesses: list = field(default_factory=list)
     launches: int = 1
     serial: bool = False
+    # the model's terms from the machine code (perf/model.py); None without it
+    time_issue_s: float | None = None  # executed warp instructions / issue rate
+    time_mlp_s: float | None = None  # bytes / (bytes in flight per SM x SMs / latency)
+    time_shared_s: float | None = None  # shared-memory bytes / shared bandwidth
+    shared_traffic: float | None = None  # bytes to and from SHARED, all threads
+    instructions: float | None = None  # executed instructions, all threads
+    bytes_in_flight: int | None = None  # per thread, in the loop that carries the work
+    loads_in_flight: int | None = None
+    machine: list | None = None  # [sass.LoopFigures]: the kernel, then each loop
+
+    @property
+    def estimate_s(self) -> float:
+        """The model's time: the largest of the roofline's memory and compute terms,
+        the issue-slot, shared-memory and loads-in-flight terms (those known)."""
+        return max(t for t in (self.time_memory_s, self.time_compute_s, self.time_issue_s,
+                               self.time_shared_s, self.time_mlp_s) if t is not None)
+
+    @property
+    def limiter(self) -> str:
+        """Which term of the model is the largest: "memory", "compute", "issue",
+        "shared" or "loads in flight"."""
+        terms = {"memory": self.time_memory_s, "compute": self.time_compute_s,
+                 "issue": self.time_issue_s, "shared": self.time_shared_s,
+                 "loads in flight": self.time_mlp_s}
+        return max((k for k, v in terms.items() if v is not None), key=lambda k: terms[k])
 
     @property
     def bound(self) -> str:
@@ -131,7 +156,13 @@ class PerfReport:
             ["roofline", f"{k.bound}-bound, >= {k.time_s * 1e6:.3g} us "
                          f"(memory {k.time_memory_s * 1e6:.3g} us, compute "
                          f"{k.time_compute_s * 1e6:.3g} us)"],
-        ]
+        ] + ([["model (machine code)",
+               f"{k.limiter}-bound, ~{k.estimate_s * 1e6:.3g} us (issue "
+               f"{k.time_issue_s * 1e6:.3g} us for {_si(k.instructions, 'instr')}; "
+               f"shared {k.time_shared_s * 1e6:.3g} us for {_si(k.shared_traffic, 'B')}; "
+               f"loads in flight {k.time_mlp_s * 1e6:.3g} us with {k.loads_in_flight} "
+               f"loads / {k.bytes_in_flight} B per thread)"]]
+             if k.time_issue_s is not None else [])
 
     def _access_rows(self, k):
         return [[_loc(a.location), _short(a.statement), a.buffer, a.memory, a.kind,

@@ -5,7 +5,9 @@ x/y/z mapping of :mod:`gpudsl.ir.nests`) of block 0 runs through one kernel's bo
 with every control value computed by the one evaluator (:mod:`gpudsl.ir.control`).
 Each access statement executed by the warp is a *request*: the addresses of its
 active lanes.  An ``@instr`` call (a float2/float4 copy) is one request per
-array, each lane contributing all the elements it moves (the vector width).
+array, each lane contributing all the elements it moves (the vector width); an
+``@instr`` whose template states its loads through pointers into its windows
+(``mma.sync`` fragments, :mod:`.templates`) is one request per load of the template.
 
 ``seq`` loops run their first :data:`SEQ_SAMPLE` iterations (every iteration
 of a loop with fewer); a request's figures are exact for the addresses of the
@@ -19,10 +21,13 @@ from ..ir.control import NotConstant, evaluate
 from ..ir.effects import Walker, inline_call
 from ..ir.nests import direct_nest, nest_dims
 from ..ir.printer import print_expr, print_stmt
-from ..ir.nodes import Assign, For
+from ..ir.inline import written_names
+from ..ir.nodes import Assign, For, Interval, Point, WindowArg
 from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS
+from .templates import lane_env, template_reads
 
 SEQ_SAMPLE = 8
+_TEMPLATES: dict = {}  # (instr template, window params) -> template_reads(...)
 MAX_REQUESTS = 64  # per access
 SECTOR = 32  # bytes
 BANKS = 32
@@ -54,6 +59,13 @@ class AccessRecord:
     statement: str = ""
     unknown: bool = False  # an index the evaluator could not compute (data-dependent)
     assumes: str = ""  # the data-dependent guard(s) whose branch the figures assume taken
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
 
 
 def elem_bytes(ty) -> int:
@@ -151,6 +163,8 @@ class WarpWalker(Walker):
 
     def call(self, s, ctx):
         lanes, vec = ctx
+        if s.proc.instr is not None and vec is None and self.template_call(s, lanes):
+            return
         taken = set(self.buffers) | {n for env in lanes.values() for n in env} | self.taken(ctx)
         body = inline_call(s, taken)
         if s.proc.instr is not None and vec is None:
@@ -200,13 +214,64 @@ class WarpWalker(Walker):
                      if a <= v < b}
             self.block_(s.body, inner, vec)
 
+    def template_call(self, s, lanes) -> bool:
+        """An ``@instr`` call read by the real loads of its template's GPU code
+        (:mod:`.templates`): one request per load of the template; False (walk the
+        body instead) where the template does not say them in the form read there,
+        or the instr writes one of its SHARED/GLOBAL windows."""
+        arrays = {}
+        for prm, a in zip(s.proc.params, s.args):
+            if prm.is_array and isinstance(a, WindowArg):
+                buf = self.buffers.get(a.name)
+                if buf is not None and buf.memory in (GLOBAL, SHARED):
+                    arrays[prm.name] = (a, buf)
+        if not arrays:
+            return False
+        key = (s.proc.instr, tuple(sorted(arrays)))
+        if key not in _TEMPLATES:
+            parsed = template_reads(s.proc.instr, set(arrays))
+            if parsed is not None and written_names(s.proc.body) & set(arrays):
+                parsed = None
+            _TEMPLATES[key] = parsed
+        parsed = _TEMPLATES[key]
+        if parsed is None:
+            return False
+        decls, loads = parsed
+        holes = {}
+        for pname, (a, buf) in arrays.items():
+            dims = range(len(buf.shape)) if not a.idx else \
+                [k for k, ix in enumerate(a.idx) if isinstance(ix, Interval)]
+            for j, k in enumerate(dims):
+                holes[f"{pname}_stride_{j}"] = _prod(buf.shape[k + 1:])
+        recs = {}
+        for pname, (a, buf) in arrays.items():
+            rec = self.record(a.name, buf, "read", s)
+            if len(rec.requests) >= MAX_REQUESTS:
+                continue
+            bases = {}
+            for lane, env in lanes.items():
+                try:
+                    origin = tuple(evaluate(ix.pt if isinstance(ix, Point) else ix.lo, env)
+                                   for ix in a.idx) or (0,) * len(buf.shape)
+                except (NotConstant, ZeroDivisionError, TypeError):
+                    rec.unknown = True
+                    bases = None
+                    break
+                bases[lane] = linear(origin, buf.shape)
+            if bases is not None:
+                recs[pname] = (rec, bases)
+        envs = {lane: lane_env(decls, lane, holes) for lane in lanes}
+        for ld in loads:
+            if ld.param not in recs:
+                continue
+            rec, bases = recs[ld.param]
+            self.add(rec, Request({lane: [bases[lane] + int(eval(ld.offset, envs[lane]))]
+                                   for lane in lanes}))
+        return True
+
     # ------------------------------------------------------------ accesses
 
-    def access(self, name, idx, kind, s, lanes, vec):
-        buf = self.buffers.get(name)
-        if buf is None or buf.memory not in (GLOBAL, SHARED) or not idx:
-            return
-        stmt = vec[0] if vec is not None else s
+    def record(self, name, buf, kind, stmt) -> "AccessRecord":
         key = (id(stmt), name, kind, stmt.loc)
         rec = self.records.get(key)
         if rec is None:
@@ -214,6 +279,15 @@ class WarpWalker(Walker):
                                                      elem_bytes=buf.elem_bytes,
                                                      statement=print_stmt(stmt)[0].strip(),
                                                      assumes=" and ".join(self.guards))
+        return rec
+
+    def access(self, name, idx, kind, s, lanes, vec):
+        buf = self.buffers.get(name)
+        if buf is None or buf.memory not in (GLOBAL, SHARED) or not idx:
+            return
+        rec = self.record(name, buf, kind, vec[0] if vec is not None else s)
+        if len(rec.requests) >= MAX_REQUESTS:
+            return  # the figures are the worst over the first MAX_REQUESTS requests
         offs = {}
         for lane, env in lanes.items():
             try:
@@ -222,7 +296,7 @@ class WarpWalker(Walker):
                 rec.unknown = True
                 return
         if vec is not None:
-            group = vec[1]
+            group, key = vec[1], rec.key
             if key not in group:
                 group[key] = (rec, Request({}))
             req = group[key][1]

@@ -9,7 +9,10 @@ canonical permutation of rank 1 to 3, then:
   when the inner extent is a multiple of 4 (a variant with that assert);
 * the innermost axis moves: 32x32 tiles staged in SHARED memory, padded to
   32x33, a barrier, reads and writes coalesced (threadIdx.x walks the input's
-  inner axis on the read and the output's on the write); the third axis of a
+  inner axis on the read and the output's on the write), 32x8 threads each
+  copying 4 rows of the tile (4 independent global loads in flight per thread:
+  enough bytes in flight per SM to reach copy bandwidth at DRAM latency, where one
+  element per thread is not; ``gpudsl perf --sass`` counts them); the third axis of a
   rank-3 permutation is a batch over BLOCKS.  Where both tiled extents are
   multiples of 32 a variant with those asserts is proved by ``check()`` for every
   size of the class; other shapes cut the two loops at the largest multiples of
@@ -22,12 +25,13 @@ from functools import lru_cache
 from ..ir.types import BLOCKS, SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_loop, insert_sync, pad_dim, parallelize_loop, rename,
-                        reorder_loops, simplify, stage_mem, vectorize)
+                        reorder_loops, set_unroll, simplify, stage_mem, vectorize)
 from .common import make_proc as _make
 from .common import tiles_and_edges
 from .shapes import merge_permutation, normalize_perm, require
 
 TILE = 32
+PER_THREAD = 4  # elements each thread of a tiled transpose copies: 32x8 threads
 
 
 @lru_cache(maxsize=None)
@@ -102,12 +106,28 @@ def _order_loops(p, perm):
     return p
 
 
+def _rows_per_thread(p: Proc, loop: str, tile: int, per_thread: int, names) -> Proc:
+    """``for t in seq(0, tile)`` becomes ``for ty in seq(0, tile // per_thread)`` around
+    the loops nested in it, with a sequential ``for j in seq(0, per_thread)`` innermost:
+    ``t = (tile // per_thread) * j + ty``, so each thread handles ``per_thread`` rows,
+    ``tile // per_thread`` apart (a warp still walks one row: coalesced)."""
+    j, ty = names
+    p = divide_loop(p, loop, tile // per_thread, [j, ty], tail="perfect")
+    p = reorder_loops(p, j)  # for ty: for j: for x
+    p = reorder_loops(p, j)  # for ty: for x: for j
+    return set_unroll(p, j)
+
+
 def schedule_transpose(p: Proc, perm: tuple, *, tile: int = TILE, pad: int = 1,
-                       ordered: bool = False) -> Proc:
-    """32x32 shared tiles (padded by ``pad``), barrier, coalesced both ways; the
-    algorithm must assert that ``tile`` divides the two tiled extents (or the first
-    R and C loops must be cut to multiples of it).  ``ordered``: the batch loop is
-    already outermost."""
+                       ordered: bool = False, per_thread: int = PER_THREAD) -> Proc:
+    """Shared tiles of ``tile`` x ``tile`` (padded by ``pad``), a barrier, coalesced
+    both ways, with ``tile`` x ``tile // per_thread`` threads, each copying
+    ``per_thread`` elements of a column of the tile in and out (``per_thread``
+    independent global loads in flight); the algorithm must assert that ``tile``
+    divides the two tiled extents (or the first R and C loops must be cut to multiples
+    of it).  ``ordered``: the batch loop is already outermost."""
+    if tile % per_thread:
+        raise ValueError(f"per_thread={per_thread} must divide tile={tile}")
     batch, r, c = _roles(perm)
     if not ordered:
         p = _order_loops(p, perm)
@@ -118,7 +138,11 @@ def schedule_transpose(p: Proc, perm: tuple, *, tile: int = TILE, pad: int = 1,
         p = parallelize_loop(p, batch, BLOCKS)
     p = parallelize_loop(p, "br", BLOCKS)
     p = parallelize_loop(p, "bc", BLOCKS)
-    p = parallelize_loop(p, "tr", THREADS)
+    rows = "tr"
+    if per_thread > 1:
+        p = _rows_per_thread(p, "tr", tile, per_thread, ["jr", "ty"])
+        rows = "ty"
+    p = parallelize_loop(p, rows, THREADS)
     p = parallelize_loop(p, "tc", THREADS)
     # the tile of x: its inner axis is R (the input's last axis), C is another
     rank = len(perm)
@@ -131,9 +155,13 @@ def schedule_transpose(p: Proc, perm: tuple, *, tile: int = TILE, pad: int = 1,
             win.append(f"{tile} * bc:{tile} * bc + {tile}")
         else:
             win.append(batch)
-    threads = p.find_loop("tr")
+    threads = p.find_loop(rows)
     p = stage_mem(p, threads, f"x[{', '.join(win)}]", "tile", SHARED)
-    p = parallelize_loop(p, "i0", THREADS)
+    rows_in = "i0"
+    if per_thread > 1:
+        p = _rows_per_thread(p, "i0", tile, per_thread, ["j0", "t0"])
+        rows_in = "t0"
+    p = parallelize_loop(p, rows_in, THREADS)
     p = parallelize_loop(p, "i1", THREADS)
     p = insert_sync(p, p.forward(threads).before())
     # threadIdx.x walks tc on the write (consecutive outputs) and i1 on the read

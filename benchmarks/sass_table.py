@@ -1,0 +1,272 @@
+"""The GPU-less performance table: for every standard-library kernel at its bench shape
+(``gpudsl bench``'s largest), the machine code of the kernel ``gpudsl.ops`` runs (sizes
+as parameters; NVRTC for sm_90, ``nvdisasm``), read per loop, and the performance
+model's estimate as a fraction of copy bandwidth (bandwidth nodes) or of cuBLAS
+(matmul), on the H100 table of ``gpudsl/perf/devices.py``.
+
+    python benchmarks/sass_table.py [--out benchmarks/results/sass-table.md]
+        [--docs docs/performance.md] [--nodes permute2d,...]
+
+Needs ``pip install 'gpudsl[sass]'``.  No GPU: every figure is static (machine code
+and the model), none is a measurement on a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import sys
+import time
+
+R, C = 8192, 8192  # gpudsl.bench.GPU_SIZES[-1]
+CUBE = (64, 1024, 1024)  # gpudsl.bench.GPU_CUBES[-1]
+MM = 4096
+CUBLAS_FP32 = 51.9e12  # shared/notes/performance.md, H100 SXM, 4096^3
+CUBLAS_TF32 = 402e12
+TF32_DENSE = 494.7e12  # H100 SXM dense TF32 tensor-core peak (vendor)
+LATENCIES = (500e-9, 700e-9, 900e-9)  # loaded DRAM latency: low, central, high
+
+
+def sizes_from_shapes(proc, shapes: dict, given: dict | None = None) -> dict:
+    """Bind the proc's sizes from its arrays' shapes (as a call would, no arrays)."""
+    from gpudsl.ir.binding import solve
+    from gpudsl.ir.control import control_names
+
+    env = dict(given or {})
+    dims = [(d, shapes[p.name][i]) for p in proc.ir.params if p.name in shapes
+            for i, d in enumerate(p.shape)]
+    progress = True
+    while progress:
+        progress = False
+        for d, actual in dims:
+            free = sorted(control_names(d) - set(env))
+            if len(free) == 1:
+                v = solve(d, free[0], actual, env)
+                if v is not None:
+                    env[free[0]] = v
+                    progress = True
+    return {p.name: env[p.name] for p in proc.ir.params if p.kind in ("size", "index")}
+
+
+def cases(only=None):
+    """(node, shape label, proc, bindings, reference) for each node."""
+    from gpudsl.stdlib import complex as cx
+    from gpudsl.stdlib import pointwise, rms_norm, slices, softmax
+    from gpudsl.stdlib.matmul import options_kernel
+    from gpudsl.stdlib.matmul_tf32 import matmul_tf32_kernel
+    from gpudsl.stdlib.permute import permute_kernel
+
+    out = []
+
+    def add(node, label, p, binds, ref, elements=R * C):
+        if only is None or node in only:
+            out.append((node, label, p, binds, ref, elements))
+
+    shape2 = f"{R}x{C}"
+    p, b = options_kernel((MM, MM), (MM, MM))
+    add("matmul", f"{MM}^3", p, b, "cuBLAS fp32")
+    p, b = matmul_tf32_kernel((MM, MM), (MM, MM))
+    add("matmul_tf32", f"{MM}^3", p, b, "cuBLAS tf32")
+    for op in ("add", "mul"):
+        p, dims, bdims = pointwise.plan_binary(op, (R, C), (R, C))
+        add(op, shape2, p, sizes_from_shapes(p, {"a": dims, "b": bdims, "out": dims}), "copy")
+    p, dims, bdims = pointwise.plan_binary("add", (R, C), (R, 1))
+    add("add_bcast", shape2, p, sizes_from_shapes(p, {"a": dims, "b": bdims, "out": dims}),
+        "copy")
+    for op in ("relu", "silu"):
+        p = pointwise.plan_unary(op, R * C)
+        add(op, shape2, p, sizes_from_shapes(p, {"x": (R * C,), "out": (R * C,)}), "copy")
+    for node, shape, perm in (("permute2d", (R, C), (1, 0)), ("permute3d_021", CUBE, (0, 2, 1)),
+                              ("permute3d_210", CUBE, (2, 1, 0))):
+        p, b, _ = permute_kernel(shape, perm)
+        add(node, "x".join(map(str, shape)), p, b, "copy", math.prod(shape))
+    h = R // 2
+    p = slices.plan_slice(C)
+    add("slice", shape2, p, sizes_from_shapes(p, {"x": (R, C), "out": (h, C)},
+                                              {"begin": R // 4}), "copy", h * C)
+    p = slices.plan_replace_slice(C)
+    add("replace_slice", shape2, p, sizes_from_shapes(p, {"x": (R, C), "r": (h, C)}), "copy",
+        h * C)
+    p = rms_norm.plan_rms_norm(C)
+    add("rms_norm", shape2, p, sizes_from_shapes(p, {"x": (R, C), "w": (C,)}), "copy")
+    p = softmax.plan_sliced_softmax(C)
+    add("sliced_softmax", shape2, p, sizes_from_shapes(p, {"x": (R, C)}), "copy")
+    p, ca, cb = cx.plan_complex_mul((R, C // 2, 2), (1, C // 2, 2))
+    add("complex_hadamard", shape2, p, sizes_from_shapes(p, {"a": ca, "b": cb}), "copy")
+    # matmul: per FMA (elements unused)
+    return out
+
+
+def _widths(f, base):
+    parts = []
+    for w in ("", ".128", ".64"):
+        n = f.counts.get(base + w, 0)
+        if n:
+            parts.append(f"{n}" + (f"x{w[1:]}" if w else ""))
+    return "+".join(parts) or "0"
+
+
+def estimate(report, ref: str, latency: float):
+    """(model time over the node's kernels at ``latency``, reference time, limiter)."""
+    from gpudsl.perf.devices import device
+
+    dev = device("H100")
+    total, flops, nbytes, limiters = 0.0, 0, 0, []
+    for k in report.kernels:
+        mem = k.bytes / dev.copy_bandwidth  # the copy rate is what a kernel can reach
+        comp = k.time_compute_s
+        if k.machine and any(f.count("HMMA") for f in k.machine):
+            comp = k.flops / TF32_DENSE
+        terms = {"memory": mem, "compute": comp, "issue": k.time_issue_s or 0.0,
+                 "shared": k.time_shared_s or 0.0,
+                 "loads in flight": (k.time_mlp_s or 0.0) * latency / dev.dram_latency_s}
+        lim = max(terms, key=terms.get)
+        total += terms[lim] * k.launches
+        limiters.append(lim)
+        flops += k.flops * k.launches
+        nbytes += k.bytes * k.launches
+    if ref == "copy":
+        want = nbytes / dev.copy_bandwidth
+    else:
+        want = flops / (CUBLAS_FP32 if ref == "cuBLAS fp32" else CUBLAS_TF32)
+    return total, want, max(set(limiters), key=limiters.count)
+
+
+def row(node, label, p, binds, ref, elements):
+    from gpudsl.perf.sass import hot_loop
+
+    rep = p.perf("H100", **binds)
+    main = max(rep.kernels, key=lambda k: k.bytes + k.flops)
+    figs = main.machine or []
+    hot = hot_loop(figs) or (figs[0] if figs else None)
+    fr = []
+    for lat in LATENCIES:
+        t, want, lim = estimate(rep, ref, lat)
+        fr.append(min(1.0, want / t) if t else float("nan"))
+    _, _, lim = estimate(rep, ref, LATENCIES[1])
+    executed = sum(k.instructions or 0 for k in rep.kernels)
+    per = (f"{executed / elements:.2f}/elem" if ref == "copy" else
+           f"{executed / max(main.flops, 1) * 2:.3f}/FMA")
+    work = hot.count("FFMA") + hot.count("HMMA")
+    dists = [u.distance for u in hot.loads if u.distance is not None]
+    return {
+        "node": node, "shape": label, "kernel": main.name + (f" (+{len(rep.kernels) - 1})"
+                                                            if len(rep.kernels) > 1 else ""),
+        "loop": hot.label.strip() if hot else "-", "source": hot.source if hot else "",
+        "instr": hot.instructions, "FFMA/HMMA": f"{work} ({work / hot.instructions:.0%})"
+        if work else "0",
+        "LDG": _widths(hot, "LDG"), "LDS": _widths(hot, "LDS"), "LDGSTS": hot.count("LDGSTS"),
+        "STS": _widths(hot, "STS"), "STG": _widths(hot, "STG"), "BAR": hot.count("BAR"),
+        "SHFL": hot.count("SHFL"), "int": hot.count("int"),
+        "loads in flight": f"{main.loads_in_flight} ({main.bytes_in_flight} B)",
+        "LDG->use": (f"{min(dists)}-{max(dists)}" if dists else "-"),
+        "regs": main.registers, "spills": main.spills,
+        "occupancy": f"{main.occupancy:.0%}" if main.occupancy is not None else "?",
+        "executed": per, "limit": lim, "ref": ref,
+        "estimate": f"{fr[1]:.2f} ({min(fr):.2f}-{max(fr):.2f})",
+        "measured": "none (no GPU)",
+    }, rep
+
+
+COLUMNS = ["node", "shape", "kernel", "loop", "source", "instr", "FFMA/HMMA", "LDG", "LDS",
+           "LDGSTS", "STS", "STG", "BAR", "SHFL", "int", "loads in flight", "LDG->use",
+           "regs", "spills", "occupancy", "executed", "limit", "ref", "estimate",
+           "measured"]
+
+
+DOC_COLUMNS = ["node", "shape", "instr", "FFMA/HMMA", "LDG", "LDS", "STS", "STG", "BAR", "int",
+               "loads in flight", "LDG->use", "regs", "spills", "occupancy", "executed",
+               "limit", "ref", "estimate", "measured"]
+DOC_MARK = ("<!-- sass-table: begin (benchmarks/sass_table.py --docs) -->",
+            "<!-- sass-table: end -->")
+
+
+def markdown(rows, columns=COLUMNS) -> str:
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in rows:
+        out.append("| " + " | ".join(str(r[c]).replace("|", "/") for c in columns) + " |")
+    return "\n".join(out)
+
+
+def update_docs(path: str, rows) -> None:
+    """Replace the summary table between the markers of ``path``."""
+    text = open(path).read()
+    a, b = text.index(DOC_MARK[0]), text.index(DOC_MARK[1])
+    text = text[:a] + DOC_MARK[0] + "\n" + markdown(rows, DOC_COLUMNS) + "\n" + text[b:]
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=None, help="write the markdown table there")
+    ap.add_argument("--nodes", default=None, help="comma-separated node names")
+    ap.add_argument("--docs", default=None, metavar="FILE.md",
+                    help="also replace the summary table between the markers of FILE.md "
+                    "(docs/performance.md)")
+    ns = ap.parse_args(argv)
+    from gpudsl.perf.sass import have_disassembler
+
+    if not have_disassembler():
+        print("sass_table: nvdisasm absent: pip install 'gpudsl[sass]'", file=sys.stderr)
+        return 2
+    only = set(ns.nodes.split(",")) if ns.nodes else None
+    rows, details = [], []
+    t0 = time.time()
+    for node, label, p, binds, ref, elements in cases(only):
+        r, rep = row(node, label, p, binds, ref, elements)
+        rows.append(r)
+        print(f"{node}: {r['estimate']} of {ref} ({r['limit']})", file=sys.stderr)
+        details.append((node, rep))
+    import gpudsl.runtime.nvrtc as nv
+
+    head = [
+        "# Machine code and model estimates of the standard library (no GPU)",
+        "",
+        f"Generated by `python benchmarks/sass_table.py` on "
+        f"{datetime.date.today().isoformat()} ({nv.compiler_version()}, sm_90, nvdisasm; "
+        f"{time.time() - t0:.0f} s). Each row: the kernel `gpudsl.ops` runs at the bench "
+        "shape (sizes as parameters), its loop that carries the work (most FLOPs per "
+        "iteration, else the innermost loops with global accesses), read from the SASS. "
+        "LDG/LDS/STS/STG: count x width in bits (no width: 32). `loads in flight`: the "
+        "most global loads one thread has issued and not yet used (program order), with "
+        "their bytes. `LDG->use`: instructions from each global load to its first use. "
+        "`executed`: the model's executed instructions (all threads, all kernels of the "
+        "node) per output element, or per FMA (matmul). `estimate`: the model's time against the reference "
+        "(a device copy of the same bytes at 3.0 TB/s; cuBLAS 51.9 / 402 TFLOP/s), at a "
+        "loaded DRAM latency of 700 ns (500-900 ns in brackets), H100 SXM: the largest of "
+        "bytes / copy bandwidth, FLOPs / peak (TF32 dense 494.7 TFLOP/s for HMMA), "
+        "executed warp instructions / (132 SMs x 4 x 1.98 GHz), shared-memory bytes / "
+        "(132 x 128 B x 1.98 GHz), and bytes read / "
+        "(bytes in flight per thread x resident threads x 132 / latency). `measured`: "
+        "no GPU has measured these kernels yet.",
+        "",
+    ]
+    body = [markdown(rows), "", "## Per kernel and per loop", ""]
+    for node, rep in details:
+        body.append(f"### {node}")
+        body.append("")
+        body.append("```")
+        for k in rep.kernels:
+            from gpudsl.perf.sass_report import figure_row
+
+            body.append(f"{k.name}: {k.registers} registers, {k.spills} B spills, "
+                        f"occupancy {k.occupancy:.0%}, model {k.limiter}-bound")
+            for f in k.machine or []:
+                r = figure_row(f)
+                body.append("  " + "  ".join(str(c) for c in r))
+        body.append("```")
+        body.append("")
+    text = "\n".join(head + body)
+    if ns.docs:
+        update_docs(ns.docs, rows)
+    if ns.out:
+        with open(ns.out, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
