@@ -235,7 +235,8 @@ def matmul_proc(variant: str, vec: int, batched: bool, opts: tuple,
             + f"    {alg.name}({', '.join(sizes)}, a, b, c)\n" + "\n".join(body) + "\n")
     p = inline_and_fuse(_proc(alg.name, text, [alg] + callees), len(dims))
     if variant == "big":
-        p = mm.schedule_matmul(p, **tiles, vec=o["vec"])
+        p = mm.schedule_matmul(p, **tiles, vec=o["vec"],
+                               stages=o.get("stages") or (1 if batched else 2))
     elif variant == "cut":
         p = mm.schedule_matmul_cut(p, **tiles, vec=vec)
         p = rename(p, f"{'b' if batched else ''}matmul_cut"

@@ -44,12 +44,13 @@ from .matmul_parts import (_copy_all_threads, _copy_threads, _has_loop,  # noqa:
 from .matmul_tiles import guarded_tiles_kernel, schedule_matmul_guarded_tiles  # noqa: F401
 from .shapes import NodeError, require
 
-DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0, stages=1)
+DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0, stages=0)
 # wm, wn: the warp tile of the big-tile kernel (0, 0: none; see schedule_matmul's
 # warp_tile).  Off by default: the performance report's figures are the same either way
-# (docs/decisions.md, issue 15 wave 3).  stages: 1, or 2 for double-buffered tiles with
-# one barrier per k step (schedule_matmul's stages; off by default until a GPU times it,
-# docs/decisions.md, issue 23)
+# (docs/decisions.md, issue 15 wave 3).  stages: 2, double-buffered tiles with one
+# barrier per k step (schedule_matmul's stages), or 1, the single-stage kernel kept for
+# comparison; 0: the variant's default, 2 except for the batched kernel, which spills
+# 16 B with two stages (docs/decisions.md, issue 23)
 
 
 
@@ -274,11 +275,14 @@ def _big_ok(m, n, k, o) -> bool:
 
 @lru_cache(maxsize=None)
 def big_kernel(batched: bool, bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0,
-               stages=1) -> Proc:
+               stages=0) -> Proc:
+    default = 1 if batched else 2
+    if stages == 0:
+        stages = default
     p = schedule_matmul(matmul_algorithm(batched, (bm, bn, bk)), bm=bm, bn=bn, bk=bk,
                         tm=tm, tn=tn, vec=vec, warp_tile=(wm, wn) if wm else None,
                         stages=stages)
-    return rename(p, f"{p.name}_s2") if stages == 2 else p
+    return rename(p, f"{p.name}_s{stages}") if stages != default else p
 
 
 @lru_cache(maxsize=None)
@@ -396,14 +400,14 @@ def options_kernel(a_shape, b_shape, **opts):
     ``wm``/``wn`` included: when the picker chose the big-tile kernel, that kernel
     warp-tiled.  What ``MatmulBuild`` builds and ``ops.matmul`` runs for a tuned
     winner (one kernel for one configuration)."""
-    wm, wn, stages = opts.pop("wm", 0), opts.pop("wn", 0), opts.pop("stages", 1)
+    wm, wn, stages = opts.pop("wm", 0), opts.pop("wn", 0), opts.pop("stages", 0)
     p, bind = matmul_kernel(a_shape, b_shape, **opts)
-    if (wm and wn) or stages != 1:
+    if (wm and wn) or stages:
         o = dict(DEFAULTS, **opts)
         args = (len(a_shape) == 3, o["bm"], o["bn"], o["bk"], o["tm"], o["tn"], o["vec"])
         if p is big_kernel(*args):  # the picker's call (lru_cache: the same object)
             # (the same call as elsewhere: lru_cache keys on how it is called)
-            p = big_kernel(*args, wm, wn, *((stages,) if stages != 1 else ()))
+            p = big_kernel(*args, wm, wn, *((stages,) if stages else ()))
     return p, bind
 
 

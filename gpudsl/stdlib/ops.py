@@ -324,8 +324,9 @@ def reshape(x, shape):
 def matmul(a, b, precision: str = "fp32", stages: int | None = None):
     """``[m,n]@[n,k]``, ``[n]@[n,k]`` or ``[b,m,n]@[b,n,k]``.  ``precision="tf32"``:
     the TF32 tensor-core kernel (2-D, tile-divisible shapes; see ``matmul_tf32``).
-    ``stages`` (fp32): 1 or 2 (double-buffered tiles, one barrier per k step) for the
-    big-tile kernel, instead of the tuned or default choice; other kernels ignore it."""
+    ``stages`` (fp32): 2 (double-buffered tiles, one barrier per k step; the default)
+    or 1 (the single-stage kernel) for the big-tile kernel, instead of the tuned or
+    default choice; other kernels ignore it."""
     from .matmul import options_kernel, tuned_options
 
     require(precision in ("fp32", "tf32"),

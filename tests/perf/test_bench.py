@@ -9,7 +9,7 @@ import pytest
 from gpudsl import bench
 from gpudsl.cli import main as cli_main
 
-NODES = "matmul,matmul_2stage,matmul_tf32,add_bcast,permute3d_210,slice,replace_slice"
+NODES = "matmul,matmul_1stage,matmul_tf32,add_bcast,permute3d_210,slice,replace_slice"
 
 
 @pytest.fixture(scope="module")

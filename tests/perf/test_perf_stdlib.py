@@ -26,7 +26,8 @@ def test_matmul_old_layout_has_the_known_2_way_conflict():
 def test_matmul_default_has_no_a_tile_conflict():
     (k,) = _matmul_report().kernels
     reads = [a for a in k.accesses if a.buffer == "As" and a.kind == "read"]
-    assert [(a.bank_conflict, a.vector_width) for a in reads] == [(1, 4)]
+    # (two stages: the compute of the loop and of the epilogue read the A tile)
+    assert {(a.bank_conflict, a.vector_width) for a in reads} == {(1, 4)} and reads
     assert k.flops == 2 * 1024 ** 3
     assert k.bound == "compute"
     if k.registers is not None:

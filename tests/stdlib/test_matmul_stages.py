@@ -17,7 +17,7 @@ def _barriers_per_step(p):
 
 
 def test_two_stages_proved_with_one_barrier_per_k_step():
-    one, two = big_kernel(False), big_kernel(False, stages=2)
+    one, two = big_kernel(False, stages=1), big_kernel(False)
     assert _barriers_per_step(one) == 2 and _barriers_per_step(two) == 1
     assert two.check().ok
     assert "As: f32[2, 8, 132] @ SHARED" in str(two)
@@ -29,17 +29,23 @@ def test_two_stages_equal_numpy_on_the_emulator(m, n, k):
     g = np.random.default_rng(m + n + k)
     a = g.standard_normal((m, n), np.float32)
     b = g.standard_normal((n, k), np.float32)
-    got = ops.matmul(a, b, stages=2)
-    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
-    p, _ = options_kernel((m, n), (n, k), stages=2)
-    assert p.name.endswith("_s2")
+    for stages in (1, 2):
+        got = ops.matmul(a, b, stages=stages)
+        np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+    p, _ = options_kernel((m, n), (n, k), stages=1)
+    assert p.name.endswith("_s1")
+    # the default: two stages (one barrier per k step)
+    assert _barriers_per_step(options_kernel((m, n), (n, k))[0]) == 1
 
 
-def test_batched_two_stages():
+def test_batched_two_stages_on_request():
+    """The batched kernel keeps one stage by default (two spill 16 B on sm_90)."""
     g = np.random.default_rng(1)
     a = g.standard_normal((2, 128, 16), np.float32)
     b = g.standard_normal((2, 16, 128), np.float32)
     np.testing.assert_allclose(ops.matmul(a, b, stages=2), a @ b, rtol=1e-4, atol=1e-4)
+    assert _barriers_per_step(big_kernel(True)) == 2
+    assert _barriers_per_step(options_kernel(a.shape, b.shape, stages=2)[0]) == 1
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -47,7 +53,7 @@ def test_two_stages_compile_without_spills(arch):
     from gpudsl.codegen.generate import cuda_source
     from gpudsl.runtime.nvrtc import compile_cubin
 
-    res = compile_cubin(cuda_source(big_kernel(False, stages=2)), arch).resources
+    res = compile_cubin(cuda_source(big_kernel(False)), arch).resources
     for r in res.values():
         assert r.spill_stores_bytes == 0 and r.spill_loads_bytes == 0
         assert r.shared_bytes == 2 * 4 * (8 * 132 + 8 * 128)

@@ -3,6 +3,24 @@
 //   matmul_128x128x8_k0: grid (k // 128, m // 128, 1), block (16, 16, 1)
 // Index arithmetic: 32-bit.
 
+// Python's floor division and modulo (C's / and % truncate toward zero).
+__device__ __forceinline__ int gpudsl_floordiv(int a, int b) {
+  int q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ __forceinline__ long long gpudsl_floordiv(long long a, long long b) {
+  long long q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ __forceinline__ int gpudsl_floormod(int a, int b) {
+  int r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+__device__ __forceinline__ long long gpudsl_floormod(long long a, long long b) {
+  long long r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
 extern "C" __global__ void __launch_bounds__(256, 2)
 matmul_128x128x8_k0(
     const int m,
@@ -31,12 +49,14 @@ matmul_128x128x8_k0(
         }
       }
     }
+#line 3
+    __shared__ __align__(16) float As[2][8][132];
+#line 3
+    __shared__ __align__(16) float Bs[2][8][128];
 #line 6
-    for (int po = 0; po < n / 8; po++) {
+    if (0 < n / 8) {
 #line 3
       __syncthreads();
-#line 3
-      __shared__ __align__(16) float As[8][132];
 #line 3
       {
         const int iay = threadIdx.y;
@@ -48,16 +68,14 @@ matmul_128x128x8_k0(
         for (int i0_2o = 0; i0_2o < 1; i0_2o++) {
 #line 3
           // vcopy4_REGISTER_GLOBAL
-          { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&a[(128 * bi + (16 * iay + iax) / 2) * n + 8 * po + 4 * ((16 * iay + iax) % 2) + 4 * i0_2o]); (&ta[4 * i0_2o])[0] = gpudsl_v.x; (&ta[4 * i0_2o])[1] = gpudsl_v.y; (&ta[4 * i0_2o])[2] = gpudsl_v.z; (&ta[4 * i0_2o])[3] = gpudsl_v.w; }
+          { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&a[(128 * bi + (16 * iay + iax) / 2) * n + 4 * ((16 * iay + iax) % 2) + 4 * i0_2o]); (&ta[4 * i0_2o])[0] = gpudsl_v.x; (&ta[4 * i0_2o])[1] = gpudsl_v.y; (&ta[4 * i0_2o])[2] = gpudsl_v.z; (&ta[4 * i0_2o])[3] = gpudsl_v.w; }
         }
 #line 3
         for (int i1v = 0; i1v < 4; i1v++) {
 #line 3
-          As[4 * ((16 * iay + iax) % 2) + i1v][(16 * iay + iax) / 2] = ta[i1v];
+          As[0][4 * ((16 * iay + iax) % 2) + i1v][(16 * iay + iax) / 2] = ta[i1v];
         }
       }
-#line 3
-      __shared__ __align__(16) float Bs[8][128];
 #line 3
       {
         const int iby = threadIdx.y;
@@ -65,7 +83,74 @@ matmul_128x128x8_k0(
         const int ibx = threadIdx.x;
 #line 3
         // vcopy4_SHARED_GLOBAL
-        *reinterpret_cast<float4*>(&Bs[(16 * iby + ibx) / 32][4 * ((16 * iby + ibx) % 32)]) = *reinterpret_cast<const float4*>(&b[(8 * po + (16 * iby + ibx) / 32) * k + 128 * bj + 4 * ((16 * iby + ibx) % 32)]);
+        *reinterpret_cast<float4*>(&Bs[0][(16 * iby + ibx) / 32][4 * ((16 * iby + ibx) % 32)]) = *reinterpret_cast<const float4*>(&b[(16 * iby + ibx) / 32 * k + 128 * bj + 4 * ((16 * iby + ibx) % 32)]);
+      }
+      for (int po = 0; po < n / 8 - 1; po++) {
+#line 3
+        __syncthreads();
+#line 3
+        {
+          const int ti = threadIdx.y;
+#line 4
+          const int tj = threadIdx.x;
+          #pragma unroll
+          for (int pi = 0; pi < 8; pi++) {
+#line 4
+            __align__(16) float ra[8];
+#line 4
+            for (int i0o = 0; i0o < 2; i0o++) {
+#line 4
+              // vcopy4_REGISTER_SHARED
+              { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&As[po % 2][pi][8 * ti + 4 * i0o]); (&ra[4 * i0o])[0] = gpudsl_v.x; (&ra[4 * i0o])[1] = gpudsl_v.y; (&ra[4 * i0o])[2] = gpudsl_v.z; (&ra[4 * i0o])[3] = gpudsl_v.w; }
+            }
+#line 4
+            for (int rjg = 0; rjg < 2; rjg++) {
+#line 3
+              __align__(16) float rb[4];
+#line 3
+              for (int i0_1o = 0; i0_1o < 1; i0_1o++) {
+#line 3
+                // vcopy4_REGISTER_SHARED
+                { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&Bs[po % 2][pi][64 * rjg + 4 * tj + 4 * i0_1o]); (&rb[4 * i0_1o])[0] = gpudsl_v.x; (&rb[4 * i0_1o])[1] = gpudsl_v.y; (&rb[4 * i0_1o])[2] = gpudsl_v.z; (&rb[4 * i0_1o])[3] = gpudsl_v.w; }
+              }
+#line 3
+              for (int ri = 0; ri < 8; ri++) {
+                for (int rj = 0; rj < 4; rj++) {
+#line 7
+                  acc[ri][rjg][rj] += ra[ri] * rb[rj];
+                }
+              }
+            }
+          }
+        }
+#line 3
+        {
+          const int iay = threadIdx.y;
+#line 3
+          const int iax = threadIdx.x;
+#line 3
+          __align__(16) float ta[4];
+#line 3
+          for (int i0_2o = 0; i0_2o < 1; i0_2o++) {
+#line 3
+            // vcopy4_REGISTER_GLOBAL
+            { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&a[(128 * bi + (16 * iay + iax) / 2) * n + 8 * po + 4 * ((16 * iay + iax) % 2) + 4 * i0_2o + 8]); (&ta[4 * i0_2o])[0] = gpudsl_v.x; (&ta[4 * i0_2o])[1] = gpudsl_v.y; (&ta[4 * i0_2o])[2] = gpudsl_v.z; (&ta[4 * i0_2o])[3] = gpudsl_v.w; }
+          }
+#line 3
+          for (int i1v = 0; i1v < 4; i1v++) {
+#line 3
+            As[(po + 1) % 2][4 * ((16 * iay + iax) % 2) + i1v][(16 * iay + iax) / 2] = ta[i1v];
+          }
+        }
+#line 3
+        {
+          const int iby = threadIdx.y;
+#line 3
+          const int ibx = threadIdx.x;
+#line 3
+          // vcopy4_SHARED_GLOBAL
+          *reinterpret_cast<float4*>(&Bs[(po + 1) % 2][(16 * iby + ibx) / 32][4 * ((16 * iby + ibx) % 32)]) = *reinterpret_cast<const float4*>(&b[(8 * po + (16 * iby + ibx) / 32 + 8) * k + 128 * bj + 4 * ((16 * iby + ibx) % 32)]);
+        }
       }
 #line 3
       __syncthreads();
@@ -82,7 +167,7 @@ matmul_128x128x8_k0(
           for (int i0o = 0; i0o < 2; i0o++) {
 #line 4
             // vcopy4_REGISTER_SHARED
-            { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&As[pi][8 * ti + 4 * i0o]); (&ra[4 * i0o])[0] = gpudsl_v.x; (&ra[4 * i0o])[1] = gpudsl_v.y; (&ra[4 * i0o])[2] = gpudsl_v.z; (&ra[4 * i0o])[3] = gpudsl_v.w; }
+            { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&As[gpudsl_floormod(n / 8 - 1, 2)][pi][8 * ti + 4 * i0o]); (&ra[4 * i0o])[0] = gpudsl_v.x; (&ra[4 * i0o])[1] = gpudsl_v.y; (&ra[4 * i0o])[2] = gpudsl_v.z; (&ra[4 * i0o])[3] = gpudsl_v.w; }
           }
 #line 4
           for (int rjg = 0; rjg < 2; rjg++) {
@@ -92,7 +177,7 @@ matmul_128x128x8_k0(
             for (int i0_1o = 0; i0_1o < 1; i0_1o++) {
 #line 3
               // vcopy4_REGISTER_SHARED
-              { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&Bs[pi][64 * rjg + 4 * tj + 4 * i0_1o]); (&rb[4 * i0_1o])[0] = gpudsl_v.x; (&rb[4 * i0_1o])[1] = gpudsl_v.y; (&rb[4 * i0_1o])[2] = gpudsl_v.z; (&rb[4 * i0_1o])[3] = gpudsl_v.w; }
+              { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&Bs[gpudsl_floormod(n / 8 - 1, 2)][pi][64 * rjg + 4 * tj + 4 * i0_1o]); (&rb[4 * i0_1o])[0] = gpudsl_v.x; (&rb[4 * i0_1o])[1] = gpudsl_v.y; (&rb[4 * i0_1o])[2] = gpudsl_v.z; (&rb[4 * i0_1o])[3] = gpudsl_v.w; }
             }
 #line 3
             for (int ri = 0; ri < 8; ri++) {
