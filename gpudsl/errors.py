@@ -1,6 +1,6 @@
 """The errors a user of gpudsl can cause.
 
-Every one is a :class:`gpudsl.Error`.  Messages name the file, line and column,
+Every one is a ``gpudsl.Error``.  Messages name the file, line and column,
 quote the offending source with a caret, and say what to do.
 """
 from __future__ import annotations
@@ -212,7 +212,7 @@ def is_internal(filename: str) -> bool:
 
 
 def user_frames(tb) -> list:
-    """The :class:`traceback.FrameSummary` s of ``tb`` outside gpudsl (and outside
+    """The ``traceback.FrameSummary`` s of ``tb`` outside gpudsl (and outside
     IPython's machinery), outermost first."""
     out = []
     for fs in traceback.extract_tb(tb):
@@ -294,7 +294,7 @@ def _excepthook(etype, value, tb):
 def install_display_hooks() -> None:
     """Show gpudsl errors message first in a terminal (``sys.excepthook``, chained to
     the previous hook for every other exception); idempotent.  IPython and Jupyter ask
-    the exception itself (:meth:`Error._render_traceback_`)."""
+    the exception itself (``Error._render_traceback_``)."""
     global _previous_hook
     if sys.excepthook is not _excepthook:
         _previous_hook = sys.excepthook

@@ -2,7 +2,7 @@
 
 ``Diagnostic(kind, message, locations, witness, hint)``: ``kind`` is one of
 ``"race"``, ``"bounds"``, ``"divergence"``, ``"mapping"``, ``"resource"``,
-``"unknown"``; ``locations`` is a list of :class:`gpudsl.SrcLoc` (file, line, col):
+``"unknown"``; ``locations`` is a list of ``gpudsl.SrcLoc`` (file, line, col):
 both accesses of a race; ``witness`` a dict of concrete values, for races::
 
     {"sizes": {"n": 64}, "array": "s", "element": (3,),
@@ -12,7 +12,7 @@ both accesses of a race; ``witness`` a dict of concrete values, for races::
 
 ``Report``: ``ok`` (no diagnostics), ``diagnostics``, ``warnings`` (Diagnostics of
 kind ``"warning"``, which do not make ``ok`` False), ``str(report)`` prints like a
-compiler, ``raise_if_failed()`` raises :class:`gpudsl.CheckError`.
+compiler, ``raise_if_failed()`` raises ``gpudsl.CheckError``.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ KINDS = tuple(k.value for k in DiagnosticKind if k is not DiagnosticKind.WARNING
 @dataclass
 class Diagnostic:
     """The one constructor of check()'s findings: ``kind`` is coerced to a
-    :class:`DiagnosticKind`, so a misspelled kind fails where it is made."""
+    ``DiagnosticKind``, so a misspelled kind fails where it is made."""
 
     kind: DiagnosticKind
     message: str

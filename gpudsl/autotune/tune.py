@@ -1,4 +1,4 @@
-"""``autotune.tune``: the search, the database, the winner (SPEC section 8).
+"""``autotune.tune``: the search, the database, the winner (docs/autotuning.md).
 
 The search is Optuna's where it is model based (``strategy="tpe"``); grid and random
 are the space's own orders.  Every configuration goes through the one store of
@@ -58,7 +58,7 @@ def random_args(shapes: dict, seed: int) -> dict:
 
 def simplicity(rec: dict) -> tuple:
     """Fewest threads, then smallest tiles (product of the numeric parameters), then
-    the parameters' text: the SPEC's tie-break among near-equal configurations."""
+    the parameters' text: the documented tie-break among near-equal configurations."""
     prod = 1
     for v in rec["params"].values():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -134,14 +134,14 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
          rtol: float = 1e-4, atol: float = 1e-4, flops: float | None = None,
          bytes_moved: float | None = None, task: str | None = None,
          progress: bool | None = None, wait_seconds: float = 600.0) -> Result:
-    """Tune ``build`` (configuration → Proc) over ``space``; see SPEC section 8.
+    """Tune ``build`` (configuration → Proc) over ``space``; see docs/autotuning.md.
 
     ``args`` are the real arguments (numpy arrays; in-place ones are restored between
     runs), or ``shapes`` ({name: shape} or {name: (shape, dtype)}) for seeded random
     ones.  ``reference`` (a Proc, or a callable of the arguments returning what the
     written argument must hold) is required: nothing is timed before it is verified.
     ``target``: ``"cuda"``, or ``"emulator"`` for a dry run (default: cuda when a GPU is
-    present).  ``db``: a :class:`Database`, a path or a database URL (``sqlite:///``,
+    present).  ``db``: a ``Database``, a path or a database URL (``sqlite:///``,
     ``postgresql://``: several processes or machines tune into one study); default the
     cache directory's.  ``executor``: any ``concurrent.futures.Executor`` to build,
     prove and compile candidates in parallel (``None``: in this process); an executor

@@ -1,6 +1,6 @@
 """``gpudsl check FILE[::PROC] [--bind n=4096 ...]``.
 
-``run_check(target, bindings)`` imports FILE, checks every :class:`gpudsl.Proc` it
+``run_check(target, bindings)`` imports FILE, checks every ``gpudsl.Proc`` it
 defines (or only PROC), prints each report, and returns 1 if any fails, else 0.
 Bindings that name no size or index parameter of a proc are ignored for that proc,
 so one ``--bind`` can serve a file of several procs.

@@ -5,7 +5,7 @@ block in field ``f{k-1}`` (``"body"`` or ``"orelse"``) of statement
 ``i{k-1}`` ... of the proc's body.  A *block address* is the odd-length prefix
 ending in a field name; the proc's body is the block ``()``.
 
-A :class:`Cursor` is ``(proc, kind, addr, hi)`` with ``kind`` one of
+A ``Cursor`` is ``(proc, kind, addr, hi)`` with ``kind`` one of
 
 - ``"stmt"``: the statement at ``addr`` (a loop, an allocation, anything);
 - ``"block"``: statements ``addr[-1] .. hi-1`` of the block ``addr[:-1]``;
@@ -15,7 +15,7 @@ A :class:`Cursor` is ``(proc, kind, addr, hi)`` with ``kind`` one of
 
 Every primitive returns a proc whose ``_origin`` is ``(old_proc, fwd)``, where
 ``fwd`` maps a statement address of the old proc to one of the new proc (or
-raises :class:`InvalidCursor`).  ``new.forward(c)`` replays those maps from
+raises ``InvalidCursor``).  ``new.forward(c)`` replays those maps from
 ``c``'s proc to ``new``.
 """
 from __future__ import annotations

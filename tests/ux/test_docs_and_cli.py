@@ -90,3 +90,15 @@ def test_missing_future_import_gets_a_hint(tmp_path):
                        env=_env(), timeout=120)
     assert "NameError: name 'n' is not defined" in r.stderr
     assert "from __future__ import annotations" in r.stderr.split("NameError")[-1]
+
+
+def test_cli_help_is_plain_text():
+    """`gpudsl --help` and every command's help: no reStructuredText roles or
+    double backticks."""
+    commands = [[], ["demo"], ["check"], ["cuda"], ["run"], ["perf"], ["bench"], ["tune"]]
+    for cmd in commands:
+        r = subprocess.run([sys.executable, "-m", "gpudsl.cli", *cmd, "--help"],
+                           capture_output=True, text=True, env=_env(), timeout=120)
+        assert r.returncode == 0, (cmd, r.stderr)
+        assert "usage: gpudsl" in r.stdout
+        assert not re.search(r":(class|func|mod|meth):|``", r.stdout), (cmd, r.stdout)
