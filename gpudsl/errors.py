@@ -112,6 +112,42 @@ class ProcError(Error):
     """A proc is not valid gpudsl (raised when it is defined)."""
 
 
+def _fmt_map(d: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in d.items())
+
+
+def format_witness(w: dict) -> str:
+    parts = []
+    if w.get("sizes"):
+        parts.append(_fmt_map(w["sizes"]))
+    if "array" in w:
+        el = w.get("element")
+        if el is not None:
+            parts.append(f"element {w['array']}[{', '.join(str(x) for x in el)}]")
+    for key in ("thread1", "thread2", "thread"):
+        t = w.get(key)
+        if not t:
+            continue
+        vals = {}
+        vals.update(t.get("block", {}))
+        vals.update(t.get("thread", {}))
+        vals.update(t.get("loops", {}))
+        label = {"thread1": "thread 1", "thread2": "thread 2", "thread": "at"}[key]
+        extra = []
+        if "blockIdx" in t:
+            extra.append(f"blockIdx={t['blockIdx']}")
+        if "threadIdx" in t:
+            extra.append(f"threadIdx={t['threadIdx']}")
+        s = f"{label}: {_fmt_map(vals)}" if vals else label
+        if extra:
+            s += " (" + ", ".join(extra) + ")"
+        parts.append(s)
+    for k, v in w.items():
+        if k not in ("sizes", "array", "element", "thread1", "thread2", "thread"):
+            parts.append(f"{k}={v}")
+    return "; ".join(parts)
+
+
 class SchedulingError(Error):
     """A rewrite primitive was refused: it would change the proc's meaning or cannot apply."""
 
@@ -122,7 +158,7 @@ class SchedulingError(Error):
         self.reason = message  # without the primitive's name and the witness
         text = f"{primitive}: {message}"
         if witness:
-            text += "\n  witness: " + ", ".join(f"{k}={v}" for k, v in witness.items())
+            text += "\n  witness: " + format_witness(witness)
         super().__init__(text, loc, hint)
 
 

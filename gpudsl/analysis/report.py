@@ -85,40 +85,8 @@ class Diagnostic:
         return "\n".join(lines)
 
 
-def _fmt_map(d: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in d.items())
-
-
-def format_witness(w: dict) -> str:
-    parts = []
-    if w.get("sizes"):
-        parts.append(_fmt_map(w["sizes"]))
-    if "array" in w:
-        el = w.get("element")
-        if el is not None:
-            parts.append(f"element {w['array']}[{', '.join(str(x) for x in el)}]")
-    for key in ("thread1", "thread2", "thread"):
-        t = w.get(key)
-        if not t:
-            continue
-        vals = {}
-        vals.update(t.get("block", {}))
-        vals.update(t.get("thread", {}))
-        vals.update(t.get("loops", {}))
-        label = {"thread1": "thread 1", "thread2": "thread 2", "thread": "at"}[key]
-        extra = []
-        if "blockIdx" in t:
-            extra.append(f"blockIdx={t['blockIdx']}")
-        if "threadIdx" in t:
-            extra.append(f"threadIdx={t['threadIdx']}")
-        s = f"{label}: {_fmt_map(vals)}" if vals else label
-        if extra:
-            s += " (" + ", ".join(extra) + ")"
-        parts.append(s)
-    for k, v in w.items():
-        if k not in ("sizes", "array", "element", "thread1", "thread2", "thread"):
-            parts.append(f"{k}={v}")
-    return "; ".join(parts)
+# the witness text is shared with SchedulingError (errors.py, the lowest layer)
+from ..errors import _fmt_map, format_witness  # noqa: E402,F401
 
 
 @dataclass

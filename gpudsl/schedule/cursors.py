@@ -222,9 +222,35 @@ def expr_at(node: Node, path: tuple):
 # ------------------------------------------------------------------ finding
 
 
+def _names(p, cls) -> list[str]:
+    """The loops' (``For``) or allocations' (``Alloc``) names of ``p`` in program order,
+    as patterns name them (``"i #2"`` for the second loop over ``i``)."""
+    from ..ir.nodes import For
+
+    out, seen = [], {}
+    stack = list(reversed(p.ir.body))
+    while stack:
+        s = stack.pop()
+        if isinstance(s, cls):
+            name = s.iter if isinstance(s, For) else s.name
+            seen[name] = seen.get(name, 0) + 1
+            out.append(name if seen[name] == 1 else f"{name} #{seen[name]}")
+        for part in ("orelse", "body"):
+            stack.extend(reversed(getattr(s, part, ()) or ()))
+    return out
+
+
 def _err(what: str, pattern, p) -> SchedulingError:
+    from ..ir.nodes import Alloc, For
+
+    hint = "print the proc to see its loops and statements"
+    cls = {"loop": For, "allocation": Alloc}.get(what)
+    if cls is not None:
+        names = _names(p, cls)
+        hint = (f"the {what}s of {p.name}: {', '.join(names)}" if names
+                else f"{p.name} has no {what}")
     return SchedulingError("find", f"no {what} matches {pattern!r} in proc {p.name}",
-                           p.ir.loc, "print the proc to see its loops and statements")
+                           p.ir.loc, hint)
 
 
 def find_loop(p, pattern, many: bool = False):
