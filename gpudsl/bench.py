@@ -357,7 +357,8 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="gpudsl bench", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="gpudsl bench",
+                                 description=__doc__.split("\n\n")[0].replace("``", "'"))
     ap.add_argument("--nodes", default=",".join(NODES), help="comma-separated subset")
     ap.add_argument("--target", choices=["cuda", "emulator"], default="cuda",
                     help="emulator: small sizes on the CPU, figures labelled emulated")

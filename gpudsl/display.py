@@ -1,7 +1,7 @@
 """Rich displays for notebooks: HTML (``_repr_html_``) and plain text of procs,
 check reports, kernels and proc diffs.
 
-A leaf module: it imports only :mod:`gpudsl.errors` and takes plain values (text,
+A leaf module: it imports only ``gpudsl.errors`` and takes plain values (text,
 locations, dicts), so every layer can display its objects without importing the
 others.  Source is highlighted with Pygments when it is installed (inline styles, so
 a notebook needs no stylesheet), else shown escaped in a ``<pre>``.
@@ -264,7 +264,7 @@ def interactive() -> bool:
 @contextlib.contextmanager
 def status(text: str, delay: float = 1.0, stream=None):
     """A status line for work that may take long: shown on stderr only when
-    :func:`interactive` and once ``delay`` seconds have passed, then ended with the
+    ``interactive`` and once ``delay`` seconds have passed, then ended with the
     time taken; silent otherwise."""
     if not interactive():
         yield

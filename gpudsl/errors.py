@@ -1,6 +1,6 @@
 """The errors a user of gpudsl can cause.
 
-Every one is a :class:`gpudsl.Error`.  Messages name the file, line and column,
+Every one is a ``gpudsl.Error``.  Messages name the file, line and column,
 quote the offending source with a caret, and say what to do.
 """
 from __future__ import annotations
@@ -112,6 +112,42 @@ class ProcError(Error):
     """A proc is not valid gpudsl (raised when it is defined)."""
 
 
+def _fmt_map(d: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in d.items())
+
+
+def format_witness(w: dict) -> str:
+    parts = []
+    if w.get("sizes"):
+        parts.append(_fmt_map(w["sizes"]))
+    if "array" in w:
+        el = w.get("element")
+        if el is not None:
+            parts.append(f"element {w['array']}[{', '.join(str(x) for x in el)}]")
+    for key in ("thread1", "thread2", "thread"):
+        t = w.get(key)
+        if not t:
+            continue
+        vals = {}
+        vals.update(t.get("block", {}))
+        vals.update(t.get("thread", {}))
+        vals.update(t.get("loops", {}))
+        label = {"thread1": "thread 1", "thread2": "thread 2", "thread": "at"}[key]
+        extra = []
+        if "blockIdx" in t:
+            extra.append(f"blockIdx={t['blockIdx']}")
+        if "threadIdx" in t:
+            extra.append(f"threadIdx={t['threadIdx']}")
+        s = f"{label}: {_fmt_map(vals)}" if vals else label
+        if extra:
+            s += " (" + ", ".join(extra) + ")"
+        parts.append(s)
+    for k, v in w.items():
+        if k not in ("sizes", "array", "element", "thread1", "thread2", "thread"):
+            parts.append(f"{k}={v}")
+    return "; ".join(parts)
+
+
 class SchedulingError(Error):
     """A rewrite primitive was refused: it would change the proc's meaning or cannot apply."""
 
@@ -122,7 +158,7 @@ class SchedulingError(Error):
         self.reason = message  # without the primitive's name and the witness
         text = f"{primitive}: {message}"
         if witness:
-            text += "\n  witness: " + ", ".join(f"{k}={v}" for k, v in witness.items())
+            text += "\n  witness: " + format_witness(witness)
         super().__init__(text, loc, hint)
 
 
@@ -212,7 +248,7 @@ def is_internal(filename: str) -> bool:
 
 
 def user_frames(tb) -> list:
-    """The :class:`traceback.FrameSummary` s of ``tb`` outside gpudsl (and outside
+    """The ``traceback.FrameSummary`` s of ``tb`` outside gpudsl (and outside
     IPython's machinery), outermost first."""
     out = []
     for fs in traceback.extract_tb(tb):
@@ -294,7 +330,7 @@ def _excepthook(etype, value, tb):
 def install_display_hooks() -> None:
     """Show gpudsl errors message first in a terminal (``sys.excepthook``, chained to
     the previous hook for every other exception); idempotent.  IPython and Jupyter ask
-    the exception itself (:meth:`Error._render_traceback_`)."""
+    the exception itself (``Error._render_traceback_``)."""
     global _previous_hook
     if sys.excepthook is not _excepthook:
         _previous_hook = sys.excepthook

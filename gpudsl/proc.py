@@ -1,6 +1,6 @@
 """The user-facing proc object and the ``@proc`` / ``@instr`` decorators.
 
-A :class:`Proc` is an immutable value wrapping a :class:`gpudsl.ir.ProcDef`.
+A ``Proc`` is an immutable value wrapping a ``gpudsl.ir.ProcDef``.
 Its methods are thin doors into the rest of the package: checking, code
 generation, compiling, interpreting and cursors for scheduling.
 """
@@ -17,8 +17,8 @@ class Proc:
     ``print(p)`` shows it as gpudsl source (a notebook shows it highlighted);
     ``p.check()`` proves it safe; ``p.interpret(...)`` runs its reference meaning on
     numpy arrays; ``p.cuda_source()`` is its CUDA C; ``p.compile(target)`` proves and
-    compiles it into a callable :class:`~gpudsl.compiler.Kernel`; ``p.find_loop``,
-    ``p.find``, ``p.find_alloc`` give cursors for :mod:`gpudsl.schedule`.  Two procs
+    compiles it into a callable ``Kernel``; ``p.find_loop``,
+    ``p.find``, ``p.find_alloc`` give cursors for ``gpudsl.schedule``.  Two procs
     are equal when their code is (source locations aside).
     """
 
@@ -101,7 +101,7 @@ class Proc:
         return cuda_source(self, **bindings)
 
     def perf(self, device: str = "H100", **bindings):
-        """The performance report (SPEC 4.1), without a GPU: per access, the sectors a
+        """The performance report (docs/performance.md), without a GPU: per access, the sectors a
         warp request touches against the minimum and the bank-conflict degree of
         shared accesses; per kernel, ptxas' registers / shared / spills, occupancy on
         ``device`` (``"H100"``, ``"H200"``, ``"A100"``), bytes, FLOPs and the roofline
@@ -112,13 +112,13 @@ class Proc:
 
     def compile(self, target: str = "cuda", check: bool = True, trace: dict | None = None,
                 **bindings):
-        """Prove the proc, generate CUDA C and compile it into a callable :class:`Kernel`.
+        """Prove the proc, generate CUDA C and compile it into a callable ``Kernel``.
 
         ``target`` is ``"cuda"`` (NVRTC; compiling needs no GPU, running does) or
         ``"emulator"`` (g++ and gpudsl's CUDA emulation header, any CPU).  ``bindings``
         fix sizes at compile time (``n=4096``); the others are inferred from the arrays
         at each call.  The proof (``check(**bindings)``, cached per proc and bindings)
-        comes first: an unproved proc raises :class:`gpudsl.CheckError` with the report.
+        comes first: an unproved proc raises ``gpudsl.CheckError`` with the report.
         ``check=False`` skips it (``kernel.proved`` is then False).
 
         ``trace=dict(block=(0, 0), thread=(3, 0))`` builds a kernel that prints, from
@@ -126,10 +126,11 @@ class Proc:
         line, indices, value) on Python's stdout, on the GPU and on the emulator alike;
         ``kernel.trace_output`` keeps the text of the last call.
 
-        Example::
-
+        Example:
+            ```python
             k = saxpy.compile("emulator")
             k(a=2.0, x=x, y=y)          # sizes from x and y; y written in place
+            ```
         """
         from .compiler import compile_proc
 
@@ -139,7 +140,7 @@ class Proc:
     def find_loop(self, pattern, many: bool = False):
         """A cursor to the loop named by ``pattern`` (``"i"``, ``"i #2"`` for the
         second loop over ``i``); ``many=True`` gives all matches.  Raises
-        :class:`gpudsl.SchedulingError` when none matches."""
+        ``gpudsl.SchedulingError`` when none matches."""
         from .schedule.cursors import find_loop
 
         return find_loop(self, pattern, many=many)

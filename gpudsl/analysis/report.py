@@ -2,7 +2,7 @@
 
 ``Diagnostic(kind, message, locations, witness, hint)``: ``kind`` is one of
 ``"race"``, ``"bounds"``, ``"divergence"``, ``"mapping"``, ``"resource"``,
-``"unknown"``; ``locations`` is a list of :class:`gpudsl.SrcLoc` (file, line, col):
+``"unknown"``; ``locations`` is a list of ``gpudsl.SrcLoc`` (file, line, col):
 both accesses of a race; ``witness`` a dict of concrete values, for races::
 
     {"sizes": {"n": 64}, "array": "s", "element": (3,),
@@ -12,7 +12,7 @@ both accesses of a race; ``witness`` a dict of concrete values, for races::
 
 ``Report``: ``ok`` (no diagnostics), ``diagnostics``, ``warnings`` (Diagnostics of
 kind ``"warning"``, which do not make ``ok`` False), ``str(report)`` prints like a
-compiler, ``raise_if_failed()`` raises :class:`gpudsl.CheckError`.
+compiler, ``raise_if_failed()`` raises ``gpudsl.CheckError``.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ KINDS = tuple(k.value for k in DiagnosticKind if k is not DiagnosticKind.WARNING
 @dataclass
 class Diagnostic:
     """The one constructor of check()'s findings: ``kind`` is coerced to a
-    :class:`DiagnosticKind`, so a misspelled kind fails where it is made."""
+    ``DiagnosticKind``, so a misspelled kind fails where it is made."""
 
     kind: DiagnosticKind
     message: str
@@ -85,40 +85,8 @@ class Diagnostic:
         return "\n".join(lines)
 
 
-def _fmt_map(d: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in d.items())
-
-
-def format_witness(w: dict) -> str:
-    parts = []
-    if w.get("sizes"):
-        parts.append(_fmt_map(w["sizes"]))
-    if "array" in w:
-        el = w.get("element")
-        if el is not None:
-            parts.append(f"element {w['array']}[{', '.join(str(x) for x in el)}]")
-    for key in ("thread1", "thread2", "thread"):
-        t = w.get(key)
-        if not t:
-            continue
-        vals = {}
-        vals.update(t.get("block", {}))
-        vals.update(t.get("thread", {}))
-        vals.update(t.get("loops", {}))
-        label = {"thread1": "thread 1", "thread2": "thread 2", "thread": "at"}[key]
-        extra = []
-        if "blockIdx" in t:
-            extra.append(f"blockIdx={t['blockIdx']}")
-        if "threadIdx" in t:
-            extra.append(f"threadIdx={t['threadIdx']}")
-        s = f"{label}: {_fmt_map(vals)}" if vals else label
-        if extra:
-            s += " (" + ", ".join(extra) + ")"
-        parts.append(s)
-    for k, v in w.items():
-        if k not in ("sizes", "array", "element", "thread1", "thread2", "thread"):
-            parts.append(f"{k}={v}")
-    return "; ".join(parts)
+# the witness text is shared with SchedulingError (errors.py, the lowest layer)
+from ..errors import _fmt_map, format_witness  # noqa: E402,F401
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""``gpudsl.autotune`` (SPEC section 8): tune a schedule function's parameters.
+"""``gpudsl.autotune`` (docs/autotuning.md): tune a schedule function's parameters.
 
 Each candidate is built, proved by ``check()`` (a candidate that fails its proof is
 never run), compiled, pruned on its ptxas resources, verified against a reference on
@@ -9,7 +9,7 @@ keyed by the built proc's source, so tuning again resumes, and ``gpudsl.ops`` us
 winners.
 
 This package sits between ``proc`` and ``stdlib``: the standard library exposes its
-schedule parameters as :class:`Space` s and looks winners up here."""
+schedule parameters as ``Space`` s and looks winners up here."""
 from .db import Database, lookup_winner
 from .pipeline import Limits
 from .space import Budget, Config, Space

@@ -167,7 +167,7 @@ def verify(kernel, args: dict, expected: dict, rtol: float, atol: float):
 
 
 class Timer:
-    """Times a kernel on its target with :func:`gpudsl.runtime.timing.measure` (the one
+    """Times a kernel on its target with ``gpudsl.runtime.timing.measure`` (the one
     timing function: CUDA events, warm-up, L2 flushed between repetitions; perf_counter on
     the emulator), the written arguments restored before each call, outside the timed
     region."""

@@ -6,18 +6,27 @@ import json
 import math
 
 from ..errors import Error
+from ..proc import Proc
 from . import pipeline as pl
 from .space import Config
 
 
+def _deciding(rec: dict):
+    """The figure that ranks ``rec`` (its re-timed median, else its median)."""
+    if rec.get("retimed_ms") is not None:
+        return rec["retimed_ms"]
+    return rec.get("median_ms")
+
+
 class Best:
-    """The winner: ``config``, ``time_ms``, ``record`` and the built ``proc``."""
+    """The winner: ``config``, ``time_ms`` (the figure that picked it: the re-timed
+    median when it was re-timed), ``record`` and the built ``proc``."""
 
     def __init__(self, build, record: dict):
         self._build = build
         self.record = record
         self.config = Config(record["params"])
-        self.time_ms = record["median_ms"]
+        self.time_ms = _deciding(record)
 
     @property
     def proc(self):
@@ -68,32 +77,73 @@ class Result:
             return None
         return rec["rate"] / peak
 
-    def table(self, device=None) -> str:
-        """Every configuration with status, time, rate and fraction of the roofline
-        (emulated times are labelled; ``device`` names the peak to compare with)."""
+    def _rows(self, device=None) -> tuple[list[str], list[list[str]]]:
+        """The table's header and rows: the winner first, then the correct
+        configurations by the figure that ranks them (re-timed median, else median),
+        then the others."""
         names = list(self.records[0]["params"]) if self.records else []
-        head = names + ["status", "median ms", "spread", "rate", "roofline", "note"]
+        head = names + ["status", "median ms", "re-timed ms", "spread", "rate", "roofline",
+                        "note"]
         rows = []
         for r in sorted(self.records, key=lambda r: (r["status"] != pl.OK,
-                                                     r.get("median_ms") or math.inf)):
-            med = r.get("median_ms")
+                                                     not r.get("winner"),
+                                                     _deciding(r) or math.inf)):
+            med, again = r.get("median_ms"), r.get("retimed_ms")
+            spread = r.get("retimed_spread_ms") if again is not None else r.get("spread_ms")
             frac = self.roofline(r, device)
+            status = r["status"] + (" (cached)" if r.get("cached") else "")
             rows.append([str(r["params"].get(n)) for n in names] + [
-                r["status"] + (" (cached)" if r.get("cached") else ""),
+                "WINNER " + status if r.get("winner") else status,
                 f"{med:.4g}" if med is not None else "-",
-                f"{r['spread_ms']:.2g}" if r.get("spread_ms") is not None else "-",
+                f"{again:.4g}" if again is not None else "-",
+                f"{spread:.2g}" if spread is not None else "-",
                 f"{r['rate']:.3g} {r['unit']}" if r.get("rate") else "-",
                 f"{100 * frac:.2g}%" if frac is not None else "-",
                 (r.get("error") or "")[:60].replace("\n", " ")])
-        widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h)
-                  for i, h in enumerate(head)]
-        lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+        return head, rows
+
+    def _label(self, device=None) -> str:
         label = "EMULATED times (CPU emulator: for testing the tuner, not performance)" \
             if self.emulated else f"device {self.env.get('device')}"
         if device is not None:
             label += f"; roofline of {device}"
-        return f"{self.task} on {label}\n" + "\n".join(lines)
+        return f"{self.task} on {label}"
+
+    def winner_line(self) -> str:
+        """What picked the winner, in one line (the same figures as the table)."""
+        if self.best is None:
+            return "no configuration ran correctly"
+        how = "re-timed median" if self.best.record.get("retimed_ms") is not None \
+            else "median"
+        return (f"winner: {dict(self.best.config)} {self.best.time_ms:.4g} ms ({how}"
+                f"{', emulated' if self.emulated else ''}); the fastest few are re-timed "
+                "interleaved, and among those within 2% of the fastest the simplest wins")
+
+    def table(self, device=None) -> str:
+        """Every configuration with status, time, rate and fraction of the roofline
+        (emulated times are labelled; ``device`` names the peak to compare with): the
+        winner first, then by the figure that ranks them; the re-timed column is the
+        median of all of a configuration's times, the interleaved re-timing included."""
+        head, rows = self._rows(device)
+        widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h)
+                  for i, h in enumerate(head)]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+        return f"{self._label(device)}\n" + "\n".join(lines) + "\n" + self.winner_line()
+
+    def _repr_html_(self) -> str:
+        """The table as HTML (a notebook shows it)."""
+        import html
+
+        head, rows = self._rows()
+        cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        body = "".join(
+            "<tr" + (' style="font-weight:bold"' if row[len(head) - 7].startswith("WINNER")
+                     else "") + ">" + "".join(f"<td>{html.escape(c)}</td>" for c in row) +
+            "</tr>" for row in rows)
+        return (f"<div><p>{html.escape(self._label())}</p><table><thead><tr>{cells}</tr>"
+                f"</thead><tbody>{body}</tbody></table><p>{html.escape(self.winner_line())}"
+                "</p></div>")
 
     def __str__(self):
         return self.table()
@@ -118,18 +168,141 @@ class Result:
         return ax
 
     def source(self) -> str:
-        """The winning schedule as Python source to check in."""
+        """The winning schedule as Python source to check in: it imports the build
+        function from its module, or, when that was ``__main__`` (a script, a notebook),
+        carries the function's own source and what it uses; ``proc`` is then the
+        winning proc, in a fresh process."""
         if self.best is None:
             raise Error(f"autotune: no configuration of {self.task} ran correctly")
-        mod = getattr(self._build, "__module__", None) or "your_module"
-        name = getattr(self._build, "__qualname__", None) or type(self._build).__name__
-        build_expr = name
-        if not hasattr(self._build, "__qualname__"):  # an instance: show its constructor
-            build_expr = repr(self._build)
+        header, expr = build_source(self._build)
         proc_text = "\n".join("# " + ln for ln in str(self.best.proc).splitlines())
         return (f"# gpudsl autotune winner for {self.task}, shapes {self.shapes}\n"
                 f"# on {json.dumps(self.env, sort_keys=True)}: {self.best.time_ms:.4g} ms"
                 f"{' (emulated)' if self.emulated else ''}\n"
-                f"from {mod} import {name.split('.')[0]}\n\n"
-                f"CONFIG = {dict(self.best.config)!r}\n"
-                f"proc = {build_expr}(CONFIG)\n\n# the winning proc:\n{proc_text}\n")
+                f"{header}\n"
+                "from gpudsl.autotune import Config\n\n"
+                f"CONFIG = Config({dict(self.best.config)!r})\n"
+                f"proc = {expr}(CONFIG)\n\n# the winning proc:\n{proc_text}\n")
+
+
+def _importable(obj) -> str | None:
+    """``obj``'s module when ``from module import name`` finds it there, else None."""
+    import importlib
+
+    mod = getattr(obj, "__module__", None)
+    name = getattr(obj, "__qualname__", "")
+    if not mod or mod == "__main__" or "<" in name or "." in name:
+        return None
+    try:
+        return mod if getattr(importlib.import_module(mod), name, None) is obj else None
+    except Exception:
+        return None
+
+
+def _literal(value) -> bool:
+    """Whether ``repr(value)`` is a literal that evaluates back to ``value``."""
+    import ast
+
+    try:
+        return ast.literal_eval(repr(value)) == value
+    except Exception:
+        return False
+
+
+def _public_name(name: str, value) -> str | None:
+    """The public gpudsl module that exports ``value`` as ``name``, if one does."""
+    import importlib
+
+    for mod in ("gpudsl", "gpudsl.schedule", "gpudsl.autotune", "gpudsl.graph"):
+        m = importlib.import_module(mod)
+        if name in getattr(m, "__all__", ()) and getattr(m, name, None) is value:
+            return mod
+    return None
+
+
+def build_source(build) -> tuple[str, str]:
+    """(lines that define what ``build`` needs, an expression for ``build``) for a fresh
+    process: an import where ``build`` (or its class) lives in an importable module,
+    else the function's source with the imports and helpers it uses."""
+    import inspect
+    import types
+
+    if not isinstance(build, (types.FunctionType, type)):  # a callable object
+        cls = type(build)
+        mod = _importable(cls)
+        text = repr(build)
+        if mod is not None:
+            try:
+                ok = type(eval(text, {cls.__name__: cls})) is cls  # noqa: S307
+            except Exception:
+                ok = False
+            if ok:
+                return f"from {mod} import {cls.__name__}\n", text
+        raise Error(f"autotune: cannot write source that rebuilds {text}", None,
+                    "pass a function or an object of an importable class whose repr "
+                    "rebuilds it")
+    mod = _importable(build)
+    if mod is not None:
+        return f"from {mod} import {build.__name__}\n", build.__name__
+    lines: list[str] = []
+    defs: list[str] = []
+    done: set[str] = set()
+
+    def need(fn):
+        """The imports and definitions the function ``fn`` uses, then its source."""
+        if fn.__name__ in done:
+            return
+        done.add(fn.__name__)
+        names = set()
+        stack = [fn.__code__]
+        while stack:
+            code = stack.pop()
+            names |= set(code.co_names)
+            stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        for name in sorted(names):
+            if name not in fn.__globals__ or name in done:
+                continue
+            value = fn.__globals__[name]
+            if isinstance(value, types.ModuleType):
+                real = value.__name__
+                line = f"import {real}" if real == name else \
+                    (f"from {real.rpartition('.')[0]} import {real.rpartition('.')[2]}"
+                     + ("" if real.rpartition('.')[2] == name else f" as {name}")
+                     if "." in real else f"import {real} as {name}")
+            elif _public_name(name, value) is not None:  # BLOCKS, f32, a primitive...
+                line = f"from {_public_name(name, value)} import {name}"
+            elif _importable(value) is not None:
+                line = f"from {_importable(value)} import {value.__qualname__}" + (
+                    "" if value.__qualname__ == name else f" as {name}")
+            elif isinstance(value, types.FunctionType):
+                need(value)
+                continue
+            elif isinstance(value, Proc):  # a proc of the script: its printed source
+                if "from gpudsl import *" not in lines:
+                    lines.insert(0, "from gpudsl import *")
+                defs.append(str(value).rstrip("\n") + (
+                    "" if value.name == name else f"\n{name} = {value.name}"))
+                done.add(name)
+                continue
+            elif _literal(value):
+                line = f"{name} = {value!r}"
+            else:
+                raise Error(f"autotune: cannot write source for {fn.__name__}: it uses "
+                            f"{name!r} ({type(value).__name__})", None,
+                            "define the build function in a module and import it")
+            done.add(name)
+            if line not in lines:
+                lines.append(line)
+        try:
+            src = inspect.getsource(fn)
+        except (OSError, TypeError):
+            raise Error(f"autotune: the source of {fn.__name__} is not available", None,
+                        "define the build function in a module and import it") from None
+        defs.append(inspect.cleandoc("\n" + src) if src.startswith((" ", "\t")) else src)
+
+    need(build)
+    body = "\n\n\n".join(d.rstrip("\n") for d in defs)
+    imports = sorted(ln for ln in lines if ln.startswith(("import ", "from ")))
+    values = [ln for ln in lines if ln not in imports]
+    head = "\n".join(["from __future__ import annotations", *imports, *values])
+    return f"{head}\n\n\n{body}\n\n", build.__name__

@@ -1,5 +1,5 @@
 """The search space of an autotuning run: named finite domains and ``where`` constraints
-(SPEC section 8).  A configuration is a :class:`Config`, a mapping with attribute access
+(SPEC section 8).  A configuration is a ``Config``, a mapping with attribute access
 (``c.tile_m``)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ..errors import Error
 
 
 class Config(dict):
-    """One point of a :class:`Space`: ``c["bm"]`` and ``c.bm`` both work."""
+    """One point of a ``Space``: ``c["bm"]`` and ``c.bm`` both work."""
 
     def __getattr__(self, name: str) -> Any:
         try:

@@ -62,7 +62,7 @@ def measure(proc, args: dict, expected: dict, target: str, limits, warmup: int, 
 
 def remote_measure(build, config, args, expected, target, limits, warmup, reps, rtol, atol,
                    flops=None, bytes_moved=None) -> dict:
-    """:func:`measure` in another process: builds the proc again from the (picklable)
+    """``measure`` in another process: builds the proc again from the (picklable)
     schedule function; returns the record fields only."""
     p, fail = pl.build_proc(build, config)
     if fail:

@@ -1,4 +1,4 @@
-"""``autotune.tune``: the search, the database, the winner (SPEC section 8).
+"""``autotune.tune``: the search, the database, the winner (docs/autotuning.md).
 
 The search is Optuna's where it is model based (``strategy="tpe"``); grid and random
 are the space's own orders.  Every configuration goes through the one store of
@@ -58,7 +58,7 @@ def random_args(shapes: dict, seed: int) -> dict:
 
 def simplicity(rec: dict) -> tuple:
     """Fewest threads, then smallest tiles (product of the numeric parameters), then
-    the parameters' text: the SPEC's tie-break among near-equal configurations."""
+    the parameters' text: the documented tie-break among near-equal configurations."""
     prod = 1
     for v in rec["params"].values():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -66,11 +66,19 @@ def simplicity(rec: dict) -> tuple:
     return (rec.get("threads") or 0, prod, json.dumps(rec["params"], sort_keys=True))
 
 
+def deciding_ms(rec: dict) -> float:
+    """The figure a record is ranked by: its re-timed median (all its timings, the
+    interleaved re-timing included) when it was re-timed, else its median."""
+    return rec["retimed_ms"] if rec.get("retimed_ms") is not None else rec["median_ms"]
+
+
 def choose_winner(records: list[dict], retime=None, top: int = RETIME_TOP,
                   near: float = NEAR_TIE) -> dict | None:
     """Deterministic winner: the ``top`` fastest are re-timed interleaved (``retime``:
     list of records → list of lists of times, one per record); among those within
-    ``near`` of the fastest, the simplest wins."""
+    ``near`` of the fastest, the simplest wins.  The re-timed records get
+    ``retimed_ms`` / ``retimed_spread_ms`` (the median and spread of all their times,
+    which rank them: `deciding_ms`); their ``median_ms`` stays the first measurement."""
     ok = sorted((r for r in records if r["status"] == pl.OK),
                 key=lambda r: (r["median_ms"], simplicity(r)))
     if not ok:
@@ -81,11 +89,10 @@ def choose_winner(records: list[dict], retime=None, top: int = RETIME_TOP,
         for r, ts in zip(head, extra):
             if ts:
                 times = list(r.get("times_ms") or []) + list(ts)
-                r["median_ms"], r["spread_ms"] = pl.summarize(times)
-                r["times_ms"] = times
-        head.sort(key=lambda r: (r["median_ms"], simplicity(r)))
-    fastest = head[0]["median_ms"]
-    tied = [r for r in head if r["median_ms"] <= fastest * (1 + near)]
+                r["retimed_ms"], r["retimed_spread_ms"] = pl.summarize(times)
+        head.sort(key=lambda r: (deciding_ms(r), simplicity(r)))
+    fastest = deciding_ms(head[0])
+    tied = [r for r in head if deciding_ms(r) <= fastest * (1 + near)]
     return min(tied, key=simplicity)
 
 
@@ -134,14 +141,14 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
          rtol: float = 1e-4, atol: float = 1e-4, flops: float | None = None,
          bytes_moved: float | None = None, task: str | None = None,
          progress: bool | None = None, wait_seconds: float = 600.0) -> Result:
-    """Tune ``build`` (configuration → Proc) over ``space``; see SPEC section 8.
+    """Tune ``build`` (configuration → Proc) over ``space``; see docs/autotuning.md.
 
     ``args`` are the real arguments (numpy arrays; in-place ones are restored between
     runs), or ``shapes`` ({name: shape} or {name: (shape, dtype)}) for seeded random
     ones.  ``reference`` (a Proc, or a callable of the arguments returning what the
     written argument must hold) is required: nothing is timed before it is verified.
     ``target``: ``"cuda"``, or ``"emulator"`` for a dry run (default: cuda when a GPU is
-    present).  ``db``: a :class:`Database`, a path or a database URL (``sqlite:///``,
+    present).  ``db``: a ``Database``, a path or a database URL (``sqlite:///``,
     ``postgresql://``: several processes or machines tune into one study); default the
     cache directory's.  ``executor``: any ``concurrent.futures.Executor`` to build,
     prove and compile candidates in parallel (``None``: in this process); an executor
@@ -333,7 +340,7 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
                 rounds[i].append(timers[Config(r["params"]).key()].once())
         return rounds
 
-    win = choose_winner([dict(r) for r in records], retime)
+    win = choose_winner(records, retime)  # annotates the re-timed records
     stored = study.winner()
     if win is not None and stored is not None and all(r.get("cached") for r in records):
         # a pure resume: the winner chosen with the interleaved re-timing (whose times
@@ -341,11 +348,12 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
         # flip a near tie
         same = [r for r in records if r["status"] == pl.OK and dict(r["params"]) == stored]
         if same:
-            win = dict(same[0])
+            win = same[0]
     best = None
     if win is not None:
+        win["winner"] = True  # the table's first row
         best = Best(build, win)
-        study.set_winner(win["params"], win["median_ms"])
+        study.set_winner(win["params"], best.time_ms)
     return Result(build, task, records, best, target, environment(target), _shapes(args),
                   target == "emulator")
 
@@ -358,7 +366,7 @@ class _Bar:
         self.best = math.inf
         if on:
             try:
-                from tqdm import tqdm
+                from tqdm.auto import tqdm  # a widget in a notebook (ipywidgets)
 
                 self.bar = tqdm(total=total, desc="tuning", file=sys.stderr)
             except ImportError:

@@ -1,10 +1,15 @@
-"""The ``gpudsl`` command line: demo, check (:mod:`.check`), cuda (:mod:`.cuda`), perf
-(:mod:`.perf`), run (:mod:`.run`, graph scripts), tune (:mod:`.tune`), bench
-(:mod:`gpudsl.bench`)."""
+"""The ``gpudsl`` command line: demo, check (``check.py``), cuda (``cuda.py``), perf
+(``perf.py``), run (``run.py``, graph scripts), tune (``tune.py``), bench
+(``gpudsl/bench.py``).  ``DESCRIPTION`` is what ``gpudsl --help`` prints: plain text."""
 from __future__ import annotations
 
 import argparse
 import sys
+
+
+DESCRIPTION = ("gpudsl: write GPU kernels as Python procs, prove them race-free and in "
+               "bounds, schedule them, and run them on a GPU or the CPU emulator. "
+               "Run 'gpudsl COMMAND --help' for a command's options.")
 
 
 def _bindings(items: list[str]) -> dict[str, int]:
@@ -29,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         from ..bench import main as bench_main
 
         return bench_main(argv[1:])
-    ap = argparse.ArgumentParser(prog="gpudsl", description=__doc__)
+    ap = argparse.ArgumentParser(prog="gpudsl", description=DESCRIPTION)
     ap.add_argument("--version", action="version", version=f"gpudsl {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("demo", help="run the main example end to end")

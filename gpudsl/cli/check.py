@@ -1,6 +1,6 @@
 """``gpudsl check FILE[::PROC] [--bind n=4096 ...]``.
 
-``run_check(target, bindings)`` imports FILE, checks every :class:`gpudsl.Proc` it
+``run_check(target, bindings)`` imports FILE, checks every ``gpudsl.Proc`` it
 defines (or only PROC), prints each report, and returns 1 if any fails, else 0.
 Bindings that name no size or index parameter of a proc are ignored for that proc,
 so one ``--bind`` can serve a file of several procs.
@@ -29,6 +29,12 @@ def run_check(target: str, bindings: dict[str, int], out=None) -> int:
     seen = set()
     for name, p in procs.items():
         if id(p.ir) in seen:
+            continue
+        if p.is_instr:  # not a kernel: its body is its meaning where a proc calls it
+            print(f"instr {name}: not checked alone; an @instr's body is checked where a "
+                  "proc calls it, and its template is trusted (docs/language.md)",
+                  file=out)
+            print(file=out)
             continue
         seen.add(id(p.ir))
         params = {q.name for q in p.ir.params if q.kind in ("size", "index")}

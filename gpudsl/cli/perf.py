@@ -1,6 +1,6 @@
 """``gpudsl perf FILE::PROC --bind n=4096 [--device H100] [--sass [--arch sm_90]]``: print
-a proc's performance report (SPEC 4.1) and, with ``--sass``, the machine-code report
-of the kernel that runs (``perf.sass_report``)."""
+a proc's performance report (docs/performance.md) and, with ``--sass``, the
+machine-code report of the kernel that runs (``perf.sass_report``)."""
 from __future__ import annotations
 
 import sys
@@ -10,7 +10,15 @@ from .cuda import find_proc
 
 def run_perf(target: str, bindings: dict, device: str = "H100", sass: bool = False,
              arch: str | None = None) -> int:
+    from ..errors import Error
+
     p = find_proc(target)
+    missing = [q.name for q in p.ir.params
+               if q.kind in ("size", "index") and q.name not in bindings]
+    if missing:  # the report is exact only for bound sizes: say how, on the command line
+        binds = " ".join(f"--bind {m}=..." for m in missing)
+        raise Error(f"gpudsl perf needs every size and index parameter of {p.name} bound; "
+                    f"missing: {', '.join(missing)}", hint=f"gpudsl perf {target} {binds}")
     sys.stdout.write(str(p.perf(device, **bindings)))
     if sass:
         from ..ir.procdef import as_procdef

@@ -1,5 +1,5 @@
 """``gpudsl tune NODE --shape ...``: tune a standard-library node's schedule parameters
-into the tuning database, which ``gpudsl.ops`` then uses (SPEC sections 6 and 8)."""
+into the tuning database, which ``gpudsl.ops`` then uses (docs/autotuning.md)."""
 from __future__ import annotations
 
 
@@ -77,6 +77,17 @@ def _node(ns, params):
     return t, space, t.args(ns.seed), t.reference, dict(bytes_moved=t.bytes_moved)
 
 
+def where_ops_reads(db) -> str:
+    """Whether ``gpudsl.ops`` reads the database the winner went to, and if not, how
+    to make it: ops reads ``$GPUDSL_TUNE_DB``, else the cache directory's file."""
+    from ..autotune.db import default_path, to_url
+
+    if db is None or to_url(db) == to_url(default_path()):
+        return f"gpudsl.ops uses it for these shapes on this device (database {default_path()})"
+    return (f"stored in {db}; gpudsl.ops reads {default_path()}, not this database: run "
+            f"with GPUDSL_TUNE_DB={db} for gpudsl.ops to use it (or tune without --db)")
+
+
 def run_tune(ns) -> int:
     from .. import autotune
     from ..errors import Error
@@ -90,15 +101,13 @@ def run_tune(ns) -> int:
                         strategy=ns.strategy, budget=autotune.Budget(ns.trials, ns.seconds),
                         seed=ns.seed, db=ns.db, reps=ns.reps, rtol=1e-3, atol=1e-3,
                         task=build.task, **rate)
-    print(res.table())
+    print(res.table())  # ends with the winner line
     counts = ", ".join(f"{n} {k}" for k, n in sorted(res.counts().items()))
     print(f"\n{len(res.records)} configuration(s): {counts}")
     if res.best is None:
         print("no configuration ran correctly; gpudsl.ops keeps its defaults")
         return 1
-    print(f"winner: {dict(res.best.config)} {res.best.time_ms:.4g} ms"
-          + (" (emulated)" if res.emulated else "")
-          + "; gpudsl.ops uses it for these shapes on this device")
+    print(where_ops_reads(ns.db))
     if ns.export:
         autotune.Database(ns.db).export_json(ns.export, task=build.task)
         print(f"records written to {ns.export}")

@@ -1,6 +1,6 @@
-"""The compile-and-launch layer: a proc → CUDA C (:mod:`gpudsl.codegen`) → a callable
-:class:`Kernel` that binds its arguments (:mod:`gpudsl.ir.binding`), computes its
-launches and runs them through :mod:`gpudsl.runtime` (NVRTC or the CPU emulator)."""
+"""The compile-and-launch layer: a proc → CUDA C (``gpudsl.codegen``) → a callable
+``Kernel`` that binds its arguments (``gpudsl.ir.binding``), computes its
+launches and runs them through ``gpudsl.runtime`` (NVRTC or the CPU emulator)."""
 from .arguments import bind_arguments
 from .kernel import GRID_LIMITS, TARGETS, Kernel, compile_proc, signatures
 

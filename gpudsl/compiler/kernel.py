@@ -1,4 +1,4 @@
-"""``proc.compile(target, **bindings)`` → a callable :class:`Kernel`.
+"""``proc.compile(target, **bindings)`` → a callable ``Kernel``.
 
 A call ``kernel(a=2.0, x=x, y=y)`` (or positional, in the proc's parameter order):
 
@@ -6,7 +6,7 @@ A call ``kernel(a=2.0, x=x, y=y)`` (or positional, in the proc's parameter order
    dtypes, number of dimensions, contiguity, sizes inferred from shapes and
    consistent with each other and with compile-time bindings, scalar types and
    ranges, the proc's asserts, and that distinct tensor arguments do not overlap
-   in memory; every failure is a :class:`gpudsl.LaunchError` naming the reason;
+   in memory; every failure is a ``gpudsl.LaunchError`` naming the reason;
 2. picks the compiled specialization: 32-bit index arithmetic unless an extent
    exceeds it, and, where thread loop bounds or SHARED/REGISTER shapes depend on
    sizes, those sizes bound to the arguments' values (compiled once per value and
@@ -17,11 +17,11 @@ A call ``kernel(a=2.0, x=x, y=y)`` (or positional, in the proc's parameter order
    copied back; device arrays (PyTorch, CuPy: ``__cuda_array_interface__`` /
    DLPack) are used in place; GLOBAL temporaries are allocated for the call; the
    kernels launch in program order on one stream.  Emulator target: the same
-   kernels run on the CPU (:mod:`gpudsl.runtime.emulator`) on the numpy arrays in
+   kernels run on the CPU (``gpudsl.runtime.emulator``) on the numpy arrays in
    place.
 
 This module is the compile-and-launch layer: it sits above code generation
-(:mod:`gpudsl.codegen`) and the runtime (:mod:`gpudsl.runtime`, which launches by
+(``gpudsl.codegen``) and the runtime (``gpudsl.runtime``, which launches by
 plain kernel signatures and knows nothing of the IR).
 
 ``kernel.source`` is the CUDA C, ``kernel.resources`` the per-kernel registers,
@@ -360,11 +360,11 @@ def _launch(module, k, grid, kenv, b: Bound) -> Launch:
 def compile_proc(proc, target: str = "cuda", check: bool = True, trace: dict | None = None,
                  **bindings) -> Kernel:
     """``proc.compile(target, **bindings)``: prove the proc (``check()``, cached per proc
-    and bindings; :class:`gpudsl.CheckError` with the report when unproved, unless
+    and bindings; ``gpudsl.CheckError`` with the report when unproved, unless
     ``check=False``), generate CUDA C and compile it for ``target`` (``"cuda"``: NVRTC
     cubin for the device's architecture, ``sm_90`` without one; ``"emulator"``: g++ with
     gpudsl's emulation header).  ``trace=dict(block=(0, 0), thread=(3, 0))`` builds a
-    kernel that prints each assignment that one thread executes (see :class:`Kernel`)."""
+    kernel that prints each assignment that one thread executes (see ``Kernel``)."""
     return Kernel(proc, target, bindings, check=check, trace=trace)
 
 

@@ -1,20 +1,20 @@
 """One translation unit for several procs: ``compile_unit(procs, target) -> Unit``.
 
 A model runs many kernels; compiling each proc into its own CUDA source means one NVRTC
-(or g++) run and one module per proc.  A :class:`Unit` puts the kernels of all its procs
+(or g++) run and one module per proc.  A ``Unit`` puts the kernels of all its procs
 into ONE source, compiled once (one cubin, one emulator shared object) and cached on
-disk by a key over the whole source (:mod:`gpudsl.runtime.cache`), and in memory by the
+disk by a key over the whole source (``gpudsl.runtime.cache``), and in memory by the
 same key, so a second ``compile_unit`` of the same procs builds nothing.
 
     unit = compile_unit([add_proc, (matmul_proc, dict(n=784)), relu_proc], "emulator")
     unit.launch("relu_v4", x=x, out=y)          # by the proc's name (``unit.name_of(p)``)
 
-Each proc is proved by ``check()`` first (as :func:`gpudsl.compile_proc` does; a proc
+Each proc is proved by ``check()`` first (as ``gpudsl.compile_proc`` does; a proc
 that is not proved is refused with its report unless ``check=False``), then generated
 with its bindings.  Each proc's code goes inside a namespace of its own, so its bound
 sizes (``constexpr``) and helpers cannot clash with another proc's; kernels keep C
 linkage and are renamed where two procs would give the same name.  Arguments are bound
-and checked exactly as a :class:`~gpudsl.compiler.kernel.Kernel` call checks them.
+and checked exactly as a ``Kernel`` call checks them.
 
 Limits: sizes a proc needs bound to generate code (``NeedsBinding``) must be given in
 the unit's bindings; a unit's code uses the index width chosen at compile time, and a
@@ -232,7 +232,7 @@ class Unit:
 
     def launch(self, name, *args, **kwargs) -> None:
         """Run proc ``name`` (or the proc itself) on its arguments, like a
-        :class:`~gpudsl.compiler.kernel.Kernel` call."""
+        ``Kernel`` call."""
         b, temporaries, launches = self.prepare(name, *args, **kwargs)
         printed = self.backend.run(b.arrays, temporaries, launches)
         if printed:

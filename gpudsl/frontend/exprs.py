@@ -272,7 +272,9 @@ class ExprParser:
     def _Call(self, node: ast.Call) -> Expr:
         loc = self.src.loc(node)
         if not isinstance(node.func, ast.Name):
-            raise self.err(node, "only builtins can be called inside expressions")
+            raise self.err(node, "only builtins can be called inside expressions",
+                           "builtins: " + ", ".join(BUILTINS) + "; casts: " +
+                           ", ".join(TYPE_NAMES) + " (e.g. exp(x[i]), not math.exp)")
         fname = node.func.id
         if node.keywords:
             raise self.err(node, f"{fname}() takes no keyword arguments")

@@ -1,11 +1,13 @@
 """``gpudsl.graph``: HamKaas scripts and models on the standard library's kernels
-(SPEC section 9).
+(docs/graphs.md, docs/graph_script.md).
 
-    from gpudsl import graph
-    x = graph.InputTensor("input", "float32", [128, 28, 28])
-    h = (x.reshape([128, 784]) @ graph.ConstantTensor(w1) + graph.ConstantTensor(b1)).relu()
-    model = graph.compile(h)
-    y = model.evaluate({"input": images})
+```python
+from gpudsl import graph
+x = graph.InputTensor("input", "float32", [128, 28, 28])
+h = (x.reshape([128, 784]) @ graph.ConstantTensor(w1) + graph.ConstantTensor(b1)).relu()
+model = graph.compile(h)
+y = model.evaluate({"input": images})
+```
 
 A HamKaas user's graph-building code runs by changing the import: the nodes keep
 HamKaas's names (``InputTensor``, ``ConstantTensor``, ``BufferTensor``, ``SumNode``,

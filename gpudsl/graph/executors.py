@@ -1,13 +1,13 @@
-"""The two executors of a model's launch list (:mod:`gpudsl.graph.launches`), its
+"""The two executors of a model's launch list (``gpudsl.graph.launches``), its
 buffers' one state, and the checks of evaluation inputs.
 
-- :class:`HostExecutor`: the model's arena, constants and buffers in host memory
+- ``HostExecutor``: the model's arena, constants and buffers in host memory
   (numpy), every step launched from the model's unit (on the emulator; on a GPU with
   copies in and out per launch).  ``Model.evaluate`` with numpy inputs.
-- :class:`DeviceExecutor` (GPU): arena, constants and buffers in device memory, every
+- ``DeviceExecutor`` (GPU): arena, constants and buffers in device memory, every
   step bound once (the pointers never move), run on a stream of its own: eagerly, or
   captured once as a CUDA graph and replayed.  ``Model.evaluate`` with device arrays.
-- :class:`BufferState`: the model's ``BufferTensor`` s are ONE state, held by the
+- ``BufferState``: the model's ``BufferTensor`` s are ONE state, held by the
   host (``model.buffers``) or by a device executor; a path that needs them where they
   are not copies them over first (see the class).
 """

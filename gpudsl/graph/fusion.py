@@ -16,7 +16,7 @@ A node joins the chain of the node before it only when
 The group's *external operands* are the nodes outside it that it reads (deduplicated,
 in order of first use); each step records which operand slot holds the chain's value.
 The memory planner sees the group as one node at the step of its last node that reads
-every external operand (:func:`planner_view`): their memory stays alive until the fused
+every external operand (``planner_view``): their memory stays alive until the fused
 kernel has run, and the intermediates take no memory at all.
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ POINTWISE = tuple(POINTWISE_BINARY) + tuple(POINTWISE_UNARY)
 class Step:
     """One node of a group after the head: ``op`` (``add``/``mul``/``relu``/``silu``);
     ``args`` its operands: ``None`` for the chain's value, else the index of the external
-    operand (into :attr:`Group.externals`)."""
+    operand (into ``Group.externals``)."""
 
     op: str
     args: tuple
@@ -139,7 +139,7 @@ class _PlanNode:
 
 
 def planner_view(nodes: list[Node], result: Node, gs: list[Group]):
-    """``(nodes, result)`` for :func:`gpudsl.graph.plan.plan` with the groups folded:
+    """``(nodes, result)`` for ``gpudsl.graph.plan.plan`` with the groups folded:
     the same positions, each group's last node reading every external operand, and
     the intermediates views of the first external operand (no memory of their own,
     alive no longer than the group)."""

@@ -1,4 +1,4 @@
-"""One kernel per fusion group (:mod:`gpudsl.graph.fusion`): its proc and running it.
+"""One kernel per fusion group (``gpudsl.graph.fusion``): its proc and running it.
 
 The proc is *derived*, never written by hand: a composition of the standard library's
 readable algorithms (``stdlib.matmul.matmul_algorithm`` / ``vecmat_algorithm`` and
@@ -15,7 +15,7 @@ intermediate tensor exists); then scheduling primitives only:
    picks for these shapes (big tile / cut / one-kernel tiles / guarded / vector-matrix), whose
    ``stage_mem`` of ``c`` carries the epilogue into the accumulator registers.
 
-:func:`build` proves the proc (``check()``) like every kernel; an unproved proc is never
+``build`` proves the proc (``check()``) like every kernel; an unproved proc is never
 run (its group runs node by node).  The proc is compiled into the model's one unit with
 the other kernels and runs as one step of its launch list, writing straight into its
 node's place in the arena.
@@ -194,9 +194,9 @@ def _out_point(p) -> str:
 
 
 def matmul_variant(a_shape, b_shape, opts: dict):
-    """The variant :func:`gpudsl.stdlib.matmul.matmul_kernel` runs for these shapes and
+    """The variant ``gpudsl.stdlib.matmul.matmul_kernel`` runs for these shapes and
     options: ``("vecmat" | "big" | "cut" | "tiles" | "guarded", vec)`` (the one choice,
-    :func:`gpudsl.stdlib.matmul.matmul_variant`)."""
+    ``gpudsl.stdlib.matmul.matmul_variant``)."""
     o = dict(mm.DEFAULTS, **opts)
     if len(a_shape) == 1:
         return "vecmat", 1
@@ -268,7 +268,7 @@ def _flags(shape, of) -> tuple:
 class FusedKernel:
     """A group's proc (proved) and how its arguments come from the graph's values:
     ``shapes[parameter] = (node index, shape the kernel sees)``.  It runs as one step
-    of the model's launch list (:mod:`gpudsl.graph.launches`), from the model's unit."""
+    of the model's launch list (``gpudsl.graph.launches``), from the model's unit."""
 
     group: Group
     proc: object
@@ -281,7 +281,7 @@ class FusedKernel:
 
 def build(group: Group, nodes, target: str) -> FusedKernel:
     """The fused kernel of ``group``, proved now (``check()``; refused with
-    :class:`gpudsl.CheckError` when not proved); ``target`` picks the matmul options."""
+    ``gpudsl.CheckError`` when not proved); ``target`` picks the matmul options."""
     out = nodes[group.last]
     ext = [nodes[j] for j in group.externals]
     if group.head == "matmul":

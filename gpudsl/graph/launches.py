@@ -1,22 +1,22 @@
 """A model's evaluation as ONE launch list, built at compile time (issue 17).
 
-:func:`launch_list` walks the graph once, with its fusion groups
-(:mod:`gpudsl.graph.fusion`) and memory plan, and gives the :class:`Step` s that write
+``launch_list`` walks the graph once, with its fusion groups
+(``gpudsl.graph.fusion``) and memory plan, and gives the ``Step`` s that write
 each value straight into its planned place (no copies):
 
-- a fusion group: one step, its fused proc (:mod:`gpudsl.graph.kernels`), at the
+- a fusion group: one step, its fused proc (``gpudsl.graph.kernels``), at the
   group's last node; the group's other nodes launch nothing;
 - every other computing node: one step, the standard-library kernel ``gpudsl.ops``
   would pick for the same shapes (``plan_binary``, ``matmul_kernel`` with the tuning
   database's options, ...), its arguments reshaped as the op reshapes them;
-- ``InputTensor``: a copy into the arena before the steps (:attr:`LaunchList.inputs`);
+- ``InputTensor``: a copy into the arena before the steps (``LaunchList.inputs``);
 - constants, buffers and views (``ReshapeNode``, ``SliceNode``): nothing.
 
-Arguments are :class:`Ref` s (where the bytes live: ``"arena"`` at an offset, a
+Arguments are ``Ref`` s (where the bytes live: ``"arena"`` at an offset, a
 ``"constant"`` by name, a ``"buffer"`` by index, or a ``"temp"`` of the list: the
 fault flags of ``replace_slice`` / ``sliced_softmax`` and literal prefixes) or values.
 All the list's procs are compiled into one translation unit (``model.unit``) and both
-executors (:mod:`gpudsl.graph.executors`: host memory, or device memory and a CUDA
+executors (``gpudsl.graph.executors``: host memory, or device memory and a CUDA
 graph) run this list; ``model.kernels`` lists its steps.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ _NP = {"float32": np.float32, "int64": np.int64, "int32": np.int32}
 
 
 def at(node, message: str, hint: str | None = None) -> GraphError:
-    """A :class:`GraphError` at ``node``'s place in its script (when it has one)."""
+    """A ``GraphError`` at ``node``'s place in its script (when it has one)."""
     if node.where is None:
         return GraphError(message, hint=hint)
     line, col, src, _ = node.where

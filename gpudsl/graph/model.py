@@ -1,13 +1,13 @@
-"""``graph.compile`` and :class:`Model`: a parsed graph with its constants, buffers,
+"""``graph.compile`` and ``Model``: a parsed graph with its constants, buffers,
 memory plan and ONE launch list, compiled as ONE translation unit.
 
-At compile time: the fusion groups (:mod:`gpudsl.graph.fusion`; each group's kernel
-derived and proved, :mod:`gpudsl.graph.kernels`), the memory plan (each group one node),
-the launch list (:mod:`gpudsl.graph.launches`: fused kernels, the standard library's
+At compile time: the fusion groups (``gpudsl.graph.fusion``; each group's kernel
+derived and proved, ``gpudsl.graph.kernels``), the memory plan (each group one node),
+the launch list (``gpudsl.graph.launches``: fused kernels, the standard library's
 kernel for every other computing node, views as nothing, inputs as copies) and every
-proc of that list compiled into one unit (:func:`gpudsl.compiler.unit.compile_unit`,
+proc of that list compiled into one unit (``gpudsl.compiler.unit.compile_unit``,
 cached: a second compile of the same model builds nothing).  ``model.kernels`` lists the
-launch list's steps.  Evaluation runs the list (:mod:`gpudsl.graph.executors`): numpy
+launch list's steps.  Evaluation runs the list (``gpudsl.graph.executors``): numpy
 inputs on the host executor (the emulator, or the GPU with copies), device arrays on the
 device executor (device memory, one CUDA graph replayed).  The buffers are one state
 shared by both paths.
@@ -196,7 +196,7 @@ class Model:
 def compile(graph, constants: dict | None = None, device: str | None = None,  # noqa: A001
             file: str = "<script>") -> Model:
     """Compile a graph (a node built with the Python API, or script text) into a
-    :class:`Model`.  ``constants`` gives the script's ConstantTensors by name (a node's
+    ``Model``.  ``constants`` gives the script's ConstantTensors by name (a node's
     own constants are taken from it).  ``device``: ``"cuda"``, ``"emulator"`` or None
     (the GPU when there is one, else the emulator)."""
     consts = dict(constants or {})

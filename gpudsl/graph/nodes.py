@@ -1,7 +1,7 @@
 """Graph nodes: HamKaas's Python API and the shape rules of every node (SPEC sections 5, 9).
 
-A :class:`Node` is immutable once built; building one checks its operands' dtypes and
-shapes (:func:`infer`) and raises :class:`gpudsl.GraphError` when they do not fit.
+A ``Node`` is immutable once built; building one checks its operands' dtypes and
+shapes (``infer``) and raises ``gpudsl.GraphError`` when they do not fit.
 The script parser builds the same nodes, with the script position attached.
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ def _tensor_shape(shape, what="shape", arg=None) -> tuple[int, ...]:
 
 def _broadcast_onto(a, b) -> tuple:
     """The shape of ``a op b`` under section 5's rule (``b`` broadcast onto ``a``: equal
-    ranks, each axis of ``b`` equal to ``a``'s or 1); a :class:`ShapeError` otherwise."""
+    ranks, each axis of ``b`` equal to ``a``'s or 1); a ``ShapeError`` otherwise."""
     if len(a.shape) != len(b.shape):
         raise ShapeError(f"the operands have ranks {len(a.shape)} and {len(b.shape)} "
                          f"({list(a.shape)} and {list(b.shape)}); they must be equal",
@@ -90,7 +90,7 @@ def _float(ops, *idx):
 
 def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
     """(dtype, shape) of node ``op`` on operands ``ops`` with attributes ``attrs``;
-    raises :class:`ShapeError` naming the operand at fault."""
+    raises ``ShapeError`` naming the operand at fault."""
     if op in ("InputTensor", "ConstantTensor", "BufferTensor"):
         if op == "BufferTensor" and attrs["dtype"] != "float32":
             raise ShapeError("a BufferTensor holds float32", 0)
@@ -291,7 +291,7 @@ def InputTensor(name: str, dtype, shape, where=None) -> Node:  # noqa: N802
 def ConstantTensor(value, name: str | None = None) -> Node:  # noqa: N802
     """A tensor fixed at compile time: a numpy array, a torch tensor (moved to the host),
     or anything ``numpy.asarray`` takes.  Unnamed constants are named ``constant_0``,
-    ``constant_1``... by :func:`to_script`."""
+    ``constant_1``... by ``to_script``."""
     if name is not None:
         _check_name(name)
     arr = as_host_array(value)

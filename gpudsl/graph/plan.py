@@ -7,7 +7,7 @@
 - Views (``ReshapeNode``, ``SliceNode`` of leading rows, ``ReplaceSliceNode`` in place)
   take no memory: they share their first operand's, at a byte offset.
 - Constants and buffers are not in the arena (they live as long as the model).
-- Offsets (:func:`place`): greedy orders (by size, start, end, size x life, life), each
+- Offsets (``place``): greedy orders (by size, start, end, size x life, life), each
   root put in the smallest (best fit) or lowest (first fit) gap between the roots
   already placed that are alive at the same time; the best of these wins.  When it is
   above the lower bound: on graphs of up to ``EXACT_MAX`` roots an exact branch and
@@ -71,7 +71,7 @@ class Plan:
 
 
 def lifetimes(nodes: list[Node], result: Node):
-    """``(storage, intervals)``: for each node its storage (see :class:`Plan`, offsets
+    """``(storage, intervals)``: for each node its storage (see ``Plan``, offsets
     not yet assigned for arena roots) and for each arena root ``[first, last]`` step."""
     pos = {id(n): i for i, n in enumerate(nodes)}
     storage: list[tuple[str, object, int]] = []

@@ -1,8 +1,8 @@
-"""HamKaas's script language: :func:`parse` (script text → :class:`Graph`) and
-:func:`to_script` (a node → the script and its constants).
+"""HamKaas's script language: ``parse`` (script text → ``Graph``) and
+``to_script`` (a node → the script and its constants).
 
 One statement per line, ``$N = Node(args);`` in topological order, then ``result = $N;``.
-Every refusal is a :class:`gpudsl.GraphError` at the script's line and column.
+Every refusal is a ``gpudsl.GraphError`` at the script's line and column.
 """
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def _parse_list(ln: _Line):
 
 
 def parse(text: str, file: str = "<script>") -> Graph:
-    """Parse a HamKaas script into a :class:`Graph` (shapes inferred and checked);
+    """Parse a HamKaas script into a ``Graph`` (shapes inferred and checked);
     errors name ``file`` (default ``<script>``), line and column."""
     try:
         g = _parse(text)

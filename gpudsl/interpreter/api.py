@@ -20,8 +20,8 @@ def interpret(p, detect_races: bool = False, **args) -> None:
     from their shapes (or passed, and then checked); index parameters are passed
     by name; scalars are Python or numpy numbers.  Asserts are checked before
     anything runs.  Every loop, ``par`` loops included, runs in order.  With
-    ``detect_races=True`` the run also raises :class:`gpudsl.RaceError` when two
-    threads conflict inside a barrier phase (see :mod:`.races`).
+    ``detect_races=True`` the run also raises ``gpudsl.RaceError`` when two
+    threads conflict inside a barrier phase (see ``races``).
     """
     pdef = as_procdef(p)
     if pdef is None:
@@ -57,7 +57,7 @@ def interpret(p, detect_races: bool = False, **args) -> None:
 
 
 def _bind(pdef: ProcDef, args: dict):
-    """``(control, scalars, arrays)`` through the one binder (:mod:`gpudsl.ir.binding`)."""
+    """``(control, scalars, arrays)`` through the one binder (``gpudsl.ir.binding``)."""
 
     def array(prm, v):
         if not isinstance(v, np.ndarray):
@@ -75,7 +75,7 @@ def _bind(pdef: ProcDef, args: dict):
 
 def eval_control(e: Expr, env: dict):
     """The value of an expression over sizes, index parameters and constants
-    (:func:`gpudsl.ir.control.evaluate`, with a located error for what has none)."""
+    (``gpudsl.ir.control.evaluate``, with a located error for what has none)."""
     try:
         return evaluate(e, env)
     except NotConstant:

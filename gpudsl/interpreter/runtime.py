@@ -102,7 +102,9 @@ _WRAP = {32: (1 << 31, (1 << 32) - 1), 64: (1 << 63, (1 << 64) - 1),
 def wrap_expr(src: str, bits: int) -> str:
     """Python source wrapping the int ``src`` to a signed ``bits``-bit value."""
     half, mask = _WRAP[bits]
-    return f"((({src}) + {half}) & {mask}) - {half}"
+    # parenthesised whole: it is the operand of the next operator (without the outer
+    # parentheses ``x * 65536 * 65536`` became ``... - half * 65536``)
+    return f"(((({src}) + {half}) & {mask}) - {half})"
 
 
 def to_int(bits: int):

@@ -1,11 +1,11 @@
-"""The performance report of SPEC 4.1: ``proc.perf(**bindings)`` / ``gpudsl perf``.
+"""The performance report (docs/performance.md): ``proc.perf(**bindings)`` / ``gpudsl perf``.
 
 What a kernel will cost, without a GPU: for each access to GLOBAL or SHARED
 memory, the sectors one warp request touches against the minimum (coalescing), the
 bank-conflict degree of a warp-wide shared access and the vector width (one warp's
-addresses enumerated: :mod:`.warp`); per kernel, ptxas' registers, shared memory and
-spills (NVRTC, no GPU needed), occupancy on a named device (:mod:`.devices`), the
-bytes and FLOPs of a launch (:mod:`.counts`) and the roofline bound.
+addresses enumerated: ``warp``); per kernel, ptxas' registers, shared memory and
+spills (NVRTC, no GPU needed), occupancy on a named device (``devices``), the
+bytes and FLOPs of a launch (``counts``) and the roofline bound.
 
 Sits above code generation and the runtime (it asks codegen for the kernels'
 geometry and NVRTC for ptxas' figures); nothing below ``proc.py`` imports it.

@@ -8,7 +8,7 @@ blocks run for the number of those variables' value tuples (over their loops'
 ranges, under the guards already around it) that satisfy or fail it, enumerated
 with numpy arrays through the one evaluator.  An ``if`` whose condition reads
 memory (data-dependent) counts its ``then`` block, its ``else`` block not (the
-report says so); past :data:`MAX_TUPLES` tuples a guard is assumed to hold and
+report says so); past ``MAX_TUPLES`` tuples a guard is assumed to hold and
 ``approximate`` names it.  The bytes of each global
 array are the bytes its accesses move, read and write apart, each capped at the
 array's size (what caches cannot remove: the compulsory traffic)."""

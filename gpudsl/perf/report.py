@@ -1,5 +1,5 @@
-"""The result of ``proc.perf()``: :class:`PerfReport` with :class:`KernelPerf` per
-kernel launch and :class:`AccessPerf` per memory access; text and a notebook table."""
+"""The result of ``proc.perf()``: ``PerfReport`` with ``KernelPerf`` per
+kernel launch and ``AccessPerf`` per memory access; text and a notebook table."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,15 +1,15 @@
 """One warp's memory requests, enumerated (SPEC 4.1).
 
 The first warp (threads 0..31 in x-fastest order, ``threadIdx`` from the real
-x/y/z mapping of :mod:`gpudsl.ir.nests`) of block 0 runs through one kernel's body
-with every control value computed by the one evaluator (:mod:`gpudsl.ir.control`).
+x/y/z mapping of ``gpudsl.ir.nests``) of block 0 runs through one kernel's body
+with every control value computed by the one evaluator (``gpudsl.ir.control``).
 Each access statement executed by the warp is a *request*: the addresses of its
 active lanes.  An ``@instr`` call (a float2/float4 copy) is one request per
 array, each lane contributing all the elements it moves (the vector width); an
 ``@instr`` whose template states its loads through pointers into its windows
 (``mma.sync`` fragments, :mod:`.templates`) is one request per load of the template.
 
-``seq`` loops run their first :data:`SEQ_SAMPLE` iterations (every iteration
+``seq`` loops run their first ``SEQ_SAMPLE`` iterations (every iteration
 of a loop with fewer); a request's figures are exact for the addresses of the
 lanes, and an access's figures are the worst over its sampled requests.
 """

@@ -1,11 +1,11 @@
 """Scheduling: rewrite primitives that turn a simple proc into a fast GPU kernel.
 
 Every primitive is a free function ``proc -> proc`` declared once with
-:func:`gpudsl.schedule.primitive.primitive` (its name and argument kinds); a
+``gpudsl.schedule.primitive.primitive`` (its name and argument kinds); a
 loop, statement, allocation, block or gap is named by a pattern string or a
-cursor (see :mod:`gpudsl.schedule.cursors`).  Each either preserves the proc's
+cursor (see ``gpudsl.schedule.cursors``).  Each either preserves the proc's
 meaning (what the sequential interpreter computes) or raises
-:class:`gpudsl.SchedulingError` naming the primitive, the statement and the
+``gpudsl.SchedulingError`` naming the primitive, the statement and the
 reason (with a witness for conflicts).  The returned proc forwards cursors of
 the old one: ``new.forward(cursor)``.  ``docs/primitives.md`` lists them all.
 """

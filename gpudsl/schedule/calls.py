@@ -51,7 +51,7 @@ def _e(op, a, b):
 
 @primitive("inline", call=STMT)
 def inline(p, call):
-    """Replace a call of a proc by the proc's body (:mod:`gpudsl.ir.inline`, the
+    """Replace a call of a proc by the proc's body (``gpudsl.ir.inline``, the
     one inliner of the code base).
 
     Legality: none needed: the body is the call's meaning, with scalar
@@ -348,7 +348,7 @@ def vectorize(p, loop, width: int):
     Legality: the loop is a seq loop of exactly ``width`` iterations whose body is
     one copy ``dst[..., b + v] = src[..., b' + v]`` between f32 arrays; proves
     that both first elements are aligned to ``width`` elements; then as
-    :func:`replace` (errors still name ``vectorize``).
+    ``replace`` (errors still name ``vectorize``).
 
     Example: ``vectorize(p, "v", 4)``
     """

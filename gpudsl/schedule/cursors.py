@@ -5,7 +5,7 @@ block in field ``f{k-1}`` (``"body"`` or ``"orelse"``) of statement
 ``i{k-1}`` ... of the proc's body.  A *block address* is the odd-length prefix
 ending in a field name; the proc's body is the block ``()``.
 
-A :class:`Cursor` is ``(proc, kind, addr, hi)`` with ``kind`` one of
+A ``Cursor`` is ``(proc, kind, addr, hi)`` with ``kind`` one of
 
 - ``"stmt"``: the statement at ``addr`` (a loop, an allocation, anything);
 - ``"block"``: statements ``addr[-1] .. hi-1`` of the block ``addr[:-1]``;
@@ -15,7 +15,7 @@ A :class:`Cursor` is ``(proc, kind, addr, hi)`` with ``kind`` one of
 
 Every primitive returns a proc whose ``_origin`` is ``(old_proc, fwd)``, where
 ``fwd`` maps a statement address of the old proc to one of the new proc (or
-raises :class:`InvalidCursor`).  ``new.forward(c)`` replays those maps from
+raises ``InvalidCursor``).  ``new.forward(c)`` replays those maps from
 ``c``'s proc to ``new``.
 """
 from __future__ import annotations
@@ -222,9 +222,35 @@ def expr_at(node: Node, path: tuple):
 # ------------------------------------------------------------------ finding
 
 
+def _names(p, cls) -> list[str]:
+    """The loops' (``For``) or allocations' (``Alloc``) names of ``p`` in program order,
+    as patterns name them (``"i #2"`` for the second loop over ``i``)."""
+    from ..ir.nodes import For
+
+    out, seen = [], {}
+    stack = list(reversed(p.ir.body))
+    while stack:
+        s = stack.pop()
+        if isinstance(s, cls):
+            name = s.iter if isinstance(s, For) else s.name
+            seen[name] = seen.get(name, 0) + 1
+            out.append(name if seen[name] == 1 else f"{name} #{seen[name]}")
+        for part in ("orelse", "body"):
+            stack.extend(reversed(getattr(s, part, ()) or ()))
+    return out
+
+
 def _err(what: str, pattern, p) -> SchedulingError:
+    from ..ir.nodes import Alloc, For
+
+    hint = "print the proc to see its loops and statements"
+    cls = {"loop": For, "allocation": Alloc}.get(what)
+    if cls is not None:
+        names = _names(p, cls)
+        hint = (f"the {what}s of {p.name}: {', '.join(names)}" if names
+                else f"{p.name} has no {what}")
     return SchedulingError("find", f"no {what} matches {pattern!r} in proc {p.name}",
-                           p.ir.loc, "print the proc to see its loops and statements")
+                           p.ir.loc, hint)
 
 
 def find_loop(p, pattern, many: bool = False):

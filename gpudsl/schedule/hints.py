@@ -12,7 +12,7 @@ from .primitive import BOOL, LOOP, NONNEG_INT, Rewrite, fail, primitive
 def set_unroll(p, loop, unroll: bool = True):
     """Ask code generation to unroll a loop (``#pragma unroll``) or stop asking.
 
-    The loop prints as ``seq(lo, hi, unroll=True)``; unlike :func:`unroll_loop`
+    The loop prints as ``seq(lo, hi, unroll=True)``; unlike ``unroll_loop``
     the IR keeps one body.
 
     Legality: none needed, the meaning does not change (a hint); only seq loops

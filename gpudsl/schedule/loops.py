@@ -349,8 +349,8 @@ def parallelize_loop(p, loop, mapping=None):
     """Make ``loop`` a ``par`` loop mapped to ``mapping`` (BLOCKS, THREADS or None).
 
     Legality: no two iterations conflict (touch one element, one of them writing;
-    reductions included); re-mapping a mapped loop breaks no mapping rule of SPEC
-    2.4 that the input kept (a first mapping may pass through the transient states
+    reductions included); re-mapping a mapped loop breaks no mapping rule (docs/language.md,
+    "Meaning") that the input kept (a first mapping may pass through the transient states
     of a top-down mapping).
 
     Example: ``parallelize_loop(p, "io", BLOCKS)``

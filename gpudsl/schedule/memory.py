@@ -3,7 +3,7 @@ rearrange_dim, bind_expr (and ``stage_mem``, in :mod:`.stage`).
 
 Splitting or merging copies of an allocation (``sink_alloc``, ``expand_dim``,
 ``lift_alloc`` out of a loop) is proved to keep every read's value by
-:mod:`.memflow`; memory changes inside a kernel keep the mapping rules of SPEC 2.4
+:mod:`.memflow`; memory changes inside a kernel keep the mapping rules (docs/language.md, "Meaning")
 (:func:`~.parallel.keep_mapping`, through check()'s own rules).
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ def set_memory(p, alloc, memory):
     """Change an allocation's memory (GLOBAL, SHARED or REGISTER).
 
     Legality: the meaning does not depend on where an array lives; inside a
-    kernel the result keeps the mapping rules of SPEC 2.4 that the input kept
+    kernel the result keeps the mapping rules (docs/language.md, "Meaning") that the input kept
     (REGISTER arrays owned by one thread, SHARED arrays at block level), and no
     callee that takes the array expects another memory.
 
@@ -95,8 +95,8 @@ def rearrange_dim(p, alloc, perm):
     Legality: ``perm`` is a permutation of the dimensions; the layout of a local
     allocation is not part of the meaning (a bijection of its elements), so every
     access is rewritten alike; a window of the array passed to a call is refused
-    (its callee would see another layout); inside a kernel the mapping rules of
-    SPEC 2.4 stay kept.
+    (its callee would see another layout); inside a kernel the mapping rules
+    stay kept.
 
     Example: ``rearrange_dim(p, "As", [1, 0])``
     """
@@ -217,7 +217,7 @@ def sink_alloc(p, alloc):
     Legality: nothing after that statement uses the allocation and its header
     does not read it; into a loop, one copy per iteration, so proves (data flow,
     element by element) that no value flows from one iteration to a later one;
-    inside a kernel the mapping rules of SPEC 2.4 stay kept.
+    inside a kernel the mapping rules (docs/language.md, "Meaning") stay kept.
 
     Example: ``sink_alloc(p, "acc")``
     """
@@ -281,7 +281,7 @@ def expand_dim(p, alloc, size, index):
     Legality: proves ``0 <= index < size`` at every access; proves (data flow)
     that a value written where ``index`` has one value is never read where it has
     another (one copy per value of ``index`` must keep every read's value); inside
-    a kernel the mapping rules of SPEC 2.4 stay kept.
+    a kernel the mapping rules (docs/language.md, "Meaning") stay kept.
 
     Example: ``expand_dim(p, "acc", "16", "t")``
     """

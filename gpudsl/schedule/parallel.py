@@ -1,7 +1,7 @@
 """Legality of parallel code, shared by the primitives: iterations of a ``par``
 loop that must not conflict (:func:`check_parallel`), two fused BLOCKS loops
 whose threads must not race (:func:`check_fused_blocks`), and the mapping rules
-of SPEC 2.4 that a rewrite must keep (:func:`refuse_new_mapping_issues` on the
+(docs/language.md, "Meaning") that a rewrite must keep (:func:`refuse_new_mapping_issues` on the
 structural rules, :func:`keep_mapping` through check()'s own obligations).
 
 Errors name the running primitive (:func:`gpudsl.schedule.primitive.current`).
@@ -25,7 +25,7 @@ _TRANSIENT = ("a memory write at block level", "a memory write inside an unmappe
 
 
 def _mapping_issues(pdef, strict: bool) -> set:
-    """The broken mapping rules of SPEC 2.4 (structural, no solver) in ``pdef``."""
+    """The broken mapping rules (docs/language.md, "Meaning") (structural, no solver) in ``pdef``."""
     issues = recall(pdef, "mapping issues", _all_mapping_issues)
     return {i for i in issues if strict or not i[1].startswith(_TRANSIENT)}
 
@@ -50,7 +50,7 @@ def refuse_new_mapping_issues(old, new, loc, strict: bool = True):
 
 
 def keep_mapping(old, new, loc, addr):
-    """Refuse when ``new`` breaks a mapping rule of SPEC 2.4 (kinds "mapping" and
+    """Refuse when ``new`` breaks a mapping rule (docs/language.md, "Meaning") (kinds "mapping" and
     "divergence" of check(), REGISTER ownership included) that ``old`` kept.  Only
     for an allocation (at ``addr`` in ``old``) inside a kernel: outside one, a memory
     is a choice made before mapping the loops."""
@@ -77,7 +77,7 @@ def keep_mapping(old, new, loc, addr):
     before = {(d.kind, d.message) for d in diags(old)}
     for d in after:
         if (d.kind, d.message) not in before:
-            raise fail(f"the result breaks a mapping rule (SPEC 2.4): {d.message}", loc,
+            raise fail(f"the result breaks a mapping rule: {d.message}", loc,
                        d.hint or None, d.witness or None)
 
 

@@ -343,8 +343,9 @@ def render(prims: dict | None = None) -> str:
             continue
         out += [f"## {title}", ""]
         for pr in groups[title]:  # in the order of declaration
-            out += [f"### `{pr.name}`", "", "```python", pr.signature, "```", "",
-                    pr.summary, ""]
+            # the signature as a line of code, not a ```python block: the docs' python
+            # blocks are run as tests, and a signature is no program
+            out += [f"### `{pr.name}`", "", f"`{pr.signature}`", "", pr.summary, ""]
             for para in pr.details:
                 out += [para, ""]
             if pr.kinds:

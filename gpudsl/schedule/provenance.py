@@ -1,4 +1,4 @@
-"""Where a statement made by a scheduling primitive came from (SPEC section 7).
+"""Where a statement made by a scheduling primitive came from.
 
 After the outermost primitive of a call returns, :func:`stamp` gives every statement
 of the new proc that reads differently from all statements of the old one a

@@ -12,8 +12,15 @@ the block writes it.  The copy loops are then the user's to map
 - A window that may reach outside the array is accepted when every staged access is
   in the array: the copies are then guarded by the bounds conditions they need (so a
   point staged under ``if i < n:`` is copied under ``i < n``).
+- A range may have a step, ``lo:hi:s`` with ``s`` a positive integer literal: the
+  window holds ``lo, lo + s, ...`` below ``hi`` (``(hi - lo + s - 1) // s`` elements),
+  element ``i`` staged at ``(i - lo) // s``; an access covers it only where
+  ``(i - lo) % s == 0`` is proved (a thread's strided register fragment,
+  ``As[ti:ti + 49:16, ki]``).
 """
 from __future__ import annotations
+
+import ast
 
 import z3
 
@@ -54,8 +61,9 @@ def _key(a):
 class _Redirect(Transformer):
     """Rewrites the staged accesses of ``buf`` (keys in ``staged``) into ``name``."""
 
-    def __init__(self, buf, name, win: WindowArg, staged: set):
+    def __init__(self, buf, name, win: WindowArg, staged: set, steps: tuple = ()):
         self.buf, self.name, self.win, self.staged = buf, name, win, staged
+        self.steps = steps or (1,) * len(win.idx)
         self.cur = None
 
     def visit(self, node):
@@ -69,9 +77,10 @@ class _Redirect(Transformer):
 
     def _idx(self, idx):
         out = []
-        for i, w in zip(idx, self.win.idx):
+        for i, w, s in zip(idx, self.win.idx, self.steps):
             if isinstance(w, Interval):
-                out.append(normalize(_e("-", i, w.lo)))
+                off = _e("-", i, w.lo)
+                out.append(normalize(_e("//", off, Const(s)) if s != 1 else off))
         return tuple(out)
 
     def visit_Read(self, e):
@@ -91,17 +100,50 @@ class _Redirect(Transformer):
     visit_Assign = visit_Reduce = _stmt
 
 
-def _outside(win):
+def _outside(win, steps=()):
+    steps = steps or (1,) * len(win.idx)
+
     def bad(enc, aenv, a):
         outs = []
-        for i, w in zip(a.idx, win.idx):
+        for i, w, s in zip(a.idx, win.idx, steps):
             x = enc.int(i, aenv)
             if isinstance(w, Point):
                 outs.append(x != enc.int(w.pt, {}))
             else:
-                outs.append(z3.Or(x < enc.int(w.lo, {}), x >= enc.int(w.hi, {})))
+                lo = enc.int(w.lo, {})
+                outs.append(z3.Or(x < lo, x >= enc.int(w.hi, {})))
+                if s != 1:  # between the window's elements
+                    outs.append((x - lo) % s != 0)
         return z3.Or(*outs)
     return bad
+
+
+def _steps(window: str, loc):
+    """``window`` without the steps of its ranges, and the step of each subscript
+    (1 where none is given); a step must be a positive integer literal."""
+    try:
+        tree = ast.parse(window.strip(), mode="eval")
+    except SyntaxError:
+        return window, ()
+    sub = tree.body
+    if not isinstance(sub, ast.Subscript):
+        return window, ()
+    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    steps = []
+    for el in elts:
+        step = el.step if isinstance(el, ast.Slice) else None
+        if step is None:
+            steps.append(1)
+            continue
+        if not (isinstance(step, ast.Constant) and type(step.value) is int and
+                step.value >= 1):
+            raise fail(f"the step {ast.unparse(step)!r} of the window {window!r} must be a "
+                       "positive integer literal", loc)
+        steps.append(step.value)
+        el.step = None
+    if all(s == 1 for s in steps):
+        return window, ()
+    return ast.unparse(tree), tuple(steps)
 
 
 @primitive("stage_mem", block=BLOCK, window=TEXT, name=NAME,
@@ -114,9 +156,11 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
 
     The copy loops are ordinary ``seq`` loops, the user's to map and to separate
     with ``insert_sync``. A window that may reach outside the array gets guarded
-    copies.
+    copies. A range may have a step (``"As[ti:ti + 49:16, ki]"``: every 16th row, a
+    thread's strided register fragment).
 
-    Legality: proves which accesses the window covers in every instance; an
+    Legality: proves which accesses the window covers in every instance (on a
+    stepped range: on the step, ``(i - lo) % step == 0``); an
     access left alone must never touch the window's elements where it or a staged
     access writes (the copy would reorder them); where the window may leave the
     array, every staged access is proved inside it; atomics and calls taking the
@@ -129,7 +173,12 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
     stmts = c.node()
     loc = stmts[0].loc
     env = scope_at(p.ir, c.addr)
-    win = parse_at(p.ir, c.addr, window, prim, "window", loc)
+    plain, steps = _steps(window, loc)
+    win = parse_at(p.ir, c.addr, plain, prim, "window", loc)
+    if steps and (len(steps) != len(win.idx) or any(
+            s != 1 and not isinstance(w, Interval) for s, w in zip(steps, win.idx))):
+        raise fail(f"the window {window!r} has a step on a subscript that is not a range",
+                   loc)
     if not win.idx:  # the whole array or a scalar
         shape = env[win.name][2]
         win = win.with_(idx=tuple(Interval(Const(0), x) for x in shape))
@@ -151,16 +200,21 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
         if a.mode == "atomic" or isinstance(a.stmt, Atomic):
             raise fail(f"the block updates '{buf}' atomically (or receives an atomic's old "
                        "value in it); atomics cannot be staged", a.stmt.loc)
-    staged, missed, first_miss = _split(p.ir, c.addr, mine, win)
+    shown = window.strip() if steps else _pe(win)  # a stepped window as the user wrote it
+    staged, missed, first_miss = _split(p.ir, c.addr, mine, win, steps)
     if not staged:
         a, w = first_miss
-        raise fail(f"the window {_pe(win)} misses {describe(a)}", a.stmt.loc,
+        raise fail(f"the window {shown} misses {describe(a)}", a.stmt.loc,
                    "widen the window or stage a smaller block", w)
     cov = [a for a in mine if _key(a) in staged]
-    _keep_order(p.ir, c.addr, cov, [a for a in mine if _key(a) not in staged], win)
-    guards = _bounds(p.ir, c.addr, win, shape, cov, buf, loc)
+    _keep_order(p.ir, c.addr, cov, [a for a in mine if _key(a) not in staged], win, steps,
+                shown)
+    guards = _bounds(p.ir, c.addr, win, shape, cov, buf, loc, shown)
     # rewrite
-    ext = [normalize(_e("-", w.hi, w.lo)) for w in win.idx if isinstance(w, Interval)]
+    stp = steps or (1,) * len(win.idx)
+    ext = [normalize(_e("-", w.hi, w.lo) if s == 1 else
+                     _e("//", _e("+", _e("-", w.hi, w.lo), Const(s - 1)), Const(s)))
+           for w, s in zip(win.idx, stp) if isinstance(w, Interval)]
     taken = all_names(p.ir)
     iters = []
     for d in range(len(ext)):
@@ -170,11 +224,12 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
 
     def copy(into_stage: bool):
         src_idx, k = [], 0
-        for w in win.idx:
+        for w, s in zip(win.idx, stp):
             if isinstance(w, Point):
                 src_idx.append(w.pt)
             else:
-                src_idx.append(normalize(_e("+", w.lo, Var(iters[k]))))
+                v = Var(iters[k]) if s == 1 else _e("*", Const(s), Var(iters[k]))
+                src_idx.append(normalize(_e("+", w.lo, v)))
                 k += 1
         st_idx = tuple(Var(v) for v in iters)
         if into_stage:
@@ -197,12 +252,12 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
         return st
 
     writes = any(a.writes for a in cov)
-    copy_in = not _overwritten_first(stmts, buf, win)
+    copy_in = bool(steps) or not _overwritten_first(stmts, buf, win)
     new = [Alloc(name, ty, tuple(ext), memory, loc)]
     if copy_in:
         new.append(copy(True))
     off = len(new)
-    new += list(_Redirect(buf, name, win, staged).visit_block(tuple(stmts)))
+    new += list(_Redirect(buf, name, win, staged, steps).visit_block(tuple(stmts)))
     if writes:
         new.append(copy(False))
     a0 = c.addr
@@ -247,10 +302,10 @@ def _copies_stay_parallel(old, new, addr, bufs: set):
                        "outside the parallel loop", exc.witness) from None
 
 
-def _split(pdef, addr, mine, win):
+def _split(pdef, addr, mine, win, steps=()):
     """The keys of the accesses the window covers in every instance, the others,
     and the first miss (access, witness)."""
-    bad = _outside(win)
+    bad = _outside(win, steps)
     missed, first = set(), None
     for a in mine:
         w = _find_bad(pdef, addr, a, lambda enc, e_, a=a: bad(enc, e_, a))
@@ -262,22 +317,23 @@ def _split(pdef, addr, mine, win):
     return staged, missed, first
 
 
-def _keep_order(pdef, addr, cov, unc, win):
+def _keep_order(pdef, addr, cov, unc, win, steps=(), shown=None):
     """An access left alone must not touch the window's elements where it or a
     staged access writes: the staged copy would reorder them."""
     cov_writes = any(a.writes for a in cov)
-    bad = _outside(win)
+    bad = _outside(win, steps)
     for u in unc:
         if not (u.writes or cov_writes):
             continue
         w = _find_bad(pdef, addr, u, lambda enc, e_, u=u: z3.Not(bad(enc, e_, u)))
         if w is not None:
-            msg = f"the window {_pe(win)} misses {describe(u)}, which may touch its elements"
+            msg = f"the window {shown or _pe(win)} misses {describe(u)}, which may touch " \
+                  "its elements"
             raise fail(msg, u.stmt.loc, "widen the window or stage a smaller block",
                        None if w == "unknown" else w)
 
 
-def _bounds(pdef, addr, win, shape, cov, buf, loc):
+def _bounds(pdef, addr, win, shape, cov, buf, loc, shown=None):
     """(dim, lower, upper) guards the copies need where the window may leave the
     array; each staged access must then be proved inside the array."""
     out = []
@@ -285,7 +341,7 @@ def _bounds(pdef, addr, win, shape, cov, buf, loc):
         lo, hi = (w.pt, w.pt) if isinstance(w, Point) else (w.lo, w.hi)
         if isinstance(w, Interval):
             prove(pdef, addr, lambda enc, e_, lo=lo, hi=hi: enc.int(lo, e_) <= enc.int(hi, e_),
-                  f"the window {_pe(win)} has lo <= hi", loc)
+                  f"the window {shown or _pe(win)} has lo <= hi", loc)
             up = lambda enc, e_, hi=hi, X=X: enc.int(hi, e_) <= enc.int(X, e_)  # noqa: E731
         else:
             up = lambda enc, e_, hi=hi, X=X: enc.int(hi, e_) < enc.int(X, e_)  # noqa: E731
@@ -301,7 +357,8 @@ def _bounds(pdef, addr, win, shape, cov, buf, loc):
                            for i, X in zip(a.idx, shape)])
         w = _find_bad(pdef, addr, a, oob)
         if w is not None:
-            raise fail(f"the window {_pe(win)} lies partly outside '{buf}' and {describe(a)} "
+            raise fail(f"the window {shown or _pe(win)} lies partly outside '{buf}' and "
+                       f"{describe(a)} "
                        "may reach outside it too", a.stmt.loc, "stage a window inside the array",
                        None if w == "unknown" else w)
     return out

@@ -2,7 +2,7 @@
 
 ``insert_sync`` never changes the sequential meaning; it only checks that the
 gap is at block level (inside a ``@ BLOCKS`` loop, outside any ``@ THREADS``
-loop), where SPEC 2.4 allows a ``sync()``.
+loop), where the mapping rules allow a ``sync()``.
 
 ``delete_sync`` proves through check()'s race obligation itself
 (:func:`gpudsl.analysis.obligations.races.added_races`): the proc without the
@@ -36,8 +36,8 @@ def insert_sync(p, gap):
     """Insert a ``sync()`` (a barrier of the threads of a block) at ``gap``.
 
     Legality: a barrier never changes the sequential meaning; the gap must be at
-    block level (inside a BLOCKS loop, outside every THREADS loop), where SPEC 2.4
-    allows a ``sync()``.
+    block level (inside a BLOCKS loop, outside every THREADS loop), where the mapping rules
+    allow a ``sync()``.
 
     Example: ``insert_sync(p, p.find_loop("i0").after())``
     """

@@ -1,6 +1,6 @@
-"""``gpudsl.ops``: the graph nodes on arrays (SPEC section 5).
+"""``gpudsl.ops``: the graph nodes on arrays (docs/running.md).
 
-Each op validates its inputs (raising :class:`gpudsl.Error` with the reason),
+Each op validates its inputs (raising ``gpudsl.Error`` with the reason),
 picks the standard-library kernel for the shapes, compiles it once (in memory
 and in the disk cache), and runs it on the GPU when there is one, else on the
 CPU emulator.  numpy arrays in give numpy arrays out; PyTorch / CuPy device
@@ -148,7 +148,7 @@ def _full_like(like, shape, value):
 
 def _tuned(task: str, *shape_args):
     """The tuning database's winner for a bandwidth node (its task in
-    :mod:`.tuning` built from ``shape_args``) on this device, or None: the defaults.
+    ``tuning`` built from ``shape_args``) on this device, or None: the defaults.
     Never tunes; an unreadable database is no winner."""
     from . import tuning
 
@@ -189,7 +189,7 @@ def add(a, b):
 
 @_op
 def mul(a, b):
-    """``a * b`` elementwise, broadcasting as :func:`add` does; either may be a scalar."""
+    """``a * b`` elementwise, broadcasting as ``add`` does; either may be a scalar."""
     return _binary("mul", a, b)
 
 
@@ -264,7 +264,7 @@ def replace_slice(x, r, begin, end):
     """In place: ``x[begin:end] = r`` along the first axis.  ``begin`` and ``end``
     are ints or one-element int64 tensors read by the kernel at run time; a range
     outside ``x`` or a row count that differs from ``r``'s raises
-    :class:`gpudsl.Error` and writes nothing.  Returns ``x``."""
+    ``gpudsl.Error`` and writes nothing.  Returns ``x``."""
     xs, rs = check_tensor("x", x), check_tensor("r", r)
     require(len(xs) == len(rs) and xs[1:] == rs[1:],
             f"r's shape {rs} does not match x's {xs} beyond the first axis")
@@ -418,7 +418,7 @@ def sliced_softmax(x, prefix):
     """Along the last axis: the softmax of the first ``prefix`` entries, the entries
     after them unchanged.  ``prefix`` is an int or a one-element int64 tensor read by
     the kernel at run time; ``0 <= prefix <=`` the axis length, else
-    :class:`gpudsl.Error`."""
+    ``gpudsl.Error``."""
     from .softmax import plan_sliced_softmax
 
     xs = check_tensor("x", x)

@@ -148,8 +148,12 @@ def check_races(ctx: Ctx):
     found: dict[str, int] = {}
     asked: set = set()
     one_block: dict = {}
+    reported: set = set()  # (array, statement pair): one race per pair of statements
     for info, a1, a2, only in _pairs(ctx.eff):
         if found.get(info.key, 0) >= 4:
+            continue
+        pair = (info.key, frozenset((_stmt_key(a1), _stmt_key(a2))))
+        if pair in reported:  # another access of the same two statements: same fix
             continue
         if ctx.out_of_time():
             ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
@@ -186,6 +190,14 @@ def check_races(ctx: Ctx):
         if d is not None:
             ctx.diagnostics.append(d)
             found[info.key] = found.get(info.key, 0) + (d.kind == "race")
+            if d.kind == "race":
+                reported.add(pair)
+
+
+def _stmt_key(a: Access):
+    """The statement an access belongs to (its source position; the object without)."""
+    loc = a.loc
+    return (loc.file, loc.line, loc.col) if loc is not None else id(a.stmt)
 
 
 def _prefix_syncs(L) -> list:
@@ -373,5 +385,12 @@ def _race(ctx, info, a1, a2, t1, t2, i1, alts, tags, model):
     if a1.kind == "atomic" or a2.kind == "atomic":
         hint = "an atomic and a plain access to one element conflict; make both atomic " \
                "or separate them with sync()"
+    elif mode == "threads" and a1.kind == a2.kind == "write" and a1.stmt is a2.stmt:
+        # one statement, every thread writing the same element: a barrier cannot help
+        tv = [l.iter for l in a1.loops if l.mapping == THREADS]
+        cond = " and ".join(f"{v} == 0" for v in tv) or "t == 0"
+        hint = (f"the threads of a block all write this element: if they write the same "
+                f"value, guard the write with `if {cond}:` so that one thread does; "
+                "otherwise give each thread its own element")
     return Diagnostic("race", msg, [a1.loc, a2.loc], w, hint,
                       [f"{a1.describe()}, thread 1", f"{a2.describe()}, thread 2"])

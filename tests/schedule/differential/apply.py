@@ -257,7 +257,9 @@ def _window(r, t: Targets, stmts):
         used = _vars(e)
         if used & inner or r.random() < 0.1:
             ch = r.random()
-            if ch < 0.8:
+            if 0.7 <= ch < 0.8:  # a stepped range (issue 25), without another draw
+                parts.append(f"0:{print_expr(ext)}:{2 + int(ch * 100) % 2}")
+            elif ch < 0.8:
                 parts.append(f"0:{print_expr(ext)}")
             elif ch < 0.9:
                 parts.append(f"0:{print_expr(ext)} + 1")

@@ -1,0 +1,811 @@
+"""The language reference (``docs/reference.md``), one entry per declared construct.
+
+The keys that must have an entry come from the declarations the frontend parses by:
+the scalar types (``ir.types.DTYPES``), the memories (``MEMORIES``), the loop mappings
+(``MAPPINGS``), the loop functions, the statement and expression node classes of
+``ir.nodes``, the builtins (``BUILTINS``) and the atomics (``ATOMIC_OPS``).
+:func:`render` refuses to render while one of them has no entry, so a construct added
+to the language without its documentation fails ``tests/test_language_reference.py``.
+Each entry's example is a complete program (the renderer adds its imports); the page's
+python blocks run as tests.
+
+``python -m gpudsl.frontend.reference > docs/reference.md`` regenerates the page.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+from dataclasses import dataclass
+
+from ..ir import nodes as _nodes
+from ..ir.nodes import ATOMIC_OPS, ATOMIC_TYPES, BUILTINS
+from ..ir.types import DTYPES, MAPPINGS, MEMORIES
+from .parser import _LOOP_FUNCS
+
+
+@dataclass(frozen=True)
+class Entry:
+    section: str
+    key: str
+    title: str
+    text: str
+    example: str
+
+
+SECTIONS = ("Types", "Memories", "Loops", "Statements", "Expressions", "Builtins",
+            "Atomics", "Instructions")
+
+
+def required_keys() -> dict[str, set[str]]:
+    """section -> the keys the declarations of the language demand an entry for."""
+    stmts = {c.__name__ for c in vars(_nodes).values()
+             if inspect.isclass(c) and issubclass(c, _nodes.Stmt) and c is not _nodes.Stmt}
+    exprs = {c.__name__ for c in vars(_nodes).values()
+             if inspect.isclass(c) and issubclass(c, _nodes.Expr) and c is not _nodes.Expr}
+    return {
+        "Types": set(DTYPES) | {"size", "index", "tensor", "window"},
+        "Memories": set(MEMORIES),
+        "Loops": set(_LOOP_FUNCS) | set(MAPPINGS) | {"unroll", "blocks_per_sm"},
+        "Statements": stmts | {"assert", "scalar"},
+        "Expressions": exprs | {"cast"},
+        "Builtins": set(BUILTINS),
+        "Atomics": set(ATOMIC_OPS),
+        "Instructions": {"instr"},
+    }
+
+
+_E = Entry
+ENTRIES: list[Entry] = [
+    # ------------------------------------------------------------------ types
+    _E("Types", "f32", "`f32`", "IEEE floats of 32 and 64 bits (`float`, `double`); "
+       "numpy `float32` / `float64` arrays.", '''
+@proc
+def half_of(n: size, x: f64[n], y: f32[n]):
+    for i in seq(0, n):
+        y[i] = f32(x[i] / 2.0)
+
+x = np.arange(4, dtype=np.float64); y = np.zeros(4, np.float32)
+gpudsl.interpret(half_of, x=x, y=y)
+assert y.tolist() == [0.0, 0.5, 1.0, 1.5]
+'''),
+    _E("Types", "f64", "`f64`", "See `f32`: a 64-bit float, numpy `float64`.", '''
+@proc
+def total(n: size, x: f64[n], s: f64[1]):
+    for i in seq(0, n):
+        s[0] += x[i]
+
+s = np.zeros(1)
+gpudsl.interpret(total, x=np.full(10, 0.1), s=s)
+assert abs(s[0] - 1.0) < 1e-12
+'''),
+    _E("Types", "f16", "`f16`", "A 16-bit IEEE float (`__half`), numpy `float16`. Arithmetic "
+       "on it is done as written; mix it with `f32` through casts.", '''
+@proc
+def widen(n: size, x: f16[n], y: f32[n]):
+    for i in seq(0, n):
+        y[i] = f32(x[i])
+
+y = np.zeros(3, np.float32)
+gpudsl.interpret(widen, x=np.array([1, 2, 3], np.float16), y=y)
+assert y.tolist() == [1, 2, 3]
+'''),
+    _E("Types", "bf16", "`bf16`", "bfloat16 (`__nv_bfloat16`). numpy has no bfloat16: bf16 "
+       "arrays are device arrays (PyTorch's `torch.bfloat16`) on a GPU; procs with bf16 "
+       "tensors are checked and compiled like any other.", '''
+@proc
+def to_bf16(n: size, x: f32[n, 32], y: bf16[n, 32]):
+    for b in par(0, n) @ BLOCKS:
+        for t in par(0, 32) @ THREADS:
+            y[b, t] = bf16(x[b, t])
+
+assert to_bf16.check().ok
+'''),
+    _E("Types", "i32", "`i32`", "Signed integers of 32 and 64 bits, numpy `int32` / "
+       "`int64`. i32 arithmetic wraps around as in two's complement.", '''
+@proc
+def count_odd(n: size, x: i32[n], c: i64[1]):
+    for i in seq(0, n):
+        if x[i] % 2 == 1:
+            c[0] += 1
+
+c = np.zeros(1, np.int64)
+gpudsl.interpret(count_odd, x=np.arange(7, dtype=np.int32), c=c)
+assert c[0] == 3
+'''),
+    _E("Types", "i64", "`i64`", "See `i32`: a 64-bit signed integer, numpy `int64`.", '''
+@proc
+def big(x: i64[1]):
+    x[0] = x[0] * 65536 * 65536
+
+x = np.ones(1, np.int64)
+gpudsl.interpret(big, x=x)
+assert x[0] == 2 ** 32
+'''),
+    _E("Types", "bool", "`bool_` (spelled `bool` in printed procs)", "A truth value, numpy "
+       "`bool`; comparisons have this type, and `select`, `if` and `and`/`or`/`not` take it.",
+       '''
+@proc
+def positive(n: size, x: f32[n], pos: bool_[n]):
+    for i in seq(0, n):
+        pos[i] = x[i] > 0.0
+
+pos = np.zeros(3, bool)
+gpudsl.interpret(positive, x=np.array([-1, 0, 2], np.float32), pos=pos)
+assert pos.tolist() == [False, False, True]
+'''),
+    _E("Types", "size", "`size`", "A positive integer known at launch: usable in shapes, "
+       "loop bounds, indices and `assert` preconditions. A size used in a shape is taken "
+       "from the array when not passed.", '''
+@proc
+def fill(n: size, x: f32[n]):
+    assert n % 4 == 0
+    for i in seq(0, n):
+        x[i] = 1.0
+
+x = np.zeros(8, np.float32)
+gpudsl.interpret(fill, x=x)          # n = 8 from x's shape
+assert x.sum() == 8
+'''),
+    _E("Types", "index", "`index`", "An integer parameter that may be zero or negative "
+       "(an offset, a position); integer literals and loop variables have this type too.",
+       '''
+@proc
+def shift(n: size, k: index, x: f32[n], y: f32[n]):
+    assert 0 <= k and k < n
+    for i in seq(0, n - k):
+        y[i] = x[i + k]
+
+y = np.zeros(4, np.float32)
+gpudsl.interpret(shift, k=1, x=np.arange(4, dtype=np.float32), y=y)
+assert y.tolist() == [1, 2, 3, 0]
+'''),
+    _E("Types", "tensor", "Tensors `f32[n, m]`", "A row-major array parameter of the given "
+       "element type and shape, in `GLOBAL` memory unless annotated `@ CONST`. A tensor a "
+       "proc writes never shares memory with another argument (refused at launch).", '''
+@proc
+def transpose(n: size, m: size, a: f32[n, m], b: f32[m, n]):
+    for i in seq(0, n):
+        for j in seq(0, m):
+            b[j, i] = a[i, j]
+
+a = np.arange(6, dtype=np.float32).reshape(2, 3); b = np.zeros((3, 2), np.float32)
+gpudsl.interpret(transpose, a=a, b=b)
+assert (b == a.T).all()
+'''),
+    _E("Types", "window", "Windows `[f32][4]`", "A view of part of a caller's array: a "
+       "parameter `x: [f32][4] @ SHARED` accepts a window `s[t, 0:4]` (intervals `lo:hi` "
+       "and fixed points); writes through it reach the caller's array.", '''
+@proc
+def zero4(x: [f32][4]):
+    for i in seq(0, 4):
+        x[i] = 0.0
+
+@proc
+def zero_rows(n: size, a: f32[n, 8]):
+    for r in seq(0, n):
+        zero4(a[r, 2:6])
+
+a = np.ones((2, 8), np.float32)
+gpudsl.interpret(zero_rows, a=a)
+assert a.sum() == 8 and a[0, 2:6].sum() == 0
+'''),
+    # ------------------------------------------------------------------ memories
+    _E("Memories", "GLOBAL", "`GLOBAL`", "Device memory, the home of tensor parameters; an "
+       "allocation outside every `BLOCKS` loop is `GLOBAL` by default (a temporary of the "
+       "launch sequence).", '''
+@proc
+def two_steps(n: size, x: f32[n], y: f32[n]):
+    t: f32[n] @ GLOBAL
+    for i in par(0, n) @ BLOCKS:
+        t[i] = x[i] * 2.0
+    for i in par(0, n) @ BLOCKS:
+        y[i] = t[i] + 1.0
+
+y = np.zeros(4, np.float32)
+gpudsl.interpret(two_steps, x=np.ones(4, np.float32), y=y)
+assert y.tolist() == [3, 3, 3, 3]
+'''),
+    _E("Memories", "SHARED", "`SHARED`", "One copy per block, shared by its threads; "
+       "allocated at block level (inside `BLOCKS`, outside `THREADS` loops). Threads "
+       "exchange values through it across a `sync()`.", '''
+@proc
+def reverse32(x: f32[32], y: f32[32]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[32] @ SHARED
+        for t in par(0, 32) @ THREADS:
+            s[t] = x[t]
+        sync()
+        for t in par(0, 32) @ THREADS:
+            y[t] = s[31 - t]
+
+y = np.zeros(32, np.float32)
+gpudsl.interpret(reverse32, x=np.arange(32, dtype=np.float32), y=y)
+assert y[0] == 31
+assert reverse32.check().ok
+'''),
+    _E("Memories", "REGISTER", "`REGISTER`", "Private to one thread (the default inside a "
+       "`BLOCKS` loop). A register array allocated at block level has one element row per "
+       "thread: each thread indexes it by its own thread variable.", '''
+@proc
+def square(n: size, x: f32[n], y: f32[n]):
+    assert n % 32 == 0
+    for b in par(0, n // 32) @ BLOCKS:
+        for t in par(0, 32) @ THREADS:
+            r: f32[1] @ REGISTER
+            r[0] = x[32 * b + t]
+            y[32 * b + t] = r[0] * r[0]
+
+y = np.zeros(64, np.float32)
+gpudsl.interpret(square, x=np.full(64, 3, np.float32), y=y)
+assert (y == 9).all() and square.check().ok
+'''),
+    _E("Memories", "CONST", "`CONST`", "A read-only tensor parameter (`x: f32[n] @ CONST`, "
+       "emitted `const __restrict__`); a write to it is refused. Read-only arguments may "
+       "alias each other.", '''
+@proc
+def scale(n: size, w: f32[n] @ CONST, x: f32[n]):
+    for i in par(0, n) @ BLOCKS:
+        x[i] = w[i] * x[i]
+
+x = np.ones(4, np.float32)
+gpudsl.interpret(scale, w=np.arange(4, dtype=np.float32), x=x)
+assert x.tolist() == [0, 1, 2, 3]
+'''),
+    # ------------------------------------------------------------------ loops
+    _E("Loops", "seq", "`seq(lo, hi)`, `seq(hi)`", "A sequential loop over `lo <= i < hi` "
+       "(`seq(hi)` starts at 0). Inside a kernel each thread runs it.", '''
+@proc
+def prefix_sum(n: size, x: f32[n]):
+    for i in seq(1, n):
+        x[i] += x[i - 1]
+
+x = np.ones(5, np.float32)
+gpudsl.interpret(prefix_sum, x=x)
+assert x.tolist() == [1, 2, 3, 4, 5]
+'''),
+    _E("Loops", "range", "`range(lo, hi)`, `range(hi)`", "The same as `seq`.", '''
+@proc
+def iota(n: size, x: i32[n]):
+    for i in range(n):
+        x[i] = i32(i)
+
+x = np.zeros(4, np.int32)
+gpudsl.interpret(iota, x=x)
+assert x.tolist() == [0, 1, 2, 3]
+'''),
+    _E("Loops", "par", "`par(lo, hi)`", "A loop whose iterations may run at the same "
+       "time; `check()` proves that they are independent. Unmapped, it is interpreted "
+       "and checked but must be mapped (`@ BLOCKS` / `@ THREADS`, or the "
+       "`parallelize_loop` primitive) before code generation.", '''
+@proc
+def double(n: size, x: f32[n]):
+    for i in par(0, n):
+        x[i] = 2.0 * x[i]
+
+x = np.ones(3, np.float32)
+gpudsl.interpret(double, x=x)
+assert x.tolist() == [2, 2, 2] and double.check().ok
+'''),
+    _E("Loops", "BLOCKS", "`par(lo, hi) @ BLOCKS`", "Iterations are thread blocks. Each "
+       "outermost `BLOCKS` nest is one kernel launch; up to three nested `BLOCKS` loops map "
+       "to `blockIdx.z/y/x` (the innermost to `x`).", '''
+@proc
+def add_rows(n: size, a: f32[n, 64], b: f32[n, 64]):
+    for r in par(0, n) @ BLOCKS:
+        for t in par(0, 64) @ THREADS:
+            b[r, t] = a[r, t] + b[r, t]
+
+assert add_rows.check().ok
+print(add_rows.cuda_source(n=4))
+'''),
+    _E("Loops", "THREADS", "`par(lo, hi) @ THREADS`", "Iterations are the threads of a "
+       "block (`threadIdx`, up to three nested loops as for `BLOCKS`). Between a `BLOCKS` "
+       "loop and its `THREADS` loops (\"block level\") stand only allocations, `sync()`, "
+       "uniform `seq` loops and `if`s.", '''
+@proc
+def tile(n: size, x: f32[n, 16, 8]):
+    for b in par(0, n) @ BLOCKS:
+        for ty in par(0, 16) @ THREADS:
+            for tx in par(0, 8) @ THREADS:   # threadIdx.x; ty is threadIdx.y
+                x[b, ty, tx] = 1.0
+
+assert tile.check().ok
+'''),
+    _E("Loops", "unroll", "`seq(lo, hi, unroll=True)`", "Asks code generation for "
+       "`#pragma unroll` (the `set_unroll` primitive sets it on an existing loop). It "
+       "does not change the meaning.", '''
+@proc
+def dot4(a: f32[4], b: f32[4], c: f32[1]):
+    for i in seq(0, 4, unroll=True):
+        c[0] += a[i] * b[i]
+
+c = np.zeros(1, np.float32)
+gpudsl.interpret(dot4, a=np.ones(4, np.float32), b=np.full(4, 2, np.float32), c=c)
+assert c[0] == 8
+'''),
+    _E("Loops", "blocks_per_sm", "`par(lo, hi, blocks_per_sm=k) @ BLOCKS`", "On the "
+       "outermost `BLOCKS` loop of a kernel: asks for `k` resident blocks per "
+       "multiprocessor (`__launch_bounds__(threads, k)`, which limits registers). The "
+       "`set_blocks_per_sm` primitive sets it.", '''
+@proc
+def copy(n: size, x: f32[n, 128], y: f32[n, 128]):
+    for b in par(0, n, blocks_per_sm=4) @ BLOCKS:
+        for t in par(0, 128) @ THREADS:
+            y[b, t] = x[b, t]
+
+assert "__launch_bounds__(128, 4)" in copy.cuda_source(n=2)
+'''),
+    # ------------------------------------------------------------------ statements
+    _E("Statements", "Assign", "Assignment `x[i] = e`", "Stores one element (a scalar "
+       "local is assigned by name: `acc = e`). The value is converted to the element type "
+       "where that loses nothing (an integer literal into a float); otherwise cast it.", '''
+@proc
+def put(x: f32[2]):
+    x[0] = 1
+    x[1] = x[0] + 0.5
+
+x = np.zeros(2, np.float32)
+gpudsl.interpret(put, x=x)
+assert x.tolist() == [1, 1.5]
+'''),
+    _E("Statements", "Reduce", "Reduction `x[i] += e` (`-=`, `*=`)", "Read, combine, "
+       "write. Different iterations of a `par` loop may not reduce into the same element "
+       "(a race; use an atomic or a tree, see the [how-to pages](howto.md)).", '''
+@proc
+def row_sums(n: size, a: f32[n, 4], s: f32[n]):
+    for i in par(0, n):
+        s[i] = 0.0
+        for j in seq(0, 4):
+            s[i] += a[i, j]
+
+s = np.zeros(2, np.float32)
+gpudsl.interpret(row_sums, a=np.ones((2, 4), np.float32), s=s)
+assert s.tolist() == [4, 4] and row_sums.check().ok
+'''),
+    _E("Statements", "Alloc", "Allocation `s: f32[4, 4] @ SHARED`", "A local array "
+       "(`GLOBAL`, `SHARED` or `REGISTER`; the default is `REGISTER` inside a `BLOCKS` loop "
+       "and `GLOBAL` outside). Its contents start undefined: read only what was written.",
+       '''
+@proc
+def via_temp(x: f32[4], y: f32[4]):
+    t: f32[4]
+    for i in seq(0, 4):
+        t[i] = x[i] + 1.0
+    for i in seq(0, 4):
+        y[i] = t[3 - i]
+
+y = np.zeros(4, np.float32)
+gpudsl.interpret(via_temp, x=np.arange(4, dtype=np.float32), y=y)
+assert y.tolist() == [4, 3, 2, 1]
+'''),
+    _E("Statements", "scalar", "Scalar locals `acc: f32 = 0.0`", "A local scalar, with an "
+       "optional initialiser; inside a kernel it is the thread's own (a register). It is "
+       "read and assigned by name.", '''
+@proc
+def norm2(n: size, x: f32[n], out: f32[1]):
+    acc: f32 = 0.0
+    for i in seq(0, n):
+        acc += x[i] * x[i]
+    out[0] = sqrt(acc)
+
+out = np.zeros(1, np.float32)
+gpudsl.interpret(norm2, x=np.array([3, 4], np.float32), out=out)
+assert out[0] == 5
+'''),
+    _E("Statements", "For", "Loops", "`for i in seq(...)`, `range(...)`, `par(...)`, "
+       "`par(...) @ BLOCKS / THREADS`: see [Loops](#loops). A loop's bounds are integer "
+       "expressions of sizes, indices and enclosing loop variables.", '''
+@proc
+def lower(n: size, a: f32[n, n]):
+    for i in seq(0, n):
+        for j in seq(0, i + 1):
+            a[i, j] = 1.0
+
+a = np.zeros((3, 3), np.float32)
+gpudsl.interpret(lower, a=a)
+assert a.sum() == 6
+'''),
+    _E("Statements", "If", "`if` / `elif` / `else`", "A condition of type `bool_`. Inside "
+       "a kernel, a condition that differs between the threads of a block must not "
+       "enclose a `sync()` (check() proves the barrier uniform).", '''
+@proc
+def clamp(n: size, x: f32[n]):
+    for i in par(0, n):
+        if x[i] < 0.0:
+            x[i] = 0.0
+        elif x[i] > 1.0:
+            x[i] = 1.0
+        else:
+            pass
+
+x = np.array([-1, 0.5, 2], np.float32)
+gpudsl.interpret(clamp, x=x)
+assert x.tolist() == [0, 0.5, 1]
+'''),
+    _E("Statements", "Sync", "`sync()`", "The block barrier (`__syncthreads()`): every "
+       "thread of the block reaches it before any goes on. It stands at block level "
+       "only, and all the block's threads must reach it.", '''
+@proc
+def rotate(x: f32[64], y: f32[64]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[64] @ SHARED
+        for t in par(0, 64) @ THREADS:
+            s[t] = x[t]
+        sync()
+        for t in par(0, 64) @ THREADS:
+            y[t] = s[(t + 1) % 64]
+
+assert rotate.check().ok
+'''),
+    _E("Statements", "Pass", "`pass`", "Does nothing. A string on its own line (or `...`) "
+       "is a comment.", '''
+@proc
+def nothing(x: f32[1]):
+    "a comment"
+    pass
+
+gpudsl.interpret(nothing, x=np.zeros(1, np.float32))
+'''),
+    _E("Statements", "Call", "Calls `f(n, x[0:4])`", "Calls a proc or an `@instr` with "
+       "scalar expressions and windows of arrays. A call means its callee's body with the "
+       "arguments substituted (the `inline` primitive makes that explicit).", '''
+@proc
+def axpy(n: size, a: f32, x: [f32][n], y: [f32][n]):
+    for i in seq(0, n):
+        y[i] += a * x[i]
+
+@proc
+def two_halves(x: f32[8], y: f32[8]):
+    axpy(4, 2.0, x[0:4], y[0:4])
+    axpy(4, 3.0, x[4:8], y[4:8])
+
+y = np.zeros(8, np.float32)
+gpudsl.interpret(two_halves, x=np.ones(8, np.float32), y=y)
+assert y.tolist() == [2] * 4 + [3] * 4
+'''),
+    _E("Statements", "Atomic", "Atomics `atomic_add(x[i], e)`, `old = atomic_add(x[i], e)`",
+       "One indivisible read-modify-write of an element of a `GLOBAL` or `SHARED` array; "
+       "threads may update the same element at once. Assigned to a local scalar of the "
+       "element's type, it also gives the old value. All ten are listed under "
+       "[Atomics](#atomics).", '''
+@proc
+def take_ticket(n: size, counter: i32[1], ticket: i32[n]):
+    assert n <= 256
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, n) @ THREADS:
+            old: i32
+            old = atomic_add(counter[0], 1)
+            ticket[t] = old
+
+counter = np.zeros(1, np.int32); ticket = np.zeros(4, np.int32)
+gpudsl.interpret(take_ticket, counter=counter, ticket=ticket)
+assert counter[0] == 4 and sorted(ticket) == [0, 1, 2, 3]
+assert take_ticket.check().ok
+'''),
+    _E("Statements", "assert", "Preconditions `assert n % 32 == 0`", "At the top of a proc: "
+       "facts about sizes and index parameters that `check()` assumes and every launch "
+       "verifies (a launch that breaks one is a `LaunchError`).", '''
+@proc
+def blocks_of_32(n: size, x: f32[n]):
+    assert n % 32 == 0
+    for b in par(0, n // 32) @ BLOCKS:
+        for t in par(0, 32) @ THREADS:
+            x[32 * b + t] = 0.0
+
+assert blocks_of_32.check().ok
+try:
+    gpudsl.interpret(blocks_of_32, x=np.ones(33, np.float32))
+except gpudsl.Error as e:
+    print(e)
+else:
+    raise AssertionError("n = 33 accepted")
+'''),
+    # ------------------------------------------------------------------ expressions
+    _E("Expressions", "Const", "Literals", "`1`, `-3` (integers: `index`, converted where "
+       "needed), `0.5`, `1e-5` (floats: the type they meet), `True`, `False`.", '''
+@proc
+def lit(x: f32[2], k: i32[1], b: bool_[1]):
+    x[0] = 0.5
+    x[1] = 1e-3 * 2
+    k[0] = -3
+    b[0] = True
+
+x = np.zeros(2, np.float32); k = np.zeros(1, np.int32); b = np.zeros(1, bool)
+gpudsl.interpret(lit, x=x, k=k, b=b)
+assert k[0] == -3 and b[0]
+'''),
+    _E("Expressions", "Var", "Names", "A size, index or scalar parameter, a loop variable "
+       "or a scalar local.", '''
+@proc
+def names(n: size, a: f32, x: f32[n]):
+    s: f32 = a
+    for i in seq(0, n):
+        x[i] = s + f32(i)
+
+x = np.zeros(3, np.float32)
+gpudsl.interpret(names, a=1.0, x=x)
+assert x.tolist() == [1, 2, 3]
+'''),
+    _E("Expressions", "Read", "Reads `x[i, j]`", "An element of an array; indices are "
+       "integer expressions, and may read integer tensors (`x[begin[0] + i]`).", '''
+@proc
+def window_of(begin: i64[1], x: f32[8], y: f32[2]):
+    for i in seq(0, 2):
+        y[i] = x[begin[0] + i]
+
+y = np.zeros(2, np.float32)
+gpudsl.interpret(window_of, begin=np.array([5]), x=np.arange(8, dtype=np.float32), y=y)
+assert y.tolist() == [5, 6]
+'''),
+    _E("Expressions", "BinOp", "Operators", "`+ - * /`; on integers floor division `//` "
+       "and `%` (Python's meaning: rounded towards minus infinity), and the bitwise "
+       "`& | ^ << >>` on non-negative integers; comparisons `< <= > >= == !=` (also "
+       "chained); `and`, `or` on `bool_`.", '''
+@proc
+def ops(n: size, x: i32[n], y: i32[n], z: bool_[n]):
+    for i in seq(0, n):
+        y[i] = (x[i] // 4) * 10 + (x[i] % 4) + ((x[i] & 1) << 8)
+        z[i] = 0 < x[i] and x[i] <= 5
+
+x = np.array([5, 6], np.int32); y = np.zeros(2, np.int32); z = np.zeros(2, bool)
+gpudsl.interpret(ops, x=x, y=y, z=z)
+assert y.tolist() == [267, 12] and z.tolist() == [True, False]
+'''),
+    _E("Expressions", "UnOp", "`-e`, `not c`", "Negation of a number, negation of a "
+       "`bool_`.", '''
+@proc
+def neg(x: f32[1], b: bool_[1]):
+    x[0] = -x[0]
+    b[0] = not b[0]
+
+x = np.ones(1, np.float32); b = np.zeros(1, bool)
+gpudsl.interpret(neg, x=x, b=b)
+assert x[0] == -1 and b[0]
+'''),
+    _E("Expressions", "Builtin", "Builtin calls", "`min`, `max`, `abs`, `exp`, `log`, "
+       "`sqrt`, `tanh`, `select` and the casts: see [Builtins](#builtins). Only these "
+       "can be called inside an expression (calls of procs are statements).", '''
+@proc
+def softplus(n: size, x: f32[n]):
+    for i in seq(0, n):
+        x[i] = log(1.0 + exp(x[i]))
+
+x = np.zeros(1, np.float32)
+gpudsl.interpret(softplus, x=x)
+assert abs(x[0] - np.log(2)) < 1e-6
+'''),
+    _E("Expressions", "cast", "Casts `f32(m)`", "A scalar type called on one value converts "
+       "it: `f32(i)`, `i32(x[i])` (towards zero), `f16(...)`, `bf16(...)`, `f64(...)`, "
+       "`i64(...)`. Mixing types otherwise is refused with the cast to write as hint.", '''
+@proc
+def mean(n: size, x: f32[n], m: f32[1]):
+    acc: f32 = 0.0
+    for i in seq(0, n):
+        acc += x[i]
+    m[0] = acc / f32(n)
+
+m = np.zeros(1, np.float32)
+gpudsl.interpret(mean, x=np.arange(5, dtype=np.float32), m=m)
+assert m[0] == 2
+'''),
+    _E("Expressions", "WindowArg", "Windows as arguments `x[r, 0:4]`", "In a call only: an "
+       "array by name, or a window of it with points and intervals `lo:hi`; see Windows under "
+       "[Types](#types).", '''
+@proc
+def set_row(m: size, row: [f32][m], v: f32):
+    for j in seq(0, m):
+        row[j] = v
+
+@proc
+def diag_rows(n: size, a: f32[n, n]):
+    for i in seq(0, n):
+        set_row(n, a[i, 0:n], f32(i))
+
+a = np.zeros((3, 3), np.float32)
+gpudsl.interpret(diag_rows, a=a)
+assert a[:, 0].tolist() == [0, 1, 2]
+'''),
+    # ------------------------------------------------------------------ builtins
+    _E("Builtins", "min", "`min(a, b)`", "The smaller of two numbers "
+       "of one type (literals convert).", '''
+@proc
+def clip(n: size, x: f32[n]):
+    for i in seq(0, n):
+        x[i] = min(max(x[i], -1.0), 1.0)
+
+x = np.array([-3, 0.5, 3], np.float32)
+gpudsl.interpret(clip, x=x)
+assert x.tolist() == [-1, 0.5, 1]
+'''),
+    _E("Builtins", "max", "`max(a, b)`", "See `min`.", '''
+@proc
+def relu(n: size, x: f32[n]):
+    for i in par(0, n):
+        x[i] = max(x[i], 0.0)
+
+x = np.array([-1, 2], np.float32)
+gpudsl.interpret(relu, x=x)
+assert x.tolist() == [0, 2]
+'''),
+    _E("Builtins", "abs", "`abs(a)`", "The absolute value, of the argument's type.", '''
+@proc
+def dist(a: i32[2], d: i32[1]):
+    d[0] = abs(a[0] - a[1])
+
+d = np.zeros(1, np.int32)
+gpudsl.interpret(dist, a=np.array([2, 9], np.int32), d=d)
+assert d[0] == 7
+'''),
+    _E("Builtins", "exp", "`exp(a)`", "On floats (`f16`, "
+       "`bf16`, `f32`, `f64`; a literal becomes `f32`): `expf` in f32 (and `log`, `sqrt`, "
+       "`tanh` alike). An integer argument is refused: cast it first (`sqrt(f32(n))`).", '''
+@proc
+def sigmoid(n: size, x: f32[n]):
+    for i in seq(0, n):
+        x[i] = 1.0 / (1.0 + exp(-x[i]))
+
+x = np.array([0.0, 100.0], np.float32)
+gpudsl.interpret(sigmoid, x=x)
+assert x.tolist() == [0.5, 1.0]
+'''),
+    _E("Builtins", "log", "`log(a)`", "The natural logarithm; see `exp`.", '''
+@proc
+def logs(x: f32[1]):
+    x[0] = log(x[0])
+
+x = np.array([np.e], np.float32)
+gpudsl.interpret(logs, x=x)
+assert abs(x[0] - 1) < 1e-6
+'''),
+    _E("Builtins", "sqrt", "`sqrt(a)`", "The square root; see `exp`.", '''
+@proc
+def hyp(x: f32[2], h: f32[1]):
+    h[0] = sqrt(x[0] * x[0] + x[1] * x[1])
+
+h = np.zeros(1, np.float32)
+gpudsl.interpret(hyp, x=np.array([6, 8], np.float32), h=h)
+assert h[0] == 10
+'''),
+    _E("Builtins", "tanh", "`tanh(a)`", "The hyperbolic tangent; see `exp`.", '''
+@proc
+def squash(x: f32[1]):
+    x[0] = tanh(x[0])   # GELU's tanh form: 0.5 * x * (1 + tanh(0.79788456 * (x + 0.044715 * x^3)))
+
+x = np.array([100], np.float32)
+gpudsl.interpret(squash, x=x)
+assert x[0] == 1
+'''),
+    _E("Builtins", "select", "`select(c, a, b)`", "`a` where the condition `c` holds, else "
+       "`b` (both evaluated; C's `c ? a : b`). Python's `a if c else b` is refused with "
+       "this as hint.", '''
+@proc
+def sign(n: size, x: f32[n], s: f32[n]):
+    for i in seq(0, n):
+        s[i] = select(x[i] < 0.0, -1.0, 1.0)
+
+s = np.zeros(2, np.float32)
+gpudsl.interpret(sign, x=np.array([-2, 3], np.float32), s=s)
+assert s.tolist() == [-1, 1]
+'''),
+]
+
+
+def _atomic_entry(op: str, new: str, call: str, init: str, want: str, ty: str) -> Entry:
+    types = ", ".join(f"`{t}`" for t in ATOMIC_TYPES[op])
+    npty = {"i32": "np.int32", "f32": "np.float32"}[ty]
+    example = f'''
+@proc
+def hit(n: size, x: {ty}[1], old_of_last: {ty}[1]):
+    assert n <= 256
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, n) @ THREADS:
+            old: {ty}
+            old = {call}
+            if t == n - 1:
+                old_of_last[0] = old
+
+x = np.array([{init}], {npty}); last = np.zeros(1, {npty})
+gpudsl.interpret(hit, n=4, x=x, old_of_last=last)
+assert x[0] == {want}, x
+assert hit.check().ok
+'''
+    return Entry("Atomics", op, f"`atomic_{op}`",
+                 f"New value: {new}. Element types: {types}.", example)
+
+
+ENTRIES += [
+    _atomic_entry("add", "`old + e`", "atomic_add(x[0], 2)", "0", "8", "i32"),
+    _atomic_entry("sub", "`old - e`", "atomic_sub(x[0], 1.5)", "10", "4", "f32"),
+    _atomic_entry("min", "`min(old, e)`", "atomic_min(x[0], 5 - i32(t))", "9", "2", "i32"),
+    _atomic_entry("max", "`max(old, e)`", "atomic_max(x[0], i32(t) * 3)", "0", "9", "i32"),
+    _atomic_entry("exch", "`e` (the old value is returned)", "atomic_exch(x[0], 7)", "1",
+                  "7", "i32"),
+    _atomic_entry("cas", "`e` where `old == compare`, else `old` "
+                  "(`atomic_cas(x[i], compare, e)`)", "atomic_cas(x[0], i32(t), i32(t) + 1)",
+                  "0", "4", "i32"),
+    _atomic_entry("and", "`old & e`", "atomic_and(x[0], 14)", "7", "6", "i32"),
+    _atomic_entry("or", "`old | e`", "atomic_or(x[0], 1 << t)", "0", "15", "i32"),
+    _atomic_entry("xor", "`old ^ e`", "atomic_xor(x[0], 1)", "5", "5", "i32"),
+    _atomic_entry("inc", "`0` where `old >= e`, else `old + 1` (CUDA's `atomicInc`, a "
+                  "wrapping counter)", "atomic_inc(x[0], 2)", "0", "1", "i32"),
+    Entry("Instructions", "instr", "`@instr(\"CUDA C template\")`",
+          "A proc whose body is its meaning for the interpreter and the checker, and "
+          "whose template code generation emits in place of a call (vector loads, "
+          "intrinsics, inline PTX). It enters a schedule through the `replace` primitive "
+          "or a direct call. Holes in the template: `{a}` a scalar argument's value; for an "
+          "array or window argument `x`, `{x}` its first element (an lvalue), "
+          "`{x_data}` that element's address and `{x_stride_k}` the stride of its k-th "
+          "interval. `{{` and `}}` are braces.\n\n"
+          "**The body is trusted.** gpudsl never compares the template with the body: "
+          "`check()` proves the program as if the body ran, and the interpreter runs the "
+          "body. A template that does something else is wrong code that gpudsl cannot "
+          "see; test an `@instr` on the GPU against its body.", '''
+@instr("*(float4*){dst_data} = *(const float4*){src_data};")
+def copy4(dst: [f32][4] @ GLOBAL, src: [f32][4] @ GLOBAL):
+    for i in seq(0, 4):
+        dst[i] = src[i]
+
+@proc
+def vec_copy(n: size, x: f32[n], y: f32[n]):
+    assert n % 256 == 0
+    for b in par(0, n // 256) @ BLOCKS:
+        for t in par(0, 64) @ THREADS:
+            copy4(y[256 * b + 4 * t:256 * b + 4 * t + 4], x[256 * b + 4 * t:256 * b + 4 * t + 4])
+
+y = np.zeros(256, np.float32)
+gpudsl.interpret(vec_copy, x=np.arange(256, dtype=np.float32), y=y)   # runs the body
+assert y[255] == 255 and vec_copy.check().ok
+assert "*(float4*)&y[" in vec_copy.cuda_source(n=256)
+'''),
+]
+
+
+def _imports(example: str) -> str:
+    from ..language import __all__ as language_names
+
+    public = set(language_names) | {"proc", "instr"}
+    names = {n.id for n in ast.walk(ast.parse(example)) if isinstance(n, ast.Name)}
+    used = sorted(names & public)
+    lines = ["from __future__ import annotations", "import numpy as np", "import gpudsl"]
+    if used:
+        lines.append("from gpudsl import " + ", ".join(used))
+    return "\n".join(lines)
+
+
+def missing() -> list[str]:
+    """``section: key`` of every declared construct without an entry."""
+    have = {(e.section, e.key) for e in ENTRIES}
+    return [f"{s}: {k}" for s, keys in required_keys().items() for k in sorted(keys)
+            if (s, k) not in have]
+
+
+def render() -> str:
+    """``docs/reference.md``; refuses while a declared construct has no entry."""
+    gaps = missing()
+    if gaps:
+        raise ValueError("the language reference has no entry for " + ", ".join(gaps) +
+                         " (add one to ENTRIES in gpudsl/frontend/reference.py)")
+    out = ["# Language reference", "",
+           "<!-- generated by `python -m gpudsl.frontend.reference > docs/reference.md`;",
+           "     do not edit: edit ENTRIES in gpudsl/frontend/reference.py -->", "",
+           "Every type, memory, loop form, statement, expression, builtin and atomic of "
+           "the language, each with a complete example (they run as tests). "
+           "[The language](language.md) explains what a proc means; the "
+           "[how-to pages](howto.md) show whole kernels.", ""]
+    for section in SECTIONS:
+        out += [f"## {section}", ""]
+        seen = set()
+        for e in ENTRIES:
+            if e.section != section or e.title in seen:
+                continue
+            seen.add(e.title)
+            example = e.example.strip("\n")
+            out += [f"### {e.title}", "", e.text, "", "```python", _imports(example), "",
+                    example, "```", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.stdout.write(render())
