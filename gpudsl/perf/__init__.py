@@ -94,7 +94,7 @@ def perf(proc, device_name: "str | Device" = "H100", sass: bool = True,
     """The performance report of ``proc`` with every size bound in ``bindings``, for
     the kernel that runs (sizes as parameters where it takes them so).  With ``sass``
     and the disassembler installed, the model adds the issue-slot and loads-in-flight
-    terms read from the machine code (:mod:`.model`)."""
+    terms read from the machine code (``model``)."""
     ir = as_procdef(proc) or proc
     dev = device(device_name)
     missing = [p.name for p in ir.params if p.kind in ("size", "index") and p.name not in bindings]

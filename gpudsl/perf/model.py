@@ -1,4 +1,4 @@
-"""The terms of the performance model read from the machine code (:mod:`.sass`).
+"""The terms of the performance model read from the machine code (``sass``).
 
 The roofline (``KernelPerf.time_memory_s`` / ``time_compute_s``) knows bytes and
 FLOPs.  Three more terms come from the SASS of the kernel that runs:
@@ -13,8 +13,8 @@ FLOPs.  Three more terms come from the SASS of the kernel that runs:
   carries the work (program order) times the threads resident on an SM.
 
 Executed instructions: the SASS loops are not the IR loops (unrolled, rotated), so
-their trip counts are estimated from what the IR counts (:mod:`.counts`): the loop
-that carries the work (:func:`.sass.hot_loop`) runs ``FLOPs / its FLOPs per
+their trip counts are estimated from what the IR counts (``counts``): the loop
+that carries the work (``sass.hot_loop``) runs ``FLOPs / its FLOPs per
 iteration`` times in all threads when it does floating-point work, else
 ``global bytes accessed / the global bytes per iteration of the innermost loops that
 access global memory`` (those loops taken to run equally often); every other

@@ -13,7 +13,7 @@ loop (a backward ``BRA``: the range [target, branch]):
 The figures are static: program order within a loop, one pass (a load used only in the
 next iteration is found by wrapping around the back edge).  Predicated instructions
 count as executed; subroutines reached by ``CALL`` (the slow paths of division and
-math functions, taken for rare operands) are left out.  :func:`sass_report` adds ptxas' registers and spills and the
+math functions, taken for rare operands) are left out.  ``sass_report`` adds ptxas' registers and spills and the
 occupancy on a device table; ``Kernel.sass()`` and ``gpudsl perf --sass`` show it.
 """
 from __future__ import annotations
@@ -411,7 +411,7 @@ def subroutines(instrs: list) -> list:
 
 def kernel_figures(instrs: list) -> list:
     """[the whole kernel (depth -1), each loop (depth = loops around it)]; the
-    subroutines reached by ``CALL`` are left out (:func:`subroutines`)."""
+    subroutines reached by ``CALL`` are left out (``subroutines``)."""
     subs = subroutines(instrs)
     body = [i for i in instrs if not (i.base == "BRA" and i.target == i.addr) and i.op != "NOP"
             and not any(s <= i.addr <= e for s, e in subs)]

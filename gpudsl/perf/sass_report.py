@@ -1,8 +1,8 @@
 """The machine-code report: ``Kernel.sass()`` / ``gpudsl perf --sass``.
 
-:func:`sass_report` compiles a generated module (the one that runs: sizes as
+``sass_report`` compiles a generated module (the one that runs: sizes as
 parameters where the kernel takes them so) for an sm target with NVRTC, disassembles
-it (:mod:`.sass`) and gathers per kernel ptxas' registers and spills, the occupancy on
+it (``sass``) and gathers per kernel ptxas' registers and spills, the occupancy on
 a device table, and the figures of the kernel and of each loop.  Text for the CLI,
 an HTML table for notebooks."""
 from __future__ import annotations

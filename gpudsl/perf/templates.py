@@ -15,7 +15,7 @@ branch: between ``#if defined(__CUDA_ARCH__)`` and ``#else``, else the whole tex
 
 Integer expressions of ``+ - * / % & | ^ << >>``, integer literals (``3u``), ``(int)``
 casts, the lane's declared integers and the windows' ``{p_stride_k}`` holes are
-understood.  :func:`template_reads` returns None when a SHARED or GLOBAL window of the
+understood.  ``template_reads`` returns None when a SHARED or GLOBAL window of the
 call appears in any other form: the report then walks the body (as before).
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ Each access statement executed by the warp is a *request*: the addresses of its
 active lanes.  An ``@instr`` call (a float2/float4 copy) is one request per
 array, each lane contributing all the elements it moves (the vector width); an
 ``@instr`` whose template states its loads through pointers into its windows
-(``mma.sync`` fragments, :mod:`.templates`) is one request per load of the template.
+(``mma.sync`` fragments, ``templates``) is one request per load of the template.
 
 ``seq`` loops run their first ``SEQ_SAMPLE`` iterations (every iteration
 of a loop with fewer); a request's figures are exact for the addresses of the
@@ -216,7 +216,7 @@ class WarpWalker(Walker):
 
     def template_call(self, s, lanes) -> bool:
         """An ``@instr`` call read by the real loads of its template's GPU code
-        (:mod:`.templates`): one request per load of the template; False (walk the
+        (``templates``): one request per load of the template; False (walk the
         body instead) where the template does not say them in the form read there,
         or the instr writes one of its SHARED/GLOBAL windows."""
         arrays = {}

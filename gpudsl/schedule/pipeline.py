@@ -129,7 +129,7 @@ def _at(stmts, it: str, value):
 @primitive("rotate_loop", loop=LOOP, n=POSITIVE_INT)
 def rotate_loop(p, loop, n: int = 1):
     """Peel the first ``n`` statements of each iteration into the previous one:
-    ``for i in seq(lo, hi): S1; S2`` becomes::
+    ``for i in seq(lo, hi): S1; S2`` becomes:
 
         if lo < hi:
             S1[i = lo]

@@ -84,7 +84,7 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     ``tj`` (the lane): a warp's reads of a k step touch ``wm`` values of the A tile
     and ``wn`` of the B tile instead of ``2 tm`` and ``bn``.
 
-    ``stages=2``: double buffering (:func:`.matmul_parts.double_buffer`): two SHARED
+    ``stages=2``: double buffering (``matmul_parts.double_buffer``): two SHARED
     buffers of each tile, the next tile's copy in the current step, one barrier per
     k step."""
     batched = _has_loop(p, "z")
