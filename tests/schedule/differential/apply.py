@@ -304,6 +304,10 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
         return Step(prim, [L()])
     if prim == "fission":
         kw = {"n_lifts": lit(r.choice([1, 2, 0, -1, "1"]))} if r.random() < 0.3 else {}
+        inner = [(a + ("body", i), s) for a, s in t.loops for i in range(1, len(s.body))]
+        if inner and r.random() < 0.7:  # a gap strictly inside a loop body
+            g, _ = r.choice(inner)
+            return Step(prim, [Arg("cursor", ("gap", g, None))], kw)
         return Step(prim, [_gap(r, t)], kw)
     if prim == "fuse":
         pairs = []
