@@ -102,7 +102,7 @@ _WRAP = {32: (1 << 31, (1 << 32) - 1), 64: (1 << 63, (1 << 64) - 1),
 def wrap_expr(src: str, bits: int) -> str:
     """Python source wrapping the int ``src`` to a signed ``bits``-bit value."""
     half, mask = _WRAP[bits]
-    return f"((({src}) + {half}) & {mask}) - {half}"
+    return f"(((({src}) + {half}) & {mask}) - {half})"  # parenthesized: an operand
 
 
 def to_int(bits: int):

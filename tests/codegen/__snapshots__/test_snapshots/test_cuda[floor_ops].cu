@@ -5,21 +5,40 @@
 
 // Python's floor division and modulo (C's / and % truncate toward zero).
 __device__ __forceinline__ int gpudsl_floordiv(int a, int b) {
+  if (b == -1) return (int)(0u - (unsigned)a);  // INT_MIN / -1 traps; it wraps
   int q = a / b;
   return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 __device__ __forceinline__ long long gpudsl_floordiv(long long a, long long b) {
+  if (b == -1) return (long long)(0ull - (unsigned long long)a);
   long long q = a / b;
   return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 __device__ __forceinline__ int gpudsl_floormod(int a, int b) {
+  if (b == -1) return 0;
   int r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 __device__ __forceinline__ long long gpudsl_floormod(long long a, long long b) {
+  if (b == -1) return 0;
   long long r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+// i32 and i64 arithmetic wraps (two's complement), as in the interpreter.
+__device__ __forceinline__ int gpudsl_add_i32(int a, int b) { return (int)((unsigned int)a + (unsigned int)b); }
+__device__ __forceinline__ int gpudsl_sub_i32(int a, int b) { return (int)((unsigned int)a - (unsigned int)b); }
+__device__ __forceinline__ int gpudsl_mul_i32(int a, int b) { return (int)((unsigned int)a * (unsigned int)b); }
+__device__ __forceinline__ int gpudsl_neg_i32(int a) { return (int)((unsigned int)0 - (unsigned int)a); }
+__device__ __forceinline__ int gpudsl_abs_i32(int a) { return a < 0 ? (int)((unsigned int)0 - (unsigned int)a) : a; }
+__device__ __forceinline__ int gpudsl_shl_i32(int a, long long s) { return s >= 32 ? 0 : (int)((unsigned int)a << s); }
+__device__ __forceinline__ int gpudsl_shr_i32(int a, long long s) { return s >= 32 ? (a < 0 ? -1 : 0) : a >> s; }
+__device__ __forceinline__ long long gpudsl_add_i64(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }
+__device__ __forceinline__ long long gpudsl_sub_i64(long long a, long long b) { return (long long)((unsigned long long)a - (unsigned long long)b); }
+__device__ __forceinline__ long long gpudsl_mul_i64(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }
+__device__ __forceinline__ long long gpudsl_neg_i64(long long a) { return (long long)((unsigned long long)0 - (unsigned long long)a); }
+__device__ __forceinline__ long long gpudsl_abs_i64(long long a) { return a < 0 ? (long long)((unsigned long long)0 - (unsigned long long)a) : a; }
+__device__ __forceinline__ long long gpudsl_shl_i64(long long a, long long s) { return s >= 64 ? 0 : (long long)((unsigned long long)a << s); }
+__device__ __forceinline__ long long gpudsl_shr_i64(long long a, long long s) { return s >= 64 ? (a < 0 ? -1 : 0) : a >> s; }
 
 extern "C" __global__ void __launch_bounds__(32)
 floor_ops_k0(
@@ -34,7 +53,7 @@ floor_ops_k0(
   {
     const int t = threadIdx.x;
 #line 267
-    y[32 * b + t] = gpudsl_floordiv(x[32 * b + t], 3) + gpudsl_floormod(x[32 * b + t], 5);
+    y[32 * b + t] = gpudsl_add_i32(gpudsl_floordiv(x[32 * b + t], 3), gpudsl_floormod(x[32 * b + t], 5));
     z[32 * b + t] = gpudsl_floordiv(32 * b + t - k, 4) + gpudsl_floormod(32 * b + t - k, 7);
   }
 }
