@@ -99,6 +99,14 @@ def float_literal(v: float, ty: DType) -> str:
     return lit
 
 
+def _wide_shift(e: Expr) -> bool:
+    """An index ``x << s`` by a non-constant amount: computed in 64 bits even in a
+    32-bit translation unit (``1 << s`` for ``s`` up to 40 is exact in the interpreter
+    and in check(); in a C ``int`` it overflows)."""
+    return isinstance(e, BinOp) and e.op == "<<" and e.ty == INDEX and \
+        not isinstance(e.rhs, Const)
+
+
 class ExprEmitter:
     """Turns expressions into C text.  A kernel writer supplies the context:
     ``index_ctype``, :meth:`access` (array element lvalues), :meth:`var_text`,
@@ -134,7 +142,7 @@ class ExprEmitter:
             return self.index_ctype
         if isinstance(e, Read):
             return self.index_ctype if e.ty == INDEX else e.ty.ctype
-        if e.ty == INDEX and self.index_ctype == "long long":
+        if e.ty == INDEX and (self.index_ctype == "long long" or _wide_shift(e)):
             return "long long"  # index operations widen their operands (see _widen)
         if isinstance(e, (BinOp, Builtin)):
             kids = (e.lhs, e.rhs) if isinstance(e, BinOp) else e.args
@@ -270,6 +278,8 @@ class ExprEmitter:
         64-bit translation unit when no operand of ``e`` is one already: the operation
         then computes in 64 bits (``i32(a) << 3`` is an index, exact in the
         interpreter), and its C type is the one :meth:`cint` says."""
+        if _wide_shift(e):
+            return f"(long long){self.expr(operand, UNARY)}"
         if e.ty == INDEX and self.index_ctype == "long long":
             kids = (e.lhs, e.rhs) if isinstance(e, BinOp) else \
                 (e.args[1:] if isinstance(e, Builtin) else (e.arg,))
