@@ -14,6 +14,8 @@ shared by both paths.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..errors import Error, GraphError
@@ -32,9 +34,14 @@ _at = at
 
 class Model:
     """A compiled graph.  ``evaluate({name: array})`` returns the result as numpy;
-    ``memory`` is the arena's size next to the lower bound."""
+    ``memory`` is the arena's size next to the lower bound.
+
+    Thread safety: a model has one arena and one set of buffers, so evaluations of one
+    model from several threads take turns (a lock per model, held for the whole
+    evaluation); evaluations of different models run concurrently."""
 
     def __init__(self, graph: Graph, constants: dict, device: str):
+        self._lock = threading.RLock()
         try:
             self._init(graph, constants, device)
         except GraphError as e:
@@ -158,7 +165,12 @@ class Model:
         / gpudsl's; numpy allowed beside them; a GPU model only): a new device array
         out (a gpudsl DeviceBuffer), no host round trip, the evaluation captured as a
         CUDA graph at the first such call and replayed after.  Buffers keep their
-        contents across calls, on either path."""
+        contents across calls, on either path.  Calls from several threads take turns
+        (one lock per model)."""
+        with self._lock:
+            return self._evaluate(inputs)
+
+    def _evaluate(self, inputs: dict):
         try:
             if isinstance(inputs, dict) and any(map(on_device, inputs.values())):
                 return self._evaluate_device(inputs)
@@ -188,9 +200,10 @@ class Model:
 
     def reset_buffers(self):
         """Zero every BufferTensor."""
-        self._state.holder = None  # the device's copy is stale: the host's zeros win
-        for b in self._state._host:
-            b[...] = 0
+        with self._lock:
+            self._state.holder = None  # the device's copy is stale: the host's zeros win
+            for b in self._state._host:
+                b[...] = 0
 
 
 def compile(graph, constants: dict | None = None, device: str | None = None,  # noqa: A001
