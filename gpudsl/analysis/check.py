@@ -29,7 +29,7 @@ DEFAULT_BUDGET_MS = 60_000   # check()'s overall budget when no timeout= is give
 _ORDER = {"mapping": 0, "divergence": 1, "resource": 2, "race": 3, "bounds": 4, "unknown": 5}
 
 
-def check(p, **bindings) -> Report:
+def check(p, /, **bindings) -> Report:
     ir = p.ir if hasattr(p, "ir") else p
     names = {q.name: q for q in ir.params}
     timeout = None
