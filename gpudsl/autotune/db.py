@@ -64,7 +64,14 @@ def to_url(where) -> str:
     if "://" in where:
         return where
     p = Path(where).expanduser().resolve()
-    p.parent.mkdir(parents=True, exist_ok=True)
+    from ..runtime.cache import make_private_dir
+
+    make_private_dir(p.parent)
+    if not p.exists():  # a new store is the owner's only (SQLite keeps the mode)
+        try:
+            os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o600))
+        except OSError:
+            pass
     return "sqlite:///" + str(p)
 
 
@@ -392,6 +399,14 @@ def lookup_winner(task: str, shapes: dict, env: str, db: str | os.PathLike | Non
         try:
             stamp = path.stat().st_mtime_ns
         except OSError:
+            return None
+        from ..runtime.cache import untrusted, warn_once
+
+        why = untrusted(path) or untrusted(path.parent)
+        if why is not None:  # anyone who can write it would choose the kernels run
+            warn_once(("untrusted", str(path)),
+                      f"gpudsl: not reading tuned winners from {path}: {why}; using the "
+                      "defaults")
             return None
     key = (str(path or url), stamp, task, shapes_key(shapes), env)
     if key not in _memo or stamp is None:

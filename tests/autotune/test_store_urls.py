@@ -192,3 +192,21 @@ def test_concurrent_schema_creation(tmp_path):
         for p in procs:
             _, err = p.communicate(timeout=300)
             assert p.returncode == 0, err[-2000:]
+
+
+def test_a_store_others_can_write_is_not_read(tmp_path, monkeypatch):
+    from gpudsl.runtime.cache import CacheWarning
+
+    d = tmp_path / "team"
+    d.mkdir()
+    store = d / "tune.sqlite"
+    autotune.Database(store).set_winner("trust", db_mod.shapes_key(SHAPES), "env1",
+                                        {"tile": 7}, 1.0)
+    assert (store.stat().st_mode & 0o777) == 0o600  # created owner-only
+    monkeypatch.setenv("GPUDSL_TUNE_DB", str(store))
+    db_mod._memo.clear()
+    assert autotune.lookup_winner("trust", SHAPES, "env1") == {"tile": 7}
+    d.chmod(0o777)
+    db_mod._memo.clear()
+    with pytest.warns(CacheWarning, match="not reading tuned winners"):
+        assert autotune.lookup_winner("trust", SHAPES, "env1") is None
