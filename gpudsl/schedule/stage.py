@@ -20,7 +20,7 @@ import z3
 from ..errors import SchedulingError
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, For, If, Interval, Point,
                         Read, Stmt, Var, WindowArg)
-from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, THREADS, bool_
+from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, bool_
 from ..ir.visitor import Transformer, fresh_name, walk
 from .cursors import block_of, fwd_splice, replace_block, stmt_at
 from .fresh import all_names, uses
@@ -120,8 +120,7 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
     access left alone must never touch the window's elements where it or a staged
     access writes (the copy would reorder them); where the window may leave the
     array, every staged access is proved inside it; atomics and calls taking the
-    array are refused, and so is a REGISTER stage of a block at block level (its
-    copies would stand where no thread owns them).
+    array are refused.
 
     Example: ``stage_mem(p, p.find_loop("j"), "x[i, 0:m]", "row", SHARED)``
     """
@@ -129,11 +128,6 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
     prim = current()
     stmts = c.node()
     loc = stmts[0].loc
-    if memory == REGISTER and _at_block_level(p.ir, c.addr):
-        raise fail("a REGISTER stage of a block-level block would be one array per "
-                   "thread written by block-level copies (no thread owns them), which "
-                   "check() rejects", loc,
-                   "stage into SHARED memory, or stage the body of the thread loop")
     env = scope_at(p.ir, c.addr)
     win = parse_at(p.ir, c.addr, window, prim, "window", loc)
     if not win.idx:  # the whole array or a scalar
@@ -311,14 +305,6 @@ def _bounds(pdef, addr, win, shape, cov, buf, loc):
                        "may reach outside it too", a.stmt.loc, "stage a window inside the array",
                        None if w == "unknown" else w)
     return out
-
-
-def _at_block_level(pdef, addr) -> bool:
-    """Whether the statement at ``addr`` stands inside a BLOCKS loop and outside
-    every THREADS loop."""
-    anc = [stmt_at(pdef, addr[:k]) for k in range(1, len(addr), 2)]
-    loops = [s.mapping for s in anc if isinstance(s, For)]
-    return BLOCKS in loops and THREADS not in loops
 
 
 def _overwritten_first(stmts, buf, win) -> bool:
