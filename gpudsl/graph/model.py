@@ -72,8 +72,13 @@ class Model:
                               "ConstantTensor", "write into a BufferTensor")
         self._fuse(graph)
         self.plan: Plan = plan(*fusion.planner_view(graph.nodes, graph.result, self.groups))
-        self._state = BufferState([b.shape for b in self._buffer_nodes()])
-        self._arena = np.zeros(max(self.plan.arena_bytes, 1), np.uint8)
+        try:
+            self._state = BufferState([b.shape for b in self._buffer_nodes()])
+            self._arena = np.zeros(max(self.plan.arena_bytes, 1), np.uint8)
+        except (MemoryError, ValueError) as e:  # numpy: too large for this machine
+            raise GraphError(f"the model's tensors need {self.plan.arena_bytes} bytes of "
+                             f"memory, more than this machine can give ({e})",
+                             hint="use smaller shapes") from None
         #: the evaluation: one launch list (fused kernels included) ...
         self.launches: LaunchList = launch_list(self)
         #: ... and all its procs as ONE translation unit (None: nothing to launch)
