@@ -52,7 +52,10 @@ class Model:
         self.device = device
         self.script = graph.text
         self.constants: dict[str, np.ndarray] = {}
+        used = {id(n) for n in graph.nodes}
         for name, node in graph.constants.items():
+            if name not in constants and id(node) not in used:
+                continue  # declared, unused by the result: optional, as unused inputs
             if name not in constants:
                 raise _at(node, f"constant {name!r} was not given",
                           f"pass constants={{'{name}': array}} to compile")
