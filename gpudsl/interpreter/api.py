@@ -34,7 +34,12 @@ def interpret(p, /, **args) -> None:
         if key in args and (key not in names or key == "_detect_races"):
             detect_races = args.pop(key)
     control, scalars, arrays = _bind(pdef, args)
-    fn = compiled(pdef, bool(detect_races), True)
+    try:
+        fn = compiled(pdef, bool(detect_races), True)
+    except RecursionError:
+        raise InterpError(f"the interpreter cannot run {pdef.name}: it nests calls or "
+                          "expressions too deeply (Python's recursion limit)", pdef.loc,
+                          "nest fewer calls: inline some of them") from None
     ctx = RaceContext() if detect_races else None
     call = [ctx]
     copy_back = []
