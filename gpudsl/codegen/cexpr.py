@@ -64,10 +64,36 @@ _RESERVED_FORM = re.compile(
     r"U?INT_FAST\d+)_\w+|SIG[A-Z0-9_]+|E[A-Z0-9]{2,}|_[A-Z_]\w*|[gG][pP][uU][dD][sS][lL]\w*")
 
 
+def ascii_ident(name: str) -> str:
+    """A non-ASCII identifier (``données``) as an ASCII one NVRTC takes:
+    ``gpudslU`` + letters and digits as written, ``_`` as ``__``, any other character
+    as ``_x<hex>_``, then ``Z``.  It cannot collide with a user's name: those starting
+    with ``gpudsl`` get a trailing ``_`` (see :func:`cname`), a mangled one ends in Z."""
+    if name.isascii():
+        return name
+    out = []
+    for ch in name:
+        if ch.isascii() and ch.isalnum():
+            out.append(ch)
+        elif ch == "_":
+            out.append("__")
+        else:
+            out.append(f"_x{ord(ch):x}_")
+    return "gpudslU" + "".join(out) + "Z"
+
+
+def ascii_text(text: str) -> str:
+    """Comment text with non-ASCII characters as ``\\u`` escapes."""
+    return text if text.isascii() else text.encode("ascii", "backslashreplace").decode()
+
+
 def cname(name: str) -> str:
     """The C spelling of a proc identifier: names that C, C++, CUDA, the system headers
     or the emulator use (keywords, library functions, macros such as ``M_PI`` or
-    ``EOF``) get a trailing ``_``; every other name is kept as written."""
+    ``EOF``) get a trailing ``_``; non-ASCII names are mangled (:func:`ascii_ident`);
+    every other name is kept as written."""
+    if not name.isascii():
+        return ascii_ident(name)
     if name in RESERVED or name.startswith("__") or _RESERVED_FORM.fullmatch(name):
         return name + "_"
     return name
