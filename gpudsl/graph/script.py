@@ -63,9 +63,8 @@ class _Tok(NamedTuple):
 
 def _tokens(line: str, lineno: int) -> list[_Tok]:
     out, pos = [], 0
-    while pos < len(line):
-        if line[pos:].strip() == "":
-            break
+    end = len(line.rstrip())  # once: the rest of the line is not copied per token
+    while pos < end:
         m = _TOKEN.match(line, pos)
         if m is None or m.end() == pos:
             col = pos + len(line[pos:]) - len(line[pos:].lstrip()) + 1
