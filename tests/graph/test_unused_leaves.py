@@ -26,6 +26,6 @@ def test_unused_inputs_and_constants_are_optional():
 
 
 def test_mixed_key_types():
-    m = graph.compile(SRC)
+    m = graph.compile(graph.ReLUNode(graph.InputTensor("x", "float32", [4])))
     with pytest.raises(GraphError, match="unknown input"):
         m.evaluate({"x": np.ones(4, np.float32), 1: 2, ("a",): 3})
