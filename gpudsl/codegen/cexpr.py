@@ -170,6 +170,11 @@ class ExprEmitter:
             return self.index_ctype if e.ty == INDEX else e.ty.ctype
         if e.ty == INDEX and (self.index_ctype == "long long" or _wide_shift(e)):
             return "long long"  # index operations widen their operands (see _widen)
+        if e.ty.kind == "int" and isinstance(e, (BinOp, UnOp, Builtin)) and \
+                not (isinstance(e, Builtin) and e.name in DTYPES):
+            return e.ty.ctype  # the wrapping helpers return it (see _wrapping)
+        if isinstance(e, BinOp) and e.op in ("<<", ">>"):
+            return self.cint(e.lhs)  # a C shift has the type of its left operand
         if isinstance(e, (BinOp, Builtin)):
             kids = (e.lhs, e.rhs) if isinstance(e, BinOp) else e.args
             if isinstance(e, Builtin) and e.name in DTYPES:
@@ -319,7 +324,8 @@ class ExprEmitter:
         """i32 / i64 ``+ - * << >>`` through the wrapping helpers (the interpreter's
         meaning); None for a ``>>`` by a constant below the width (plain C)."""
         n = f"i{e.ty.bits}"
-        if e.op == ">>" and isinstance(e.rhs, Const) and 0 <= int(e.rhs.val) < e.ty.bits:
+        if e.op == ">>" and isinstance(e.rhs, Const) and 0 <= int(e.rhs.val) < e.ty.bits \
+                and self.cint(e.lhs) == e.ty.ctype:
             return None
         self.use_helper("gpudsl_wrap")
         name = {"+": "add", "-": "sub", "*": "mul", "<<": "shl", ">>": "shr"}[e.op]

@@ -25,6 +25,13 @@ def test_random_expressions_agree(seed):
     assert out.smt_determined > 0
 
 
+def test_the_c_type_of_a_shift_is_its_left_operands():
+    # found by the long mode (seed 28): (16 & c) >> s is an int in C even where s is a
+    # long long, and gpudsl_floormod(that, (long long)1) was an ambiguous overload
+    case = diff.make_case(28000142)
+    assert diff.run_case(case).mismatches == []
+
+
 def _idx_proc(expr: str, pre: str = "n >= 1"):
     return gpudsl.proc_from_source(f'''
 def f(n: size, a: f32[16]):
