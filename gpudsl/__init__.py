@@ -17,14 +17,16 @@ from .errors import install_display_hooks as _install_display_hooks
 _install_display_hooks()  # gpudsl errors shown message first (see errors.py)
 
 
-def interpret(p, detect_races: bool = False, **args):
-    """Run ``p`` on numpy arrays in place with the reference semantics."""
+def interpret(p, /, **args):
+    """Run ``p`` on numpy arrays in place with the reference semantics
+    (``detect_races=True``, or ``_detect_races`` when the proc has a parameter of that
+    name, runs the race detector)."""
     from .interpreter import interpret as _interpret
 
-    return _interpret(p, detect_races=detect_races, **args)
+    return _interpret(p, **args)
 
 
-def check(p, **bindings):
+def check(p, /, **bindings):
     """``p.check(**bindings)``: prove the proc safe or show a counterexample."""
     from .analysis import check as _check
 

@@ -79,18 +79,19 @@ class Proc:
 
     # ---------------------------------------------------------------- doors
 
-    def check(self, **bindings):
+    def check(self, /, **bindings):
         """Prove the proc free of races, divergence and out-of-bounds accesses."""
         from .analysis import check
 
         return check(self, **bindings)
 
-    def interpret(self, detect_races: bool = False, **args):
+    def interpret(self, /, **args):
         """Run the reference (sequential) meaning on numpy arrays, in place; with
-        ``detect_races=True`` the dynamic race detector watches the threads."""
+        ``detect_races=True`` (``_detect_races=True`` when the proc has a parameter named
+        ``detect_races``) the dynamic race detector watches the threads."""
         from .interpreter import interpret
 
-        return interpret(self, detect_races=detect_races, **args)
+        return interpret(self, **args)
 
     def cuda_source(self, **bindings) -> str:
         """The CUDA C translation unit of this proc: one ``__global__`` function per

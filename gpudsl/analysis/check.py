@@ -29,7 +29,7 @@ DEFAULT_BUDGET_MS = 60_000   # check()'s overall budget when no timeout= is give
 _ORDER = {"mapping": 0, "divergence": 1, "resource": 2, "race": 3, "bounds": 4, "unknown": 5}
 
 
-def check(p, **bindings) -> Report:
+def check(p, /, **bindings) -> Report:
     ir = p.ir if hasattr(p, "ir") else p
     names = {q.name: q for q in ir.params}
     timeout = None
@@ -52,11 +52,16 @@ def check(p, **bindings) -> Report:
         if q.kind == "size" and v < 1:
             raise Error(f"check({ir.name}): the size {k} must be positive, got {v}", ir.loc)
     # equal procs from other places (cells, primitive calls) get their own locations
-    key = (ir, location_key(ir), tuple(sorted(bindings.items())), timeout_ms)
-    hit = _cache.get(key)
-    if hit is not None:
-        return hit
-    rep = _run(ir, bindings, timeout_ms)
+    try:
+        key = (ir, location_key(ir), tuple(sorted(bindings.items())), timeout_ms)
+        hit = _cache.get(key)
+        if hit is not None:
+            return hit
+        rep = _run(ir, bindings, timeout_ms)
+    except RecursionError:
+        raise Error(f"check({ir.name}): the proc nests calls or expressions too "
+                         "deeply for the checker (Python's recursion limit)", ir.loc,
+                         "nest fewer calls: inline some of them") from None
     if len(_cache) > 512:
         _cache.clear()
     _cache[key] = rep

@@ -142,6 +142,7 @@ class KernelInfo:
     shared: list = field(default_factory=list)           # ArrayInfo
     block_registers: list = field(default_factory=list)  # ArrayInfo
     loc: Optional[SrcLoc] = None
+    host_loops: tuple = ()   # the host-level loops around the kernel (Loop), outermost first
 
 
 @dataclass(eq=False)
@@ -366,7 +367,8 @@ class _Collector(Walker):
                     self.issue("mapping", f"{depth} nested @ BLOCKS loops; the grid has at "
                                "most 3 dimensions", [s.loc], "fuse block loops")
                 kernel = uid
-                self.eff.kernels[uid] = KernelInfo(uid, s, loc=s.loc)
+                self.eff.kernels[uid] = KernelInfo(uid, s, loc=s.loc,
+                                                   host_loops=tuple(st["loops"]))
                 new.update(kernel=uid, bdepth_left=depth - 1, counter=PhaseCounter(),
                            bpos=Const(0), path=())
                 dim = depth - 1

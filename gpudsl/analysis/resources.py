@@ -36,13 +36,21 @@ def check_resources(ctx):
     for ki in eff.kernels.values():
         t = ctx.thread("r")
         try:
+            # host loop variables the launch's extents may use (a grid of
+            # (n - k + 255) // 256 blocks in `for k in seq(0, n)`): in their ranges
+            host = []
+            for hl in ki.host_loops:
+                lo, hi = t.expr(hl.lo), t.expr(hl.hi)
+                v = t.declare(hl.iter)
+                host += [v >= lo, v < hi]
+            solve = (lambda cs: ctx.solve(host + cs)) if host else ctx.solve
             dims = []
             for d in range(3):
                 his = ki.thread_extents.get(d, [])
                 dims.append(_max([t.expr(h) for h in his]) if his else z3.IntVal(1))
             total = dims[0] * dims[1] * dims[2]
             over = [total > MAX_THREADS, dims[0] > 1024, dims[1] > 1024, dims[2] > 64]
-            r = ctx.solve([z3.Or(*over)])
+            r = solve([z3.Or(*over)])
             if r.status == SAT:
                 m = r.model
                 vals = ctx.eval_ints(m, dims)
@@ -63,7 +71,7 @@ def check_resources(ctx):
                 if z3.is_int_value(ext):  # symbolic grids are checked at launch
                     over.append(ext > (2 ** 31 - 1 if l.dim == 0 else 65535))
             if over:
-                r = ctx.solve([z3.Or(*over)])
+                r = solve([z3.Or(*over)])
                 if r.status == SAT:
                     m = r.model
                     ctx.diagnostics.append(Diagnostic(
@@ -79,7 +87,7 @@ def check_resources(ctx):
                     for e in info.shape:
                         n = n * t.expr(e)
                     tot = tot + n
-                r = ctx.solve([tot > MAX_SHARED])
+                r = solve([tot > MAX_SHARED])
                 if r.status == SAT:
                     m = r.model
                     b = ctx.eval_ints(m, [tot])[0]
@@ -92,7 +100,7 @@ def check_resources(ctx):
                 elif r.status == UNKNOWN:
                     ctx.unknown("the shared memory limit", [ki.loc], r.reason)
                 else:
-                    r = ctx.solve([tot > STATIC_SHARED])
+                    r = solve([tot > STATIC_SHARED])
                     if r.status == SAT:
                         b = ctx.eval_ints(r.model, [tot])[0]
                         ctx.warnings.append(Diagnostic(

@@ -1,7 +1,8 @@
 """The tuning database: Optuna's study storage is the one store (docs/decisions.md).
 
 A database is an Optuna RDB storage: a SQLite file (``$GPUDSL_TUNE_DB``, else
-``tune.optuna.sqlite`` in the cache directory), or any URL SQLAlchemy takes
+``tune.optuna.sqlite`` in the cache directory), or any URL SQLAlchemy takes (in
+``$GPUDSL_TUNE_DB`` too)
 (``sqlite:///path``, ``postgresql://...``, ``mysql://...``) so that several processes
 or machines tune into one study.  There is one *study* per task (``"matmul"``),
 argument shapes and dtypes, and *environment* (target, device name and compute
@@ -18,6 +19,8 @@ Claims make concurrent tuning of one study time each configuration once: a proce
 creates a RUNNING trial for a configuration (trial numbers are assigned by the
 database), then looks again; when a lower-numbered or finished trial holds the same
 key, its own trial is marked ``duplicate_of`` and it does not time the configuration.
+A claim names its owner (pid and host): a claim whose owner on this host has died is
+taken over at once; another host's after ``stale_seconds``.
 """
 from __future__ import annotations
 
@@ -32,10 +35,13 @@ from ..errors import Error
 FORMAT = "gpudsl-tune-2"
 
 
-def default_path() -> Path:
-    """``$GPUDSL_TUNE_DB``, else ``tune.optuna.sqlite`` in the cache directory."""
-    if os.environ.get("GPUDSL_TUNE_DB"):
-        return Path(os.environ["GPUDSL_TUNE_DB"])
+def default_path() -> Path | str:
+    """``$GPUDSL_TUNE_DB`` (a path, or a database URL such as ``sqlite:////dir/x.db``
+    or ``postgresql://host/db``, kept as written), else ``tune.optuna.sqlite`` in the
+    cache directory."""
+    env = os.environ.get("GPUDSL_TUNE_DB")
+    if env:
+        return env if "://" in env else Path(env)
     from ..runtime.cache import cache_dir
 
     return cache_dir() / "tune.optuna.sqlite"
@@ -58,7 +64,14 @@ def to_url(where) -> str:
     if "://" in where:
         return where
     p = Path(where).expanduser().resolve()
-    p.parent.mkdir(parents=True, exist_ok=True)
+    from ..runtime.cache import make_private_dir
+
+    make_private_dir(p.parent)
+    if not p.exists():  # a new store is the owner's only (SQLite keeps the mode)
+        try:
+            os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o600))
+        except OSError:
+            pass
     return "sqlite:///" + str(p)
 
 
@@ -75,14 +88,54 @@ def _optuna():
 _storages: dict = {}
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file of a ``sqlite:///`` URL (``sqlite:////abs`` is ``/abs``), else None."""
+    return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+
+
 def _storage(url: str):
     if url not in _storages:
         optuna = _optuna()
         kw = {}
         if url.startswith("sqlite"):  # concurrent writers wait instead of failing
             kw = {"connect_args": {"timeout": 120}}
-        _storages[url] = optuna.storages.RDBStorage(url, engine_kwargs=kw)
+        for attempt in range(20):
+            try:
+                _storages[url] = optuna.storages.RDBStorage(url, engine_kwargs=kw)
+                break
+            except Exception as e:  # noqa: BLE001 - sqlalchemy's errors, by name
+                # two processes creating the schema of a new store at once: the loser's
+                # CREATE or version row fails (IntegrityError, "already exists"); the
+                # schema is there once the winner commits
+                if attempt == 19 or type(e).__name__ not in _SCHEMA_RACE:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
     return _storages[url]
+
+
+_SCHEMA_RACE = ("IntegrityError", "OperationalError", "ProgrammingError")
+
+
+def _owner() -> dict:
+    import socket
+
+    return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def owner_alive(owner) -> bool | None:
+    """Whether the process that made a claim still runs: True/False for a claim of this
+    host, None (unknown) for another host's or a claim without an owner."""
+    import socket
+
+    if not isinstance(owner, dict) or owner.get("host") != socket.gethostname():
+        return None
+    try:
+        os.kill(int(owner["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, ValueError, TypeError):
+        return True
+    return True
 
 
 def study_name(task: str, shapes: str, env: str) -> str:
@@ -155,7 +208,8 @@ class Study:
         now = time.time()
         for t in holders():  # a claim abandoned by a process that died
             started = t.user_attrs.get("claimed_at", now)
-            if t.state == TS.RUNNING and now - started > stale_seconds:
+            dead = owner_alive(t.user_attrs.get("owner")) is False
+            if t.state == TS.RUNNING and (dead or now - started > stale_seconds):
                 try:
                     st.set_trial_user_attr(t._trial_id, "duplicate_of", -1)
                     st.set_trial_state_values(t._trial_id, TS.FAIL)
@@ -169,7 +223,8 @@ class Study:
         template = optuna.trial.FrozenTrial(
             number=0, state=TS.RUNNING, value=None, datetime_start=datetime.datetime.now(),
             datetime_complete=None, params={}, distributions={},
-            user_attrs={"key": key, "claimed_at": time.time()}, system_attrs={},
+            user_attrs={"key": key, "claimed_at": time.time(), "owner": _owner()},
+            system_attrs={},
             intermediate_values={}, trial_id=0)
         tid = st.create_new_trial(self.id, template_trial=template)
         mine = st.get_trial_number_from_id(tid)
@@ -216,6 +271,16 @@ class Study:
                     and "duplicate_of" not in t.user_attrs:
                 return dict(t.user_attrs["record"])
         return None
+
+    def orphaned(self, key: str) -> bool:
+        """Whether no live process holds a claim of ``key`` (its owner died)."""
+        TS = _optuna().trial.TrialState
+        for t in self.trials():
+            if t.user_attrs.get("key") == key and t.state == TS.RUNNING \
+                    and "duplicate_of" not in t.user_attrs \
+                    and owner_alive(t.user_attrs.get("owner")) is not False:
+                return False
+        return True
 
     # ------------------------------------------------------------ winner
 
@@ -326,14 +391,22 @@ def lookup_winner(task: str, shapes: dict, env: str, db: str | os.PathLike | Non
     """The winning parameters of ``task`` for these shapes and environment, or None.
     Cheap when there is no database file; memoized on the file's modification time.
     Without Optuna installed there is no winner (the defaults)."""
-    url = to_url(db) if db is not None else None
-    path = default_path() if db is None else (
-        Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None)
+    where = default_path() if db is None else db
+    url = str(where) if "://" in str(where) else None
+    path = Path(where).expanduser() if url is None else sqlite_file(url)
     stamp = None
     if path is not None:
         try:
             stamp = path.stat().st_mtime_ns
         except OSError:
+            return None
+        from ..runtime.cache import untrusted, warn_once
+
+        why = untrusted(path) or untrusted(path.parent)
+        if why is not None:  # anyone who can write it would choose the kernels run
+            warn_once(("untrusted", str(path)),
+                      f"gpudsl: not reading tuned winners from {path}: {why}; using the "
+                      "defaults")
             return None
     key = (str(path or url), stamp, task, shapes_key(shapes), env)
     if key not in _memo or stamp is None:

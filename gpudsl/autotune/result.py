@@ -59,6 +59,8 @@ class Result:
         self.env = env
         self.shapes = shapes
         self.emulated = emulated
+        #: configurations another process held when the wait for them ended (unmeasured)
+        self.missing: list[dict] = []
 
     def counts(self) -> dict:
         out: dict[str, int] = {}

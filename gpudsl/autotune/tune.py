@@ -327,6 +327,9 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
             if rec is not None:
                 deferred.remove((c, ckey))
                 record(c, dict(rec, params=dict(c), cached=True))
+            elif study.orphaned(ckey):  # its owner died (killed): measure it here
+                deferred.remove((c, ckey))
+                one(c)  # busy again (another live process took it): deferred again
         if deferred:
             time.sleep(0.2)
     bar.close()
@@ -354,8 +357,11 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
         win["winner"] = True  # the table's first row
         best = Best(build, win)
         study.set_winner(win["params"], best.time_ms)
-    return Result(build, task, records, best, target, environment(target), _shapes(args),
-                  target == "emulator")
+    res = Result(build, task, records, best, target, environment(target), _shapes(args),
+                 target == "emulator")
+    # configurations that other processes still held when the wait ended: not measured
+    res.missing = [dict(c) for c, _ in deferred]
+    return res
 
 
 class _Bar:

@@ -115,7 +115,14 @@ def main(argv: list[str] | None = None) -> int:
         if ns.cmd == "tune":
             from .tune import run_tune
 
-            return run_tune(ns)
+            try:
+                return run_tune(ns)
+            except (Error, KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as e:  # noqa: BLE001 - the store, Optuna, SQLAlchemy, OS
+                print(f"gpudsl tune: {type(e).__name__}: {e}".splitlines()[0],
+                      file=sys.stderr)
+                return 1
     except Error as e:
         print(f"gpudsl: {e}", file=sys.stderr)
         return 1

@@ -25,10 +25,14 @@ def run_script(script: str, inputs: list[str], constants_dir: str | None,
 
     out = out or sys.stdout
     try:
-        with open(script) as f:
+        with open(script, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
         raise GraphError(f"cannot read the script {script}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        line = e.object[:e.start].count(b"\n") + 1
+        raise GraphError(f"the script {script} is not UTF-8 text (byte {e.object[e.start]:#04x} "
+                         f"on line {line})", hint="save the script as UTF-8") from None
     g = graph.parse(text, file=script)
     consts = {}
     for name in g.constants:
@@ -46,7 +50,14 @@ def run_script(script: str, inputs: list[str], constants_dir: str | None,
     model = graph.compile(text, constants=consts, file=script)
     result = model.evaluate(values)
     if output:
-        np.save(output, result)
+        try:
+            np.save(output, result)
+        except OSError as e:  # the result is not lost: printed instead
+            print(f"cannot write {output}: {e.strerror or e}; the result follows", file=out)
+            print(f"result {result.dtype} {list(result.shape)}", file=out)
+            print(np.array2string(result, threshold=sys.maxsize), file=out)
+            print(model.memory, file=out)
+            return 1
         print(f"result {result.dtype} {list(result.shape)} saved to {output}", file=out)
     else:
         print(f"result {result.dtype} {list(result.shape)}", file=out)

@@ -104,6 +104,11 @@ def run_tune(ns) -> int:
     print(res.table())  # ends with the winner line
     counts = ", ".join(f"{n} {k}" for k, n in sorted(res.counts().items()))
     print(f"\n{len(res.records)} configuration(s): {counts}")
+    if res.missing:
+        print(f"incomplete: {len(res.missing)} configuration(s) were claimed by another "
+              f"tuner that did not finish them in time and are not measured: "
+              + "; ".join(str(m) for m in res.missing[:5])
+              + (" ..." if len(res.missing) > 5 else ""))
     if res.best is None:
         print("no configuration ran correctly; gpudsl.ops keeps its defaults")
         return 1
@@ -111,4 +116,4 @@ def run_tune(ns) -> int:
     if ns.export:
         autotune.Database(ns.db).export_json(ns.export, task=build.task)
         print(f"records written to {ns.export}")
-    return 0
+    return 3 if res.missing else 0

@@ -26,6 +26,7 @@ UNARY = 14
 ATOM = 16
 
 _OPS = {"and": "&&", "or": "||"}
+_WRAP_OPS = ("+", "-", "*", "<<", ">>")  # i32 / i64: through the wrapping helpers
 HALF = (f16, bf16)
 
 # C/C++ keywords and CUDA names a proc's identifiers must not take.
@@ -63,10 +64,36 @@ _RESERVED_FORM = re.compile(
     r"U?INT_FAST\d+)_\w+|SIG[A-Z0-9_]+|E[A-Z0-9]{2,}|_[A-Z_]\w*|[gG][pP][uU][dD][sS][lL]\w*")
 
 
+def ascii_ident(name: str) -> str:
+    """A non-ASCII identifier (``données``) as an ASCII one NVRTC takes:
+    ``gpudslU`` + letters and digits as written, ``_`` as ``__``, any other character
+    as ``_x<hex>_``, then ``Z``.  It cannot collide with a user's name: those starting
+    with ``gpudsl`` get a trailing ``_`` (see :func:`cname`), a mangled one ends in Z."""
+    if name.isascii():
+        return name
+    out = []
+    for ch in name:
+        if ch.isascii() and ch.isalnum():
+            out.append(ch)
+        elif ch == "_":
+            out.append("__")
+        else:
+            out.append(f"_x{ord(ch):x}_")
+    return "gpudslU" + "".join(out) + "Z"
+
+
+def ascii_text(text: str) -> str:
+    """Comment text with non-ASCII characters as ``\\u`` escapes."""
+    return text if text.isascii() else text.encode("ascii", "backslashreplace").decode()
+
+
 def cname(name: str) -> str:
     """The C spelling of a proc identifier: names that C, C++, CUDA, the system headers
     or the emulator use (keywords, library functions, macros such as ``M_PI`` or
-    ``EOF``) get a trailing ``_``; every other name is kept as written."""
+    ``EOF``) get a trailing ``_``; non-ASCII names are mangled (:func:`ascii_ident`);
+    every other name is kept as written."""
+    if not name.isascii():
+        return ascii_ident(name)
     if name in RESERVED or name.startswith("__") or _RESERVED_FORM.fullmatch(name):
         return name + "_"
     return name
@@ -98,6 +125,14 @@ def float_literal(v: float, ty: DType) -> str:
     return lit
 
 
+def _wide_shift(e: Expr) -> bool:
+    """An index ``x << s`` by a non-constant amount: computed in 64 bits even in a
+    32-bit translation unit (``1 << s`` for ``s`` up to 40 is exact in the interpreter
+    and in check(); in a C ``int`` it overflows)."""
+    return isinstance(e, BinOp) and e.op == "<<" and e.ty == INDEX and \
+        not isinstance(e.rhs, Const)
+
+
 class ExprEmitter:
     """Turns expressions into C text.  A kernel writer supplies the context:
     ``index_ctype``, :meth:`access` (array element lvalues), :meth:`var_text`,
@@ -126,11 +161,20 @@ class ExprEmitter:
         if isinstance(e, Const):
             if e.ty == i64 or abs(int(e.val)) >= 2 ** 31:
                 return "long long"
-            return self.index_ctype if e.ty == INDEX else e.ty.ctype
+            # the C type of the literal as printed (no suffix: int), whatever the
+            # index width: overloads are chosen by it
+            return "int" if e.ty == INDEX else e.ty.ctype
         if isinstance(e, Var):
             return self.index_ctype
         if isinstance(e, Read):
             return self.index_ctype if e.ty == INDEX else e.ty.ctype
+        if e.ty == INDEX and (self.index_ctype == "long long" or _wide_shift(e)):
+            return "long long"  # index operations widen their operands (see _widen)
+        if e.ty.kind == "int" and isinstance(e, (BinOp, UnOp, Builtin)) and \
+                not (isinstance(e, Builtin) and e.name in DTYPES):
+            return e.ty.ctype  # the wrapping helpers return it (see _wrapping)
+        if isinstance(e, BinOp) and e.op in ("<<", ">>"):
+            return self.cint(e.lhs)  # a C shift has the type of its left operand
         if isinstance(e, (BinOp, Builtin)):
             kids = (e.lhs, e.rhs) if isinstance(e, BinOp) else e.args
             if isinstance(e, Builtin) and e.name in DTYPES:
@@ -203,7 +247,10 @@ class ExprEmitter:
         if isinstance(e, UnOp):
             if e.op == "not":
                 return "!" + self.expr(e.arg, UNARY), UNARY
-            return "-" + self.expr(e.arg, UNARY + 1), UNARY
+            if e.ty.kind == "int":
+                self.use_helper("gpudsl_wrap")
+                return f"gpudsl_neg_i{e.ty.bits}({self.expr(e.arg)})", ATOM
+            return "-" + self._widen(e, e.arg, UNARY + 1), UNARY
         if isinstance(e, Builtin):
             return self._builtin(e)
         if isinstance(e, WindowArg):
@@ -228,14 +275,17 @@ class ExprEmitter:
             else:
                 helper = "gpudsl_floordiv" if e.op == "//" else "gpudsl_floormod"
                 self.use_helper(helper)
-                t = "long long" if "long long" in (self.cint(e.lhs), self.cint(e.rhs)) \
-                    else "int"
-                self.use_helper(helper)
+                t = "long long" if "long long" in (self.cint(e), self.cint(e.lhs),
+                                                   self.cint(e.rhs)) else "int"
                 a = self.expr(e.lhs) if self.cint(e.lhs) == t else \
                     f"({t}){self.expr(e.lhs, UNARY)}"
                 b = self.expr(e.rhs) if self.cint(e.rhs) == t else \
                     f"({t}){self.expr(e.rhs, UNARY)}"
                 return f"{helper}({a}, {b})", ATOM
+        if e.ty.kind == "int" and e.op in _WRAP_OPS:
+            w = self._wrapping(e)
+            if w is not None:
+                return w, ATOM
         p = C_PREC[op]
         target = e.ty
         if e.op in ("==", "!=", "<", "<=", ">", ">="):
@@ -251,13 +301,44 @@ class ExprEmitter:
         if e.ty.is_float or target.is_float:
             lhs, rhs = self.cast_to(e.lhs, target, lp), self.cast_to(e.rhs, target, rp)
         else:
-            lhs, rhs = self.expr(e.lhs, lp), self.expr(e.rhs, rp)
+            lhs, rhs = self._widen(e, e.lhs, lp), self.expr(e.rhs, rp)
         return f"{lhs} {op} {rhs}", p
+
+    def _widen(self, e: Expr, operand: Expr, prec: int) -> str:
+        """``operand`` of the index operation ``e``, converted to ``long long`` in a
+        64-bit translation unit when no operand of ``e`` is one already: the operation
+        then computes in 64 bits (``i32(a) << 3`` is an index, exact in the
+        interpreter), and its C type is the one :meth:`cint` says."""
+        if _wide_shift(e):
+            return f"(long long){self.expr(operand, UNARY)}"
+        if e.ty == INDEX and self.index_ctype == "long long":
+            kids = (e.lhs, e.rhs) if isinstance(e, BinOp) else \
+                (e.args[1:] if isinstance(e, Builtin) else (e.arg,))
+            if isinstance(e, BinOp) and e.op in ("<<", ">>"):
+                kids = (e.lhs,)  # a shift has the type of its left operand
+            if all(self.cint(k) != "long long" for k in kids):
+                return f"(long long){self.expr(operand, UNARY)}"
+        return self.expr(operand, prec)
+
+    def _wrapping(self, e: BinOp) -> str | None:
+        """i32 / i64 ``+ - * << >>`` through the wrapping helpers (the interpreter's
+        meaning); None for a ``>>`` by a constant below the width (plain C)."""
+        n = f"i{e.ty.bits}"
+        if e.op == ">>" and isinstance(e.rhs, Const) and 0 <= int(e.rhs.val) < e.ty.bits \
+                and self.cint(e.lhs) == e.ty.ctype:
+            return None
+        self.use_helper("gpudsl_wrap")
+        name = {"+": "add", "-": "sub", "*": "mul", "<<": "shl", ">>": "shr"}[e.op]
+        return f"gpudsl_{name}_{n}({self.expr(e.lhs)}, {self.expr(e.rhs)})"
 
     def _builtin(self, e: Builtin) -> tuple[str, int]:
         name, args, ty = e.name, e.args, e.ty
         if name in DTYPES:
             a = args[0]
+            if isinstance(a, Const) and a.ty.is_integer and ty.kind == "int":
+                # a literal of the cast's type (its C type is then the cast's)
+                h = 1 << (ty.bits - 1)
+                return self._const(Const((int(a.val) + h) % (2 * h) - h, ty))
             if a.ty == ty or (ty == i64 and a.ty == INDEX and self.index_ctype == "long long"):
                 return self.expr(a, ATOM), ATOM
             if ty in HALF or a.ty in HALF or isinstance(a, Const):
@@ -266,6 +347,8 @@ class ExprEmitter:
         if name == "select":
             c = self.expr(args[0], TERNARY + 1)
             a, b = self.cast_to(args[1], ty, TERNARY + 1), self.cast_to(args[2], ty, TERNARY)
+            if ty.is_integer:
+                a = self._widen(e, args[1], TERNARY + 1)
             return f"{c} ? {a} : {b}", TERNARY
         if ty.is_float:
             fname = {"min": "fmin", "max": "fmax", "abs": "fabs"}.get(name, name)
@@ -279,6 +362,9 @@ class ExprEmitter:
         # integers
         t = self.cint(e)
         if name == "abs":
+            if ty.kind == "int":
+                self.use_helper("gpudsl_wrap")
+                return f"gpudsl_abs_i{ty.bits}({self.expr(args[0])})", ATOM
             return f"{'llabs' if t == 'long long' else 'abs'}({self.expr(args[0])})", ATOM
         if name in ("min", "max"):
             parts = [self.expr(a) if self.cint(a) == t else f"({t}){self.expr(a, UNARY)}"

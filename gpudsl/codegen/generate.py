@@ -267,7 +267,19 @@ class ModuleWriter:
         if helpers:
             head.raw("")
             head.raw(helpers.rstrip("\n"))
-        return head.text() + self.w.text()
+        text = head.text() + self.w.text()
+        if not text.isascii():  # comments and #line file names: NVRTC takes ASCII
+            text = "\n".join(ln if ln.isascii() else _ascii_line(ln)
+                             for ln in text.split("\n"))
+        return text
+
+
+def _ascii_line(ln: str) -> str:
+    """A line whose non-ASCII characters are in a comment or a string (identifiers are
+    mangled by ``cname``): escaped."""
+    from .cexpr import ascii_text
+
+    return ascii_text(ln)
 
 
 from ..ir.nodes import Const as _Const  # noqa: E402

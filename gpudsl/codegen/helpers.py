@@ -5,22 +5,54 @@ from __future__ import annotations
 _FLOOR = """\
 // Python's floor division and modulo (C's / and % truncate toward zero).
 __device__ __forceinline__ int gpudsl_floordiv(int a, int b) {
+  if (b == -1) return (int)(0u - (unsigned)a);  // INT_MIN / -1 traps; it wraps
   int q = a / b;
   return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 __device__ __forceinline__ long long gpudsl_floordiv(long long a, long long b) {
+  if (b == -1) return (long long)(0ull - (unsigned long long)a);
   long long q = a / b;
   return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 __device__ __forceinline__ int gpudsl_floormod(int a, int b) {
+  if (b == -1) return 0;
   int r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 __device__ __forceinline__ long long gpudsl_floormod(long long a, long long b) {
+  if (b == -1) return 0;
   long long r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 """
+
+
+
+def _wrapping(c: str, u: str, bits: int) -> str:
+    """i32 / i64 arithmetic that wraps (two's complement), as in the interpreter and
+    check(); C's signed overflow is undefined.  Shifts by ``bits`` or more: ``<<`` gives
+    0 and ``>>`` the sign (the exact value wrapped to the width)."""
+    n = f"i{bits}"
+    return (
+        f"__device__ __forceinline__ {c} gpudsl_add_{n}({c} a, {c} b) "
+        f"{{ return ({c})(({u})a + ({u})b); }}\n"
+        f"__device__ __forceinline__ {c} gpudsl_sub_{n}({c} a, {c} b) "
+        f"{{ return ({c})(({u})a - ({u})b); }}\n"
+        f"__device__ __forceinline__ {c} gpudsl_mul_{n}({c} a, {c} b) "
+        f"{{ return ({c})(({u})a * ({u})b); }}\n"
+        f"__device__ __forceinline__ {c} gpudsl_neg_{n}({c} a) "
+        f"{{ return ({c})(({u})0 - ({u})a); }}\n"
+        f"__device__ __forceinline__ {c} gpudsl_abs_{n}({c} a) "
+        f"{{ return a < 0 ? ({c})(({u})0 - ({u})a) : a; }}\n"
+        f"__device__ __forceinline__ {c} gpudsl_shl_{n}({c} a, long long s) "
+        f"{{ return s >= {bits} ? 0 : ({c})(({u})a << s); }}\n"
+        f"__device__ __forceinline__ {c} gpudsl_shr_{n}({c} a, long long s) "
+        f"{{ return s >= {bits} ? (a < 0 ? -1 : 0) : a >> s; }}\n")
+
+
+_WRAP = ("// i32 and i64 arithmetic wraps (two's complement), as in the interpreter.\n"
+         + _wrapping("int", "unsigned int", 32)
+         + _wrapping("long long", "unsigned long long", 64))
 
 # the compare-and-swap loops of atomic min/max on floats: one template, by width
 _CAS_TYPES = {  # C type: (its bits as an unsigned type, bits -> value, value -> bits)
@@ -87,12 +119,13 @@ __device__ __forceinline__ long long gpudsl_atomic_inc(long long* p, long long m
 HELPERS = {
     "gpudsl_floordiv": ("floor", _FLOOR),
     "gpudsl_floormod": ("floor", _FLOOR),
+    "gpudsl_wrap": ("wrap", _WRAP),
     "gpudsl_atomic_f32": ("atomic_f32", _ATOMIC_F32),
     "gpudsl_atomic_f64": ("atomic_f64", _ATOMIC_F64),
     "gpudsl_atomic_old": ("atomic_old", _ATOMIC_OLD),
 }
 
-_ORDER = ("floor", "atomic_f32", "atomic_f64", "atomic_old")
+_ORDER = ("floor", "wrap", "atomic_f32", "atomic_f64", "atomic_old")
 
 
 def helper_source(used: set[str]) -> str:

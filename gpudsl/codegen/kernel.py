@@ -369,6 +369,13 @@ class KernelWriter(ExprEmitter):
             return
         if isinstance(s, Reduce):
             ty = self._elem_type(s.name, s.loc)
+            if ty.kind == "int" and s.op in ("+", "-", "*"):  # wraps, as in the interpreter
+                self.use_helper("gpudsl_wrap")
+                lv = self.access(s.name, s.idx, s.loc)
+                fn = {"+": "add", "-": "sub", "*": "mul"}[s.op]
+                w.line(f"{lv} = gpudsl_{fn}_i{ty.bits}({lv}, {self.cast_to(s.rhs, ty)});"
+                       + self.trace_text(s), s.loc)
+                return
             w.line(f"{self.access(s.name, s.idx, s.loc)} {s.op}= {self.cast_to(s.rhs, ty)};"
                    + self.trace_text(s), s.loc)
             return

@@ -171,7 +171,9 @@ class HostSplitter:
         self.temp_names: set[str] = set()
 
     def _new_kernel(self, body, serial, host_vars, loc) -> Launch:
-        name = f"{self.proc_name}_k{len(self.kernels)}"
+        from .cexpr import ascii_ident
+
+        name = f"{ascii_ident(self.proc_name)}_k{len(self.kernels)}"
         self.kernels.append(HostKernel(name, tuple(body), serial, tuple(host_vars), loc))
         return Launch(name)
 

@@ -227,7 +227,9 @@ def _declared(model, inputs) -> dict:
         raise GraphError(f"evaluate takes a dict of inputs by name, not "
                          f"{type(inputs).__name__}")
     declared = {n.attrs["name"]: n for n in model.graph.nodes if n.op == "InputTensor"}
-    extra = sorted(set(inputs) - set(declared))
+    # inputs the script declares but the result does not use may be given (ignored)
+    known = set(declared) | set(getattr(model.graph, "inputs", None) or ())
+    extra = sorted(set(inputs) - known, key=repr)  # keys of any type: no TypeError
     if extra:
         raise GraphError(f"unknown input(s) {', '.join(map(repr, extra))}",
                          hint="the graph's inputs: " + (", ".join(declared) or "none"))

@@ -14,6 +14,8 @@ shared by both paths.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..errors import Error, GraphError
@@ -32,9 +34,14 @@ _at = at
 
 class Model:
     """A compiled graph.  ``evaluate({name: array})`` returns the result as numpy;
-    ``memory`` is the arena's size next to the lower bound."""
+    ``memory`` is the arena's size next to the lower bound.
+
+    Thread safety: a model has one arena and one set of buffers, so evaluations of one
+    model from several threads take turns (a lock per model, held for the whole
+    evaluation); evaluations of different models run concurrently."""
 
     def __init__(self, graph: Graph, constants: dict, device: str):
+        self._lock = threading.RLock()
         try:
             self._init(graph, constants, device)
         except GraphError as e:
@@ -45,7 +52,10 @@ class Model:
         self.device = device
         self.script = graph.text
         self.constants: dict[str, np.ndarray] = {}
+        used = {id(n) for n in graph.nodes}
         for name, node in graph.constants.items():
+            if name not in constants and id(node) not in used:
+                continue  # declared, unused by the result: optional, as unused inputs
             if name not in constants:
                 raise _at(node, f"constant {name!r} was not given",
                           f"pass constants={{'{name}': array}} to compile")
@@ -65,8 +75,13 @@ class Model:
                               "ConstantTensor", "write into a BufferTensor")
         self._fuse(graph)
         self.plan: Plan = plan(*fusion.planner_view(graph.nodes, graph.result, self.groups))
-        self._state = BufferState([b.shape for b in self._buffer_nodes()])
-        self._arena = np.zeros(max(self.plan.arena_bytes, 1), np.uint8)
+        try:
+            self._state = BufferState([b.shape for b in self._buffer_nodes()])
+            self._arena = np.zeros(max(self.plan.arena_bytes, 1), np.uint8)
+        except (MemoryError, ValueError) as e:  # numpy: too large for this machine
+            raise GraphError(f"the model's tensors need {self.plan.arena_bytes} bytes of "
+                             f"memory, more than this machine can give ({e})",
+                             hint="use smaller shapes") from None
         #: the evaluation: one launch list (fused kernels included) ...
         self.launches: LaunchList = launch_list(self)
         #: ... and all its procs as ONE translation unit (None: nothing to launch)
@@ -158,7 +173,12 @@ class Model:
         / gpudsl's; numpy allowed beside them; a GPU model only): a new device array
         out (a gpudsl DeviceBuffer), no host round trip, the evaluation captured as a
         CUDA graph at the first such call and replayed after.  Buffers keep their
-        contents across calls, on either path."""
+        contents across calls, on either path.  Calls from several threads take turns
+        (one lock per model)."""
+        with self._lock:
+            return self._evaluate(inputs)
+
+    def _evaluate(self, inputs: dict):
         try:
             if isinstance(inputs, dict) and any(map(on_device, inputs.values())):
                 return self._evaluate_device(inputs)
@@ -188,9 +208,10 @@ class Model:
 
     def reset_buffers(self):
         """Zero every BufferTensor."""
-        self._state.holder = None  # the device's copy is stale: the host's zeros win
-        for b in self._state._host:
-            b[...] = 0
+        with self._lock:
+            self._state.holder = None  # the device's copy is stale: the host's zeros win
+            for b in self._state._host:
+                b[...] = 0
 
 
 def compile(graph, constants: dict | None = None, device: str | None = None,  # noqa: A001

@@ -28,13 +28,28 @@ class ShapeError(Exception):
         self.message, self.arg, self.hint = message, arg, hint
 
 
+_OWN = {"f32": "float32", "i64": "int64"}  # gpudsl's own spellings
+_TORCH = {"float": "float32", "long": "int64", "double": "float64", "half": "float16",
+          "int": "int32"}  # torch's aliases (torch.float is float32, not numpy's float)
+
+
 def dtype_name(t) -> str:
-    """``"float32"`` / ``"int64"`` from a string, a numpy dtype or a torch dtype."""
-    text = str(t).replace("torch.", "")
+    """``"float32"`` / ``"int64"`` from every spelling numpy and torch users write: a
+    string (``"float32"``, ``"f4"``, ``"torch.float32"``, ``"f32"``), a numpy scalar
+    type (``np.float32``) or dtype, a torch dtype (``torch.float32``, ``torch.long``),
+    gpudsl's ``f32`` / ``i64``, or Python's ``int``."""
+    numpy_name = getattr(t, "numpy", None)  # gpudsl's DType
+    text = numpy_name if isinstance(numpy_name, str) else t
+    if isinstance(text, str) or type(text).__module__.split(".")[0] == "torch":
+        text = str(text)
+        if text.startswith("torch."):
+            text = text[6:]
+            text = _TORCH.get(text, text)
+        text = _OWN.get(text, text)
     try:
         text = np.dtype(text).name
-    except TypeError:
-        pass
+    except (TypeError, ValueError, AttributeError):
+        text = str(text)
     if text not in DTYPES:
         raise GraphError(f"dtype {t!r} is not supported; graphs hold float32 or int64 "
                          "tensors")

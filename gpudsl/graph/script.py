@@ -63,9 +63,8 @@ class _Tok(NamedTuple):
 
 def _tokens(line: str, lineno: int) -> list[_Tok]:
     out, pos = [], 0
-    while pos < len(line):
-        if line[pos:].strip() == "":
-            break
+    end = len(line.rstrip())  # once: the rest of the line is not copied per token
+    while pos < end:
         m = _TOKEN.match(line, pos)
         if m is None or m.end() == pos:
             col = pos + len(line[pos:]) - len(line[pos:].lstrip()) + 1
@@ -112,6 +111,16 @@ class _Line:
                              hint="one statement per line")
 
 
+def _int(ln: "_Line", t) -> int:
+    """An integer literal of the script: a 64-bit signed value, or an error at it (a
+    literal of thousands of digits is not even converted)."""
+    digits = t.text.lstrip("+-")
+    if len(digits) > 19 or not -(2 ** 63) <= int(t.text) < 2 ** 63:
+        shown = t.text if len(t.text) <= 24 else t.text[:20] + f"... ({len(digits)} digits)"
+        raise ln.error(f"the integer {shown} does not fit in 64 bits", t)
+    return int(t.text)
+
+
 def _parse_list(ln: _Line):
     ln.expect("[")
     items = []
@@ -122,7 +131,7 @@ def _parse_list(ln: _Line):
         t = ln.next("an integer")
         if t.kind != "int":
             raise ln.error(f"expected an integer in the list, found {t.text!r}", t)
-        items.append(int(t.text))
+        items.append(_int(ln, t))
         t = ln.next("',' or ']'")
         if t.text == "]":
             return items
@@ -234,7 +243,7 @@ def _argument(ln: _Line, op, kind, index, defined):
                                 "before its first use")
         return defined[t.text]
     if t.kind == "int" and "int" in kind:
-        return int(t.text)
+        return _int(ln, t)
     if t.kind == "ident" and kind == "name":
         return t.text
     if t.kind == "ident" and kind == "dtype":

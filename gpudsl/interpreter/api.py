@@ -13,7 +13,7 @@ from .compiler import compiled, run
 from .races import RaceContext
 
 
-def interpret(p, detect_races: bool = False, **args) -> None:
+def interpret(p, /, **args) -> None:
     """Run ``p`` with the reference semantics, on numpy arrays, in place.
 
     Tensor arguments are numpy arrays of the declared dtype; sizes are inferred
@@ -21,13 +21,25 @@ def interpret(p, detect_races: bool = False, **args) -> None:
     by name; scalars are Python or numpy numbers.  Asserts are checked before
     anything runs.  Every loop, ``par`` loops included, runs in order.  With
     ``detect_races=True`` the run also raises ``gpudsl.RaceError`` when two
-    threads conflict inside a barrier phase (see ``races``).
+    threads conflict inside a barrier phase (see ``races``).  No parameter name
+    collides with the API: ``p`` is positional, and a proc with a parameter named
+    ``detect_races`` takes the option as ``_detect_races``.
     """
     pdef = as_procdef(p)
     if pdef is None:
         raise InterpError(f"interpret() takes a @proc, not {type(p).__name__}")
+    names = {q.name for q in pdef.params}
+    detect_races = False
+    for key in ("detect_races", "_detect_races"):
+        if key in args and (key not in names or key == "_detect_races"):
+            detect_races = args.pop(key)
     control, scalars, arrays = _bind(pdef, args)
-    fn = compiled(pdef, bool(detect_races), True)
+    try:
+        fn = compiled(pdef, bool(detect_races), True)
+    except RecursionError:
+        raise InterpError(f"the interpreter cannot run {pdef.name}: it nests calls or "
+                          "expressions too deeply (Python's recursion limit)", pdef.loc,
+                          "nest fewer calls: inline some of them") from None
     ctx = RaceContext() if detect_races else None
     call = [ctx]
     copy_back = []

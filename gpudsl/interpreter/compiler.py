@@ -57,7 +57,15 @@ def compiled(proc: ProcDef, race: bool, toplevel: bool):
     env.update(em.env)
     linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
     _LINEMAPS[fname] = em.locs
-    exec(compile(src, fname, "exec"), env)
+    try:
+        code = compile(src, fname, "exec")
+    except (SyntaxError, RecursionError, MemoryError) as e:  # Python's own limits
+        why = e.msg if isinstance(e, SyntaxError) else type(e).__name__
+        raise InterpError(f"the interpreter cannot run {proc.name}: Python refuses the code "
+                          f"it translates to ({why}; Python allows 20 nested blocks)",
+                          proc.loc, "nest fewer loops and ifs (merge_loops, or move the "
+                          "inner ones into a proc)") from None
+    exec(code, env)
     fn = env["_run"]
     fn.gpudsl_source = src
     _CACHE[key] = (proc, fn)

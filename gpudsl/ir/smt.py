@@ -23,8 +23,9 @@ an unknown beyond); ``& | ^`` with a mask ``2**k - 1`` are ``% 2**k``; a bitwise
 operation (or a shift by a non-constant) whose other operand depends only on loop
 counters of small constant range (``ThreadEnv.ranges``, set by whoever asserts the
 range) is an ``ite`` over their values, each case with constants (so ``t ^ (1 << k)``
-is linear per ``k``); otherwise 32-bit bit-vectors (``Int2BV``/``BV2Int``) on the
-non-negative operands the language allows.  Operations on two constants fold.  ``min max abs select`` are ``ite``.  Reads of memory (data-dependent
+is linear per ``k``); otherwise 32-bit two's complement bit-vectors (``Int2BV``/
+signed ``BV2Int``) while both operands are i32 values (negative ones included), an
+unknown beyond.  Operations on two constants fold.  ``min max abs select`` are ``ite``.  Reads of memory (data-dependent
 indices) are unknowns: a read of an array nothing writes is an uninterpreted function
 of the indices, shared by all threads (the same location gives the same value); any
 other read is a fresh unknown per thread and occurrence, except that the reads of one
@@ -63,8 +64,8 @@ import z3
 
 from .nodes import BinOp, Builtin, Const, Expr, Read, UnOp, Var, WindowArg
 from .types import DTYPES
-from .smt_ints import (_BITS, _WRAPPING, Unsupported, _bits_const, _fits_i32, _fold, _is_i32,
-                       _mask_bits, _wrap32, floordiv, floormod)
+from .smt_ints import (_BITS, _WRAPPING, Unsupported, _bits_const, _fits, _fold, _int_bits,
+                       _mask_bits, _wrap, floordiv, floormod)
 from .visitor import substitute, walk
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
@@ -244,6 +245,14 @@ class Encoder:
         return z3.Int(f"{e.name}[?]@{t.tag}#{next(_ids)}")
 
 
+def _value_or(t):
+    """``t`` as a Z3 integer value when it simplifies to one, else ``t``."""
+    if z3.is_int_value(t):
+        return t
+    v = z3.simplify(t)
+    return v if z3.is_int_value(v) else t
+
+
 class _Float(Unsupported):
     pass
 
@@ -310,6 +319,9 @@ class ThreadEnv:
                 return z3.Not(self.cond(e.arg))
             if e.ty.is_float:
                 raise _Float()
+            bits = _int_bits(e.ty)
+            if bits:  # -INT_MIN wraps to INT_MIN
+                return _wrap(-self._as_int(e.arg, bits), bits)
             return -self.expr(e.arg)
         if isinstance(e, BinOp):
             return self.binop(e)
@@ -354,19 +366,20 @@ class ThreadEnv:
                     "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b}[op]()
         if e.ty.is_float or op == "/":
             raise _Float()
-        if _is_i32(e.ty) and op in _WRAPPING:
-            # fixed-width arithmetic wraps (the interpreter's meaning): operands of a
-            # wider type are converted, the result wraps
-            a, b = self._as_i32(e.lhs), self._as_i32(e.rhs)
-            return _wrap32(self._arith(e, op, a, b))
+        bits = _int_bits(e.ty)
+        if bits and op in _WRAPPING:
+            # fixed-width arithmetic (i32, i64) wraps (the interpreter's meaning):
+            # operands of a wider type are converted, the result wraps
+            a, b = self._as_int(e.lhs, bits), self._as_int(e.rhs, bits)
+            return _wrap(self._arith(e, op, a, b), bits)
         a, b = self.expr(e.lhs), self.expr(e.rhs)
         return self._arith(e, op, a, b)
 
-    def _as_i32(self, e):
+    def _as_int(self, e, bits: int):
         v = self.expr(e)
         if z3.is_bool(v):
             return z3.If(v, 1, 0)
-        return v if _fits_i32(e) else _wrap32(v)
+        return v if _fits(e, bits) else _wrap(v, bits)
 
     def _arith(self, e, op, a, b):
         if z3.is_int_value(a) and z3.is_int_value(b):
@@ -400,15 +413,22 @@ class ThreadEnv:
                 if z3.is_int_value(y) and _mask_bits(y.as_long()) is not None:
                     return x % (2 ** _mask_bits(y.as_long()))
         if op in ("&", "|", "^"):
+            a, b = _value_or(a), _value_or(b)  # abs(31), select(True, 4, 5): constants
             if z3.is_int_value(a) and z3.is_int_value(b):
                 av, bv = a.as_long(), b.as_long()
                 return z3.IntVal({"&": av & bv, "|": av | bv, "^": av ^ bv}[op])
             for x, y in ((a, b), (b, a)):
                 if z3.is_int_value(y) and 0 <= y.as_long() and bin(y.as_long()).count("1") <= 8:
                     return _bits_const(op, x, y.as_long())
+            # two's complement on 32 bits while both operands are i32 values, negative
+            # ones included (Python's meaning, the interpreter's, for such values);
+            # beyond, an unknown (64-bit vectors are too slow for the solver)
             A, B = z3.Int2BV(a, 32), z3.Int2BV(b, 32)
-            r = {"&": A & B, "|": A | B, "^": A ^ B}[op]
-            return z3.BV2Int(r)
+            r = z3.BV2Int({"&": A & B, "|": A | B, "^": A ^ B}[op], is_signed=True)
+            h = 2 ** 31
+            self.enc.data_dependent = True
+            return z3.If(z3.And(a >= -h, a < h, b >= -h, b < h), r,
+                         z3.Int(f"bits@{self.tag}#{next(_ids)}"))
         raise Unsupported(f"operator {op}")
 
     def _float_term(self, e):
@@ -541,13 +561,16 @@ class ThreadEnv:
         if len(e.args) != 1:
             raise Unsupported(f"{n} takes one argument, not {len(e.args)}")
         if n == "abs":
-            a = self.expr(e.args[0])
-            return z3.If(a < 0, -a, a)
+            bits = _int_bits(e.ty)
+            a = self._as_int(e.args[0], bits) if bits else self.expr(e.args[0])
+            r = z3.If(a < 0, -a, a)
+            return _wrap(r, bits) if bits else r  # abs(INT_MIN) wraps to INT_MIN
         if n in DTYPES:
             a = self.expr(e.args[0])
             if z3.is_bool(a):
                 return z3.If(a, 1, 0)
-            if _is_i32(e.ty) and not _fits_i32(e.args[0]):
-                return _wrap32(a)  # i32(x) of a wider integer wraps, as in the interpreter
+            bits = _int_bits(e.ty)
+            if bits and not _fits(e.args[0], bits):
+                return _wrap(a, bits)  # i32(x) of a wider integer wraps, as in the interpreter
             return a
         raise Unsupported(f"builtin {n}")

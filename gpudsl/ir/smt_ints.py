@@ -20,10 +20,11 @@ def floordiv(a, b):
             return a / b
         if v == 0:
             raise Unsupported("division by zero")
-    # Z3 '/' is Euclidean (remainder >= 0); Python floors.
+    # Z3 '/' is Euclidean (remainder >= 0); Python floors: for b < 0 with a remainder,
+    # the Euclidean quotient is one above the floor (2 / -3 is 0, 2 // -3 is -1)
     q = a / b
     r = a % b
-    return z3.If(z3.Or(b > 0, r == 0), q, q + 1)
+    return z3.If(z3.Or(b > 0, r == 0), q, q - 1)
 
 
 def floormod(a, b):
@@ -52,6 +53,29 @@ def _fits_i32(e) -> bool:
     if isinstance(e, Const):
         return not isinstance(e.val, float) and -(1 << 31) <= int(e.val) < (1 << 31)
     return e.ty.kind == "bool" or (e.ty.kind == "int" and e.ty.bits <= 32)
+
+
+def _int_bits(ty):
+    """32 or 64 for the fixed-width integer types (which wrap), else None."""
+    return ty.bits if ty.kind == "int" else None
+
+
+def _fits(e, bits: int) -> bool:
+    """Whether ``e``'s values are ``bits``-bit values by its type."""
+    if isinstance(e, Const):
+        h = 1 << (bits - 1)
+        return not isinstance(e.val, float) and -h <= int(e.val) < h
+    return e.ty.kind == "bool" or (e.ty.kind == "int" and e.ty.bits <= bits)
+
+
+def _wrap(v, bits: int):
+    """``v`` wrapped to a signed ``bits``-bit value; unchanged (linear) in range."""
+    if bits == 32:
+        return _wrap32(v)
+    half = 1 << (bits - 1)
+    if z3.is_int_value(v):
+        return z3.IntVal((v.as_long() + half) % (2 * half) - half)
+    return z3.If(z3.And(v >= -half, v < half), v, (v + half) % (2 * half) - half)
 
 
 def _wrap32(v):

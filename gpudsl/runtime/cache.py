@@ -12,6 +12,11 @@ checks it before handing the artifact out, so a truncated or overwritten file is
 loaded: it is removed (with a warning, once per entry) and the caller recompiles.  A cache
 that cannot be written is reported once per directory (:class:`CacheWarning`), and
 compilation goes on without it.
+
+Nothing is loaded from a folder or entry that another user owns or that its group or
+others may write (:func:`untrusted`; a warning, and the code is compiled afresh): a
+shared folder would let anyone who can write there run code in this process.  The
+folder is created owner-only and entries are written 0600.
 """
 from __future__ import annotations
 
@@ -73,14 +78,39 @@ def cache_key(source: str, target: str, arch: str, options: list[str] | tuple[st
     return h.hexdigest()
 
 
+def untrusted(path: Path) -> str | None:
+    """Why ``path`` (a cache folder or entry) must not be loaded from: it is not owned by
+    the current user, or its group or others may write it (anyone who can write there
+    could plant code that this process loads); None when it is trusted or absent.  As
+    pip does with its cache.  Not checked where the system has no owners (Windows)."""
+    if not hasattr(os, "getuid"):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if st.st_uid != os.getuid():
+        return f"{path} is owned by another user (uid {st.st_uid})"
+    if st.st_mode & 0o022:
+        return f"{path} is writable by its group or by others (mode {st.st_mode & 0o777:o})"
+    return None
+
+
+def make_private_dir(d: Path) -> None:
+    """Create the folder ``d`` (and its parents) owner-only; an existing one is left."""
+    if not d.is_dir():
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same directory and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``data`` to ``path`` via a temp file in the same directory and ``os.replace``
+    (owner-only: the folder is created 0700 and the file 0600)."""
+    make_private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o600)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -149,10 +179,21 @@ class Cache:
         warn_once(("damaged", str(p)),
                   f"gpudsl: removed the damaged cache entry {p}: {why}; compiling it again")
 
+    def trusted(self) -> bool:
+        """Whether code may be loaded from this folder (see :func:`untrusted`)."""
+        return untrusted(self.dir) is None
+
     def lookup(self, key: str, suffix: str) -> tuple[Path, dict] | None:
         """``(artifact path, metadata)`` when both are present and the artifact's content
         hash is the one recorded at write, else None (a damaged entry is discarded)."""
         p = self.path(key, suffix)
+        for q in (self.dir, p, self.path(key, "json")):
+            why = untrusted(q)
+            if why is not None:
+                warn_once(("untrusted", str(q)),
+                          f"gpudsl: not loading from the compile cache: {why}; compiling "
+                          "afresh (point GPUDSL_CACHE_DIR at a folder only you can write)")
+                return None
         meta = self.get_meta(key)
         if meta is None or not p.is_file():
             return None

@@ -399,8 +399,10 @@ def build_emulator_module(source: str, kernels: Iterable[KernelSig], *,
         if use_cache:
             path = cache.try_put(key, "so", out.read_bytes(), {"target": "emulator",
                                                                 "flags": flags})
-            if path is not None and not reload:
+            if path is not None and not reload and cache.trusted():
                 return _load(path, kernels, nworkers)
+            if path is not None and not cache.trusted():
+                path = None  # never load what others may have replaced: the temporary
         # dlopen keeps the mapping after the temporary file is removed
         mod = _load(out, kernels, nworkers)
         if use_cache and path is not None:

@@ -36,7 +36,7 @@ from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr
 from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, f32
 from ..ir.visitor import free_vars, substitute
 from .cursors import ancestors, block_of, fwd_splice, replace_block, splice
-from .legality import prove
+from .legality import divisible, prove
 from .patterns import scope_at
 from .primitive import BLOCK, LOOP, PROC, STMT, Rewrite, choice, fail, primitive
 from .simplify import const_value, normalize
@@ -389,6 +389,11 @@ def vectorize(p, loop, width: int):
                 off = off * enc.int(ext, e_) + enc.int(e, e_)
             return off % width == 0
 
+        flat = first[0]
+        for e, ext in zip(first[1:], shape[1:]):
+            flat = _e("+", _e("*", flat, ext), e)
+        if divisible(p.ir, c.addr, flat, width):
+            continue  # decided by residues: no nonlinear query (solver-version proof)
         prove(p.ir, c.addr, aligned,
               f"the accesses of '{name}' are aligned to {width} elements", st.loc,
               "make the row length and the offsets multiples of the width (pad_dim "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import z3
 
 from ..errors import SchedulingError
-from ..ir.nodes import Alloc, BinOp, Const, For, If, Var
+from ..ir.nodes import Alloc, BinOp, Builtin, Const, For, If, Read, UnOp, Var
 from ..ir.types import BLOCKS, INDEX, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
 from .cursors import block_of, fwd_identity, fwd_splice, replace_block, splice
@@ -374,9 +374,11 @@ def specialize(p, block, conds):
     """Copy ``block`` into the branches of ``if c1: block`` / ``elif c2: block``
     ... ``else: block``, one per condition of ``conds`` (a string or a list).
 
-    Legality: none needed beyond scoping: each branch is the same block, so the
-    meaning is kept whatever the conditions; an allocation of the block must not
-    be used after it (it would go out of scope).
+    Legality: each branch is the same block, so the meaning is kept whatever the
+    conditions, but each condition must be defined wherever it is evaluated (where
+    the earlier ones are false): its divisors are proved non-zero and its reads in
+    bounds (under its own ``and`` / ``or`` / ``select`` guards); an allocation of the
+    block must not be used after it (it would go out of scope).
 
     Example: ``specialize(p, "for i in _: _", "n % 4 == 0")``
     """
@@ -388,6 +390,8 @@ def specialize(p, block, conds):
         if x.ty != bool_:
             raise fail(f"{_pe(x)} is not a condition", c.loc)
     a = c.addr
+    for k, x in enumerate(cs):  # each evaluated where the earlier ones are false
+        _refuse_partial(p.ir, a, x, [UnOp("not", y, bool_) for y in cs[:k]], c.loc)
     after = block_of(p.ir, a[:-1])[a[-1] + len(stmts):]
     for st in stmts:
         if isinstance(st, Alloc) and st.name in free_vars(tuple(after)):
@@ -405,6 +409,59 @@ def specialize(p, block, conds):
     return Rewrite(replace_block(p.ir, a[:-1], block_of(p.ir, a[:-1])[:a[-1]] + out +
                                  block_of(p.ir, a[:-1])[a[-1] + n_old:]),
                    fwd_splice(a, 1, inner_map, n_old=n_old))
+
+
+def _refuse_partial(pdef, addr, cond, guards, loc):
+    """Refuse a user-given condition that is not defined wherever it is evaluated: a
+    division or modulo by what may be zero, a read that may leave its array (``and``,
+    ``or`` and ``select`` evaluate an operand only where the other decides so)."""
+    shapes = scope_at(pdef, addr)
+    hint = "a condition must be defined wherever the block runs (guard it with `and`)"
+
+    def holds(goal, gs, what):
+        def prop(sc, env):
+            facts = [sc.cond(g, env) for g in gs]
+            return z3.Implies(z3.And(*facts), goal(sc, env)) if facts else goal(sc, env)
+        prove(pdef, addr, prop, what, loc, hint)
+
+    def visit(e, gs):
+        if isinstance(e, BinOp) and e.op in ("and", "or"):
+            visit(e.lhs, gs)
+            visit(e.rhs, gs + [e.lhs if e.op == "and" else UnOp("not", e.lhs, bool_)])
+            return
+        if isinstance(e, Builtin) and e.name == "select":
+            c, x, y = e.args
+            visit(c, gs)
+            visit(x, gs + [c])
+            visit(y, gs + [UnOp("not", c, bool_)])
+            return
+        if isinstance(e, BinOp) and e.op in ("//", "%"):
+            visit(e.lhs, gs)
+            visit(e.rhs, gs)
+            holds(lambda sc, env, d=e.rhs: sc.int(d, env) != 0, gs,
+                  f"the divisor {_pe(e.rhs)} in the condition {_pe(cond)} is not zero")
+            return
+        if isinstance(e, Read):
+            for i, X in zip(e.idx, shapes[e.name][2] or ()):
+                visit(i, gs)
+                holds(lambda sc, env, i=i, X=X: z3.And(sc.int(i, env) >= 0,
+                                                       sc.int(i, env) < sc.int(X, env)),
+                      gs, f"the read {_pe(e)} in the condition {_pe(cond)} is in bounds")
+            return
+        for kid in _kids(e):
+            visit(kid, gs)
+
+    visit(cond, list(guards))
+
+
+def _kids(e):
+    if isinstance(e, BinOp):
+        return (e.lhs, e.rhs)
+    if isinstance(e, UnOp):
+        return (e.arg,)
+    if isinstance(e, Builtin):
+        return e.args
+    return ()
 
 
 @primitive("simplify")

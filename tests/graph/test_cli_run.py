@@ -49,3 +49,35 @@ def test_run_bad_script_is_refused_with_its_file_and_line(tmp_path, capsys):
                                      "result = $2;\n")
     assert main(["run", str(tmp_path / "bad.hk")]) == 1
     assert "bad.hk:2:6: unknown node 'Nope'" in capsys.readouterr().err
+
+
+def test_run_non_utf8_script_is_a_graph_error(tmp_path, capsys):
+    # issue 28: UnicodeDecodeError (a traceback)
+    (tmp_path / "bad.hk").write_bytes(b"$1 = InputTensor(x, float32, [4]);\n// \xff\xfe\n"
+                                      b"result = $1;\n")
+    assert main(["run", str(tmp_path / "bad.hk")]) == 1
+    err = capsys.readouterr().err
+    assert "not UTF-8 text" in err and "line 2" in err
+
+
+def test_run_unwritable_output_keeps_the_result(tmp_path, capsys):
+    # issue 28: the result was lost when --output could not be written
+    x, w = _files(tmp_path)
+    rc = main(["run", str(tmp_path / "m.hk"), "--input", f"x={tmp_path / 'x.npy'}",
+               "--constants", str(tmp_path / "consts"),
+               "--output", str(tmp_path / "no" / "such" / "y.npy")])
+    out = capsys.readouterr().out
+    assert rc == 1 and "cannot write" in out and "result float32 [2, 4]" in out
+    y = np.maximum(x @ w, 0)
+    assert np.array2string(y, threshold=10 ** 9) in out
+
+
+def test_tune_failure_is_one_line_not_a_traceback(capsys):
+    import pytest
+
+    pytest.importorskip("optuna")
+    rc = main(["tune", "matmul", "--shape", "32x32", "--shape", "32x32", "--target",
+               "emulator", "--db", "nosuchdriver://host/x", "--param", "bm=32",
+               "--reps", "1"])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.startswith("gpudsl tune: ") and "Traceback" not in err

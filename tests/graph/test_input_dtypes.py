@@ -1,0 +1,51 @@
+"""``InputTensor`` takes every dtype spelling numpy and torch users write (issue 28:
+``graph.InputTensor("x", np.float32, ...)`` was refused)."""
+import numpy as np
+import pytest
+
+import gpudsl
+from gpudsl import GraphError, graph
+
+
+class _TorchDtype:
+    """Stands for a torch dtype (torch is not a test dependency): its module is torch
+    and it prints as ``torch.<name>``."""
+
+    __module__ = "torch"
+
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return f"torch.{self.name}"
+
+
+FLOAT32 = [np.float32, np.dtype("float32"), "float32", "f4", "<f4", "single",
+           "torch.float32", "torch.float", _TorchDtype("float32"), gpudsl.f32, "f32"]
+INT64 = [np.int64, np.dtype("int64"), "int64", "i8", "torch.int64", "torch.long",
+         _TorchDtype("int64"), gpudsl.i64, "i64"]
+
+
+@pytest.mark.parametrize("dtype", FLOAT32, ids=repr)
+def test_float32_spellings(dtype):
+    x = graph.InputTensor("x", dtype, [3])
+    assert x.attrs["dtype"] == "float32"
+
+
+@pytest.mark.parametrize("dtype", INT64, ids=repr)
+def test_int64_spellings(dtype):
+    assert graph.InputTensor("i", dtype, [3]).attrs["dtype"] == "int64"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, "float64", float, "bogus", None,
+                                   _TorchDtype("float16"), gpudsl.f64], ids=repr)
+def test_other_dtypes_are_refused(dtype):
+    with pytest.raises(GraphError, match="not supported; graphs hold float32 or int64"):
+        graph.InputTensor("x", dtype, [3])
+
+
+def test_a_numpy_typed_input_evaluates():
+    x = graph.InputTensor("x", np.float32, [4])
+    m = graph.compile(graph.SumNode(x, x))
+    a = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(m.evaluate({"x": a}), 2 * a)
