@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..errors import CompileError, SrcLoc
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
-                        Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg)
+                        Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg, Arrive, Wait)
 from ..ir.nests import DIMS, direct_nest, nest_dims
 from ..ir.printer import print_expr
 from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, THREADS, DType, bool_, f16, \
@@ -355,8 +355,12 @@ class KernelWriter(ExprEmitter):
                 raise _err(f"sync() stands {where}", s.loc,
                            "sync() belongs at block level: inside a BLOCKS loop, outside the "
                            "THREADS loops")
+            if s.ranged:
+                return self.sync_stmt(s)
             w.line("__syncthreads();", s.loc)
             return
+        if isinstance(s, (Arrive, Wait)):
+            return self.sync_stmt(s)
         if level == "block":
             raise _err("this statement stands at block level (inside a @ BLOCKS loop but "
                        "outside any @ THREADS loop)", s.loc,
@@ -377,6 +381,10 @@ class KernelWriter(ExprEmitter):
         if isinstance(s, Call):
             return self.instr(s)
         raise _err(f"cannot generate CUDA for {type(s).__name__}", getattr(s, "loc", None))
+
+    def sync_stmt(self, s) -> None:
+        raise _err("ranged and split barriers (SPEC 2.7) have no CUDA lowering yet", s.loc,
+                   "use sync() for now")
 
     def _elem_type(self, name, loc) -> DType:
         return self.lookup(name, loc).dtype

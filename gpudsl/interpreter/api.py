@@ -11,6 +11,7 @@ from ..ir.printer import print_expr
 from ..ir.procdef import as_procdef
 from .compiler import compiled, run
 from .races import RaceContext
+from ..ir.syncs import uses_partial_sync
 
 
 def interpret(p, detect_races: bool = False, **args) -> None:
@@ -29,6 +30,8 @@ def interpret(p, detect_races: bool = False, **args) -> None:
     control, scalars, arrays = _bind(pdef, args)
     fn = compiled(pdef, bool(detect_races), True)
     ctx = RaceContext() if detect_races else None
+    if ctx is not None:
+        ctx.partial = uses_partial_sync(pdef)
     call = [ctx]
     copy_back = []
     for prm in pdef.params:
