@@ -14,10 +14,10 @@ import time
 from ..ir.locations import location_key
 from ..errors import Error
 from ..ir.inline import InlineRefused
-from ..ir.syncs import uses_partial_sync
 from .effects import collect
 from .mapping import check_uniformity, issues_to_diagnostics
 from .obligations import Ctx
+from .obligations.barriers import check_barriers
 from .obligations.bounds import check_bounds
 from .obligations.ownership import check_ownership
 from .obligations.races import check_races
@@ -73,11 +73,6 @@ def _run(ir, bindings, timeout_ms) -> Report:
                        [e.loc] if e.loc is not None else [], {}, e.hint or "")
         return Report(ir.name, [d], [], dict(bindings),
                       {"queries": 0, "seconds": time.perf_counter() - t0, "accesses": 0})
-    if uses_partial_sync(ir):
-        d = Diagnostic("unknown", f"could not analyse {ir.name}: ranged and split barriers "
-                       "(SPEC 2.7) are not proved yet", [], {}, "")
-        return Report(ir.name, [d], [], dict(bindings),
-                      {"queries": 0, "seconds": time.perf_counter() - t0, "accesses": 0})
     per_query = DEFAULT_TIMEOUT_MS if timeout_ms == DEFAULT_BUDGET_MS else timeout_ms
     ctx = Ctx(eff, bindings, per_query, timeout_ms / 1000)
     if bindings:
@@ -90,6 +85,7 @@ def _run(ir, bindings, timeout_ms) -> Report:
     check_uniformity(eff, ctx.diagnostics)
     check_resources(ctx)
     check_ownership(ctx)
+    check_barriers(ctx)
     check_races(ctx)
     check_bounds(ctx)
     diags = sorted(ctx.diagnostics, key=lambda d: _ORDER.get(d.kind, 9))

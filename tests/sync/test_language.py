@@ -32,7 +32,7 @@ def test_round_trip(name):
 def test_nodes_and_locations():
     p = PROCS["pc_split"]
     nodes = [n for n in walk(p.ir.body) if isinstance(n, (Sync, Arrive, Wait))]
-    assert [type(n).__name__ for n in nodes] == ["Wait", "Arrive", "Wait", "Arrive"]
+    assert [type(n).__name__ for n in nodes] == ["Arrive", "Wait", "Arrive", "Wait", "Arrive"]
     assert all(n.loc is not None and n.loc.line > 0 for n in nodes)
     r = rename(p.ir.body, {"full": "f2"})
     assert {n.name for n in walk(r) if isinstance(n, (Arrive, Wait))} == {"f2", "empty"}

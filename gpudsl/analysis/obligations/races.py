@@ -26,6 +26,7 @@ from ..effects import Access, loops_prefix
 from ..report import Diagnostic
 from ...ir.smt import DEFAULT_TIMEOUT_MS, SAT, UNKNOWN, Unsupported
 from ..phases import PhaseRelation
+from ..sync_counts import kernel_syncs
 from . import Ctx
 
 _PHASES = PhaseRelation()
@@ -194,7 +195,7 @@ def _prefix_syncs(L) -> list:
         out, n = [], 0
         for x in L:
             out.append(n)
-            n += isinstance(x, Sync)
+            n += isinstance(x, Sync) and not x.ranged
         if len(_sync_memo) > 10000:
             _sync_memo.clear()
         r = _sync_memo[id(L)] = (L, out)
@@ -315,7 +316,8 @@ def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
                     phase = [same]
                 if same is not False:
                     alts.append(z3.And(*eq_host, *eq_block,
-                                   z3.Or(*[x != y for x, y in zip(t1.tc, t2.tc)]), *phase))
+                                   z3.Or(*[x != y for x, y in zip(t1.tc, t2.tc)]), *phase,
+                                   *_unordered(ctx, a1, a2, t1, t2)))
                     tags.append(("threads", None))
             if "iterations" in modes:
                 for j in inner_par:
@@ -331,6 +333,11 @@ def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
                     [a1.loc, a2.loc], str(e) or "unsupported expression")
         return ctx.diagnostics.pop()
     r = ctx.solve(cons)
+    if r.status == SAT and not _exact_order(ctx, a1, a2):
+        ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
+                    [a1.loc, a2.loc], "the number of ranged or split barrier instances "
+                    "between them depends on loop variables")
+        return ctx.diagnostics.pop()
     if r.status == SAT:
         return _race(ctx, info, a1, a2, t1, t2, i1, alts, tags, r.model)
     if r.status == UNKNOWN:
@@ -338,6 +345,21 @@ def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
                     [a1.loc, a2.loc], f"solver: {r.reason or 'unknown'}")
         return ctx.diagnostics.pop()
     return None
+
+
+def _unordered(ctx, a1, a2, t1, t2) -> list:
+    """Not ordered by a ranged or split barrier (SPEC 2.7, :mod:`..sync_counts`)."""
+    ks = kernel_syncs(ctx, a1.kernel)
+    if ks is None or a1.path is None or a2.path is None:
+        return []
+    return [z3.Not(ks.ordered(a1.path, t1, a2.path, t2))]
+
+
+def _exact_order(ctx, a1, a2) -> bool:
+    ks = kernel_syncs(ctx, a1.kernel) if a1.kernel is not None else None
+    if ks is None or a1.path is None or a2.path is None:
+        return True
+    return ks.exact(a1.path) and ks.exact(a2.path)
 
 
 def _race(ctx, info, a1, a2, t1, t2, i1, alts, tags, model):
