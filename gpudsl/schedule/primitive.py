@@ -52,6 +52,16 @@ def fail(message: str, loc=None, hint: str | None = None, witness: dict | None =
     return SchedulingError(current(), message, loc, hint, witness)
 
 
+def _keep_sync_orderings(old, new, name):
+    """Ranged and split barriers (SPEC 2.7): see :mod:`.sync_guard`."""
+    if new is None:
+        return
+    from .sync_guard import broken_sync_orderings
+    bad = broken_sync_orderings(old, new)
+    if bad is not None:
+        raise SchedulingError(name, *bad)
+
+
 @dataclass(frozen=True)
 class Rewrite:
     """What a primitive's body returns: the new IR and the forwarding function
@@ -289,6 +299,8 @@ def primitive(name: str, /, **kinds: Kind):
                 out = fn(*bound.args, **bound.kwargs)
             finally:
                 _CURRENT.reset(token)
+            if outermost:
+                _keep_sync_orderings(p.ir, getattr(out, "ir", None), name)
             if isinstance(out, Rewrite):
                 ir = stamp(p.ir, out.ir, name) if outermost else out.ir
                 alias(ir, out.ir)

@@ -177,4 +177,15 @@ def _no_overrun(ctx, ks, a, w):
                                "thread2": ctx.thread_witness(u, a.at, m)})
 
 
-__all__ = ["check_barriers"]
+__all__ = ["check_barriers", "barrier_issues"]
+
+
+def barrier_issues(ir) -> list:
+    """The diagnostics of :func:`check_barriers` alone for a proc (for the rewrite
+    primitives: a rewrite may not add one)."""
+    from ..effects import collect
+    from . import Ctx
+
+    ctx = Ctx(collect(ir), {}, 3000)
+    check_barriers(ctx)
+    return ctx.diagnostics

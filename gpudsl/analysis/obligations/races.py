@@ -41,11 +41,14 @@ def _host_loops(loops):
     return out
 
 
-def added_races(before, after, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list:
+def added_races(before, after, timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                partial: bool = False) -> list:
     """The race (and undecided) diagnostics of ``after`` between threads of one block
     that ``before`` does not have, where ``after`` is ``before`` with barriers removed
     (the same accesses in the same order; only barrier counts differ).  A pair whose
-    barrier counts did not change cannot race anew and is not asked."""
+    barrier counts did not change cannot race anew and is not asked, unless
+    ``partial`` (a ranged or split barrier was removed: block-wide counts do not see
+    it)."""
     from ..effects import collect
 
     eff_b, eff_a = collect(before), collect(after)
@@ -56,7 +59,7 @@ def added_races(before, after, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list:
     ctx_b = Ctx(eff_b, {}, timeout_ms)
     out = []
     for info, a1, a2 in _candidates(eff_a):
-        if aligned and repr(a1.bcount) == repr(old[a1.uid].bcount) and \
+        if aligned and not partial and repr(a1.bcount) == repr(old[a1.uid].bcount) and \
                 repr(a2.bcount) == repr(old[a2.uid].bcount):
             continue  # the same query as before the removal
         d = _pair(ctx_a, info, a1, a2, only={"threads"})
