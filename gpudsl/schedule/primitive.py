@@ -52,6 +52,16 @@ def fail(message: str, loc=None, hint: str | None = None, witness: dict | None =
     return SchedulingError(current(), message, loc, hint, witness)
 
 
+def _not_a_barrier(s):
+    """A split barrier (``bar: barrier @ SHARED``, SPEC 2.7) is no array: it stays
+    alone, in SHARED memory, at the top of its block's code."""
+    from ..ir.types import BARRIER
+
+    if getattr(s, "ty", None) == BARRIER:
+        raise fail(f"'{s.name}' is a split barrier, not an array: it stays where it is "
+                   "allocated (alone, in SHARED memory, at block level)", s.loc)
+
+
 def _keep_sync_orderings(old, new, name):
     """Ranged and split barriers (SPEC 2.7): see :mod:`.sync_guard`."""
     if new is None:
@@ -90,7 +100,10 @@ def _cursor(want: str, doc: str) -> Kind:
     def conv(p, value, arg):
         from .cursors import resolve
 
-        return resolve(p, value, current(), want)
+        c = resolve(p, value, current(), want)
+        if want == "alloc":
+            _not_a_barrier(c.node())
+        return c
 
     return Kind(want, conv, doc)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpudsl import SchedulingError, check, interpret, proc_from_source
+from gpudsl import GLOBAL, SchedulingError, check, interpret, proc_from_source
 from gpudsl.schedule import delete_sync, divide_loop, fission, insert_sync, set_unroll
 
 from .cases import PROCS
@@ -95,3 +95,16 @@ def test_rewrites_that_keep_the_orderings_pass():
         r = divide_loop(p, "i", 2, ["io", "ii"], tail="cut")
         assert check(r).ok, str(check(r))
         _same_meaning(p, r)
+
+
+@pytest.mark.parametrize("call", [
+    lambda p: __import__("gpudsl.schedule", fromlist=["x"]).set_memory(p, "full", GLOBAL),
+    lambda p: __import__("gpudsl.schedule", fromlist=["x"]).lift_alloc(p, "full"),
+    lambda p: __import__("gpudsl.schedule", fromlist=["x"]).sink_alloc(p, "full"),
+    lambda p: __import__("gpudsl.schedule", fromlist=["x"]).expand_dim(p, "full", "2", "0"),
+])
+def test_alloc_primitives_leave_split_barriers_alone(call):
+    """Found by the differential test: set_memory and lift_alloc made procs that do not
+    parse back (a barrier in GLOBAL memory, a barrier outside the block)."""
+    with pytest.raises(SchedulingError, match="split barrier, not an array"):
+        call(PROCS["pc_split"])
