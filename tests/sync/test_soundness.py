@@ -119,6 +119,8 @@ def test_detector_finding_implies_check_fails(src, n):
         STATS["proved"] += 1
         return
     STATS["check fails, detector clean for this n"] += 1
+    if os.environ.get("GPUDSL_HYPOTHESIS_SHOW"):
+        print("CHECK FAILS, DETECTOR CLEAN, n =", n, "\n", src, rep)
     for d in rep.of_kind("race"):
         STATS["race witnesses"] += 1
         if _run(p, d.witness["sizes"].get("n", n)) is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import z3
 
 from ...ir.nodes import Arrive, For, Sync, Wait
-from ...ir.smt import SAT, UNKNOWN, Unsupported
+from ...ir.smt import SAT, UNKNOWN, UNSAT, Unsupported
 from ...ir.types import BLOCKS
 from ...ir.visitor import walk
 from ..report import Diagnostic
@@ -73,9 +73,11 @@ def _shapes(ctx, ks, syncs) -> bool:
             ok = False
             continue
         if hi > bs:
-            _div(ctx, f"`{_text(s)}` expects threads [{lo}, {hi}), but the block has {bs} "
-                 "thread(s): the missing threads never arrive, the others wait forever",
-                 [s.loc], "keep the range inside the block", {"block_size": bs})
+            w = _reached(ctx, si)
+            if w is not None:
+                _div(ctx, f"`{_text(s)}` expects threads [{lo}, {hi}), but the block has {bs} "
+                     "thread(s): the missing threads never arrive, the others wait forever",
+                     [s.loc], "keep the range inside the block", dict(w, block_size=bs))
         if isinstance(s, Sync) and (lo, hi) != (0, bs) and (lo % 32 or hi % 32):
             _div(ctx, f"`{_text(s)}`: a ranged barrier synchronises whole warps (bar.sync "
                  "counts warps); lo and hi must be multiples of 32 unless the range is the "
@@ -100,6 +102,22 @@ def _shapes(ctx, ks, syncs) -> bool:
                  "use one split barrier per group of arriving threads")
             ok = False
     return ok
+
+
+def _reached(ctx, si):
+    """A witness that the statement runs for some sizes (None: it never does)."""
+    t = ctx.thread("1")
+    try:
+        cons = ctx.place(t, si.at)
+    except Unsupported:
+        return {}
+    r = ctx.solve(cons)
+    if r.status == UNSAT:
+        return None
+    if r.status != SAT:
+        return {}
+    return {"sizes": ctx.enc.size_values(r.model),
+            "thread1": ctx.thread_witness(t, si.at, r.model)}
 
 
 def _completes(ctx, ks, w):
