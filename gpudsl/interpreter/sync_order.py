@@ -23,7 +23,7 @@ parallel execution.  Two things live here:
 """
 from __future__ import annotations
 
-from ..errors import InterpError, RaceError
+from ..errors import InterpError
 
 
 def _mask(lo: int, hi: int) -> int:
@@ -228,4 +228,4 @@ def partial_access(tr, k: int, kind: int, acc, conflicts) -> None:
 
 
 __all__ = ["SplitBarrier", "PartialOrder", "sync_range", "arrive",
-           "wait", "partial_access", "RaceError"]
+           "wait", "partial_access"]

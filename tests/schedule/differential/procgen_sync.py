@@ -49,7 +49,7 @@ def _split(r):
 def _split_loop(r):
     k = r.choice(["i % 2", "i % 2", "0"])
     pre = ["bar: barrier @ SHARED"]
-    body = [f"for t in par(0, 64) @ THREADS:", f"    s[{k}, t] = x[b, (t + i) % 64]",
+    body = ["for t in par(0, 64) @ THREADS:", f"    s[{k}, t] = x[b, (t + i) % 64]",
             "arrive(bar, 0, 64)",
             "for t in par(0, 64) @ THREADS:", "    y[b, t] += a",
             "wait(bar, 0, 64)" if r.random() < 0.9 else "pass",
