@@ -73,7 +73,12 @@ class KernelSyncs:
         self.ctx = ctx
         self.kernel = kernel
         ki = ctx.eff.kernels[kernel]
-        stmts = [n for n in walk(ki.loop) if isinstance(n, (Sync, Arrive, Wait))]
+        stmts, self.allocs = [], []
+        for n in walk(ki.loop):
+            if isinstance(n, (Sync, Arrive, Wait)):
+                stmts.append(n)
+            elif isinstance(n, Alloc) and n.ty == BARRIER:
+                self.allocs.append(n)
         self.ranges = sorted({(s.lo.val, s.hi.val) for s in stmts
                               if isinstance(s, Sync) and s.ranged})
         self.bars: dict = {}
@@ -81,7 +86,6 @@ class KernelSyncs:
             if isinstance(s, (Arrive, Wait)):
                 b = self.bars.setdefault(s.name, {"arrive": set(), "wait": set()})
                 b["arrive" if isinstance(s, Arrive) else "wait"].add((s.lo.val, s.hi.val))
-        self.allocs = [n for n in walk(ki.loop) if isinstance(n, Alloc) and n.ty == BARRIER]
         self._counters: dict = {}
         self.block_size = self._block_size(ki)
 
