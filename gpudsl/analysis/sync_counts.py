@@ -29,7 +29,7 @@ import z3
 
 from ..ir.nodes import Alloc, Arrive, Const, For, Sync, Wait
 from ..ir.smt import Unsupported
-from ..ir.syncs import is_sync
+from ..ir.syncs import is_partial_sync, is_sync
 from ..ir.types import BARRIER, BLOCKS
 from ..ir.visitor import walk
 from .phases import PhaseCounter, add
@@ -185,7 +185,12 @@ class KernelSyncs:
 
 def kernel_syncs(ctx, kernel):
     """The :class:`KernelSyncs` of a kernel (memoised on the obligation context)."""
-    memo = ctx.__dict__.setdefault("_kernel_syncs", {})
+    memo = ctx.__dict__.get("_kernel_syncs")
+    if memo is None:
+        # kernels without ranged or split barriers (most) need no walk at all
+        memo = ctx.__dict__["_kernel_syncs"] = {
+            k: None for k in ctx.eff.kernels
+            if not any(si.kernel == k and is_partial_sync(si.stmt) for si in ctx.eff.syncs)}
     if kernel not in memo:
         ks = KernelSyncs(ctx, kernel)
         memo[kernel] = None if ks.empty else ks
