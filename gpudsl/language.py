@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .ir.types import (BLOCKS, CONST, GLOBAL, REGISTER, SHARED, THREADS, bf16, bool_, f16, f32,
                        f64, i32, i64, index, size)
+from .ir.types import BARRIER
 
 
 def _only_in_procs(name):
@@ -17,6 +18,9 @@ def _only_in_procs(name):
 par = _only_in_procs("par")
 seq = _only_in_procs("seq")
 sync = _only_in_procs("sync")
+arrive = _only_in_procs("arrive")
+wait = _only_in_procs("wait")
+barrier = BARRIER  # ``bar: barrier @ SHARED`` (SPEC 2.7)
 atomic_add = _only_in_procs("atomic_add")
 atomic_min = _only_in_procs("atomic_min")
 atomic_max = _only_in_procs("atomic_max")
@@ -36,4 +40,5 @@ tanh = _only_in_procs("tanh")
 __all__ = ["BLOCKS", "THREADS", "GLOBAL", "SHARED", "REGISTER", "CONST", "f16", "bf16", "f32", "f64",
            "i32", "i64", "bool_", "size", "index", "par", "seq", "sync", "atomic_add",
            "atomic_min", "atomic_max", "atomic_sub", "atomic_exch", "atomic_cas", "atomic_and",
-           "atomic_or", "atomic_xor", "atomic_inc", "select", "exp", "log", "sqrt", "tanh"]
+           "atomic_or", "atomic_xor", "atomic_inc", "select", "exp", "log", "sqrt", "tanh",
+           "arrive", "wait", "barrier"]

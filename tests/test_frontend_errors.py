@@ -259,7 +259,7 @@ def test_sync_with_arguments():
         def p(n: size):
             for b in par(0, n) @ BLOCKS:
                 sync(1)  # ERR
-    _expect_error(build, "sync() takes no arguments")
+    _expect_error(build, "sync() takes no arguments (the whole block) or a thread range")
 
 
 def test_store_float_into_int_needs_a_cast():

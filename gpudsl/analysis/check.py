@@ -17,6 +17,7 @@ from ..ir.inline import InlineRefused
 from .effects import collect
 from .mapping import check_uniformity, issues_to_diagnostics
 from .obligations import Ctx
+from .obligations.barriers import check_barriers
 from .obligations.bounds import check_bounds
 from .obligations.ownership import check_ownership
 from .obligations.races import check_races
@@ -89,6 +90,7 @@ def _run(ir, bindings, timeout_ms) -> Report:
     check_uniformity(eff, ctx.diagnostics)
     check_resources(ctx)
     check_ownership(ctx)
+    check_barriers(ctx)
     check_races(ctx)
     check_bounds(ctx)
     diags = sorted(ctx.diagnostics, key=lambda d: _ORDER.get(d.kind, 9))

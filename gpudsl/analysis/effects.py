@@ -130,6 +130,8 @@ class SyncInfo:
     kernel: Optional[int]
     level: str
     inside: list            # enclosing statements (For/If) from the kernel down
+    stmt: object = None     # the sync(), sync(lo, hi), arrive or wait
+    at: Optional[Access] = None  # where it stands, placed like an access (path included)
 
 
 @dataclass(eq=False)
@@ -320,15 +322,18 @@ class _Collector(Walker):
                       st["level"], st.get("bpos"), s.loc, s)
 
     def sync(self, s: Sync, st):
+        at = self.ctx_access(s, st)
+        at.path = st.get("path")
         self.eff.syncs.append(SyncInfo(s.loc, st["loops"], st["guards"], st["kernel"],
-                                       st["level"], list(st["inside"])))
+                                       st["level"], list(st["inside"]), s, at))
+        what = "sync()" if isinstance(s, Sync) else f"{type(s).__name__.lower()}()"
         if st["kernel"] is None:
-            self.issue("mapping", "sync() outside any @ BLOCKS loop", [s.loc],
-                       "sync() orders the threads of one block; put it inside the block loop")
+            self.issue("mapping", f"{what} outside any @ BLOCKS loop", [s.loc],
+                       f"{what} orders the threads of one block; put it inside the block loop")
         elif st["level"] != "block":
-            self.issue("mapping", "sync() inside a @ THREADS or unmapped par loop: it must "
+            self.issue("mapping", f"{what} inside a @ THREADS or unmapped par loop: it must "
                        "stand at block level", [s.loc],
-                       "end the thread loop, sync(), and open a new thread loop")
+                       f"end the thread loop, {what}, and open a new thread loop")
 
     def alloc(self, s: Alloc, st):
         super().alloc(s, st)

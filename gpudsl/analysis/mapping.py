@@ -83,6 +83,6 @@ def check_uniformity(eff, diagnostics: list):
 
 
 def _has_sync(s) -> bool:
-    from ..ir.nodes import Sync
+    from ..ir.syncs import is_sync
 
-    return any(isinstance(n, Sync) for n in walk(s))
+    return any(is_sync(n) for n in walk(s))

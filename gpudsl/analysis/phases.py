@@ -35,6 +35,12 @@ from ..ir.visitor import walk
 _fresh = itertools.count()
 
 
+def _block_sync(s) -> bool:
+    """A barrier of the whole block: ``sync()``.  Ranged and split barriers
+    (SPEC 2.7) order only some threads: :mod:`.sync_counts` handles them."""
+    return isinstance(s, Sync) and not s.ranged
+
+
 def fresh_unknown() -> Var:
     return Var(f"__bc_{next(_fresh)}")
 
@@ -104,7 +110,7 @@ class PhaseCounter:
         return tot
 
     def _count(self, s: Stmt) -> Expr:
-        if isinstance(s, Sync):
+        if _block_sync(s):
             return Const(1)
         if isinstance(s, If):
             a, b = self.count_block(s.body), self.count_block(s.orelse)
@@ -174,7 +180,7 @@ def has_sync(s) -> bool:
     k = id(s)
     r = _has_sync_memo.get(k)
     if r is None or r[0] is not s:
-        if isinstance(s, Sync):
+        if _block_sync(s):
             v = True
         elif isinstance(s, If):
             v = has_sync(s.body) or has_sync(s.orelse)
@@ -247,7 +253,7 @@ class PhaseRelation:
         for s in stmts:
             if not has_sync(s):
                 continue
-            if isinstance(s, Sync):
+            if _block_sync(s):
                 return False
             parts.append(self._zero_stmt(s, t, depth))
             if parts[-1] is False:

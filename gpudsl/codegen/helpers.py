@@ -2,6 +2,8 @@
 when the generated code uses them."""
 from __future__ import annotations
 
+from .syncs import MBARRIER, NAMED_BARRIER
+
 _FLOOR = """\
 // Python's floor division and modulo (C's / and % truncate toward zero).
 __device__ __forceinline__ int gpudsl_floordiv(int a, int b) {
@@ -117,6 +119,8 @@ __device__ __forceinline__ long long gpudsl_atomic_inc(long long* p, long long m
 """)
 
 HELPERS = {
+    "gpudsl_bar_sync": ("named_barrier", NAMED_BARRIER),
+    "gpudsl_mbar": ("mbarrier", MBARRIER),
     "gpudsl_floordiv": ("floor", _FLOOR),
     "gpudsl_floormod": ("floor", _FLOOR),
     "gpudsl_wrap": ("wrap", _WRAP),
@@ -125,7 +129,8 @@ HELPERS = {
     "gpudsl_atomic_old": ("atomic_old", _ATOMIC_OLD),
 }
 
-_ORDER = ("floor", "wrap", "atomic_f32", "atomic_f64", "atomic_old")
+_ORDER = ("floor", "wrap", "atomic_f32", "atomic_f64", "atomic_old", "named_barrier",
+          "mbarrier")
 
 
 def helper_source(used: set[str]) -> str:

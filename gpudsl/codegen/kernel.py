@@ -28,8 +28,10 @@ from dataclasses import dataclass
 
 from ..errors import CompileError, SrcLoc
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
-                        Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg)
+                        Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg, Arrive, Wait)
 from ..ir.nests import DIMS, direct_nest, nest_dims
+from ..ir.types import BARRIER
+from .syncs import SyncWriter
 from ..ir.printer import print_expr
 from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, THREADS, DType, bool_, f16, \
     bf16, f32, f64, i32, i64
@@ -257,6 +259,7 @@ class KernelWriter(ExprEmitter):
         chain = blocks_chain(f)
         body = chain[-1].body
         self.prepass(body)
+        self.syncs = SyncWriter(self, body)
         nthreads = self.block_dim[0] * self.block_dim[1] * self.block_dim[2]
         w = self.w
         per_sm = f", {chain[0].blocks_per_sm}" if chain[0].blocks_per_sm else ""
@@ -332,7 +335,10 @@ class KernelWriter(ExprEmitter):
         if isinstance(s, Pass):
             return
         if isinstance(s, Alloc):
-            return self.alloc(s, level)
+            self.alloc(s, level)
+            if s.ty == BARRIER:
+                self.syncs.barrier_init(s)
+            return
         if isinstance(s, For):
             return self.loop(s, level)
         if isinstance(s, If):
@@ -355,8 +361,12 @@ class KernelWriter(ExprEmitter):
                 raise _err(f"sync() stands {where}", s.loc,
                            "sync() belongs at block level: inside a BLOCKS loop, outside the "
                            "THREADS loops")
+            if s.ranged:
+                return self.sync_stmt(s)
             w.line("__syncthreads();", s.loc)
             return
+        if isinstance(s, (Arrive, Wait)):
+            return self.sync_stmt(s)
         if level == "block":
             raise _err("this statement stands at block level (inside a @ BLOCKS loop but "
                        "outside any @ THREADS loop)", s.loc,
@@ -384,6 +394,12 @@ class KernelWriter(ExprEmitter):
         if isinstance(s, Call):
             return self.instr(s)
         raise _err(f"cannot generate CUDA for {type(s).__name__}", getattr(s, "loc", None))
+
+    def sync_stmt(self, s) -> None:
+        """``sync(lo, hi)``, ``arrive``, ``wait`` (:mod:`.syncs`)."""
+        if isinstance(s, Sync):
+            return self.syncs.ranged(s)
+        return self.syncs.split(s)
 
     def _elem_type(self, name, loc) -> DType:
         return self.lookup(name, loc).dtype

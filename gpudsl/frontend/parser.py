@@ -9,7 +9,7 @@ import ast
 
 from ..errors import ProcError
 from ..ir.nodes import (ATOMIC_OPS, ATOMIC_TYPES, Alloc, Assign, Atomic, Call, Const, For, If, Interval,
-                        Param, Pass, Point, ProcDef, Read, Reduce, Sync, WindowArg)
+                        Param, Pass, Point, ProcDef, Read, Reduce, WindowArg)
 from ..ir.procdef import as_procdef
 from ..ir.types import (BLOCKS, CONST, DTYPES, GLOBAL, INDEX, MAPPINGS, MEMORIES, REGISTER,
                         THREADS, bool_)
@@ -17,6 +17,7 @@ from ..ir.visitor import substitute
 from .exprs import TYPE_NAMES, ExprParser, coerce
 from .scope import Scope, Sym, name_problem
 from .source import Source
+from .sync_stmts import SYNC_FUNCS, parse_barrier_alloc, parse_sync_call
 
 _LOOP_FUNCS = ("seq", "range", "par")
 
@@ -248,6 +249,8 @@ class ProcParser:
         else:
             raise self.err(ann, f"cannot understand the type of '{name}'",
                            "e.g. `s: f32`, `t: f32[16, 16] @ SHARED`")
+        if tname.id == "barrier":
+            return parse_barrier_alloc(self, s, name, shape, mem, loc)
         if tname.id not in TYPE_NAMES:
             raise self.err(tname, f"unknown scalar type '{tname.id}'",
                            "types: " + ", ".join(DTYPES))
@@ -338,10 +341,8 @@ class ProcParser:
             raise self.err(s, "an expression on its own does nothing",
                            "assign it, or call sync(), atomic_add(...) or a proc")
         fname = v.func.id if isinstance(v.func, ast.Name) else None
-        if fname == "sync":
-            if v.args or v.keywords:
-                raise self.err(v, "sync() takes no arguments")
-            return Sync(self.src.loc(s))
+        if fname in SYNC_FUNCS:
+            return parse_sync_call(self, s, v, fname)
         if self._atomic_call(v):
             return self._atomic(s, v, fname[7:])
         return self._call(s, v)

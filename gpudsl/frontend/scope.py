@@ -12,7 +12,7 @@ from ..ir.types import DTYPES, MAPPINGS, MEMORIES, DType, Mapping, Memory
 # of that name would read as something else (``min(a, b)`` is the builtin,
 # ``f32`` the type, ``seq`` a loop), and a proc named ``sync`` or ``atomic_add``
 # would be called as the barrier or the atomic.
-STATEMENT_NAMES = frozenset(("sync",)) | frozenset(f"atomic_{op}" for op in ATOMIC_OPS)
+STATEMENT_NAMES = frozenset(("sync", "arrive", "wait", "barrier")) | frozenset(f"atomic_{op}" for op in ATOMIC_OPS)
 RESERVED = frozenset(BUILTINS) | frozenset(DTYPES) | frozenset(MEMORIES) | \
     frozenset(MAPPINGS) | STATEMENT_NAMES | \
     frozenset(("bool_", "size", "index", "seq", "par", "range"))
@@ -52,7 +52,8 @@ class Sym:
     def describe(self) -> str:
         return {"size": "a size parameter", "index": "an index parameter",
                 "loop": "a loop variable", "scalar": "a scalar parameter",
-                "local": "a scalar", "array": "an array"}[self.kind]
+                "local": "a scalar", "array": "an array",
+                "barrier": "a split barrier"}[self.kind]
 
 
 class Scope:

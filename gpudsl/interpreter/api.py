@@ -11,6 +11,7 @@ from ..ir.printer import print_expr
 from ..ir.procdef import as_procdef
 from .compiler import compiled, run
 from .races import RaceContext
+from ..ir.syncs import uses_partial_sync
 
 
 def interpret(p, /, **args) -> None:
@@ -41,6 +42,8 @@ def interpret(p, /, **args) -> None:
                           "expressions too deeply (Python's recursion limit)", pdef.loc,
                           "nest fewer calls: inline some of them") from None
     ctx = RaceContext() if detect_races else None
+    if ctx is not None:
+        ctx.partial = uses_partial_sync(pdef)
     call = [ctx]
     copy_back = []
     for prm in pdef.params:

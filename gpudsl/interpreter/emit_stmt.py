@@ -9,10 +9,11 @@ inside (a division by zero, say) is reported at the user's line.
 """
 from __future__ import annotations
 
-from ..ir.nodes import (Alloc, Assign, Atomic, Call, For, If, Pass, Point,
+from . import sync_order
+from ..ir.nodes import (Alloc, Arrive, Wait, Assign, Atomic, Call, For, If, Pass, Point,
                         ProcDef, Reduce, Stmt, Sync, Var, WindowArg)
 from ..ir.printer import print_expr, print_stmt
-from ..ir.types import BLOCKS, CONST, INDEX, THREADS
+from ..ir.types import BARRIER, BLOCKS, CONST, INDEX, THREADS
 from ..ir.visitor import substitute
 from .emit_expr import ATOMIC, WRITE, ArrInfo, ExprEmitter
 from ..ir.nests import block_shape
@@ -105,10 +106,25 @@ class ProcEmitter(ExprEmitter):
         self.line("pass")
 
     def _Sync(self, s: Sync):
-        if self.race:
+        if s.ranged and self.race:
+            acc = self.access(s.loc, _stmt_text(s), 'sync', '')
+            self.line(f"_ctx.sync_range({self.ex(s.lo)}, {self.ex(s.hi)}, {acc})")
+        elif self.race:
             self.line(f"_ctx.sync({self.access(s.loc, 'sync()', 'sync', '')})")
         else:
             self.line("pass  # sync()")
+
+    def _Arrive(self, s: Arrive):
+        self._split(s, "arrive")
+
+    def _Wait(self, s: Wait):
+        self._split(s, "wait")
+
+    def _split(self, s, fn: str):
+        """``arrive`` / ``wait`` on a split barrier (:mod:`.sync_order`)."""
+        acc = self.access(s.loc, _stmt_text(s), fn, s.name)
+        f = self.const(getattr(sync_order, fn), "_F")
+        self.line(f"{f}(_ctx, b_{s.name}, {self.ex(s.lo)}, {self.ex(s.hi)}, {acc})")
 
     def _If(self, s: If):
         self.line(f"if {self.ex(s.cond)}:")
@@ -160,6 +176,9 @@ class ProcEmitter(ExprEmitter):
 
     def _Alloc(self, s: Alloc):
         n = s.name
+        if s.ty == BARRIER:
+            self.line(f"b_{n} = {self.const(sync_order.SplitBarrier, '_F')}({n!r})")
+            return
         self._no_numpy(s.ty, s.loc)
         if not s.shape and not self.race:
             self.scalars[n] = s.ty

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 from ..errors import InterpError, RaceError
 from ..ir.types import GLOBAL, REGISTER, SHARED
+from . import sync_order
 from .runtime import Access, noop_tracker
+from .sync_order import PartialOrder
 
 READ, WRITE, ATOMIC = 1, 2, 3
 _KIND = {READ: "read", WRITE: "write", ATOMIC: "atomic update"}
@@ -52,6 +54,10 @@ class RaceContext:
         self.kdims = 0  # thread dimensions of the block
         self.nthreads = 1
         self._shared: dict = {}  # (site, kernel, block) -> Tracker of a SHARED array
+        # ranged and split barriers (SPEC 2.7): the partial order of the running block
+        self.partial = False  # set when the proc uses them
+        self.order = PartialOrder()
+        self.bdims = (1, 1, 1)
 
     # ------------------------------------------------------------ structure
 
@@ -71,6 +77,8 @@ class RaceContext:
         self.bstack.append((name, value))
         self.bkey = tuple(self.bstack)
         self.phase += 1
+        self.order.reset()
+        self.bdims = tuple(max(d, 1) for d in dims) + (1,) * (3 - len(dims))
         n = 1
         for d in dims:
             n *= max(d, 1)
@@ -82,6 +90,7 @@ class RaceContext:
         self.bstack.pop()
         self.bkey = tuple(self.bstack) if self.bstack else None
         self.phase += 1
+        self.order.reset()
 
     def thread_loop(self, name: str):
         """Before a ``@ THREADS`` loop: what its iterations extend, and what to
@@ -108,6 +117,16 @@ class RaceContext:
                 "must stand at block level, where every thread of the block reaches it",
                 acc.loc, "move the sync() out of the thread loop")
         self.phase += 1
+        self.order.reset()
+
+    def sync_range(self, lo: int, hi: int, acc: Access):
+        sync_order.sync_range(self, lo, hi, acc)
+
+    def arrive(self, bar, lo: int, hi: int, acc: Access):
+        sync_order.arrive(self, bar, lo, hi, acc)
+
+    def wait(self, bar, lo: int, hi: int, acc: Access):
+        sync_order.wait(self, bar, lo, hi, acc)
 
     # ------------------------------------------------------------ memory
 
@@ -161,7 +180,9 @@ class Tracker:
         entry = (t, ctx.tnames, ctx.bkey, acc)
         # Threads of one block, within one phase.
         cell = self.cells.get(k)
-        if cell is None or cell[0] != ctx.phase:
+        if ctx.partial:
+            sync_order.partial_access(self, k, kind, acc, _CONFLICTS)
+        elif cell is None or cell[0] != ctx.phase:
             cell = [ctx.phase, None, None, None]
             cell[kind] = [entry]
             self.cells[k] = cell

@@ -1,6 +1,6 @@
 """The immutable IR of gpudsl: nodes, types, traversal and printing."""
 from .nodes import *  # noqa: F401,F403
-from .nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
+from .nodes import (Alloc, Arrive, Wait, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
                     Interval, Node, Param, Pass, Point, ProcDef, Read, Reduce, Stmt, Sync,
                     UnOp, Var, WindowArg)
 from .types import (BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, THREADS, DType, Mapping,

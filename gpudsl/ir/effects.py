@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .inline import Inliner
-from .nodes import Alloc, Assign, Atomic, Call, Expr, For, If, Read, Reduce, Stmt, Sync
+from .nodes import Alloc, Arrive, Wait, Assign, Atomic, Call, Expr, For, If, Read, Reduce, Stmt, Sync
 from .visitor import walk
 
 
@@ -115,7 +115,7 @@ class Walker:
             self.branch(s, ctx)
         elif isinstance(s, Alloc):
             self.alloc(s, ctx)
-        elif isinstance(s, Sync):
+        elif isinstance(s, (Sync, Arrive, Wait)):
             self.sync(s, ctx)
         elif isinstance(s, Call):
             self.call(s, ctx)

@@ -237,8 +237,38 @@ class If(Stmt):
 
 @dataclass(frozen=True)
 class Sync(Stmt):
-    """``sync()``: the block barrier."""
+    """``sync()``: the block barrier; ``sync(lo, hi)`` (SPEC 2.7): a barrier of the
+    threads whose flat index lies in ``[lo, hi)`` (``lo``/``hi`` constants; both None
+    for the whole block).  The others pass it without waiting."""
 
+    loc: Optional[SrcLoc] = field(**_LOC)
+    lo: Optional[Expr] = None
+    hi: Optional[Expr] = None
+
+    @property
+    def ranged(self) -> bool:
+        return self.lo is not None
+
+
+@dataclass(frozen=True)
+class Arrive(Stmt):
+    """``arrive(bar, lo, hi)`` at block level: the threads of ``[lo, hi)`` signal the
+    split barrier ``bar`` (a ``barrier @ SHARED`` allocation) and go on."""
+
+    name: str
+    lo: Expr
+    hi: Expr
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class Wait(Stmt):
+    """``wait(bar, lo, hi)`` at block level: the threads of ``[lo, hi)`` block until
+    the phase of ``bar`` they wait for (their k-th wait: phase k) has completed."""
+
+    name: str
+    lo: Expr
+    hi: Expr
     loc: Optional[SrcLoc] = field(**_LOC)
 
 

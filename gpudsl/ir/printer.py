@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from .nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
+from .nodes import (Alloc, Arrive, Wait, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
                     Param, Pass, Point, ProcDef, Read, Reduce, Stmt, Sync, UnOp,
                     Var, WindowArg)
 from .types import GLOBAL
@@ -138,7 +138,12 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
             out += [f"{pad}else:"] + print_block(s.orelse, indent + 1)
         return out
     if isinstance(s, Sync):
+        if s.ranged:
+            return [f"{pad}sync({print_expr(s.lo)}, {print_expr(s.hi)})"]
         return [f"{pad}sync()"]
+    if isinstance(s, (Arrive, Wait)):
+        fn = "arrive" if isinstance(s, Arrive) else "wait"
+        return [f"{pad}{fn}({s.name}, {print_expr(s.lo)}, {print_expr(s.hi)})"]
     if isinstance(s, Pass):
         return [f"{pad}pass"]
     if isinstance(s, Call):

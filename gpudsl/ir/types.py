@@ -53,6 +53,10 @@ i64 = DType("i64", "int", 64, "int64", "long long")
 bool_ = DType("bool", "bool", 8, "bool", "bool")
 INDEX = DType("index", "index", 64, None, "long long")
 
+# the type of a split barrier (``bar: barrier @ SHARED``, SPEC 2.7): an mbarrier
+# object, never a value; not in DTYPES (no parameter, cast or arithmetic has it)
+BARRIER = DType("barrier", "barrier", 64, None, "unsigned long long")
+
 DTYPES: dict[str, DType] = {t.name: t for t in (f16, bf16, f32, f64, i32, i64, bool_)}
 
 

@@ -11,7 +11,7 @@ from dataclasses import fields, replace
 from functools import lru_cache
 from typing import Callable, Iterator
 
-from .nodes import (Alloc, Atomic, Assign, Call, Expr, For, If, Node, Read, Reduce,
+from .nodes import (Alloc, Arrive, Atomic, Wait, Assign, Call, Expr, For, If, Node, Read, Reduce,
                     Stmt, Var, WindowArg)
 
 
@@ -140,7 +140,7 @@ class _Renamer(Transformer):
         s = self.generic(s)
         return replace(s, name=self._n(s.name)) if s.name in self.env else s
 
-    visit_Assign = visit_Reduce = visit_Alloc = _named_stmt
+    visit_Assign = visit_Reduce = visit_Alloc = visit_Arrive = visit_Wait = _named_stmt
 
     def visit_Atomic(self, s):
         s = self._named_stmt(s)
@@ -163,7 +163,7 @@ def free_vars(node) -> set[str]:
     for n in walk(node):
         if isinstance(n, Var):
             out.add(n.name)
-        elif isinstance(n, (Read, WindowArg, Assign, Reduce, Atomic)):
+        elif isinstance(n, (Read, WindowArg, Assign, Reduce, Atomic, Arrive, Wait)):
             out.add(n.name)
             if isinstance(n, Atomic) and n.result is not None:
                 out.add(n.result)

@@ -328,6 +328,11 @@ static inline float atomicExch(float* p, float v) { return gpudsl_atomic_fp(p, [
 #define __syncthreads_and(p) gpudsl_emu::block_barrier(__FILE__, __LINE__, 2, (p))
 #define __syncthreads_or(p) gpudsl_emu::block_barrier(__FILE__, __LINE__, 3, (p))
 #define __syncwarp(...) gpudsl_emu::syncwarp(__FILE__, __LINE__, ##__VA_ARGS__)
+// named barriers and mbarriers (the generated helpers use inline PTX on a GPU)
+#define gpudsl_bar_sync(id, n) gpudsl_emu::named_barrier((id), (n), __FILE__, __LINE__)
+#define gpudsl_mbar_init(p, n) gpudsl_emu::mbar_init((p), (n))
+#define gpudsl_mbar_arrive(p) gpudsl_emu::mbar_arrive((p), __FILE__, __LINE__)
+#define gpudsl_mbar_wait(p, par) gpudsl_emu::mbar_wait((p), (par), __FILE__, __LINE__)
 
 static inline unsigned int __activemask() { return gpudsl_emu::active_mask(); }
 static inline unsigned int __lanemask_lt() { return (1u << gpudsl_emu::lane()) - 1u; }

@@ -50,7 +50,7 @@ extern "C" void gpudsl_emu_swap(void** save_sp, void* new_sp);
 
 namespace gpudsl_emu {
 
-enum State { RUN = 0, AT_BAR = 1, AT_WARP = 2, EXITED = 3 };
+enum State { RUN = 0, AT_BAR = 1, AT_WARP = 2, EXITED = 3, AT_NBAR = 4, AT_MBAR = 5 };
 enum Op { OP_SYNC = 0, OP_SHFL = 1, OP_BALLOT = 2, OP_ALL = 3, OP_ADD = 4, OP_UMIN = 5, OP_UMAX = 6 };
 static const char* const kOpName[] = {"__syncwarp", "__shfl_sync", "__ballot_sync", "__all_sync",
                                       "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync"};
@@ -75,6 +75,7 @@ struct Fiber {
   unsigned mask;
   int src;
   uint64_t val, out;
+  const void* mbar;            // the mbarrier it waits on (AT_MBAR)
 };
 
 typedef void (*Thunk)(const uint64_t*);
@@ -90,6 +91,8 @@ struct Block {
   Thunk thunk;
   const uint64_t* args;
   int nexited, nbar, nwarp;
+  int nblocked;                // threads at named barriers or mbarriers
+  int nb_count[16];            // arrivals at each named barrier
   int bar_kind, bar_accum, bar_result;
   bool failed;
   char* dyn_smem;
@@ -420,13 +423,19 @@ static int resolve_warps(Block* b) {
 }
 
 // End of a pass: nobody is runnable.  Returns the fiber to run next, or -1 (done or failed).
+static int blocked_deadlock(Block* b);
 static int resolve(Block* b) {
   char msg[1024], w1[64], w2[64];
+  {  // threads released by a named barrier or an mbarrier during the pass
+    int j = first_runnable(b);
+    if (j >= 0) return j;
+  }
   if (b->nwarp > 0) {
     int r = resolve_warps(b);
     if (r < 0) return -1;
     if (r > 0) return first_runnable(b);
   }
+  if (b->nblocked > 0) return blocked_deadlock(b);
   if (b->nbar > 0) {
     Fiber* waiter = nullptr;
     Fiber* other = nullptr;
@@ -541,6 +550,8 @@ static inline char* dynamic_smem() { return self()->blk->dyn_smem; }
   __builtin_trap();
 }
 
+#include "gpudsl_emu_bars.h"
+
 // ------------------------------------------------------------------ launching
 struct Launch {
   ErrorSlot error;
@@ -568,7 +579,8 @@ static int run_guarded(Launch* L, Block* b) {
     b->block_idx = uint3{(unsigned)(k % L->grid.x), (unsigned)(k / L->grid.x % L->grid.y),
                          (unsigned)(k / ((long long)L->grid.x * L->grid.y))};
     for (int i = 0; i < n; ++i) init_fiber(b, i);
-    b->nexited = b->nbar = b->nwarp = 0;
+    b->nexited = b->nbar = b->nwarp = b->nblocked = 0;
+    memset(b->nb_count, 0, sizeof b->nb_count);
     b->failed = false;
     switch_to(&b->main, &b->ctx[0]);
     if (b->failed) { L->failed = true; break; }

@@ -6,6 +6,7 @@ returning the new IR and the cursor forwarding.
 from __future__ import annotations
 
 from ..ir.nodes import Alloc, Assign, For, If, Sync
+from ..ir.syncs import is_sync
 from ..ir.types import BLOCKS
 from ..ir.visitor import bound_names, free_vars, rename as rename_names, walk
 from .cursors import ancestors, block_of, compose, fwd_identity, fwd_splice, splice
@@ -195,7 +196,7 @@ def fuse(p, loop1, loop2):
     F = A.with_(body=A.body + bbody)
     acc_a = collect(A.body, loops=(F,))
     acc_b = collect(bbody, loops=(F,))
-    has_sync = any(isinstance(n, Sync) for n in walk(F.body))
+    has_sync = any(is_sync(n) for n in walk(F.body))
     hit = find_conflict(p.ir, c1.addr, acc_b, acc_a,
                         lambda e1, e2: e1[A.iter] < e2[A.iter], allow_reduce=not has_sync)
     if hit:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, For, If,
-                        Interval, Pass, Point, Read, Reduce, Sync, UnOp, Var, WindowArg)
+                        Interval, Pass, Point, Read, Reduce, Sync, UnOp, Var, WindowArg, Arrive, Wait)
 
 _ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
           ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
@@ -164,7 +164,12 @@ def _call_stmt(pat: ast.Call, s) -> bool:
     if pat.keywords:
         return False
     if isinstance(s, Sync):
-        return _name(pat.func, "sync") and _all(pat.args, (), match_expr)
+        return _name(pat.func, "sync") and \
+            _all(pat.args, (s.lo, s.hi) if s.ranged else (), match_expr)
+    if isinstance(s, (Arrive, Wait)):
+        return _name(pat.func, type(s).__name__.lower()) and len(pat.args) == 3 and \
+            (is_hole(pat.args[0]) or _name(pat.args[0], s.name)) and \
+            _all(pat.args[1:], (s.lo, s.hi), match_expr)
     if isinstance(s, Atomic):
         return _name(pat.func, f"atomic_{s.op}") and \
             _all(pat.args, (s,) + ((s.cmp,) if s.cmp is not None else ()) + (s.rhs,),

@@ -52,6 +52,26 @@ def fail(message: str, loc=None, hint: str | None = None, witness: dict | None =
     return SchedulingError(current(), message, loc, hint, witness)
 
 
+def _not_a_barrier(s):
+    """A split barrier (``bar: barrier @ SHARED``, SPEC 2.7) is no array: it stays
+    alone, in SHARED memory, at the top of its block's code."""
+    from ..ir.types import BARRIER
+
+    if getattr(s, "ty", None) == BARRIER:
+        raise fail(f"'{s.name}' is a split barrier, not an array: it stays where it is "
+                   "allocated (alone, in SHARED memory, at block level)", s.loc)
+
+
+def _keep_sync_orderings(old, new, name):
+    """Ranged and split barriers (SPEC 2.7): see :mod:`.sync_guard`."""
+    if new is None:
+        return
+    from .sync_guard import broken_sync_orderings
+    bad = broken_sync_orderings(old, new)
+    if bad is not None:
+        raise SchedulingError(name, *bad)
+
+
 @dataclass(frozen=True)
 class Rewrite:
     """What a primitive's body returns: the new IR and the forwarding function
@@ -80,7 +100,10 @@ def _cursor(want: str, doc: str) -> Kind:
     def conv(p, value, arg):
         from .cursors import resolve
 
-        return resolve(p, value, current(), want)
+        c = resolve(p, value, current(), want)
+        if want == "alloc":
+            _not_a_barrier(c.node())
+        return c
 
     return Kind(want, conv, doc)
 
@@ -289,6 +312,8 @@ def primitive(name: str, /, **kinds: Kind):
                 out = fn(*bound.args, **bound.kwargs)
             finally:
                 _CURRENT.reset(token)
+            if outermost:
+                _keep_sync_orderings(p.ir, getattr(out, "ir", None), name)
             if isinstance(out, Rewrite):
                 ir = stamp(p.ir, out.ir, name) if outermost else out.ir
                 alias(ir, out.ir)

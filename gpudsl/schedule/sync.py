@@ -13,10 +13,10 @@ loop, its iterations and code after it are all covered.
 from __future__ import annotations
 
 from ..analysis.obligations.races import added_races
-from ..ir.nodes import For, Sync
+from ..ir.nodes import Const, For, Sync
 from ..ir.types import BLOCKS, THREADS
 from .cursors import block_of, fwd_insert, fwd_splice, replace_block, splice, stmt_at
-from .primitive import GAP, STMT, Rewrite, fail, primitive
+from .primitive import ANY, GAP, STMT, Rewrite, fail, primitive
 
 
 def _block_level(pdef, baddr, loc):
@@ -31,43 +31,60 @@ def _block_level(pdef, baddr, loc):
     return anc
 
 
-@primitive("insert_sync", gap=GAP)
-def insert_sync(p, gap):
-    """Insert a ``sync()`` (a barrier of the threads of a block) at ``gap``.
+def _threads(threads, loc):
+    """``None`` (the whole block) or ``(lo, hi)``: constants, ``0 <= lo < hi``."""
+    if threads is None:
+        return None, None
+    ok = isinstance(threads, (tuple, list)) and len(threads) == 2 and \
+        all(type(v) is int for v in threads) and 0 <= threads[0] < threads[1]
+    if not ok:
+        raise fail(f"threads must be None or a range (lo, hi) of integers with "
+                   f"0 <= lo < hi, not {threads!r}", loc, "e.g. threads=(0, 64)")
+    return Const(threads[0]), Const(threads[1])
+
+
+@primitive("insert_sync", gap=GAP, threads=ANY)
+def insert_sync(p, gap, threads=None):
+    """Insert a ``sync()`` (a barrier of the threads of a block) at ``gap``; with
+    ``threads=(lo, hi)`` a ranged barrier ``sync(lo, hi)`` of the threads whose flat
+    index lies in ``[lo, hi)`` (SPEC 2.7).
 
     Legality: a barrier never changes the sequential meaning; the gap must be at
     block level (inside a BLOCKS loop, outside every THREADS loop), where the mapping rules
-    allow a ``sync()``.
+    allow a ``sync()``. Whether a range fits the block is check()'s question.
 
-    Example: ``insert_sync(p, p.find_loop("i0").after())``
+    Example: ``insert_sync(p, p.find_loop("i0").after(), threads=(0, 64))``
     """
     c = gap
+    lo, hi = _threads(threads, c.loc)
     baddr = c.addr[:-1]
     _block_level(p.ir, baddr, c.loc)
     blk = block_of(p.ir, baddr)
     i = c.addr[-1]
-    ir = replace_block(p.ir, baddr, blk[:i] + (Sync(c.loc),) + blk[i:])
+    ir = replace_block(p.ir, baddr, blk[:i] + (Sync(c.loc, lo, hi),) + blk[i:])
     return Rewrite(ir, fwd_insert(c.addr, 1))
 
 
 @primitive("delete_sync", sync=STMT)
 def delete_sync(p, sync):
-    """Remove a ``sync()``.
+    """Remove a ``sync()`` or a ranged ``sync(lo, hi)``.
 
     Legality: proves through check()'s race obligation that the proc without the
     barrier has no race between threads of one block that the proc with it does
-    not have (before a loop, across its iterations and after it).
+    not have (before a loop, across its iterations and after it; for a ranged
+    barrier every pair is asked again, with the orderings of the barriers left).
 
     Example: ``delete_sync(p, "sync()")``
     """
     c = sync
     s = c.node()
     if not isinstance(s, Sync):
-        raise fail("expected a sync() statement", s.loc)
+        raise fail("expected a sync() statement", s.loc,
+                   "arrive and wait pair up by phases; they are not removed one by one")
     a = c.addr
     _block_level(p.ir, a[:-1], s.loc)
     ir = splice(p.ir, a, [])
-    for d in added_races(p.ir, ir):
+    for d in added_races(p.ir, ir, partial=s.ranged):
         if d.kind == "race":
             raise fail(f"the barrier orders accesses of two threads: without it, "
                        f"{d.message}", s.loc, "keep the barrier", d.witness)

@@ -26,6 +26,7 @@ from ..effects import Access, loops_prefix
 from ..report import Diagnostic
 from ...ir.smt import DEFAULT_TIMEOUT_MS, SAT, UNKNOWN, Unsupported
 from ..phases import PhaseRelation
+from ..sync_counts import kernel_syncs
 from . import Ctx
 
 _PHASES = PhaseRelation()
@@ -40,11 +41,14 @@ def _host_loops(loops):
     return out
 
 
-def added_races(before, after, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list:
+def added_races(before, after, timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                partial: bool = False) -> list:
     """The race (and undecided) diagnostics of ``after`` between threads of one block
     that ``before`` does not have, where ``after`` is ``before`` with barriers removed
     (the same accesses in the same order; only barrier counts differ).  A pair whose
-    barrier counts did not change cannot race anew and is not asked."""
+    barrier counts did not change cannot race anew and is not asked, unless
+    ``partial`` (a ranged or split barrier was removed: block-wide counts do not see
+    it)."""
     from ..effects import collect
 
     eff_b, eff_a = collect(before), collect(after)
@@ -55,7 +59,7 @@ def added_races(before, after, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list:
     ctx_b = Ctx(eff_b, {}, timeout_ms)
     out = []
     for info, a1, a2 in _candidates(eff_a):
-        if aligned and repr(a1.bcount) == repr(old[a1.uid].bcount) and \
+        if aligned and not partial and repr(a1.bcount) == repr(old[a1.uid].bcount) and \
                 repr(a2.bcount) == repr(old[a2.uid].bcount):
             continue  # the same query as before the removal
         d = _pair(ctx_a, info, a1, a2, only={"threads"})
@@ -206,7 +210,7 @@ def _prefix_syncs(L) -> list:
         out, n = [], 0
         for x in L:
             out.append(n)
-            n += isinstance(x, Sync)
+            n += isinstance(x, Sync) and not x.ranged
         if len(_sync_memo) > 10000:
             _sync_memo.clear()
         r = _sync_memo[id(L)] = (L, out)
@@ -327,7 +331,8 @@ def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
                     phase = [same]
                 if same is not False:
                     alts.append(z3.And(*eq_host, *eq_block,
-                                   z3.Or(*[x != y for x, y in zip(t1.tc, t2.tc)]), *phase))
+                                   z3.Or(*[x != y for x, y in zip(t1.tc, t2.tc)]), *phase,
+                                   *_unordered(ctx, a1, a2, t1, t2)))
                     tags.append(("threads", None))
             if "iterations" in modes:
                 for j in inner_par:
@@ -343,6 +348,11 @@ def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
                     [a1.loc, a2.loc], str(e) or "unsupported expression")
         return ctx.diagnostics.pop()
     r = ctx.solve(cons)
+    if r.status == SAT and not _exact_order(ctx, a1, a2):
+        ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
+                    [a1.loc, a2.loc], "the number of ranged or split barrier instances "
+                    "between them depends on loop variables")
+        return ctx.diagnostics.pop()
     if r.status == SAT:
         return _race(ctx, info, a1, a2, t1, t2, i1, alts, tags, r.model)
     if r.status == UNKNOWN:
@@ -350,6 +360,21 @@ def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
                     [a1.loc, a2.loc], f"solver: {r.reason or 'unknown'}")
         return ctx.diagnostics.pop()
     return None
+
+
+def _unordered(ctx, a1, a2, t1, t2) -> list:
+    """Not ordered by a ranged or split barrier (SPEC 2.7, :mod:`..sync_counts`)."""
+    ks = kernel_syncs(ctx, a1.kernel)
+    if ks is None or a1.path is None or a2.path is None:
+        return []
+    return [z3.Not(ks.ordered(a1.path, t1, a2.path, t2))]
+
+
+def _exact_order(ctx, a1, a2) -> bool:
+    ks = kernel_syncs(ctx, a1.kernel) if a1.kernel is not None else None
+    if ks is None or a1.path is None or a2.path is None:
+        return True
+    return ks.exact(a1.path) and ks.exact(a2.path)
 
 
 def _race(ctx, info, a1, a2, t1, t2, i1, alts, tags, model):

@@ -408,16 +408,21 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             pat = r.choice(["a * 2.0", "zz", "_ + _", "x[_]"])
         return Step(prim, [lit(pat), lit(_fresh(r, t, "bnd"))])
     if prim == "insert_sync":
+        # ranged barriers too (SPEC 2.7)
+        kw = {"threads": lit(r.choice([(0, 64), (0, 32), (32, 64), (0, 8)]))} \
+            if r.random() < 0.3 else {}
         if t.syncs and r.random() < 0.6:  # a gap at block level, beside a barrier
             a = r.choice(t.syncs)[0]
             n = len(_block_at(t.pdef, a[:-1]))
-            return Step(prim, [Arg("cursor", ("gap", a[:-1] + (r.randint(0, n),), None))])
-        return Step(prim, [_gap(r, t)])
+            return Step(prim, [Arg("cursor", ("gap", a[:-1] + (r.randint(0, n),), None))], kw)
+        return Step(prim, [_gap(r, t)], kw)
     if prim == "delete_sync":
         if t.syncs and r.random() < 0.9:
             k = r.randrange(len(t.syncs))
             if r.random() < 0.5:
-                return Step(prim, [lit("sync()" + (f" #{k}" if k else ""))])
+                pat = "sync()" if not t.syncs[k][1].ranged else "sync(_, _)"
+                same = [x for x in t.syncs[:k] if x[1].ranged == t.syncs[k][1].ranged]
+                return Step(prim, [lit(pat + (f" #{len(same)}" if same else ""))])
             return Step(prim, [Arg("cursor", ("stmt", t.syncs[k][0], None))])
         return Step(prim, [_block(r, t)])
     if prim == "vectorize":

@@ -417,6 +417,10 @@ class Gen:
 
     def program(self, name: str = "p") -> Program:
         ch = self.r.random()
+        if ch < 0.12:  # ranged and split barriers (SPEC 2.7)
+            from .procgen_sync import sync_program
+            return sync_program(self.r, name)
+        ch = self.r.random()
         if ch < 0.55:
             return _Host(self.r).program(name)
         if ch < 0.8:

@@ -1,0 +1,209 @@
+"""The obligations of ranged and split barriers (SPEC 2.7), kind ``"divergence"``
+(``"mapping"`` for the warp rule of ranged barriers).
+
+All synchronization statements stand at block level under uniform control flow
+(:mod:`..mapping`), so every thread of the block reaches each of them the same number
+of times; what is left to prove, with the counts of :mod:`..sync_counts`:
+
+- ranges: every range lies inside the block (a thread of the range that does not
+  exist never arrives); a ranged barrier covers whole warps (``bar.sync`` counts
+  warps) unless it is the whole block;
+- a split barrier is allocated at the top of the block's code (its phases are
+  counted from the block's start) and all its arrives name one range (the expected
+  arrival count of every phase);
+- every wait completes: a thread's k-th wait on ``bar`` stands where exactly k + 1
+  arrives on ``bar`` have run (fewer: the phase never completes; more: the phase
+  parity the hardware waits on no longer tells phase k from phase k + 2);
+- no phase overruns a waiter: an arrive that completes phase k + 1 is ordered after
+  the wait for phase k of every waiting thread that does not arrive itself.
+"""
+from __future__ import annotations
+
+import z3
+
+from ...ir.nodes import Arrive, For, Sync, Wait
+from ...ir.smt import SAT, UNKNOWN, UNSAT, Unsupported
+from ...ir.types import BLOCKS
+from ...ir.visitor import walk
+from ..report import Diagnostic
+from ..sync_counts import kernel_syncs
+
+
+def _text(s) -> str:
+    from ...ir.printer import print_stmt
+    return print_stmt(s)[0].strip()
+
+
+def check_barriers(ctx):
+    for k in ctx.eff.kernels:
+        ks = kernel_syncs(ctx, k)
+        if ks is None:
+            continue
+        syncs = [si for si in ctx.eff.syncs if si.kernel == k and si.level == "block"
+                 and si.at is not None and si.at.path is not None]
+        if not _shapes(ctx, ks, syncs):
+            continue
+        waits = [si for si in syncs if isinstance(si.stmt, Wait)]
+        arrives = [si for si in syncs if isinstance(si.stmt, Arrive)]
+        for w in waits:
+            _completes(ctx, ks, w)
+        for a in arrives:
+            for w in waits:
+                if w.stmt.name == a.stmt.name:
+                    _no_overrun(ctx, ks, a, w)
+
+
+def _div(ctx, msg, locs, hint, witness=None, kind="divergence"):
+    ctx.diagnostics.append(Diagnostic(kind, msg, [l for l in locs if l is not None],
+                                      witness or {}, hint))
+
+
+def _shapes(ctx, ks, syncs) -> bool:
+    """Ranges and allocations; False when the counts cannot be trusted."""
+    ok = True
+    bs = ks.block_size
+    for si in syncs:
+        s = si.stmt
+        if isinstance(s, Sync) and not s.ranged:
+            continue
+        lo, hi = s.lo.val, s.hi.val
+        if bs is None:
+            ctx.unknown(f"that `{_text(s)}` covers threads of the block", [s.loc],
+                        "the block size is not a constant")
+            ok = False
+            continue
+        if hi > bs:
+            w = _reached(ctx, si)
+            if w is not None:
+                _div(ctx, f"`{_text(s)}` expects threads [{lo}, {hi}), but the block has {bs} "
+                     "thread(s): the missing threads never arrive, the others wait forever",
+                     [s.loc], "keep the range inside the block", dict(w, block_size=bs))
+        if isinstance(s, Sync) and (lo, hi) != (0, bs) and (lo % 32 or hi % 32):
+            _div(ctx, f"`{_text(s)}`: a ranged barrier synchronises whole warps (bar.sync "
+                 "counts warps); lo and hi must be multiples of 32 unless the range is the "
+                 "whole block", [s.loc], "round the range to warps", kind="mapping")
+    top = set()
+    for f in walk(ctx.eff.kernels[ks.kernel].loop):
+        if isinstance(f, For) and f.mapping == BLOCKS:
+            top.update(id(x) for x in f.body)
+    for a in ks.allocs:
+        if id(a) not in top:
+            ctx.unknown(f"the phases of the split barrier '{a.name}'", [a.loc],
+                        "it is not allocated at the top of the block's code (inside a loop "
+                        "or branch, it starts afresh each time)")
+            ok = False
+    for bar, b in ks.bars.items():
+        if len(b["arrive"]) > 1:
+            rs = ", ".join(f"[{lo}, {hi})" for lo, hi in sorted(b["arrive"]))
+            locs = [si.loc for si in syncs if isinstance(si.stmt, Arrive) and
+                    si.stmt.name == bar]
+            _div(ctx, f"the arrives on '{bar}' name different thread ranges ({rs}): a split "
+                 "barrier expects the same number of arrivals in every phase", locs,
+                 "use one split barrier per group of arriving threads")
+            ok = False
+    return ok
+
+
+def _reached(ctx, si):
+    """A witness that the statement runs for some sizes (None: it never does)."""
+    t = ctx.thread("1")
+    try:
+        cons = ctx.place(t, si.at)
+    except Unsupported:
+        return {}
+    r = ctx.solve(cons)
+    if r.status == UNSAT:
+        return None
+    if r.status != SAT:
+        return {}
+    return {"sizes": ctx.enc.size_values(r.model),
+            "thread1": ctx.thread_witness(t, si.at, r.model)}
+
+
+def _completes(ctx, ks, w):
+    s = w.stmt
+    if not ks.exact(w.at.path):
+        ctx.unknown(f"that `{_text(s)}` waits for a phase that completes", [s.loc],
+                    "the number of arrives and waits before it depends on loop variables")
+        return
+    t = ctx.thread("1")
+    try:
+        cons = ctx.place(t, w.at)
+        f = ks.flat(t)
+        na = ks.count(t, ("arrive", s.name), w.at.path)
+        nw = ks.waits(t, f, s.name, w.at.path)
+        cons += [ks.inside(f, (s.lo.val, s.hi.val)), na != nw + 1]
+    except Unsupported as e:
+        ctx.unknown(f"that `{_text(s)}` waits for a phase that completes", [s.loc], str(e))
+        return
+    r = ctx.solve(cons)
+    if r.status == UNKNOWN:
+        ctx.unknown(f"that `{_text(s)}` waits for a phase that completes", [s.loc],
+                    f"solver: {r.reason or 'unknown'}")
+    if r.status != SAT:
+        return
+    m = r.model
+    k, done = m.eval(nw, model_completion=True).as_long(), m.eval(na, True).as_long()
+    why = (f"phase {k} of '{s.name}', which no arrive before it completes ({done} "
+           "phase(s) completed): the threads would wait forever") if done <= k else \
+        (f"phase {k} of '{s.name}', but phase {k + 1} completed before it too: the phase "
+         f"parity cannot tell phase {k} from phase {k + 2}")
+    _div(ctx, f"`{_text(s)}` waits for {why}", [s.loc],
+         f"arrive on '{s.name}' once before each wait",
+         {"sizes": ctx.enc.size_values(m), "thread1": ctx.thread_witness(t, w.at, m),
+          "phase": k, "completed": done})
+
+
+def _no_overrun(ctx, ks, a, w):
+    bar = a.stmt.name
+    A = ks.arrive_range(bar)
+    W = (w.stmt.lo.val, w.stmt.hi.val)
+    if A is None or (A[0] <= W[0] and W[1] <= A[1]):
+        return  # every waiter arrives itself, after its wait (program order)
+    t, u = ctx.thread("1"), ctx.thread("2")  # t waits, u arrives
+    what = f"that `{_text(a.stmt)}` never completes a phase before a waiter has passed " \
+           f"`{_text(w.stmt)}` for the phase before"
+    if not (ks.exact(a.at.path) and ks.exact(w.at.path)):
+        ctx.unknown(what, [a.stmt.loc, w.stmt.loc], "the number of barrier instances before "
+                    "them depends on loop variables")
+        return
+    try:
+        cons = ctx.place(t, w.at) + ctx.place(u, a.at)
+        for l in a.at.loops:
+            if l.mapping == BLOCKS or l.level == "host":
+                cons.append(t.var(l.iter) == u.var(l.iter))
+        ft, fu = ks.flat(t), ks.flat(u)
+        cons += [ks.inside(ft, W), z3.Not(ks.inside(ft, A)), ks.inside(fu, A)]
+        cons.append(ks.count(u, ("arrive", bar), a.at.path) ==
+                    ks.waits(t, ft, bar, w.at.path) + 1)
+        cons.append(z3.Not(ks.ordered(w.at.path, t, a.at.path, u, after1=True)))
+    except Unsupported as e:
+        ctx.unknown(what, [a.stmt.loc, w.stmt.loc], str(e))
+        return
+    r = ctx.solve(cons)
+    if r.status == UNKNOWN:
+        ctx.unknown(what, [a.stmt.loc, w.stmt.loc], f"solver: {r.reason or 'unknown'}")
+    if r.status != SAT:
+        return
+    m = r.model
+    _div(ctx, f"`{_text(a.stmt)}` may complete the next phase of '{bar}' before a thread of "
+         f"`{_text(w.stmt)}` has passed its wait: the phase parity would then make it wait "
+         "for the phase after", [a.stmt.loc, w.stmt.loc],
+         "order the arrive after the wait: a barrier, or a second split barrier the "
+         "waiters arrive on", {"sizes": ctx.enc.size_values(m),
+                               "thread1": ctx.thread_witness(t, w.at, m),
+                               "thread2": ctx.thread_witness(u, a.at, m)})
+
+
+__all__ = ["check_barriers", "barrier_issues"]
+
+
+def barrier_issues(ir) -> list:
+    """The diagnostics of :func:`check_barriers` alone for a proc (for the rewrite
+    primitives: a rewrite may not add one)."""
+    from ..effects import collect
+    from . import Ctx
+
+    ctx = Ctx(collect(ir), {}, 3000)
+    check_barriers(ctx)
+    return ctx.diagnostics

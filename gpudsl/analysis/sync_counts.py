@@ -1,0 +1,200 @@
+"""Orderings made by ranged and split barriers (SPEC 2.7), as counts.
+
+Block-level control flow is uniform, so every thread of a block runs the same
+sequence of block-level statements.  For a kind of synchronization statement (a
+*key*: the ranged barriers of one range, the arrives on one split barrier, the waits
+on one split barrier with one range) the number of its instances executed before a
+block-level position is an IR expression over the enclosing loop variables
+(:class:`KeyCounter`, the barrier counts of :mod:`.phases` restricted to the key),
+exact where the per-iteration count does not depend on the loop variable and a fresh
+unknown otherwise.
+
+- ``sync(lo, hi)``: accesses by ``t1`` and ``t2`` are ordered when both threads are in
+  ``[lo, hi)`` and the counts of that range at the two positions differ (an instance
+  lies between them).
+- split barrier ``bar`` (arrive range ``A``): thread ``T``'s k-th wait waits for phase
+  k, which the k-th arrive completes.  An access by ``t1`` before an access by ``t2``
+  is ordered when ``t1`` is in ``A`` and ``t2`` has waited on ``bar`` more times before
+  its access than arrives ran before ``t1``'s: ``NW_t2(a2) > NA(a1)`` (the phase it last
+  waited for was completed by an arrive that ``t1`` made after its access).
+
+Only direct orderings are used (one barrier instance, or one arrive/wait pair, plus
+program order): chains through third threads are not, which may flag a race that the
+detector, following chains, does not see; never the other way round.  A fresh unknown
+count lets the solver pick the value that makes the pair unordered.
+"""
+from __future__ import annotations
+
+import z3
+
+from ..ir.nodes import Alloc, Arrive, Const, For, Sync, Wait
+from ..ir.smt import Unsupported
+from ..ir.syncs import is_partial_sync, is_sync
+from ..ir.types import BARRIER, BLOCKS
+from ..ir.visitor import walk
+from .phases import PhaseCounter, add
+
+
+class KeyCounter(PhaseCounter):
+    """Barrier counts of the statements ``hit`` accepts (other syncs count 0)."""
+
+    def __init__(self, hit):
+        super().__init__()
+        self.hit = hit
+
+    def _count(self, s):
+        if self.hit(s):
+            return Const(1)
+        if is_sync(s):
+            return Const(0)
+        return super()._count(s)
+
+
+def count_at(counter: PhaseCounter, path, after: bool = False):
+    """The count at the block-level position ``path`` (the (list, index) steps of an
+    access or statement); ``after``: just after the statement the path ends at."""
+    pos = Const(0)
+    for j, (L, i) in enumerate(path):
+        pos = counter.position(pos, L, i)
+        s = L[i]
+        if j + 1 < len(path) and isinstance(s, For) and s.kind == "seq" and \
+                s.mapping != BLOCKS:
+            pos = counter.loop_body_start(pos, s)
+    if after:
+        L, i = path[-1]
+        pos = add(pos, counter.count(L[i]))
+    return pos
+
+
+class KernelSyncs:
+    """The ranged and split barriers of one kernel, their counters and formulas."""
+
+    def __init__(self, ctx, kernel):
+        self.ctx = ctx
+        self.kernel = kernel
+        ki = ctx.eff.kernels[kernel]
+        stmts, self.allocs = [], []
+        for n in walk(ki.loop):
+            if isinstance(n, (Sync, Arrive, Wait)):
+                stmts.append(n)
+            elif isinstance(n, Alloc) and n.ty == BARRIER:
+                self.allocs.append(n)
+        self.ranges = sorted({(s.lo.val, s.hi.val) for s in stmts
+                              if isinstance(s, Sync) and s.ranged})
+        self.bars: dict = {}
+        for s in stmts:
+            if isinstance(s, (Arrive, Wait)):
+                b = self.bars.setdefault(s.name, {"arrive": set(), "wait": set()})
+                b["arrive" if isinstance(s, Arrive) else "wait"].add((s.lo.val, s.hi.val))
+        self._counters: dict = {}
+        self.block_size = self._block_size(ki)
+
+    @property
+    def empty(self) -> bool:
+        return not self.ranges and not self.bars
+
+    def _block_size(self, ki):
+        n = 1
+        self.dims = []
+        for d in range(3):
+            his = ki.thread_extents.get(d, [])
+            if not his:
+                self.dims.append(1)
+                continue
+            if not all(isinstance(h, Const) for h in his):
+                self.dims.append(None)
+                n = None
+                continue
+            m = max(h.val for h in his)
+            self.dims.append(m)
+            n = None if n is None else n * m
+        return n
+
+    def counter(self, key):
+        c = self._counters.get(key)
+        if c is None:
+            kind = key[0]
+            if kind == "sync":
+                c = KeyCounter(lambda s, r=key[1]: isinstance(s, Sync) and s.ranged and
+                               (s.lo.val, s.hi.val) == r)
+            elif kind == "arrive":
+                c = KeyCounter(lambda s, b=key[1]: isinstance(s, Arrive) and s.name == b)
+            else:
+                c = KeyCounter(lambda s, b=key[1], r=key[2]: isinstance(s, Wait) and
+                               s.name == b and (s.lo.val, s.hi.val) == r)
+            self._counters[key] = c
+        return c
+
+    def exact(self, path) -> bool:
+        """Are all counts at ``path`` exact (no fresh unknown)?"""
+        keys = [("sync", r) for r in self.ranges] + [("arrive", b) for b in self.bars] + \
+            [("wait", b, r) for b in self.bars for r in self.bars[b]["wait"]]
+        for key in keys:
+            e = count_at(self.counter(key), path)
+            if any(getattr(n, "name", "").startswith("__bc_") for n in walk(e)):
+                return False
+        return True
+
+    # -- z3 terms
+    def flat(self, t):
+        """The flat thread index of thread env ``t`` (its coordinates must be set)."""
+        if None in self.dims:
+            raise Unsupported("a block size that is not a constant")
+        x, y, z = t.tc
+        return x + self.dims[0] * (y + self.dims[1] * z)
+
+    @staticmethod
+    def inside(f, r):
+        return z3.And(f >= r[0], f < r[1])
+
+    def count(self, t, key, path, after=False):
+        return t.expr(count_at(self.counter(key), path, after))
+
+    def waits(self, t, f, bar, path, after=False):
+        """How many times thread ``t`` (flat index ``f``) waited on ``bar`` before
+        ``path`` (after, with ``after``)."""
+        terms = [z3.If(self.inside(f, r), self.count(t, ("wait", bar, r), path, after), 0)
+                 for r in sorted(self.bars[bar]["wait"])]
+        return z3.Sum(*terms) if terms else z3.IntVal(0)
+
+    def arrive_range(self, bar):
+        rs = self.bars[bar]["arrive"]
+        return next(iter(rs)) if len(rs) == 1 else None
+
+    def ordered(self, p1, t1, p2, t2, after1=False):
+        """A z3 condition under which position ``p1`` of thread ``t1`` is ordered with
+        position ``p2`` of ``t2`` by a ranged barrier (either way) or by a split
+        barrier (either way); ``after1``: ``p1`` is just after its statement."""
+        f1, f2 = self.flat(t1), self.flat(t2)
+        alts = []
+        for r in self.ranges:
+            c1 = self.count(t1, ("sync", r), p1, after1)
+            c2 = self.count(t2, ("sync", r), p2)
+            alts.append(z3.And(self.inside(f1, r), self.inside(f2, r), c1 != c2))
+        for bar in self.bars:
+            a = self.arrive_range(bar)
+            if a is None:
+                continue  # arrives of several ranges: a divergence, no ordering used
+            na1 = self.count(t1, ("arrive", bar), p1, after1)
+            na2 = self.count(t2, ("arrive", bar), p2)
+            alts.append(z3.And(self.inside(f1, a), self.waits(t2, f2, bar, p2) > na1))
+            alts.append(z3.And(self.inside(f2, a),
+                               self.waits(t1, f1, bar, p1, after1) > na2))
+        return z3.Or(*alts) if alts else z3.BoolVal(False)
+
+
+def kernel_syncs(ctx, kernel):
+    """The :class:`KernelSyncs` of a kernel (memoised on the obligation context)."""
+    memo = ctx.__dict__.get("_kernel_syncs")
+    if memo is None:
+        # kernels without ranged or split barriers (most) need no walk at all
+        memo = ctx.__dict__["_kernel_syncs"] = {
+            k: None for k in ctx.eff.kernels
+            if not any(si.kernel == k and is_partial_sync(si.stmt) for si in ctx.eff.syncs)}
+    if kernel not in memo:
+        ks = KernelSyncs(ctx, kernel)
+        memo[kernel] = None if ks.empty else ks
+    return memo[kernel]
+
+
+__all__ = ["KeyCounter", "count_at", "KernelSyncs", "kernel_syncs"]

@@ -1,0 +1,151 @@
+"""CUDA for the synchronization of SPEC 2.7: ranged barriers as named barriers and
+split barriers as mbarriers.
+
+- ``sync(lo, hi)``: ``bar.sync id, hi - lo`` for the threads whose flat index lies in
+  ``[lo, hi)``; ids are allocated per kernel from 1, one per distinct range (id 0 is
+  ``__syncthreads``; the whole block's range is ``__syncthreads()`` itself); at most
+  15 ranges a kernel.
+- ``bar: barrier @ SHARED``: a 64-bit ``__shared__`` word; thread 0 initialises it
+  (``mbarrier.init``) with the width of the barrier's arrive range, then the block
+  synchronises so that every thread sees the initialised barrier.  Each thread keeps
+  the number of its waits (``gpudsl_phase_<bar>``): its k-th wait waits on parity k % 2.
+- ``arrive``: ``mbarrier.arrive``; ``wait``: a loop on ``mbarrier.test_wait.parity``
+  (``try_wait.parity`` on sm_90, which may suspend the thread).  mbarriers need sm_80:
+  compiling for an older target stops with a clear ``#error``.
+
+The helpers are inline PTX on a GPU; the emulator's header defines them with the same
+semantics (gpudsl_emu_bars.h), so the generated code is the same for both.
+"""
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..ir.nodes import Arrive, Sync, Wait
+from ..ir.visitor import walk
+
+TID = "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
+MAX_NAMED = 15
+
+NAMED_BARRIER = r"""
+#ifndef GPUDSL_EMULATOR
+// sync(lo, hi): a named barrier of hi - lo threads (whole warps)
+__device__ __forceinline__ void gpudsl_bar_sync(unsigned id, unsigned count) {
+  asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
+}
+#endif
+"""
+
+MBARRIER = r"""
+#ifndef GPUDSL_EMULATOR
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "gpudsl: split barriers (arrive/wait) are mbarriers, which need sm_80 or newer"
+#endif
+__device__ __forceinline__ unsigned gpudsl_smem_addr(const void* p) {
+  unsigned a;
+  asm("{\n .reg .u64 t;\n cvta.to.shared.u64 t, %1;\n cvt.u32.u64 %0, t;\n}" : "=r"(a) : "l"(p));
+  return a;
+}
+__device__ __forceinline__ void gpudsl_mbar_init(unsigned long long* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;" :: "r"(gpudsl_smem_addr(bar)), "r"(count)
+               : "memory");
+}
+__device__ __forceinline__ void gpudsl_mbar_arrive(unsigned long long* bar) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0];\n}"
+               :: "r"(gpudsl_smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void gpudsl_mbar_wait(unsigned long long* bar, unsigned parity) {
+  unsigned a = gpudsl_smem_addr(bar), done = 0;
+  while (!done) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(a), "r"(parity) : "memory");
+#else
+    asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(a), "r"(parity) : "memory");
+#endif
+  }
+}
+#endif
+"""
+
+
+def _err(msg, loc, hint=None):
+    return CompileError(msg, loc, hint)
+
+
+class SyncWriter:
+    """The synchronization statements of one kernel (``kw``: its KernelWriter)."""
+
+    def __init__(self, kw, body):
+        self.kw = kw
+        self.ids: dict = {}
+        self.counts: dict = {}
+        for s in walk(tuple(body)):
+            if isinstance(s, Arrive):
+                r = s.hi.val - s.lo.val
+                if self.counts.setdefault(s.name, r) != r:
+                    raise _err(f"the arrives on '{s.name}' name ranges of different widths: a "
+                               "split barrier expects the same number of arrivals each phase",
+                               s.loc, "use one split barrier per group of arriving threads")
+
+    def nthreads(self) -> int:
+        d = self.kw.block_dim
+        return d[0] * d[1] * d[2]
+
+    def tid(self) -> str:
+        d = self.kw.block_dim
+        return "threadIdx.x" if d[1] == d[2] == 1 else TID
+
+    def guard(self, s) -> str:
+        """The condition that the thread is in the statement's range."""
+        lo, hi, tid = s.lo.val, s.hi.val, self.tid()
+        conds = ([f"{lo} <= {tid}"] if lo else []) + \
+            ([f"{tid} < {hi}"] if hi < self.nthreads() else [])
+        return f"if ({' && '.join(conds)})" if conds else ""
+
+    def ranged(self, s: Sync) -> None:
+        w, n = self.kw.w, self.nthreads()
+        lo, hi = s.lo.val, s.hi.val
+        if (lo, hi) == (0, n):
+            w.line("__syncthreads();", s.loc)
+            return
+        if hi > n:
+            raise _err(f"sync({lo}, {hi}) names threads past the block of {n} threads", s.loc,
+                       "keep the range inside the block")
+        if lo % 32 or hi % 32:
+            raise _err(f"sync({lo}, {hi}) is not made of whole warps: bar.sync counts warps",
+                       s.loc, "use multiples of 32")
+        if (lo, hi) not in self.ids:
+            if len(self.ids) >= MAX_NAMED:
+                raise _err(f"more than {MAX_NAMED} distinct ranged barriers in kernel "
+                           f"{self.kw.name}: the hardware has 16 named barriers (id 0 is the "
+                           "block's)", s.loc, "use fewer distinct thread ranges")
+            self.ids[(lo, hi)] = len(self.ids) + 1
+        self.kw.use_helper("gpudsl_bar_sync")
+        w.line(f"{self.guard(s)} gpudsl_bar_sync({self.ids[(lo, hi)]}, {hi - lo});  "
+               f"// sync({lo}, {hi})", s.loc)
+
+    def barrier_init(self, s) -> None:
+        """After the ``__shared__`` declaration of a split barrier."""
+        self.kw.use_helper("gpudsl_mbar")
+        w, name = self.kw.w, self.kw.lookup(s.name, s.loc).cname
+        count = self.counts.get(s.name, 1)
+        w.line("__syncthreads();  // nobody uses an earlier barrier in this word", s.loc)
+        w.line(f"if ({self.tid()} == 0) gpudsl_mbar_init(&{name}, {count});", s.loc)
+        w.line("__syncthreads();  // the initialised barrier is visible to every thread", s.loc)
+        w.line(f"unsigned gpudsl_phase_{name} = 0;  // waits done on {s.name}", s.loc)
+
+    def split(self, s) -> None:
+        w, name = self.kw.w, self.kw.lookup(s.name, s.loc).cname
+        n = self.nthreads()
+        if s.hi.val > n:
+            raise _err(f"the range [{s.lo.val}, {s.hi.val}) is past the block of {n} threads",
+                       s.loc, "keep the range inside the block")
+        if isinstance(s, Arrive):
+            w.line(f"{self.guard(s)} gpudsl_mbar_arrive(&{name});".lstrip(), s.loc)
+        else:
+            assert isinstance(s, Wait)
+            w.line(f"{self.guard(s)} gpudsl_mbar_wait(&{name}, gpudsl_phase_{name}++ & 1u);"
+                   .lstrip(), s.loc)
+
+
+__all__ = ["NAMED_BARRIER", "MBARRIER", "SyncWriter"]

@@ -1,0 +1,72 @@
+"""The synchronization statements of SPEC 2.7: ``sync(lo, hi)``, the split barrier
+allocation ``bar: barrier @ SHARED``, ``arrive(bar, lo, hi)`` and ``wait(bar, lo, hi)``.
+
+Ranges are integer constants with ``0 <= lo < hi``; whether a range fits the block
+(and is made of whole warps) is a question of the kernel, answered by check().
+"""
+from __future__ import annotations
+
+import ast
+
+from ..ir.nodes import Alloc, Arrive, Const, Sync, Wait
+from ..ir.types import BARRIER, INDEX, SHARED
+from .scope import Sym
+
+SYNC_FUNCS = ("sync", "arrive", "wait")
+
+
+def _const(parser, node, what):
+    v = node
+    neg = False
+    if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.USub):
+        v, neg = v.operand, True
+    if not (isinstance(v, ast.Constant) and type(v.value) is int):
+        raise parser.err(node, f"{what} must be an integer constant",
+                         "thread ranges of barriers are fixed: e.g. sync(0, 64)")
+    return -v.value if neg else v.value
+
+
+def _range(parser, v: ast.Call, args, fn):
+    if len(args) != 2 or v.keywords:
+        what = "takes no arguments (the whole block) or" if fn == "sync" else "takes"
+        raise parser.err(v, f"{fn}() {what} a thread range (lo, hi)",
+                         f"e.g. {fn}({'bar, ' if fn != 'sync' else ''}0, 64)")
+    lo = _const(parser, args[0], f"the low end of the {fn}() range")
+    hi = _const(parser, args[1], f"the high end of the {fn}() range")
+    if not 0 <= lo < hi:
+        raise parser.err(v, f"the {fn}() range [{lo}, {hi}) is empty or negative",
+                         "write lo < hi, both >= 0")
+    return (Const(lo, INDEX, parser.src.loc(args[0])),
+            Const(hi, INDEX, parser.src.loc(args[1])))
+
+
+def parse_sync_call(parser, s: ast.stmt, v: ast.Call, fname: str):
+    """``sync()``, ``sync(lo, hi)``, ``arrive(bar, lo, hi)``, ``wait(bar, lo, hi)``."""
+    loc = parser.src.loc(s)
+    if fname == "sync":
+        if not v.args and not v.keywords:
+            return Sync(loc)
+        lo, hi = _range(parser, v, v.args, "sync")
+        return Sync(loc, lo, hi)
+    if not v.args or not isinstance(v.args[0], ast.Name):
+        raise parser.err(v, f"{fname}() names a split barrier first: {fname}(bar, lo, hi)",
+                         "allocate it at block level: `bar: barrier @ SHARED`")
+    name = v.args[0].id
+    sym = parser.scope.lookup(name)
+    if sym is None or sym.kind != "barrier":
+        raise parser.err(v.args[0], f"'{name}' is not a split barrier",
+                         f"allocate it at block level: `{name}: barrier @ SHARED`")
+    lo, hi = _range(parser, v, v.args[1:], fname)
+    return (Arrive if fname == "arrive" else Wait)(name, lo, hi, loc)
+
+
+def parse_barrier_alloc(parser, s: ast.AnnAssign, name, shape, mem, loc):
+    """``bar: barrier @ SHARED``: one split barrier per block."""
+    if shape or mem != SHARED or s.value is not None:
+        raise parser.err(s, "a split barrier is allocated alone, in SHARED memory",
+                         f"write `{name}: barrier @ SHARED`")
+    if not parser.in_blocks:
+        raise parser.err(s, "a split barrier belongs to a block: allocate it inside a "
+                         "@ BLOCKS loop", "move it into the BLOCKS loop, at block level")
+    parser.scope.bind(Sym(name, "barrier", BARRIER, (), mem, loc), loc)
+    return Alloc(name, BARRIER, (), mem, loc)

@@ -1,0 +1,80 @@
+"""Random kernels with the synchronization of SPEC 2.7 for the differential test of
+the primitives: a block of 64 threads, producers (threads 0-31) and consumers
+(32-63) over a double buffer ``buf[i % 2]`` behind ranged barriers or split barriers
+(``arrive``/``wait``), all threads exchanging through a split barrier with work
+between arrive and wait, or two halves each behind its own ranged barrier.  Some are
+broken on purpose (a barrier missing, the wrong range, one buffer instead of two):
+the primitives must not turn a proved kernel into a racy one either way."""
+from __future__ import annotations
+
+import random
+
+from .procgen import Program, pick_sizes
+
+HEAD = "def {name}(n: size, a: f32, x: f32[n, 64], y: f32[n, 64]):\n    assert n >= 1\n"
+
+
+def _producer(r, tv, buf):
+    src = r.choice([f"x[b, {tv}]", f"x[b, ({tv} + i) % 64] + a", f"x[b, 63 - {tv}] * 2.0"])
+    return [f"for {tv} in par(0, 32) @ THREADS:", f"    buf[{buf}, {tv}] = {src}"]
+
+
+def _consumer(r, tv, buf):
+    body = r.choice([f"y[b, {tv}] += buf[{buf}, {tv} - 32] * 2.0",
+                     f"y[b, {tv}] += buf[{buf}, 63 - {tv}] + a",
+                     f"y[b, {tv} - 32] = y[b, {tv} - 32] + buf[{buf}, ({tv} + 1) % 32]"])
+    if r.random() < 0.3:
+        return [f"for {tv} in par(0, 64) @ THREADS:", f"    if {tv} >= 32:", f"        {body}"]
+    return [f"for {tv} in par(32, 64) @ THREADS:", f"    {body}"]
+
+
+def _ranged(r):
+    buf = "i % 2" if r.random() < 0.85 else "0"
+    rng = r.choice(["sync(0, 64)"] * 6 + ["sync(0, 32)", "sync()", None])
+    body = _producer(r, "t", buf) + ([rng] if rng else []) + _consumer(r, "u", buf)
+    return [], body
+
+
+def _split(r):
+    buf = "i % 2" if r.random() < 0.85 else "0"
+    empty = r.random() < 0.85
+    pre = ["full: barrier @ SHARED"] + (["empty: barrier @ SHARED", "arrive(empty, 32, 64)"]
+                                        if empty else [])
+    body = (["wait(empty, 0, 32)"] if empty else []) + _producer(r, "t", buf) + \
+        ["arrive(full, 0, 32)", "wait(full, 32, 64)"] + _consumer(r, "u", buf) + \
+        (["arrive(empty, 32, 64)"] if empty else [])
+    return pre, body
+
+
+def _split_loop(r):
+    k = r.choice(["i % 2", "i % 2", "0"])
+    pre = ["bar: barrier @ SHARED"]
+    body = ["for t in par(0, 64) @ THREADS:", f"    s[{k}, t] = x[b, (t + i) % 64]",
+            "arrive(bar, 0, 64)",
+            "for t in par(0, 64) @ THREADS:", "    y[b, t] += a",
+            "wait(bar, 0, 64)" if r.random() < 0.9 else "pass",
+            "for t in par(0, 64) @ THREADS:", f"    y[b, t] += s[{k}, 63 - t]"]
+    return pre, body
+
+
+def _halves(r):
+    second = r.choice(["sync(32, 64)"] * 4 + ["sync(0, 32)", None])
+    body = ["for t in par(0, 64) @ THREADS:", "    s[0, t] = x[b, t] + a",
+            "sync(0, 32)"] + ([second] if second else []) + \
+        ["for t in par(0, 64) @ THREADS:", "    if t < 32:",
+         "        y[b, t] += s[0, 31 - t]", "    else:", "        y[b, t] += s[0, 95 - t]"]
+    return [], body
+
+
+def sync_program(r: random.Random, name: str) -> Program:
+    pre, body = r.choice([_ranged, _ranged, _split, _split, _split_loop, _halves])(r)
+    trips = r.choice(["3", "n", "4"])
+    lines = ["    for b in par(0, n) @ BLOCKS:", "        buf: f32[2, 32] @ SHARED",
+             "        s: f32[2, 64] @ SHARED"]
+    lines += ["        " + ln for ln in pre]
+    lines += [f"        for i in seq(0, {trips}):"] + ["            " + ln for ln in body]
+    src = HEAD.format(name=name) + "\n".join(lines) + "\n"
+    return Program("sync", name, src, pick_sizes(r, ["n >= 1"], ["n"], lo=1, hi=3), [])
+
+
+__all__ = ["sync_program"]
