@@ -47,7 +47,7 @@ def _threads(threads, loc):
 def insert_sync(p, gap, threads=None):
     """Insert a ``sync()`` (a barrier of the threads of a block) at ``gap``; with
     ``threads=(lo, hi)`` a ranged barrier ``sync(lo, hi)`` of the threads whose flat
-    index lies in ``[lo, hi)`` (SPEC 2.7).
+    index lies in ``[lo, hi)``.
 
     Legality: a barrier never changes the sequential meaning; the gap must be at
     block level (inside a BLOCKS loop, outside every THREADS loop), where the mapping rules
