@@ -216,3 +216,19 @@ def test_prefix_tensor_out_of_range_is_refused_by_the_kernel():
     with pytest.raises(gpudsl.Error, match="causal"):
         ops.attention(_q(2, 4, 64), _q(2, 8, 64), _q(2, 8, 64), causal=True,
                       prefix=np.array([3], np.int64))
+
+
+# ------------------------------------------------------------------ bench
+
+
+def test_bench_rows_on_the_emulator():
+    from gpudsl.bench import NODES, run_bench
+
+    assert "attention" in NODES
+    res = run_bench("emulator", ["attention"], reps=1, warmup=0, log=lambda *a: None)
+    rows = res["results"]
+    assert [r["status"] for r in rows] == ["ok", "ok"], rows
+    assert {r["size"] for r in rows} == {"2x1x64x64", "2x32x32x64 causal"}
+    for r in rows:
+        assert r["unit"] == "FLOP/s" and r["rel_error"] <= 1e-4
+        assert r["reference"] == "numpy float64 reference"
