@@ -185,15 +185,15 @@ def launch_list(model) -> LaunchList:
             args = dict(x=ins[0].reshape(r, n), prefix=prefix, out=me.reshape(r, n),
                         err=err(i))
         elif op == "AttentionNode":
-            from ..stdlib.attention import attention_kernel
+            from ..stdlib.attention import plan_attention
 
-            d = node.shape[-1]
+            m, d = node.shape[1:]
             if len(ins) == 4:
                 prefix = ins[3]
             else:  # an integer attribute: a literal of the list
                 out.temps[f"prefix{i}"] = np.array([node.attrs["prefix"]], np.int64)
                 prefix = Ref("temp", f"prefix{i}", 0, (1,), "int64")
-            p = attention_kernel(d, node.attrs["causal"])
+            p = plan_attention(m, d, node.attrs["causal"])
             args = dict(q=ins[0], k=ins[1], v=ins[2], prefix=prefix,
                         scale=np.float32(1 / math.sqrt(d)), out=me, err=err(i))
         else:  # pragma: no cover  (the parser refuses other nodes)

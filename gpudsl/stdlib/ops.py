@@ -450,7 +450,7 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     uses the first ``prefix`` keys, ``1 <= prefix <= N``.  ``causal``: query row ``i``
     attends the keys ``j <= i + prefix - M`` (needs ``M <= prefix``).  ``scale``
     defaults to ``1 / sqrt(D)``."""
-    from .attention import HEAD_DIMS, attention_kernel
+    from .attention import HEAD_DIMS, plan_attention
 
     qs, ks, vs = (check_tensor(name, a, ranks=(3,)) for name, a in
                   (("q", q), ("k", k), ("v", v)))
@@ -482,7 +482,7 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     q, k, v = _contig(q), _contig(k), _contig(v)
     out = _empty(q, qs)
     err = _zeros(q, (1,), np.int32)
-    _run(attention_kernel(d, bool(causal)), q=q, k=k, v=v, prefix=prefix,
+    _run(plan_attention(m, d, bool(causal)), q=q, k=k, v=v, prefix=prefix,
          scale=np.float32(scale), out=out, err=err)
     if int(err[0]) != 0:
         raise NodeError(f"the prefix read from the device is outside [{low}, {n}]"

@@ -15,8 +15,8 @@ import pytest
 
 import gpudsl
 from gpudsl import ops
-from gpudsl.stdlib.attention import (HEAD_DIMS, attention_kernel, attention_reference,
-                                     attention_rows)
+from gpudsl.stdlib.attention import (HEAD_DIMS, ROW_CHOICES, attention_kernel,
+                                     attention_reference, attention_rows, plan_attention)
 from gpudsl.stdlib.common import make_proc
 
 ATOL, RTOL = 2e-5, 1e-4
@@ -38,11 +38,28 @@ def interpret(p, q, k, v, prefix, **extra):
 # ------------------------------------------------------------------ proofs
 
 
-@pytest.mark.parametrize("d", HEAD_DIMS)
+KERNELS = [(d, rows) for d in HEAD_DIMS for rows in ROW_CHOICES if rows * d <= 512]
+
+
+@pytest.mark.parametrize("d, rows", KERNELS)
 @pytest.mark.parametrize("causal", [False, True])
-def test_kernels_are_proved_for_all_sizes(d, causal):
-    assert attention_kernel(d, causal).check().ok
-    assert attention_kernel(d, causal).check(hh=2, m=17, n=256).ok
+def test_kernels_are_proved_for_all_sizes(d, rows, causal):
+    assert attention_kernel(d, causal, rows).check().ok
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_kernels_are_proved_with_bindings(d):
+    for rows in (1, 512 // d):
+        assert attention_kernel(d, True, rows).check(hh=2, m=17, n=256).ok
+
+
+def test_plan_rows_per_block():
+    assert [plan_attention(m, 128).name for m in (1, 2, 3, 17)] == \
+        ["attention_d128", "attention_d128_r2", "attention_d128_r4", "attention_d128_r4"]
+    assert plan_attention(300, 64, True).name == "attention_d64_causal_r8"
+    assert plan_attention(300, 32).name == "attention_d32_r16"
+    with pytest.raises(ValueError, match="rows per block"):
+        attention_kernel(128, False, 8)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -50,29 +67,33 @@ def test_algorithm_is_proved_in_bounds(causal):
     assert attention_rows(causal).check().ok
 
 
-def test_running_max_without_its_barrier_is_a_race():
-    # the barrier between reading part[0] (the new running maximum) and reusing part
+MARKER = "mr[r, t] = mnew\n                    sync()\n"
+
+
+def racy_twin(d=64, rows=1):
+    """The kernel without the barrier after the running-maximum update."""
+    text = str(attention_kernel(d, False, rows)).replace("@proc\n", "")
+    assert text.count(MARKER) == 1
+    return make_proc("bad", text.replace(MARKER, "mr[r, t] = mnew\n"))
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_running_max_without_its_barrier_is_a_race(rows):
+    # the barrier between reading part[r, 0] (the new running maximum) and reusing part
     # for the sum tree is what makes the online softmax correct: check() must see it
-    text = str(attention_kernel(64)).replace("@proc\n", "")
-    marker = "mr[t] = mnew\n                    sync()\n"
-    assert text.count(marker) == 1
-    bad = make_proc("bad", text.replace(marker, "mr[t] = mnew\n"))
-    report = bad.check()
+    report = racy_twin(64, rows).check()
     assert not report.ok
     races = [dg for dg in report.diagnostics if dg.kind == "race"]
     assert races and races[0].witness["array"] == "part"
-    assert races[0].witness["sizes"]  # concrete sizes and threads: a witness
-    assert {races[0].witness["thread1"]["thread"]["t"],
-            races[0].witness["thread2"]["thread"]["t"]} <= set(range(64))
+    w = races[0].witness
+    assert w["sizes"] and w["thread1"]["block"] == w["thread2"]["block"]  # one block
+    assert w["thread1"]["thread"] != w["thread2"]["thread"]
 
 
 def test_without_the_barrier_the_race_detector_sees_it_too():
-    text = str(attention_kernel(64)).replace("@proc\n", "")
-    bad = make_proc("bad", text.replace("mr[t] = mnew\n                    sync()\n",
-                                        "mr[t] = mnew\n"))
     q, k, v = inputs(1, 1, 3, 64)
     with pytest.raises(gpudsl.Error, match="race"):
-        interpret(bad, q, k, v, 3, detect_races=True)
+        interpret(racy_twin(), q, k, v, 3, detect_races=True)
 
 
 # ------------------------------------------------------------------ interpreter
@@ -90,9 +111,21 @@ def test_algorithm_and_kernel_equal_the_reference(h, m, n, prefix, causal, d):
     got, err = interpret(attention_rows(causal), q, k, v, prefix, d=d)
     assert err == 0
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
-    got, err = interpret(attention_kernel(d, causal), q, k, v, prefix, detect_races=True)
+    got, err = interpret(plan_attention(m, d, causal), q, k, v, prefix, detect_races=True)
     assert err == 0
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("d, rows", [(64, 8), (128, 2), (32, 16), (96, 4)])
+def test_rows_per_block_equal_the_reference(d, rows):
+    # fewer rows than the block holds (the edge block), causal, a prefix below the cache
+    q, k, v = inputs(2, 5, 70, d)
+    for causal in (False, True):
+        got, err = interpret(attention_kernel(d, causal, rows), q, k, v, 40,
+                             detect_races=True)
+        assert err == 0
+        np.testing.assert_allclose(got, attention_reference(q, k, v, causal, 40),
+                                   rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.slow
@@ -102,7 +135,7 @@ def test_prefill_of_256_rows_in_the_interpreter(d):
     # race detector, so without it here (the smaller shapes above run with it)
     q, k, v = inputs(1, 256, 256, d)
     want = attention_reference(q, k, v, True, 256)
-    got, err = interpret(attention_kernel(d, True), q, k, v, 256)
+    got, err = interpret(plan_attention(256, d, True), q, k, v, 256)
     assert err == 0
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
@@ -161,19 +194,20 @@ def test_ops_large_scores_are_stable():
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d, rows", [(64, 1), (64, 8), (128, 1), (128, 4)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_nvrtc_compiles_without_spills(causal, d, arch):
+def test_nvrtc_compiles_without_spills(causal, d, rows, arch):
     from gpudsl.codegen.generate import cuda_source
     from gpudsl.runtime.nvrtc import compile_cubin
 
-    res = compile_cubin(cuda_source(attention_kernel(d, causal)), arch).resources
+    res = compile_cubin(cuda_source(attention_kernel(d, causal, rows)), arch).resources
     assert len(res) == 1
     for r in res.values():
         assert r.spill_stores_bytes == 0 and r.spill_loads_bytes == 0 and r.stack_bytes == 0
         assert r.registers <= 64
-        # q, the K tile padded to d + 1, the V tile, the dot partials, the tree, p
-        assert r.shared_bytes == 4 * (d + 32 * (d + 1) + 32 * d + d + 32 + 32)
+        # q rows, the K tile padded to d + 1, the V tile, the dot partials, tree, p
+        assert r.shared_bytes == 4 * (rows * d + 32 * (d + 1) + 32 * d + rows * d
+                                      + 2 * rows * 32)
 
 
 # ------------------------------------------------------------------ refusals

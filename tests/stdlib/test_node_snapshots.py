@@ -28,7 +28,7 @@ NODES = {
     "rms_norm": lambda: rms_norm_kernel(256),
     "sliced_softmax": lambda: sliced_softmax_kernel(256),
     "complex_hadamard_rope": lambda: complex_mul_kernel((False, True)),
-    "attention_causal": lambda: attention_kernel(128, True),
+    "attention_causal": lambda: attention_kernel(128, True, 4),
 }
 
 
