@@ -9,10 +9,10 @@ flag (one thread) that the host turns into an error, as ``sliced_softmax`` does.
 
 Here: the readable algorithm (plain loops: the scores, their maximum, the exponentials,
 their sum, the weighted values; it defines the meaning), the float64 numpy reference, and
-the fused kernel (:func:`attention_kernel`): one block per (head, query row), ``D``
-threads, keys in tiles of :data:`TILE` staged in SHARED, an online softmax (a running
+the fused kernel (:func:`attention_kernel`): one block per (head, ``rows`` query rows),
+``rows x D`` threads, keys in tiles of :data:`TILE` staged in SHARED once for the block, an online softmax (a running
 maximum and sum; the accumulator rescaled by ``exp(m_old - m_new)`` per tile) whose tile
-maximum and sum are SHARED tree reductions (:mod:`gpudsl.stdlib.reduce`).  As with the
+maximum and sum are SHARED tree reductions (per row, as :func:`.reduce.tree`).  As with the
 other reductions the kernel is its own proc, not derived by primitives: the online
 softmax reassociates the sums (see :mod:`.reduce`), so check() proves it race-free,
 barrier-uniform and in bounds and the tests compare it with the reference."""
@@ -24,11 +24,10 @@ import numpy as np
 
 from ..proc import Proc
 from .common import make_proc
-from .reduce import tree
 
 TILE = 32  # keys per tile: one warp's lanes in the score phase
 NEG = "-3.0e38"  # below every score: the masked keys' score, the running maximum's seed
-HEAD_DIMS = (32, 64, 96, 128)  # D threads per block, D / 32 groups of the dot products
+HEAD_DIMS = (32, 64, 96, 128)  # D threads per row, D / 32 groups of the dot products
 
 _SIG = ("(hh: size, m: size, n: size, {d}q: f32[hh, m, {D}], k: f32[hh, n, {D}], "
         "v: f32[hh, n, {D}], prefix: i64[1], scale: f32, out: f32[hh, m, {D}], "
