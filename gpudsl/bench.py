@@ -29,9 +29,10 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-NODES = ["matmul", "matmul_1stage", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32", "add", "add_bcast",
+NODES = ["matmul", "matmul_1stage", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32", "add",
+         "add_bcast",
          "mul", "relu", "silu", "permute2d", "permute3d_021", "permute3d_210", "slice",
-         "replace_slice", "rms_norm", "sliced_softmax", "complex_hadamard"]
+         "replace_slice", "rms_norm", "sliced_softmax", "complex_hadamard", "attention"]
 MATMULS = {"matmul", "matmul_1stage", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32"}
 
 # (rows, cols) of the 2-D bandwidth cases: 4 MB and 16 MB per array fit in a 50 MB L2,
@@ -53,6 +54,7 @@ class Case:
     reference: Callable | None  # timed reference (matmul); None: the copy of `elements`
     elements: int = 0  # elements of the copy reference
     l2_resident: bool = False
+    reference_name: str | None = None  # the timed reference's name (flops rows)
 
 
 class _Env:
@@ -167,6 +169,42 @@ def _matmul_cases(env: _Env, small: bool, nodes: set) -> list[Case]:
     mt = 128 if small else m
     mm("matmul_tf32", (mt, mt), (mt, mt), f"{mt}^3 tf32", tf32=True,
        runner=lambda a, b: (lambda: ops.matmul(a, b, precision="tf32")))
+    return out
+
+
+def _attention_cases(env: _Env, small: bool, nodes: set) -> list[Case]:
+    """Fused attention at a decode shape (one query row per head against the whole
+    cache) and a causal prefill shape (as many rows as keys), against PyTorch's
+    ``scaled_dot_product_attention`` (numpy's float64 reference on the emulator).
+    FLOPs: the two products, ``4 H M L D`` (the causal one counts its whole square)."""
+    from .stdlib import ops
+
+    if "attention" not in nodes:
+        return []
+    out = []
+    shapes = ([(2, 1, 64, 64, False), (2, 32, 32, 64, True)] if small else
+              [(32, 1, 4096, 128, False), (32, 1024, 1024, 128, True)])
+    for h, m, n, d, causal in shapes:
+        q, k, v = env.randn(h, m, d), env.randn(h, n, d), env.randn(h, n, d)
+        if env.target == "cuda":
+            sdpa = env.torch.nn.functional.scaled_dot_product_attention
+
+            def ref(q=q, k=k, v=v, causal=causal):
+                return sdpa(q, k, v, is_causal=causal)
+
+            def want(q=q, k=k, v=v, causal=causal):
+                return sdpa(q.double(), k.double(), v.double(), is_causal=causal)
+            name = "torch scaled_dot_product_attention"
+        else:
+            from .stdlib.attention import attention_reference
+
+            def want(q=q, k=k, v=v, causal=causal):
+                return attention_reference(q, k, v, causal)
+            ref, name = want, "numpy float64 reference"
+        out.append(Case("attention", f"{h}x{m}x{n}x{d}{' causal' if causal else ''}",
+                        "flops", 4.0 * h * m * n * d,
+                        lambda q=q, k=k, v=v, causal=causal: ops.attention(q, k, v, causal),
+                        want, ref, reference_name=name))
     return out
 
 
@@ -287,8 +325,8 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
             dev = None
     env = _Env(target)
     wanted = set(nodes)
-    cases = _matmul_cases(env, small, wanted) + _bandwidth_cases(env, small, wanted,
-                                                                facts.get("l2_bytes"))
+    cases = (_matmul_cases(env, small, wanted) + _attention_cases(env, small, wanted) +
+             _bandwidth_cases(env, small, wanted, facts.get("l2_bytes")))
     copies: dict = {}
 
     def timed(fn, flush=True):
@@ -332,7 +370,8 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
             r["roofline_fraction"] = rate / peak if peak else None
             if c.kind == "flops":
                 rt = timed(c.reference, flush)
-                r.update(reference="cuBLAS TF32" if c.node == "matmul_tf32" else (
+                r.update(reference=c.reference_name or (
+                    "cuBLAS TF32" if c.node == "matmul_tf32" else
                     "cuBLAS SGEMM (torch.matmul, TF32 off)" if target == "cuda"
                     else "numpy matmul"), reference_median_ms=rt.median_ms,
                     reference_rate=rt.rate(c.amount))

@@ -13,7 +13,7 @@ A HamKaas user's graph-building code runs by changing the import: the nodes keep
 HamKaas's names (``InputTensor``, ``ConstantTensor``, ``BufferTensor``, ``SumNode``,
 ``HadamardProductNode``, ``MatMulNode``, ``ReLUNode``, ``SiLUNode``, ``SliceNode``,
 ``ReshapeNode``, ``PermuteNode``, ``ReplaceSliceNode``, ``RMSNormNode``,
-``ComplexHadamardProductNode``, ``SlicedSoftmaxNode``) and operators (``+``, ``*``,
+``ComplexHadamardProductNode``, ``SlicedSoftmaxNode``; and gpudsl's ``AttentionNode``) and operators (``+``, ``*``,
 ``@``, ``[a:b]``, ``.reshape``, ``.permute``, ``.relu()``, ``.silu()``, ``.replace``,
 ``.rms_norm``, ``.complex_hadamard_product``, ``.sliced_softmax``).
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ..errors import GraphError
 from .model import Model, compile  # noqa: A004
-from .nodes import (BufferTensor, ComplexHadamardProductNode, ConstantTensor,
+from .nodes import (AttentionNode, BufferTensor, ComplexHadamardProductNode, ConstantTensor,
                     HadamardProductNode, InputTensor, MatMulNode, Node, PermuteNode,
                     ReLUNode, ReplaceSliceNode, ReshapeNode, RMSNormNode, SiLUNode,
                     SlicedSoftmaxNode, SliceNode, SumNode)
@@ -31,5 +31,5 @@ from .script import Graph, Script, parse, to_script
 __all__ = ["GraphError", "Model", "compile", "Node", "InputTensor", "ConstantTensor",
            "BufferTensor", "SumNode", "HadamardProductNode", "MatMulNode", "ReLUNode",
            "SiLUNode", "SliceNode", "ReshapeNode", "PermuteNode", "ReplaceSliceNode",
-           "RMSNormNode", "ComplexHadamardProductNode", "SlicedSoftmaxNode",
+           "RMSNormNode", "ComplexHadamardProductNode", "SlicedSoftmaxNode", "AttentionNode",
            "Memory", "Plan", "Graph", "Script", "parse", "to_script"]

@@ -184,6 +184,18 @@ def launch_list(model) -> LaunchList:
             p = plan_sliced_softmax(n)
             args = dict(x=ins[0].reshape(r, n), prefix=prefix, out=me.reshape(r, n),
                         err=err(i))
+        elif op == "AttentionNode":
+            from ..stdlib.attention import plan_attention
+
+            m, d = node.shape[1:]
+            if len(ins) == 4:
+                prefix = ins[3]
+            else:  # an integer attribute: a literal of the list
+                out.temps[f"prefix{i}"] = np.array([node.attrs["prefix"]], np.int64)
+                prefix = Ref("temp", f"prefix{i}", 0, (1,), "int64")
+            p = plan_attention(m, d, node.attrs["causal"])
+            args = dict(q=ins[0], k=ins[1], v=ins[2], prefix=prefix,
+                        scale=np.float32(1 / math.sqrt(d)), out=me, err=err(i))
         else:  # pragma: no cover  (the parser refuses other nodes)
             raise at(node, f"{op} cannot run")
         out.steps.append(Step(p, args, (i,), False))
@@ -201,6 +213,8 @@ def check_faults(ll: LaunchList, flags: np.ndarray, nodes) -> None:
             what = ("the range [begin, end) read from the device is outside the tensor "
                     "or does not hold the replacement's rows" if
                     nodes[i].op == "ReplaceSliceNode" else
+                    "the prefix read from the device is outside [1, keys] (causal: "
+                    "below the query rows)" if nodes[i].op == "AttentionNode" else
                     "the prefix read from the device is outside the last axis")
             raise at(nodes[i], f"{nodes[i].op}: {what}")
 

@@ -148,8 +148,8 @@ class Model:
         raise _at(t, "int64 values are inputs or constants")  # pragma: no cover
 
     def _check_ranges(self, values: dict[str, np.ndarray]):
-        """Every ReplaceSliceNode's [begin, end) and every SlicedSoftmaxNode's prefix
-        given as a tensor, before any kernel runs, so that a bad value changes no buffer
+        """Every ReplaceSliceNode's [begin, end) and every SlicedSoftmaxNode's and
+        AttentionNode's prefix given as a tensor, before any kernel runs, so that a bad value changes no buffer
         (the kernels check again on the device)."""
         for node in self.graph.nodes:
             if node.op == "ReplaceSliceNode":
@@ -166,6 +166,15 @@ class Model:
                 if not 0 <= prefix <= n:
                     raise _at(node, f"SlicedSoftmaxNode: the prefix {prefix} is outside "
                               f"[0, {n}], the last axis; nothing was written")
+            elif node.op == "AttentionNode" and len(node.inputs) == 4:
+                m, n = node.inputs[0].shape[1], node.inputs[1].shape[1]
+                low = m if node.attrs["causal"] else 1
+                prefix = self._int64(node.inputs[3], values)
+                if not low <= prefix <= n:
+                    raise _at(node, f"AttentionNode: the prefix {prefix} is outside "
+                              f"[{low}, {n}] (the keys" + (", at least the query rows "
+                              "when causal" if node.attrs["causal"] else "") + "); nothing "
+                              "was written")
 
     def evaluate(self, inputs: dict):
         """Run the graph on ``inputs`` (name -> array).  numpy arrays (or CPU torch

@@ -200,10 +200,47 @@ def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
             raise ShapeError(f"the prefix {attrs['prefix']} is outside [0, {n}], the last "
                              f"axis of {list(ops[0].shape)}", 1)
         return "float32", ops[0].shape
+    if op == "AttentionNode":
+        return _infer_attention(ops, attrs)
     if op in LATER:
         raise ShapeError(f"{op} is not implemented yet in gpudsl.graph (issue 17's later "
                          "work)")
     raise ShapeError(f"unknown node {op}")
+
+
+def _infer_attention(ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
+    """``AttentionNode(q [H, M, D], k [H, N, D], v [H, N, D], prefix, causal)``."""
+    from ..stdlib.attention import HEAD_DIMS
+
+    _float(ops, 0, 1, 2)
+    q, k, v = ops[:3]
+    for i, t in enumerate((q, k, v)):
+        if len(t.shape) != 3:
+            raise ShapeError(f"operand {i + 1} {list(t.shape)} must have 3 axes: heads, "
+                             "rows, head dimension", i)
+    if k.shape != v.shape:
+        raise ShapeError(f"the keys {list(k.shape)} and values {list(v.shape)} differ", 2)
+    if q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
+        raise ShapeError(f"the queries {list(q.shape)} and keys {list(k.shape)} must agree "
+                         "on the heads (axis 0) and the head dimension (axis 2)", 1)
+    if q.shape[2] not in HEAD_DIMS:
+        raise ShapeError(f"head dimension {q.shape[2]} is not supported; the kernel takes "
+                         f"{', '.join(map(str, HEAD_DIMS))}", 0)
+    if attrs.get("causal") not in (False, True):
+        raise ShapeError(f"causal must be 0 or 1, not {attrs.get('causal')!r}", 4)
+    m, n = q.shape[1], k.shape[1]
+    if len(ops) == 4:
+        p = ops[3]
+        if p.dtype != "int64" or p.shape != (1,):
+            raise ShapeError(f"the prefix must be an int64 tensor of one element [1], "
+                             f"not {p.dtype} {list(p.shape)}", 3)
+    else:
+        low = m if attrs["causal"] else 1
+        if not low <= attrs["prefix"] <= n:
+            raise ShapeError(f"the prefix {attrs['prefix']} is outside [{low}, {n}] (the "
+                             "keys" + (", at least the query rows when causal" if
+                                       attrs["causal"] else "") + ")", 3)
+    return "float32", q.shape
 
 
 def _wrap(x):
@@ -381,6 +418,24 @@ def SlicedSoftmaxNode(a, prefix_size):  # noqa: N802
     if isinstance(prefix_size, Node):
         return Node("SlicedSoftmaxNode", (a, prefix_size))
     return Node("SlicedSoftmaxNode", (a,), dict(prefix=_int("prefix_size", prefix_size)))
+
+
+def AttentionNode(q, k, v, prefix=None, causal: bool = False):  # noqa: N802
+    """``softmax(q k^T / sqrt(D)) v`` per head (``q [H, M, D]``, ``k, v [H, N, D]``)
+    over the first ``prefix`` keys: an int64 node of one element (an input: it changes
+    between evaluations), an int (checked now) or None (all ``N``); ``causal``: row
+    ``i`` attends keys ``j <= i + prefix - M``.  One fused kernel
+    (:mod:`gpudsl.stdlib.attention`)."""
+    q, k, v = _wrap(q), _wrap(k), _wrap(v)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise GraphError(f"causal must be a bool, not {causal!r}")
+    attrs = dict(causal=bool(causal))
+    if isinstance(prefix, Node):
+        return Node("AttentionNode", (q, k, v, prefix), attrs)
+    if prefix is None:
+        prefix = k.shape[1] if len(k.shape) == 3 else 1
+    attrs["prefix"] = _int("prefix", prefix)
+    return Node("AttentionNode", (q, k, v), attrs)
 
 
 def _int(what, v) -> int:

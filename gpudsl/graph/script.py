@@ -33,6 +33,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "RMSNormNode": ("ref", "ref"),
     "ComplexHadamardProductNode": ("ref", "ref"),
     "SlicedSoftmaxNode": ("ref", "ref|int"),
+    "AttentionNode": ("ref", "ref", "ref", "ref|int", "int"),  # q, k, v, prefix, causal
 }
 _KIND_TEXT = {"ref": "a node reference $N", "name": "a tensor name", "dtype":
               "a dtype (float32 or int64)", "list": "a list of integers [..]",
@@ -281,6 +282,12 @@ def _build(op, args, where, g: Graph, ln: _Line) -> Node:
         return Node(op, (args[0],), dict(perm=tuple(args[1])), where)
     if op == "SlicedSoftmaxNode" and isinstance(args[1], int):
         return Node(op, (args[0],), dict(prefix=args[1]), where)
+    if op == "AttentionNode":
+        attrs = dict(causal=bool(args[4]) if args[4] in (0, 1) else args[4])
+        if isinstance(args[3], int):
+            attrs["prefix"] = args[3]
+            return Node(op, tuple(args[:3]), attrs, where)
+        return Node(op, tuple(args[:4]), attrs, where)
     return Node(op, tuple(args), {}, where)
 
 
@@ -363,6 +370,10 @@ def to_script(node: Node) -> Script:
             expr = f"PermuteNode({ref(n.inputs[0])}, {_shape_text(n.attrs['perm'])})"
         elif n.op == "SlicedSoftmaxNode" and "prefix" in n.attrs:
             expr = f"SlicedSoftmaxNode({ref(n.inputs[0])}, {n.attrs['prefix']})"
+        elif n.op == "AttentionNode":
+            prefix = n.attrs["prefix"] if "prefix" in n.attrs else ref(n.inputs[3])
+            expr = (f"AttentionNode({', '.join(ref(m) for m in n.inputs[:3])}, {prefix}, "
+                    f"{int(n.attrs['causal'])})")
         else:
             expr = f"{n.op}({', '.join(ref(m) for m in n.inputs)})"
         lines.append(f"${index[id(n)]} = {expr};")

@@ -442,5 +442,55 @@ def sliced_softmax(x, prefix):
     return out
 
 
+@_op
+def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
+    """``softmax(scale * q k^T) v`` per head, fused in one kernel (online softmax over
+    key tiles in SHARED; :mod:`gpudsl.stdlib.attention`).  ``q`` is ``[H, M, D]``,
+    ``k`` and ``v`` are ``[H, N, D]`` (the KV cache), ``D`` one of 32, 64, 96, 128.
+    ``prefix`` (an int or a one-element int64 tensor read at run time; default ``N``)
+    uses the first ``prefix`` keys, ``1 <= prefix <= N``.  ``causal``: query row ``i``
+    attends the keys ``j <= i + prefix - M`` (needs ``M <= prefix``).  ``scale``
+    defaults to ``1 / sqrt(D)``."""
+    from .attention import HEAD_DIMS, plan_attention
+
+    qs, ks, vs = (check_tensor(name, a, ranks=(3,)) for name, a in
+                  (("q", q), ("k", k), ("v", v)))
+    require(ks == vs, f"k has shape {ks} and v {vs}; they must be equal")
+    require(qs[0] == ks[0] and qs[2] == ks[2],
+            f"q has shape {qs} and k {ks}; they must agree on the heads (axis 0) and "
+            "the head dimension (axis 2)")
+    h, m, d = qs
+    n = ks[1]
+    require(d in HEAD_DIMS, f"head dimension {d} is not supported; the kernel takes "
+            f"{', '.join(map(str, HEAD_DIMS))}")
+    require(isinstance(causal, (bool, np.bool_)), f"causal must be a bool, not {causal!r}")
+    low = m if causal else 1
+    if prefix is None:
+        prefix = n
+    if not _is_array(prefix) and not (hasattr(prefix, "shape") and _is_device(prefix)):
+        value = as_int("prefix", prefix)
+        require(1 <= value <= n, f"prefix {value} is outside [1, {n}], the keys")
+        require(value >= low, f"prefix {value} is below the {m} query rows; with "
+                "causal=True the first row would attend no key")
+    prefix = _index_tensor(q, "prefix", prefix)
+    require(tuple(prefix.shape) == (1,) and "int64" in str(prefix.dtype),
+            f"prefix must be an int64 tensor of one element, got shape "
+            f"{tuple(prefix.shape)} and dtype {prefix.dtype}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    require(_is_scalar(scale) and not _is_array(scale),
+            f"scale must be a number, not {type(scale).__name__} {scale!r:.40}")
+    q, k, v = _contig(q), _contig(k), _contig(v)
+    out = _empty(q, qs)
+    err = _zeros(q, (1,), np.int32)
+    _run(plan_attention(m, d, bool(causal)), q=q, k=k, v=v, prefix=prefix,
+         scale=np.float32(scale), out=out, err=err)
+    if int(err[0]) != 0:
+        raise NodeError(f"the prefix read from the device is outside [{low}, {n}]"
+                        + (" (causal: at least the query rows)" if causal else ""))
+    return out
+
+
 __all__ = ["add", "mul", "relu", "silu", "slice", "replace_slice", "reshape", "matmul",
-           "permute", "rms_norm", "complex_hadamard_product", "sliced_softmax", "target"]
+           "permute", "rms_norm", "complex_hadamard_product", "sliced_softmax", "attention",
+           "target"]

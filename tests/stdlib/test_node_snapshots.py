@@ -10,6 +10,7 @@ from gpudsl.stdlib.slices import replace_slice_kernel, slice_kernel
 from gpudsl.stdlib.complex import complex_mul_kernel
 from gpudsl.stdlib.rms_norm import rms_norm_kernel
 from gpudsl.stdlib.softmax import sliced_softmax_kernel
+from gpudsl.stdlib.attention import attention_kernel
 
 NODES = {
     "add_bcast_rows": lambda: binary_kernel("add", (True, False), 4),
@@ -27,6 +28,7 @@ NODES = {
     "rms_norm": lambda: rms_norm_kernel(256),
     "sliced_softmax": lambda: sliced_softmax_kernel(256),
     "complex_hadamard_rope": lambda: complex_mul_kernel((False, True)),
+    "attention_causal": lambda: attention_kernel(128, True, 4),
 }
 
 

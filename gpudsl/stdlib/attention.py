@@ -1,0 +1,255 @@
+"""``attention(q, k, v, causal, prefix, scale)``: ``softmax(scale * q k^T) v`` per head
+over the first ``prefix`` keys of a KV cache (issue 27, f32).  ``q`` is ``[H, M, D]``,
+``k`` and ``v`` are ``[H, N, D]``; ``L = prefix`` keys are used (``1 <= L <= N``).
+With ``causal``, query row ``i`` attends the keys ``j <= i + (L - M)`` (the rows are the
+last ``M`` positions of the ``L``: prefill with ``M == L`` is the lower triangle, decode
+with ``M == 1`` attends all ``L`` keys), which needs ``M <= L``.  ``prefix`` is read from
+a one-element int64 tensor at run time; outside those bounds the kernel writes a fault
+flag (one thread) that the host turns into an error, as ``sliced_softmax`` does.
+
+Here: the readable algorithm (plain loops: the scores, their maximum, the exponentials,
+their sum, the weighted values; it defines the meaning), the float64 numpy reference, and
+the fused kernel (:func:`attention_kernel`): one block per (head, ``rows`` query rows),
+``rows x D`` threads, keys in tiles of :data:`TILE` staged in SHARED once for the block, an online softmax (a running
+maximum and sum; the accumulator rescaled by ``exp(m_old - m_new)`` per tile) whose tile
+maximum and sum are SHARED tree reductions (per row, as :func:`.reduce.tree`).  As with the
+other reductions the kernel is its own proc, not derived by primitives: the online
+softmax reassociates the sums (see :mod:`.reduce`), so check() proves it race-free,
+barrier-uniform and in bounds and the tests compare it with the reference."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..proc import Proc
+from .common import make_proc
+
+TILE = 32  # keys per tile: one warp's lanes in the score phase
+NEG = "-3.0e38"  # below every score: the masked keys' score, the running maximum's seed
+HEAD_DIMS = (32, 64, 96, 128)  # D threads per row, D / 32 groups of the dot products
+
+_SIG = ("(hh: size, m: size, n: size, {d}q: f32[hh, m, {D}], k: f32[hh, n, {D}], "
+        "v: f32[hh, n, {D}], prefix: i64[1], scale: f32, out: f32[hh, m, {D}], "
+        "err: i32[1]):\n")
+
+
+def _bad_prefix(causal: bool) -> str:
+    """The condition of the fault flag: a prefix outside ``[1, n]`` (or below ``m``
+    with ``causal``: a row would attend no key)."""
+    low = "m" if causal else "1"
+    return f"prefix[0] < {low} or prefix[0] > n"
+
+
+def _valid(j: str, causal: bool, i: str = "i") -> str:
+    """Key ``j`` is attended by query row ``i``."""
+    c = f"{j} < prefix[0]"
+    return c + (f" and {j} <= {i} + prefix[0] - m" if causal else "")
+
+
+@lru_cache(maxsize=None)
+def attention_rows(causal: bool = False) -> Proc:
+    """The algorithm: for each head and query row, the scores of the attended keys
+    (``scale * q . k``), their maximum, ``exp(score - max)`` and its sum, then each
+    output entry the weighted sum of the values divided by the sum.  Scores of keys
+    not attended are never read."""
+    name = "attention_rows" + ("_causal" if causal else "")
+    ok = _valid("j", causal)
+    text = (
+        f"def {name}" + _SIG.format(d="d: size, ", D="d") +
+        f"    if {_bad_prefix(causal)}:\n"
+        "        err[0] = 1\n"
+        "    for h in seq(0, hh):\n"
+        "        for i in seq(0, m):\n"
+        "            sc: f32[n]\n"
+        "            mx: f32\n"
+        f"            mx = {NEG}\n"
+        "            for j in seq(0, n):\n"
+        f"                if {ok}:\n"
+        "                    dot: f32\n"
+        "                    dot = 0.0\n"
+        "                    for e in seq(0, d):\n"
+        "                        dot += q[h, i, e] * k[h, j, e]\n"
+        "                    sc[j] = scale * dot\n"
+        "                    mx = max(mx, sc[j])\n"
+        "            total: f32\n"
+        "            total = 0.0\n"
+        "            for j in seq(0, n):\n"
+        f"                if {ok}:\n"
+        "                    sc[j] = exp(sc[j] - mx)\n"
+        "                    total += sc[j]\n"
+        "            for e in seq(0, d):\n"
+        "                o: f32\n"
+        "                o = 0.0\n"
+        "                for j in seq(0, n):\n"
+        f"                    if {ok}:\n"
+        "                        o += sc[j] * v[h, j, e]\n"
+        "                out[h, i, e] = o / total\n")
+    return make_proc("attention", text)
+
+
+def attention_reference(q, k, v, causal: bool = False, prefix: int | None = None,
+                        scale: float | None = None) -> np.ndarray:
+    """The meaning in float64 numpy (float32 result): ``q [H, M, D]``, ``k, v [H, N, D]``."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    m, n, d = q.shape[1], k.shape[1], q.shape[2]
+    L = n if prefix is None else int(np.asarray(prefix).reshape(-1)[0])
+    scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
+    s = scale * np.einsum("hid,hjd->hij", q, k[:, :L])
+    if causal:
+        i, j = np.arange(m)[:, None], np.arange(L)[None, :]
+        s = np.where(j <= i + (L - m), s, -np.inf)
+    s = s - s.max(-1, keepdims=True)
+    p = np.exp(s)
+    p /= p.sum(-1, keepdims=True)
+    return np.einsum("hij,hjd->hid", p, v[:, :L]).astype(np.float32)
+
+
+ROW_CHOICES = (1, 2, 4, 8, 16)  # query rows per block: each divides the tile
+MAX_THREADS = 512  # rows * d at most
+
+
+def _threads(rows: int, ext: str, body: str, indent: int) -> str:
+    """A thread nest: rows ``r`` (threadIdx.y) times ``t < ext`` (threadIdx.x)."""
+    pad = "    " * indent
+    inner = "".join(f"{pad}        {line}\n" for line in body.strip("\n").split("\n"))
+    return (f"{pad}for r in par(0, {rows}) @ THREADS:\n"
+            f"{pad}    for t in par(0, {ext}) @ THREADS:\n" + inner)
+
+
+def _row_tree(rows: int, combine: str, indent: int) -> str:
+    """:func:`.reduce.tree` over ``part[r, 0:32]`` for each row ``r`` at once."""
+    pad = "    " * indent
+    h = f"({TILE // 2} >> s)"
+    rhs = (f"part[r, t] + part[r, t + {h}]" if combine == "+" else
+           f"max(part[r, t], part[r, t + {h}])")
+    return (f"{pad}for s in seq(0, {(TILE // 2).bit_length()}):\n"
+            + _threads(rows, str(TILE // 2), f"if t < {h}:\n    part[r, t] = {rhs}",
+                       indent + 1) +
+            f"{pad}    sync()\n")
+
+
+@lru_cache(maxsize=None)
+def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1) -> Proc:
+    """One block per (head ``h``, ``rows`` query rows ``i = rows * ib + r``), ``rows``
+    times ``d`` threads; thread ``(r, t)`` owns output entry ``t`` of its row.  Per tile
+    of :data:`TILE` keys starting at ``j0 = 32 jt``:
+
+    1. all threads copy the K and V tiles (coalesced: thread ``t`` reads entry ``t`` of a
+       key) into SHARED, once for the block's rows, K's rows padded to ``d + 1`` so that
+       the score phase's lanes (one key each) read distinct banks; keys past ``n`` are
+       zeros;
+    2. thread ``(r, t)`` adds the products of its row's ``q`` and key ``t % 32`` over the
+       32 entries of group ``t // 32`` into ``part_dot[r, t // 32, t % 32]``;
+    3. threads ``t < 32`` add the groups: the score of key ``j0 + t`` for row ``r``
+       (``-3e38`` when not attended), kept in ``p`` and put in the row's tree, whose
+       maximum is the tile's;
+    4. the running maximum: each thread's ``mr`` becomes ``max(mr, part[r, 0])`` and
+       ``alpha = exp(old - new)``; then the barrier before ``part`` is reused (the racy
+       twin in the tests lacks it);
+    5. ``p = exp(score - max)`` (0 when not attended) into the tree, whose sum is the
+       tile's; ``l = l * alpha + sum`` and ``acc = acc * alpha + sum_k p[r, k] v[k, t]``.
+
+    Tiles whose first key no row of the block attends (past the prefix, or above the
+    causal diagonal of the block's last row) are skipped by a block-uniform ``if``.  The
+    output is ``acc / l`` for the rows below ``m``.  Thread 0 of block (0, 0) reports a
+    bad prefix (see :func:`_bad_prefix`)."""
+    if d not in HEAD_DIMS:
+        raise ValueError(f"head dimension {d} is not one of {HEAD_DIMS}")
+    if rows not in ROW_CHOICES or rows * d > MAX_THREADS:
+        raise ValueError(f"rows per block must be one of {ROW_CHOICES} with rows * d <= "
+                         f"{MAX_THREADS}, not {rows} (d = {d})")
+    T, G, R = TILE, d // TILE, rows
+    name = f"attention_d{d}" + ("_causal" if causal else "") + (f"_r{R}" if R > 1 else "")
+    row = f"{R} * ib + r"
+    ok = _valid(f"{T} * jt + t", causal, row)
+    first = _valid(f"{T} * jt", causal, f"{R} * ib + {R - 1}")
+    text = (
+        f"def {name}" + _SIG.format(d="", D=d) +
+        "    for h in par(0, hh) @ BLOCKS:\n"
+        f"        for ib in par(0, (m + {R - 1}) // {R}) @ BLOCKS:\n"
+        f"            qs: f32[{R}, {d}] @ SHARED\n"
+        f"            ks: f32[{T}, {d + 1}] @ SHARED\n"
+        f"            vs: f32[{T}, {d}] @ SHARED\n"
+        f"            part_dot: f32[{R}, {G}, {T}] @ SHARED\n"
+        f"            part: f32[{R}, {T}] @ SHARED\n"
+        f"            p: f32[{R}, {T}] @ SHARED\n"
+        f"            mr: f32[{R}, {d}] @ REGISTER\n"
+        f"            lr: f32[{R}, {d}] @ REGISTER\n"
+        f"            acc: f32[{R}, {d}] @ REGISTER\n"
+        f"            alpha: f32[{R}, {d}] @ REGISTER\n"
+        + _threads(R, str(d), f"""
+if h == 0 and ib == 0 and r == 0 and t == 0 and ({_bad_prefix(causal)}):
+    err[0] = 1
+if {row} < m:
+    qs[r, t] = scale * q[h, {row}, t]
+else:
+    qs[r, t] = 0.0
+mr[r, t] = {NEG}
+lr[r, t] = 0.0
+acc[r, t] = 0.0""", 3) +
+        f"            for jt in seq(0, (n + {T - 1}) // {T}):\n"
+        f"                if {first}:\n"
+        "                    sync()\n"
+        + _threads(R, str(d), f"""
+for kk in seq(0, {T // R}):
+    if {T} * jt + {R} * kk + r < n:
+        ks[{R} * kk + r, t] = k[h, {T} * jt + {R} * kk + r, t]
+        vs[{R} * kk + r, t] = v[h, {T} * jt + {R} * kk + r, t]
+    else:
+        ks[{R} * kk + r, t] = 0.0
+        vs[{R} * kk + r, t] = 0.0""", 5) +
+        "                    sync()\n"
+        + _threads(R, str(d), f"""
+dot: f32
+dot = 0.0
+for e in seq(0, {T}):
+    dot += qs[r, {T} * (t // {T}) + e] * ks[t % {T}, {T} * (t // {T}) + e]
+part_dot[r, t // {T}, t % {T}] = dot""", 5) +
+        "                    sync()\n"
+        + _threads(R, str(T), f"""
+sc: f32
+sc = 0.0
+for g in seq(0, {G}):
+    sc += part_dot[r, g, t]
+sc = select({ok}, sc, {NEG})
+p[r, t] = sc
+part[r, t] = sc""", 5) +
+        "                    sync()\n"
+        + _row_tree(R, "max", 5)
+        + _threads(R, str(d), """
+mnew: f32
+mnew = max(mr[r, t], part[r, 0])
+alpha[r, t] = exp(mr[r, t] - mnew)
+mr[r, t] = mnew""", 5) +
+        "                    sync()\n"
+        + _threads(R, str(T), f"""
+p[r, t] = select({ok}, exp(p[r, t] - mr[r, t]), 0.0)
+part[r, t] = p[r, t]""", 5) +
+        "                    sync()\n"
+        + _row_tree(R, "+", 5)
+        + _threads(R, str(d), f"""
+lr[r, t] = lr[r, t] * alpha[r, t] + part[r, 0]
+o: f32
+o = acc[r, t] * alpha[r, t]
+for kk in seq(0, {T}):
+    o += p[r, kk] * vs[kk, t]
+acc[r, t] = o""", 5)
+        + _threads(R, str(d), f"""
+if {row} < m:
+    out[h, {row}, t] = acc[r, t] / lr[r, t]""", 3))
+    return make_proc("attention", text)
+
+
+def plan_attention(m: int, d: int, causal: bool = False) -> Proc:
+    """The rows per block for ``m`` query rows of ``d`` entries: 1 for decode, else the
+    power of two covering ``m`` up to ``MAX_THREADS / d`` threads (K and V tiles are read
+    once per block, shared by its rows)."""
+    rows = 1
+    while rows < m and rows * 2 in ROW_CHOICES and rows * 2 * d <= MAX_THREADS:
+        rows *= 2
+    return attention_kernel(d, causal, rows)
+
+
+__all__ = ["attention_rows", "attention_reference", "attention_kernel", "plan_attention", "TILE",
+           "HEAD_DIMS", "ROW_CHOICES"]
