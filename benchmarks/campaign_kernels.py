@@ -73,6 +73,16 @@ def cases():
             return (x if out is None else out), want
         return f
 
+    def attn(h, m, n, d, causal, prefix=None):
+        def f(g):
+            from gpudsl.stdlib.attention import attention_reference
+
+            q = g.standard_normal((h, m, d), np.float32)
+            k, v = (g.standard_normal((h, n, d), np.float32) for _ in range(2))
+            return (ops.attention(q, k, v, causal=causal, prefix=prefix),
+                    attention_reference(q, k, v, causal=causal, prefix=prefix))
+        return f
+
     silu = lambda x: x / (1 + np.exp(-x))  # noqa: E731
     return [
         ("matmul 256^3", mm(256, 256, 256)), ("matmul 130x70x33", mm(130, 70, 33)),
@@ -84,6 +94,8 @@ def cases():
         ("permute 2-D", perm((300, 129), (1, 0))),
         ("permute 3-D", perm((17, 64, 33), (2, 0, 1))),
         ("slice", sl((100, 65), 7, 93)), ("replace_slice", rs((100, 65), 7, 93)),
+        ("attention decode", attn(2, 1, 40, 64, False, 33)),
+        ("attention prefill causal", attn(2, 17, 17, 128, True)),
     ]
 
 
