@@ -5,18 +5,22 @@
 
 // Python's floor division and modulo (C's / and % truncate toward zero).
 __device__ __forceinline__ int gpudsl_floordiv(int a, int b) {
+  if (b == -1) return (int)(0u - (unsigned)a);  // INT_MIN / -1 traps; it wraps
   int q = a / b;
   return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 __device__ __forceinline__ long long gpudsl_floordiv(long long a, long long b) {
+  if (b == -1) return (long long)(0ull - (unsigned long long)a);
   long long q = a / b;
   return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 __device__ __forceinline__ int gpudsl_floormod(int a, int b) {
+  if (b == -1) return 0;
   int r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 __device__ __forceinline__ long long gpudsl_floormod(long long a, long long b) {
+  if (b == -1) return 0;
   long long r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
