@@ -166,6 +166,112 @@ NOTEBOOKS = {
         "if importlib.util.find_spec('matplotlib'):   # pip install 'gpudsl[plot]'\n"
         "    res.plot()",
     ],
+    "05_synchronization.ipynb": [
+        "# Synchronization beyond `sync()`\n\nBarriers over a range of threads, split "
+        "arrive/wait barriers, warp collectives, and a pipeline made by primitives: each "
+        "proved by `check()` for all sizes, or refused with a witness.",
+        SETUP + "\nfrom gpudsl import arrive, barrier, wait, warp_sum",
+        "## A warp-specialized producer and consumer\n\nWarp 0 stages step `i` into "
+        "`buf[i % 2]`, warp 1 consumes it; `sync(0, 64)` is a named barrier of those 64 "
+        "threads only.",
+        "@proc\n"
+        "def pipeline(n: size, x: f32[n, 32], y: f32[n, 32]):\n"
+        "    for b in par(0, 1) @ BLOCKS:\n"
+        "        buf: f32[2, 32] @ SHARED\n"
+        "        for i in seq(0, n):\n"
+        "            for t in par(0, 32) @ THREADS:\n"
+        "                buf[i % 2, t] = x[i, t]\n"
+        "            sync(0, 64)\n"
+        "            for t in par(32, 64) @ THREADS:\n"
+        "                y[i, t - 32] = buf[i % 2, t - 32] * 2.0\n"
+        "assert pipeline.check().ok\n"
+        "pipeline.check()",
+        MD + "With one buffer the producers of step `i + 1` overwrite what the consumers of "
+        "step `i` may still read: a race, with the two threads and the steps as witness.",
+        "one_buffer = gpudsl.proc_from_source(str(pipeline).replace('i % 2', '0'))\n"
+        "report = one_buffer.check()\n"
+        "assert report.kinds() == {'race'}\n"
+        "report",
+        "## A split barrier: arrive now, wait later",
+        "@proc\n"
+        "def overlap(n: size, x: f32[n, 64], y: f32[n, 64], z: f32[n, 64]):\n"
+        "    for b in par(0, 1) @ BLOCKS:\n"
+        "        s: f32[2, 64] @ SHARED\n"
+        "        bar: barrier @ SHARED\n"
+        "        for i in seq(0, n):\n"
+        "            for t in par(0, 64) @ THREADS:\n"
+        "                s[i % 2, t] = x[i, t]\n"
+        "            arrive(bar, 0, 64)\n"
+        "            for t in par(0, 64) @ THREADS:\n"
+        "                z[i, t] = x[i, t] + 1.0\n"
+        "            wait(bar, 0, 64)\n"
+        "            for t in par(0, 64) @ THREADS:\n"
+        "                y[i, t] = s[i % 2, 63 - t]\n"
+        "assert overlap.check().ok\n"
+        "x = np.random.default_rng(0).standard_normal((5, 64)).astype(np.float32)\n"
+        "y, z = np.zeros_like(x), np.zeros_like(x)\n"
+        "overlap.compile('emulator')(x=x, y=y, z=z)   # an mbarrier on sm_80+\n"
+        "assert (y == x[:, ::-1]).all() and (z == x + 1).all()",
+        "## A block reduction with `warp_sum`\n\nEach warp reduces its 32 values with "
+        "shuffles; one SHARED exchange and a last `warp_sum` give the block's sum.",
+        "@proc\n"
+        "def block_sum(nb: size, x: f32[nb, 256], out: f32[nb]):\n"
+        "    for b in par(0, nb) @ BLOCKS:\n"
+        "        part: f32[8] @ SHARED\n"
+        "        for t in par(0, 256) @ THREADS:\n"
+        "            s: f32\n"
+        "            s = warp_sum(x[b, t])\n"
+        "            if t % 32 == 0:\n"
+        "                part[t // 32] = s\n"
+        "        sync()\n"
+        "        for t in par(0, 32) @ THREADS:\n"
+        "            v: f32\n"
+        "            v = 0.0\n"
+        "            if t < 8:\n"
+        "                v = part[t]\n"
+        "            total: f32\n"
+        "            total = warp_sum(v)\n"
+        "            if t == 0:\n"
+        "                out[b] = total\n"
+        "assert block_sum.check().ok\n"
+        "x = np.random.default_rng(1).standard_normal((3, 256)).astype(np.float32)\n"
+        "out = np.zeros(3, np.float32)\n"
+        "block_sum.compile('emulator')(x=x, out=out)\n"
+        "assert np.allclose(out, x.sum(1), atol=1e-4)\n"
+        "out",
+        MD + "A shuffle under a lane-dependent `if` is refused: the lanes that skip it "
+        "would leave the others waiting.",
+        "bad = gpudsl.proc_from_source(str(block_sum).replace('s = warp_sum(x[b, t])',\n"
+        "                                                     'if t < 16:\\n                s = warp_sum(x[b, t])'))\n"
+        "report = bad.check()\n"
+        "assert not report.ok\n"
+        "report",
+        "## Double buffering by primitives\n\n`rotate_loop` moves the next step's copy "
+        "into the current step, `expand_dim` gives each step its own buffer, and "
+        "`delete_sync` drops the barrier the two buffers make needless: check() proves it "
+        "through `i % 2`.",
+        "from gpudsl.schedule import delete_sync, diff, expand_dim, rotate_loop\n"
+        "@proc\n"
+        "def staged(n: size, x: f32[n, 256], y: f32[256]):\n"
+        "    for b in par(0, 1) @ BLOCKS:\n"
+        "        buf: f32[256] @ SHARED\n"
+        "        acc: f32[256] @ SHARED\n"
+        "        for t in par(0, 256) @ THREADS:\n"
+        "            acc[t] = 0.0\n"
+        "        for i in seq(0, n):\n"
+        "            for t in par(0, 256) @ THREADS:\n"
+        "                buf[t] = x[i, t]\n"
+        "            sync()\n"
+        "            for t in par(0, 256) @ THREADS:\n"
+        "                acc[t] += buf[255 - t]\n"
+        "            sync()\n"
+        "        for t in par(0, 256) @ THREADS:\n"
+        "            y[t] = acc[t]\n"
+        "d = rotate_loop(expand_dim(staged, 'buf', '2', 'i % 2'), 'i', 1)\n"
+        "d = delete_sync(d, d.find('sync()', many=True)[1])\n"
+        "assert d.check().ok\n"
+        "diff(staged, d)",
+    ],
 }
 
 
