@@ -422,9 +422,13 @@ x = np.array([-1, 0.5, 2], np.float32)
 gpudsl.interpret(clamp, x=x)
 assert x.tolist() == [0, 0.5, 1]
 '''),
-    _E("Statements", "Sync", "`sync()`", "The block barrier (`__syncthreads()`): every "
-       "thread of the block reaches it before any goes on. It stands at block level "
-       "only, and all the block's threads must reach it.", '''
+    _E("Statements", "Sync", "`sync()`, `sync(lo, hi)`", "The block barrier "
+       "(`__syncthreads()`): every thread of the block reaches it before any goes on. It "
+       "stands at block level only, and all the block's threads must reach it. "
+       "`sync(lo, hi)` (constants, multiples of 32) is a barrier of the threads whose flat "
+       "index lies in `[lo, hi)` only (a named barrier, `bar.sync id, hi - lo`); the others "
+       "pass it. See [synchronization](language.md#synchronization-beyond-the-block-barrier).",
+       '''
 @proc
 def rotate(x: f32[64], y: f32[64]):
     for b in par(0, 1) @ BLOCKS:
@@ -436,6 +440,59 @@ def rotate(x: f32[64], y: f32[64]):
             y[t] = s[(t + 1) % 64]
 
 assert rotate.check().ok
+
+@proc
+def handoff(x: f32[32], y: f32[32]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[32] @ SHARED
+        for t in par(0, 32) @ THREADS:         # warp 0 writes
+            s[t] = x[t]
+        sync(0, 64)                             # warps 0 and 1 only
+        for t in par(32, 64) @ THREADS:        # warp 1 reads
+            y[t - 32] = s[63 - t]
+
+assert handoff.check().ok
+'''),
+    _E("Statements", "Arrive", "`arrive(bar, lo, hi)`", "A split barrier's arrive: the "
+       "threads `lo <= t < hi` signal the mbarrier `bar` (of the type `barrier`: `bar: barrier @ SHARED` "
+       "at block level) and go on without waiting. Every arrive on one barrier names the "
+       "same range; each completes one phase.", '''
+@proc
+def early(n: size, x: f32[n, 64], y: f32[n, 64]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[2, 64] @ SHARED
+        bar: barrier @ SHARED
+        for i in seq(0, n):
+            for t in par(0, 64) @ THREADS:
+                s[i % 2, t] = x[i, t]
+            arrive(bar, 0, 64)
+            wait(bar, 0, 64)
+            for t in par(0, 64) @ THREADS:
+                y[i, t] = s[i % 2, 63 - t]
+
+assert early.check().ok
+'''),
+    _E("Statements", "Wait", "`wait(bar, lo, hi)`", "A split barrier's wait: a thread "
+       "of `[lo, hi)` blocks until the phase of its next wait has completed (its k-th wait "
+       "waits for phase k); accesses made before the arrives of that phase are then "
+       "ordered before its accesses after the wait. A wait for a phase nobody completes "
+       "is refused by `check()` (divergence).", '''
+@proc
+def late(n: size, x: f32[n, 64], y: f32[n, 64], z: f32[n, 64]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[2, 64] @ SHARED
+        bar: barrier @ SHARED
+        for i in seq(0, n):
+            for t in par(0, 64) @ THREADS:
+                s[i % 2, t] = x[i, t]
+            arrive(bar, 0, 64)
+            for t in par(0, 64) @ THREADS:      # work between arrive and wait
+                z[i, t] = x[i, t] * 2.0
+            wait(bar, 0, 64)
+            for t in par(0, 64) @ THREADS:
+                y[i, t] = s[i % 2, t]
+
+assert late.check().ok
 '''),
     _E("Statements", "Pass", "`pass`", "Does nothing. A string on its own line (or `...`) "
        "is a comment.", '''
