@@ -2,6 +2,8 @@
 when the generated code uses them."""
 from __future__ import annotations
 
+from .collectives import WARP_HELPERS
+
 _FLOOR = """\
 // Python's floor division and modulo (C's / and % truncate toward zero).
 __device__ __forceinline__ int gpudsl_floordiv(int a, int b) {
@@ -90,9 +92,10 @@ HELPERS = {
     "gpudsl_atomic_f32": ("atomic_f32", _ATOMIC_F32),
     "gpudsl_atomic_f64": ("atomic_f64", _ATOMIC_F64),
     "gpudsl_atomic_old": ("atomic_old", _ATOMIC_OLD),
+    "gpudsl_warp": ("warp", WARP_HELPERS),
 }
 
-_ORDER = ("floor", "atomic_f32", "atomic_f64", "atomic_old")
+_ORDER = ("floor", "atomic_f32", "atomic_f64", "atomic_old", "warp")
 
 
 def helper_source(used: set[str]) -> str:
