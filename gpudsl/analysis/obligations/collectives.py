@@ -75,6 +75,11 @@ def _as_access(site, loops, guards) -> Access:
 def _whole_warps(ctx: Ctx, site, k: int, text: str):
     L = site.loops[k]
     t = ctx.thread("w")
+    ctx.enc.data_dependent = False
+    try:
+        reached = ctx.place(t, _as_access(site, site.loops, site.guards))
+    except Unsupported:
+        reached = []  # dropping the facts of reaching it is sound
     try:
         lo, hi = t.expr(L.lo), t.expr(L.hi)
         bad = [lo % WARP != 0, hi % WARP != 0]
@@ -88,7 +93,7 @@ def _whole_warps(ctx: Ctx, site, k: int, text: str):
     except Unsupported as e:
         ctx.unknown(f"that the thread loop of `{text}` covers whole warps", [site.loc], str(e))
         return
-    r = ctx.solve([hi > lo, z3.Or(*bad)])
+    r = ctx.solve(reached + [hi > lo, z3.Or(*bad)])
     if r.status == SAT:
         m = r.model
         lo_v, hi_v = ctx.eval_ints(m, [lo, hi])
@@ -97,9 +102,10 @@ def _whole_warps(ctx: Ctx, site, k: int, text: str):
         if nested:
             msg += f" and the block's x extent is {ctx.eval_ints(m, [X])[0]}"
         msg += f"; a collective needs all {WARP} lanes of each warp"
-        ctx.diagnostics.append(Diagnostic(
-            "divergence", msg, [site.loc, L.loc], {"sizes": ctx.enc.size_values(m),
-                                                   "loop": {L.iter: [lo_v, hi_v]}}, _HINT))
+        w = {"sizes": ctx.enc.size_values(m), "loop": {L.iter: [lo_v, hi_v]}}
+        if ctx.enc.data_dependent:
+            w["data_dependent"] = True
+        ctx.diagnostics.append(Diagnostic("divergence", msg, [site.loc, L.loc], w, _HINT))
     elif r.status == UNKNOWN:
         ctx.unknown(f"that the thread loop of `{text}` covers whole warps", [site.loc],
                     f"solver: {r.reason or 'unknown'}")
