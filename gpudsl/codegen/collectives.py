@@ -56,12 +56,14 @@ def _int32(op: str) -> str:
             "}\n")
 
 
-WARP_HELPERS = (
-    "// warp reductions (every lane gets the result): __reduce_*_sync for 32-bit integers\n"
-    "// on sm_80+, a 5-step __shfl_xor_sync butterfly otherwise.\n"
-    + "".join(_butterfly(t, f"gpudsl_warp_{op}", _STEPS[t][op])
-              for t in ("float", "double", "long long") for op in ("sum", "max", "min"))
-    + "".join(_int32(op) for op in ("sum", "max", "min")))
+# one helper per (C type, reduction), emitted only where used; the first one used
+# carries the comment
+WARP_HELPERS = {
+    f"gpudsl_warp_{op}:{t}": (_int32(op) if t == "int" else
+                              _butterfly(t, f"gpudsl_warp_{op}", _STEPS[t][op]))
+    for t in ("float", "double", "long long", "int") for op in ("sum", "max", "min")}
+WARP_COMMENT = ("// warp reductions (every lane gets the result): __reduce_*_sync for 32-bit "
+                "integers\n// on sm_80+, a 5-step __shfl_xor_sync butterfly otherwise.\n")
 
 
 def collective_c(em, e: Collective, ATOM: int, UNARY: int) -> tuple[str, int]:
@@ -70,7 +72,7 @@ def collective_c(em, e: Collective, ATOM: int, UNARY: int) -> tuple[str, int]:
     cd = COLLECTIVES[e.name]
     v = em.expr(e.args[0])
     if e.name.startswith("warp_"):
-        em.use_helper("gpudsl_warp")
+        em.use_helper(f"{e.name.replace('warp_', 'gpudsl_warp_')}:{e.ty.ctype}")
         return f"gpudsl_warp_{e.name[5:]}({v})", ATOM
     if cd.lane is not None:
         k = em.expr(e.args[1], UNARY)

@@ -2,7 +2,7 @@
 when the generated code uses them."""
 from __future__ import annotations
 
-from .collectives import WARP_HELPERS
+from .collectives import WARP_COMMENT, WARP_HELPERS
 
 _FLOOR = """\
 // Python's floor division and modulo (C's / and % truncate toward zero).
@@ -92,13 +92,18 @@ HELPERS = {
     "gpudsl_atomic_f32": ("atomic_f32", _ATOMIC_F32),
     "gpudsl_atomic_f64": ("atomic_f64", _ATOMIC_F64),
     "gpudsl_atomic_old": ("atomic_old", _ATOMIC_OLD),
-    "gpudsl_warp": ("warp", WARP_HELPERS),
 }
+HELPERS.update({name: (name, text) for name, text in WARP_HELPERS.items()})
 
-_ORDER = ("floor", "atomic_f32", "atomic_f64", "atomic_old", "warp")
+_ORDER = ("floor", "atomic_f32", "atomic_f64", "atomic_old") + tuple(WARP_HELPERS)
 
 
 def helper_source(used: set[str]) -> str:
     """The C text of the helpers named in ``used`` (each group once)."""
     groups = {HELPERS[u][0]: HELPERS[u][1] for u in used if u in HELPERS}
-    return "".join(groups[g] for g in _ORDER if g in groups)
+    out = [groups[g] for g in _ORDER if g in groups]
+    first_warp = next((k for k, g in enumerate(g for g in _ORDER if g in groups)
+                       if g in WARP_HELPERS), None)
+    if first_warp is not None:
+        out.insert(first_warp, WARP_COMMENT)
+    return "".join(out)
