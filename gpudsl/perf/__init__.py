@@ -114,7 +114,7 @@ def perf(proc, device_name: "str | Device" = "H100", **bindings) -> PerfReport:
         detail = f"{occ.blocks_per_sm} blocks/SM, {occ.limited_by}"
         report.kernels.append(KernelPerf(
             hk.name, grid, info.block, regs, shared, spills, occ.fraction, detail, nbytes, flops, nbytes / dev.bandwidth, flops / dev.fp32_flops,
-            accesses, launches[hk.name], hk.serial))
+            accesses, launches[hk.name], hk.serial, counter.shuffles))
     return report
 
 

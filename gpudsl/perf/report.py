@@ -62,6 +62,7 @@ class KernelPerf:
     accesses: list = field(default_factory=list)
     launches: int = 1
     serial: bool = False
+    shuffles: int = 0  # warp instructions of collectives (shuffles, votes, reductions)
 
     @property
     def bound(self) -> str:
@@ -131,7 +132,8 @@ class PerfReport:
             ["roofline", f"{k.bound}-bound, >= {k.time_s * 1e6:.3g} us "
                          f"(memory {k.time_memory_s * 1e6:.3g} us, compute "
                          f"{k.time_compute_s * 1e6:.3g} us)"],
-        ]
+        ] + ([["warp shuffles", f"{k.shuffles:,} warp instructions (shuffles, "
+                                 "votes, warp reductions)"]] if k.shuffles else [])
 
     def _access_rows(self, k):
         return [[_loc(a.location), _short(a.statement), a.buffer, a.memory, a.kind,

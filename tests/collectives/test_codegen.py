@@ -60,3 +60,15 @@ def test_emulator_equals_interpreter(p, seed):
     for k, v in want.items():
         if isinstance(v, np.ndarray):
             np.testing.assert_array_equal(args[k], v, err_msg=f"{p.name}: {k}")
+
+
+def test_perf_counts_shuffles():
+    from gpudsl.stdlib.rms_norm import rms_norm_kernel
+
+    k = rms_norm_kernel(256).perf(r=4, n=4096).kernels[0]
+    # 4 rows x 8 warps x 2 float warp_sums x 5 butterfly shuffles
+    assert k.shuffles == 320
+    assert "warp shuffles: 320 warp instructions" in str(rms_norm_kernel(256).perf(r=4, n=4096))
+    r = P.reductions.perf().kernels[0]
+    # 2 warps x (3 float reductions x 5 + 3 i32 reductions x 1)
+    assert r.shuffles == 2 * (3 * 5 + 3)
