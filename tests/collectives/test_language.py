@@ -60,3 +60,22 @@ def test_refusals(expr, msg):
 def test_outside_procs():
     with pytest.raises(RuntimeError, match="only inside a @proc"):
         gpudsl.warp_sum(1.0)
+
+
+def test_the_docs_example_runs(tmp_path):
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "language.md").read_text()
+    section = text.split("## Warp collectives", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    script = tmp_path / "warp_doc.py"
+    script.write_text(snippet)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env={**__import__("os").environ, "PYTHONPATH": str(root)},
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "check(row_sums): ok" in r.stdout and "sums equal" in r.stdout
