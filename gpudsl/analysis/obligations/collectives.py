@@ -53,9 +53,8 @@ def check_collectives(ctx: Ctx):
                 "mapping", f"the warp collective `{text}` stands inside a par loop nested in "
                 "its thread loop", [site.loc], {}, "evaluate it in the thread loop itself"))
             continue
-        if site.loops[k].uid not in done:
-            done.add(site.loops[k].uid)
-            _whole_warps(ctx, site, k, text)
+        if site.loops[k].uid not in done and _whole_warps(ctx, site, k, text):
+            done.add(site.loops[k].uid)  # one report per thread loop
         _uniform(ctx, site, k, text)
         _lanes_in_range(ctx, site, text)
 
@@ -72,7 +71,9 @@ def _as_access(site, loops, guards) -> Access:
                   site.level, None, site.loc, site.stmt)
 
 
-def _whole_warps(ctx: Ctx, site, k: int, text: str):
+def _whole_warps(ctx: Ctx, site, k: int, text: str) -> bool:
+    """Prove the thread loop covers whole warps where ``site`` is reached; True when a
+    problem was reported."""
     L = site.loops[k]
     t = ctx.thread("w")
     ctx.enc.data_dependent = False
@@ -92,7 +93,7 @@ def _whole_warps(ctx: Ctx, site, k: int, text: str):
             bad.append(X % WARP != 0)
     except Unsupported as e:
         ctx.unknown(f"that the thread loop of `{text}` covers whole warps", [site.loc], str(e))
-        return
+        return True
     r = ctx.solve(reached + [hi > lo, z3.Or(*bad)])
     if r.status == SAT:
         m = r.model
@@ -106,9 +107,12 @@ def _whole_warps(ctx: Ctx, site, k: int, text: str):
         if ctx.enc.data_dependent:
             w["data_dependent"] = True
         ctx.diagnostics.append(Diagnostic("divergence", msg, [site.loc, L.loc], w, _HINT))
-    elif r.status == UNKNOWN:
+        return True
+    if r.status == UNKNOWN:
         ctx.unknown(f"that the thread loop of `{text}` covers whole warps", [site.loc],
                     f"solver: {r.reason or 'unknown'}")
+        return True
+    return False
 
 
 def _shared_uniform(guards):
