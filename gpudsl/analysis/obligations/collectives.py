@@ -164,7 +164,7 @@ def _uniform(ctx: Ctx, site, k: int, text: str):
         a = _as_access(site, site.loops, guards)
         w = {"sizes": ctx.enc.size_values(m), "lanes": [
             _lane(ctx, t1, a, m), _lane(ctx, t2, a, m)]}
-        if ctx.enc.data_dependent:
+        if ctx.enc.data_dependent or shared:  # values of (uniform) collectives assumed
             w["data_dependent"] = True
         ctx.diagnostics.append(Diagnostic(
             "divergence", f"the warp collective `{text}` may be reached by some lanes of a "
