@@ -81,3 +81,18 @@ def test_collective_at_block_level_is_mapping():
            "        for i in seq(0, warp_sum(3)):\n            pass\n")
     rep = proc_from_source(src, vars(gpudsl)).check()
     assert "mapping" in rep.kinds()
+
+
+def test_only_warps_that_reach_it_must_be_whole():
+    from gpudsl import proc_from_source
+    import gpudsl
+    src = ("def f(x: f32[64], y: f32[64]):\n    for b in par(0, 1) @ BLOCKS:\n"
+           "        for t in par(0, 48) @ THREADS:\n            if t < 32:\n"
+           "                y[t] = warp_sum(x[t])\n")
+    p = proc_from_source(src, vars(gpudsl))
+    assert p.check().ok, str(p.check())
+    interpret(p, x=np.ones(64, np.float32), y=np.zeros(64, np.float32))
+    bad = proc_from_source(src.replace("t < 32", "t < 40"), vars(gpudsl))
+    assert "divergence" in bad.check().kinds()
+    with pytest.raises(InterpError, match="divergence"):
+        interpret(bad, x=np.ones(64, np.float32), y=np.zeros(64, np.float32))

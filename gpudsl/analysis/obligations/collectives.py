@@ -5,9 +5,10 @@ loop (x: a warp is 32 consecutive ``x`` from a multiple of 32):
 
 * mapping: it stands inside a ``@ THREADS`` loop of a kernel, with no unmapped
   ``par`` loop between;
-* whole warps (``"divergence"``): ``L``'s bounds are multiples of 32 for all sizes
-  under the asserts, and, when ``L`` is nested in another thread loop, so is the
-  block's x extent (a warp then lies in one row);
+* whole warps (``"divergence"``): for all sizes under the asserts, the warp (32
+  values of ``L``'s variable from a multiple of 32) of every thread reaching the
+  collective lies in ``L``'s bounds and, when ``L`` is nested in another thread
+  loop, the block's x extent is a multiple of 32 (a warp then lies in one row);
 * no lane-dependent control (``"divergence"``): there are no two lanes of one warp
   at the same point of the enclosing loops such that one reaches the collective and
   the other does not (an ``if`` or a loop bound inside ``L`` that differs between
@@ -72,8 +73,8 @@ def _as_access(site, loops, guards) -> Access:
 
 
 def _whole_warps(ctx: Ctx, site, k: int, text: str) -> bool:
-    """Prove the thread loop covers whole warps where ``site`` is reached; True when a
-    problem was reported."""
+    """Prove that the warp of every thread reaching ``site`` lies in the thread loop
+    (and, nested, in one row of the block); True when a problem was reported."""
     L = site.loops[k]
     t = ctx.thread("w")
     ctx.enc.data_dependent = False
@@ -83,7 +84,12 @@ def _whole_warps(ctx: Ctx, site, k: int, text: str) -> bool:
         reached = []  # dropping the facts of reaching it is sound
     try:
         lo, hi = t.expr(L.lo), t.expr(L.hi)
-        bad = [lo % WARP != 0, hi % WARP != 0]
+        x = t.vars.get(L.iter) if reached else None
+        if x is not None:  # the warp of the thread that reaches it sticks out of the loop
+            w0 = x - x % WARP
+            bad = [w0 < lo, w0 + WARP > hi]
+        else:
+            bad = [lo % WARP != 0, hi % WARP != 0]
         nested = any(l.mapping == THREADS for l in site.loops[:k])
         if nested:
             xs = [t.expr(h) for h in ctx.eff.kernels[site.kernel].thread_extents.get(0, [])]
@@ -100,6 +106,8 @@ def _whole_warps(ctx: Ctx, site, k: int, text: str) -> bool:
         lo_v, hi_v = ctx.eval_ints(m, [lo, hi])
         msg = (f"the thread loop '{L.iter}' holding the warp collective `{text}` may cover "
                f"part of a warp: it runs {L.iter} in [{lo_v}, {hi_v})")
+        if x is not None:
+            msg += f" and {L.iter}={ctx.eval_ints(m, [x])[0]} reaches the collective"
         if nested:
             msg += f" and the block's x extent is {ctx.eval_ints(m, [X])[0]}"
         msg += f"; a collective needs all {WARP} lanes of each warp"
