@@ -36,9 +36,22 @@ exp = _only_in_procs("exp")
 log = _only_in_procs("log")
 sqrt = _only_in_procs("sqrt")
 tanh = _only_in_procs("tanh")
+# warp collectives (SPEC 2.7; the table is gpudsl.ir.collectives)
+shfl = _only_in_procs("shfl")
+shfl_xor = _only_in_procs("shfl_xor")
+shfl_down = _only_in_procs("shfl_down")
+shfl_up = _only_in_procs("shfl_up")
+ballot = _only_in_procs("ballot")
+any_lanes = _only_in_procs("any_lanes")
+all_lanes = _only_in_procs("all_lanes")
+warp_sum = _only_in_procs("warp_sum")
+warp_max = _only_in_procs("warp_max")
+warp_min = _only_in_procs("warp_min")
 
 __all__ = ["BLOCKS", "THREADS", "GLOBAL", "SHARED", "REGISTER", "CONST", "f16", "bf16", "f32", "f64",
            "i32", "i64", "bool_", "size", "index", "par", "seq", "sync", "atomic_add",
            "atomic_min", "atomic_max", "atomic_sub", "atomic_exch", "atomic_cas", "atomic_and",
            "atomic_or", "atomic_xor", "atomic_inc", "select", "exp", "log", "sqrt", "tanh",
-           "arrive", "wait", "barrier"]
+           "arrive", "wait", "barrier",
+           "shfl", "shfl_xor", "shfl_down", "shfl_up", "ballot", "any_lanes", "all_lanes",
+           "warp_sum", "warp_max", "warp_min"]

@@ -19,6 +19,7 @@ from .mapping import check_uniformity, issues_to_diagnostics
 from .obligations import Ctx
 from .obligations.barriers import check_barriers
 from .obligations.bounds import check_bounds
+from .obligations.collectives import check_collectives
 from .obligations.ownership import check_ownership
 from .obligations.races import check_races
 from .report import Diagnostic, Report
@@ -89,6 +90,8 @@ def _run(ir, bindings, timeout_ms) -> Report:
     issues_to_diagnostics(eff, ctx.diagnostics, ctx.warnings)
     check_uniformity(eff, ctx.diagnostics)
     check_resources(ctx)
+    if eff.collectives:
+        check_collectives(ctx)
     check_ownership(ctx)
     check_barriers(ctx)
     check_races(ctx)

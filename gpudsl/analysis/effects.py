@@ -41,7 +41,7 @@ from typing import Optional
 from ..errors import SrcLoc
 from ..ir.inline import (PRED_CHECK, VALUE_CHECK, WINDOW_CHECK, Inliner, bind_value,
                          caller_names)
-from ..ir.nodes import (Alloc, Assign, Atomic, Const, Expr, For, If, Point,
+from ..ir.nodes import (Alloc, Assign, Atomic, Collective, Const, Expr, For, If, Point,
                         ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var)
 from ..ir.types import BLOCKS, CONST, GLOBAL, REGISTER, SHARED, THREADS, Memory, bool_
 from ..ir.effects import Walker
@@ -135,6 +135,20 @@ class SyncInfo:
 
 
 @dataclass(eq=False)
+class CollectiveSite:
+    """A warp collective (SPEC 2.7) where it runs: ``node`` (with index locals
+    replaced, as in accesses), the loops, guards and enclosing statements."""
+    node: object
+    loops: tuple
+    guards: tuple
+    kernel: Optional[int]
+    level: str
+    inside: tuple
+    loc: Optional[SrcLoc]
+    stmt: object
+
+
+@dataclass(eq=False)
 class KernelInfo:
     uid: int
     loop: For
@@ -164,6 +178,7 @@ class Effects:
     arrays: dict = field(default_factory=dict)
     kernels: dict = field(default_factory=dict)
     syncs: list = field(default_factory=list)
+    collectives: list = field(default_factory=list)     # CollectiveSite
     window_checks: list = field(default_factory=list)   # (Access-like ctx, WindowArg)
     call_preds: list = field(default_factory=list)      # (ctx Access, pred Expr)
     issues: list = field(default_factory=list)
@@ -260,6 +275,17 @@ class _Collector(Walker):
         if not sub or e is None:
             return e
         return _replace_reads(e, sub)
+
+    def exprs(self, es, s, st):
+        super().exprs(es, s, st)
+        for e in es:
+            if e is None:
+                continue
+            for n in walk(e):
+                if isinstance(n, Collective):
+                    self.eff.collectives.append(CollectiveSite(
+                        self._subst(n, st), st["loops"], st["guards"], st["kernel"],
+                        st["level"], st["inside"], n.loc or s.loc, s))
 
     def issue(self, kind, msg, locs, hint=""):
         self.eff.issues.append(Issue(kind, msg, [l for l in locs if l is not None], hint))

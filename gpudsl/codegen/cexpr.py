@@ -15,7 +15,8 @@ import math
 import struct
 
 from ..errors import CompileError
-from ..ir.nodes import BinOp, Builtin, Const, Expr, Read, UnOp, Var, WindowArg
+from ..ir.nodes import BinOp, Builtin, Collective, Const, Expr, Read, UnOp, Var, WindowArg
+from .collectives import collective_c
 from ..ir.types import DTYPES, INDEX, DType, bool_, f16, f32, f64, bf16, i64
 
 # C precedence, higher binds tighter.
@@ -183,6 +184,8 @@ class ExprEmitter:
             return "long long" if "long long" in types else (types[0] if types else "int")
         if isinstance(e, UnOp):
             return self.cint(e.arg)
+        if isinstance(e, Collective) and e.ty.kind == "int":
+            return e.ty.ctype
         return self.index_ctype
 
     # ---- non-negativity (for plain / and %)
@@ -253,6 +256,8 @@ class ExprEmitter:
             return "-" + self._widen(e, e.arg, UNARY + 1), UNARY
         if isinstance(e, Builtin):
             return self._builtin(e)
+        if isinstance(e, Collective):
+            return collective_c(self, e, ATOM, UNARY)
         if isinstance(e, WindowArg):
             raise CompileError("a window can only be an argument of a call", e.loc)
         raise CompileError(f"cannot generate CUDA for the expression {e!r}")

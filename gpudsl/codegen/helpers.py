@@ -2,6 +2,7 @@
 when the generated code uses them."""
 from __future__ import annotations
 
+from .collectives import WARP_COMMENT, WARP_HELPERS
 from .syncs import MBARRIER, NAMED_BARRIER
 
 _FLOOR = """\
@@ -128,12 +129,18 @@ HELPERS = {
     "gpudsl_atomic_f64": ("atomic_f64", _ATOMIC_F64),
     "gpudsl_atomic_old": ("atomic_old", _ATOMIC_OLD),
 }
+HELPERS.update({name: (name, text) for name, text in WARP_HELPERS.items()})
 
 _ORDER = ("floor", "wrap", "atomic_f32", "atomic_f64", "atomic_old", "named_barrier",
-          "mbarrier")
+          "mbarrier") + tuple(WARP_HELPERS)
 
 
 def helper_source(used: set[str]) -> str:
     """The C text of the helpers named in ``used`` (each group once)."""
     groups = {HELPERS[u][0]: HELPERS[u][1] for u in used if u in HELPERS}
-    return "".join(groups[g] for g in _ORDER if g in groups)
+    out = [groups[g] for g in _ORDER if g in groups]
+    first_warp = next((k for k, g in enumerate(g for g in _ORDER if g in groups)
+                       if g in WARP_HELPERS), None)
+    if first_warp is not None:
+        out.insert(first_warp, WARP_COMMENT)
+    return "".join(out)

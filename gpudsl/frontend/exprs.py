@@ -8,6 +8,8 @@ from ..ir.nodes import (ATOMIC_OPS, BUILTINS, BinOp, Builtin, Const, Expr, Inter
                         Read, UnOp, Var, WindowArg)
 from ..ir.types import DTYPES, INDEX, DType, bool_, f32, join_numeric
 from .scope import Scope
+from ..ir.collectives import COLLECTIVES
+from .collectives import collective
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
@@ -288,10 +290,12 @@ class ExprParser:
             raise self.err(node, f"{fname}(...) is a statement: its old value can only be "
                            "assigned whole to a local scalar",
                            f"write `old = {fname}(...)` on its own line, then use `old`")
+        if fname in COLLECTIVES:
+            return collective(self, node, fname)
         if fname not in BUILTINS:
             raise self.err(node, f"'{fname}' is not a builtin of gpudsl",
-                           "builtins: " + ", ".join(BUILTINS) + "; calls of procs are "
-                           "statements, not expressions")
+                           "builtins: " + ", ".join(BUILTINS + tuple(COLLECTIVES)) +
+                           "; calls of procs are statements, not expressions")
         args = [self.expr(a) for a in node.args]
         want = 3 if fname == "select" else 2 if fname in ("min", "max") else 1
         if len(args) != want:

@@ -17,6 +17,7 @@ from ..ir.nodes import ProcDef
 from ..ir.procdef import as_procdef
 from ..ir.types import DTYPES
 from . import runtime as rt
+from . import warps
 from .emit_stmt import ProcEmitter
 
 _CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()
@@ -31,7 +32,8 @@ def _base_env() -> dict:
         "_fmin": rt.fmin, "_fmax": rt.fmax, "_oob": rt.oob, "_alloc": rt.alloc,
         "_bad_window": rt.bad_window, "_bad_extent": rt.bad_extent,
         "_callee_assert": rt.callee_assert, "_bad_dim": rt.bad_dim,
-        "_const_write": rt.const_write,
+        "_const_write": rt.const_write, "_warp_loop": warps.warp_loop,
+        "_no_warp": warps.no_warp,
     }
     for name, ty in DTYPES.items():
         if ty.numpy is not None:

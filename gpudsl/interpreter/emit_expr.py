@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.nodes import BinOp, Builtin, Const, Expr, Read, UnOp, Var
+from ..ir.nodes import BinOp, Builtin, Collective, Const, Expr, Read, UnOp, Var
 from ..ir.printer import print_expr
 from ..ir.types import DType, INDEX
 from .runtime import Access, wrap_expr
+from .warps import Site
 
 READ, WRITE, ATOMIC = 1, 2, 3
 
@@ -63,6 +64,7 @@ class ExprEmitter:
         self.env: dict[str, object] = {}  # constants of the generated module
         self.arrays: dict[str, ArrInfo] = {}
         self.scalars: dict[str, DType] = {}  # names held in Python locals (sc_)
+        self.in_warp = False  # emitting a lane of a warp-synchronous loop (a generator)
         self._n = 0
 
     # ------------------------------------------------------------ helpers
@@ -128,6 +130,8 @@ class ExprEmitter:
             return wrap_expr(out, e.ty.bits) if e.ty.kind == "int" else out
         if isinstance(e, Builtin):
             return self._builtin(e)
+        if isinstance(e, Collective):
+            return self._collective(e)
         raise TypeError(f"the interpreter cannot evaluate {e!r} here")
 
     def _const(self, e: Const) -> str:
@@ -153,6 +157,16 @@ class ExprEmitter:
         if ty.kind == "int" and op in _WRAPPING:
             return wrap_expr(out, ty.bits)  # fixed-width integers wrap (two's complement)
         return out
+
+    def _collective(self, e: Collective) -> str:
+        """A warp collective: the lane yields its operand to the warp driver
+        (:mod:`.warps`) and receives the result; outside a warp-synchronous thread
+        loop, a run-time error."""
+        site = self.const(Site(e.loc, print_expr(e), e.name, e.ty), "_W")
+        if not self.in_warp:
+            return f"_no_warp({site})"
+        lane = self.ex(e.args[1]) if len(e.args) > 1 else "None"
+        return f"(yield ({site}, {self.ex(e.args[0])}, {lane}))"
 
     def _builtin(self, e: Builtin) -> str:
         n, ty = e.name, e.ty

@@ -14,7 +14,8 @@ from ..ir.nodes import (Alloc, Arrive, Wait, Assign, Atomic, Call, For, If, Pass
                         ProcDef, Reduce, Stmt, Sync, Var, WindowArg)
 from ..ir.printer import print_expr, print_stmt
 from ..ir.types import BARRIER, BLOCKS, CONST, INDEX, THREADS
-from ..ir.visitor import substitute
+from ..ir.visitor import substitute, walk
+from .warps import Site, holds_collective
 from .emit_expr import ATOMIC, WRITE, ArrInfo, ExprEmitter
 from ..ir.nests import block_shape
 from .runtime import fill_value, wrap_expr
@@ -38,6 +39,9 @@ class ProcEmitter(ExprEmitter):
         self.depth = 1
         self.loc = proc.loc
         self.known: set[str] = set()  # control names in scope
+        self.in_warp = not toplevel and holds_collective(proc.body)  # a generator
+        self.block_bodies: list = []  # bodies of the enclosing @ BLOCKS loops
+        self.tdepth = 0  # enclosing @ THREADS loops
 
     # ------------------------------------------------------------ output
 
@@ -139,6 +143,64 @@ class ProcEmitter(ExprEmitter):
             self.depth -= 1
 
     def _For(self, s: For):
+        if s.mapping == THREADS and holds_collective(s.body):
+            return self._warp_loop(s)
+        if s.mapping == BLOCKS:
+            self.block_bodies.append(s.body)
+        self.tdepth += s.mapping == THREADS
+        try:
+            self._loop(s)
+        finally:
+            self.tdepth -= s.mapping == THREADS
+            if s.mapping == BLOCKS:
+                self.block_bodies.pop()
+
+    def _warp_loop(self, s: For):
+        """A thread loop holding a collective: its body becomes a generator of one
+        lane, run warp-synchronously by :func:`.warps.warp_loop`."""
+        tl = "None"
+        if self.race:
+            tl = self.fresh("_tl")
+            self.line(f"{tl} = _ctx.thread_loop({s.iter!r})")
+        fn = self.fresh("_lane")
+        outer = set(self.scalars)
+        self.line(f"def {fn}(v_{s.iter}):")
+        self.depth += 1
+        assigned = sorted({n.name for n in walk(s.body) if isinstance(n, (Assign, Reduce))}
+                          | {n.result for n in walk(s.body) if isinstance(n, Atomic)
+                             and n.result is not None})
+        shared = [f"sc_{n}" for n in assigned if n in outer and n not in
+                  {a.name for a in walk(s.body) if isinstance(a, Alloc)}]
+        if shared:
+            self.line(f"nonlocal {', '.join(shared)}")
+        saved, self.in_warp = self.in_warp, True
+        self.known.add(s.iter)
+        self.tdepth += 1
+        self.block(s.body)
+        self.tdepth -= 1
+        self.known.discard(s.iter)
+        self.in_warp = saved
+        self.line("return")
+        self.line("yield")
+        self.depth -= 1
+        self.loc = s.loc
+        self.line(f"_warp_loop(_ctx, {tl}, {self.ex(s.lo)}, {self.ex(s.hi)}, {fn}, "
+                  f"{self._block_x()})")
+        if self.race:
+            self.line(f"_ctx.thread_done({tl})")
+
+    def _block_x(self) -> str:
+        """The block's x extent where the warp loop is nested in a thread loop (a
+        warp must lie in one row), else None."""
+        if not self.tdepth or not self.block_bodies:
+            return "None"
+        dims, _ = block_shape(self.block_bodies[-1], self.known)
+        if not dims[0]:
+            return "-1"
+        xs = [self.ex(x) for x in dims[0]]
+        return xs[0] if len(xs) == 1 else f"max({', '.join(xs)})"
+
+    def _loop(self, s: For):
         v = f"v_{s.iter}"
         tl = None
         if self.race and s.mapping == BLOCKS:
@@ -313,7 +375,14 @@ class ProcEmitter(ExprEmitter):
             ploc = self.const(pred.loc)
             self.line(f"if not {self.ex(substitute(pred, env))}: "
                       f"_callee_assert({acc}, {ploc}, {print_expr(pred)!r}, {{{vals}}})")
-        self.line(f"{fn}(_ctx, {', '.join(args)})")
+        call = f"{fn}(_ctx, {', '.join(args)})"
+        if not holds_collective(callee.body):
+            self.line(call)
+        elif self.in_warp:
+            self.line(f"yield from {call}")
+        else:
+            site = self.const(Site(s.loc, _stmt_text(s), "call", None), "_W")
+            self.line(f"_no_warp({site})")
 
     def _window(self, w: WindowArg, prm, env, acc: str) -> str:
         info = self.arrays[w.name]

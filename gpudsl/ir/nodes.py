@@ -105,6 +105,18 @@ class Builtin(Expr):
 
 
 @dataclass(frozen=True)
+class Collective(Expr):
+    """A warp collective (SPEC 2.7): ``shfl(v, lane)``, ``ballot(c)``, ``warp_sum(v)``...
+    ``name`` is a key of :data:`gpudsl.ir.collectives.COLLECTIVES` (the one table);
+    ``args`` the operand, then the lane argument where the collective has one."""
+
+    name: str
+    args: tuple[Expr, ...]
+    ty: DType
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
 class Point(Node):
     """One fixed index of a window: ``x[i, 0:4]`` has ``Point(i)`` first."""
 

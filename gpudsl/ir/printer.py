@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from .nodes import (Alloc, Arrive, Wait, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
-                    Param, Pass, Point, ProcDef, Read, Reduce, Stmt, Sync, UnOp,
+from .nodes import (Alloc, Arrive, Assign, Atomic, BinOp, Builtin, Call, Collective, Const, Expr,
+                    For, If, Param, Pass, Point, ProcDef, Read, Reduce, Stmt, Sync, UnOp, Wait,
                     Var, WindowArg)
 from .types import GLOBAL
 
@@ -68,7 +68,7 @@ def print_expr(e: Expr, prec: int = 0) -> str:
             s = f"not {print_expr(e.arg, _PREC['not'])}"
         else:
             s = f"-{print_expr(e.arg, _PREC['neg'])}"
-    elif isinstance(e, Builtin):
+    elif isinstance(e, (Builtin, Collective)):
         s = f"{e.name}({', '.join(print_expr(a) for a in e.args)})"
     else:
         raise TypeError(f"not an expression: {e!r}")

@@ -29,7 +29,9 @@ unknown beyond.  Operations on two constants fold.  ``min max abs select`` are `
 indices) are unknowns: a read of an array nothing writes is an uninterpreted function
 of the indices, shared by all threads (the same location gives the same value); any
 other read is a fresh unknown per thread and occurrence, except that the reads of one
-location within one top-level expression of one thread are one unknown.  Comparisons
+location within one top-level expression of one thread are one unknown; a warp
+collective's value (``shfl``, ``warp_sum``...) is a fresh unknown per thread and
+occurrence.  Comparisons
 of float reads and float constants are over reals that may be NaN; other float
 comparisons are fresh booleans.  Whenever an unknown is introduced ``enc.data_dependent`` becomes True, so
 callers know a satisfying model may not be a real execution.
@@ -62,7 +64,7 @@ from dataclasses import dataclass
 
 import z3
 
-from .nodes import BinOp, Builtin, Const, Expr, Read, UnOp, Var, WindowArg
+from .nodes import BinOp, Builtin, Collective, Const, Expr, Read, UnOp, Var, WindowArg
 from .types import DTYPES
 from .smt_ints import (_BITS, _WRAPPING, Unsupported, _bits_const, _fits, _fold, _int_bits,
                        _mask_bits, _wrap, floordiv, floormod)
@@ -245,6 +247,15 @@ class Encoder:
         return z3.Int(f"{e.name}[?]@{t.tag}#{next(_ids)}")
 
 
+    def collective_value(self, t: "ThreadEnv", e: Collective):
+        """A warp collective's value is an unknown per thread and occurrence (it
+        depends on the other lanes); floats and bools as float reads are."""
+        self.data_dependent = True
+        if not e.ty.is_integer:
+            raise _Float()
+        return z3.Int(f"{e.name}(?)@{t.tag}#{next(_ids)}")
+
+
 def _value_or(t):
     """``t`` as a Z3 integer value when it simplifies to one, else ``t``."""
     if z3.is_int_value(t):
@@ -329,6 +340,8 @@ class ThreadEnv:
             return self.builtin(e)
         if isinstance(e, WindowArg):
             raise Unsupported("a window is not a value")
+        if isinstance(e, Collective):
+            return self.enc.collective_value(self, e)
         raise Unsupported(f"cannot encode {type(e).__name__}")
 
     def cond(self, e: Expr):

@@ -146,7 +146,7 @@ def perf(proc, device_name: "str | Device" = "H100", sass: bool = True,
         kp = KernelPerf(
             hk.name, grid, info.block, regs, shared, spills, occ.fraction, detail, nbytes,
             flops, nbytes / dev.bandwidth, flops / dev.fp32_flops, accesses,
-            launches[hk.name], hk.serial)
+            launches[hk.name], hk.serial, shuffles=counter.shuffles)
         if machine is not None and hk.name in machine and not hk.serial:
             add_machine_terms(kp, machine[hk.name], dev, occ, grid, info.block,
                               sum(counter.moved.values()), counter.total_bytes("r"))

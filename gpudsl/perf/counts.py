@@ -11,14 +11,15 @@ memory (data-dependent) counts its ``then`` block, its ``else`` block not (the
 report says so); past ``MAX_TUPLES`` tuples a guard is assumed to hold and
 ``approximate`` names it.  The bytes of each global
 array are the bytes its accesses move, read and write apart, each capped at the
-array's size (what caches cannot remove: the compulsory traffic)."""
+array's size (what caches cannot remove: the compulsory traffic).  Warp collectives
+count as warp instructions (``shuffles``: a float warp reduction is 5 shuffles)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir.control import NotConstant, control_names, evaluate
 from ..ir.effects import Walker
-from ..ir.nodes import Assign, BinOp, Builtin, UnOp
+from ..ir.nodes import Assign, BinOp, Builtin, Collective, UnOp
 from ..ir.printer import print_expr
 from ..ir.types import GLOBAL
 from ..ir.visitor import walk
@@ -84,6 +85,7 @@ class Counter(Walker):
         self.buffers = dict(buffers)  # name -> warp.Buffer
         self.moved: dict = {}  # (name, "r"/"w") -> bytes
         self.flops = 0
+        self.shuffle_lanes = 0  # lanes x warp instructions of collectives (see shuffles)
         self.approximate: list = []  # guards assumed to hold (too many tuples to count)
 
     def run(self, stmts, env: dict):
@@ -147,6 +149,22 @@ class Counter(Walker):
         self.move(s.name, "w", mult)
         if s.rhs.ty.is_float:
             self.flops += mult * flops_of(s.rhs)
+
+    def exprs(self, es, s, ctx):
+        super().exprs(es, s, ctx)
+        from ..codegen.collectives import count_shuffles
+
+        for e in es:
+            if e is not None:
+                for x in walk(e):
+                    if isinstance(x, Collective):
+                        self.shuffle_lanes += ctx[0] * count_shuffles(x)
+
+    @property
+    def shuffles(self) -> int:
+        """Warp instructions of the collectives (shuffles, votes, warp reductions; a
+        float reduction is 5 shuffles): each is run by the 32 lanes of a warp."""
+        return self.shuffle_lanes // 32
 
     def taken(self, ctx):
         return super().taken(ctx) | set(self.buffers) | set(ctx[1])

@@ -87,6 +87,7 @@ class KernelPerf:
                  "issue": self.time_issue_s, "shared": self.time_shared_s,
                  "loads in flight": self.time_mlp_s}
         return max((k for k, v in terms.items() if v is not None), key=lambda k: terms[k])
+    shuffles: int = 0  # warp instructions of collectives (shuffles, votes, reductions)
 
     @property
     def bound(self) -> str:
@@ -162,7 +163,9 @@ class PerfReport:
                f"shared {k.time_shared_s * 1e6:.3g} us for {_si(k.shared_traffic, 'B')}; "
                f"loads in flight {k.time_mlp_s * 1e6:.3g} us with {k.loads_in_flight} "
                f"loads / {k.bytes_in_flight} B per thread)"]]
-             if k.time_issue_s is not None else [])
+             if k.time_issue_s is not None else []) + \
+            ([["warp shuffles", f"{k.shuffles:,} warp instructions (shuffles, "
+                                "votes, warp reductions)"]] if k.shuffles else [])
 
     def _access_rows(self, k):
         return [[_loc(a.location), _short(a.statement), a.buffer, a.memory, a.kind,

@@ -358,6 +358,10 @@ static inline int __all_sync(unsigned m, int p) { return gpudsl_emu::vote(m, p, 
 static inline unsigned int __reduce_add_sync(unsigned m, unsigned v) { return gpudsl_emu::vote(m, v, gpudsl_emu::OP_ADD); }
 static inline unsigned int __reduce_min_sync(unsigned m, unsigned v) { return gpudsl_emu::vote(m, v, gpudsl_emu::OP_UMIN); }
 static inline unsigned int __reduce_max_sync(unsigned m, unsigned v) { return gpudsl_emu::vote(m, v, gpudsl_emu::OP_UMAX); }
+// the signed overloads (CUDA has both): min/max on the order-preserving flip of the sign bit
+static inline int __reduce_add_sync(unsigned m, int v) { return (int)__reduce_add_sync(m, (unsigned)v); }
+static inline int __reduce_min_sync(unsigned m, int v) { return (int)(__reduce_min_sync(m, (unsigned)v ^ 0x80000000u) ^ 0x80000000u); }
+static inline int __reduce_max_sync(unsigned m, int v) { return (int)(__reduce_max_sync(m, (unsigned)v ^ 0x80000000u) ^ 0x80000000u); }
 
 // ---------------------------------------------------------------- printf
 // Kernel printf (compile(..., trace=...) emits it) is written into a buffer that Python takes

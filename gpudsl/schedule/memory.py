@@ -11,7 +11,7 @@ from __future__ import annotations
 import z3
 
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
-                        Point, Read, Reduce, Var, WindowArg)
+                        Pass, Point, Read, Reduce, Var, WindowArg)
 from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED
 from ..ir.visitor import Transformer, bound_names, free_vars, fresh_name, rename, walk
 from .cursors import (ancestors, block_of, compose, fwd_identity, fwd_insert, fwd_splice,
@@ -165,6 +165,13 @@ def lift_alloc(p, alloc, n_lifts: int = 1):
     return Rewrite(ir, fwd)
 
 
+def _or_pass(body: tuple, fld: str, s) -> tuple:
+    """A loop or ``then`` block left empty by the lift is a ``pass``, the form the
+    parser gives it (an empty block printed as ``pass`` parsed back unequal); an
+    empty ``else`` is no ``else``."""
+    return body if body or fld == "orelse" else (Pass(s.loc),)
+
+
 def _lift_once(pdef, a):
     """One lift of the allocation at ``a``: the new IR, its new address and the
     forwarding."""
@@ -178,7 +185,7 @@ def _lift_once(pdef, a):
         raise fail(f"the shape of '{s.name}' depends on {P.iter}", s.loc)
     outer_blk = block_of(pdef, pa[:-1])
     inner = getattr(P, fld)
-    P2 = P.with_(**{fld: inner[:j] + inner[j + 1:]})
+    P2 = P.with_(**{fld: _or_pass(inner[:j] + inner[j + 1:], fld, s)})
     others = bound_names(outer_blk[:pa[-1]] + outer_blk[pa[-1] + 1:]) | bound_names(P2)
     if s.name in others:
         # another allocation of the name next to the statement or inside it: the
@@ -186,7 +193,7 @@ def _lift_once(pdef, a):
         new = fresh_name(s.name, all_names(pdef))
         tail = rename(inner[j + 1:], {s.name: new})
         s = s.with_(name=new)
-        P2 = P.with_(**{fld: inner[:j] + tail})
+        P2 = P.with_(**{fld: _or_pass(inner[:j] + tail, fld, s)})
     ir = splice(pdef, pa, [s, P2])
     if isinstance(P, For):
         # one copy for all iterations: no read may see another iteration's value

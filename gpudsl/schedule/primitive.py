@@ -38,6 +38,7 @@ from typing import Callable
 from ..errors import SchedulingError
 from .memo import alias
 from .provenance import stamp
+from .warps import keep_warps as _KEEP_WARPS
 
 _CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("primitive", default=None)
 
@@ -310,6 +311,10 @@ def primitive(name: str, /, **kinds: Kind):
                 for arg, kind in kinds.items():
                     bound.arguments[arg] = kind(p, bound.arguments[arg], arg)
                 out = fn(*bound.args, **bound.kwargs)
+                if outermost and hasattr(out, "ir"):
+                    why = _KEEP_WARPS(p.ir, out.ir)  # no lane regrouping of collectives
+                    if why is not None:
+                        raise fail(why[0], p.ir.loc, why[1])
             finally:
                 _CURRENT.reset(token)
             if outermost:

@@ -23,7 +23,7 @@ INF = math.inf
 
 
 def _is_int(e: Expr) -> bool:
-    return e.ty.is_integer
+    return e.ty.kind == "index"  # fixed-width integers wrap: not polynomials
 
 
 # ------------------------------------------------------------------ polynomials

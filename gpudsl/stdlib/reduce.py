@@ -1,6 +1,8 @@
-"""The block-level reduction the row-reduction nodes (``rms_norm``, ``sliced_softmax``)
-share: one block per row, each of ``threads`` threads folds a strided part of the row
-into ``part[t]`` in SHARED memory, then a tree halves the live part at each step,
+"""Block-level reductions in SHARED memory: the strided fold the row-reduction nodes
+(``rms_norm``, ``sliced_softmax``) share, and the SHARED tree they used before the
+warp-collective block reduction (:mod:`gpudsl.stdlib.block_reduce`): one block per
+row, each of ``threads`` threads folds a strided part of the row into ``part[t]`` in
+SHARED memory, then a tree halves the live part at each step,
 ``log2(threads)`` steps separated by barriers, until ``part[0]`` holds the row's value.
 
 Why these kernels are written as procs rather than derived from the algorithm by

@@ -1,14 +1,16 @@
 """``rms_norm(x, w)``: ``w * x / sqrt(mean(x^2) + 1e-5)`` over the last axis (SPEC
-section 5): the readable algorithm, the default kernel (one block per row, a SHARED
-tree reduction of the sum of squares, see :mod:`gpudsl.stdlib.reduce`) and the kernel
-choice.  Rows are the leading axes merged: ``x`` is viewed as ``[r, n]``."""
+section 5): the readable algorithm, the default kernel (one block per row, the sum of
+squares by warp reductions and one SHARED exchange, see
+:mod:`gpudsl.stdlib.block_reduce`) and the kernel choice.  Rows are the leading axes
+merged: ``x`` is viewed as ``[r, n]``."""
 from __future__ import annotations
 
 from functools import lru_cache
 
 from ..proc import Proc
 from .common import make_proc
-from .reduce import THREADS_PER_ROW, check_threads, strided, tree
+from .block_reduce import block_total, check_warps, warp_partial, warps
+from .reduce import THREADS_PER_ROW, strided
 
 EPS = "1e-5"
 
@@ -32,26 +34,27 @@ def rms_norm_rows() -> Proc:
 
 @lru_cache(maxsize=None)
 def rms_norm_kernel(threads: int = THREADS_PER_ROW) -> Proc:
-    """One block per row: each thread sums the squares of its strided elements into
-    ``part[t]``; the tree adds the parts; every thread then scales its elements by
-    ``1 / sqrt(part[0] / n + eps)`` (all threads read the same ``part[0]`` after a
-    barrier, no write in that phase)."""
-    check_threads(threads)
+    """One block per row: each thread sums the squares of its strided elements; the
+    block reduction of :mod:`gpudsl.stdlib.block_reduce` (a ``warp_sum`` per warp, one
+    SHARED exchange, a ``warp_sum`` of the warps' sums) gives every thread the row's
+    sum of squares; every thread then scales its elements by
+    ``1 / sqrt(ss / n + eps)``."""
+    check_warps(threads)
     name = f"rms_norm_rows_t{threads}"
     text = (
         f"def {name}(r: size, n: size, x: f32[r, n], w: f32[n], out: f32[r, n]):\n"
         "    for i in par(0, r) @ BLOCKS:\n"
-        f"        part: f32[{threads}] @ SHARED\n"
+        f"        part: f32[{warps(threads)}] @ SHARED\n"
         f"        for t in par(0, {threads}) @ THREADS:\n"
         "            acc: f32\n"
         "            acc = 0.0\n"
-        + strided(threads, "n", "acc += x[i, {j}] * x[i, {j}]", 3) +
-        "            part[t] = acc\n"
+        + strided(threads, "n", "acc += x[i, {j}] * x[i, {j}]", 3)
+        + warp_partial("+", "acc", "part", 3) +
         "        sync()\n"
-        + tree(threads, "+", 2) +
         f"        for t in par(0, {threads}) @ THREADS:\n"
+        + block_total(threads, "+", "part", "ss", 3) +
         "            scale: f32\n"
-        f"            scale = 1.0 / sqrt(part[0] / f32(n) + {EPS})\n"
+        f"            scale = 1.0 / sqrt(ss / f32(n) + {EPS})\n"
         + strided(threads, "n", "out[i, {j}] = w[{j}] * (x[i, {j}] * scale)", 3))
     return make_proc("rms_norm", text)
 

@@ -4,9 +4,9 @@
 ``prefix`` is read from a one-element int64 tensor at run time; ``0 <= prefix <= n``
 or the kernel writes a fault flag (one thread) that the host turns into an error.
 
-The readable algorithm, the default kernel (one block per row, two SHARED tree
-reductions, the maximum then the sum of exponentials, see
-:mod:`gpudsl.stdlib.reduce`) and the kernel choice.  Rows are the leading axes
+The readable algorithm, the default kernel (one block per row, two block reductions
+on warp collectives, the maximum then the sum of exponentials, see
+:mod:`gpudsl.stdlib.block_reduce`) and the kernel choice.  Rows are the leading axes
 merged: ``x`` is viewed as ``[r, n]``."""
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from functools import lru_cache
 
 from ..proc import Proc
 from .common import make_proc
-from .reduce import THREADS_PER_ROW, check_threads, strided, tree
+from .block_reduce import block_total, check_warps, warp_partial, warps
+from .reduce import THREADS_PER_ROW, strided
 
 _SIG = ("(r: size, n: size, x: f32[r, n], prefix: i64[1], out: f32[r, n], "
         "err: i32[1]):\n")
@@ -48,42 +49,42 @@ def sliced_softmax_rows() -> Proc:
 
 @lru_cache(maxsize=None)
 def sliced_softmax_kernel(threads: int = THREADS_PER_ROW) -> Proc:
-    """One block per row.  Phase 1: each thread's maximum over its strided entries
-    of the prefix into ``part[t]``; the max tree; each thread keeps ``part[0]`` in
-    its register ``mx[t]``, then a barrier before ``part`` is reused.  Phase 2: each
-    thread's sum of ``exp(x - mx)``; the sum tree.  Phase 3: every entry written, the
-    prefix normalised by ``part[0]``, the rest copied.  Thread 0 of block 0 reports
-    a prefix outside ``[0, n]``."""
-    check_threads(threads)
+    """One block per row, two block reductions of :mod:`gpudsl.stdlib.block_reduce`
+    (warp reductions and one SHARED exchange each).  Phase 1: each thread's maximum
+    over its strided entries of the prefix, a ``warp_max`` per warp into ``part``.
+    Phase 2: every thread takes the row maximum from ``part`` into its register
+    ``mx[t]``, sums ``exp(x - mx)`` over its entries, a ``warp_sum`` per warp into
+    ``part2``.  Phase 3: every entry written, the prefix normalised by the row's sum,
+    the rest copied.  Thread 0 of block 0 reports a prefix outside ``[0, n]``."""
+    check_warps(threads)
     name = f"sliced_softmax_rows_t{threads}"
     in_prefix = "{j} < prefix[0]"
     text = (
         f"def {name}" + _SIG +
         "    for i in par(0, r) @ BLOCKS:\n"
-        f"        part: f32[{threads}] @ SHARED\n"
+        f"        part: f32[{warps(threads)}] @ SHARED\n"
+        f"        part2: f32[{warps(threads)}] @ SHARED\n"
         f"        mx: f32[{threads}] @ REGISTER\n"
         f"        for t in par(0, {threads}) @ THREADS:\n"
         "            if i == 0 and t == 0 and (prefix[0] < 0 or prefix[0] > n):\n"
         "                err[0] = 1\n"
         "            acc: f32\n"
         "            acc = x[i, 0]\n"
-        + strided(threads, "n", "acc = max(acc, x[i, {j}])", 3, guard=in_prefix) +
-        "            part[t] = acc\n"
-        "        sync()\n"
-        + tree(threads, "max", 2) +
-        f"        for t in par(0, {threads}) @ THREADS:\n"
-        "            mx[t] = part[0]\n"
+        + strided(threads, "n", "acc = max(acc, x[i, {j}])", 3, guard=in_prefix)
+        + warp_partial("max", "acc", "part", 3) +
         "        sync()\n"
         f"        for t in par(0, {threads}) @ THREADS:\n"
+        + block_total(threads, "max", "part", "m", 3) +
+        "            mx[t] = m\n"
         "            acc2: f32\n"
         "            acc2 = 0.0\n"
-        + strided(threads, "n", "acc2 += exp(x[i, {j}] - mx[t])", 3, guard=in_prefix) +
-        "            part[t] = acc2\n"
+        + strided(threads, "n", "acc2 += exp(x[i, {j}] - mx[t])", 3, guard=in_prefix)
+        + warp_partial("+", "acc2", "part2", 3) +
         "        sync()\n"
-        + tree(threads, "+", 2) +
         f"        for t in par(0, {threads}) @ THREADS:\n"
+        + block_total(threads, "+", "part2", "total", 3)
         + strided(threads, "n", "out[i, {j}] = select({j} < prefix[0], "
-                  "exp(x[i, {j}] - mx[t]) / part[0], x[i, {j}])", 3))
+                  "exp(x[i, {j}] - mx[t]) / total, x[i, {j}])", 3))
     return make_proc("sliced_softmax", text)
 
 

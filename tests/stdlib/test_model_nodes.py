@@ -63,24 +63,35 @@ def test_complex_kernels_are_proved(a, b):
     assert p.check().ok
 
 
-def test_the_tree_without_its_barriers_is_a_race():
-    # the barriers inside the tree are what makes it correct: check() must see it
+def test_the_block_reduction_without_its_barrier_is_a_race():
+    # the barrier between the warps' partial sums and their reduction is what makes
+    # the block reduction (warp_sum + one SHARED exchange) correct: check() must see it
     p = rms_norm_kernel(64)
     text = str(p).replace("@proc\n", "")
-    assert "            sync()\n" in text
-    bad = make_proc("bad", text.replace("            sync()\n", "", 1))
+    assert text.count("        sync()\n") == 1 and "warp_sum(" in text
+    bad = make_proc("bad", text.replace("        sync()\n", ""))
     report = bad.check()
     assert not report.ok and any(d.kind == "race" for d in report.diagnostics)
 
 
-def test_softmax_without_the_barrier_before_reuse_is_a_race():
-    p = sliced_softmax_kernel(32)
+def test_softmax_without_the_barrier_before_the_sum_is_a_race():
+    # (with one warp, lane 0 writes part2[0] and only lane 0 reads it: no race)
+    p = sliced_softmax_kernel(64)
     text = str(p).replace("@proc\n", "")
-    marker = "            mx[t] = part[0]\n        sync()\n"
+    marker = "                part2[t // 32] = acc2_w\n        sync()\n"
     assert marker in text
-    bad = make_proc("bad", text.replace(marker, "            mx[t] = part[0]\n"))
+    bad = make_proc("bad", text.replace(marker, "                part2[t // 32] = acc2_w\n"))
     report = bad.check()
     assert not report.ok and any(d.kind == "race" for d in report.diagnostics)
+
+
+def test_block_reduction_under_a_lane_condition_is_divergence():
+    p = rms_norm_kernel(64)
+    text = str(p).replace("@proc\n", "")
+    old = "            acc_w = warp_sum(acc)\n"
+    assert old in text
+    bad = make_proc("bad", text.replace(old, "            if t < 48:\n    " + old))
+    assert "divergence" in bad.check().kinds()
 
 
 # ------------------------------------------------------------------ interpreter

@@ -15,7 +15,8 @@ Three families:
   ``SHARED`` arrays with ``sync()``, per-thread ``REGISTER`` accumulators,
   block-level ``seq`` loops (sometimes with a barrier missing: racy procs);
 - ``naive``: the sequential form of such kernels (``seq`` over blocks and
-  threads), the starting point of ``parallelize_loop`` / ``stage_mem``.
+  threads), the starting point of ``parallelize_loop`` / ``stage_mem``;
+- ``warp``: kernels with warp collectives (:mod:`.procgen_warp`).
 
 Values are small integers in float32, so sums are exact in any order.
 """
@@ -425,7 +426,11 @@ class Gen:
             return _Host(self.r).program(name)
         if ch < 0.8:
             return _gpu(self.r, name, naive=False)
-        return _gpu(self.r, name, naive=True)
+        if ch < 0.9:
+            return _gpu(self.r, name, naive=True)
+        from .procgen_warp import warp_program
+
+        return warp_program(self.r, name)
 
 
 __all__ = ["Gen", "Program", "CALLEES", "CALL_ORDER", "pick_sizes"]

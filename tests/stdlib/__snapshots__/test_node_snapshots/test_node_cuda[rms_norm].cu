@@ -3,6 +3,17 @@
 //   rms_norm_rows_t256_k0: grid (r, 1, 1), block (256, 1, 1)
 // Index arithmetic: 32-bit.
 
+// warp reductions (every lane gets the result): __reduce_*_sync for 32-bit integers
+// on sm_80+, a 5-step __shfl_xor_sync butterfly otherwise.
+__device__ __forceinline__ float gpudsl_warp_sum(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) {
+    float o = __shfl_xor_sync(0xffffffffu, v, m);
+    v = v + o;
+  }
+  return v;
+}
+
 extern "C" __global__ void __launch_bounds__(256)
 rms_norm_rows_t256_k0(
     const int r,
@@ -13,7 +24,7 @@ rms_norm_rows_t256_k0(
 {
 #line 2 "<gpudsl.stdlib.rms_norm>"
   const int i = blockIdx.x;
-  __shared__ __align__(16) float part[256];
+  __shared__ __align__(16) float part[8];
   {
     const int t = threadIdx.x;
 #line 5
@@ -25,27 +36,27 @@ rms_norm_rows_t256_k0(
       }
     }
 #line 10
-    part[t] = acc;
-  }
-#line 11
-  __syncthreads();
-  for (int s = 0; s < 8; s++) {
-    if (threadIdx.x < 128) {
-      const int t = threadIdx.x;
-#line 14
-      if (t < 128 >> s) {
-        part[t] = part[t] + part[t + (128 >> s)];
-      }
+    float acc_w;
+    acc_w = gpudsl_warp_sum(acc);
+    if (t % 32 == 0) {
+      part[t / 32] = acc_w;
     }
-#line 16
-    __syncthreads();
   }
-#line 17
+#line 14
+  __syncthreads();
   {
     const int t = threadIdx.x;
-#line 18
+#line 16
+    float ss_p;
+    ss_p = 0.0f;
+    if (t % 32 < 8) {
+      ss_p = part[t % 32];
+    }
+#line 20
+    float ss;
+    ss = gpudsl_warp_sum(ss_p);
     float scale;
-    scale = 1.0f / sqrtf(part[0] / (float)n + 9.999999747378752e-06f);
+    scale = 1.0f / sqrtf(ss / (float)n + 9.999999747378752e-06f);
     for (int jo = 0; jo < (n + 255) / 256; jo++) {
       if (256 * jo + t < n) {
         out[i * n + 256 * jo + t] = w[256 * jo + t] * (x[i * n + 256 * jo + t] * scale);

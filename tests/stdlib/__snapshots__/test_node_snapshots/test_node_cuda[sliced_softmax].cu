@@ -3,6 +3,25 @@
 //   sliced_softmax_rows_t256_k0: grid (r, 1, 1), block (256, 1, 1)
 // Index arithmetic: 32-bit.
 
+// warp reductions (every lane gets the result): __reduce_*_sync for 32-bit integers
+// on sm_80+, a 5-step __shfl_xor_sync butterfly otherwise.
+__device__ __forceinline__ float gpudsl_warp_sum(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) {
+    float o = __shfl_xor_sync(0xffffffffu, v, m);
+    v = v + o;
+  }
+  return v;
+}
+__device__ __forceinline__ float gpudsl_warp_max(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) {
+    float o = __shfl_xor_sync(0xffffffffu, v, m);
+    v = fmaxf(v, o);
+  }
+  return v;
+}
+
 extern "C" __global__ void __launch_bounds__(256)
 sliced_softmax_rows_t256_k0(
     const int r,
@@ -14,15 +33,16 @@ sliced_softmax_rows_t256_k0(
 {
 #line 2 "<gpudsl.stdlib.sliced_softmax>"
   const int i = blockIdx.x;
-  __shared__ __align__(16) float part[256];
+  __shared__ __align__(16) float part[8];
+  __shared__ __align__(16) float part2[8];
   float mx;  // one row per thread (leading thread dimension dropped)
   {
     const int t = threadIdx.x;
-#line 6
+#line 7
     if (i == 0 && t == 0 && (prefix[0] < 0LL || prefix[0] > n)) {
       err[0] = 1;
     }
-#line 8
+#line 9
     float acc;
     acc = x[i * n + 0];
     for (int jo = 0; jo < (n + 255) / 256; jo++) {
@@ -30,33 +50,27 @@ sliced_softmax_rows_t256_k0(
         acc = fmaxf(acc, x[i * n + 256 * jo + t]);
       }
     }
-#line 13
-    part[t] = acc;
-  }
 #line 14
-  __syncthreads();
-  for (int s = 0; s < 8; s++) {
-    if (threadIdx.x < 128) {
-      const int t = threadIdx.x;
-#line 17
-      if (t < 128 >> s) {
-        part[t] = fmaxf(part[t], part[t + (128 >> s)]);
-      }
+    float acc_w;
+    acc_w = gpudsl_warp_max(acc);
+    if (t % 32 == 0) {
+      part[t / 32] = acc_w;
     }
-#line 19
-    __syncthreads();
   }
-#line 20
-  {
-    const int t = threadIdx.x;
-#line 21
-    mx = part[0];
-  }
-#line 22
+#line 18
   __syncthreads();
   {
     const int t = threadIdx.x;
+#line 20
+    float m_p;
+    m_p = part[0];
+    if (t % 32 < 8) {
+      m_p = part[t % 32];
+    }
 #line 24
+    float m;
+    m = gpudsl_warp_max(m_p);
+    mx = m;
     float acc2;
     acc2 = 0.0f;
     for (int jo = 0; jo < (n + 255) / 256; jo++) {
@@ -64,29 +78,29 @@ sliced_softmax_rows_t256_k0(
         acc2 += expf(x[i * n + 256 * jo + t] - mx);
       }
     }
-#line 29
-    part[t] = acc2;
-  }
-#line 30
-  __syncthreads();
-  for (int s = 0; s < 8; s++) {
-    if (threadIdx.x < 128) {
-      const int t = threadIdx.x;
-#line 33
-      if (t < 128 >> s) {
-        part[t] = part[t] + part[t + (128 >> s)];
-      }
+#line 32
+    float acc2_w;
+    acc2_w = gpudsl_warp_sum(acc2);
+    if (t % 32 == 0) {
+      part2[t / 32] = acc2_w;
     }
-#line 35
-    __syncthreads();
   }
 #line 36
+  __syncthreads();
   {
     const int t = threadIdx.x;
-#line 37
+#line 38
+    float total_p;
+    total_p = 0.0f;
+    if (t % 32 < 8) {
+      total_p = part2[t % 32];
+    }
+#line 42
+    float total;
+    total = gpudsl_warp_sum(total_p);
     for (int jo = 0; jo < (n + 255) / 256; jo++) {
       if (256 * jo + t < n) {
-        out[i * n + 256 * jo + t] = 256 * jo + t < prefix[0] ? expf(x[i * n + 256 * jo + t] - mx) / part[0] : x[i * n + 256 * jo + t];
+        out[i * n + 256 * jo + t] = 256 * jo + t < prefix[0] ? expf(x[i * n + 256 * jo + t] - mx) / total : x[i * n + 256 * jo + t];
       }
     }
   }
