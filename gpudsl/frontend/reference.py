@@ -645,6 +645,25 @@ m = np.zeros(1, np.float32)
 gpudsl.interpret(mean, x=np.arange(5, dtype=np.float32), m=m)
 assert m[0] == 2
 '''),
+    _E("Expressions", "Collective", "Warp collectives `warp_sum(v)`", "Inside a thread loop "
+       "that covers whole warps, the 32 lanes of a warp evaluate the expression together, "
+       "each on its own value: `shfl(v, lane)`, `shfl_xor(v, m)`, `shfl_down(v, d)`, "
+       "`shfl_up(v, d)`, `ballot(c)` (an `i64` mask), `any_lanes(c)`, `all_lanes(c)`, "
+       "`warp_sum(v)`, `warp_max(v)`, `warp_min(v)` (`__shfl*_sync`, `__ballot_sync`, "
+       "`__reduce_*_sync` or a shuffle butterfly). `check()` refuses one under a "
+       "lane-dependent condition. See [warp collectives](language.md#warp-collectives).",
+       '''
+@proc
+def sums(n: size, x: f32[n, 32], y: f32[n, 32]):
+    for b in par(0, n) @ BLOCKS:
+        for t in par(0, 32) @ THREADS:
+            y[b, t] = warp_sum(x[b, t]) + shfl_xor(x[b, t], 1) * 0.0
+
+x = np.ones((2, 32), np.float32)
+y = np.zeros_like(x)
+gpudsl.interpret(sums, x=x, y=y)
+assert (y == 32).all() and sums.check().ok
+'''),
     _E("Expressions", "WindowArg", "Windows as arguments `x[r, 0:4]`", "In a call only: an "
        "array by name, or a window of it with points and intervals `lo:hi`; see Windows under "
        "[Types](#types).", '''
