@@ -36,7 +36,10 @@ def replace_slice_rows(vec: int = 1) -> Proc:
         "begin: i64[1], end: i64[1], err: i32[1]):\n" + vec_assert("c", vec) +
         "    for i in seq(0, m):\n"
         "        for j in seq(0, c):\n"
-        "            if begin[0] >= 0 and end[0] <= n and end[0] - begin[0] == m:\n"
+        # begin <= end first: end - begin is i64 arithmetic, which wraps (in C and in
+        # check()), so with a very negative end it could equal m while begin + i >= n
+        "            if begin[0] >= 0 and end[0] <= n and begin[0] <= end[0] and "
+        "end[0] - begin[0] == m:\n"
         "                x[begin[0] + i, j] = r[i, j]\n"
         "            elif i == 0 and j == 0:\n"
         "                err[0] = 1\n")

@@ -3,6 +3,22 @@
 //   replace_slice_rows_v4_k0: grid ((c // 4 + 255) // 256, m, 1), block (256, 1, 1)
 // Index arithmetic: 32-bit.
 
+// i32 and i64 arithmetic wraps (two's complement), as in the interpreter.
+__device__ __forceinline__ int gpudsl_add_i32(int a, int b) { return (int)((unsigned int)a + (unsigned int)b); }
+__device__ __forceinline__ int gpudsl_sub_i32(int a, int b) { return (int)((unsigned int)a - (unsigned int)b); }
+__device__ __forceinline__ int gpudsl_mul_i32(int a, int b) { return (int)((unsigned int)a * (unsigned int)b); }
+__device__ __forceinline__ int gpudsl_neg_i32(int a) { return (int)((unsigned int)0 - (unsigned int)a); }
+__device__ __forceinline__ int gpudsl_abs_i32(int a) { return a < 0 ? (int)((unsigned int)0 - (unsigned int)a) : a; }
+__device__ __forceinline__ int gpudsl_shl_i32(int a, long long s) { return s >= 32 ? 0 : (int)((unsigned int)a << s); }
+__device__ __forceinline__ int gpudsl_shr_i32(int a, long long s) { return s >= 32 ? (a < 0 ? -1 : 0) : a >> s; }
+__device__ __forceinline__ long long gpudsl_add_i64(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }
+__device__ __forceinline__ long long gpudsl_sub_i64(long long a, long long b) { return (long long)((unsigned long long)a - (unsigned long long)b); }
+__device__ __forceinline__ long long gpudsl_mul_i64(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }
+__device__ __forceinline__ long long gpudsl_neg_i64(long long a) { return (long long)((unsigned long long)0 - (unsigned long long)a); }
+__device__ __forceinline__ long long gpudsl_abs_i64(long long a) { return a < 0 ? (long long)((unsigned long long)0 - (unsigned long long)a) : a; }
+__device__ __forceinline__ long long gpudsl_shl_i64(long long a, long long s) { return s >= 64 ? 0 : (long long)((unsigned long long)a << s); }
+__device__ __forceinline__ long long gpudsl_shr_i64(long long a, long long s) { return s >= 64 ? (a < 0 ? -1 : 0) : a >> s; }
+
 extern "C" __global__ void __launch_bounds__(256)
 replace_slice_rows_v4_k0(
     const int n,
@@ -29,7 +45,7 @@ replace_slice_rows_v4_k0(
         { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&r[i * c + 1024 * jb + 4 * t]); (&r_r[0])[0] = gpudsl_v.x; (&r_r[0])[1] = gpudsl_v.y; (&r_r[0])[2] = gpudsl_v.z; (&r_r[0])[3] = gpudsl_v.w; }
 #line 4
         for (int v = 0; v < 4; v++) {
-          if (begin[0] >= 0LL && end[0] <= n && end[0] - begin[0] == m) {
+          if (begin[0] >= 0LL && end[0] <= n && begin[0] <= end[0] && gpudsl_sub_i64(end[0], begin[0]) == m) {
             x[(begin[0] + i) * c + 1024 * jb + 4 * t + v] = r_r[v];
           } else {
 #line 7
