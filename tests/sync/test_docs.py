@@ -15,9 +15,10 @@ def test_synchronization_section_runs(tmp_path):
     text = (ROOT / "docs" / "language.md").read_text()
     section = text.split("## Synchronization beyond the block barrier", 1)[1]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) >= 4
+    assert len(blocks) >= 3  # each also runs alone as a doc test (conftest.py)
     script = tmp_path / "sync_docs.py"
-    script.write_text("\n".join(blocks))
+    future = "from __future__ import annotations\n"
+    script.write_text(future + "\n".join(b.replace(future, "") for b in blocks))
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
