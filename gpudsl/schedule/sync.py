@@ -13,7 +13,7 @@ loop, its iterations and code after it are all covered.
 from __future__ import annotations
 
 from ..analysis.obligations.races import added_races
-from ..ir.nodes import Const, For, Sync
+from ..ir.nodes import Const, For, Pass, Sync
 from ..ir.types import BLOCKS, THREADS
 from .cursors import block_of, fwd_insert, fwd_splice, replace_block, splice, stmt_at
 from .primitive import ANY, GAP, STMT, Rewrite, fail, primitive
@@ -83,14 +83,17 @@ def delete_sync(p, sync):
                    "arrive and wait pair up by phases; they are not removed one by one")
     a = c.addr
     _block_level(p.ir, a[:-1], s.loc)
-    ir = splice(p.ir, a, [])
+    # a loop or if body the barrier was alone in keeps a `pass` (what the printer writes
+    # and the parser reads back: an empty body would not round-trip)
+    keep = [Pass(s.loc)] if len(block_of(p.ir, a[:-1])) == 1 and a[-2] == "body" else []
+    ir = splice(p.ir, a, keep)
     for d in added_races(p.ir, ir, partial=s.ranged):
         if d.kind == "race":
             raise fail(f"the barrier orders accesses of two threads: without it, "
                        f"{d.message}", s.loc, "keep the barrier", d.witness)
         raise fail(f"could not prove that the barrier orders no conflicting accesses: "
                    f"{d.message}", s.loc, "keep the barrier")
-    return Rewrite(ir, fwd_splice(a, 0, None))
+    return Rewrite(ir, fwd_splice(a, len(keep), None))
 
 
 __all__ = ["insert_sync", "delete_sync"]
