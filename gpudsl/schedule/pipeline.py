@@ -20,7 +20,7 @@ from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, For, If, Pass
                         Stmt, Var)
 from ..ir.types import INDEX, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
-from .cursors import fwd_splice, splice
+from .cursors import block_of, fwd_splice, replace_block, splice
 from .fresh import freshen_top_allocs, names_outside
 from .legality import collect, find_conflict, raise_conflict
 from .parallel import refuse_new_mapping_issues
@@ -38,7 +38,7 @@ def _synchronizing(s: Stmt):
         if isinstance(n, Stmt) and not isinstance(n, _PLAIN):
             return n
         if isinstance(n, Call):
-            inner = next((x for st in n.proc.body for x in [_synchronizing(st)] if x), None)
+            inner = next(filter(None, map(_synchronizing, n.proc.body)), None)
             if inner is not None:
                 return inner
     return None
@@ -84,18 +84,15 @@ def reorder_stmts(p, block):
     if hit:
         raise_conflict("the two statements depend on each other in one iteration", hit,
                        s1.loc, "a dependence fixes their order")
-    ir = _swap(p.ir, a1, s1, s2)
+    i = a1[-1]
+    blk = block_of(p.ir, a1[:-1])
+    ir = replace_block(p.ir, a1[:-1], blk[:i] + (s2, s1) + blk[i + 2:])
     refuse_new_mapping_issues(p.ir, ir, s1.loc)
 
     def fwd(addr):
         return _swap_addr(a1, addr)
 
     return Rewrite(ir, fwd)
-
-
-def _swap(pdef, a, s1, s2):
-    ir = splice(pdef, a, [s2, s1])           # s1 -> s2, s1
-    return splice(ir, a[:-1] + (a[-1] + 2,), [])  # drop the old s2
 
 
 def _swap_addr(a, addr):

@@ -85,7 +85,7 @@ def delete_sync(p, sync):
     _block_level(p.ir, a[:-1], s.loc)
     # a loop or if body the barrier was alone in keeps a `pass` (what the printer writes
     # and the parser reads back: an empty body would not round-trip)
-    keep = [Pass(s.loc)] if len(block_of(p.ir, a[:-1])) == 1 and a[-2] == "body" else []
+    keep = [Pass(s.loc)] if a[-2:-1] == ("body",) and len(block_of(p.ir, a[:-1])) == 1 else []
     ir = splice(p.ir, a, keep)
     for d in added_races(p.ir, ir, partial=s.ranged):
         if d.kind == "race":

@@ -298,18 +298,18 @@ def stage_tiles(p, bm, bn, bk, zi):
     return p, compute
 
 
-def double_buffer(p, loop: str = "po", bufs=("As", "Bs"), copy_first: bool = False):
+def double_buffer(p, loop: str = "po", bufs=("As", "Bs")):
     """Two SHARED buffers per staged tile and one barrier per k step, by primitives:
     the tiles lifted out of ``loop`` and given a leading dimension of 2 indexed by
     ``loop % 2`` (``lift_alloc``, ``expand_dim``); the copy of step ``loop + 1``
     rotated into step ``loop`` (``rotate_loop``); the barrier between the compute of
     step ``loop`` and that copy deleted (``delete_sync``: check() proves through the
-    ``% 2`` that the two touch different buffers).  ``copy_first``: the copies then
-    move ahead of the compute (``reorder_stmts``); otherwise the compute comes first
-    and nothing but the data flow orders the next tile's global loads after it (no
-    barrier between them)."""
+    ``% 2`` that the two touch different buffers).  The compute of
+    step ``loop`` then comes before the copy of step ``loop + 1``, with no barrier
+    between them: ptxas hoists the next tile's global loads over the FMAs
+    (docs/decisions.md, issue 23)."""
     from ..ir.nodes import Sync
-    from ..schedule import delete_sync, expand_dim, lift_alloc, reorder_stmts, rotate_loop
+    from ..schedule import delete_sync, expand_dim, lift_alloc, rotate_loop
     from ..schedule.cursors import Cursor
 
     for b in bufs:
@@ -324,8 +324,4 @@ def double_buffer(p, loop: str = "po", bufs=("As", "Bs"), copy_first: bool = Fal
     a = p.find_loop(loop).addr
     n_compute = len(body) - n_copy  # the barrier before the compute, the compute
     p = delete_sync(p, Cursor(p, "stmt", a + ("body", n_compute), None))
-    if copy_first:
-        for j in range(n_copy - 1):  # each copy past the compute statements
-            for pos in range(n_compute + j, 1 + j, -1):
-                p = reorder_stmts(p, Cursor(p, "block", a + ("body", pos - 1), pos + 1))
     return p

@@ -68,8 +68,7 @@ def test_rehearsal_planning_part_runs_in_ci():
 
 def test_wheel_folder_is_checked_against_the_list(tmp_path):
     cp = _load("campaign_plan")
-    import sys as _sys
-    _sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     import campaign_rehearse as cr
 
     for spec in cr.listed_wheels():
