@@ -2,11 +2,13 @@
 buffers' one state, and the checks of evaluation inputs.
 
 - ``HostExecutor``: the model's arena, constants and buffers in host memory
-  (numpy), every step launched from the model's unit (on the emulator; on a GPU with
-  copies in and out per launch).  ``Model.evaluate`` with numpy inputs.
+  (numpy), every step launched from the model's unit: ``Model.evaluate`` on the
+  emulator.  (On a GPU it would copy every array in and out around every launch; the
+  model never uses it there.)
 - ``DeviceExecutor`` (GPU): arena, constants and buffers in device memory, every
   step bound once (the pointers never move), run on a stream of its own: eagerly, or
-  captured once as a CUDA graph and replayed.  ``Model.evaluate`` with device arrays.
+  captured once as a CUDA graph and replayed.  ``Model.evaluate`` on a GPU model,
+  with device arrays (a device result) or numpy arrays (a numpy result).
 - ``BufferState``: the model's ``BufferTensor`` s are ONE state, held by the
   host (``model.buffers``) or by a device executor; a path that needs them where they
   are not copies them over first (see the class).

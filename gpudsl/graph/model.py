@@ -178,7 +178,8 @@ class Model:
 
     def evaluate(self, inputs: dict):
         """Run the graph on ``inputs`` (name -> array).  numpy arrays (or CPU torch
-        tensors) in: the result as a new numpy array.  Device arrays in (PyTorch / CuPy
+        tensors) in: the result as a new numpy array (on a GPU model the evaluation
+        still runs on the device, as below: only the inputs and the result are copied).  Device arrays in (PyTorch / CuPy
         / gpudsl's; numpy allowed beside them; a GPU model only): a new device array
         out (a gpudsl DeviceBuffer), no host round trip, the evaluation captured as a
         CUDA graph at the first such call and replayed after.  Buffers keep their
@@ -193,6 +194,11 @@ class Model:
                 return self._evaluate_device(inputs)
             values = check_inputs(self, inputs)
             self._check_ranges(values)
+            if self.device == "cuda" and self.unit is not None:
+                # host arrays in, host array out, but the model runs where its
+                # constants and buffers live: on the device (its executor, its CUDA
+                # graph); only the inputs and the result cross the bus
+                return self._run_on(self._device_executor(), values, device_out=False)
             return self._host.run(values)
         except GraphError as e:
             raise refile(e, self.graph.file) from None
@@ -203,17 +209,20 @@ class Model:
                              "emulator", hint="pass numpy arrays")
         values, host = check_device_inputs(self, inputs)
         self._check_ranges(host)
+        return self._run_on(self._device_executor(cuda_graph), values)
+
+    def _device_executor(self, cuda_graph: bool = True):
         if self._device_exec is None:
             from .executors import DeviceExecutor
 
             self._device_exec = DeviceExecutor(self, self.launches, self.unit, cuda_graph)
-        return self._run_on(self._device_exec, values)
+        return self._device_exec
 
-    def _run_on(self, ex, values: dict):
+    def _run_on(self, ex, values: dict, device_out: bool = True):
         """Run on a device executor ``ex`` (checked ``values``), the buffers handed to
         it first (copied over if the host, or another executor, holds them)."""
         self._state.to_device(ex)
-        return ex.run(values, device_out=True)
+        return ex.run(values, device_out=device_out)
 
     def reset_buffers(self):
         """Zero every BufferTensor."""
