@@ -9,8 +9,10 @@ with TF32 off (cuBLAS SGEMM), bandwidth nodes against a device-to-device copy of
 the same number of elements (its read + write bytes per second).  Bandwidth nodes
 run at several sizes: some fit in the L2 (timed twice: L2 flushed before each
 repetition, ``cold``, and not, ``warm``) and some are far above it.  Every time
-comes from :func:`gpudsl.runtime.timing.measure` (CUDA events, warm-up, L2 flush,
-median and interquartile range).  Each node's result is compared with its
+comes from :func:`gpudsl.runtime.timing.measure` (CUDA events, warm-up, L2 flush, a
+spin kernel that lets the host enqueue ahead so the events time the device's work,
+median and interquartile range); ``host us/call`` beside it is the host's own time per
+call, the launch overhead.  Each node's result is compared with its
 reference once before it is timed; a wrong one is reported, never timed.
 
 ``--target emulator`` runs the same cases at small sizes on the CPU emulator (numpy
@@ -365,11 +367,13 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
             t = timed(c.run, flush)
             rate = t.rate(c.amount)
             r.update(timing=t.to_dict(), median_ms=t.median_ms, spread_ms=t.spread_ms,
-                     rate=rate, unit="FLOP/s" if c.kind == "flops" else "B/s")
+                     rate=rate, unit="FLOP/s" if c.kind == "flops" else "B/s",
+                     host_ms=t.host_ms)
             peak = _peak(dev, c.kind, c.node == "matmul_tf32")
             r["roofline_fraction"] = rate / peak if peak else None
             if c.kind == "flops":
                 rt = timed(c.reference, flush)
+                r["reference_host_ms"] = rt.host_ms
                 r.update(reference=c.reference_name or (
                     "cuBLAS TF32" if c.node == "matmul_tf32" else
                     "cuBLAS SGEMM (torch.matmul, TF32 off)" if target == "cuda"
@@ -385,9 +389,10 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
             rows.append(r)
             scale, unit = (1e12, "TF/s") if c.kind == "flops" else (1e9, "GB/s")
             roof = f"{r['roofline_fraction']:6.1%}" if r["roofline_fraction"] else "   n/a"
+            host = f"  host {t.host_ms * 1e3:.0f} us/call" if t.host_ms is not None else ""
             log(f"{c.node:16} {c.size:>14} {r['l2']:4} {rate / scale:9.2f} {unit}  "
                 f"roofline {roof}  vs ref {r['ratio']:6.1%}  "
-                f"({t.median_ms:.4f} ms +- {t.spread_ms:.4f})")
+                f"({t.median_ms:.4f} ms +- {t.spread_ms:.4f}){host}")
     return {"emulated": small, "target": target, **facts,
             "device_table": dev.name if dev else None, "driver": _driver_version()
             if target == "cuda" else None, "reps": reps, "warmup": warmup,

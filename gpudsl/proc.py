@@ -22,10 +22,11 @@ class Proc:
     are equal when their code is (source locations aside).
     """
 
-    __slots__ = ("_ir", "_origin")
+    __slots__ = ("_ir", "_origin", "_hash")
 
     def __init__(self, ir: ProcDef, origin=None):
         self._ir = ir
+        self._hash = None
         # Cursor forwarding: (previous proc, forwarding function) or None.
         self._origin = origin
 
@@ -56,7 +57,12 @@ class Proc:
         return self._ir == other._ir
 
     def __hash__(self):
-        return hash(self._ir)
+        # the IR is immutable and hashing it walks every node: once per proc (ops and
+        # the kernel caches look a proc up on every call)
+        h = self._hash
+        if h is None:
+            h = self._hash = hash(self._ir)
+        return h
 
     def __str__(self):
         return print_proc(self._ir)

@@ -220,22 +220,25 @@ def _check_asserts(pdef: ProcDef, env: dict, error) -> None:
                         "satisfy it")
 
 
-_WRITTEN: dict = {}  # ProcDef -> names of the parameters it writes (through its callees too)
+# id(ProcDef) -> (that ProcDef, the names of the parameters it writes, through its
+# callees too); by identity: hashing a ProcDef walks all of it, and a call asks each time
+_WRITTEN: dict = {}
 
 
 def written_params(pdef: ProcDef) -> frozenset:
     """The tensor parameters ``pdef`` writes (its callees' writes included)."""
-    w = _WRITTEN.get(pdef)
-    if w is None:
-        from .inline import inline_calls, written_names
+    hit = _WRITTEN.get(id(pdef))
+    if hit is not None and hit[0] is pdef:
+        return hit[1]
+    from .inline import inline_calls, written_names
 
-        if len(_WRITTEN) > 1024:
-            _WRITTEN.clear()
-        try:
-            w = frozenset(written_names(inline_calls(pdef).body))
-        except Exception:  # a call the inliner refuses: every parameter may be written
-            w = frozenset(p.name for p in pdef.params)
-        _WRITTEN[pdef] = w
+    if len(_WRITTEN) > 1024:
+        _WRITTEN.clear()
+    try:
+        w = frozenset(written_names(inline_calls(pdef).body))
+    except Exception:  # a call the inliner refuses: every parameter may be written
+        w = frozenset(p.name for p in pdef.params)
+    _WRITTEN[id(pdef)] = (pdef, w)
     return w
 
 

@@ -93,3 +93,22 @@ def device_arch(device: int = 0) -> str:
             pass
     _arch = arch
     return arch
+
+
+def device_attribute(attr: int, device: int = 0) -> int | None:
+    """``cuDeviceGetAttribute`` of device ``device``, or None without a driver."""
+    if not driver_available():
+        return None
+    lib = libcuda()
+    try:
+        lib.cuDeviceGet.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+        lib.cuDeviceGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int,
+                                             ctypes.c_int]
+        dev, v = ctypes.c_int(0), ctypes.c_int(0)
+        if lib.cuDeviceGet(ctypes.byref(dev), device) != 0:
+            return None
+        if lib.cuDeviceGetAttribute(ctypes.byref(v), attr, dev) != 0:
+            return None
+        return v.value
+    except Exception:
+        return None

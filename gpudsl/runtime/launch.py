@@ -151,6 +151,9 @@ class CudaBackend:
 
         if self._dev is None:
             self._dev = DeviceModule(self.cubin, self.sigs)
+        if not temporaries and not self.capture_output and \
+                all(a.on_device for a in arrays.values()):
+            return self._run_async(arrays, launches)
         work: dict[str, Any] = {}
         copies = []
         for name, a in arrays.items():
@@ -180,6 +183,28 @@ class CudaBackend:
                 host[...] = buf.to_numpy()
         return self.output
 
+    def _run_async(self, arrays: dict[str, ArrayArg], launches) -> str:
+        """Every argument already on the device: enqueue on the caller's stream and
+        return, as PyTorch's and CuPy's own operations do (no copy, no allocation, no
+        synchronization).  The arrays are the caller's; their allocators order reuse on
+        that stream.  A fault surfaces at the next synchronization, or at once with
+        ``CUDA_LAUNCH_BLOCKING=1``."""
+        from . import device
+
+        stream = caller_stream(a.value for a in arrays.values())
+        mark = len(device._inflight)
+        try:
+            work = {name: a.device for name, a in arrays.items()}
+            for ln in launches:
+                args = [work[a.name] if isinstance(a, ArrayRef) else a for a in ln.args]
+                self._dev.launch(ln.kernel, ln.grid, ln.block, args, ln.dynamic_shared_bytes,
+                                 stream=stream)
+        finally:
+            del device._inflight[mark:]  # the driver copied the arguments at each launch
+        if launch_blocking():
+            device.synchronize()
+        return ""
+
     def enqueue(self, work: dict, launches, stream) -> None:
         """Enqueue ``launches`` on ``stream`` (a ``CUstream`` handle or a
         :class:`~gpudsl.runtime.graphs.Stream`) with the device buffers in ``work`` by name:
@@ -193,6 +218,28 @@ class CudaBackend:
             args = [work[a.name] if isinstance(a, ArrayRef) else a for a in ln.args]
             self._dev.launch(ln.kernel, ln.grid, ln.block, args, ln.dynamic_shared_bytes,
                              stream=int(stream))
+
+
+def launch_blocking() -> bool:
+    """``CUDA_LAUNCH_BLOCKING=1`` (CUDA's and PyTorch's switch): wait for every launch."""
+    import os
+
+    return os.environ.get("CUDA_LAUNCH_BLOCKING", "") not in ("", "0")
+
+
+def caller_stream(values) -> int | None:
+    """The stream the caller's own library enqueues on now: PyTorch's current stream
+    for torch tensors, CuPy's for CuPy arrays; None (the legacy default stream)
+    otherwise or when that is the default."""
+    import sys
+
+    torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
+    for v in values:
+        if torch is not None and isinstance(v, torch.Tensor):
+            return int(torch.cuda.current_stream(v.device).cuda_stream) or None
+        if cupy is not None and isinstance(v, cupy.ndarray):
+            return int(cupy.cuda.get_current_stream().ptr) or None
+    return None
 
 
 class _captured_fd1:

@@ -11,9 +11,14 @@
    ``restore`` and the flush are outside the timed region;
 3. the median and the spread (interquartile range, plus min and max) of the repetitions.
 
-The flush is queued on the GPU just before the start event; while it runs (about
-0.1 ms for 256 MB on an H100) the host prepares the timed launch, so a call's Python
-overhead is hidden unless it is longer than the flush.
+Between the flush and the start event a one-thread kernel spins (``gpudsl.runtime.spin``)
+for a few times the host time one call took in the warm-up: the host enqueues the
+start event, the calls and the stop event while the GPU is still spinning, so the
+events time the device's work and not the Python between launches on an idle GPU (the
+first GPU campaign measured 0.5 ms of it around a 7 us kernel).  Each repetition checks
+that the spin outlasted the host's enqueueing; ``covered`` counts those that did, and a
+call that synchronizes inside (a result read back to the host) is timed with its host
+work, with a note.  ``host_ms`` is the host's own time per call (the launch overhead).
 
 ``target="emulator"`` times the same loop on the CPU with ``time.perf_counter`` (no
 flush: there is no GPU cache) and labels the result ``emulated``; such figures say
@@ -28,6 +33,8 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
+
+from .driver import device_attribute
 
 MIN_FLUSH_BYTES = 256 * 1024 * 1024  # notes/performance.md: "write a 256 MB buffer"
 FLUSH_L2_MULTIPLE = 4  # and at least 4x the L2 the device reports
@@ -54,6 +61,8 @@ class Timing:
     flush_bytes: int = 0  # 0: the L2 was not flushed
     restored: bool = False  # in-place arguments restored before each repetition
     notes: list[str] = field(default_factory=list)
+    host_ms: float | None = None  # median host time per call (the launch overhead)
+    covered: int | None = None  # repetitions whose host work the spin covered
 
     def rate(self, amount: float) -> float:
         """``amount`` (FLOPs or bytes) per second at the median time."""
@@ -106,27 +115,6 @@ def _cuda():
             fn.argtypes = argtypes
             fn.restype = ctypes.c_int
     return lib
-
-
-def device_attribute(attr: int, device: int = 0) -> int | None:
-    """``cuDeviceGetAttribute`` of device ``device``, or None without a driver."""
-    from .driver import driver_available, libcuda
-
-    if not driver_available():
-        return None
-    lib = libcuda()
-    try:
-        lib.cuDeviceGet.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
-        lib.cuDeviceGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int,
-                                             ctypes.c_int]
-        dev, v = ctypes.c_int(0), ctypes.c_int(0)
-        if lib.cuDeviceGet(ctypes.byref(dev), device) != 0:
-            return None
-        if lib.cuDeviceGetAttribute(ctypes.byref(v), attr, dev) != 0:
-            return None
-        return v.value
-    except Exception:
-        return None
 
 
 def l2_bytes() -> int | None:
@@ -246,35 +234,65 @@ def measure(fn: Callable[[], object], *, target: str = "cuda", warmup: int = 3,
                 fn()
             times.append((time.perf_counter() - t0) * 1e3 / inner)
         return _result(times, "perf_counter", True, warmup, reps, inner, 0, restore)
+    return _measure_cuda(fn, warmup, reps, inner, restore, flush, flush_nbytes)
+
+
+MIN_SPIN_US, MAX_SPIN_US = 100.0, 50_000.0
+
+
+def _measure_cuda(fn, warmup, reps, inner, restore, flush, flush_nbytes) -> Timing:
     from .device import synchronize
+    from .spin import spinner, still_running
 
     lib = _cuda()
     flusher = _flusher(flush_nbytes) if flush else None
     start, stop = _Event(lib), _Event(lib)
+    spin = spinner()
     synchronize()
-    times = []
+    t0 = time.perf_counter()
+    fn()  # one more warm call: the host's time for one call sizes the spin
+    spin_us = min(max(4e6 * (time.perf_counter() - t0) * inner, MIN_SPIN_US), MAX_SPIN_US)
+    synchronize()
+    times, hosts, covered, synced = [], [], 0, 0
     for _ in range(reps):
         if restore is not None:
             restore()
         if flusher is not None:
             flusher.flush()
+        spin.spin(spin_us)
         start.record()
+        t0 = time.perf_counter()
         for _ in range(inner):
             fn()
+        host = time.perf_counter() - t0
+        ok = still_running(lib, start.ev)
         stop.record()
         times.append(stop.ms_since(start) / inner)
+        hosts.append(host * 1e3 / inner)
+        covered += ok
+        if not ok and host * 1e6 < spin_us / 2:
+            synced += 1  # the spin was long enough: the calls waited for the GPU
+        elif not ok:
+            spin_us = min(2 * spin_us, MAX_SPIN_US)
     synchronize()  # a fault in the timed work raises here
+    notes = [f"{reps - covered} of {reps} repetitions include host time: the call "
+             "synchronizes with the GPU" if synced else f"{reps - covered} of {reps} "
+             "repetitions include host time: the host enqueued more slowly than the spin"
+             ] if covered < reps else []
     return _result(times, "cuda-events", False, warmup, reps, inner,
-                   flusher.nbytes if flusher else 0, restore)
+                   flusher.nbytes if flusher else 0, restore, notes,
+                   statistics.median(hosts), covered)
 
 
-def _result(times, method, emulated, warmup, reps, inner, flushed, restore) -> Timing:
+def _result(times, method, emulated, warmup, reps, inner, flushed, restore, notes=(),
+            host_ms=None, covered=None) -> Timing:
     med, spread = summarize(times)
-    notes = ["emulated: CPU time of the emulator, not a GPU figure"] if emulated else []
+    notes = (["emulated: CPU time of the emulator, not a GPU figure"] if emulated else []) + \
+        list(notes)
     return Timing(times_ms=list(times), median_ms=med, spread_ms=spread, min_ms=min(times),
                   max_ms=max(times), method=method, emulated=emulated, warmup=warmup,
                   reps=reps, inner=inner, flush_bytes=flushed, restored=restore is not None,
-                  notes=notes)
+                  notes=notes, host_ms=host_ms, covered=covered)
 
 
 __all__ = ["Timing", "measure", "summarize", "flush_bytes", "l2_bytes", "device_attribute",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import time
 
 import numpy as np
 
@@ -146,17 +147,44 @@ def _full_like(like, shape, value):
     return out
 
 
+_TUNED: dict = {}  # (task, shape_args, target) -> (the database's stamp, winner or None)
+URL_STORE_SECONDS = 60.0  # a database server's winners are read again after this
+
+
+def _db_stamp():
+    """What changes when the tuning database does: a file's modification time (None:
+    no file), or, for a database server, the current minute-long period."""
+    from ..autotune.db import default_path
+
+    where = default_path()
+    if isinstance(where, str):
+        return (where, int(time.monotonic() // URL_STORE_SECONDS))
+    try:
+        return (str(where), where.stat().st_mtime_ns)
+    except OSError:
+        return (str(where), None)
+
+
 def _tuned(task: str, *shape_args):
     """The tuning database's winner for a bandwidth node (its task in
     ``tuning`` built from ``shape_args``) on this device, or None: the defaults.
-    Never tunes; an unreadable database is no winner."""
+    Never tunes; an unreadable database is no winner.  Read once per database
+    version: an op call costs one ``stat`` here."""
     from . import tuning
 
+    key, stamp = (task, shape_args, target()), _db_stamp()
+    hit = _TUNED.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
     cls = {"permute": tuning.PermuteTask, "slice": tuning.SliceTask,
            "replace_slice": tuning.ReplaceSliceTask}.get(task)
-    if cls is None:
-        return tuning.tuned_kernel(lambda: tuning.PointwiseTask(task, *shape_args), target())
-    return tuning.tuned_kernel(lambda: cls(*shape_args), target())
+    make = (lambda: cls(*shape_args)) if cls is not None else \
+        (lambda: tuning.PointwiseTask(task, *shape_args))
+    winner = tuning.tuned_kernel(make, key[2])
+    if len(_TUNED) > 4096:
+        _TUNED.clear()
+    _TUNED[key] = (stamp, winner)
+    return winner
 
 
 def _binary(op: str, a, b):

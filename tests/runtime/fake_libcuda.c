@@ -10,6 +10,8 @@ static double fake_ms;  /* the fake GPU clock that events read */
 static int nmemset; static size_t last_memset;
 static unsigned last_cfg[7];
 static int nlaunch;
+static int nspin;  /* launches of gpudsl_spin (timing's spin kernel) */
+static int event_query_result = 600;  /* CUDA_ERROR_NOT_READY: the spin still runs */
 
 int cuInit(unsigned f) { (void)f; return 0; }
 int cuDeviceGetCount(int* n) { *n = 1; return 0; }
@@ -31,7 +33,8 @@ int cuFuncSetAttribute(void* f, int a, int v) { (void)f; (void)a; (void)v; retur
 int cuFuncGetAttribute(int* v, int a, void* f) { (void)a; (void)f; *v = 32; return 0; }
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                    unsigned bz, unsigned shmem, void* stream, void** params, void** extra) {
-  (void)f; (void)stream; (void)extra;
+  (void)stream; (void)extra;
+  if (strcmp((const char*)f, "gpudsl_spin") == 0) { ++nspin; return 0; }  /* takes no fake time */
   unsigned cfg[7] = {gx, gy, gz, bx, by, bz, shmem};
   memcpy(last_cfg, cfg, sizeof cfg);
   for (int i = 0; i < 3; ++i) memcpy(&last[i], params[i], 8);  /* the test kernel has 3 */
@@ -61,3 +64,6 @@ int cuEventDestroy_v2(void* e) { free(e); return 0; }
 int cuDeviceGetName(char* name, int len, int d) { (void)d; strncpy(name, "Fake H100", len); return 0; }
 int cuDriverGetVersion(int* v) { *v = 13000; return 0; }
 int fake_memsets(size_t* n) { *n = last_memset; return nmemset; }
+int cuEventQuery(void* e) { (void)e; return event_query_result; }
+int fake_spins(void) { return nspin; }
+void fake_set_event_query(int r) { event_query_result = r; }

@@ -85,6 +85,15 @@ def test_cuda_path_with_a_fake_driver(fake_driver, monkeypatch):  # noqa: F811
     t2 = timing.measure(lambda: mod.launch("scale", 1, 8, [buf, np.int32(8), np.float32(1)]),
                         warmup=0, reps=3, inner=4, flush=False)
     assert t2.times_ms == [1.0] * 3 and t2.flush_bytes == 0
+    # a spin before each repetition's start event, and each one covered the host's work
+    assert fake_driver.fake_spins() >= 4 + 3
+    assert t.covered == 4 and t2.covered == 3 and t.notes == [] and t.host_ms >= 0
+    # a spin that had ended before the calls returned: counted and said
+    fake_driver.fake_set_event_query(0)
+    t3 = timing.measure(lambda: mod.launch("scale", 1, 8, [buf, np.int32(8), np.float32(1)]),
+                        warmup=0, reps=3)
+    fake_driver.fake_set_event_query(600)
+    assert t3.covered == 0 and "3 of 3 repetitions include host time" in t3.notes[0]
     facts = timing.device_facts()
     assert facts["device"] == "Fake H100" and facts["driver_cuda_version"] == "13.0"
     assert facts["l2_bytes"] == 50 * 1024 * 1024 and facts["sms"] == 132
@@ -126,4 +135,7 @@ def test_gpu_flush_makes_an_l2_resident_read_slower():
 
     cold = timing.measure(copy, warmup=3, reps=21)
     warm = timing.measure(copy, warmup=3, reps=21, flush=False)
+    # the spin hides the launch latency (the first campaign, without it: the idle
+    # GPU's launch latency made the warm copy 13.8 us against the cold one's 11.1 us)
+    assert warm.covered == warm.reps and cold.covered == cold.reps, (warm.notes, cold.notes)
     assert cold.median_ms > warm.median_ms, (cold.median_ms, warm.median_ms)
