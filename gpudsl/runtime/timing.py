@@ -247,41 +247,58 @@ def _measure_cuda(fn, warmup, reps, inner, restore, flush, flush_nbytes) -> Timi
     lib = _cuda()
     flusher = _flusher(flush_nbytes) if flush else None
     start, stop = _Event(lib), _Event(lib)
-    spin = spinner()
-    synchronize()
-    t0 = time.perf_counter()
-    fn()  # one more warm call: the host's time for one call sizes the spin
-    spin_us = min(max(4e6 * (time.perf_counter() - t0) * inner, MIN_SPIN_US), MAX_SPIN_US)
-    synchronize()
-    times, hosts, covered, synced = [], [], 0, 0
+    spin_us, waits = _probe(fn, inner, spinner(), lib, start)
+    times, hosts, covered = [], [], 0
     for _ in range(reps):
         if restore is not None:
             restore()
         if flusher is not None:
             flusher.flush()
-        spin.spin(spin_us)
+        if not waits:
+            spinner().spin(spin_us)
         start.record()
         t0 = time.perf_counter()
         for _ in range(inner):
             fn()
         host = time.perf_counter() - t0
-        ok = still_running(lib, start.ev)
+        ok = not waits and still_running(lib, start.ev)
         stop.record()
         times.append(stop.ms_since(start) / inner)
         hosts.append(host * 1e3 / inner)
         covered += ok
-        if not ok and host * 1e6 < spin_us / 2:
-            synced += 1  # the spin was long enough: the calls waited for the GPU
-        elif not ok:
-            spin_us = min(2 * spin_us, MAX_SPIN_US)
+        if not ok and not waits:
+            spin_us = min(2 * spin_us, MAX_SPIN_US)  # the host was slower than the spin
     synchronize()  # a fault in the timed work raises here
-    notes = [f"{reps - covered} of {reps} repetitions include host time: the call "
-             "synchronizes with the GPU" if synced else f"{reps - covered} of {reps} "
-             "repetitions include host time: the host enqueued more slowly than the spin"
-             ] if covered < reps else []
+    notes = (["the call waits for the GPU (it reads a result back): its times include "
+              "the host's work"] if waits else
+             [f"{reps - covered} of {reps} repetitions include host time: the host "
+              "enqueued more slowly than the spin"] if covered < reps else [])
     return _result(times, "cuda-events", False, warmup, reps, inner,
                    flusher.nbytes if flusher else 0, restore, notes,
                    statistics.median(hosts), covered)
+
+
+PROBE_SPIN_US = 20_000.0
+
+
+def _probe(fn, inner, spin, lib, start) -> tuple[float, bool]:
+    """One more warm call behind a 20 ms spin: returns the spin to use (a few times
+    the host's time per call) and whether the call waits for the GPU (its host time
+    covers the spin, and the spin has ended when it returns): such a call cannot be
+    separated from its host work, and spinning before it would only be waited for."""
+    from .device import synchronize
+    from .spin import still_running
+
+    synchronize()
+    spin.spin(PROBE_SPIN_US)
+    start.record()
+    t0 = time.perf_counter()
+    fn()
+    host = time.perf_counter() - t0
+    ahead = still_running(lib, start.ev)
+    synchronize()
+    waits = not ahead and host * 1e6 >= 0.8 * PROBE_SPIN_US
+    return min(max(4e6 * host * inner, MIN_SPIN_US), MAX_SPIN_US), waits
 
 
 def _result(times, method, emulated, warmup, reps, inner, flushed, restore, notes=(),

@@ -276,15 +276,27 @@ def _index_tensor(like, name, v):
     if hasattr(v, "shape") and len(v.shape) == 0 and _is_device(v):
         return v.reshape(1)
     value = as_int(name, v)
-    if _is_device(like):
+    if _is_device(like):  # filled on the device: a host-to-device copy would synchronize
         if hasattr(like, "new_empty"):  # torch
             import torch
 
-            return torch.tensor([value], dtype=torch.int64, device=like.device)
+            return torch.full((1,), value, dtype=torch.int64, device=like.device)
         import cupy
 
-        return cupy.asarray([value], dtype=np.int64)
+        return cupy.full((1,), value, dtype=np.int64)
     return np.array([value], dtype=np.int64)
+
+
+def _is_host_int(v) -> bool:
+    """An index given as a Python / numpy integer (checked on the host), not a tensor
+    the kernel reads at run time."""
+    return not _is_array(v) and not (hasattr(v, "shape") and _is_device(v))
+
+
+def _raise_on_fault(err, message: str) -> None:
+    """Read the kernel's fault flag back (this waits for the kernel) and raise."""
+    if int(err[0]) != 0:
+        raise NodeError(message)
 
 
 @_op
@@ -296,6 +308,13 @@ def replace_slice(x, r, begin, end):
     xs, rs = check_tensor("x", x), check_tensor("r", r)
     require(len(xs) == len(rs) and xs[1:] == rs[1:],
             f"r's shape {rs} does not match x's {xs} beyond the first axis")
+    n, c = _rows(xs)
+    m = rs[0]
+    on_host = _is_host_int(begin) and _is_host_int(end)
+    if on_host:  # checked here: the kernel's own check cannot fail, no need to wait
+        b, e = as_int("begin", begin), as_int("end", end)
+        require(0 <= b <= e <= n and e - b == m, f"the range [{b}, {e}) is outside x "
+                f"(first axis {n}) or does not hold r's {m} rows; nothing was written")
     begin, end = _index_tensor(x, "begin", begin), _index_tensor(x, "end", end)
     for name, t in (("begin", begin), ("end", end)):
         require(tuple(t.shape) == (1,) and "int64" in str(t.dtype),
@@ -303,16 +322,14 @@ def replace_slice(x, r, begin, end):
                 f"{tuple(t.shape)} and dtype {t.dtype}")
     require(getattr(x, "flags", None) is None or x.flags.c_contiguous,
             "replace_slice writes in place and needs a contiguous x")
-    n, c = _rows(xs)
-    m = rs[0]
     err = _zeros(x, (1,), np.int32)
     p = (_tuned("replace_slice", (n, c), 0, m) if 0 < m <= n else None) or plan_replace_slice(c)
     _run(p, x=x.reshape(n, c), r=_contig(r).reshape(m, c),
          begin=begin, end=end, err=err)
-    if int(err[0]) != 0:
-        raise NodeError(f"the range [begin, end) read from the device is "
-                        f"outside x (first axis {n}) or does not hold r's {m} rows; nothing "
-                        "was written")
+    if not on_host:
+        _raise_on_fault(err, f"the range [begin, end) read from the device is outside x "
+                        f"(first axis {n}) or does not hold r's {m} rows; nothing was "
+                        "written")
     return x
 
 
@@ -451,7 +468,8 @@ def sliced_softmax(x, prefix):
 
     xs = check_tensor("x", x)
     n = xs[-1]
-    if not _is_array(prefix) and not (hasattr(prefix, "shape") and _is_device(prefix)):
+    on_host = _is_host_int(prefix)
+    if on_host:
         value = as_int("prefix", prefix)
         require(0 <= value <= n, f"prefix {value} is outside [0, {n}], the last axis")
     prefix = _index_tensor(x, "prefix", prefix)
@@ -464,9 +482,9 @@ def sliced_softmax(x, prefix):
     err = _zeros(x, (1,), np.int32)
     _run(plan_sliced_softmax(n), x=x.reshape(r, n), prefix=prefix, out=out.reshape(r, n),
          err=err)
-    if int(err[0]) != 0:
-        raise NodeError(f"the prefix read from the device is outside [0, {n}], the last "
-                        "axis")
+    if not on_host:
+        _raise_on_fault(err, f"the prefix read from the device is outside [0, {n}], the "
+                        "last axis")
     return out
 
 
@@ -495,7 +513,8 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     low = m if causal else 1
     if prefix is None:
         prefix = n
-    if not _is_array(prefix) and not (hasattr(prefix, "shape") and _is_device(prefix)):
+    on_host = _is_host_int(prefix)
+    if on_host:
         value = as_int("prefix", prefix)
         require(1 <= value <= n, f"prefix {value} is outside [1, {n}], the keys")
         require(value >= low, f"prefix {value} is below the {m} query rows; with "
@@ -513,8 +532,8 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     err = _zeros(q, (1,), np.int32)
     _run(plan_attention(m, d, bool(causal)), q=q, k=k, v=v, prefix=prefix,
          scale=np.float32(scale), out=out, err=err)
-    if int(err[0]) != 0:
-        raise NodeError(f"the prefix read from the device is outside [{low}, {n}]"
+    if not on_host:
+        _raise_on_fault(err, f"the prefix read from the device is outside [{low}, {n}]"
                         + (" (causal: at least the query rows)" if causal else ""))
     return out
 

@@ -92,8 +92,16 @@ def test_cuda_path_with_a_fake_driver(fake_driver, monkeypatch):  # noqa: F811
     fake_driver.fake_set_event_query(0)
     t3 = timing.measure(lambda: mod.launch("scale", 1, 8, [buf, np.int32(8), np.float32(1)]),
                         warmup=0, reps=3)
-    fake_driver.fake_set_event_query(600)
     assert t3.covered == 0 and "3 of 3 repetitions include host time" in t3.notes[0]
+    # a call that waits for the GPU (its host time covers the probe's spin, which has
+    # ended): no spin before its repetitions, which would only be waited for, and a note
+    import time as _time
+
+    spins = fake_driver.fake_spins()
+    t4 = timing.measure(lambda: _time.sleep(0.021), warmup=0, reps=2)
+    fake_driver.fake_set_event_query(600)
+    assert fake_driver.fake_spins() == spins + 1  # the probe's only
+    assert t4.covered == 0 and "waits for the GPU" in t4.notes[0] and t4.host_ms >= 20
     facts = timing.device_facts()
     assert facts["device"] == "Fake H100" and facts["driver_cuda_version"] == "13.0"
     assert facts["l2_bytes"] == 50 * 1024 * 1024 and facts["sms"] == 132

@@ -101,3 +101,28 @@ def test_inputs_that_are_not_contiguous():
     np.testing.assert_allclose(ops.matmul(a, b), a @ b, rtol=2e-4, atol=2e-4)
     np.testing.assert_array_equal(ops.relu(a), np.maximum(a, 0))
     np.testing.assert_array_equal(ops.permute(a, (1, 0)), a.T)
+
+
+def test_host_int_indices_are_checked_on_the_host_and_never_read_back(monkeypatch):
+    """An int prefix / range is checked before the launch, so the kernel's fault flag
+    cannot be set and is not read back: on a GPU that read waits for the kernel (the
+    first campaign: sliced_softmax and attention synchronized on every call).  A
+    tensor the kernel reads at run time is still read back."""
+    from gpudsl.stdlib import ops as stdlib_ops
+
+    reads = []
+    real = stdlib_ops._raise_on_fault
+    monkeypatch.setattr(stdlib_ops, "_raise_on_fault", lambda err, msg: reads.append(msg) or
+                        real(err, msg))
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    ops.sliced_softmax(x, 3)
+    ops.replace_slice(x.copy(), x[:2], 1, 3)
+    q = np.ones((1, 1, 32), np.float32)
+    ops.attention(q, q, q, prefix=1)
+    assert reads == []
+    ops.sliced_softmax(x, np.array([3]))
+    ops.replace_slice(x.copy(), x[:2], np.array([1]), np.array([3]))
+    ops.attention(q, q, q, prefix=np.array([1]))
+    assert len(reads) == 3
+    with pytest.raises(gpudsl.Error, match=r"range \[3, 5\) is outside x"):
+        ops.replace_slice(x.copy(), x[:2], 3, 5)
