@@ -30,8 +30,9 @@ emulator target reports them too).
 """
 from __future__ import annotations
 
+import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -137,6 +138,7 @@ class Kernel:
         self.proved = self.report is not None
         self._written = written_names(inline_calls(self.ir).body)
         self._specs: dict[tuple, _Spec] = {}
+        self._plans: dict[tuple, tuple] = {}  # (sizes, shapes) -> (spec, launches, scalars?)
         self._lock = threading.Lock()
         self._late: tuple[str, ...] = ()  # sizes bound from the arguments
         self._last: _Spec | None = None
@@ -271,13 +273,8 @@ class Kernel:
 
     def __call__(self, *args, **kwargs) -> None:
         b = self.bind(*args, **kwargs)
-        numels = [int(np.prod(a.shape, dtype=np.int64)) for a in b.arrays.values()]
-        base = self._spec(b.env, None) if self._late else self._last
-        bits = index_bits_for(base.module, b.env, numels)
-        spec = base if bits == base.module.index_bits else self._spec(b.env, bits)
-        self._last = spec
+        spec, plan = _planned(self, b)
         module = spec.module
-        plan = plan_launches(module, b, self.ir.name)
         if self.trace is None:
             printed = spec.backend.run(b.arrays, list(temporary_shapes(module, b.env)), plan)
             if printed:  # an @instr's printf, on the emulator
@@ -291,7 +288,43 @@ class Kernel:
             _print(self.trace_output)
 
 
-def plan_launches(module, b: Bound, name: str) -> list[Launch]:
+MAX_PLANS = 256
+
+
+def _planned(self: Kernel, b: Bound) -> tuple[_Spec, list[Launch]]:
+    """Kernel ``self``'s compiled variant and launches for ``b``: computed once per sizes and
+    shapes (the index width, the grids and the host loops depend on nothing else),
+    then only the call's scalar values are put in."""
+    key = (tuple(sorted(b.env.items())), tuple(a.shape for a in b.arrays.values()))
+    hit = self._plans.get(key)
+    if hit is None:
+        numels = [math.prod(a.shape) for a in b.arrays.values()]
+        base = self._spec(b.env, None) if self._late else self._last
+        bits = index_bits_for(base.module, b.env, numels)
+        spec = base if bits == base.module.index_bits else self._spec(b.env, bits)
+        plan = plan_launches(spec.module, b, self.ir.name, scalars_by_name=True)
+        if len(self._plans) >= MAX_PLANS:
+            self._plans.clear()
+        hit = self._plans[key] = (spec, plan, any(isinstance(a, _ScalarRef)
+                                                  for ln in plan for a in ln.args))
+    spec, plan, has_scalars = hit
+    self._last = spec
+    if has_scalars:
+        plan = [replace(ln, args=tuple(b.scalars[a.name] if isinstance(a, _ScalarRef) else a
+                                       for a in ln.args)) for ln in plan]
+    return spec, plan
+
+
+
+@dataclass(frozen=True)
+class _ScalarRef:
+    """In a cached plan: the call's value of scalar parameter ``name``."""
+
+    name: str
+
+
+def plan_launches(module, b: Bound, name: str, scalars_by_name: bool = False
+                  ) -> list[Launch]:
     """Every launch of a generated module's host program for the bound arguments ``b``
     (grid sizes and host loops computed), checked against the grid limits before the
     first one runs."""
@@ -310,7 +343,7 @@ def plan_launches(module, b: Bound, name: str) -> list[Launch]:
                                       f"gridDim.{d}; CUDA allows {lim}", k.loc,
                                       "map the largest BLOCKS loop innermost (to x), or "
                                       "divide it")
-            plan.append(_launch(module, k, grid, kenv, b))
+            plan.append(_launch(module, k, grid, kenv, b, scalars_by_name))
     except (NotConstant, ZeroDivisionError) as e:
         raise LaunchError(f"cannot compute the launches of {name}: {e}") from None
     return plan
@@ -343,15 +376,16 @@ def temporary_shapes(module, env):
         yield t.name, shape, dt
 
 
-def _launch(module, k, grid, kenv, b: Bound) -> Launch:
-    """One launch of kernel ``k``: its arguments in parameter order."""
+def _launch(module, k, grid, kenv, b: Bound, scalars_by_name: bool = False) -> Launch:
+    """One launch of kernel ``k``: its arguments in parameter order (scalars as
+    :class:`_ScalarRef` with ``scalars_by_name``)."""
     itype = np.int32 if module.index_bits == 32 else np.int64
     args = []
     for p in k.params:
         if p.kind == "array":
             args.append(ArrayRef(p.name))
         elif p.kind == "scalar":
-            args.append(b.scalars[p.name])
+            args.append(_ScalarRef(p.name) if scalars_by_name else b.scalars[p.name])
         else:
             args.append(itype(kenv[p.name]))
     return Launch(k.name, grid, k.block, tuple(args), k.dynamic_shared_bytes)

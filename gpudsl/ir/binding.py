@@ -152,6 +152,30 @@ def bind(pdef: ProcDef, given: dict, *, error, array: Callable[[Param, Any], Any
                         f"argument is {env[k]}")
         env.setdefault(k, v)
         origin.setdefault(k, "the compile-time binding")
+    key = (tuple(sorted(env.items())), tuple((n, tuple(a.shape)) for n, a in b.arrays.items()))
+    known = _SIZES.get(id(pdef))
+    if known is not None and known[0] is pdef and key in known[1]:
+        env.update(known[1][key])  # these sizes and shapes were checked before
+    else:
+        _check_sizes(pdef, b, origin, error, pass_hint)
+        if known is None or known[0] is not pdef or len(known[1]) > 256:
+            if len(_SIZES) > 1024:
+                _SIZES.clear()
+            known = _SIZES[id(pdef)] = (pdef, {})
+        known[1][key] = dict(env)
+    _check_aliasing(pdef, b.arrays, overlap, error)
+    return b
+
+
+# id(ProcDef) -> (that ProcDef, {(the given sizes, the arrays' shapes): the whole env}):
+# a call with the sizes and shapes of an earlier one that passed skips the inference and
+# the checks of sizes, shapes and assertions (a pure function of those); the arrays
+# themselves (types, aliasing) are checked at every call
+_SIZES: dict = {}
+
+
+def _check_sizes(pdef: ProcDef, b: Bound, origin: dict, error, pass_hint: str) -> None:
+    pname, env = pdef.name, b.env
     _infer_sizes(pdef, b, origin)
     for prm in pdef.params:
         if prm.kind in ("size", "index") and prm.name not in env:
@@ -164,8 +188,6 @@ def bind(pdef: ProcDef, given: dict, *, error, array: Callable[[Param, Any], Any
                         f"{env[prm.name]} (from {origin.get(prm.name, '?')})", prm.loc)
     _check_shapes(pdef, b, origin, error)
     _check_asserts(pdef, env, error)
-    _check_aliasing(pdef, b.arrays, overlap, error)
-    return b
 
 
 def _infer_sizes(pdef: ProcDef, b: Bound, origin: dict) -> None:
