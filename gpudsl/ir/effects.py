@@ -44,9 +44,19 @@ class Access:
         return self.mode != "r"
 
 
+_READS: dict = {}  # id(expr) -> (expr, its reads): nodes are immutable
+
+
 def reads_of(e: Expr) -> list:
     """The ``Read`` nodes of an expression, outermost first."""
-    return [n for n in walk(e) if isinstance(n, Read)]
+    hit = _READS.get(id(e))
+    if hit is not None and hit[0] is e:
+        return list(hit[1])
+    out = [n for n in walk(e) if isinstance(n, Read)]
+    if len(_READS) > 200_000:
+        _READS.clear()
+    _READS[id(e)] = (e, tuple(out))
+    return out
 
 
 def write_mode(s) -> str:

@@ -12,6 +12,7 @@ branch: between ``#if defined(__CUDA_ARCH__)`` and ``#else``, else the whole tex
     const float* pa = &{a};                 // a pointer into a window
     const float* pb = &{b} + (g - 2 * t);   // ... at an offset
     ... pa[8 * {a_stride_0} + t] ...        // a load: the window's base + offset
+    ... *reinterpret_cast<const float2*>(pb + 2 * t) ...   // a 2-element vector load
 
 Integer expressions of ``+ - * / % & | ^ << >>``, integer literals (``3u``), ``(int)``
 casts, the lane's declared integers and the windows' ``{p_stride_k}`` holes are
@@ -27,6 +28,7 @@ _LANE = re.compile(r'"mov\.u32 %0, %%laneid;"\s*:\s*"=r"\((\w+)\)')
 _INT_DECL = re.compile(r"\bconst\s+(?:unsigned\s+)?int\s+([^;]+);")
 _PTR_DECL = re.compile(r"\b(?:const\s+)?\w+\s*\*\s*(\w+)\s*=\s*&\{(\w+)\}\s*(?:\+\s*([^;]+))?;")
 _USE = re.compile(r"\b(\w+)\[")
+_VEC = re.compile(r"reinterpret_cast<\s*const\s+(?:float|uint|int)([24])\s*\*\s*>\(")
 _SAFE = re.compile(r"^[\w\s+\-*/%&|^<>()]*$")
 
 
@@ -35,6 +37,7 @@ class TemplateLoad:
     param: str  # the window parameter
     offset: object  # code object: the element offset from the window's base
     text: str
+    width: int = 1  # elements per lane (a float2/float4 load: 2/4)
 
 
 def _gpu_branch(template: str) -> str:
@@ -42,13 +45,13 @@ def _gpu_branch(template: str) -> str:
     return m.group(1) if m else template
 
 
-def _bracket(text: str, start: int) -> tuple[str, int] | None:
-    """The text inside the brackets opening at ``text[start] == '['``, and the end."""
+def _bracket(text: str, start: int, pair: str = "[]") -> tuple[str, int] | None:
+    """The text inside the brackets opening at ``text[start] == pair[0]``, and the end."""
     depth = 0
     for i in range(start, len(text)):
-        if text[i] == "[":
+        if text[i] == pair[0]:
             depth += 1
-        elif text[i] == "]":
+        elif text[i] == pair[1]:
             depth -= 1
             if depth == 0:
                 return text[start + 1:i], i + 1
@@ -107,6 +110,20 @@ def template_reads(template: str, arrays: set) -> tuple[list, list] | None:
         param, base = pointers[m.group(1)]
         text = f"({base}) + ({idx})"
         loads.append(TemplateLoad(param, compile(text, "<instr template>", "eval"), text))
+    for m in _VEC.finditer(gpu):  # *reinterpret_cast<const floatN*>(p + offset)
+        got = _bracket(gpu, m.end() - 1, "()")
+        if got is None:
+            return None
+        ptr, plus, rest = got[0].strip().partition("+")
+        if ptr.strip() not in pointers:
+            continue
+        idx = _py(rest) if plus else "0"
+        if idx is None:
+            return None
+        param, base = pointers[ptr.strip()]
+        text = f"({base}) + ({idx.strip()})"
+        loads.append(TemplateLoad(param, compile(text, "<instr template>", "eval"), text,
+                                  int(m.group(1))))
     if lane is None and loads:
         return None
     return ([(lane.group(1), None)] if lane else []) + decls, loads

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.control import NotConstant, evaluate
+from ..ir.control import NotConstant
+from ..ir.control import evaluate as _evaluate
 from ..ir.effects import Walker, inline_call
 from ..ir.nests import direct_nest, nest_dims
 from ..ir.printer import print_expr, print_stmt
@@ -27,6 +28,7 @@ from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS
 from .templates import lane_env, template_reads
 
 SEQ_SAMPLE = 8
+_COMPILED: dict = {}  # id(expr) -> (expr, code object or None)
 _TEMPLATES: dict = {}  # (instr template, window params) -> template_reads(...)
 MAX_REQUESTS = 64  # per access
 SECTOR = 32  # bytes
@@ -59,6 +61,80 @@ class AccessRecord:
     statement: str = ""
     unknown: bool = False  # an index the evaluator could not compute (data-dependent)
     assumes: str = ""  # the data-dependent guard(s) whose branch the figures assume taken
+
+
+_PY_OPS = {"+", "-", "*", "/", "//", "%", "&", "|", "^", "<<", ">>", "==", "!=", "<", "<=",
+           ">", ">="}
+_PY_BUILTINS = {"min": min, "max": max, "abs": abs, "_int": int,
+                "_select": lambda c, a, b: a if c else b}
+
+
+def _py_text(e) -> str | None:
+    """``e`` as Python text with ``ir.control.evaluate``'s meaning (Python's ``//``
+    and ``%``), or None for what it does not cover (memory reads: the evaluator then
+    answers)."""
+    from ..ir.nodes import BinOp, Builtin, Const, UnOp, Var
+
+    if isinstance(e, Const) and isinstance(e.val, (bool, int)):
+        return repr(e.val)
+    if isinstance(e, Var) and e.name.isidentifier():
+        return e.name
+    if isinstance(e, BinOp):
+        a, b = _py_text(e.lhs), _py_text(e.rhs)
+        if a is None or b is None:
+            return None
+        if e.op in ("and", "or"):
+            return f"bool(({a}) {e.op} ({b}))" if e.op == "and" else f"bool(({a}) or ({b}))"
+        return f"(({a}) {e.op} ({b}))" if e.op in _PY_OPS else None
+    if isinstance(e, UnOp):
+        a = _py_text(e.arg)
+        return None if a is None else (f"(not ({a}))" if e.op == "not" else f"(-({a}))")
+    if isinstance(e, Builtin):
+        args = [_py_text(x) for x in e.args]
+        if None in args:
+            return None
+        name = {"i32": "_int", "i64": "_int", "select": "_select"}.get(e.name, e.name)
+        return f"{name}({', '.join(args)})" if name in _PY_BUILTINS else None
+    return None
+
+
+def evaluate(e, env: dict):
+    """``ir.control.evaluate`` compiled once per expression (the walker evaluates the
+    same index expressions for every lane and sampled iteration)."""
+    hit = _COMPILED.get(id(e))
+    if hit is None or hit[0] is not e:
+        text = _py_text(e)
+        hit = (e, compile(text, "<index>", "eval") if text is not None else None)
+        if len(_COMPILED) > 200_000:
+            _COMPILED.clear()
+        _COMPILED[id(e)] = hit
+    if hit[1] is None:
+        return _evaluate(e, env)
+    try:
+        return eval(hit[1], {"__builtins__": _PY_BUILTINS}, env)  # noqa: S307 (IR text)
+    except NameError:
+        return _evaluate(e, env)  # raises NotConstant with the names
+
+
+def _offset_code(idx: tuple, shape: tuple):
+    """The row-major element offset of ``idx`` in ``shape`` as one compiled Python
+    expression (one evaluation per lane), or None where ``_py_text`` does not cover an
+    index."""
+    key = (id(idx), shape)
+    hit = _COMPILED.get(key)
+    if hit is not None and hit[0] is idx:
+        return hit[1]
+    parts = [_py_text(e) for e in idx]
+    code = None
+    if None not in parts and len(parts) == len(shape):
+        text = parts[0]
+        for p, n in zip(parts[1:], shape[1:]):
+            text = f"({text}) * {int(n)} + ({p})"
+        code = compile(text, "<offset>", "eval")
+    if len(_COMPILED) > 200_000:
+        _COMPILED.clear()
+    _COMPILED[key] = (idx, code)
+    return code
 
 
 def _prod(xs) -> int:
@@ -265,8 +341,8 @@ class WarpWalker(Walker):
             if ld.param not in recs:
                 continue
             rec, bases = recs[ld.param]
-            self.add(rec, Request({lane: [bases[lane] + int(eval(ld.offset, envs[lane]))]
-                                   for lane in lanes}))
+            self.add(rec, Request({lane: [bases[lane] + int(eval(ld.offset, envs[lane])) + e
+                                          for e in range(ld.width)] for lane in lanes}))
         return True
 
     # ------------------------------------------------------------ accesses
@@ -289,8 +365,15 @@ class WarpWalker(Walker):
         if len(rec.requests) >= MAX_REQUESTS:
             return  # the figures are the worst over the first MAX_REQUESTS requests
         offs = {}
+        code = _offset_code(idx, buf.shape)
         for lane, env in lanes.items():
             try:
+                if code is not None:
+                    try:
+                        offs[lane] = [eval(code, {"__builtins__": _PY_BUILTINS}, env)]  # noqa: S307
+                        continue
+                    except NameError:
+                        pass  # the evaluator names what is missing
                 offs[lane] = [linear(tuple(evaluate(e, env) for e in idx), buf.shape)]
             except (NotConstant, ZeroDivisionError, TypeError):
                 rec.unknown = True
