@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import LaunchError
 from ..ir.binding import Bound, bind, check_array_type, merge_positional
 from ..ir.nodes import ProcDef
+from ..runtime.interop import as_device_array, is_torch_cuda
 from ..runtime.launch import ArrayArg, arrays_overlap
 
 DEVICE_HINT = "pass a numpy array or a device array (PyTorch, CuPy)"
@@ -45,6 +46,8 @@ def bind_arguments(pdef: ProcDef, args: tuple, kwargs: dict, bindings: dict, tar
 
 
 def _array(pname, prm, v, target, written) -> ArrayArg:
+    if is_torch_cuda(v):
+        return _device_array(pname, prm, v, target, written)
     if isinstance(v, np.ndarray) or not (hasattr(v, "__cuda_array_interface__")
                                          or hasattr(v, "__dlpack_device__")
                                          or hasattr(v, "__dlpack__")):
@@ -66,12 +69,14 @@ def _array(pname, prm, v, target, written) -> ArrayArg:
             except Exception:
                 host = np.asarray(v)
             return _host_array(pname, prm, host, v, written)
+    return _device_array(pname, prm, v, target, written)
+
+
+def _device_array(pname, prm, v, target, written) -> ArrayArg:
     if target == "emulator":
         raise LaunchError(f"'{prm.name}' of {pname} is a GPU array, but this kernel runs on the "
                           "emulator (CPU)", prm.loc,
                           "pass numpy arrays (or CPU tensors), or compile for target 'cuda'")
-    from ..runtime.interop import as_device_array
-
     d = as_device_array(v)
     bf16 = getattr(d, "bfloat16", False)
     check_array_type(pname, prm, d.dtype, len(d.shape), LaunchError,

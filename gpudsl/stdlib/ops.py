@@ -106,7 +106,9 @@ def _kernel(p):
 
 
 def _is_device(x) -> bool:
-    return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "is_cuda", False))
+    if getattr(x, "is_cuda", None) is not None:  # torch: its flag, not the interface
+        return bool(x.is_cuda)
+    return hasattr(x, "__cuda_array_interface__")
 
 
 def _contig(x):

@@ -92,3 +92,41 @@ def test_host_arrays_and_temporaries_still_synchronize(backend, monkeypatch):
     assert rec.syncs == 1 and copied == [h]
     b.run({"x": _dev_arg("x")}, [("t", (4,), np.float32)], PLAN)
     assert rec.syncs == 2  # a temporary of the call's own: freed after the wait
+
+
+class FakeTorchCuda:
+    """What gpudsl reads of a PyTorch CUDA tensor; its ``__cuda_array_interface__``
+    (a dict built in Python on every read) must not be touched."""
+    is_cuda, requires_grad = True, False
+
+    def __init__(self, shape, dtype="torch.float32", strides=None):
+        self.shape, self.dtype, self._strides = shape, dtype, strides
+
+    def data_ptr(self):
+        return 0xD000
+
+    def is_contiguous(self):
+        return self._strides is None
+
+    def stride(self):
+        return self._strides
+
+    @property
+    def __cuda_array_interface__(self):
+        raise AssertionError("the interface was read")
+
+
+def test_torch_cuda_tensors_are_read_through_their_accessors():
+    from gpudsl.runtime.interop import as_device_array
+
+    d = as_device_array(FakeTorchCuda((4, 8)))
+    assert (d.ptr, d.shape, d.dtype, d.strides, d.c_contiguous) == \
+        (0xD000, (4, 8), np.dtype(np.float32), None, True)
+    t = as_device_array(FakeTorchCuda((8, 4), strides=(1, 8)))  # a transpose
+    assert t.strides == (4, 32) and not t.c_contiguous
+    b = as_device_array(FakeTorchCuda((2,), "torch.bfloat16"))
+    assert b.bfloat16 and b.dtype == np.uint16
+    g = FakeTorchCuda((2,))
+    g.requires_grad = True  # refused by PyTorch's own export: the general path decides
+    with pytest.raises(AssertionError, match="interface was read"):
+        as_device_array(g)
