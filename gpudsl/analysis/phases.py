@@ -360,6 +360,11 @@ class PhaseRelation:
                         self.before(p1, d + 1, t1))
         s = L1[i1]
         if isinstance(s, If):
+            # an access in the condition runs before either branch
+            if d + 1 == len(p1) and d + 1 < len(p2):
+                return self.before(p2, d + 1, t2)
+            if d + 1 == len(p2) and d + 1 < len(p1):
+                return self.before(p1, d + 1, t1)
             return self._same(p1, p2, d + 1, t1, t2)
         if not isinstance(s, For):
             return True

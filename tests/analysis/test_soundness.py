@@ -121,7 +121,10 @@ def block_items(draw, T, depth, kv, counter):
                          [f"for {k} in seq({at}, 3):"] + inner)
         else:
             # issue 13: uniform ifs on seq variables too
-            cond = draw(st.sampled_from(["n > 1", "b == 0", "b % 2 == 1"] +
+            # issue 28: conditions on data every thread reads at one place (uniform
+            # when no thread writes it in the same phase)
+            cond = draw(st.sampled_from(["n > 1", "b == 0", "b % 2 == 1", "s[0] > 0.0",
+                                         "x[b + 1] > 1.0", "y[b] == 0.0"] +
                                         ([f"{kv} == 0", f"{kv} > 0", f"{kv} % 2 == 1"]
                                          if kv else [])))
             inner = draw(block_items(T, depth + 1, kv, counter))
