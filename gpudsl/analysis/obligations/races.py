@@ -27,6 +27,7 @@ from ..report import Diagnostic
 from ...ir.smt import DEFAULT_TIMEOUT_MS, SAT, UNKNOWN, Unsupported
 from ..phases import PhaseRelation
 from ..sync_counts import kernel_syncs
+from ..tickets import ticket_facts
 from . import Ctx
 
 _PHASES = PhaseRelation()
@@ -343,6 +344,8 @@ def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
         if not alts:
             return None
         cons.append(z3.Or(*alts))
+        if same_kernel and (t1.tickets or t2.tickets):
+            cons += ticket_facts(t1, t2, [_v(t1, l.iter) == _v(t2, l.iter) for l in host])
     except Unsupported as e:
         ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
                     [a1.loc, a2.loc], str(e) or "unsupported expression")
