@@ -1,0 +1,67 @@
+"""The width of index arithmetic from the value ranges of every index term (issue 28):
+in a 32-bit translation unit ``(n * m + t) % 10`` with ``n = m = 65537`` computed the
+product in ``int`` (2**32 + 2**17 + 1 wrapped: index 3 on the emulator, 9 in the
+interpreter, for a proc check() proved).  A launch whose index terms may leave 32 bits
+now gets the 64-bit unit."""
+from __future__ import annotations
+
+import numpy as np
+
+import gpudsl
+from gpudsl.codegen import generate, index_bits_for
+from gpudsl.codegen.ranges import index_terms_fit
+
+NS = vars(gpudsl)
+
+SRC = '''
+def f(n: size, m: size, y: f32[16]):
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, 1) @ THREADS:
+            y[(n * m + t) % 10] += 1.0
+'''
+
+
+def test_product_of_sizes_beyond_32_bits_runs_as_interpreted():
+    p = gpudsl.proc_from_source(SRC, namespace=NS)
+    assert p.check().ok
+    ref, emu = np.zeros(16, np.float32), np.zeros(16, np.float32)
+    gpudsl.interpret(p, n=65537, m=65537, y=ref)
+    p.compile("emulator")(n=65537, m=65537, y=emu)
+    assert ref[9] == 1.0
+    np.testing.assert_array_equal(emu, ref)
+
+
+def test_width_per_launch():
+    p = gpudsl.proc_from_source(SRC, namespace=NS)
+    mod = generate(p)
+    assert index_bits_for(mod, {"n": 100, "m": 100}) == 32
+    assert index_bits_for(mod, {"n": 65537, "m": 65537}) == 64
+
+
+def _fits(src, **env):
+    return index_terms_fit(gpudsl.proc_from_source(src, namespace=NS).ir.body, env)
+
+
+def test_ranges_of_loop_variables_reads_and_operators():
+    loops = '''
+def g(n: size, y: f32[16]):
+    for b in par(0, n) @ BLOCKS:
+        for t in par(0, 256) @ THREADS:
+            y[(b * 256 * t) % 16] = 1.0
+'''
+    assert _fits(loops, n=100)
+    assert not _fits(loops, n=40000)          # 39999 * 256 * 255 > 2**31
+    reads = '''
+def h(x: i32[4], y: f32[64]):
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, 4) @ THREADS:
+            y[(x[t] * 64) % 64] = 1.0
+'''
+    assert _fits(reads)   # i32 arithmetic wraps alike in C and the interpreter
+    mods = '''
+def k(n: size, y: f32[64]):
+    for b in par(0, n) @ BLOCKS:
+        for t in par(0, 64) @ THREADS:
+            y[(b % 64 + t) // 2] = 1.0
+'''
+    assert _fits(mods, n=2 ** 30)
