@@ -7,11 +7,15 @@ same only when every index term, not just the sizes and the final index, stays w
 product of 2**32 + 2**17 + 1.  :func:`index_terms_fit` bounds every index-typed
 subexpression of the (inlined) proc by interval arithmetic, given the sizes and index
 parameters of a launch: loop variables range over their bounds, reads over their type.
-A launch whose terms may leave 32 bits gets the 64-bit translation unit (exact up to
-the 64-bit range, where the wrapping i64 semantics of the interpreter take over).
+A launch whose terms may leave 32 bits gets the 64-bit translation unit.  A term that
+leaves 64 bits for these sizes whatever the data (``1 << s`` for ``s`` up to 70) would
+compute modulo 2**64 in C but exactly in the interpreter: the launch is refused with the
+term and its range (a ``gpudsl.LaunchError``).  Terms whose range comes from data read at
+run time (an ``i64`` element) are not refused: their bound is the type's, not a fact.
 """
 from __future__ import annotations
 
+from ..errors import LaunchError
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
                         Read, Reduce, UnOp, Var, WindowArg, Interval, Point)
 from ..ir.types import INDEX
@@ -21,106 +25,143 @@ LO32, HI32 = -2 ** 31, 2 ** 31 - 1
 _WIDTH = {"i8": 8, "i16": 16, "i32": 32, "i64": 64, "u8": 8, "u16": 16, "u32": 32, "u64": 64}
 
 
-class _Leaves(Exception):
-    """An index term may leave 32 bits."""
+LO64, HI64 = -2 ** 63, 2 ** 63 - 1
+
+
+# an index term leaves the 64-bit range for the sizes of a launch
+IndexTooWide = LaunchError
+
+
+class _State:
+    wide = False
+    sizes = ""
 
 
 def index_terms_fit(body, env: dict) -> bool:
     """True when every index-typed subexpression of ``body`` provably stays within a
-    signed 32-bit int for the sizes and index parameters in ``env``."""
-    scope = {k: (int(v), int(v)) for k, v in env.items()}
-    try:
-        _block(body, scope)
-    except _Leaves:
-        return False
-    return True
+    signed 32-bit int for the sizes and index parameters in ``env``; raises
+    :class:`IndexTooWide` when one leaves 64 bits whatever the data."""
+    scope = {k: (int(v), int(v), False) for k, v in env.items()}
+    st = _State()
+    st.sizes = ", ".join(f"{k}={int(v)}" for k, v in sorted(env.items()))
+    _block(body, scope, st)
+    return not st.wide
 
 
-def _block(stmts, scope):
+def _block(stmts, scope, st):
     for s in stmts:
         if isinstance(s, For):
-            lo, hi = _rng(s.lo, scope), _rng(s.hi, scope)
+            lo, hi = _rng(s.lo, scope, st), _rng(s.hi, scope, st)
             inner = dict(scope)
-            inner[s.iter] = (lo[0], max(lo[0], hi[1] - 1))
-            _block(s.body, inner)
+            inner[s.iter] = (lo[0], max(lo[0], hi[1] - 1), lo[2] or hi[2])
+            _block(s.body, inner, st)
         elif isinstance(s, If):
-            _rng(s.cond, scope)
-            _block(s.body, scope)
-            _block(s.orelse, scope)
+            _rng(s.cond, scope, st)
+            _block(s.body, scope, st)
+            _block(s.orelse, scope, st)
         elif isinstance(s, (Assign, Reduce, Atomic)):
             for e in tuple(s.idx) + (s.rhs,) + ((s.cmp,) if getattr(s, "cmp", None) else ()):
-                _rng(e, scope)
+                _rng(e, scope, st)
         elif isinstance(s, Call):
             for a in s.args:
-                _rng(a, scope)
+                _rng(a, scope, st)
         elif isinstance(s, Alloc):
             for e in s.shape:
-                _rng(e, scope)
+                _rng(e, scope, st)
         else:
             for name in ("lo", "hi"):
                 e = getattr(s, name, None)
                 if isinstance(e, Expr):
-                    _rng(e, scope)
+                    _rng(e, scope, st)
 
 
-def _type_range(ty):
+def _type_range(ty, data=True):
     if ty == INDEX:
-        return (-INF, INF)
+        return (-INF, INF, True)
     w = _WIDTH.get(getattr(ty, "name", ""))
     if w is None:
-        return (0, 1) if getattr(ty, "name", "") == "bool" else None
+        return (0, 1, data) if getattr(ty, "name", "") == "bool" else None
     if getattr(ty, "name", "").startswith("u"):
-        return (0, 2 ** w - 1)
-    return (-2 ** (w - 1), 2 ** (w - 1) - 1)
+        return (0, 2 ** w - 1, data)
+    return (-2 ** (w - 1), 2 ** (w - 1) - 1, data)
 
 
-def _rng(e, scope):
-    r = _eval(e, scope)
-    if r is not None and getattr(e, "ty", None) == INDEX and (r[0] < LO32 or r[1] > HI32):
-        raise _Leaves()
-    return r if r is not None else (-INF, INF)
+def _rng(e, scope, st):
+    """The range ``(lo, hi, from_data)`` of ``e``; checks it where ``e`` is an index."""
+    r = _eval(e, scope, st)
+    if r is None:
+        return (-INF, INF, True)
+    if getattr(e, "ty", None) == INDEX and (r[0] < LO32 or r[1] > HI32):
+        st.wide = True
+        if (r[0] < LO64 or r[1] > HI64) and not r[2]:
+            from ..ir.printer import print_expr
+
+            raise IndexTooWide(
+                f"the index term {print_expr(e)} may reach {_show(r)}"
+                f"{' with ' + st.sizes if st.sizes else ''}: beyond 64-bit index "
+                "arithmetic (C would wrap it, the interpreter and check() do not)",
+                getattr(e, "loc", None),
+                "bound the term (a smaller shift amount or loop range), or compute it in "
+                "i64 (i64(...)) where wrapping is meant")
+    return r
 
 
-def _eval(e, scope):
+def _show(r):
+    def one(v):
+        if abs(v) <= 2 ** 62:
+            return str(v)
+        a = abs(v)
+        p = f"2^{a.bit_length() - 1}" if a & (a - 1) == 0 else f"about 2^{a.bit_length() - 1}"
+        return "-" + p if v < 0 else p
+    return f"[{one(r[0])}, {one(r[1])}]"
+
+
+def _eval(e, scope, st):
     if isinstance(e, Const):
         v = e.val
-        return (int(v), int(v)) if isinstance(v, (int, bool)) else None
+        return (int(v), int(v), False) if isinstance(v, (int, bool)) else None
     if isinstance(e, Var):
-        return scope.get(e.name, (-INF, INF))
+        return scope.get(e.name, (-INF, INF, True))
     if isinstance(e, Read):
         for i in e.idx:
-            _rng(i, scope)
+            _rng(i, scope, st)
         return _type_range(e.ty)
     if isinstance(e, WindowArg):
         for w in e.idx:
             for x in ((w.lo, w.hi) if isinstance(w, Interval) else (getattr(w, "pt", None),)):
                 if isinstance(x, Expr):
-                    _rng(x, scope)
+                    _rng(x, scope, st)
         return None
     if isinstance(e, UnOp):
-        a = _rng(e.arg, scope)
+        a = _rng(e.arg, scope, st)
         if e.op == "-":
-            r = (-a[1], -a[0])
+            r = (-a[1], -a[0], a[2])
         else:
-            r = (0, 1) if e.op == "not" else _type_range(e.ty)
+            r = (0, 1, a[2]) if e.op == "not" else _type_range(e.ty)
         return _fixed(e, r)
     if isinstance(e, BinOp):
-        a, b = _rng(e.lhs, scope), _rng(e.rhs, scope)
-        return _fixed(e, _binop(e.op, a, b))
+        a, b = _rng(e.lhs, scope, st), _rng(e.rhs, scope, st)
+        lo, hi = _binop(e.op, a, b)
+        return _fixed(e, (lo, hi, a[2] or b[2]))
     if isinstance(e, Builtin):
-        args = [_rng(x, scope) for x in e.args]
-        return _fixed(e, _builtin(e.name, args, e.ty))
+        args = [_rng(x, scope, st) for x in e.args]
+        lo, hi = _builtin(e.name, args, e.ty)
+        return _fixed(e, (lo, hi, any(a[2] for a in args) or
+                          (e.name not in _KNOWN and not (e.ty == INDEX and len(args) == 1))))
     for c in getattr(e, "args", ()) or ():
         if isinstance(c, Expr):
-            _rng(c, scope)
+            _rng(c, scope, st)
     return _type_range(getattr(e, "ty", None))
+
+
+_KNOWN = ("min", "max", "select", "abs")
 
 
 def _fixed(e, r):
     """A fixed-width (i32/i64) result wraps into its type's range; others are ``r``."""
     if e.ty != INDEX:
-        return _type_range(e.ty) if getattr(e.ty, "is_integer", False) else \
-            ((0, 1) if getattr(e.ty, "name", "") == "bool" else None)
+        return _type_range(e.ty, r[2]) if getattr(e.ty, "is_integer", False) else \
+            ((0, 1, r[2]) if getattr(e.ty, "name", "") == "bool" else None)
     return r
 
 
@@ -178,9 +219,9 @@ def _builtin(name, args, ty):
         lo = 0 if args[0][0] <= 0 <= args[0][1] else min(abs(args[0][0]), abs(args[0][1]))
         return (lo, m)
     if ty == INDEX and len(args) == 1:
-        return args[0]   # a conversion to index is exact
+        return args[0][:2]   # a conversion to index is exact
     r = _type_range(ty)
-    return r if r is not None else (-INF, INF)
+    return r[:2] if r is not None else (-INF, INF)
 
 
-__all__ = ["index_terms_fit"]
+__all__ = ["index_terms_fit", "IndexTooWide"]

@@ -6,6 +6,7 @@ now gets the 64-bit unit."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import gpudsl
 from gpudsl.codegen import generate, index_bits_for
@@ -65,3 +66,35 @@ def k(n: size, y: f32[64]):
             y[(b % 64 + t) // 2] = 1.0
 '''
     assert _fits(mods, n=2 ** 30)
+
+
+def test_a_term_beyond_64_bits_is_refused_at_launch_with_the_term():
+    p = gpudsl.proc_from_source('''
+def f(y: f32[4]):
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, 4) @ THREADS:
+            for s in seq(0, 70):
+                if (1 << s) >= 256:
+                    y[t] += 1.0
+''', namespace=NS)
+    ref = np.zeros(4, np.float32)
+    gpudsl.interpret(p, y=ref)
+    assert list(ref) == [62.0] * 4          # exact in the interpreter
+    k = p.compile("emulator")
+    with pytest.raises(gpudsl.LaunchError, match=r"1 << s.*2\^69"):
+        k(y=np.zeros(4, np.float32))
+
+
+def test_terms_from_data_are_not_refused():
+    p = gpudsl.proc_from_source('''
+def g(ix: i64[4], x: f32[8], y: f32[4]):
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, 4) @ THREADS:
+            y[t] = x[(ix[t] + 1) % 8]
+''', namespace=NS)
+    ix = np.array([0, 7, 2 ** 40, -3], np.int64)
+    x = np.arange(8, dtype=np.float32)
+    ref, emu = np.zeros(4, np.float32), np.zeros(4, np.float32)
+    gpudsl.interpret(p, ix=ix, x=x, y=ref)
+    p.compile("emulator")(ix=ix, x=x, y=emu)
+    np.testing.assert_array_equal(emu, ref)
