@@ -106,6 +106,7 @@ def _pairs(eff):
         if not any(a.is_write for a in accs):
             continue
         info = eff.arrays[key]
+        accs = _representatives(accs)
         buckets: dict = {}
         loose = []
         for a in accs:
@@ -136,6 +137,24 @@ def _pairs(eff):
                 for c2 in reps[i:]:
                     if _conflict(c1[0], c2[-1]):
                         yield info, c1[0], c2[-1], {"blocks", "host"}
+
+
+def _representatives(accs: list) -> list:
+    """One access per class of accesses that every race question treats alike: the
+    same shape (:func:`_shape`: kind, indices, guards, loops), the same block-level
+    path (so the same phase relations) and barrier count.  A thread body of N
+    statements touching ``y[t]`` asks one question instead of N**2 / 2: the question
+    about two members of classes A and B is the one about their representatives, and
+    two members of one class ask what the representative asks with itself (an inner
+    ``par`` loop of the representative is common to both copies there, so that
+    question allows more, never less)."""
+    seen: dict = {}
+    for a in accs:
+        path = tuple((id(L), i) for L, i in a.path) if a.path is not None else None
+        k = (_shape(a), path, repr(a.bcount), a.level)
+        if k not in seen:
+            seen[k] = a
+    return list(seen.values())
 
 
 def _conflict(a1, a2) -> bool:
