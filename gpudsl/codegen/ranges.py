@@ -11,7 +11,8 @@ A launch whose terms may leave 32 bits gets the 64-bit translation unit.  A term
 leaves 64 bits for these sizes whatever the data (``1 << s`` for ``s`` up to 70) would
 compute modulo 2**64 in C but exactly in the interpreter: the launch is refused with the
 term and its range (a ``gpudsl.LaunchError``).  Terms whose range comes from data read at
-run time (an ``i64`` element) are not refused: their bound is the type's, not a fact.
+run time decide nothing (their bound is the type's, not a fact; an ``i64`` element makes
+its expression ``long long`` in C anyway).
 """
 from __future__ import annotations
 
@@ -91,9 +92,9 @@ def _rng(e, scope, st):
     r = _eval(e, scope, st)
     if r is None:
         return (-INF, INF, True)
-    if getattr(e, "ty", None) == INDEX and (r[0] < LO32 or r[1] > HI32):
+    if getattr(e, "ty", None) == INDEX and (r[0] < LO32 or r[1] > HI32) and not r[2]:
         st.wide = True
-        if (r[0] < LO64 or r[1] > HI64) and not r[2]:
+        if r[0] < LO64 or r[1] > HI64:
             from ..ir.printer import print_expr
 
             raise IndexTooWide(
