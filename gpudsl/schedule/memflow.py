@@ -151,6 +151,17 @@ def _ix(pdef, ix, env):
 
 
 def _covered(pdef, addr, r: _Site, writes, split) -> bool:
+    # the nearest write of the same element before the read in the same loop body
+    # usually covers it alone: one small question instead of one over every write
+    # (a chain of N in-place updates asked N questions of N writes each)
+    near = [w for w in writes if w.lpaths == r.lpaths and repr(w.acc.idx) == repr(r.acc.idx)
+            and repr(w.acc.guards) == repr(r.acc.guards) and _static_before(w, r, False)]
+    if near and _covered_by(pdef, addr, r, near[-1:], split):
+        return True
+    return _covered_by(pdef, addr, r, writes, split)
+
+
+def _covered_by(pdef, addr, r: _Site, writes, split) -> bool:
     def prop(enc, env):
         ri = enc.instance(r.acc.loops, r.acc.guards, "_r")
         er, fr = ri.env, ri.facts
