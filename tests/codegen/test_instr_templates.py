@@ -109,6 +109,7 @@ def vec_copy(x: f32[256], y: f32[256]):
     rep = p.check()
     assert rep.ok and rep.trusted == ["copy4"]
     assert "rests on 1 trusted @instr template (copy4)" in str(rep)
+    assert "trusted @instr template (copy4)" in rep._repr_html_()   # the notebook's view
     plain = gpudsl.proc_from_source('''
 def f(x: f32[4]):
     for b in par(0, 1) @ BLOCKS:
