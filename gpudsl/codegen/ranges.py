@@ -159,10 +159,13 @@ _KNOWN = ("min", "max", "select", "abs")
 
 
 def _fixed(e, r):
-    """A fixed-width (i32/i64) result wraps into its type's range; others are ``r``."""
+    """A fixed-width (i32/i64) result is ``r`` where ``r`` lies in its type's range (no
+    wrap), else the type's range; an index result is ``r``."""
     if e.ty != INDEX:
-        return _type_range(e.ty, r[2]) if getattr(e.ty, "is_integer", False) else \
-            ((0, 1, r[2]) if getattr(e.ty, "name", "") == "bool" else None)
+        if getattr(e.ty, "is_integer", False):
+            t = _type_range(e.ty, r[2])
+            return r if t is not None and t[0] <= r[0] and r[1] <= t[1] else t
+        return (0, 1, r[2]) if getattr(e.ty, "name", "") == "bool" else None
     return r
 
 
@@ -219,8 +222,8 @@ def _builtin(name, args, ty):
         m = _mag(args[0])
         lo = 0 if args[0][0] <= 0 <= args[0][1] else min(abs(args[0][0]), abs(args[0][1]))
         return (lo, m)
-    if ty == INDEX and len(args) == 1:
-        return args[0][:2]   # a conversion to index is exact
+    if len(args) == 1 and name not in _KNOWN and getattr(ty, "is_integer", False):
+        return args[0][:2]   # a conversion: exact into index, checked by _fixed otherwise
     r = _type_range(ty)
     return r[:2] if r is not None else (-INF, INF)
 

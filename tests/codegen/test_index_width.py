@@ -98,3 +98,14 @@ def g(ix: i64[4], x: f32[8], y: f32[4]):
     gpudsl.interpret(p, ix=ix, x=x, y=ref)
     p.compile("emulator")(ix=ix, x=x, y=emu)
     np.testing.assert_array_equal(emu, ref)
+
+
+def test_fixed_width_terms_that_cannot_wrap_keep_their_range():
+    # i32(n) * 4 + t with n = 1000 never leaves 32 bits: no 64-bit unit for it
+    src = '''
+def h(n: size, y: f32[8192]):
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, 4) @ THREADS:
+            y[i32(n) * 4 + t] = 1.0
+'''
+    assert _fits(src, n=1000)
