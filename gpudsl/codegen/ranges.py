@@ -147,8 +147,9 @@ def _eval(e, scope, st):
     if isinstance(e, Builtin):
         args = [_rng(x, scope, st) for x in e.args]
         lo, hi = _builtin(e.name, args, e.ty)
+        cast = len(args) == 1 and e.name not in _KNOWN and getattr(e.ty, "is_integer", False)
         return _fixed(e, (lo, hi, any(a[2] for a in args) or
-                          (e.name not in _KNOWN and not (e.ty == INDEX and len(args) == 1))))
+                          (e.name not in _KNOWN and not cast)))
     for c in getattr(e, "args", ()) or ():
         if isinstance(c, Expr):
             _rng(c, scope, st)

@@ -109,3 +109,20 @@ def h(n: size, y: f32[8192]):
             y[i32(n) * 4 + t] = 1.0
 '''
     assert _fits(src, n=1000)
+
+
+def test_casts_carry_their_operands_range():
+    # found by the wide differential run (seed 2828, case 8516): i32(...) casts were
+    # taken for data, so b * (1 - (b - a)) = -4293853200 was computed in int
+    p = gpudsl.proc_from_source('''
+def f(a: index, b: index, o64: i64[4]):
+    for bb in par(0, 1) @ BLOCKS:
+        for tt in par(0, 1) @ THREADS:
+            o64[0] = (b * ((i32(65536) + i32(b)) - (b - a)))
+''', namespace=NS)
+    env = dict(a=-16, b=-65535)
+    ref, emu = np.zeros(4, np.int64), np.zeros(4, np.int64)
+    gpudsl.interpret(p, **env, o64=ref)
+    p.compile("emulator", check=False)(**env, o64=emu)
+    assert ref[0] == -4293853200
+    np.testing.assert_array_equal(emu, ref)
