@@ -139,6 +139,8 @@ def report_html(report) -> str:
            f'<b>{esc(head)}</b>']
     for d in list(report.diagnostics) + list(report.warnings):
         out.append(diagnostic_html(d))
+    if getattr(report, "trusted", None):
+        out.append(f"<div>{esc(report.trusted_note())}</div>")
     out.append("</div>")
     return "".join(out)
 

@@ -99,5 +99,30 @@ def _run(ir, bindings, timeout_ms) -> Report:
     diags = sorted(ctx.diagnostics, key=lambda d: _ORDER.get(d.kind, 9))
     rep = Report(ir.name, diags, ctx.warnings, dict(bindings),
                  {"queries": ctx.queries, "seconds": time.perf_counter() - t0,
-                  "accesses": len(eff.accesses)})
+                  "accesses": len(eff.accesses)}, trusted_instrs(ir))
     return rep
+
+
+def trusted_instrs(ir) -> list:
+    """The names of the ``@instr`` procs ``ir`` calls, directly or through its callees
+    (sorted): each one's template is trusted to compute what its body says."""
+    from ..ir.nodes import Call, For, If
+
+    found, seen = set(), set()
+
+    def block(stmts):
+        for s in stmts:
+            if isinstance(s, Call):
+                if s.proc.instr is not None:
+                    found.add(s.proc.name)
+                elif id(s.proc) not in seen:
+                    seen.add(id(s.proc))
+                    block(s.proc.body)
+            elif isinstance(s, For):
+                block(s.body)
+            elif isinstance(s, If):
+                block(s.body)
+                block(s.orelse)
+
+    block(ir.body)
+    return sorted(found)

@@ -352,12 +352,19 @@ class PhaseRelation:
             return True  # different branches of one if: the guards decide
         if i1 != i2:
             if i1 < i2:
-                return _and(self.after(p1, d + 1, t1), self.zero(L1[i1 + 1:i2], t1),
+                return _and(self.after(p1, d + 1, t1), self._own_iters(p1, d, t1, True),
+                            self.zero(L1[i1 + 1:i2], t1), self._own_iters(p2, d, t2, False),
                             self.before(p2, d + 1, t2))
-            return _and(self.after(p2, d + 1, t2), self.zero(L1[i2 + 1:i1], t2),
+            return _and(self.after(p2, d + 1, t2), self._own_iters(p2, d, t2, True),
+                        self.zero(L1[i2 + 1:i1], t2), self._own_iters(p1, d, t1, False),
                         self.before(p1, d + 1, t1))
         s = L1[i1]
         if isinstance(s, If):
+            # an access in the condition runs before either branch
+            if d + 1 == len(p1) and d + 1 < len(p2):
+                return self.before(p2, d + 1, t2)
+            if d + 1 == len(p2) and d + 1 < len(p1):
+                return self.before(p1, d + 1, t1)
             return self._same(p1, p2, d + 1, t1, t2)
         if not isinstance(s, For):
             return True
@@ -372,6 +379,17 @@ class PhaseRelation:
         lt = self._across(s, p1, p2, d + 1, t1, t2, v1, v2)
         gt = self._across(s, p2, p1, d + 1, t2, t1, v2, v1)
         return _or(eq, lt, gt)
+
+    def _own_iters(self, path, d, t, after):
+        """Where the paths part at depth ``d`` and the access lies in a loop there
+        (``path[d]`` names it), no barrier in that loop's iterations after (before)
+        the thread's: the loop's other iterations run between the two accesses too."""
+        L, i = path[d]
+        s = L[i]
+        if d + 1 < len(path) and isinstance(s, For) and s.mapping != BLOCKS \
+                and has_sync(s.body):
+            return self._rest_iters(s, t, after=after)
+        return True
 
     def _across(self, s, pa, pb, d, ta, tb, va, vb):
         """``pa`` in an earlier iteration ``va`` of loop ``s`` than ``pb`` (``vb``)."""

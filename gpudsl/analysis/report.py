@@ -96,6 +96,9 @@ class Report:
     warnings: list = field(default_factory=list)
     bindings: dict = field(default_factory=dict)
     stats: dict = field(default_factory=dict)
+    # the @instr procs the proc calls: the proof holds for their bodies, and the
+    # generated code runs their templates (gpudsl.check_instr compares the two)
+    trusted: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -123,7 +126,16 @@ class Report:
         parts = [head]
         for d in self.diagnostics + self.warnings:
             parts.append(str(d))
+        if self.trusted:
+            parts.append(self.trusted_note())
         return "\n\n".join(parts)
+
+    def trusted_note(self) -> str:
+        """The line saying which ``@instr`` templates the proof takes on trust."""
+        n = len(self.trusted)
+        return (f"note: the meaning rests on {n} trusted @instr template{'s' if n != 1 else ''} "
+                f"({', '.join(self.trusted)}): check() proves their bodies, the kernel runs "
+                "the templates; gpudsl.check_instr(instr) compares the two")
 
     def __repr__(self) -> str:
         return f"<Report {self.proc}: {'ok' if self.ok else sorted(self.kinds())}>"

@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--version", action="version", version=f"gpudsl {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("demo", help="run the main example end to end")
-    c = sub.add_parser("check", help="check the procs of a file: gpudsl check FILE[::PROC]")
+    c = sub.add_parser("check", help="check the procs of a file and compare its @instr templates with their bodies: gpudsl check FILE[::PROC]")
     c.add_argument("target")
     c.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE")
     u = sub.add_parser("cuda", help="print the CUDA C of a proc: gpudsl cuda FILE::PROC")

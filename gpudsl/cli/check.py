@@ -25,15 +25,15 @@ def run_check(target: str, bindings: dict[str, int], out=None) -> int:
     if not procs:
         print(f"{path}: no procs to check", file=out)
         return 0
-    failed = 0
+    failed = bad_instrs = 0
     seen = set()
     for name, p in procs.items():
         if id(p.ir) in seen:
             continue
         if p.is_instr:  # not a kernel: its body is its meaning where a proc calls it
             print(f"instr {name}: not checked alone; an @instr's body is checked where a "
-                  "proc calls it, and its template is trusted (docs/language.md)",
-                  file=out)
+                  "proc calls it", file=out)
+            bad_instrs += _compare_template(name, p, bindings, out)
             print(file=out)
             continue
         seen.add(id(p.ir))
@@ -50,4 +50,29 @@ def run_check(target: str, bindings: dict[str, int], out=None) -> int:
         failed += not rep.ok
     n = len(seen)
     print(f"{n - failed} of {n} proc{'s' if n != 1 else ''} proved; {failed} failed", file=out)
-    return 1 if failed else 0
+    if bad_instrs:
+        print(f"{bad_instrs} @instr template{' differs from its body' if bad_instrs == 1 else 's differ from their bodies'}", file=out)
+    return 1 if failed or bad_instrs else 0
+
+
+def _compare_template(name: str, p, bindings: dict, out) -> int:
+    """Run ``gpudsl.check_instr`` on an @instr (its sizes from ``--bind``): 1 when its
+    template differs from its body, else 0."""
+    from ..compiler.instr_check import check_instr
+
+    sizes = {q.name for q in p.ir.params if q.kind == "size"}
+    missing = sorted(sizes - set(bindings))
+    if missing:
+        print(f"  its template is not compared with its body: give its sizes "
+              f"(--bind {missing[0]}=...)", file=out)
+        return 0
+    b = {k: v for k, v in bindings.items()
+         if k in {q.name for q in p.ir.params if q.kind in ("size", "index")}}
+    try:
+        r = check_instr(p, **b)
+    except Error as e:
+        print(f"  its template could not be compared with its body: {e.raw_message}",
+              file=out)
+        return 0
+    print("  " + str(r).replace("\n", "\n  "), file=out)
+    return 0 if r.ok else 1

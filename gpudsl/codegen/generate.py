@@ -83,7 +83,26 @@ def index_bits_for(module_or_proc, env: dict, array_sizes=()) -> int:
                 vals.extend(abs(v) for v in kenv.values())
         except NotConstant:
             pass
-    return 64 if max(vals, default=0) > INT32_MAX else 32
+    if max(vals, default=0) > INT32_MAX:
+        return 64
+    if isinstance(m, CudaModule) and m.index_body and not _terms_fit(m, env):
+        return 64
+    return 32
+
+
+def _terms_fit(m: CudaModule, env: dict) -> bool:
+    """Every index term of ``m`` stays within 32 bits for ``env`` (memoised per
+    module and sizes: a launch asks once per new set of sizes)."""
+    from .ranges import index_terms_fit
+
+    memo = m.__dict__.setdefault("_fit_memo", {})
+    key = tuple(sorted((k, int(v)) for k, v in env.items()))
+    r = memo.get(key)
+    if r is None:
+        if len(memo) > 256:
+            memo.clear()
+        r = memo[key] = index_terms_fit(m.index_body, env)
+    return r
 
 
 def _static_index_bits(p: ProcDef, bindings: dict) -> int:
@@ -167,7 +186,7 @@ class ModuleWriter:
                                           kw.dynamic_shared_bytes)
         return CudaModule(p.name, self.assemble(kernels), kernels, program,
                           tuple(splitter.temporaries), dict(self.bindings), self.index_bits,
-                          self.uses_half)
+                          self.uses_half, index_body=body)
 
     def kernel_params(self, hk, temporaries) -> list[KernelParam]:
         p = self.proc

@@ -111,6 +111,8 @@ class CudaModule:
     index_bits: int
     uses_half: bool = False
     needs_binding: tuple[str, ...] = field(default=())
+    # the inlined body, whose index terms decide the width per launch (codegen/ranges.py)
+    index_body: tuple = field(default=(), repr=False, compare=False)
 
 
 class NeedsBinding(CompileError):

@@ -812,10 +812,11 @@ ENTRIES += [
           "array or window argument `x`, `{x}` its first element (an lvalue), "
           "`{x_data}` that element's address and `{x_stride_k}` the stride of its k-th "
           "interval. `{{` and `}}` are braces.\n\n"
-          "**The body is trusted.** gpudsl never compares the template with the body: "
-          "`check()` proves the program as if the body ran, and the interpreter runs the "
-          "body. A template that does something else is wrong code that gpudsl cannot "
-          "see; test an `@instr` on the GPU against its body.", '''
+          "**The template is trusted.** `check()` proves the program as if the body ran, "
+          "and the interpreter runs the body; the kernel runs the template. `check()`'s "
+          "report names the templates a proc rests on (`report.trusted`), and "
+          "`gpudsl.check_instr(instr)` runs template and body on the emulator on random "
+          "inputs and compares them; test a warp-wide template on the GPU too.", '''
 @instr("*(float4*){dst_data} = *(const float4*){src_data};")
 def copy4(dst: [f32][4] @ GLOBAL, src: [f32][4] @ GLOBAL):
     for i in seq(0, 4):
@@ -832,6 +833,7 @@ y = np.zeros(256, np.float32)
 gpudsl.interpret(vec_copy, x=np.arange(256, dtype=np.float32), y=y)   # runs the body
 assert y[255] == 255 and vec_copy.check().ok
 assert "*(float4*)&y[" in vec_copy.cuda_source(n=256)
+assert gpudsl.check_instr(copy4).ok and vec_copy.check().trusted == ["copy4"]
 '''),
 ]
 

@@ -154,15 +154,14 @@ def pointwise_proc(steps: tuple[Step, ...], flags: tuple[tuple, ...], vec: int):
     dims = [f"d{k}" for k in range(rank)]
     names = [f"x{j}" for j in range(len(flags))]
     name = "fused_" + "_".join(s.op for s in steps)
+    if len(steps) > 8:   # a kernel name, not the whole chain
+        name = "fused_" + "_".join(s.op for s in steps[:4]) + f"_and_{len(steps) - 4}_more"
     params = [f"{d}: size" for d in dims]
     for nm, fl in zip(names, flags):
         params.append(f"{nm}: f32[{', '.join(d if f else '1' for d, f in zip(dims, fl))}]")
     params.append(f"out: f32[{', '.join(dims)}]")
-    body, callees = _step_lines(steps, dims, names, list(flags), "out", "out")
-    text = (f"def {name}({', '.join(params)}):\n"
-            + (f"    assert {dims[-1]} % {vec} == 0\n" if vec > 1 else "")
-            + "\n".join(body) + "\n")
-    p = inline_and_fuse(_proc(name, text, callees), rank)
+    p = _chain(name, steps, tuple(params), dims, names, flags, rank,
+               f"    assert {dims[-1]} % {vec} == 0\n" if vec > 1 else "")
     loops = _nest_names(p, rank)
     operands = []  # the inputs read contiguously, float4 into registers
     if vec > 1:
@@ -182,6 +181,28 @@ def pointwise_proc(steps: tuple[Step, ...], flags: tuple[tuple, ...], vec: int):
         p = fission(p, p.find("out[_] = o[_]").before())
         p = vectorize(p, p.find("out[_] = o[_]").parent(), vec)
     return simplify(p)
+
+
+CHAIN_LEAF = 8   # steps composed directly; longer chains are halved (see _chain)
+
+
+def _chain(name, steps, params, dims, names, flags, rank, pre=""):
+    """The chain ``steps`` in place on ``out``, inlined and fused into one nest.  Up
+    to ``CHAIN_LEAF`` steps: one call per step, inlined and fused.  Longer: each half
+    fused on its own (a proc with the same parameters), then one call of each, inlined
+    and fused: every primitive works on a proc of the size of its part, so a chain of
+    N steps costs about N log N, not N**2 (one call per step on the whole chain)."""
+    if len(steps) <= CHAIN_LEAF:
+        body, callees = _step_lines(steps, dims, names, list(flags), "out", "out")
+    else:
+        h = len(steps) // 2
+        part = name if name.startswith("part_") else "part_"
+        callees = [_chain(part + "a", steps[:h], params, dims, names, flags, rank),
+                   _chain(part + "b", steps[h:], params, dims, names, flags, rank)]
+        args = ", ".join(list(dims) + list(names) + ["out"])
+        body = [f"    {c.name}({args})" for c in callees]
+    text = f"def {name}({', '.join(params)}):\n" + pre + "\n".join(body) + "\n"
+    return inline_and_fuse(_proc(name, text, callees), rank)
 
 
 def _out_point(p) -> str:

@@ -173,6 +173,9 @@ class Encoder:
         self.bindings = dict(bindings or {})
         self.written = set(written or ())
         self.data_dependent = False
+        # local name -> a ticket (analysis/tickets.py): an atomic's old value whose
+        # reads by one thread are one value, distinct between executions
+        self.tickets: dict = {}
         self.params: dict[str, z3.ArithRef] = {}
         self.kinds = {q.name: q.kind for q in p.params}
         self.scalar_types = {q.name: q.ty for q in p.params if q.kind == "scalar"}
@@ -218,6 +221,12 @@ class Encoder:
             if key not in self.funcs:
                 self.funcs[key] = z3.Int(f"{e.name}")
             return self.funcs[key]
+        tk = self.tickets.get(e.name) if not e.idx else None
+        if tk is not None:
+            got = t.tickets.get(e.name)
+            if got is None:
+                got = t.tickets[e.name] = (tk, z3.Int(f"{e.name}(ticket)@{t.tag}#{next(_ids)}"))
+            return got[1]
         if e.name not in self.written:
             idx = [t.expr(i) for i in e.idx]
             if not idx:
@@ -279,6 +288,7 @@ class ThreadEnv:
         # query this thread is used in (set by whoever asserts the range)
         self.ranges: dict[str, tuple] = {}
         self.same_reads = None   # reads of the expression being encoded, by location
+        self.tickets: dict = {}  # ticket local -> (Ticket, its value in this thread)
 
     def declare(self, name: str):
         v = z3.Int(f"{name}@{self.tag}")

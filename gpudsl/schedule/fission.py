@@ -140,19 +140,28 @@ def _fission_guard(pdef, a, g: If, k: int):
 
 
 def _same_value_writes(L: For, pre, acc_pre) -> list:
-    """The accesses of ``acc_pre`` that are plain writes directly in loop ``L``'s
-    body (no guard, no inner loop, not in a call) whose place and value are the
-    same in every iteration: neither uses ``L.iter`` nor reads anything the loop
-    writes.  Every iteration of ``pre`` ends with the last such write's value."""
+    """The accesses of ``acc_pre`` that are plain writes in loop ``L``'s body (not in a
+    call) that every iteration of ``L`` makes alike: neither their place, their value,
+    nor the ``seq`` loops and guards between ``L`` and them use ``L.iter`` or anything
+    the loop writes.  Every iteration of ``pre`` then makes the same sequence of such
+    writes, so it leaves each element they write with the same value (``B1[ii, kk] =
+    B[4 * i + ii, 4 * k + kk]`` in a loop ``kk`` inside the loop ``jj`` split)."""
     written = {x.buf for x in collect(L.body) if x.writes}
+    mine = _plain_stmts(pre)
     out = []
     for x in acc_pre:
         st = x.stmt
-        if x.mode != "w" or not isinstance(st, Assign) or not any(st is q for q in pre) or \
-                x.guards or \
-                len(x.loops) != 1:
+        if x.mode != "w" or not isinstance(st, Assign) or not any(st is q for q in mine) or \
+                not x.loops or x.loops[0] is not L:
+            continue
+        inner = x.loops[1:]
+        if any(lp.kind != "seq" or lp.mapping is not None for lp in inner):
             continue
         used = free_vars((st.rhs,) + tuple(st.idx))
+        for lp in inner:
+            used |= free_vars((lp.lo, lp.hi))
+        for cond, _positive in x.guards:
+            used |= free_vars(cond)
         if L.iter in used or used & written:
             continue
         out.append(x)
@@ -161,6 +170,19 @@ def _same_value_writes(L: For, pre, acc_pre) -> list:
     bufs = {x.buf for x in out}
     others = [x for x in acc_pre if x.writes and x.buf in bufs and not any(x is y for y in out)]
     return [x for x in out if x.buf not in {y.buf for y in others}]
+
+
+def _plain_stmts(stmts) -> list:
+    """The statements of ``stmts`` and of the loops and ifs in them (not of callees)."""
+    out, todo = [], list(stmts)
+    while todo:
+        s = todo.pop()
+        out.append(s)
+        if isinstance(s, For):
+            todo.extend(s.body)
+        elif isinstance(s, If):
+            todo.extend(s.body + s.orelse)
+    return out
 
 
 # ------------------------------------------------------------------ fuse

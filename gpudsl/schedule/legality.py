@@ -77,6 +77,7 @@ def find_conflict(pdef: ProcDef, addr, accs1: list, accs2: list, relate,
     the region's statement (its enclosing loops and conditions are shared by both
     instances)."""
     sc = Scope(pdef, addr)
+    accs1, accs2 = _representatives(accs1), _representatives(accs2)
     with sc.session() as check:
         for a in accs1:
             for b in accs2:
@@ -98,6 +99,18 @@ def find_conflict(pdef: ProcDef, addr, accs1: list, accs2: list, relate,
                 if r.status != UNSAT:
                     return a, b, None
     return None
+
+
+def _representatives(accs: list) -> list:
+    """One access per class that a conflict question treats alike (buffer, mode,
+    indices, the same loop objects, guards): a fused chain of N pointwise statements
+    reusing one buffer asks a few questions, not N**2 (issue 28: graph.compile)."""
+    seen: dict = {}
+    for a in accs:
+        k = (a.buf, a.mode, a.local, repr(a.idx), tuple(id(L) for L in a.loops),
+             repr(a.guards))
+        seen.setdefault(k, a)
+    return list(seen.values())
 
 
 def describe(a: Access) -> str:

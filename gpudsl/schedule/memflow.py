@@ -133,8 +133,9 @@ def check_flow(pdef, addr, region: tuple, buf: str, ix, loc, why: str):
         return  # the index is fixed over the allocation's life: one copy is used
     writes = [s for s in sites if s.acc.mode != "r"]
     reads = [s for s in sites if s.acc.mode != "w"]
+    seen: dict = {}
     for r in reads:
-        if _covered(pdef, addr, r, writes, split):
+        if _covered(pdef, addr, r, writes, split, seen):
             continue
         for w in writes:
             hit = find_conflict(
@@ -150,7 +151,36 @@ def _ix(pdef, ix, env):
     return Scope(pdef).int(ix, env)
 
 
-def _covered(pdef, addr, r: _Site, writes, split) -> bool:
+def _key(site: _Site):
+    k = site.__dict__.get("_key")
+    if k is None:
+        k = site._key = (repr(site.acc.idx), repr(site.acc.guards), site.lpaths,
+                         tuple(id(L) for L in site.acc.loops))
+    return k
+
+
+def _covered(pdef, addr, r: _Site, writes, split, seen: dict) -> bool:
+    # the nearest write of the same element before the read in the same loop body
+    # usually covers it alone: one small question instead of one over every write
+    # (a chain of N in-place updates asked N questions of N writes each).  The
+    # question depends only on the two accesses' indices, guards and loops (the write
+    # is before the read in both): asked once per such pair
+    kr = _key(r)
+    near = None
+    for w in reversed(writes):
+        if _key(w)[:3] == (kr[0], kr[1], kr[2]) and _static_before(w, r, False):
+            near = w
+            break
+    if near is not None:
+        k = (kr, _key(near))
+        if k not in seen:
+            seen[k] = _covered_by(pdef, addr, r, [near], split)
+        if seen[k]:
+            return True
+    return _covered_by(pdef, addr, r, writes, split)
+
+
+def _covered_by(pdef, addr, r: _Site, writes, split) -> bool:
     def prop(enc, env):
         ri = enc.instance(r.acc.loops, r.acc.guards, "_r")
         er, fr = ri.env, ri.facts

@@ -90,7 +90,7 @@ def thread_stmt(draw, tv, kv, T, uid=0):
 def block_items(draw, T, depth, kv, counter):
     items = []
     for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["threads", "threads", "sync", "sync", "seq", "if"]
+        kind = draw(st.sampled_from(["threads", "threads", "sync", "sync", "seq", "if", "cut"]
                                     if depth < 2 else ["threads", "sync"]))
         if kind == "threads":
             counter[0] += 1
@@ -110,9 +110,21 @@ def block_items(draw, T, depth, kv, counter):
             trips = draw(st.sampled_from(["2", "3", "n"] + ([kv, f"{kv} + 1"] if kv else [])))
             inner = draw(block_items(T, depth + 1, k, counter))
             items.append([f"for {k} in seq(0, {trips}):"] + ["    " + l for l in inner])
+        elif kind == "cut":
+            # a loop cut in two (cut_loop's result): sibling loops of one name and body,
+            # barrier phases running from one into the other (issue 28)
+            counter[0] += 1
+            k = f"k{counter[0]}"
+            at = draw(st.sampled_from(["1", "n", "min(n, 2)"]))
+            inner = ["    " + l for l in draw(block_items(T, depth + 1, k, counter))]
+            items.append([f"for {k} in seq(0, {at}):"] + inner +
+                         [f"for {k} in seq({at}, 3):"] + inner)
         else:
             # issue 13: uniform ifs on seq variables too
-            cond = draw(st.sampled_from(["n > 1", "b == 0", "b % 2 == 1"] +
+            # issue 28: conditions on data every thread reads at one place (uniform
+            # when no thread writes it in the same phase)
+            cond = draw(st.sampled_from(["n > 1", "b == 0", "b % 2 == 1", "s[0] > 0.0",
+                                         "x[b + 1] > 1.0", "y[b] == 0.0"] +
                                         ([f"{kv} == 0", f"{kv} > 0", f"{kv} % 2 == 1"]
                                          if kv else [])))
             inner = draw(block_items(T, depth + 1, kv, counter))

@@ -25,6 +25,16 @@ def test_random_expressions_agree(seed):
     assert out.smt_determined > 0
 
 
+@pytest.mark.parametrize("seed", [2077, 2154, 2312, 2598])
+def test_random_index_terms_beyond_32_bits_agree(seed):
+    # index terms leave 32 bits while the parameters fit: the width comes from the
+    # terms' ranges (issue 28; each of these cases disagreed before: the 32-bit unit
+    # computed (31 * 65535) * (c & b) * -1000 in int)
+    case = diff.make_case(seed, wide=True)
+    out = diff.run_case(case)
+    assert out.mismatches == [], (case.values, out.mismatches)
+
+
 def test_the_c_type_of_a_shift_is_its_left_operands():
     # found by the long mode (seed 28): (16 & c) >> s is an int in C even where s is a
     # long long, and gpudsl_floormod(that, (long long)1) was an ambiguous overload

@@ -40,7 +40,21 @@ def test_cli_check_does_not_check_an_instr_alone(tmp_path):
     text = out.getvalue()
     assert "single-thread kernel" not in text
     assert "instr copy4: not checked alone" in text
+    assert "template and body agree" in text   # compared by check_instr (issue 28)
     assert "1 of 1 proc proved" in text
+
+
+def test_cli_check_compares_an_instr_template_with_its_body(tmp_path):
+    from gpudsl.cli.check import run_check
+
+    f = tmp_path / "k.py"
+    f.write_text(FILE.replace("*(float4*){dst_data} = *(const float4*){src_data};",
+                              "(&{dst})[0] = (&{src})[1];"))
+    out = io.StringIO()
+    assert run_check(str(f), {}, out) == 1
+    text = out.getvalue()
+    assert "the template differs from the body" in text
+    assert "1 @instr template differs from its body" in text
 
 
 def test_cli_perf_without_sizes_hints_at_bind(tmp_path):

@@ -28,6 +28,9 @@ class Ctx:
         self.deadline = None if budget_s is None else time.perf_counter() + budget_s
         written = {eff.arrays[k].name for k in eff.written}
         self.enc = Encoder(eff.proc, bindings, written)
+        from ..tickets import find_tickets
+
+        self.enc.tickets = find_tickets(eff.body)
         self.premises = self.enc.premises()
         self.diagnostics: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []

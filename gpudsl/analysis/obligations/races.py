@@ -27,6 +27,7 @@ from ..report import Diagnostic
 from ...ir.smt import DEFAULT_TIMEOUT_MS, SAT, UNKNOWN, Unsupported
 from ..phases import PhaseRelation
 from ..sync_counts import kernel_syncs
+from ..tickets import ticket_facts
 from . import Ctx
 
 _PHASES = PhaseRelation()
@@ -105,6 +106,7 @@ def _pairs(eff):
         if not any(a.is_write for a in accs):
             continue
         info = eff.arrays[key]
+        accs = _representatives(accs)
         buckets: dict = {}
         loose = []
         for a in accs:
@@ -135,6 +137,24 @@ def _pairs(eff):
                 for c2 in reps[i:]:
                     if _conflict(c1[0], c2[-1]):
                         yield info, c1[0], c2[-1], {"blocks", "host"}
+
+
+def _representatives(accs: list) -> list:
+    """One access per class of accesses that every race question treats alike: the
+    same shape (:func:`_shape`: kind, indices, guards, loops), the same block-level
+    path (so the same phase relations) and barrier count.  A thread body of N
+    statements touching ``y[t]`` asks one question instead of N**2 / 2: the question
+    about two members of classes A and B is the one about their representatives, and
+    two members of one class ask what the representative asks with itself (an inner
+    ``par`` loop of the representative is common to both copies there, so that
+    question allows more, never less)."""
+    seen: dict = {}
+    for a in accs:
+        path = tuple((id(L), i) for L, i in a.path) if a.path is not None else None
+        k = (_shape(a), path, repr(a.bcount), a.level)
+        if k not in seen:
+            seen[k] = a
+    return list(seen.values())
 
 
 def _conflict(a1, a2) -> bool:
@@ -343,6 +363,8 @@ def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
         if not alts:
             return None
         cons.append(z3.Or(*alts))
+        if same_kernel and (t1.tickets or t2.tickets):
+            cons += ticket_facts(t1, t2, [_v(t1, l.iter) == _v(t2, l.iter) for l in host])
     except Unsupported as e:
         ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
                     [a1.loc, a2.loc], str(e) or "unsupported expression")
