@@ -266,6 +266,23 @@ class _Subst(Transformer):
         s = self.generic(s)
         return replace(s, name=self.renames[s.name]) if s.name in self.renames else s
 
+    def visit_AsyncCopy(self, s):
+        """An async copy (SPEC 2.8) of whole arrays passed by name: renamed; through a
+        window with offsets: refused (its alignment would depend on the caller)."""
+        s = self.generic(s)
+        for side in ("dst", "src"):
+            name = getattr(s, side)
+            w = self.win_env.get(name)
+            if w is not None and w.idx:
+                raise InlineRefused(
+                    f"the async copy `async_copy({s.dst}, {s.src})` of the callee works on "
+                    f"the window parameter '{name}', passed a window {w.name}[...]", s.loc,
+                    "pass whole arrays to a proc holding async copies, or inline it by hand")
+            new = w.name if w is not None else self.renames.get(name)
+            if new is not None:
+                s = replace(s, **{side: new})
+        return s
+
     def visit_For(self, s: For):
         s = self.generic(s)
         return replace(s, iter=self.renames[s.iter]) if s.iter in self.renames else s

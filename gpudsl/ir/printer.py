@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from .nodes import (Alloc, Arrive, Assign, Atomic, BinOp, Builtin, Call, Collective, Const, Expr,
+from .nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Assign, Atomic, BinOp, Builtin, Call, Collective, Const, Expr,
                     For, If, Param, Pass, Point, ProcDef, Read, Reduce, Stmt, Sync, UnOp, Wait,
                     Var, WindowArg)
 from .types import GLOBAL
@@ -144,6 +144,9 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
     if isinstance(s, (Arrive, Wait)):
         fn = "arrive" if isinstance(s, Arrive) else "wait"
         return [f"{pad}{fn}({s.name}, {print_expr(s.lo)}, {print_expr(s.hi)})"]
+    if isinstance(s, (AsyncCopy, AsyncCommit, AsyncWait)):
+        from .asyncs import stmt_text
+        return [f"{pad}{stmt_text(s)}"]
     if isinstance(s, Pass):
         return [f"{pad}pass"]
     if isinstance(s, Call):
