@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Optional
 
-from .nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
+from .nodes import (Alloc, Assign, AsyncCopy, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
                     Point, ProcDef, Read, Reduce, Stmt, Var, WindowArg)
 from ..errors import CompileError, SchedulingError
 from .types import BLOCKS, GLOBAL, INDEX, REGISTER, i32
@@ -196,6 +196,8 @@ def written_names(body) -> set[str]:
     of the window parameters a callee writes)."""
     out: set[str] = set()
     for n in walk(body):
+        if isinstance(n, AsyncCopy):
+            out.add(n.dst)
         if isinstance(n, (Assign, Reduce, Atomic)):
             out.add(n.name)
             if isinstance(n, Atomic) and n.result is not None:
