@@ -71,6 +71,10 @@ def _keep_sync_orderings(old, new, name):
     bad = broken_sync_orderings(old, new)
     if bad is not None:
         raise SchedulingError(name, *bad)
+    from .async_guard import broken_async
+    bad = broken_async(old, new)
+    if bad is not None:
+        raise SchedulingError(name, *bad)
 
 
 @dataclass(frozen=True)
