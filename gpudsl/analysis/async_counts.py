@@ -68,52 +68,58 @@ class AsyncCounts:
         return start
 
     def landed(self, path):
-        def value(p, env):
+        def value(p):
             w = p[-1][0][p[-1][1]]
-            return substitute(sub(self.commits(p), Const(w.depth)), env)
-        return self._search(path, len(path) - 1, None, _is_wait, value, Const(0))
+            return sub(self.commits(p), Const(w.depth))
+        return self._search(path, len(path) - 1, _is_wait, value, Const(0))
 
     def synced(self, path):
-        def value(p, env):
-            return substitute(self.landed(p), env)
-        return self._search(path, len(path) - 1, None, _is_block_sync, value, Const(0))
+        return self._search(path, len(path) - 1, _is_block_sync, self.landed, Const(0))
 
     # ------------------------------------------------------------ the search
 
-    def _search(self, path, d, j0, pred, value, default):
-        """``value(path', env)`` at the nearest statement matching ``pred`` that runs
-        unconditionally before the statement at ``path`` (before index ``j0`` of the
-        list at depth ``d`` when given), else ``default``."""
+    def _search(self, path, d, pred, value, default):
+        """``value(path')`` at the nearest statement matching ``pred`` known to run
+        before the statement at ``path`` (its list before it, the last iteration of
+        the loops there, the previous iteration of the enclosing loop, and so on
+        outwards), else ``default``."""
         if d < 0:
             return default
         L, i = path[d]
-        prefix = path[:d]
-        start = i if j0 is None else j0
-        for j in range(start - 1, -1, -1):
-            s = L[j]
-            if pred(s):
-                return value(prefix + ((L, j),), {})
-            if _seq(s):
-                k = _last(s.body, pred)
-                if k is not None:
-                    hi1 = BinOp("-", s.hi, Const(1), INDEX)
-                    v = value(prefix + ((L, j), (s.body, k)), {s.iter: hi1})
-                    rest = self._search(path, d, j, pred, value, default)
-                    return _select(BinOp(">", s.hi, s.lo, bool_), v, rest)
         if d == 0:
-            return default
-        PL, pi = path[d - 1]
-        ps = PL[pi]
-        if isinstance(ps, For) and ps.mapping == BLOCKS:
-            return default
-        if _seq(ps):
-            k = _last(ps.body, pred)
-            if k is not None:
-                prev = BinOp("-", Var(ps.iter), Const(1), INDEX)
-                v = value(path[:d] + ((ps.body, k),), {ps.iter: prev})
-                rest = self._search(path, d - 1, None, pred, value, default)
-                return _select(BinOp(">", Var(ps.iter), ps.lo, bool_), v, rest)
-        return self._search(path, d - 1, None, pred, value, default)
+            rest = default
+        else:
+            PL, pi = path[d - 1]
+            ps = PL[pi]
+            if isinstance(ps, For) and ps.mapping == BLOCKS:
+                rest = default
+            else:
+                rest = self._search(path, d - 1, pred, value, default)
+                if _seq(ps) and _contains(ps.body, pred):
+                    prev = BinOp("-", Var(ps.iter), Const(1), INDEX)
+                    inner = self._back(path[:d], ps.body, len(ps.body), pred, value, rest,
+                                       {ps.iter: prev})
+                    rest = _select(BinOp(">", Var(ps.iter), ps.lo, bool_), inner, rest)
+        return self._back(path[:d], L, i, pred, value, rest, None)
+
+    def _back(self, prefix, L, j, pred, value, default, env):
+        """The nearest match running unconditionally in ``L[:j]`` (in the last
+        iteration of the seq loops there), ``env`` substituted into the value."""
+        out = default
+        for jj in range(j):   # built from the front: the last match wins
+            s = L[jj]
+            if pred(s):
+                out = value(prefix + ((L, jj),))
+            elif _seq(s) and _contains(s.body, pred):
+                hi1 = BinOp("-", s.hi, Const(1), INDEX)
+                inner = self._back(prefix + ((L, jj),), s.body, len(s.body), pred, value,
+                                   out, {s.iter: hi1})
+                out = _select(BinOp(">", s.hi, s.lo, bool_), inner, out)
+        return substitute(out, env) if env else out
+
+
+def _contains(body, pred) -> bool:
+    return any(pred(n) for n in walk(tuple(body)))
 
 
 def _last(body, pred):
