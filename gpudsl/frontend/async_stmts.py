@@ -106,8 +106,6 @@ def parse_async_call(parser, s: ast.stmt, v: ast.Call, fname: str):
     if len(v.args) != 2:
         raise parser.err(v, "async_copy(dst, src) takes the SHARED destination and the "
                          "GLOBAL source", "e.g. async_copy(s[t], x[32 * b + t])")
-    if not parser.in_blocks:
-        raise parser.err(v, "async_copy runs in a kernel: put it inside a @ THREADS loop")
     dst, didx, dn, dty = _side(parser, v.args[0], "destination", SHARED)
     src, sidx, sn, sty = _side(parser, v.args[1], "source", GLOBAL)
     if dty != sty:
