@@ -83,28 +83,12 @@ def copy_of(stmt) -> Optional[AsyncCopy]:
     return stmt.copy if isinstance(stmt, CopyElement) else None
 
 
-def window_text(name: str, idx: tuple, n: int) -> str:
-    """``x[i, j:j + 4]`` (``x[i, j]`` for one element) as gpudsl source."""
-    from .printer import print_expr
-
-    if not idx:
-        return name
-    parts = [print_expr(i) for i in idx]
-    if n > 1:
-        lo = parts[-1]
-        parts[-1] = f"{lo}:{print_expr(BinOp('+', idx[-1], Const(n, INDEX), INDEX))}"
-    return f"{name}[{', '.join(parts)}]"
-
-
 def stmt_text(s: Stmt) -> str:
-    if isinstance(s, AsyncCopy):
-        return f"async_copy({window_text(s.dst, s.dst_idx, s.n)}, " \
-               f"{window_text(s.src, s.src_idx, s.n)})"
-    if isinstance(s, AsyncCommit):
-        return "async_commit()"
-    assert isinstance(s, AsyncWait)
-    return f"async_wait({s.depth})"
+    """An async statement as gpudsl source."""
+    from .printer import print_stmt
+
+    return print_stmt(s)[0]
 
 
 __all__ = ["ASYNC_STMTS", "COPY_BYTES", "CopyElement", "is_async", "uses_async", "shifted",
-           "elements", "copy_of", "window_text", "stmt_text"]
+           "elements", "copy_of", "stmt_text"]
