@@ -21,7 +21,7 @@ variables, :mod:`gpudsl.analysis.phases`): the obligations then answer "unknown"
 """
 from __future__ import annotations
 
-from ..ir.nodes import AsyncCommit, AsyncWait, BinOp, Builtin, Const, For, Sync, Var
+from ..ir.nodes import AsyncCommit, AsyncWait, BinOp, Builtin, Const, For, If, Sync, Var
 from ..ir.types import BLOCKS, INDEX, bool_
 from ..ir.visitor import substitute, walk
 from .phases import PhaseCounter, add, sub
@@ -73,6 +73,24 @@ class AsyncCounts:
             return sub(self.commits(p), Const(w.depth))
         return self._search(path, len(path) - 1, _is_wait, value, Const(0))
 
+    def landed_at_end(self, path):
+        """``landed`` where the block's code ends (``path``: any statement of it)."""
+        cut = 0
+        for d, (L, i) in enumerate(path):
+            if isinstance(L[i], For) and L[i].mapping == BLOCKS:
+                cut = d + 1
+        if cut:
+            body = path[cut - 1][0][path[cut - 1][1]].body
+            end = path[:cut] + ((body, len(body)),)
+        else:
+            body = path[0][0]
+            end = ((body, len(body)),)
+        return self._search(end, len(end) - 1, _is_wait, self._wait_value, Const(0))
+
+    def _wait_value(self, p):
+        w = p[-1][0][p[-1][1]]
+        return sub(self.commits(p), Const(w.depth))
+
     def synced(self, path):
         return self._search(path, len(path) - 1, _is_block_sync, self.landed, Const(0))
 
@@ -115,6 +133,12 @@ class AsyncCounts:
                 inner = self._back(prefix + ((L, jj),), s.body, len(s.body), pred, value,
                                    out, {s.iter: hi1})
                 out = _select(BinOp(">", s.hi, s.lo, bool_), inner, out)
+            elif isinstance(s, If) and (_contains(s.body, pred) or _contains(s.orelse, pred)):
+                then = self._back(prefix + ((L, jj),), s.body, len(s.body), pred, value,
+                                  out, None)
+                other = self._back(prefix + ((L, jj),), s.orelse, len(s.orelse), pred, value,
+                                   out, None) if s.orelse else out
+                out = _select(s.cond, then, other)
         return substitute(out, env) if env else out
 
 

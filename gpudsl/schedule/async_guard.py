@@ -10,8 +10,6 @@ misaligned copy or unproved copy that the input does not have.
 """
 from __future__ import annotations
 
-from collections import Counter
-
 from ..analysis.effects import collect
 from ..analysis.obligations import Ctx
 from ..analysis.obligations.asyncs import check_asyncs
@@ -33,20 +31,25 @@ def async_issues(pdef) -> list:
 
 
 def broken_async(old, new):
-    """None, or ``(message, loc, hint, witness)`` when ``new`` has an async-copy problem
-    that ``old`` has not."""
+    """None, or ``(message, loc, hint, witness)`` when ``new`` has an async-copy problem,
+    or ``old`` has one: a primitive keeps the meaning of plain copies, which is the
+    meaning of async copies only where every copy provably lands before it is used."""
     if old is new or not (uses_async(old) or uses_async(new)):
         return None
-    before = Counter(str(d.kind) for d in async_issues(old))
-    seen: Counter = Counter()
-    for d in async_issues(new):
-        k = str(d.kind)
-        seen[k] += 1
-        if seen[k] > before[k]:
+    for which, p in (("input", old), ("result", new)):
+        issues = async_issues(p) if p is not None else []
+        if issues:
+            d = issues[0]
             locs = getattr(d, "locations", None) or getattr(d, "locs", None) or [None]
-            return (f"the rewrite breaks the order of an async copy: {d.message}", locs[0],
-                    "keep async copies, async_commit, async_wait and the barriers after "
-                    "them in their order", getattr(d, "witness", None) or None)
+            if which == "input":
+                msg = ("the async copies of the proc are not proved, so no rewrite can be "
+                       f"shown to keep when they land: {d.message}")
+                hint = "fix the async copies first (check() shows how)"
+            else:
+                msg = f"the rewrite breaks the order of an async copy: {d.message}"
+                hint = ("keep async copies, async_commit, async_wait and the barriers after "
+                        "them in their order")
+            return (msg, locs[0], hint, getattr(d, "witness", None) or None)
     return None
 
 

@@ -62,6 +62,8 @@ def check_asyncs(ctx: Ctx):
             ctx.unknown(f"when the async copy `{_text(c)}` lands", [c.loc], why)
             continue
         ac = counts.setdefault(c.kernel, AsyncCounts())
+        if c.kind == "write":
+            _lands(ctx, ac, c)
         found = 0
         for x in by_array.get(c.array, ()):
             if found >= _MAX_PER_COPY:
@@ -140,6 +142,35 @@ def _alignment(ctx: Ctx, c):
         elif r.status == UNKNOWN:
             ctx.unknown(f"that the async copy `{_text(c)}` is aligned", [c.loc],
                         f"solver: {r.reason or 'unknown'}")
+
+
+def _lands(ctx: Ctx, ac: AsyncCounts, c):
+    """The copy's group is completed before the block's code ends (else the copy may
+    write SHARED memory the block no longer owns, and in the meaning it never lands)."""
+    g, end = ac.commits(c.path), ac.landed_at_end(c.path)
+    if has_unknown(g) or has_unknown(end):
+        ctx.unknown(f"that the async copy `{_text(c)}` lands before the block ends",
+                    [c.loc], "the number of async_commit or async_wait before it depends on "
+                    "loop variables")
+        return
+    t = ctx.thread("1")
+    try:
+        cons = ctx.place(t, c) + [t.expr(g) >= t.expr(end)]
+    except Unsupported as e:
+        ctx.unknown(f"that the async copy `{_text(c)}` lands", [c.loc], str(e))
+        return
+    r = ctx.solve(cons)
+    if r.status == SAT:
+        w = {"sizes": ctx.enc.size_values(r.model), "thread1": ctx.thread_witness(t, c, r.model),
+             "between": "async"}
+        ctx.diagnostics.append(Diagnostic(
+            "race", f"the async copy `{_text(c)}` may still be in flight when the block's "
+            "code ends: no async_wait completes its group (it lands nowhere, and may write "
+            "SHARED memory the block no longer owns)", [c.loc], w,
+            "async_commit the copy's group and async_wait for it before the block ends"))
+    elif r.status == UNKNOWN:
+        ctx.unknown(f"that the async copy `{_text(c)}` lands", [c.loc],
+                    f"solver: {r.reason or 'unknown'}")
 
 
 def _seq_before(p1, p2, t1, t2):

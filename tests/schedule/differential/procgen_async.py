@@ -62,8 +62,21 @@ def _double(r):
     return pre, body
 
 
+def _plain(r):
+    """A staged loop with plain copies, for make_async and pipeline_loop."""
+    if r.random() < 0.5:
+        cp = ["for t in par(0, 64) @ THREADS:", "    s[0, t] = x[i, t]"]
+    else:
+        cp = ["for t in par(0, 16) @ THREADS:", "    for v in seq(0, 4):",
+              "        s[0, 4 * t + v] = x[i, 4 * t + v]"]
+    if r.random() < 0.5:  # already async
+        cp = _copy(r, "s[0, ", "i", "t") + ["async_commit()", "async_wait(0)"]
+    body = ["sync()"] + cp + ["sync()"] + _use(r, "s[0, ", "i", "u")
+    return [], body
+
+
 def async_program(r: random.Random, name: str) -> Program:
-    pre, body = r.choice([_single, _double, _double])(r)
+    pre, body = r.choice([_single, _double, _double, _plain, _plain])(r)
     pre, body = _broken(r, pre), _broken(r, body)
     lines = ["    for b in par(0, 1) @ BLOCKS:", "        s: f32[2, 64] @ SHARED"]
     lines += ["        " + ln for ln in pre]
