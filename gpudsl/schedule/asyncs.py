@@ -8,7 +8,7 @@ input did not have); ``pipeline_loop`` also asks check() for no new race.
 """
 from __future__ import annotations
 
-from ..ir.nodes import (AsyncCommit, AsyncCopy, AsyncWait, BinOp, Call, Const, For, If, Pass,
+from ..ir.nodes import (Alloc, AsyncCommit, AsyncCopy, AsyncWait, BinOp, Call, Const, For, If, Pass,
                         Read, Stmt, Sync, Var)
 from ..ir.types import BLOCKS, GLOBAL, INDEX, SHARED, THREADS, bool_
 from ..ir.visitor import Transformer, bound_names, free_vars, substitute, walk
@@ -182,6 +182,11 @@ def pipeline_loop(p, loop, stages: int = 2):
         raise fail(f"stages must be 2 to 8, not {k}", L.loc)
     if L.kind != "seq" or L.mapping is not None:
         raise fail(f"loop {L.iter} is not a seq loop", L.loc)
+    staged = {n.dst for n in walk(L.body) if isinstance(n, AsyncCopy)}
+    inside = sorted(s.name for s in L.body if isinstance(s, Alloc) and s.name in staged)
+    if inside:
+        raise fail(f"'{inside[0]}' is allocated in the loop: lift_alloc it out first", L.loc,
+                   f"lift_alloc(p, \"{inside[0]}\")")
     parts = _copy_part(L.body)
     if parts is None:
         raise fail(f"the body of {L.iter} is not `[sync()] copies async_commit() "
