@@ -145,9 +145,6 @@ def _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi, scalar: bool = False):
         p = _spread(p, "i0", "i1o", bm * vcols, ty, tx, "ia")
     else:
         p = _spread(p, "i0", "i1", bm * bk, ty, tx, "ia")
-        if scalar and _has_loop(p, "ias"):  # the thread loops at block level
-            p = reorder_loops(p, "ias")
-            p = reorder_loops(p, "ias")
     # a warp stores rows_w = 32 // groups rows, each as `groups` column groups `vw`
     # apart: pad so that (vw * pitch) % 32 == rows_w (a bank per lane)
     vw, groups = (vec, vcols) if vcols else (1, bk)
@@ -315,6 +312,10 @@ def async_pipeline(p, stages: int, loop: str = "po", bufs=("As", "Bs")):
 
     for b in bufs:
         p = lift_alloc(p, b)
+    for seq_loop in ("ias", "ibs"):  # the thread loops of a copy at block level
+        while _has_loop(p, seq_loop) and p.find_loop(seq_loop).node().body and \
+                getattr(p.find_loop(seq_loop).node().body[0], "mapping", None) == THREADS:
+            p = reorder_loops(p, seq_loop)
     body = p.find_loop(loop).node().body
     syncs = [i for i, s in enumerate(body) if isinstance(s, Sync)]
     if len(syncs) != 2 or syncs[0] != 0:
