@@ -63,3 +63,20 @@ def test_async_stages_in_the_tuning_space():
     sp = matmul_space(bm=(128,), bn=(128,), bk=(8,), tm=(8,), tn=(8,), wm=(0,), wn=(0,))
     pairs = sorted((c["stages"], c["async_stages"]) for c in sp)
     assert pairs == [(1, 0), (1, 2), (1, 3), (1, 4), (2, 0)]
+
+
+def test_perf_reports_stages_shared_memory_and_copies_in_flight():
+    rows = {}
+    for stages in (2, 4):
+        r = big_kernel(False, async_stages=stages).perf(m=1024, n=1024, k=1024)
+        k = r.kernels[0]
+        text = str(r)
+        assert k.async_stages == stages and k.async_depth == stages - 2
+        assert f"{stages}-stage pipeline (async_wait({stages - 2})" in text
+        assert k.shared_bytes == stages * 4 * (8 * 132 + 8 * 128)
+        rows[stages] = k.bytes_in_flight
+        # the B tile's copies are one 16-byte request per lane (x4), no bank conflict
+        b = [a for a in k.accesses if a.buffer == "Bs" and a.kind == "write"]
+        assert b and all(a.vector_width == 4 and a.ok for a in b)
+    if rows[2] is not None:
+        assert rows[4] == 3 * rows[2]   # three groups of copies in flight instead of one
