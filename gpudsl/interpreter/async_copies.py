@@ -22,12 +22,13 @@ READ, WRITE = 1, 2
 
 
 class _Copy:
-    __slots__ = ("site", "group", "dst", "dk", "src", "sk", "race")
+    __slots__ = ("site", "group", "dst", "dk", "src", "sk", "race", "dims")
 
-    def __init__(self, site, group, dst, dk, src, sk, race):
+    def __init__(self, site, group, dst, dk, src, sk, race, dims):
         self.site, self.group = site, group
         self.dst, self.dk, self.src, self.sk = dst, dk, src, sk
         self.race = race   # (ctx, thread key, names, values, dst tracker, src tracker) or None
+        self.dims = dims   # (dst shape, src shape) as the copy sees them, or None
 
 
 class _Thread:
@@ -56,14 +57,15 @@ class AsyncState:
 
     # ------------------------------------------------------------ statements
 
-    def copy(self, tkey, site, dst, dks, src, sks, ctx=None, trackers=None):
+    def copy(self, tkey, site, dst, dks, src, sks, ctx=None, trackers=None, dims=None):
         """``async_copy``: the flat indices ``dks`` of ``dst`` and ``sks`` of ``src``
-        (already checked in bounds and against copies in flight)."""
+        (already checked in bounds and against copies in flight); ``dims``: the shapes
+        of both arrays, to name elements in errors."""
         th = self._thread(tkey)
         race = None
         if ctx is not None and ctx.kernel:
             race = (ctx, ctx.tkey, ctx.tnames, ctx.tvals) + tuple(trackers)
-        c = _Copy(site, self.block_commits + th.commits, dst, dks, src, sks, race)
+        c = _Copy(site, self.block_commits + th.commits, dst, dks, src, sks, race, dims)
         th.pending.append(c)
         fl = self.inflight
         for k in dks:
@@ -127,12 +129,30 @@ class AsyncState:
             return k
         how = {READ: "reads", WRITE: "writes"}.get(kind, "updates")
         what = "destination" if side == "dst" else "source"
+        shape = c.dims[0 if side == "dst" else 1] if c.dims else None
+        el = _element(k, shape, buf)
+        name = c.site.name if side == "dst" else acc.name
         raise InterpError(
-            f"`{acc.text}` at {acc.where()} {how} {acc.name}[...] (element {k} of its "
-            f"buffer), the {what} of the async copy `{c.site.text}` at {c.site.where()}, "
+            f"`{acc.text}` at {acc.where()} {how} {name}{el}, the {what} of the async "
+            f"copy `{c.site.text}` at {c.site.where()}, "
             "before the async_wait that completes the copy's group has run",
             acc.loc, "commit the copy's group and async_wait for it (then sync() if other "
             "threads read it) before touching its destination, or its source for writing")
+
+
+def _element(k: int, shape, buf) -> str:
+    """``[i, j]`` of flat index ``k`` in an array of ``shape`` that fills its buffer,
+    else ``[...] (element k of its buffer)``."""
+    n = 1
+    for d in shape or ():
+        n *= d
+    if not shape or n != len(buf):
+        return f"[...] (element {k} of its buffer)"
+    idx = []
+    for d in reversed(shape):
+        idx.append(k % d)
+        k //= d
+    return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
 
 
 _CURRENT: list = []

@@ -319,8 +319,14 @@ class ProcEmitter(ExprEmitter):
             sks.append(self.flat(s.src, shifted(s.src_idx, k), acc, READ))
         d = ", ".join(dks) + ("," if len(dks) == 1 else "")
         r = ", ".join(sks) + ("," if len(sks) == 1 else "")
-        race = f", _ctx, (tr_{s.dst}, tr_{s.src})" if self.race else ""
-        self.line(f"_asy.copy({self._tkey()}, {acc}, a_{s.dst}, ({d}), a_{s.src}, ({r}){race})")
+        race = f"_ctx, (tr_{s.dst}, tr_{s.src})" if self.race else "None, None"
+        shapes = []
+        for name in (s.dst, s.src):
+            info = self.arrays[name]
+            dims = ", ".join(info.dim(k) for k in range(info.ndim))
+            shapes.append(f"({dims}{',' if info.ndim == 1 else ''})")
+        self.line(f"_asy.copy({self._tkey()}, {acc}, a_{s.dst}, ({d}), a_{s.src}, ({r}), "
+                  f"{race}, ({shapes[0]}, {shapes[1]}))")
 
     def _AsyncCommit(self, s: AsyncCommit):
         self.line(f"_asy.commit({self._tkey()})")
