@@ -119,4 +119,4 @@ PROCS = {p.name: p for p in (staged, premature, no_wait, no_sync, double_buffere
                              wrong_depth, one_buffer, thread_level)}
 EXPECT = {"staged": "ok", "premature": "race", "no_wait": "race", "no_sync": "race",
           "double_buffered": "ok", "wrong_depth": "race", "one_buffer": "race",
-          "thread_level": "unknown"}
+          "thread_level": "ok"}

@@ -108,3 +108,35 @@ def test_wrong_memories_are_refused():
     bad = ToReg().visit(p.ir)
     issues = [i.message for i in collect(bad).issues if i.kind == "mapping"]
     assert any("async_copy copies from GLOBAL to SHARED" in m for m in issues)
+
+
+@pytest.mark.parametrize("old, new, what", [
+    ("            async_wait(0)\n", "", "when its thread loop ends"),
+    ("async_wait(0)", "async_wait(1)", "when its thread loop ends"),
+    ("y[b, t] = s[t] + 1.0", "y[b, t] = s[63 - t] + 1.0", "between the same barriers"),
+])
+def test_commits_and_waits_in_the_thread_loop(old, new, what):
+    p = proc_from_source(str(PROCS["thread_level"]).replace(old, new))
+    rep = p.check()
+    assert not rep.ok and what in rep.diagnostics[0].message, str(rep)
+    with pytest.raises((gpudsl.InterpError, gpudsl.RaceError)):
+        gpudsl.interpret(p, detect_races=True, **_args(p))
+
+
+def test_thread_loop_read_before_its_wait():
+    src = str(PROCS["thread_level"]).replace(
+        "            async_wait(0)\n            y[b, t] = s[t] + 1.0\n",
+        "            y[b, t] = s[t] + 1.0\n            async_wait(0)\n")
+    p = proc_from_source(src)
+    d = p.check().of_kind("race")[0]
+    assert "the same thread reads s[" in d.message
+    with pytest.raises(gpudsl.InterpError, match="before the async_wait"):
+        gpudsl.interpret(p, **_args(p))
+
+
+def test_mixed_levels_unknown():
+    src = str(PROCS["thread_level"]).replace(
+        "            y[b, t] = s[t] + 1.0\n",
+        "            y[b, t] = s[t] + 1.0\n        async_commit()\n")
+    rep = proc_from_source(src).check()
+    assert not rep.ok and "unknown" in rep.kinds()

@@ -35,7 +35,14 @@ def copy_loop(draw, tv, kv):
                 f"    async_copy(s[{row}, 4 * {tv}:4 * {tv} + 4], "
                 f"x[{src}, 4 * {tv}:4 * {tv} + 4])"]
     col = draw(st.sampled_from([tv, f"63 - {tv}", f"({tv} + 32) % 64"]))
-    return [f"for {tv} in par(0, 64) @ THREADS:", f"    async_copy(s[{row}, {col}], x[{src}, {tv}])"]
+    body = [f"    async_copy(s[{row}, {col}], x[{src}, {tv}])"]
+    if draw(st.integers(0, 3)) == 0:   # committed and waited for in the thread loop
+        body += draw(st.sampled_from([
+            ["    async_commit()", "    async_wait(0)"],
+            ["    async_commit()", "    async_wait(0)", f"    y[{tv}] += s[{row}, {col}]"],
+            ["    async_commit()", f"    y[{tv}] += s[{row}, {col}]", "    async_wait(0)"],
+            ["    async_commit()", "    async_wait(1)"], ["    async_wait(0)"]]))
+    return [f"for {tv} in par(0, 64) @ THREADS:"] + body
 
 
 @st.composite

@@ -17,8 +17,10 @@ and a write of its destination there).  A copy is also refused unless both of it
 first elements sit at element offsets that are multiples of its length (the hardware
 asks addresses aligned to the copy's size): ``"bounds"``.
 
-What is not counted exactly (a commit or wait inside a thread loop or under a
-condition on data, counts that depend on their own loop's variable) is "unknown".
+Commits and waits inside thread loops: :mod:`.async_local` (each copy must land in its
+own thread loop).  What is not counted exactly (commits and waits both at block level
+and in thread loops, or under a loop or condition inside a thread loop; counts that
+depend on their own loop's variable) is "unknown".
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from ...ir.smt import SAT, UNKNOWN, Unsupported
 from ...ir.types import BLOCKS, INDEX, THREADS
 from ..async_counts import AsyncCounts, has_unknown
 from ..phases import PhaseRelation
+from .async_local import check_local, local_form
 from ..report import Diagnostic
 from . import Ctx
 
@@ -58,6 +61,16 @@ def check_asyncs(ctx: Ctx):
         if c.kind == "write":
             _alignment(ctx, c)
         why = _uncountable(ctx, c)
+        if why == "thread":  # commits and waits in thread loops
+            why = local_form(ctx, c.kernel)
+            if why is None:
+                for d in check_local(ctx, c, by_array.get(c.array, ()), _text(c),
+                                     _seq_before):
+                    key = (frozenset(_lk(x) for x in d.locations), str(d.kind))
+                    if d.kind != "race" or key not in reported:
+                        ctx.diagnostics.append(d)
+                        reported.add(key)
+                continue
         if why:
             ctx.unknown(f"when the async copy `{_text(c)}` lands", [c.loc], why)
             continue
@@ -97,9 +110,7 @@ def _uncountable(ctx, c) -> str | None:
         if site.kernel != c.kernel:
             continue
         if site.level != "block" or site.at.path is None:
-            return (f"the {type(site.stmt).__name__} at {site.loc} stands inside a thread "
-                    "loop; check() counts the groups of async_commit/async_wait at block "
-                    "level only")
+            return "thread"
     return None
 
 
