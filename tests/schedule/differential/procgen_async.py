@@ -75,8 +75,19 @@ def _plain(r):
     return [], body
 
 
+def _local(r):
+    """Copies committed and waited for in their own thread loop."""
+    col = r.choice(["t", "63 - t"])
+    use = r.choice([f"y[i, t] += s[0, {col}] * 2.0", f"y[i, t] = s[0, {col}] + a"])
+    body = ["for t in par(0, 64) @ THREADS:", f"    async_copy(s[0, {col}], x[i, t])",
+            "    async_commit()", "    async_wait(0)", f"    {use}"]
+    if r.random() < 0.12:
+        body.pop(r.choice([2, 3]))
+    return [], body + ["sync()"]
+
+
 def async_program(r: random.Random, name: str) -> Program:
-    pre, body = r.choice([_single, _double, _double, _plain, _plain])(r)
+    pre, body = r.choice([_single, _double, _double, _plain, _plain, _local])(r)
     pre, body = _broken(r, pre), _broken(r, body)
     lines = ["    for b in par(0, 1) @ BLOCKS:", "        s: f32[2, 64] @ SHARED"]
     lines += ["        " + ln for ln in pre]
