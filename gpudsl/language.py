@@ -20,6 +20,9 @@ seq = _only_in_procs("seq")
 sync = _only_in_procs("sync")
 arrive = _only_in_procs("arrive")
 wait = _only_in_procs("wait")
+async_copy = _only_in_procs("async_copy")  # SPEC 2.8
+async_commit = _only_in_procs("async_commit")
+async_wait = _only_in_procs("async_wait")
 barrier = BARRIER  # ``bar: barrier @ SHARED`` (SPEC 2.7)
 atomic_add = _only_in_procs("atomic_add")
 atomic_min = _only_in_procs("atomic_min")
@@ -52,6 +55,6 @@ __all__ = ["BLOCKS", "THREADS", "GLOBAL", "SHARED", "REGISTER", "CONST", "f16", 
            "i32", "i64", "bool_", "size", "index", "par", "seq", "sync", "atomic_add",
            "atomic_min", "atomic_max", "atomic_sub", "atomic_exch", "atomic_cas", "atomic_and",
            "atomic_or", "atomic_xor", "atomic_inc", "select", "exp", "log", "sqrt", "tanh",
-           "arrive", "wait", "barrier",
+           "arrive", "wait", "barrier", "async_copy", "async_commit", "async_wait",
            "shfl", "shfl_xor", "shfl_down", "shfl_up", "ballot", "any_lanes", "all_lanes",
            "warp_sum", "warp_max", "warp_min"]

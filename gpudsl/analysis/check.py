@@ -17,6 +17,7 @@ from ..ir.inline import InlineRefused
 from .effects import collect
 from .mapping import check_uniformity, issues_to_diagnostics
 from .obligations import Ctx
+from .obligations.asyncs import check_asyncs
 from .obligations.barriers import check_barriers
 from .obligations.bounds import check_bounds
 from .obligations.collectives import check_collectives
@@ -95,6 +96,7 @@ def _run(ir, bindings, timeout_ms) -> Report:
     check_ownership(ctx)
     check_barriers(ctx)
     check_races(ctx)
+    check_asyncs(ctx)
     check_bounds(ctx)
     diags = sorted(ctx.diagnostics, key=lambda d: _ORDER.get(d.kind, 9))
     rep = Report(ir.name, diags, ctx.warnings, dict(bindings),

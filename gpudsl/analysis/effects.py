@@ -107,6 +107,8 @@ class Access:
     path: Optional[tuple] = None    # block-level (statement list, index) steps, see phases
     shown: Optional[tuple] = None   # the indices as written (``idx`` has index locals
                                     # replaced by their values)
+    tpath: Optional[tuple] = None   # the (statement list, index) steps from the kernel's
+                                    # body down to the access, thread loops included
 
     @property
     def is_write(self) -> bool:
@@ -179,6 +181,7 @@ class Effects:
     kernels: dict = field(default_factory=dict)
     syncs: list = field(default_factory=list)
     collectives: list = field(default_factory=list)     # CollectiveSite
+    asyncs: list = field(default_factory=list)          # SyncInfo of async commits/waits
     window_checks: list = field(default_factory=list)   # (Access-like ctx, WindowArg)
     call_preds: list = field(default_factory=list)      # (ctx Access, pred Expr)
     issues: list = field(default_factory=list)
@@ -230,7 +233,7 @@ class _Collector(Walker):
 
     def run(self) -> Effects:
         st = dict(loops=(), guards=(), kernel=None, level="host", inside=(), counter=None,
-                  tdepth_left=0, bdepth_left=0, bstart=None, bpos=None, path=None)
+                  tdepth_left=0, bdepth_left=0, bstart=None, bpos=None, path=None, tpath=None)
         self.block(self.eff.body, st)
         return self.eff
 
@@ -244,6 +247,8 @@ class _Collector(Walker):
         new = dict(st, bpos=c.position(st["bstart"], stmts, i))
         if st["level"] == "block" and st["path"] is not None:
             new["path"] = st["path"] + ((stmts, i),)
+        if st.get("tpath") is not None:
+            new["tpath"] = st["tpath"] + ((stmts, i),)
         return new
 
     # ------------------------------------------------------------------ index locals
@@ -361,6 +366,35 @@ class _Collector(Walker):
                        "stand at block level", [s.loc],
                        f"end the thread loop, {what}, and open a new thread loop")
 
+    def elem_type(self, name):
+        key = self.lookup(name)
+        return self.eff.arrays[key].ty if key is not None else super().elem_type(name)
+
+    def async_copy(self, s, st):
+        """An async copy (SPEC 2.8): its element accesses, and the rules of where it
+        stands and what it copies (mapping)."""
+        if st["level"] != "thread":
+            self.issue("mapping", "async_copy outside any @ THREADS loop: each copy is "
+                       "started by one thread", [s.loc], "put it inside a THREADS loop")
+        for name, mem in ((s.dst, SHARED), (s.src, GLOBAL)):
+            key = self.lookup(name)
+            if key is not None and self.eff.arrays[key].mem != mem:
+                info = self.eff.arrays[key]
+                self.issue("mapping", f"async_copy copies from GLOBAL to SHARED memory; "
+                           f"'{name}' is in {info.mem.name}", [s.loc, info.loc],
+                           f"keep '{name}' in {mem.name} memory")
+        super().async_copy(s, st)
+
+    def async_sync(self, s, st):
+        at = self.ctx_access(s, st)
+        at.path, at.tpath = st.get("path"), st.get("tpath")
+        self.eff.asyncs.append(SyncInfo(s.loc, st["loops"], st["guards"], st["kernel"],
+                                        st["level"], list(st["inside"]), s, at))
+        if st["kernel"] is None:
+            self.issue("mapping", f"{type(s).__name__} outside any @ BLOCKS loop: async "
+                       "copies belong to the threads of a kernel", [s.loc],
+                       "put it inside the block loop")
+
     def alloc(self, s: Alloc, st):
         super().alloc(s, st)
         self.exprs(list(s.shape), s, st)
@@ -401,7 +435,7 @@ class _Collector(Walker):
                 self.eff.kernels[uid] = KernelInfo(uid, s, loc=s.loc,
                                                    host_loops=tuple(st["loops"]))
                 new.update(kernel=uid, bdepth_left=depth - 1, counter=PhaseCounter(),
-                           bpos=Const(0), path=())
+                           bpos=Const(0), path=(), tpath=())
                 dim = depth - 1
                 new["level"] = "block"
             elif st["bdepth_left"] > 0 and st["loops"] and st["loops"][-1].mapping == BLOCKS:
@@ -495,7 +529,7 @@ class _Collector(Walker):
         a = Access(key, info.name, info.mem, kind, tuple(idx), bounds or [], st["guards"],
                    st["loops"], st["kernel"], level, st.get("bpos"),
                    getattr(node, "loc", None) or s.loc, s, reduce, self.next_uid(),
-                   st.get("path"), shown)
+                   st.get("path"), shown, st.get("tpath"))
         if a.loc is None or (isinstance(node, Read) and s.loc is not None):
             a.loc = s.loc
         self.eff.accesses.append(a)

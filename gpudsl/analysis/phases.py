@@ -88,9 +88,11 @@ def _has_unknown(e: Expr) -> bool:
 
 
 class PhaseCounter:
-    """Computes barrier counts of block-level statement positions (memoised)."""
+    """Computes barrier counts of block-level statement positions (memoised).
+    ``leaf`` says which statements it counts (default: ``sync()``)."""
 
-    def __init__(self):
+    def __init__(self, leaf=None):
+        self.leaf = leaf or _block_sync
         self.memo: dict[int, Expr] = {}
         self.prefix: dict = {}
 
@@ -110,7 +112,7 @@ class PhaseCounter:
         return tot
 
     def _count(self, s: Stmt) -> Expr:
-        if _block_sync(s):
+        if self.leaf(s):
             return Const(1)
         if isinstance(s, If):
             a, b = self.count_block(s.body), self.count_block(s.orelse)

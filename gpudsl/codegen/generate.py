@@ -13,7 +13,7 @@ import numbers
 
 from ..errors import CompileError
 from ..ir.inline import inline_calls, written_names
-from ..ir.nodes import (Assign, Atomic, ProcDef, Read, Reduce, Var, WindowArg)
+from ..ir.nodes import (Assign, AsyncCopy, Atomic, ProcDef, Read, Reduce, Var, WindowArg)
 from ..ir.printer import print_expr
 from ..ir.types import CONST, INDEX, f16, bf16
 from ..ir.visitor import bound_names, walk
@@ -200,6 +200,8 @@ class ModuleWriter:
                 used.add(n.name)
                 if isinstance(n, Atomic) and n.result is not None:
                     used.add(n.result)
+            elif isinstance(n, AsyncCopy):
+                used.update((n.dst, n.src))
         used -= local
         written = written_names(stmts)
         temps = {t.name: t for t in temporaries}

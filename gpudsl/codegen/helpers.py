@@ -3,6 +3,7 @@ when the generated code uses them."""
 from __future__ import annotations
 
 from .collectives import WARP_COMMENT, WARP_HELPERS
+from .asyncs import ASYNC_COPY
 from .syncs import MBARRIER, NAMED_BARRIER
 
 _FLOOR = """\
@@ -122,6 +123,7 @@ __device__ __forceinline__ long long gpudsl_atomic_inc(long long* p, long long m
 HELPERS = {
     "gpudsl_bar_sync": ("named_barrier", NAMED_BARRIER),
     "gpudsl_mbar": ("mbarrier", MBARRIER),
+    "gpudsl_cp_async": ("cp_async", ASYNC_COPY),
     "gpudsl_floordiv": ("floor", _FLOOR),
     "gpudsl_floormod": ("floor", _FLOOR),
     "gpudsl_wrap": ("wrap", _WRAP),
@@ -132,7 +134,7 @@ HELPERS = {
 HELPERS.update({name: (name, text) for name, text in WARP_HELPERS.items()})
 
 _ORDER = ("floor", "wrap", "atomic_f32", "atomic_f64", "atomic_old", "named_barrier",
-          "mbarrier") + tuple(WARP_HELPERS)
+          "mbarrier", "cp_async") + tuple(WARP_HELPERS)
 
 
 def helper_source(used: set[str]) -> str:

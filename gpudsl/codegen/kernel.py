@@ -28,9 +28,11 @@ from dataclasses import dataclass
 
 from ..errors import CompileError, SrcLoc
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
-                        Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg, Arrive, Wait)
+                        Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg, Arrive, Wait,
+                        AsyncCommit, AsyncCopy, AsyncWait)
 from ..ir.nests import DIMS, direct_nest, nest_dims
 from ..ir.types import BARRIER
+from .asyncs import emit_async
 from .syncs import SyncWriter
 from ..ir.printer import print_expr
 from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, THREADS, DType, bool_, f16, \
@@ -88,6 +90,9 @@ def _expr_nodes(s: Stmt):
                 yield Read(s.result, (), bool_, s.loc)  # the old value's local
     elif isinstance(s, Call):
         yield from s.args
+    elif isinstance(s, AsyncCopy):
+        yield Read(s.dst, s.dst_idx, bool_, s.loc)
+        yield Read(s.src, s.src_idx, bool_, s.loc)
     elif isinstance(s, For):
         yield s.lo
         yield s.hi
@@ -367,6 +372,9 @@ class KernelWriter(ExprEmitter):
             return
         if isinstance(s, (Arrive, Wait)):
             return self.sync_stmt(s)
+        if isinstance(s, (AsyncCommit, AsyncWait)) or (isinstance(s, AsyncCopy) and
+                                                       level != "block"):
+            return emit_async(self, s, level)
         if level == "block":
             raise _err("this statement stands at block level (inside a @ BLOCKS loop but "
                        "outside any @ THREADS loop)", s.loc,

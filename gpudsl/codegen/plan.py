@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import CompileError, SrcLoc
-from ..ir.nodes import Alloc, Assign, Atomic, Call, Expr, For, If, Pass, Read, Reduce, Stmt
+from ..ir.nodes import Alloc, AsyncCopy, Assign, Atomic, Call, Expr, For, If, Pass, Read, Reduce, Stmt
 from ..ir.control import NotConstant, control_names, evaluate  # noqa: F401 (re-exported)
 from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS, DType
 from ..ir.syncs import is_sync
@@ -152,7 +152,7 @@ class HostKernel:
 
 def has_memory_effect(s: Stmt) -> bool:
     for n in walk(s):
-        if isinstance(n, (Assign, Reduce, Atomic, Call)) or is_sync(n):
+        if isinstance(n, (Assign, Reduce, Atomic, Call, AsyncCopy)) or is_sync(n):
             return True
     return False
 

@@ -17,6 +17,7 @@ from ..ir.visitor import substitute
 from .exprs import TYPE_NAMES, ExprParser, coerce
 from .scope import Scope, Sym, name_problem
 from .source import Source
+from .async_stmts import ASYNC_FUNCS, parse_async_call
 from .sync_stmts import SYNC_FUNCS, parse_barrier_alloc, parse_sync_call
 
 _LOOP_FUNCS = ("seq", "range", "par")
@@ -343,6 +344,8 @@ class ProcParser:
         fname = v.func.id if isinstance(v.func, ast.Name) else None
         if fname in SYNC_FUNCS:
             return parse_sync_call(self, s, v, fname)
+        if fname in ASYNC_FUNCS:
+            return parse_async_call(self, s, v, fname)
         if self._atomic_call(v):
             return self._atomic(s, v, fname[7:])
         return self._call(s, v)

@@ -494,6 +494,79 @@ def late(n: size, x: f32[n, 64], y: f32[n, 64], z: f32[n, 64]):
 
 assert late.check().ok
 '''),
+    _E("Statements", "AsyncCopy", "`async_copy(dst, src)`", "Inside a `@ THREADS` loop: "
+       "the thread starts a copy of 4, 8 or 16 bytes (one element, or a window "
+       "`s[i, j:j + n]` whose last index is a range of constant length) from a GLOBAL array "
+       "to a SHARED array, and goes on. The copy lands at the `async_wait` that completes "
+       "its group: until then its destination must not be read or written, nor its source "
+       "written (an error in the interpreter, a race in `check()`), and other threads read "
+       "it after a barrier that follows that wait. Both windows start at a multiple of the "
+       "copy's length. `cp.async` on sm_80+, a plain copy elsewhere. See "
+       "[asynchronous copies](async_copies.md).", '''
+@proc
+def stage(n: size, x: f32[n, 64], y: f32[n, 64]):
+    for b in par(0, n) @ BLOCKS:
+        s: f32[64] @ SHARED
+        for t in par(0, 16) @ THREADS:
+            async_copy(s[4 * t:4 * t + 4], x[b, 4 * t:4 * t + 4])   # 16 bytes
+        async_commit()
+        async_wait(0)
+        sync()
+        for t in par(0, 64) @ THREADS:
+            y[b, t] = s[63 - t]
+
+assert stage.check().ok
+x = np.arange(128, dtype=np.float32).reshape(2, 64)
+y = np.zeros_like(x)
+gpudsl.interpret(stage, x=x, y=y)
+assert (y == x[:, ::-1]).all()
+'''),
+    _E("Statements", "AsyncCommit", "`async_commit()`", "Closes the thread's current group "
+       "of async copies (at block level: every thread's). Groups are numbered in commit "
+       "order; a copy after the last commit belongs to no group yet and no wait completes "
+       "it.", '''
+@proc
+def two_groups(x: f32[2, 64], y: f32[64]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[2, 64] @ SHARED
+        for t in par(0, 64) @ THREADS:
+            async_copy(s[0, t], x[0, t])
+        async_commit()                          # group 0
+        for t in par(0, 64) @ THREADS:
+            async_copy(s[1, t], x[1, t])
+        async_commit()                          # group 1
+        async_wait(0)
+        sync()
+        for t in par(0, 64) @ THREADS:
+            y[t] = s[0, t] + s[1, 63 - t]
+
+assert two_groups.check().ok
+'''),
+    _E("Statements", "AsyncWait", "`async_wait(n)`", "The thread waits until at most `n` "
+       "(a constant) of its committed groups are still in flight; the copies of every other "
+       "group have landed. At block level every thread waits for its own copies: other "
+       "threads' copies are visible after a `sync()` that follows. `async_wait(1)` leaves "
+       "the most recent group in flight (double buffering).", '''
+@proc
+def rows(n: size, x: f32[n, 64], y: f32[n, 64]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[2, 64] @ SHARED
+        for t in par(0, 64) @ THREADS:
+            async_copy(s[0, t], x[0, t])
+        async_commit()
+        for i in seq(0, n):
+            if i + 1 < n:                       # the next row, into the other buffer
+                for t in par(0, 64) @ THREADS:
+                    async_copy(s[(i + 1) % 2, t], x[i + 1, t])
+            async_commit()
+            async_wait(1)                       # row i has landed, row i + 1 may not
+            sync()
+            for t in par(0, 64) @ THREADS:
+                y[i, t] = s[i % 2, 63 - t]
+            sync()
+
+assert rows.check().ok
+'''),
     _E("Statements", "Pass", "`pass`", "Does nothing. A string on its own line (or `...`) "
        "is a comment.", '''
 @proc

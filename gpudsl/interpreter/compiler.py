@@ -18,7 +18,7 @@ from ..ir.procdef import as_procdef
 from ..ir.types import DTYPES
 from . import runtime as rt
 from . import warps
-from .emit_stmt import ProcEmitter
+from .emit_stmt import ProcEmitter, _async_outside
 
 _CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()
 _CACHE_SIZE = 1024
@@ -33,7 +33,7 @@ def _base_env() -> dict:
         "_bad_window": rt.bad_window, "_bad_extent": rt.bad_extent,
         "_callee_assert": rt.callee_assert, "_bad_dim": rt.bad_dim,
         "_const_write": rt.const_write, "_warp_loop": warps.warp_loop,
-        "_no_warp": warps.no_warp,
+        "_no_warp": warps.no_warp, "_async_outside": _async_outside,
     }
     for name, ty in DTYPES.items():
         if ty.numpy is not None:
@@ -44,14 +44,16 @@ def _base_env() -> dict:
 _BASE = _base_env()
 
 
-def compiled(proc: ProcDef, race: bool, toplevel: bool):
-    """The Python function that runs ``proc`` (see :mod:`.emit_stmt`)."""
-    key = (id(proc), race, toplevel)
+def compiled(proc: ProcDef, race: bool, toplevel: bool, asy: bool = False):
+    """The Python function that runs ``proc`` (see :mod:`.emit_stmt`); ``asy``: a
+    callee of a proc holding async copies (its accesses are watched)."""
+    key = (id(proc), race, toplevel, asy)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is proc:
         _CACHE.move_to_end(key)
         return hit[1]
-    em = ProcEmitter(proc, race, toplevel, lambda c: compiled(c, race, False))
+    em = ProcEmitter(proc, race, toplevel, lambda c: compiled(c, race, False, em.asy),
+                     asy)
     em.emit_proc()
     src = em.source()
     fname = f"<gpudsl-interp {proc.name} #{next(_counter)}>"

@@ -9,14 +9,15 @@ inside (a division by zero, say) is reported at the user's line.
 """
 from __future__ import annotations
 
-from . import sync_order
-from ..ir.nodes import (Alloc, Arrive, Wait, Assign, Atomic, Call, For, If, Pass, Point,
+from . import async_copies, sync_order
+from ..ir.asyncs import shifted, uses_async
+from ..ir.nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign, Atomic, Call, For, If, Pass, Point,
                         ProcDef, Reduce, Stmt, Sync, Var, WindowArg)
 from ..ir.printer import print_expr, print_stmt
 from ..ir.types import BARRIER, BLOCKS, CONST, INDEX, THREADS
 from ..ir.visitor import substitute, walk
 from .warps import Site, holds_collective
-from .emit_expr import ATOMIC, WRITE, ArrInfo, ExprEmitter
+from .emit_expr import ATOMIC, READ, WRITE, ArrInfo, ExprEmitter
 from ..ir.nests import block_shape
 from .runtime import fill_value, wrap_expr
 from ..errors import InterpError
@@ -28,9 +29,20 @@ def _stmt_text(s: Stmt) -> str:
     return print_stmt(s)[0].strip()
 
 
+def _async_outside(acc):
+    raise InterpError(f"`{acc.text}` stands outside any @ THREADS loop: an async copy is "
+                      "started by one thread", acc.loc, "put it inside a THREADS loop")
+
+
 class ProcEmitter(ExprEmitter):
-    def __init__(self, proc: ProcDef, race: bool, toplevel: bool, compile_callee):
+    def __init__(self, proc: ProcDef, race: bool, toplevel: bool, compile_callee,
+                 asy: bool = False):
         super().__init__(race)
+        # async copies (SPEC 2.8, :mod:`.async_copies`): the arrays to watch (None: all)
+        self.asy = asy or (toplevel and uses_async(proc))
+        self.watch = None if not toplevel else {
+            n for s in walk(proc.body) if isinstance(s, AsyncCopy) for n in (s.dst, s.src)}
+        self.tnames: list = []  # the enclosing @ THREADS loop variables
         self.proc = proc
         self.toplevel = toplevel
         self.compile_callee = compile_callee  # (ProcDef) -> function
@@ -69,6 +81,9 @@ class ProcEmitter(ExprEmitter):
                 args.append(f"A_{prm.name}")
         self.lines.append(f"def _run({', '.join(args)}):")
         self.locs.append(p.loc)
+        if self.asy:
+            fn = async_copies.begin if self.toplevel else async_copies.current
+            self.line(f"_asy = {self.const(fn, '_F')}()")
         for prm in p.params:
             if not prm.is_array:
                 continue
@@ -176,7 +191,9 @@ class ProcEmitter(ExprEmitter):
         saved, self.in_warp = self.in_warp, True
         self.known.add(s.iter)
         self.tdepth += 1
+        self.tnames.append(s.iter)
         self.block(s.body)
+        self.tnames.pop()
         self.tdepth -= 1
         self.known.discard(s.iter)
         self.in_warp = saved
@@ -223,7 +240,16 @@ class ProcEmitter(ExprEmitter):
             enter = f"_ctx.thread_set({tl}, {v})"
         if enter:
             self.line(enter)
+        if self.asy and s.mapping == BLOCKS:
+            self.line("_asy.block()")
+        if s.mapping == THREADS:
+            self.tnames.append(s.iter)
         self.block(s.body)
+        if s.mapping == THREADS:
+            self.tnames.pop()
+        if self.asy and s.mapping == BLOCKS:
+            self.loc = s.loc
+            self.line("_asy.block()")
         if exit_:
             self.loc = s.loc
             self.line(exit_)
@@ -265,6 +291,48 @@ class ProcEmitter(ExprEmitter):
             site = self.const(object(), "_S")  # one allocation statement
             self.line(f"tr_{n} = _ctx.tracker({mem}, {n!r}, ({''.join(d + ', ' for d in dims)}), "
                       f"site={site})")
+
+    def flat(self, name: str, idx, acc: str, kind: int) -> str:
+        src = super().flat(name, idx, acc, kind)
+        if self.asy and (self.watch is None or name in self.watch):
+            return f"_asy.touch(a_{name}, {src}, {kind}, {acc})"
+        return src
+
+    # ------------------------------------------------------------ async copies
+
+    def _tkey(self) -> str:
+        """The running thread's (z, y, x) in the generated code; None at block level."""
+        if not self.tnames:
+            return "None"
+        vals = [f"v_{n}" for n in self.tnames[-3:]]
+        return "(" + ", ".join(["0"] * (3 - len(vals)) + vals) + ")"
+
+    def _AsyncCopy(self, s: AsyncCopy):
+        if not self.tnames:
+            acc = self.access(s.loc, _stmt_text(s), "async copy", s.dst)
+            self.line(f"_async_outside({acc})")
+            return
+        acc = self.access(s.loc, _stmt_text(s), "async copy", s.dst)
+        dks, sks = [], []
+        for k in range(s.n):
+            dks.append(self.flat(s.dst, shifted(s.dst_idx, k), acc, WRITE))
+            sks.append(self.flat(s.src, shifted(s.src_idx, k), acc, READ))
+        d = ", ".join(dks) + ("," if len(dks) == 1 else "")
+        r = ", ".join(sks) + ("," if len(sks) == 1 else "")
+        race = f"_ctx, (tr_{s.dst}, tr_{s.src})" if self.race else "None, None"
+        shapes = []
+        for name in (s.dst, s.src):
+            info = self.arrays[name]
+            dims = ", ".join(info.dim(k) for k in range(info.ndim))
+            shapes.append(f"({dims}{',' if info.ndim == 1 else ''})")
+        self.line(f"_asy.copy({self._tkey()}, {acc}, a_{s.dst}, ({d}), a_{s.src}, ({r}), "
+                  f"{race}, ({shapes[0]}, {shapes[1]}))")
+
+    def _AsyncCommit(self, s: AsyncCommit):
+        self.line(f"_asy.commit({self._tkey()})")
+
+    def _AsyncWait(self, s: AsyncWait):
+        self.line(f"_asy.wait({self._tkey()}, {s.depth})")
 
     def _store(self, name: str, idx, rhs_src: str, acc: str, kind: int):
         self.line(f"a_{name}[{self.flat(name, idx, acc, kind)}] = {rhs_src}")

@@ -25,7 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .inline import Inliner
-from .nodes import Alloc, Arrive, Wait, Assign, Atomic, Call, Expr, For, If, Read, Reduce, Stmt, Sync
+from .asyncs import elements
+from .nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign, Atomic, Call,
+                    Expr, For, If, Read, Reduce, Stmt, Sync)
+from .types import f32
 from .visitor import walk
 
 
@@ -129,6 +132,22 @@ class Walker:
             self.sync(s, ctx)
         elif isinstance(s, Call):
             self.call(s, ctx)
+        elif isinstance(s, AsyncCopy):
+            self.async_copy(s, ctx)
+        elif isinstance(s, (AsyncCommit, AsyncWait)):
+            self.async_sync(s, ctx)
+
+    def async_copy(self, s: AsyncCopy, ctx):
+        """An async copy (SPEC 2.8) as its element copies (:func:`gpudsl.ir.asyncs.elements`:
+        assignments that remember the copy)."""
+        for e in elements(s, self.elem_type(s.src)):
+            self.assign(e, ctx)
+
+    def elem_type(self, name):
+        return f32
+
+    def async_sync(self, s, ctx):
+        """``async_commit()`` / ``async_wait(n)``: no memory access of their own."""
 
     def assign(self, s, ctx):
         vals = (getattr(s, "cmp", None), s.rhs)  # atomic_cas's compare value first

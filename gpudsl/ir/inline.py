@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Optional
 
-from .nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
+from .nodes import (Alloc, Assign, AsyncCopy, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
                     Point, ProcDef, Read, Reduce, Stmt, Var, WindowArg)
 from ..errors import CompileError, SchedulingError
 from .types import BLOCKS, GLOBAL, INDEX, REGISTER, i32
@@ -196,6 +196,8 @@ def written_names(body) -> set[str]:
     of the window parameters a callee writes)."""
     out: set[str] = set()
     for n in walk(body):
+        if isinstance(n, AsyncCopy):
+            out.add(n.dst)
         if isinstance(n, (Assign, Reduce, Atomic)):
             out.add(n.name)
             if isinstance(n, Atomic) and n.result is not None:
@@ -265,6 +267,23 @@ class _Subst(Transformer):
     def visit_Alloc(self, s: Alloc):
         s = self.generic(s)
         return replace(s, name=self.renames[s.name]) if s.name in self.renames else s
+
+    def visit_AsyncCopy(self, s):
+        """An async copy (SPEC 2.8) of whole arrays passed by name: renamed; through a
+        window with offsets: refused (its alignment would depend on the caller)."""
+        s = self.generic(s)
+        for side in ("dst", "src"):
+            name = getattr(s, side)
+            w = self.win_env.get(name)
+            if w is not None and w.idx:
+                raise InlineRefused(
+                    f"the async copy `async_copy({s.dst}, {s.src})` of the callee works on "
+                    f"the window parameter '{name}', passed a window {w.name}[...]", s.loc,
+                    "pass whole arrays to a proc holding async copies, or inline it by hand")
+            new = w.name if w is not None else self.renames.get(name)
+            if new is not None:
+                s = replace(s, **{side: new})
+        return s
 
     def visit_For(self, s: For):
         s = self.generic(s)

@@ -285,6 +285,39 @@ class Wait(Stmt):
 
 
 @dataclass(frozen=True)
+class AsyncCopy(Stmt):
+    """``async_copy(dst[..., j:j + n], src[..., k:k + n])`` inside a ``@ THREADS`` loop
+    (SPEC 2.8): the thread starts a copy of ``n`` contiguous elements (4, 8 or 16
+    bytes) from the GLOBAL array ``src`` to the SHARED array ``dst`` without waiting.
+    ``dst_idx`` / ``src_idx`` index the first element; the last index runs over
+    ``n`` elements (``n == 1`` prints as a plain element ``dst[i]``).  The copy lands
+    when the ``async_wait`` that completes its group runs (:mod:`gpudsl.ir.asyncs`)."""
+
+    dst: str
+    dst_idx: tuple[Expr, ...]
+    src: str
+    src_idx: tuple[Expr, ...]
+    n: int = 1
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class AsyncCommit(Stmt):
+    """``async_commit()``: closes the current group of the thread's async copies."""
+
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class AsyncWait(Stmt):
+    """``async_wait(n)``: the thread waits until at most ``n`` (a constant) of its
+    committed groups are pending; the copies of the completed groups have landed."""
+
+    depth: int
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
 class Pass(Stmt):
     loc: Optional[SrcLoc] = field(**_LOC)
 

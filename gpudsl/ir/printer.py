@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 
-from .nodes import (Alloc, Arrive, Assign, Atomic, BinOp, Builtin, Call, Collective, Const, Expr,
-                    For, If, Param, Pass, Point, ProcDef, Read, Reduce, Stmt, Sync, UnOp, Wait,
-                    Var, WindowArg)
-from .types import GLOBAL
+from .nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Assign, Atomic, BinOp,
+                    Builtin, Call, Collective, Const, Expr, For, If, Param, Pass, Point,
+                    ProcDef, Read, Reduce, Stmt, Sync, UnOp, Wait, Var, WindowArg)
+from .types import GLOBAL, INDEX
 
 # Python precedence, higher binds tighter.
 _PREC = {
@@ -89,6 +89,16 @@ def print_window(w: WindowArg) -> str:
     return f"{w.name}[{', '.join(parts)}]"
 
 
+def print_copy_window(name: str, idx, n: int) -> str:
+    """One side of an async copy: ``x[i, j:j + 4]`` (``x[i, j]`` for one element)."""
+    if not idx:
+        return name
+    parts = [print_expr(i) for i in idx]
+    if n > 1:
+        parts[-1] = f"{parts[-1]}:{print_expr(BinOp('+', idx[-1], Const(n), INDEX))}"
+    return f"{name}[{', '.join(parts)}]"
+
+
 def _shape(shape) -> str:
     return ", ".join(print_expr(s) for s in shape)
 
@@ -144,6 +154,13 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
     if isinstance(s, (Arrive, Wait)):
         fn = "arrive" if isinstance(s, Arrive) else "wait"
         return [f"{pad}{fn}({s.name}, {print_expr(s.lo)}, {print_expr(s.hi)})"]
+    if isinstance(s, AsyncCopy):
+        return [f"{pad}async_copy({print_copy_window(s.dst, s.dst_idx, s.n)}, "
+                f"{print_copy_window(s.src, s.src_idx, s.n)})"]
+    if isinstance(s, AsyncCommit):
+        return [f"{pad}async_commit()"]
+    if isinstance(s, AsyncWait):
+        return [f"{pad}async_wait({s.depth})"]
     if isinstance(s, Pass):
         return [f"{pad}pass"]
     if isinstance(s, Call):

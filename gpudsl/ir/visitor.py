@@ -11,7 +11,7 @@ from dataclasses import fields, replace
 from functools import lru_cache
 from typing import Callable, Iterator
 
-from .nodes import (Alloc, Arrive, Atomic, Wait, Assign, Call, Expr, For, If, Node, Read, Reduce,
+from .nodes import (Alloc, Arrive, AsyncCopy, Atomic, Wait, Assign, Call, Expr, For, If, Node, Read, Reduce,
                     Stmt, Var, WindowArg)
 
 
@@ -142,6 +142,10 @@ class _Renamer(Transformer):
 
     visit_Assign = visit_Reduce = visit_Alloc = visit_Arrive = visit_Wait = _named_stmt
 
+    def visit_AsyncCopy(self, s):
+        s = self.generic(s)
+        return replace(s, dst=self._n(s.dst), src=self._n(s.src))
+
     def visit_Atomic(self, s):
         s = self._named_stmt(s)
         return replace(s, result=self._n(s.result)) if s.result in self.env else s
@@ -167,6 +171,8 @@ def free_vars(node) -> set[str]:
             out.add(n.name)
             if isinstance(n, Atomic) and n.result is not None:
                 out.add(n.result)
+        elif isinstance(n, AsyncCopy):
+            out.update((n.dst, n.src))
     return out
 
 

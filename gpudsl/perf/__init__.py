@@ -147,11 +147,29 @@ def perf(proc, device_name: "str | Device" = "H100", sass: bool = True,
             hk.name, grid, info.block, regs, shared, spills, occ.fraction, detail, nbytes,
             flops, nbytes / dev.bandwidth, flops / dev.fp32_flops, accesses,
             launches[hk.name], hk.serial, shuffles=counter.shuffles)
+        kp.async_stages, kp.async_depth = _async_stages(hk.body)
         if machine is not None and hk.name in machine and not hk.serial:
             add_machine_terms(kp, machine[hk.name], dev, occ, grid, info.block,
                               sum(counter.moved.values()), counter.total_bytes("r"))
         report.kernels.append(kp)
     return report
+
+
+def _async_stages(body) -> tuple:
+    """(stages, deepest async_wait) of a kernel's async copies (SPEC 2.8): a kernel that
+    commits groups in a loop and waits with depth ``d`` keeps ``d + 1`` groups in flight
+    while it uses one: ``d + 2`` stages; without such a loop, one stage; (0, 0) without
+    async copies."""
+    from ..ir.nodes import AsyncCommit, AsyncCopy, AsyncWait, For
+    from ..ir.visitor import walk
+
+    nodes = list(walk(tuple(body)))
+    if not any(isinstance(n, AsyncCopy) for n in nodes):
+        return 0, 0
+    depth = max([n.depth for n in nodes if isinstance(n, AsyncWait)] or [0])
+    looped = any(isinstance(n, For) and n.kind == "seq" and n.mapping is None and
+                 any(isinstance(m, AsyncCommit) for m in walk(n.body)) for n in nodes)
+    return (depth + 2 if looped else 1), depth
 
 
 def _shared_bytes(records, counter) -> int:

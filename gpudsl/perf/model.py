@@ -64,7 +64,7 @@ def shared_traffic(figs: list, threads: int, flops: float, accessed: float) -> f
 def in_flight(figs: list) -> tuple:
     """(loads, bytes) in flight per thread where the work is: the innermost loops that
     access global memory (the least of them), else the whole kernel."""
-    inner = [f for f in _innermost_global(figs) if f.loads]
+    inner = [f for f in _innermost_global(figs) if f.loads or f.loads_in_flight]
     if not inner:
         return figs[0].loads_in_flight, figs[0].bytes_in_flight
     worst = min(inner, key=lambda f: f.bytes_in_flight)

@@ -88,6 +88,10 @@ class KernelPerf:
                  "loads in flight": self.time_mlp_s}
         return max((k for k, v in terms.items() if v is not None), key=lambda k: terms[k])
     shuffles: int = 0  # warp instructions of collectives (shuffles, votes, reductions)
+    # async copies (SPEC 2.8): the pipeline's stages (0: no async copy) and the deepest
+    # async_wait's depth (the groups a thread keeps in flight past it)
+    async_stages: int = 0
+    async_depth: int = 0
 
     @property
     def bound(self) -> str:
@@ -165,7 +169,12 @@ class PerfReport:
                f"loads / {k.bytes_in_flight} B per thread)"]]
              if k.time_issue_s is not None else []) + \
             ([["warp shuffles", f"{k.shuffles:,} warp instructions (shuffles, "
-                                "votes, warp reductions)"]] if k.shuffles else [])
+                                "votes, warp reductions)"]] if k.shuffles else []) + \
+            ([["async copies", f"{k.async_stages}-stage pipeline (async_wait("
+                               f"{k.async_depth}): {k.async_depth + 1} group(s) of copies "
+                               "in flight while a stage is used)"
+               if k.async_stages > 1 else "one stage (copies waited for before use)"]]
+             if k.async_stages else [])
 
     def _access_rows(self, k):
         return [[_loc(a.location), _short(a.statement), a.buffer, a.memory, a.kind,

@@ -363,7 +363,26 @@ def _in_flight(body: list, wrap: bool):
         live = [b for (s, e, b) in intervals if s <= x < e]
         best_n = max(best_n, len(live))
         best_b = max(best_b, sum(live))
-    return loads, best_n, best_b
+    an, ab = _async_in_flight(body)
+    return loads, best_n + an, best_b + ab
+
+
+def _async_in_flight(body: list) -> tuple:
+    """(copies, bytes) of the asynchronous copies (LDGSTS) in flight: a wait that lets
+    ``N`` groups stay pending (``DEPBAR.LE SB0, N``) keeps ``N + 1`` groups of the
+    copies of ``body`` in flight (``N = 0`` where no wait is seen)."""
+    copies = [ins for ins in body if ins.base == "LDGSTS"]
+    if not copies:
+        return 0, 0
+    depths = []
+    for ins in body:
+        if ins.base == "DEPBAR" and ins.operands and "SB0" in ins.operands[0]:
+            try:
+                depths.append(int(ins.operands[-1], 0))
+            except ValueError:
+                pass
+    groups = min(depths) + 1 if depths else 1
+    return len(copies) * groups, sum(global_bytes(ins) for ins in copies) * groups
 
 
 def _lines(body: list, proc_file: str | None) -> tuple:

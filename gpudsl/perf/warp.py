@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..ir.asyncs import elements
 from ..ir.control import NotConstant
 from ..ir.control import evaluate as _evaluate
 from ..ir.effects import Walker, inline_call
@@ -250,6 +251,17 @@ class WarpWalker(Walker):
                 self.add(rec, req)
         else:
             self.block_(body, lanes, vec)
+
+    def async_copy(self, s, ctx):
+        """An async copy (SPEC 2.8): one vector request per side, as a vector copy."""
+        lanes, vec = ctx
+        if vec is not None:
+            return super().async_copy(s, ctx)
+        group: dict = {}
+        for e in elements(s, self.elem_type(s.src)):
+            self.assign(e, (lanes, (s, group)))
+        for rec, req in group.values():
+            self.add(rec, req)
 
     def loop(self, s: For, ctx):
         lanes, vec = ctx

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import ast
 
-from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, For, If,
-                        Interval, Pass, Point, Read, Reduce, Sync, UnOp, Var, WindowArg, Arrive, Wait)
+from ..ir.nodes import (Alloc, Assign, AsyncCommit, AsyncCopy, AsyncWait, Atomic, BinOp,
+                        Builtin, Call, Const, For, If, Interval, Pass, Point, Read, Reduce, Sync,
+                        UnOp, Var, WindowArg, Arrive, Wait)
 
 _ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
           ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
@@ -170,6 +171,15 @@ def _call_stmt(pat: ast.Call, s) -> bool:
         return _name(pat.func, type(s).__name__.lower()) and len(pat.args) == 3 and \
             (is_hole(pat.args[0]) or _name(pat.args[0], s.name)) and \
             _all(pat.args[1:], (s.lo, s.hi), match_expr)
+    if isinstance(s, AsyncCommit):
+        return _name(pat.func, "async_commit") and not pat.args
+    if isinstance(s, AsyncWait):
+        return _name(pat.func, "async_wait") and len(pat.args) == 1 and \
+            (is_hole(pat.args[0]) or match_expr(pat.args[0], Const(s.depth)))
+    if isinstance(s, AsyncCopy):
+        return _name(pat.func, "async_copy") and len(pat.args) == 2 and \
+            _async_side(pat.args[0], s.dst, s.dst_idx, s.n) and \
+            _async_side(pat.args[1], s.src, s.src_idx, s.n)
     if isinstance(s, Atomic):
         return _name(pat.func, f"atomic_{s.op}") and \
             _all(pat.args, (s,) + ((s.cmp,) if s.cmp is not None else ()) + (s.rhs,),
@@ -177,6 +187,18 @@ def _call_stmt(pat: ast.Call, s) -> bool:
     if isinstance(s, Call):
         return _name(pat.func, s.proc.name) and _all(pat.args, s.args, match_expr)
     return False
+
+
+def _async_side(pat, name, idx, n) -> bool:
+    """One window of an async copy: a hole, its array's name, or ``x[...]`` (indices
+    compared for a one-element copy, the name only for a range)."""
+    if is_hole(pat):
+        return True
+    if isinstance(pat, ast.Name):
+        return pat.id == name
+    if not isinstance(pat, ast.Subscript) or not _name(pat.value, name):
+        return False
+    return n > 1 or _index(pat.slice, idx)
 
 
 def _atomic_arg(pat, x) -> bool:

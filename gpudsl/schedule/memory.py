@@ -128,6 +128,17 @@ def rearrange_dim(p, alloc, perm):
 
         visit_Assign = visit_Reduce = visit_Atomic = _st
 
+        def visit_AsyncCopy(self, st):
+            if s.name in (st.dst, st.src) and perm[-1] != rank - 1:
+                raise fail(f"an async copy moves contiguous elements of '{s.name}' along its "
+                           "last dimension, which this permutation moves", st.loc,
+                           "keep the last dimension last")
+            if st.dst == s.name:
+                st = st.with_(dst_idx=permute(st.dst_idx))
+            if st.src == s.name:
+                st = st.with_(src_idx=permute(st.src_idx))
+            return st
+
         def visit_WindowArg(self, e):
             if e.name == s.name:
                 raise fail(f"a window of '{s.name}' is passed to a call", e.loc,
@@ -339,6 +350,14 @@ def expand_dim(p, alloc, size, index):
             return st.with_(idx=(ix,) + st.idx) if st.name == s.name else st
 
         visit_Assign = visit_Reduce = visit_Atomic = _st
+
+        def visit_AsyncCopy(self, st):
+            st = self.generic(st)
+            if st.dst == s.name:
+                st = st.with_(dst_idx=(ix,) + st.dst_idx)
+            if st.src == s.name:
+                st = st.with_(src_idx=(ix,) + st.src_idx)
+            return st
 
         def visit_WindowArg(self, e):
             if e.name != s.name:

@@ -71,6 +71,10 @@ def _keep_sync_orderings(old, new, name):
     bad = broken_sync_orderings(old, new)
     if bad is not None:
         raise SchedulingError(name, *bad)
+    from .async_guard import broken_async
+    bad = broken_async(old, new)
+    if bad is not None:
+        raise SchedulingError(name, *bad)
 
 
 @dataclass(frozen=True)
@@ -341,6 +345,7 @@ def primitive(name: str, /, **kinds: Kind):
 
 # the sections of docs/primitives.md: module (under gpudsl.schedule) -> title
 SECTIONS = {"loops": "Loops", "fission": "Loops", "merge": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Sync",
+            "asyncs": "Asynchronous copies",
             "calls": "Calls", "hints": "Compiler hints"}
 
 

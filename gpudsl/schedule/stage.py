@@ -25,8 +25,8 @@ import ast
 import z3
 
 from ..errors import SchedulingError
-from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, For, If, Interval, Point,
-                        Read, Stmt, Var, WindowArg)
+from ..ir.nodes import (Alloc, Assign, AsyncCopy, Atomic, BinOp, Call, Const, For, If,
+                        Interval, Point, Read, Stmt, Var, WindowArg)
 from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, bool_
 from ..ir.visitor import Transformer, fresh_name, walk
 from .cursors import block_of, fwd_splice, replace_block, stmt_at
@@ -193,6 +193,10 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
         if isinstance(n, Call) and any(isinstance(a, WindowArg) and a.name == buf
                                        for a in n.args):
             raise fail(f"a call in the block takes '{buf}'; inline it first", n.loc)
+        if isinstance(n, AsyncCopy) and buf in (n.dst, n.src):
+            raise fail(f"an async copy in the block copies '{buf}': it lands where its "
+                       "wait runs, not where the staged copies are made", n.loc,
+                       "stage a block without async copies of it")
     mine = [a for a in accs if a.buf == buf and not a.local]
     if not mine:
         raise fail(f"the block does not access '{buf}'", loc)

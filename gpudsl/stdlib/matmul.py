@@ -38,19 +38,22 @@ from ..schedule import (cut_loop, divide_loop, fission, insert_sync, lift_alloc,
                         set_unroll, simplify, stage_mem)
 from .common import tiles_and_edges
 from .matmul_parts import (_copy_all_threads, _copy_threads, _has_loop,  # noqa: F401
-                           _thread_loops, _transposed_a_copy, double_buffer,
+                           _thread_loops, _transposed_a_copy, async_pipeline, double_buffer,
                            _vectorize_copy, _vectorize_store, _warp_loops, expand_acc,
                            matmul_algorithm, split_k, stage_tiles, vecmat_algorithm)
 from .matmul_tiles import guarded_tiles_kernel, schedule_matmul_guarded_tiles  # noqa: F401
 from .shapes import NodeError, require
 
-DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0, stages=0)
+DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0, stages=0,
+                async_stages=0)
 # wm, wn: the warp tile of the big-tile kernel (0, 0: none; see schedule_matmul's
 # warp_tile).  Off by default: the performance report's figures are the same either way
 # (docs/decisions.md, issue 15 wave 3).  stages: 2, double-buffered tiles with one
 # barrier per k step (schedule_matmul's stages), or 1, the single-stage kernel kept for
 # comparison; 0: the variant's default, 2 except for the batched kernel, which spills
-# 16 B with two stages (docs/decisions.md, issue 23)
+# 16 B with two stages (docs/decisions.md, issue 23).  async_stages: 2 to 4, the tiles
+# copied by async copies into a circular buffer of that depth (schedule_matmul's
+# async_stages, with stages=1); 0: off (the default until a GPU has timed it)
 
 
 
@@ -61,7 +64,8 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
                     tn: int = 8, vec: int = 4, cache_regs: bool = True,
                     vec_registers: bool = True, blocks_per_sm: int = 2,
                     strided_cols: bool = True, a_transposed: bool = True,
-                    warp_tile: tuple | None = None, stages: int = 1) -> Proc:
+                    warp_tile: tuple | None = None, stages: int = 1,
+                    async_stages: int = 0) -> Proc:
     """2-D block tiling + thread tiling + float4, from ``matmul_algorithm(batched,
     (bm, bn, bk))``.  Threads per block: ``(bm // tm) x (bn // tn)``.
 
@@ -86,7 +90,13 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
 
     ``stages=2``: double buffering (``matmul_parts.double_buffer``): two SHARED
     buffers of each tile, the next tile's copy in the current step, one barrier per
-    k step."""
+    k step.
+
+    ``async_stages=k`` (2 to 4, with ``stages=1``): the tiles copied by async copies
+    (``cp.async`` on sm_80+) into a ``k``-deep circular buffer
+    (``matmul_parts.async_pipeline``: ``make_async``, ``pipeline_loop``): ``k - 1`` tiles
+    in flight while one is computed on; the A tile is copied one element at a time
+    (4-byte copies, transposed in flight)."""
     batched = _has_loop(p, "z")
     ty, tx = bm // tm, bn // tn
     assert bm % tm == 0 and bn % tn == 0 and tn % vec == 0
@@ -134,7 +144,8 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     p, compute = stage_tiles(p, bm, bn, bk, zi)
     a_vec = 1
     if a_transposed:
-        p, a_vec = _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi)
+        p, a_vec = _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi,
+                                      scalar=async_stages > 0)
     else:
         p = _copy_threads(p, "i0", "i1", bm, bk, ty, tx, vec)
     p = _copy_all_threads(p, "i0_1", "i1_1", bk, bn, ty, tx, vec)
@@ -178,8 +189,14 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     # 6. float4 stores of the register tile
     if vec_registers and vec > 1:
         p = _vectorize_store(p, vec, zi)
-    # 7. two buffers per tile, one barrier per k step
-    if stages == 2 and not _has_loop(p, "p"):
+    # 7. two buffers per tile, one barrier per k step (or a circular buffer of async
+    #    copies)
+    if async_stages:
+        if stages != 1 or _has_loop(p, "p") or not a_transposed:
+            raise ValueError("async_stages needs stages=1, a transposed A tile and no "
+                             "reduction tail")
+        p = async_pipeline(p, async_stages, "po")
+    elif stages == 2 and not _has_loop(p, "p"):
         p = double_buffer(p, "po")
     elif stages != 1:
         raise ValueError(f"stages={stages}: the big-tile kernel has 1 or 2 stages"
@@ -275,8 +292,13 @@ def _big_ok(m, n, k, o) -> bool:
 
 @lru_cache(maxsize=None)
 def big_kernel(batched: bool, bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0,
-               stages=0) -> Proc:
+               stages=0, async_stages=0) -> Proc:
     default = 1 if batched else 2
+    if async_stages:
+        p = schedule_matmul(matmul_algorithm(batched, (bm, bn, bk)), bm=bm, bn=bn, bk=bk,
+                            tm=tm, tn=tn, vec=vec, warp_tile=(wm, wn) if wm else None,
+                            stages=1, async_stages=async_stages)
+        return rename(p, f"{p.name}_a{async_stages}")
     if stages == 0:
         stages = default
     p = schedule_matmul(matmul_algorithm(batched, (bm, bn, bk)), bm=bm, bn=bn, bk=bk,
@@ -371,17 +393,21 @@ def matmul_variant(m: int, n: int, k: int, o: dict) -> tuple[str, int]:
 
 
 def matmul_space(bm=(32, 64, 128), bn=(32, 64, 128), bk=(8, 16), tm=(4, 8), tn=(4, 8),
-                 wm=(0, 16, 32, 64), wn=(0, 16, 32, 64), stages=(1, 2)):
+                 wm=(0, 16, 32, 64), wn=(0, 16, 32, 64), stages=(1, 2),
+                 async_stages=(0, 2, 3, 4)):
     """The big-tile schedule's parameters as an autotuning space (SPEC section 8):
     tiles that divide, at most 1024 threads per block; a warp tile ``wm x wn`` (0 x 0:
     none) that divides the block tile and holds 32 thread tiles; 1 or 2 stages
-    (double-buffered tiles)."""
+    (double-buffered tiles), or a circular buffer of async copies 2 to 4 deep
+    (``async_stages``, with 1 stage)."""
     from ..autotune.space import Space
 
     return Space(bm=list(bm), bn=list(bn), bk=list(bk), tm=list(tm), tn=list(tn),
                  wm=list(wm), wn=list(wn), stages=list(stages),
+                 async_stages=list(async_stages),
                  where=lambda c: c.bm % c.tm == 0 and c.bn % c.tn == 0
-                 and 32 <= (c.bm // c.tm) * (c.bn // c.tn) <= 1024 and _warp_ok(c))
+                 and 32 <= (c.bm // c.tm) * (c.bn // c.tn) <= 1024 and _warp_ok(c)
+                 and not (c.get("async_stages", 0) and c.get("stages", 1) != 1))
 
 
 def _warp_ok(c) -> bool:
@@ -401,13 +427,17 @@ def options_kernel(a_shape, b_shape, **opts):
     warp-tiled.  What ``MatmulBuild`` builds and ``ops.matmul`` runs for a tuned
     winner (one kernel for one configuration)."""
     wm, wn, stages = opts.pop("wm", 0), opts.pop("wn", 0), opts.pop("stages", 0)
+    asy = opts.pop("async_stages", 0)
     p, bind = matmul_kernel(a_shape, b_shape, **opts)
-    if (wm and wn) or stages:
+    if (wm and wn) or stages or asy:
         o = dict(DEFAULTS, **opts)
         args = (len(a_shape) == 3, o["bm"], o["bn"], o["bk"], o["tm"], o["tn"], o["vec"])
         if p is big_kernel(*args):  # the picker's call (lru_cache: the same object)
             # (the same call as elsewhere: lru_cache keys on how it is called)
-            p = big_kernel(*args, wm, wn, *((stages,) if stages else ()))
+            if asy:
+                p = big_kernel(*args, wm, wn, 1, asy)
+            else:
+                p = big_kernel(*args, wm, wn, *((stages,) if stages else ()))
     return p, bind
 
 

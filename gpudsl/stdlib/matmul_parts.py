@@ -126,14 +126,16 @@ def _permute_nest(p, order, want):
     return p
 
 
-def _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi):
+def _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi, scalar: bool = False):
     """The A tile ``As[bm, bk]`` stored transposed, ``[bk][bm + pad]``: each thread
     reads ``vec`` adjacent values of a row of A (float4, through registers ``ta``) and
     stores them down a column of ``As``; the pad puts the ``bk // vec`` column groups
-    a warp stores on distinct banks.  Returns (proc, the vector width the register
-    cache may read ``As`` with)."""
+    a warp stores on distinct banks.  ``scalar``: one element a copy, straight from
+    global to shared memory (what ``make_async`` turns into 4-byte async copies), the
+    thread loops outermost.  Returns (proc, the vector width the register cache may
+    read ``As`` with)."""
     p = rearrange_dim(p, "As", [1, 0])
-    vcols = bk // vec if vec > 1 and bk % vec == 0 else 0
+    vcols = bk // vec if vec > 1 and bk % vec == 0 and not scalar else 0
     if vcols:
         p = divide_loop(p, "i1", vec, ["i1o", "i1v"], tail="perfect")
         p = stage_mem(p, p.find_loop("i1v"),
@@ -296,6 +298,31 @@ def stage_tiles(p, bm, bn, bk, zi):
     p = stage_mem(p, p.forward(compute),
                   f"b[{zi}{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]", "Bs", SHARED)
     return p, compute
+
+
+def async_pipeline(p, stages: int, loop: str = "po", bufs=("As", "Bs")):
+    """The tiles' copies as async copies in a ``stages``-deep circular buffer, by
+    primitives: the tiles lifted out of ``loop`` (``lift_alloc``), their copy loops made
+    async (``make_async``: 4-byte copies of the transposed A tile, 16-byte copies of the
+    B tile), the loop pipelined (``pipeline_loop``): ``stages - 1`` tiles in flight
+    while one is computed on, one barrier per k step."""
+    from ..ir.nodes import Sync
+    from ..schedule import lift_alloc, make_async, pipeline_loop
+    from ..schedule.cursors import Cursor
+
+    for b in bufs:
+        p = lift_alloc(p, b)
+    for seq_loop in ("ias", "ibs"):  # the thread loops of a copy at block level
+        while _has_loop(p, seq_loop) and p.find_loop(seq_loop).node().body and \
+                getattr(p.find_loop(seq_loop).node().body[0], "mapping", None) == THREADS:
+            p = reorder_loops(p, seq_loop)
+    body = p.find_loop(loop).node().body
+    syncs = [i for i, s in enumerate(body) if isinstance(s, Sync)]
+    if len(syncs) != 2 or syncs[0] != 0:
+        raise ValueError(f"async_pipeline: loop {loop} is not 'sync; copies; sync; compute'")
+    a = p.find_loop(loop).addr + ("body", 1)
+    p = make_async(p, Cursor(p, "block", a, syncs[1]))
+    return pipeline_loop(p, loop, stages=stages)
 
 
 def double_buffer(p, loop: str = "po", bufs=("As", "Bs")):

@@ -27,14 +27,14 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "stage_mem", "set_memory", "lift_alloc", "sink_alloc", "expand_dim", "pad_dim",
               "bind_expr", "insert_sync", "delete_sync", "vectorize", "inline", "replace",
               "set_unroll", "set_blocks_per_sm", "merge_loops", "rearrange_dim",
-              "reorder_stmts", "rotate_loop"]
+              "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
 WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
            "fuse": 2, "expand_dim": 2, "sink_alloc": 2, "lift_alloc": 2, "delete_sync": 2,
            "insert_sync": 2, "simplify": 0.5, "rename": 0.5, "set_unroll": 0.5,
            "set_blocks_per_sm": 1, "merge_loops": 1, "rearrange_dim": 1, "fission": 4,
-           "reorder_stmts": 3, "rotate_loop": 2}
+           "reorder_stmts": 3, "rotate_loop": 2, "make_async": 2, "pipeline_loop": 2}
 
 CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
           (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
@@ -95,6 +95,10 @@ class Step:
 
 
 # ------------------------------------------------------------------ what the proc holds
+
+
+def _is_threads(s) -> bool:
+    return isinstance(s, For) and s.mapping == THREADS
 
 
 class Targets:
@@ -388,6 +392,20 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             i = r.randrange(n - 1)
             return Step(prim, [Arg("cursor", ("block", baddr + (i,), i + 2))])
         return Step(prim, [_block(r, t)])
+    if prim == "make_async":  # a run of thread loops at block level (SPEC 2.8)
+        runs = [(baddr, i, n) for baddr, n in t.blocks() for i in range(n)
+                if _is_threads(_block_at(t.pdef, baddr)[i])]
+        if runs and r.random() < 0.9:
+            baddr, i, n = r.choice(runs)
+            j = i + 1
+            while j < n and _is_threads(_block_at(t.pdef, baddr)[j]) and r.random() < 0.6:
+                j += 1
+            return Step(prim, [Arg("cursor", ("block", baddr + (i,), j))])
+        return Step(prim, [_block(r, t)])
+    if prim == "pipeline_loop":
+        loop = L(lambda s: s.kind == "seq" and s.mapping is None) if r.random() < 0.9 \
+            else L()
+        return Step(prim, [loop], {"stages": lit(r.choice([2, 2, 3, 4, 1, 9, "2"]))})
     if prim == "rotate_loop":
         loop = L(lambda s: len(s.body) >= 2) if r.random() < 0.85 else L()
         return Step(prim, [loop, lit(r.choice([1, 1, 2, 1, 3, 0, -1, "1", 9]))])

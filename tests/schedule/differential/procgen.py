@@ -22,6 +22,7 @@ Values are small integers in float32, so sums are exact in any order.
 """
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass, field
 
@@ -410,6 +411,10 @@ def pick_sizes(r: random.Random, asserts, names, lo: int = 4, hi: int = 12) -> l
     return [{nm: v for nm in names} for v in sorted(set(picked))]
 
 
+# GPUDSL_DIFF_FAMILY=async: every program of the async family (long runs of it)
+FAMILY = os.environ.get("GPUDSL_DIFF_FAMILY", "")
+
+
 class Gen:
     """Random programs; deterministic for a given ``random.Random``."""
 
@@ -421,6 +426,9 @@ class Gen:
         if ch < 0.12:  # ranged and split barriers (SPEC 2.7)
             from .procgen_sync import sync_program
             return sync_program(self.r, name)
+        if ch < 0.2 or FAMILY == "async":  # asynchronous copies (SPEC 2.8)
+            from .procgen_async import async_program
+            return async_program(self.r, name)
         ch = self.r.random()
         if ch < 0.55:
             return _Host(self.r).program(name)

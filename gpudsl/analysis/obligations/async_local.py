@@ -1,0 +1,144 @@
+"""Async copies whose commits and waits stand in their thread loop (SPEC 2.8 allows both
+places): a kernel whose ``async_commit`` / ``async_wait`` all stand at the top level of
+the body of a thread loop (under no condition or loop inside it).
+
+Such a thread loop is *self-contained* for a copy in it when the copy's group is
+completed by a wait later in the same body: then the copy starts and lands inside one
+thread's run of the loop body, within one phase of the block, and other threads meet it
+as a plain write there (the race obligation, which sees the copy's window written where
+it starts).  What is left is the issuing thread's order, counted in the body's
+statement list: a copy at top-level statement ``j`` belongs to group ``G`` = the
+commits before ``j``; a wait at ``w`` completes the groups below ``commits(w) - n``.
+The group numbering of a thread goes on across thread loops, but every relation here is
+a difference of two counts of one body, and a copy must land in its own loop, so a
+thread leaves each loop with no copy in flight.
+"""
+from __future__ import annotations
+
+from ...ir.asyncs import copy_of
+from ...ir.nodes import AsyncCommit, AsyncWait, For
+from ...ir.smt import SAT, UNKNOWN, Unsupported
+from ...ir.types import THREADS
+from ..report import Diagnostic
+
+
+def thread_body(tpath, depth: int):
+    """(depth d, list B) of the statement list that is the body of the innermost thread
+    loop of the nest at ``tpath[depth]``: ``tpath[d] = (B, j)``; None when ``tpath`` does
+    not go below the nest."""
+    d = depth
+    L, i = tpath[d]
+    s = L[i]
+    while isinstance(s, For) and s.mapping == THREADS:
+        d += 1
+        if d >= len(tpath):
+            return None
+        L, i = tpath[d]
+        s = L[i]
+    return d, L
+
+
+def local_form(ctx, kernel) -> str | None:
+    """None when every commit and wait of ``kernel`` stands at the top level of a thread
+    loop's body, else why not."""
+    sites = [s for s in ctx.eff.asyncs if s.kernel == kernel]
+    for site in sites:
+        tp, p = site.at.tpath, site.at.path
+        if tp is None or p is None or site.level != "thread":
+            return "the async_commit/async_wait of the kernel stand at block level and in " \
+                   "thread loops"
+        tb = thread_body(tp, len(p) - 1)
+        if tb is None or tb[0] != len(tp) - 1:
+            return (f"the {type(site.stmt).__name__} at {site.loc} stands under a loop or a "
+                    "condition inside its thread loop")
+    return None
+
+
+def _commits(B, j) -> int:
+    return sum(isinstance(s, AsyncCommit) for s in B[:j])
+
+
+def _landed(B, j) -> int:
+    """Groups below this have completed before top-level statement ``j`` of ``B``."""
+    for w in range(j - 1, -1, -1):
+        if isinstance(B[w], AsyncWait):
+            return _commits(B, w) - B[w].depth
+    return 0
+
+
+def check_local(ctx, c, accesses, text, seq_before) -> list:
+    """Diagnostics for copy access ``c`` (its first element) in the thread-local form:
+    the copy lands in its loop; its thread touches the window only after that."""
+    d, B = thread_body(c.tpath, len(c.path) - 1)
+    jc = c.tpath[d][1]
+    g = _commits(B, jc)
+    out = []
+    if c.kind == "write" and g >= _landed(B, len(B)):
+        out.append(Diagnostic(
+            "race", f"the async copy `{text}` may still be in flight when its thread loop "
+            "ends: no async_wait after it in the loop completes its group (commits and "
+            "waits inside a thread loop must complete the loop's copies)", [c.loc],
+            {"between": "async"}, "async_commit, then async_wait for the group, in the "
+            "same thread loop, after the copy"))
+        return out
+    cp = copy_of(c.stmt)
+    for x in accesses:
+        if x.kernel != c.kernel or x.tpath is None or len(x.tpath) <= d or \
+                x.tpath[:d] != c.tpath[:d] or x.tpath[d][0] is not B:
+            continue  # outside this thread loop: the race obligation's
+        if c.kind == "read" and not x.is_write:
+            continue
+        if g < _landed(B, x.tpath[d][1]):
+            continue
+        d_ = _query(ctx, c, x, cp, seq_before)
+        if d_ is not None:
+            out.append(d_)
+            if d_.kind == "race":
+                break
+    return out
+
+
+def _query(ctx, c, x, cp, seq_before):
+    t1, t2 = ctx.thread("1"), ctx.thread("2")
+    what = f"that {x.describe()} waits for the async copy"
+    try:
+        cons = ctx.place(t1, c) + ctx.place(t2, x)
+        i1 = [t1.expr(e) for e in c.idx]
+        i2 = [t2.expr(e) for e in x.idx]
+        cons += [a == b for a, b in zip(i1[:-1], i2[:-1])]
+        if i1:
+            cons += [i2[-1] - i1[-1] >= 0, i2[-1] - i1[-1] < cp.n]
+        ki = ctx.eff.kernels[c.kernel]
+        cons += [t1.var(lp.iter) == t2.var(lp.iter) for lp in ki.block_loops]
+        cons += [a == b for a, b in zip(t1.tc, t2.tc)]
+        cons.append(seq_before(c.tpath, x.tpath, t1, t2))
+    except Unsupported as e:
+        ctx.unknown(what, [c.loc, x.loc], str(e) or "unsupported expression")
+        return ctx.diagnostics.pop()
+    r = ctx.solve(cons)
+    if r.status == UNKNOWN:
+        ctx.unknown(what, [c.loc, x.loc], f"solver: {r.reason or 'unknown'}")
+        return ctx.diagnostics.pop()
+    if r.status != SAT:
+        return None
+    element = ctx.eval_ints(r.model, i2)
+    info = ctx.eff.arrays[x.array]
+    el = f"{info.name}[{', '.join(str(v) for v in element)}]" if element else info.name
+    w = {"sizes": ctx.enc.size_values(r.model), "array": info.name, "element": element,
+         "thread1": ctx.thread_witness(t1, c, r.model),
+         "thread2": ctx.thread_witness(t2, x, r.model), "between": "async"}
+    return Diagnostic(
+        "race", f"data race on {info.mem.name} array '{info.name}': the async copy "
+        f"`{_stmt(cp)}` may still be in flight: the same thread "
+        f"{'reads' if x.kind == 'read' else 'writes'} {el} before the async_wait that "
+        f"completes the copy's group ({x.describe()})", [c.loc, x.loc], w,
+        "commit the copy's group and async_wait for it before this access",
+        ["async copy, thread 1", f"{x.describe()}, thread 2"])
+
+
+def _stmt(cp) -> str:
+    from ...ir.asyncs import stmt_text
+    return stmt_text(cp)
+
+
+__all__ = ["local_form", "check_local", "thread_body"]

@@ -1,0 +1,121 @@
+"""The asynchronous copies of SPEC 2.8: ``async_copy(dst, src)``, ``async_commit()`` and
+``async_wait(n)`` (meaning: :mod:`gpudsl.ir.asyncs`).
+
+``dst`` is an element or a window ``s[i, j:j + n]`` of a SHARED array, ``src`` one of
+a GLOBAL array with the same element type and the same number of elements; only the
+last index may be a range, of a constant length, and the copy moves 4, 8 or 16 bytes.
+"""
+from __future__ import annotations
+
+import ast
+
+from ..ir.asyncs import COPY_BYTES
+from ..ir.nodes import AsyncCommit, AsyncCopy, AsyncWait, BinOp, Const
+from ..ir.types import GLOBAL, SHARED
+
+ASYNC_FUNCS = ("async_copy", "async_commit", "async_wait")
+
+
+def _affine(e):
+    """``e`` as {term: coefficient} (term None: the constant), else None."""
+    if isinstance(e, Const) and type(e.val) is int:
+        return {None: e.val}
+    if isinstance(e, BinOp) and e.op in ("+", "-"):
+        a, b = _affine(e.lhs), _affine(e.rhs)
+        if a is None or b is None:
+            return None
+        sign = 1 if e.op == "+" else -1
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = out.get(k, 0) + sign * v
+        return out
+    if isinstance(e, BinOp) and e.op == "*":
+        a, b = _affine(e.lhs), _affine(e.rhs)
+        if a is not None and b is not None and set(b) == {None}:
+            return {k: v * b[None] for k, v in a.items()}
+        if a is not None and b is not None and set(a) == {None}:
+            return {k: v * a[None] for k, v in b.items()}
+    return {e: 1}
+
+
+def _extent(lo, hi):
+    """The constant length of ``lo:hi``, else None."""
+    a, b = _affine(lo), _affine(hi)
+    if a is None or b is None:
+        return None
+    diff = {k: b.get(k, 0) - a.get(k, 0) for k in set(a) | set(b)}
+    if any(v for k, v in diff.items() if k is not None):
+        return None
+    return diff.get(None, 0)
+
+
+def _side(parser, node, what, mem):
+    """(name, first-element indices, element count, type) of one side of a copy."""
+    if isinstance(node, ast.Name):
+        raise parser.err(node, f"the {what} of async_copy is an element or a window, e.g. "
+                         f"{node.id}[i] or {node.id}[i, 4 * j:4 * j + 4]")
+    if not isinstance(node, ast.Subscript) or not isinstance(node.value, ast.Name):
+        raise parser.err(node, f"the {what} of async_copy is an element or a window of an "
+                         "array, e.g. s[t] or s[r, 4 * c:4 * c + 4]")
+    name = node.value.id
+    sym = parser.scope.lookup(name)
+    if sym is None or sym.kind != "array":
+        raise parser.err(node.value, f"'{name}' is not an array")
+    if sym.mem != mem:
+        raise parser.err(node.value, f"async_copy copies from a GLOBAL array to a SHARED "
+                         f"array; the {what} '{name}' is in {sym.mem.name}",
+                         "stage through a SHARED array allocated at block level")
+    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if len(parts) != len(sym.shape):
+        raise parser.err(node, f"'{name}' has {len(sym.shape)} dimension(s), "
+                         f"{len(parts)} given")
+    idx, n = [], 1
+    for k, part in enumerate(parts):
+        if isinstance(part, ast.Slice):
+            if k != len(parts) - 1 or part.step is not None or part.lower is None or \
+                    part.upper is None:
+                raise parser.err(part, "only the last index of an async copy may be a range "
+                                 "lo:hi (contiguous elements)")
+            lo = parser.ex.int_expr(part.lower, "a window bound")
+            hi = parser.ex.int_expr(part.upper, "a window bound")
+            n = _extent(lo, hi)
+            if n is None or n < 1:
+                raise parser.err(part, "the range of an async copy has a constant length: "
+                                 "write lo:lo + n", "e.g. s[r, 4 * c:4 * c + 4]")
+            idx.append(lo)
+        else:
+            idx.append(parser.ex.int_expr(part, "an index"))
+    return name, tuple(idx), n, sym.ty
+
+
+def parse_async_call(parser, s: ast.stmt, v: ast.Call, fname: str):
+    loc = parser.src.loc(s)
+    if v.keywords:
+        raise parser.err(v, f"{fname}() takes no keyword arguments")
+    if fname == "async_commit":
+        if v.args:
+            raise parser.err(v, "async_commit() takes no arguments")
+        return AsyncCommit(loc)
+    if fname == "async_wait":
+        a = v.args[0] if len(v.args) == 1 else None
+        if not (isinstance(a, ast.Constant) and type(a.value) is int and a.value >= 0):
+            raise parser.err(v, "async_wait(n) takes one integer constant n >= 0: the number "
+                             "of the thread's committed groups that may stay pending",
+                             "e.g. async_wait(0) (all landed) or async_wait(1)")
+        return AsyncWait(a.value, loc)
+    if len(v.args) != 2:
+        raise parser.err(v, "async_copy(dst, src) takes the SHARED destination and the "
+                         "GLOBAL source", "e.g. async_copy(s[t], x[32 * b + t])")
+    dst, didx, dn, dty = _side(parser, v.args[0], "destination", SHARED)
+    src, sidx, sn, sty = _side(parser, v.args[1], "source", GLOBAL)
+    if dty != sty:
+        raise parser.err(v, f"async_copy moves bits: the destination holds {dty.name}, the "
+                         f"source {sty.name}", "copy between arrays of one element type")
+    if dn != sn:
+        raise parser.err(v, f"the destination has {dn} element(s), the source {sn}")
+    nbytes = dn * dty.bits // 8
+    if nbytes not in COPY_BYTES:
+        raise parser.err(v, f"an async copy moves 4, 8 or 16 bytes; this one moves {nbytes} "
+                         f"({dn} x {dty.name})", f"copy {16 // max(dty.bits // 8, 1)} "
+                         f"{dty.name} elements at most, e.g. s[i, j:j + 4]")
+    return AsyncCopy(dst, didx, src, sidx, dn, loc)

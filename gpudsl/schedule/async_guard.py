@@ -1,0 +1,56 @@
+"""Rewrites around asynchronous copies (SPEC 2.8).
+
+A rewrite primitive keeps the sequential meaning by its own legality rule, which sees
+an async copy as a plain copy where it stands.  Its real meaning also depends on where
+the copy stands relative to the ``async_commit`` / ``async_wait`` that complete it and to
+the barriers after them.  For a proc that holds async statements, every primitive's
+result is compared with its input through check()'s own async obligations
+(:mod:`gpudsl.analysis.obligations.asyncs`): the result may have no in-flight access,
+misaligned copy or unproved copy that the input does not have.
+"""
+from __future__ import annotations
+
+from ..analysis.effects import collect
+from ..analysis.obligations import Ctx
+from ..analysis.obligations.asyncs import check_asyncs
+from ..ir.asyncs import uses_async
+from ..ir.smt import DEFAULT_TIMEOUT_MS
+
+
+def async_issues(pdef) -> list:
+    """The diagnostics of check()'s async obligations on ``pdef`` (and its mapping
+    issues about async statements)."""
+    eff = collect(pdef)
+    ctx = Ctx(eff, {}, DEFAULT_TIMEOUT_MS, 30.0)
+    check_asyncs(ctx)
+    out = list(ctx.diagnostics)
+    for i in eff.issues:
+        if i.kind == "mapping" and "async" in i.message.lower():
+            out.append(i)
+    return out
+
+
+def broken_async(old, new):
+    """None, or ``(message, loc, hint, witness)`` when ``new`` has an async-copy problem,
+    or ``old`` has one: a primitive keeps the meaning of plain copies, which is the
+    meaning of async copies only where every copy provably lands before it is used."""
+    if old is new or not (uses_async(old) or uses_async(new)):
+        return None
+    for which, p in (("input", old), ("result", new)):
+        issues = async_issues(p) if p is not None else []
+        if issues:
+            d = issues[0]
+            locs = getattr(d, "locations", None) or getattr(d, "locs", None) or [None]
+            if which == "input":
+                msg = ("the async copies of the proc are not proved, so no rewrite can be "
+                       f"shown to keep when they land: {d.message}")
+                hint = "fix the async copies first (check() shows how)"
+            else:
+                msg = f"the rewrite breaks the order of an async copy: {d.message}"
+                hint = ("keep async copies, async_commit, async_wait and the barriers after "
+                        "them in their order")
+            return (msg, locs[0], hint, getattr(d, "witness", None) or None)
+    return None
+
+
+__all__ = ["async_issues", "broken_async"]
