@@ -187,13 +187,13 @@ def launch_list(model) -> LaunchList:
         elif op == "AttentionNode":
             from ..stdlib.attention import plan_attention
 
-            m, d = node.shape[1:]
+            h, m, d = node.shape
             if len(ins) == 4:
                 prefix = ins[3]
             else:  # an integer attribute: a literal of the list
                 out.temps[f"prefix{i}"] = np.array([node.attrs["prefix"]], np.int64)
                 prefix = Ref("temp", f"prefix{i}", 0, (1,), "int64")
-            p = plan_attention(m, d, node.attrs["causal"])
+            p = plan_attention(m, d, node.attrs["causal"], h, node.inputs[1].shape[1])
             args = dict(q=ins[0], k=ins[1], v=ins[2], prefix=prefix,
                         scale=np.float32(1 / math.sqrt(d)), out=me, err=err(i))
         else:  # pragma: no cover  (the parser refuses other nodes)

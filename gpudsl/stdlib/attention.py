@@ -27,7 +27,9 @@ from .common import make_proc
 
 TILE = 32  # keys per tile: one warp's lanes in the score phase
 NEG = "-3.0e38"  # below every score: the masked keys' score, the running maximum's seed
-HEAD_DIMS = (32, 64, 96, 128)  # D threads per row, D / 32 groups of the dot products
+TILED_HEAD_DIMS = (32, 64, 96, 128)  # D threads per row, D / 32 groups of the dot products
+HEAD_DIMS = (32, 48, 64, 96, 128)  # the split-key kernel's (attention_split) take 48 too
+SPLIT_MAX_ROWS = 4  # query rows up to which the split-key kernel runs (decode)
 
 _SIG = ("(hh: size, m: size, n: size, {d}q: f32[hh, m, {D}], k: f32[hh, n, {D}], "
         "v: f32[hh, n, {D}], prefix: i64[1], scale: f32, out: f32[hh, m, {D}], "
@@ -154,8 +156,8 @@ def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1) -> Proc:
     causal diagonal of the block's last row) are skipped by a block-uniform ``if``.  The
     output is ``acc / l`` for the rows below ``m``.  Thread 0 of block (0, 0) reports a
     bad prefix (see :func:`_bad_prefix`)."""
-    if d not in HEAD_DIMS:
-        raise ValueError(f"head dimension {d} is not one of {HEAD_DIMS}")
+    if d not in TILED_HEAD_DIMS:
+        raise ValueError(f"head dimension {d} is not one of {TILED_HEAD_DIMS}")
     if rows not in ROW_CHOICES or rows * d > MAX_THREADS:
         raise ValueError(f"rows per block must be one of {ROW_CHOICES} with rows * d <= "
                          f"{MAX_THREADS}, not {rows} (d = {d})")
@@ -241,10 +243,22 @@ if {row} < m:
     return make_proc("attention", text)
 
 
-def plan_attention(m: int, d: int, causal: bool = False) -> Proc:
-    """The rows per block for ``m`` query rows of ``d`` entries: 1 for decode, else the
-    power of two covering ``m`` up to ``MAX_THREADS / d`` threads (K and V tiles are read
-    once per block, shared by its rows)."""
+def plan_attention(m: int, d: int, causal: bool = False, heads: int | None = None,
+                   keys: int | None = None, layout: str = "hnd") -> Proc:
+    """The kernel for ``heads`` x ``m`` query rows of ``d`` entries against ``keys`` keys.
+
+    Decode shapes (``m <= SPLIT_MAX_ROWS``), head dimensions the tiled kernel does not
+    take, and the ``"nhd"`` layout: the split-key kernel
+    (:mod:`.attention_split`), its keys per warp chosen from the shape to fill the
+    SMs (:func:`.attention_split.plan_chunk`; 32 when the shape is not given).  Else
+    the tiled kernel with the power of two covering ``m`` rows per block up to
+    ``MAX_THREADS / d`` threads (K and V tiles are read once per block, shared by its
+    rows)."""
+    from .attention_split import MIN_CHUNK, plan_chunk, split_kernel
+
+    if m <= SPLIT_MAX_ROWS or d not in TILED_HEAD_DIMS or layout != "hnd":
+        chunk = MIN_CHUNK if heads is None or keys is None else plan_chunk(heads, m, keys)
+        return split_kernel(d, causal, chunk, layout=layout)
     rows = 1
     while rows < m and rows * 2 in ROW_CHOICES and rows * 2 * d <= MAX_THREADS:
         rows *= 2
@@ -252,4 +266,4 @@ def plan_attention(m: int, d: int, causal: bool = False) -> Proc:
 
 
 __all__ = ["attention_rows", "attention_reference", "attention_kernel", "plan_attention", "TILE",
-           "HEAD_DIMS", "ROW_CHOICES"]
+           "HEAD_DIMS", "TILED_HEAD_DIMS", "ROW_CHOICES", "SPLIT_MAX_ROWS"]

@@ -15,7 +15,7 @@ import pytest
 
 import gpudsl
 from gpudsl import ops
-from gpudsl.stdlib.attention import (HEAD_DIMS, ROW_CHOICES, attention_kernel,
+from gpudsl.stdlib.attention import (TILED_HEAD_DIMS, ROW_CHOICES, attention_kernel,
                                      attention_reference, attention_rows, plan_attention)
 from gpudsl.stdlib.common import make_proc
 
@@ -38,7 +38,7 @@ def interpret(p, q, k, v, prefix, **extra):
 # ------------------------------------------------------------------ proofs
 
 
-KERNELS = [(d, rows) for d in HEAD_DIMS for rows in ROW_CHOICES if rows * d <= 512]
+KERNELS = [(d, rows) for d in TILED_HEAD_DIMS for rows in ROW_CHOICES if rows * d <= 512]
 
 
 @pytest.mark.parametrize("d, rows", KERNELS)
@@ -54,8 +54,12 @@ def test_kernels_are_proved_with_bindings(d):
 
 
 def test_plan_rows_per_block():
-    assert [plan_attention(m, 128).name for m in (1, 2, 3, 17)] == \
-        ["attention_d128", "attention_d128_r2", "attention_d128_r4", "attention_d128_r4"]
+    # up to SPLIT_MAX_ROWS = 4 rows: the split-key kernel (tests/stdlib/test_attention_split.py)
+    assert [plan_attention(m, 128).name for m in (1, 4, 5, 17)] == \
+        ["attention_split_d128_c32", "attention_split_d128_c32", "attention_d128_r4",
+         "attention_d128_r4"]
+    assert plan_attention(6, 64).name == "attention_d64_r8"
+    assert plan_attention(300, 48, True).name == "attention_split_d48_causal_c32"
     assert plan_attention(300, 64, True).name == "attention_d64_causal_r8"
     assert plan_attention(300, 32).name == "attention_d32_r16"
     with pytest.raises(ValueError, match="rows per block"):

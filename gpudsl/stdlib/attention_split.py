@@ -1,0 +1,218 @@
+"""Split-key attention for decode shapes ("flash-decoding"): the keys of each query row
+are split over many warps, each warp computing a partial online softmax of its chunk
+of keys, then a combine kernel merges the partials (issue 27).
+
+Why: a decode step has one query row per head, so one block per head (the tiled kernel
+of :mod:`.attention`) runs only ``H`` blocks, a few per cent of an H100's 132 SMs.  Here
+the work is ``H x M x ceil(N / CH)`` warps of ``CH`` keys each, enough to fill the SMs.
+
+One proc, two kernels (two ``BLOCKS`` nests, launched in order) and three ``GLOBAL``
+temporaries allocated by the call:
+
+1. ``attention_split``: blocks ``(h, i, sb)``, ``W`` warps each; warp ``w`` owns the
+   keys ``[CH p, CH p + CH)`` of partial ``p = W sb + w``.  Lane ``l`` holds the ``q``
+   entries ``E(c, x) = V l + 32 V c + x`` (``V``-wide vector loads, ``C`` chunks; with
+   a head dimension not a multiple of 32, ``V = 1`` and the lanes past it hold none).
+   Per step of ``U`` keys: the ``U`` key and value rows loaded (``V``-wide, all issued
+   before their use), the ``U`` scores as warp sums (``warp_sum``: a shuffle
+   butterfly in registers, no SHARED memory), their maximum, then the online update
+   (``alpha = exp(m_old - m_new)``, ``l = l alpha + sum p``, ``acc = acc alpha +
+   sum p v``).  Every value is warp-uniform after the warp sum, so there is no
+   barrier at all: the warps never share memory.  A step whose first key no row
+   attends (past the prefix, or above the causal diagonal) is skipped (a condition
+   the same in every lane).  The partial ``(m, l, acc)`` goes to ``pm``, ``pl``,
+   ``po`` in GLOBAL memory; an empty chunk writes ``(-3e38, 0, 0)``.
+2. ``combine``: one block per ``(h, i)``, ``D`` threads; thread ``t`` takes the largest
+   partial maximum ``M``, then ``out[t] = sum_p exp(m_p - M) acc_p[t] /
+   sum_p exp(m_p - M) l_p``.
+
+``layout``: ``"hnd"`` reads ``k, v`` as ``[H, N, D]`` (as ``gpudsl.ops.attention``),
+``"nhd"`` as ``[N, H, D]`` (a KV cache written one position per row, as the LLaMA
+example's, read in place by the graph's fused attention).
+
+Like the tiled kernel it reassociates the sums, so it is its own proc: check() proves
+both kernels race-free, collective-uniform and in bounds for all sizes, and the tests
+compare them with the float64 reference."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..proc import Proc
+from ..schedule import vectorize
+from .common import make_proc
+
+NEG = "-3.0e38"
+WARP = 32
+SPLIT_HEAD_DIMS = (32, 48, 64, 96, 128)
+LAYOUTS = ("hnd", "nhd")
+SMS = 132  # an H100's SMs: the split aims at WARPS_PER_SM warps on each
+WARPS_PER_SM = 32
+STEP = 8  # keys per step of a warp (U): their 2 U row loads are in flight together
+MIN_CHUNK = 32  # keys per warp at least
+
+
+def lanes(d: int) -> tuple[int, int, bool]:
+    """``(V, C, guarded)``: each lane holds ``C`` chunks of ``V`` consecutive entries
+    (``V`` = 4, 2 or 1, the widest with ``d`` a multiple of ``32 V``); ``guarded`` when
+    ``d`` is not a multiple of 32 (the last chunk's lanes past ``d`` hold nothing)."""
+    for vec in (4, 2, 1):
+        if d % (WARP * vec) == 0:
+            return vec, d // (WARP * vec), False
+    return 1, -(-d // WARP), True
+
+
+def _sig(d: int, layout: str) -> str:
+    kv = f"f32[hh, n, {d}]" if layout == "hnd" else f"f32[n, hh, {d}]"
+    return (f"(hh: size, m: size, n: size, q: f32[hh, m, {d}], k: {kv}, v: {kv}, "
+            f"prefix: i64[1], scale: f32, out: f32[hh, m, {d}], err: i32[1]):\n")
+
+
+def _bad_prefix(causal: bool) -> str:
+    return f"prefix[0] < {'m' if causal else '1'} or prefix[0] > n"
+
+
+def _valid(j: str, causal: bool) -> str:
+    c = f"{j} < prefix[0]"
+    return c + (f" and {j} <= i + prefix[0] - m" if causal else "")
+
+
+def _block(lines: str, indent: int) -> str:
+    pad = "    " * indent
+    return "".join(f"{pad}{ln}\n" if ln else "\n" for ln in lines.strip("\n").split("\n"))
+
+
+def _entry(vec: int) -> str:
+    return f"{vec} * l + {WARP * vec} * c"
+
+
+def _lane_loop(d: int, body: str, name: str) -> str:
+    """``for c: [if entry < d:] for <name> in seq(0, V): body`` over the lane's entries
+    (``{e}`` in ``body``: the entry index)."""
+    vec, chunks, guarded = lanes(d)
+    e = f"{_entry(vec)} + {name}"
+    inner = f"for {name} in seq(0, {vec}):\n" + _block(body.format(e=e), 1)
+    if guarded:
+        inner = f"if {_entry(vec)} < {d}:\n" + _block(inner, 1)
+    return f"for c in seq(0, {chunks}):\n" + _block(inner, 1)
+
+
+@lru_cache(maxsize=None)
+def split_kernel(d: int = 128, causal: bool = False, chunk: int = 32, warps: int = 4,
+                 layout: str = "hnd", step: int = STEP) -> Proc:
+    """The split-key proc (see the module's text): ``chunk`` keys per warp (a multiple
+    of ``step``), ``warps`` warps per block."""
+    if d not in SPLIT_HEAD_DIMS:
+        raise ValueError(f"head dimension {d} is not one of {SPLIT_HEAD_DIMS}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+    if chunk < step or chunk % step:
+        raise ValueError(f"chunk {chunk} must be a positive multiple of the step {step}")
+    vec, chunks, _ = lanes(d)
+    W, CH, U = warps, chunk, step
+    kw = CH * W
+    nparts = f"{W} * ((n + {kw - 1}) // {kw})"
+    row = (lambda j: f"h, {j}") if layout == "hnd" else (lambda j: f"{j}, h")
+    name = (f"attention_split_d{d}" + ("_causal" if causal else "") +
+            ("_nhd" if layout == "nhd" else "") + f"_c{CH}")
+    jb = f"{CH} * ({W} * sb + w) + {U} * it"
+    key = f"{jb} + u"
+    loads = (
+        f"if {key} < n:\n"
+        + _block(_lane_loop(d, f"kr[u, c, xk] = k[{row(key)}, {{e}}]", "xk"), 1)
+        + _block(_lane_loop(d, f"vr[u, c, xv] = v[{row(key)}, {{e}}]", "xv"), 1)
+        + "else:\n"
+        + _block(_lane_loop(d, "kr[u, c, xk0] = 0.0\nvr[u, c, xk0] = 0.0", "xk0"), 1))
+    dot = _lane_loop(d, "dot += qr[c, x] * kr[u, c, x]", "x")
+    acc_update = _lane_loop(d, "acc[c, x] = acc[c, x] * alpha", "x")
+    acc_add = _lane_loop(d, "acc[c, x] += pu * vr[u, c, x]", "x")
+    warp_body = f"""
+if h == 0 and i == 0 and sb == 0 and w == 0 and l == 0 and ({_bad_prefix(causal)}):
+    err[0] = 1
+qr: f32[{chunks}, {vec}]
+acc: f32[{chunks}, {vec}]
+{_lane_loop(d, "qr[c, x] = scale * q[h, i, {e}]", "x")}
+{_lane_loop(d, "acc[c, x] = 0.0", "x")}
+mr: f32
+mr = {NEG}
+lr: f32
+lr = 0.0
+for it in seq(0, {CH // U}):
+    if {_valid(jb, causal)}:
+        kr: f32[{U}, {chunks}, {vec}]
+        vr: f32[{U}, {chunks}, {vec}]
+        for u in seq(0, {U}, unroll=True):
+{_block(loads, 3)}
+        s: f32[{U}]
+        tmax: f32
+        tmax = {NEG}
+        for u in seq(0, {U}, unroll=True):
+            dot: f32
+            dot = 0.0
+{_block(dot, 3)}
+            s[u] = warp_sum(dot)
+            s[u] = select({_valid(key, causal)}, s[u], {NEG})
+            tmax = max(tmax, s[u])
+        mnew: f32
+        mnew = max(mr, tmax)
+        alpha: f32
+        alpha = exp(mr - mnew)
+        lr = lr * alpha
+{_block(acc_update, 2)}
+        for u in seq(0, {U}, unroll=True):
+            pu: f32
+            pu = select({_valid(key, causal)}, exp(s[u] - mnew), 0.0)
+            lr += pu
+{_block(acc_add, 3)}
+        mr = mnew
+if l == 0:
+    pm[h, i, {W} * sb + w] = mr
+    pl[h, i, {W} * sb + w] = lr
+{_lane_loop(d, f"po[h, i, {W} * sb + w, {{e}}] = acc[c, xo]", "xo")}
+"""
+    combine = f"""
+mx: f32
+mx = {NEG}
+for p in seq(0, {nparts}):
+    mx = max(mx, pm[h, i, p])
+tot: f32
+tot = 0.0
+o: f32
+o = 0.0
+for p in seq(0, {nparts}):
+    wp: f32
+    wp = exp(pm[h, i, p] - mx)
+    tot += wp * pl[h, i, p]
+    o += wp * po[h, i, p, t]
+out[h, i, t] = o / tot
+"""
+    text = (
+        f"def {name}" + _sig(d, layout) +
+        f"    pm: f32[hh, m, {nparts}]\n"
+        f"    pl: f32[hh, m, {nparts}]\n"
+        f"    po: f32[hh, m, {nparts}, {d}]\n"
+        "    for h in par(0, hh) @ BLOCKS:\n"
+        "        for i in par(0, m) @ BLOCKS:\n"
+        f"            for sb in par(0, (n + {kw - 1}) // {kw}) @ BLOCKS:\n"
+        f"                for w in par(0, {W}) @ THREADS:\n"
+        f"                    for l in par(0, {WARP}) @ THREADS:\n"
+        + _block(warp_body, 6) +
+        "    for h in par(0, hh) @ BLOCKS:\n"
+        "        for i in par(0, m) @ BLOCKS:\n"
+        f"            for t in par(0, {d}) @ THREADS:\n"
+        + _block(combine, 4))
+    p = make_proc("attention", text)
+    for loop in ("xk", "xv", "xo"):
+        if vec > 1:
+            for _ in range(len(p.find_loop(loop, many=True))):
+                p = vectorize(p, loop, vec)
+    return p
+
+
+def plan_chunk(heads: int, m: int, n: int) -> int:
+    """Keys per warp: about ``SMS x WARPS_PER_SM`` warps in all, at least
+    :data:`MIN_CHUNK` keys each, a multiple of :data:`STEP`."""
+    want = -(-heads * m * n // (SMS * WARPS_PER_SM))
+    return max(MIN_CHUNK, -(-want // STEP) * STEP)
+
+
+__all__ = ["split_kernel", "plan_chunk", "lanes", "SPLIT_HEAD_DIMS", "LAYOUTS"]
