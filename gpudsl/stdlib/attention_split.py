@@ -96,11 +96,9 @@ def _lane_loop(d: int, body: str, name: str) -> str:
     return f"for c in seq(0, {chunks}):\n" + _block(inner, 1)
 
 
-@lru_cache(maxsize=None)
-def split_kernel(d: int = 128, causal: bool = False, chunk: int = 32, warps: int = 4,
-                 layout: str = "hnd", step: int = STEP) -> Proc:
-    """The split-key proc (see the module's text): ``chunk`` keys per warp (a multiple
-    of ``step``), ``warps`` warps per block."""
+def split_text(d: int = 128, causal: bool = False, chunk: int = 32, warps: int = 4,
+               layout: str = "hnd", step: int = STEP) -> str:
+    """The source of :func:`split_kernel`'s proc before its copies are vectorized."""
     if d not in SPLIT_HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {SPLIT_HEAD_DIMS}")
     if layout not in LAYOUTS:
@@ -200,7 +198,17 @@ out[h, i, t] = o / tot
         "        for i in par(0, m) @ BLOCKS:\n"
         f"            for t in par(0, {d}) @ THREADS:\n"
         + _block(combine, 4))
-    p = make_proc("attention", text)
+    return text
+
+
+@lru_cache(maxsize=None)
+def split_kernel(d: int = 128, causal: bool = False, chunk: int = 32, warps: int = 4,
+                 layout: str = "hnd", step: int = STEP) -> Proc:
+    """The split-key proc (see the module's text): ``chunk`` keys per warp (a multiple
+    of ``step``), ``warps`` warps per block; the key, value and partial copies of
+    ``V`` entries made ``V``-wide vector accesses (``vectorize``)."""
+    vec = lanes(d)[0]
+    p = make_proc("attention", split_text(d, causal, chunk, warps, layout, step))
     for loop in ("xk", "xv", "xo"):
         if vec > 1:
             for _ in range(len(p.find_loop(loop, many=True))):
@@ -215,4 +223,4 @@ def plan_chunk(heads: int, m: int, n: int) -> int:
     return max(MIN_CHUNK, -(-want // STEP) * STEP)
 
 
-__all__ = ["split_kernel", "plan_chunk", "lanes", "SPLIT_HEAD_DIMS", "LAYOUTS"]
+__all__ = ["split_kernel", "split_text", "plan_chunk", "lanes", "SPLIT_HEAD_DIMS", "LAYOUTS"]
