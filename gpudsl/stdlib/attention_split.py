@@ -61,14 +61,16 @@ def lanes(d: int) -> tuple[int, int, bool]:
     return 1, -(-d // WARP), True
 
 
-def _sig(d: int, layout: str) -> str:
+def _sig(d: int, layout: str, sliced: bool = False) -> str:
     kv = f"f32[hh, n, {d}]" if layout == "hnd" else f"f32[n, hh, {d}]"
+    mask = "mask: f32[n], " if sliced else ""
     return (f"(hh: size, m: size, n: size, q: f32[hh, m, {d}], k: {kv}, v: {kv}, "
-            f"prefix: i64[1], scale: f32, out: f32[hh, m, {d}], err: i32[1]):\n")
+            f"prefix: i64[1], {mask}scale: f32, out: f32[hh, m, {d}], err: i32[1]):\n")
 
 
-def _bad_prefix(causal: bool) -> str:
-    return f"prefix[0] < {'m' if causal else '1'} or prefix[0] > n"
+def _bad_prefix(causal: bool, sliced: bool = False) -> str:
+    low = "m" if causal else "0" if sliced else "1"
+    return f"prefix[0] < {low} or prefix[0] > n"
 
 
 def _valid(j: str, causal: bool) -> str:
@@ -97,7 +99,7 @@ def _lane_loop(d: int, body: str, name: str) -> str:
 
 
 def split_text(d: int = 128, causal: bool = False, chunk: int = 32, warps: int = 4,
-               layout: str = "hnd", step: int = STEP) -> str:
+               layout: str = "hnd", step: int = STEP, sliced: bool = False) -> str:
     """The source of :func:`split_kernel`'s proc before its copies are vectorized."""
     if d not in SPLIT_HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {SPLIT_HEAD_DIMS}")
@@ -105,40 +107,58 @@ def split_text(d: int = 128, causal: bool = False, chunk: int = 32, warps: int =
         raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
     if chunk < step or chunk % step:
         raise ValueError(f"chunk {chunk} must be a positive multiple of the step {step}")
+    if sliced and causal:
+        raise ValueError("the sliced-softmax meaning has no causal mask")
     vec, chunks, _ = lanes(d)
     W, CH, U = warps, chunk, step
     kw = CH * W
     nparts = f"{W} * ((n + {kw - 1}) // {kw})"
     row = (lambda j: f"h, {j}") if layout == "hnd" else (lambda j: f"{j}, h")
     name = (f"attention_split_d{d}" + ("_causal" if causal else "") +
-            ("_nhd" if layout == "nhd" else "") + f"_c{CH}")
+            ("_nhd" if layout == "nhd" else "") + ("_sliced" if sliced else "") +
+            f"_c{CH}")
     jb = f"{CH} * ({W} * sb + w) + {U} * it"
     key = f"{jb} + u"
-    loads = (
-        f"if {key} < n:\n"
-        + _block(_lane_loop(d, f"kr[u, c, xk] = k[{row(key)}, {{e}}]", "xk"), 1)
-        + _block(_lane_loop(d, f"vr[u, c, xv] = v[{row(key)}, {{e}}]", "xv"), 1)
-        + "else:\n"
-        + _block(_lane_loop(d, "kr[u, c, xk0] = 0.0\nvr[u, c, xk0] = 0.0", "xk0"), 1))
+    ok = _valid(key, causal)
+    load = (_lane_loop(d, f"kr[u, c, xk] = k[{row(key)}, {{e}}]", "xk")
+            + _lane_loop(d, f"vr[u, c, xv] = v[{row(key)}, {{e}}]", "xv"))
+    zero = _lane_loop(d, "kr[u, c, xk0] = 0.0\nvr[u, c, xk0] = 0.0", "xk0")
+    if sliced:  # a key past the prefix is read only where its mask is not zero
+        load = (f"mk[u] = mask[{key}]\nif {key} < prefix[0] or mk[u] != 0.0:\n"
+                + _block(load, 1) + "else:\n" + _block(zero, 1))
+        zero = "mk[u] = 0.0\n" + zero
+    loads = f"if {key} < n:\n" + _block(load, 1) + "else:\n" + _block(zero, 1)
     dot = _lane_loop(d, "dot += qr[c, x] * kr[u, c, x]", "x")
     acc_update = _lane_loop(d, "acc[c, x] = acc[c, x] * alpha", "x")
-    acc_add = _lane_loop(d, "acc[c, x] += pu * vr[u, c, x]", "x")
+    if sliced:  # the prefix's weights times the mask; past it the mask times the score
+        acc_add = _lane_loop(d, "acc[c, x] += pu * mk[u] * vr[u, c, x]\n"
+                             "tacc[c, x] += tu * vr[u, c, x]", "x")
+        tail = f"tu: f32\ntu = select({ok}, 0.0, mk[u] * s[u])\n"
+        score = f"sv: f32\nsv = select({ok}, s[u], {NEG})\ntmax = max(tmax, sv)\n"
+    else:
+        acc_add = _lane_loop(d, "acc[c, x] += pu * vr[u, c, x]", "x")
+        tail = ""
+        score = f"s[u] = select({ok}, s[u], {NEG})\ntmax = max(tmax, s[u])\n"
+    skip = "True" if sliced else _valid(jb, causal)
+    part = f"{W} * sb + w"
     warp_body = f"""
-if h == 0 and i == 0 and sb == 0 and w == 0 and l == 0 and ({_bad_prefix(causal)}):
+if h == 0 and i == 0 and sb == 0 and w == 0 and l == 0 and ({_bad_prefix(causal, sliced)}):
     err[0] = 1
 qr: f32[{chunks}, {vec}]
 acc: f32[{chunks}, {vec}]
 {_lane_loop(d, "qr[c, x] = scale * q[h, i, {e}]", "x")}
 {_lane_loop(d, "acc[c, x] = 0.0", "x")}
-mr: f32
+""" + (f"""tacc: f32[{chunks}, {vec}]
+{_lane_loop(d, "tacc[c, x] = 0.0", "x")}
+""" if sliced else "") + f"""mr: f32
 mr = {NEG}
 lr: f32
 lr = 0.0
 for it in seq(0, {CH // U}):
-    if {_valid(jb, causal)}:
+    if {skip}:
         kr: f32[{U}, {chunks}, {vec}]
         vr: f32[{U}, {chunks}, {vec}]
-        for u in seq(0, {U}, unroll=True):
+""" + ("        mk: f32[{U}]\n".format(U=U) if sliced else "") + f"""        for u in seq(0, {U}, unroll=True):
 {_block(loads, 3)}
         s: f32[{U}]
         tmax: f32
@@ -148,8 +168,7 @@ for it in seq(0, {CH // U}):
             dot = 0.0
 {_block(dot, 3)}
             s[u] = warp_sum(dot)
-            s[u] = select({_valid(key, causal)}, s[u], {NEG})
-            tmax = max(tmax, s[u])
+{_block(score, 3)}
         mnew: f32
         mnew = max(mr, tmax)
         alpha: f32
@@ -158,15 +177,16 @@ for it in seq(0, {CH // U}):
 {_block(acc_update, 2)}
         for u in seq(0, {U}, unroll=True):
             pu: f32
-            pu = select({_valid(key, causal)}, exp(s[u] - mnew), 0.0)
+            pu = select({ok}, exp(s[u] - mnew), 0.0)
             lr += pu
+{_block(tail, 3)}
 {_block(acc_add, 3)}
         mr = mnew
 if l == 0:
-    pm[h, i, {W} * sb + w] = mr
-    pl[h, i, {W} * sb + w] = lr
-{_lane_loop(d, f"po[h, i, {W} * sb + w, {{e}}] = acc[c, xo]", "xo")}
-"""
+    pm[h, i, {part}] = mr
+    pl[h, i, {part}] = lr
+{_lane_loop(d, f"po[h, i, {part}, {{e}}] = acc[c, xo]", "xo")}
+""" + (_lane_loop(d, f"pt[h, i, {part}, {{e}}] = tacc[c, xt]", "xt") if sliced else "")
     combine = f"""
 mx: f32
 mx = {NEG}
@@ -176,18 +196,20 @@ tot: f32
 tot = 0.0
 o: f32
 o = 0.0
-for p in seq(0, {nparts}):
+""" + ("ot: f32\not = 0.0\n" if sliced else "") + f"""for p in seq(0, {nparts}):
     wp: f32
     wp = exp(pm[h, i, p] - mx)
     tot += wp * pl[h, i, p]
     o += wp * po[h, i, p, t]
-out[h, i, t] = o / tot
-"""
+""" + ("    ot += pt[h, i, p, t]\n"
+       "out[h, i, t] = select(tot > 0.0, o / tot, 0.0) + ot\n" if sliced else
+       "out[h, i, t] = o / tot\n")
     text = (
-        f"def {name}" + _sig(d, layout) +
+        f"def {name}" + _sig(d, layout, sliced) +
         f"    pm: f32[hh, m, {nparts}]\n"
         f"    pl: f32[hh, m, {nparts}]\n"
         f"    po: f32[hh, m, {nparts}, {d}]\n"
+        + (f"    pt: f32[hh, m, {nparts}, {d}]\n" if sliced else "") +
         "    for h in par(0, hh) @ BLOCKS:\n"
         "        for i in par(0, m) @ BLOCKS:\n"
         f"            for sb in par(0, (n + {kw - 1}) // {kw}) @ BLOCKS:\n"
@@ -203,13 +225,13 @@ out[h, i, t] = o / tot
 
 @lru_cache(maxsize=None)
 def split_kernel(d: int = 128, causal: bool = False, chunk: int = 32, warps: int = 4,
-                 layout: str = "hnd", step: int = STEP) -> Proc:
+                 layout: str = "hnd", step: int = STEP, sliced: bool = False) -> Proc:
     """The split-key proc (see the module's text): ``chunk`` keys per warp (a multiple
     of ``step``), ``warps`` warps per block; the key, value and partial copies of
     ``V`` entries made ``V``-wide vector accesses (``vectorize``)."""
     vec = lanes(d)[0]
-    p = make_proc("attention", split_text(d, causal, chunk, warps, layout, step))
-    for loop in ("xk", "xv", "xo"):
+    p = make_proc("attention", split_text(d, causal, chunk, warps, layout, step, sliced))
+    for loop in ("xk", "xv", "xo") + (("xt",) if sliced else ()):
         if vec > 1:
             for _ in range(len(p.find_loop(loop, many=True))):
                 p = vectorize(p, loop, vec)
