@@ -139,6 +139,15 @@ def launch_list(model) -> LaunchList:
         if i in fused:
             fk = fused[i]
             args = {nm: ref(j).reshape(s) for nm, (j, s) in fk.shapes.items()}
+            for nm, spec in fk.values.items():
+                if spec[0] == "err":
+                    args[nm] = err(i)
+                elif spec[0] == "temp":
+                    out.temps[f"{nm}{i}"] = spec[1]
+                    args[nm] = Ref("temp", f"{nm}{i}", 0, spec[1].shape, spec[1].dtype.name)
+                else:  # a constant of one element, fixed at compile time
+                    c = model.constants[spec[1]] if spec[1] is not None else np.ones(1)
+                    args[nm] = np.float32(c.reshape(-1)[0])
             out.steps.append(Step(fk.proc, args, tuple(fk.group.members), True))
             continue
         ins = [ref(pos[id(m)]) for m in node.inputs]
