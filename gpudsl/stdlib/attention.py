@@ -107,8 +107,9 @@ def attention_reference(q, k, v, causal: bool = False, prefix: int | None = None
     return np.einsum("hij,hjd->hid", p, v[:, :L]).astype(np.float32)
 
 
-ROW_CHOICES = (1, 2, 4, 8, 16)  # query rows per block: each divides the tile
-MAX_THREADS = 512  # rows * d at most
+ROW_CHOICES = (1, 2, 4, 8, 16, 32)  # query rows per block: each divides the tile
+MAX_THREADS = 1024  # rows * d at most
+PLAN_THREADS = 512  # rows * d at most in plan_attention's choice
 
 
 def _threads(rows: int, ext: str, body: str, indent: int) -> str:
@@ -174,12 +175,11 @@ def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1) -> Proc:
         f"            ks: f32[{T}, {d + 1}] @ SHARED\n"
         f"            vs: f32[{T}, {d}] @ SHARED\n"
         f"            part_dot: f32[{R}, {G}, {T}] @ SHARED\n"
-        f"            part: f32[{R}, {T}] @ SHARED\n"
+        f"            stat: f32[{R}, 2] @ SHARED\n"
         f"            p: f32[{R}, {T}] @ SHARED\n"
         f"            mr: f32[{R}, {d}] @ REGISTER\n"
         f"            lr: f32[{R}, {d}] @ REGISTER\n"
         f"            acc: f32[{R}, {d}] @ REGISTER\n"
-        f"            alpha: f32[{R}, {d}] @ REGISTER\n"
         + _threads(R, str(d), f"""
 if h == 0 and ib == 0 and r == 0 and t == 0 and ({_bad_prefix(causal)}):
     err[0] = 1
@@ -215,25 +215,22 @@ sc = 0.0
 for g in seq(0, {G}):
     sc += part_dot[r, g, t]
 sc = select({ok}, sc, {NEG})
-p[r, t] = sc
-part[r, t] = sc""", 5) +
-        "                    sync()\n"
-        + _row_tree(R, "max", 5)
-        + _threads(R, str(d), """
 mnew: f32
-mnew = max(mr[r, t], part[r, 0])
-alpha[r, t] = exp(mr[r, t] - mnew)
+mnew = max(mr[r, t], warp_max(sc))
+pe: f32
+pe = select({ok}, exp(sc - mnew), 0.0)
+p[r, t] = pe
+tsum: f32
+tsum = warp_sum(pe)
+if t == 0:
+    stat[r, 0] = exp(mr[r, t] - mnew)
+    stat[r, 1] = tsum
 mr[r, t] = mnew""", 5) +
         "                    sync()\n"
-        + _threads(R, str(T), f"""
-p[r, t] = select({ok}, exp(p[r, t] - mr[r, t]), 0.0)
-part[r, t] = p[r, t]""", 5) +
-        "                    sync()\n"
-        + _row_tree(R, "+", 5)
         + _threads(R, str(d), f"""
-lr[r, t] = lr[r, t] * alpha[r, t] + part[r, 0]
+lr[r, t] = lr[r, t] * stat[r, 0] + stat[r, 1]
 o: f32
-o = acc[r, t] * alpha[r, t]
+o = acc[r, t] * stat[r, 0]
 for kk in seq(0, {T}):
     o += p[r, kk] * vs[kk, t]
 acc[r, t] = o""", 5)
@@ -260,7 +257,7 @@ def plan_attention(m: int, d: int, causal: bool = False, heads: int | None = Non
         chunk = MIN_CHUNK if heads is None or keys is None else plan_chunk(heads, m, keys)
         return split_kernel(d, causal, chunk, layout=layout)
     rows = 1
-    while rows < m and rows * 2 in ROW_CHOICES and rows * 2 * d <= MAX_THREADS:
+    while rows < m and rows * 2 in ROW_CHOICES and rows * 2 * d <= PLAN_THREADS:
         rows *= 2
     return attention_kernel(d, causal, rows)
 
