@@ -9,7 +9,8 @@ kernel's call allocates its GLOBAL temporaries and synchronizes, which that time
 includes) and the device time of its kernels alone read by ``torch.profiler`` (CUPTI),
 the median over the calls.  ``benchmarks/_attention_before.py``, when present (the
 kernel module before the split, not committed), adds the earlier kernels as
-"before" rows.  One JSON line per row on stdout and in ``$OUT/attention_gpu.json``."""
+"before" rows.  One JSON line per row on stdout and in ``$OUT/attention_gpu.json``
+(``--llama``: the LLaMA example's tokens/s, in ``attention_gpu_llama.json``)."""
 from __future__ import annotations
 
 import importlib.util
@@ -25,12 +26,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 OUT = pathlib.Path(os.environ.get("OUT", "/tmp"))
 ROWS: list = []
+FILE = "attention_gpu_llama.json" if "--llama" in sys.argv else "attention_gpu.json"
 
 
 def log(**kw):
     ROWS.append(kw)
     print(json.dumps(kw), flush=True)
-    (OUT / "attention_gpu.json").write_text(json.dumps(ROWS, indent=1))
+    (OUT / FILE).write_text(json.dumps(ROWS, indent=1))
 
 
 def before_module():
