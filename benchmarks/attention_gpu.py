@@ -7,8 +7,8 @@ Per kernel: the maximum absolute error against ``attention_reference``, the time
 call through ``gpudsl.runtime.timing.measure`` (CUDA events, L2 flushed; a compiled
 kernel's call allocates its GLOBAL temporaries and synchronizes, which that time
 includes) and the device time of its kernels alone read by ``torch.profiler`` (CUPTI),
-the median over the calls.  ``benchmarks/_attention_before.py``, when present (the
-kernel module before the split, not committed), adds the earlier kernels as
+the median over the calls.  The kernel module before the split (commit 276b873,
+through git, or ``benchmarks/_attention_before.py``) adds the earlier kernels as
 "before" rows.  One JSON line per row on stdout and in ``$OUT/attention_gpu.json``
 (``--llama``: the LLaMA example's tokens/s, in ``attention_gpu_llama.json``)."""
 from __future__ import annotations
@@ -35,10 +35,24 @@ def log(**kw):
     (OUT / FILE).write_text(json.dumps(ROWS, indent=1))
 
 
+BEFORE = "276b873"  # the commit whose attention kernel the "before" rows run
+
+
 def before_module():
+    """The kernel module before the split (``benchmarks/_attention_before.py``, else
+    from git at :data:`BEFORE`), or None."""
+    import subprocess
+
     path = ROOT / "benchmarks/_attention_before.py"
     if not path.exists():
-        return None
+        try:
+            text = subprocess.run(["git", "show", f"{BEFORE}:gpudsl/stdlib/attention.py"],
+                                  cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            return None
+        path = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / "_attention_before.py"
+        path.write_text(text.replace("from ..proc import", "from gpudsl.proc import")
+                        .replace("from .common import", "from gpudsl.stdlib.common import"))
     spec = importlib.util.spec_from_file_location("attention_before", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

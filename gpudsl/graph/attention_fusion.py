@@ -169,10 +169,9 @@ def _written_between(nodes, operand: Node, reader: int, last: int) -> bool:
                for j, n in enumerate(nodes))
 
 
-def attention_groups(nodes: list[Node], result: Node, uses: dict) -> list:
-    """The attention groups of a graph (see the module's text)."""
-    from .fusion import Group
-
+def attention_groups(nodes: list[Node], result: Node, uses: dict) -> list[tuple]:
+    """The attention groups of a graph (see the module's text), as ``(members,
+    externals, roles)`` (``gpudsl.graph.fusion`` makes them its ``Group`` s)."""
     pos = {id(n): i for i, n in enumerate(nodes)}
     out = []
     taken: set[int] = set()
@@ -180,9 +179,8 @@ def attention_groups(nodes: list[Node], result: Node, uses: dict) -> list:
         got = match(nodes, pos, uses, i)
         if got is None or taken & set(got[0]):
             continue
-        members, externals, roles = got
-        taken.update(members)
-        out.append(Group(members, externals, "attention", (), roles))
+        taken.update(got[0])
+        out.append(got)
     return out
 
 
@@ -197,15 +195,15 @@ __all__ = ["match", "attention_groups", "role"]
 
 def fused_kernel(group, nodes):
     """The group's kernel (``split_kernel`` with the sliced-softmax meaning, its keys per
-    warp from the shape), proved now, as a ``FusedKernel``: the operands by node, the
-    scale (the constant's value, read by the launch list), a prefix given as an integer
-    and a missing mask as the list's own arrays, and a fault flag."""
+    warp from the shape), proved now, as ``(proc, shapes, values)`` of a
+    ``FusedKernel``: the operands by node, the scale (the constant's value, read by the
+    launch list), a prefix given as an integer and a missing mask as the list's own
+    arrays, and a fault flag."""
     import numpy as np
 
     from ..compiler.kernel import prove
     from ..errors import CheckError
     from ..stdlib.attention_split import plan_chunk, split_kernel
-    from .kernels import FusedKernel
 
     ext = [nodes[j] for j in group.externals]
     q = ext[role(group, "q")]
@@ -232,4 +230,4 @@ def fused_kernel(group, nodes):
             values[name] = ("temp", np.ones(s, np.float32))
     sc = role(group, "scale")
     values["scale"] = ("scale", None if sc is None else ext[sc].attrs["name"])
-    return FusedKernel(group, p, shapes, values)
+    return p, shapes, values

@@ -81,7 +81,8 @@ def groups(nodes: list[Node], result: Node) -> list[Group]:
     pos = {id(n): i for i, n in enumerate(nodes)}
     uses = _uses(nodes, result)
     writes_in_place = [i for i, n in enumerate(nodes) if n.op == "ReplaceSliceNode"]
-    out: list[Group] = attention_groups(nodes, result, uses)
+    out: list[Group] = [Group(m, e, "attention", (), r)
+                        for m, e, r in attention_groups(nodes, result, uses)]
     taken: set[int] = {k for g in out for k in g.members}
     for i, n in enumerate(nodes):
         if i in taken or (n.op != "MatMulNode" and n.op not in POINTWISE):

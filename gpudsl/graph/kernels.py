@@ -290,7 +290,7 @@ def build(group: Group, nodes, target: str) -> FusedKernel:
     if group.head == "attention":
         from .attention_fusion import fused_kernel
 
-        return fused_kernel(group, nodes)
+        return FusedKernel(group, *fused_kernel(group, nodes))
     if group.head == "matmul":
         a, b = ext[0].shape, ext[1].shape
         opts = mm.tuned_options(a, b, target)
