@@ -194,8 +194,8 @@ __all__ = ["match", "attention_groups", "role"]
 
 
 def fused_kernel(group, nodes):
-    """The group's kernel (``split_kernel`` with the sliced-softmax meaning, its keys per
-    warp from the shape), proved now, as ``(proc, shapes, values)`` of a
+    """The group's kernel (``plan_split``'s for the shape, with the sliced-softmax
+    meaning), proved now, as ``(proc, shapes, values)`` of a
     ``FusedKernel``: the operands by node, the scale (the constant's value, read by the
     launch list), a prefix given as an integer and a missing mask as the list's own
     arrays, and a fault flag."""
@@ -203,14 +203,14 @@ def fused_kernel(group, nodes):
 
     from ..compiler.kernel import prove
     from ..errors import CheckError
-    from ..stdlib.attention_split import plan_chunk, split_kernel
+    from ..stdlib.attention_split import plan_split
 
     ext = [nodes[j] for j in group.externals]
     q = ext[role(group, "q")]
     h, d, _ = q.shape
     layout = role(group, "layout")
     s = ext[role(group, "k")].shape[0 if layout == "nhd" else 1]
-    p = split_kernel(d, False, plan_chunk(h, 1, s), layout=layout, sliced=True)
+    p = plan_split(d, False, h, 1, s, layout, sliced=True)
     report = prove(p.ir, {})
     if not report.ok:
         raise CheckError(report, hint=f"{p.name} is not proved safe; the group runs "

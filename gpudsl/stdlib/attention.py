@@ -246,16 +246,16 @@ def plan_attention(m: int, d: int, causal: bool = False, heads: int | None = Non
 
     Decode shapes (``m <= SPLIT_MAX_ROWS``), head dimensions the tiled kernel does not
     take, and the ``"nhd"`` layout: the split-key kernel
-    (:mod:`.attention_split`), its keys per warp chosen from the shape to fill the
-    SMs (:func:`.attention_split.plan_chunk`; 32 when the shape is not given).  Else
+    (:mod:`.attention_split`, :func:`.attention_split.plan_split`: one block per row
+    up to 256 keys, else the keys per warp chosen from the shape to fill the SMs; 32
+    when the shape is not given).  Else
     the tiled kernel with the power of two covering ``m`` rows per block up to
     ``MAX_THREADS / d`` threads (K and V tiles are read once per block, shared by its
     rows)."""
-    from .attention_split import MIN_CHUNK, plan_chunk, split_kernel
+    from .attention_split import plan_split
 
     if m <= SPLIT_MAX_ROWS or d not in TILED_HEAD_DIMS or layout != "hnd":
-        chunk = MIN_CHUNK if heads is None or keys is None else plan_chunk(heads, m, keys)
-        return split_kernel(d, causal, chunk, layout=layout)
+        return plan_split(d, causal, heads, m, keys, layout)
     rows = 1
     while rows < m and rows * 2 in ROW_CHOICES and rows * 2 * d <= PLAN_THREADS:
         rows *= 2

@@ -99,7 +99,8 @@ def _lane_loop(d: int, body: str, name: str) -> str:
 
 
 def split_text(d: int = 128, causal: bool = False, chunk: int = 32, warps: int = 4,
-               layout: str = "hnd", step: int = STEP, sliced: bool = False) -> str:
+               layout: str = "hnd", step: int = STEP, sliced: bool = False,
+               one: bool = False) -> str:
     """The source of :func:`split_kernel`'s proc before its copies are vectorized."""
     if d not in SPLIT_HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {SPLIT_HEAD_DIMS}")
@@ -109,14 +110,18 @@ def split_text(d: int = 128, causal: bool = False, chunk: int = 32, warps: int =
         raise ValueError(f"chunk {chunk} must be a positive multiple of the step {step}")
     if sliced and causal:
         raise ValueError("the sliced-softmax meaning has no causal mask")
+    if one and d > WARP * warps:
+        raise ValueError(f"one block of {warps} warps cannot combine {d} entries")
+    # (one: the combine runs on the same (w, l) threads, so that the block's warps stay
+    # whole for the warp sums: a thread loop of d = 48 would make the block 48 wide)
     vec, chunks, _ = lanes(d)
     W, CH, U = warps, chunk, step
     kw = CH * W
-    nparts = f"{W} * ((n + {kw - 1}) // {kw})"
+    nparts = str(W) if one else f"{W} * ((n + {kw - 1}) // {kw})"
     row = (lambda j: f"h, {j}") if layout == "hnd" else (lambda j: f"{j}, h")
     name = (f"attention_split_d{d}" + ("_causal" if causal else "") +
             ("_nhd" if layout == "nhd" else "") + ("_sliced" if sliced else "") +
-            f"_c{CH}")
+            f"_c{CH}" + (f"_one{W}" if one else ""))
     jb = f"{CH} * ({W} * sb + w) + {U} * it"
     key = f"{jb} + u"
     ok = _valid(key, causal)
@@ -141,6 +146,11 @@ def split_text(d: int = 128, causal: bool = False, chunk: int = 32, warps: int =
         score = f"s[u] = select({ok}, s[u], {NEG})\ntmax = max(tmax, s[u])\n"
     skip = "True" if sliced else _valid(jb, causal)
     part = f"{W} * sb + w"
+    # the partials: GLOBAL temporaries of all blocks, or (one) the block's SHARED rows
+    wr = (lambda a, *e: f"{a}s[{', '.join(('w',) + e)}]") if one else \
+        (lambda a, *e: f"{a}[{', '.join(('h', 'i', part) + e)}]")
+    rd = (lambda a, *e: f"{a}s[{', '.join(('p',) + e)}]") if one else \
+        (lambda a, *e: f"{a}[{', '.join(('h', 'i', 'p') + e)}]")
     warp_body = f"""
 if h == 0 and i == 0 and sb == 0 and w == 0 and l == 0 and ({_bad_prefix(causal, sliced)}):
     err[0] = 1
@@ -183,39 +193,51 @@ for it in seq(0, {CH // U}):
 {_block(acc_add, 3)}
         mr = mnew
 if l == 0:
-    pm[h, i, {part}] = mr
-    pl[h, i, {part}] = lr
-{_lane_loop(d, f"po[h, i, {part}, {{e}}] = acc[c, xo]", "xo")}
-""" + (_lane_loop(d, f"pt[h, i, {part}, {{e}}] = tacc[c, xt]", "xt") if sliced else "")
+    {wr("pm")} = mr
+    {wr("pl")} = lr
+{_lane_loop(d, wr("po", "{e}") + " = acc[c, xo]", "xo")}
+""" + (_lane_loop(d, wr("pt", "{e}") + " = tacc[c, xt]", "xt") if sliced else "")
+    te = f"{WARP} * w + l" if one else "t"  # the output entry of the combining thread
     combine = f"""
 mx: f32
 mx = {NEG}
 for p in seq(0, {nparts}):
-    mx = max(mx, pm[h, i, p])
+    mx = max(mx, {rd("pm")})
 tot: f32
 tot = 0.0
 o: f32
 o = 0.0
 """ + ("ot: f32\not = 0.0\n" if sliced else "") + f"""for p in seq(0, {nparts}):
     wp: f32
-    wp = exp(pm[h, i, p] - mx)
-    tot += wp * pl[h, i, p]
-    o += wp * po[h, i, p, t]
-""" + ("    ot += pt[h, i, p, t]\n"
-       "out[h, i, t] = select(tot > 0.0, o / tot, 0.0) + ot\n" if sliced else
-       "out[h, i, t] = o / tot\n")
+    wp = exp({rd("pm")} - mx)
+    tot += wp * {rd("pl")}
+    o += wp * {rd("po", te)}
+""" + (f"    ot += {rd('pt', te)}\n"
+       f"out[h, i, {te}] = select(tot > 0.0, o / tot, 0.0) + ot\n" if sliced else
+       f"out[h, i, {te}] = o / tot\n")
+    warp_loops = (f"for w in par(0, {W}) @ THREADS:\n"
+                  f"    for l in par(0, {WARP}) @ THREADS:\n" + _block(warp_body, 2))
+    if one:  # one block per row: the partials in SHARED, one barrier, the combine
+        shared = "".join(f"{a}s: f32[{W}{', ' + str(d) if a in ('po', 'pt') else ''}] @ "
+                         "SHARED\n" for a in ("pm", "pl", "po") + (("pt",) if sliced else ()))
+        return (
+            f"def {name}" + _sig(d, layout, sliced) +
+            f"    assert n <= {kw}\n"
+            "    for h in par(0, hh) @ BLOCKS:\n"
+            "        for i in par(0, m) @ BLOCKS:\n"
+            "            for sb in par(0, 1) @ BLOCKS:\n"
+            + _block(shared + warp_loops + "sync()\n" +
+                     f"for w in par(0, {W}) @ THREADS:\n"
+                     f"    for l in par(0, {WARP}) @ THREADS:\n"
+                     f"        if {te} < {d}:\n" + _block(combine, 3), 4))
+    temps = "".join(f"{a}: f32[hh, m, {nparts}{', ' + str(d) if a in ('po', 'pt') else ''}]\n"
+                    for a in ("pm", "pl", "po") + (("pt",) if sliced else ()))
     text = (
-        f"def {name}" + _sig(d, layout, sliced) +
-        f"    pm: f32[hh, m, {nparts}]\n"
-        f"    pl: f32[hh, m, {nparts}]\n"
-        f"    po: f32[hh, m, {nparts}, {d}]\n"
-        + (f"    pt: f32[hh, m, {nparts}, {d}]\n" if sliced else "") +
+        f"def {name}" + _sig(d, layout, sliced) + _block(temps, 1) +
         "    for h in par(0, hh) @ BLOCKS:\n"
         "        for i in par(0, m) @ BLOCKS:\n"
         f"            for sb in par(0, (n + {kw - 1}) // {kw}) @ BLOCKS:\n"
-        f"                for w in par(0, {W}) @ THREADS:\n"
-        f"                    for l in par(0, {WARP}) @ THREADS:\n"
-        + _block(warp_body, 6) +
+        + _block(warp_loops, 4) +
         "    for h in par(0, hh) @ BLOCKS:\n"
         "        for i in par(0, m) @ BLOCKS:\n"
         f"            for t in par(0, {d}) @ THREADS:\n"
@@ -225,17 +247,34 @@ o = 0.0
 
 @lru_cache(maxsize=None)
 def split_kernel(d: int = 128, causal: bool = False, chunk: int = 32, warps: int = 4,
-                 layout: str = "hnd", step: int = STEP, sliced: bool = False) -> Proc:
+                 layout: str = "hnd", step: int = STEP, sliced: bool = False,
+                 one: bool = False) -> Proc:
     """The split-key proc (see the module's text): ``chunk`` keys per warp (a multiple
     of ``step``), ``warps`` warps per block; the key, value and partial copies of
     ``V`` entries made ``V``-wide vector accesses (``vectorize``)."""
     vec = lanes(d)[0]
-    p = make_proc("attention", split_text(d, causal, chunk, warps, layout, step, sliced))
+    p = make_proc("attention", split_text(d, causal, chunk, warps, layout, step, sliced,
+                                          one))
     for loop in ("xk", "xv", "xo") + (("xt",) if sliced else ()):
         if vec > 1:
             for _ in range(len(p.find_loop(loop, many=True))):
                 p = vectorize(p, loop, vec)
     return p
+
+
+ONE_WARPS = 8  # warps of the one-block kernel: up to ONE_WARPS * MIN_CHUNK keys
+
+
+def plan_split(d: int, causal: bool = False, heads: int | None = None, m: int = 1,
+               keys: int | None = None, layout: str = "hnd", sliced: bool = False) -> Proc:
+    """The split-key proc for the shape: up to ``ONE_WARPS * MIN_CHUNK`` keys one block
+    per row (``one``: its warps' partials combined in SHARED, one launch); else
+    :func:`plan_chunk` keys per warp (:data:`MIN_CHUNK` when the shape is not known)."""
+    if keys is not None and keys <= ONE_WARPS * MIN_CHUNK:
+        return split_kernel(d, causal, MIN_CHUNK, ONE_WARPS, layout, sliced=sliced,
+                            one=True)
+    chunk = MIN_CHUNK if heads is None or keys is None else plan_chunk(heads, m, keys)
+    return split_kernel(d, causal, chunk, layout=layout, sliced=sliced)
 
 
 def plan_chunk(heads: int, m: int, n: int) -> int:
@@ -245,4 +284,4 @@ def plan_chunk(heads: int, m: int, n: int) -> int:
     return max(MIN_CHUNK, -(-want // STEP) * STEP)
 
 
-__all__ = ["split_kernel", "split_text", "plan_chunk", "lanes", "SPLIT_HEAD_DIMS", "LAYOUTS"]
+__all__ = ["split_kernel", "split_text", "plan_split", "ONE_WARPS", "plan_chunk", "lanes", "SPLIT_HEAD_DIMS", "LAYOUTS"]

@@ -58,6 +58,13 @@ def test_proved_with_other_chunks_and_warps():
     assert split_kernel(64, False, 8, warps=8, step=4).check().ok
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("d", [48, 128])
+def test_one_block_kernels_are_proved(d, layout):
+    for causal, sliced in ((False, False), (True, False), (False, True)):
+        assert split_kernel(d, causal, 32, 8, layout, sliced=sliced, one=True).check().ok
+
+
 def test_lanes_and_chunks():
     assert lanes(128) == (4, 1, False) and lanes(64) == (2, 1, False)
     assert lanes(96) == (1, 3, False) and lanes(48) == (1, 2, True)
@@ -65,6 +72,9 @@ def test_lanes_and_chunks():
     assert plan_chunk(32, 1, 4096) == 32
     assert plan_chunk(1, 1, 1 << 20) == 256 and plan_chunk(6, 1, 256) == 32
     assert plan_attention(1, 128, heads=32, keys=4096).name == "attention_split_d128_c32"
+    # up to 256 keys one block per row (8 warps, their partials combined in SHARED)
+    assert plan_attention(1, 64, heads=6, keys=256).name == "attention_split_d64_c32_one8"
+    assert plan_attention(2, 48, True, 6, 257).name == "attention_split_d48_causal_c32"
     assert plan_attention(1, 128, heads=1, keys=1 << 20).name == "attention_split_d128_c256"
     with pytest.raises(ValueError, match="multiple of the step"):
         split_kernel(128, False, 12)
@@ -103,6 +113,16 @@ def test_partials_of_a_blocks_warps_in_one_slot_is_a_race():
                for dg in report.diagnostics)
 
 
+def test_one_block_combine_without_its_barrier_is_a_race():
+    text = _text(split_text(64, False, 32, 8, one=True))
+    marker = "\n" + " " * 16 + "sync()\n"
+    assert text.count(marker) == 1
+    report = make_proc("bad", text.replace(marker, "\n")).check()
+    assert not report.ok
+    assert any(dg.kind == "race" and dg.witness["array"] in ("pms", "pls", "pos")
+               for dg in report.diagnostics)
+
+
 def test_a_lane_dependent_skip_around_the_warp_sum_is_refused():
     text = _text(split_text(64, False, 32))
     old = "if 32 * (4 * sb + w) + 8 * it < prefix[0]:"
@@ -125,11 +145,12 @@ SHAPES = [(2, 1, 20, 1), (2, 1, 40, 17), (1, 1, 256, 256), (2, 3, 70, 40)]
 @pytest.mark.parametrize("h, m, n, prefix", SHAPES)
 def test_interpreter_with_the_race_detector(h, m, n, prefix, causal, layout, d):
     q, k, v = inputs(h, m, n, d)
-    got, err = run(split_kernel(d, causal, 32, layout=layout), q, k, v, prefix, layout,
-                   detect_races=True)
-    assert err == 0
-    np.testing.assert_allclose(got, attention_reference(q, k, v, causal, prefix),
-                               rtol=RTOL, atol=ATOL)
+    for one in (False, True):
+        got, err = run(split_kernel(d, causal, 32, 8 if one else 4, layout, one=one), q, k,
+                       v, prefix, layout, detect_races=True)
+        assert err == 0
+        np.testing.assert_allclose(got, attention_reference(q, k, v, causal, prefix),
+                                   rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.parametrize("d", [48, 64, 128])
@@ -168,3 +189,16 @@ def test_nvrtc_compiles_without_spills(d, arch):
     for r in res.values():
         assert r.spill_stores_bytes == 0 and r.spill_loads_bytes == 0 and r.stack_bytes == 0
         assert r.registers <= 128 and r.shared_bytes == 0
+
+
+@pytest.mark.parametrize("prefix", [1, 17, 256, 1000])
+def test_ops_decode_over_several_blocks(prefix):
+    # 1000 keys: past the one-block kernel's 256, the split over blocks and the combine
+    from gpudsl import ops
+
+    q, k, v = inputs(3, 1, 1000, 128)
+    assert plan_attention(1, 128, False, 3, 1000).name == "attention_split_d128_c32"
+    for causal in (False, True):
+        np.testing.assert_allclose(ops.attention(q, k, v, causal=causal, prefix=prefix),
+                                   attention_reference(q, k, v, causal, prefix),
+                                   rtol=RTOL, atol=ATOL)
