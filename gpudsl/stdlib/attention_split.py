@@ -26,9 +26,19 @@ temporaries allocated by the call:
    partial maximum ``M``, then ``out[t] = sum_p exp(m_p - M) acc_p[t] /
    sum_p exp(m_p - M) l_p``.
 
+``one``: up to ``W x CH`` keys (``assert n <= W CH``), one block per row whose warps'
+partials go to SHARED rows, one barrier, and the block's own threads combine them:
+one launch, no temporaries (:func:`plan_split` takes it up to 256 keys).
+
 ``layout``: ``"hnd"`` reads ``k, v`` as ``[H, N, D]`` (as ``gpudsl.ops.attention``),
 ``"nhd"`` as ``[N, H, D]`` (a KV cache written one position per row, as the LLaMA
 example's, read in place by the graph's fused attention).
+
+``sliced``: the meaning of the graph's ``SlicedSoftmaxNode`` times a ``mask [n]`` before
+the weighted values (:mod:`gpudsl.graph.attention_fusion`): the prefix's normalized
+weights times the mask, plus ``mask[j] * score[j] * v[j]`` for the keys past the prefix
+(a fourth partial ``pt``, not rescaled), which are read only where the mask is not
+zero; a prefix of 0 is allowed (no normalized part).
 
 Like the tiled kernel it reassociates the sums, so it is its own proc: check() proves
 both kernels race-free, collective-uniform and in bounds for all sizes, and the tests
