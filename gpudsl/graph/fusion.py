@@ -44,13 +44,16 @@ class Step:
 class Group:
     """Nodes ``members`` (indices into the graph's nodes, in order) that run as one
     kernel writing the last one's value; ``externals`` the indices of the nodes it reads;
-    ``head`` is ``"matmul"`` or ``"pointwise"``; ``steps`` the pointwise nodes (all of
-    them for a pointwise head, the epilogue after a matmul)."""
+    ``head`` is ``"matmul"``, ``"pointwise"`` or ``"attention"``; ``steps`` the
+    pointwise nodes (all of them for a pointwise head, the epilogue after a matmul);
+    ``roles`` (attention) which external is which operand and the layout
+    (:mod:`gpudsl.graph.attention_fusion`)."""
 
     members: tuple[int, ...]
     externals: tuple[int, ...]
     head: str
     steps: tuple[Step, ...]
+    roles: tuple = ()
 
     @property
     def last(self) -> int:
@@ -69,14 +72,18 @@ def _uses(nodes: list[Node], result: Node) -> dict[int, list[tuple[int, int]]]:
 
 
 def groups(nodes: list[Node], result: Node) -> list[Group]:
-    """The fusion groups of a graph (nodes in topological order): chains of two or
-    more nodes (a lone node runs its standard-library kernel, one step of the launch
+    """The fusion groups of a graph (nodes in topological order): the attention
+    patterns first (:mod:`gpudsl.graph.attention_fusion`), then chains of two or more
+    nodes (a lone node runs its standard-library kernel, one step of the launch
     list)."""
+    from .attention_fusion import attention_groups
+
     pos = {id(n): i for i, n in enumerate(nodes)}
     uses = _uses(nodes, result)
     writes_in_place = [i for i, n in enumerate(nodes) if n.op == "ReplaceSliceNode"]
-    taken: set[int] = set()
-    out: list[Group] = []
+    out: list[Group] = [Group(m, e, "attention", (), r)
+                        for m, e, r in attention_groups(nodes, result, uses)]
+    taken: set[int] = {k for g in out for k in g.members}
     for i, n in enumerate(nodes):
         if i in taken or (n.op != "MatMulNode" and n.op not in POINTWISE):
             continue
@@ -151,8 +158,9 @@ def planner_view(nodes: list[Node], result: Node, gs: list[Group]):
         if i in last_of:
             ins = [out[j] for j in last_of[i].externals]
             out.append(_PlanNode("FusedKernel", ins, n.attrs, n.shape, n.dtype))
-        elif i in inner:
-            first = out[inner[i].externals[0]]
+        elif i in inner:  # (an attention group's permute may come before externals[0])
+            j = inner[i].externals[0]
+            first = out[j] if j < i else out[pos[id(n.inputs[0])]]
             out.append(_PlanNode("ReshapeNode", [first], {}, n.shape, n.dtype))
         else:
             out.append(_PlanNode(n.op, [out[pos[id(m)]] for m in n.inputs], n.attrs,

@@ -22,7 +22,7 @@ node's place in the arena.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..compiler.kernel import prove
@@ -294,6 +294,9 @@ class FusedKernel:
     group: Group
     proc: object
     shapes: dict
+    #: parameters that are not graph values (attention): ``("scale", constant name or
+    #: None)``, ``("temp", array)`` (an array of the launch list), ``("err",)``
+    values: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -305,6 +308,10 @@ def build(group: Group, nodes, target: str) -> FusedKernel:
     ``gpudsl.CheckError`` when not proved); ``target`` picks the matmul options."""
     out = nodes[group.last]
     ext = [nodes[j] for j in group.externals]
+    if group.head == "attention":
+        from .attention_fusion import fused_kernel
+
+        return FusedKernel(group, *fused_kernel(group, nodes))
     if group.head == "matmul":
         a, b = ext[0].shape, ext[1].shape
         opts = mm.tuned_options(a, b, target)

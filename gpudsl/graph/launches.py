@@ -139,6 +139,15 @@ def launch_list(model) -> LaunchList:
         if i in fused:
             fk = fused[i]
             args = {nm: ref(j).reshape(s) for nm, (j, s) in fk.shapes.items()}
+            for nm, spec in fk.values.items():
+                if spec[0] == "err":
+                    args[nm] = err(i)
+                elif spec[0] == "temp":
+                    out.temps[f"{nm}{i}"] = spec[1]
+                    args[nm] = Ref("temp", f"{nm}{i}", 0, spec[1].shape, spec[1].dtype.name)
+                else:  # a constant of one element, fixed at compile time
+                    c = model.constants[spec[1]] if spec[1] is not None else np.ones(1)
+                    args[nm] = np.float32(c.reshape(-1)[0])
             out.steps.append(Step(fk.proc, args, tuple(fk.group.members), True))
             continue
         ins = [ref(pos[id(m)]) for m in node.inputs]
@@ -187,13 +196,13 @@ def launch_list(model) -> LaunchList:
         elif op == "AttentionNode":
             from ..stdlib.attention import plan_attention
 
-            m, d = node.shape[1:]
+            h, m, d = node.shape
             if len(ins) == 4:
                 prefix = ins[3]
             else:  # an integer attribute: a literal of the list
                 out.temps[f"prefix{i}"] = np.array([node.attrs["prefix"]], np.int64)
                 prefix = Ref("temp", f"prefix{i}", 0, (1,), "int64")
-            p = plan_attention(m, d, node.attrs["causal"])
+            p = plan_attention(m, d, node.attrs["causal"], h, node.inputs[1].shape[1])
             args = dict(q=ins[0], k=ins[1], v=ins[2], prefix=prefix,
                         scale=np.float32(1 / math.sqrt(d)), out=me, err=err(i))
         else:  # pragma: no cover  (the parser refuses other nodes)

@@ -27,7 +27,9 @@ from .common import make_proc
 
 TILE = 32  # keys per tile: one warp's lanes in the score phase
 NEG = "-3.0e38"  # below every score: the masked keys' score, the running maximum's seed
-HEAD_DIMS = (32, 64, 96, 128)  # D threads per row, D / 32 groups of the dot products
+TILED_HEAD_DIMS = (32, 64, 96, 128)  # D threads per row, D / 32 groups of the dot products
+HEAD_DIMS = (32, 48, 64, 96, 128)  # the split-key kernel's (attention_split) take 48 too
+SPLIT_MAX_ROWS = 4  # query rows up to which the split-key kernel runs (decode)
 
 _SIG = ("(hh: size, m: size, n: size, {d}q: f32[hh, m, {D}], k: f32[hh, n, {D}], "
         "v: f32[hh, n, {D}], prefix: i64[1], scale: f32, out: f32[hh, m, {D}], "
@@ -105,8 +107,9 @@ def attention_reference(q, k, v, causal: bool = False, prefix: int | None = None
     return np.einsum("hij,hjd->hid", p, v[:, :L]).astype(np.float32)
 
 
-ROW_CHOICES = (1, 2, 4, 8, 16)  # query rows per block: each divides the tile
-MAX_THREADS = 512  # rows * d at most
+ROW_CHOICES = (1, 2, 4, 8, 16, 32)  # query rows per block: each divides the tile
+MAX_THREADS = 1024  # rows * d at most
+PLAN_THREADS = 512  # rows * d at most in plan_attention's choice
 
 
 def _threads(rows: int, ext: str, body: str, indent: int) -> str:
@@ -154,8 +157,8 @@ def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1) -> Proc:
     causal diagonal of the block's last row) are skipped by a block-uniform ``if``.  The
     output is ``acc / l`` for the rows below ``m``.  Thread 0 of block (0, 0) reports a
     bad prefix (see :func:`_bad_prefix`)."""
-    if d not in HEAD_DIMS:
-        raise ValueError(f"head dimension {d} is not one of {HEAD_DIMS}")
+    if d not in TILED_HEAD_DIMS:
+        raise ValueError(f"head dimension {d} is not one of {TILED_HEAD_DIMS}")
     if rows not in ROW_CHOICES or rows * d > MAX_THREADS:
         raise ValueError(f"rows per block must be one of {ROW_CHOICES} with rows * d <= "
                          f"{MAX_THREADS}, not {rows} (d = {d})")
@@ -172,12 +175,11 @@ def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1) -> Proc:
         f"            ks: f32[{T}, {d + 1}] @ SHARED\n"
         f"            vs: f32[{T}, {d}] @ SHARED\n"
         f"            part_dot: f32[{R}, {G}, {T}] @ SHARED\n"
-        f"            part: f32[{R}, {T}] @ SHARED\n"
+        f"            stat: f32[{R}, 2] @ SHARED\n"
         f"            p: f32[{R}, {T}] @ SHARED\n"
         f"            mr: f32[{R}, {d}] @ REGISTER\n"
         f"            lr: f32[{R}, {d}] @ REGISTER\n"
         f"            acc: f32[{R}, {d}] @ REGISTER\n"
-        f"            alpha: f32[{R}, {d}] @ REGISTER\n"
         + _threads(R, str(d), f"""
 if h == 0 and ib == 0 and r == 0 and t == 0 and ({_bad_prefix(causal)}):
     err[0] = 1
@@ -213,25 +215,22 @@ sc = 0.0
 for g in seq(0, {G}):
     sc += part_dot[r, g, t]
 sc = select({ok}, sc, {NEG})
-p[r, t] = sc
-part[r, t] = sc""", 5) +
-        "                    sync()\n"
-        + _row_tree(R, "max", 5)
-        + _threads(R, str(d), """
 mnew: f32
-mnew = max(mr[r, t], part[r, 0])
-alpha[r, t] = exp(mr[r, t] - mnew)
+mnew = max(mr[r, t], warp_max(sc))
+pe: f32
+pe = select({ok}, exp(sc - mnew), 0.0)
+p[r, t] = pe
+tsum: f32
+tsum = warp_sum(pe)
+if t == 0:
+    stat[r, 0] = exp(mr[r, t] - mnew)
+    stat[r, 1] = tsum
 mr[r, t] = mnew""", 5) +
         "                    sync()\n"
-        + _threads(R, str(T), f"""
-p[r, t] = select({ok}, exp(p[r, t] - mr[r, t]), 0.0)
-part[r, t] = p[r, t]""", 5) +
-        "                    sync()\n"
-        + _row_tree(R, "+", 5)
         + _threads(R, str(d), f"""
-lr[r, t] = lr[r, t] * alpha[r, t] + part[r, 0]
+lr[r, t] = lr[r, t] * stat[r, 0] + stat[r, 1]
 o: f32
-o = acc[r, t] * alpha[r, t]
+o = acc[r, t] * stat[r, 0]
 for kk in seq(0, {T}):
     o += p[r, kk] * vs[kk, t]
 acc[r, t] = o""", 5)
@@ -241,15 +240,27 @@ if {row} < m:
     return make_proc("attention", text)
 
 
-def plan_attention(m: int, d: int, causal: bool = False) -> Proc:
-    """The rows per block for ``m`` query rows of ``d`` entries: 1 for decode, else the
-    power of two covering ``m`` up to ``MAX_THREADS / d`` threads (K and V tiles are read
-    once per block, shared by its rows)."""
+def plan_attention(m: int, d: int, causal: bool = False, heads: int | None = None,
+                   keys: int | None = None, layout: str = "hnd") -> Proc:
+    """The kernel for ``heads`` x ``m`` query rows of ``d`` entries against ``keys`` keys.
+
+    Decode shapes (``m <= SPLIT_MAX_ROWS``), head dimensions the tiled kernel does not
+    take, and the ``"nhd"`` layout: the split-key kernel
+    (:mod:`.attention_split`, :func:`.attention_split.plan_split`: one block per row
+    up to 256 keys, else the keys per warp chosen from the shape to fill the SMs; 32
+    when the shape is not given).  Else
+    the tiled kernel with the power of two covering ``m`` rows per block up to
+    ``MAX_THREADS / d`` threads (K and V tiles are read once per block, shared by its
+    rows)."""
+    from .attention_split import plan_split
+
+    if m <= SPLIT_MAX_ROWS or d not in TILED_HEAD_DIMS or layout != "hnd":
+        return plan_split(d, causal, heads, m, keys, layout)
     rows = 1
-    while rows < m and rows * 2 in ROW_CHOICES and rows * 2 * d <= MAX_THREADS:
+    while rows < m and rows * 2 in ROW_CHOICES and rows * 2 * d <= PLAN_THREADS:
         rows *= 2
     return attention_kernel(d, causal, rows)
 
 
 __all__ = ["attention_rows", "attention_reference", "attention_kernel", "plan_attention", "TILE",
-           "HEAD_DIMS", "ROW_CHOICES"]
+           "HEAD_DIMS", "TILED_HEAD_DIMS", "ROW_CHOICES", "SPLIT_MAX_ROWS"]

@@ -532,7 +532,7 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     q, k, v = _contig(q), _contig(k), _contig(v)
     out = _empty(q, qs)
     err = _zeros(q, (1,), np.int32)
-    _run(plan_attention(m, d, bool(causal)), q=q, k=k, v=v, prefix=prefix,
+    _run(plan_attention(m, d, bool(causal), h, n), q=q, k=k, v=v, prefix=prefix,
          scale=np.float32(scale), out=out, err=err)
     if not on_host:
         _raise_on_fault(err, f"the prefix read from the device is outside [{low}, {n}]"

@@ -34,7 +34,7 @@ def test_script_and_api(h, m, n, d, prefix, causal):
     model = graph.compile(_script(q.shape, k.shape, prefix, causal), {"k": k, "v": v})
     np.testing.assert_allclose(model.evaluate({"q": q}), want, rtol=RTOL, atol=ATOL)
     assert [(e.name, e.ops) for e in model.kernels] == \
-        [(plan_attention(m, d, causal).name, ("AttentionNode",))]
+        [(plan_attention(m, d, causal, h, n).name, ("AttentionNode",))]
     node = graph.AttentionNode(graph.InputTensor("q", "float32", q.shape), k, v,
                                prefix=prefix, causal=causal)
     text = graph.to_script(node).script
