@@ -151,9 +151,10 @@ class CudaBackend:
 
         if self._dev is None:
             self._dev = DeviceModule(self.cubin, self.sigs)
-        if not temporaries and not self.capture_output and \
-                all(a.on_device for a in arrays.values()):
-            return self._run_async(arrays, launches)
+        if not self.capture_output and all(a.on_device for a in arrays.values()):
+            alloc = stream_ordered_zeros(a.value for a in arrays.values())
+            if alloc is not None or not temporaries:
+                return self._run_async(arrays, temporaries, launches, alloc)
         work: dict[str, Any] = {}
         copies = []
         for name, a in arrays.items():
@@ -183,18 +184,22 @@ class CudaBackend:
                 host[...] = buf.to_numpy()
         return self.output
 
-    def _run_async(self, arrays: dict[str, ArrayArg], launches) -> str:
+    def _run_async(self, arrays: dict[str, ArrayArg], temporaries, launches,
+                   alloc=None) -> str:
         """Every argument already on the device: enqueue on the caller's stream and
-        return, as PyTorch's and CuPy's own operations do (no copy, no allocation, no
-        synchronization).  The arrays are the caller's; their allocators order reuse on
-        that stream.  A fault surfaces at the next synchronization, or at once with
-        ``CUDA_LAUNCH_BLOCKING=1``."""
+        return, as PyTorch's and CuPy's own operations do (no copy, no synchronization).
+        The arrays are the caller's, and the call's GLOBAL temporaries come from the
+        caller's allocator (``alloc``, PyTorch's caching allocator), which reuses memory
+        in that stream's order; their allocators order reuse on that stream.  A fault
+        surfaces at the next synchronization, or at once with ``CUDA_LAUNCH_BLOCKING=1``."""
         from . import device
 
         stream = caller_stream(a.value for a in arrays.values())
         mark = len(device._inflight)
         try:
             work = {name: a.device for name, a in arrays.items()}
+            for name, shape, dt in temporaries:
+                work[name] = alloc(shape, dt)
             for ln in launches:
                 args = [work[a.name] if isinstance(a, ArrayRef) else a for a in ln.args]
                 self._dev.launch(ln.kernel, ln.grid, ln.block, args, ln.dynamic_shared_bytes,
@@ -239,6 +244,30 @@ def caller_stream(values) -> int | None:
             return int(torch.cuda.current_stream(v.device).cuda_stream) or None
         if cupy is not None and isinstance(v, cupy.ndarray):
             return int(cupy.cuda.get_current_stream().ptr) or None
+    return None
+
+
+def stream_ordered_zeros(values):
+    """``zeros(shape, numpy dtype)`` -> a zeroed device array from PyTorch's caching
+    allocator on its current stream, when a CUDA tensor is among ``values``; None
+    otherwise (the call then allocates, synchronizes and frees itself)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    for v in values:
+        if isinstance(v, torch.Tensor) and getattr(v, "is_cuda", False):
+            dev = v.device
+
+            def zeros(shape, dt, dev=dev):
+                from .interop import DeviceArray
+
+                dt = np.dtype(dt)
+                n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+                t = torch.zeros(max(n, 1), dtype=torch.uint8, device=dev)
+                return DeviceArray(int(t.data_ptr()), tuple(shape), dt, owner=t)
+            return zeros
     return None
 
 

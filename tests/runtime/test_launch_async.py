@@ -96,6 +96,33 @@ def test_host_arrays_and_temporaries_still_synchronize(backend, monkeypatch):
     assert rec.syncs == 2  # a temporary of the call's own: freed after the wait
 
 
+def test_temporaries_of_a_torch_call_come_from_torchs_allocator(backend, monkeypatch):
+    """With torch tensors the call's GLOBAL temporaries are zeroed tensors of torch's
+    caching allocator (stream-ordered reuse), and the call does not wait."""
+    b, rec = backend
+    made = []
+
+    class Tensor:
+        is_cuda, device = True, "cuda:0"
+
+        def __init__(self, n=0):
+            self.n = n
+
+        def data_ptr(self):
+            return 0x9000
+
+    def zeros(n, dtype, device):
+        made.append((n, dtype, device))
+        return Tensor(n)
+    fake = types.SimpleNamespace(Tensor=Tensor, uint8="uint8", zeros=zeros, cuda=types.SimpleNamespace(
+        current_stream=lambda dev: types.SimpleNamespace(cuda_stream=0)))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    plan = [Launch("k", (1, 1, 1), (32, 1, 1), (ArrayRef("x"), ArrayRef("t")))]
+    b.run({"x": _dev_arg("x", Tensor())}, [("t", (3, 5), np.float32)], plan)
+    assert made == [(60, "uint8", "cuda:0")] and rec.syncs == 0
+    assert rec.launches[-1] == ("k", None, ("DeviceArray", "DeviceArray"))
+
+
 class FakeTorchCuda:
     """What gpudsl reads of a PyTorch CUDA tensor; its ``__cuda_array_interface__``
     (a dict built in Python on every read) must not be touched."""
