@@ -3,6 +3,25 @@
 //   attention_d128_causal_r4_k0: grid ((m + 3) // 4, hh, 1), block (128, 4, 1)
 // Index arithmetic: 32-bit.
 
+// warp reductions (every lane gets the result): __reduce_*_sync for 32-bit integers
+// on sm_80+, a 5-step __shfl_xor_sync butterfly otherwise.
+__device__ __forceinline__ float gpudsl_warp_sum(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) {
+    float o = __shfl_xor_sync(0xffffffffu, v, m);
+    v = v + o;
+  }
+  return v;
+}
+__device__ __forceinline__ float gpudsl_warp_max(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) {
+    float o = __shfl_xor_sync(0xffffffffu, v, m);
+    v = fmaxf(v, o);
+  }
+  return v;
+}
+
 extern "C" __global__ void __launch_bounds__(512)
 attention_d128_causal_r4_k0(
     const int hh,
@@ -23,37 +42,36 @@ attention_d128_causal_r4_k0(
     __shared__ __align__(16) float ks[32][129];
     __shared__ __align__(16) float vs[32][128];
     __shared__ __align__(16) float part_dot[4][4][32];
-    __shared__ __align__(16) float part[4][32];
+    __shared__ __align__(16) float stat[4][2];
     __shared__ __align__(16) float p[4][32];
     float mr;  // one row per thread (leading thread dimensions dropped)
     float lr;  // one row per thread (leading thread dimensions dropped)
     float acc;  // one row per thread (leading thread dimensions dropped)
-    float alpha;  // one row per thread (leading thread dimensions dropped)
     {
       const int r = threadIdx.y;
-#line 15
+#line 14
       const int t = threadIdx.x;
       if (h == 0 && ib == 0 && r == 0 && t == 0 && (prefix[0] < m || prefix[0] > n)) {
         err[0] = 1;
       }
-#line 18
+#line 17
       if (4 * ib + r < m) {
         qs[r][t] = scale * q[(h * m + 4 * ib + r) * 128 + t];
       } else {
         qs[r][t] = 0.0f;
       }
-#line 22
+#line 21
       mr = -3.0000000054977558e+38f;
       lr = 0.0f;
       acc = 0.0f;
     }
-#line 25
+#line 24
     for (int jt = 0; jt < (n + 31) / 32; jt++) {
       if (32 * jt < prefix[0] && 32 * jt <= 4 * ib + 3 + prefix[0] - m) {
         __syncthreads();
         {
           const int r = threadIdx.y;
-#line 29
+#line 28
           const int t = threadIdx.x;
           for (int kk = 0; kk < 8; kk++) {
             if (32 * jt + 4 * kk + r < n) {
@@ -65,103 +83,68 @@ attention_d128_causal_r4_k0(
             }
           }
         }
-#line 37
+#line 36
         __syncthreads();
         {
           const int r = threadIdx.y;
-#line 39
+#line 38
           const int t = threadIdx.x;
           float dot;
           dot = 0.0f;
           for (int e = 0; e < 32; e++) {
             dot += qs[r][32 * (t / 32) + e] * ks[t % 32][32 * (t / 32) + e];
           }
-#line 44
+#line 43
           part_dot[r][t / 32][t % 32] = dot;
         }
-#line 45
+#line 44
         __syncthreads();
         if (threadIdx.x < 32) {
           const int r = threadIdx.y;
-#line 47
+#line 46
           const int t = threadIdx.x;
           float sc;
           sc = 0.0f;
           for (int g = 0; g < 4; g++) {
             sc += part_dot[r][g][t];
           }
-#line 52
+#line 51
           sc = 32 * jt + t < prefix[0] && 32 * jt + t <= 4 * ib + r + prefix[0] - m ? sc : -3.0000000054977558e+38f;
-          p[r][t] = sc;
-          part[r][t] = sc;
-        }
-#line 55
-        __syncthreads();
-        for (int s = 0; s < 5; s++) {
-          if (threadIdx.x < 16) {
-            const int r = threadIdx.y;
-#line 58
-            const int t = threadIdx.x;
-            if (t < 16 >> s) {
-              part[r][t] = fmaxf(part[r][t], part[r][t + (16 >> s)]);
-            }
-          }
-#line 61
-          __syncthreads();
-        }
-#line 62
-        {
-          const int r = threadIdx.y;
-#line 63
-          const int t = threadIdx.x;
           float mnew;
-          mnew = fmaxf(mr, part[r][0]);
-          alpha = expf(mr - mnew);
+          mnew = fmaxf(mr, gpudsl_warp_max(sc));
+          float pe;
+          pe = 32 * jt + t < prefix[0] && 32 * jt + t <= 4 * ib + r + prefix[0] - m ? expf(sc - mnew) : 0.0f;
+          p[r][t] = pe;
+          float tsum;
+          tsum = gpudsl_warp_sum(pe);
+          if (t == 0) {
+            stat[r][0] = expf(mr - mnew);
+            stat[r][1] = tsum;
+          }
+#line 62
           mr = mnew;
         }
-#line 68
+#line 63
         __syncthreads();
-        if (threadIdx.x < 32) {
-          const int r = threadIdx.y;
-#line 70
-          const int t = threadIdx.x;
-          p[r][t] = 32 * jt + t < prefix[0] && 32 * jt + t <= 4 * ib + r + prefix[0] - m ? expf(p[r][t] - mr) : 0.0f;
-          part[r][t] = p[r][t];
-        }
-#line 73
-        __syncthreads();
-        for (int s = 0; s < 5; s++) {
-          if (threadIdx.x < 16) {
-            const int r = threadIdx.y;
-#line 76
-            const int t = threadIdx.x;
-            if (t < 16 >> s) {
-              part[r][t] = part[r][t] + part[r][t + (16 >> s)];
-            }
-          }
-#line 79
-          __syncthreads();
-        }
-#line 80
         {
           const int r = threadIdx.y;
-#line 81
+#line 65
           const int t = threadIdx.x;
-          lr = lr * alpha + part[r][0];
+          lr = lr * stat[r][0] + stat[r][1];
           float o;
-          o = acc * alpha;
+          o = acc * stat[r][0];
           for (int kk = 0; kk < 32; kk++) {
             o += p[r][kk] * vs[kk][t];
           }
-#line 87
+#line 71
           acc = o;
         }
       }
     }
-#line 88
+#line 72
     {
       const int r = threadIdx.y;
-#line 89
+#line 73
       const int t = threadIdx.x;
       if (4 * ib + r < m) {
         out[(h * m + 4 * ib + r) * 128 + t] = acc / lr;
