@@ -1,4 +1,4 @@
-"""check() on async copies (SPEC 2.8, issue 23's acceptance): a premature read, a missing
+"""check() on async copies (issue 23's acceptance): a premature read, a missing
 async_wait, a wait of the wrong depth and a missing barrier after the wait are each
 refused with a witness that replays in the interpreter; the staged copy and the
 double-buffered staged loop are proved."""

@@ -1,5 +1,5 @@
-"""Async copies whose commits and waits stand in their thread loop (SPEC 2.8 allows both
-places): a kernel whose ``async_commit`` / ``async_wait`` all stand at the top level of
+"""Async copies whose commits and waits stand in their thread loop (the language allows
+both places): a kernel whose ``async_commit`` / ``async_wait`` all stand at the top level of
 the body of a thread loop (under no condition or loop inside it).
 
 Such a thread loop is *self-contained* for a copy in it when the copy's group is

@@ -401,7 +401,7 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             i = r.randrange(n - 1)
             return Step(prim, [Arg("cursor", ("block", baddr + (i,), i + 2))])
         return Step(prim, [_block(r, t)])
-    if prim == "make_async":  # a run of thread loops at block level (SPEC 2.8)
+    if prim == "make_async":  # a run of thread loops at block level (docs/async_copies.md)
         runs = [(baddr, i, n) for baddr, n in t.blocks() for i in range(n)
                 if _is_threads(_block_at(t.pdef, baddr)[i])]
         staged = [x for x in runs if _stages(t, _block_at(t.pdef, x[0])[x[1]])]

@@ -1,4 +1,4 @@
-"""Random kernels with the asynchronous copies of SPEC 2.8 for the differential test of
+"""Random kernels with the asynchronous copies (docs/async_copies.md) for the differential test of
 the primitives: a block of 64 threads staging rows of ``x`` into SHARED memory with
 ``async_copy`` (1 or 4 elements a copy), one stage per iteration (copy, commit,
 wait, barrier, use) or double-buffered (a prologue copy, then each iteration issues
