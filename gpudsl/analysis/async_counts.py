@@ -1,4 +1,4 @@
-"""Where an async copy completes (SPEC 2.8), as integer expressions of the block-level
+"""Where an async copy completes (docs/async_copies.md), as integer expressions of the block-level
 loop variables, for check().
 
 Block-level control flow is uniform, so where ``async_commit()`` and ``async_wait(n)``

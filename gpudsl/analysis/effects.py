@@ -371,7 +371,7 @@ class _Collector(Walker):
         return self.eff.arrays[key].ty if key is not None else super().elem_type(name)
 
     def async_copy(self, s, st):
-        """An async copy (SPEC 2.8): its element accesses, and the rules of where it
+        """An async copy (docs/async_copies.md): its element accesses, and the rules of where it
         stands and what it copies (mapping)."""
         if st["level"] != "thread":
             self.issue("mapping", "async_copy outside any @ THREADS loop: each copy is "

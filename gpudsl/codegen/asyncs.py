@@ -1,4 +1,4 @@
-"""CUDA for the asynchronous copies of SPEC 2.8.
+"""CUDA for the asynchronous copies (docs/async_copies.md).
 
 - ``async_copy(dst, src)`` of 4, 8 or 16 bytes: ``cp.async.ca.shared.global`` (4 and 8
   bytes) or ``cp.async.cg.shared.global`` (16 bytes, past L1) on sm_80 and newer; a plain

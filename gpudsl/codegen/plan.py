@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import CompileError, SrcLoc
-from ..ir.nodes import Alloc, AsyncCopy, Assign, Atomic, Call, Expr, For, If, Pass, Read, Reduce, Stmt
+from ..ir.nodes import (Alloc, AsyncCopy, Assign, Atomic, Call, Expr, For, If, Pass, Read,
+                        Reduce, Stmt)
 from ..ir.control import NotConstant, control_names, evaluate  # noqa: F401 (re-exported)
 from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS, DType
 from ..ir.syncs import is_sync

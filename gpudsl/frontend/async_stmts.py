@@ -1,4 +1,4 @@
-"""The asynchronous copies of SPEC 2.8: ``async_copy(dst, src)``, ``async_commit()`` and
+"""The asynchronous copies (docs/async_copies.md): ``async_copy(dst, src)``, ``async_commit()`` and
 ``async_wait(n)`` (meaning: :mod:`gpudsl.ir.asyncs`).
 
 ``dst`` is an element or a window ``s[i, j:j + n]`` of a SHARED array, ``src`` one of

@@ -1,4 +1,4 @@
-"""The interpreter's meaning of the asynchronous copies (SPEC 2.8; the rules are in
+"""The interpreter's meaning of the asynchronous copies (docs/async_copies.md; the rules are in
 :mod:`gpudsl.ir.asyncs`).
 
 One :class:`AsyncState` per run of a proc that holds async copies.  Per block it keeps,

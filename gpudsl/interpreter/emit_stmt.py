@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from . import async_copies, sync_order
 from ..ir.asyncs import shifted, uses_async
-from ..ir.nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign, Atomic, Call, For, If, Pass, Point,
-                        ProcDef, Reduce, Stmt, Sync, Var, WindowArg)
+from ..ir.nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign,
+                        Atomic, Call, For, If, Pass, Point, ProcDef, Reduce, Stmt, Sync, Var,
+                        WindowArg)
 from ..ir.printer import print_expr, print_stmt
 from ..ir.types import BARRIER, BLOCKS, CONST, INDEX, THREADS
 from ..ir.visitor import substitute, walk
@@ -38,7 +39,7 @@ class ProcEmitter(ExprEmitter):
     def __init__(self, proc: ProcDef, race: bool, toplevel: bool, compile_callee,
                  asy: bool = False):
         super().__init__(race)
-        # async copies (SPEC 2.8, :mod:`.async_copies`): the arrays to watch (None: all)
+        # async copies (:mod:`.async_copies`): the arrays to watch (None: all)
         self.asy = asy or (toplevel and uses_async(proc))
         self.watch = None if not toplevel else {
             n for s in walk(proc.body) if isinstance(s, AsyncCopy) for n in (s.dst, s.src)}

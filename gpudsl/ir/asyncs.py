@@ -1,4 +1,4 @@
-"""What the asynchronous copies of SPEC 2.8 are, in one place: ``async_copy(dst, src)``,
+"""What the asynchronous copies (docs/async_copies.md) are, in one place: ``async_copy(dst, src)``,
 ``async_commit()`` and ``async_wait(n)`` (:class:`AsyncCopy`, :class:`AsyncCommit`,
 :class:`AsyncWait` in :mod:`gpudsl.ir.nodes`).
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .nodes import (AsyncCommit, AsyncCopy, AsyncWait, Assign, BinOp, Call, Const, Expr, Read,
+from .nodes import (AsyncCommit, AsyncCopy, AsyncWait, Assign, BinOp, Call, Const, Read,
                     Stmt)
 from .types import INDEX
 from .visitor import walk

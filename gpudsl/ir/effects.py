@@ -138,7 +138,7 @@ class Walker:
             self.async_sync(s, ctx)
 
     def async_copy(self, s: AsyncCopy, ctx):
-        """An async copy (SPEC 2.8) as its element copies (:func:`gpudsl.ir.asyncs.elements`:
+        """An async copy as its element copies (:func:`gpudsl.ir.asyncs.elements`:
         assignments that remember the copy)."""
         for e in elements(s, self.elem_type(s.src)):
             self.assign(e, ctx)

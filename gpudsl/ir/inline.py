@@ -269,7 +269,7 @@ class _Subst(Transformer):
         return replace(s, name=self.renames[s.name]) if s.name in self.renames else s
 
     def visit_AsyncCopy(self, s):
-        """An async copy (SPEC 2.8) of whole arrays passed by name: renamed; through a
+        """An async copy (docs/async_copies.md) of whole arrays passed by name: renamed; through a
         window with offsets: refused (its alignment would depend on the caller)."""
         s = self.generic(s)
         for side in ("dst", "src"):

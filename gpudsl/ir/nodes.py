@@ -287,7 +287,7 @@ class Wait(Stmt):
 @dataclass(frozen=True)
 class AsyncCopy(Stmt):
     """``async_copy(dst[..., j:j + n], src[..., k:k + n])`` inside a ``@ THREADS`` loop
-    (SPEC 2.8): the thread starts a copy of ``n`` contiguous elements (4, 8 or 16
+    (docs/async_copies.md): the thread starts a copy of ``n`` contiguous elements (4, 8 or 16
     bytes) from the GLOBAL array ``src`` to the SHARED array ``dst`` without waiting.
     ``dst_idx`` / ``src_idx`` index the first element; the last index runs over
     ``n`` elements (``n == 1`` prints as a plain element ``dst[i]``).  The copy lands

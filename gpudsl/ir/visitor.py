@@ -11,8 +11,8 @@ from dataclasses import fields, replace
 from functools import lru_cache
 from typing import Callable, Iterator
 
-from .nodes import (Alloc, Arrive, AsyncCopy, Atomic, Wait, Assign, Call, Expr, For, If, Node, Read, Reduce,
-                    Stmt, Var, WindowArg)
+from .nodes import (Alloc, Arrive, AsyncCopy, Atomic, Wait, Assign, Call, Expr, For, If, Node,
+                    Read, Reduce, Stmt, Var, WindowArg)
 
 
 @lru_cache(maxsize=None)

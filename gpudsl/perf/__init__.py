@@ -156,7 +156,7 @@ def perf(proc, device_name: "str | Device" = "H100", sass: bool = True,
 
 
 def _async_stages(body) -> tuple:
-    """(stages, deepest async_wait) of a kernel's async copies (SPEC 2.8): a kernel that
+    """(stages, deepest async_wait) of a kernel's async copies (docs/async_copies.md): a kernel that
     commits groups in a loop and waits with depth ``d`` keeps ``d + 1`` groups in flight
     while it uses one: ``d + 2`` stages; without such a loop, one stage; (0, 0) without
     async copies."""

@@ -88,7 +88,7 @@ class KernelPerf:
                  "loads in flight": self.time_mlp_s}
         return max((k for k, v in terms.items() if v is not None), key=lambda k: terms[k])
     shuffles: int = 0  # warp instructions of collectives (shuffles, votes, reductions)
-    # async copies (SPEC 2.8): the pipeline's stages (0: no async copy) and the deepest
+    # async copies (docs/async_copies.md): the pipeline's stages (0: no async copy) and the deepest
     # async_wait's depth (the groups a thread keeps in flight past it)
     async_stages: int = 0
     async_depth: int = 0

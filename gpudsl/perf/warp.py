@@ -253,7 +253,7 @@ class WarpWalker(Walker):
             self.block_(body, lanes, vec)
 
     def async_copy(self, s, ctx):
-        """An async copy (SPEC 2.8): one vector request per side, as a vector copy."""
+        """An async copy (docs/async_copies.md): one vector request per side, as a vector copy."""
         lanes, vec = ctx
         if vec is not None:
             return super().async_copy(s, ctx)

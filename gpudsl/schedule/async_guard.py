@@ -1,4 +1,4 @@
-"""Rewrites around asynchronous copies (SPEC 2.8).
+"""Rewrites around asynchronous copies (docs/async_copies.md).
 
 A rewrite primitive keeps the sequential meaning by its own legality rule, which sees
 an async copy as a plain copy where it stands.  Its real meaning also depends on where

@@ -8,9 +8,9 @@ input did not have); ``pipeline_loop`` also asks check() for no new race.
 """
 from __future__ import annotations
 
-from ..ir.nodes import (Alloc, AsyncCommit, AsyncCopy, AsyncWait, BinOp, Call, Const, For, If, Pass,
-                        Read, Stmt, Sync, Var)
-from ..ir.types import BLOCKS, GLOBAL, INDEX, SHARED, THREADS, bool_
+from ..ir.nodes import (Alloc, AsyncCommit, AsyncCopy, AsyncWait, BinOp, Call, Const, For,
+                        If, Pass, Read, Stmt, Sync, Var)
+from ..ir.types import GLOBAL, INDEX, SHARED, THREADS, bool_
 from ..ir.visitor import Transformer, bound_names, free_vars, substitute, walk
 from .cursors import block_of, fwd_splice, replace_block
 from .patterns import scope_at

@@ -1,10 +1,10 @@
-"""The procs of SPEC 2.8 (issue 23): a staged copy, the double-buffered staged loop with
+"""The async-copy procs of issue 23: a staged copy, the double-buffered staged loop with
 async copies, and their broken twins (a premature read, a missing wait, a wait of the
 wrong depth, a missing barrier after the wait).  ``EXPECT`` gives the verdict of each."""
 from __future__ import annotations
 
-from gpudsl import (BLOCKS, SHARED, THREADS, async_commit, async_copy, async_wait, f32,  # noqa: F401
-                    par, proc, seq, size, sync)
+from gpudsl import (BLOCKS, SHARED, THREADS, async_commit, async_copy,  # noqa: F401
+                    async_wait, f32, par, proc, seq, size, sync)
 
 @proc
 def staged(n: size, x: f32[n, 64], y: f32[n, 64]):

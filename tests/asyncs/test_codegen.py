@@ -1,4 +1,4 @@
-"""CUDA for async copies (SPEC 2.8): cp.async.ca/cg.shared.global, commit_group and
+"""CUDA for async copies (docs/async_copies.md): cp.async.ca/cg.shared.global, commit_group and
 wait_group on sm_80+ (NVRTC compiles sm_80 and sm_90 here; LDGSTS in the SASS),
 plain copies on older targets and on the emulator, which equals the interpreter."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""async_copy / async_commit / async_wait (SPEC 2.8): parsed with clear errors, printed
+"""async_copy / async_commit / async_wait (docs/async_copies.md): parsed with clear errors, printed
 and parsed back equal, run by the interpreter (copies land at the completing wait; a
 premature access is an error naming both statements), seen by the race detector."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Primitives on procs with async copies (SPEC 2.8): a statement never moves across an
+"""Primitives on procs with async copies (docs/async_copies.md): a statement never moves across an
 async_commit / async_wait (reorder_stmts), a barrier that orders a copy's landing is
 not deleted, a rewrite whose result has an access in flight is refused by the async
 guard; rewrites that keep the order are accepted and still prove."""

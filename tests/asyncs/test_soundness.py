@@ -1,5 +1,5 @@
 """check() against the interpreter and its race detector on random kernels with async
-copies (SPEC 2.8): whenever the interpreter stops on an access in flight, or the
+copies (docs/async_copies.md): whenever the interpreter stops on an access in flight, or the
 detector finds a race, for some sizes, check() with those sizes and with the sizes
 symbolic is not ok.
 

@@ -1,5 +1,5 @@
-"""Async copies whose commits and waits stand in their thread loop (SPEC 2.8 allows both
-places): a kernel whose ``async_commit`` / ``async_wait`` all stand at the top level of
+"""Async copies whose commits and waits stand in their thread loop (the language allows
+both places): a kernel whose ``async_commit`` / ``async_wait`` all stand at the top level of
 the body of a thread loop (under no condition or loop inside it).
 
 Such a thread loop is *self-contained* for a copy in it when the copy's group is
@@ -78,7 +78,7 @@ def check_local(ctx, c, accesses, text, seq_before) -> list:
             "race", f"the async copy `{text}` may still be in flight when its thread loop "
             "ends: no async_wait after it in the loop completes its group (commits and "
             "waits inside a thread loop must complete the loop's copies)", [c.loc],
-            {"between": "async"}, "async_commit, then async_wait for the group, in the "
+            _where(ctx, c), "async_commit, then async_wait for the group, in the "
             "same thread loop, after the copy"))
         return out
     cp = copy_of(c.stmt)
@@ -96,6 +96,20 @@ def check_local(ctx, c, accesses, text, seq_before) -> list:
             if d_.kind == "race":
                 break
     return out
+
+
+def _where(ctx, c) -> dict:
+    """A witness of a thread running copy ``c`` (sizes, block, thread, loops)."""
+    t = ctx.thread("1")
+    w = {"sizes": {}, "between": "async"}
+    try:
+        r = ctx.solve(ctx.place(t, c))
+    except Unsupported:
+        return w
+    if r.status == SAT:
+        w.update(sizes=ctx.enc.size_values(r.model),
+                 thread1=ctx.thread_witness(t, c, r.model))
+    return w
 
 
 def _query(ctx, c, x, cp, seq_before):

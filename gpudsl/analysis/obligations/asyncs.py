@@ -1,4 +1,4 @@
-"""Asynchronous copies (SPEC 2.8): nothing touches a copy's destination, or writes its
+"""Asynchronous copies (docs/async_copies.md): nothing touches a copy's destination, or writes its
 source, before the copy has landed, and other threads only after a barrier that
 follows the landing.
 
@@ -27,8 +27,7 @@ from __future__ import annotations
 import z3
 
 from ...ir.asyncs import copy_of
-from ...ir.nodes import BinOp, Const, For
-from ...ir.printer import print_expr
+from ...ir.nodes import BinOp, For
 from ...ir.smt import SAT, UNKNOWN, Unsupported
 from ...ir.types import BLOCKS, INDEX, THREADS
 from ..async_counts import AsyncCounts, has_unknown

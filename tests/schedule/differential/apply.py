@@ -20,6 +20,7 @@ from gpudsl import schedule as S
 from gpudsl.ir.nodes import (Alloc, Assign, BinOp, Builtin, Call, For, If, Read, Reduce,
                              Sync, UnOp, Var)
 from gpudsl.ir.printer import print_expr
+from gpudsl.ir.visitor import walk as _walk
 from gpudsl.schedule.cursors import Cursor, iter_stmts
 
 PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", "cut_loop",
@@ -34,7 +35,7 @@ WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "fuse": 2, "expand_dim": 2, "sink_alloc": 2, "lift_alloc": 2, "delete_sync": 2,
            "insert_sync": 2, "simplify": 0.5, "rename": 0.5, "set_unroll": 0.5,
            "set_blocks_per_sm": 1, "merge_loops": 1, "rearrange_dim": 1, "fission": 4,
-           "reorder_stmts": 3, "rotate_loop": 2, "make_async": 2, "pipeline_loop": 2}
+           "reorder_stmts": 3, "rotate_loop": 2, "make_async": 3, "pipeline_loop": 3}
 
 CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
           (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
@@ -99,6 +100,14 @@ class Step:
 
 def _is_threads(s) -> bool:
     return isinstance(s, For) and s.mapping == THREADS
+
+
+def _stages(t, loop) -> bool:
+    """Does the thread loop copy a parameter (GLOBAL) into a SHARED allocation?"""
+    shared = {s.name for _, s in t.allocs if s.mem == SHARED}
+    params = {p.name for p in t.pdef.params if p.is_array}
+    return any(isinstance(n, Assign) and n.name in shared and isinstance(n.rhs, Read)
+               and n.rhs.name in params for n in _walk(loop))
 
 
 class Targets:
@@ -392,9 +401,12 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             i = r.randrange(n - 1)
             return Step(prim, [Arg("cursor", ("block", baddr + (i,), i + 2))])
         return Step(prim, [_block(r, t)])
-    if prim == "make_async":  # a run of thread loops at block level (SPEC 2.8)
+    if prim == "make_async":  # a run of thread loops at block level (docs/async_copies.md)
         runs = [(baddr, i, n) for baddr, n in t.blocks() for i in range(n)
                 if _is_threads(_block_at(t.pdef, baddr)[i])]
+        staged = [x for x in runs if _stages(t, _block_at(t.pdef, x[0])[x[1]])]
+        if staged and r.random() < 0.8:
+            runs = staged
         if runs and r.random() < 0.9:
             baddr, i, n = r.choice(runs)
             j = i + 1
@@ -403,8 +415,14 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             return Step(prim, [Arg("cursor", ("block", baddr + (i,), j))])
         return Step(prim, [_block(r, t)])
     if prim == "pipeline_loop":
-        loop = L(lambda s: s.kind == "seq" and s.mapping is None) if r.random() < 0.9 \
-            else L()
+        from gpudsl.schedule.asyncs import _copy_part
+        ready = [(a, s) for a, s in t.loops if s.kind == "seq" and _copy_part(s.body)]
+        if ready and r.random() < 0.8:
+            loop = Arg("cursor", ("stmt", r.choice(ready)[0], None))
+        elif r.random() < 0.9:
+            loop = L(lambda s: s.kind == "seq" and s.mapping is None)
+        else:
+            loop = L()
         return Step(prim, [loop], {"stages": lit(r.choice([2, 2, 3, 4, 1, 9, "2"]))})
     if prim == "rotate_loop":
         loop = L(lambda s: len(s.body) >= 2) if r.random() < 0.85 else L()

@@ -426,7 +426,7 @@ class Gen:
         if ch < 0.12:  # ranged and split barriers (SPEC 2.7)
             from .procgen_sync import sync_program
             return sync_program(self.r, name)
-        if ch < 0.2 or FAMILY == "async":  # asynchronous copies (SPEC 2.8)
+        if ch < 0.24 or FAMILY == "async":  # asynchronous copies (docs/async_copies.md)
             from .procgen_async import async_program
             return async_program(self.r, name)
         ch = self.r.random()
