@@ -6,8 +6,8 @@ for each thread, the groups of its copies; a copy's elements are *in flight* fro
 ``async_copy`` to the ``async_wait`` that completes its group, and only there does the
 copy land (its destination gets the source's values).  While in flight, reading or
 writing a destination element, or writing a source element, stops the run with an
-:class:`InterpError` naming the access and the copy.  Copies still in flight when the
-block ends are dropped (their destination is SHARED memory of the block).
+:class:`InterpError` naming the access and the copy; so does a copy still in flight
+where the block's code ends (it would land nowhere).
 
 With the race detector on, a copy's accesses are recorded twice: at the copy (by the
 issuing thread, in the phase of the copy) and where it lands (by the issuing thread,
@@ -48,6 +48,21 @@ class AsyncState:
         self.threads: dict = {}
         self.block_commits = 0   # commits run at block level (by every thread)
         self.inflight: dict = {}  # (id(buffer), flat index) -> (_Copy, "dst" | "src")
+
+    def block_end(self):
+        """The block's code ends: a copy still in flight is an error (it lands nowhere in
+        the meaning, and on the GPU it may write SHARED memory the block no longer
+        owns)."""
+        for th in self.threads.values():
+            if th.pending:
+                c = th.pending[0]
+                self.block()
+                raise InterpError(
+                    f"the async copy `{c.site.text}` at {c.site.where()} is still in flight "
+                    "where the block's code ends: no async_wait completed its group",
+                    c.site.loc, "async_commit the copy's group and async_wait for it before "
+                    "the block ends")
+        self.block()
 
     def _thread(self, tkey) -> _Thread:
         th = self.threads.get(tkey)

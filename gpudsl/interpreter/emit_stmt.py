@@ -250,7 +250,7 @@ class ProcEmitter(ExprEmitter):
             self.tnames.pop()
         if self.asy and s.mapping == BLOCKS:
             self.loc = s.loc
-            self.line("_asy.block()")
+            self.line("_asy.block_end()")
         if exit_:
             self.loc = s.loc
             self.line(exit_)

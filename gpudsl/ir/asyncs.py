@@ -10,7 +10,7 @@ completed group land there.  A copy of the open group is completed by no wait (c
 first).  At block level, a commit or wait is run by every thread of the block.
 
 Between a copy and the wait that completes it the destination is unreadable, and the
-source and destination must not be written (the interpreter stops there; check()
+source and destination must not be written; every copy lands before its block ends (the interpreter stops there; check()
 proves that no thread does so, other threads reading only after a barrier that
 follows the wait).
 

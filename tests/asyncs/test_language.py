@@ -126,3 +126,20 @@ def outer(x: f32[64], y: f32[64]):
     gpudsl.interpret(outer, detect_races=True, x=x, y=y)
     assert np.array_equal(y, 3 * x[::-1])
     assert outer.check().ok
+
+
+def test_copy_in_flight_when_the_block_ends():
+    """A copy no wait completes is an error where its block's code ends (check()
+    refuses it as a race: it lands nowhere)."""
+    p = proc_from_source('''
+@proc
+def dangling(x: f32[64], y: f32[64]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[64] @ SHARED
+        for t in par(0, 64) @ THREADS:
+            async_copy(s[t], x[t])
+            y[t] = x[t]
+''')
+    with pytest.raises(InterpError, match="still in flight where the block's code ends"):
+        gpudsl.interpret(p, x=np.ones(64, np.float32), y=np.zeros(64, np.float32))
+    assert any("lands nowhere" in d.message for d in p.check().diagnostics)
