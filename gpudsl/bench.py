@@ -31,11 +31,11 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-NODES = ["matmul", "matmul_1stage", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32", "add",
+NODES = ["matmul", "matmul_1stage", "matmul_async", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32", "add",
          "add_bcast",
          "mul", "relu", "silu", "permute2d", "permute3d_021", "permute3d_210", "slice",
          "replace_slice", "rms_norm", "sliced_softmax", "complex_hadamard", "attention"]
-MATMULS = {"matmul", "matmul_1stage", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32"}
+MATMULS = {"matmul", "matmul_1stage", "matmul_async", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32"}
 
 # (rows, cols) of the 2-D bandwidth cases: 4 MB and 16 MB per array fit in a 50 MB L2,
 # 256 MB is five times it.  3-D permutes: the same element counts.
@@ -162,6 +162,9 @@ def _matmul_cases(env: _Env, small: bool, nodes: set) -> list[Case]:
     m2 = 128 if small else m  # the big-tile kernel needs m % 128 == 0
     mm("matmul_1stage", (m2, m2), (m2, m2), f"{m2}^3 1-stage",
        runner=lambda a, b: (lambda: ops.matmul(a, b, stages=1)))
+    # the async-copy pipeline (2 stages of cp.async), in the same run
+    mm("matmul_async", (m2, m2), (m2, m2), f"{m2}^3 async 2",
+       runner=lambda a, b: (lambda: ops.matmul(a, b, async_stages=2)))
     mm("matmul_4000", (odd, odd), (odd, odd), f"{odd}^3")
     mm("bmatmul", (bt, bm, bm), (bt, bm, bm), f"{bt}x{bm}^3")
     mm("vecmat", (v,), (v, v), f"{v}@{v}x{v}")

@@ -368,12 +368,15 @@ def reshape(x, shape):
 
 
 @_op
-def matmul(a, b, precision: str = "fp32", stages: int | None = None):
+def matmul(a, b, precision: str = "fp32", stages: int | None = None,
+           async_stages: int | None = None):
     """``[m,n]@[n,k]``, ``[n]@[n,k]`` or ``[b,m,n]@[b,n,k]``.  ``precision="tf32"``:
     the TF32 tensor-core kernel (2-D, tile-divisible shapes; see ``matmul_tf32``).
     ``stages`` (fp32): 2 (double-buffered tiles, one barrier per k step; the default)
     or 1 (the single-stage kernel) for the big-tile kernel, instead of the tuned or
-    default choice; other kernels ignore it."""
+    default choice; ``async_stages`` (fp32): 2 to 4, the big-tile kernel's tiles
+    copied by asynchronous copies into a circular buffer that deep (``cp.async`` on
+    sm_80+); other kernels ignore both."""
     from .matmul import options_kernel, tuned_options
 
     require(precision in ("fp32", "tf32"),
@@ -388,6 +391,12 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None):
         if stages is not None:
             require(stages in (1, 2), f"stages must be 1 or 2, not {stages!r}")
             opts["stages"] = stages
+        if async_stages is not None:
+            require(async_stages in (0, 2, 3, 4) and stages in (None, 1),
+                    f"async_stages must be 0 or 2 to 4 (with stages=1 or None), not "
+                    f"{async_stages!r}" + (f" with stages={stages}" if stages else ""))
+            opts.update(async_stages=async_stages, stages=1 if async_stages else
+                        opts.get("stages", 0))
         p, binds = options_kernel(sa, sb, **opts)
     a, b = _contig(a), _contig(b)
     out = _empty(a, sa[:-1] + (sb[-1],))  # [k] for [n] @ [n, k]

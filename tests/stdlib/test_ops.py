@@ -126,3 +126,16 @@ def test_host_int_indices_are_checked_on_the_host_and_never_read_back(monkeypatc
     assert len(reads) == 3
     with pytest.raises(gpudsl.Error, match=r"range \[3, 5\) is outside x"):
         ops.replace_slice(x.copy(), x[:2], 3, 5)
+
+
+def test_matmul_async_stages_equal_numpy_and_refuse_bad_values():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((128, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 128)).astype(np.float32)
+    for k in (2, 3):
+        np.testing.assert_allclose(ops.matmul(a, b, async_stages=k), a @ b, rtol=1e-4,
+                                   atol=1e-4)
+    with pytest.raises(gpudsl.Error, match="async_stages must be"):
+        ops.matmul(a, b, async_stages=5)
+    with pytest.raises(gpudsl.Error, match="with stages=2"):
+        ops.matmul(a, b, stages=2, async_stages=2)
