@@ -56,6 +56,14 @@ class Proc:
             return NotImplemented
         return self._ir == other._ir
 
+    def __getstate__(self):
+        # the cached hash stays behind: string hashes differ between processes
+        return (self._ir, self._origin)
+
+    def __setstate__(self, state):
+        self._ir, self._origin = state
+        self._hash = None
+
     def __hash__(self):
         # the IR is immutable and hashing it walks every node: once per proc (ops and
         # the kernel caches look a proc up on every call)

@@ -189,8 +189,8 @@ class CudaBackend:
         """Every argument already on the device: enqueue on the caller's stream and
         return, as PyTorch's and CuPy's own operations do (no copy, no synchronization).
         The arrays are the caller's, and the call's GLOBAL temporaries come from the
-        caller's allocator (``alloc``, PyTorch's caching allocator), which reuses memory
-        in that stream's order; their allocators order reuse on that stream.  A fault
+        caller's allocator (``alloc``, PyTorch's caching allocator); both allocators
+        reuse memory in that stream's order.  A fault
         surfaces at the next synchronization, or at once with ``CUDA_LAUNCH_BLOCKING=1``."""
         from . import device
 

@@ -34,3 +34,13 @@ def test_scalars_sizes_and_assertions_after_a_cached_call():
         kern(k=1, a=np.float32(1), x=x, y=y2)
     kern(k=2, a=np.float32(1), x=x, y=y)
     np.testing.assert_array_equal(y, x + 2)
+
+
+def test_a_pickled_proc_hashes_afresh():
+    """A proc caches its hash; the cache must not travel in a pickle (string hashes
+    differ between processes)."""
+    import pickle
+
+    hash(scaled)
+    q = pickle.loads(pickle.dumps(scaled))
+    assert q == scaled and q._hash is None and hash(q) == hash(scaled)
