@@ -218,3 +218,61 @@ def test_compile_layer_sits_above_codegen_and_runtime():
            if (_in(m, "gpudsl.codegen") or _in(m, "gpudsl.runtime"))
            and _in(t, "gpudsl.compiler")]
     assert not bad, "codegen/runtime import the compile layer:\n  " + "\n  ".join(bad)
+
+
+CONTRIBUTING = ROOT.parent / "CONTRIBUTING.md"
+
+
+def layer_rows() -> list[list[str]]:
+    """The layer table of CONTRIBUTING.md, lowest row first: each row the gpudsl module or
+    package names of its first column (``ir/`` -> ``gpudsl.ir``, ``proc.py`` ->
+    ``gpudsl.proc``, ``__init__.py`` -> ``gpudsl``)."""
+    text = CONTRIBUTING.read_text()
+    table = text.split("<!-- layers: begin", 1)[1].split("<!-- layers: end", 1)[0]
+    rows = []
+    for line in table.splitlines():
+        cells = line.split("|")
+        if len(cells) < 3 or "`" not in cells[1]:
+            continue
+        names = []
+        for entry in cells[1].split("`")[1::2]:
+            entry = entry.rstrip("/").removesuffix(".py")
+            names.append("gpudsl" if entry == "__init__" else "gpudsl." + entry)
+        rows.append(names)
+    return rows
+
+
+def _row_of(mod: str, rows) -> tuple[int, str] | None:
+    best = None
+    for i, row in enumerate(rows):
+        for name in row:
+            if (mod == name or (name != "gpudsl" and mod.startswith(name + "."))) and \
+                    (best is None or len(name) > len(best[1])):
+                best = (i, name)
+    return best
+
+
+def test_every_module_has_a_layer():
+    rows = layer_rows()
+    assert len(rows) >= 10, rows
+    missing = sorted(m for m in import_graph() if _row_of(m, rows) is None)
+    assert not missing, ("modules of gpudsl/ in no row of the layer table of "
+                         "CONTRIBUTING.md: " + ", ".join(missing))
+
+
+def test_imports_follow_the_layer_table():
+    # the whole order, as CONTRIBUTING.md writes it: an import goes to the module's own
+    # entry or to a lower row, never up and never sideways within a row
+    rows, g = layer_rows(), import_graph()
+    bad = []
+    for a in sorted(g):
+        ra = _row_of(a, rows)
+        for b in g[a]:
+            rb = _row_of(b, rows)
+            if ra is None or rb is None or ra[1] == rb[1]:
+                continue
+            if rb[0] >= ra[0]:
+                where = "sideways (same row)" if rb[0] == ra[0] else "up"
+                bad.append(f"{_fmt(g, a, b)}: {ra[1]} imports {rb[1]} {where}")
+    assert not bad, ("imports against the layer table of CONTRIBUTING.md:\n  "
+                     + "\n  ".join(bad))

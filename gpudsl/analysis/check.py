@@ -1,7 +1,9 @@
 """``check(proc, **bindings)``: run every obligation and build the Report.
 
 ``timeout=seconds`` (check()'s overall budget, default 60 s) may be passed among the
-bindings unless the proc has a parameter of that name (then use ``_timeout``).  Each
+bindings unless the proc has a parameter of that name (then use ``_timeout``); so may
+``target=`` (``"sm_80"``, ``"sm_90"`` or a ``gpudsl.targets.Target``; ``_target``), the
+architecture whose limits the resource rules apply (default sm_90).  Each
 solver query gets at most 3 s (``DEFAULT_TIMEOUT_MS``) or, when a ``timeout`` is given,
 at most the budget left; an obligation undecided at its limit, or not reached when
 the budget is spent, is "unknown" (never "ok").  Results are cached per (proc,
@@ -26,6 +28,7 @@ from .obligations.races import check_races
 from .report import Diagnostic, Report
 from .resources import check_resources
 from ..ir.smt import DEFAULT_TIMEOUT_MS, SAT
+from ..targets import Target, target
 
 _cache: dict = {}
 DEFAULT_BUDGET_MS = 60_000   # check()'s overall budget when no timeout= is given
@@ -35,10 +38,8 @@ _ORDER = {"mapping": 0, "divergence": 1, "resource": 2, "race": 3, "bounds": 4, 
 def check(p, /, **bindings) -> Report:
     ir = p.ir if hasattr(p, "ir") else p
     names = {q.name: q for q in ir.params}
-    timeout = None
-    for key in ("timeout", "_timeout"):
-        if key in bindings and (key not in names or key == "_timeout"):
-            timeout = bindings.pop(key)
+    timeout = _option(bindings, names, "timeout")
+    tgt = _target_of(_option(bindings, names, "target"), ir)
     timeout_ms = int(timeout * 1000) if timeout is not None else DEFAULT_BUDGET_MS
     for k, v in bindings.items():
         q = names.get(k)
@@ -56,11 +57,11 @@ def check(p, /, **bindings) -> Report:
             raise Error(f"check({ir.name}): the size {k} must be positive, got {v}", ir.loc)
     # equal procs from other places (cells, primitive calls) get their own locations
     try:
-        key = (ir, location_key(ir), tuple(sorted(bindings.items())), timeout_ms)
+        key = (ir, location_key(ir), tuple(sorted(bindings.items())), timeout_ms, tgt)
         hit = _cache.get(key)
         if hit is not None:
             return hit
-        rep = _run(ir, bindings, timeout_ms)
+        rep = _run(ir, bindings, timeout_ms, tgt)
     except RecursionError:
         raise Error(f"check({ir.name}): the proc nests calls or expressions too "
                          "deeply for the checker (Python's recursion limit)", ir.loc,
@@ -71,7 +72,26 @@ def check(p, /, **bindings) -> Report:
     return rep
 
 
-def _run(ir, bindings, timeout_ms) -> Report:
+def _option(bindings: dict, names, key: str):
+    """Take check()'s own option ``key`` out of ``bindings``: under its name unless the
+    proc has a parameter of that name, and always under ``_key``."""
+    value = None
+    for k in (key, "_" + key):
+        if k in bindings and (k not in names or k.startswith("_")):
+            value = bindings.pop(k)
+    return value
+
+
+def _target_of(value, ir) -> Target:
+    try:
+        return target(value)
+    except ValueError as e:
+        raise Error(f"check({ir.name}): {e}", ir.loc,
+                    "name a target gpudsl describes (gpudsl.targets.TARGETS) or register one "
+                    "with gpudsl.targets.register_target") from None
+
+
+def _run(ir, bindings, timeout_ms, tgt: Target) -> Report:
     t0 = time.perf_counter()
     try:
         eff = collect(ir)
@@ -81,7 +101,7 @@ def _run(ir, bindings, timeout_ms) -> Report:
         return Report(ir.name, [d], [], dict(bindings),
                       {"queries": 0, "seconds": time.perf_counter() - t0, "accesses": 0})
     per_query = DEFAULT_TIMEOUT_MS if timeout_ms == DEFAULT_BUDGET_MS else timeout_ms
-    ctx = Ctx(eff, bindings, per_query, timeout_ms / 1000)
+    ctx = Ctx(eff, bindings, per_query, timeout_ms / 1000, tgt)
     if bindings:
         r = ctx.solve([])
         if r.status != SAT:

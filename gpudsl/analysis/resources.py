@@ -1,12 +1,14 @@
-"""Resource limits of the target (sm_90, H100).
+"""Resource limits of the target (``ctx.target``, a ``gpudsl.targets.Target``; sm_90 unless
+check() is given another).  The figures below are sm_90's.
 
 - Threads per block: at most 1024 in all, x and y at most 1024, z at most 64 (error).
 - Grid: x below 2**31, y and z at most 65535 blocks (error).
 - Shared memory per block: the sum of a kernel's SHARED allocations.  Above 227 KB
-  (232448 bytes, the opt-in maximum of sm_90) is an error of kind ``"resource"``.
-  Between 48 KB (the static ``__shared__`` limit) and 227 KB is a *warning*: the kernel
-  runs only if the launch opts in to the larger carve-out (dynamic shared memory with
-  ``cudaFuncAttributeMaxDynamicSharedMemorySize``), which code generation must do.
+  (232448 bytes, the opt-in maximum of sm_90; 163 KB on sm_80) is an error of kind
+  ``"resource"``.  Between 48 KB (the static ``__shared__`` limit) and that maximum is a
+  *warning*: the kernel runs only if the launch opts in to the larger carve-out (dynamic
+  shared memory with ``cudaFuncAttributeMaxDynamicSharedMemorySize``), which code
+  generation does.
 - Registers per thread come from ptxas after compiling (``kernel.resources``).
 
 Sizes that are not bound are symbolic: the check asks Z3 whether some sizes allowed
@@ -19,10 +21,6 @@ import z3
 from .report import Diagnostic
 from ..ir.smt import SAT, UNKNOWN, Unsupported
 
-STATIC_SHARED = 48 * 1024
-MAX_SHARED = 227 * 1024
-MAX_THREADS = 1024
-
 
 def _max(vals):
     r = vals[0]
@@ -32,7 +30,7 @@ def _max(vals):
 
 
 def check_resources(ctx):
-    eff = ctx.eff
+    eff, tgt = ctx.eff, ctx.target
     for ki in eff.kernels.values():
         t = ctx.thread("r")
         try:
@@ -49,15 +47,18 @@ def check_resources(ctx):
                 his = ki.thread_extents.get(d, [])
                 dims.append(_max([t.expr(h) for h in his]) if his else z3.IntVal(1))
             total = dims[0] * dims[1] * dims[2]
-            over = [total > MAX_THREADS, dims[0] > 1024, dims[1] > 1024, dims[2] > 64]
+            bx, by, bz = tgt.max_block_dims
+            over = [total > tgt.max_threads_per_block, dims[0] > bx, dims[1] > by,
+                    dims[2] > bz]
             r = solve([z3.Or(*over)])
             if r.status == SAT:
                 m = r.model
                 vals = ctx.eval_ints(m, dims)
                 ctx.diagnostics.append(Diagnostic(
                     "resource", f"the block of this kernel has {vals[0]} x {vals[1]} x "
-                    f"{vals[2]} = {vals[0] * vals[1] * vals[2]} threads; the limit is 1024 "
-                    "(x, y <= 1024, z <= 64)", [ki.loc],
+                    f"{vals[2]} = {vals[0] * vals[1] * vals[2]} threads; the limit of {tgt} "
+                    f"is {tgt.max_threads_per_block} (x <= {bx}, y <= {by}, z <= {bz})",
+                    [ki.loc],
                     {"sizes": ctx.enc.size_values(m), "block_dim": vals},
                     "divide the thread loop and make the outer part a seq loop"))
             elif r.status == UNKNOWN:
@@ -69,14 +70,15 @@ def check_resources(ctx):
             for l, ext in gdims:
                 ext = z3.simplify(ext)
                 if z3.is_int_value(ext):  # symbolic grids are checked at launch
-                    over.append(ext > (2 ** 31 - 1 if l.dim == 0 else 65535))
+                    over.append(ext > tgt.max_grid_dims[l.dim])
             if over:
                 r = solve([z3.Or(*over)])
                 if r.status == SAT:
                     m = r.model
                     ctx.diagnostics.append(Diagnostic(
-                        "resource", "the grid of this kernel is larger than CUDA allows "
-                        "(x < 2**31, y and z <= 65535 blocks)", [ki.loc],
+                        "resource", f"the grid of this kernel is larger than {tgt} allows "
+                        f"(x <= {tgt.max_grid_dims[0]}, y <= {tgt.max_grid_dims[1]}, "
+                        f"z <= {tgt.max_grid_dims[2]} blocks)", [ki.loc],
                         {"sizes": ctx.enc.size_values(m),
                          "grid": ctx.eval_ints(m, [e for _, e in gdims])},
                         "make the innermost block loop the largest one"))
@@ -87,25 +89,27 @@ def check_resources(ctx):
                     for e in info.shape:
                         n = n * t.expr(e)
                     tot = tot + n
-                r = solve([tot > MAX_SHARED])
+                r = solve([tot > tgt.max_shared_bytes])
                 if r.status == SAT:
                     m = r.model
                     b = ctx.eval_ints(m, [tot])[0]
                     ctx.diagnostics.append(Diagnostic(
                         "resource", f"this kernel allocates {b} bytes of SHARED memory; an "
-                        f"sm_90 block can have at most {MAX_SHARED} (227 KB)",
+                        f"{tgt} block can have at most {tgt.max_shared_bytes} "
+                        f"({tgt.max_shared_bytes // 1024} KB)",
                         [ki.loc] + [i.loc for i in ki.shared],
                         {"sizes": ctx.enc.size_values(m), "shared_bytes": b},
                         "use smaller tiles"))
                 elif r.status == UNKNOWN:
                     ctx.unknown("the shared memory limit", [ki.loc], r.reason)
                 else:
-                    r = solve([tot > STATIC_SHARED])
+                    r = solve([tot > tgt.static_shared_bytes])
                     if r.status == SAT:
                         b = ctx.eval_ints(r.model, [tot])[0]
                         ctx.warnings.append(Diagnostic(
                             "warning", f"this kernel may allocate {b} bytes of SHARED memory, "
-                            f"more than the {STATIC_SHARED} bytes (48 KB) of static shared "
+                            f"more than the {tgt.static_shared_bytes} bytes "
+                            f"({tgt.static_shared_bytes // 1024} KB) of static shared "
                             "memory: the launch must opt in to the larger carve-out",
                             [ki.loc], {"shared_bytes": b}))
         except Unsupported as e:

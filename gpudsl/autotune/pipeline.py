@@ -9,6 +9,7 @@ import traceback
 import numpy as np
 
 from ..errors import CheckError, Error, SchedulingError
+from ..targets import target
 
 # statuses, in pipeline order; only "ok" records have times
 BUILD_ERROR = "build_error"     # the schedule function raised (not a primitive's refusal)
@@ -25,8 +26,14 @@ class Limits:
     """What prunes a compiled candidate (ptxas figures from NVRTC, which needs no GPU):
     any spill by default, registers per thread, shared memory per block, threads."""
 
-    def __init__(self, max_spill_bytes: int = 0, max_registers: int = 255,
-                 max_shared_bytes: int = 48 * 1024, max_threads: int = 1024):
+    def __init__(self, max_spill_bytes: int = 0, max_registers: int | None = None,
+                 max_shared_bytes: int | None = None, max_threads: int | None = None,
+                 arch: str | None = None):
+        t = target(arch)   # the architecture's limits, unless given
+        max_registers = t.max_registers_per_thread if max_registers is None else max_registers
+        max_threads = t.max_threads_per_block if max_threads is None else max_threads
+        max_shared_bytes = t.static_shared_bytes if max_shared_bytes is None \
+            else max_shared_bytes
         self.max_spill_bytes = max_spill_bytes
         self.max_registers = max_registers
         self.max_shared_bytes = max_shared_bytes

@@ -42,8 +42,11 @@ from .cexpr import ATOM, UNARY, ExprEmitter, cname
 from .plan import NeedsBinding, NotConstant, evaluate
 from .trace import trace_text
 from .writer import Writer
+from ..targets import TARGETS
 
-STATIC_SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ per block
+# bytes of static __shared__ per block: the same (48 KiB) on every target gpudsl
+# describes, so one source serves them all; above it the launch opts in
+STATIC_SHARED_LIMIT = min(t.static_shared_bytes for t in TARGETS.values())
 
 
 @dataclass

@@ -9,24 +9,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import Error
+from ..targets import Target, target
 
 
 @dataclass(frozen=True)
 class Device:
+    """One GPU product: its SM count, peaks and clocks; its architecture's limits
+    (registers, threads, blocks and shared memory per SM and per block) come from the
+    ``gpudsl.targets`` description named by ``arch``."""
+
     name: str
     arch: str
     sms: int
     fp32_flops: float  # FLOP/s, FMA counted as 2
     bandwidth: float  # bytes/s, HBM peak
     copy_bandwidth: float  # bytes/s a device-to-device copy reaches
-    regs_per_sm: int = 65536
-    max_regs_per_thread: int = 255
-    reg_alloc_unit: int = 256  # registers, per warp
-    max_threads_per_sm: int = 2048
-    max_blocks_per_sm: int = 32
-    shared_per_sm: int = 233472  # 228 KiB
-    shared_per_block: int = 232448  # 227 KiB (opt-in)
-    shared_reserved_per_block: int = 1024
     # the issue-slot and loads-in-flight terms of the model (perf/model.py): boost
     # clock, warp schedulers per SM (one instruction per clock each), and the DRAM
     # latency under load (notes/machine-code.md: 500-900 ns; the central figure)
@@ -36,15 +33,25 @@ class Device:
     shared_bytes_per_clock: int = 128  # per SM: 32 banks x 4 B
 
     @property
-    def max_warps_per_sm(self) -> int:
-        return self.max_threads_per_sm // 32
+    def target(self) -> Target:
+        return target(self.arch)
+
+    regs_per_sm = property(lambda self: self.target.registers_per_sm)
+    max_regs_per_thread = property(lambda self: self.target.max_registers_per_thread)
+    reg_alloc_unit = property(lambda self: self.target.register_alloc_unit)
+    max_threads_per_sm = property(lambda self: self.target.max_threads_per_sm)
+    max_blocks_per_sm = property(lambda self: self.target.max_blocks_per_sm)
+    shared_per_sm = property(lambda self: self.target.shared_per_sm)
+    shared_per_block = property(lambda self: self.target.max_shared_bytes)
+    shared_reserved_per_block = property(lambda self: self.target.shared_reserved_per_block)
+    max_warps_per_sm = property(lambda self: self.target.max_warps_per_sm)
 
 
 DEVICES = {
     "H100": Device("H100 SXM 80GB", "sm_90", 132, 66.9e12, 3.35e12, 3.0e12),
     "H200": Device("H200 SXM 141GB", "sm_90", 132, 66.9e12, 4.8e12, 4.3e12),
     "A100": Device("A100 SXM 80GB", "sm_80", 108, 19.5e12, 2.039e12, 1.8e12,
-                   shared_per_sm=167936, shared_per_block=166912, clock_hz=1.41e9),
+                   clock_hz=1.41e9),
 }
 
 

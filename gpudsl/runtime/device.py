@@ -25,6 +25,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from gpudsl.errors import LaunchError
+from gpudsl.targets import target
 from gpudsl.runtime.driver import driver_available, libcuda
 from gpudsl.runtime.interop import DeviceArray, as_device_array
 from gpudsl.runtime.signature import KernelSig, Param, check_array, pack_args
@@ -58,7 +59,8 @@ _SIGNATURES = {
 }
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
-STATIC_SHARED_LIMIT = 48 * 1024
+STATIC_SHARED_LIMIT = target().static_shared_bytes
+MAX_BLOCK_THREADS = target().max_threads_per_block
 
 _lock = threading.Lock()
 _api: ctypes.CDLL | None = None
@@ -230,8 +232,8 @@ class DeviceModule:
         if sig is None:
             raise LaunchError(f"no kernel named {name!r} in this module")
         g, b = dims(grid, "grid"), dims(block, "block")
-        if b[0] * b[1] * b[2] > 1024:
-            raise LaunchError(f"block {b} has more than 1024 threads")
+        if b[0] * b[1] * b[2] > MAX_BLOCK_THREADS:
+            raise LaunchError(f"block {b} has more than {MAX_BLOCK_THREADS} threads")
         cu = _cu()
         slots = pack_args(sig, args, device_pointer)
         params = slots.pointer_array()

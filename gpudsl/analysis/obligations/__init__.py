@@ -17,12 +17,14 @@ from ...ir.types import BLOCKS, THREADS
 from ..effects import Access, Effects
 from ..report import Diagnostic
 from ...ir.smt import SAT, UNKNOWN, UNSAT, Encoder, Result, ThreadEnv, Unsupported, solve
+from ...targets import target
 
 
 class Ctx:
     def __init__(self, eff: Effects, bindings: dict, timeout_ms: int,
-                 budget_s: float | None = None):
+                 budget_s: float | None = None, tgt=None):
         self.eff = eff
+        self.target = target(tgt)   # whose limits the resource rules apply
         self.bindings = bindings
         self.timeout_ms = timeout_ms   # per query
         self.deadline = None if budget_s is None else time.perf_counter() + budget_s

@@ -1,0 +1,92 @@
+"""One ``Target`` description per architecture (gpudsl/targets.py), read by check()'s
+resource rules, the performance report's occupancy and the autotuner's limits.  A new
+description changes what check() refuses without touching the analysis code."""
+from __future__ import annotations
+
+import pytest
+
+import gpudsl
+from gpudsl.autotune.pipeline import Limits
+from gpudsl.perf.devices import device, occupancy
+from gpudsl.targets import MBARRIER, TARGETS, Target, register_target, target
+
+SHARED_KERNEL = '''
+def stage(n: size, x: f32[n]):
+    assert n >= 32
+    assert n <= 60000
+    for b in par(0, 1) @ BLOCKS:
+        tile: f32[n] @ SHARED
+        for t in par(0, 32) @ THREADS:
+            tile[t] = 1.0
+        sync()
+        for t in par(0, 32) @ THREADS:
+            x[t] = tile[t]
+'''
+
+
+def _proc(src=SHARED_KERNEL):
+    return gpudsl.proc_from_source(src, namespace=vars(gpudsl))
+
+
+def _kinds(rep):
+    return [d.kind for d in rep.diagnostics]
+
+
+def test_the_shared_limit_is_the_targets():
+    p = _proc()
+    # 60000 floats = 240000 bytes: over sm_90's 227 KiB and sm_80's 163 KiB
+    assert "resource" in _kinds(p.check())
+    assert "resource" in _kinds(p.check(target="sm_80"))
+    # at n <= 48000 (192000 bytes) sm_90 opts in (a warning), sm_80 cannot
+    q = _proc(SHARED_KERNEL.replace("60000", "48000"))
+    r90, r80 = q.check(), q.check(target="sm_80")
+    assert "resource" not in _kinds(r90) and r90.warnings
+    assert "resource" in _kinds(r80) and "sm_80" in str(r80) and "166912" in str(r80)
+
+
+def test_a_toy_target_changes_what_check_refuses():
+    q = _proc(SHARED_KERNEL.replace("60000", "8000"))   # 32000 bytes: fine on sm_90
+    assert q.check().ok
+    register_target(Target("sm_toy", (9, 0), max_shared_bytes=16 * 1024,
+                           static_shared_bytes=8 * 1024, shared_per_sm=32 * 1024,
+                           max_threads_per_block=16))
+    try:
+        r = q.check(target="sm_toy")
+        assert not r.ok and "sm_toy" in str(r)
+        msgs = " ".join(d.message for d in r.diagnostics)
+        assert "16384" in msgs            # shared memory over the toy's maximum
+        assert "limit of sm_toy is 16" in msgs   # 32 threads over its 16
+        assert q.check(n=1000, target="sm_toy").diagnostics   # still 32 threads
+    finally:
+        del TARGETS["sm_toy"]
+
+
+def test_option_names_yield_to_parameters():
+    p = gpudsl.proc_from_source('''
+def f(target: size, x: f32[target]):
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, 32) @ THREADS:
+            if t < target:
+                x[t] = 1.0
+''', namespace=vars(gpudsl))
+    assert p.check(target=5).bindings == {"target": 5}
+    assert p.check(target=5, _target="sm_80").ok
+    with pytest.raises(gpudsl.Error, match="unknown target"):
+        _proc().check(target="sm_1")
+
+
+def test_family_names_get_the_nearest_description():
+    assert target("sm_90a").max_shared_bytes == TARGETS["sm_90"].max_shared_bytes
+    assert target("sm_87").compute_capability == (8, 7)
+    assert target("sm_87").has(MBARRIER) and not target("sm_75").has(MBARRIER)
+    assert target(None) is TARGETS["sm_90"]
+
+
+def test_devices_and_the_tuner_read_the_target():
+    a100, h100 = device("A100"), device("H100")
+    assert a100.shared_per_block == TARGETS["sm_80"].max_shared_bytes == 163 * 1024
+    assert h100.shared_per_block == 227 * 1024 and h100.max_warps_per_sm == 64
+    # 96 KiB per block: one block on an A100 SM (164 KiB), two on an H100 (228 KiB)
+    assert occupancy(a100, 256, 32, 96 * 1024).blocks_per_sm == 1
+    assert occupancy(h100, 256, 32, 96 * 1024).blocks_per_sm == 2
+    assert Limits().max_threads == 1024 and Limits(arch="sm_75").max_shared_bytes == 48 * 1024
