@@ -90,3 +90,36 @@ def test_devices_and_the_tuner_read_the_target():
     assert occupancy(a100, 256, 32, 96 * 1024).blocks_per_sm == 1
     assert occupancy(h100, 256, 32, 96 * 1024).blocks_per_sm == 2
     assert Limits().max_threads == 1024 and Limits(arch="sm_75").max_shared_bytes == 48 * 1024
+
+
+def test_a_backend_is_a_declaration():
+    import numpy as np
+
+    from gpudsl.runtime.backends import BACKENDS, register_backend
+    from gpudsl.runtime.launch import EmulatorBackend
+
+    runs = []
+
+    class Recording(EmulatorBackend):   # the emulator, counting its runs
+        def run(self, arrays, temporaries, launches):
+            runs.append(len(launches))
+            return super().run(arrays, temporaries, launches)
+
+    register_backend("recording", Recording)
+    try:
+        p = gpudsl.proc_from_source('''
+def inc(n: size, x: f32[n]):
+    for b in par(0, (n + 31) // 32) @ BLOCKS:
+        for t in par(0, 32) @ THREADS:
+            if 32 * b + t < n:
+                x[32 * b + t] += 1.0
+''', namespace=vars(gpudsl))
+        x = np.zeros(70, np.float32)
+        p.compile("recording")(x=x)
+        assert runs == [1] and (x == 1).all()
+    finally:
+        del BACKENDS["recording"]
+    with pytest.raises(gpudsl.Error, match="'cuda', 'emulator'"):
+        p.compile("recording")
+    with pytest.raises(TypeError):
+        register_backend("broken", object)

@@ -47,12 +47,13 @@ from ..ir.binding import Bound
 from ..ir.control import NotConstant, evaluate
 from ..ir.nodes import ProcDef
 from ..ir.procdef import as_procdef
-from ..runtime.launch import BACKENDS, ArrayRef, Launch
+from ..runtime.backends import BACKENDS
+from ..targets import target as default_target
+from ..runtime.launch import ArrayRef, Launch
 from ..runtime.signature import KernelSig
 from .arguments import bind_arguments
 
-TARGETS = ("cuda", "emulator")
-GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
+GRID_LIMITS = default_target().max_grid_dims
 
 
 # ----------------------------------------------------------------- compiled code
@@ -114,8 +115,8 @@ class Kernel:
 
     def __init__(self, proc, target: str = "cuda", bindings: dict | None = None,
                  check: bool = True, trace: dict | None = None):
-        if target not in TARGETS:
-            raise CompileError(f"unknown target {target!r}", hint="targets: 'cuda', 'emulator'")
+        if target not in BACKENDS:
+            raise CompileError(f"unknown target {target!r}", hint="targets: " + ", ".join(map(repr, BACKENDS)))
         self.proc = proc
         self.ir: ProcDef = as_procdef(proc) or proc
         self.target = target
@@ -402,5 +403,5 @@ def compile_proc(proc, target: str = "cuda", check: bool = True, trace: dict | N
     return Kernel(proc, target, bindings, check=check, trace=trace)
 
 
-__all__ = ["Kernel", "compile_proc", "prove", "plan_launches", "temporary_shapes", "bind_arguments", "Bound", "TARGETS", "GRID_LIMITS",
+__all__ = ["Kernel", "compile_proc", "prove", "plan_launches", "temporary_shapes", "bind_arguments", "Bound", "BACKENDS", "GRID_LIMITS",
            "signatures"]

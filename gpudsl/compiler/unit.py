@@ -39,10 +39,11 @@ from ..ir.binding import Bound
 from ..ir.inline import inline_calls, written_names
 from ..ir.nodes import ProcDef
 from ..ir.procdef import as_procdef
-from ..runtime.launch import BACKENDS, Launch
+from ..runtime.backends import BACKENDS
+from ..runtime.launch import Launch
 from ..runtime.signature import KernelSig
 from .arguments import bind_arguments
-from .kernel import TARGETS, _print, plan_launches, prove, temporary_shapes
+from .kernel import _print, plan_launches, prove, temporary_shapes
 
 _INCLUDE_BLOCK = re.compile(r"#ifndef GPUDSL_EMULATOR\n(?:#include <[^>]+>\n)+#endif\n?")
 
@@ -105,8 +106,8 @@ class Unit:
     itself, e.g. into a CUDA graph)."""
 
     def __init__(self, procs, target: str = "cuda", check: bool = True):
-        if target not in TARGETS:
-            raise CompileError(f"unknown target {target!r}", hint="targets: 'cuda', 'emulator'")
+        if target not in BACKENDS:
+            raise CompileError(f"unknown target {target!r}", hint="targets: " + ", ".join(map(repr, BACKENDS)))
         self.target = target
         self.entries: dict[str, _Entry] = {}
         self._by_ir: dict = {}

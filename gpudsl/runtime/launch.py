@@ -313,7 +313,5 @@ class _captured_fd1:
         return False
 
 
-BACKENDS = {"cuda": CudaBackend, "emulator": EmulatorBackend}
-
 __all__ = ["ArrayArg", "ArrayRef", "Launch", "arrays_overlap", "EmulatorBackend",
-           "CudaBackend", "BACKENDS"]
+           "CudaBackend"]
