@@ -170,52 +170,72 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
         from ..runtime.driver import driver_available
 
         target = "cuda" if driver_available() else "emulator"
-    budget = budget or Budget()
-    limits = limits or pl.Limits()
     db = db if isinstance(db, Database) else Database(db)
-    task = task or _task_name(build)
-    env = env_key(target)
-    skey = shapes_key(_shapes(args))
-    study = db.study(task, skey, env)
     if progress is None:
         progress = sys.stderr.isatty()
-    bar = _Bar(progress, budget.trials or len(space))
-    whole = bool(getattr(executor, "whole_trials", False))
-    expected_cache: dict = {}
-    records: list[dict] = []
-    seen: dict[str, dict] = {}
-    timers: dict[str, pl.Timer] = {}
-    deferred: list = []
-    start_time = time.monotonic()
-    measure_kw = dict(target=target, limits=limits, warmup=warmup, reps=reps, rtol=rtol,
-                      atol=atol, flops=flops, bytes_moved=bytes_moved)
+    run = TuningRun(build, space, args, reference, target, budget or Budget(), seed, db,
+                    executor, task or _task_name(build), progress,
+                    dict(target=target, limits=limits or pl.Limits(), warmup=warmup,
+                         reps=reps, rtol=rtol, atol=atol, flops=flops,
+                         bytes_moved=bytes_moved))
+    if strategy == "tpe":
+        run.search_tpe()
+    else:
+        run.search_in_batches(_proposals(space, strategy, seed))
+    run.wait_for_others(wait_seconds)
+    return run.result()
 
-    def out_of_budget():
-        if budget.trials is not None and len(records) + len(deferred) >= budget.trials:
+
+class TuningRun:
+    """One call of ``tune``: the configurations seen, their records, the study they go
+    to, the timers kept for the final interleaved re-timing, and the configurations
+    another process holds (``deferred``)."""
+
+    def __init__(self, build, space, args, reference, target, budget, seed, db, executor,
+                 task, progress, measure_kw):
+        self.build, self.space, self.args, self.reference = build, space, args, reference
+        self.target, self.budget, self.seed, self.executor = target, budget, seed, executor
+        self.task, self.measure_kw = task, measure_kw
+        self.study = db.study(task, shapes_key(_shapes(args)), env_key(target))
+        self.bar = _Bar(progress, budget.trials or len(space))
+        self.whole = bool(getattr(executor, "whole_trials", False))
+        self.expected_cache: dict = {}
+        self.records: list[dict] = []
+        self.seen: dict[str, dict] = {}
+        self.timers: dict[str, pl.Timer] = {}
+        self.deferred: list = []
+        self.start_time = time.monotonic()
+
+    # ------------------------------------------------------------ one configuration
+
+    def out_of_budget(self) -> bool:
+        b = self.budget
+        if b.trials is not None and len(self.records) + len(self.deferred) >= b.trials:
             return True
-        return budget.seconds is not None and time.monotonic() - start_time > budget.seconds
+        return b.seconds is not None and time.monotonic() - self.start_time > b.seconds
 
-    def expected_for(p):
-        wkey = tuple(tr.written(p, args))
-        if wkey not in expected_cache:
-            expected_cache[wkey] = pl.expected_outputs(reference, args, list(wkey))
-        return expected_cache[wkey]
+    def expected_for(self, p):
+        wkey = tuple(tr.written(p, self.args))
+        if wkey not in self.expected_cache:
+            self.expected_cache[wkey] = pl.expected_outputs(self.reference, self.args,
+                                                            list(wkey))
+        return self.expected_cache[wkey]
 
-    def start(c: Config, prepared: dict | None):
+    def start(self, c: Config, prepared: dict | None):
         """("rec", record) when known or failed before measuring, ("busy", claim key)
         when another process measures it, ("run", job) when this process is to."""
-        base = {"params": dict(c), "seed": seed}
+        base = {"params": dict(c), "seed": self.seed}
         if prepared is not None and prepared["status"] in (pl.BUILD_ERROR, pl.REFUSED):
             p, fail = None, (prepared["status"], prepared["error"])
         else:
-            p, fail = pl.build_proc(build, c)
+            p, fail = pl.build_proc(self.build, c)
         src = None if fail else digest(str(p))
         if src is not None:
-            old = study.find(src)
+            old = self.study.find(src)
             if old is not None:  # this kernel was measured here before: not again
                 return "rec", dict(old, params=dict(c), cached=True)
         ckey = c.key() + "|" + (src or "no proc")
-        state, x = study.claim(ckey)
+        state, x = self.study.claim(ckey)
         if state == "done":
             return "rec", dict(x, params=dict(c), cached=True)
         if state == "busy":
@@ -223,52 +243,58 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
         if fail:
             rec = dict(base, source=None, status=fail[0], error=fail[1],
                        timestamp=time.time())
-            study.finish(x, rec)
+            self.study.finish(x, rec)
             return "rec", rec
         return "run", (c, p, x, base, src)
 
-    def run_jobs(jobs):
+    def run_jobs(self, jobs):
         """Measure claimed configurations (here, or as the executor's tasks)."""
-        if whole and jobs:
-            futs = [executor.submit(tr.remote_measure, build, c, args, expected_for(p),
-                                    **measure_kw) for c, p, *_ in jobs]
-            for (c, p, tid, base, src), f in zip(jobs, futs):
-                try:
-                    fields = f.result()
-                except Exception as e:
-                    fields = {"status": pl.LAUNCH_ERROR, "error": pl._reason(e),
-                              "timestamp": time.time()}
-                rec = dict(base, source=src, **fields)
-                study.finish(tid, rec)
-                yield c, rec
+        if self.whole and jobs:
+            yield from self._run_remote(jobs)
             return
         for c, p, tid, base, src in jobs:
             try:
-                fields, timer = tr.measure(p, args, expected_for(p), **measure_kw)
+                fields, timer = tr.measure(p, self.args, self.expected_for(p),
+                                           **self.measure_kw)
             except BaseException:
-                study.abandon(tid)
+                self.study.abandon(tid)
                 raise
             rec = dict(base, source=src, **fields)
-            study.finish(tid, rec)
+            self.study.finish(tid, rec)
             if timer is not None:
-                timers[c.key()] = timer
+                self.timers[c.key()] = timer
             yield c, rec
 
-    def record(c, rec):
-        seen[c.key()] = rec
-        records.append(rec)
-        bar.update(rec)
+    def _run_remote(self, jobs):
+        futs = [self.executor.submit(tr.remote_measure, self.build, c, self.args,
+                                     self.expected_for(p), **self.measure_kw)
+                for c, p, *_ in jobs]
+        for (c, p, tid, base, src), f in zip(jobs, futs):
+            try:
+                fields = f.result()
+            except Exception as e:
+                fields = {"status": pl.LAUNCH_ERROR, "error": pl._reason(e),
+                          "timestamp": time.time()}
+            rec = dict(base, source=src, **fields)
+            self.study.finish(tid, rec)
+            yield c, rec
+
+    def record(self, c, rec):
+        self.seen[c.key()] = rec
+        self.records.append(rec)
+        self.bar.update(rec)
         return rec
 
-    def prepared_batch(cs):
+    def prepared_batch(self, cs):
         """Build/prove/compile a batch on the executor (warming the disk cache)."""
-        if executor is None or whole or len(cs) < 2:
+        if self.executor is None or self.whole or len(cs) < 2:
             return [None] * len(cs)
         try:
-            pickle.dumps(build)
+            pickle.dumps(self.build)
         except Exception:
             return [None] * len(cs)
-        futs = [executor.submit(pl.prepare, build, c, target, {}, limits) for c in cs]
+        futs = [self.executor.submit(pl.prepare, self.build, c, self.target, {},
+                                     self.measure_kw["limits"]) for c in cs]
         out = []
         for f in futs:
             try:
@@ -277,91 +303,101 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
                 out.append(None)
         return out
 
-    def one(c: Config, prepared=None):
-        kind, x = start(c, prepared)
+    def one(self, c: Config, prepared=None):
+        kind, x = self.start(c, prepared)
         if kind == "rec":
-            return record(c, x)
+            return self.record(c, x)
         if kind == "busy":
-            deferred.append((c, x))
+            self.deferred.append((c, x))
             return None
-        for c2, rec in run_jobs([x]):
-            return record(c2, rec)
+        for c2, rec in self.run_jobs([x]):
+            return self.record(c2, rec)
 
-    if strategy == "tpe":
-        tpe = _Tpe(space, seed)
+    # ------------------------------------------------------------ the searches
+
+    def search_tpe(self):
+        tpe = _Tpe(self.space, self.seed)
         asks = 0
-        while not out_of_budget() and asks < 20 * max(1, len(space)):
+        while not self.out_of_budget() and asks < 20 * max(1, len(self.space)):
             asks += 1
             trial, c = tpe.ask()
-            if not space.allows(c):
+            if not self.space.allows(c):
                 tpe.tell(trial, None)
                 continue
-            rec = seen.get(c.key()) or one(c)
+            rec = self.seen.get(c.key()) or self.one(c)
             tpe.tell(trial, rec.get("median_ms") if rec and rec["status"] == pl.OK else None)
-            if len(seen) + len(deferred) >= len(space):
+            if len(self.seen) + len(self.deferred) >= len(self.space):
                 break
-    else:
-        todo = _proposals(space, strategy, seed)
-        width = getattr(executor, "_max_workers", 1) or 1
-        while todo and not out_of_budget():
+
+    def search_in_batches(self, todo):
+        width = getattr(self.executor, "_max_workers", 1) or 1
+        while todo and not self.out_of_budget():
             n = width
-            if budget.trials is not None:
-                n = min(n, budget.trials - len(records) - len(deferred))
+            if self.budget.trials is not None:
+                n = min(n, self.budget.trials - len(self.records) - len(self.deferred))
             batch, todo = todo[:n], todo[n:]
             jobs = []
-            for c, prep in zip(batch, prepared_batch(batch)):
-                kind, x = start(c, prep)
+            for c, prep in zip(batch, self.prepared_batch(batch)):
+                kind, x = self.start(c, prep)
                 if kind == "rec":
-                    record(c, x)
+                    self.record(c, x)
                 elif kind == "busy":
-                    deferred.append((c, x))
+                    self.deferred.append((c, x))
                 else:
                     jobs.append(x)
-            for c, rec in run_jobs(jobs):
-                record(c, rec)
-    # configurations another process was measuring: their records, once written
-    deadline = time.monotonic() + wait_seconds
-    while deferred and time.monotonic() < deadline:
-        for c, ckey in list(deferred):
-            rec = study.waiting(ckey)
-            if rec is not None:
-                deferred.remove((c, ckey))
-                record(c, dict(rec, params=dict(c), cached=True))
-            elif study.orphaned(ckey):  # its owner died (killed): measure it here
-                deferred.remove((c, ckey))
-                one(c)  # busy again (another live process took it): deferred again
-        if deferred:
-            time.sleep(0.2)
-    bar.close()
+            for c, rec in self.run_jobs(jobs):
+                self.record(c, rec)
 
-    def retime(head):
-        if any(Config(r["params"]).key() not in timers for r in head):
+    def wait_for_others(self, wait_seconds: float):
+        """Configurations another process was measuring: their records, once written;
+        one whose owner died is measured here."""
+        deadline = time.monotonic() + wait_seconds
+        while self.deferred and time.monotonic() < deadline:
+            for c, ckey in list(self.deferred):
+                rec = self.study.waiting(ckey)
+                if rec is not None:
+                    self.deferred.remove((c, ckey))
+                    self.record(c, dict(rec, params=dict(c), cached=True))
+                elif self.study.orphaned(ckey):  # its owner died (killed): measure here
+                    self.deferred.remove((c, ckey))
+                    self.one(c)  # busy again (another live process took it): deferred
+            if self.deferred:
+                time.sleep(0.2)
+        self.bar.close()
+
+    # ------------------------------------------------------------ the winner
+
+    def retime(self, head):
+        if any(Config(r["params"]).key() not in self.timers for r in head):
             return [[] for _ in head]  # records of earlier runs: their stored times stand
         rounds = [[] for _ in head]
+        reps = self.measure_kw["reps"]
         for _ in range(max(3, reps // 2)):  # interleaved: A B C A B C ...
             for i, r in enumerate(head):
-                rounds[i].append(timers[Config(r["params"]).key()].once())
+                rounds[i].append(self.timers[Config(r["params"]).key()].once())
         return rounds
 
-    win = choose_winner(records, retime)  # annotates the re-timed records
-    stored = study.winner()
-    if win is not None and stored is not None and all(r.get("cached") for r in records):
-        # a pure resume: the winner chosen with the interleaved re-timing (whose times
-        # are not records) stands; recomputing it from the stored medians alone could
-        # flip a near tie
-        same = [r for r in records if r["status"] == pl.OK and dict(r["params"]) == stored]
-        if same:
-            win = same[0]
-    best = None
-    if win is not None:
-        win["winner"] = True  # the table's first row
-        best = Best(build, win)
-        study.set_winner(win["params"], best.time_ms)
-    res = Result(build, task, records, best, target, environment(target), _shapes(args),
-                 target == "emulator")
-    # configurations that other processes still held when the wait ended: not measured
-    res.missing = [dict(c) for c, _ in deferred]
-    return res
+    def result(self) -> Result:
+        records = self.records
+        win = choose_winner(records, self.retime)  # annotates the re-timed records
+        stored = self.study.winner()
+        if win is not None and stored is not None and all(r.get("cached") for r in records):
+            # a pure resume: the winner chosen with the interleaved re-timing (whose
+            # times are not records) stands; recomputing it from the stored medians
+            # alone could flip a near tie
+            same = [r for r in records if r["status"] == pl.OK and dict(r["params"]) == stored]
+            if same:
+                win = same[0]
+        best = None
+        if win is not None:
+            win["winner"] = True  # the table's first row
+            best = Best(self.build, win)
+            self.study.set_winner(win["params"], best.time_ms)
+        res = Result(self.build, self.task, records, best, self.target,
+                     environment(self.target), _shapes(self.args), self.target == "emulator")
+        # configurations that other processes still held when the wait ended: not measured
+        res.missing = [dict(c) for c, _ in self.deferred]
+        return res
 
 
 class _Bar:
