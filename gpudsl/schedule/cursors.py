@@ -346,30 +346,69 @@ def _forward_through(p, c: Cursor, chain) -> Cursor:
 # ------------------------------------------------------------------ resolving arguments
 
 
+def _find_stmt_or_loop(p, x: str, want: str) -> Cursor:
+    from .patterns import _LOOP_RE, match_loops
+
+    if want in ("stmt", "block") and _LOOP_RE.match(x) and match_loops(p.ir, x):
+        return find_loop(p, x)
+    return find(p, x)
+
+
+# how a pattern string is looked up, by the kind of cursor a primitive wants
+_FINDERS = {"loop": lambda p, x, want: find_loop(p, x),
+            "alloc": lambda p, x, want: find_alloc(p, x)}
+
+
+def _as_loop(c):
+    return c if c.is_loop() else f"expected a loop, got {c!r}"
+
+
+def _as_alloc(c):
+    ok = c.kind == "stmt" and isinstance(c.node(), Alloc)
+    return c if ok else f"expected an allocation, got {c!r}"
+
+
+def _as_block(c):
+    if c.kind == "stmt":
+        return c.as_block()
+    return c if c.kind == "block" else f"expected statements, got {c!r}"
+
+
+def _as_stmt(c):
+    if c.kind == "stmt":
+        return c
+    if c.kind == "block" and c.hi - c.addr[-1] == 1:
+        return Cursor(c.proc, "stmt", c.addr)
+    return f"expected one statement, got {c!r}"
+
+
+def _as_gap(c):
+    return c if c.kind == "gap" else ("expected a gap between statements (cursor.before() "
+                                      "or cursor.after())")
+
+
+def _as_expr(c):
+    return c if c.kind == "expr" else f"expected an expression, got {c!r}"
+
+
+# what a found cursor must be (or become) for each kind: the cursor, or why not
+_SHAPES = {"loop": _as_loop, "alloc": _as_alloc, "block": _as_block, "stmt": _as_stmt,
+           "gap": _as_gap, "expr": _as_expr}
+
+
 def resolve(p, x, prim: str, want: str = "stmt") -> Cursor:
     """A primitive's argument (string or cursor) as a cursor into ``p``.
 
-    ``want``: "loop", "alloc", "stmt", "block", "gap", "expr".
+    ``want``: "loop", "alloc", "stmt", "block", "gap", "expr" (the keys of ``_SHAPES``).
+    Errors name ``prim``.
     """
     if isinstance(x, Cursor):
         c = forward(p, x) if x.proc is not p else x
     elif isinstance(x, str):
         try:
-            if want == "loop":
-                c = find_loop(p, x)
-            elif want == "alloc":
-                c = find_alloc(p, x)
-            else:
-                from .patterns import match_loops, _LOOP_RE
-
-                if want in ("stmt", "block") and _LOOP_RE.match(x) and \
-                        match_loops(p.ir, x):
-                    c = find_loop(p, x)
-                else:
-                    c = find(p, x)
+            c = _FINDERS.get(want, _find_stmt_or_loop)(p, x, want)
         except SchedulingError as exc:
-            raise SchedulingError(prim, exc.raw_message.split(": ", 1)[1], p.ir.loc,
-                                  exc.hint) from None
+            raise SchedulingError(prim, exc.reason, p.ir.loc, exc.hint) from None
     else:
         raise SchedulingError(prim, f"expected a cursor or a pattern string, got {x!r}",
                               p.ir.loc)
@@ -378,26 +417,10 @@ def resolve(p, x, prim: str, want: str = "stmt") -> Cursor:
     except (IndexError, AttributeError, TypeError):
         raise SchedulingError(prim, "the cursor points at nothing in this proc",
                               p.ir.loc) from None
-    if want == "loop" and not c.is_loop():
-        raise SchedulingError(prim, f"expected a loop, got {c!r}", c.loc)
-    if want == "alloc" and not (c.kind == "stmt" and isinstance(c.node(), Alloc)):
-        raise SchedulingError(prim, f"expected an allocation, got {c!r}", c.loc)
-    if want == "block":
-        if c.kind == "stmt":
-            c = c.as_block()
-        elif c.kind != "block":
-            raise SchedulingError(prim, f"expected statements, got {c!r}", c.loc)
-    if want == "stmt" and c.kind != "stmt":
-        if c.kind == "block" and c.hi - c.addr[-1] == 1:
-            c = Cursor(c.proc, "stmt", c.addr)
-        else:
-            raise SchedulingError(prim, f"expected one statement, got {c!r}", c.loc)
-    if want == "gap" and c.kind != "gap":
-        raise SchedulingError(prim, "expected a gap between statements (cursor.before() "
-                              "or cursor.after())", c.loc)
-    if want == "expr" and c.kind != "expr":
-        raise SchedulingError(prim, f"expected an expression, got {c!r}", c.loc)
-    return c
+    shaped = _SHAPES[want](c)
+    if isinstance(shaped, str):
+        raise SchedulingError(prim, shaped, c.loc)
+    return shaped
 
 
 __all__ = ["Cursor", "InvalidCursor", "find_loop", "find_alloc", "find", "forward", "body",
