@@ -44,7 +44,7 @@ def check(p, /, **bindings) -> Report:
     for k, v in bindings.items():
         q = names.get(k)
         if q is None or q.kind not in ("size", "index"):
-            sizes = [q.name for q in ir.params if q.kind in ("size", "index")]
+            sizes = [q.name for q in ir.params if q.is_control]
             raise Error(f"check({ir.name}): '{k}' is not a size or index parameter of "
                         f"{ir.name}", ir.loc, f"bind one of: {', '.join(sizes) or '(none)'}")
         if isinstance(v, bool) or not isinstance(v, int):

@@ -222,7 +222,7 @@ class _Collector(Walker):
                 self.eff.arrays[q.name] = info
                 self.scopes[0][q.name] = q.name
         self.scalar_params = {q.name for q in p.params if q.kind == "scalar"}
-        self.scalar_names = {q.name for q in p.params if q.kind in ("size", "index")}
+        self.scalar_names = {q.name for q in p.params if q.is_control}
         self._defs_memo: dict = {}
 
     def next_uid(self) -> int:

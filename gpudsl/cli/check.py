@@ -37,7 +37,7 @@ def run_check(target: str, bindings: dict[str, int], out=None) -> int:
             print(file=out)
             continue
         seen.add(id(p.ir))
-        params = {q.name for q in p.ir.params if q.kind in ("size", "index")}
+        params = {q.name for q in p.ir.params if q.is_control}
         b = {k: v for k, v in bindings.items() if k in params}
         if pname:
             unknown = set(bindings) - params
@@ -67,7 +67,7 @@ def _compare_template(name: str, p, bindings: dict, out) -> int:
               f"(--bind {missing[0]}=...)", file=out)
         return 0
     b = {k: v for k, v in bindings.items()
-         if k in {q.name for q in p.ir.params if q.kind in ("size", "index")}}
+         if k in {q.name for q in p.ir.params if q.is_control}}
     try:
         r = check_instr(p, **b)
     except Error as e:

@@ -14,7 +14,7 @@ def run_perf(target: str, bindings: dict, device: str = "H100", sass: bool = Fal
 
     p = find_proc(target)
     missing = [q.name for q in p.ir.params
-               if q.kind in ("size", "index") and q.name not in bindings]
+               if q.is_control and q.name not in bindings]
     if missing:  # the report is exact only for bound sizes: say how, on the command line
         binds = " ".join(f"--bind {m}=..." for m in missing)
         raise Error(f"gpudsl perf needs every size and index parameter of {p.name} bound; "

@@ -39,7 +39,7 @@ def check_bindings(p: ProcDef, bindings: dict) -> dict[str, int]:
             raise CompileError(f"{p.name} has no parameter '{k}' to bind",
                                hint="bind sizes and index parameters: " +
                                ", ".join(q.name for q in p.params
-                                         if q.kind in ("size", "index")))
+                                         if q.is_control))
         if prm.kind not in ("size", "index"):
             raise CompileError(f"'{k}' of {p.name} is a {prm.kind} parameter; only sizes and "
                                "index parameters can be bound at compile time")
@@ -131,9 +131,9 @@ class ModuleWriter:
         self.w = Writer()
         self.helpers: set[str] = set()
         self.uses_half = False
-        self.control_params = {q.name for q in proc.params if q.kind in ("size", "index")}
+        self.control_params = {q.name for q in proc.params if q.is_control}
         self.control_nonneg = {q.name: q.kind == "size" for q in proc.params
-                               if q.kind in ("size", "index")}
+                               if q.is_control}
         for k, v in bindings.items():
             self.control_nonneg[k] = v >= 0
         self.global_arrays: dict[str, ArrayInfo] = {}
@@ -215,7 +215,7 @@ class ModuleWriter:
         for q in p.params:
             if q.name not in used or q.name in self.bindings:
                 continue
-            if q.kind in ("size", "index"):
+            if q.is_control:
                 out.append(KernelParam(q.name, cname(q.name), q.kind, INDEX, f"const {idx}"))
             elif q.kind == "scalar":
                 out.append(KernelParam(q.name, cname(q.name), "scalar", q.ty,

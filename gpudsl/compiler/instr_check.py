@@ -81,7 +81,7 @@ def check_instr(instr, *, trials: int = 8, seed: int = 0, target: str = "emulato
     if missing:
         raise CompileError(f"check_instr({ir.name}): give the sizes {', '.join(missing)}",
                            hint=f"check_instr({ir.name}, {missing[0]}=8)")
-    env = {q.name: int(sizes.get(q.name, 0)) for q in ir.params if q.kind in ("size", "index")}
+    env = {q.name: int(sizes.get(q.name, 0)) for q in ir.params if q.is_control}
     plain = ProcDef(ir.name + "_body", ir.params, ir.preds, ir.body, None, ir.loc)
     with_template = Kernel(_wrapper(ir), target, env, check=False)
     with_body = Kernel(_wrapper(plain), "emulator", env, check=False)
@@ -160,7 +160,7 @@ def _shape(q: Param, env: dict) -> tuple:
 def _random_args(ir: ProcDef, env: dict, rng) -> dict:
     args: dict = {}
     for q in ir.params:
-        if q.kind in ("size", "index"):
+        if q.is_control:
             args[q.name] = env[q.name]
             continue
         dt = np.dtype(q.ty.numpy)

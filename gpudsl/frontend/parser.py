@@ -402,7 +402,7 @@ class ProcParser:
         args = []
         env = {}
         for p, a in zip(cd.params, args_nodes):
-            if p.kind in ("size", "index"):
+            if p.is_control:
                 e = self.ex.int_expr(a, f"the argument for '{p.name}'")
                 env[p.name] = e
             elif p.kind == "scalar":

@@ -33,7 +33,7 @@ def check_new_name(name, prim: str, loc=None, proc: bool = False) -> str:
 
 
 def param_sym(p: Param) -> Sym:
-    if p.kind in ("size", "index"):
+    if p.is_control:
         return Sym(p.name, p.kind, INDEX, param=True, loc=p.loc)
     if p.kind == "scalar":
         return Sym(p.name, "scalar", p.ty, param=True, loc=p.loc)

@@ -47,7 +47,7 @@ def interpret(p, /, **args) -> None:
     call = [ctx]
     copy_back = []
     for prm in pdef.params:
-        if prm.kind in ("size", "index"):
+        if prm.is_control:
             call.append(control[prm.name])
         elif prm.kind == "scalar":
             call.append(scalars[prm.name])

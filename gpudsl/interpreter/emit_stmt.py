@@ -71,7 +71,7 @@ class ProcEmitter(ExprEmitter):
         p = self.proc
         args = ["_ctx"]
         for prm in p.params:
-            if prm.kind in ("size", "index"):
+            if prm.is_control:
                 args.append(f"v_{prm.name}")
                 self.known.add(prm.name)
             elif prm.kind == "scalar":
@@ -430,7 +430,7 @@ class ProcEmitter(ExprEmitter):
         env = {}
         args = []
         for prm, a in zip(callee.params, s.args):
-            if prm.kind in ("size", "index"):
+            if prm.is_control:
                 t = self.fresh(_TMPVAR)
                 self.line(f"v_{t} = {self.ex(a)}")
                 env[prm.name] = Var(t, INDEX)

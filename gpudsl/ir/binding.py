@@ -128,7 +128,7 @@ def bind(pdef: ProcDef, given: dict, *, error, array: Callable[[Param, Any], Any
     origin: dict[str, str] = {}
     for prm in pdef.params:
         v = given.get(prm.name)
-        if prm.kind in ("size", "index"):
+        if prm.is_control:
             if v is None:
                 continue
             if not is_int(v):
@@ -178,7 +178,7 @@ def _check_sizes(pdef: ProcDef, b: Bound, origin: dict, error, pass_hint: str) -
     pname, env = pdef.name, b.env
     _infer_sizes(pdef, b, origin)
     for prm in pdef.params:
-        if prm.kind in ("size", "index") and prm.name not in env:
+        if prm.is_control and prm.name not in env:
             raise error(f"{prm.kind} '{prm.name}' of {pname} is not given" +
                         (" and cannot be inferred from the arrays' shapes"
                          if prm.kind == "size" else ""), prm.loc,

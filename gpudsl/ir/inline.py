@@ -114,7 +114,7 @@ def _uses_outside_indices(callee: ProcDef, name: str) -> str:
             elif isinstance(s, Call):
                 r = ""
                 for p, a in zip(s.proc.params, s.args):
-                    if p.kind in ("size", "index") and uses(a):
+                    if p.is_control and uses(a):
                         r = f"the {p.kind} argument '{p.name}' of {s.proc.name}"
                         break
             else:
@@ -345,7 +345,7 @@ class Inliner:
                 renames[name] = new
         var_env, scalar_env, win_env = {}, {}, {}
         for p, a in zip(callee.params, call.args):
-            if p.kind in ("size", "index"):
+            if p.is_control:
                 var_env[p.name] = a
             elif p.kind == "scalar":
                 scalar_env[p.name] = a

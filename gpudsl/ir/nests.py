@@ -69,7 +69,7 @@ def _collect(body, nest, out, env) -> bool:
         elif isinstance(s, Call):
             cenv = {}
             for p, a in zip(s.proc.params, s.args):
-                if p.kind in ("size", "index"):
+                if p.is_control:
                     cenv[p.name] = substitute(a, env) if env else a
             found |= _collect(s.proc.body, nest, out, cenv)
     return found

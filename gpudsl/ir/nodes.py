@@ -354,6 +354,13 @@ class Param(Node):
     def is_array(self) -> bool:
         return self.kind in ("tensor", "window")
 
+    @property
+    def is_control(self) -> bool:
+        """A ``size`` or ``index`` parameter: an integer that shapes, loop bounds,
+        indices and conditions may use (bound by ``check(n=...)``, a specialization,
+        or the call's arguments)."""
+        return self.kind in ("size", "index")
+
 
 @dataclass(frozen=True)
 class ProcDef(Node):

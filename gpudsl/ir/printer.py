@@ -104,7 +104,7 @@ def _shape(shape) -> str:
 
 
 def print_param(p: Param) -> str:
-    if p.kind in ("size", "index"):
+    if p.is_control:
         return f"{p.name}: {p.kind}"
     if p.kind == "scalar":
         return f"{p.name}: {p.ty.name}"

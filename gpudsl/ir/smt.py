@@ -181,7 +181,7 @@ class Encoder:
         self.scalar_types = {q.name: q.ty for q in p.params if q.kind == "scalar"}
         self.funcs: dict = {}
         for q in p.params:
-            if q.kind in ("size", "index"):
+            if q.is_control:
                 if q.name in self.bindings:
                     self.params[q.name] = z3.IntVal(int(self.bindings[q.name]))
                 else:
@@ -203,7 +203,7 @@ class Encoder:
     def size_values(self, model) -> dict:
         out = {}
         for q in self.p.params:
-            if q.kind in ("size", "index"):
+            if q.is_control:
                 v = model.eval(self.params[q.name], model_completion=True) if model is not None \
                     else self.params[q.name]
                 out[q.name] = v.as_long() if z3.is_int_value(v) else None

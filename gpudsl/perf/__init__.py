@@ -97,7 +97,7 @@ def perf(proc, device_name: "str | Device" = "H100", sass: bool = True,
     terms read from the machine code (``model``)."""
     ir = as_procdef(proc) or proc
     dev = device(device_name)
-    missing = [p.name for p in ir.params if p.kind in ("size", "index") and p.name not in bindings]
+    missing = [p.name for p in ir.params if p.is_control and p.name not in bindings]
     if missing:
         raise Error(f"perf() of {ir.name} needs every size and index bound; missing: "
                     + ", ".join(missing),
