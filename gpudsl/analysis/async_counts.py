@@ -50,7 +50,7 @@ def _select(c, a, b):
 
 
 class AsyncCounts:
-    """The three functions above for one kernel (paths: ``Access.path`` steps)."""
+    """The three functions above for one kernel (paths: ``KernelAccess.path`` steps)."""
 
     def __init__(self):
         self.commits_counter = PhaseCounter(_is_commit)

@@ -2,10 +2,10 @@
 
 API (reusable by the scheduling primitives)::
 
-    from gpudsl.analysis.effects import collect, Effects, Access, Loop, ArrayInfo
+    from gpudsl.analysis.effects import collect, Effects, KernelAccess, Loop, ArrayInfo
 
     eff = collect(proc_def)          # a ProcDef (or gpudsl.Proc: pass proc.ir)
-    eff.accesses                      # list[Access], in program order
+    eff.accesses                      # list[KernelAccess], in program order
     eff.arrays                        # dict key -> ArrayInfo (params and allocations)
     eff.kernels                       # dict kernel uid -> KernelInfo
     eff.written                       # set of array keys written (plain, reduce or atomic)
@@ -18,7 +18,7 @@ collector's (:class:`gpudsl.ir.effects.Walker`, which the legality checks use th
 :func:`gpudsl.ir.effects.collect`); this module extends it with what check() needs
 (storage keys per allocation, kernels, levels, barrier counts, mapping issues).
 
-An :class:`Access` has: ``array`` (key of :class:`ArrayInfo`, unique per allocation),
+An :class:`KernelAccess` has: ``array`` (key of :class:`ArrayInfo`, unique per allocation),
 ``name`` (source name), ``mem``, ``kind`` (``"read"``, ``"write"`` or ``"atomic"``;
 ``x[i] += e`` is a ``"write"`` with ``reduce=True``), ``idx`` (IR index expressions in
 terms of loop variables, sizes and index parameters), ``bounds`` (``(index, extent)``
@@ -88,7 +88,7 @@ class ArrayInfo:
 
 
 @dataclass(eq=False)
-class Access:
+class KernelAccess:
     array: str
     name: str
     mem: Memory
@@ -133,7 +133,7 @@ class SyncInfo:
     level: str
     inside: list            # enclosing statements (For/If) from the kernel down
     stmt: object = None     # the sync(), sync(lo, hi), arrive or wait
-    at: Optional[Access] = None  # where it stands, placed like an access (path included)
+    at: Optional[KernelAccess] = None  # where it stands, placed like an access (path included)
 
 
 @dataclass(eq=False)
@@ -182,8 +182,8 @@ class Effects:
     syncs: list = field(default_factory=list)
     collectives: list = field(default_factory=list)     # CollectiveSite
     asyncs: list = field(default_factory=list)          # SyncInfo of async commits/waits
-    window_checks: list = field(default_factory=list)   # (Access-like ctx, WindowArg)
-    call_preds: list = field(default_factory=list)      # (ctx Access, pred Expr)
+    window_checks: list = field(default_factory=list)   # (KernelAccess-like ctx, WindowArg)
+    call_preds: list = field(default_factory=list)      # (ctx KernelAccess, pred Expr)
     issues: list = field(default_factory=list)
     keep: list = field(default_factory=list)
 
@@ -191,7 +191,7 @@ class Effects:
     def written(self) -> set:
         return {a.array for a in self.accesses if a.is_write}
 
-    def array_of(self, a: Access) -> ArrayInfo:
+    def array_of(self, a: KernelAccess) -> ArrayInfo:
         return self.arrays[a.array]
 
 
@@ -348,8 +348,8 @@ class _Collector(Walker):
                        "writes memory: it runs as a single-thread kernel", [s.loc],
                        "map its loops with parallelize_loop(..., BLOCKS/THREADS)")
 
-    def ctx_access(self, s, st) -> Access:
-        return Access("", "", GLOBAL, "read", (), [], st["guards"], st["loops"], st["kernel"],
+    def ctx_access(self, s, st) -> KernelAccess:
+        return KernelAccess("", "", GLOBAL, "read", (), [], st["guards"], st["loops"], st["kernel"],
                       st["level"], st.get("bpos"), s.loc, s)
 
     def sync(self, s: Sync, st):
@@ -526,7 +526,7 @@ class _Collector(Walker):
             bounds = bounds + list(self.extra[id(node)])
         if len(idx) != len(info.shape):
             bounds = None  # rank mismatch cannot happen after parsing
-        a = Access(key, info.name, info.mem, kind, tuple(idx), bounds or [], st["guards"],
+        a = KernelAccess(key, info.name, info.mem, kind, tuple(idx), bounds or [], st["guards"],
                    st["loops"], st["kernel"], level, st.get("bpos"),
                    getattr(node, "loc", None) or s.loc, s, reduce, self.next_uid(),
                    st.get("path"), shown, st.get("tpath"))

@@ -161,7 +161,7 @@ class PhaseCounter:
 #
 # Barrier counts are exact only when a loop body's count does not depend on its
 # variable.  The race obligation therefore asks a finer question, on the *paths*
-# of the two accesses (``Access.path``: the (statement list, index) steps from the
+# of the two accesses (``KernelAccess.path``: the (statement list, index) steps from the
 # kernel's block-level body down to the statement that holds the access): since
 # block-level control flow is uniform, both threads run the same sequence of
 # block-level statements, and two instances are between the same two barriers

@@ -8,9 +8,9 @@ launch program, temporaries).  See docs/codegen.md.
 from __future__ import annotations
 
 from .generate import cuda_source, generate, index_bits_for
-from .plan import (CudaModule, HostIf, HostLoop, KernelInfo, KernelParam, Launch,
+from .plan import (CudaModule, HostIf, HostLoop, KernelInfo, KernelParam, LaunchStep,
                    NeedsBinding, Temporary, evaluate, walk_program)
 
 __all__ = ["cuda_source", "generate", "index_bits_for", "CudaModule", "KernelInfo",
-           "KernelParam", "Temporary", "Launch", "HostLoop", "HostIf", "NeedsBinding",
+           "KernelParam", "Temporary", "LaunchStep", "HostLoop", "HostIf", "NeedsBinding",
            "evaluate", "walk_program"]

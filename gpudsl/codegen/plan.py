@@ -9,7 +9,7 @@ the host: the runtime runs it in Python and launches the kernels inside with
 the loop variable as a kernel argument.
 
 :func:`split_host` cuts the (inlined) body into :class:`HostKernel` pieces and a
-host program of :class:`Launch` / :class:`HostLoop` / :class:`HostIf` steps.
+host program of :class:`LaunchStep` / :class:`HostLoop` / :class:`HostIf` steps.
 :func:`gpudsl.ir.control.evaluate` (re-exported here) computes control expressions
 (grid sizes, loop bounds) with Python's meaning of ``//`` and ``%``.
 """
@@ -80,7 +80,7 @@ class Temporary:
 
 
 @dataclass(frozen=True)
-class Launch:
+class LaunchStep:
     kernel: str
 
 
@@ -173,12 +173,12 @@ class HostSplitter:
         self.temporaries: list[Temporary] = []
         self.temp_names: set[str] = set()
 
-    def _new_kernel(self, body, serial, host_vars, loc) -> Launch:
+    def _new_kernel(self, body, serial, host_vars, loc) -> LaunchStep:
         from .cexpr import ascii_ident
 
         name = f"{ascii_ident(self.proc_name)}_k{len(self.kernels)}"
         self.kernels.append(HostKernel(name, tuple(body), serial, tuple(host_vars), loc))
-        return Launch(name)
+        return LaunchStep(name)
 
     def block(self, body: tuple, host_vars: tuple = ()) -> tuple:
         steps: list = []
@@ -240,7 +240,7 @@ def launches(program) -> list[str]:
     """Kernel names in program order (flattened)."""
     out = []
     for st in program:
-        if isinstance(st, Launch):
+        if isinstance(st, LaunchStep):
             out.append(st.kernel)
         elif isinstance(st, HostLoop):
             out += launches(st.body)
@@ -252,7 +252,7 @@ def launches(program) -> list[str]:
 def walk_program(program, env: dict):
     """Yield ``(kernel name, env)`` for each launch the program makes, in order."""
     for st in program:
-        if isinstance(st, Launch):
+        if isinstance(st, LaunchStep):
             yield st.kernel, env
         elif isinstance(st, HostLoop):
             lo, hi = evaluate(st.lo, env), evaluate(st.hi, env)
@@ -262,6 +262,6 @@ def walk_program(program, env: dict):
             yield from walk_program(st.body if evaluate(st.cond, env) else st.orelse, env)
 
 
-__all__ = ["KernelParam", "KernelInfo", "Temporary", "Launch", "HostLoop", "HostIf",
+__all__ = ["KernelParam", "KernelInfo", "Temporary", "LaunchStep", "HostLoop", "HostIf",
            "CudaModule", "NeedsBinding", "NotConstant", "evaluate", "HostSplitter",
            "HostKernel", "launches", "walk_program", "GLOBAL"]

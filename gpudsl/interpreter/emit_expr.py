@@ -18,7 +18,7 @@ import numpy as np
 from ..ir.nodes import BinOp, Builtin, Collective, Const, Expr, Read, UnOp, Var
 from ..ir.printer import print_expr
 from ..ir.types import DType, INDEX
-from .runtime import Access, wrap_expr
+from .runtime import AccessSite, wrap_expr
 from .warps import Site
 
 READ, WRITE, ATOMIC = 1, 2, 3
@@ -79,7 +79,7 @@ class ExprEmitter:
         return name
 
     def access(self, loc, text: str, how: str, name: str) -> str:
-        return self.const(Access(loc, text, how, name), "_A")
+        return self.const(AccessSite(loc, text, how, name), "_A")
 
     # ------------------------------------------------------------ conversions
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from ..errors import InterpError, RaceError
 from ..ir.types import GLOBAL, REGISTER, SHARED
 from . import sync_order
-from .runtime import Access, noop_tracker
+from .runtime import AccessSite, noop_tracker
 from .sync_order import PartialOrder
 
 READ, WRITE, ATOMIC = 1, 2, 3
@@ -108,7 +108,7 @@ class RaceContext:
     def thread_done(self, loop):
         self.tkey, self.tnames, self.tvals = loop[0]
 
-    def sync(self, acc: Access):
+    def sync(self, acc: AccessSite):
         if self.kernel == 0:
             return
         if self.tkey is not None:
@@ -119,13 +119,13 @@ class RaceContext:
         self.phase += 1
         self.order.reset()
 
-    def sync_range(self, lo: int, hi: int, acc: Access):
+    def sync_range(self, lo: int, hi: int, acc: AccessSite):
         sync_order.sync_range(self, lo, hi, acc)
 
-    def arrive(self, bar, lo: int, hi: int, acc: Access):
+    def arrive(self, bar, lo: int, hi: int, acc: AccessSite):
         sync_order.arrive(self, bar, lo, hi, acc)
 
-    def wait(self, bar, lo: int, hi: int, acc: Access):
+    def wait(self, bar, lo: int, hi: int, acc: AccessSite):
         sync_order.wait(self, bar, lo, hi, acc)
 
     # ------------------------------------------------------------ memory
@@ -159,7 +159,7 @@ class RaceContext:
 
 
 class Tracker:
-    """Access log of one array (tensor argument or shared/global allocation)."""
+    """The access log of one array (tensor argument or shared/global allocation)."""
 
     __slots__ = ("ctx", "name", "dims", "mem", "cells", "gcells", "is_global")
 
@@ -172,7 +172,7 @@ class Tracker:
         self.gcells: dict[int, list] = {}
         self.is_global = mem == GLOBAL
 
-    def access(self, k: int, kind: int, acc: Access) -> int:
+    def access(self, k: int, kind: int, acc: AccessSite) -> int:
         ctx = self.ctx
         if not ctx.kernel:
             return k
@@ -268,7 +268,7 @@ class RowTracker:
         self.rowsize = max(n, 1)
         self.owners: dict[int, tuple] = {}
 
-    def access(self, k: int, kind: int, acc: Access) -> int:
+    def access(self, k: int, kind: int, acc: AccessSite) -> int:
         ctx = self.ctx
         t = ctx.tkey
         if t is None:

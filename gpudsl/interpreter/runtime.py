@@ -15,7 +15,7 @@ from ..ir.types import DType
 # ------------------------------------------------------------------ access sites
 
 
-class Access:
+class AccessSite:
     """One place in the source that touches memory: where, what, how."""
 
     __slots__ = ("loc", "text", "how", "name")
@@ -36,7 +36,7 @@ class Access:
 # ------------------------------------------------------------------ faults
 
 
-def oob(acc: Access, idx: tuple, dims: tuple):
+def oob(acc: AccessSite, idx: tuple, dims: tuple):
     """Raise the error of an out-of-bounds access (never returns)."""
     bad = [k for k, (i, d) in enumerate(zip(idx, dims)) if not 0 <= i < d]
     k = bad[0] if bad else 0
@@ -47,14 +47,14 @@ def oob(acc: Access, idx: tuple, dims: tuple):
         acc.loc, "guard the access with an `if`, or fix the loop bounds / asserts")
 
 
-def const_write(acc: Access):
+def const_write(acc: AccessSite):
     """A write of a CONST (read-only) array (never returns)."""
     raise InterpError(
         f"`{acc.text}` writes '{acc.name}', which is in CONST memory (read-only)", acc.loc,
         f"declare '{acc.name}' in GLOBAL memory, or write elsewhere")
 
 
-def bad_window(acc: Access, name: str, parts: tuple, dims: tuple):
+def bad_window(acc: AccessSite, name: str, parts: tuple, dims: tuple):
     """A window argument reaches outside its array (never returns)."""
     shown = ", ".join(f"{p[0]}:{p[1]}" if isinstance(p, tuple) else str(p) for p in parts)
     raise InterpError(
@@ -63,14 +63,14 @@ def bad_window(acc: Access, name: str, parts: tuple, dims: tuple):
         "windows must lie inside the array they view")
 
 
-def bad_extent(acc: Access, param: str, got, want):
+def bad_extent(acc: AccessSite, param: str, got, want):
     raise InterpError(
         f"in `{acc.text}`, the argument for '{param}' has shape {tuple(got)} but the callee "
         f"declares {tuple(want)} for these sizes", acc.loc,
         "pass a window whose extents match the callee's parameter")
 
 
-def callee_assert(acc: Access, pred_loc, text: str, values: dict):
+def callee_assert(acc: AccessSite, pred_loc, text: str, values: dict):
     vals = ", ".join(f"{k}={v}" for k, v in values.items())
     raise InterpError(
         f"the call `{acc.text}` breaks the callee's precondition `assert {text}` "
@@ -78,7 +78,7 @@ def callee_assert(acc: Access, pred_loc, text: str, values: dict):
         "pass arguments that satisfy the callee's asserts")
 
 
-def bad_dim(acc: Access, dims: tuple):
+def bad_dim(acc: AccessSite, dims: tuple):
     raise InterpError(f"the allocation `{acc.text}` has a negative extent: shape {dims}",
                       acc.loc)
 

@@ -3,11 +3,11 @@ the loops and guards it runs under and the statement it belongs to.
 
 ::
 
-    from gpudsl.ir.effects import collect, Access, conflicts
+    from gpudsl.ir.effects import collect, RegionAccess, conflicts
 
-    accs = collect(stmts, loops=(), guards=())   # list[Access], in program order
+    accs = collect(stmts, loops=(), guards=())   # list[RegionAccess], in program order
 
-An :class:`Access` has ``buf`` (the source name), ``mode`` (``"r"``, ``"w"``, ``"+"``,
+An :class:`RegionAccess` has ``buf`` (the source name), ``mode`` (``"r"``, ``"w"``, ``"+"``,
 ``"-"``, ``"*"`` for reductions, ``"atomic"``), ``idx`` (IR index expressions),
 ``loops`` (enclosing ``For`` statements below the region, outer first), ``guards``
 (``(condition, positive)`` pairs), ``stmt`` (the statement; the call for accesses
@@ -33,7 +33,7 @@ from .visitor import walk
 
 
 @dataclass
-class Access:
+class RegionAccess:
     buf: str
     mode: str  # "r", "w", "+", "-", "*" (reductions), "atomic"
     idx: tuple
@@ -224,15 +224,15 @@ class _Accesses(Walker):
         self.out = out
 
     def read(self, n, s, ctx):
-        self.out.append(Access(n.name, "r", n.idx, ctx[0], ctx[1], s,
+        self.out.append(RegionAccess(n.name, "r", n.idx, ctx[0], ctx[1], s,
                                self.lookup(n.name) is not None))
 
     def write(self, s, ctx):
-        self.out.append(Access(s.name, write_mode(s), s.idx, ctx[0], ctx[1], s,
+        self.out.append(RegionAccess(s.name, write_mode(s), s.idx, ctx[0], ctx[1], s,
                                self.lookup(s.name) is not None))
 
     def write_result(self, s, ctx):
-        self.out.append(Access(s.result, "w", (), ctx[0], ctx[1], s,
+        self.out.append(RegionAccess(s.result, "w", (), ctx[0], ctx[1], s,
                                self.lookup(s.result) is not None))
 
     def enter_loop(self, s, ctx):
@@ -261,7 +261,7 @@ def collect(stmts: tuple, loops=(), guards=(), locals_=frozenset(), out=None) ->
     return out
 
 
-def conflicts(a: Access, b: Access, allow_reduce: bool = True) -> bool:
+def conflicts(a: RegionAccess, b: RegionAccess, allow_reduce: bool = True) -> bool:
     """Could these two accesses conflict (same buffer, order matters)?"""
     if a.buf != b.buf or a.local or b.local:
         return False

@@ -24,7 +24,7 @@ from __future__ import annotations
 import z3
 
 from ..errors import SchedulingError
-from ..ir.effects import Access, collect, conflicts
+from ..ir.effects import RegionAccess, collect, conflicts
 from ..ir.nodes import BinOp, Const, ProcDef
 from ..ir.smt import SAT, UNSAT, Unsupported
 from ..ir.smt_scope import Scope
@@ -52,7 +52,7 @@ def prove(pdef: ProcDef, addr, prop, what: str, loc, hint=None, *, prim: str | N
                           loc, hint)
 
 
-def find_bad(pdef: ProcDef, addr, access: Access, bad):
+def find_bad(pdef: ProcDef, addr, access: RegionAccess, bad):
     """A witness of an instance of ``access`` (in the region at ``addr``) where
     ``bad(scope, env)`` holds, None when there is none, "unknown" when undecided."""
     sc = Scope(pdef, addr)
@@ -113,7 +113,7 @@ def _representatives(accs: list) -> list:
     return list(seen.values())
 
 
-def describe(a: Access) -> str:
+def describe(a: RegionAccess) -> str:
     from ..ir.printer import print_expr
 
     kind = {"r": "read", "w": "write", "atomic": "atomic update"}.get(a.mode, "reduction")
@@ -134,7 +134,7 @@ def raise_conflict(why: str, hit, loc, hint=None, *, prim: str | None = None):
                           "element", loc, hint, w)
 
 
-__all__ = ["prove", "find_bad", "collect", "find_conflict", "Access", "conflicts",
+__all__ = ["prove", "find_bad", "collect", "find_conflict", "RegionAccess", "conflicts",
            "raise_conflict", "describe", "z3"]
 
 

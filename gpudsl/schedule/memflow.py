@@ -23,7 +23,7 @@ from ..errors import SchedulingError
 from ..ir.nodes import Alloc, Atomic, Call, For, If, Read
 from ..ir.visitor import free_vars, walk
 from ..ir.smt_scope import Scope
-from .legality import Access, collect, find_conflict, prove, raise_conflict
+from .legality import RegionAccess, collect, find_conflict, prove, raise_conflict
 from .primitive import fail
 
 
@@ -32,7 +32,7 @@ class _Site:
     statement indices, "body"/"orelse" the block of a loop or if) and the paths of
     its enclosing loops."""
 
-    def __init__(self, acc: Access, path: tuple, lpaths: tuple, leaf):
+    def __init__(self, acc: RegionAccess, path: tuple, lpaths: tuple, leaf):
         self.acc, self.path, self.lpaths, self.leaf = acc, path, lpaths, leaf
 
 
@@ -50,7 +50,7 @@ def _sites(stmts, buf, path=(), loops=(), lpaths=(), guards=(), out=None):
             for e in hdr:
                 for n in walk(e):
                     if isinstance(n, Read) and n.name == buf:
-                        out.append(_Site(Access(buf, "r", n.idx, loops, guards, s), p, lpaths,
+                        out.append(_Site(RegionAccess(buf, "r", n.idx, loops, guards, s), p, lpaths,
                                          s))
             if isinstance(s, For):
                 _sites(s.body, buf, p + ("body",), loops + (s,), lpaths + (p,), guards,

@@ -14,7 +14,7 @@ import z3
 
 from ...ir.nodes import Const
 from ...ir.types import BLOCKS, THREADS
-from ..effects import Access, Effects
+from ..effects import KernelAccess, Effects
 from ..report import Diagnostic
 from ...ir.smt import SAT, UNKNOWN, UNSAT, Encoder, Result, ThreadEnv, Unsupported, solve
 from ...targets import target
@@ -86,7 +86,7 @@ class Ctx:
             memo[key] = out
         return memo[key]
 
-    def place(self, t: ThreadEnv, a: Access) -> list:
+    def place(self, t: ThreadEnv, a: KernelAccess) -> list:
         """Constraints that thread ``t`` executes access ``a`` (raises Unsupported)."""
         cons = []
         if a.kernel is not None:
@@ -136,7 +136,7 @@ class Ctx:
             "bind sizes (check(n=...)) or simplify the index expressions; a larger "
             "timeout may help (check(timeout=seconds))", list(notes)))
 
-    def thread_witness(self, t: ThreadEnv, a: Access, model) -> dict:
+    def thread_witness(self, t: ThreadEnv, a: KernelAccess, model) -> dict:
         out = {"block": {}, "thread": {}, "loops": {}}
         for l in a.loops:
             v = t.value(model, l.iter)

@@ -29,7 +29,7 @@ from ...ir.printer import print_expr
 from ...ir.types import INDEX, THREADS, bool_
 from ...ir.visitor import ExprMap
 from ...ir.smt import SAT, UNKNOWN, Unsupported
-from ..effects import Access
+from ..effects import KernelAccess
 from ..report import Diagnostic
 from . import Ctx
 
@@ -67,8 +67,8 @@ def _thread_loop(site):
     return ks[-1] if ks else None
 
 
-def _as_access(site, loops, guards) -> Access:
-    return Access("", "", None, "read", (), [], tuple(guards), tuple(loops), site.kernel,
+def _as_access(site, loops, guards) -> KernelAccess:
+    return KernelAccess("", "", None, "read", (), [], tuple(guards), tuple(loops), site.kernel,
                   site.level, None, site.loc, site.stmt)
 
 

@@ -22,7 +22,7 @@ import z3
 
 from ...ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS
 from ...ir.nodes import Const, For, Sync
-from ..effects import Access, loops_prefix
+from ..effects import KernelAccess, loops_prefix
 from ..report import Diagnostic
 from ...ir.smt import DEFAULT_TIMEOUT_MS, SAT, UNKNOWN, Unsupported
 from ..phases import PhaseRelation
@@ -78,7 +78,7 @@ def added_races(before, after, timeout_ms: int = DEFAULT_TIMEOUT_MS,
 
 def _candidates(eff):
     """(array info, access, access) for every pair that may conflict."""
-    by_array: dict[str, list[Access]] = {}
+    by_array: dict[str, list[KernelAccess]] = {}
     for a in eff.accesses:
         by_array.setdefault(a.array, []).append(a)
     for key, accs in by_array.items():
@@ -99,7 +99,7 @@ def _pairs(eff):
     barriers (``_segment``), and across parts only the ``blocks``/``host``
     questions, once per pair of access shapes (``_shape``).  Near-linear when the
     phases are independent."""
-    by_array: dict[str, list[Access]] = {}
+    by_array: dict[str, list[KernelAccess]] = {}
     for a in eff.accesses:
         by_array.setdefault(a.array, []).append(a)
     for key, accs in by_array.items():
@@ -218,7 +218,7 @@ def check_races(ctx: Ctx):
                 reported.add(pair)
 
 
-def _stmt_key(a: Access):
+def _stmt_key(a: KernelAccess):
     """The statement an access belongs to (its source position; the object without)."""
     loc = a.loc
     return (loc.file, loc.line, loc.col) if loc is not None else id(a.stmt)
@@ -240,7 +240,7 @@ def _prefix_syncs(L) -> list:
 _sync_memo: dict = {}
 
 
-def _segment(a: Access):
+def _segment(a: KernelAccess):
     """The part of the kernel's top-level statement list (between unconditional
     barriers) that holds the access; None when unknown."""
     if not a.path:
@@ -253,7 +253,7 @@ def _segment(a: Access):
     return None
 
 
-def _shape(a: Access):
+def _shape(a: KernelAccess):
     """What a ``blocks``/``host`` question about the access depends on: the access,
     its guards, the host-level loops (by identity) and the structure of the rest."""
     k = a.__dict__.get("_shape")
@@ -282,7 +282,7 @@ def _differs(ls1, ls2, t1, t2, j):
     return z3.And(*eq, _v(t1, ls1[j].iter) != _v(t2, ls2[j].iter))
 
 
-def _modes(ctx: Ctx, info, a1: Access, a2: Access) -> list:
+def _modes(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess) -> list:
     """Which kinds of concurrency may bring the two accesses together."""
     common = loops_prefix(a1.loops, a2.loops)
     host = _host_loops(common)
@@ -303,7 +303,7 @@ def _modes(ctx: Ctx, info, a1: Access, a2: Access) -> list:
     return modes
 
 
-def _pair(ctx: Ctx, info, a1: Access, a2: Access, only=None):
+def _pair(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only=None):
     common = loops_prefix(a1.loops, a2.loops)
     host = _host_loops(common)
     host_par = [j for j, l in enumerate(host) if l.is_unmapped_par]
