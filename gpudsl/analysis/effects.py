@@ -43,7 +43,7 @@ from ..ir.inline import (PRED_CHECK, VALUE_CHECK, WINDOW_CHECK, Inliner, bind_va
                          caller_names)
 from ..ir.nodes import (Alloc, Assign, Atomic, Collective, Const, Expr, For, If, Point,
                         ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var)
-from ..ir.types import BLOCKS, CONST, GLOBAL, REGISTER, SHARED, THREADS, Memory, bool_
+from ..ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS, Memory, bool_
 from ..ir.effects import Walker
 from ..ir.nests import direct_nest, nest_dim
 from ..ir.visitor import walk
@@ -320,7 +320,7 @@ class _Collector(Walker):
     def write(self, s, st):
         kind = "atomic" if isinstance(s, Atomic) else "write"
         key = self.lookup(s.name)
-        if key is not None and self.eff.arrays[key].mem == CONST:
+        if key is not None and not self.eff.arrays[key].mem.writable:
             info = self.eff.arrays[key]
             self.issue("mapping", f"'{info.name}' is in CONST memory (read-only) but this "
                        "statement writes it", [s.loc, info.loc],
@@ -404,8 +404,8 @@ class _Collector(Walker):
         info = ArrayInfo(key, s.name, s.mem, s.shape, s.ty, False, st["level"], st["loops"],
                          st["kernel"], s.loc)
         self.eff.arrays[key] = info
-        if s.mem == SHARED:
-            if st["level"] != "block":
+        if s.mem.scope == "block":   # one copy per block
+            if st["level"] not in s.mem.allocated_at:
                 self.issue("mapping", "a SHARED array must be allocated at block level (inside "
                            "@ BLOCKS, outside @ THREADS loops)", [s.loc],
                            "move the allocation to just inside the block loop")

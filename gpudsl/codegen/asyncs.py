@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir.nodes import AsyncCommit, AsyncCopy, AsyncWait
-from ..ir.types import GLOBAL, SHARED
 
 ASYNC_COPY = r"""
 // async_copy / async_commit / async_wait: cp.async on sm_80+, plain copies elsewhere
@@ -76,7 +75,7 @@ def emit_async(kw, s, level: str) -> None:
         raise _err("async_copy stands outside any @ THREADS loop: each copy is started by "
                    "one thread", s.loc, "put it inside a THREADS loop")
     dst, src = kw.lookup(s.dst, s.loc), kw.lookup(s.src, s.loc)
-    if dst.mem != SHARED or src.mem != GLOBAL:
+    if not dst.mem.async_destination or not src.mem.async_source:
         raise _err(f"async_copy copies from GLOBAL to SHARED memory; '{s.dst}' is in "
                    f"{dst.mem.name} and '{s.src}' in {src.mem.name}", s.loc,
                    "keep the destination SHARED and the source GLOBAL")

@@ -15,7 +15,7 @@ from ..errors import CompileError
 from ..ir.inline import inline_calls, written_names
 from ..ir.nodes import (Assign, AsyncCopy, Atomic, ProcDef, Read, Reduce, Var, WindowArg)
 from ..ir.printer import print_expr
-from ..ir.types import CONST, INDEX, f16, bf16
+from ..ir.types import INDEX, f16, bf16
 from ..ir.visitor import bound_names, walk
 from .cexpr import cname
 from .helpers import helper_source
@@ -222,7 +222,7 @@ class ModuleWriter:
                                        f"const {q.ty.ctype}"))
             else:
                 w = q.name in written
-                if w and q.mem == CONST:
+                if w and not q.mem.writable:
                     raise CompileError(f"'{q.name}' is in CONST memory (read-only) but the "
                                        "kernel writes it", q.loc,
                                        f"declare '{q.name}' in GLOBAL memory")

@@ -35,7 +35,7 @@ from ..ir.types import BARRIER
 from .asyncs import emit_async
 from .syncs import SyncWriter
 from ..ir.printer import print_expr
-from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, THREADS, DType, bool_, f16, \
+from ..ir.types import BLOCKS, INDEX, REGISTER, SHARED, THREADS, DType, bool_, f16, \
     bf16, f32, f64, i32, i64
 from ..ir.visitor import walk
 from .cexpr import ATOM, UNARY, ExprEmitter, cname
@@ -416,10 +416,10 @@ class KernelWriter(ExprEmitter):
         return self.lookup(name, loc).dtype
 
     def alloc(self, s: Alloc, level: str) -> None:
-        if s.mem == GLOBAL and level != "serial":
+        if s.mem.scope == "grid" and level not in s.mem.allocated_at:
             raise _err(f"the GLOBAL array '{s.name}' is allocated inside a kernel", s.loc,
                        "allocate GLOBAL temporaries at host level (outside the BLOCKS loops)")
-        if s.mem == SHARED and level != "block":
+        if s.mem.scope == "block" and level not in s.mem.allocated_at:
             raise _err(f"the SHARED array '{s.name}' is allocated "
                        + ("inside a @ THREADS loop" if level == "thread"
                           else "outside any @ BLOCKS loop"), s.loc,
@@ -441,7 +441,7 @@ class KernelWriter(ExprEmitter):
             ptr = f"{t} (*){dims}" if dims else f"{t}*"
             self.w.line(f"{t} {ref} = *reinterpret_cast<{ptr}>(gpudsl_smem + {off});", s.loc)
             return
-        qual = "__shared__ " if s.mem == SHARED else ""
+        qual = s.mem.c_qualifier
         if dims:
             # vectorize's float2/float4 accesses need 16-byte aligned arrays.
             qual += "__align__(16) "

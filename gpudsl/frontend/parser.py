@@ -11,7 +11,7 @@ from ..errors import ProcError
 from ..ir.nodes import (ATOMIC_OPS, ATOMIC_TYPES, Alloc, Assign, Atomic, Call, Const, For, If, Interval,
                         Param, Pass, Point, ProcDef, Read, Reduce, WindowArg)
 from ..ir.procdef import as_procdef
-from ..ir.types import (BLOCKS, CONST, DTYPES, GLOBAL, INDEX, MAPPINGS, MEMORIES, REGISTER,
+from ..ir.types import (BLOCKS, DTYPES, GLOBAL, INDEX, MAPPINGS, MEMORIES, REGISTER,
                         THREADS, bool_)
 from ..ir.visitor import substitute
 from .exprs import TYPE_NAMES, ExprParser, coerce
@@ -259,7 +259,7 @@ class ProcParser:
         kind = "local" if not shape else "array"
         sym = Sym(name, kind, ty, shape, mem, loc)
         self.scope.bind(sym, loc)
-        if mem == CONST:
+        if not mem.allocated_at:
             raise self.err(s.annotation.right,
                            "CONST memory holds read-only kernel arguments; it cannot be "
                            "allocated", "declare a parameter `x: f32[n] @ CONST`")

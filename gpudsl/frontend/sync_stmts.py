@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from ..ir.nodes import Alloc, Arrive, Const, Sync, Wait
-from ..ir.types import BARRIER, INDEX, SHARED
+from ..ir.types import BARRIER, INDEX
 from .scope import Sym
 
 SYNC_FUNCS = ("sync", "arrive", "wait")
@@ -62,7 +62,7 @@ def parse_sync_call(parser, s: ast.stmt, v: ast.Call, fname: str):
 
 def parse_barrier_alloc(parser, s: ast.AnnAssign, name, shape, mem, loc):
     """``bar: barrier @ SHARED``: one split barrier per block."""
-    if shape or mem != SHARED or s.value is not None:
+    if shape or not mem.holds_barriers or s.value is not None:
         raise parser.err(s, "a split barrier is allocated alone, in SHARED memory",
                          f"write `{name}: barrier @ SHARED`")
     if not parser.in_blocks:

@@ -15,7 +15,7 @@ from ..ir.nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, 
                         Atomic, Call, For, If, Pass, Point, ProcDef, Reduce, Stmt, Sync, Var,
                         WindowArg)
 from ..ir.printer import print_expr, print_stmt
-from ..ir.types import BARRIER, BLOCKS, CONST, INDEX, THREADS
+from ..ir.types import BARRIER, BLOCKS, INDEX, THREADS
 from ..ir.visitor import substitute, walk
 from .warps import Site, holds_collective
 from .emit_expr import ATOMIC, READ, WRITE, ArrInfo, ExprEmitter
@@ -418,7 +418,7 @@ class ProcEmitter(ExprEmitter):
 
     def _const_guard(self, name: str, acc: str):
         """A write of a CONST array is refused when it runs."""
-        if self.arrays[name].mem == CONST:
+        if not self.arrays[name].mem.writable:
             self.line(f"_const_write({acc})")
 
     # ------------------------------------------------------------ calls

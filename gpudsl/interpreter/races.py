@@ -170,7 +170,7 @@ class Tracker:
         self.mem = mem
         self.cells: dict[int, list] = {}
         self.gcells: dict[int, list] = {}
-        self.is_global = mem == GLOBAL
+        self.is_global = mem.scope == "grid"
 
     def access(self, k: int, kind: int, acc: AccessSite) -> int:
         ctx = self.ctx

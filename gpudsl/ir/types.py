@@ -62,10 +62,32 @@ DTYPES: dict[str, DType] = {t.name: t for t in (f16, bf16, f32, f64, i32, i64, b
 
 @dataclass(frozen=True)
 class Memory:
-    """Where an array lives: ``GLOBAL``, ``SHARED``, ``REGISTER``, or ``CONST``
-    (read-only global memory; only array parameters may be declared ``@ CONST``)."""
+    """Where an array lives, with every fact the layers need about it, in one place.
+
+    - ``scope``: who sees one copy: ``"grid"`` (every thread of every block: GLOBAL,
+      CONST), ``"block"`` (the threads of one block: SHARED), ``"thread"`` (REGISTER).
+      The race rules follow it: grid memory can race between blocks and threads,
+      block memory between the threads of a block, thread memory never.
+    - ``writable``: False for CONST (read-only global memory: parameters only).
+    - ``allocated_at``: the levels where an allocation may stand (``"serial"`` host
+      level, ``"block"`` inside ``@ BLOCKS`` outside ``@ THREADS``, ``"thread"``); empty
+      when only parameters live there.  A block-level REGISTER array holds one row per
+      thread of the block.
+    - ``parameter``: whether an array parameter may be declared in it.
+    - ``c_qualifier``: what the generated CUDA C writes before an allocation.
+    - ``async_source`` / ``async_destination``: the two ends of ``async_copy``.
+    - ``holds_barriers``: where a split barrier (``bar: barrier @ SHARED``) lives.
+    """
 
     name: str
+    scope: str = "grid"
+    writable: bool = True
+    allocated_at: frozenset = frozenset()
+    parameter: bool = False
+    c_qualifier: str = ""
+    async_source: bool = False
+    async_destination: bool = False
+    holds_barriers: bool = False
 
     def __repr__(self) -> str:
         return self.name
@@ -74,10 +96,12 @@ class Memory:
         return other
 
 
-GLOBAL = Memory("GLOBAL")
-SHARED = Memory("SHARED")
-REGISTER = Memory("REGISTER")
-CONST = Memory("CONST")
+GLOBAL = Memory("GLOBAL", "grid", allocated_at=frozenset({"serial"}), parameter=True,
+                async_source=True)
+SHARED = Memory("SHARED", "block", allocated_at=frozenset({"block"}),
+                c_qualifier="__shared__ ", async_destination=True, holds_barriers=True)
+REGISTER = Memory("REGISTER", "thread", allocated_at=frozenset({"block", "thread"}))
+CONST = Memory("CONST", "grid", writable=False, parameter=True)
 MEMORIES: dict[str, Memory] = {m.name: m for m in (GLOBAL, SHARED, REGISTER, CONST)}
 
 

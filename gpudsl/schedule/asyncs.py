@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..ir.nodes import (Alloc, AsyncCommit, AsyncCopy, AsyncWait, BinOp, Call, Const, For,
                         If, Pass, Read, Stmt, Sync, Var)
-from ..ir.types import GLOBAL, INDEX, SHARED, THREADS, bool_
+from ..ir.types import INDEX, THREADS, bool_
 from ..ir.visitor import Transformer, bound_names, free_vars, substitute, walk
 from .cursors import block_of, fwd_splice, replace_block
 from .patterns import scope_at
@@ -26,7 +26,7 @@ def _as_async(s, env):
 
     if isinstance(s, Assign) and isinstance(s.rhs, Read) and s.idx and s.rhs.idx:
         d, r = env.get(s.name), env.get(s.rhs.name)
-        if d is None or r is None or d[1] != SHARED or r[1] != GLOBAL or d[0] != r[0]:
+        if d is None or r is None or not d[1].async_destination or not r[1].async_source or d[0] != r[0]:
             return None
         if d[0].bits // 8 not in (4, 8, 16):
             return None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import z3
 
-from ...ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS
+from ...ir.types import BLOCKS, GLOBAL, REGISTER, THREADS
 from ...ir.nodes import Const, For, Sync
 from ..effects import KernelAccess, loops_prefix
 from ..report import Diagnostic
@@ -294,9 +294,9 @@ def _modes(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess) -> list:
     if any(l.is_unmapped_par for l in host):
         modes.append("host")
     if same_kernel:
-        if info.mem == GLOBAL and not alloc_blocks and not block_reg:
+        if info.mem.scope == "grid" and not alloc_blocks and not block_reg:
             modes.append("blocks")
-        if info.mem in (GLOBAL, SHARED) and not alloc_threads and not block_reg:
+        if info.mem.scope != "thread" and not alloc_threads and not block_reg:
             modes.append("threads")
         if any(l.is_unmapped_par for l in common[len(host):]):
             modes.append("iterations")
