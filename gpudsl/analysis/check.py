@@ -11,7 +11,9 @@ bindings, timeout): procs are immutable values.
 """
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 
 from ..ir.locations import location_key
 from ..errors import Error
@@ -30,7 +32,9 @@ from .resources import check_resources
 from ..ir.smt import DEFAULT_TIMEOUT_MS, SAT
 from ..targets import Target, target
 
-_cache: dict = {}
+_cache: OrderedDict = OrderedDict()   # the one cache of proofs: compile() asks it too
+_cache_lock = threading.Lock()
+_CACHE_MAX = 1024
 DEFAULT_BUDGET_MS = 60_000   # check()'s overall budget when no timeout= is given
 _ORDER = {"mapping": 0, "divergence": 1, "resource": 2, "race": 3, "bounds": 4, "unknown": 5}
 
@@ -58,17 +62,20 @@ def check(p, /, **bindings) -> Report:
     # equal procs from other places (cells, primitive calls) get their own locations
     try:
         key = (ir, location_key(ir), tuple(sorted(bindings.items())), timeout_ms, tgt)
-        hit = _cache.get(key)
-        if hit is not None:
-            return hit
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit is not None:
+                _cache.move_to_end(key)
+                return hit
         rep = _run(ir, bindings, timeout_ms, tgt)
     except RecursionError:
         raise Error(f"check({ir.name}): the proc nests calls or expressions too "
                          "deeply for the checker (Python's recursion limit)", ir.loc,
                          "nest fewer calls: inline some of them") from None
-    if len(_cache) > 512:
-        _cache.clear()
-    _cache[key] = rep
+    with _cache_lock:
+        _cache[key] = rep
+        while len(_cache) > _CACHE_MAX:   # the least recently used goes first
+            _cache.popitem(last=False)
     return rep
 
 

@@ -40,7 +40,6 @@ import numpy as np
 from ..codegen import NeedsBinding, generate, index_bits_for, walk_program
 from ..codegen.generate import check_bindings, normalize_trace
 from ..ir.inline import inline_calls, written_names
-from ..ir.locations import location_key
 from ..display import status
 from ..errors import CheckError, CompileError, LaunchError
 from ..ir.binding import Bound
@@ -74,29 +73,13 @@ def signatures(module) -> list[KernelSig]:
 
 # ----------------------------------------------------------------- the proof first
 
-_VERDICTS: dict = {}  # (ProcDef, its locations, bindings) -> Report
-_VERDICTS_LOCK = threading.Lock()
-_VERDICTS_MAX = 512
-
-
 def prove(ir: ProcDef, bindings: dict):
-    """``check(ir, **bindings)``, cached per proc and bindings (SPEC section 4)."""
+    """``check(ir, **bindings)``: check() keeps the one cache of proofs (per proc, its
+    locations, bindings, budget and target), so a proc compiled again, or proved by
+    the graph before its unit compiles, is not proved twice."""
     from ..analysis import check
 
-    try:
-        key = (ir, location_key(ir), tuple(sorted(bindings.items())))
-        hash(key)
-    except TypeError:
-        return check(ir, **bindings)
-    with _VERDICTS_LOCK:
-        report = _VERDICTS.get(key)
-    if report is None:
-        report = check(ir, **bindings)
-        with _VERDICTS_LOCK:
-            if len(_VERDICTS) >= _VERDICTS_MAX:
-                _VERDICTS.pop(next(iter(_VERDICTS)))
-            _VERDICTS[key] = report
-    return report
+    return check(ir, **bindings)
 
 
 class Kernel:
