@@ -30,87 +30,103 @@ def _max(vals):
 
 
 def check_resources(ctx):
-    eff, tgt = ctx.eff, ctx.target
-    for ki in eff.kernels.values():
+    """The block, grid and shared-memory limits of ``ctx.target`` for every kernel."""
+    for ki in ctx.eff.kernels.values():
         t = ctx.thread("r")
         try:
-            # host loop variables the launch's extents may use (a grid of
-            # (n - k + 255) // 256 blocks in `for k in seq(0, n)`): in their ranges
-            host = []
-            for hl in ki.host_loops:
-                lo, hi = t.expr(hl.lo), t.expr(hl.hi)
-                v = t.declare(hl.iter)
-                host += [v >= lo, v < hi]
-            solve = (lambda cs: ctx.solve(host + cs)) if host else ctx.solve
-            dims = []
-            for d in range(3):
-                his = ki.thread_extents.get(d, [])
-                dims.append(_max([t.expr(h) for h in his]) if his else z3.IntVal(1))
-            total = dims[0] * dims[1] * dims[2]
-            bx, by, bz = tgt.max_block_dims
-            over = [total > tgt.max_threads_per_block, dims[0] > bx, dims[1] > by,
-                    dims[2] > bz]
-            r = solve([z3.Or(*over)])
-            if r.status == SAT:
-                m = r.model
-                vals = ctx.eval_ints(m, dims)
-                ctx.diagnostics.append(Diagnostic(
-                    "resource", f"the block of this kernel has {vals[0]} x {vals[1]} x "
-                    f"{vals[2]} = {vals[0] * vals[1] * vals[2]} threads; the limit of {tgt} "
-                    f"is {tgt.max_threads_per_block} (x <= {bx}, y <= {by}, z <= {bz})",
-                    [ki.loc],
-                    {"sizes": ctx.enc.size_values(m), "block_dim": vals},
-                    "divide the thread loop and make the outer part a seq loop"))
-            elif r.status == UNKNOWN:
-                ctx.unknown("the threads-per-block limit", [ki.loc], r.reason)
-            gdims = []
-            for l in ki.block_loops:
-                gdims.append((l, t.expr(l.hi) - t.expr(l.lo)))
-            over = []
-            for l, ext in gdims:
-                ext = z3.simplify(ext)
-                if z3.is_int_value(ext):  # symbolic grids are checked at launch
-                    over.append(ext > tgt.max_grid_dims[min(l.dim, 2)])  # dim 3+: a mapping error
-            if over:
-                r = solve([z3.Or(*over)])
-                if r.status == SAT:
-                    m = r.model
-                    ctx.diagnostics.append(Diagnostic(
-                        "resource", f"the grid of this kernel is larger than {tgt} allows "
-                        f"(x <= {tgt.max_grid_dims[0]}, y <= {tgt.max_grid_dims[1]}, "
-                        f"z <= {tgt.max_grid_dims[2]} blocks)", [ki.loc],
-                        {"sizes": ctx.enc.size_values(m),
-                         "grid": ctx.eval_ints(m, [e for _, e in gdims])},
-                        "make the innermost block loop the largest one"))
+            solve = _solver_with_host_loops(ctx, t, ki)
+            _check_block(ctx, t, ki, solve)
+            _check_grid(ctx, t, ki, solve)
             if ki.shared:
-                tot = z3.IntVal(0)
-                for info in ki.shared:
-                    n = z3.IntVal(max(1, info.ty.bits // 8))
-                    for e in info.shape:
-                        n = n * t.expr(e)
-                    tot = tot + n
-                r = solve([tot > tgt.max_shared_bytes])
-                if r.status == SAT:
-                    m = r.model
-                    b = ctx.eval_ints(m, [tot])[0]
-                    ctx.diagnostics.append(Diagnostic(
-                        "resource", f"this kernel allocates {b} bytes of SHARED memory; an "
-                        f"{tgt} block can have at most {tgt.max_shared_bytes} "
-                        f"({tgt.max_shared_bytes // 1024} KB)",
-                        [ki.loc] + [i.loc for i in ki.shared],
-                        {"sizes": ctx.enc.size_values(m), "shared_bytes": b},
-                        "use smaller tiles"))
-                elif r.status == UNKNOWN:
-                    ctx.unknown("the shared memory limit", [ki.loc], r.reason)
-                else:
-                    r = solve([tot > tgt.static_shared_bytes])
-                    if r.status == SAT:
-                        b = ctx.eval_ints(r.model, [tot])[0]
-                        ctx.warnings.append(Diagnostic(
-                            "warning", f"this kernel may allocate {b} bytes of SHARED memory, "
-                            f"more than the {tgt.static_shared_bytes} bytes "
-                            f"({tgt.static_shared_bytes // 1024} KB) of static shared "
-                            "memory: the launch must opt in to the larger carve-out",
-                            [ki.loc], {"shared_bytes": b}))
+                _check_shared(ctx, t, ki, solve)
         except Unsupported as e:
             ctx.unknown("the resource limits", [ki.loc], str(e))
+
+
+def _solver_with_host_loops(ctx, t, ki):
+    """``ctx.solve`` with the host loop variables the launch's extents may use (a grid
+    of (n - k + 255) // 256 blocks in ``for k in seq(0, n)``) in their ranges."""
+    host = []
+    for hl in ki.host_loops:
+        lo, hi = t.expr(hl.lo), t.expr(hl.hi)
+        v = t.declare(hl.iter)
+        host += [v >= lo, v < hi]
+    return (lambda cs: ctx.solve(host + cs)) if host else ctx.solve
+
+
+def _check_block(ctx, t, ki, solve):
+    tgt = ctx.target
+    dims = []
+    for d in range(3):
+        his = ki.thread_extents.get(d, [])
+        dims.append(_max([t.expr(h) for h in his]) if his else z3.IntVal(1))
+    total = dims[0] * dims[1] * dims[2]
+    bx, by, bz = tgt.max_block_dims
+    over = [total > tgt.max_threads_per_block, dims[0] > bx, dims[1] > by, dims[2] > bz]
+    r = solve([z3.Or(*over)])
+    if r.status == SAT:
+        m = r.model
+        vals = ctx.eval_ints(m, dims)
+        ctx.diagnostics.append(Diagnostic(
+            "resource", f"the block of this kernel has {vals[0]} x {vals[1]} x "
+            f"{vals[2]} = {vals[0] * vals[1] * vals[2]} threads; the limit of {tgt} "
+            f"is {tgt.max_threads_per_block} (x <= {bx}, y <= {by}, z <= {bz})",
+            [ki.loc], {"sizes": ctx.enc.size_values(m), "block_dim": vals},
+            "divide the thread loop and make the outer part a seq loop"))
+    elif r.status == UNKNOWN:
+        ctx.unknown("the threads-per-block limit", [ki.loc], r.reason)
+
+
+def _check_grid(ctx, t, ki, solve):
+    tgt = ctx.target
+    gdims = [(l, t.expr(l.hi) - t.expr(l.lo)) for l in ki.block_loops]
+    over = []
+    for l, ext in gdims:
+        ext = z3.simplify(ext)
+        if z3.is_int_value(ext):  # symbolic grids are checked at launch
+            # a fourth block dimension is a mapping error, reported there
+            over.append(ext > tgt.max_grid_dims[min(l.dim, 2)])
+    if not over:
+        return
+    r = solve([z3.Or(*over)])
+    if r.status == SAT:
+        m = r.model
+        g = tgt.max_grid_dims
+        ctx.diagnostics.append(Diagnostic(
+            "resource", f"the grid of this kernel is larger than {tgt} allows "
+            f"(x <= {g[0]}, y <= {g[1]}, z <= {g[2]} blocks)", [ki.loc],
+            {"sizes": ctx.enc.size_values(m),
+             "grid": ctx.eval_ints(m, [e for _, e in gdims])},
+            "make the innermost block loop the largest one"))
+
+
+def _check_shared(ctx, t, ki, solve):
+    tgt = ctx.target
+    tot = z3.IntVal(0)
+    for info in ki.shared:
+        n = z3.IntVal(max(1, info.ty.bits // 8))
+        for e in info.shape:
+            n = n * t.expr(e)
+        tot = tot + n
+    r = solve([tot > tgt.max_shared_bytes])
+    if r.status == SAT:
+        m = r.model
+        b = ctx.eval_ints(m, [tot])[0]
+        ctx.diagnostics.append(Diagnostic(
+            "resource", f"this kernel allocates {b} bytes of SHARED memory; an "
+            f"{tgt} block can have at most {tgt.max_shared_bytes} "
+            f"({tgt.max_shared_bytes // 1024} KB)",
+            [ki.loc] + [i.loc for i in ki.shared],
+            {"sizes": ctx.enc.size_values(m), "shared_bytes": b}, "use smaller tiles"))
+        return
+    if r.status == UNKNOWN:
+        ctx.unknown("the shared memory limit", [ki.loc], r.reason)
+        return
+    r = solve([tot > tgt.static_shared_bytes])
+    if r.status == SAT:
+        b = ctx.eval_ints(r.model, [tot])[0]
+        ctx.warnings.append(Diagnostic(
+            "warning", f"this kernel may allocate {b} bytes of SHARED memory, more than "
+            f"the {tgt.static_shared_bytes} bytes ({tgt.static_shared_bytes // 1024} KB) "
+            "of static shared memory: the launch must opt in to the larger carve-out",
+            [ki.loc], {"shared_bytes": b}))
