@@ -199,32 +199,29 @@ def has_sync(s) -> bool:
 _has_sync_memo: dict = {}
 
 
-def _and(*xs):
-    import z3
+def _fold(xs, unit: bool, make):
+    """``make(*xs)`` with Python booleans folded: ``unit`` (True for And, False for
+    Or) drops out, its negation decides the whole."""
     out = []
     for x in xs:
-        if x is True:
+        if x is unit:
             continue
-        if x is False:
-            return False
+        if x is (not unit):
+            return not unit
         out.append(x)
     if not out:
-        return True
-    return out[0] if len(out) == 1 else z3.And(*out)
+        return unit
+    return out[0] if len(out) == 1 else make(*out)
+
+
+def _and(*xs):
+    import z3
+    return _fold(xs, True, z3.And)
 
 
 def _or(*xs):
     import z3
-    out = []
-    for x in xs:
-        if x is False:
-            continue
-        if x is True:
-            return True
-        out.append(x)
-    if not out:
-        return False
-    return out[0] if len(out) == 1 else z3.Or(*out)
+    return _fold(xs, False, z3.Or)
 
 
 class PhaseRelation:

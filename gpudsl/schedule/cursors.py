@@ -253,24 +253,24 @@ def _err(what: str, pattern, p) -> SchedulingError:
                            p.ir.loc, hint)
 
 
+def _find_stmts(p, pattern, many: bool, match, what: str):
+    found = match(p.ir, pattern)
+    if not found:
+        raise _err(what, pattern, p)
+    cs = [Cursor(p, "stmt", a) for a in found]
+    return cs if many else cs[0]
+
+
 def find_loop(p, pattern, many: bool = False):
     from .patterns import match_loops
 
-    found = match_loops(p.ir, pattern)
-    if not found:
-        raise _err("loop", pattern, p)
-    cs = [Cursor(p, "stmt", a) for a in found]
-    return cs if many else cs[0]
+    return _find_stmts(p, pattern, many, match_loops, "loop")
 
 
 def find_alloc(p, pattern, many: bool = False):
     from .patterns import match_allocs
 
-    found = match_allocs(p.ir, pattern)
-    if not found:
-        raise _err("allocation", pattern, p)
-    cs = [Cursor(p, "stmt", a) for a in found]
-    return cs if many else cs[0]
+    return _find_stmts(p, pattern, many, match_allocs, "allocation")
 
 
 def find(p, pattern, many: bool = False):

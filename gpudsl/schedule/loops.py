@@ -152,13 +152,7 @@ def reorder_loops(p, outer):
     if s.iter in free_vars((t.lo, t.hi)):
         raise fail(f"the bounds of loop {t.iter} depend on {s.iter}", t.loc)
     # legality: no dependence with direction (<, >)
-    accs = collect(t.body, loops=(s, t))
-    hit = find_conflict(p.ir, c.addr, accs, accs,
-                        lambda e1, e2: z3.And(e1[s.iter] < e2[s.iter],
-                                              e1[t.iter] > e2[t.iter]))
-    if hit:
-        raise_conflict(f"swapping loops {s.iter} and {t.iter} reverses the order of two "
-                       "accesses", hit, s.loc)
+    _check_no_reversed_dependence(p, c, s, t)
     new = t.with_(body=(s.with_(body=t.body),))
     a = c.addr
 
@@ -170,6 +164,18 @@ def reorder_loops(p, outer):
         return a + ("body", 0) + r[3:]
 
     return Rewrite(splice(p.ir, a, [new]), fwd_splice(a, 1, inner_map))
+
+
+def _check_no_reversed_dependence(p, c, s: For, t: For) -> None:
+    """Swapping loops ``s`` (outer) and ``t`` is legal when no two accesses of ``t``'s
+    body depend with direction (<, >): the pair whose order the swap reverses."""
+    accs = collect(t.body, loops=(s, t))
+    hit = find_conflict(p.ir, c.addr, accs, accs,
+                        lambda e1, e2: z3.And(e1[s.iter] < e2[s.iter],
+                                              e1[t.iter] > e2[t.iter]))
+    if hit:
+        raise_conflict(f"swapping loops {s.iter} and {t.iter} reverses the order of two "
+                       "accesses", hit, s.loc)
 
 
 def _lone_guard(s: For):
@@ -196,13 +202,7 @@ def _reorder_through_guard(p, c, s: For, g: If):
                    g.loc)
     if s.iter in free_vars((t.lo, t.hi)):
         raise fail(f"the bounds of loop {t.iter} depend on {s.iter}", t.loc)
-    accs = collect(t.body, loops=(s, t))
-    hit = find_conflict(p.ir, c.addr, accs, accs,
-                        lambda e1, e2: z3.And(e1[s.iter] < e2[s.iter],
-                                              e1[t.iter] > e2[t.iter]))
-    if hit:
-        raise_conflict(f"swapping loops {s.iter} and {t.iter} reverses the order of two "
-                       "accesses", hit, s.loc)
+    _check_no_reversed_dependence(p, c, s, t)
     new = t.with_(body=(s.with_(body=(g.with_(body=t.body),)),))
     a = c.addr
 

@@ -76,14 +76,19 @@ def added_races(before, after, timeout_ms: int = DEFAULT_TIMEOUT_MS,
     return out
 
 
-def _candidates(eff):
-    """(array info, access, access) for every pair that may conflict."""
+def _written_arrays(eff):
+    """(array key, its accesses in program order) for every array something writes."""
     by_array: dict[str, list[KernelAccess]] = {}
     for a in eff.accesses:
         by_array.setdefault(a.array, []).append(a)
     for key, accs in by_array.items():
-        if not any(a.is_write for a in accs):
-            continue
+        if any(a.is_write for a in accs):
+            yield key, accs
+
+
+def _candidates(eff):
+    """(array info, access, access) for every pair that may conflict."""
+    for key, accs in _written_arrays(eff):
         for i, a1 in enumerate(accs):
             for a2 in accs[i:]:
                 if not (a1.is_write or a2.is_write):
@@ -99,12 +104,7 @@ def _pairs(eff):
     barriers (``_segment``), and across parts only the ``blocks``/``host``
     questions, once per pair of access shapes (``_shape``).  Near-linear when the
     phases are independent."""
-    by_array: dict[str, list[KernelAccess]] = {}
-    for a in eff.accesses:
-        by_array.setdefault(a.array, []).append(a)
-    for key, accs in by_array.items():
-        if not any(a.is_write for a in accs):
-            continue
+    for key, accs in _written_arrays(eff):
         info = eff.arrays[key]
         accs = _representatives(accs)
         buckets: dict = {}
