@@ -16,6 +16,8 @@ import time
 import numpy as np
 
 from ..errors import Error
+from .halves import NUMPY as _NUMPY
+from .halves import common_dtype as _common_dtype
 from .pointwise import plan_binary, plan_unary
 from .shapes import NodeError, require
 from .shapes import check_tensor as _check_tensor
@@ -58,14 +60,17 @@ def _is_scalar(x) -> bool:
         not _is_device(x) and np.dtype(str(x.dtype)).kind in "iuf"
 
 
-def check_tensor(name: str, x, ranks=(1, 2, 3)):
-    """``x``'s shape, after checking it is a float32 tensor of an accepted rank."""
+_ANY_FLOAT = ("float32", "float16", "bfloat16")  # the nodes that take half precision
+
+
+def check_tensor(name: str, x, ranks=(1, 2, 3), dtypes=("float32",)):
+    """``x``'s shape, after checking it is a tensor of an accepted rank and dtype."""
     if not _is_array(x):
         kind = "a scalar" if _is_scalar(x) else f"{type(x).__name__} {x!r:.40}"
         raise NodeError(f"{name} must be an array (numpy, or a PyTorch / CuPy device "
                         f"array), not {kind}", None,
                         "wrap it: np.asarray(..., dtype=np.float32)")
-    return _check_tensor(name, x, ranks)
+    return _check_tensor(name, x, ranks, dtypes)
 
 
 def as_int(name: str, v) -> int:
@@ -122,7 +127,8 @@ def _empty(like, shape, dtype=np.float32):
         if hasattr(like, "new_empty"):  # torch
             import torch
 
-            tdt = {np.float32: torch.float32, np.int32: torch.int32}[dtype]
+            tdt = {"float32": torch.float32, "int32": torch.int32, "float16": torch.float16,
+                   "bfloat16": torch.bfloat16}[np.dtype(dtype).name]
             return like.new_empty(tuple(shape), dtype=tdt)
         import cupy  # noqa: F401  (device arrays that are not torch are CuPy's here)
 
@@ -144,7 +150,7 @@ def _run(p, **args):
 
 
 def _full_like(like, shape, value):
-    out = _empty(like, shape)
+    out = _empty(like, shape, _dtype_like(like))
     out[...] = np.float32(value)
     return out
 
@@ -189,22 +195,27 @@ def _tuned(task: str, *shape_args):
     return winner
 
 
+def _dtype_like(x) -> np.dtype:
+    return np.dtype(str(x.dtype).replace("torch.", ""))
+
+
 def _binary(op: str, a, b):
     a_scalar, b_scalar = _is_scalar(a), _is_scalar(b)
     if a_scalar and b_scalar:
         raise NodeError("a and b are both scalars; one of them must be an array")
     if a_scalar:  # add and mul commute: the array first
         a, b = b, a
-    sa = check_tensor("b" if a_scalar else "a", a)
+    sa = check_tensor("b" if a_scalar else "a", a, dtypes=_ANY_FLOAT)
     if a_scalar or b_scalar:
         b = _full_like(a, (1,) * len(sa), b)
-    sb = check_tensor("a" if a_scalar else "b", b)
+    sb = check_tensor("a" if a_scalar else "b", b, dtypes=_ANY_FLOAT)
+    dt = _common_dtype(op, a=a, b=b)
     if len(sa) == len(sb) and sa != sb and all(x in (1, y) for x, y in zip(sa, sb)):
         a, b, sa, sb = b, a, sb, sa  # a broadcasts against b: they commute, swap them
-    p, dims, bdims = plan_binary(op, sa, sb)
-    p = _tuned(op, sa, sb) or p
+    p, dims, bdims = plan_binary(op, sa, sb, dt)
+    p = (_tuned(op, sa, sb) if dt == "f32" else None) or p
     a, b = _contig(a), _contig(b)
-    out = _empty(a, sa)
+    out = _empty(a, sa, _NUMPY[dt])
     _run(p, a=a.reshape(dims), b=b.reshape(bdims), out=out.reshape(dims))
     return out
 
@@ -224,11 +235,13 @@ def mul(a, b):
 
 
 def _unary(op: str, x):
-    shape = check_tensor("x", x)
+    shape = check_tensor("x", x, dtypes=_ANY_FLOAT)
+    dt = _common_dtype(op, x=x)
     n = math.prod(shape)
     x = _contig(x)
-    out = _empty(x, shape)
-    _run(_tuned(op, shape) or plan_unary(op, n), x=x.reshape(n), out=out.reshape(n))
+    out = _empty(x, shape, _NUMPY[dt])
+    tuned = _tuned(op, shape) if dt == "f32" else None
+    _run(tuned or plan_unary(op, n, dt), x=x.reshape(n), out=out.reshape(n))
     return out
 
 
