@@ -306,6 +306,34 @@ def half_kernel(dt: str, bm=64, bn=128, bk=32, wm=32, wn=64) -> Proc:
     return rename(p, f"matmul_{dt}_{bm}x{bn}x{bk}")
 
 
+@lru_cache(maxsize=None)
+def half_simple_kernel(dt: str, threads: int = 128) -> Proc:
+    """Any shape: one thread per element of C (a row of blocks per row of C), the
+    products summed in f32 in order: the kernel for shapes the tensor-core tiles do
+    not divide (decode's m = 1 among them)."""
+    from ..schedule import rename
+
+    p = matmul_half_algorithm(dt)
+    p = divide_loop(p, "j", threads, ["bj", "tj"], tail="guard")
+    p = parallelize_loop(p, "i", BLOCKS)
+    p = parallelize_loop(p, "bj", BLOCKS)
+    p = parallelize_loop(p, "tj", THREADS)
+    return rename(simplify(p), f"matmul_{dt}_simple")
+
+
+def plan_matmul_half(a_shape, b_shape, dt: str):
+    """(proc, bindings): the tensor-core kernel where the tiles divide the shape,
+    else :func:`half_simple_kernel`."""
+    try:
+        return matmul_half_kernel(a_shape, b_shape, dt)
+    except NodeError:
+        require(len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0],
+                f"the {dt} matmul takes [m, n] @ [n, k]; got {tuple(a_shape)} and "
+                f"{tuple(b_shape)}")
+        return half_simple_kernel(dt), dict(m=int(a_shape[0]), n=int(a_shape[1]),
+                                            k=int(b_shape[1]))
+
+
 def matmul_half_kernel(a_shape, b_shape, dt: str, **opts):
     """(proc, bindings) of the tensor-core kernel for ``a @ b`` (2-D ``dt`` arrays,
     ``m % bm == 0``, ``n % bk == 0``, ``k % bn == 0``); ``NodeError`` otherwise."""
@@ -338,5 +366,6 @@ def half_tolerance(a: np.ndarray, b: np.ndarray, dt: str) -> np.ndarray:
 
 
 __all__ = ["mma_f16", "mma_bf16", "MMA", "matmul_half_algorithm", "schedule_matmul_half",
-           "half_preconditions_hold", "half_kernel", "matmul_half_kernel", "half_tolerance",
+           "half_preconditions_hold", "half_kernel", "matmul_half_kernel", "half_simple_kernel",
+           "plan_matmul_half", "half_tolerance",
            "NodeError", "DEFAULTS"]

@@ -394,7 +394,12 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
 
     require(precision in ("fp32", "tf32"),
             f"precision must be 'fp32' or 'tf32', not {precision!r}")
-    sa, sb = check_tensor("a", a), check_tensor("b", b)
+    sa, sb = check_tensor("a", a, dtypes=_ANY_FLOAT), check_tensor("b", b, dtypes=_ANY_FLOAT)
+    dt = _common_dtype("matmul", a=a, b=b)
+    if dt != "f32":  # f16/bf16: tensor cores (f32 accumulation) where the tiles divide
+        from .matmul_f16 import plan_matmul_half
+
+        return _matmul_half(a, b, sa, sb, dt, plan_matmul_half)
     if precision == "tf32":
         from .matmul_tf32 import matmul_tf32_kernel
 
@@ -415,6 +420,18 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
     out = _empty(a, sa[:-1] + (sb[-1],))  # [k] for [n] @ [n, k]
     names = [q.name for q in p.ir.params if q.is_array]
     _run(p, **dict(zip(names, (a, b, out))))
+    return out
+
+
+def _matmul_half(a, b, sa, sb, dt, plan):
+    """``[m,n]@[n,k]`` or ``[n]@[n,k]`` in half precision (matmul_f16)."""
+    require(len(sb) == 2 and len(sa) in (1, 2),
+            f"the {dt} matmul takes [m, n] or [n] @ [n, k]; got {sa} and {sb}")
+    a2 = (1,) + sa if len(sa) == 1 else sa
+    p, binds = plan(a2, sb, dt)
+    a, b = _contig(a), _contig(b)
+    out = _empty(a, sa[:-1] + (sb[-1],), _NUMPY[dt])
+    _run(p, a=a.reshape(a2), b=b, c=out.reshape(a2[0], sb[-1]), **binds)
     return out
 
 
