@@ -59,6 +59,23 @@ def store(expr: str, dt: str) -> str:
     return f"{dt}({expr})" if is_half(dt) else expr
 
 
+def halve_text(text: str, dt: str, reads: tuple, writes: tuple) -> str:
+    """The f32 proc ``text`` on ``dt`` tensors: the parameters ``reads`` and
+    ``writes`` declared ``dt``, every read of a ``reads`` array widened to f32, every
+    assignment to a ``writes`` array rounded once (f32 text unchanged)."""
+    import re
+
+    if not is_half(dt):
+        return text
+    for a in reads + writes:
+        text = re.sub(rf"\b{a}: f32\[", f"{a}: {dt}[", text)
+    for a in reads:
+        text = re.sub(rf"(?<![\w.]){a}\[([^\]]*)\](?!\s*=[^=])", rf"f32({a}[\1])", text)
+    for a in writes:
+        text = re.sub(rf"^(\s*{a}\[[^\]]*\] = )(.*)$", rf"\1{dt}(\2)", text, flags=re.M)
+    return text
+
+
 def unit_roundoff(dt: str) -> float:
     """Half an ulp at 1: the relative error of one rounding to ``dt``."""
     return {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}[dt]
@@ -67,4 +84,4 @@ def unit_roundoff(dt: str) -> float:
 assert set(NUMPY) <= set(DTYPES)
 
 __all__ = ["NUMPY", "dtype_of", "common_dtype", "numpy_dtype", "torch_dtype", "is_half",
-           "load", "store", "unit_roundoff"]
+           "load", "store", "halve_text", "unit_roundoff"]

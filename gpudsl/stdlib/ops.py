@@ -468,13 +468,14 @@ def rms_norm(x, w):
     one row); ``w`` is 1-D, as long as that axis."""
     from .rms_norm import plan_rms_norm
 
-    xs, ws = check_tensor("x", x), check_tensor("w", w)
+    xs, ws = check_tensor("x", x, dtypes=_ANY_FLOAT), check_tensor("w", w, dtypes=_ANY_FLOAT)
+    dt = _common_dtype("rms_norm", x=x, w=w)
     require(len(ws) == 1 and ws[0] == xs[-1],
             f"w has shape {ws}; it must be 1-D with the last axis of x ({xs[-1]})")
     r, n = math.prod(xs[:-1]), xs[-1]
     x, w = _contig(x), _contig(w)
-    out = _empty(x, xs)
-    _run(plan_rms_norm(n), x=x.reshape(r, n), w=w, out=out.reshape(r, n))
+    out = _empty(x, xs, _NUMPY[dt])
+    _run(plan_rms_norm(n, dt), x=x.reshape(r, n), w=w, out=out.reshape(r, n))
     return out
 
 
@@ -507,7 +508,8 @@ def sliced_softmax(x, prefix):
     ``gpudsl.Error``."""
     from .softmax import plan_sliced_softmax
 
-    xs = check_tensor("x", x)
+    xs = check_tensor("x", x, dtypes=_ANY_FLOAT)
+    dt = _common_dtype("sliced_softmax", x=x)
     n = xs[-1]
     on_host = _is_host_int(prefix)
     if on_host:
@@ -519,9 +521,9 @@ def sliced_softmax(x, prefix):
             f"{tuple(prefix.shape)} and dtype {prefix.dtype}")
     r = math.prod(xs[:-1])
     x = _contig(x)
-    out = _empty(x, xs)
+    out = _empty(x, xs, _NUMPY[dt])
     err = _zeros(x, (1,), np.int32)
-    _run(plan_sliced_softmax(n), x=x.reshape(r, n), prefix=prefix, out=out.reshape(r, n),
+    _run(plan_sliced_softmax(n, dt), x=x.reshape(r, n), prefix=prefix, out=out.reshape(r, n),
          err=err)
     if not on_host:
         _raise_on_fault(err, f"the prefix read from the device is outside [0, {n}], the "

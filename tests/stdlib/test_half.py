@@ -171,8 +171,29 @@ def test_mixed_precisions_are_refused_with_the_dtypes_named():
                  lambda: ops.matmul(a, np.ones((8, 4), np.float32))):
         with pytest.raises(NodeError, match="mixed precisions .*float16"):
             call()
-    with pytest.raises(NodeError, match="rms_norm: x is float16"):
-        ops.rms_norm(a, np.ones(8, np.float16))  # no half kernel: refused, not converted
+    with pytest.raises(NodeError, match="rms_norm: mixed precisions"):
+        ops.rms_norm(a, np.ones(8, np.float32))
+    with pytest.raises(NodeError, match="permute: x is float16"):
+        ops.permute(a)  # no half kernel: refused, not converted
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_rms_norm_and_sliced_softmax_in_half_precision(dt):
+    t, u = NP[dt], (2.0 ** -11 if dt == "f16" else 2.0 ** -8)
+    x = RNG.standard_normal((3, 50)).astype(t)
+    w = RNG.standard_normal(50).astype(t)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    got = ops.rms_norm(x, w)
+    ref = w64 * x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5)
+    assert got.dtype == np.dtype(t)
+    # f32 arithmetic (~1e-6 relative) and one rounding to the half type
+    assert np.all(np.abs(got.astype(np.float64) - ref) <= (u + 1e-5) * np.abs(ref) + 2 ** -24)
+    sm = ops.sliced_softmax(x, 20)
+    e = np.exp(x64[:, :20] - x64[:, :20].max(-1, keepdims=True))
+    ref = np.concatenate([e / e.sum(-1, keepdims=True), x64[:, 20:]], -1)
+    assert sm.dtype == np.dtype(t)
+    assert np.all(np.abs(sm.astype(np.float64) - ref) <= (u + 1e-5) * np.abs(ref) + 2 ** -24)
+    np.testing.assert_array_equal(sm[:, 20:], x[:, 20:])
 
 
 # ---------------------------------------------------------------- the mma matmul
@@ -189,6 +210,11 @@ def test_the_tensor_core_kernel_is_proved_and_keeps_its_preconditions(mma):
     assert r.ok, str(r)
     assert mh.half_preconditions_hold(k, dt)
     assert f"mma_{dt}(" in str(k)
+    from gpudsl.stdlib.rms_norm import rms_norm_kernel
+    from gpudsl.stdlib.softmax import sliced_softmax_kernel
+
+    for row_kernel in (rms_norm_kernel(64, dt), sliced_softmax_kernel(64, dt)):
+        assert row_kernel.check().ok
     src = k.cuda_source()
     assert f"m16n8k16.row.col.f32.{dt}.{dt}.f32" in src
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in src and ".x2.trans" in src
@@ -233,6 +259,8 @@ def test_the_interpreter_gives_the_f32_accumulated_meaning():
 def test_nvrtc_compiles_the_half_kernels_without_spills(arch):
     _nvrtc()
     from gpudsl.stdlib.pointwise import binary_kernel, unary_kernel
+    from gpudsl.stdlib.rms_norm import rms_norm_kernel
+    from gpudsl.stdlib.softmax import sliced_softmax_kernel
 
     for dt in ("f16", "bf16"):
         res = _no_spills(mh.half_kernel(dt).cuda_source(), arch)
@@ -240,6 +268,8 @@ def test_nvrtc_compiles_the_half_kernels_without_spills(arch):
         _no_spills(mh.half_simple_kernel(dt).cuda_source(), arch)
         _no_spills(binary_kernel("add", (True, True), 8, dt=dt).cuda_source(), arch)
         _no_spills(unary_kernel("silu", 8, dt=dt).cuda_source(), arch)
+        _no_spills(rms_norm_kernel(256, dt).cuda_source(), arch)
+        _no_spills(sliced_softmax_kernel(256, dt).cuda_source(), arch)
 
 
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
