@@ -49,7 +49,7 @@ def random_args(shapes: dict, seed: int) -> dict:
         else:
             shape, dt = s, "float32"
         dt = np.dtype(dt)
-        if dt.kind == "f":
+        if dt.kind == "f" or dt.name == "bfloat16":
             out[k] = rng.standard_normal(tuple(shape)).astype(dt)
         else:
             out[k] = rng.integers(-8, 8, tuple(shape)).astype(dt)

@@ -165,7 +165,7 @@ def _random_args(ir: ProcDef, env: dict, rng) -> dict:
             continue
         dt = np.dtype(q.ty.numpy)
         shp = _shape(q, env) if q.is_array else ()
-        if dt.kind == "f":
+        if q.ty.is_float:
             v = rng.uniform(-1, 1, size=shp).astype(dt)
         elif dt.kind == "b":
             v = rng.integers(0, 2, size=shp).astype(dt)
@@ -181,7 +181,8 @@ def _compare(ir: ProcDef, a1: dict, a2: dict, rtol: float, atol: float, trial: i
         if not q.is_array:
             continue
         x, y = a1[q.name], a2[q.name]
-        if x.dtype.kind == "f":
+        if q.ty.is_float:
+            x, y = x.astype(np.float64), y.astype(np.float64)
             bad = ~(np.isclose(x, y, rtol=rtol, atol=atol) | (np.isnan(x) & np.isnan(y)))
         else:
             bad = x != y

@@ -89,9 +89,12 @@ y = np.zeros(3, np.float32)
 gpudsl.interpret(widen, x=np.array([1, 2, 3], np.float16), y=y)
 assert y.tolist() == [1, 2, 3]
 '''),
-    _E("Types", "bf16", "`bf16`", "bfloat16 (`__nv_bfloat16`). numpy has no bfloat16: bf16 "
-       "arrays are device arrays (PyTorch's `torch.bfloat16`) on a GPU; procs with bf16 "
-       "tensors are checked and compiled like any other.", '''
+    _E("Types", "bf16", "`bf16`", "bfloat16 (`__nv_bfloat16`): host arrays are numpy "
+       "arrays of `ml_dtypes.bfloat16` (a dependency, as in JAX), device arrays PyTorch's "
+       "`torch.bfloat16`. Arithmetic rounds each result to bfloat16 (to nearest even), "
+       "like `f16`.", '''
+import ml_dtypes
+
 @proc
 def to_bf16(n: size, x: f32[n, 32], y: bf16[n, 32]):
     for b in par(0, n) @ BLOCKS:
@@ -99,6 +102,9 @@ def to_bf16(n: size, x: f32[n, 32], y: bf16[n, 32]):
             y[b, t] = bf16(x[b, t])
 
 assert to_bf16.check().ok
+y = np.zeros((1, 32), ml_dtypes.bfloat16)
+gpudsl.interpret(to_bf16, x=np.full((1, 32), 1 + 2 ** -9, np.float32), y=y)
+assert float(y[0, 0]) == 1.0
 '''),
     _E("Types", "i32", "`i32`", "Signed integers of 32 and 64 bits, numpy `int32` / "
        "`int64`. i32 arithmetic wraps around as in two's complement.", '''

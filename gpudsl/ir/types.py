@@ -7,6 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+try:  # registers numpy's "bfloat16" dtype (the JAX/TensorFlow one), a dependency
+    import ml_dtypes as _ml_dtypes  # noqa: F401
+    _BF16_NUMPY: str | None = "bfloat16"
+except ImportError:  # pragma: no cover - an install without it has no bf16 host arrays
+    _BF16_NUMPY = None
+
 
 @dataclass(frozen=True)
 class DType:
@@ -45,7 +51,7 @@ class DType:
 
 
 f16 = DType("f16", "float", 16, "float16", "__half")
-bf16 = DType("bf16", "float", 16, None, "__nv_bfloat16")
+bf16 = DType("bf16", "float", 16, _BF16_NUMPY, "__nv_bfloat16")
 f32 = DType("f32", "float", 32, "float32", "float")
 f64 = DType("f64", "float", 64, "float64", "double")
 i32 = DType("i32", "int", 32, "int32", "int")
@@ -56,6 +62,19 @@ INDEX = DType("index", "index", 64, None, "long long")
 # the type of a split barrier (``bar: barrier @ SHARED``, SPEC 2.7): an mbarrier
 # object, never a value; not in DTYPES (no parameter, cast or arithmetic has it)
 BARRIER = DType("barrier", "barrier", 64, None, "unsigned long long")
+
+HALF_TYPES = (f16, bf16)
+
+
+def numpy_dtype(ty: DType):
+    """The numpy dtype of ``ty`` (bf16: ``ml_dtypes.bfloat16``, whose arithmetic
+    rounds each result to bfloat16, as numpy's float16 does to binary16)."""
+    import numpy as np
+
+    if ty.numpy is None:
+        raise TypeError(f"{ty.name} has no numpy dtype")
+    return np.dtype(ty.numpy)
+
 
 DTYPES: dict[str, DType] = {t.name: t for t in (f16, bf16, f32, f64, i32, i64, bool_)}
 

@@ -136,6 +136,21 @@ static inline __half __hsub(__half a, __half b) { return a - b; }
 static inline __half __hmul(__half a, __half b) { return a * b; }
 static inline __half __hdiv(__half a, __half b) { return a / b; }
 static inline __half __hfma(__half a, __half b, __half c) { return __half(fmaf((float)a, (float)b, (float)c)); }
+// the bit casts of cuda_fp16.h / cuda_bf16.h (vector copies of halves move raw bits)
+static inline unsigned short __half_as_ushort(__half h) { unsigned short u; memcpy(&u, &h, 2); return u; }
+static inline __half __ushort_as_half(unsigned short u) { __half h; memcpy(&h, &u, 2); return h; }
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.bits; }
+static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { __nv_bfloat16 h; h.bits = u; return h; }
+struct __attribute__((aligned(4))) __half2 { __half x, y; };
+struct __attribute__((aligned(4))) __nv_bfloat162 { __nv_bfloat16 x, y; };
+typedef __half2 half2;
+typedef __nv_bfloat162 nv_bfloat162;
+static inline __half2 __halves2half2(__half a, __half b) { __half2 r; r.x = a; r.y = b; return r; }
+static inline __nv_bfloat162 __halves2bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { __nv_bfloat162 r; r.x = a; r.y = b; return r; }
+static inline float2 __half22float2(__half2 h) { return make_float2((float)h.x, (float)h.y); }
+static inline float2 __bfloat1622float2(__nv_bfloat162 h) { return make_float2((float)h.x, (float)h.y); }
+static inline __half2 __float22half2_rn(float2 f) { return __halves2half2(__half(f.x), __half(f.y)); }
+static inline __nv_bfloat162 __float22bfloat162_rn(float2 f) { return __halves2bfloat162(__nv_bfloat16(f.x), __nv_bfloat16(f.y)); }
 
 // ---------------------------------------------------------------- math
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }

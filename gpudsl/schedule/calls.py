@@ -33,7 +33,7 @@ from __future__ import annotations
 from ..ir.inline import Inliner, caller_names
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
                         Interval, Param, Point, ProcDef, Read, Reduce, UnOp, Var, WindowArg)
-from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, f32
+from ..ir.types import BLOCKS, GLOBAL, HALF_TYPES, INDEX, REGISTER, f16, f32
 from ..ir.visitor import free_vars, substitute
 from .cursors import ancestors, block_of, fwd_splice, replace_block, splice
 from .legality import divisible, prove
@@ -308,45 +308,84 @@ def _mem_of(pdef, addr, name):
 _VEC_CACHE: dict = {}
 
 
-def vector_copy_instr(width: int, dmem, smem):
-    """The ``@instr`` of a ``width``-wide f32 copy from ``smem`` to ``dmem``."""
-    key = (width, dmem, smem)
+def vector_copy_instr(width: int, dmem, smem, ty=f32):
+    """The ``@instr`` of a ``width``-wide copy of ``ty`` values (f32: float2/float4;
+    f16/bf16: 2, 4 or 8 halves as one 32-, 64- or 128-bit access, the half2 width
+    and up) from ``smem`` to ``dmem``."""
+    key = (width, dmem, smem, ty)
     if key in _VEC_CACHE:
         return _VEC_CACHE[key]
     from ..ir.nodes import ProcDef as PD
 
-    t = f"float{width}"
-    comps = "xyzw"[:width]
-    if dmem == REGISTER and smem == REGISTER:
-        template = "; ".join(f"(&{{dst}})[{k}] = (&{{src}})[{k}]" for k in range(width)) + ";"
-    elif dmem == REGISTER:
-        # one vector load, then element-wise register writes: a reinterpret_cast of
-        # a register array's address would send the array to local memory
-        template = (f"{{ const {t} gpudsl_v = *reinterpret_cast<const {t}*>(&{{src}}); "
-                    + " ".join(f"(&{{dst}})[{k}] = gpudsl_v.{c};" for k, c in enumerate(comps))
-                    + " }")
-    elif smem == REGISTER:
-        template = (f"*reinterpret_cast<{t}*>(&{{dst}}) = make_{t}("
-                    + ", ".join(f"(&{{src}})[{k}]" for k in range(width)) + ");")
+    if ty in HALF_TYPES:
+        template = _half_copy_template(width, dmem, smem, ty)
     else:
-        template = (f"*reinterpret_cast<{t}*>(&{{dst}}) = "
-                    f"*reinterpret_cast<const {t}*>(&{{src}});")
+        template = _f32_copy_template(width, dmem, smem)
     body = (For("v", Const(0), Const(width),
-                (Assign("dst", (Var("v"),), Read("src", (Var("v"),), f32)),)),)
-    params = (Param("dst", "window", f32, (Const(width),), dmem),
-              Param("src", "window", f32, (Const(width),), smem))
-    pd = PD(f"vcopy{width}_{dmem.name}_{smem.name}", params, (), body, template)
+                (Assign("dst", (Var("v"),), Read("src", (Var("v"),), ty)),)),)
+    params = (Param("dst", "window", ty, (Const(width),), dmem),
+              Param("src", "window", ty, (Const(width),), smem))
+    suffix = "" if ty == f32 else f"_{ty.name}"
+    pd = PD(f"vcopy{width}{suffix}_{dmem.name}_{smem.name}", params, (), body, template)
     _VEC_CACHE[key] = pd
     return _VEC_CACHE[key]
 
 
-@primitive("vectorize", loop=LOOP, width=choice(2, 4))
+def _f32_copy_template(width: int, dmem, smem) -> str:
+    t = f"float{width}"
+    comps = "xyzw"[:width]
+    if dmem == REGISTER and smem == REGISTER:
+        return "; ".join(f"(&{{dst}})[{k}] = (&{{src}})[{k}]" for k in range(width)) + ";"
+    if dmem == REGISTER:
+        # one vector load, then element-wise register writes: a reinterpret_cast of
+        # a register array's address would send the array to local memory
+        return (f"{{ const {t} gpudsl_v = *reinterpret_cast<const {t}*>(&{{src}}); "
+                + " ".join(f"(&{{dst}})[{k}] = gpudsl_v.{c};" for k, c in enumerate(comps))
+                + " }")
+    if smem == REGISTER:
+        return (f"*reinterpret_cast<{t}*>(&{{dst}}) = make_{t}("
+                + ", ".join(f"(&{{src}})[{k}]" for k in range(width)) + ");")
+    return f"*reinterpret_cast<{t}*>(&{{dst}}) = *reinterpret_cast<const {t}*>(&{{src}});"
+
+
+_BITS = {2: ("unsigned int", ""), 4: ("uint2", "xy"), 8: ("uint4", "xyzw")}
+
+
+def _half_copy_template(width: int, dmem, smem, ty) -> str:
+    """Halves move as raw bits: 32-bit words of two halves (``__half_as_ushort``
+    and back), so register arrays stay in registers (no address is taken)."""
+    t, comps = _BITS[width]
+    words = [f"gpudsl_v.{c}" for c in comps] if comps else ["gpudsl_v"]
+    to_bits, from_bits = (("__half_as_ushort", "__ushort_as_half") if ty == f16 else
+                          ("__bfloat16_as_ushort", "__ushort_as_bfloat16"))
+    if dmem == REGISTER and smem == REGISTER:
+        return "; ".join(f"(&{{dst}})[{k}] = (&{{src}})[{k}]" for k in range(width)) + ";"
+    if dmem == REGISTER:
+        parts = []
+        for k in range(width):
+            w = words[k // 2]
+            bits = f"{w} & 0xffffu" if k % 2 == 0 else f"{w} >> 16"
+            parts.append(f"(&{{dst}})[{k}] = {from_bits}((unsigned short)({bits}));")
+        return (f"{{ const {t} gpudsl_v = *reinterpret_cast<const {t}*>(&{{src}}); "
+                + " ".join(parts) + " }")
+    if smem == REGISTER:
+        packed = [f"((unsigned int){to_bits}((&{{src}})[{2 * j}]) | "
+                  f"((unsigned int){to_bits}((&{{src}})[{2 * j + 1}]) << 16))"
+                  for j in range(width // 2)]
+        value = packed[0] if width == 2 else f"make_{t}({', '.join(packed)})"
+        return f"*reinterpret_cast<{t}*>(&{{dst}}) = {value};"
+    return f"*reinterpret_cast<{t}*>(&{{dst}}) = *reinterpret_cast<const {t}*>(&{{src}});"
+
+
+@primitive("vectorize", loop=LOOP, width=choice(2, 4, 8))
 def vectorize(p, loop, width: int):
-    """Turn a loop of ``width`` contiguous f32 copies into one float2/float4 copy
-    (a call of a generated ``@instr``, see the module docs).
+    """Turn a loop of ``width`` contiguous copies into one vector copy (a call of a
+    generated ``@instr``, see the module docs): f32 by 2 or 4 (float2/float4),
+    f16/bf16 by 2, 4 or 8 (one 32-, 64- or 128-bit access).
 
     Legality: the loop is a seq loop of exactly ``width`` iterations whose body is
-    one copy ``dst[..., b + v] = src[..., b' + v]`` between f32 arrays; proves
+    one copy ``dst[..., b + v] = src[..., b' + v]`` between arrays of one type
+    (f32, f16 or bf16); proves
     that both first elements are aligned to ``width`` elements; then as
     ``replace`` (errors still name ``vectorize``).
 
@@ -366,10 +405,9 @@ def vectorize(p, loop, width: int):
         raise fail(f"the body of loop {s.iter} must be one copy dst[...] = src[...]", s.loc)
     st = s.body[0]
     env = scope_at(p.ir, c.addr)
+    ty = _vector_type(env, st, width)
     for name, idx in ((st.name, st.idx), (st.rhs.name, st.rhs.idx)):
         ent = env.get(name)
-        if ent is None or ent[1] != f32 or not idx:
-            raise fail(f"'{name}' must be an f32 array", st.loc)
         for d, e in enumerate(idx):
             e = normalize(e)
             if d < len(idx) - 1:
@@ -400,7 +438,24 @@ def vectorize(p, loop, width: int):
               "breaks alignment)")
     dmem = _mem_of(p.ir, c.addr, st.name)
     smem = _mem_of(p.ir, c.addr, st.rhs.name)
-    return replace(p, c, vector_copy_instr(width, dmem, smem))
+    return replace(p, c, vector_copy_instr(width, dmem, smem, ty))
+
+
+def _vector_type(env, st, width: int):
+    """The element type both arrays of the copy ``st`` hold (f32, f16 or bf16)."""
+    tys = []
+    for name, idx in ((st.name, st.idx), (st.rhs.name, st.rhs.idx)):
+        ent = env.get(name)
+        if ent is None or ent[1] not in (f32,) + HALF_TYPES or not idx:
+            raise fail(f"'{name}' must be an f32, f16 or bf16 array", st.loc)
+        tys.append(ent[1])
+    if tys[0] != tys[1]:
+        raise fail(f"'{st.name}' holds {tys[0].name} and '{st.rhs.name}' {tys[1].name}: a "
+                   "vector copy moves one type", st.loc)
+    if tys[0] == f32 and width == 8:
+        raise fail("8 f32 values are 256 bits: the widest access is 128 bits (width 4)",
+                   st.loc)
+    return tys[0]
 
 
 __all__ = ["inline", "replace", "vectorize", "vector_copy_instr"]

@@ -16,6 +16,8 @@ import time
 import numpy as np
 
 from ..errors import Error
+from .halves import NUMPY as _NUMPY
+from .halves import common_dtype as _common_dtype
 from .pointwise import plan_binary, plan_unary
 from .shapes import NodeError, require
 from .shapes import check_tensor as _check_tensor
@@ -58,14 +60,17 @@ def _is_scalar(x) -> bool:
         not _is_device(x) and np.dtype(str(x.dtype)).kind in "iuf"
 
 
-def check_tensor(name: str, x, ranks=(1, 2, 3)):
-    """``x``'s shape, after checking it is a float32 tensor of an accepted rank."""
+_ANY_FLOAT = ("float32", "float16", "bfloat16")  # the nodes that take half precision
+
+
+def check_tensor(name: str, x, ranks=(1, 2, 3), dtypes=("float32",)):
+    """``x``'s shape, after checking it is a tensor of an accepted rank and dtype."""
     if not _is_array(x):
         kind = "a scalar" if _is_scalar(x) else f"{type(x).__name__} {x!r:.40}"
         raise NodeError(f"{name} must be an array (numpy, or a PyTorch / CuPy device "
                         f"array), not {kind}", None,
                         "wrap it: np.asarray(..., dtype=np.float32)")
-    return _check_tensor(name, x, ranks)
+    return _check_tensor(name, x, ranks, dtypes)
 
 
 def as_int(name: str, v) -> int:
@@ -122,7 +127,8 @@ def _empty(like, shape, dtype=np.float32):
         if hasattr(like, "new_empty"):  # torch
             import torch
 
-            tdt = {np.float32: torch.float32, np.int32: torch.int32}[dtype]
+            tdt = {"float32": torch.float32, "int32": torch.int32, "float16": torch.float16,
+                   "bfloat16": torch.bfloat16}[np.dtype(dtype).name]
             return like.new_empty(tuple(shape), dtype=tdt)
         import cupy  # noqa: F401  (device arrays that are not torch are CuPy's here)
 
@@ -144,7 +150,7 @@ def _run(p, **args):
 
 
 def _full_like(like, shape, value):
-    out = _empty(like, shape)
+    out = _empty(like, shape, _dtype_like(like))
     out[...] = np.float32(value)
     return out
 
@@ -189,22 +195,27 @@ def _tuned(task: str, *shape_args):
     return winner
 
 
+def _dtype_like(x) -> np.dtype:
+    return np.dtype(str(x.dtype).replace("torch.", ""))
+
+
 def _binary(op: str, a, b):
     a_scalar, b_scalar = _is_scalar(a), _is_scalar(b)
     if a_scalar and b_scalar:
         raise NodeError("a and b are both scalars; one of them must be an array")
     if a_scalar:  # add and mul commute: the array first
         a, b = b, a
-    sa = check_tensor("b" if a_scalar else "a", a)
+    sa = check_tensor("b" if a_scalar else "a", a, dtypes=_ANY_FLOAT)
     if a_scalar or b_scalar:
         b = _full_like(a, (1,) * len(sa), b)
-    sb = check_tensor("a" if a_scalar else "b", b)
+    sb = check_tensor("a" if a_scalar else "b", b, dtypes=_ANY_FLOAT)
+    dt = _common_dtype(op, a=a, b=b)
     if len(sa) == len(sb) and sa != sb and all(x in (1, y) for x, y in zip(sa, sb)):
         a, b, sa, sb = b, a, sb, sa  # a broadcasts against b: they commute, swap them
-    p, dims, bdims = plan_binary(op, sa, sb)
-    p = _tuned(op, sa, sb) or p
+    p, dims, bdims = plan_binary(op, sa, sb, dt)
+    p = (_tuned(op, sa, sb) if dt == "f32" else None) or p
     a, b = _contig(a), _contig(b)
-    out = _empty(a, sa)
+    out = _empty(a, sa, _NUMPY[dt])
     _run(p, a=a.reshape(dims), b=b.reshape(bdims), out=out.reshape(dims))
     return out
 
@@ -224,11 +235,13 @@ def mul(a, b):
 
 
 def _unary(op: str, x):
-    shape = check_tensor("x", x)
+    shape = check_tensor("x", x, dtypes=_ANY_FLOAT)
+    dt = _common_dtype(op, x=x)
     n = math.prod(shape)
     x = _contig(x)
-    out = _empty(x, shape)
-    _run(_tuned(op, shape) or plan_unary(op, n), x=x.reshape(n), out=out.reshape(n))
+    out = _empty(x, shape, _NUMPY[dt])
+    tuned = _tuned(op, shape) if dt == "f32" else None
+    _run(tuned or plan_unary(op, n, dt), x=x.reshape(n), out=out.reshape(n))
     return out
 
 
@@ -381,7 +394,12 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
 
     require(precision in ("fp32", "tf32"),
             f"precision must be 'fp32' or 'tf32', not {precision!r}")
-    sa, sb = check_tensor("a", a), check_tensor("b", b)
+    sa, sb = check_tensor("a", a, dtypes=_ANY_FLOAT), check_tensor("b", b, dtypes=_ANY_FLOAT)
+    dt = _common_dtype("matmul", a=a, b=b)
+    if dt != "f32":  # f16/bf16: tensor cores (f32 accumulation) where the tiles divide
+        from .matmul_f16 import plan_matmul_half
+
+        return _matmul_half(a, b, sa, sb, dt, plan_matmul_half)
     if precision == "tf32":
         from .matmul_tf32 import matmul_tf32_kernel
 
@@ -402,6 +420,18 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
     out = _empty(a, sa[:-1] + (sb[-1],))  # [k] for [n] @ [n, k]
     names = [q.name for q in p.ir.params if q.is_array]
     _run(p, **dict(zip(names, (a, b, out))))
+    return out
+
+
+def _matmul_half(a, b, sa, sb, dt, plan):
+    """``[m,n]@[n,k]`` or ``[n]@[n,k]`` in half precision (matmul_f16)."""
+    require(len(sb) == 2 and len(sa) in (1, 2),
+            f"the {dt} matmul takes [m, n] or [n] @ [n, k]; got {sa} and {sb}")
+    a2 = (1,) + sa if len(sa) == 1 else sa
+    p, binds = plan(a2, sb, dt)
+    a, b = _contig(a), _contig(b)
+    out = _empty(a, sa[:-1] + (sb[-1],), _NUMPY[dt])
+    _run(p, a=a.reshape(a2), b=b, c=out.reshape(a2[0], sb[-1]), **binds)
     return out
 
 
@@ -438,13 +468,14 @@ def rms_norm(x, w):
     one row); ``w`` is 1-D, as long as that axis."""
     from .rms_norm import plan_rms_norm
 
-    xs, ws = check_tensor("x", x), check_tensor("w", w)
+    xs, ws = check_tensor("x", x, dtypes=_ANY_FLOAT), check_tensor("w", w, dtypes=_ANY_FLOAT)
+    dt = _common_dtype("rms_norm", x=x, w=w)
     require(len(ws) == 1 and ws[0] == xs[-1],
             f"w has shape {ws}; it must be 1-D with the last axis of x ({xs[-1]})")
     r, n = math.prod(xs[:-1]), xs[-1]
     x, w = _contig(x), _contig(w)
-    out = _empty(x, xs)
-    _run(plan_rms_norm(n), x=x.reshape(r, n), w=w, out=out.reshape(r, n))
+    out = _empty(x, xs, _NUMPY[dt])
+    _run(plan_rms_norm(n, dt), x=x.reshape(r, n), w=w, out=out.reshape(r, n))
     return out
 
 
@@ -477,7 +508,8 @@ def sliced_softmax(x, prefix):
     ``gpudsl.Error``."""
     from .softmax import plan_sliced_softmax
 
-    xs = check_tensor("x", x)
+    xs = check_tensor("x", x, dtypes=_ANY_FLOAT)
+    dt = _common_dtype("sliced_softmax", x=x)
     n = xs[-1]
     on_host = _is_host_int(prefix)
     if on_host:
@@ -489,9 +521,9 @@ def sliced_softmax(x, prefix):
             f"{tuple(prefix.shape)} and dtype {prefix.dtype}")
     r = math.prod(xs[:-1])
     x = _contig(x)
-    out = _empty(x, xs)
+    out = _empty(x, xs, _NUMPY[dt])
     err = _zeros(x, (1,), np.int32)
-    _run(plan_sliced_softmax(n), x=x.reshape(r, n), prefix=prefix, out=out.reshape(r, n),
+    _run(plan_sliced_softmax(n, dt), x=x.reshape(r, n), prefix=prefix, out=out.reshape(r, n),
          err=err)
     if not on_host:
         _raise_on_fault(err, f"the prefix read from the device is outside [0, {n}], the "

@@ -9,6 +9,7 @@ from functools import lru_cache
 
 from ..proc import Proc
 from .common import dims, loops, make_proc, vec_assert
+from .halves import is_half, load, store
 from .shapes import Broadcast, broadcast_pattern, require
 from .stream_schedule import THREADS_PER_BLOCK, pick_vec, schedule_stream
 
@@ -24,28 +25,43 @@ def vec_assert(name: str, vec: int) -> str:
     return f"    assert {name} % {vec} == 0\n" if vec > 1 else ""
 
 
+def _suffix(dt: str) -> str:
+    return "" if dt == "f32" else f"_{dt}"
+
+
 @lru_cache(maxsize=None)
-def binary(op: str, full: tuple[bool, ...], vec: int = 1) -> Proc:
+def binary(op: str, full: tuple[bool, ...], vec: int = 1, dt: str = "f32") -> Proc:
     """``out = a op b`` where axis k of b is full (``full[k]``) or broadcast.
-    ``vec > 1`` states that the innermost extent is a multiple of ``vec``."""
+    ``vec > 1`` states that the innermost extent is a multiple of ``vec``.  ``dt``:
+    the tensors' dtype (``f16``/``bf16``: computed in f32, rounded once)."""
     rank = len(full)
     d = dims(rank)
     bshape = [d[k] if full[k] else "1" for k in range(rank)]
     aidx = ", ".join(f"i{k}" for k in range(rank))
     bidx = ", ".join(f"i{k}" if full[k] else "0" for k in range(rank))
     key = "".join("f" if f else "b" for f in full)
-    name = f"{op}_{key}" + (f"_v{vec}" if vec > 1 else "")
+    name = f"{op}_{key}" + (f"_v{vec}" if vec > 1 else "") + _suffix(dt)
     sizes = ", ".join(f"{x}: size" for x in d)
+    value = store(f"{load(f'a[{aidx}]', dt)} {BINARY_OPS[op]} {load(f'b[{bidx}]', dt)}", dt)
     text = (
-        f"def {name}({sizes}, a: f32[{', '.join(d)}], b: f32[{', '.join(bshape)}], "
-        f"out: f32[{', '.join(d)}]):\n" + vec_assert(d[-1], vec)
-        + loops(rank, f"out[{aidx}] = a[{aidx}] {BINARY_OPS[op]} b[{bidx}]") + "\n")
+        f"def {name}({sizes}, a: {dt}[{', '.join(d)}], b: {dt}[{', '.join(bshape)}], "
+        f"out: {dt}[{', '.join(d)}]):\n" + vec_assert(d[-1], vec)
+        + loops(rank, f"out[{aidx}] = {value}") + "\n")
     return make_proc(name, text)
 
 
 @lru_cache(maxsize=None)
-def unary(op: str, vec: int = 1) -> Proc:
-    """``out = f(x)`` elementwise over the flattened tensor."""
+def unary(op: str, vec: int = 1, dt: str = "f32") -> Proc:
+    """``out = f(x)`` elementwise over the flattened tensor (halves: in f32)."""
+    if is_half(dt):  # the value read once, widened
+        expr = store(UNARY_OPS[op].format(x="xf"), dt)
+        name = op + (f"_v{vec}" if vec > 1 else "") + _suffix(dt)
+        text = (f"def {name}(n: size, x: {dt}[n], out: {dt}[n]):\n" + vec_assert("n", vec) +
+                f"    for i in seq(0, n):\n"
+                f"        xf: f32 @ REGISTER\n"
+                f"        xf = f32(x[i])\n"
+                f"        out[i] = {expr}\n")
+        return make_proc(name, text)
     expr = UNARY_OPS[op].format(x="x[i]")
     name = op + (f"_v{vec}" if vec > 1 else "")
     text = (f"def {name}(n: size, x: f32[n], out: f32[n]):\n" + vec_assert("n", vec) +
@@ -56,8 +72,8 @@ def unary(op: str, vec: int = 1) -> Proc:
 
 @lru_cache(maxsize=None)
 def binary_kernel(op: str, full: tuple[bool, ...], vec: int,
-                  threads: int = THREADS_PER_BLOCK):
-    p = binary(op, full, vec)
+                  threads: int = THREADS_PER_BLOCK, dt: str = "f32"):
+    p = binary(op, full, vec, dt)
     rank = len(full)
     rows = [f"i{k}" for k in range(rank - 1)]
     inner = f"i{rank - 1}"
@@ -71,26 +87,31 @@ def binary_kernel(op: str, full: tuple[bool, ...], vec: int,
                            vec=vec, threads=threads)
 
 
-def plan_binary(op: str, a_shape: tuple, b_shape: tuple):
+def half_widths(dt: str) -> tuple:
+    """Vector widths to try: 128-bit accesses first (8 halves, 4 floats)."""
+    return (8, 4, 2) if is_half(dt) else (4, 2)
+
+
+def plan_binary(op: str, a_shape: tuple, b_shape: tuple, dt: str = "f32"):
     """(proc, canonical a shape, canonical b shape) for ``a op b``."""
     bc: Broadcast = broadcast_pattern(a_shape, b_shape)
     require(len(bc.dims) <= 3, "this broadcast pattern needs more than 3 merged axes")
-    vec = pick_vec(bc.dims[-1])
-    p = binary_kernel(op, bc.full, vec)
+    vec = pick_vec(bc.dims[-1], half_widths(dt))
+    p = binary_kernel(op, bc.full, vec, dt=dt)
     b_canon = tuple(d if f else 1 for d, f in zip(bc.dims, bc.full))
     return p, bc.dims, b_canon
 
 
 @lru_cache(maxsize=None)
-def unary_kernel(op: str, vec: int, threads: int = THREADS_PER_BLOCK):
-    p = unary(op, vec)
+def unary_kernel(op: str, vec: int, threads: int = THREADS_PER_BLOCK, dt: str = "f32"):
+    p = unary(op, vec, dt)
     return schedule_stream(p, rows=[], inner="i",
                            operands=[("x", ""), ("out", "")] if vec > 1 else [],
                            vec=vec, threads=threads)
 
 
-def plan_unary(op: str, n: int):
-    return unary_kernel(op, pick_vec(n))
+def plan_unary(op: str, n: int, dt: str = "f32"):
+    return unary_kernel(op, pick_vec(n, half_widths(dt)), dt=dt)
 
 
 __all__ = ["BINARY_OPS", "UNARY_OPS", "binary", "unary", "binary_kernel", "unary_kernel",

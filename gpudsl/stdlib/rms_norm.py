@@ -9,63 +9,79 @@ from functools import lru_cache
 
 from ..proc import Proc
 from .common import make_proc
+from .halves import load, store
 from .block_reduce import block_total, check_warps, warp_partial, warps
 from .reduce import THREADS_PER_ROW, strided
 
 EPS = "1e-5"
 
 
+def _params(dt: str) -> str:
+    return f"r: size, n: size, x: {dt}[r, n], w: {dt}[n], out: {dt}[r, n]"
+
+
+def _sq(j: str, dt: str) -> str:
+    return f"{load(f'x[i, {j}]', dt)} * {load(f'x[i, {j}]', dt)}"
+
+
+def _scaled(j: str, dt: str) -> str:
+    """``out[i, j]``: in f32, rounded once to ``dt``."""
+    value = store(f"{load(f'w[{j}]', dt)} * ({load(f'x[i, {j}]', dt)} * scale)", dt)
+    return f"out[i, {j}] = {value}"
+
+
 @lru_cache(maxsize=None)
-def rms_norm_rows() -> Proc:
-    """The algorithm: for each row, the sum of squares, then the scaled row."""
+def rms_norm_rows(dt: str = "f32") -> Proc:
+    """The algorithm: for each row, the sum of squares, then the scaled row (f16/bf16
+    rows: computed in f32, each output rounded once)."""
     text = (
-        "def rms_norm_rows(r: size, n: size, x: f32[r, n], w: f32[n], out: f32[r, n]):\n"
+        f"def rms_norm_rows({_params(dt)}):\n"
         "    for i in seq(0, r):\n"
         "        ss: f32\n"
         "        ss = 0.0\n"
         "        for j in seq(0, n):\n"
-        "            ss += x[i, j] * x[i, j]\n"
+        f"            ss += {_sq('j', dt)}\n"
         "        scale: f32\n"
         f"        scale = 1.0 / sqrt(ss / f32(n) + {EPS})\n"
         "        for j in seq(0, n):\n"
-        "            out[i, j] = w[j] * (x[i, j] * scale)\n")
+        f"            {_scaled('j', dt)}\n")
     return make_proc("rms_norm", text)
 
 
 @lru_cache(maxsize=None)
-def rms_norm_kernel(threads: int = THREADS_PER_ROW) -> Proc:
+def rms_norm_kernel(threads: int = THREADS_PER_ROW, dt: str = "f32") -> Proc:
     """One block per row: each thread sums the squares of its strided elements; the
     block reduction of :mod:`gpudsl.stdlib.block_reduce` (a ``warp_sum`` per warp, one
     SHARED exchange, a ``warp_sum`` of the warps' sums) gives every thread the row's
     sum of squares; every thread then scales its elements by
     ``1 / sqrt(ss / n + eps)``."""
     check_warps(threads)
-    name = f"rms_norm_rows_t{threads}"
+    name = f"rms_norm_rows_t{threads}" + ("" if dt == "f32" else f"_{dt}")
     text = (
-        f"def {name}(r: size, n: size, x: f32[r, n], w: f32[n], out: f32[r, n]):\n"
+        f"def {name}({_params(dt)}):\n"
         "    for i in par(0, r) @ BLOCKS:\n"
         f"        part: f32[{warps(threads)}] @ SHARED\n"
         f"        for t in par(0, {threads}) @ THREADS:\n"
         "            acc: f32\n"
         "            acc = 0.0\n"
-        + strided(threads, "n", "acc += x[i, {j}] * x[i, {j}]", 3)
+        + strided(threads, "n", "acc += " + _sq("{j}", dt), 3)
         + warp_partial("+", "acc", "part", 3) +
         "        sync()\n"
         f"        for t in par(0, {threads}) @ THREADS:\n"
         + block_total(threads, "+", "part", "ss", 3) +
         "            scale: f32\n"
         f"            scale = 1.0 / sqrt(ss / f32(n) + {EPS})\n"
-        + strided(threads, "n", "out[i, {j}] = w[{j}] * (x[i, {j}] * scale)", 3))
+        + strided(threads, "n", _scaled("{j}", dt), 3))
     return make_proc("rms_norm", text)
 
 
-def plan_rms_norm(n: int) -> Proc:
+def plan_rms_norm(n: int, dt: str = "f32") -> Proc:
     """The kernel for rows of ``n`` elements: as many threads as help (a power of
     two, 32 to 256), so short rows do not idle 8 warps."""
     threads = 32
     while threads < THREADS_PER_ROW and threads < n:
         threads *= 2
-    return rms_norm_kernel(threads)
+    return rms_norm_kernel(threads, dt)
 
 
 __all__ = ["rms_norm_rows", "rms_norm_kernel", "plan_rms_norm", "EPS"]

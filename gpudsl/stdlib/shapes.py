@@ -23,14 +23,15 @@ def require(cond: bool, message: str, hint: str | None = None):
         raise NodeError(message, None, hint)
 
 
-def check_tensor(name: str, x, ranks=(1, 2, 3)):
+def check_tensor(name: str, x, ranks=(1, 2, 3), dtypes=("float32",)):
     shape = tuple(int(d) for d in x.shape)
     require(len(shape) in ranks,
             f"{name} has {len(shape)} dimension(s); this node takes "
             f"{' or '.join(map(str, ranks))}")
     require(all(d > 0 for d in shape), f"{name} has an empty dimension: shape {shape}")
-    dt = np.dtype(getattr(x, "dtype", np.float32).__str__().replace("torch.", ""))
-    require(dt == np.float32, f"{name} is {dt}; the standard library works on float32",
+    text = getattr(x, "dtype", np.float32).__str__().replace("torch.", "")
+    dt = text if text == "bfloat16" else np.dtype(text)
+    require(str(dt) in dtypes, f"{name} is {dt}; this node takes {' or '.join(dtypes)}",
             "convert with .astype(np.float32)")
     return shape
 

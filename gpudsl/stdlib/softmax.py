@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from ..proc import Proc
 from .common import make_proc
+from .halves import halve_text
 from .block_reduce import block_total, check_warps, warp_partial, warps
 from .reduce import THREADS_PER_ROW, strided
 
@@ -22,7 +23,7 @@ _SIG = ("(r: size, n: size, x: f32[r, n], prefix: i64[1], out: f32[r, n], "
 
 
 @lru_cache(maxsize=None)
-def sliced_softmax_rows() -> Proc:
+def sliced_softmax_rows(dt: str = "f32") -> Proc:
     """The algorithm (as llama2.c's ``softmax(x, size)``): the maximum of the prefix
     for stability, the sum of exponentials, then each entry of the prefix divided by
     it; the rest copied.  ``x[i, 0]`` seeds the maximum: it is in every non-empty
@@ -44,11 +45,11 @@ def sliced_softmax_rows() -> Proc:
         "                s += exp(x[i, j] - m)\n"
         "        for j in seq(0, n):\n"
         "            out[i, j] = select(j < prefix[0], exp(x[i, j] - m) / s, x[i, j])\n")
-    return make_proc("sliced_softmax", text)
+    return make_proc("sliced_softmax", halve_text(text, dt, ("x",), ("out",)))
 
 
 @lru_cache(maxsize=None)
-def sliced_softmax_kernel(threads: int = THREADS_PER_ROW) -> Proc:
+def sliced_softmax_kernel(threads: int = THREADS_PER_ROW, dt: str = "f32") -> Proc:
     """One block per row, two block reductions of :mod:`gpudsl.stdlib.block_reduce`
     (warp reductions and one SHARED exchange each).  Phase 1: each thread's maximum
     over its strided entries of the prefix, a ``warp_max`` per warp into ``part``.
@@ -57,7 +58,7 @@ def sliced_softmax_kernel(threads: int = THREADS_PER_ROW) -> Proc:
     ``part2``.  Phase 3: every entry written, the prefix normalised by the row's sum,
     the rest copied.  Thread 0 of block 0 reports a prefix outside ``[0, n]``."""
     check_warps(threads)
-    name = f"sliced_softmax_rows_t{threads}"
+    name = f"sliced_softmax_rows_t{threads}" + ("" if dt == "f32" else f"_{dt}")
     in_prefix = "{j} < prefix[0]"
     text = (
         f"def {name}" + _SIG +
@@ -85,15 +86,16 @@ def sliced_softmax_kernel(threads: int = THREADS_PER_ROW) -> Proc:
         + block_total(threads, "+", "part2", "total", 3)
         + strided(threads, "n", "out[i, {j}] = select({j} < prefix[0], "
                   "exp(x[i, {j}] - mx[t]) / total, x[i, {j}])", 3))
-    return make_proc("sliced_softmax", text)
+    # f16/bf16 rows: read widened, computed in f32, each output rounded once
+    return make_proc("sliced_softmax", halve_text(text, dt, ("x",), ("out",)))
 
 
-def plan_sliced_softmax(n: int) -> Proc:
+def plan_sliced_softmax(n: int, dt: str = "f32") -> Proc:
     """The kernel for rows of ``n`` entries (32 to 256 threads, a power of two)."""
     threads = 32
     while threads < THREADS_PER_ROW and threads < n:
         threads *= 2
-    return sliced_softmax_kernel(threads)
+    return sliced_softmax_kernel(threads, dt)
 
 
 __all__ = ["sliced_softmax_rows", "sliced_softmax_kernel", "plan_sliced_softmax"]

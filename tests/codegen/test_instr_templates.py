@@ -39,6 +39,16 @@ def stdlib_instrs() -> list:
             for s in (GLOBAL, SHARED, REGISTER):
                 pd = vector_copy_instr(w, d, s)
                 out[pd.name] = pd
+    # halves: 32-, 64- and 128-bit copies, each template shape once (register to
+    # register, a load into registers, a store from registers, memory to memory;
+    # GLOBAL and SHARED share their template) for f16, the bit packing for bf16
+    kinds = [(REGISTER, REGISTER), (REGISTER, GLOBAL), (SHARED, REGISTER), (SHARED, GLOBAL)]
+    for ty, widths, pairs in ((gpudsl.f16, (2, 4, 8), kinds),
+                              (gpudsl.bf16, (2, 8), kinds[1:3])):
+        for w in widths:
+            for d, s in pairs:
+                pd = vector_copy_instr(w, d, s, ty)
+                out[pd.name] = pd
     return [out[k] for k in sorted(out)]
 
 
@@ -47,7 +57,8 @@ INSTRS = stdlib_instrs()
 
 def test_the_stdlib_has_its_instructions():
     names = {getattr(i, "name", None) for i in INSTRS}
-    assert {"mma_tf32_nt", "store_tf32_x4", "vcopy4_SHARED_GLOBAL"} <= names
+    assert {"mma_tf32_nt", "store_tf32_x4", "vcopy4_SHARED_GLOBAL",
+            "vcopy8_f16_REGISTER_GLOBAL", "vcopy2_bf16_SHARED_REGISTER"} <= names
 
 
 @pytest.mark.parametrize("ins", INSTRS, ids=lambda i: i.name)

@@ -141,7 +141,7 @@ def test_errors_of_a_nested_primitive_name_the_outermost(monkeypatch):
     real = calls.vector_copy_instr
     # an instr whose parameters expect SHARED memory: replace refuses the GLOBAL arrays
     monkeypatch.setattr(calls, "vector_copy_instr",
-                        lambda w, d, s: real(w, SHARED, SHARED))
+                        lambda w, d, s, ty=None: real(w, SHARED, SHARED))
     e = _refused(lambda: vectorize(P.tiled_copy, "v", 4), "vectorize", "SHARED memory")
     assert "vectorize: dst of vcopy4" in str(e)
     # called alone, the same refusal is replace's
