@@ -224,3 +224,26 @@ def test_sanitizer_program_marks_each_case_on_the_emulator():
     v = _load("gpu_campaign").sanitizer_verdict("racecheck", "".join(outs))
     assert v["bugs"] == [] and v["cases_run"] >= 2 and v["controls_run"] >= 1
     assert "host_par_map" in v["skipped"]  # proved, but codegen refuses a host par loop
+
+
+def test_every_main_dependency_reaches_the_gpu_machines():
+    # the campaign installs offline: a main dependency that is neither carried
+    # (wheels.txt) nor on the machines (wheels-image.txt) fails the install there
+    import re
+
+    tomllib = pytest.importorskip("tomllib")   # Python 3.11+
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+
+    def names(path):
+        out = set()
+        for line in (root / "benchmarks" / path).read_text().splitlines():
+            line = line.split("#")[0].strip()
+            if line:
+                out.add(re.split(r"[=<>\[ ]", line)[0].lower().replace("_", "-"))
+        return out
+
+    have = names("wheels.txt") | names("wheels-image.txt")
+    want = {re.split(r"[=<>\[ ]", d)[0].lower().replace("_", "-") for d in deps}
+    assert not want - have, f"main dependencies the GPU machines lack: {sorted(want - have)}"
