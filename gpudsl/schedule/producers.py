@@ -144,6 +144,11 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
     if not (isinstance(owner, For) and owner.mapping == BLOCKS):
         raise fail(f"loop {L.iter} must stand directly in a @ BLOCKS loop's body (its split "
                    "barriers are allocated at block level)", L.loc)
+    inside = [s.name for s in L.body if isinstance(s, Alloc)]
+    if inside:
+        raise fail(f"'{inside[0]}' is allocated in the loop: lift_alloc it out first "
+                   "(the staged buffers must be allocated outside the loop)", L.loc,
+                   f"lift_alloc(p, \"{inside[0]}\")")
     parts = _parts(L.body)
     if isinstance(parts, str):
         raise fail(f"{parts} (loop {L.iter})", L.loc,
