@@ -100,19 +100,20 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
     the copies write are the *staged* buffers).  Each staged buffer gets a leading
     dimension of ``stages`` indexed by ``i % stages``, the copies move onto the
     threads ``producers = (lo, hi)`` and the compute onto ``consumers``, and each stage
-    ``s`` gets two split barriers: ``full_s`` (the producers arrive when slot ``s`` is
-    filled, the consumers wait for it) and ``empty_s`` (the consumers arrive when they
+    ``s`` gets two split barriers: ``full{s}`` (the producers arrive when slot ``s`` is
+    filled, the consumers wait for it) and ``empty{s}`` (the consumers arrive when they
     have read it, the producers wait before refilling it; arrived once before the loop):
 
-        arrive(empty_s, consumers)                 for each stage s
-        for io in seq(0, trips / stages):          for each stage s, i = lo + stages io + s:
-            wait(empty_s, producers); copies(i); arrive(full_s, producers)
-            wait(full_s, consumers); compute(i); arrive(empty_s, consumers)
+        arrive(empty{s}, consumers)                for each stage s
+        for io in seq(0, trips // stages):         for each stage s, i = lo + stages io + s:
+            wait(empty{s}, producers); copies(i); arrive(full{s}, producers)
+            wait(full{s}, consumers); compute(i); arrive(empty{s}, consumers)
         the last trips % stages steps the same way, then sync()
 
-    The producers run up to ``stages`` steps ahead of the consumers.  (Split barriers
-    wait on a phase parity, so one barrier pair would let them run one step ahead at
-    most: one pair per stage, as CUTLASS's pipelines.)
+    (``stages=1``: one pair, ``full`` and ``empty``.)  The producers run up to
+    ``stages`` steps ahead of the consumers.  (Split barriers wait on a phase parity:
+    with one barrier pair the producers could not fill a slot before the consumers had
+    finished the previous one; one pair per stage, as CUTLASS's pipelines.)
 
     Legality: the loop is a ``seq`` loop directly in a ``@ BLOCKS`` loop's body; the
     ranges are disjoint whole warps, each thread loop fits its range; the copies write
