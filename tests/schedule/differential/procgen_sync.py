@@ -74,6 +74,10 @@ def _staged(r):
     prod = [f"for t in par(0, 32) @ THREADS:",
             f"    buf[{slot}, t] = " + r.choice(["x[b, (t + i) % 64]", "x[b, t] + a",
                                                   "x[b, 63 - t] * 2.0"])]
+    if r.random() < 0.3:  # async copies committed and waited for in their thread loop
+        src = r.choice(["x[b, (t + i) % 64]", "x[b, t]", "x[b, 63 - t]"])
+        prod = [f"for t in par(0, 32) @ THREADS:", f"    async_copy(buf[{slot}, t], {src})",
+                "    async_commit()"] + (["    async_wait(0)"] if r.random() < 0.9 else [])
     if r.random() < 0.3:
         prod += ["for t in par(0, 64) @ THREADS:", f"    s[{slot}, t] = x[b, t]"]
     use = r.choice([f"y[b, u] += buf[{slot}, 31 - u % 32] * 2.0",
