@@ -31,11 +31,13 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-NODES = ["matmul", "matmul_1stage", "matmul_async", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32", "add",
+NODES = ["matmul", "matmul_1stage", "matmul_async", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32",
+         "matmul_tf32_async", "add",
          "add_bcast",
          "mul", "relu", "silu", "permute2d", "permute3d_021", "permute3d_210", "slice",
          "replace_slice", "rms_norm", "sliced_softmax", "complex_hadamard", "attention"]
-MATMULS = {"matmul", "matmul_1stage", "matmul_async", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32"}
+MATMULS = {"matmul", "matmul_1stage", "matmul_async", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32",
+           "matmul_tf32_async"}
 
 # (rows, cols) of the 2-D bandwidth cases: 4 MB and 16 MB per array fit in a 50 MB L2,
 # 256 MB is five times it.  3-D permutes: the same element counts.
@@ -174,6 +176,9 @@ def _matmul_cases(env: _Env, small: bool, nodes: set) -> list[Case]:
     mt = 128 if small else m
     mm("matmul_tf32", (mt, mt), (mt, mt), f"{mt}^3 tf32", tf32=True,
        runner=lambda a, b: (lambda: ops.matmul(a, b, precision="tf32")))
+    # the TF32 kernel with its tiles in a 3-stage circular buffer of cp.async copies
+    mm("matmul_tf32_async", (mt, mt), (mt, mt), f"{mt}^3 tf32 async 3", tf32=True,
+       runner=lambda a, b: (lambda: ops.matmul(a, b, precision="tf32", async_stages=3)))
     return out
 
 
@@ -358,7 +363,7 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
             rows.append(row)
             log(f"{c.node:16} {c.size:>14}  ERROR {row['reason'][:80]}")
             continue
-        tol = 1e-2 if c.node == "matmul_tf32" else 1e-4
+        tol = 1e-2 if c.node.startswith("matmul_tf32") else 1e-4
         row["rel_error"] = err
         if not err <= tol:
             row.update(status="wrong", reason=f"relative error {err:.3g} > {tol}")
@@ -372,13 +377,13 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
             r.update(timing=t.to_dict(), median_ms=t.median_ms, spread_ms=t.spread_ms,
                      rate=rate, unit="FLOP/s" if c.kind == "flops" else "B/s",
                      host_ms=t.host_ms)
-            peak = _peak(dev, c.kind, c.node == "matmul_tf32")
+            peak = _peak(dev, c.kind, c.node.startswith("matmul_tf32"))
             r["roofline_fraction"] = rate / peak if peak else None
             if c.kind == "flops":
                 rt = timed(c.reference, flush)
                 r["reference_host_ms"] = rt.host_ms
                 r.update(reference=c.reference_name or (
-                    "cuBLAS TF32" if c.node == "matmul_tf32" else
+                    "cuBLAS TF32" if c.node.startswith("matmul_tf32") else
                     "cuBLAS SGEMM (torch.matmul, TF32 off)" if target == "cuda"
                     else "numpy matmul"), reference_median_ms=rt.median_ms,
                     reference_rate=rt.rate(c.amount))

@@ -132,7 +132,10 @@ def perf(proc, device_name: "str | Device" = "H100", sass: bool = True,
         records = [] if hk.serial else WarpWalker(buffers, info.block, kenv).run(hk.body)
         r = res.get(hk.name)
         regs = r.registers if r is not None else None
-        shared = r.shared_bytes if r is not None else _shared_bytes(records, counter)
+        # static shared memory from ptxas, plus the dynamic shared memory of arrays
+        # above 48 KiB (codegen/plan.py), which ptxas does not count
+        shared = (r.shared_bytes + (getattr(info, "dynamic_shared_bytes", 0) or 0)
+                  if r is not None else _shared_bytes(records, counter))
         spills = (r.spill_stores_bytes + r.spill_loads_bytes) if r is not None else None
         occ = occupancy(dev, info.threads_per_block, regs, shared)
         flops, nbytes = counter.flops, counter.total_bytes()

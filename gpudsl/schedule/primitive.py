@@ -345,7 +345,7 @@ def primitive(name: str, /, **kinds: Kind):
 
 # the sections of docs/primitives.md: module (under gpudsl.schedule) -> title
 SECTIONS = {"loops": "Loops", "fission": "Loops", "merge": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Sync",
-            "asyncs": "Asynchronous copies",
+            "asyncs": "Asynchronous copies", "producers": "Asynchronous copies",
             "calls": "Calls", "hints": "Compiler hints"}
 
 

@@ -79,7 +79,7 @@ from ..schedule import (divide_loop, expand_dim, fission, insert_sync, lift_allo
 from .matmul_parts import _permute_nest, _vectorize_copy, double_buffer, matmul_algorithm
 from .shapes import NodeError, require
 
-DEFAULTS = dict(bm=128, bn=128, bk=16, wm=64, wn=64, double_buffer=True)
+DEFAULTS = dict(bm=128, bn=128, bk=16, wm=64, wn=64, double_buffer=True, async_stages=0)
 
 # the GPU path: cvt.rn.tf32.f32 (sm_90: one F2FP) or the same rounding in integer
 # arithmetic (sm_80, the emulator: to nearest, ties to even; NaN stays NaN), then
@@ -178,15 +178,21 @@ def a_pitch(bk: int) -> int:
 
 
 def schedule_matmul_tf32(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 16,
-                         wm: int = 64, wn: int = 64, double_buffer: bool = True) -> Proc:
+                         wm: int = 64, wn: int = 64, double_buffer: bool = True,
+                         async_stages: int = 0) -> Proc:
     """The tensor-core schedule of ``matmul_algorithm(False, (bm, bn, bk))`` (see the
-    module docs).  Threads per block: 128, as ``(4, 8, 4)``."""
+    module docs).  Threads per block: 128, as ``(4, 8, 4)``.  ``async_stages=k`` (2 to
+    4, without ``double_buffer``): the tiles copied by 16-byte async copies into a
+    ``k``-deep circular buffer (``matmul_parts.async_pipeline``: ``make_async``,
+    ``pipeline_loop``), unrounded (the tensor cores truncate to TF32)."""
     from ..stdlib import matmul_parts
 
     nwm, nwn = bm // wm, bn // wn
     require(bm % wm == 0 and bn % wn == 0 and nwm * nwn == 4 and wm % 8 == 0 and
             wn % 16 == 0, f"tf32 tiles bm={bm} bn={bn} wm={wm} wn={wn}: need four warps "
             "((bm // wm) * (bn // wn) == 4), wm % 8 == 0, wn % 16 == 0")
+    require(not async_stages or (2 <= async_stages <= 4 and not double_buffer),
+            f"async_stages={async_stages}: 2 to 4, without double_buffer")
     require(bm % 32 == 0 and bn % 32 == 0 and (bk == 16 or bk % 32 == 0),
             f"the tile copies need bm and bn multiples of 32 and bk 16 or a multiple of 32 "
             f"(bm={bm}, bn={bn}, bk={bk})")
@@ -234,8 +240,8 @@ def schedule_matmul_tf32(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 16,
                   "As", SHARED)
     p = stage_mem(p, p.forward(compute),
                   f"b[{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]", "Bs", SHARED)
-    p = _copy_a(p, bm, bk)
-    p = _copy_b(p, bk, bn)
+    p = _copy_a(p, bm, bk, rounded=not async_stages)
+    p = _copy_b(p, bk, bn, rounded=not async_stages)
     p = pad_dim(p, "As", 1, a_pitch(bk))
     p = pad_dim(p, "Bs", 1, bn + 4)
     p = insert_sync(p, p.find_loop("po").body().before())
@@ -248,6 +254,8 @@ def schedule_matmul_tf32(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 16,
     p = vectorize(p, "rn #1", 2)
     if double_buffer:
         p = matmul_parts.double_buffer(p)
+    if async_stages:
+        p = matmul_parts.async_pipeline(p, async_stages, "po")
     return simplify(p)
 
 
@@ -260,19 +268,38 @@ def _rounded_copy(p, c_, cq, src, name):
     return replace(p, p.find_loop(cq + "v"), store_tf32_x4)
 
 
-def _copy_a(p, bm, bk):
+def _direct_copy(p, c_, cq):
+    """The row copy (columns ``c_``) as 128-bit copies from global to shared memory
+    (``vectorize``), with no rounding: what ``make_async`` turns into 16-byte async
+    copies (the tensor cores then read the inputs' upper 19 bits: TF32 by truncation)."""
+    p = divide_loop(p, c_, 4, [cq, cq + "v"], tail="perfect")
+    return vectorize(p, cq + "v", 4)
+
+
+def _order(seqs, threads, inner: bool):
+    """A copy nest's order: its seq loops outside its thread loops, or inside them
+    (``inner``: the thread loops at block level, as ``make_async`` takes them)."""
+    return list(threads) + list(seqs) if inner else list(seqs) + list(threads)
+
+
+def _copy_a(p, bm, bk, rounded: bool = True):
     """``As[i0, i1] = a[...]``: lanes x take 4 consecutive k-quads, lanes y rows 2
     apart (the 8 lanes of a 128-bit store phase: distinct banks at pitch 24 or 40);
     the z warps and seq loops the rest.  A warp reads 8 rows x 64 B: the minimum
-    sectors."""
-    p = _rounded_copy(p, "i1", "akq",
-                      f"a[{bm} * bi + i0, {bk} * po + 4 * akq:{bk} * po + 4 * akq + 4]", "ta")
+    sectors.  ``rounded``: through registers and a rounding store; else a direct
+    128-bit copy, its seq loops inside the thread loops."""
+    if rounded:
+        p = _rounded_copy(p, "i1", "akq",
+                          f"a[{bm} * bi + i0, {bk} * po + 4 * akq:{bk} * po + 4 * akq + 4]",
+                          "ta")
+    else:
+        p = _direct_copy(p, "i1", "akq")
     p = divide_loop(p, "akq", 4, ["aks", "akx"], tail="perfect")
     p = divide_loop(p, "i0", 32, ["ams", "am32"], tail="perfect")
     p = divide_loop(p, "am32", 16, ["amzh", "am16"], tail="perfect")
     p = divide_loop(p, "am16", 2, ["amy", "amzl"], tail="perfect")
     p = _permute_nest(p, ["ams", "amzh", "amy", "amzl", "aks", "akx"],
-                      ["ams", "aks", "amzh", "amzl", "amy", "akx"])
+                      _order(["ams", "aks"], ["amzh", "amzl", "amy", "akx"], not rounded))
     p = merge_loops(p, "amzh", "amz")  # row = 32 s + 16 (z // 2) + 2 y + z % 2
     for lp in ("amz", "amy", "akx"):
         p = parallelize_loop(p, lp, THREADS)
@@ -281,25 +308,28 @@ def _copy_a(p, bm, bk):
     return p
 
 
-def _copy_b(p, bk, bn):
+def _copy_b(p, bk, bn, rounded: bool = True):
     """``Bs[i0_1, i1_1] = b[...]``: lanes x take 4 consecutive n-quads, lanes y rows 4
     apart (distinct banks at pitch bn + 4); a warp reads 8 rows x 64 B."""
-    p = _rounded_copy(p, "i1_1", "bnq",
-                      f"b[{bk} * po + i0_1, {bn} * bj + 4 * bnq:{bn} * bj + 4 * bnq + 4]",
-                      "tb")
+    if rounded:
+        p = _rounded_copy(p, "i1_1", "bnq",
+                          f"b[{bk} * po + i0_1, {bn} * bj + 4 * bnq:{bn} * bj + 4 * bnq + 4]",
+                          "tb")
+    else:
+        p = _direct_copy(p, "i1_1", "bnq")
     if bk % 32 == 0:  # k = 32 s + 4 y + z ;  n-quad = 4 s' + x
         p = divide_loop(p, "bnq", 4, ["bns", "bnx"], tail="perfect")
         p = divide_loop(p, "i0_1", 32, ["bks", "bk32"], tail="perfect")
         p = divide_loop(p, "bk32", 4, ["bky", "bkz"], tail="perfect")
         p = _permute_nest(p, ["bks", "bky", "bkz", "bns", "bnx"],
-                          ["bks", "bns", "bkz", "bky", "bnx"])
+                          _order(["bks", "bns"], ["bkz", "bky", "bnx"], not rounded))
         y, seqs = "bky", ("bks", "bns")
     else:  # bk == 16: k = 4 (y % 4) + z ;  n-quad = 8 s + 4 (y // 4) + x
         p = divide_loop(p, "bnq", 8, ["bns", "bn8"], tail="perfect")
         p = divide_loop(p, "bn8", 4, ["bnyh", "bnx"], tail="perfect")
         p = divide_loop(p, "i0_1", 4, ["bky", "bkz"], tail="perfect")
         p = _permute_nest(p, ["bky", "bkz", "bns", "bnyh", "bnx"],
-                          ["bns", "bkz", "bnyh", "bky", "bnx"])
+                          _order(["bns"], ["bkz", "bnyh", "bky", "bnx"], not rounded))
         p = merge_loops(p, "bnyh", "bky4")
         y, seqs = "bky4", ("bns",)
     for lp in ("bkz", y, "bnx"):
@@ -402,12 +432,47 @@ def _const(e):
 
 
 @lru_cache(maxsize=None)
-def tf32_kernel(bm=128, bn=128, bk=16, wm=64, wn=64, double_buffer=True) -> Proc:
+def tf32_kernel(bm=128, bn=128, bk=16, wm=64, wn=64, double_buffer=True,
+                async_stages=0) -> Proc:
+    """The scheduled kernel (cached); ``async_stages=k`` (2 to 4): the async-copy
+    pipeline, ``k`` stages deep (``double_buffer`` is then ignored)."""
     from ..schedule import rename
 
+    db = double_buffer and not async_stages
     p = schedule_matmul_tf32(matmul_algorithm(False, (bm, bn, bk)), bm=bm, bn=bn, bk=bk,
-                             wm=wm, wn=wn, double_buffer=double_buffer)
-    return rename(p, f"matmul_tf32_{bm}x{bn}x{bk}" + ("_db" if double_buffer else ""))
+                             wm=wm, wn=wn, double_buffer=db, async_stages=async_stages)
+    return rename(p, f"matmul_tf32_{bm}x{bn}x{bk}" + ("_db" if db else "") +
+                  (f"_a{async_stages}" if async_stages else ""))
+
+
+def tf32_space(bm=(128, 64), bn=(128, 64), bk=(16, 32), double_buffer=(True, False),
+               async_stages=(0, 2, 3, 4)):
+    """The TF32 schedule's parameters as an autotuning space: four warps of 64 x 64
+    or 64 x 32 tiles (``wm``/``wn`` follow the block tile), a register double buffer
+    or one stage, or an async-copy circular buffer 2 to 4 deep (``async_stages``,
+    without ``double_buffer``)."""
+    from ..autotune.space import Space
+
+    return Space(bm=list(bm), bn=list(bn), bk=list(bk), double_buffer=list(double_buffer),
+                 async_stages=list(async_stages),
+                 where=lambda c: not (c.get("async_stages", 0) and c.double_buffer)
+                 and (c.bm, c.bn) != (64, 64))
+
+
+class Tf32Build:
+    """A configuration of :func:`tf32_space` -> the TF32 kernel (picklable)."""
+
+    task = "matmul_tf32"
+
+    def __call__(self, config):
+        c = dict(config)
+        wm, wn = (64, 64) if (c["bm"], c["bn"]) == (128, 128) else \
+            (64, 32) if c["bm"] == 128 else (32, 64)
+        return tf32_kernel(c["bm"], c["bn"], c["bk"], wm, wn, c["double_buffer"],
+                           c.get("async_stages", 0))
+
+    def __repr__(self):
+        return "Tf32Build()"
 
 
 def matmul_tf32_kernel(a_shape, b_shape, **opts):
@@ -424,18 +489,22 @@ def matmul_tf32_kernel(a_shape, b_shape, **opts):
             f"the tf32 tensor-core matmul needs m % {o['bm']} == 0, n % {o['bk']} == 0 and "
             f"k % {o['bn']} == 0; got m={m}, n={n}, k={k}",
             "use precision='fp32' (the default) for other shapes")
-    return tf32_kernel(o["bm"], o["bn"], o["bk"], o["wm"], o["wn"], o["double_buffer"]), \
-        dict(m=m, n=n, k=k)
+    return tf32_kernel(o["bm"], o["bn"], o["bk"], o["wm"], o["wn"], o["double_buffer"],
+                       o["async_stages"]), dict(m=m, n=n, k=k)
 
 
-def tf32_tolerance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def tf32_tolerance(a: np.ndarray, b: np.ndarray, truncated: bool = False) -> np.ndarray:
     """The elementwise bound on ``|tf32 result - fp32 a @ b|`` (module docs):
-    ``(2 * 2**-11 + 2 * n * 2**-24) * (|a| @ |b|)`` plus a tiny absolute term."""
+    ``(2 * 2**-11 + 2 * n * 2**-24) * (|a| @ |b|)`` plus a tiny absolute term;
+    ``truncated`` (the async pipeline, whose tiles are not rounded: the tensor cores
+    drop the low 13 bits): ``2**-10`` per input instead of ``2**-11``."""
     n = a.shape[-1]
     mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
-    return (2 * 2.0 ** -11 + 2 * n * 2.0 ** -24) * mag + 1e-30
+    u = 2.0 ** -10 if truncated else 2.0 ** -11
+    return (2 * u + 2 * n * 2.0 ** -24) * mag + 1e-30
 
 
 __all__ = ["mma_tf32_nt", "store_tf32_x4", "schedule_matmul_tf32", "matmul_tf32_kernel",
            "tf32_kernel", "tf32_tolerance", "mma_precondition_holds", "alignment_holds",
-           "tf32_preconditions_hold", "a_pitch", "NodeError", "DEFAULTS"]
+           "tf32_preconditions_hold", "a_pitch", "NodeError", "DEFAULTS", "tf32_space",
+           "Tf32Build"]

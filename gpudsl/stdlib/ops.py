@@ -387,9 +387,9 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
     the TF32 tensor-core kernel (2-D, tile-divisible shapes; see ``matmul_tf32``).
     ``stages`` (fp32): 2 (double-buffered tiles, one barrier per k step; the default)
     or 1 (the single-stage kernel) for the big-tile kernel, instead of the tuned or
-    default choice; ``async_stages`` (fp32): 2 to 4, the big-tile kernel's tiles
-    copied by asynchronous copies into a circular buffer that deep (``cp.async`` on
-    sm_80+); other kernels ignore both."""
+    default choice; ``async_stages``: 2 to 4, the big-tile kernel's (or the TF32
+    kernel's) tiles copied by asynchronous copies into a circular buffer that deep
+    (``cp.async`` on sm_80+); other kernels ignore both."""
     from .matmul import options_kernel, tuned_options
 
     require(precision in ("fp32", "tf32"),
@@ -403,7 +403,10 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
     if precision == "tf32":
         from .matmul_tf32 import matmul_tf32_kernel
 
-        p, binds = matmul_tf32_kernel(sa, sb)
+        require(async_stages in (None, 0, 2, 3, 4),
+                f"async_stages must be 0 or 2 to 4, not {async_stages!r}")
+        p, binds = matmul_tf32_kernel(sa, sb, **({"async_stages": async_stages}
+                                                 if async_stages else {}))
     else:  # the tuning database's winner for this device and shape, else the defaults
         opts = tuned_options(sa, sb, target())
         if stages is not None:

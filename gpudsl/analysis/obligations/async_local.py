@@ -18,7 +18,7 @@ from __future__ import annotations
 from ...ir.asyncs import copy_of
 from ...ir.nodes import AsyncCommit, AsyncWait, For
 from ...ir.smt import SAT, UNKNOWN, Unsupported
-from ...ir.types import THREADS
+from ...ir.types import BLOCKS, THREADS
 from ..report import Diagnostic
 
 
@@ -90,7 +90,7 @@ def check_local(ctx, c, accesses, text, seq_before) -> list:
             continue
         if g < _landed(B, x.tpath[d][1]):
             continue
-        d_ = _query(ctx, c, x, cp, seq_before)
+        d_ = _query(ctx, c, x, cp, seq_before, _same_run(c.tpath, d))
         if d_ is not None:
             out.append(d_)
             if d_.kind == "race":
@@ -112,7 +112,21 @@ def _where(ctx, c) -> dict:
     return w
 
 
-def _query(ctx, c, x, cp, seq_before):
+def _same_run(tpath, d) -> list:
+    """The loops (not block or thread loops) around the thread loop whose body is at
+    depth ``d`` of ``tpath``: an access in another iteration of one of them runs in
+    another run of the thread loop, after the copy has landed (it lands in its own run,
+    which the first obligation of :func:`check_local` asks), so only the same run is
+    asked about."""
+    out = []
+    for L, i in tpath[:d]:
+        s = L[i]
+        if isinstance(s, For) and s.mapping not in (BLOCKS, THREADS):
+            out.append(s.iter)
+    return out
+
+
+def _query(ctx, c, x, cp, seq_before, same_run=()):
     t1, t2 = ctx.thread("1"), ctx.thread("2")
     what = f"that {x.describe()} waits for the async copy"
     try:
@@ -125,6 +139,7 @@ def _query(ctx, c, x, cp, seq_before):
         ki = ctx.eff.kernels[c.kernel]
         cons += [t1.var(lp.iter) == t2.var(lp.iter) for lp in ki.block_loops]
         cons += [a == b for a, b in zip(t1.tc, t2.tc)]
+        cons += [t1.var(it) == t2.var(it) for it in same_run]
         cons.append(seq_before(c.tpath, x.tpath, t1, t2))
     except Unsupported as e:
         ctx.unknown(what, [c.loc, x.loc], str(e) or "unsupported expression")

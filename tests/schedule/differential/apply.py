@@ -28,14 +28,16 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "stage_mem", "set_memory", "lift_alloc", "sink_alloc", "expand_dim", "pad_dim",
               "bind_expr", "insert_sync", "delete_sync", "vectorize", "inline", "replace",
               "set_unroll", "set_blocks_per_sm", "merge_loops", "rearrange_dim",
-              "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop"]
+              "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop",
+              "warp_specialize"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
 WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
            "fuse": 2, "expand_dim": 2, "sink_alloc": 2, "lift_alloc": 2, "delete_sync": 2,
            "insert_sync": 2, "simplify": 0.5, "rename": 0.5, "set_unroll": 0.5,
            "set_blocks_per_sm": 1, "merge_loops": 1, "rearrange_dim": 1, "fission": 4,
-           "reorder_stmts": 3, "rotate_loop": 2, "make_async": 3, "pipeline_loop": 3}
+           "reorder_stmts": 3, "rotate_loop": 2, "make_async": 3, "pipeline_loop": 3,
+           "warp_specialize": 3}
 
 CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
           (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
@@ -424,6 +426,28 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
         else:
             loop = L()
         return Step(prim, [loop], {"stages": lit(r.choice([2, 2, 3, 4, 1, 9, "2"]))})
+    if prim == "warp_specialize":
+        from gpudsl.schedule.producers import _parts
+        ready = [(a, s) for a, s in t.loops if s.kind == "seq" and s.mapping is None
+                 and not isinstance(_parts(s.body), str)]
+        fit = None
+        if ready and r.random() < 0.85:
+            addr, s = r.choice(ready)
+            loop = Arg("cursor", ("stmt", addr, None))
+            _, ps, cs = _parts(s.body)
+            w = [-(-max(x.hi.val - x.lo.val for x in part) // 32) * 32 for part in (ps, cs)]
+            if r.random() < 0.5:
+                fit = ((0, w[0]), (w[0], w[0] + w[1]))
+            elif r.random() < 0.6:
+                fit = ((w[1], w[1] + w[0]), (0, w[1]))
+        else:
+            loop = L(lambda s: s.kind == "seq" and s.mapping is None)
+        prod, cons = fit or r.choice([((0, 64), (64, 128)), ((64, 128), (0, 64)),
+                                      ((0, 32), (32, 64)), ((32, 64), (0, 32)),
+                                      ((0, 64), (64, 96)), ((0, 64), (32, 96)),
+                                      ((0, 16), (32, 64)), ((0, 64), "x")])
+        return Step(prim, [loop], {"producers": lit(prod), "consumers": lit(cons),
+                                   "stages": lit(r.choice([1, 2, 2, 3, 4, 0, 9]))})
     if prim == "rotate_loop":
         loop = L(lambda s: len(s.body) >= 2) if r.random() < 0.85 else L()
         return Step(prim, [loop, lit(r.choice([1, 1, 2, 1, 3, 0, -1, "1", 9]))])

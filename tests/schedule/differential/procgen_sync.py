@@ -66,8 +66,35 @@ def _halves(r):
     return [], body
 
 
+def _staged(r):
+    """A plain staged loop (block barriers only), the input of warp_specialize: one or
+    two copy loops into ``buf`` (and ``s``), a barrier, the compute on them."""
+    slot = "0" if r.random() < 0.8 else "i % 2"
+    width = r.choice([32, 32, 64])
+    prod = [f"for t in par(0, 32) @ THREADS:",
+            f"    buf[{slot}, t] = " + r.choice(["x[b, (t + i) % 64]", "x[b, t] + a",
+                                                  "x[b, 63 - t] * 2.0"])]
+    if r.random() < 0.3:  # async copies committed and waited for in their thread loop
+        src = r.choice(["x[b, (t + i) % 64]", "x[b, t]", "x[b, 63 - t]"])
+        prod = [f"for t in par(0, 32) @ THREADS:", f"    async_copy(buf[{slot}, t], {src})",
+                "    async_commit()"] + (["    async_wait(0)"] if r.random() < 0.9 else [])
+    if r.random() < 0.3:
+        prod += ["for t in par(0, 64) @ THREADS:", f"    s[{slot}, t] = x[b, t]"]
+    use = r.choice([f"y[b, u] += buf[{slot}, 31 - u % 32] * 2.0",
+                    f"y[b, u] = y[b, u] + buf[{slot}, u % 32] + a",
+                    f"y[b, u] += buf[{slot}, (u + i) % 32]"])
+    if any("s[" in ln for ln in prod) and r.random() < 0.7:
+        use = use.replace(" + a", "").replace(" * 2.0", "") + f" + s[{slot}, 63 - u]"
+    cons = [f"for u in par(0, {width}) @ THREADS:", f"    {use}"]
+    lead = ["sync()"] if r.random() < 0.6 else []
+    tail = ["sync()"] if r.random() < 0.6 else []
+    mid = ["sync()"] if r.random() < 0.92 else []
+    return [], lead + prod + mid + cons + tail
+
+
 def sync_program(r: random.Random, name: str) -> Program:
-    pre, body = r.choice([_ranged, _ranged, _split, _split, _split_loop, _halves])(r)
+    pre, body = r.choice([_ranged, _ranged, _split, _split, _split_loop, _halves,
+                          _staged, _staged])(r)
     trips = r.choice(["3", "n", "4"])
     lines = ["    for b in par(0, n) @ BLOCKS:", "        buf: f32[2, 32] @ SHARED",
              "        s: f32[2, 64] @ SHARED"]
