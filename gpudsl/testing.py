@@ -76,6 +76,7 @@ class CudaSnapshotExtension(SingleFileSnapshotExtension):
     """One ``.cu`` file per snapshot, text mode, normalised."""
 
     file_extension = "cu"
+    _file_extension = "cu"   # the attribute's name before syrupy 4.7
     _write_mode = WriteMode.TEXT
 
     def serialize(self, data, **kwargs) -> str:

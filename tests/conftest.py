@@ -17,3 +17,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# The disk cache of compiled graphs (gpudsl.graph.cache) is off in the tests: many patch
+# the compile path (fusion, kernels) and must see it run.  tests/graph/test_graph_cache.py
+# turns it on where it is the subject.
+import os  # noqa: E402
+
+os.environ.setdefault("GPUDSL_GRAPH_CACHE", "0")

@@ -24,10 +24,13 @@ taken over at once; another host's after ``stale_seconds``.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from ..errors import Error
@@ -386,11 +389,35 @@ class Database:
 _memo: dict = {}
 
 
+_LOOKUPS: ContextVar = ContextVar("gpudsl_tuning_lookups", default=None)
+
+
+@contextmanager
+def recording_lookups(into: list | None = None):
+    """Inside the block, every :func:`lookup_winner` call is appended to the list
+    yielded (``into``, or a new one) as ``((task, shapes, env, db), answer)``: what a
+    compile chose from the tuning store, so that a cached compile can ask again."""
+    out = [] if into is None else into
+    token = _LOOKUPS.set(out)
+    try:
+        yield out
+    finally:
+        _LOOKUPS.reset(token)
+
+
 def lookup_winner(task: str, shapes: dict, env: str, db: str | os.PathLike | None = None
                   ) -> dict | None:
     """The winning parameters of ``task`` for these shapes and environment, or None.
     Cheap when there is no database file; memoized on the file's modification time.
     Without Optuna installed there is no winner (the defaults)."""
+    w = _lookup_winner(task, shapes, env, db)
+    seen = _LOOKUPS.get()
+    if seen is not None:
+        seen.append(((task, shapes, env, None if db is None else str(db)), copy.deepcopy(w)))
+    return w
+
+
+def _lookup_winner(task, shapes, env, db):
     where = default_path() if db is None else db
     url = str(where) if "://" in str(where) else None
     path = Path(where).expanduser() if url is None else sqlite_file(url)

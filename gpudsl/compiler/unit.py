@@ -158,16 +158,30 @@ class Unit:
                                for e in self.entries.values()
                                for k in e.module.kernels.values()]
             self.key = hashlib.sha256(f"{target}\0{self.source}".encode()).hexdigest()
+            self._load_backend()
+
+    def _load_backend(self) -> None:
+        with _LOCK:
+            backend = _BACKENDS.get(self.key)
+            if backend is not None:
+                stats["memory_hits"] += 1
+        if backend is None:
+            backend = BACKENDS[self.target](self.source, self.signatures)
             with _LOCK:
-                backend = _BACKENDS.get(self.key)
-                if backend is not None:
-                    stats["memory_hits"] += 1
-            if backend is None:
-                backend = BACKENDS[target](self.source, self.signatures)
-                with _LOCK:
-                    backend = _BACKENDS.setdefault(self.key, backend)
-                    stats["built"] += 1
-            self.backend = backend
+                backend = _BACKENDS.setdefault(self.key, backend)
+                stats["built"] += 1
+        self.backend = backend
+
+    def __getstate__(self):
+        # the compiled code stays behind (a loaded module): an unpickled unit loads it
+        # again by its key, from memory or the disk cache (gpudsl.graph.cache)
+        state = dict(self.__dict__)
+        state.pop("backend", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._load_backend()
 
     # ------------------------------------------------------------ introspection
 

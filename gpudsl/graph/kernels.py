@@ -22,6 +22,7 @@ node's place in the arena.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -196,13 +197,20 @@ def _chain(name, steps, params, dims, names, flags, rank, pre=""):
         body, callees = _step_lines(steps, dims, names, list(flags), "out", "out")
     else:
         h = len(steps) // 2
-        part = name if name.startswith("part_") else "part_"
-        callees = [_chain(part + "a", steps[:h], params, dims, names, flags, rank),
-                   _chain(part + "b", steps[h:], params, dims, names, flags, rank)]
+        callees = [_part(steps[:h], params, tuple(dims), tuple(names), flags, rank),
+                   _part(steps[h:], params, tuple(dims), tuple(names), flags, rank)]
         args = ", ".join(list(dims) + list(names) + ["out"])
         body = [f"    {c.name}({args})" for c in callees]
     text = f"def {name}({', '.join(params)}):\n" + pre + "\n".join(body) + "\n"
     return inline_and_fuse(_proc(name, text, callees), rank)
+
+
+@lru_cache(maxsize=4096)
+def _part(steps, params, dims, names, flags, rank):
+    """A half of a chain as a proc of its own, named by its content: equal parts (a
+    chain that repeats itself) are derived once."""
+    tag = hashlib.sha256(repr((steps, params, flags)).encode()).hexdigest()[:12]
+    return _chain(f"part_{tag}", steps, params, list(dims), list(names), flags, rank)
 
 
 def _out_point(p) -> str:

@@ -18,8 +18,10 @@ import threading
 
 import numpy as np
 
+from ..autotune.db import recording_lookups
 from ..errors import Error, GraphError
 from ..stdlib import ops
+from . import cache as graph_cache
 from . import fusion
 from . import kernels as fused_kernels
 from .executors import (BufferState, HostExecutor, check_device_inputs, check_inputs,
@@ -73,8 +75,38 @@ class Model:
                 if root.op == "ConstantTensor":
                     raise _at(node, "ReplaceSliceNode writes in place and its tensor is a "
                               "ConstantTensor", "write into a BufferTensor")
-        self._fuse(graph)
-        self.plan: Plan = plan(*fusion.planner_view(graph.nodes, graph.result, self.groups))
+        key = graph_cache.key(graph.text, graph.file, device, self.constants)
+        hit = graph_cache.load(key, self.constants, self._PRODUCTS)  # read back
+        if hit is not None:
+            for name, value in hit.items():
+                setattr(self, name, value)
+            self._allocate()
+        else:
+            self._compile(graph, key)
+        self._host = HostExecutor(self, self.launches, self.unit)
+        self._device_exec = None
+
+    #: what the disk cache keeps of a compile (gpudsl.graph.cache)
+    _PRODUCTS = ("groups", "unfused", "_fused", "plan", "launches", "unit")
+
+    def _compile(self, graph: Graph, key: str):
+        constants, self.constants = self.constants, graph_cache.Reads(self.constants)
+        with recording_lookups() as lookups:
+            try:
+                self._fuse(graph)
+                self.plan: Plan = plan(*fusion.planner_view(graph.nodes, graph.result,
+                                                            self.groups))
+                self._allocate()
+                #: the evaluation: one launch list (fused kernels included) ...
+                self.launches: LaunchList = launch_list(self)
+                #: ... and all its procs as ONE translation unit (None: nothing to launch)
+                self.unit = self._compile_unit()
+            finally:
+                read, self.constants = self.constants.read, constants
+        graph_cache.store(key, {k: getattr(self, k) for k in self._PRODUCTS}, lookups,
+                          constants, read)
+
+    def _allocate(self):
         try:
             self._state = BufferState([b.shape for b in self._buffer_nodes()])
             self._arena = np.zeros(max(self.plan.arena_bytes, 1), np.uint8)
@@ -82,12 +114,6 @@ class Model:
             raise GraphError(f"the model's tensors need {self.plan.arena_bytes} bytes of "
                              f"memory, more than this machine can give ({e})",
                              hint="use smaller shapes") from None
-        #: the evaluation: one launch list (fused kernels included) ...
-        self.launches: LaunchList = launch_list(self)
-        #: ... and all its procs as ONE translation unit (None: nothing to launch)
-        self.unit = self._compile_unit()
-        self._host = HostExecutor(self, self.launches, self.unit)
-        self._device_exec = None
 
     def _compile_unit(self):
         from ..compiler.unit import compile_unit

@@ -23,10 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .nodes import (AsyncCommit, AsyncCopy, AsyncWait, Assign, BinOp, Call, Const, Read,
+from .nodes import (AsyncCommit, AsyncCopy, AsyncWait, Assign, BinOp, Const, Read,
                     Stmt)
 from .types import INDEX
-from .visitor import walk
+from .visitor import kinds
 
 ASYNC_STMTS = (AsyncCopy, AsyncCommit, AsyncWait)
 COPY_BYTES = (4, 8, 16)
@@ -38,16 +38,7 @@ def is_async(s) -> bool:
 
 def uses_async(pdef, seen=None) -> bool:
     """Does ``pdef`` (or a callee) hold an async copy, commit or wait?"""
-    seen = set() if seen is None else seen
-    if id(pdef) in seen:
-        return False
-    seen.add(id(pdef))
-    for n in walk(pdef.body):
-        if isinstance(n, ASYNC_STMTS):
-            return True
-        if isinstance(n, Call) and uses_async(n.proc, seen):
-            return True
-    return False
+    return any(k in ASYNC_STMTS for k in kinds(pdef.body))
 
 
 def shifted(idx: tuple, k: int) -> tuple:

@@ -4,7 +4,7 @@ barrier ``sync()``, the ranged barrier ``sync(lo, hi)`` and the split barrier's
 from __future__ import annotations
 
 from .nodes import Arrive, Call, Stmt, Sync, Wait
-from .visitor import walk
+from .visitor import kinds, walk
 
 SYNC_STMTS = (Sync, Arrive, Wait)
 
@@ -29,6 +29,11 @@ def sync_range(s: Stmt) -> tuple[int, int] | None:
 
 def uses_partial_sync(pdef, seen=None) -> bool:
     """Does ``pdef`` (or a callee) hold a ranged ``sync``, an ``arrive`` or a ``wait``?"""
+    found = kinds(pdef.body)
+    if Arrive in found or Wait in found:
+        return True
+    if Sync not in found:
+        return False
     seen = set() if seen is None else seen
     if id(pdef) in seen:
         return False

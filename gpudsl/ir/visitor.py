@@ -49,6 +49,35 @@ def walk(node: Node | tuple) -> Iterator[Node]:
         stack.extend(reversed(list(children(n))))
 
 
+_KINDS: dict = {}  # id(statement or block) -> (it, its kinds): nodes are immutable
+
+
+def kinds(node) -> frozenset:
+    """The classes of every node under ``node`` (a node or a statement block, through
+    ``Call.proc`` into the callees' bodies).  Remembered per statement and block, so
+    asking again after a rewrite that shares most of the tree costs the changed part
+    (the per-primitive guards ask it of every result; issue 28)."""
+    if isinstance(node, Expr):
+        return frozenset(type(n) for n in walk(node))
+    hit = _KINDS.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    if isinstance(node, tuple):
+        out: frozenset = frozenset().union(*(kinds(s) for s in node
+                                             if isinstance(s, Node)))
+    else:
+        parts = [{type(node)}]
+        for c in children(node):
+            parts.append(kinds(c))
+        if isinstance(node, Call) and getattr(node.proc, "body", None) is not None:
+            parts.append(kinds(node.proc.body))
+        out = frozenset().union(*parts)
+    if len(_KINDS) > 200_000:
+        _KINDS.clear()
+    _KINDS[id(node)] = (node, out)
+    return out
+
+
 class Transformer:
     """Rebuilds a tree bottom-up where something changed, sharing the rest.
 

@@ -5,7 +5,7 @@ returning the new IR and the cursor forwarding.
 """
 from __future__ import annotations
 
-from ..ir.nodes import Alloc, Assign, For, If, Sync
+from ..ir.nodes import Alloc, Assign, BinOp, Const, For, If, Sync, Var
 from ..ir.syncs import is_sync
 from ..ir.types import BLOCKS
 from ..ir.visitor import bound_names, free_vars, rename as rename_names, walk
@@ -220,7 +220,8 @@ def fuse(p, loop1, loop2):
     acc_b = collect(bbody, loops=(F,))
     has_sync = any(is_sync(n) for n in walk(F.body))
     hit = find_conflict(p.ir, c1.addr, acc_b, acc_a,
-                        lambda e1, e2: e1[A.iter] < e2[A.iter], allow_reduce=not has_sync)
+                        lambda e1, e2: e1[A.iter] < e2[A.iter], allow_reduce=not has_sync,
+                        apart=lambda a, b: _same_iteration_only(a, b, A.iter))
     if hit:
         raise_conflict("backward dependence: an access of the second loop would come "
                        "before an access of the first loop in a later iteration", hit, B.loc)
@@ -241,6 +242,23 @@ def fuse(p, loop1, loop2):
         return a1 + ("body", n1 + r[2]) + r[3:]
 
     return Rewrite(ir, fwd_splice(c2.addr, 0, inner_map))
+
+
+def _same_iteration_only(a, b, it: str) -> bool:
+    """Whether ``a`` and ``b`` can touch one element only in the same iteration of the
+    fused loop ``it``: a subscript of both is ``it`` itself (or ``it`` plus the same
+    constant), so equal elements mean equal iterations.  A chain of N fused nests
+    (``out[i] = f(out[i])``) asks the solver nothing (issue 28)."""
+    def shift(e):
+        if isinstance(e, Var) and e.name == it:
+            return 0
+        if isinstance(e, BinOp) and e.op in ("+", "-"):
+            for x, c in ((e.lhs, e.rhs), (e.rhs, e.lhs) if e.op == "+" else (None, None)):
+                if isinstance(x, Var) and x.name == it and isinstance(c, Const) \
+                        and type(c.val) is int:
+                    return c.val if e.op == "+" else -c.val
+        return None
+    return any(shift(x) is not None and shift(x) == shift(y) for x, y in zip(a.idx, b.idx))
 
 
 # ------------------------------------------------------------------ unroll / cut / remove

@@ -71,33 +71,37 @@ def find_bad(pdef: ProcDef, addr, access: RegionAccess, bad):
 
 
 def find_conflict(pdef: ProcDef, addr, accs1: list, accs2: list, relate,
-                  allow_reduce: bool = True, tags=("_1", "_2"), region_env=None):
+                  allow_reduce: bool = True, tags=("_1", "_2"), region_env=None,
+                  apart=None):
     """The first pair (a, b, witness) of conflicting instances related by
     ``relate(env1, env2)``, or None; the witness is None when undecided.  ``addr``:
     the region's statement (its enclosing loops and conditions are shared by both
-    instances)."""
-    sc = Scope(pdef, addr)
+    instances).  ``apart(a, b)``: True for a pair the caller knows never touches one
+    element in related instances (not asked)."""
     accs1, accs2 = _representatives(accs1), _representatives(accs2)
+    pairs = [(a, b) for a in accs1 for b in accs2
+             if conflicts(a, b, allow_reduce) and len(a.idx) == len(b.idx)
+             and not (apart is not None and apart(a, b))]
+    if not pairs:
+        return None
+    sc = Scope(pdef, addr)
     with sc.session() as check:
-        for a in accs1:
-            for b in accs2:
-                if not conflicts(a, b, allow_reduce) or len(a.idx) != len(b.idx):
-                    continue
-                i1 = sc.instance(a.loops, a.guards, tags[0], region_env)
-                i2 = sc.instance(b.loops, b.guards, tags[1], region_env)
-                try:
-                    same = [sc.int(i, i1.env) == sc.int(j, i2.env)
-                            for i, j in zip(a.idx, b.idx)]
-                    rel = relate(i1.env, i2.env)
-                except Unsupported:
-                    return a, b, None
-                r = check(i1.facts + i2.facts + same + [rel])
-                if r.status == SAT:
-                    names = {f"{L.iter}{tags[0]}": i1[L.iter] for L in a.loops}
-                    names.update({f"{L.iter}{tags[1]}": i2[L.iter] for L in b.loops})
-                    return a, b, sc.witness(r.model, names)
-                if r.status != UNSAT:
-                    return a, b, None
+        for a, b in pairs:
+            i1 = sc.instance(a.loops, a.guards, tags[0], region_env)
+            i2 = sc.instance(b.loops, b.guards, tags[1], region_env)
+            try:
+                same = [sc.int(i, i1.env) == sc.int(j, i2.env)
+                        for i, j in zip(a.idx, b.idx)]
+                rel = relate(i1.env, i2.env)
+            except Unsupported:
+                return a, b, None
+            r = check(i1.facts + i2.facts + same + [rel])
+            if r.status == SAT:
+                names = {f"{L.iter}{tags[0]}": i1[L.iter] for L in a.loops}
+                names.update({f"{L.iter}{tags[1]}": i2[L.iter] for L in b.loops})
+                return a, b, sc.witness(r.model, names)
+            if r.status != UNSAT:
+                return a, b, None
     return None
 
 

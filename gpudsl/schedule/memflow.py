@@ -15,6 +15,7 @@ Otherwise the primitive refuses, with a witness where there is one.
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import replace
 
 import z3
@@ -134,8 +135,9 @@ def check_flow(pdef, addr, region: tuple, buf: str, ix, loc, why: str):
     writes = [s for s in sites if s.acc.mode != "r"]
     reads = [s for s in sites if s.acc.mode != "w"]
     seen: dict = {}
+    before = _Before(sites, writes)
     for r in reads:
-        if _covered(pdef, addr, r, writes, split, seen):
+        if _covered(pdef, addr, r, writes, split, seen, before):
             continue
         for w in writes:
             hit = find_conflict(
@@ -159,7 +161,28 @@ def _key(site: _Site):
     return k
 
 
-def _covered(pdef, addr, r: _Site, writes, split, seen: dict) -> bool:
+class _Before:
+    """The writes of each class (indices, guards, loop paths), in program order, to
+    find the nearest write of a read's class before it without scanning every write
+    (N reads of N writes was quadratic; issue 28)."""
+
+    def __init__(self, sites, writes):
+        self.pos = {id(s): i for i, s in enumerate(sites)}
+        self.groups: dict = {}
+        for w in writes:
+            self.groups.setdefault(_key(w)[:3], []).append(w)
+        self.at = {k: [self.pos[id(w)] for w in g] for k, g in self.groups.items()}
+
+    def candidates(self, r: _Site):
+        """The writes of ``r``'s class that come before it in program order, nearest
+        first (a write statically before ``r`` comes before it in program order)."""
+        k = _key(r)[:3]
+        j = bisect.bisect_left(self.at.get(k, []), self.pos[id(r)] + 1)
+        g = self.groups.get(k, [])
+        return (g[i] for i in range(j - 1, -1, -1))
+
+
+def _covered(pdef, addr, r: _Site, writes, split, seen: dict, before: _Before) -> bool:
     # the nearest write of the same element before the read in the same loop body
     # usually covers it alone: one small question instead of one over every write
     # (a chain of N in-place updates asked N questions of N writes each).  The
@@ -167,8 +190,8 @@ def _covered(pdef, addr, r: _Site, writes, split, seen: dict) -> bool:
     # is before the read in both): asked once per such pair
     kr = _key(r)
     near = None
-    for w in reversed(writes):
-        if _key(w)[:3] == (kr[0], kr[1], kr[2]) and _static_before(w, r, False):
+    for w in before.candidates(r):
+        if _static_before(w, r, False):
             near = w
             break
     if near is not None:

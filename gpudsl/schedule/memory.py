@@ -316,7 +316,9 @@ def expand_dim(p, alloc, size, index):
     a = c.addr
     baddr = a[:-1]
     prefix_len = len(baddr)
-    # every access site
+    # every access site (the bound depends only on the enclosing statements: one
+    # proof per block, not per statement; issue 28)
+    proved: set = set()
     for addr, st in iter_stmts(p.ir):
         if addr[:prefix_len] != baddr or addr[prefix_len] <= a[-1]:
             continue
@@ -327,6 +329,9 @@ def expand_dim(p, alloc, size, index):
         if missing:
             raise fail(f"the index {_pe(ix)} uses {', '.join(sorted(missing))}, not "
                        "visible here", st.loc)
+        if addr[:-1] in proved:
+            continue
+        proved.add(addr[:-1])
         prove(p.ir, addr, lambda enc, e_: z3.And(enc.int(ix, e_) >= 0,
                                                  enc.int(ix, e_) < enc.int(sz, e_)),
               f"0 <= {_pe(ix)} < {_pe(sz)} where '{s.name}' is used", st.loc)

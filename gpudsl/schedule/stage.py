@@ -311,8 +311,12 @@ def _split(pdef, addr, mine, win, steps=()):
     and the first miss (access, witness)."""
     bad = _outside(win, steps)
     missed, first = set(), None
+    answers: dict = {}  # one question per class of accesses (issue 28: N statements)
     for a in mine:
-        w = _find_bad(pdef, addr, a, lambda enc, e_, a=a: bad(enc, e_, a))
+        k = (repr(a.idx), tuple(id(L) for L in a.loops), repr(a.guards))
+        if k not in answers:
+            answers[k] = _find_bad(pdef, addr, a, lambda enc, e_, a=a: bad(enc, e_, a))
+        w = answers[k]
         if w is not None:
             missed.add(_key(a))
             if first is None:

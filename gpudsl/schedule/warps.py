@@ -20,16 +20,15 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..ir.nodes import Call, Collective, For, If
+from ..ir.nodes import Collective, For, If
 from ..ir.printer import print_expr
 from ..ir.types import THREADS
-from ..ir.visitor import walk
+from ..ir.visitor import kinds
 from .memo import recall
 
 
 def _has_collective(ir) -> bool:
-    return any(isinstance(n, Collective) for n in walk(ir)) or any(
-        isinstance(n, Call) and _has_collective(n.proc) for n in walk(ir))
+    return any(issubclass(k, Collective) for k in kinds(ir.body))
 
 
 def _signatures(ir) -> Counter:
