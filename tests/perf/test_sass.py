@@ -138,6 +138,25 @@ def test_permute_has_four_loads_in_flight(shape, perm):
     assert all(u.distance is not None and u.distance >= 3 for u in hot.loads)
 
 
+@needs_tool
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("shape, perm", [((4001, 4003), (1, 0)), ((37, 100), (1, 0)),
+                                         ((64, 1001, 1003), (0, 2, 1)),
+                                         ((63, 1001, 1003), (2, 1, 0))])
+def test_permute_edge_kernels_have_four_loads_in_flight(shape, perm, arch):
+    """Odd shapes: the tiled kernel and both edge kernels keep at least 4 independent
+    global loads in flight per thread (the edge over the last < 32 values of the
+    input's inner axis had 1: one element per thread), no spills (issue 24)."""
+    from gpudsl.stdlib.permute import permute_kernel
+
+    p, _, _ = permute_kernel(shape, perm)
+    r = p.compile("emulator", check=False).sass(arch)
+    assert len(r.kernels) == 3, str(r)
+    for k in r.kernels:
+        assert k.spill_bytes == 0
+        assert max(f.loads_in_flight for f in k.figures) >= 4, str(r)
+
+
 def test_perf_analyses_the_running_kernel():
     """perf() reads the kernel ops runs: sizes stay parameters (issue 24: a kernel
     with its sizes bound as constants is another kernel)."""
