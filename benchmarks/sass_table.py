@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+import os
 import sys
 import time
 
@@ -97,17 +98,16 @@ def cases(only=None):
     return out
 
 
-RESULTS = "benchmarks/results"
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
-def gpu_runs(root: str = RESULTS) -> list:
+def gpu_runs(root: str | None = None) -> list:
     """(device, run folder, tree commit, bench results) of every committed GPU campaign
     whose timings are trustworthy: only results whose every repetition was covered by
     the spin kernel (no host time inside the events, ``covered == reps``) and that carry
     no note; the first H100 run (no ``covered`` field: host-bound timings) drops out."""
     import glob
     import json
-    import os
     import re
 
     def order(path):  # a folder's later runs (-run2, ...) after it
@@ -116,6 +116,7 @@ def gpu_runs(root: str = RESULTS) -> list:
         return (m.group(1), int(m.group(2) or 1), path)
 
     out = []
+    root = root or RESULTS
     for path in sorted(glob.glob(os.path.join(root, "*", "part*", "bench.json")), key=order):
         run = os.path.basename(os.path.dirname(os.path.dirname(path)))
         with open(path) as f:
