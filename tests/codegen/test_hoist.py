@@ -188,3 +188,13 @@ def f(k: index, x: f32[4], y: f32[8]):
     x = np.arange(4, dtype=np.float32) + 1
     out = _run(p, k=k, x=x, y=np.zeros(8, np.float32))
     np.testing.assert_array_equal(out["y"], x[k] * np.arange(8, dtype=np.float32))
+
+
+def test_differential_cases():
+    """A few random cases of tests/codegen/hoist_differential.py: the interpreter and
+    the emulator agree, and some of the C hoisted a read (the long mode runs more)."""
+    from .hoist_differential import run
+
+    out = run(seed=5, cases=6)
+    assert not out.mismatches, out.mismatches[0]
+    assert out.hoisting > 0 and out.cases > out.skipped
