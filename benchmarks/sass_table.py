@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+import os
 import sys
 import time
 
@@ -97,6 +98,60 @@ def cases(only=None):
     return out
 
 
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def gpu_runs(root: str | None = None) -> list:
+    """(device, run folder, tree commit, bench results) of every committed GPU campaign
+    whose timings are trustworthy: only results whose every repetition was covered by
+    the spin kernel (no host time inside the events, ``covered == reps``) and that carry
+    no note; the first H100 run (no ``covered`` field: host-bound timings) drops out."""
+    import glob
+    import json
+    import re
+
+    def order(path):  # a folder's later runs (-run2, ...) after it
+        run = os.path.basename(os.path.dirname(os.path.dirname(path)))
+        m = re.match(r"(.*?)(?:-run(\d+))?$", run)
+        return (m.group(1), int(m.group(2) or 1), path)
+
+    out = []
+    root = root or RESULTS
+    for path in sorted(glob.glob(os.path.join(root, "*", "part*", "bench.json")), key=order):
+        run = os.path.basename(os.path.dirname(os.path.dirname(path)))
+        with open(path) as f:
+            j = json.load(f)
+        readme = os.path.join(os.path.dirname(os.path.dirname(path)), "README.md")
+        tree = ""
+        if os.path.exists(readme):
+            m = re.search(r"commit ([0-9a-f]{7,})\b", open(readme).read())
+            tree = m.group(1) if m else ""
+        good = [r for r in j.get("results", [])
+                if r.get("status") == "ok" and r.get("ratio") is not None
+                and r["timing"].get("covered") == j.get("reps") and not r["timing"]["notes"]]
+        dev = j.get("device", "?").replace("NVIDIA ", "").replace(" 80GB HBM3", "")
+        out.append((dev, run, tree, good))
+    return out
+
+
+BENCH_NODE = {"permute3d_021": None, "permute3d_210": None}  # not in the bench rows
+
+
+def measured(node: str, label: str, runs) -> str:
+    """The ratio each trustworthy GPU run measured for ``node`` at the bench shape
+    (cold L2), the latest run per device first: ``0.69 H200 (affa7d2)``."""
+    name = BENCH_NODE.get(node, node)
+    if name is None:
+        return "-"
+    per_device = {}
+    for dev, run, tree, results in runs:  # sorted by folder: later runs overwrite
+        for r in results:
+            if r["node"] == name and r["size"].split(" ")[0] == label and \
+                    r.get("l2") in (None, "cold"):
+                per_device[dev] = f"{r['ratio']:.2f} {dev} ({tree or run})"
+    return "; ".join(per_device[d] for d in sorted(per_device, reverse=True)) or "-"
+
+
 def _widths(f, base):
     parts = []
     for w in ("", ".128", ".64"):
@@ -132,7 +187,7 @@ def estimate(report, ref: str, latency: float):
     return total, want, max(set(limiters), key=limiters.count)
 
 
-def row(node, label, p, binds, ref, elements):
+def row(node, label, p, binds, ref, elements, runs=()):
     from gpudsl.perf.sass import hot_loop
 
     rep = p.perf("H100", **binds)
@@ -164,7 +219,7 @@ def row(node, label, p, binds, ref, elements):
         "occupancy": f"{main.occupancy:.0%}" if main.occupancy is not None else "?",
         "executed": per, "limit": lim, "ref": ref,
         "estimate": f"{fr[1]:.2f} ({min(fr):.2f}-{max(fr):.2f})",
-        "measured": "none (no GPU)",
+        "measured": measured(node, label, runs),
     }, rep
 
 
@@ -213,8 +268,9 @@ def main(argv=None) -> int:
     only = set(ns.nodes.split(",")) if ns.nodes else None
     rows, details = [], []
     t0 = time.time()
+    runs = gpu_runs()
     for node, label, p, binds, ref, elements in cases(only):
-        r, rep = row(node, label, p, binds, ref, elements)
+        r, rep = row(node, label, p, binds, ref, elements, runs)
         rows.append(r)
         print(f"{node}: {r['estimate']} of {ref} ({r['limit']})", file=sys.stderr)
         details.append((node, rep))
@@ -239,7 +295,11 @@ def main(argv=None) -> int:
         "executed warp instructions / (132 SMs x 4 x 1.98 GHz), shared-memory bytes / "
         "(132 x 128 B x 1.98 GHz), and bytes read / "
         "(bytes in flight per thread x resident threads x 132 / latency). `measured`: "
-        "no GPU has measured these kernels yet.",
+        "the ratio to the same reference that `gpudsl bench` measured on a GPU at this "
+        "shape (cold L2), per device, from the committed runs under benchmarks/results/ "
+        "whose every repetition was timed without host time (the tree each ran in "
+        "brackets). Those runs timed the kernels of their tree: where a kernel changed "
+        "after them (see docs/performance.md) the figure is the previous kernel's.",
         "",
     ]
     body = [markdown(rows), "", "## Per kernel and per loop", ""]

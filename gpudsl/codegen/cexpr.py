@@ -155,6 +155,10 @@ class ExprEmitter:
     def use_helper(self, name: str) -> None:
         pass
 
+    def read_text(self, e: Read) -> str:
+        """A read in an expression (a code generator may substitute a local)."""
+        return self.access(e.name, e.idx, e.loc)
+
     # ---- types
 
     def cint(self, e: Expr) -> str:
@@ -244,7 +248,7 @@ class ExprEmitter:
         if isinstance(e, Var):
             return self.var_text(e.name), ATOM
         if isinstance(e, Read):
-            return self.access(e.name, e.idx, e.loc), ATOM
+            return self.read_text(e), ATOM
         if isinstance(e, BinOp):
             return self._binop(e)
         if isinstance(e, UnOp):

@@ -9,6 +9,7 @@ Index arithmetic is 32-bit (``int``) when every extent fits (see
 """
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
 from ..errors import CompileError
@@ -19,6 +20,7 @@ from ..ir.types import INDEX, f16, bf16
 from ..ir.visitor import bound_names, walk
 from .cexpr import cname
 from .helpers import helper_source
+from .hoist import Hoister
 from .kernel import ArrayInfo, KernelWriter
 from .plan import (CudaModule, HostIf, HostLoop, HostSplitter, KernelInfo, KernelParam, NotConstant,
                    evaluate, walk_program)
@@ -148,6 +150,8 @@ class ModuleWriter:
             if q.ty in (f16, bf16):
                 self.uses_half = True
         body = inline_calls(p).body
+        self.hoister = Hoister(dataclasses.replace(p, body=body), self.bindings)
+        self.hoist_count = 0
         splitter = HostSplitter(p.name)
         program = splitter.block(body)
         self.program = program

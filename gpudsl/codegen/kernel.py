@@ -33,6 +33,8 @@ from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If
 from ..ir.nests import DIMS, direct_nest, nest_dims
 from ..ir.types import BARRIER
 from .asyncs import emit_async
+from .hoist import read_key
+from ..ir.inline import written_names
 from .syncs import SyncWriter
 from ..ir.printer import print_expr
 from ..ir.types import BLOCKS, INDEX, REGISTER, SHARED, THREADS, DType, bool_, f16, \
@@ -123,6 +125,8 @@ class KernelWriter(ExprEmitter):
         self.drops: dict[int, tuple] = {}  # id(Alloc) -> dims dropped
         self.dyn_offsets: dict[int, int] = {}  # id(Alloc) -> byte offset (dynamic shared)
         self.dynamic_shared_bytes = 0
+        self.hoisted: dict[tuple, str] = {}  # read_key -> local loaded before its loop
+        self.written: set[str] = set()  # what the kernel writes (see .hoist)
 
     # ------------------------------------------------------------ context hooks
 
@@ -163,6 +167,15 @@ class KernelWriter(ExprEmitter):
 
     def access(self, name, idx, loc):
         return self.index_text(self.lookup(name, loc), tuple(idx), loc)
+
+    def read_text(self, e: Read) -> str:
+        """A read in an expression: the local of a hoisted read (:mod:`.hoist`),
+        else the element."""
+        if self.hoisted:
+            local = self.hoisted.get(read_key(e))
+            if local is not None:
+                return local
+        return self.access(e.name, e.idx, e.loc)
 
     # ------------------------------------------------------------ constants
 
@@ -267,6 +280,7 @@ class KernelWriter(ExprEmitter):
         chain = blocks_chain(f)
         body = chain[-1].body
         self.prepass(body)
+        self.written = written_names(body)
         self.syncs = SyncWriter(self, body)
         nthreads = self.block_dim[0] * self.block_dim[1] * self.block_dim[2]
         w = self.w
@@ -317,6 +331,7 @@ class KernelWriter(ExprEmitter):
         w.line(f"{self.name}({params_text})")
         w.line("{")
         w.indent += 1
+        self.written = written_names(stmts)
         self.block(stmts, level="serial")
         w.indent -= 1
         w.line("}")
@@ -470,6 +485,7 @@ class KernelWriter(ExprEmitter):
         t = self.index_ctype
         if "long long" in (self.cint(s.lo), self.cint(s.hi)):
             t = "long long"
+        hoisted = self.hoist_reads(s) if level in ("thread", "serial") else ()
         if s.unroll:  # directive for the line above, so the loop lands on its own line
             w.line("#pragma unroll", SrcLoc(s.loc.file, s.loc.line - 1) if s.loc else None)
         v = cname(s.iter)
@@ -480,6 +496,33 @@ class KernelWriter(ExprEmitter):
         self.block(s.body, level)
         w.indent -= 1
         w.line("}")
+        for key in hoisted:
+            del self.hoisted[key]
+
+    def hoist_reads(self, s: For) -> list:
+        """Loads the loop's invariant reads of read-only arrays into locals before it
+        (:mod:`.hoist`); their keys."""
+        hoister = getattr(self.m, "hoister", None)
+        if hoister is None:
+            return []
+
+        def info(name):
+            for sc in reversed(self.scopes):
+                if name in sc:
+                    return sc[name]
+            return None
+
+        keys = []
+        for r in hoister.plan(s, self.written, info, self.hoisted):
+            key = read_key(r)
+            local = f"gpudsl_h{self.m.hoist_count}"
+            self.m.hoist_count += 1
+            a = info(r.name)
+            self.w.line(f"const {a.dtype.ctype} {local} = {self.access(r.name, r.idx, r.loc)};"
+                        "  // loop-invariant", r.loc)
+            self.hoisted[key] = local
+            keys.append(key)
+        return keys
 
     def thread_nest(self, f: For) -> None:
         chain = thread_chain(f)

@@ -185,20 +185,30 @@ def schedule_transpose_cut(p: Proc, perm: tuple, *, tile: int = TILE, pad: int =
         return schedule_transpose(p, perm, tile=tile, pad=pad, ordered=True)
 
     def edges(p):
-        # edge 1: R in [0, R0) x the last C: threads walk R, each copies its few Cs
+        # edge 2 first (its loops are the last named r and c): the last R x all C,
+        # blocks over PER_THREAD values of R and 256 values of C, threads along C
+        # (writes coalesced), each copying its PER_THREAD values of R (unrolled:
+        # independent loads in flight); an empty edge has an empty grid
+        e2r = p.find_loop(r, many=True)[-1]
+        p = divide_loop(p, e2r, PER_THREAD, ["ro_e1", "ri_e1"], tail="guard")
+        p = divide_loop(p, p.find_loop(c, many=True)[-1], threads, ["bc_e1", "tc_e1"],
+                        tail="guard")
+        p = reorder_loops(p, "ri_e1")  # ri below bc
+        p = reorder_loops(p, "ri_e1")  # ri below tc
+        p = set_unroll(p, "ri_e1")
+        if batch is not None:
+            p = parallelize_loop(p, p.find_loop("ro_e1").parent(), BLOCKS)
+        p = parallelize_loop(p, "ro_e1", BLOCKS)
+        p = parallelize_loop(p, "bc_e1", BLOCKS)
+        p = parallelize_loop(p, "tc_e1", THREADS)
+        # edge 1: R in [0, R0) x the last C: threads walk R (reads coalesced), each
+        # copies its < tile values of C in a sequential loop (ptxas unrolls it by 4:
+        # 16 independent loads in flight)
         p = divide_loop(p, r, threads, ["br_e0", "tr_e0"], tail="guard")
         if batch is not None:
             p = parallelize_loop(p, p.find_loop("br_e0").parent(), BLOCKS)
         p = parallelize_loop(p, "br_e0", BLOCKS)
-        p = parallelize_loop(p, "tr_e0", THREADS)
-        # edge 2: the last R x all C: blocks over R, threads along C
-        p = divide_loop(p, p.find_loop(c, many=True)[-1], threads, ["bc_e1", "tc_e1"],
-                        tail="guard")
-        if batch is not None:
-            p = parallelize_loop(p, p.find_loop("bc_e1").parent().parent(), BLOCKS)
-        p = parallelize_loop(p, p.find_loop("bc_e1").parent(), BLOCKS)
-        p = parallelize_loop(p, "bc_e1", BLOCKS)
-        return parallelize_loop(p, "tc_e1", THREADS)
+        return parallelize_loop(p, "tr_e0", THREADS)
 
     return tiles_and_edges(p, r, tile, c, tile, batch is not None, tiled, edges)
 

@@ -12,6 +12,7 @@ from .common import make_proc
 from .halves import load, store
 from .block_reduce import block_total, check_warps, warp_partial, warps
 from .reduce import THREADS_PER_ROW, strided
+from .row_registers import RowShape, asserts, chunk_loop, each, load_row, plan_row, vectorized
 
 EPS = "1e-5"
 
@@ -75,13 +76,56 @@ def rms_norm_kernel(threads: int = THREADS_PER_ROW, dt: str = "f32") -> Proc:
     return make_proc("rms_norm", text)
 
 
+@lru_cache(maxsize=None)
+def rms_norm_registers(rs: RowShape) -> Proc:
+    """One block per row with the row in registers (:mod:`.row_registers`): each
+    thread loads its vectors of x once (``vec``-wide loads, all issued before the first
+    use) and sums their squares;
+    the block reduction (one barrier) gives the sum of squares; one reciprocal square
+    root; each thread scales its vectors from the registers, loads w and stores out
+    with vector accesses.  x is read once from memory."""
+    T = rs.threads
+    name = f"rms_norm_rows_{rs.tag}"
+    text = (
+        f"def {name}(r: size, n: size, x: f32[r, n], w: f32[n], out: f32[r, n]):\n"
+        + asserts(rs) +
+        "    for i in par(0, r) @ BLOCKS:\n"
+        f"        part: f32[{warps(T)}] @ SHARED\n"
+        f"        xr: f32[{T}, {rs.chunks}, {rs.vec}] @ REGISTER\n"
+        f"        for t in par(0, {T}) @ THREADS:\n"
+        "            acc: f32\n"
+        "            acc = 0.0\n"
+        + chunk_loop(rs, load_row(rs, "x[i, {e}]"), 3)
+        + chunk_loop(rs, each(rs, "acc += xr[t, c, v] * xr[t, c, v]"), 3)
+        + warp_partial("+", "acc", "part", 3) +
+        "        sync()\n"
+        f"        for t in par(0, {T}) @ THREADS:\n"
+        + block_total(T, "+", "part", "ss", 3) +
+        "            scale: f32\n"
+        f"            scale = 1.0 / sqrt(ss / f32(n) + {EPS})\n"
+        + chunk_loop(rs, f"wr: f32[{rs.vec}]\n"
+                     f"for vw in seq(0, {rs.vec}):\n"
+                     "    wr[vw] = w[{b} + vw]\n"
+                     f"o: f32[{rs.vec}]\n"
+                     + each(rs, "o[v] = wr[v] * (xr[t, c, v] * scale)") +
+                     f"for vo in seq(0, {rs.vec}):\n"
+                     "    out[i, {b} + vo] = o[vo]\n", 3))
+    return vectorized(make_proc("rms_norm", text), rs)
+
+
 def plan_rms_norm(n: int, dt: str = "f32") -> Proc:
-    """The kernel for rows of ``n`` elements: as many threads as help (a power of
-    two, 32 to 256), so short rows do not idle 8 warps."""
+    """The kernel for rows of ``n`` elements of type ``dt``: for f32 the row in
+    registers when it fits (:func:`gpudsl.stdlib.row_registers.plan_row`: up to 32
+    entries per thread, 1024 threads), else (and for halves) the streaming kernel with
+    as many threads as help (a power of two, 32 to 256), so short rows do not idle 8
+    warps."""
+    rs = plan_row(n) if dt == "f32" else None
+    if rs is not None:
+        return rms_norm_registers(rs)
     threads = 32
     while threads < THREADS_PER_ROW and threads < n:
         threads *= 2
     return rms_norm_kernel(threads, dt)
 
 
-__all__ = ["rms_norm_rows", "rms_norm_kernel", "plan_rms_norm", "EPS"]
+__all__ = ["rms_norm_rows", "rms_norm_kernel", "rms_norm_registers", "plan_rms_norm", "EPS"]

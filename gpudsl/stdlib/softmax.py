@@ -17,6 +17,7 @@ from .common import make_proc
 from .halves import halve_text
 from .block_reduce import block_total, check_warps, warp_partial, warps
 from .reduce import THREADS_PER_ROW, strided
+from .row_registers import RowShape, asserts, chunk_loop, each, load_row, plan_row, vectorized
 
 _SIG = ("(r: size, n: size, x: f32[r, n], prefix: i64[1], out: f32[r, n], "
         "err: i32[1]):\n")
@@ -90,12 +91,74 @@ def sliced_softmax_kernel(threads: int = THREADS_PER_ROW, dt: str = "f32") -> Pr
     return make_proc("sliced_softmax", halve_text(text, dt, ("x",), ("out",)))
 
 
+@lru_cache(maxsize=None)
+def sliced_softmax_registers(rs: RowShape) -> Proc:
+    """One block per row with the row in registers (:mod:`.row_registers`).
+    Phase 1: each thread loads its vectors of x once (``vec``-wide loads, all issued
+    before the first use) and takes the maximum of its entries in the prefix; block
+    maximum (one barrier).  Phase 2: ``exp`` once per entry, of ``x - max`` in the
+    prefix (of 0 past it, so that nothing overflows), kept in the registers in place of
+    the prefix's entries and summed; block sum (the second barrier).  Phase 3: one
+    reciprocal, every entry written from the registers (vector stores), the prefix
+    scaled by it, the rest copied.  The prefix, clamped to ``[0, n]``, is read once
+    into a 32-bit register ``lim[t]`` (the same comparisons as with ``prefix[0]`` for
+    every entry of the row; ``n`` fits in 32 bits by the kernel's assert), so no
+    comparison in the chunk loops is 64-bit.  Thread 0 of block 0 reports a prefix
+    outside ``[0, n]``."""
+    T = rs.threads
+    name = f"sliced_softmax_rows_{rs.tag}"
+    inp = "{b} + v < lim[t]"
+    text = (
+        f"def {name}" + _SIG + asserts(rs) +
+        "    for i in par(0, r) @ BLOCKS:\n"
+        f"        part: f32[{warps(T)}] @ SHARED\n"
+        f"        part2: f32[{warps(T)}] @ SHARED\n"
+        f"        xr: f32[{T}, {rs.chunks}, {rs.vec}] @ REGISTER\n"
+        f"        lim: i32[{T}] @ REGISTER\n"
+        f"        for t in par(0, {T}) @ THREADS:\n"
+        "            if i == 0 and t == 0 and (prefix[0] < 0 or prefix[0] > n):\n"
+        "                err[0] = 1\n"
+        "            lim[t] = i32(max(0, min(prefix[0], n)))\n"
+        "            acc: f32\n"
+        "            acc = x[i, 0]\n"
+        + chunk_loop(rs, load_row(rs, "x[i, {e}]"), 3)
+        + chunk_loop(rs, each(rs, f"if {inp}:\n"
+                              "    acc = max(acc, xr[t, c, v])"), 3)
+        + warp_partial("max", "acc", "part", 3) +
+        "        sync()\n"
+        f"        for t in par(0, {T}) @ THREADS:\n"
+        + block_total(T, "max", "part", "m", 3) +
+        "            acc2: f32\n"
+        "            acc2 = 0.0\n"
+        + chunk_loop(rs, each(rs, "e: f32\n"
+                              f"e = exp(select({inp}, xr[t, c, v] - m, 0.0))\n"
+                              f"xr[t, c, v] = select({inp}, e, xr[t, c, v])\n"
+                              f"acc2 += select({inp}, e, 0.0)"), 3)
+        + warp_partial("+", "acc2", "part2", 3) +
+        "        sync()\n"
+        f"        for t in par(0, {T}) @ THREADS:\n"
+        + block_total(T, "+", "part2", "total", 3) +
+        "            inv: f32\n"
+        "            inv = 1.0 / total\n"
+        + chunk_loop(rs, f"o: f32[{rs.vec}]\n"
+                     + each(rs, f"o[v] = select({inp}, xr[t, c, v] * inv, xr[t, c, v])") +
+                     f"for vo in seq(0, {rs.vec}):\n"
+                     "    out[i, {b} + vo] = o[vo]\n", 3))
+    return vectorized(make_proc("sliced_softmax", text), rs)
+
+
 def plan_sliced_softmax(n: int, dt: str = "f32") -> Proc:
-    """The kernel for rows of ``n`` entries (32 to 256 threads, a power of two)."""
+    """The kernel for rows of ``n`` entries of type ``dt``: for f32 the row in
+    registers when it fits (:func:`gpudsl.stdlib.row_registers.plan_row`), else (and
+    for halves) the streaming kernel (32 to 256 threads, a power of two)."""
+    rs = plan_row(n) if dt == "f32" else None
+    if rs is not None:
+        return sliced_softmax_registers(rs)
     threads = 32
     while threads < THREADS_PER_ROW and threads < n:
         threads *= 2
     return sliced_softmax_kernel(threads, dt)
 
 
-__all__ = ["sliced_softmax_rows", "sliced_softmax_kernel", "plan_sliced_softmax"]
+__all__ = ["sliced_softmax_rows", "sliced_softmax_kernel", "sliced_softmax_registers",
+           "plan_sliced_softmax"]

@@ -26,9 +26,10 @@ add_fb_v4_k0(
         { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&a[i0 * d1 + 1024 * jb + 4 * t]); (&a_r[0])[0] = gpudsl_v.x; (&a_r[0])[1] = gpudsl_v.y; (&a_r[0])[2] = gpudsl_v.z; (&a_r[0])[3] = gpudsl_v.w; }
 #line 4
         __align__(16) float out_r[4];
+        const float gpudsl_h0 = b[i0 * 1 + 0];  // loop-invariant
 #line 4
         for (int v = 0; v < 4; v++) {
-          out_r[v] = a_r[v] + b[i0 * 1 + 0];
+          out_r[v] = a_r[v] + gpudsl_h0;
         }
 #line 4
         // vcopy4_GLOBAL_REGISTER

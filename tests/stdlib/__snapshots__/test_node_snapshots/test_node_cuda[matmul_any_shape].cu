@@ -116,11 +116,14 @@ matmul_cut_v4_k0(
       for (int p = 8 * (n / 8); p < n; p++) {
 #line 3
         for (int ri = 0; ri < 8; ri++) {
+#line 7
+          const float gpudsl_h0 = a[(128 * bi + 8 * ti + ri) * n + p];  // loop-invariant
+#line 4
           for (int rjg = 0; rjg < 2; rjg++) {
 #line 4
             for (int rj = 0; rj < 4; rj++) {
 #line 7
-              acc[ri][rjg][rj] += a[(128 * bi + 8 * ti + ri) * n + p] * b[p * k + 128 * bj + 64 * rjg + 4 * tj + rj];
+              acc[ri][rjg][rj] += gpudsl_h0 * b[p * k + 128 * bj + 64 * rjg + 4 * tj + rj];
             }
           }
         }

@@ -43,10 +43,14 @@ replace_slice_rows_v4_k0(
 #line 4
         // vcopy4_REGISTER_GLOBAL
         { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&r[i * c + 1024 * jb + 4 * t]); (&r_r[0])[0] = gpudsl_v.x; (&r_r[0])[1] = gpudsl_v.y; (&r_r[0])[2] = gpudsl_v.z; (&r_r[0])[3] = gpudsl_v.w; }
+#line 5
+        const long long gpudsl_h0 = begin[0];  // loop-invariant
+#line 5
+        const long long gpudsl_h1 = end[0];  // loop-invariant
 #line 4
         for (int v = 0; v < 4; v++) {
-          if (begin[0] >= 0LL && end[0] <= n && begin[0] <= end[0] && gpudsl_sub_i64(end[0], begin[0]) == m) {
-            x[(begin[0] + i) * c + 1024 * jb + 4 * t + v] = r_r[v];
+          if (gpudsl_h0 >= 0LL && gpudsl_h1 <= n && gpudsl_h0 <= gpudsl_h1 && gpudsl_sub_i64(gpudsl_h1, gpudsl_h0) == m) {
+            x[(gpudsl_h0 + i) * c + 1024 * jb + 4 * t + v] = r_r[v];
           } else {
 #line 7
             if (i == 0 && 1024 * jb + 4 * t + v == 0) {

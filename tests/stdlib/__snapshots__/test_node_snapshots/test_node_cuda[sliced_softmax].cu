@@ -45,8 +45,11 @@ sliced_softmax_rows_t256_k0(
 #line 9
     float acc;
     acc = x[i * n + 0];
+#line 12
+    const long long gpudsl_h0 = prefix[0];  // loop-invariant
+#line 11
     for (int jo = 0; jo < (n + 255) / 256; jo++) {
-      if (256 * jo + t < n && 256 * jo + t < prefix[0]) {
+      if (256 * jo + t < n && 256 * jo + t < gpudsl_h0) {
         acc = fmaxf(acc, x[i * n + 256 * jo + t]);
       }
     }
@@ -73,8 +76,11 @@ sliced_softmax_rows_t256_k0(
     mx = m;
     float acc2;
     acc2 = 0.0f;
+#line 30
+    const long long gpudsl_h1 = prefix[0];  // loop-invariant
+#line 29
     for (int jo = 0; jo < (n + 255) / 256; jo++) {
-      if (256 * jo + t < n && 256 * jo + t < prefix[0]) {
+      if (256 * jo + t < n && 256 * jo + t < gpudsl_h1) {
         acc2 += expf(x[i * n + 256 * jo + t] - mx);
       }
     }
@@ -98,9 +104,12 @@ sliced_softmax_rows_t256_k0(
 #line 42
     float total;
     total = gpudsl_warp_sum(total_p);
+#line 46
+    const long long gpudsl_h2 = prefix[0];  // loop-invariant
+#line 44
     for (int jo = 0; jo < (n + 255) / 256; jo++) {
       if (256 * jo + t < n) {
-        out[i * n + 256 * jo + t] = 256 * jo + t < prefix[0] ? expf(x[i * n + 256 * jo + t] - mx) / total : x[i * n + 256 * jo + t];
+        out[i * n + 256 * jo + t] = 256 * jo + t < gpudsl_h2 ? expf(x[i * n + 256 * jo + t] - mx) / total : x[i * n + 256 * jo + t];
       }
     }
   }
