@@ -218,3 +218,15 @@ def test_compile_layer_sits_above_codegen_and_runtime():
            if (_in(m, "gpudsl.codegen") or _in(m, "gpudsl.runtime"))
            and _in(t, "gpudsl.compiler")]
     assert not bad, "codegen/runtime import the compile layer:\n  " + "\n  ".join(bad)
+
+
+GRAPH_MAY_NOT_IMPORT = ("gpudsl.schedule", "gpudsl.ir")
+
+
+def test_graph_builds_no_proc_itself():
+    # the graph reads the node table and the stdlib's fused kernels; building and
+    # scheduling procs is the stdlib's (no direct import of schedule/ or ir/)
+    g = import_graph()
+    bad = [_fmt(g, m, t) for m in sorted(g) for t in g[m]
+           if _in(m, "gpudsl.graph") and any(_in(t, p) for p in GRAPH_MAY_NOT_IMPORT)]
+    assert not bad, "graph/ imports schedule/ or ir/:\n  " + "\n  ".join(bad)

@@ -244,24 +244,24 @@ for _op, _graph, _ref in (("add", "SumNode", lambda a, b: a + b),
     register(Node(_op, rule.pointwise, _binary(_op), _ref, _graph,
                   ((REF, "a"), (REF, "b")), ("a", "b"), pointwise="binary",
                   tuning=_pointwise_task(_op), tune_shapes=2))
+register(Node("matmul", rule.matmul, _launch_matmul, lambda a, b: _f64(a) @ b, "MatMulNode",
+              ((REF, "a"), (REF, "b")), ("a", "b"), tuning=_matmul_task, tune_shapes=2))
 for _op, _graph, _ref in (("relu", "ReLUNode", lambda x: np.maximum(_f64(x), 0)),
                           ("silu", "SiLUNode", _silu)):
     register(Node(_op, rule.unary, _unary(_op), _ref, _graph, ((REF, "x"),), ("x",),
                   pointwise="unary", tuning=_pointwise_task(_op)))
-register(Node("matmul", rule.matmul, _launch_matmul, lambda a, b: _f64(a) @ b, "MatMulNode",
-              ((REF, "a"), (REF, "b")), ("a", "b"), tuning=_matmul_task, tune_shapes=2))
-register(Node("permute", rule.permute, _launch_permute,
-              lambda x, perm: np.transpose(x, perm), "PermuteNode",
-              ((REF, "x"), (LIST, "perm")), ("x",), tuning=_permute_task))
 register(Node("slice", rule.slice_rows, _launch_slice, lambda x, begin, end: x[begin:end],
               "SliceNode", ((REF, "x"), (INT, "begin"), (INT, "end")), ("x",),
               aliases=True, graph_view=True, tuning=_slice_task(False)))
-register(Node("replace_slice", rule.replace_slice, _launch_replace_slice, _replace,
-              "ReplaceSliceNode", ((REF, "x"), (REF, "r"), (REF, "begin"), (REF, "end")),
-              ("x", "r", "begin", "end"), aliases=True, tuning=_slice_task(True)))
 register(Node("reshape", rule.reshape, None, lambda x, shape: np.reshape(x, shape),
               "ReshapeNode", ((REF, "x"), (LIST, "shape")), ("x",), aliases=True,
               graph_view=True))
+register(Node("permute", rule.permute, _launch_permute,
+              lambda x, perm: np.transpose(x, perm), "PermuteNode",
+              ((REF, "x"), (LIST, "perm")), ("x",), tuning=_permute_task))
+register(Node("replace_slice", rule.replace_slice, _launch_replace_slice, _replace,
+              "ReplaceSliceNode", ((REF, "x"), (REF, "r"), (REF, "begin"), (REF, "end")),
+              ("x", "r", "begin", "end"), aliases=True, tuning=_slice_task(True)))
 register(Node("rms_norm", rule.rms_norm, _launch_rms_norm, _rms, "RMSNormNode",
               ((REF, "x"), (REF, "w")), ("x", "w")))
 register(Node("complex_hadamard_product", rule.complex_product, _launch_complex, _cmul,
