@@ -15,7 +15,7 @@ import operator
 import numpy as np
 
 from ..errors import Error
-from .node_table import get, plan
+from .node_table import ShapeError, get, plan
 from .shapes import NodeError, require
 from .shapes import check_tensor as _check_tensor
 
@@ -475,6 +475,49 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
         _raise_on_fault(err, f"the prefix read from the device is outside [{low}, {n}]"
                         + (" (causal: at least the query rows)" if causal else ""))
     return out
+
+
+# ------------------------------------------------------------------ other table nodes
+
+
+class _Operand:
+    """What a shape rule reads of an array: its dtype name and shape."""
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, x):
+        self.dtype = np.dtype(str(x.dtype).replace("torch.", "")).name
+        self.shape = tuple(int(d) for d in x.shape)
+
+
+def _generic(decl):
+    """``gpudsl.ops.NAME`` for a node of the node table that has no function here:
+    its operands (arrays) checked by its shape rule, then its kernel run."""
+    def op(*operands, **attrs):
+        for i, x in enumerate(operands):
+            if not _is_array(x):
+                name = decl.operands[i] if i < len(decl.operands) else f"operand {i + 1}"
+                raise NodeError(f"{name} must be an array, not {type(x).__name__}")
+        try:
+            decl.shape(tuple(_Operand(x) for x in operands), attrs)
+        except ShapeError as e:
+            raise NodeError(e.message, None, e.hint) from None
+        out, err = _launch(decl.name, tuple(_contig(x) for x in operands), attrs)
+        if err is not None:
+            _raise_on_fault(err, "the kernel reported a fault in its arguments")
+        return out
+    op.__name__ = op.__qualname__ = decl.name
+    op.__doc__ = decl.doc or f"The node table's {decl.name!r} node."
+    return _op(op)
+
+
+def __getattr__(name: str):
+    """A node of the node table (``gpudsl.stdlib.node_table``) with no function of its
+    own here, such as one a user registered: ``gpudsl.ops.NAME(*arrays, **attrs)``."""
+    decl = None if name.startswith("__") else get(name)
+    if decl is None or decl.launch is None:
+        raise AttributeError(f"module 'gpudsl.ops' has no attribute {name!r}")
+    return _generic(decl)
 
 
 __all__ = ["add", "mul", "relu", "silu", "slice", "replace_slice", "reshape", "matmul",
