@@ -23,6 +23,7 @@ Adding a node is one module (its procs) plus one ``register(Node(...))``
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -137,18 +138,31 @@ _TUNED: dict = {}  # key -> (the database's stamp, value)
 URL_STORE_SECONDS = 60.0  # a database server's winners are read again after this
 
 
+_WHERE: dict = {}  # (the environment variables default_path reads) -> (path, is a URL)
+
+
+def _db_where() -> tuple[str, bool]:
+    key = (os.environ.get("GPUDSL_TUNE_DB"), os.environ.get("GPUDSL_CACHE_DIR"),
+           os.environ.get("HOME"))
+    hit = _WHERE.get(key)
+    if hit is None:
+        from ..autotune.db import default_path
+
+        where = default_path()
+        hit = _WHERE[key] = (str(where), isinstance(where, str))
+    return hit
+
+
 def db_stamp():
     """What changes when the tuning database does: a file's modification time (None:
     no file), or, for a database server, the current minute-long period."""
-    from ..autotune.db import default_path
-
-    where = default_path()
-    if isinstance(where, str):
+    where, is_url = _db_where()
+    if is_url:
         return (where, int(time.monotonic() // URL_STORE_SECONDS))
     try:
-        return (str(where), where.stat().st_mtime_ns)
+        return (where, os.stat(where).st_mtime_ns)
     except OSError:
-        return (str(where), None)
+        return (where, None)
 
 
 def tuned(key, lookup: Callable, stamp=None):

@@ -15,6 +15,7 @@ import operator
 import numpy as np
 
 from ..errors import Error
+from ..runtime import driver as _driver
 from .node_table import ShapeError, get, plan
 from .shapes import NodeError, require
 from .shapes import check_tensor as _check_tensor
@@ -90,9 +91,7 @@ _compiled: dict = {}
 
 def target() -> str:
     """Where ops run: ``"cuda"`` with a GPU and driver, else ``"emulator"``."""
-    from ..runtime.driver import driver_available
-
-    return "cuda" if driver_available() else "emulator"
+    return "cuda" if _driver.driver_available() else "emulator"
 
 
 def _kernel(p):
@@ -154,7 +153,7 @@ def _launch(name: str, operands: tuple, attrs: dict, like=None):
     once per (node, shapes, attributes, device, tuning database version), its
     arguments reshaped as the table says.  The result (or ``operands[0]``, written in
     place) and the fault flag (None: the kernel has none)."""
-    shapes = tuple(tuple(int(d) for d in x.shape) for x in operands)
+    shapes = tuple(tuple(map(int, x.shape)) for x in operands)
     launch = plan(get(name), shapes, attrs, target())
     like = operands[0] if like is None else like
     out = None if launch.out is None else _empty(like, launch.out)
