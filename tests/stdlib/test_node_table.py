@@ -153,3 +153,46 @@ def test_toy_node_through_bench(toy, tune_db, capsys):
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("square_add")]
     assert len(rows) == 2 and "GB/s" in rows[0], out
+
+
+def _cases():
+    r = lambda *s, seed=0: _rand(*s, seed=seed)  # noqa: E731
+    idx = lambda v: np.array([v], np.int64)  # noqa: E731
+    return {
+        "add": ((r(6, 40), r(1, 40, seed=1)), {}),
+        "mul": ((r(6, 40), r(6, 1, seed=1)), {}),
+        "relu": ((r(7, 33),), {}),
+        "silu": ((r(7, 33),), {}),
+        "matmul": ((r(9, 20), r(20, 11, seed=1)), {}),
+        "permute": ((r(3, 5, 7),), {"perm": (2, 0, 1)}),
+        "slice": ((r(10, 6),), {"begin": 2, "end": 7}),
+        "replace_slice": ((r(10, 6), r(3, 6, seed=1), idx(4), idx(7)), {}),
+        "reshape": ((r(4, 6),), {"shape": (3, 8)}),
+        "rms_norm": ((r(5, 48), r(48, seed=1)), {}),
+        "complex_hadamard_product": ((r(4, 6, 2), r(1, 6, 2, seed=1)), {}),
+        "sliced_softmax": ((r(5, 30), idx(17)), {}),
+        "attention": ((r(2, 3, 32), r(2, 9, 32, seed=1), r(2, 9, 32, seed=2), idx(9)),
+                      {"causal": False}),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_cases()))
+def test_every_node_matches_its_declared_reference(name):
+    # the declaration's reference is numpy's meaning of the node: ops agrees with it
+    decl = node_table.get(name)
+    assert decl is not None and decl.reference is not None
+    operands, attrs = _cases()[name]
+    fn = getattr(ops, name)
+    if name == "replace_slice":
+        got = fn(operands[0].copy(), *operands[1:])
+    elif name in ("sliced_softmax", "attention"):
+        got = fn(*operands[:-1], operands[-1], **attrs) if name == "sliced_softmax" else \
+            fn(*operands[:3], prefix=operands[3], **attrs)
+    elif attrs:
+        got = fn(*operands, *attrs.values())
+    else:
+        got = fn(*operands)
+    want = decl.reference(*operands, **attrs)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    ins = tuple(type("T", (), {"dtype": a.dtype.name, "shape": a.shape})() for a in operands)
+    assert decl.shape(ins, attrs) == ("float32", tuple(want.shape))
