@@ -259,6 +259,14 @@ def _index_tensor(like, name, v):
     return np.array([value], dtype=np.int64)
 
 
+_I64 = np.dtype(np.int64)
+
+
+def _is_int64(t) -> bool:
+    """An int64 array (numpy's dtype by identity, others by name)."""
+    return t.dtype is _I64 or "int64" in str(t.dtype)
+
+
 def _is_host_int(v) -> bool:
     """An index given as a Python / numpy integer (checked on the host), not a tensor
     the kernel reads at run time."""
@@ -289,7 +297,7 @@ def replace_slice(x, r, begin, end):
                 f"(first axis {n}) or does not hold r's {m} rows; nothing was written")
     begin, end = _index_tensor(x, "begin", begin), _index_tensor(x, "end", end)
     for name, t in (("begin", begin), ("end", end)):
-        require(tuple(t.shape) == (1,) and "int64" in str(t.dtype),
+        require(tuple(t.shape) == (1,) and _is_int64(t),
                 f"{name} must be an int64 tensor of one element, got shape "
                 f"{tuple(t.shape)} and dtype {t.dtype}")
     require(getattr(x, "flags", None) is None or x.flags.c_contiguous,
@@ -419,7 +427,7 @@ def sliced_softmax(x, prefix):
         value = as_int("prefix", prefix)
         require(0 <= value <= n, f"prefix {value} is outside [0, {n}], the last axis")
     prefix = _index_tensor(x, "prefix", prefix)
-    require(tuple(prefix.shape) == (1,) and "int64" in str(prefix.dtype),
+    require(tuple(prefix.shape) == (1,) and _is_int64(prefix),
             f"prefix must be an int64 tensor of one element, got shape "
             f"{tuple(prefix.shape)} and dtype {prefix.dtype}")
     out, err = _launch("sliced_softmax", (_contig(x), prefix), {})
@@ -461,7 +469,7 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
         require(value >= low, f"prefix {value} is below the {m} query rows; with "
                 "causal=True the first row would attend no key")
     prefix = _index_tensor(q, "prefix", prefix)
-    require(tuple(prefix.shape) == (1,) and "int64" in str(prefix.dtype),
+    require(tuple(prefix.shape) == (1,) and _is_int64(prefix),
             f"prefix must be an int64 tensor of one element, got shape "
             f"{tuple(prefix.shape)} and dtype {prefix.dtype}")
     if scale is None:
