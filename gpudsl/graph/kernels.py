@@ -56,11 +56,11 @@ def build(group: Group, nodes, target: str) -> FusedKernel:
 
         return FusedKernel(group, *fused_kernel(group, nodes))
     if group.head == "matmul":
-        from ..stdlib.matmul import tuned_options
+        from ..stdlib.node_table import matmul_options
 
-        a, b = ext[0].shape, ext[1].shape
+        a, b = tuple(ext[0].shape), tuple(ext[1].shape)
         flags = tuple(_flags(e.shape, out.shape) for e in ext)
-        p = matmul_group_proc(a, b, tuned_options(a, b, target), group.steps, flags)
+        p = matmul_group_proc(a, b, matmul_options(a, b, {}, target), group.steps, flags)
         names = ["a", "b"] + [f"e{j}" for j in range(2, len(ext))]
         shapes = {nm: (j, e.shape) for nm, j, e in zip(names, group.externals, ext)}
         shapes["c"] = (group.last, out.shape)

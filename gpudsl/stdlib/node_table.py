@@ -47,9 +47,10 @@ def _unary(op: str):
     return launch
 
 
-def _matmul_options(sa, sb, attrs, target) -> dict:
-    """The fp32 kernel's options: the database's winner, then ``stages`` /
-    ``async_stages`` when given (``gpudsl.ops.matmul`` checked their values)."""
+def matmul_options(sa, sb, attrs: dict, target: str) -> dict:
+    """The fp32 kernel's options: the database's winner (read once per database
+    version), then ``stages`` / ``async_stages`` when given (``gpudsl.ops.matmul``
+    checked their values).  A graph's fused matmul group takes them from here too."""
     from .matmul import tuned_options
 
     opts = dict(tuned(("matmul", sa, sb, target), lambda: tuned_options(sa, sb, target)))
@@ -70,7 +71,7 @@ def _launch_matmul(shapes, attrs, target):
     else:
         from .matmul import options_kernel
 
-        p, _ = options_kernel(sa, sb, **_matmul_options(sa, sb, attrs, target))
+        p, _ = options_kernel(sa, sb, **matmul_options(sa, sb, attrs, target))
     a, b, c = array_params(p)
     return Launch(p, ((a, ("in", 0, None)), (b, ("in", 1, None)), (c, ("out", None))),
                   tuple(sa[:-1]) + (sb[-1],))
@@ -297,4 +298,4 @@ def plan(node: Node, shapes: tuple, attrs: dict, target: str) -> Launch:
 
 
 __all__ = ["Node", "Launch", "ShapeError", "register", "get", "by_graph", "all_nodes",
-           "plan"]
+           "plan", "matmul_options"]
