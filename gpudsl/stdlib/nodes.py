@@ -84,11 +84,14 @@ class Node:
     script: tuple = ()
     #: the operands' names, for messages of the generic op
     operands: tuple[str, ...] = ()
-    #: in a graph: the value shares the first operand's memory
+    #: in a graph: the value shares the first operand's memory (read when
+    #: ``gpudsl.graph`` is imported: the built-in nodes' property)
     aliases: bool = False
     #: in a graph: no launch (a view)
     graph_view: bool = False
-    #: fusion: "binary" / "unary" pointwise step (``gpudsl.graph.fusion``)
+    #: fusion: "binary" / "unary" pointwise step (``gpudsl.graph.fusion``; read when
+    #: ``gpudsl.graph`` is imported, and ``stdlib/fused.py`` composes the built-in
+    #: pointwise algorithms only)
     pointwise: str | None = None
     #: ``gpudsl tune``: (shapes, options) -> a tuning task; ``tune_shapes`` operands
     tuning: Callable | None = None

@@ -196,3 +196,25 @@ def test_every_node_matches_its_declared_reference(name):
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
     ins = tuple(type("T", (), {"dtype": a.dtype.name, "shape": a.shape})() for a in operands)
     assert decl.shape(ins, attrs) == ("float32", tuple(want.shape))
+
+
+def test_the_kernel_choice_is_looked_up_once_per_database_version(toy, tune_db):
+    # the ops-level plan cache: a repeated call does not run the declaration's kernel
+    # choice again, until the tuning database changes
+    calls = []
+
+    def counting(shapes, attrs, target):
+        calls.append(shapes)
+        return toy_node.launch(shapes, attrs, target)
+
+    register(Node("square_add", toy_node.shape, counting, graph="SquareAddNode",
+                  script=(("ref", "a"), ("ref", "b")), operands=("a", "b")))
+    a, b = _rand(4, 32), _rand(4, 32, seed=1)
+    for _ in range(3):
+        np.testing.assert_allclose(ops.square_add(a, b), a * a + b, rtol=1e-6)
+    assert calls == [((4, 32), (4, 32))]
+    ops.square_add(_rand(2, 32), _rand(2, 32))  # other shapes: their own choice
+    assert len(calls) == 2
+    tune_db.write_bytes(b"")  # the database changes: the winners are read again
+    ops.square_add(a, b)
+    assert len(calls) == 3
