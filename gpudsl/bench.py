@@ -84,6 +84,12 @@ class _Env:
                                     generator=self.gen)
         return self.gen.standard_normal(shape, dtype=self.np.float32)
 
+    def put(self, a):
+        """A host numpy array where this target's operations run."""
+        if self.target == "cuda":
+            return self.torch.as_tensor(a, device="cuda")
+        return a
+
     def empty(self, n):
         if self.target == "cuda":
             return self.torch.empty(n, device="cuda", dtype=self.torch.float32)
@@ -275,6 +281,37 @@ def _bandwidth_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list
     return out
 
 
+def table_nodes() -> list[str]:
+    """Nodes of the node table with a bench example and no case of their own above
+    (a node a user or a test registered): timed as bandwidth nodes."""
+    from .stdlib.node_table import all_nodes
+
+    return [n.name for n in all_nodes() if n.example is not None and n.name not in NODES]
+
+
+def _table_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list[Case]:
+    """A table node on its declaration's example operands (``example(rng, rows,
+    cols)``), against its reference; bytes: its operands and its result, once."""
+    import numpy as np
+
+    from .stdlib import ops
+    from .stdlib.node_table import get
+
+    out = []
+    for name in [n for n in table_nodes() if n in nodes]:
+        decl = get(name)
+        for r, c in (EMU_SIZES if small else GPU_SIZES):
+            host, attrs = decl.example(np.random.default_rng(0), r, c)
+            want = decl.reference(*host, **attrs)
+            amount = sum(a.nbytes for a in host) + 4 * want.size
+            dev = [env.put(a) for a in host]
+            out.append(Case(name, f"{r}x{c}", "bytes", amount,
+                            lambda dev=dev, attrs=attrs, op=getattr(ops, name): op(*dev, **attrs),
+                            lambda want=want: env.put(want.astype(np.float32)), None,
+                            amount // 8, l2 is not None and amount <= l2))
+    return out
+
+
 def _np_softmax(np, x):
     e = np.exp(x - x.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
@@ -336,7 +373,8 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
     env = _Env(target)
     wanted = set(nodes)
     cases = (_matmul_cases(env, small, wanted) + _attention_cases(env, small, wanted) +
-             _bandwidth_cases(env, small, wanted, facts.get("l2_bytes")))
+             _bandwidth_cases(env, small, wanted, facts.get("l2_bytes")) +
+             _table_cases(env, small, wanted, facts.get("l2_bytes")))
     copies: dict = {}
 
     def timed(fn, flush=True):
@@ -421,9 +459,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="write the results (JSON) with device, driver, date, command")
     ns = ap.parse_args(argv)
     nodes = [n for n in ns.nodes.split(",") if n]
-    bad = [n for n in nodes if n not in NODES]
+    known = NODES + table_nodes()
+    bad = [n for n in nodes if n not in known]
     if bad:
-        print(f"gpudsl bench: unknown node(s) {', '.join(bad)}; nodes: {', '.join(NODES)}",
+        print(f"gpudsl bench: unknown node(s) {', '.join(bad)}; nodes: {', '.join(known)}",
               file=sys.stderr)
         return 2
     emu = ns.target == "emulator"

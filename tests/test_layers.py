@@ -276,3 +276,15 @@ def test_imports_follow_the_layer_table():
                 bad.append(f"{_fmt(g, a, b)}: {ra[1]} imports {rb[1]} {where}")
     assert not bad, ("imports against the layer table of CONTRIBUTING.md:\n  "
                      + "\n  ".join(bad))
+
+
+GRAPH_MAY_NOT_IMPORT = ("gpudsl.schedule", "gpudsl.ir")
+
+
+def test_graph_builds_no_proc_itself():
+    # the graph reads the node table and the stdlib's fused kernels; building and
+    # scheduling procs is the stdlib's (no direct import of schedule/ or ir/)
+    g = import_graph()
+    bad = [_fmt(g, m, t) for m in sorted(g) for t in g[m]
+           if _in(m, "gpudsl.graph") and any(_in(t, p) for p in GRAPH_MAY_NOT_IMPORT)]
+    assert not bad, "graph/ imports schedule/ or ir/:\n  " + "\n  ".join(bad)

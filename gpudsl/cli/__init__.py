@@ -64,8 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("args", nargs=argparse.REMAINDER)
     t = sub.add_parser("tune", help="tune a standard-library node: gpudsl tune matmul "
                        "--shape 4096x4096 --shape 4096x4096")
-    t.add_argument("node", choices=["matmul", "add", "mul", "relu", "silu", "permute",
-                                    "slice", "replace_slice"])
+    from .tune import tunable
+
+    t.add_argument("node", choices=tunable())
     t.add_argument("--shape", action="append", required=True, metavar="DxD[xD]",
                    help="an operand's shape (once per operand)")
     t.add_argument("--target", choices=["cuda", "emulator"], default=None,

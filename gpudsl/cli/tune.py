@@ -1,5 +1,6 @@
 """``gpudsl tune NODE --shape ...``: tune a standard-library node's schedule parameters
-into the tuning database, which ``gpudsl.ops`` then uses (docs/autotuning.md)."""
+(its tuning task in the node table, ``gpudsl.stdlib.node_table``) into the tuning
+database, which ``gpudsl.ops`` and the graph then use (docs/autotuning.md)."""
 from __future__ import annotations
 
 
@@ -27,54 +28,32 @@ def _params(items: list[str]) -> dict:
     return out
 
 
-def _shapes(ns, n: int) -> list:
+def tunable() -> list[str]:
+    """The nodes of the node table that have a tuning task."""
+    from ..stdlib.node_table import all_nodes
+
+    return [n.name for n in all_nodes() if n.tuning is not None]
+
+
+def _task(ns, params):
+    """The node's tuning task (its declaration in the node table), its space restricted
+    by ``params``, the arguments, the reference and what turns a time into a rate."""
+    from ..stdlib.node_table import get
+
+    decl = get(ns.node)
+    if decl is None or decl.tuning is None:
+        raise SystemExit(f"gpudsl tune: {ns.node!r} is not a tunable node; nodes: "
+                         f"{', '.join(tunable())}")
     shapes = [_shape(s) for s in ns.shape]
-    if len(shapes) != n:
-        raise SystemExit(f"gpudsl tune {ns.node}: give {n} --shape")
-    return shapes
-
-
-def _matmul(ns, params):
-    from .. import autotune
-    from ..stdlib.matmul import DEFAULTS, MatmulBuild, matmul_space
-
-    sa, sb = _shapes(ns, 2)
-    unknown = set(params) - set(DEFAULTS)
-    if unknown:
-        raise SystemExit(f"gpudsl tune matmul: unknown parameter(s) {', '.join(sorted(unknown))}"
-                         f"; the parameters are {', '.join(k for k in DEFAULTS if k != 'vec')}")
-    out = sa[:-1] + (sb[-1],)
-    m = sa[-2] if len(sa) > 1 else 1
-    batch = sa[0] if len(sa) == 3 else 1
-    args = autotune.random_args({"a": sa, "b": sb, "c": out}, ns.seed)
-    return (MatmulBuild(sa, sb), matmul_space(**params), args,
-            lambda a, b, c: a.astype("float64") @ b,
-            dict(flops=2.0 * batch * m * sa[-1] * sb[-1]))
-
-
-def _node(ns, params):
-    from ..stdlib import tuning
-
-    if ns.node in ("add", "mul"):
-        sa, sb = _shapes(ns, 2)
-        t = tuning.PointwiseTask(ns.node, sa, sb)
-    elif ns.node in ("relu", "silu"):
-        t = tuning.PointwiseTask(ns.node, _shapes(ns, 1)[0])
-    elif ns.node == "permute":
-        (s,) = _shapes(ns, 1)
-        perm = tuple(range(len(s) - 1, -1, -1)) if ns.perm is None else \
-            tuple(int(p) for p in ns.perm.split(","))
-        t = tuning.PermuteTask(s, perm)
-    else:
-        (s,) = _shapes(ns, 1)
-        end = ns.end if ns.end is not None else max(ns.begin + 1, s[0] // 2)
-        cls = tuning.SliceTask if ns.node == "slice" else tuning.ReplaceSliceTask
-        t = cls(s, ns.begin, end)
+    if len(shapes) != decl.tune_shapes:
+        raise SystemExit(f"gpudsl tune {ns.node}: give {decl.tune_shapes} --shape")
+    perm = None if ns.perm is None else tuple(int(p) for p in ns.perm.split(","))
+    t = decl.tuning(shapes, dict(perm=perm, begin=ns.begin, end=ns.end))
     try:
         space = t.space(**{k: list(v) for k, v in params.items()})
     except TypeError as e:
         raise SystemExit(f"gpudsl tune {ns.node}: {e}") from None
-    return t, space, t.args(ns.seed), t.reference, dict(bytes_moved=t.bytes_moved)
+    return t, space, t.args(ns.seed), t.reference, t.rate
 
 
 def where_ops_reads(db) -> str:
@@ -94,7 +73,7 @@ def run_tune(ns) -> int:
 
     params = _params(ns.param)
     try:
-        build, space, args, ref, rate = (_matmul if ns.node == "matmul" else _node)(ns, params)
+        build, space, args, ref, rate = _task(ns, params)
     except Error as e:
         raise SystemExit(f"gpudsl tune {ns.node}: {e}") from None
     res = autotune.tune(build, space, args, reference=ref, target=ns.target,

@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import math
 
-from .nodes import Node
-
-VIEWS = ("ReshapeNode", "SliceNode", "ReplaceSliceNode")
+from .nodes import VIEWS, Node
 
 
 def _root(n: Node) -> Node:

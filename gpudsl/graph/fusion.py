@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..stdlib.node_table import all_nodes
 from .nodes import Node
 
-POINTWISE_BINARY = {"SumNode": "add", "HadamardProductNode": "mul"}
-POINTWISE_UNARY = {"ReLUNode": "relu", "SiLUNode": "silu"}
+# the node table's pointwise nodes (graph name -> ops name)
+POINTWISE_BINARY = {n.graph: n.name for n in all_nodes() if n.pointwise == "binary"}
+POINTWISE_UNARY = {n.graph: n.name for n in all_nodes() if n.pointwise == "unary"}
 POINTWISE = tuple(POINTWISE_BINARY) + tuple(POINTWISE_UNARY)
 
 

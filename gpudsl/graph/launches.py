@@ -6,9 +6,10 @@ each value straight into its planned place (no copies):
 
 - a fusion group: one step, its fused proc (``gpudsl.graph.kernels``), at the
   group's last node; the group's other nodes launch nothing;
-- every other computing node: one step, the standard-library kernel ``gpudsl.ops``
-  would pick for the same shapes (``plan_binary``, ``matmul_kernel`` with the tuning
-  database's options, ...), its arguments reshaped as the op reshapes them;
+- every other computing node: one step, the kernel its declaration in the node table
+  chooses for its shapes (``gpudsl.stdlib.node_table.plan``: the tuning database's
+  winner, else the default; the kernel ``gpudsl.ops`` runs for the same shapes), its
+  arguments reshaped as the declaration says;
 - ``InputTensor``: a copy into the arena before the steps (``LaunchList.inputs``);
 - constants, buffers and views (``ReshapeNode``, ``SliceNode``): nothing.
 
@@ -27,6 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GraphError
+from ..stdlib.node_table import by_graph
+from ..stdlib.node_table import plan as plan_launch
 
 _NP = {"float32": np.float32, "int64": np.int64, "int32": np.int32}
 
@@ -100,15 +103,6 @@ class LaunchList:
 def launch_list(model) -> LaunchList:
     """The launch list of ``model`` (its graph, plan, fused kernels and device; see the
     module's text)."""
-    from ..stdlib.complex import plan_complex_mul
-    from ..stdlib.matmul import matmul_kernel, tuned_options
-    from ..stdlib.permute import merged_shapes, permute_kernel
-    from ..stdlib.pointwise import plan_binary, plan_unary
-    from ..stdlib.rms_norm import plan_rms_norm
-    from ..stdlib.shapes import normalize_perm
-    from ..stdlib.slices import plan_replace_slice
-    from ..stdlib.softmax import plan_sliced_softmax
-
     nodes, plan, fused = model.graph.nodes, model.plan, model._fused
     pos = {id(n): i for i, n in enumerate(nodes)}
     covered = {k for fk in fused.values() for k in fk.group.members[:-1]}
@@ -118,100 +112,71 @@ def launch_list(model) -> LaunchList:
         return Ref(kind, key, off, tuple(nodes[i].shape), nodes[i].dtype)
 
     out = LaunchList([])
-
-    def err(i: int) -> Ref:
-        off = 4 * len(out.errors)
-        out.errors.append((off, i))
-        return Ref("temp", "err", off, (1,), "int32")
-
-    def array_names(p):
-        return [q.name for q in p.ir.params if q.is_array]
-
     for i, node in enumerate(nodes):
         op = node.op
-        if i in covered or op in ("ConstantTensor", "BufferTensor", "ReshapeNode",
-                                  "SliceNode"):
+        if i in covered or op in ("ConstantTensor", "BufferTensor"):
             continue
-        me = ref(i)
         if op == "InputTensor":
-            out.inputs[node.attrs["name"]] = me
-            continue
-        if i in fused:
-            fk = fused[i]
-            args = {nm: ref(j).reshape(s) for nm, (j, s) in fk.shapes.items()}
-            for nm, spec in fk.values.items():
-                if spec[0] == "err":
-                    args[nm] = err(i)
-                elif spec[0] == "temp":
-                    out.temps[f"{nm}{i}"] = spec[1]
-                    args[nm] = Ref("temp", f"{nm}{i}", 0, spec[1].shape, spec[1].dtype.name)
-                else:  # a constant of one element, fixed at compile time
-                    c = model.constants[spec[1]] if spec[1] is not None else np.ones(1)
-                    args[nm] = np.float32(c.reshape(-1)[0])
-            out.steps.append(Step(fk.proc, args, tuple(fk.group.members), True))
-            continue
-        ins = [ref(pos[id(m)]) for m in node.inputs]
-        shapes = [m.shape for m in node.inputs]
-        if op in ("SumNode", "HadamardProductNode"):
-            p, dims, bdims = plan_binary("add" if op == "SumNode" else "mul", *shapes)
-            args = dict(a=ins[0].reshape(dims), b=ins[1].reshape(bdims), out=me.reshape(dims))
-        elif op in ("ReLUNode", "SiLUNode"):
-            n = math.prod(node.shape)
-            p = plan_unary("relu" if op == "ReLUNode" else "silu", n)
-            args = dict(x=ins[0].reshape(n), out=me.reshape(n))
-        elif op == "MatMulNode":
-            p, _ = matmul_kernel(*shapes, **tuned_options(*shapes, model.device))
-            args = dict(zip(array_names(p), (ins[0], ins[1], me)))
-        elif op == "PermuteNode":
-            perm = normalize_perm(tuple(node.attrs["perm"]), len(shapes[0]))
-            p, _, _ = permute_kernel(shapes[0], perm)
-            a, b = merged_shapes(shapes[0], perm)
-            names = array_names(p)
-            args = {names[0]: ins[0].reshape(a), names[1]: me.reshape(b)}
-        elif op == "ReplaceSliceNode":
-            x, r, b, e = ins
-            c = math.prod(x.shape[1:])
-            p = plan_replace_slice(c)
-            args = dict(x=x.reshape(x.shape[0], c), r=r.reshape(r.shape[0], c), begin=b,
-                        end=e, err=err(i))
-        elif op == "RMSNormNode":
-            n = node.shape[-1]
-            r = math.prod(node.shape[:-1])
-            p = plan_rms_norm(n)
-            args = dict(x=ins[0].reshape(r, n), w=ins[1], out=me.reshape(r, n))
-        elif op == "ComplexHadamardProductNode":
-            p, ca, cb = plan_complex_mul(*shapes)
-            args = dict(a=ins[0].reshape(ca), b=ins[1].reshape(cb), out=me.reshape(ca))
-        elif op == "SlicedSoftmaxNode":
-            n = node.shape[-1]
-            r = math.prod(node.shape[:-1])
-            if len(ins) == 2:
-                prefix = ins[1]
-            else:  # an integer attribute: a literal of the list
-                out.temps[f"prefix{i}"] = np.array([node.attrs["prefix"]], np.int64)
-                prefix = Ref("temp", f"prefix{i}", 0, (1,), "int64")
-            p = plan_sliced_softmax(n)
-            args = dict(x=ins[0].reshape(r, n), prefix=prefix, out=me.reshape(r, n),
-                        err=err(i))
-        elif op == "AttentionNode":
-            from ..stdlib.attention import plan_attention
-
-            h, m, d = node.shape
-            if len(ins) == 4:
-                prefix = ins[3]
-            else:  # an integer attribute: a literal of the list
-                out.temps[f"prefix{i}"] = np.array([node.attrs["prefix"]], np.int64)
-                prefix = Ref("temp", f"prefix{i}", 0, (1,), "int64")
-            p = plan_attention(m, d, node.attrs["causal"], h, node.inputs[1].shape[1])
-            args = dict(q=ins[0], k=ins[1], v=ins[2], prefix=prefix,
-                        scale=np.float32(1 / math.sqrt(d)), out=me, err=err(i))
-        else:  # pragma: no cover  (the parser refuses other nodes)
-            raise at(node, f"{op} cannot run")
-        out.steps.append(Step(p, args, (i,), False))
+            out.inputs[node.attrs["name"]] = ref(i)
+        elif i in fused:
+            out.steps.append(_fused_step(model, out, fused[i], ref, i))
+        else:
+            decl = by_graph(op)
+            if decl is None or decl.launch is None or decl.graph_view:
+                continue  # a view: no launch
+            ins = [ref(pos[id(m)]) for m in node.inputs]
+            launch = plan_launch(decl, tuple(tuple(m.shape) for m in node.inputs),
+                                 node.attrs, model.device)
+            out.steps.append(Step(launch.proc, _args(out, launch, ins, ref(i), node, i),
+                                  (i,), False))
     if out.errors:
         out.temps["err"] = np.zeros(len(out.errors), np.int32)
     out.result = ref(pos[id(model.graph.result)])
     return out
+
+
+def _err(out: LaunchList, i: int) -> Ref:
+    """A fault flag of the list for node ``i``."""
+    off = 4 * len(out.errors)
+    out.errors.append((off, i))
+    return Ref("temp", "err", off, (1,), "int32")
+
+
+def _args(out: LaunchList, launch, ins: list, me: Ref, node, i: int) -> dict:
+    """The step's arguments, as the node table's launch says (``gpudsl.stdlib.nodes``):
+    operands and the result reshaped, an integer attribute made an array of the list."""
+    args = {}
+    for param, spec in launch.args:
+        kind = spec[0]
+        if kind == "in":
+            args[param] = ins[spec[1]] if spec[2] is None else ins[spec[1]].reshape(spec[2])
+        elif kind == "out":
+            args[param] = me if spec[1] is None else me.reshape(spec[1])
+        elif kind == "index":
+            if spec[1] < len(ins):
+                args[param] = ins[spec[1]]
+            else:  # an integer attribute: a literal of the list
+                out.temps[f"{spec[2]}{i}"] = np.array([node.attrs[spec[2]]], np.int64)
+                args[param] = Ref("temp", f"{spec[2]}{i}", 0, (1,), "int64")
+        elif kind == "value":
+            args[param] = spec[1]
+        else:
+            args[param] = _err(out, i)
+    return args
+
+
+def _fused_step(model, out: LaunchList, fk, ref, i: int) -> Step:
+    args = {nm: ref(j).reshape(s) for nm, (j, s) in fk.shapes.items()}
+    for nm, spec in fk.values.items():
+        if spec[0] == "err":
+            args[nm] = _err(out, i)
+        elif spec[0] == "temp":
+            out.temps[f"{nm}{i}"] = spec[1]
+            args[nm] = Ref("temp", f"{nm}{i}", 0, spec[1].shape, spec[1].dtype.name)
+        else:  # a constant of one element, fixed at compile time
+            c = model.constants[spec[1]] if spec[1] is not None else np.ones(1)
+            args[nm] = np.float32(c.reshape(-1)[0])
+    return Step(fk.proc, args, tuple(fk.group.members), True)
 
 
 def check_faults(ll: LaunchList, flags: np.ndarray, nodes) -> None:

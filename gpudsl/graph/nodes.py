@@ -1,4 +1,5 @@
-"""Graph nodes: HamKaas's Python API and the shape rules of every node (SPEC sections 5, 9).
+"""Graph nodes: HamKaas's Python API; every node's shape rule is its declaration's in the
+node table (``gpudsl.stdlib.node_table``).
 
 A ``Node`` is immutable once built; building one checks its operands' dtypes and
 shapes (``infer``) and raises ``gpudsl.GraphError`` when they do not fit.
@@ -6,26 +7,19 @@ The script parser builds the same nodes, with the script position attached.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from ..errors import GraphError
+from ..stdlib.node_shapes import tensor_shape
+from ..stdlib.node_table import ShapeError, all_nodes, by_graph
 
 DTYPES = ("float32", "int64")
-#: nodes whose value shares its (first) operand's memory: no kernel writes a new tensor
-VIEWS = ("ReshapeNode", "SliceNode", "ReplaceSliceNode")
+#: nodes whose value shares its (first) operand's memory (the node table's ``aliases``)
+VIEWS = tuple(n.graph for n in all_nodes() if n.aliases and n.graph)
 LEAVES = ("InputTensor", "ConstantTensor", "BufferTensor")
-#: named in SPEC section 9, not in this version (none left: kept for importers)
+#: nodes the script names but this version does not run (none left: kept for importers)
 LATER: tuple[str, ...] = ()
-
-
-class ShapeError(Exception):
-    """A node's operands do not fit; ``arg`` is the index of the operand at fault."""
-
-    def __init__(self, message: str, arg: int | None = None, hint: str | None = None):
-        super().__init__(message)
-        self.message, self.arg, self.hint = message, arg, hint
 
 
 _OWN = {"f32": "float32", "i64": "int64"}  # gpudsl's own spellings
@@ -56,191 +50,18 @@ def dtype_name(t) -> str:
     return text
 
 
-def _shape(shape, what="shape", arg=None) -> tuple[int, ...]:
-    try:
-        dims = tuple(shape)
-    except TypeError:
-        raise ShapeError(f"{what} must be a list of dimensions, not {shape!r}",
-                         arg) from None
-    out = []
-    for d in dims:
-        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
-            raise ShapeError(f"{what} {list(dims)}: {d!r} is not an integer", arg)
-        out.append(int(d))
-    return tuple(out)
-
-
-def _tensor_shape(shape, what="shape", arg=None) -> tuple[int, ...]:
-    dims = _shape(shape, what, arg)
-    if not 1 <= len(dims) <= 3:
-        raise ShapeError(f"{what} {list(dims)} has {len(dims)} dimension(s); graph tensors "
-                         "have 1 to 3", arg)
-    if any(d <= 0 for d in dims):
-        raise ShapeError(f"{what} {list(dims)} has a dimension that is not positive", arg)
-    return dims
-
-
-def _broadcast_onto(a, b) -> tuple:
-    """The shape of ``a op b`` under section 5's rule (``b`` broadcast onto ``a``: equal
-    ranks, each axis of ``b`` equal to ``a``'s or 1); a ``ShapeError`` otherwise."""
-    if len(a.shape) != len(b.shape):
-        raise ShapeError(f"the operands have ranks {len(a.shape)} and {len(b.shape)} "
-                         f"({list(a.shape)} and {list(b.shape)}); they must be equal",
-                         1, "reshape the second operand to the first's rank with axes "
-                            "of size 1")
-    for i, (da, db) in enumerate(zip(a.shape, b.shape)):
-        if db != da and db != 1:
-            raise ShapeError(f"axis {i}: the second operand has {db} where the first "
-                             f"has {da} ({list(b.shape)} against {list(a.shape)}); "
-                             "each axis of the second must equal the first's or be 1", 1)
-    return a.shape
-
-
-def _float(ops, *idx):
-    for i in idx:
-        if ops[i].dtype != "float32":
-            raise ShapeError(f"operand {i + 1} is {ops[i].dtype}; this node takes float32",
-                             i)
-
-
 def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
     """(dtype, shape) of node ``op`` on operands ``ops`` with attributes ``attrs``;
-    raises ``ShapeError`` naming the operand at fault."""
-    if op in ("InputTensor", "ConstantTensor", "BufferTensor"):
+    raises ``ShapeError`` naming the operand at fault.  Leaves here, every other node
+    by its shape rule in the node table (``gpudsl.stdlib.node_table``)."""
+    if op in LEAVES:
         if op == "BufferTensor" and attrs["dtype"] != "float32":
             raise ShapeError("a BufferTensor holds float32", 0)
-        return attrs["dtype"], _tensor_shape(attrs["shape"], arg=0)
-    if op in ("SumNode", "HadamardProductNode"):
-        a, b = ops
-        _float(ops, 0, 1)
-        return "float32", _broadcast_onto(a, b)
-    if op == "MatMulNode":
-        a, b = ops
-        _float(ops, 0, 1)
-        sa, sb = a.shape, b.shape
-        if len(sa) == 2 and len(sb) == 2:
-            out = (sa[0], sb[1])
-        elif len(sa) == 1 and len(sb) == 2:
-            out = (sb[1],)
-        elif len(sa) == 3 and len(sb) == 3:
-            if sa[0] != sb[0]:
-                raise ShapeError(f"batch dimensions differ: {list(sa)} @ {list(sb)}", 1)
-            out = (sa[0], sa[1], sb[2])
-        else:
-            raise ShapeError(f"cannot multiply {list(sa)} by {list(sb)}: MatMulNode takes "
-                             "[m,n]@[n,k], [n]@[n,k] or [b,m,n]@[b,n,k]", 1)
-        if sa[-1] != sb[-2]:
-            raise ShapeError(f"inner dimensions differ: {list(sa)} @ {list(sb)}", 1)
-        return "float32", out
-    if op in ("ReLUNode", "SiLUNode"):
-        _float(ops, 0)
-        return "float32", ops[0].shape
-    if op == "SliceNode":
-        _float(ops, 0)
-        n = ops[0].shape[0]
-        b, e = attrs["begin"], attrs["end"]
-        if not 0 <= b < e <= n:
-            raise ShapeError(f"slice [{b}, {e}) is not a non-empty range inside the first "
-                             f"axis of length {n}", 1)
-        return "float32", (e - b,) + ops[0].shape[1:]
-    if op == "ReshapeNode":
-        _float(ops, 0)
-        new = _tensor_shape(attrs["shape"], "the new shape", 1)
-        if math.prod(new) != math.prod(ops[0].shape):
-            raise ShapeError(f"cannot reshape {list(ops[0].shape)} "
-                             f"({math.prod(ops[0].shape)} elements) to {list(new)} "
-                             f"({math.prod(new)} elements)", 1)
-        return "float32", new
-    if op == "PermuteNode":
-        _float(ops, 0)
-        perm = _shape(attrs["perm"], "the permutation", 1)
-        rank = len(ops[0].shape)
-        if sorted(perm) != list(range(rank)):
-            raise ShapeError(f"{list(perm)} is not a permutation of the {rank} axes of "
-                             f"{list(ops[0].shape)}", 1)
-        return "float32", tuple(ops[0].shape[p] for p in perm)
-    if op == "ReplaceSliceNode":
-        a, r, b, e = ops
-        _float(ops, 0, 1)
-        if len(a.shape) != len(r.shape) or a.shape[1:] != r.shape[1:]:
-            raise ShapeError(f"the replacement {list(r.shape)} does not match "
-                             f"{list(a.shape)} beyond the first axis", 1)
-        if r.shape[0] > a.shape[0]:
-            raise ShapeError(f"the replacement has {r.shape[0]} rows, more than the "
-                             f"{a.shape[0]} of the tensor", 1)
-        for i, t in ((2, b), (3, e)):
-            if t.dtype != "int64" or t.shape != (1,):
-                raise ShapeError(f"operand {i + 1} must be an int64 tensor of one element "
-                                 f"[1], not {t.dtype} {list(t.shape)}", i)
-        return "float32", a.shape
-    if op == "RMSNormNode":
-        x, w = ops
-        _float(ops, 0, 1)
-        if len(w.shape) != 1 or w.shape[0] != x.shape[-1]:
-            raise ShapeError(f"the weights {list(w.shape)} must be a vector as long as the "
-                             f"last axis of {list(x.shape)} ({x.shape[-1]})", 1)
-        return "float32", x.shape
-    if op == "ComplexHadamardProductNode":
-        a, b = ops
-        _float(ops, 0, 1)
-        for i, t in ((0, a), (1, b)):
-            if t.shape[-1] != 2:
-                raise ShapeError(f"operand {i + 1} {list(t.shape)}: the last axis must have "
-                                 "size 2 (real, imaginary)", i)
-        return "float32", _broadcast_onto(a, b)
-    if op == "SlicedSoftmaxNode":
-        _float(ops, 0)
-        n = ops[0].shape[-1]
-        if len(ops) == 2:
-            p = ops[1]
-            if p.dtype != "int64" or p.shape != (1,):
-                raise ShapeError(f"the prefix must be an int64 tensor of one element [1], "
-                                 f"not {p.dtype} {list(p.shape)}", 1)
-        elif not 0 <= attrs["prefix"] <= n:
-            raise ShapeError(f"the prefix {attrs['prefix']} is outside [0, {n}], the last "
-                             f"axis of {list(ops[0].shape)}", 1)
-        return "float32", ops[0].shape
-    if op == "AttentionNode":
-        return _infer_attention(ops, attrs)
-    if op in LATER:
-        raise ShapeError(f"{op} is not implemented yet in gpudsl.graph (issue 17's later "
-                         "work)")
-    raise ShapeError(f"unknown node {op}")
-
-
-def _infer_attention(ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
-    """``AttentionNode(q [H, M, D], k [H, N, D], v [H, N, D], prefix, causal)``."""
-    from ..stdlib.attention import HEAD_DIMS
-
-    _float(ops, 0, 1, 2)
-    q, k, v = ops[:3]
-    for i, t in enumerate((q, k, v)):
-        if len(t.shape) != 3:
-            raise ShapeError(f"operand {i + 1} {list(t.shape)} must have 3 axes: heads, "
-                             "rows, head dimension", i)
-    if k.shape != v.shape:
-        raise ShapeError(f"the keys {list(k.shape)} and values {list(v.shape)} differ", 2)
-    if q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
-        raise ShapeError(f"the queries {list(q.shape)} and keys {list(k.shape)} must agree "
-                         "on the heads (axis 0) and the head dimension (axis 2)", 1)
-    if q.shape[2] not in HEAD_DIMS:
-        raise ShapeError(f"head dimension {q.shape[2]} is not supported; the kernel takes "
-                         f"{', '.join(map(str, HEAD_DIMS))}", 0)
-    if attrs.get("causal") not in (False, True):
-        raise ShapeError(f"causal must be 0 or 1, not {attrs.get('causal')!r}", 4)
-    m, n = q.shape[1], k.shape[1]
-    if len(ops) == 4:
-        p = ops[3]
-        if p.dtype != "int64" or p.shape != (1,):
-            raise ShapeError(f"the prefix must be an int64 tensor of one element [1], "
-                             f"not {p.dtype} {list(p.shape)}", 3)
-    else:
-        low = m if attrs["causal"] else 1
-        if not low <= attrs["prefix"] <= n:
-            raise ShapeError(f"the prefix {attrs['prefix']} is outside [{low}, {n}] (the "
-                             "keys" + (", at least the query rows when causal" if
-                                       attrs["causal"] else "") + ")", 3)
-    return "float32", q.shape
+        return attrs["dtype"], tensor_shape(attrs["shape"], arg=0)
+    decl = by_graph(op)
+    if decl is None:
+        raise ShapeError(f"unknown node {op}")
+    return decl.shape(ops, attrs)
 
 
 def _wrap(x):

@@ -13,31 +13,34 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import GraphError
+from ..stdlib.node_table import all_nodes, by_graph
 from .nodes import DTYPES, LATER, Node, ShapeError, infer  # noqa: F401
 
 # argument kinds: "ref" ($N), "name" (identifier), "dtype", "list" ([ints]), "int",
-# "ref|int"
-SIGNATURES: dict[str, tuple[str, ...]] = {
+# "ref|int", "bool" (0 or 1); a computing node's come from its declaration in the node
+# table (``gpudsl.stdlib.node_table``)
+LEAF_SIGNATURES: dict[str, tuple[str, ...]] = {
     "InputTensor": ("name", "dtype", "list"),
     "ConstantTensor": ("name", "dtype", "list"),
     "BufferTensor": ("dtype", "list"),
-    "SumNode": ("ref", "ref"),
-    "HadamardProductNode": ("ref", "ref"),
-    "MatMulNode": ("ref", "ref"),
-    "ReLUNode": ("ref",),
-    "SiLUNode": ("ref",),
-    "SliceNode": ("ref", "int", "int"),
-    "ReshapeNode": ("ref", "list"),
-    "PermuteNode": ("ref", "list"),
-    "ReplaceSliceNode": ("ref", "ref", "ref", "ref"),
-    "RMSNormNode": ("ref", "ref"),
-    "ComplexHadamardProductNode": ("ref", "ref"),
-    "SlicedSoftmaxNode": ("ref", "ref|int"),
-    "AttentionNode": ("ref", "ref", "ref", "ref|int", "int"),  # q, k, v, prefix, causal
 }
+
+
+def signature(op: str) -> tuple[str, ...] | None:
+    """The script arguments of node ``op`` (None: no such node)."""
+    if op in LEAF_SIGNATURES:
+        return LEAF_SIGNATURES[op]
+    decl = by_graph(op)
+    return None if decl is None else tuple(kind for kind, _ in decl.script)
+
+
+#: every node of this version (the node table's when this module was imported)
+SIGNATURES: dict[str, tuple[str, ...]] = dict(LEAF_SIGNATURES, **{
+    n.graph: signature(n.graph) for n in all_nodes() if n.graph})
 _KIND_TEXT = {"ref": "a node reference $N", "name": "a tensor name", "dtype":
               "a dtype (float32 or int64)", "list": "a list of integers [..]",
-              "int": "an integer", "ref|int": "an integer or a node reference $N"}
+              "int": "an integer", "ref|int": "an integer or a node reference $N",
+              "bool": "an integer"}
 
 _TOKEN = re.compile(r"\s*(?:(?P<ref>\$\d+)|(?P<int>-?\d+)|(?P<ident>[A-Za-z_]\w*)"
                     r"|(?P<punct>[=(),;\[\]]))")
@@ -191,13 +194,14 @@ def _parse(text: str) -> Graph:
             raise ln.error(f"{head.text} is defined twice (first on line {first})", head)
         ln.expect("=")
         name_tok = ln.next("a node name")
-        if name_tok.kind != "ident" or name_tok.text not in SIGNATURES:
-            known = ", ".join(SIGNATURES)
+        sig = signature(name_tok.text) if name_tok.kind == "ident" else None
+        if sig is None:
+            known = ", ".join(list(LEAF_SIGNATURES) + [n.graph for n in all_nodes()
+                                                      if n.graph])
             raise ln.error(f"unknown node {name_tok.text!r}", name_tok, hint=f"nodes: {known}")
         op = name_tok.text
         ln.expect("(")
         args, cols = [], []
-        sig = SIGNATURES[op]
         while ln.peek() is not None and ln.peek().text != ")":
             if args:
                 ln.expect(",", "',' or ')'")
@@ -243,7 +247,7 @@ def _argument(ln: _Line, op, kind, index, defined):
                            hint="nodes are listed in topological order: define a node "
                                 "before its first use")
         return defined[t.text]
-    if t.kind == "int" and "int" in kind:
+    if t.kind == "int" and ("int" in kind or kind == "bool"):
         return _int(ln, t)
     if t.kind == "ident" and kind == "name":
         return t.text
@@ -274,21 +278,15 @@ def _build(op, args, where, g: Graph, ln: _Line) -> Node:
                     (line, col, source, cols[1:]))
         g.buffers.append(node)
         return node
-    if op == "SliceNode":
-        return Node(op, (args[0],), dict(begin=args[1], end=args[2]), where)
-    if op == "ReshapeNode":
-        return Node(op, (args[0],), dict(shape=tuple(args[1])), where)
-    if op == "PermuteNode":
-        return Node(op, (args[0],), dict(perm=tuple(args[1])), where)
-    if op == "SlicedSoftmaxNode" and isinstance(args[1], int):
-        return Node(op, (args[0],), dict(prefix=args[1]), where)
-    if op == "AttentionNode":
-        attrs = dict(causal=bool(args[4]) if args[4] in (0, 1) else args[4])
-        if isinstance(args[3], int):
-            attrs["prefix"] = args[3]
-            return Node(op, tuple(args[:3]), attrs, where)
-        return Node(op, tuple(args[:4]), attrs, where)
-    return Node(op, tuple(args), {}, where)
+    inputs, attrs = [], {}
+    for (kind, name), v in zip(by_graph(op).script, args):
+        if isinstance(v, Node):
+            inputs.append(v)
+        elif kind == "bool":
+            attrs[name] = bool(v) if v in (0, 1) else v
+        else:
+            attrs[name] = tuple(v) if isinstance(v, list) else v
+    return Node(op, tuple(inputs), attrs, where)
 
 
 def _reachable(nodes: list[Node], result: Node) -> list[Node]:
@@ -315,6 +313,19 @@ class Script(NamedTuple):
 
 def _shape_text(shape) -> str:
     return "[" + ", ".join(str(int(d)) for d in shape) + "]"
+
+
+def _script_args(n: Node, ref) -> list[str]:
+    """The script arguments of computing node ``n``, by its declaration."""
+    out, inputs = [], iter(n.inputs)
+    for kind, name in by_graph(n.op).script:
+        if kind == "ref" or (kind == "ref|int" and name not in n.attrs):
+            out.append(ref(next(inputs)))
+        elif kind == "list":
+            out.append(_shape_text(n.attrs[name]))
+        else:  # int, bool, ref|int given as an integer
+            out.append(str(int(n.attrs[name])))
+    return out
 
 
 def to_script(node: Node) -> Script:
@@ -362,20 +373,8 @@ def to_script(node: Node) -> Script:
             expr = f"ConstantTensor({name}, {n.dtype}, {_shape_text(n.shape)})"
         elif n.op == "BufferTensor":
             expr = f"BufferTensor({n.dtype}, {_shape_text(n.shape)})"
-        elif n.op == "SliceNode":
-            expr = f"SliceNode({ref(n.inputs[0])}, {n.attrs['begin']}, {n.attrs['end']})"
-        elif n.op == "ReshapeNode":
-            expr = f"ReshapeNode({ref(n.inputs[0])}, {_shape_text(n.attrs['shape'])})"
-        elif n.op == "PermuteNode":
-            expr = f"PermuteNode({ref(n.inputs[0])}, {_shape_text(n.attrs['perm'])})"
-        elif n.op == "SlicedSoftmaxNode" and "prefix" in n.attrs:
-            expr = f"SlicedSoftmaxNode({ref(n.inputs[0])}, {n.attrs['prefix']})"
-        elif n.op == "AttentionNode":
-            prefix = n.attrs["prefix"] if "prefix" in n.attrs else ref(n.inputs[3])
-            expr = (f"AttentionNode({', '.join(ref(m) for m in n.inputs[:3])}, {prefix}, "
-                    f"{int(n.attrs['causal'])})")
         else:
-            expr = f"{n.op}({', '.join(ref(m) for m in n.inputs)})"
+            expr = f"{n.op}({', '.join(_script_args(n, ref))})"
         lines.append(f"${index[id(n)]} = {expr};")
     lines.append(f"result = ${index[id(node)]};")
     return Script("\n".join(lines) + "\n", constants)

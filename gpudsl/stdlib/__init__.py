@@ -5,5 +5,8 @@ inference graph (SPEC section 5), one module per node family: ``pointwise``
 ``complex`` (complex_hadamard_product), the row reductions sharing ``reduce``.  Each holds the node's readable algorithm as procs, the schedules
 that derive its fast kernels with ``gpudsl.schedule`` primitives only, and the
 kernel choice for given shapes; ``common`` and ``stream_schedule`` hold what they
-share, ``shapes`` the shape rules, and ``ops`` (also ``gpudsl.ops``) runs the
-nodes on arrays."""
+share, ``shapes`` the argument checks, and ``ops`` (also ``gpudsl.ops``) runs the
+nodes on arrays.  Each node is declared once in the node table (``nodes``: the
+declaration; ``node_table``: the built-in nodes; ``node_shapes``: their shape rules),
+which ``ops``, graphs, ``gpudsl tune`` and ``gpudsl bench`` read; ``fused`` derives
+the kernels of the graph's fusion groups."""

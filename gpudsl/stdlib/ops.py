@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import math
 import operator
-import time
 
 import numpy as np
 
@@ -19,9 +18,10 @@ from ..errors import Error
 from .halves import NUMPY as _NUMPY
 from .halves import common_dtype as _common_dtype
 from .pointwise import plan_binary, plan_unary
+from ..runtime import driver as _driver
+from .node_table import ShapeError, get, plan
 from .shapes import NodeError, require
 from .shapes import check_tensor as _check_tensor
-from .slices import plan_replace_slice, plan_slice
 
 
 # ------------------------------------------------------------------ arguments
@@ -97,9 +97,7 @@ _compiled: dict = {}
 
 def target() -> str:
     """Where ops run: ``"cuda"`` with a GPU and driver, else ``"emulator"``."""
-    from ..runtime.driver import driver_available
-
-    return "cuda" if driver_available() else "emulator"
+    return "cuda" if _driver.driver_available() else "emulator"
 
 
 def _kernel(p):
@@ -155,44 +153,31 @@ def _full_like(like, shape, value):
     return out
 
 
-_TUNED: dict = {}  # (task, shape_args, target) -> (the database's stamp, winner or None)
-URL_STORE_SECONDS = 60.0  # a database server's winners are read again after this
-
-
-def _db_stamp():
-    """What changes when the tuning database does: a file's modification time (None:
-    no file), or, for a database server, the current minute-long period."""
-    from ..autotune.db import default_path
-
-    where = default_path()
-    if isinstance(where, str):
-        return (where, int(time.monotonic() // URL_STORE_SECONDS))
-    try:
-        return (str(where), where.stat().st_mtime_ns)
-    except OSError:
-        return (str(where), None)
-
-
-def _tuned(task: str, *shape_args):
-    """The tuning database's winner for a bandwidth node (its task in
-    ``tuning`` built from ``shape_args``) on this device, or None: the defaults.
-    Never tunes; an unreadable database is no winner.  Read once per database
-    version: an op call costs one ``stat`` here."""
-    from . import tuning
-
-    key, stamp = (task, shape_args, target()), _db_stamp()
-    hit = _TUNED.get(key)
-    if hit is not None and hit[0] == stamp:
-        return hit[1]
-    cls = {"permute": tuning.PermuteTask, "slice": tuning.SliceTask,
-           "replace_slice": tuning.ReplaceSliceTask}.get(task)
-    make = (lambda: cls(*shape_args)) if cls is not None else \
-        (lambda: tuning.PointwiseTask(task, *shape_args))
-    winner = tuning.tuned_kernel(make, key[2])
-    if len(_TUNED) > 4096:
-        _TUNED.clear()
-    _TUNED[key] = (stamp, winner)
-    return winner
+def _launch(name: str, operands: tuple, attrs: dict, like=None):
+    """Run node ``name`` of the node table (``gpudsl.stdlib.node_table``) on
+    ``operands`` (contiguous arrays; an index given as an integer already made a
+    tensor) with ``attrs``: the table's kernel choice for these shapes, looked up
+    once per (node, shapes, attributes, device, tuning database version), its
+    arguments reshaped as the table says.  The result (or ``operands[0]``, written in
+    place) and the fault flag (None: the kernel has none)."""
+    shapes = tuple(tuple(map(int, x.shape)) for x in operands)
+    launch = plan(get(name), shapes, attrs, target())
+    like = operands[0] if like is None else like
+    out = None if launch.out is None else _empty(like, launch.out)
+    err, args = None, {}
+    for param, spec in launch.args:
+        kind = spec[0]
+        if kind == "in" or kind == "index":
+            x = operands[spec[1]]
+            args[param] = x if kind == "index" or spec[2] is None else x.reshape(spec[2])
+        elif kind == "out":
+            args[param] = out if spec[1] is None else out.reshape(spec[1])
+        elif kind == "value":
+            args[param] = spec[1]
+        else:
+            err = args[param] = _zeros(like, (1,), np.int32)
+    _run(launch.proc, **args)
+    return (operands[0] if out is None else out), err
 
 
 def _dtype_like(x) -> np.dtype:
@@ -212,12 +197,13 @@ def _binary(op: str, a, b):
     dt = _common_dtype(op, a=a, b=b)
     if len(sa) == len(sb) and sa != sb and all(x in (1, y) for x, y in zip(sa, sb)):
         a, b, sa, sb = b, a, sb, sa  # a broadcasts against b: they commute, swap them
-    p, dims, bdims = plan_binary(op, sa, sb, dt)
-    p = (_tuned(op, sa, sb) if dt == "f32" else None) or p
-    a, b = _contig(a), _contig(b)
-    out = _empty(a, sa, _NUMPY[dt])
-    _run(p, a=a.reshape(dims), b=b.reshape(bdims), out=out.reshape(dims))
-    return out
+    if dt != "f32":  # f16/bf16: the half kernels (f32 arithmetic, one rounding)
+        p, dims, bdims = plan_binary(op, sa, sb, dt)
+        a, b = _contig(a), _contig(b)
+        out = _empty(a, sa, _NUMPY[dt])
+        _run(p, a=a.reshape(dims), b=b.reshape(bdims), out=out.reshape(dims))
+        return out
+    return _launch(op, (_contig(a), _contig(b)), {})[0]
 
 
 @_op
@@ -237,12 +223,13 @@ def mul(a, b):
 def _unary(op: str, x):
     shape = check_tensor("x", x, dtypes=_ANY_FLOAT)
     dt = _common_dtype(op, x=x)
-    n = math.prod(shape)
-    x = _contig(x)
-    out = _empty(x, shape, _NUMPY[dt])
-    tuned = _tuned(op, shape) if dt == "f32" else None
-    _run(tuned or plan_unary(op, n, dt), x=x.reshape(n), out=out.reshape(n))
-    return out
+    if dt != "f32":  # f16/bf16: the half kernels (f32 arithmetic, one rounding)
+        n = math.prod(shape)
+        x = _contig(x)
+        out = _empty(x, shape, _NUMPY[dt])
+        _run(plan_unary(op, n, dt), x=x.reshape(n), out=out.reshape(n))
+        return out
+    return _launch(op, (_contig(x),), {})[0]
 
 
 @_op
@@ -276,12 +263,7 @@ def slice(x, begin: int, end: int):  # noqa: A001  (the node's name)
     require(0 <= begin < end <= shape[0],
             f"slice [{begin}, {end}) is not a non-empty range inside the first axis of "
             f"length {shape[0]}")
-    n, c = _rows(shape)
-    m = end - begin
-    x = _contig(x)
-    out = _empty(x, (m,) + shape[1:])
-    _run(_tuned("slice", shape, begin, end) or plan_slice(c), begin=begin, x=x.reshape(n, c), out=out.reshape(m, c))
-    return out
+    return _launch("slice", (_contig(x),), {"begin": begin, "end": end})[0]
 
 
 def _index_tensor(like, name, v):
@@ -300,6 +282,14 @@ def _index_tensor(like, name, v):
 
         return cupy.full((1,), value, dtype=np.int64)
     return np.array([value], dtype=np.int64)
+
+
+_I64 = np.dtype(np.int64)
+
+
+def _is_int64(t) -> bool:
+    """An int64 array (numpy's dtype by identity, others by name)."""
+    return t.dtype is _I64 or "int64" in str(t.dtype)
 
 
 def _is_host_int(v) -> bool:
@@ -332,15 +322,12 @@ def replace_slice(x, r, begin, end):
                 f"(first axis {n}) or does not hold r's {m} rows; nothing was written")
     begin, end = _index_tensor(x, "begin", begin), _index_tensor(x, "end", end)
     for name, t in (("begin", begin), ("end", end)):
-        require(tuple(t.shape) == (1,) and "int64" in str(t.dtype),
+        require(tuple(t.shape) == (1,) and _is_int64(t),
                 f"{name} must be an int64 tensor of one element, got shape "
                 f"{tuple(t.shape)} and dtype {t.dtype}")
     require(getattr(x, "flags", None) is None or x.flags.c_contiguous,
             "replace_slice writes in place and needs a contiguous x")
-    err = _zeros(x, (1,), np.int32)
-    p = (_tuned("replace_slice", (n, c), 0, m) if 0 < m <= n else None) or plan_replace_slice(c)
-    _run(p, x=x.reshape(n, c), r=_contig(r).reshape(m, c),
-         begin=begin, end=end, err=err)
+    _, err = _launch("replace_slice", (x, _contig(r), begin, end), {})
     if not on_host:
         _raise_on_fault(err, f"the range [begin, end) read from the device is outside x "
                         f"(first axis {n}) or does not hold r's {m} rows; nothing was "
@@ -390,8 +377,6 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
     default choice; ``async_stages``: 2 to 4, the big-tile kernel's (or the TF32
     kernel's) tiles copied by asynchronous copies into a circular buffer that deep
     (``cp.async`` on sm_80+); other kernels ignore both."""
-    from .matmul import options_kernel, tuned_options
-
     require(precision in ("fp32", "tf32"),
             f"precision must be 'fp32' or 'tf32', not {precision!r}")
     sa, sb = check_tensor("a", a, dtypes=_ANY_FLOAT), check_tensor("b", b, dtypes=_ANY_FLOAT)
@@ -400,30 +385,23 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
         from .matmul_f16 import plan_matmul_half
 
         return _matmul_half(a, b, sa, sb, dt, plan_matmul_half)
+    attrs = {}
     if precision == "tf32":
-        from .matmul_tf32 import matmul_tf32_kernel
-
         require(async_stages in (None, 0, 2, 3, 4),
                 f"async_stages must be 0 or 2 to 4, not {async_stages!r}")
-        p, binds = matmul_tf32_kernel(sa, sb, **({"async_stages": async_stages}
-                                                 if async_stages else {}))
+        attrs["precision"] = "tf32"
+        if async_stages:
+            attrs["async_stages"] = async_stages
     else:  # the tuning database's winner for this device and shape, else the defaults
-        opts = tuned_options(sa, sb, target())
         if stages is not None:
             require(stages in (1, 2), f"stages must be 1 or 2, not {stages!r}")
-            opts["stages"] = stages
+            attrs["stages"] = stages
         if async_stages is not None:
             require(async_stages in (0, 2, 3, 4) and stages in (None, 1),
                     f"async_stages must be 0 or 2 to 4 (with stages=1 or None), not "
                     f"{async_stages!r}" + (f" with stages={stages}" if stages else ""))
-            opts.update(async_stages=async_stages, stages=1 if async_stages else
-                        opts.get("stages", 0))
-        p, binds = options_kernel(sa, sb, **opts)
-    a, b = _contig(a), _contig(b)
-    out = _empty(a, sa[:-1] + (sb[-1],))  # [k] for [n] @ [n, k]
-    names = [q.name for q in p.ir.params if q.is_array]
-    _run(p, **dict(zip(names, (a, b, out))))
-    return out
+            attrs["async_stages"] = async_stages
+    return _launch("matmul", (_contig(a), _contig(b)), attrs)[0]
 
 
 def _matmul_half(a, b, sa, sb, dt, plan):
@@ -442,7 +420,6 @@ def _matmul_half(a, b, sa, sb, dt, plan):
 def permute(x, perm=None):
     """``numpy.transpose(x, perm)`` (a copy): ``perm`` orders the axes (negative axes
     count from the end; ``None`` reverses them)."""
-    from .permute import merged_shapes, permute_kernel
     from .shapes import normalize_perm
 
     shape = check_tensor("x", x)
@@ -452,14 +429,7 @@ def permute(x, perm=None):
             f"perm must be a sequence of axes, not {type(perm).__name__} {perm!r}")
     perm = tuple(axis(f"perm[{i}]", p, len(shape)) for i, p in enumerate(perm))
     perm = normalize_perm(perm, len(shape))
-    p, binds, out_shape = permute_kernel(shape, perm)
-    p = _tuned("permute", shape, perm) or p
-    in_merged, out_merged = merged_shapes(shape, perm)  # the kernel's array shapes
-    x = _contig(x)
-    out = _empty(x, out_shape)
-    ins = [q.name for q in p.ir.params if q.is_array]
-    _run(p, **{ins[0]: x.reshape(in_merged), ins[1]: out.reshape(out_merged)})
-    return out
+    return _launch("permute", (_contig(x),), {"perm": perm})[0]
 
 
 # ------------------------------------------------------------------ whole-model nodes
@@ -469,25 +439,25 @@ def permute(x, perm=None):
 def rms_norm(x, w):
     """``w * x / sqrt(mean(x^2) + 1e-5)`` over the last axis of ``x`` (a 1-D ``x`` is
     one row); ``w`` is 1-D, as long as that axis."""
-    from .rms_norm import plan_rms_norm
-
     xs, ws = check_tensor("x", x, dtypes=_ANY_FLOAT), check_tensor("w", w, dtypes=_ANY_FLOAT)
     dt = _common_dtype("rms_norm", x=x, w=w)
     require(len(ws) == 1 and ws[0] == xs[-1],
             f"w has shape {ws}; it must be 1-D with the last axis of x ({xs[-1]})")
-    r, n = math.prod(xs[:-1]), xs[-1]
-    x, w = _contig(x), _contig(w)
-    out = _empty(x, xs, _NUMPY[dt])
-    _run(plan_rms_norm(n, dt), x=x.reshape(r, n), w=w, out=out.reshape(r, n))
-    return out
+    if dt != "f32":  # f16/bf16: read widened, computed in f32, rounded once
+        from .rms_norm import plan_rms_norm
+
+        r, n = math.prod(xs[:-1]), xs[-1]
+        x, w = _contig(x), _contig(w)
+        out = _empty(x, xs, _NUMPY[dt])
+        _run(plan_rms_norm(n, dt), x=x.reshape(r, n), w=w, out=out.reshape(r, n))
+        return out
+    return _launch("rms_norm", (_contig(x), _contig(w)), {})[0]
 
 
 @_op
 def complex_hadamard_product(a, b):
     """The elementwise complex product of ``a`` and ``b`` whose last axis has size 2
     (real, imaginary); ``b``'s other axes equal ``a``'s or are 1 (broadcast)."""
-    from .complex import plan_complex_mul
-
     sa, sb = check_tensor("a", a), check_tensor("b", b)
     require(sa[-1] == 2 and sb[-1] == 2,
             f"the last axis must have size 2 (real, imaginary): a {sa}, b {sb}")
@@ -496,11 +466,7 @@ def complex_hadamard_product(a, b):
     for i, (da, db) in enumerate(zip(sa, sb)):
         require(db in (da, 1), f"axis {i}: b has {db} where a has {da}; each axis of b "
                 "must equal a's or be 1")
-    p, ca, cb = plan_complex_mul(sa, sb)
-    a, b = _contig(a), _contig(b)
-    out = _empty(a, sa)
-    _run(p, a=a.reshape(ca), b=b.reshape(cb), out=out.reshape(ca))
-    return out
+    return _launch("complex_hadamard_product", (_contig(a), _contig(b)), {})[0]
 
 
 @_op
@@ -509,8 +475,6 @@ def sliced_softmax(x, prefix):
     after them unchanged.  ``prefix`` is an int or a one-element int64 tensor read by
     the kernel at run time; ``0 <= prefix <=`` the axis length, else
     ``gpudsl.Error``."""
-    from .softmax import plan_sliced_softmax
-
     xs = check_tensor("x", x, dtypes=_ANY_FLOAT)
     dt = _common_dtype("sliced_softmax", x=x)
     n = xs[-1]
@@ -519,15 +483,20 @@ def sliced_softmax(x, prefix):
         value = as_int("prefix", prefix)
         require(0 <= value <= n, f"prefix {value} is outside [0, {n}], the last axis")
     prefix = _index_tensor(x, "prefix", prefix)
-    require(tuple(prefix.shape) == (1,) and "int64" in str(prefix.dtype),
+    require(tuple(prefix.shape) == (1,) and _is_int64(prefix),
             f"prefix must be an int64 tensor of one element, got shape "
             f"{tuple(prefix.shape)} and dtype {prefix.dtype}")
-    r = math.prod(xs[:-1])
-    x = _contig(x)
-    out = _empty(x, xs, _NUMPY[dt])
-    err = _zeros(x, (1,), np.int32)
-    _run(plan_sliced_softmax(n, dt), x=x.reshape(r, n), prefix=prefix, out=out.reshape(r, n),
-         err=err)
+    if dt != "f32":  # f16/bf16: read widened, computed in f32, rounded once
+        from .softmax import plan_sliced_softmax
+
+        r = math.prod(xs[:-1])
+        x = _contig(x)
+        out = _empty(x, xs, _NUMPY[dt])
+        err = _zeros(x, (1,), np.int32)
+        _run(plan_sliced_softmax(n, dt), x=x.reshape(r, n), prefix=prefix,
+             out=out.reshape(r, n), err=err)
+    else:
+        out, err = _launch("sliced_softmax", (_contig(x), prefix), {})
     if not on_host:
         _raise_on_fault(err, f"the prefix read from the device is outside [0, {n}], the "
                         "last axis")
@@ -543,7 +512,7 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     uses the first ``prefix`` keys, ``1 <= prefix <= N``.  ``causal``: query row ``i``
     attends the keys ``j <= i + prefix - M`` (needs ``M <= prefix``).  ``scale``
     defaults to ``1 / sqrt(D)``."""
-    from .attention import HEAD_DIMS, plan_attention
+    from .attention import HEAD_DIMS
 
     qs, ks, vs = (check_tensor(name, a, ranks=(3,)) for name, a in
                   (("q", q), ("k", k), ("v", v)))
@@ -566,22 +535,62 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
         require(value >= low, f"prefix {value} is below the {m} query rows; with "
                 "causal=True the first row would attend no key")
     prefix = _index_tensor(q, "prefix", prefix)
-    require(tuple(prefix.shape) == (1,) and "int64" in str(prefix.dtype),
+    require(tuple(prefix.shape) == (1,) and _is_int64(prefix),
             f"prefix must be an int64 tensor of one element, got shape "
             f"{tuple(prefix.shape)} and dtype {prefix.dtype}")
     if scale is None:
         scale = 1.0 / math.sqrt(d)
     require(_is_scalar(scale) and not _is_array(scale),
             f"scale must be a number, not {type(scale).__name__} {scale!r:.40}")
-    q, k, v = _contig(q), _contig(k), _contig(v)
-    out = _empty(q, qs)
-    err = _zeros(q, (1,), np.int32)
-    _run(plan_attention(m, d, bool(causal), h, n), q=q, k=k, v=v, prefix=prefix,
-         scale=np.float32(scale), out=out, err=err)
+    out, err = _launch("attention", (_contig(q), _contig(k), _contig(v), prefix),
+                       {"causal": bool(causal), "scale": np.float32(scale)})
     if not on_host:
         _raise_on_fault(err, f"the prefix read from the device is outside [{low}, {n}]"
                         + (" (causal: at least the query rows)" if causal else ""))
     return out
+
+
+# ------------------------------------------------------------------ other table nodes
+
+
+class _Operand:
+    """What a shape rule reads of an array: its dtype name and shape."""
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, x):
+        self.dtype = np.dtype(str(x.dtype).replace("torch.", "")).name
+        self.shape = tuple(int(d) for d in x.shape)
+
+
+def _generic(decl):
+    """``gpudsl.ops.NAME`` for a node of the node table that has no function here:
+    its operands (arrays) checked by its shape rule, then its kernel run."""
+    def op(*operands, **attrs):
+        for i, x in enumerate(operands):
+            if not _is_array(x):
+                name = decl.operands[i] if i < len(decl.operands) else f"operand {i + 1}"
+                raise NodeError(f"{name} must be an array, not {type(x).__name__}")
+        try:
+            decl.shape(tuple(_Operand(x) for x in operands), attrs)
+        except ShapeError as e:
+            raise NodeError(e.message, None, e.hint) from None
+        out, err = _launch(decl.name, tuple(_contig(x) for x in operands), attrs)
+        if err is not None:
+            _raise_on_fault(err, "the kernel reported a fault in its arguments")
+        return out
+    op.__name__ = op.__qualname__ = decl.name
+    op.__doc__ = decl.doc or f"The node table's {decl.name!r} node."
+    return _op(op)
+
+
+def __getattr__(name: str):
+    """A node of the node table (``gpudsl.stdlib.node_table``) with no function of its
+    own here, such as one a user registered: ``gpudsl.ops.NAME(*arrays, **attrs)``."""
+    decl = None if name.startswith("__") else get(name)
+    if decl is None or decl.launch is None:
+        raise AttributeError(f"module 'gpudsl.ops' has no attribute {name!r}")
+    return _generic(decl)
 
 
 __all__ = ["add", "mul", "relu", "silu", "slice", "replace_slice", "reshape", "matmul",

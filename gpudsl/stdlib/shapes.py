@@ -23,14 +23,20 @@ def require(cond: bool, message: str, hint: str | None = None):
         raise NodeError(message, None, hint)
 
 
+_F32 = np.dtype(np.float32)
+
+
 def check_tensor(name: str, x, ranks=(1, 2, 3), dtypes=("float32",)):
-    shape = tuple(int(d) for d in x.shape)
+    shape = tuple(map(int, x.shape))
     require(len(shape) in ranks,
             f"{name} has {len(shape)} dimension(s); this node takes "
             f"{' or '.join(map(str, ranks))}")
-    require(all(d > 0 for d in shape), f"{name} has an empty dimension: shape {shape}")
-    text = getattr(x, "dtype", np.float32).__str__().replace("torch.", "")
-    dt = text if text == "bfloat16" else np.dtype(text)
+    require(0 not in shape and min(shape) > 0,
+            f"{name} has an empty dimension: shape {shape}")
+    dt = getattr(x, "dtype", _F32)
+    if dt is not _F32:  # numpy's float32 is one object (the fast path); others by name
+        text = dt.__str__().replace("torch.", "")
+        dt = text if text == "bfloat16" else np.dtype(text)
     require(str(dt) in dtypes, f"{name} is {dt}; this node takes {' or '.join(dtypes)}",
             "convert with .astype(np.float32)")
     return shape

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from .matmul import MatmulBuild
 from .permute import (TILE, moves_inner, permute_algorithm, schedule_copy,
                       schedule_transpose, schedule_transpose_cut)
 from .pointwise import BINARY_OPS, binary_kernel, unary_kernel
@@ -41,6 +42,11 @@ class NodeTask:
         ``tune._shapes(self.args(seed))`` gives), without allocating them: with the
         task's name and the environment, the database's key of a winner."""
         raise NotImplementedError
+
+    @property
+    def rate(self) -> dict:
+        """What ``autotune.tune`` turns a time into a rate with."""
+        return dict(bytes_moved=self.bytes_moved)
 
     def __repr__(self):
         return f"{type(self).__name__}{self._key}"
@@ -218,6 +224,38 @@ class ReplaceSliceTask(SliceTask):
         return {"x": x, "err": np.zeros(1, np.int32)}
 
 
+class MatmulTask(MatmulBuild):
+    """``gpudsl tune matmul``: the kernel ``ops.matmul`` runs for a configuration of
+    :func:`matmul.matmul_space` (the build), with its space, arguments and reference."""
+
+    def space(self, **params):
+        from .matmul import DEFAULTS, matmul_space
+
+        unknown = set(params) - set(DEFAULTS)
+        if unknown:
+            raise TypeError(f"unknown parameter(s) {', '.join(sorted(unknown))}; the "
+                            f"parameters are {', '.join(k for k in DEFAULTS if k != 'vec')}")
+        return matmul_space(**{k: tuple(v) for k, v in params.items()})
+
+    def _out(self):
+        return self.a_shape[:-1] + (self.b_shape[-1],)
+
+    def args(self, seed: int) -> dict:
+        from ..autotune.tune import random_args
+
+        return random_args({"a": self.a_shape, "b": self.b_shape, "c": self._out()}, seed)
+
+    def reference(self, a, b, c):
+        return a.astype("float64") @ b
+
+    @property
+    def rate(self) -> dict:
+        sa, sb = self.a_shape, self.b_shape
+        m = sa[-2] if len(sa) > 1 else 1
+        batch = sa[0] if len(sa) == 3 else 1
+        return dict(flops=2.0 * batch * m * sa[-1] * sb[-1])
+
+
 def tuned_kernel(make_task, target: str):
     """The proc of the tuning database's winner for the task ``make_task()`` builds, on
     ``target``'s device, or None (the defaults): no winner, a task the shapes do not
@@ -234,5 +272,5 @@ def tuned_kernel(make_task, target: str):
         return None
 
 
-__all__ = ["tuned_kernel", "stream_space", "PointwiseTask", "PermuteTask", "SliceTask", "ReplaceSliceTask",
+__all__ = ["MatmulTask", "tuned_kernel", "stream_space", "PointwiseTask", "PermuteTask", "SliceTask", "ReplaceSliceTask",
            "TILE"]

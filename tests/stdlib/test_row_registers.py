@@ -32,7 +32,7 @@ def test_plan_row():
     assert plan_row(37) == RowShape(64, 1, 1)
     assert plan_row(1) == RowShape(32, 1, 1)
     assert plan_row(32772) is None  # past 32 entries per thread at 1024 threads
-    assert plan_rms_norm(32772) is rms_norm_kernel(256)  # the streaming kernel
+    assert plan_rms_norm(32772) is rms_norm_kernel(256, "f32")  # the streaming kernel
 
 
 @pytest.mark.parametrize("rs", SHAPES, ids=lambda rs: rs.tag)

@@ -1,0 +1,212 @@
+"""The shape rules of the standard-library nodes (docs/graphs.md): each takes the
+operands (anything with ``.dtype``, ``"float32"`` / ``"int64"``, and ``.shape``) and the
+node's attributes, and gives the result's ``(dtype, shape)`` or raises ``ShapeError``
+naming the operand at fault.  The node table (``gpudsl.stdlib.node_table``) declares
+each node with its rule; graphs infer every node's shape with it."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .nodes import ShapeError
+
+
+def dims_of(shape, what="shape", arg=None) -> tuple[int, ...]:
+    """``shape`` as a tuple of ints (bools and floats refused)."""
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise ShapeError(f"{what} must be a list of dimensions, not {shape!r}",
+                         arg) from None
+    out = []
+    for d in dims:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise ShapeError(f"{what} {list(dims)}: {d!r} is not an integer", arg)
+        out.append(int(d))
+    return tuple(out)
+
+
+def tensor_shape(shape, what="shape", arg=None) -> tuple[int, ...]:
+    """A tensor's shape: 1 to 3 positive dimensions."""
+    dims = dims_of(shape, what, arg)
+    if not 1 <= len(dims) <= 3:
+        raise ShapeError(f"{what} {list(dims)} has {len(dims)} dimension(s); graph tensors "
+                         "have 1 to 3", arg)
+    if any(d <= 0 for d in dims):
+        raise ShapeError(f"{what} {list(dims)} has a dimension that is not positive", arg)
+    return dims
+
+
+def broadcast_onto(a, b) -> tuple:
+    """The shape of ``a op b`` (``b`` broadcast onto ``a``: equal ranks, each axis of
+    ``b`` equal to ``a``'s or 1); a ``ShapeError`` otherwise."""
+    if len(a.shape) != len(b.shape):
+        raise ShapeError(f"the operands have ranks {len(a.shape)} and {len(b.shape)} "
+                         f"({list(a.shape)} and {list(b.shape)}); they must be equal",
+                         1, "reshape the second operand to the first's rank with axes "
+                            "of size 1")
+    for i, (da, db) in enumerate(zip(a.shape, b.shape)):
+        if db != da and db != 1:
+            raise ShapeError(f"axis {i}: the second operand has {db} where the first "
+                             f"has {da} ({list(b.shape)} against {list(a.shape)}); "
+                             "each axis of the second must equal the first's or be 1", 1)
+    return a.shape
+
+
+def floats(ops, *idx):
+    """Operands ``idx`` are float32."""
+    for i in idx:
+        if ops[i].dtype != "float32":
+            raise ShapeError(f"operand {i + 1} is {ops[i].dtype}; this node takes float32",
+                             i)
+
+
+def index_operand(t, i: int, what: str) -> None:
+    """Operand ``i`` is an int64 tensor of one element."""
+    if t.dtype != "int64" or tuple(t.shape) != (1,):
+        raise ShapeError(f"{what} must be an int64 tensor of one element [1], "
+                         f"not {t.dtype} {list(t.shape)}", i)
+
+
+def pointwise(ops, attrs):
+    """``a + b``, ``a * b``: ``b`` broadcast onto ``a``."""
+    floats(ops, 0, 1)
+    return "float32", broadcast_onto(*ops)
+
+
+def unary(ops, attrs):
+    floats(ops, 0)
+    return "float32", tuple(ops[0].shape)
+
+
+def matmul(ops, attrs):
+    a, b = ops
+    floats(ops, 0, 1)
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if len(sa) == 2 and len(sb) == 2:
+        out = (sa[0], sb[1])
+    elif len(sa) == 1 and len(sb) == 2:
+        out = (sb[1],)
+    elif len(sa) == 3 and len(sb) == 3:
+        if sa[0] != sb[0]:
+            raise ShapeError(f"batch dimensions differ: {list(sa)} @ {list(sb)}", 1)
+        out = (sa[0], sa[1], sb[2])
+    else:
+        raise ShapeError(f"cannot multiply {list(sa)} by {list(sb)}: MatMulNode takes "
+                         "[m,n]@[n,k], [n]@[n,k] or [b,m,n]@[b,n,k]", 1)
+    if sa[-1] != sb[-2]:
+        raise ShapeError(f"inner dimensions differ: {list(sa)} @ {list(sb)}", 1)
+    return "float32", out
+
+
+def slice_rows(ops, attrs):
+    floats(ops, 0)
+    n = ops[0].shape[0]
+    b, e = attrs["begin"], attrs["end"]
+    if not 0 <= b < e <= n:
+        raise ShapeError(f"slice [{b}, {e}) is not a non-empty range inside the first "
+                         f"axis of length {n}", 1)
+    return "float32", (e - b,) + tuple(ops[0].shape[1:])
+
+
+def reshape(ops, attrs):
+    floats(ops, 0)
+    new = tensor_shape(attrs["shape"], "the new shape", 1)
+    if math.prod(new) != math.prod(ops[0].shape):
+        raise ShapeError(f"cannot reshape {list(ops[0].shape)} "
+                         f"({math.prod(ops[0].shape)} elements) to {list(new)} "
+                         f"({math.prod(new)} elements)", 1)
+    return "float32", new
+
+
+def permute(ops, attrs):
+    floats(ops, 0)
+    perm = dims_of(attrs["perm"], "the permutation", 1)
+    rank = len(ops[0].shape)
+    if sorted(perm) != list(range(rank)):
+        raise ShapeError(f"{list(perm)} is not a permutation of the {rank} axes of "
+                         f"{list(ops[0].shape)}", 1)
+    return "float32", tuple(ops[0].shape[p] for p in perm)
+
+
+def replace_slice(ops, attrs):
+    a, r, b, e = ops
+    floats(ops, 0, 1)
+    if len(a.shape) != len(r.shape) or a.shape[1:] != r.shape[1:]:
+        raise ShapeError(f"the replacement {list(r.shape)} does not match "
+                         f"{list(a.shape)} beyond the first axis", 1)
+    if r.shape[0] > a.shape[0]:
+        raise ShapeError(f"the replacement has {r.shape[0]} rows, more than the "
+                         f"{a.shape[0]} of the tensor", 1)
+    for i, t in ((2, b), (3, e)):
+        index_operand(t, i, f"operand {i + 1}")
+    return "float32", tuple(a.shape)
+
+
+def rms_norm(ops, attrs):
+    x, w = ops
+    floats(ops, 0, 1)
+    if len(w.shape) != 1 or w.shape[0] != x.shape[-1]:
+        raise ShapeError(f"the weights {list(w.shape)} must be a vector as long as the "
+                         f"last axis of {list(x.shape)} ({x.shape[-1]})", 1)
+    return "float32", tuple(x.shape)
+
+
+def complex_product(ops, attrs):
+    a, b = ops
+    floats(ops, 0, 1)
+    for i, t in ((0, a), (1, b)):
+        if t.shape[-1] != 2:
+            raise ShapeError(f"operand {i + 1} {list(t.shape)}: the last axis must have "
+                             "size 2 (real, imaginary)", i)
+    return "float32", broadcast_onto(a, b)
+
+
+def sliced_softmax(ops, attrs):
+    floats(ops, 0)
+    n = ops[0].shape[-1]
+    if len(ops) == 2:
+        index_operand(ops[1], 1, "the prefix")
+    elif not 0 <= attrs["prefix"] <= n:
+        raise ShapeError(f"the prefix {attrs['prefix']} is outside [0, {n}], the last "
+                         f"axis of {list(ops[0].shape)}", 1)
+    return "float32", tuple(ops[0].shape)
+
+
+def attention(ops, attrs):
+    """``q [H, M, D], k [H, N, D], v [H, N, D]`` (and the prefix operand or attribute,
+    ``causal``)."""
+    from .attention import HEAD_DIMS
+
+    floats(ops, 0, 1, 2)
+    q, k, v = ops[:3]
+    for i, t in enumerate((q, k, v)):
+        if len(t.shape) != 3:
+            raise ShapeError(f"operand {i + 1} {list(t.shape)} must have 3 axes: heads, "
+                             "rows, head dimension", i)
+    if k.shape != v.shape:
+        raise ShapeError(f"the keys {list(k.shape)} and values {list(v.shape)} differ", 2)
+    if q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
+        raise ShapeError(f"the queries {list(q.shape)} and keys {list(k.shape)} must agree "
+                         "on the heads (axis 0) and the head dimension (axis 2)", 1)
+    if q.shape[2] not in HEAD_DIMS:
+        raise ShapeError(f"head dimension {q.shape[2]} is not supported; the kernel takes "
+                         f"{', '.join(map(str, HEAD_DIMS))}", 0)
+    if attrs.get("causal") not in (False, True):
+        raise ShapeError(f"causal must be 0 or 1, not {attrs.get('causal')!r}", 4)
+    m, n = q.shape[1], k.shape[1]
+    if len(ops) == 4:
+        index_operand(ops[3], 3, "the prefix")
+    else:
+        low = m if attrs["causal"] else 1
+        if not low <= attrs["prefix"] <= n:
+            raise ShapeError(f"the prefix {attrs['prefix']} is outside [{low}, {n}] (the "
+                             "keys" + (", at least the query rows when causal" if
+                                       attrs["causal"] else "") + ")", 3)
+    return "float32", tuple(q.shape)
+
+
+__all__ = ["dims_of", "tensor_shape", "broadcast_onto", "floats", "index_operand",
+           "pointwise", "unary", "matmul", "slice_rows", "reshape", "permute",
+           "replace_slice", "rms_norm", "complex_product", "sliced_softmax", "attention"]

@@ -1,0 +1,302 @@
+"""The built-in nodes of the node table (``gpudsl.stdlib.nodes``): for each, its
+shape rule (``node_shapes``), kernel choice (the tuning database's winner, else the
+default of its family module) with its arguments' reshapes, graph and script name,
+numpy reference and tuning task.  ``gpudsl.ops``, the graph, ``gpudsl tune`` and
+``gpudsl bench`` read these declarations through ``get`` / ``by_graph`` /
+``all_nodes`` / ``plan``."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import node_shapes as rule
+from .nodes import (Launch, Node, ShapeError, all_nodes, array_params, by_graph, db_stamp,
+                    get, register, tuned, tuned_proc)
+
+# ------------------------------------------------------------------ kernel choices
+
+
+def _rows(shape) -> tuple[int, int]:
+    return shape[0], math.prod(shape[1:])
+
+
+def _binary(op: str):
+    def launch(shapes, attrs, target):
+        from .pointwise import plan_binary
+        from .tuning import PointwiseTask
+
+        sa, sb = shapes[0], shapes[1]
+        p, dims, bdims = plan_binary(op, sa, sb)
+        p = tuned_proc(lambda: PointwiseTask(op, sa, sb), (op, sa, sb), target) or p
+        return Launch(p, (("a", ("in", 0, dims)), ("b", ("in", 1, bdims)),
+                          ("out", ("out", dims))), sa)
+    return launch
+
+
+def _unary(op: str):
+    def launch(shapes, attrs, target):
+        from .pointwise import plan_unary
+        from .tuning import PointwiseTask
+
+        shape = shapes[0]
+        n = math.prod(shape)
+        p = tuned_proc(lambda: PointwiseTask(op, shape), (op, shape), target) or \
+            plan_unary(op, n)
+        return Launch(p, (("x", ("in", 0, (n,))), ("out", ("out", (n,)))), shape)
+    return launch
+
+
+def matmul_options(sa, sb, attrs: dict, target: str) -> dict:
+    """The fp32 kernel's options: the database's winner (read once per database
+    version), then ``stages`` / ``async_stages`` when given (``gpudsl.ops.matmul``
+    checked their values).  A graph's fused matmul group takes them from here too."""
+    from .matmul import tuned_options
+
+    opts = dict(tuned(("matmul", sa, sb, target), lambda: tuned_options(sa, sb, target)))
+    stages, asy = attrs.get("stages"), attrs.get("async_stages")
+    if stages is not None:
+        opts["stages"] = stages
+    if asy is not None:
+        opts.update(async_stages=asy, stages=1 if asy else opts.get("stages", 0))
+    return opts
+
+
+def _launch_matmul(shapes, attrs, target):
+    sa, sb = shapes[0], shapes[1]
+    if attrs.get("precision", "fp32") == "tf32":
+        from .matmul_tf32 import matmul_tf32_kernel
+
+        asy = attrs.get("async_stages")
+        p, _ = matmul_tf32_kernel(sa, sb, **({"async_stages": asy} if asy else {}))
+    else:
+        from .matmul import options_kernel
+
+        p, _ = options_kernel(sa, sb, **matmul_options(sa, sb, attrs, target))
+    a, b, c = array_params(p)
+    return Launch(p, ((a, ("in", 0, None)), (b, ("in", 1, None)), (c, ("out", None))),
+                  tuple(sa[:-1]) + (sb[-1],))
+
+
+def _launch_permute(shapes, attrs, target):
+    from .permute import merged_shapes, permute_kernel
+    from .shapes import normalize_perm
+    from .tuning import PermuteTask
+
+    shape = shapes[0]
+    perm = normalize_perm(tuple(attrs["perm"]), len(shape))
+    p, _, out_shape = permute_kernel(shape, perm)
+    p = tuned_proc(lambda: PermuteTask(shape, perm), ("permute", shape, perm), target) or p
+    a, b = merged_shapes(shape, perm)  # the kernel's array shapes
+    x, out = array_params(p)
+    return Launch(p, ((x, ("in", 0, a)), (out, ("out", b))), tuple(out_shape))
+
+
+def _launch_slice(shapes, attrs, target):
+    from .slices import plan_slice
+    from .tuning import SliceTask
+
+    shape = shapes[0]
+    begin, end = attrs["begin"], attrs["end"]
+    n, c = _rows(shape)
+    m = end - begin
+    p = tuned_proc(lambda: SliceTask(shape, begin, end), ("slice", shape, begin, end),
+                   target) or plan_slice(c)
+    return Launch(p, (("begin", ("value", begin)), ("x", ("in", 0, (n, c))),
+                      ("out", ("out", (m, c)))), (m,) + tuple(shape[1:]))
+
+
+def _launch_replace_slice(shapes, attrs, target):
+    from .slices import plan_replace_slice
+    from .tuning import ReplaceSliceTask
+
+    n, c = _rows(shapes[0])
+    m = shapes[1][0]
+    p = (tuned_proc(lambda: ReplaceSliceTask((n, c), 0, m), ("replace_slice", n, c, m),
+                    target) if 0 < m <= n else None) or plan_replace_slice(c)
+    return Launch(p, (("x", ("in", 0, (n, c))), ("r", ("in", 1, (m, c))),
+                      ("begin", ("index", 2, "begin")), ("end", ("index", 3, "end")),
+                      ("err", ("err",))), None)
+
+
+def _launch_rms_norm(shapes, attrs, target):
+    from .rms_norm import plan_rms_norm
+
+    xs = shapes[0]
+    r, n = math.prod(xs[:-1]), xs[-1]
+    return Launch(plan_rms_norm(n), (("x", ("in", 0, (r, n))), ("w", ("in", 1, None)),
+                                     ("out", ("out", (r, n)))), xs)
+
+
+def _launch_complex(shapes, attrs, target):
+    from .complex import plan_complex_mul
+
+    p, ca, cb = plan_complex_mul(shapes[0], shapes[1])
+    return Launch(p, (("a", ("in", 0, ca)), ("b", ("in", 1, cb)), ("out", ("out", ca))),
+                  shapes[0])
+
+
+def _launch_sliced_softmax(shapes, attrs, target):
+    from .softmax import plan_sliced_softmax
+
+    xs = shapes[0]
+    r, n = math.prod(xs[:-1]), xs[-1]
+    return Launch(plan_sliced_softmax(n), (
+        ("x", ("in", 0, (r, n))), ("prefix", ("index", 1, "prefix")),
+        ("out", ("out", (r, n))), ("err", ("err",))), xs)
+
+
+def _launch_attention(shapes, attrs, target):
+    from .attention import plan_attention
+
+    (h, m, d), n = shapes[0], shapes[1][1]
+    scale = attrs.get("scale")
+    scale = np.float32(1 / math.sqrt(d) if scale is None else scale)
+    p = plan_attention(m, d, bool(attrs["causal"]), h, n)
+    return Launch(p, (("q", ("in", 0, None)), ("k", ("in", 1, None)), ("v", ("in", 2, None)),
+                      ("prefix", ("index", 3, "prefix")), ("scale", ("value", scale)),
+                      ("out", ("out", None)), ("err", ("err",))), shapes[0])
+
+
+# ------------------------------------------------------------------ references
+
+
+def _f64(x):
+    return np.asarray(x, np.float64)
+
+
+def _silu(x):
+    x = _f64(x)
+    return x / (1.0 + np.exp(-x))
+
+
+def _replace(x, r, begin, end):
+    out = np.array(x, copy=True)
+    b = int(np.asarray(begin).reshape(-1)[0])
+    out[b:b + r.shape[0]] = r
+    return out
+
+
+def _rms(x, w):
+    x = _f64(x)
+    return w * x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5)
+
+
+def _cmul(a, b):
+    ar, ai, br, bi = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
+    return np.stack([ar * br - ai * bi, ar * bi + ai * br], -1)
+
+
+def _softmax(x, prefix):
+    k = int(np.asarray(prefix).reshape(-1)[0])
+    out = _f64(x).copy()
+    e = np.exp(out[..., :k] - out[..., :k].max(-1, keepdims=True)) if k else out[..., :0]
+    out[..., :k] = e / e.sum(-1, keepdims=True) if k else e
+    return out
+
+
+def _attention(q, k, v, prefix=None, causal=False, scale=None):
+    from .attention import attention_reference
+
+    return attention_reference(q, k, v, causal, prefix, scale)
+
+
+# ------------------------------------------------------------------ tuning tasks
+
+
+def _pointwise_task(op):
+    def make(shapes, options):
+        from .tuning import PointwiseTask
+
+        return PointwiseTask(op, *shapes)
+    return make
+
+
+def _permute_task(shapes, options):
+    from .tuning import PermuteTask
+
+    s = shapes[0]
+    perm = options.get("perm")
+    return PermuteTask(s, tuple(range(len(s) - 1, -1, -1)) if perm is None else perm)
+
+
+def _slice_task(replace: bool):
+    def make(shapes, options):
+        from .tuning import ReplaceSliceTask, SliceTask
+
+        s = shapes[0]
+        begin, end = options.get("begin", 0), options.get("end")
+        end = end if end is not None else max(begin + 1, s[0] // 2)
+        return (ReplaceSliceTask if replace else SliceTask)(s, begin, end)
+    return make
+
+
+def _matmul_task(shapes, options):
+    from .tuning import MatmulTask
+
+    return MatmulTask(*shapes)
+
+
+# ------------------------------------------------------------------ the table
+
+REF, INT, LIST = "ref", "int", "list"
+
+for _op, _graph, _ref in (("add", "SumNode", lambda a, b: a + b),
+                          ("mul", "HadamardProductNode", lambda a, b: a * b)):
+    register(Node(_op, rule.pointwise, _binary(_op), _ref, _graph,
+                  ((REF, "a"), (REF, "b")), ("a", "b"), pointwise="binary",
+                  tuning=_pointwise_task(_op), tune_shapes=2))
+register(Node("matmul", rule.matmul, _launch_matmul, lambda a, b: _f64(a) @ b, "MatMulNode",
+              ((REF, "a"), (REF, "b")), ("a", "b"), tuning=_matmul_task, tune_shapes=2))
+for _op, _graph, _ref in (("relu", "ReLUNode", lambda x: np.maximum(_f64(x), 0)),
+                          ("silu", "SiLUNode", _silu)):
+    register(Node(_op, rule.unary, _unary(_op), _ref, _graph, ((REF, "x"),), ("x",),
+                  pointwise="unary", tuning=_pointwise_task(_op)))
+register(Node("slice", rule.slice_rows, _launch_slice, lambda x, begin, end: x[begin:end],
+              "SliceNode", ((REF, "x"), (INT, "begin"), (INT, "end")), ("x",),
+              aliases=True, graph_view=True, tuning=_slice_task(False)))
+register(Node("reshape", rule.reshape, None, lambda x, shape: np.reshape(x, shape),
+              "ReshapeNode", ((REF, "x"), (LIST, "shape")), ("x",), aliases=True,
+              graph_view=True))
+register(Node("permute", rule.permute, _launch_permute,
+              lambda x, perm: np.transpose(x, perm), "PermuteNode",
+              ((REF, "x"), (LIST, "perm")), ("x",), tuning=_permute_task))
+register(Node("replace_slice", rule.replace_slice, _launch_replace_slice, _replace,
+              "ReplaceSliceNode", ((REF, "x"), (REF, "r"), (REF, "begin"), (REF, "end")),
+              ("x", "r", "begin", "end"), aliases=True, tuning=_slice_task(True)))
+register(Node("rms_norm", rule.rms_norm, _launch_rms_norm, _rms, "RMSNormNode",
+              ((REF, "x"), (REF, "w")), ("x", "w")))
+register(Node("complex_hadamard_product", rule.complex_product, _launch_complex, _cmul,
+              "ComplexHadamardProductNode", ((REF, "a"), (REF, "b")), ("a", "b")))
+register(Node("sliced_softmax", rule.sliced_softmax, _launch_sliced_softmax, _softmax,
+              "SlicedSoftmaxNode", ((REF, "x"), ("ref|int", "prefix")), ("x", "prefix")))
+register(Node("attention", rule.attention, _launch_attention, _attention, "AttentionNode",
+              ((REF, "q"), (REF, "k"), (REF, "v"), ("ref|int", "prefix"), ("bool", "causal")),
+              ("q", "k", "v", "prefix")))
+
+# ------------------------------------------------------------------ plans
+
+_PLANS: dict = {}
+
+
+def plan(node: Node, shapes: tuple, attrs: dict, target: str) -> Launch:
+    """``node.launch(shapes, attrs, target)``, looked up once per (node, shapes,
+    attributes, target) and tuning database version: the shape work and the kernel
+    choice of a repeated call cost a dictionary lookup and one ``stat``."""
+    stamp = db_stamp()
+    try:
+        key = (node.name, shapes, tuple(attrs.items()), target)
+        hit = _PLANS.get(key)
+    except TypeError:  # an attribute that is not hashable: no cache
+        return node.launch(shapes, attrs, target)
+    if hit is not None and hit[0] == stamp and hit[1] is node:
+        return hit[2]
+    launch = node.launch(shapes, attrs, target)
+    if len(_PLANS) > 4096:
+        _PLANS.clear()
+    _PLANS[key] = (stamp, node, launch)
+    return launch
+
+
+__all__ = ["Node", "Launch", "ShapeError", "register", "get", "by_graph", "all_nodes",
+           "plan", "matmul_options"]

@@ -1,0 +1,195 @@
+"""The node table: every standard-library node declared once (docs/running.md).
+
+A ``Node`` declaration says everything the rest of gpudsl needs to know about a node:
+
+- ``name``: its ``gpudsl.ops`` name and tuning task (``"add"``); ``graph``: its graph
+  and script name (``"SumNode"``) and ``script``: its script arguments;
+- ``shape``: the shape rule, ``(operands, attrs) -> (dtype, shape)`` where each operand
+  has ``.dtype`` (``"float32"``/``"int64"``) and ``.shape``; it raises ``ShapeError``
+  naming the operand at fault;
+- ``launch``: the kernel choice, ``(shapes, attrs, target) -> Launch``: the proc (the
+  tuning database's winner where there is one, else the default) and how each of its
+  parameters comes from the operands (reshaped), the output, a literal or a fault flag;
+- ``reference``: numpy's meaning, for tests and ``gpudsl bench``;
+- ``tuning``: the node's tuning task for ``gpudsl tune`` (None: not tunable), and
+  ``example``: arguments ``gpudsl bench`` times it on.
+
+``gpudsl.ops``, the graph (shape inference, the script parser, the launch list),
+``gpudsl tune`` and ``gpudsl bench`` all read this table (through
+``gpudsl.stdlib.node_table``, which declares the built-in nodes), so they cannot
+disagree.
+Adding a node is one module (its procs) plus one ``register(Node(...))``
+(CONTRIBUTING.md, "Adding a standard-library node").
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+class ShapeError(Exception):
+    """A node's operands do not fit; ``arg`` is the index of the operand at fault."""
+
+    def __init__(self, message: str, arg: int | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message, self.arg, self.hint = message, arg, hint
+
+
+# ------------------------------------------------------------------ launches
+#
+# How a kernel parameter gets its value (``Launch.args[name]``):
+#   ("in", i, shape)     operand i, reshaped to ``shape`` (None: as it is)
+#   ("out", shape)       the node's result, reshaped (None: as it is)
+#   ("index", i, attr)   an int64 tensor of one element: operand i when the node has
+#                        it, else the integer attribute ``attr`` made one
+#   ("value", v)         a literal scalar (a row index, a scale)
+#   ("err",)             a fault flag (int32, one element, zero before the launch)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch for a node: ``proc`` and where each parameter comes from
+    (see above); ``out``: the result's shape, None when the node writes its first
+    operand in place."""
+
+    proc: object
+    args: tuple[tuple[str, tuple], ...]
+    out: tuple | None = None
+
+    def arg_dict(self) -> dict:
+        return dict(self.args)
+
+
+def array_params(p) -> list[str]:
+    """The names of ``p``'s array parameters, in order."""
+    return [q.name for q in p.ir.params if q.is_array]
+
+
+# ------------------------------------------------------------------ declarations
+
+
+@dataclass(frozen=True)
+class Node:
+    """One standard-library node (see the module's text)."""
+
+    name: str
+    shape: Callable
+    launch: Callable | None
+    reference: Callable | None = None
+    graph: str | None = None
+    #: the script's arguments: ("ref" | "int" | "list" | "ref|int" | "bool", name);
+    #: a "ref" is an operand, the others attributes (a "ref|int" is either)
+    script: tuple = ()
+    #: the operands' names, for messages of the generic op
+    operands: tuple[str, ...] = ()
+    #: in a graph: the value shares the first operand's memory (read when
+    #: ``gpudsl.graph`` is imported: the built-in nodes' property)
+    aliases: bool = False
+    #: in a graph: no launch (a view)
+    graph_view: bool = False
+    #: fusion: "binary" / "unary" pointwise step (``gpudsl.graph.fusion``; read when
+    #: ``gpudsl.graph`` is imported, and ``stdlib/fused.py`` composes the built-in
+    #: pointwise algorithms only)
+    pointwise: str | None = None
+    #: ``gpudsl tune``: (shapes, options) -> a tuning task; ``tune_shapes`` operands
+    tuning: Callable | None = None
+    tune_shapes: int = 1
+    #: ``gpudsl bench``: (rng, rows, cols) -> (operands, attrs)
+    example: Callable | None = None
+    doc: str = ""
+    extra: dict = field(default_factory=dict, compare=False)
+
+
+_TABLE: dict[str, Node] = {}
+_GRAPH: dict[str, Node] = {}
+
+
+def register(node: Node) -> Node:
+    """Add ``node`` to the table (a name already there is replaced: a test may
+    declare a node twice)."""
+    _TABLE[node.name] = node
+    if node.graph is not None:
+        _GRAPH[node.graph] = node
+    return node
+
+
+def unregister(name: str) -> None:
+    node = _TABLE.pop(name, None)
+    if node is not None and node.graph is not None:
+        _GRAPH.pop(node.graph, None)
+
+
+def get(name: str) -> Node | None:
+    """The node called ``name`` in ``gpudsl.ops`` (None: no such node)."""
+    return _TABLE.get(name)
+
+
+def by_graph(op: str) -> Node | None:
+    """The node called ``op`` in graphs and scripts (``"SumNode"``), or None."""
+    return _GRAPH.get(op)
+
+
+def all_nodes() -> list[Node]:
+    return list(_TABLE.values())
+
+
+# ------------------------------------------------------------------ tuned winners
+
+_TUNED: dict = {}  # key -> (the database's stamp, value)
+URL_STORE_SECONDS = 60.0  # a database server's winners are read again after this
+
+
+_WHERE: dict = {}  # (the environment variables default_path reads) -> (path, is a URL)
+
+
+def _db_where() -> tuple[str, bool]:
+    key = (os.environ.get("GPUDSL_TUNE_DB"), os.environ.get("GPUDSL_CACHE_DIR"),
+           os.environ.get("HOME"))
+    hit = _WHERE.get(key)
+    if hit is None:
+        from ..autotune.db import default_path
+
+        where = default_path()
+        hit = _WHERE[key] = (str(where), isinstance(where, str))
+    return hit
+
+
+def db_stamp():
+    """What changes when the tuning database does: a file's modification time (None:
+    no file), or, for a database server, the current minute-long period."""
+    where, is_url = _db_where()
+    if is_url:
+        return (where, int(time.monotonic() // URL_STORE_SECONDS))
+    try:
+        return (where, os.stat(where).st_mtime_ns)
+    except OSError:
+        return (where, None)
+
+
+def tuned(key, lookup: Callable, stamp=None):
+    """``lookup()`` (a tuning database read: a winner or None), read once per
+    database version for ``key``: a call costs one ``stat`` (``stamp``: the caller's,
+    when it has one)."""
+    stamp = db_stamp() if stamp is None else stamp
+    hit = _TUNED.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    value = lookup()
+    if len(_TUNED) > 4096:
+        _TUNED.clear()
+    _TUNED[key] = (stamp, value)
+    return value
+
+
+def tuned_proc(make_task: Callable, key, target: str):
+    """The proc of the tuning database's winner for ``make_task()`` on ``target``'s
+    device, or None (the defaults); never tunes."""
+    from .tuning import tuned_kernel
+
+    return tuned(("proc", key, target), lambda: tuned_kernel(make_task, target))
+
+
+__all__ = ["Node", "Launch", "ShapeError", "register", "unregister", "get", "by_graph",
+           "all_nodes", "array_params", "tuned", "tuned_proc", "db_stamp"]
