@@ -67,6 +67,7 @@ def test_split_kernels_are_proved(d, dt):
         assert split_kernel(d, causal, 32, 8 if one else 4, layout, one=one,
                             dt=dt).check().ok
     assert split_kernel(d, False, 32, 8, "nhd", sliced=True, one=True, dt=dt).check().ok
+    assert split_kernel(d, False, 32, layout="nhd", sliced=True, dt=dt).check().ok
     assert attention_rows(True, dt).check().ok
 
 
@@ -173,7 +174,8 @@ def test_nvrtc_compiles_without_spills(dt, arch):
     kernels = [attention_kernel(d, causal, rows, dt) for d, rows in ((64, 8), (128, 4))
                for causal in (False, True)]
     kernels += [split_kernel(d, True, 32, dt=dt) for d in (64, 128)]
-    kernels += [split_kernel(128, False, 32, 8, "nhd", sliced=True, one=True, dt=dt)]
+    kernels += [split_kernel(128, False, 32, 8, "nhd", sliced=True, one=True, dt=dt),
+                split_kernel(128, False, 32, layout="nhd", sliced=True, dt=dt)]
     for p in kernels:
         for name, r in compile_cubin(cuda_source(p), arch).resources.items():
             assert r.spill_stores_bytes == 0 and r.spill_loads_bytes == 0, (name, r)
