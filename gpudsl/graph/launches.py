@@ -28,7 +28,16 @@ import numpy as np
 
 from ..errors import GraphError
 
-_NP = {"float32": np.float32, "int64": np.int64, "int32": np.int32}
+_NP = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "float16": np.float16}
+try:  # bfloat16 host arrays: ml_dtypes' numpy type (as gpudsl.ir.types)
+    import ml_dtypes
+
+    _NP["bfloat16"] = ml_dtypes.bfloat16
+except ImportError:  # pragma: no cover
+    pass
+
+
+_DT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
 
 def at(node, message: str, hint: str | None = None) -> GraphError:
@@ -152,13 +161,27 @@ def launch_list(model) -> LaunchList:
             continue
         ins = [ref(pos[id(m)]) for m in node.inputs]
         shapes = [m.shape for m in node.inputs]
+        dt = _DT.get(node.dtype, "f32")  # the stdlib's name of the node's precision
+        if dt != "f32" and op in ("MatMulNode", "PermuteNode"):
+            from ..stdlib.matmul_f16 import half_node_refusal
+
+            why = half_node_refusal(op, *shapes)
+            if why:
+                raise at(node, f"{op}: {why}", "run this part of the graph in float32")
         if op in ("SumNode", "HadamardProductNode"):
-            p, dims, bdims = plan_binary("add" if op == "SumNode" else "mul", *shapes)
+            p, dims, bdims = plan_binary("add" if op == "SumNode" else "mul", *shapes, dt)
             args = dict(a=ins[0].reshape(dims), b=ins[1].reshape(bdims), out=me.reshape(dims))
         elif op in ("ReLUNode", "SiLUNode"):
             n = math.prod(node.shape)
-            p = plan_unary("relu" if op == "ReLUNode" else "silu", n)
+            p = plan_unary("relu" if op == "ReLUNode" else "silu", n, dt)
             args = dict(x=ins[0].reshape(n), out=me.reshape(n))
+        elif op == "MatMulNode" and dt != "f32":  # [m, n] or [n] @ [n, k]
+            from ..stdlib.matmul_f16 import plan_matmul_half
+
+            a2 = (1,) + shapes[0] if len(shapes[0]) == 1 else shapes[0]
+            p, binds = plan_matmul_half(a2, shapes[1], dt)
+            args = dict(a=ins[0].reshape(a2), b=ins[1], c=me.reshape(a2[0], shapes[1][1]),
+                        **binds)
         elif op == "MatMulNode":
             p, _ = matmul_kernel(*shapes, **tuned_options(*shapes, model.device))
             args = dict(zip(array_names(p), (ins[0], ins[1], me)))
@@ -171,16 +194,16 @@ def launch_list(model) -> LaunchList:
         elif op == "ReplaceSliceNode":
             x, r, b, e = ins
             c = math.prod(x.shape[1:])
-            p = plan_replace_slice(c)
+            p = plan_replace_slice(c, dt)
             args = dict(x=x.reshape(x.shape[0], c), r=r.reshape(r.shape[0], c), begin=b,
                         end=e, err=err(i))
         elif op == "RMSNormNode":
             n = node.shape[-1]
             r = math.prod(node.shape[:-1])
-            p = plan_rms_norm(n)
+            p = plan_rms_norm(n, dt)
             args = dict(x=ins[0].reshape(r, n), w=ins[1], out=me.reshape(r, n))
         elif op == "ComplexHadamardProductNode":
-            p, ca, cb = plan_complex_mul(*shapes)
+            p, ca, cb = plan_complex_mul(*shapes, dt)
             args = dict(a=ins[0].reshape(ca), b=ins[1].reshape(cb), out=me.reshape(ca))
         elif op == "SlicedSoftmaxNode":
             n = node.shape[-1]
@@ -190,7 +213,7 @@ def launch_list(model) -> LaunchList:
             else:  # an integer attribute: a literal of the list
                 out.temps[f"prefix{i}"] = np.array([node.attrs["prefix"]], np.int64)
                 prefix = Ref("temp", f"prefix{i}", 0, (1,), "int64")
-            p = plan_sliced_softmax(n)
+            p = plan_sliced_softmax(n, dt)
             args = dict(x=ins[0].reshape(r, n), prefix=prefix, out=me.reshape(r, n),
                         err=err(i))
         elif op == "AttentionNode":
@@ -202,7 +225,8 @@ def launch_list(model) -> LaunchList:
             else:  # an integer attribute: a literal of the list
                 out.temps[f"prefix{i}"] = np.array([node.attrs["prefix"]], np.int64)
                 prefix = Ref("temp", f"prefix{i}", 0, (1,), "int64")
-            p = plan_attention(m, d, node.attrs["causal"], h, node.inputs[1].shape[1])
+            p = plan_attention(m, d, node.attrs["causal"], h, node.inputs[1].shape[1],
+                               dt=dt)
             args = dict(q=ins[0], k=ins[1], v=ins[2], prefix=prefix,
                         scale=np.float32(1 / math.sqrt(d)), out=me, err=err(i))
         else:  # pragma: no cover  (the parser refuses other nodes)

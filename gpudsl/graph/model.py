@@ -76,7 +76,8 @@ class Model:
         self._fuse(graph)
         self.plan: Plan = plan(*fusion.planner_view(graph.nodes, graph.result, self.groups))
         try:
-            self._state = BufferState([b.shape for b in self._buffer_nodes()])
+            self._state = BufferState([b.shape for b in self._buffer_nodes()],
+                                      [b.dtype for b in self._buffer_nodes()])
             self._arena = np.zeros(max(self.plan.arena_bytes, 1), np.uint8)
         except (MemoryError, ValueError) as e:  # numpy: too large for this machine
             raise GraphError(f"the model's tensors need {self.plan.arena_bytes} bytes of "

@@ -11,8 +11,11 @@ import math
 import numpy as np
 
 from ..errors import GraphError
+from ..ir import types as _types  # noqa: F401  (registers numpy's "bfloat16": ml_dtypes)
 
-DTYPES = ("float32", "int64")
+DTYPES = ("float32", "int64", "float16", "bfloat16")
+#: the floating dtypes (bfloat16: ml_dtypes' numpy type); a node's float operands share one
+FLOATS = ("float32", "float16", "bfloat16")
 #: nodes whose value shares its (first) operand's memory: no kernel writes a new tensor
 VIEWS = ("ReshapeNode", "SliceNode", "ReplaceSliceNode")
 LEAVES = ("InputTensor", "ConstantTensor", "BufferTensor")
@@ -28,7 +31,8 @@ class ShapeError(Exception):
         self.message, self.arg, self.hint = message, arg, hint
 
 
-_OWN = {"f32": "float32", "i64": "int64"}  # gpudsl's own spellings
+_OWN = {"f32": "float32", "i64": "int64", "f16": "float16",
+        "bf16": "bfloat16"}  # gpudsl's own spellings
 _TORCH = {"float": "float32", "long": "int64", "double": "float64", "half": "float16",
           "int": "int32"}  # torch's aliases (torch.float is float32, not numpy's float)
 
@@ -37,7 +41,8 @@ def dtype_name(t) -> str:
     """``"float32"`` / ``"int64"`` from every spelling numpy and torch users write: a
     string (``"float32"``, ``"f4"``, ``"torch.float32"``, ``"f32"``), a numpy scalar
     type (``np.float32``) or dtype, a torch dtype (``torch.float32``, ``torch.long``),
-    gpudsl's ``f32`` / ``i64``, or Python's ``int``."""
+    gpudsl's ``f32`` / ``i64``, or Python's ``int``; likewise ``"float16"`` and
+    ``"bfloat16"`` (``torch.half``, ``ml_dtypes.bfloat16``, ``f16``, ``bf16``)."""
     numpy_name = getattr(t, "numpy", None)  # gpudsl's DType
     text = numpy_name if isinstance(numpy_name, str) else t
     if isinstance(text, str) or type(text).__module__.split(".")[0] == "torch":
@@ -51,8 +56,8 @@ def dtype_name(t) -> str:
     except (TypeError, ValueError, AttributeError):
         text = str(text)
     if text not in DTYPES:
-        raise GraphError(f"dtype {t!r} is not supported; graphs hold float32 or int64 "
-                         "tensors")
+        raise GraphError(f"dtype {t!r} is not supported; graphs hold float32, float16, "
+                         "bfloat16 or int64 tensors")
     return text
 
 
@@ -96,27 +101,34 @@ def _broadcast_onto(a, b) -> tuple:
     return a.shape
 
 
-def _float(ops, *idx):
+def _float(ops, *idx) -> str:
+    """The one float dtype of operands ``idx`` (float32, float16 or bfloat16)."""
     for i in idx:
-        if ops[i].dtype != "float32":
-            raise ShapeError(f"operand {i + 1} is {ops[i].dtype}; this node takes float32",
-                             i)
+        if ops[i].dtype not in FLOATS:
+            raise ShapeError(f"operand {i + 1} is {ops[i].dtype}; this node takes float32, "
+                             "float16 or bfloat16", i)
+        if ops[i].dtype != ops[idx[0]].dtype:
+            raise ShapeError(f"operand {i + 1} is {ops[i].dtype} and operand {idx[0] + 1} "
+                             f"{ops[idx[0]].dtype}: the operands of one node share a dtype",
+                             i, "no node converts between precisions; build the tensors "
+                             "in one dtype")
+    return ops[idx[0]].dtype
 
 
 def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
     """(dtype, shape) of node ``op`` on operands ``ops`` with attributes ``attrs``;
     raises ``ShapeError`` naming the operand at fault."""
     if op in ("InputTensor", "ConstantTensor", "BufferTensor"):
-        if op == "BufferTensor" and attrs["dtype"] != "float32":
-            raise ShapeError("a BufferTensor holds float32", 0)
+        if op == "BufferTensor" and attrs["dtype"] not in FLOATS:
+            raise ShapeError("a BufferTensor holds float32, float16 or bfloat16", 0)
         return attrs["dtype"], _tensor_shape(attrs["shape"], arg=0)
     if op in ("SumNode", "HadamardProductNode"):
         a, b = ops
-        _float(ops, 0, 1)
-        return "float32", _broadcast_onto(a, b)
+        dt = _float(ops, 0, 1)
+        return dt, _broadcast_onto(a, b)
     if op == "MatMulNode":
         a, b = ops
-        _float(ops, 0, 1)
+        dt = _float(ops, 0, 1)
         sa, sb = a.shape, b.shape
         if len(sa) == 2 and len(sb) == 2:
             out = (sa[0], sb[1])
@@ -131,37 +143,37 @@ def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
                              "[m,n]@[n,k], [n]@[n,k] or [b,m,n]@[b,n,k]", 1)
         if sa[-1] != sb[-2]:
             raise ShapeError(f"inner dimensions differ: {list(sa)} @ {list(sb)}", 1)
-        return "float32", out
+        return dt, out
     if op in ("ReLUNode", "SiLUNode"):
-        _float(ops, 0)
-        return "float32", ops[0].shape
+        dt = _float(ops, 0)
+        return dt, ops[0].shape
     if op == "SliceNode":
-        _float(ops, 0)
+        dt = _float(ops, 0)
         n = ops[0].shape[0]
         b, e = attrs["begin"], attrs["end"]
         if not 0 <= b < e <= n:
             raise ShapeError(f"slice [{b}, {e}) is not a non-empty range inside the first "
                              f"axis of length {n}", 1)
-        return "float32", (e - b,) + ops[0].shape[1:]
+        return dt, (e - b,) + ops[0].shape[1:]
     if op == "ReshapeNode":
-        _float(ops, 0)
+        dt = _float(ops, 0)
         new = _tensor_shape(attrs["shape"], "the new shape", 1)
         if math.prod(new) != math.prod(ops[0].shape):
             raise ShapeError(f"cannot reshape {list(ops[0].shape)} "
                              f"({math.prod(ops[0].shape)} elements) to {list(new)} "
                              f"({math.prod(new)} elements)", 1)
-        return "float32", new
+        return dt, new
     if op == "PermuteNode":
-        _float(ops, 0)
+        dt = _float(ops, 0)
         perm = _shape(attrs["perm"], "the permutation", 1)
         rank = len(ops[0].shape)
         if sorted(perm) != list(range(rank)):
             raise ShapeError(f"{list(perm)} is not a permutation of the {rank} axes of "
                              f"{list(ops[0].shape)}", 1)
-        return "float32", tuple(ops[0].shape[p] for p in perm)
+        return dt, tuple(ops[0].shape[p] for p in perm)
     if op == "ReplaceSliceNode":
         a, r, b, e = ops
-        _float(ops, 0, 1)
+        dt = _float(ops, 0, 1)
         if len(a.shape) != len(r.shape) or a.shape[1:] != r.shape[1:]:
             raise ShapeError(f"the replacement {list(r.shape)} does not match "
                              f"{list(a.shape)} beyond the first axis", 1)
@@ -172,24 +184,24 @@ def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
             if t.dtype != "int64" or t.shape != (1,):
                 raise ShapeError(f"operand {i + 1} must be an int64 tensor of one element "
                                  f"[1], not {t.dtype} {list(t.shape)}", i)
-        return "float32", a.shape
+        return dt, a.shape
     if op == "RMSNormNode":
         x, w = ops
-        _float(ops, 0, 1)
+        dt = _float(ops, 0, 1)
         if len(w.shape) != 1 or w.shape[0] != x.shape[-1]:
             raise ShapeError(f"the weights {list(w.shape)} must be a vector as long as the "
                              f"last axis of {list(x.shape)} ({x.shape[-1]})", 1)
-        return "float32", x.shape
+        return dt, x.shape
     if op == "ComplexHadamardProductNode":
         a, b = ops
-        _float(ops, 0, 1)
+        dt = _float(ops, 0, 1)
         for i, t in ((0, a), (1, b)):
             if t.shape[-1] != 2:
                 raise ShapeError(f"operand {i + 1} {list(t.shape)}: the last axis must have "
                                  "size 2 (real, imaginary)", i)
-        return "float32", _broadcast_onto(a, b)
+        return dt, _broadcast_onto(a, b)
     if op == "SlicedSoftmaxNode":
-        _float(ops, 0)
+        dt = _float(ops, 0)
         n = ops[0].shape[-1]
         if len(ops) == 2:
             p = ops[1]
@@ -199,7 +211,7 @@ def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
         elif not 0 <= attrs["prefix"] <= n:
             raise ShapeError(f"the prefix {attrs['prefix']} is outside [0, {n}], the last "
                              f"axis of {list(ops[0].shape)}", 1)
-        return "float32", ops[0].shape
+        return dt, ops[0].shape
     if op == "AttentionNode":
         return _infer_attention(ops, attrs)
     if op in LATER:
@@ -212,7 +224,7 @@ def _infer_attention(ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
     """``AttentionNode(q [H, M, D], k [H, N, D], v [H, N, D], prefix, causal)``."""
     from ..stdlib.attention import HEAD_DIMS
 
-    _float(ops, 0, 1, 2)
+    dt = _float(ops, 0, 1, 2)
     q, k, v = ops[:3]
     for i, t in enumerate((q, k, v)):
         if len(t.shape) != 3:
@@ -240,13 +252,18 @@ def _infer_attention(ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
             raise ShapeError(f"the prefix {attrs['prefix']} is outside [{low}, {n}] (the "
                              "keys" + (", at least the query rows when causal" if
                                        attrs["causal"] else "") + ")", 3)
-    return "float32", q.shape
+    return dt, q.shape
 
 
-def _wrap(x):
-    """An operand: a node, or an array / torch tensor / Python number made a constant."""
+def _wrap(x, like=None):
+    """An operand: a node, or an array / torch tensor / Python number made a constant
+    (a Python number in the dtype of ``like``, the node it combines with, when float,
+    shaped ``[1, ..., 1]`` to its rank so that it broadcasts)."""
     if isinstance(x, Node):
         return x
+    if like is not None and like.dtype in FLOATS and isinstance(x, (int, float)) and \
+            not isinstance(x, bool):
+        return ConstantTensor(np.full((1,) * len(like.shape), x, like.dtype))
     return ConstantTensor(x)
 
 
@@ -278,10 +295,10 @@ class Node:
 
     # -- the PyTorch-like operators of HamKaas's frontend
     def __add__(self, other):
-        return SumNode(self, _wrap(other))
+        return SumNode(self, _wrap(other, self))
 
     def __mul__(self, other):
-        return HadamardProductNode(self, _wrap(other))
+        return HadamardProductNode(self, _wrap(other, self))
 
     def __matmul__(self, other):
         return MatMulNode(self, _wrap(other))
@@ -354,7 +371,8 @@ def ConstantTensor(value, name: str | None = None) -> Node:  # noqa: N802
 
 
 def BufferTensor(dtype, shape) -> Node:  # noqa: N802
-    """A float32 tensor that keeps its contents between evaluations (zero at first)."""
+    """A float tensor (float32, float16 or bfloat16) that keeps its contents between
+    evaluations (zero at first)."""
     return Node("BufferTensor", (), dict(dtype=dtype_name(dtype), shape=tuple(shape)))
 
 

@@ -74,7 +74,7 @@ def lanes(d: int) -> tuple[int, int, bool]:
 
 def _sig(d: int, layout: str, sliced: bool = False, dt: str = "f32") -> str:
     kv = f"{dt}[hh, n, {d}]" if layout == "hnd" else f"{dt}[n, hh, {d}]"
-    mask = "mask: f32[n], " if sliced else ""
+    mask = f"mask: {dt}[n], " if sliced else ""
     return (f"(hh: size, m: size, n: size, q: f32[hh, m, {d}], k: {kv}, v: {kv}, "
             f"prefix: i64[1], {mask}scale: f32, out: f32[hh, m, {d}], err: i32[1]):\n")
 
@@ -271,9 +271,10 @@ def _bounds(dt: str) -> str:
 
 
 def _halve(text: str, dt: str) -> str:
-    """``q`` and the key/value registers ``kr``, ``vr`` (declared ``dt``) widened where
-    read, ``out`` rounded once (``k`` and ``v`` are declared ``dt`` by :func:`_sig`)."""
-    return halve_text(text, dt, ("q", "kr", "vr"), ("out",))
+    """``q``, ``mask`` and the key/value registers ``kr``, ``vr`` (declared ``dt``)
+    widened where read, ``out`` rounded once (``k``, ``v`` and ``mask`` are declared
+    ``dt`` by :func:`_sig`)."""
+    return halve_text(text, dt, ("q", "kr", "vr", "mask"), ("out",))
 
 
 @lru_cache(maxsize=None)
