@@ -174,7 +174,9 @@ def test_nvrtc_compiles_without_spills(dt, arch):
     kernels = [attention_kernel(d, causal, rows, dt) for d, rows in ((64, 8), (128, 4))
                for causal in (False, True)]
     kernels += [split_kernel(d, True, 32, dt=dt) for d in (64, 128)]
-    kernels += [split_kernel(128, False, 32, 8, "nhd", sliced=True, one=True, dt=dt),
+    kernels += [split_kernel(d, False, 32, 8, "nhd", sliced=True, one=True, dt=dt)
+                for d in (48, 128)]  # (48: the LLaMA example's fused kernel)
+    kernels += [
                 split_kernel(128, False, 32, layout="nhd", sliced=True, dt=dt)]
     for p in kernels:
         for name, r in compile_cubin(cuda_source(p), arch).resources.items():
