@@ -1,6 +1,8 @@
 """``attention(q, k, v, causal, prefix, scale)``: ``softmax(scale * q k^T) v`` per head
-over the first ``prefix`` keys of a KV cache (issue 27, f32).  ``q`` is ``[H, M, D]``,
-``k`` and ``v`` are ``[H, N, D]``; ``L = prefix`` keys are used (``1 <= L <= N``).
+over the first ``prefix`` keys of a KV cache (issue 27; f32, or f16/bf16 tensors read
+widened to f32 with the output rounded once: ``dt``, :func:`attention_tolerance`).
+``q`` is ``[H, M, D]``, ``k`` and ``v`` are ``[H, N, D]``; ``L = prefix`` keys are used
+(``1 <= L <= N``).
 With ``causal``, query row ``i`` attends the keys ``j <= i + (L - M)`` (the rows are the
 last ``M`` positions of the ``L``: prefill with ``M == L`` is the lower triangle, decode
 with ``M == 1`` attends all ``L`` keys), which needs ``M <= L``.  ``prefix`` is read from
@@ -289,5 +291,6 @@ def plan_attention(m: int, d: int, causal: bool = False, heads: int | None = Non
     return attention_kernel(d, causal, rows, dt)
 
 
-__all__ = ["attention_rows", "attention_reference", "attention_tolerance", "halve", "attention_kernel", "plan_attention", "TILE",
+__all__ = ["attention_rows", "attention_reference", "attention_tolerance", "halve",
+           "attention_kernel", "plan_attention", "TILE",
            "HEAD_DIMS", "TILED_HEAD_DIMS", "ROW_CHOICES", "SPLIT_MAX_ROWS"]

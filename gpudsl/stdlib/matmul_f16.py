@@ -379,7 +379,8 @@ def half_tolerance(a: np.ndarray, b: np.ndarray, dt: str) -> np.ndarray:
     return n * 2.0 ** -23 * mag + u * (np.abs(a64 @ b64) + n * 2.0 ** -23 * mag) + tiny
 
 
-__all__ = ["half_node_refusal", "mma_f16", "mma_bf16", "MMA", "matmul_half_algorithm", "schedule_matmul_half",
+__all__ = ["half_node_refusal", "mma_f16", "mma_bf16", "MMA", "matmul_half_algorithm",
+           "schedule_matmul_half",
            "half_preconditions_hold", "half_kernel", "matmul_half_kernel", "half_simple_kernel",
            "plan_matmul_half", "half_tolerance",
            "NodeError", "DEFAULTS"]
