@@ -182,3 +182,21 @@ def test_nvrtc_compiles_without_spills(dt, arch):
         for name, r in compile_cubin(cuda_source(p), arch).resources.items():
             assert r.spill_stores_bytes == 0 and r.spill_loads_bytes == 0, (name, r)
             assert r.stack_bytes == 0 and r.registers <= 128, (name, r)
+
+
+def test_the_half_kernels_racy_twins_are_flagged():
+    # the barrier after the running-maximum update, removed from the f16 tiled kernel,
+    # and a block's warps writing one partial slot of the bf16 split kernel
+    from gpudsl.stdlib.common import make_proc
+
+    text = str(attention_kernel(64, False, 2, "f16")).replace("@proc\n", "")
+    marker = "mr[r, t] = mnew\n                    sync()\n"
+    assert text.count(marker) == 1
+    report = make_proc("bad", text.replace(marker, "mr[r, t] = mnew\n")).check()
+    assert not report.ok and any(d.kind == "race" for d in report.diagnostics)
+    from gpudsl.stdlib.attention_split import split_text
+
+    text = split_text(64, False, 32, 4, dt="bf16")
+    assert text.count("4 * sb + w] = mr") == 1
+    report = make_proc("bad2", text.replace("4 * sb + w] = mr", "4 * sb] = mr")).check()
+    assert not report.ok and any(d.kind == "race" for d in report.diagnostics)
