@@ -4,6 +4,7 @@ generating tokens with its KV cache in ``BufferTensor``s written by
 
     python examples/llama.py                     # 6 layers, 16 tokens, tokens/s
     python examples/llama.py --layers 2 --tokens 4 --vocab 512
+    python examples/llama.py --dtype float16     # f16 weights, activations and cache
 
 Random weights made here from a seed (no download).  Runs on the GPU when there is
 one, else on the CPU emulator.  With PyTorch installed, the same model in PyTorch
@@ -19,6 +20,11 @@ cache buffers, scores ``[heads, seq, hs] @ [heads, hs, 1]``, scaled,
 ``sliced_softmax(pos_end)``, masked, the weighted values ``[heads, hs, seq] @
 [heads, seq, 1]``, the output projection and residual; then the SiLU-gated FFN and
 residual.  Finally rms_norm and the classifier to vocabulary logits.
+
+``--dtype float16`` / ``bfloat16``: the weights rounded to that type and the whole
+graph in it (inputs, activations, the KV cache); each kernel reads halves, computes in
+float32 and rounds its result once.  The numpy reference runs in float32 on the same
+rounded weights, so the two differ by the graph's roundings of its activations.
 """
 from __future__ import annotations
 
@@ -76,16 +82,31 @@ def random_weights(cfg: Config, seed: int = 0) -> dict[str, np.ndarray]:
 # ------------------------------------------------------------------ the gpudsl graph
 
 
+def in_dtype(w: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
+    """The weights rounded to ``dtype`` (``"float16"``, ``"bfloat16"``: ml_dtypes)."""
+    if dtype == "bfloat16":
+        import ml_dtypes  # noqa: F401  (numpy's "bfloat16")
+    return {k: v.astype(dtype) for k, v in w.items()}
+
+
+def widened(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The same weights as float32 (exact: halves widen exactly): the numpy
+    reference's."""
+    return {k: v.astype(np.float32) for k, v in w.items()}
+
+
 def build_graph(cfg: Config, w: dict[str, np.ndarray]) -> graph.Node:
-    """The one-token graph (see the module's docstring); its logits [vocab]."""
+    """The one-token graph (see the module's docstring); its logits [vocab].  The
+    graph's float dtype is the weights' (float32, float16 or bfloat16)."""
     d, H, hs, S = cfg.dim, cfg.n_heads, cfg.head_size, cfg.seq_len
+    dt = w["wq"].dtype.name
     C = graph.ConstantTensor
-    x = graph.InputTensor("x", "float32", [d])
-    freq = graph.InputTensor("freq_cis", "float32", [hs // 2, 2]).reshape([1, hs // 2, 2])
+    x = graph.InputTensor("x", dt, [d])
+    freq = graph.InputTensor("freq_cis", dt, [hs // 2, 2]).reshape([1, hs // 2, 2])
     pos = graph.InputTensor("pos", "int64", [1])
     pos_end = graph.InputTensor("pos_end", "int64", [1])
-    mask = graph.InputTensor("mask", "float32", [S]).reshape([1, S])
-    scale = C(np.full((1, 1), 1.0 / math.sqrt(hs), np.float32))
+    mask = graph.InputTensor("mask", dt, [S]).reshape([1, S])
+    scale = C(np.full((1, 1), 1.0 / math.sqrt(hs), np.float32).astype(dt))
     for layer in range(cfg.n_layers):
         xb = x.rms_norm(C(w["rms_att"][layer]))
         q = xb @ C(w["wq"][layer])
@@ -93,9 +114,8 @@ def build_graph(cfg: Config, w: dict[str, np.ndarray]) -> graph.Node:
         v = xb @ C(w["wv"][layer])
         q = q.reshape([H, hs // 2, 2]).complex_hadamard_product(freq).reshape([H, hs, 1])
         k = k.reshape([H, hs // 2, 2]).complex_hadamard_product(freq).reshape([1, d])
-        key_cache = graph.BufferTensor("float32", [S, d]).replace(k, pos, pos_end)
-        value_cache = graph.BufferTensor("float32", [S, d]).replace(v.reshape([1, d]), pos,
-                                                                    pos_end)
+        key_cache = graph.BufferTensor(dt, [S, d]).replace(k, pos, pos_end)
+        value_cache = graph.BufferTensor(dt, [S, d]).replace(v.reshape([1, d]), pos, pos_end)
         keys = key_cache.reshape([S, H, hs]).permute([1, 0, 2])      # [H, S, hs]
         scores = (keys @ q).reshape([H, S]) * scale                   # [H, S]
         att = scores.sliced_softmax(pos_end) * mask
@@ -109,7 +129,7 @@ def build_graph(cfg: Config, w: dict[str, np.ndarray]) -> graph.Node:
 
 
 def step_inputs(cfg: Config, w, token: int, pos: int) -> dict[str, np.ndarray]:
-    mask = (np.arange(cfg.seq_len) <= pos).astype(np.float32)
+    mask = (np.arange(cfg.seq_len) <= pos).astype(w["wq"].dtype)
     return {"x": w["embedding"][token], "freq_cis": w["freq_cis"][pos],
             "pos": np.array([pos], np.int64), "pos_end": np.array([pos + 1], np.int64),
             "mask": mask}
@@ -232,19 +252,22 @@ def main(argv=None) -> int:
     ap.add_argument("--seq", type=int, default=STORIES15M.seq_len)
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"),
+                    help="the weights' and the graph's float type")
     args = ap.parse_args(argv)
     cfg = replace(STORIES15M, n_layers=args.layers, dim=args.dim, hidden_dim=args.hidden,
                   n_heads=args.heads, vocab_size=args.vocab, seq_len=args.seq)
-    w = random_weights(cfg, args.seed)
+    w = in_dtype(random_weights(cfg, args.seed), args.dtype)
     t0 = time.perf_counter()
     model = graph.compile(build_graph(cfg, w))
-    print(f"{cfg}\ncompiled on {model.device} in {time.perf_counter() - t0:.1f} s; "
-          f"{model.memory}")
+    print(f"{cfg}\n{args.dtype}: compiled on {model.device} in {time.perf_counter() - t0:.1f}"
+          f" s; {model.memory}; {len(model.kernels)} launches per token")
     _timed(gpudsl_stepper(cfg, w, model), cfg, 1)  # warm-up: kernels built and loaded
     model.reset_buffers()
     tokens, logits, tps = _timed(gpudsl_stepper(cfg, w, model), cfg, args.tokens)
-    ref_tokens, ref_logits, ref_tps = _timed(NumpyLlama(cfg, w), cfg, args.tokens)
-    err = max(float(np.abs(a - b).max()) for a, b in zip(logits, ref_logits))
+    ref_tokens, ref_logits, ref_tps = _timed(NumpyLlama(cfg, widened(w)), cfg, args.tokens)
+    err = max(float(np.abs(a.astype(np.float32) - b).max())
+              for a, b in zip(logits, ref_logits))
     scale = max(float(np.abs(b).max()) for b in ref_logits)
     print(f"gpudsl ({model.device}): {tps:.2f} tokens/s; numpy: {ref_tps:.2f} tokens/s")
     print(f"max |gpudsl - numpy| = {err:.2e} (logits up to {scale:.1f}); "
@@ -254,11 +277,12 @@ def main(argv=None) -> int:
     except ImportError:
         print("PyTorch is not installed: no eager comparison")
     else:
-        step = torch_stepper(cfg, w)
+        step = torch_stepper(cfg, widened(w))
         _timed(step, cfg, 1)
-        _, _, torch_tps = _timed(torch_stepper(cfg, w), cfg, args.tokens)
+        _, _, torch_tps = _timed(torch_stepper(cfg, widened(w)), cfg, args.tokens)
         print(f"PyTorch eager: {torch_tps:.2f} tokens/s")
-    return 0 if tokens == ref_tokens and err <= 1e-3 * max(scale, 1.0) else 1
+    tol = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1}[args.dtype]
+    return 0 if tokens == ref_tokens and err <= tol * max(scale, 1.0) else 1
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def match(nodes: list[Node], pos: dict, uses: dict, i: int):
     chain = [r2]
     mask = None
     got = _hadamard_with(a, lambda m: math.prod(m.shape) == s and m.shape[-1] == s
-                         and m.dtype == "float32" and m.op != "SlicedSoftmaxNode")
+                         and m.dtype == a.dtype and m.op != "SlicedSoftmaxNode")
     if got is not None and got[0].op == "SlicedSoftmaxNode":
         chain.append(a)
         masked = a
@@ -112,7 +112,7 @@ def match(nodes: list[Node], pos: dict, uses: dict, i: int):
     x = sm.inputs[0]
     scale = None
     got = _hadamard_with(x, lambda c: c.op == "ConstantTensor" and
-                         math.prod(c.shape) == 1 and c.dtype == "float32")
+                         math.prod(c.shape) == 1 and c.dtype == x.dtype)
     if got is not None and got[0].op == "ReshapeNode":
         chain.append(x)
         scaled = x
@@ -202,13 +202,15 @@ def fused_kernel(group, nodes):
     from ..compiler.kernel import prove
     from ..errors import CheckError
     from ..stdlib.attention_split import plan_split
+    from .launches import _NP
 
     ext = [nodes[j] for j in group.externals]
     q = ext[role(group, "q")]
     h, d, _ = q.shape
     layout = role(group, "layout")
     s = ext[role(group, "k")].shape[0 if layout == "nhd" else 1]
-    p = plan_split(d, False, h, 1, s, layout, sliced=True)
+    dt = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}[q.dtype]
+    p = plan_split(d, False, h, 1, s, layout, sliced=True, dt=dt)
     report = prove(p.ir, {})
     if not report.ok:
         raise CheckError(report, hint=f"{p.name} is not proved safe; the group runs "
@@ -225,7 +227,7 @@ def fused_kernel(group, nodes):
         elif name == "prefix":  # an integer attribute: an array of the launch list
             values[name] = ("temp", np.array([role(group, "prefix_value")], np.int64))
         else:
-            values[name] = ("temp", np.ones(s, np.float32))
+            values[name] = ("temp", np.ones(s, _NP[q.dtype]))
     sc = role(group, "scale")
     values["scale"] = ("scale", None if sc is None else ext[sc].attrs["name"])
     return p, shapes, values

@@ -28,8 +28,9 @@ class BufferState:
     holds them already.  So an evaluation on either path, or a read or write of
     ``model.buffers``, always sees what the last evaluation on any path wrote."""
 
-    def __init__(self, shapes):
-        self._host = [np.zeros(s, np.float32) for s in shapes]
+    def __init__(self, shapes, dtypes=None):
+        self._host = [np.zeros(s, np.dtype(d)) for s, d in
+                      zip(shapes, dtypes or ["float32"] * len(shapes))]
         #: the executor holding the buffers, or None: the host does
         self.holder = None
 

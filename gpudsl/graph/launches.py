@@ -31,7 +31,16 @@ from ..errors import GraphError
 from ..stdlib.node_table import by_graph
 from ..stdlib.node_table import plan as plan_launch
 
-_NP = {"float32": np.float32, "int64": np.int64, "int32": np.int32}
+_NP = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "float16": np.float16}
+try:  # bfloat16 host arrays: ml_dtypes' numpy type (as gpudsl.ir.types)
+    import ml_dtypes
+
+    _NP["bfloat16"] = ml_dtypes.bfloat16
+except ImportError:  # pragma: no cover
+    pass
+
+
+_DT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
 
 def at(node, message: str, hint: str | None = None) -> GraphError:
@@ -125,8 +134,13 @@ def launch_list(model) -> LaunchList:
             if decl is None or decl.launch is None or decl.graph_view:
                 continue  # a view: no launch
             ins = [ref(pos[id(m)]) for m in node.inputs]
-            launch = plan_launch(decl, tuple(tuple(m.shape) for m in node.inputs),
-                                 node.attrs, model.device)
+            shapes = tuple(tuple(m.shape) for m in node.inputs)
+            attrs = node.attrs
+            dt = _DT.get(node.dtype, "f32")  # the stdlib's name of the node's precision
+            if dt != "f32":
+                _refuse_half(node, op, shapes)
+                attrs = dict(attrs, dtype=dt)
+            launch = plan_launch(decl, shapes, attrs, model.device)
             out.steps.append(Step(launch.proc, _args(out, launch, ins, ref(i), node, i),
                                   (i,), False))
     if out.errors:
@@ -140,6 +154,15 @@ def _err(out: LaunchList, i: int) -> Ref:
     off = 4 * len(out.errors)
     out.errors.append((off, i))
     return Ref("temp", "err", off, (1,), "int32")
+
+
+def _refuse_half(node, op: str, shapes) -> None:
+    """A float16/bfloat16 node without a half kernel is refused at its script line."""
+    from ..stdlib.matmul_f16 import half_node_refusal
+
+    why = half_node_refusal(op, *shapes)
+    if why:
+        raise at(node, f"{op}: {why}", "run this part of the graph in float32")
 
 
 def _args(out: LaunchList, launch, ins: list, me: Ref, node, i: int) -> dict:

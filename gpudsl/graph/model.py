@@ -108,7 +108,8 @@ class Model:
 
     def _allocate(self):
         try:
-            self._state = BufferState([b.shape for b in self._buffer_nodes()])
+            self._state = BufferState([b.shape for b in self._buffer_nodes()],
+                                      [b.dtype for b in self._buffer_nodes()])
             self._arena = np.zeros(max(self.plan.arena_bytes, 1), np.uint8)
         except (MemoryError, ValueError) as e:  # numpy: too large for this machine
             raise GraphError(f"the model's tensors need {self.plan.arena_bytes} bytes of "

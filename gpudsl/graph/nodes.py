@@ -11,10 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError
-from ..stdlib.node_shapes import tensor_shape
+import ml_dtypes  # noqa: F401  (registers numpy's "bfloat16")
+
+from ..stdlib.node_shapes import FLOATS, tensor_shape
 from ..stdlib.node_table import ShapeError, all_nodes, by_graph
 
-DTYPES = ("float32", "int64")
+DTYPES = ("float32", "int64", "float16", "bfloat16")
 #: nodes whose value shares its (first) operand's memory (the node table's ``aliases``)
 VIEWS = tuple(n.graph for n in all_nodes() if n.aliases and n.graph)
 LEAVES = ("InputTensor", "ConstantTensor", "BufferTensor")
@@ -22,7 +24,8 @@ LEAVES = ("InputTensor", "ConstantTensor", "BufferTensor")
 LATER: tuple[str, ...] = ()
 
 
-_OWN = {"f32": "float32", "i64": "int64"}  # gpudsl's own spellings
+_OWN = {"f32": "float32", "i64": "int64", "f16": "float16",
+        "bf16": "bfloat16"}  # gpudsl's own spellings
 _TORCH = {"float": "float32", "long": "int64", "double": "float64", "half": "float16",
           "int": "int32"}  # torch's aliases (torch.float is float32, not numpy's float)
 
@@ -31,7 +34,8 @@ def dtype_name(t) -> str:
     """``"float32"`` / ``"int64"`` from every spelling numpy and torch users write: a
     string (``"float32"``, ``"f4"``, ``"torch.float32"``, ``"f32"``), a numpy scalar
     type (``np.float32``) or dtype, a torch dtype (``torch.float32``, ``torch.long``),
-    gpudsl's ``f32`` / ``i64``, or Python's ``int``."""
+    gpudsl's ``f32`` / ``i64``, or Python's ``int``; likewise ``"float16"`` and
+    ``"bfloat16"`` (``torch.half``, ``ml_dtypes.bfloat16``, ``f16``, ``bf16``)."""
     numpy_name = getattr(t, "numpy", None)  # gpudsl's DType
     text = numpy_name if isinstance(numpy_name, str) else t
     if isinstance(text, str) or type(text).__module__.split(".")[0] == "torch":
@@ -45,8 +49,8 @@ def dtype_name(t) -> str:
     except (TypeError, ValueError, AttributeError):
         text = str(text)
     if text not in DTYPES:
-        raise GraphError(f"dtype {t!r} is not supported; graphs hold float32 or int64 "
-                         "tensors")
+        raise GraphError(f"dtype {t!r} is not supported; graphs hold float32, float16, "
+                         "bfloat16 or int64 tensors")
     return text
 
 
@@ -55,8 +59,8 @@ def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
     raises ``ShapeError`` naming the operand at fault.  Leaves here, every other node
     by its shape rule in the node table (``gpudsl.stdlib.node_table``)."""
     if op in LEAVES:
-        if op == "BufferTensor" and attrs["dtype"] != "float32":
-            raise ShapeError("a BufferTensor holds float32", 0)
+        if op == "BufferTensor" and attrs["dtype"] not in FLOATS:
+            raise ShapeError("a BufferTensor holds float32, float16 or bfloat16", 0)
         return attrs["dtype"], tensor_shape(attrs["shape"], arg=0)
     decl = by_graph(op)
     if decl is None:
@@ -64,10 +68,15 @@ def infer(op: str, ops: tuple, attrs: dict) -> tuple[str, tuple[int, ...]]:
     return decl.shape(ops, attrs)
 
 
-def _wrap(x):
-    """An operand: a node, or an array / torch tensor / Python number made a constant."""
+def _wrap(x, like=None):
+    """An operand: a node, or an array / torch tensor / Python number made a constant
+    (a Python number in the dtype of ``like``, the node it combines with, when float,
+    shaped ``[1, ..., 1]`` to its rank so that it broadcasts)."""
     if isinstance(x, Node):
         return x
+    if like is not None and like.dtype in FLOATS and isinstance(x, (int, float)) and \
+            not isinstance(x, bool):
+        return ConstantTensor(np.full((1,) * len(like.shape), x, like.dtype))
     return ConstantTensor(x)
 
 
@@ -99,10 +108,10 @@ class Node:
 
     # -- the PyTorch-like operators of HamKaas's frontend
     def __add__(self, other):
-        return SumNode(self, _wrap(other))
+        return SumNode(self, _wrap(other, self))
 
     def __mul__(self, other):
-        return HadamardProductNode(self, _wrap(other))
+        return HadamardProductNode(self, _wrap(other, self))
 
     def __matmul__(self, other):
         return MatMulNode(self, _wrap(other))
@@ -175,7 +184,8 @@ def ConstantTensor(value, name: str | None = None) -> Node:  # noqa: N802
 
 
 def BufferTensor(dtype, shape) -> Node:  # noqa: N802
-    """A float32 tensor that keeps its contents between evaluations (zero at first)."""
+    """A float tensor (float32, float16 or bfloat16) that keeps its contents between
+    evaluations (zero at first)."""
     return Node("BufferTensor", (), dict(dtype=dtype_name(dtype), shape=tuple(shape)))
 
 

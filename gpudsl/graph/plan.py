@@ -25,7 +25,7 @@ import numpy as np
 from .nodes import VIEWS, Node
 
 ALIGN = 256
-_ITEMSIZE = {"float32": 4, "int64": 8}
+_ITEMSIZE = {"float32": 4, "int64": 8, "float16": 2, "bfloat16": 2}
 
 
 def nbytes(node: Node) -> int:

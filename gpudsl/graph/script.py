@@ -38,7 +38,7 @@ def signature(op: str) -> tuple[str, ...] | None:
 SIGNATURES: dict[str, tuple[str, ...]] = dict(LEAF_SIGNATURES, **{
     n.graph: signature(n.graph) for n in all_nodes() if n.graph})
 _KIND_TEXT = {"ref": "a node reference $N", "name": "a tensor name", "dtype":
-              "a dtype (float32 or int64)", "list": "a list of integers [..]",
+              "a dtype (float32, float16, bfloat16 or int64)", "list": "a list of integers [..]",
               "int": "an integer", "ref|int": "an integer or a node reference $N",
               "bool": "an integer"}
 
@@ -253,7 +253,8 @@ def _argument(ln: _Line, op, kind, index, defined):
         return t.text
     if t.kind == "ident" and kind == "dtype":
         if t.text not in DTYPES:
-            raise ln.error(f"unknown dtype {t.text!r}; graphs hold float32 or int64", t)
+            raise ln.error(f"unknown dtype {t.text!r}; graphs hold float32, float16, "
+                           "bfloat16 or int64", t)
         return t.text
     raise ln.error(f"argument {index + 1} of {op} must be {_KIND_TEXT[kind]}, not "
                    f"{t.text!r}", t)

@@ -1,6 +1,8 @@
 """``attention(q, k, v, causal, prefix, scale)``: ``softmax(scale * q k^T) v`` per head
-over the first ``prefix`` keys of a KV cache (issue 27, f32).  ``q`` is ``[H, M, D]``,
-``k`` and ``v`` are ``[H, N, D]``; ``L = prefix`` keys are used (``1 <= L <= N``).
+over the first ``prefix`` keys of a KV cache (issue 27; f32, or f16/bf16 tensors read
+widened to f32 with the output rounded once: ``dt``, :func:`attention_tolerance`).
+``q`` is ``[H, M, D]``, ``k`` and ``v`` are ``[H, N, D]``; ``L = prefix`` keys are used
+(``1 <= L <= N``).
 With ``causal``, query row ``i`` attends the keys ``j <= i + (L - M)`` (the rows are the
 last ``M`` positions of the ``L``: prefill with ``M == L`` is the lower triangle, decode
 with ``M == 1`` attends all ``L`` keys), which needs ``M <= L``.  ``prefix`` is read from
@@ -24,6 +26,7 @@ import numpy as np
 
 from ..proc import Proc
 from .common import make_proc
+from .halves import halve_text, unit_roundoff
 
 TILE = 32  # keys per tile: one warp's lanes in the score phase
 NEG = "-3.0e38"  # below every score: the masked keys' score, the running maximum's seed
@@ -49,13 +52,35 @@ def _valid(j: str, causal: bool, i: str = "i") -> str:
     return c + (f" and {j} <= {i} + prefix[0] - m" if causal else "")
 
 
+def _dt_suffix(dt: str) -> str:
+    return "" if dt == "f32" else f"_{dt}"
+
+
+def halve(text: str, dt: str) -> str:
+    """The f32 attention ``text`` on ``dt`` tensors (``q, k, v, out``): each read of
+    ``q``, ``k``, ``v`` widened to f32, all arithmetic (scores, the online softmax, the
+    weighted sums) in f32, the output rounded to ``dt`` once."""
+    return halve_text(text, dt, ("q", "k", "v"), ("out",))
+
+
+def attention_tolerance(dt: str = "f32") -> tuple[float, float]:
+    """``(atol, rtol)`` of the kernels against :func:`attention_reference` (float64 on
+    the same inputs), inputs of about unit scale: ``2e-5`` and ``1e-4`` for the f32
+    computation, plus one rounding of the f32 result to ``dt`` (``|x - dt(x)| <= u |x|``,
+    ``u`` = :func:`.halves.unit_roundoff`, and below the smallest normal an absolute
+    ``u`` times it, far under ``atol``)."""
+    u = 0.0 if dt == "f32" else unit_roundoff(dt)
+    return 2e-5 * (1 + u), 1e-4 + u * (1 + 1e-4)
+
+
 @lru_cache(maxsize=None)
-def attention_rows(causal: bool = False) -> Proc:
+def attention_rows(causal: bool = False, dt: str = "f32") -> Proc:
     """The algorithm: for each head and query row, the scores of the attended keys
     (``scale * q . k``), their maximum, ``exp(score - max)`` and its sum, then each
     output entry the weighted sum of the values divided by the sum.  Scores of keys
-    not attended are never read."""
-    name = "attention_rows" + ("_causal" if causal else "")
+    not attended are never read.  ``dt`` f16/bf16: q, k, v read widened to f32, the
+    output rounded once."""
+    name = "attention_rows" + ("_causal" if causal else "") + _dt_suffix(dt)
     ok = _valid("j", causal)
     text = (
         f"def {name}" + _SIG.format(d="d: size, ", D="d") +
@@ -87,7 +112,7 @@ def attention_rows(causal: bool = False) -> Proc:
         f"                    if {ok}:\n"
         "                        o += sc[j] * v[h, j, e]\n"
         "                out[h, i, e] = o / total\n")
-    return make_proc("attention", text)
+    return make_proc("attention", halve(text, dt))
 
 
 def attention_reference(q, k, v, causal: bool = False, prefix: int | None = None,
@@ -133,7 +158,8 @@ def _row_tree(rows: int, combine: str, indent: int) -> str:
 
 
 @lru_cache(maxsize=None)
-def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1) -> Proc:
+def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1,
+                     dt: str = "f32") -> Proc:
     """One block per (head ``h``, ``rows`` query rows ``i = rows * ib + r``), ``rows``
     times ``d`` threads; thread ``(r, t)`` owns output entry ``t`` of its row.  Per tile
     of :data:`TILE` keys starting at ``j0 = 32 jt``:
@@ -156,14 +182,17 @@ def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1) -> Proc:
     Tiles whose first key no row of the block attends (past the prefix, or above the
     causal diagonal of the block's last row) are skipped by a block-uniform ``if``.  The
     output is ``acc / l`` for the rows below ``m``.  Thread 0 of block (0, 0) reports a
-    bad prefix (see :func:`_bad_prefix`)."""
+    bad prefix (see :func:`_bad_prefix`).  ``dt`` f16/bf16: ``q``, ``k`` and ``v`` are
+    widened to f32 as they are read (the SHARED tiles hold f32), the output entry
+    rounded once."""
     if d not in TILED_HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {TILED_HEAD_DIMS}")
     if rows not in ROW_CHOICES or rows * d > MAX_THREADS:
         raise ValueError(f"rows per block must be one of {ROW_CHOICES} with rows * d <= "
                          f"{MAX_THREADS}, not {rows} (d = {d})")
     T, G, R = TILE, d // TILE, rows
-    name = f"attention_d{d}" + ("_causal" if causal else "") + (f"_r{R}" if R > 1 else "")
+    name = (f"attention_d{d}" + ("_causal" if causal else "") + (f"_r{R}" if R > 1 else "")
+            + _dt_suffix(dt))
     row = f"{R} * ib + r"
     ok = _valid(f"{T} * jt + t", causal, row)
     first = _valid(f"{T} * jt", causal, f"{R} * ib + {R - 1}")
@@ -237,11 +266,11 @@ acc[r, t] = o""", 5)
         + _threads(R, str(d), f"""
 if {row} < m:
     out[h, {row}, t] = acc[r, t] / lr[r, t]""", 3))
-    return make_proc("attention", text)
+    return make_proc("attention", halve(text, dt))
 
 
 def plan_attention(m: int, d: int, causal: bool = False, heads: int | None = None,
-                   keys: int | None = None, layout: str = "hnd") -> Proc:
+                   keys: int | None = None, layout: str = "hnd", dt: str = "f32") -> Proc:
     """The kernel for ``heads`` x ``m`` query rows of ``d`` entries against ``keys`` keys.
 
     Decode shapes (``m <= SPLIT_MAX_ROWS``), head dimensions the tiled kernel does not
@@ -251,16 +280,17 @@ def plan_attention(m: int, d: int, causal: bool = False, heads: int | None = Non
     when the shape is not given).  Else
     the tiled kernel with the power of two covering ``m`` rows per block up to
     ``MAX_THREADS / d`` threads (K and V tiles are read once per block, shared by its
-    rows)."""
+    rows).  ``dt``: the tensors' precision (f32, f16, bf16)."""
     from .attention_split import plan_split
 
     if m <= SPLIT_MAX_ROWS or d not in TILED_HEAD_DIMS or layout != "hnd":
-        return plan_split(d, causal, heads, m, keys, layout)
+        return plan_split(d, causal, heads, m, keys, layout, dt=dt)
     rows = 1
     while rows < m and rows * 2 in ROW_CHOICES and rows * 2 * d <= PLAN_THREADS:
         rows *= 2
-    return attention_kernel(d, causal, rows)
+    return attention_kernel(d, causal, rows, dt)
 
 
-__all__ = ["attention_rows", "attention_reference", "attention_kernel", "plan_attention", "TILE",
+__all__ = ["attention_rows", "attention_reference", "attention_tolerance", "halve",
+           "attention_kernel", "plan_attention", "TILE",
            "HEAD_DIMS", "TILED_HEAD_DIMS", "ROW_CHOICES", "SPLIT_MAX_ROWS"]

@@ -50,6 +50,7 @@ from functools import lru_cache
 from ..proc import Proc
 from ..schedule import vectorize
 from .common import make_proc
+from .halves import halve_text
 
 NEG = "-3.0e38"
 WARP = 32
@@ -71,9 +72,9 @@ def lanes(d: int) -> tuple[int, int, bool]:
     return 1, -(-d // WARP), True
 
 
-def _sig(d: int, layout: str, sliced: bool = False) -> str:
-    kv = f"f32[hh, n, {d}]" if layout == "hnd" else f"f32[n, hh, {d}]"
-    mask = "mask: f32[n], " if sliced else ""
+def _sig(d: int, layout: str, sliced: bool = False, dt: str = "f32") -> str:
+    kv = f"{dt}[hh, n, {d}]" if layout == "hnd" else f"{dt}[n, hh, {d}]"
+    mask = f"mask: {dt}[n], " if sliced else ""
     return (f"(hh: size, m: size, n: size, q: f32[hh, m, {d}], k: {kv}, v: {kv}, "
             f"prefix: i64[1], {mask}scale: f32, out: f32[hh, m, {d}], err: i32[1]):\n")
 
@@ -110,8 +111,11 @@ def _lane_loop(d: int, body: str, name: str) -> str:
 
 def split_text(d: int = 128, causal: bool = False, chunk: int = 32, warps: int = 4,
                layout: str = "hnd", step: int = STEP, sliced: bool = False,
-               one: bool = False) -> str:
-    """The source of :func:`split_kernel`'s proc before its copies are vectorized."""
+               one: bool = False, dt: str = "f32") -> str:
+    """The source of :func:`split_kernel`'s proc before its copies are vectorized.
+    ``dt`` f16/bf16: ``q, k, v, out`` of that type; the key and value rows are copied
+    as halves into registers (so that the copies stay vector copies) and widened to
+    f32 where they are used, ``q`` widened as it is read, the output rounded once."""
     if d not in SPLIT_HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {SPLIT_HEAD_DIMS}")
     if layout not in LAYOUTS:
@@ -131,7 +135,7 @@ def split_text(d: int = 128, causal: bool = False, chunk: int = 32, warps: int =
     row = (lambda j: f"h, {j}") if layout == "hnd" else (lambda j: f"{j}, h")
     name = (f"attention_split_d{d}" + ("_causal" if causal else "") +
             ("_nhd" if layout == "nhd" else "") + ("_sliced" if sliced else "") +
-            f"_c{CH}" + (f"_one{W}" if one else ""))
+            f"_c{CH}" + (f"_one{W}" if one else "") + ("" if dt == "f32" else f"_{dt}"))
     jb = f"{CH} * ({W} * sb + w) + {U} * it"
     key = f"{jb} + u"
     ok = _valid(key, causal)
@@ -230,8 +234,8 @@ o = 0.0
     if one:  # one block per row: the partials in SHARED, one barrier, the combine
         shared = "".join(f"{a}s: f32[{W}{', ' + str(d) if a in ('po', 'pt') else ''}] @ "
                          "SHARED\n" for a in ("pm", "pl", "po") + (("pt",) if sliced else ()))
-        return (
-            f"def {name}" + _sig(d, layout, sliced) +
+        return _halve(
+            f"def {name}" + _sig(d, layout, sliced, dt) +
             f"    assert n <= {kw}\n"
             "    for h in par(0, hh) @ BLOCKS:\n"
             "        for i in par(0, m) @ BLOCKS:\n"
@@ -239,12 +243,12 @@ o = 0.0
             + _block(shared + warp_loops + "sync()\n" +
                      f"for w in par(0, {W}) @ THREADS:\n"
                      f"    for l in par(0, {WARP}) @ THREADS:\n"
-                     f"        if {te} < {d}:\n" + _block(combine, 3), 4))
+                     f"        if {te} < {d}:\n" + _block(combine, 3), 4), dt)
     temps = "".join(f"{a}: f32[hh, m, {nparts}{', ' + str(d) if a in ('po', 'pt') else ''}]\n"
                     for a in ("pm", "pl", "po") + (("pt",) if sliced else ()))
     text = (
-        f"def {name}" + _sig(d, layout, sliced) + _block(temps, 1) +
-        "    for h in par(0, hh) @ BLOCKS:\n"
+        f"def {name}" + _sig(d, layout, sliced, dt) + _block(temps, 1) +
+        f"    for h in par(0, hh{_bounds(dt)}) @ BLOCKS:\n"
         "        for i in par(0, m) @ BLOCKS:\n"
         f"            for sb in par(0, (n + {kw - 1}) // {kw}) @ BLOCKS:\n"
         + _block(warp_loops, 4) +
@@ -252,19 +256,37 @@ o = 0.0
         "        for i in par(0, m) @ BLOCKS:\n"
         f"            for t in par(0, {d}) @ THREADS:\n"
         + _block(combine, 4))
-    return text
+    return _halve(text, dt)
+
+
+HALF_BLOCKS_PER_SM = 5  # the split kernel on halves: at most 102 registers (see _bounds)
+
+
+def _bounds(dt: str) -> str:
+    """The split kernel's ``blocks_per_sm`` hint on halves: without it ptxas (CUDA
+    12, sm_90) held the f16 d128 causal kernel to 72 registers and spilled two values
+    outside the key loop; at most ``65536 / (128 x 5)`` = 102 registers it uses 77-91
+    and spills nothing (f32 kernels: no hint, 64-96 registers without spills)."""
+    return "" if dt == "f32" else f", blocks_per_sm={HALF_BLOCKS_PER_SM}"
+
+
+def _halve(text: str, dt: str) -> str:
+    """``q``, ``mask`` and the key/value registers ``kr``, ``vr`` (declared ``dt``)
+    widened where read, ``out`` rounded once (``k``, ``v`` and ``mask`` are declared
+    ``dt`` by :func:`_sig`)."""
+    return halve_text(text, dt, ("q", "kr", "vr", "mask"), ("out",))
 
 
 @lru_cache(maxsize=None)
 def split_kernel(d: int = 128, causal: bool = False, chunk: int = 32, warps: int = 4,
                  layout: str = "hnd", step: int = STEP, sliced: bool = False,
-                 one: bool = False) -> Proc:
+                 one: bool = False, dt: str = "f32") -> Proc:
     """The split-key proc (see the module's text): ``chunk`` keys per warp (a multiple
     of ``step``), ``warps`` warps per block; the key, value and partial copies of
     ``V`` entries made ``V``-wide vector accesses (``vectorize``)."""
     vec = lanes(d)[0]
     p = make_proc("attention", split_text(d, causal, chunk, warps, layout, step, sliced,
-                                          one))
+                                          one, dt))
     for loop in ("xk", "xv", "xo") + (("xt",) if sliced else ()):
         if vec > 1:
             for _ in range(len(p.find_loop(loop, many=True))):
@@ -276,15 +298,16 @@ ONE_WARPS = 8  # warps of the one-block kernel: up to ONE_WARPS * MIN_CHUNK keys
 
 
 def plan_split(d: int, causal: bool = False, heads: int | None = None, m: int = 1,
-               keys: int | None = None, layout: str = "hnd", sliced: bool = False) -> Proc:
+               keys: int | None = None, layout: str = "hnd", sliced: bool = False,
+               dt: str = "f32") -> Proc:
     """The split-key proc for the shape: up to ``ONE_WARPS * MIN_CHUNK`` keys one block
     per row (``one``: its warps' partials combined in SHARED, one launch); else
     :func:`plan_chunk` keys per warp (:data:`MIN_CHUNK` when the shape is not known)."""
     if keys is not None and keys <= ONE_WARPS * MIN_CHUNK:
         return split_kernel(d, causal, MIN_CHUNK, ONE_WARPS, layout, sliced=sliced,
-                            one=True)
+                            one=True, dt=dt)
     chunk = MIN_CHUNK if heads is None or keys is None else plan_chunk(heads, m, keys)
-    return split_kernel(d, causal, chunk, layout=layout, sliced=sliced)
+    return split_kernel(d, causal, chunk, layout=layout, sliced=sliced, dt=dt)
 
 
 def plan_chunk(heads: int, m: int, n: int) -> int:

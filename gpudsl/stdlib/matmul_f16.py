@@ -334,6 +334,20 @@ def plan_matmul_half(a_shape, b_shape, dt: str):
                                             k=int(b_shape[1]))
 
 
+def half_node_refusal(op: str, *shapes) -> str | None:
+    """Why the graph's node ``op`` on these operand shapes has no f16/bf16 kernel
+    (None when it has one): the half matmul takes ``[m, n]`` or ``[n]`` times
+    ``[n, k]``; a permute of halves has none (inside the attention fusion the
+    permutes of the KV cache launch nothing and are not refused)."""
+    if op == "MatMulNode" and (len(shapes[1]) != 2 or len(shapes[0]) not in (1, 2)):
+        return (f"float16/bfloat16 matmul takes [m, n] or [n] @ [n, k], not "
+                f"{list(shapes[0])} @ {list(shapes[1])} (batched half matmuls run only "
+                "inside the fused attention)")
+    if op == "PermuteNode":
+        return "float16/bfloat16 permute has no kernel (only inside the fused attention)"
+    return None
+
+
 def matmul_half_kernel(a_shape, b_shape, dt: str, **opts):
     """(proc, bindings) of the tensor-core kernel for ``a @ b`` (2-D ``dt`` arrays,
     ``m % bm == 0``, ``n % bk == 0``, ``k % bn == 0``); ``NodeError`` otherwise."""
@@ -365,7 +379,8 @@ def half_tolerance(a: np.ndarray, b: np.ndarray, dt: str) -> np.ndarray:
     return n * 2.0 ** -23 * mag + u * (np.abs(a64 @ b64) + n * 2.0 ** -23 * mag) + tiny
 
 
-__all__ = ["mma_f16", "mma_bf16", "MMA", "matmul_half_algorithm", "schedule_matmul_half",
+__all__ = ["half_node_refusal", "mma_f16", "mma_bf16", "MMA", "matmul_half_algorithm",
+           "schedule_matmul_half",
            "half_preconditions_hold", "half_kernel", "matmul_half_kernel", "half_simple_kernel",
            "plan_matmul_half", "half_tolerance",
            "NodeError", "DEFAULTS"]

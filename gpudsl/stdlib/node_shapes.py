@@ -54,12 +54,22 @@ def broadcast_onto(a, b) -> tuple:
     return a.shape
 
 
-def floats(ops, *idx):
-    """Operands ``idx`` are float32."""
+FLOATS = ("float32", "float16", "bfloat16")
+
+
+def floats(ops, *idx) -> str:
+    """The one float dtype of operands ``idx`` (float32, float16 or bfloat16): every
+    one is a float and all are the same (no node converts between precisions)."""
     for i in idx:
-        if ops[i].dtype != "float32":
-            raise ShapeError(f"operand {i + 1} is {ops[i].dtype}; this node takes float32",
-                             i)
+        if ops[i].dtype not in FLOATS:
+            raise ShapeError(f"operand {i + 1} is {ops[i].dtype}; this node takes float32, "
+                             "float16 or bfloat16", i)
+        if ops[i].dtype != ops[idx[0]].dtype:
+            raise ShapeError(f"operand {i + 1} is {ops[i].dtype} and operand {idx[0] + 1} "
+                             f"{ops[idx[0]].dtype}: the operands of one node share a dtype",
+                             i, "no node converts between precisions; build the tensors "
+                             "in one dtype")
+    return ops[idx[0]].dtype
 
 
 def index_operand(t, i: int, what: str) -> None:
@@ -71,18 +81,18 @@ def index_operand(t, i: int, what: str) -> None:
 
 def pointwise(ops, attrs):
     """``a + b``, ``a * b``: ``b`` broadcast onto ``a``."""
-    floats(ops, 0, 1)
-    return "float32", broadcast_onto(*ops)
+    dt = floats(ops, 0, 1)
+    return dt, broadcast_onto(*ops)
 
 
 def unary(ops, attrs):
-    floats(ops, 0)
-    return "float32", tuple(ops[0].shape)
+    dt = floats(ops, 0)
+    return dt, tuple(ops[0].shape)
 
 
 def matmul(ops, attrs):
     a, b = ops
-    floats(ops, 0, 1)
+    dt = floats(ops, 0, 1)
     sa, sb = tuple(a.shape), tuple(b.shape)
     if len(sa) == 2 and len(sb) == 2:
         out = (sa[0], sb[1])
@@ -97,42 +107,42 @@ def matmul(ops, attrs):
                          "[m,n]@[n,k], [n]@[n,k] or [b,m,n]@[b,n,k]", 1)
     if sa[-1] != sb[-2]:
         raise ShapeError(f"inner dimensions differ: {list(sa)} @ {list(sb)}", 1)
-    return "float32", out
+    return dt, out
 
 
 def slice_rows(ops, attrs):
-    floats(ops, 0)
+    dt = floats(ops, 0)
     n = ops[0].shape[0]
     b, e = attrs["begin"], attrs["end"]
     if not 0 <= b < e <= n:
         raise ShapeError(f"slice [{b}, {e}) is not a non-empty range inside the first "
                          f"axis of length {n}", 1)
-    return "float32", (e - b,) + tuple(ops[0].shape[1:])
+    return dt, (e - b,) + tuple(ops[0].shape[1:])
 
 
 def reshape(ops, attrs):
-    floats(ops, 0)
+    dt = floats(ops, 0)
     new = tensor_shape(attrs["shape"], "the new shape", 1)
     if math.prod(new) != math.prod(ops[0].shape):
         raise ShapeError(f"cannot reshape {list(ops[0].shape)} "
                          f"({math.prod(ops[0].shape)} elements) to {list(new)} "
                          f"({math.prod(new)} elements)", 1)
-    return "float32", new
+    return dt, new
 
 
 def permute(ops, attrs):
-    floats(ops, 0)
+    dt = floats(ops, 0)
     perm = dims_of(attrs["perm"], "the permutation", 1)
     rank = len(ops[0].shape)
     if sorted(perm) != list(range(rank)):
         raise ShapeError(f"{list(perm)} is not a permutation of the {rank} axes of "
                          f"{list(ops[0].shape)}", 1)
-    return "float32", tuple(ops[0].shape[p] for p in perm)
+    return dt, tuple(ops[0].shape[p] for p in perm)
 
 
 def replace_slice(ops, attrs):
     a, r, b, e = ops
-    floats(ops, 0, 1)
+    dt = floats(ops, 0, 1)
     if len(a.shape) != len(r.shape) or a.shape[1:] != r.shape[1:]:
         raise ShapeError(f"the replacement {list(r.shape)} does not match "
                          f"{list(a.shape)} beyond the first axis", 1)
@@ -141,37 +151,37 @@ def replace_slice(ops, attrs):
                          f"{a.shape[0]} of the tensor", 1)
     for i, t in ((2, b), (3, e)):
         index_operand(t, i, f"operand {i + 1}")
-    return "float32", tuple(a.shape)
+    return dt, tuple(a.shape)
 
 
 def rms_norm(ops, attrs):
     x, w = ops
-    floats(ops, 0, 1)
+    dt = floats(ops, 0, 1)
     if len(w.shape) != 1 or w.shape[0] != x.shape[-1]:
         raise ShapeError(f"the weights {list(w.shape)} must be a vector as long as the "
                          f"last axis of {list(x.shape)} ({x.shape[-1]})", 1)
-    return "float32", tuple(x.shape)
+    return dt, tuple(x.shape)
 
 
 def complex_product(ops, attrs):
     a, b = ops
-    floats(ops, 0, 1)
+    dt = floats(ops, 0, 1)
     for i, t in ((0, a), (1, b)):
         if t.shape[-1] != 2:
             raise ShapeError(f"operand {i + 1} {list(t.shape)}: the last axis must have "
                              "size 2 (real, imaginary)", i)
-    return "float32", broadcast_onto(a, b)
+    return dt, broadcast_onto(a, b)
 
 
 def sliced_softmax(ops, attrs):
-    floats(ops, 0)
+    dt = floats(ops, 0)
     n = ops[0].shape[-1]
     if len(ops) == 2:
         index_operand(ops[1], 1, "the prefix")
     elif not 0 <= attrs["prefix"] <= n:
         raise ShapeError(f"the prefix {attrs['prefix']} is outside [0, {n}], the last "
                          f"axis of {list(ops[0].shape)}", 1)
-    return "float32", tuple(ops[0].shape)
+    return dt, tuple(ops[0].shape)
 
 
 def attention(ops, attrs):
@@ -179,7 +189,7 @@ def attention(ops, attrs):
     ``causal``)."""
     from .attention import HEAD_DIMS
 
-    floats(ops, 0, 1, 2)
+    dt = floats(ops, 0, 1, 2)
     q, k, v = ops[:3]
     for i, t in enumerate((q, k, v)):
         if len(t.shape) != 3:
@@ -204,9 +214,9 @@ def attention(ops, attrs):
             raise ShapeError(f"the prefix {attrs['prefix']} is outside [{low}, {n}] (the "
                              "keys" + (", at least the query rows when causal" if
                                        attrs["causal"] else "") + ")", 3)
-    return "float32", tuple(q.shape)
+    return dt, tuple(q.shape)
 
 
-__all__ = ["dims_of", "tensor_shape", "broadcast_onto", "floats", "index_operand",
+__all__ = ["dims_of", "tensor_shape", "broadcast_onto", "floats", "FLOATS", "index_operand",
            "pointwise", "unary", "matmul", "slice_rows", "reshape", "permute",
            "replace_slice", "rms_norm", "complex_product", "sliced_softmax", "attention"]

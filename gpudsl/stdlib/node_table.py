@@ -21,14 +21,23 @@ def _rows(shape) -> tuple[int, int]:
     return shape[0], math.prod(shape[1:])
 
 
+def _dt(attrs) -> str:
+    """The precision of the node's float operands, in the stdlib's names (``"f32"``,
+    ``"f16"``, ``"bf16"``): ``attrs["dtype"]`` when a caller gives one.  Tuned winners
+    are float32 kernels: halves take their family's default."""
+    return attrs.get("dtype", "f32")
+
+
 def _binary(op: str):
     def launch(shapes, attrs, target):
         from .pointwise import plan_binary
         from .tuning import PointwiseTask
 
         sa, sb = shapes[0], shapes[1]
-        p, dims, bdims = plan_binary(op, sa, sb)
-        p = tuned_proc(lambda: PointwiseTask(op, sa, sb), (op, sa, sb), target) or p
+        dt = _dt(attrs)
+        p, dims, bdims = plan_binary(op, sa, sb, dt)
+        if dt == "f32":
+            p = tuned_proc(lambda: PointwiseTask(op, sa, sb), (op, sa, sb), target) or p
         return Launch(p, (("a", ("in", 0, dims)), ("b", ("in", 1, bdims)),
                           ("out", ("out", dims))), sa)
     return launch
@@ -41,8 +50,9 @@ def _unary(op: str):
 
         shape = shapes[0]
         n = math.prod(shape)
-        p = tuned_proc(lambda: PointwiseTask(op, shape), (op, shape), target) or \
-            plan_unary(op, n)
+        dt = _dt(attrs)
+        p = (tuned_proc(lambda: PointwiseTask(op, shape), (op, shape), target)
+             if dt == "f32" else None) or plan_unary(op, n, dt)
         return Launch(p, (("x", ("in", 0, (n,))), ("out", ("out", (n,)))), shape)
     return launch
 
@@ -64,6 +74,16 @@ def matmul_options(sa, sb, attrs: dict, target: str) -> dict:
 
 def _launch_matmul(shapes, attrs, target):
     sa, sb = shapes[0], shapes[1]
+    dt = _dt(attrs)
+    if dt != "f32":  # [m, n] or [n] @ [n, k]: tensor cores where the tiles divide
+        from .matmul_f16 import plan_matmul_half
+
+        a2 = (1,) + tuple(sa) if len(sa) == 1 else tuple(sa)
+        p, binds = plan_matmul_half(a2, tuple(sb), dt)
+        return Launch(p, (("a", ("in", 0, a2)), ("b", ("in", 1, None)),
+                          ("c", ("out", (a2[0], sb[1]))))
+                      + tuple((k, ("value", v)) for k, v in binds.items()),
+                      tuple(sa[:-1]) + (sb[-1],))
     if attrs.get("precision", "fp32") == "tf32":
         from .matmul_tf32 import matmul_tf32_kernel
 
@@ -112,8 +132,10 @@ def _launch_replace_slice(shapes, attrs, target):
 
     n, c = _rows(shapes[0])
     m = shapes[1][0]
+    dt = _dt(attrs)
     p = (tuned_proc(lambda: ReplaceSliceTask((n, c), 0, m), ("replace_slice", n, c, m),
-                    target) if 0 < m <= n else None) or plan_replace_slice(c)
+                    target) if 0 < m <= n and dt == "f32" else None) or \
+        plan_replace_slice(c, dt)
     return Launch(p, (("x", ("in", 0, (n, c))), ("r", ("in", 1, (m, c))),
                       ("begin", ("index", 2, "begin")), ("end", ("index", 3, "end")),
                       ("err", ("err",))), None)
@@ -124,14 +146,14 @@ def _launch_rms_norm(shapes, attrs, target):
 
     xs = shapes[0]
     r, n = math.prod(xs[:-1]), xs[-1]
-    return Launch(plan_rms_norm(n), (("x", ("in", 0, (r, n))), ("w", ("in", 1, None)),
+    return Launch(plan_rms_norm(n, _dt(attrs)), (("x", ("in", 0, (r, n))), ("w", ("in", 1, None)),
                                      ("out", ("out", (r, n)))), xs)
 
 
 def _launch_complex(shapes, attrs, target):
     from .complex import plan_complex_mul
 
-    p, ca, cb = plan_complex_mul(shapes[0], shapes[1])
+    p, ca, cb = plan_complex_mul(shapes[0], shapes[1], _dt(attrs))
     return Launch(p, (("a", ("in", 0, ca)), ("b", ("in", 1, cb)), ("out", ("out", ca))),
                   shapes[0])
 
@@ -141,7 +163,7 @@ def _launch_sliced_softmax(shapes, attrs, target):
 
     xs = shapes[0]
     r, n = math.prod(xs[:-1]), xs[-1]
-    return Launch(plan_sliced_softmax(n), (
+    return Launch(plan_sliced_softmax(n, _dt(attrs)), (
         ("x", ("in", 0, (r, n))), ("prefix", ("index", 1, "prefix")),
         ("out", ("out", (r, n))), ("err", ("err",))), xs)
 
@@ -152,7 +174,7 @@ def _launch_attention(shapes, attrs, target):
     (h, m, d), n = shapes[0], shapes[1][1]
     scale = attrs.get("scale")
     scale = np.float32(1 / math.sqrt(d) if scale is None else scale)
-    p = plan_attention(m, d, bool(attrs["causal"]), h, n)
+    p = plan_attention(m, d, bool(attrs["causal"]), h, n, dt=_dt(attrs))
     return Launch(p, (("q", ("in", 0, None)), ("k", ("in", 1, None)), ("v", ("in", 2, None)),
                       ("prefix", ("index", 3, "prefix")), ("scale", ("value", scale)),
                       ("out", ("out", None)), ("err", ("err",))), shapes[0])

@@ -511,11 +511,13 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     ``prefix`` (an int or a one-element int64 tensor read at run time; default ``N``)
     uses the first ``prefix`` keys, ``1 <= prefix <= N``.  ``causal``: query row ``i``
     attends the keys ``j <= i + prefix - M`` (needs ``M <= prefix``).  ``scale``
-    defaults to ``1 / sqrt(D)``."""
+    defaults to ``1 / sqrt(D)``.  float16/bfloat16 ``q, k, v`` (one dtype): read
+    widened to float32, float32 softmax and sums, the output rounded once."""
     from .attention import HEAD_DIMS
 
-    qs, ks, vs = (check_tensor(name, a, ranks=(3,)) for name, a in
+    qs, ks, vs = (check_tensor(name, a, ranks=(3,), dtypes=_ANY_FLOAT) for name, a in
                   (("q", q), ("k", k), ("v", v)))
+    dt = _common_dtype("attention", q=q, k=k, v=v)
     require(ks == vs, f"k has shape {ks} and v {vs}; they must be equal")
     require(qs[0] == ks[0] and qs[2] == ks[2],
             f"q has shape {qs} and k {ks}; they must agree on the heads (axis 0) and "
@@ -542,8 +544,17 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
         scale = 1.0 / math.sqrt(d)
     require(_is_scalar(scale) and not _is_array(scale),
             f"scale must be a number, not {type(scale).__name__} {scale!r:.40}")
-    out, err = _launch("attention", (_contig(q), _contig(k), _contig(v), prefix),
-                       {"causal": bool(causal), "scale": np.float32(scale)})
+    if dt != "f32":  # f16/bf16: read widened, f32 softmax and sums, rounded once
+        from .attention import plan_attention
+
+        q, k, v = _contig(q), _contig(k), _contig(v)
+        out = _empty(q, qs, _NUMPY[dt])
+        err = _zeros(q, (1,), np.int32)
+        _run(plan_attention(m, d, bool(causal), h, n, dt=dt), q=q, k=k, v=v,
+             prefix=prefix, scale=np.float32(scale), out=out, err=err)
+    else:
+        out, err = _launch("attention", (_contig(q), _contig(k), _contig(v), prefix),
+                           {"causal": bool(causal), "scale": np.float32(scale)})
     if not on_host:
         _raise_on_fault(err, f"the prefix read from the device is outside [{low}, {n}]"
                         + (" (causal: at least the query rows)" if causal else ""))

@@ -26,13 +26,15 @@ def slice_rows(vec: int = 1) -> Proc:
 
 
 @lru_cache(maxsize=None)
-def replace_slice_rows(vec: int = 1) -> Proc:
+def replace_slice_rows(vec: int = 1, dt: str = "f32") -> Proc:
     """``x[begin:end] = r`` along the first axis, with ``begin`` and ``end`` read
     from one-element int64 tensors at run time.  Out-of-range or mismatched
-    bounds write nothing; one thread records the fault in ``err`` for the host."""
-    name = "replace_slice_rows" + (f"_v{vec}" if vec > 1 else "")
+    bounds write nothing; one thread records the fault in ``err`` for the host.
+    ``dt``: the tensors' type (a copy: f16/bf16 copied as they are)."""
+    name = "replace_slice_rows" + (f"_v{vec}" if vec > 1 else "") + \
+        ("" if dt == "f32" else f"_{dt}")
     text = (
-        f"def {name}(n: size, c: size, m: size, x: f32[n, c], r: f32[m, c], "
+        f"def {name}(n: size, c: size, m: size, x: {dt}[n, c], r: {dt}[m, c], "
         "begin: i64[1], end: i64[1], err: i32[1]):\n" + vec_assert("c", vec) +
         "    for i in seq(0, m):\n"
         "        for j in seq(0, c):\n"
@@ -59,16 +61,20 @@ def plan_slice(c: int):
 
 
 @lru_cache(maxsize=None)
-def replace_slice_kernel(vec: int, threads: int = THREADS_PER_BLOCK):
-    p = replace_slice_rows(vec)
+def replace_slice_kernel(vec: int, threads: int = THREADS_PER_BLOCK, dt: str = "f32"):
+    p = replace_slice_rows(vec, dt)
     # The write is guarded by a data-dependent condition, so only r is staged.
     return schedule_stream(p, rows=["i"], inner="j",
                            operands=[("r", "i, ")] if vec > 1 else [],
                            vec=vec, threads=threads)
 
 
-def plan_replace_slice(c: int):
-    return replace_slice_kernel(pick_vec(c))
+def plan_replace_slice(c: int, dt: str = "f32"):
+    """The kernel for rows of ``c`` elements of type ``dt`` (vector copies of up to
+    128 bits: 4 floats or 8 halves)."""
+    from .pointwise import half_widths
+
+    return replace_slice_kernel(pick_vec(c, half_widths(dt)), dt=dt)
 
 
 __all__ = ["slice_rows", "replace_slice_rows", "slice_kernel", "replace_slice_kernel",

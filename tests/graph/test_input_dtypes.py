@@ -38,9 +38,10 @@ def test_int64_spellings(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, "float64", float, "bogus", None,
-                                   _TorchDtype("float16"), gpudsl.f64], ids=repr)
+                                   _TorchDtype("float64"), gpudsl.f64, gpudsl.i32], ids=repr)
 def test_other_dtypes_are_refused(dtype):
-    with pytest.raises(GraphError, match="not supported; graphs hold float32 or int64"):
+    with pytest.raises(GraphError, match="not supported; graphs hold float32, float16, "
+                       "bfloat16 or int64"):
         graph.InputTensor("x", dtype, [3])
 
 

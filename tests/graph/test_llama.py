@@ -59,3 +59,30 @@ def test_two_layers_equal_numpy_and_keep_their_cache(llama):
     with pytest.raises(graph.GraphError):
         model.evaluate(bad)
     assert all((a == b).all() for a, b in zip(before, model.buffers))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_two_layers_with_half_weights_give_numpys_tokens(llama, dtype):
+    # the weights rounded to the half type and the graph in it (inputs, activations,
+    # the KV cache); the numpy reference in float32 on the same rounded weights: the same
+    # argmax tokens, logits within the activations' roundings
+    cfg = replace(llama.STORIES15M, n_layers=2)
+    w = llama.in_dtype(llama.random_weights(cfg, seed=1), dtype)
+    model = graph.compile(llama.build_graph(cfg, w))
+    assert all(b.dtype.name == dtype for b in model.buffers)
+    names = [k.name for k in model.kernels]
+    assert any(n.startswith("attention_split_d48_nhd_sliced") and n.endswith(
+        {"float16": "_f16", "bfloat16": "_bf16"}[dtype]) for n in names)
+    # per layer: rms_norm, q/k/v, two rotary products, two cache writes, the fused
+    # attention, wo, the residual, rms_norm, w1, silu, w3, mul, w2, the residual (18;
+    # f32 fuses 4 of them into matmul epilogues); then rms_norm and the classifier
+    assert len(model.kernels) == 18 * cfg.n_layers + 2
+    n = 4
+    tokens, logits = llama.generate(llama.gpudsl_stepper(cfg, w, model), 1, n)
+    ref_tokens, ref_logits = llama.generate(llama.NumpyLlama(cfg, llama.widened(w)), 1, n)
+    tol = {"float16": 2e-2, "bfloat16": 1e-1}[dtype]
+    for got, want in zip(logits, ref_logits):
+        assert got.dtype.name == dtype and got.shape == (cfg.vocab_size,)
+        err = np.abs(got.astype(np.float32) - want).max()
+        assert err <= tol * np.abs(want).max(), err
+    assert tokens == ref_tokens

@@ -34,7 +34,7 @@ def test_graph_error_is_a_gpudsl_error():
     ("$1 = InputTensor(x, float32, [4]);\n$2 = ReLUNode(x);\nresult = $2;\n", 2, 15,
      "must be a node reference"),
     # bad argument: unknown dtype
-    ("$1 = InputTensor(x, float16, [4]);\nresult = $1;\n", 1, 21, "unknown dtype"),
+    ("$1 = InputTensor(x, float64, [4]);\nresult = $1;\n", 1, 21, "unknown dtype"),
     # bad argument: too many
     ("$1 = InputTensor(x, float32, [4]);\n$2 = ReLUNode($1, $1);\nresult = $2;\n", 2, 19,
      "extra"),
