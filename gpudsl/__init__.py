@@ -2,7 +2,7 @@
 
 Write kernels as ``@proc`` functions, prove them race-free with ``check()``,
 schedule them with ``gpudsl.schedule``, and run them through CUDA or the CPU
-emulator.  See README.md and SPEC.md.
+emulator.  See README.md and docs/.
 """
 from __future__ import annotations
 

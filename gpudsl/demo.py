@@ -1,4 +1,4 @@
-"""``gpudsl demo``: the SPEC section 1 example, end to end.
+"""``gpudsl demo``: the docs/index.md example, end to end.
 
 Defines saxpy, prints it, runs it in the reference interpreter against numpy,
 proves it with check() (and shows the report of a deliberately racy variant),

@@ -1,4 +1,4 @@
-"""Every construct of SPEC section 2 through the interpreter, against numpy,
+"""Every construct of docs/language.md through the interpreter, against numpy,
 and the printer round trip on every proc of this file."""
 from __future__ import annotations
 

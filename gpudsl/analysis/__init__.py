@@ -1,9 +1,9 @@
 """``check()``: prove GPU procs free of races, divergence and out-of-bounds accesses.
 
-- ``check`` (``proc.check(**bindings)``) → ``Report`` (SPEC 2.5).
+- ``check`` (``proc.check(**bindings)``) → ``Report`` (docs/checking.md).
 - ``effects`` (accesses with their context, on ``gpudsl.ir.effects``) is
   reusable; the Z3 encoding and the shared solver are ``gpudsl.ir.smt``.
-- ``phases`` barrier counts, ``mapping`` SPEC 2.4 rules and uniformity,
+- ``phases`` barrier counts, ``mapping`` docs/language.md (meaning) rules and uniformity,
   ``obligations`` races / bounds / register ownership, ``resources`` limits,
   ``cli`` the ``gpudsl check`` command.
 """

@@ -138,7 +138,7 @@ class SyncInfo:
 
 @dataclass(eq=False)
 class CollectiveSite:
-    """A warp collective (SPEC 2.7) where it runs: ``node`` (with index locals
+    """A warp collective (docs/language.md (synchronization)) where it runs: ``node`` (with index locals
     replaced, as in accesses), the loops, guards and enclosing statements."""
     node: object
     loops: tuple

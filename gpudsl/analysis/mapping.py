@@ -1,4 +1,4 @@
-"""The mapping rules of SPEC 2.4 and uniformity of block-level control flow.
+"""The mapping rules of docs/language.md (meaning) and uniformity of block-level control flow.
 
 Structural rules are found while collecting effects (:mod:`.effects` records them as
 issues): ``sync()`` only at block level, ``@ THREADS`` only inside ``@ BLOCKS``, at

@@ -37,7 +37,7 @@ _fresh = itertools.count()
 
 def _block_sync(s) -> bool:
     """A barrier of the whole block: ``sync()``.  Ranged and split barriers
-    (SPEC 2.7) order only some threads: :mod:`.sync_counts` handles them."""
+    (docs/language.md (synchronization)) order only some threads: :mod:`.sync_counts` handles them."""
     return isinstance(s, Sync) and not s.ranged
 
 

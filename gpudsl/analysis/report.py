@@ -1,4 +1,4 @@
-"""``Report`` and ``Diagnostic``: what ``check()`` returns (SPEC 2.5).
+"""``Report`` and ``Diagnostic``: what ``check()`` returns (docs/checking.md).
 
 ``Diagnostic(kind, message, locations, witness, hint)``: ``kind`` is one of
 ``"race"``, ``"bounds"``, ``"divergence"``, ``"mapping"``, ``"resource"``,
@@ -23,7 +23,7 @@ from ..errors import CheckError, SrcLoc
 
 
 class DiagnosticKind(str, Enum):
-    """Every kind of diagnostic check() produces (SPEC 2.5).  A member equals its
+    """Every kind of diagnostic check() produces (docs/checking.md).  A member equals its
     string (``DiagnosticKind.RACE == "race"``), so reports compare with either."""
 
     RACE = "race"

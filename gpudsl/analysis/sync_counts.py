@@ -1,4 +1,4 @@
-"""Orderings made by ranged and split barriers (SPEC 2.7), as counts.
+"""Orderings made by ranged and split barriers (docs/language.md (synchronization)), as counts.
 
 Block-level control flow is uniform, so every thread of a block runs the same
 sequence of block-level statements.  For a kind of synchronization statement (a

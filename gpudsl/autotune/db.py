@@ -12,8 +12,7 @@ shape, compiler or version is never seen.  Inside a study each configuration is 
 claims it, ``record`` (params, status, error, median and spread, times, rate, ptxas
 resources, threads, timestamp, seed, and the built proc's source digest) when it is
 measured; an ``ok`` trial is COMPLETE with its median as value, a failed one FAIL.  A
-record is reused only when its source digest equals the freshly built proc's, as SPEC
-section 8 keys it.  The winner is a study user attribute, which ``gpudsl.ops`` reads.
+record is reused only when its source digest equals the freshly built proc's, as docs/autotuning.md keys it.  The winner is a study user attribute, which ``gpudsl.ops`` reads.
 
 Claims make concurrent tuning of one study time each configuration once: a process
 creates a RUNNING trial for a configuration (trial numbers are assigned by the

@@ -1,5 +1,5 @@
 """The search space of an autotuning run: named finite domains and ``where`` constraints
-(SPEC section 8).  A configuration is a ``Config``, a mapping with attribute access
+(docs/autotuning.md).  A configuration is a ``Config``, a mapping with attribute access
 (``c.tile_m``)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Warp collectives → CUDA (SPEC 2.7), from the one table
+"""Warp collectives → CUDA (docs/language.md (synchronization)), from the one table
 :data:`gpudsl.ir.collectives.COLLECTIVES`.
 
 Every collective is evaluated by all 32 lanes (check() proves it), so the mask is

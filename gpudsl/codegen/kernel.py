@@ -1,6 +1,6 @@
 """One kernel: a ``@ BLOCKS`` nest or a run of serial host code → a ``__global__`` function.
 
-Mapping (SPEC 2.4):
+Mapping (docs/language.md (meaning)):
 
 - up to 3 directly nested BLOCKS loops → ``blockIdx.z/y/x`` (innermost ``x``);
   the loop variable is ``lo + blockIdx.x``; for ``y`` and ``z``, which CUDA limits
@@ -609,7 +609,7 @@ class KernelWriter(ExprEmitter):
             text = f"{self.access(s.result, (), s.loc)} = {text}"
         self.w.line(text + ";" + self.trace_text(s), s.loc)
 
-    # ------------------------------------------------------------ trace= (SPEC 4)
+    # ------------------------------------------------------------ trace= (docs/running.md)
 
     def trace_text(self, s) -> str:
         """The ``printf`` of ``compile(..., trace=...)`` after ``s`` (see

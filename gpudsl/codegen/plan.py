@@ -1,6 +1,6 @@
 """What a proc becomes on the host: kernels, temporaries and the launch program.
 
-SPEC 2.4: each outermost ``@ BLOCKS`` loop nest at host level is one kernel
+docs/language.md (meaning): each outermost ``@ BLOCKS`` loop nest at host level is one kernel
 launch; host-level code that touches memory outside any ``@ BLOCKS`` loop runs
 as a single-thread kernel; ``GLOBAL`` arrays allocated at host level are
 temporaries owned by the launch.  A host-level ``seq`` loop or ``if`` around

@@ -1,4 +1,4 @@
-"""CUDA for the synchronization of SPEC 2.7: ranged barriers as named barriers and
+"""CUDA for the synchronization of docs/language.md (synchronization): ranged barriers as named barriers and
 split barriers as mbarriers.
 
 - ``sync(lo, hi)``: ``bar.sync id, hi - lo`` for the threads whose flat index lies in

@@ -1,4 +1,4 @@
-"""``compile(..., trace=dict(block=..., thread=...))`` (SPEC 4): after each write, a
+"""``compile(..., trace=dict(block=..., thread=...))`` (docs/running.md): after each write, a
 ``printf`` run by the traced thread only, on the statement's own C line (so the
 ``#line`` mapping is unchanged): the source line, the array, the indices and the
 value written."""

@@ -1,4 +1,4 @@
-"""The synchronization statements of SPEC 2.7: ``sync(lo, hi)``, the split barrier
+"""The synchronization statements of docs/language.md (synchronization): ``sync(lo, hi)``, the split barrier
 allocation ``bar: barrier @ SHARED``, ``arrive(bar, lo, hi)`` and ``wait(bar, lo, hi)``.
 
 Ranges are integer constants with ``0 <= lo < hi``; whether a range fits the block

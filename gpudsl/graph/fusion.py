@@ -1,4 +1,4 @@
-"""Fusion groups: which nodes of a graph run as one kernel (SPEC section 9).
+"""Fusion groups: which nodes of a graph run as one kernel (docs/graph_script.md).
 
 A *group* is a chain ``head -> n1 -> ... -> last`` where the head is a ``MatMulNode``
 (the rest become its epilogue) or a pointwise node (``SumNode``,

@@ -54,7 +54,7 @@ class RaceContext:
         self.kdims = 0  # thread dimensions of the block
         self.nthreads = 1
         self._shared: dict = {}  # (site, kernel, block) -> Tracker of a SHARED array
-        # ranged and split barriers (SPEC 2.7): the partial order of the running block
+        # ranged and split barriers (docs/language.md (synchronization)): the partial order of the running block
         self.partial = False  # set when the proc uses them
         self.order = PartialOrder()
         self.bdims = (1, 1, 1)
@@ -133,7 +133,7 @@ class RaceContext:
     def tracker(self, mem, name: str, dims: tuple, param: bool = False, site=None):
         """The access hook of a fresh array (or a tensor argument, ``param``).
 
-        A SHARED array has one copy per block (SPEC, and the generated CUDA: a
+        A SHARED array has one copy per block (docs/language.md (meaning), and the generated CUDA: a
         ``__shared__`` declaration), wherever in the block's code it is allocated:
         an allocation statement (``site``) run again in the same block, e.g. in
         each iteration of a ``seq`` loop, gets the same access log, so an access in

@@ -1,4 +1,4 @@
-"""Ranged barriers and split barriers in the interpreter (SPEC 2.7).
+"""Ranged barriers and split barriers in the interpreter (docs/language.md (synchronization)).
 
 A synchronization statement never changes the sequential meaning; it only orders the
 parallel execution.  Two things live here:

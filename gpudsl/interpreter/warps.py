@@ -1,4 +1,4 @@
-"""Warp-synchronous execution of a thread loop that holds a collective (SPEC 2.7).
+"""Warp-synchronous execution of a thread loop that holds a collective (docs/language.md (synchronization)).
 
 The compiled body of such a loop is a generator of one iteration (one lane); at
 each collective it yields ``(site, operand, lane argument)`` and receives the

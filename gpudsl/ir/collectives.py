@@ -1,4 +1,4 @@
-"""The warp collectives (SPEC 2.7): the one table that the frontend, the printer,
+"""The warp collectives (docs/language.md (synchronization)): the one table that the frontend, the printer,
 the interpreter, check(), code generation and the performance report read.
 
 A collective is an expression inside a ``@ THREADS`` loop that all 32 lanes of a

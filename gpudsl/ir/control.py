@@ -1,6 +1,6 @@
 """The one evaluator of control expressions: sizes, index parameters, loop bounds,
 grid sizes, shapes and asserts, over Python ints with Python's meaning of ``//``
-and ``%`` (SPEC 2.2).  The interpreter, the argument binder, code generation and
+and ``%`` (docs/language.md (statements)).  The interpreter, the argument binder, code generation and
 the launcher all compute control values here."""
 from __future__ import annotations
 

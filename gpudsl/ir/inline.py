@@ -1,6 +1,6 @@
 """The one inliner: a call of a ``@proc`` replaced by the callee's body.
 
-The meaning it keeps (SPEC 2.1): scalars are passed **by value**, windows **alias**
+The meaning it keeps (docs/language.md (parameters)): scalars are passed **by value**, windows **alias**
 the caller's array.  For a call ``f(args)`` the callee's body is copied with
 
 - size and index parameters replaced by the argument expressions;

@@ -1,4 +1,4 @@
-"""The one thread-nest mapping (SPEC 2.4): directly nested ``@ THREADS`` (or
+"""The one thread-nest mapping (docs/language.md (meaning)): directly nested ``@ THREADS`` (or
 ``@ BLOCKS``) loops map to the ``z/y/x`` dimensions of ``threadIdx`` (``blockIdx``),
 innermost to ``x``; the block extent in a dimension is the largest ``hi`` among the
 kernel's thread loops of that dimension.

@@ -106,7 +106,7 @@ class Builtin(Expr):
 
 @dataclass(frozen=True)
 class Collective(Expr):
-    """A warp collective (SPEC 2.7): ``shfl(v, lane)``, ``ballot(c)``, ``warp_sum(v)``...
+    """A warp collective (docs/language.md (synchronization)): ``shfl(v, lane)``, ``ballot(c)``, ``warp_sum(v)``...
     ``name`` is a key of :data:`gpudsl.ir.collectives.COLLECTIVES` (the one table);
     ``args`` the operand, then the lane argument where the collective has one."""
 
@@ -249,7 +249,7 @@ class If(Stmt):
 
 @dataclass(frozen=True)
 class Sync(Stmt):
-    """``sync()``: the block barrier; ``sync(lo, hi)`` (SPEC 2.7): a barrier of the
+    """``sync()``: the block barrier; ``sync(lo, hi)`` (docs/language.md (synchronization)): a barrier of the
     threads whose flat index lies in ``[lo, hi)`` (``lo``/``hi`` constants; both None
     for the whole block).  The others pass it without waiting."""
 

@@ -1,4 +1,4 @@
-"""What the synchronization statements of SPEC 2.7 are, in one place: the block
+"""What the synchronization statements of docs/language.md (synchronization) are, in one place: the block
 barrier ``sync()``, the ranged barrier ``sync(lo, hi)`` and the split barrier's
 ``arrive`` / ``wait`` (on a ``barrier @ SHARED`` allocation)."""
 from __future__ import annotations

@@ -59,7 +59,7 @@ i64 = DType("i64", "int", 64, "int64", "long long")
 bool_ = DType("bool", "bool", 8, "bool", "bool")
 INDEX = DType("index", "index", 64, None, "long long")
 
-# the type of a split barrier (``bar: barrier @ SHARED``, SPEC 2.7): an mbarrier
+# the type of a split barrier (``bar: barrier @ SHARED``, docs/language.md (synchronization)): an mbarrier
 # object, never a value; not in DTYPES (no parameter, cast or arithmetic has it)
 BARRIER = DType("barrier", "barrier", 64, None, "unsigned long long")
 

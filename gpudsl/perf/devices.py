@@ -1,4 +1,4 @@
-"""Device tables for the performance report (SPEC 4.1): the figures occupancy and
+"""Device tables for the performance report (docs/performance.md): the figures occupancy and
 the roofline need.  Peak figures are the vendors' published ones (FP32 on CUDA
 cores, HBM bandwidth); ``copy_bandwidth`` is what a device-to-device copy reaches
 (notes/performance.md: ~3.0 TB/s measured on H100; H200 scaled by 4.8/3.35).

@@ -1,4 +1,4 @@
-"""One warp's memory requests, enumerated (SPEC 4.1).
+"""One warp's memory requests, enumerated (docs/performance.md).
 
 The first warp (threads 0..31 in x-fastest order, ``threadIdx`` from the real
 x/y/z mapping of ``gpudsl.ir.nests``) of block 0 runs through one kernel's body

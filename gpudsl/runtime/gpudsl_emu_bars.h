@@ -1,5 +1,5 @@
 // gpudsl_emu_bars.h — named barriers (bar.sync id, count) and mbarriers (init / arrive /
-// wait on a phase parity) for the emulator, with the semantics of the hardware (SPEC 2.7):
+// wait on a phase parity) for the emulator, with the semantics of the hardware (docs/language.md, synchronization):
 //
 // * gpudsl_bar_sync(id, count): the caller waits until `count` threads have arrived at
 //   barrier `id` (0..15); the last one releases them and the barrier starts afresh.

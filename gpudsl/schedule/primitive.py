@@ -54,7 +54,7 @@ def fail(message: str, loc=None, hint: str | None = None, witness: dict | None =
 
 
 def _not_a_barrier(s):
-    """A split barrier (``bar: barrier @ SHARED``, SPEC 2.7) is no array: it stays
+    """A split barrier (``bar: barrier @ SHARED``, docs/language.md (synchronization)) is no array: it stays
     alone, in SHARED memory, at the top of its block's code."""
     from ..ir.types import BARRIER
 
@@ -64,7 +64,7 @@ def _not_a_barrier(s):
 
 
 def _keep_sync_orderings(old, new, name):
-    """Ranged and split barriers (SPEC 2.7): see :mod:`.sync_guard`."""
+    """Ranged and split barriers (docs/language.md (synchronization)): see :mod:`.sync_guard`."""
     if new is None:
         return
     from .sync_guard import broken_sync_orderings

@@ -1,4 +1,4 @@
-"""Rewrites around ranged and split barriers (SPEC 2.7).
+"""Rewrites around ranged and split barriers (docs/language.md (synchronization)).
 
 A rewrite primitive keeps the sequential meaning by its own legality rule, but the
 orderings of ``sync(lo, hi)``, ``arrive`` and ``wait`` depend on where accesses stand

@@ -1,4 +1,4 @@
-"""Rewrites around warp collectives (SPEC 2.7): no primitive may change which lanes
+"""Rewrites around warp collectives (docs/language.md (synchronization)): no primitive may change which lanes
 evaluate a collective together.
 
 The interpreter groups the iterations of a thread loop holding a collective (a warp

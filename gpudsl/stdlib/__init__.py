@@ -1,5 +1,5 @@
 """The standard library: checked, scheduled kernels for the nodes of a small
-inference graph (SPEC section 5), one module per node family: ``pointwise``
+inference graph (docs/graphs.md), one module per node family: ``pointwise``
 (add, mul, relu, silu), ``slices`` (slice, replace_slice), ``matmul`` and
 ``permute``, and for whole models ``rms_norm``, ``softmax`` (sliced_softmax) and
 ``complex`` (complex_hadamard_product), the row reductions sharing ``reduce``.  Each holds the node's readable algorithm as procs, the schedules

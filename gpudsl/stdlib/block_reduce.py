@@ -1,4 +1,4 @@
-"""The block reduction of the row kernels on warp collectives (SPEC 2.7): each warp
+"""The block reduction of the row kernels on warp collectives (docs/language.md (synchronization)): each warp
 reduces its threads' values with one ``warp_sum`` / ``warp_max`` (a shuffle tree in
 registers), lane 0 of each warp writes the warp's result to ``part[warp]`` in SHARED
 memory, one barrier, then every warp reduces the ``threads / 32`` partial results

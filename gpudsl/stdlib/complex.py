@@ -1,5 +1,5 @@
 """``complex_hadamard_product(a, b)``: the last axis has size 2 (real, imaginary); the
-elementwise complex product, ``b`` broadcast like ``mul`` (SPEC section 5; rotary
+elementwise complex product, ``b`` broadcast like ``mul`` (docs/graphs.md; rotary
 embeddings: ``[heads, hs/2, 2] * [1, hs/2, 2]``).
 
 The readable algorithm (one proc per canonical broadcast pattern of the leading axes,

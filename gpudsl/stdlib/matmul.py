@@ -395,7 +395,7 @@ def matmul_variant(m: int, n: int, k: int, o: dict) -> tuple[str, int]:
 def matmul_space(bm=(32, 64, 128), bn=(32, 64, 128), bk=(8, 16), tm=(4, 8), tn=(4, 8),
                  wm=(0, 16, 32, 64), wn=(0, 16, 32, 64), stages=(1, 2),
                  async_stages=(0, 2, 3, 4)):
-    """The big-tile schedule's parameters as an autotuning space (SPEC section 8):
+    """The big-tile schedule's parameters as an autotuning space (docs/autotuning.md):
     tiles that divide, at most 1024 threads per block; a warp tile ``wm x wn`` (0 x 0:
     none) that divides the block tile and holds 32 thread tiles; 1 or 2 stages
     (double-buffered tiles), or a circular buffer of async copies 2 to 4 deep

@@ -1,5 +1,4 @@
-"""``rms_norm(x, w)``: ``w * x / sqrt(mean(x^2) + 1e-5)`` over the last axis (SPEC
-section 5): the readable algorithm, the default kernel (one block per row, the sum of
+"""``rms_norm(x, w)``: ``w * x / sqrt(mean(x^2) + 1e-5)`` over the last axis (docs/graphs.md): the readable algorithm, the default kernel (one block per row, the sum of
 squares by warp reductions and one SHARED exchange, see
 :mod:`gpudsl.stdlib.block_reduce`) and the kernel choice.  Rows are the leading axes
 merged: ``x`` is viewed as ``[r, n]``."""

@@ -1,4 +1,4 @@
-"""Shape rules of the graph nodes (SPEC section 5): validation and the
+"""Shape rules of the graph nodes (docs/graphs.md): validation and the
 canonical forms the kernels are generated for.
 
 Kernels are generated per *canonical* shape pattern, not per shape: adjacent

@@ -1,5 +1,5 @@
 """``sliced_softmax(x, prefix)``: along the last axis, the softmax of the first
-``prefix`` entries, the entries after them unchanged (SPEC section 5; HamKaas's
+``prefix`` entries, the entries after them unchanged (docs/graphs.md; HamKaas's
 ``SlicedSoftmaxNode``, the attention of one decoding step: ``prefix = pos + 1``).
 ``prefix`` is read from a one-element int64 tensor at run time; ``0 <= prefix <= n``
 or the kernel writes a fault flag (one thread) that the host turns into an error.

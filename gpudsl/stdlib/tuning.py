@@ -1,4 +1,4 @@
-"""The bandwidth nodes' schedule parameters as autotuning spaces (SPEC section 8):
+"""The bandwidth nodes' schedule parameters as autotuning spaces (docs/autotuning.md):
 ``permute``, the pointwise nodes (``add``, ``mul``, ``relu``, ``silu``), ``slice`` and
 ``replace_slice``.  Each node has a *task* (a picklable schedule function: a
 configuration → the proc), its space, the arguments it is tuned on, its numpy reference

@@ -1,4 +1,4 @@
-"""Soundness of check() on warp collectives (SPEC 2.7): random small kernels with
+"""Soundness of check() on warp collectives (docs/language.md (synchronization)): random small kernels with
 shuffles, votes and warp reductions in thread loops of whole or partial warps, under
 uniform, lane-dependent or data-dependent conditions and loops, next to SHARED
 exchanges with and without barriers.  Whenever the interpreter (with the race

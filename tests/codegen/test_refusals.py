@@ -1,4 +1,4 @@
-"""Procs that break the mapping rules of SPEC 2.4 are refused by code generation with
+"""Procs that break the mapping rules of docs/language.md (meaning) are refused by code generation with
 a gpudsl.CompileError at the offending statement; generated text details."""
 from __future__ import annotations
 

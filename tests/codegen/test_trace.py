@@ -1,4 +1,4 @@
-"""``proc.compile(..., trace=dict(block=..., thread=...))`` (SPEC section 4): the kernel
+"""``proc.compile(..., trace=dict(block=..., thread=...))`` (docs/running.md): the kernel
 prints, from that one thread only, each assignment it executes; on the emulator the lines
 reach Python's ``sys.stdout`` (not the C stdout, which a notebook does not show)."""
 from __future__ import annotations

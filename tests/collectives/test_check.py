@@ -1,4 +1,4 @@
-"""check() of warp collectives (SPEC 2.7): reached by whole warps, no lane-dependent
+"""check() of warp collectives (docs/language.md (synchronization)): reached by whole warps, no lane-dependent
 control around them ("divergence"), lane arguments in [0, 32) ("bounds"); each
 witness replays in the interpreter."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The interpreter runs thread loops holding collectives warp-synchronously (SPEC 2.7),
+"""The interpreter runs thread loops holding collectives warp-synchronously (docs/language.md (synchronization)),
 with CUDA's meaning; divergence and lanes out of range are run-time errors; the race
 detector still watches those loops."""
 from __future__ import annotations

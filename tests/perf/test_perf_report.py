@@ -1,4 +1,4 @@
-"""The performance report (SPEC 4.1) on kernels with known answers."""
+"""The performance report (docs/performance.md) on kernels with known answers."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Issue 11: check() never raises on a proc that breaks the mapping rules (SPEC 2.4):
+"""Issue 11: check() never raises on a proc that breaks the mapping rules (docs/language.md (meaning)):
 it returns a Report with "mapping" (or "unknown") diagnostics.  Misplaced @ BLOCKS
 loops once raised KeyError in the race obligation; a THREADS-level allocation outside
 any kernel raised TypeError."""

@@ -1,4 +1,4 @@
-"""The procs of SPEC 2.7 (issue 22): ranged and split barriers, the design's
+"""The procs of docs/language.md (synchronization) (issue 22): ranged and split barriers, the design's
 warp-specialized producer/consumer loop and its broken twins.  ``EXPECT`` gives the
 verdict of each: "ok", a race, or a deadlock ("divergence" in check()); "unknown": race
 free and deadlock free, but check() cannot count its barrier instances."""

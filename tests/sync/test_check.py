@@ -1,4 +1,4 @@
-"""check() on SPEC 2.7 programs (issue 22): the design's producer/consumer loops are
+"""check() on docs/language.md (synchronization) programs (issue 22): the design's producer/consumer loops are
 proved, their broken twins flagged with witnesses that replay in the interpreter's
 race detector, and what check() cannot count is "unknown", never "ok"."""
 from __future__ import annotations

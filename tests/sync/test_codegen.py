@@ -1,4 +1,4 @@
-"""CUDA for ranged and split barriers (SPEC 2.7): named barriers and mbarriers that
+"""CUDA for ranged and split barriers (docs/language.md (synchronization)): named barriers and mbarriers that
 NVRTC compiles for sm_80 and sm_90 (no GPU needed), a clear refusal on older targets,
 and the emulator: equal to the interpreter on random inputs, a deadlock a LaunchError."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The code blocks of docs/language.md's section on synchronization (SPEC 2.7) run,
+"""The code blocks of docs/language.md's section on synchronization (docs/language.md (synchronization)) run,
 in order, as one script (as the README's first snippet does)."""
 from __future__ import annotations
 

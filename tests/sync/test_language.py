@@ -1,4 +1,4 @@
-"""SPEC 2.7 statements in the language: parsing with locations, printing that parses
+"""docs/language.md (synchronization) statements in the language: parsing with locations, printing that parses
 back, errors, and the interpreter (sequential meaning and the race detector)."""
 from __future__ import annotations
 

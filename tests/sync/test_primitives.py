@@ -1,4 +1,4 @@
-"""Rewrite primitives around ranged and split barriers (SPEC 2.7): insert_sync and
+"""Rewrite primitives around ranged and split barriers (docs/language.md (synchronization)): insert_sync and
 delete_sync learn ranges; no primitive moves an access across a barrier, an arrive
 or a wait without check()'s proof (schedule/sync_guard.py)."""
 from __future__ import annotations

@@ -78,7 +78,7 @@ def test_replace_slice_with_ints():
     (lambda: ops.add(F, True), "add", "b must be an array"),
     (lambda: ops.mul([1.0, 2.0], F), "mul", "a must be an array"),
     (lambda: ops.add(F, np.ones((3, 2), np.float32)), "add", "axis 0"),
-    (lambda: ops.add(F, np.ones(3, np.float32)), "add", "ranks 2 and 1"),  # SPEC 5
+    (lambda: ops.add(F, np.ones(3, np.float32)), "add", "ranks 2 and 1"),  # docs/graphs.md
     (lambda: ops.matmul(F, F), "matmul", "differ"),
     (lambda: ops.relu(F.astype(np.float64)), "relu", "x is float64"),
     (lambda: ops.silu(np.float32(1)), "silu", "x must be an array"),

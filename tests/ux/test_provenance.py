@@ -1,4 +1,4 @@
-"""Issue 14 / SPEC 7: a statement made by a primitive remembers its origin; diagnostics
+"""Issue 14 / docs/errors.md: a statement made by a primitive remembers its origin; diagnostics
 quote the statement as it now reads and name the primitive call (file:line)."""
 from __future__ import annotations
 

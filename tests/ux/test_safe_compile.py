@@ -1,4 +1,4 @@
-"""Issue 14 / SPEC 4: compile() proves first; an unproved proc raises CheckError with
+"""Issue 14 / docs/running.md: compile() proves first; an unproved proc raises CheckError with
 the report; check=False opts out and says so in kernel.proved."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The obligations of ranged and split barriers (SPEC 2.7), kind ``"divergence"``
+"""The obligations of ranged and split barriers (docs/language.md (synchronization)), kind ``"divergence"``
 (``"mapping"`` for the warp rule of ranged barriers).
 
 All synchronization statements stand at block level under uniform control flow

@@ -1,4 +1,4 @@
-"""Warp collectives (SPEC 2.7): reached by all 32 lanes of each warp, lanes in range.
+"""Warp collectives (docs/language.md (synchronization)): reached by all 32 lanes of each warp, lanes in range.
 
 For each collective (``eff.collectives``), with ``L`` its innermost ``@ THREADS``
 loop (x: a warp is 32 consecutive ``x`` from a multiple of 32):

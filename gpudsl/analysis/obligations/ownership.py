@@ -1,6 +1,6 @@
 """REGISTER ownership: a REGISTER array allocated at block level is per thread; its
 leading dimensions are the thread coordinates (outermost thread dimension first) and
-every access from a thread loop must index its own row (SPEC 2.4)."""
+every access from a thread loop must index its own row (docs/language.md (meaning))."""
 from __future__ import annotations
 
 import z3

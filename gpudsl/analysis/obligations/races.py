@@ -1,6 +1,6 @@
 """Data races: two symbolic threads, one access each, same element, one a plain write.
 
-Who runs concurrently (see SPEC 2.4/2.5):
+Who runs concurrently (see docs/language.md (meaning), docs/checking.md):
 
 - ``host``: two iterations of a host-level (unmapped) ``par`` loop: the outermost
   common loop where the two instances differ is that par loop.
@@ -385,7 +385,7 @@ def _pair(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only=None):
 
 
 def _unordered(ctx, a1, a2, t1, t2) -> list:
-    """Not ordered by a ranged or split barrier (SPEC 2.7, :mod:`..sync_counts`)."""
+    """Not ordered by a ranged or split barrier (docs/language.md (synchronization), :mod:`..sync_counts`)."""
     ks = kernel_syncs(ctx, a1.kernel)
     if ks is None or a1.path is None or a2.path is None:
         return []

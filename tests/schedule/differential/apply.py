@@ -468,7 +468,7 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             pat = r.choice(["a * 2.0", "zz", "_ + _", "x[_]"])
         return Step(prim, [lit(pat), lit(_fresh(r, t, "bnd"))])
     if prim == "insert_sync":
-        # ranged barriers too (SPEC 2.7)
+        # ranged barriers too (docs/language.md (synchronization))
         kw = {"threads": lit(r.choice([(0, 64), (0, 32), (32, 64), (0, 8)]))} \
             if r.random() < 0.3 else {}
         if t.syncs and r.random() < 0.6:  # a gap at block level, beside a barrier

@@ -423,7 +423,7 @@ class Gen:
 
     def program(self, name: str = "p") -> Program:
         ch = self.r.random()
-        if ch < 0.12 or FAMILY == "sync":  # ranged and split barriers (SPEC 2.7)
+        if ch < 0.12 or FAMILY == "sync":  # ranged and split barriers (docs/language.md (synchronization))
             from .procgen_sync import sync_program
             return sync_program(self.r, name)
         if ch < 0.24 or FAMILY == "async":  # asynchronous copies (docs/async_copies.md)

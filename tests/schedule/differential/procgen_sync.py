@@ -1,4 +1,4 @@
-"""Random kernels with the synchronization of SPEC 2.7 for the differential test of
+"""Random kernels with the synchronization of docs/language.md (synchronization) for the differential test of
 the primitives: a block of 64 threads, producers (threads 0-31) and consumers
 (32-63) over a double buffer ``buf[i % 2]`` behind ranged barriers or split barriers
 (``arrive``/``wait``), all threads exchanging through a split barrier with work

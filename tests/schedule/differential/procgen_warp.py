@@ -1,5 +1,5 @@
 """The ``warp`` family of the differential test: kernels with warp collectives
-(SPEC 2.7): shuffles, votes and warp reductions on small integer values (exact in
+(docs/language.md (synchronization)): shuffles, votes and warp reductions on small integer values (exact in
 any order), in thread loops of 32 or 64 threads, butterflies in ``seq`` loops, a
 SHARED exchange between warps, and now and then a lane-dependent ``if`` (check()
 refuses those; the interpreter faults the same way before and after a rewrite)."""
