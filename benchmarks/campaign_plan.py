@@ -38,6 +38,7 @@ OUT_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 # the nodes of the bench step (issue 26: fp32 and TF32 matmul against cuBLAS; permute,
 # pointwise, rms_norm and sliced_softmax against a device copy of the same bytes)
 BENCH_NODES = ("matmul", "matmul_1stage", "matmul_async", "matmul_tf32", "matmul_tf32_async",
+               "matmul_f16",
                "permute2d", "add", "silu", "rms_norm", "sliced_softmax", "attention")
 SITE = "/tmp/gpudsl-site"     # where the carried wheels are installed on the machine
 WHEELS = ".whl"               # the carried wheels (benchmarks/wheels.sh fills it)

@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 NODES = ["matmul", "matmul_1stage", "matmul_async", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32",
-         "matmul_tf32_async", "add",
+         "matmul_tf32_async", "matmul_f16", "add",
          "add_bcast",
          "mul", "relu", "silu", "permute2d", "permute3d_021", "permute3d_210", "slice",
          "replace_slice", "rms_norm", "sliced_softmax", "complex_hadamard", "attention"]
 MATMULS = {"matmul", "matmul_1stage", "matmul_async", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32",
-           "matmul_tf32_async"}
+           "matmul_tf32_async", "matmul_f16"}
 
 # (rows, cols) of the 2-D bandwidth cases: 4 MB and 16 MB per array fit in a 50 MB L2,
 # 256 MB is five times it.  3-D permutes: the same element counts.
@@ -133,6 +133,9 @@ class _Env:
         stack = self.torch.stack if self.target == "cuda" else self.np.stack
         return stack([ar * br - ai * bi, ar * bi + ai * br], -1)
 
+    def half(self, x):
+        return x.half() if self.target == "cuda" else x.astype(self.np.float16)
+
     def index(self, v):
         if self.target == "cuda":
             return self.torch.tensor([v], device="cuda", dtype=self.torch.int64)
@@ -151,10 +154,12 @@ def _matmul_cases(env: _Env, small: bool, nodes: set) -> list[Case]:
 
     out = []
 
-    def mm(node, sa, sb, label, tf32=False, runner=None):
+    def mm(node, sa, sb, label, tf32=False, runner=None, half=False):
         if node not in nodes:
             return
         a, b = env.randn(*sa), env.randn(*sb)
+        if half:  # float16 operands: the reference is cuBLAS HGEMM (numpy's float16 here)
+            a, b = env.half(a), env.half(b)
         flops = 2.0
         for d in sa:
             flops *= d
@@ -185,6 +190,9 @@ def _matmul_cases(env: _Env, small: bool, nodes: set) -> list[Case]:
     # the TF32 kernel with its tiles in a 3-stage circular buffer of cp.async copies
     mm("matmul_tf32_async", (mt, mt), (mt, mt), f"{mt}^3 tf32 async 3", tf32=True,
        runner=lambda a, b: (lambda: ops.matmul(a, b, precision="tf32", async_stages=3)))
+    # float16 operands on the mma.m16n8k16 tensor-core kernel (float32 accumulation),
+    # against torch.matmul of the same halves (cuBLAS HGEMM); tiles of 64 x 128 x 32
+    mm("matmul_f16", (mt, mt), (mt, mt), f"{mt}^3 f16", half=True)
     return out
 
 
@@ -401,7 +409,7 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
             rows.append(row)
             log(f"{c.node:16} {c.size:>14}  ERROR {row['reason'][:80]}")
             continue
-        tol = 1e-2 if c.node.startswith("matmul_tf32") else 1e-4
+        tol = 1e-2 if c.node.startswith(("matmul_tf32", "matmul_f16")) else 1e-4
         row["rel_error"] = err
         if not err <= tol:
             row.update(status="wrong", reason=f"relative error {err:.3g} > {tol}")
@@ -422,6 +430,8 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
                 r["reference_host_ms"] = rt.host_ms
                 r.update(reference=c.reference_name or (
                     "cuBLAS TF32" if c.node.startswith("matmul_tf32") else
+                    "cuBLAS HGEMM (torch.matmul, float16)" if c.node == "matmul_f16" and
+                    target == "cuda" else
                     "cuBLAS SGEMM (torch.matmul, TF32 off)" if target == "cuda"
                     else "numpy matmul"), reference_median_ms=rt.median_ms,
                     reference_rate=rt.rate(c.amount))

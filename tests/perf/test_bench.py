@@ -9,7 +9,7 @@ import pytest
 from gpudsl import bench
 from gpudsl.cli import main as cli_main
 
-NODES = ("matmul,matmul_1stage,matmul_tf32,matmul_tf32_async,add_bcast,permute3d_210,slice,"
+NODES = ("matmul,matmul_1stage,matmul_tf32,matmul_tf32_async,matmul_f16,add_bcast,permute3d_210,slice,"
          "replace_slice")
 
 
@@ -33,7 +33,8 @@ def test_emulator_bench_writes_labelled_results(emulated):
         assert r["timing"]["emulated"] and r["timing"]["method"] == "perf_counter"
         assert r["roofline_fraction"] is None  # no device roofline for CPU figures
         assert r["ratio"] > 0 and r["rate"] > 0 and r["reference_median_ms"] > 0
-        assert r["rel_error"] <= (1e-2 if r["node"].startswith("matmul_tf32") else 1e-4)
+        assert r["rel_error"] <= (1e-2 if r["node"].startswith(("matmul_tf32", "matmul_f16"))
+                                  else 1e-4)
         assert r["unit"] == ("FLOP/s" if r["node"].startswith("matmul") else "B/s")
     # bandwidth nodes at several sizes, each against a copy of its own element count
     for node in ("add_bcast", "permute3d_210", "slice", "replace_slice"):
