@@ -10,7 +10,7 @@ import pytest
 import gpudsl.ir.smt_scope as smt_scope
 from gpudsl import SchedulingError, f32, proc, seq, size
 from gpudsl.graph.fusion import Step
-from gpudsl.graph.kernels import _chain
+from gpudsl.stdlib.fused import _chain
 from gpudsl.schedule import fuse
 
 
