@@ -60,12 +60,11 @@ import numpy as np
 from ..ir.types import BLOCKS, REGISTER, SHARED, THREADS
 from ..language import bf16, f16, f32, seq  # noqa: F401  (names of the @instr bodies)
 from ..proc import Proc, instr
-from ..schedule import (divide_loop, expand_dim, fission, insert_sync, lift_alloc,
-                        merge_loops, pad_dim, parallelize_loop, reorder_loops, replace,
-                        set_unroll, simplify, stage_mem, vectorize)
+from ..schedule import (divide_loop, insert_sync, merge_loops, pad_dim, parallelize_loop,
+                        replace, set_unroll, simplify, vectorize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
-from .matmul_tf32 import _calls, _const
+from .matmul_tf32 import _calls, _const, fragments_and_tiles
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bm=64, bn=128, bk=32, wm=32, wn=64)  # sm_80: 96 registers, sm_90: 126
@@ -175,28 +174,9 @@ def schedule_matmul_half(p: Proc, dt: str, *, bm: int = 64, bn: int = 128, bk: i
         p = parallelize_loop(p, lp, THREADS)
 
     # 2. the f32 accumulators: each lane's fragments of its warp tile, in registers
-    for lp, n in (("rn", 2), ("rm", 2), ("ni", wn // 8), ("mi", wm // 16), ("t", 4),
-                  ("g", 8), ("w", 4)):
-        p = expand_dim(p, "s", n, lp)
-    p = lift_alloc(p, "s", n_lifts=7)
-
-    # 3. the k loop: bk tiles outside the threads, 16-steps outside the mma tiles
-    p = divide_loop(p, "p", bk, ["po", "pi"], tail="perfect")
-    p = fission(p, p.find("s[_] = 0.0").after(), n_lifts=7)
-    p = fission(p, p.find_loop("po").after(), n_lifts=7)
-    for lp in ("rn #1", "rm #1", "ni #1", "mi #1", "t #1", "g #1", "w #1"):
-        p = reorder_loops(p, lp)
-    p = divide_loop(p, "pi", 16, ["ks", "kk"], tail="perfect")
-    for lp in ("rn #1", "rm #1", "ni #1", "mi #1"):
-        p = reorder_loops(p, lp)
-
-    # 4. A and B tiles in SHARED, as in memory (padded for ldmatrix), copied by all
-    #    threads with 128-bit accesses, between barriers
-    compute = p.find_loop("w #1")
-    p = stage_mem(p, compute, f"a[{bm} * bi:{bm} * bi + {bm}, {bk} * po:{bk} * po + {bk}]",
-                  "As", SHARED)
-    p = stage_mem(p, p.forward(compute),
-                  f"b[{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]", "Bs", SHARED)
+    # 3. the k loop: bk tiles outside the threads, 16-steps outside the mma tiles;
+    # 4. A and B tiles in SHARED, as in memory (padded for ldmatrix; then copied by all threads with 128-bit accesses, between barriers)
+    p, compute = fragments_and_tiles(p, "s", (wn // 8, wm // 16), bm, bn, bk, 16)
     p = _copy_a(p, bm, bk)
     p = _copy_b(p, bk, bn)
     p = pad_dim(p, "As", 1, bk + 8)

@@ -177,6 +177,34 @@ def a_pitch(bk: int) -> int:
     return next(p for p in range(bk, bk + 32) if p % 32 in (8, 24))
 
 
+def fragments_and_tiles(p, acc: str, frags: tuple, bm: int, bn: int, bk: int,
+                        kstep: int):
+    """The steps both tensor-core matmuls share after mapping the warp tile: the
+    accumulator ``acc`` expanded over each lane's fragments (``frags``: the extents of
+    ni and mi) and lifted to the block; the k loop cut into ``bk`` tiles outside the
+    threads and ``kstep`` steps outside the mma tiles; the A and B tiles staged in
+    SHARED as ``As`` / ``Bs``.  Returns the proc and the cursor of the compute nest
+    (the warp loop) the tiles were staged around."""
+    for lp, n in (("rn", 2), ("rm", 2), ("ni", frags[0]), ("mi", frags[1]), ("t", 4),
+                  ("g", 8), ("w", 4)):
+        p = expand_dim(p, acc, n, lp)
+    p = lift_alloc(p, acc, n_lifts=7)
+    p = divide_loop(p, "p", bk, ["po", "pi"], tail="perfect")
+    p = fission(p, p.find(f"{acc}[_] = 0.0").after(), n_lifts=7)
+    p = fission(p, p.find_loop("po").after(), n_lifts=7)
+    for lp in ("rn #1", "rm #1", "ni #1", "mi #1", "t #1", "g #1", "w #1"):
+        p = reorder_loops(p, lp)
+    p = divide_loop(p, "pi", kstep, ["ks", "kk"], tail="perfect")
+    for lp in ("rn #1", "rm #1", "ni #1", "mi #1"):
+        p = reorder_loops(p, lp)
+    compute = p.find_loop("w #1")
+    p = stage_mem(p, compute, f"a[{bm} * bi:{bm} * bi + {bm}, {bk} * po:{bk} * po + {bk}]",
+                  "As", SHARED)
+    p = stage_mem(p, p.forward(compute),
+                  f"b[{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]", "Bs", SHARED)
+    return p, compute
+
+
 def schedule_matmul_tf32(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 16,
                          wm: int = 64, wn: int = 64, double_buffer: bool = True,
                          async_stages: int = 0) -> Proc:
@@ -218,28 +246,9 @@ def schedule_matmul_tf32(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 16,
     row = f"{bm} * bi + {wm} * (w // {nwn}) + 8 * mi + 2 * t + rm"
     col = f"{bn} * bj + {wn} * (w % {nwn}) + 16 * ni + 2 * g + rn"
     p = stage_mem(p, p.find_loop("rn").body(), f"c[{row}, {col}]", "acc", REGISTER)
-    for lp, n in (("rn", 2), ("rm", 2), ("ni", wn // 16), ("mi", wm // 8), ("t", 4),
-                  ("g", 8), ("w", 4)):
-        p = expand_dim(p, "acc", n, lp)
-    p = lift_alloc(p, "acc", n_lifts=7)
-
-    # 3. the k loop: bk tiles outside the threads, 8-steps outside the mma tiles
-    p = divide_loop(p, "p", bk, ["po", "pi"], tail="perfect")
-    p = fission(p, p.find("acc[_] = 0.0").after(), n_lifts=7)
-    p = fission(p, p.find_loop("po").after(), n_lifts=7)
-    for lp in ("rn #1", "rm #1", "ni #1", "mi #1", "t #1", "g #1", "w #1"):
-        p = reorder_loops(p, lp)
-    p = divide_loop(p, "pi", 8, ["ks", "kk"], tail="perfect")
-    for lp in ("rn #1", "rm #1", "ni #1", "mi #1"):
-        p = reorder_loops(p, lp)
-
-    # 4. A and B tiles in SHARED, as in memory (padded: conflict-free copies and
-    #    fragment loads), copied by all threads and rounded to TF32, between barriers
-    compute = p.find_loop("w #1")
-    p = stage_mem(p, compute, f"a[{bm} * bi:{bm} * bi + {bm}, {bk} * po:{bk} * po + {bk}]",
-                  "As", SHARED)
-    p = stage_mem(p, p.forward(compute),
-                  f"b[{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]", "Bs", SHARED)
+    # 3. the k loop: bk tiles outside the threads, 8-steps outside the mma tiles;
+    # 4. A and B tiles in SHARED, as in memory (padded: conflict-free copies and fragment loads; then copied by all threads and rounded to TF32, between barriers)
+    p, compute = fragments_and_tiles(p, "acc", (wn // 16, wm // 8), bm, bn, bk, 8)
     p = _copy_a(p, bm, bk, rounded=not async_stages)
     p = _copy_b(p, bk, bn, rounded=not async_stages)
     p = pad_dim(p, "As", 1, a_pitch(bk))
