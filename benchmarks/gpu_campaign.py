@@ -135,6 +135,9 @@ def figures(name: str, output: str, out: pathlib.Path) -> dict:
         return sanitizer_verdict(name.split("-", 1)[1], output)
     if name == "llama":
         return {"lines": [ln for ln in output.splitlines() if "tok" in ln.lower()][-6:]}
+    if name == "half" and (out / "half_gpu.json").exists():
+        return {"rows": [r for r in json.loads((out / "half_gpu.json").read_text())
+                         if "case" in r]}
     return {}
 
 

@@ -1,7 +1,7 @@
 """Half-precision kernels on a GPU (issue 27): ``gpudsl.ops`` attention and matmul in
 float16 and bfloat16 against PyTorch's own half ops, on the same tensors.
 
-    python3 benchmarks/half_gpu.py [--quick]
+    python3 benchmarks/half_gpu.py [--quick] [--out DIR]
 
 Per row: the maximum absolute error against a float32 PyTorch result computed from the
 same half inputs, the same figure for PyTorch's half op (so the two are judged by one
@@ -9,7 +9,7 @@ yardstick), and the time of one call of each (``gpudsl.runtime.timing.measure``:
 events, L2 flushed, median).  ``ratio`` is PyTorch's time over gpudsl's (above 1: gpudsl
 is faster).  ``--quick``: small shapes, for a rehearsal on a machine without a GPU
 (torch CPU tensors through the emulator).  One JSON line per row on stdout and in
-``$OUT/half_gpu.json``."""
+``DIR/half_gpu.json`` (default ``$OUT``, else ``/tmp``); the GPU campaign's part 2 runs it."""
 from __future__ import annotations
 
 import json
@@ -19,7 +19,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-OUT = pathlib.Path(os.environ.get("OUT", "/tmp"))
+OUT = pathlib.Path(sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv
+                   else os.environ.get("OUT", "/tmp"))
 ROWS: list = []
 
 

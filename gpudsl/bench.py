@@ -355,12 +355,19 @@ def _driver_version() -> str | None:
         return None
 
 
-def _peak(dev, kind: str, tf32: bool) -> float | None:
+def _peak(dev, kind: str, node: str) -> float | None:
+    """The roofline a row is measured against: HBM bandwidth for bytes, and for FLOPs
+    the peak of the units the node's kernel runs on (tensor cores in TF32 or halves,
+    CUDA cores otherwise)."""
     if dev is None:
         return None
     if kind == "bytes":
         return dev.bandwidth
-    return getattr(dev, "tf32_flops", None) if tf32 else dev.fp32_flops
+    if node.startswith("matmul_tf32"):
+        return dev.tf32_flops
+    if node.startswith("matmul_f16"):
+        return dev.half_flops
+    return dev.fp32_flops
 
 
 def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
@@ -423,7 +430,7 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
             r.update(timing=t.to_dict(), median_ms=t.median_ms, spread_ms=t.spread_ms,
                      rate=rate, unit="FLOP/s" if c.kind == "flops" else "B/s",
                      host_ms=t.host_ms)
-            peak = _peak(dev, c.kind, c.node.startswith("matmul_tf32"))
+            peak = _peak(dev, c.kind, c.node)
             r["roofline_fraction"] = rate / peak if peak else None
             if c.kind == "flops":
                 rt = timed(c.reference, flush)

@@ -2,6 +2,8 @@
 the roofline need.  Peak figures are the vendors' published ones (FP32 on CUDA
 cores, HBM bandwidth); ``copy_bandwidth`` is what a device-to-device copy reaches
 (notes/performance.md: ~3.0 TB/s measured on H100; H200 scaled by 4.8/3.35).
+The tensor-core peaks are the dense (no sparsity) TF32 and FP16/BF16 figures of the
+vendors' data sheets (H100/H200 SXM: 494.7 and 989.4 TFLOP/s; A100: 156 and 312).
 The clock is the boost clock the FP32 peak is computed from (H100: 132 SMs x 128
 lanes x 2 x 1.98 GHz = 66.9 TFLOP/s)."""
 from __future__ import annotations
@@ -31,6 +33,8 @@ class Device:
     schedulers: int = 4
     dram_latency_s: float = 700e-9
     shared_bytes_per_clock: int = 128  # per SM: 32 banks x 4 B
+    tf32_flops: float | None = None  # dense tensor-core peaks, FLOP/s
+    half_flops: float | None = None  # f16/bf16 inputs, f32 accumulate
 
     @property
     def target(self) -> Target:
@@ -48,10 +52,12 @@ class Device:
 
 
 DEVICES = {
-    "H100": Device("H100 SXM 80GB", "sm_90", 132, 66.9e12, 3.35e12, 3.0e12),
-    "H200": Device("H200 SXM 141GB", "sm_90", 132, 66.9e12, 4.8e12, 4.3e12),
+    "H100": Device("H100 SXM 80GB", "sm_90", 132, 66.9e12, 3.35e12, 3.0e12,
+                   tf32_flops=494.7e12, half_flops=989.4e12),
+    "H200": Device("H200 SXM 141GB", "sm_90", 132, 66.9e12, 4.8e12, 4.3e12,
+                   tf32_flops=494.7e12, half_flops=989.4e12),
     "A100": Device("A100 SXM 80GB", "sm_80", 108, 19.5e12, 2.039e12, 1.8e12,
-                   clock_hz=1.41e9),
+                   clock_hz=1.41e9, tf32_flops=156e12, half_flops=312e12),
 }
 
 

@@ -67,9 +67,21 @@ def test_peak_figures_come_from_the_device_table():
     from gpudsl.perf.devices import device
 
     h100 = device("NVIDIA H100 80GB HBM3")
-    assert bench._peak(h100, "flops", False) == h100.fp32_flops == 66.9e12
-    assert bench._peak(h100, "bytes", False) == h100.bandwidth
-    assert bench._peak(None, "bytes", False) is None
+    assert bench._peak(h100, "flops", "matmul") == h100.fp32_flops == 66.9e12
+    assert bench._peak(h100, "bytes", "add") == h100.bandwidth
+    assert bench._peak(None, "bytes", "add") is None
+
+
+def test_tensor_core_rows_are_measured_against_tensor_core_peaks():
+    # the H100 campaign of 2026-11-26 printed roofline 271% for matmul_f16 (181 TFLOP/s
+    # measured against the 66.9 TFLOP/s FP32 peak) and none for TF32
+    from gpudsl.perf.devices import device
+
+    h100 = device("H100")
+    assert bench._peak(h100, "flops", "matmul_f16") == 989.4e12
+    assert bench._peak(h100, "flops", "matmul_tf32_async") == 494.7e12
+    assert bench._peak(device("A100"), "flops", "matmul_tf32") == 156e12
+    assert 181e12 / bench._peak(h100, "flops", "matmul_f16") < 1
 
 
 @pytest.mark.gpu
