@@ -21,7 +21,7 @@ from dataclasses import replace
 import z3
 
 from ..errors import SchedulingError
-from ..ir.nodes import Alloc, Atomic, Call, For, If, Read
+from ..ir.nodes import Alloc, Atomic, BinOp, Call, Const, For, If, Read, Var
 from ..ir.visitor import free_vars, walk
 from ..ir.smt_scope import Scope
 from .legality import RegionAccess, collect, find_conflict, prove, raise_conflict
@@ -204,30 +204,122 @@ def _covered(pdef, addr, r: _Site, writes, split, seen: dict, before: _Before) -
 
 
 def _covered_by(pdef, addr, r: _Site, writes, split) -> bool:
-    def prop(enc, env):
-        ri = enc.instance(r.acc.loops, r.acc.guards, "_r")
-        er, fr = ri.env, ri.facts
-        alts = []
-        for w in writes:
-            wi = enc.instance(w.acc.loops, w.acc.guards, "_w")
-            ew, fw = wi.env, wi.facts
-            same = _same_iteration(w, r, split, ew, er)
-            if same is None or len(w.acc.idx) != len(r.acc.idx):
-                continue
-            body = z3.And(*fw, *same, _before(w, r, ew, er, False),
-                          *[enc.int(i, ew) == enc.int(j, er)
-                            for i, j in zip(w.acc.idx, r.acc.idx)])
-            qv = [ew[L.iter] for L in w.acc.loops]
-            alts.append(z3.Exists(qv, body) if qv else body)
-        if not alts:
-            return z3.BoolVal(False)
-        return z3.Implies(z3.And(*fr), z3.Or(*alts))
+    """Is every instance of ``r`` covered by an earlier write of the same element in the
+    same iterations of the ``split`` loops?  Asked first with the write's iteration
+    given explicitly (:func:`_witness`: a quantifier-free question, which every solver
+    version decides alike), then, where no witness was found or it does not fit, with
+    the write's loop variables under an existential."""
+    for explicit in (True, False):
+        def prop(enc, env, explicit=explicit):
+            ri = enc.instance(r.acc.loops, r.acc.guards, "_r")
+            er, fr = ri.env, ri.facts
+            alts = []
+            for w in writes:
+                alt = _cover_term(enc, w, r, split, er, explicit)
+                if alt is not None:
+                    alts.append(alt)
+            if not alts:
+                return z3.BoolVal(False)
+            return z3.Implies(z3.And(*fr), z3.Or(*alts))
 
-    try:
-        prove(pdef, addr, prop, "", None)
-    except SchedulingError:
+        try:
+            prove(pdef, addr, prop, "", None)
+        except SchedulingError:
+            continue
+        return True
+    return False
+
+
+def _cover_term(enc, w: _Site, r: _Site, split, er, explicit: bool):
+    """``w`` writes the element ``r`` reads, before it, in the same ``split``
+    iterations: for some iteration of ``w``'s loops (``explicit``: the one
+    :func:`_witness` names, else an existential); None when it cannot."""
+    wi = enc.instance(w.acc.loops, w.acc.guards, "_w")
+    ew, fw = wi.env, wi.facts
+    same = _same_iteration(w, r, split, ew, er)
+    if same is None or len(w.acc.idx) != len(r.acc.idx):
+        return None
+    body = z3.And(*fw, *same, _before(w, r, ew, er, False),
+                  *[enc.int(i, ew) == enc.int(j, er) for i, j in zip(w.acc.idx, r.acc.idx)])
+    qv = [ew[L.iter] for L in w.acc.loops]
+    if not explicit:
+        return z3.Exists(qv, body) if qv else body
+    pairs = _witness(enc, w, r, ew, er)
+    return None if pairs is None else z3.substitute(body, *pairs)
+
+
+def _witness(enc, w: _Site, r: _Site, ew, er):
+    """The iteration of ``w``'s loops that writes the element ``r`` reads, as terms
+    over ``r``'s instance, for the shape staged copies have: each index of ``w`` a sum
+    of ``c * v``, ``c * (v // d)`` and ``c * (v % d)`` over its loop variables (a
+    mixed-radix number) plus terms without them; a loop that indexes nothing is the
+    same iteration of a loop common to both.  Only a candidate: the question it is put
+    in checks it.  None when the shape does not fit."""
+    mine = {L.iter for L in w.acc.loops}
+    parts: dict = {}
+    for wi, ri in zip(w.acc.idx, r.acc.idx):
+        lin = _mixed_radix(wi, mine)
+        if lin is None:
+            return None
+        terms, rest = lin
+        value = enc.int(ri, er) - sum((c * enc.int(e, ew) for c, e in rest), z3.IntVal(0))
+        above = None
+        for c, key in sorted(terms, key=lambda t: -t[0]):
+            parts.setdefault(key, value / c if above is None else (value % above) / c)
+            above = c
+    common = _common(w, r)
+    pairs = []
+    for k, L in enumerate(w.acc.loops):
+        v = L.iter
+        if (v, "") in parts:
+            t = parts[(v, "")]
+        elif any(key[0] == v for key in parts):
+            ds = {key[1] for key in parts if key[0] == v}
+            d = next(iter(ds))[1] if len(ds) == 2 else None
+            if not (ds == {("//", d), ("%", d)}):
+                return None
+            t = d * parts[(v, ("//", d))] + parts[(v, ("%", d))]
+        elif k < common:
+            t = er[v]
+        else:
+            return None
+        pairs.append((ew[v], t))
+    return pairs
+
+
+def _mixed_radix(e, mine: set):
+    """``e`` as ``sum(c * atom) + sum(c * rest)``: atoms ``(v, "")``, ``(v, ("//", d))``
+    or ``(v, ("%", d))`` for loop variables ``v`` in ``mine``, positive ``c`` and ``d``;
+    ``rest`` the terms free of ``mine``.  None when ``e`` has another shape."""
+    terms, rest = [], []
+
+    def go(x, c):
+        if not (free_vars(x) & mine):
+            rest.append((c, x))
+            return True
+        if isinstance(x, Var):
+            terms.append((c, (x.name, "")))
+            return True
+        if not isinstance(x, BinOp):
+            return False
+        if x.op == "+":
+            return go(x.lhs, c) and go(x.rhs, c)
+        if x.op == "-":
+            return go(x.lhs, c) and go(x.rhs, -c)
+        if x.op == "*":
+            for a, b in ((x.lhs, x.rhs), (x.rhs, x.lhs)):
+                if isinstance(a, Const) and isinstance(a.val, int):
+                    return go(b, c * a.val)
+            return False
+        if (x.op in ("//", "%") and isinstance(x.lhs, Var) and isinstance(x.rhs, Const)
+                and isinstance(x.rhs.val, int) and x.rhs.val > 0):
+            terms.append((c, (x.lhs.name, (x.op, x.rhs.val))))
+            return True
         return False
-    return True
+
+    if not go(e, 1) or any(c <= 0 for c, _ in terms):
+        return None
+    return terms, rest
 
 
 __all__ = ["check_flow"]
