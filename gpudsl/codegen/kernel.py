@@ -23,24 +23,23 @@ statement's source location.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..errors import CompileError, SrcLoc
-from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
+from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If,
                         Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg, Arrive, Wait,
                         AsyncCommit, AsyncCopy, AsyncWait)
 from ..ir.nests import DIMS, direct_nest, nest_dims
 from ..ir.types import BARRIER
 from .asyncs import emit_async
+from .calls import CallWriter
 from .hoist import read_key
 from ..ir.inline import written_names
 from .syncs import SyncWriter
 from ..ir.printer import print_expr
-from ..ir.types import BLOCKS, INDEX, REGISTER, SHARED, THREADS, DType, bool_, f16, \
-    bf16, f32, f64, i32, i64
+from ..ir.types import BLOCKS, INDEX, REGISTER, SHARED, THREADS, DType, bool_, f16, bf16
 from ..ir.visitor import walk
-from .cexpr import ATOM, UNARY, ExprEmitter, cname
+from .cexpr import UNARY, ExprEmitter, cname
 from .plan import NeedsBinding, NotConstant, evaluate
 from .trace import trace_text
 from .writer import Writer
@@ -107,7 +106,7 @@ def _expr_nodes(s: Stmt):
         yield from s.shape
 
 
-class KernelWriter(ExprEmitter):
+class KernelWriter(CallWriter, ExprEmitter):
     """Emits one kernel into a :class:`Writer`.  ``module`` is the
     :class:`gpudsl.codegen.generate.ModuleWriter` holding the proc-wide context."""
 
@@ -553,141 +552,12 @@ class KernelWriter(ExprEmitter):
         self.w.indent -= 1
         self.w.line("}")
 
-    def atomic(self, s: Atomic) -> None:
-        """One CUDA atomic; ``old = atomic_<op>(...)`` assigns its return value."""
-        info = self.lookup(s.name, s.loc)
-        ty = info.dtype
-        lv = self.index_text(info, s.idx, s.loc)
-        val = self.cast_to(s.rhs, ty)
-        ull = "unsigned long long"
-        wide = ty == i64  # CUDA's 64-bit integer atomics take unsigned long long
-        op = s.op
-
-        def native(fn, *args):
-            if wide:
-                cast = ", ".join(f"({ull})({a})" for a in args)
-                back = "(long long)" if s.result is not None else ""
-                return f"{back}{fn}(({ull}*)&{lv}, {cast})"
-            return f"{fn}(&{lv}, {', '.join(args)})"
-
-        ok = {"add": (f32, f64, i32, i64, f16, bf16), "sub": (f32, f64, i32, i64),
-              "min": (f32, f64, i32, i64), "max": (f32, f64, i32, i64),
-              "exch": (f32, f64, i32, i64), "cas": (i32, i64), "and": (i32, i64),
-              "or": (i32, i64), "xor": (i32, i64), "inc": (i32, i64)}.get(op, ())
-        if ty not in ok:
-            raise _err(f"atomic_{op} on {ty.name} is not supported", s.loc,
-                       "types: " + ", ".join(t.name for t in ok))
-        if op == "add":
-            text = native("atomicAdd", val)
-        elif op == "sub":
-            text = native("atomicSub", val) if ty == i32 else \
-                native("atomicAdd", f"0ull - ({ull})({val})") if wide else \
-                f"atomicAdd(&{lv}, -({val}))"
-        elif op in ("min", "max"):
-            if ty.is_float and s.result is None:  # the helpers of earlier versions
-                self.use_helper("gpudsl_atomic_f32" if ty == f32 else "gpudsl_atomic_f64")
-                text = f"gpudsl_atomic_{op}(&{lv}, {val})"
-            elif ty.is_float:
-                self.use_helper("gpudsl_atomic_old")
-                text = f"gpudsl_atomic_{op}_old(&{lv}, {val})"
-            else:
-                text = f"{'atomicMin' if op == 'min' else 'atomicMax'}(&{lv}, {val})"
-        elif op == "exch":
-            if ty == f64:
-                self.use_helper("gpudsl_atomic_old")
-                text = f"gpudsl_atomic_exch(&{lv}, {val})"
-            else:
-                text = native("atomicExch", val)
-        elif op == "cas":
-            text = native("atomicCAS", self.cast_to(s.cmp, ty), val)
-        elif op in ("and", "or", "xor"):
-            text = native("atomic" + op.capitalize(), val)
-        else:  # inc
-            self.use_helper("gpudsl_atomic_old")
-            text = f"gpudsl_atomic_inc(&{lv}, {val})"
-        if s.result is not None:
-            text = f"{self.access(s.result, (), s.loc)} = {text}"
-        self.w.line(text + ";" + self.trace_text(s), s.loc)
-
     # ------------------------------------------------------------ trace= (docs/running.md)
 
     def trace_text(self, s) -> str:
         """The ``printf`` of ``compile(..., trace=...)`` after ``s`` (see
         :mod:`.trace`); without a trace, nothing."""
         return trace_text(self, s) if self.m.trace is not None else ""
-
-    # ------------------------------------------------------------ @instr
-
-    _HOLE = re.compile(r"\{\{|\}\}|\{(\w+)\}")
-
-    def window_holes(self, pname: str, arg: WindowArg, loc) -> dict:
-        info = self.lookup(arg.name, loc)
-        if not arg.idx:
-            n = len(info.shape) + info.drop
-            origin = tuple(Const(0, INDEX) for _ in range(n))
-            kept = list(range(n))
-        else:
-            origin = tuple(p.pt if isinstance(p, Point) else p.lo for p in arg.idx)
-            kept = [k for k, p in enumerate(arg.idx) if isinstance(p, Interval)]
-        if info.pointer:
-            shape = list(info.shape)
-            if not shape:
-                lv = f"{info.cname}[0]"
-            else:
-                lv = self.index_text(info, origin, loc)
-            strides = []
-            for k in kept:
-                st: Expr = Const(1, INDEX)
-                for d in shape[k + 1:]:
-                    st = d if (isinstance(st, Const) and st.val == 1) else \
-                        BinOp("*", st, d, INDEX)
-                strides.append(self.expr(st))
-        else:
-            lv = self.index_text(info, origin, loc)
-            shape = list(info.shape)
-            strides = []
-            for k in kept:
-                k2 = k - info.drop
-                if k2 < 0:
-                    raise _err(f"a window of '{arg.name}' spans a dropped thread dimension",
-                               loc, "index the thread dimensions with points")
-                st = 1
-                for d in shape[k2 + 1:]:
-                    st *= d
-                strides.append(str(st))
-        holes = {pname: lv, f"{pname}_data": f"&{lv}" if not lv.startswith("*") else lv[1:]}
-        for k, st in enumerate(strides):
-            holes[f"{pname}_stride_{k}"] = st
-        return holes
-
-    def instr(self, s: Call) -> None:
-        callee = s.proc
-        if callee.instr is None:
-            raise _err(f"the call of {callee.name} was not inlined", s.loc)
-        holes: dict[str, str] = {}
-        for p, a in zip(callee.params, s.args):
-            if p.is_array:
-                holes.update(self.window_holes(p.name, a, s.loc))
-            else:
-                holes[p.name] = self.expr(a, ATOM) if p.kind != "scalar" else \
-                    self.cast_to(a, p.ty, ATOM)
-
-        def sub(m):
-            if m.group(0) == "{{":
-                return "{"
-            if m.group(0) == "}}":
-                return "}"
-            key = m.group(1)
-            if key not in holes:
-                raise _err(f"the template of @instr {callee.name} has the hole {{{key}}}, which "
-                           "names no parameter", s.loc,
-                           "holes: " + ", ".join("{" + h + "}" for h in holes))
-            return holes[key]
-
-        text = self._HOLE.sub(sub, callee.instr.strip("\n"))
-        self.w.line(f"// {callee.name}", s.loc)
-        for ln in text.split("\n"):
-            self.w.line(ln)
 
 
 __all__ = ["KernelWriter", "ArrayInfo", "thread_chain", "blocks_chain", "UNARY"]

@@ -33,7 +33,7 @@ POINTWISE = tuple(POINTWISE_BINARY) + tuple(POINTWISE_UNARY)
 
 
 @dataclass(frozen=True)
-class Step:
+class ChainOp:
     """One node of a group after the head: ``op`` (``add``/``mul``/``relu``/``silu``);
     ``args`` its operands: ``None`` for the chain's value, else the index of the external
     operand (into ``Group.externals``)."""
@@ -54,7 +54,7 @@ class Group:
     members: tuple[int, ...]
     externals: tuple[int, ...]
     head: str
-    steps: tuple[Step, ...]
+    steps: tuple[ChainOp, ...]
     roles: tuple = ()
 
     @property
@@ -132,7 +132,7 @@ def _group(nodes, pos, chain) -> Group:
         args = tuple(None if pos[id(m)] in members and k != chain[0] else ext(m)
                      for m in n.inputs)
         op = POINTWISE_BINARY.get(n.op) or POINTWISE_UNARY[n.op]
-        steps.append(Step(op, args))
+        steps.append(ChainOp(op, args))
     return Group(tuple(chain), tuple(externals), kind, tuple(steps))
 
 
@@ -170,4 +170,4 @@ def planner_view(nodes: list[Node], result: Node, gs: list[Group]):
     return out, out[pos[id(result)]]
 
 
-__all__ = ["POINTWISE", "Step", "Group", "groups", "planner_view"]
+__all__ = ["POINTWISE", "ChainOp", "Group", "groups", "planner_view"]

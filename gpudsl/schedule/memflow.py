@@ -22,6 +22,7 @@ import z3
 
 from ..errors import SchedulingError
 from ..ir.nodes import Alloc, Atomic, BinOp, Call, Const, For, If, Read, Var
+from ..ir.printer import print_expr
 from ..ir.visitor import free_vars, walk
 from ..ir.smt_scope import Scope
 from .legality import RegionAccess, collect, find_conflict, prove, raise_conflict
@@ -250,47 +251,65 @@ def _cover_term(enc, w: _Site, r: _Site, split, er, explicit: bool):
 
 def _witness(enc, w: _Site, r: _Site, ew, er):
     """The iteration of ``w``'s loops that writes the element ``r`` reads, as terms
-    over ``r``'s instance, for the shape staged copies have: each index of ``w`` a sum
-    of ``c * v``, ``c * (v // d)`` and ``c * (v % d)`` over its loop variables (a
-    mixed-radix number) plus terms without them; a loop that indexes nothing is the
-    same iteration of a loop common to both.  Only a candidate: the question it is put
-    in checks it.  None when the shape does not fit."""
+    over ``r``'s instance, for the shapes staged copies have: each index of ``w`` a
+    mixed-radix number, a sum of ``c * v``, ``c * (X // d)`` and ``c * (X % d)`` (``X``
+    a loop variable or, recursively, such a sum: a flattened copy index) plus terms
+    free of ``w``'s loops; a loop that indexes nothing is the same iteration of a loop
+    common to both.  Only a candidate: the question it is put in checks it.  None
+    when the shape does not fit."""
     mine = {L.iter for L in w.acc.loops}
     parts: dict = {}
+    pending: dict = {}
     for wi, ri in zip(w.acc.idx, r.acc.idx):
-        lin = _mixed_radix(wi, mine)
-        if lin is None:
+        if not _invert(enc, wi, enc.int(ri, er), ew, mine, parts, pending):
             return None
-        terms, rest = lin
-        value = enc.int(ri, er) - sum((c * enc.int(e, ew) for c, e in rest), z3.IntVal(0))
-        above = None
-        for c, key in sorted(terms, key=lambda t: -t[0]):
-            parts.setdefault(key, value / c if above is None else (value % above) / c)
-            above = c
+    while pending:
+        key, halves = pending.popitem()
+        (d1, quo), (d2, rem), x = halves.get("//", (0, None)), halves.get("%", (0, None)), \
+            halves["expr"]
+        if quo is None or rem is None or d1 != d2:
+            return None
+        if not _invert(enc, x, d1 * quo + rem, ew, mine, parts, pending):
+            return None
     common = _common(w, r)
     pairs = []
     for k, L in enumerate(w.acc.loops):
-        v = L.iter
-        if (v, "") in parts:
-            t = parts[(v, "")]
-        elif any(key[0] == v for key in parts):
-            ds = {key[1] for key in parts if key[0] == v}
-            d = next(iter(ds))[1] if len(ds) == 2 else None
-            if not (ds == {("//", d), ("%", d)}):
-                return None
-            t = d * parts[(v, ("//", d))] + parts[(v, ("%", d))]
+        if L.iter in parts:
+            pairs.append((ew[L.iter], parts[L.iter]))
         elif k < common:
-            t = er[v]
+            pairs.append((ew[L.iter], er[L.iter]))
         else:
             return None
-        pairs.append((ew[v], t))
     return pairs
 
 
+def _invert(enc, e, value, ew, mine: set, parts: dict, pending: dict) -> bool:
+    """Read off ``e == value`` as a mixed-radix number (see :func:`_witness`): each
+    loop variable's value goes in ``parts``, each ``X // d`` and ``X % d`` in
+    ``pending`` (keyed by ``X``'s text) until both halves of ``X`` are known."""
+    lin = _mixed_radix(e, mine)
+    if lin is None:
+        return False
+    terms, rest = lin
+    value = value - sum((c * enc.int(x, ew) for c, x in rest), z3.IntVal(0))
+    above = None
+    for c, atom in sorted(terms, key=lambda t: -t[0]):
+        v = value / c if above is None else (value % above) / c
+        above = c
+        if isinstance(atom, str):
+            parts.setdefault(atom, v)
+        else:
+            op, x, d = atom
+            slot = pending.setdefault(print_expr(x), {"expr": x})
+            slot.setdefault(op, (d, v))
+    return True
+
+
 def _mixed_radix(e, mine: set):
-    """``e`` as ``sum(c * atom) + sum(c * rest)``: atoms ``(v, "")``, ``(v, ("//", d))``
-    or ``(v, ("%", d))`` for loop variables ``v`` in ``mine``, positive ``c`` and ``d``;
-    ``rest`` the terms free of ``mine``.  None when ``e`` has another shape."""
+    """``e`` as ``sum(c * atom) + sum(c * rest)``: atoms a loop variable's name (in
+    ``mine``) or ``(op, X, d)`` for ``X // d`` / ``X % d`` with ``X`` depending on
+    ``mine``; positive ``c`` and ``d``; ``rest`` the terms free of ``mine``.  None
+    when ``e`` has another shape."""
     terms, rest = [], []
 
     def go(x, c):
@@ -298,7 +317,7 @@ def _mixed_radix(e, mine: set):
             rest.append((c, x))
             return True
         if isinstance(x, Var):
-            terms.append((c, (x.name, "")))
+            terms.append((c, x.name))
             return True
         if not isinstance(x, BinOp):
             return False
@@ -311,9 +330,9 @@ def _mixed_radix(e, mine: set):
                 if isinstance(a, Const) and isinstance(a.val, int):
                     return go(b, c * a.val)
             return False
-        if (x.op in ("//", "%") and isinstance(x.lhs, Var) and isinstance(x.rhs, Const)
+        if (x.op in ("//", "%") and isinstance(x.rhs, Const)
                 and isinstance(x.rhs.val, int) and x.rhs.val > 0):
-            terms.append((c, (x.lhs.name, (x.op, x.rhs.val))))
+            terms.append((c, (x.op, x.lhs, x.rhs.val)))
             return True
         return False
 

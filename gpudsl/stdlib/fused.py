@@ -16,7 +16,7 @@ scheduling primitives only:
 
 A chain's steps are objects with ``op`` (``add``/``mul``/``relu``/``silu``) and
 ``args`` (``None``: the chain's value, else the index of an external operand), as
-``gpudsl.graph.fusion.Step`` makes them.  The graph proves and runs these procs
+``gpudsl.graph.fusion.ChainOp`` makes them.  The graph proves and runs these procs
 (``gpudsl.graph.kernels``).
 """
 from __future__ import annotations

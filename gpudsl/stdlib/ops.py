@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 
 import numpy as np
 
-from ..errors import Error
 from .halves import NUMPY as _NUMPY
 from .halves import common_dtype as _common_dtype
 from .pointwise import plan_binary, plan_unary
 from ..runtime import driver as _driver
 from .node_table import ShapeError, get, plan
+from .op_arguments import (_ANY_FLOAT, _is_array, _is_device, _is_scalar, as_int, axis,
+                           check_tensor)
 from .shapes import NodeError, require
-from .shapes import check_tensor as _check_tensor
 
 
 # ------------------------------------------------------------------ arguments
@@ -47,51 +46,6 @@ def _op(fn):
     return run
 
 
-def _is_array(x) -> bool:
-    return hasattr(x, "shape") and hasattr(x, "dtype") and len(getattr(x, "shape", ())) > 0
-
-
-def _is_scalar(x) -> bool:
-    if isinstance(x, (bool, np.bool_)):
-        return False
-    if isinstance(x, (int, float, np.integer, np.floating)):
-        return True
-    return hasattr(x, "shape") and hasattr(x, "dtype") and len(x.shape) == 0 and \
-        not _is_device(x) and np.dtype(str(x.dtype)).kind in "iuf"
-
-
-_ANY_FLOAT = ("float32", "float16", "bfloat16")  # the nodes that take half precision
-
-
-def check_tensor(name: str, x, ranks=(1, 2, 3), dtypes=("float32",)):
-    """``x``'s shape, after checking it is a tensor of an accepted rank and dtype."""
-    if not _is_array(x):
-        kind = "a scalar" if _is_scalar(x) else f"{type(x).__name__} {x!r:.40}"
-        raise NodeError(f"{name} must be an array (numpy, or a PyTorch / CuPy device "
-                        f"array), not {kind}", None,
-                        "wrap it: np.asarray(..., dtype=np.float32)")
-    return _check_tensor(name, x, ranks, dtypes)
-
-
-def as_int(name: str, v) -> int:
-    """An integer argument: Python / numpy ints (and 0-d integer arrays); floats,
-    bools and strings are refused rather than truncated."""
-    if isinstance(v, (bool, np.bool_)):
-        raise NodeError(f"{name} must be an integer, not a bool {v!r}")
-    try:
-        return operator.index(v)
-    except TypeError:
-        raise NodeError(f"{name} must be an integer, not {type(v).__name__} {v!r}",
-                        None, "numpy refuses it too; convert explicitly with int(...) "
-                        "if truncation is what you mean") from None
-
-
-def axis(name: str, v, rank: int) -> int:
-    """An axis in ``-rank .. rank-1`` (numpy's negative axes), as ``0 .. rank-1``."""
-    a = as_int(name, v)
-    require(-rank <= a < rank, f"{name} {a} is out of range for {rank} axes")
-    return a % rank
-
 _compiled: dict = {}
 
 
@@ -106,12 +60,6 @@ def _kernel(p):
     if k is None:
         k = _compiled[key] = p.compile(key[1])
     return k
-
-
-def _is_device(x) -> bool:
-    if getattr(x, "is_cuda", None) is not None:  # torch: its flag, not the interface
-        return bool(x.is_cuda)
-    return hasattr(x, "__cuda_array_interface__")
 
 
 def _contig(x):

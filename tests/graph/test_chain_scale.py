@@ -8,14 +8,14 @@ import time
 import numpy as np
 
 from gpudsl import graph
-from gpudsl.graph.fusion import Step
+from gpudsl.graph.fusion import ChainOp
 from gpudsl.graph.kernels import CHAIN_LEAF, pointwise_proc
 
 
 def _steps(n):
     # relu(x0), then + x1 and relu alternately on the chain's value
-    return (Step("relu", (0,)),) + tuple(Step("add", (None, 1)) if i % 2 else
-                                         Step("relu", (None,)) for i in range(1, n))
+    return (ChainOp("relu", (0,)),) + tuple(ChainOp("add", (None, 1)) if i % 2 else
+                                         ChainOp("relu", (None,)) for i in range(1, n))
 
 
 def test_a_long_chain_is_one_kernel_and_computes_the_chain():

@@ -9,7 +9,7 @@ import pytest
 
 import gpudsl.ir.smt_scope as smt_scope
 from gpudsl import SchedulingError, f32, proc, seq, size
-from gpudsl.graph.fusion import Step
+from gpudsl.graph.fusion import ChainOp
 from gpudsl.stdlib.fused import _chain
 from gpudsl.schedule import fuse
 
@@ -23,8 +23,8 @@ def solver_calls(monkeypatch):
 
 
 def test_fusing_a_chain_of_in_place_nests_asks_the_solver_nothing(solver_calls):
-    steps = (Step("relu", (0,)),) + tuple(Step("add", (None, 1)) if i % 2 else
-                                         Step("relu", (None,)) for i in range(1, 16))
+    steps = (ChainOp("relu", (0,)),) + tuple(ChainOp("add", (None, 1)) if i % 2 else
+                                         ChainOp("relu", (None,)) for i in range(1, 16))
     p = _chain("chain16", steps, ("d0: size", "x0: f32[d0]", "x1: f32[d0]",
                                   "out: f32[d0]"), ["d0"], ["x0", "x1"], ((True,), (True,)), 1)
     assert len(p.ir.body) == 1
