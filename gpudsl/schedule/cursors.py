@@ -70,6 +70,73 @@ def fwd_splice(at: Addr, n_new: int, inner: Callable[[Addr], Addr] | None = None
     return f
 
 
+@dataclass(frozen=True)
+class Moved:
+    """Edit: the node at ``old`` (relative to the replaced statements: ``(j,)`` is the
+    j-th, ``(j, "body", ...)`` below it) and everything under it now lives at ``new``
+    (an absolute address; ``old``'s suffixes follow)."""
+
+    old: tuple
+    new: Addr
+
+    def apply(self, r: tuple):
+        n = len(self.old)
+        return (n, self.new + r[n:]) if r[:n] == self.old else None
+
+
+@dataclass(frozen=True)
+class MovedRange:
+    """Edit: statements ``lo`` to ``hi`` (exclusive; None: to the end) of the old block
+    ``old_block`` (relative, as for :class:`Moved`; ``()`` is the replaced statements
+    themselves) now start at index ``start`` of the block ``new_block`` (absolute)."""
+
+    old_block: tuple
+    lo: int
+    hi: int | None
+    new_block: Addr
+    start: int
+
+    def apply(self, r: tuple):
+        n = len(self.old_block)
+        if len(r) <= n or r[:n] != self.old_block or not isinstance(r[n], int):
+            return None
+        j = r[n]
+        if j < self.lo or (self.hi is not None and j >= self.hi):
+            return None
+        return n + 1, self.new_block + (self.start + j - self.lo,) + r[n + 1:]
+
+
+@dataclass(frozen=True)
+class Into:
+    """Edit: the node at ``old`` and everything under it became part of the statement
+    at ``new``: their cursors point at ``new`` itself."""
+
+    old: tuple
+    new: Addr
+
+    def apply(self, r: tuple):
+        n = len(self.old)
+        return (n, self.new) if r[:n] == self.old else None
+
+
+def fwd_edits(at: Addr, n_new: int, edits, n_old: int = 1):
+    """Forwarding derived from the edits a primitive made when it replaced the
+    ``n_old`` statements from ``at`` by ``n_new``: an address inside them follows the
+    most specific edit that covers it (:class:`Moved`, :class:`MovedRange`,
+    :class:`Into`); one no edit covers was removed."""
+    edits = tuple(edits)
+
+    def inner(r: Addr):
+        best = None
+        for e in edits:
+            hit = e.apply(r)
+            if hit is not None and (best is None or hit[0] > best[0]):
+                best = hit
+        return None if best is None else best[1]
+
+    return fwd_splice(at, n_new, inner, n_old=n_old)
+
+
 def fwd_insert(gap_addr: Addr, n_new: int):
     """Forwarding for ``n_new`` statements inserted at a gap (before ``gap_addr``)."""
     baddr, i = gap_addr[:-1], gap_addr[-1]
@@ -425,5 +492,6 @@ def resolve(p, x, prim: str, want: str = "stmt") -> Cursor:
 
 __all__ = ["Cursor", "InvalidCursor", "find_loop", "find_alloc", "find", "forward", "body",
            "resolve", "stmt_at", "block_of", "splice", "replace_block",
-           "iter_stmts", "ancestors", "fwd_splice", "fwd_insert", "fwd_identity", "compose",
+           "iter_stmts", "ancestors", "fwd_splice", "fwd_edits", "Moved", "MovedRange", "Into",
+           "fwd_insert", "fwd_identity", "compose",
            "expr_at", "Expr"]

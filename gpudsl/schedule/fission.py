@@ -9,7 +9,8 @@ from ..ir.nodes import Alloc, Assign, BinOp, Const, For, If, Sync, Var
 from ..ir.syncs import is_sync
 from ..ir.types import BLOCKS
 from ..ir.visitor import bound_names, free_vars, rename as rename_names, walk
-from .cursors import ancestors, block_of, compose, fwd_identity, fwd_splice, splice
+from .cursors import (Moved, MovedRange, ancestors, block_of, compose, fwd_edits,
+                      fwd_identity, splice)
 from .fresh import freshen, proc_names, top_allocs
 from .legality import collect, find_conflict, prove, raise_conflict
 from .parallel import check_fused_blocks, check_parallel, refuse_new_mapping_issues
@@ -106,15 +107,10 @@ def _split_result(pdef, a, k: int, new: list):
     statement ``k``): the new proc, the second half's address, and the forwarding of
     addresses inside the old statement into the halves."""
 
-    def inner_map(r):
-        if len(r) == 1:
-            return a
-        j = r[2]
-        if j < k:
-            return a + ("body", j) + r[3:]
-        return a[:-1] + (a[-1] + 1, "body", j - k) + r[3:]
-
-    return splice(pdef, a, new), a[:-1] + (a[-1] + 1,), fwd_splice(a, 2, inner_map)
+    sib = a[:-1] + (a[-1] + 1,)
+    return splice(pdef, a, new), sib, fwd_edits(a, 2, [
+        Moved((0,), a), MovedRange((0, "body"), 0, k, a + ("body",), 0),
+        MovedRange((0, "body"), k, None, sib + ("body",), 0)])
 
 
 def _fission_guard(pdef, a, g: If, k: int):
@@ -236,12 +232,8 @@ def fuse(p, loop1, loop2):
     ir = splice(ir, c2.addr, [])
     refuse_new_mapping_issues(p.ir, ir, B.loc)
 
-    def inner_map(r):
-        if len(r) == 1:
-            return a1
-        return a1 + ("body", n1 + r[2]) + r[3:]
-
-    return Rewrite(ir, fwd_splice(c2.addr, 0, inner_map))
+    return Rewrite(ir, fwd_edits(c2.addr, 0, [
+        Moved((0,), a1), MovedRange((0, "body"), 0, None, a1 + ("body",), n1)]))
 
 
 def _same_iteration_only(a, b, it: str) -> bool:

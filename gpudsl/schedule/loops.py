@@ -14,7 +14,8 @@ from ..errors import SchedulingError
 from ..ir.nodes import Alloc, BinOp, Builtin, Const, For, If, Read, UnOp, Var
 from ..ir.types import BLOCKS, INDEX, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
-from .cursors import block_of, fwd_identity, fwd_splice, replace_block, splice
+from .cursors import (Moved, MovedRange, block_of, fwd_edits, fwd_identity,
+                      replace_block, splice)
 from .fresh import freshen_top_allocs, names_outside
 from .legality import collect, find_conflict, prove, raise_conflict
 from .parallel import check_parallel, refuse_new_mapping_issues
@@ -109,12 +110,8 @@ def divide_loop(p, loop, factor: int, names, tail: str = "guard", perfect: bool 
     a = c.addr
     deep = ("body", 0, "body", 0, "body") if tail == "guard" else ("body", 0, "body")
 
-    def inner_map(r):
-        if len(r) == 1:
-            return a
-        return a + deep + r[2:]
-
-    return Rewrite(splice(p.ir, a, new), fwd_splice(a, len(new), inner_map))
+    return Rewrite(splice(p.ir, a, new), fwd_edits(a, len(new), [
+        Moved((0,), a), Moved((0, "body"), a + deep)]))
 
 
 def _pe(e):
@@ -156,14 +153,9 @@ def reorder_loops(p, outer):
     new = t.with_(body=(s.with_(body=t.body),))
     a = c.addr
 
-    def inner_map(r):
-        if len(r) == 1:
-            return a + ("body", 0)
-        if len(r) == 3:
-            return a
-        return a + ("body", 0) + r[3:]
-
-    return Rewrite(splice(p.ir, a, [new]), fwd_splice(a, 1, inner_map))
+    return Rewrite(splice(p.ir, a, [new]), fwd_edits(a, 1, [
+        Moved((0,), a + ("body", 0)), Moved((0, "body", 0), a),
+        Moved((0, "body", 0, "body"), a + ("body", 0, "body"))]))
 
 
 def _check_no_reversed_dependence(p, c, s: For, t: For) -> None:
@@ -206,16 +198,12 @@ def _reorder_through_guard(p, c, s: For, g: If):
     new = t.with_(body=(s.with_(body=(g.with_(body=t.body),)),))
     a = c.addr
 
-    def inner_map(r):
-        if len(r) == 1:  # the old outer loop
-            return a + ("body", 0)
-        if len(r) == 3:  # the guard
-            return a + ("body", 0, "body", 0)
-        if len(r) == 5:  # the old inner loop
-            return a
-        return a + ("body", 0, "body", 0) + r[5:]
-
-    return Rewrite(splice(p.ir, a, [new]), fwd_splice(a, 1, inner_map))
+    inner_body = ("body", 0, "body", 0, "body")
+    return Rewrite(splice(p.ir, a, [new]), fwd_edits(a, 1, [
+        Moved((0,), a + ("body", 0)),                      # the old outer loop
+        Moved((0, "body", 0), a + ("body", 0, "body", 0)),  # the guard
+        Moved((0, "body", 0, "body", 0), a),                # the old inner loop
+        Moved((0,) + inner_body, a + inner_body)]))
 
 
 # ------------------------------------------------------------------ fission
@@ -253,12 +241,9 @@ def unroll_loop(p, loop):
     ir = splice(p.ir, a, new)
     refuse_new_mapping_issues(p.ir, ir, s.loc)
 
-    def inner_map(r):
-        if len(r) == 1:
-            return None
-        return a[:-1] + (a[-1] + r[2],) + r[3:]
-
-    return Rewrite(ir, fwd_splice(a, len(new), inner_map))
+    # the cursors in the body follow the first copy
+    return Rewrite(ir, fwd_edits(a, len(new), [
+        MovedRange((0, "body"), 0, None, a[:-1], a[-1])]))
 
 
 @primitive("cut_loop", loop=LOOP, at=TEXT)
@@ -282,10 +267,7 @@ def cut_loop(p, loop, at):
     new = [s.with_(hi=cut), s.with_(lo=cut)]
     a = c.addr
 
-    def inner_map(r):
-        return a + r[1:]
-
-    return Rewrite(splice(p.ir, a, new), fwd_splice(a, 2, inner_map))
+    return Rewrite(splice(p.ir, a, new), fwd_edits(a, 2, [Moved((0,), a)]))
 
 
 @primitive("remove_loop", loop=LOOP)
@@ -331,14 +313,9 @@ def remove_loop(p, loop):
     ir = splice(p.ir, a, new)
     refuse_new_mapping_issues(p.ir, ir, s.loc)
 
-    def inner_map(r):
-        if len(r) == 1:
-            return a if deep else None
-        if deep:
-            return a + ("body",) + r[2:]
-        return a[:-1] + (a[-1] + r[2],) + r[3:]
-
-    return Rewrite(ir, fwd_splice(a, len(new), inner_map))
+    moves = ([Moved((0,), a), MovedRange((0, "body"), 0, None, a + ("body",), 0)] if deep
+             else [MovedRange((0, "body"), 0, None, a[:-1], a[-1])])
+    return Rewrite(ir, fwd_edits(a, len(new), moves))
 
 
 # ------------------------------------------------------------------ parallelize_loop
@@ -403,12 +380,10 @@ def specialize(p, block, conds):
         out = (If(normalize(x), tuple(stmts), out, stmts[0].loc),)
     n_old = len(stmts)
 
-    def inner_map(r):
-        return a + ("body", r[0]) + r[1:]
-
     return Rewrite(replace_block(p.ir, a[:-1], block_of(p.ir, a[:-1])[:a[-1]] + out +
                                  block_of(p.ir, a[:-1])[a[-1] + n_old:]),
-                   fwd_splice(a, 1, inner_map, n_old=n_old))
+                   fwd_edits(a, 1, [MovedRange((), 0, None, a + ("body",), 0)],
+                             n_old=n_old))
 
 
 def _refuse_partial(pdef, addr, cond, guards, loc):
@@ -477,12 +452,7 @@ def simplify(p):
     ir, edits = simplify_ir(p.ir)
     fs = []
     for a, n, fld in edits:
-        def inner_map(r, a=a, fld=fld):
-            if len(r) >= 3 and r[1] == fld:
-                return a[:-1] + (a[-1] + r[2],) + r[3:]
-            return None
-
-        fs.append(fwd_splice(a, n, inner_map))
+        fs.append(fwd_edits(a, n, [MovedRange((0, fld), 0, None, a[:-1], a[-1])]))
 
     def fwd(addr):
         for f in fs:

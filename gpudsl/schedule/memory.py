@@ -14,8 +14,9 @@ from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If
                         Pass, Point, Read, Reduce, Var, WindowArg)
 from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED
 from ..ir.visitor import Transformer, bound_names, free_vars, fresh_name, rename, walk
-from .cursors import (ancestors, block_of, compose, fwd_identity, fwd_insert, fwd_splice,
-                      iter_stmts, replace_block, splice, stmt_at)
+from .cursors import (Moved, MovedRange, ancestors, block_of, compose, fwd_edits,
+                      fwd_identity, fwd_insert, iter_stmts, replace_block,
+                      splice, stmt_at)
 from .fresh import all_names, uses
 from .legality import prove
 from .loops import _pe
@@ -214,17 +215,10 @@ def _lift_once(pdef, a):
     if isinstance(P, For) and P.kind == "par":
         check_parallel(ir, pa[:-1] + (pa[-1] + 1,), P2, only={s.name})
 
-    def inner_map(r):
-        if len(r) == 1:
-            return pa[:-1] + (pa[-1] + 1,)
-        f2, jj = r[1], r[2]
-        if f2 == fld and jj == j:
-            return pa + r[3:]
-        if f2 == fld and jj > j:
-            jj -= 1
-        return pa[:-1] + (pa[-1] + 1, f2, jj) + r[3:]
-
-    return ir, pa, fwd_splice(pa, 2, inner_map)
+    nxt = pa[:-1] + (pa[-1] + 1,)
+    return ir, pa, fwd_edits(pa, 2, [
+        Moved((0,), nxt), Moved((0, fld, j), pa),
+        MovedRange((0, fld), j + 1, None, nxt + (fld,), j)])
 
 
 @primitive("sink_alloc", alloc=ALLOC)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..ir.nodes import BinOp, Const, For, Var
 from ..ir.types import INDEX
 from ..ir.visitor import free_vars, substitute
-from .cursors import fwd_splice, splice
+from .cursors import Moved, fwd_edits, splice
 from .loops import _check_new_names, _norm_block, _pe
 from .primitive import LOOP, NAME, Rewrite, fail, primitive
 from .simplify import const_value, normalize
@@ -59,11 +59,6 @@ def merge_loops(p, outer, name: str):
     new = For(name, Const(0), hi, body, s.kind, None, s.unroll or t.unroll, s.loc)
     a = outer.addr
 
-    def inner_map(r):
-        if len(r) == 1:
-            return a
-        if len(r) == 3:  # the inner loop itself: now the merged loop
-            return a
-        return a + ("body",) + r[4:]
-
-    return Rewrite(splice(p.ir, a, [new]), fwd_splice(a, 1, inner_map))
+    return Rewrite(splice(p.ir, a, [new]), fwd_edits(a, 1, [
+        Moved((0,), a), Moved((0, "body", 0), a),  # the inner loop: now the merged loop
+        Moved((0, "body", 0, "body"), a + ("body",))]))

@@ -20,7 +20,8 @@ from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, For, If, Pass
                         Stmt, Var)
 from ..ir.types import INDEX, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
-from .cursors import block_of, fwd_splice, replace_block, splice
+from .cursors import (Moved, MovedRange, block_of, fwd_edits, replace_block,
+                      splice)
 from .fresh import freshen_top_allocs, names_outside
 from .legality import collect, find_conflict, raise_conflict
 from .parallel import refuse_new_mapping_issues
@@ -187,14 +188,10 @@ def rotate_loop(p, loop, n: int = 1):
     ir = splice(p.ir, a, out)
     refuse_new_mapping_issues(p.ir, ir, L.loc)
 
-    def inner_map(r):
-        if len(r) == 1:
-            return loop_addr
-        j = r[2]
-        k = j - n if j >= n else len(s2) + j
-        return loop_addr + ("body", k) + r[3:]
-
-    return Rewrite(ir, fwd_splice(a, len(out), inner_map))
+    body = loop_addr + ("body",)
+    return Rewrite(ir, fwd_edits(a, len(out), [
+        Moved((0,), loop_addr), MovedRange((0, "body"), n, None, body, 0),
+        MovedRange((0, "body"), 0, n, body, len(s2))]))
 
 
 def _plus_var(it: str):

@@ -18,7 +18,7 @@ from ..ir.nodes import Alloc, Arrive, BinOp, Const, For, If, Sync, Var, Wait
 from ..ir.types import BARRIER, BLOCKS, INDEX, SHARED, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
 from .asyncs import _no_new_races, _used_after
-from .cursors import block_of, fwd_splice, replace_block
+from .cursors import Into, block_of, fwd_edits, replace_block
 from .fresh import proc_names
 from .legality import collect
 from .patterns import scope_at
@@ -237,11 +237,8 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
     _no_new_races(q.ir, ir, loc)
     n_main = next(j for j, s in enumerate(out) if isinstance(s, For))
 
-    def inner_map(r):
-        return baddr + (i + n_main,)
-
     # expand_dim moves no statement: addresses of p are addresses of q
-    return Rewrite(ir, fwd_splice(a, len(out), inner_map))
+    return Rewrite(ir, fwd_edits(a, len(out), [Into((), baddr + (i + n_main,))]))
 
 
 _SLOT = "__slot"

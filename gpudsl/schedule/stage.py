@@ -29,7 +29,7 @@ from ..ir.nodes import (Alloc, Assign, AsyncCopy, Atomic, BinOp, Call, Const, Fo
                         Interval, Point, Read, Stmt, Var, WindowArg)
 from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, bool_
 from ..ir.visitor import Transformer, fresh_name, walk
-from .cursors import block_of, fwd_splice, replace_block, stmt_at
+from .cursors import MovedRange, block_of, fwd_edits, replace_block, stmt_at
 from .fresh import all_names, uses
 from .legality import collect, describe, find_bad as _find_bad, prove
 from .loops import _pe
@@ -271,10 +271,8 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
 
     _copies_stay_parallel(p.ir, ir, a0, {buf, name})
 
-    def inner_map(r):
-        return baddr + (a0[-1] + off + r[0],) + r[1:]
-
-    return Rewrite(ir, fwd_splice(a0, len(new), inner_map, n_old=len(stmts)))
+    return Rewrite(ir, fwd_edits(a0, len(new), [MovedRange((), 0, None, baddr, a0[-1] + off)],
+                                 n_old=len(stmts)))
 
 
 def _copies_stay_parallel(old, new, addr, bufs: set):

@@ -102,3 +102,25 @@ def test_forwarding_stage_and_lift():
     assert q.forward(red).node().name == "acc"
     assert q.forward(loop_j).node().iter == "j"
     assert q.find_alloc("acc").addr == (0,)
+
+
+def test_forwarding_is_derived_from_edits():
+    # issue 21: primitives state where statements went; the forwarding follows the
+    # most specific edit, and an address no edit covers was removed
+    from gpudsl.schedule.cursors import InvalidCursor, Into, Moved, MovedRange, fwd_edits
+
+    a = (2,)
+    f = fwd_edits(a, 1, [Moved((0,), (2, "body", 0)), Moved((0, "body", 0), (2,)),
+                         Moved((0, "body", 0, "body"), (2, "body", 0, "body"))])
+    assert f((0,)) == (0,) and f((3,)) == (3,)          # outside: unchanged
+    assert f((2,)) == (2, "body", 0)                    # the outer loop moved in
+    assert f((2, "body", 0)) == (2,)                    # the inner loop moved out
+    assert f((2, "body", 0, "body", 4)) == (2, "body", 0, "body", 4)
+    g = fwd_edits((1,), 2, [MovedRange((0, "body"), 0, 3, (1, "body"), 0),
+                            MovedRange((0, "body"), 3, None, (2, "body"), 0)])
+    assert g((1, "body", 4, "body", 0)) == (2, "body", 1, "body", 0)
+    assert g((1, "body", 2)) == (1, "body", 2) and g((5,)) == (6,)
+    with pytest.raises(InvalidCursor):
+        g((1,))                                         # the split loop itself: gone
+    h = fwd_edits((0,), 3, [Into((), (1,))], n_old=2)
+    assert h((1, "body", 0)) == (1,) and h((2,)) == (3,)
