@@ -82,6 +82,20 @@ def prove(ir: ProcDef, bindings: dict):
     return check(ir, **bindings)
 
 
+def proof_or_refusal(ir: ProcDef, bindings: dict, check: bool, what: str):
+    """The compile paths' one proof step (a ``Kernel`` and each proc of a ``Unit``):
+    ``check()``'s report, or ``CheckError`` when it is not proved (``what``: what is
+    then not compiled); None with ``check=False``."""
+    if not check:
+        return None
+    report = prove(ir, bindings)
+    if not report.ok:
+        raise CheckError(report, hint=f"{ir.name} is not proved safe, so {what} is not "
+                         "compiled; fix the problems above, or compile with check=False "
+                         "to run it unproved")
+    return report
+
+
 class Kernel:
     """A compiled proc: call it with the proc's arguments.
 
@@ -112,13 +126,7 @@ class Kernel:
             self._build(check)
 
     def _build(self, check: bool) -> None:
-        self.report = None
-        if check:
-            self.report = prove(self.ir, self.bindings)
-            if not self.report.ok:
-                raise CheckError(self.report, hint=f"{self.ir.name} is not proved safe, so it is "
-                                 "not compiled; fix the problems above, or compile with "
-                                 "check=False to run it unproved")
+        self.report = proof_or_refusal(self.ir, self.bindings, check, "it")
         self.proved = self.report is not None
         self._written = written_names(inline_calls(self.ir).body)
         self._specs: dict[tuple, _Spec] = {}

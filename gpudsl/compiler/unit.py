@@ -34,7 +34,7 @@ import numpy as np
 from ..codegen import NeedsBinding, generate, index_bits_for
 from ..codegen.generate import check_bindings
 from ..display import status
-from ..errors import CheckError, CompileError, LaunchError
+from ..errors import CompileError, LaunchError
 from ..ir.binding import Bound
 from ..ir.inline import inline_calls, written_names
 from ..ir.nodes import ProcDef
@@ -43,7 +43,7 @@ from ..runtime.backends import BACKENDS
 from ..runtime.launch import Launch
 from ..runtime.signature import KernelSig
 from .arguments import bind_arguments
-from .kernel import _print, plan_launches, prove, temporary_shapes
+from .kernel import _print, plan_launches, proof_or_refusal, temporary_shapes
 
 _INCLUDE_BLOCK = re.compile(r"#ifndef GPUDSL_EMULATOR\n(?:#include <[^>]+>\n)+#endif\n?")
 
@@ -125,13 +125,7 @@ class Unit:
                 key = (ir, tuple(sorted(bindings.items())))
                 if key in self._by_ir:  # the same proc twice: one entry
                     continue
-                report = None
-                if check:
-                    report = prove(ir, bindings)
-                    if not report.ok:
-                        raise CheckError(report, hint=f"{ir.name} is not proved safe, so the "
-                                         "unit is not compiled (check=False compiles it "
-                                         "unproved)")
+                report = proof_or_refusal(ir, bindings, check, "the unit")
                 try:
                     module = generate(ir, bindings)
                 except NeedsBinding as e:
