@@ -60,11 +60,11 @@ import numpy as np
 from ..ir.types import BLOCKS, REGISTER, SHARED, THREADS
 from ..language import bf16, f16, f32, seq  # noqa: F401  (names of the @instr bodies)
 from ..proc import Proc, instr
-from ..schedule import (divide_loop, insert_sync, merge_loops, pad_dim, parallelize_loop,
+from ..schedule import (divide_loop, insert_sync, pad_dim, parallelize_loop,
                         replace, set_unroll, simplify, vectorize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
-from .matmul_tf32 import _calls, _const, fragments_and_tiles
+from .matmul_tf32 import _calls, _const, fragments_and_tiles, map_warp_lanes
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bm=64, bn=128, bk=32, wm=32, wn=64)  # sm_80: 96 registers, sm_90: 126
@@ -157,21 +157,7 @@ def schedule_matmul_half(p: Proc, dt: str, *, bm: int = 64, bn: int = 128, bk: i
             f"bn={bn}, bk={bk})")
 
     # 1. i = bm bi + wm wi + 16 mi + 8 rm + g ;  j = bn bj + wn wj + 8 ni + 2 t + rn
-    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
-    p = divide_loop(p, "ii", wm, ["wi", "im"], tail="perfect")
-    p = divide_loop(p, "im", 16, ["mi", "i16"], tail="perfect")
-    p = divide_loop(p, "i16", 8, ["rm", "g"], tail="perfect")
-    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
-    p = divide_loop(p, "jj", wn, ["wj", "jw"], tail="perfect")
-    p = divide_loop(p, "jw", 8, ["ni", "j8"], tail="perfect")
-    p = divide_loop(p, "j8", 2, ["t", "rn"], tail="perfect")
-    p = _permute_nest(p, ["bi", "wi", "mi", "rm", "g", "bj", "wj", "ni", "t", "rn"],
-                      ["bi", "bj", "wi", "wj", "g", "t", "mi", "ni", "rm", "rn"])
-    p = merge_loops(p, "wi", "w")  # the warp: wi = w // nwn, wj = w % nwn
-    p = parallelize_loop(p, "bi", BLOCKS)
-    p = parallelize_loop(p, "bj", BLOCKS)
-    for lp in ("w", "g", "t"):  # z, y, x: linear thread id t + 4 g + 32 w
-        p = parallelize_loop(p, lp, THREADS)
+    p = map_warp_lanes(p, bm, bn, wm, wn, (16, 8, ("rm", "g")), (8, 2, ("t", "rn")))
 
     # 2. the f32 accumulators: each lane's fragments of its warp tile, in registers
     # 3. the k loop: bk tiles outside the threads, 16-steps outside the mma tiles;

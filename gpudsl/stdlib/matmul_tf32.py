@@ -177,6 +177,30 @@ def a_pitch(bk: int) -> int:
     return next(p for p in range(bk, bk + 32) if p % 32 in (8, 24))
 
 
+def map_warp_lanes(p, bm: int, bn: int, wm: int, wn: int, rows: tuple, cols: tuple):
+    """The loop nest both tensor-core matmuls start from: ``i`` cut into the block
+    ``bi``, the warp ``wi``, the mma tile ``mi`` and the lanes' two row pieces, ``j``
+    likewise (``rows`` / ``cols``: ``(tile, split, (outer, inner))``, e.g.
+    ``(8, 2, ("t", "rm"))`` for ``8 mi + 2 t + rm``); the four warps merged into ``w``,
+    the blocks and the lanes ``(w, g, t)`` mapped (z, y, x: linear thread id
+    ``t + 4 g + 32 w``)."""
+    for var, tile, warp, (frag, split, lanes), b, w in (
+            ("i", bm, wm, rows, "bi", "wi"), ("j", bn, wn, cols, "bj", "wj")):
+        inner, mid, rest = var * 2, f"{var}m", f"{var}{frag}"
+        p = divide_loop(p, var, tile, [b, inner], tail="perfect")
+        p = divide_loop(p, inner, warp, [w, mid], tail="perfect")
+        p = divide_loop(p, mid, frag, ["mi" if var == "i" else "ni", rest], tail="perfect")
+        p = divide_loop(p, rest, split, list(lanes), tail="perfect")
+    p = _permute_nest(p, ["bi", "wi", "mi", *rows[2], "bj", "wj", "ni", *cols[2]],
+                      ["bi", "bj", "wi", "wj", "g", "t", "mi", "ni", "rm", "rn"])
+    p = merge_loops(p, "wi", "w")  # the warp: wi = w // nwn, wj = w % nwn
+    p = parallelize_loop(p, "bi", BLOCKS)
+    p = parallelize_loop(p, "bj", BLOCKS)
+    for lp in ("w", "g", "t"):
+        p = parallelize_loop(p, lp, THREADS)
+    return p
+
+
 def fragments_and_tiles(p, acc: str, frags: tuple, bm: int, bn: int, bk: int,
                         kstep: int):
     """The steps both tensor-core matmuls share after mapping the warp tile: the
@@ -226,21 +250,7 @@ def schedule_matmul_tf32(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 16,
             f"(bm={bm}, bn={bn}, bk={bk})")
 
     # 1. i = bm bi + wm wi + 8 mi + 2 t + rm ;  j = bn bj + wn wj + 16 ni + 2 g + rn
-    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
-    p = divide_loop(p, "ii", wm, ["wi", "im"], tail="perfect")
-    p = divide_loop(p, "im", 8, ["mi", "i8"], tail="perfect")
-    p = divide_loop(p, "i8", 2, ["t", "rm"], tail="perfect")
-    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
-    p = divide_loop(p, "jj", wn, ["wj", "jw"], tail="perfect")
-    p = divide_loop(p, "jw", 16, ["ni", "j16"], tail="perfect")
-    p = divide_loop(p, "j16", 2, ["g", "rn"], tail="perfect")
-    p = _permute_nest(p, ["bi", "wi", "mi", "t", "rm", "bj", "wj", "ni", "g", "rn"],
-                      ["bi", "bj", "wi", "wj", "g", "t", "mi", "ni", "rm", "rn"])
-    p = merge_loops(p, "wi", "w")  # the warp: wi = w // nwn, wj = w % nwn
-    p = parallelize_loop(p, "bi", BLOCKS)
-    p = parallelize_loop(p, "bj", BLOCKS)
-    for lp in ("w", "g", "t"):  # z, y, x: linear thread id t + 4 g + 32 w
-        p = parallelize_loop(p, lp, THREADS)
+    p = map_warp_lanes(p, bm, bn, wm, wn, (8, 2, ("t", "rm")), (16, 2, ("g", "rn")))
 
     # 2. the accumulators: each lane's fragments of its warp tile, in registers
     row = f"{bm} * bi + {wm} * (w // {nwn}) + 8 * mi + 2 * t + rm"
