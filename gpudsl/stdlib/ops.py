@@ -387,10 +387,10 @@ def permute(x, perm=None):
 def rms_norm(x, w):
     """``w * x / sqrt(mean(x^2) + 1e-5)`` over the last axis of ``x`` (a 1-D ``x`` is
     one row); ``w`` is 1-D, as long as that axis."""
-    xs, ws = check_tensor("x", x, dtypes=_ANY_FLOAT), check_tensor("w", w, dtypes=_ANY_FLOAT)
+    xs = check_tensor("x", x, dtypes=_ANY_FLOAT)
+    check_tensor("w", w, dtypes=_ANY_FLOAT)
     dt = _common_dtype("rms_norm", x=x, w=w)
-    require(len(ws) == 1 and ws[0] == xs[-1],
-            f"w has shape {ws}; it must be 1-D with the last axis of x ({xs[-1]})")
+    _table_rule("rms_norm", (x, w))
     if dt != "f32":  # f16/bf16: read widened, computed in f32, rounded once
         from .rms_norm import plan_rms_norm
 
@@ -406,14 +406,8 @@ def rms_norm(x, w):
 def complex_hadamard_product(a, b):
     """The elementwise complex product of ``a`` and ``b`` whose last axis has size 2
     (real, imaginary); ``b``'s other axes equal ``a``'s or are 1 (broadcast)."""
-    sa, sb = check_tensor("a", a), check_tensor("b", b)
-    require(sa[-1] == 2 and sb[-1] == 2,
-            f"the last axis must have size 2 (real, imaginary): a {sa}, b {sb}")
-    require(len(sa) == len(sb), f"the operands have ranks {len(sa)} and {len(sb)}; they "
-            "must be equal", "reshape b to a's rank with axes of size 1")
-    for i, (da, db) in enumerate(zip(sa, sb)):
-        require(db in (da, 1), f"axis {i}: b has {db} where a has {da}; each axis of b "
-                "must equal a's or be 1")
+    check_tensor("a", a), check_tensor("b", b)
+    _table_rule("complex_hadamard_product", (a, b))
     return _launch("complex_hadamard_product", (_contig(a), _contig(b)), {})[0]
 
 
@@ -461,20 +455,14 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     attends the keys ``j <= i + prefix - M`` (needs ``M <= prefix``).  ``scale``
     defaults to ``1 / sqrt(D)``.  float16/bfloat16 ``q, k, v`` (one dtype): read
     widened to float32, float32 softmax and sums, the output rounded once."""
-    from .attention import HEAD_DIMS
-
     qs, ks, vs = (check_tensor(name, a, ranks=(3,), dtypes=_ANY_FLOAT) for name, a in
                   (("q", q), ("k", k), ("v", v)))
     dt = _common_dtype("attention", q=q, k=k, v=v)
-    require(ks == vs, f"k has shape {ks} and v {vs}; they must be equal")
-    require(qs[0] == ks[0] and qs[2] == ks[2],
-            f"q has shape {qs} and k {ks}; they must agree on the heads (axis 0) and "
-            "the head dimension (axis 2)")
+    require(isinstance(causal, (bool, np.bool_)), f"causal must be a bool, not {causal!r}")
     h, m, d = qs
     n = ks[1]
-    require(d in HEAD_DIMS, f"head dimension {d} is not supported; the kernel takes "
-            f"{', '.join(map(str, HEAD_DIMS))}")
-    require(isinstance(causal, (bool, np.bool_)), f"causal must be a bool, not {causal!r}")
+    # the prefix is checked below, as an int or a tensor: the rule sees the full one
+    _table_rule("attention", (q, k, v), {"causal": bool(causal), "prefix": n})
     low = m if causal else 1
     if prefix is None:
         prefix = n
@@ -522,6 +510,15 @@ class _Operand:
         self.shape = tuple(int(d) for d in x.shape)
 
 
+def _table_rule(name: str, operands: tuple, attrs: dict | None = None) -> None:
+    """Node ``name``'s shape rule in the node table (the one statement of which shapes
+    fit, which graphs use too) on these arrays, refused as this op's error."""
+    try:
+        get(name).shape(tuple(_Operand(x) for x in operands), attrs or {})
+    except ShapeError as e:
+        raise NodeError(e.message, None, e.hint) from None
+
+
 def _generic(decl):
     """``gpudsl.ops.NAME`` for a node of the node table that has no function here:
     its operands (arrays) checked by its shape rule, then its kernel run."""
@@ -530,10 +527,7 @@ def _generic(decl):
             if not _is_array(x):
                 name = decl.operands[i] if i < len(decl.operands) else f"operand {i + 1}"
                 raise NodeError(f"{name} must be an array, not {type(x).__name__}")
-        try:
-            decl.shape(tuple(_Operand(x) for x in operands), attrs)
-        except ShapeError as e:
-            raise NodeError(e.message, None, e.hint) from None
+        _table_rule(decl.name, operands, attrs)
         out, err = _launch(decl.name, tuple(_contig(x) for x in operands), attrs)
         if err is not None:
             _raise_on_fault(err, "the kernel reported a fault in its arguments")

@@ -226,7 +226,7 @@ def _q(*s):
 
 
 @pytest.mark.parametrize("call, text", [
-    (lambda: ops.attention(_q(2, 1, 64), _q(2, 8, 64), _q(2, 9, 64)), "k has shape"),
+    (lambda: ops.attention(_q(2, 1, 64), _q(2, 8, 64), _q(2, 9, 64)), "the keys"),
     (lambda: ops.attention(_q(2, 1, 64), _q(3, 8, 64), _q(3, 8, 64)), "heads"),
     (lambda: ops.attention(_q(2, 1, 32), _q(2, 8, 64), _q(2, 8, 64)), "head dimension"),
     (lambda: ops.attention(_q(2, 1, 80), _q(2, 8, 80), _q(2, 8, 80)),
