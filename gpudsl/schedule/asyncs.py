@@ -12,7 +12,7 @@ from ..ir.nodes import (Alloc, AsyncCommit, AsyncCopy, AsyncWait, BinOp, Call, C
                         If, Pass, Read, Stmt, Sync, Var)
 from ..ir.types import INDEX, THREADS, bool_
 from ..ir.visitor import Transformer, bound_names, free_vars, substitute, walk
-from .cursors import Into, MovedRange, block_of, fwd_edits, fwd_splice, replace_block
+from .cursors import Into, MovedRange, block_of, fwd_edits, replace_block
 from .patterns import scope_at
 from .primitive import BLOCK, LOOP, POSITIVE_INT, Rewrite, fail, primitive
 from .simplify import const_value, normalize
@@ -94,9 +94,8 @@ def make_async(p, block):
     baddr, i = addr[:-1], addr[-1]
     blk = block_of(p.ir, baddr)
     ir = replace_block(p.ir, baddr, blk[:i] + out + blk[i + len(stmts):])
-    n_old = len(stmts)
-    return Rewrite(ir, fwd_splice(addr, len(out), lambda r: baddr + (i + r[0],) + r[1:],
-                                  n_old))
+    return Rewrite(ir, fwd_edits(addr, len(out), [MovedRange((), 0, None, baddr, i)],
+                                 n_old=len(stmts)))
 
 
 def _arrays_at(pdef, addr) -> dict:
