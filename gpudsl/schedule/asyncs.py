@@ -12,7 +12,7 @@ from ..ir.nodes import (Alloc, AsyncCommit, AsyncCopy, AsyncWait, BinOp, Call, C
                         If, Pass, Read, Stmt, Sync, Var)
 from ..ir.types import INDEX, THREADS, bool_
 from ..ir.visitor import Transformer, bound_names, free_vars, substitute, walk
-from .cursors import block_of, fwd_splice, replace_block
+from .cursors import Into, MovedRange, block_of, fwd_edits, replace_block
 from .patterns import scope_at
 from .primitive import BLOCK, LOOP, POSITIVE_INT, Rewrite, fail, primitive
 from .simplify import const_value, normalize
@@ -94,9 +94,8 @@ def make_async(p, block):
     baddr, i = addr[:-1], addr[-1]
     blk = block_of(p.ir, baddr)
     ir = replace_block(p.ir, baddr, blk[:i] + out + blk[i + len(stmts):])
-    n_old = len(stmts)
-    return Rewrite(ir, fwd_splice(addr, len(out), lambda r: baddr + (i + r[0],) + r[1:],
-                                  n_old))
+    return Rewrite(ir, fwd_edits(addr, len(out), [MovedRange((), 0, None, baddr, i)],
+                                 n_old=len(stmts)))
 
 
 def _arrays_at(pdef, addr) -> dict:
@@ -173,11 +172,44 @@ def pipeline_loop(p, loop, stages: int = 2):
 
     Example: ``pipeline_loop(p, "po", stages=3)``
     """
-    from .memory import expand_dim
-
     c = loop
     L: For = c.node()
     k = stages
+    lead, copies, rest = _pipelined_form(L, k)
+    dsts = _staged_destinations(p, c.addr, L, k, lead, copies, rest)
+    # the circular buffer: a leading dimension of k indexed by i % k
+    q = circular_buffers(p, dsts, L.iter, k)
+    c2 = q.forward(c)
+    L2: For = c2.node()
+    lead2, copies2, rest2 = _copy_part(L2.body)
+    out = _pipelined(L, L2, copies2, rest2, k)
+    a = c2.addr
+    baddr, i = a[:-1], a[-1]
+    blk = block_of(q.ir, baddr)
+    ir = replace_block(q.ir, baddr, blk[:i] + out + blk[i + 1:])
+    _no_new_races(q.ir, ir, L.loc)
+    main = baddr + (i + len(out) - 1,)
+    skip = len(lead2) + len(copies2) + 3
+
+    # expand_dim moves no statement: addresses of p are addresses of q; the leading
+    # sync and the copies became part of the loop, the compute follows its 4 new steps
+    return Rewrite(ir, fwd_edits(a, len(out), [
+        Into((0,), main), MovedRange((0, "body"), skip, None, main + ("body",), 4)]))
+
+
+def circular_buffers(p, names, it: str, k: int):
+    """``p`` with each array of ``names`` given a leading dimension of ``k`` indexed
+    by ``it % k`` (``expand_dim``): the slots of a ``k``-deep circular buffer."""
+    from .memory import expand_dim
+
+    for d in names:
+        p = expand_dim(p, d, str(k), f"{it} % {k}")
+    return p
+
+
+def _pipelined_form(L: For, k: int):
+    """``(lead, copies, rest)`` of the loop ``L``: a ``seq`` loop of the form
+    :func:`_copy_part` reads, its staged buffers allocated outside it."""
     if not 2 <= k <= 8:
         raise fail(f"stages must be 2 to 8, not {k}", L.loc)
     if L.kind != "seq" or L.mapping is not None:
@@ -192,7 +224,14 @@ def pipeline_loop(p, loop, stages: int = 2):
         raise fail(f"the body of {L.iter} is not `[sync()] copies async_commit() "
                    "async_wait(0) sync() compute` with copies thread loops of async copies",
                    L.loc, "make the tile copies async first: make_async(p, copies)")
-    lead, copies, rest = parts
+    return parts
+
+
+def _staged_destinations(p, addr, L: For, k: int, lead, copies, rest) -> list:
+    """The sorted destinations of the ``copies`` (of the loop ``L`` at ``addr``),
+    which may be issued ``k - 1`` iterations early: their sources written nowhere in
+    the loop, their indices free of the body's names; each destination allocated
+    outside the loop, written in it only by the copies and unused after it."""
     dsts = sorted({n.dst for s in copies for n in walk(s) if isinstance(n, AsyncCopy)})
     srcs = sorted({n.src for s in copies for n in walk(s) if isinstance(n, AsyncCopy)})
     written = _written(L.body, copies)
@@ -206,22 +245,22 @@ def pipeline_loop(p, loop, stages: int = 2):
         if bad:
             raise fail(f"the copies use '{sorted(bad)[0]}', defined in the loop's body",
                        s.loc)
-    env = scope_at(p.ir, c.addr)
+    env = scope_at(p.ir, addr)
     for d in dsts:
         if d not in env:
             raise fail(f"'{d}' is allocated in the loop: lift_alloc it out first", L.loc,
                        f"lift_alloc(p, \"{d}\")")
         if d in written:
             raise fail(f"the loop writes '{d}' outside its copies", L.loc)
-    if _used_after(p.ir, c.addr, dsts):
+    if _used_after(p.ir, addr, dsts):
         raise fail("a staged buffer is used after the loop", L.loc)
-    # the circular buffer: a leading dimension of k indexed by i % k
-    q = p
-    for d in dsts:
-        q = expand_dim(q, d, str(k), f"{L.iter} % {k}")
-    c2 = q.forward(c)
-    L2: For = c2.node()
-    lead2, copies2, rest2 = _copy_part(L2.body)
+    return dsts
+
+
+def _pipelined(L: For, L2: For, copies2, rest2, k: int) -> tuple:
+    """The prologue (the copies of the first ``k - 1`` tiles, each under ``if`` and
+    committed) and the loop ``L2`` (its slots expanded) that waits, publishes its
+    tile, issues the copies of tile ``i + k - 1`` and computes on tile ``i``."""
     it = L.iter
 
     def at(delta_expr):
@@ -236,26 +275,7 @@ def pipeline_loop(p, loop, stages: int = 2):
     body = (AsyncWait(k - 2, L.loc), Sync(L.loc),
             If(BinOp("<", nxt, L2.hi, bool_), at(nxt), (), L.loc),
             AsyncCommit(L.loc)) + tuple(rest2)
-    new_loop = L2.with_(body=body)
-    a = c2.addr
-    baddr, i = a[:-1], a[-1]
-    blk = block_of(q.ir, baddr)
-    out = tuple(pro) + (new_loop,)
-    ir = replace_block(q.ir, baddr, blk[:i] + out + blk[i + 1:])
-    _no_new_races(q.ir, ir, L.loc)
-    n_pro = len(pro)
-    skip = len(lead2) + len(copies2) + 3
-
-    def inner(r):
-        if len(r) == 1:
-            return baddr + (i + n_pro,)
-        j = r[2]
-        if j < skip:
-            return baddr + (i + n_pro,)
-        return baddr + (i + n_pro, "body", j - skip + 4) + r[3:]
-
-    # expand_dim moves no statement: addresses of p are addresses of q
-    return Rewrite(ir, fwd_splice(a, len(out), inner))
+    return tuple(pro) + (L2.with_(body=body),)
 
 
 def _tidy(stmts) -> tuple:

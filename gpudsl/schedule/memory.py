@@ -299,26 +299,51 @@ def expand_dim(p, alloc, size, index):
     """
     c = alloc
     s: Alloc = c.node()
+    sz, ix = _size_and_index(p.ir, c.addr, s, size, index)
+    a = c.addr
+    baddr = a[:-1]
+    _index_in_bounds(p.ir, a, s.name, ix, sz)
+    rest0 = block_of(p.ir, baddr)[a[-1] + 1:]
+    if rest0:
+        check_flow(p.ir, baddr + (a[-1] + 1,), rest0, s.name, ix, s.loc,
+                   f"a value of '{s.name}' written where {_pe(ix)} has one value is read "
+                   "where it has another")
+    blk = block_of(p.ir, baddr)
+    rest = _Expand(s, ix).visit_block(blk[a[-1] + 1:])
+    new_alloc = s.with_(shape=(sz,) + s.shape)
+    ir = replace_block(p.ir, baddr, blk[:a[-1]] + (new_alloc,) + rest)
+    keep_mapping(p.ir, ir, s.loc, a)
+    return Rewrite(ir, fwd_identity)
+
+
+def _size_and_index(pdef, addr, s: Alloc, size: str, index: str):
+    """The new extent (of names visible at the allocation ``s`` at ``addr``) and
+    the index, parsed and normalized."""
     prim = current()
-    sz = normalize(parse_at(p.ir, c.addr, size, prim, "shape", s.loc, "the new extent"))
-    ix = normalize(parse_at(p.ir, c.addr, index, prim, "int", s.loc, "the index",
+    sz = normalize(parse_at(pdef, addr, size, prim, "shape", s.loc, "the new extent"))
+    ix = normalize(parse_at(pdef, addr, index, prim, "int", s.loc, "the index",
                             all_loops=True))
-    bad_vars = free_vars(sz) - set(scope_at(p.ir, c.addr))
+    bad_vars = free_vars(sz) - set(scope_at(pdef, addr))
     if bad_vars:
         raise fail(f"the size uses {', '.join(sorted(bad_vars))}, not visible at the "
                    "allocation", s.loc)
-    a = c.addr
+    return sz, ix
+
+
+def _index_in_bounds(pdef, a, name: str, ix, sz):
+    """Prove ``0 <= ix < sz`` at every statement after the allocation at ``a`` that
+    uses ``name`` (its names visible there)."""
     baddr = a[:-1]
     prefix_len = len(baddr)
     # every access site (the bound depends only on the enclosing statements: one
     # proof per block, not per statement; issue 28)
     proved: set = set()
-    for addr, st in iter_stmts(p.ir):
+    for addr, st in iter_stmts(pdef):
         if addr[:prefix_len] != baddr or addr[prefix_len] <= a[-1]:
             continue
-        if not _stmt_mentions(st, s.name):
+        if not _stmt_mentions(st, name):
             continue
-        visible = set(scope_at(p.ir, addr))
+        visible = set(scope_at(pdef, addr))
         missing = free_vars(ix) - visible
         if missing:
             raise fail(f"the index {_pe(ix)} uses {', '.join(sorted(missing))}, not "
@@ -326,50 +351,44 @@ def expand_dim(p, alloc, size, index):
         if addr[:-1] in proved:
             continue
         proved.add(addr[:-1])
-        prove(p.ir, addr, lambda enc, e_: z3.And(enc.int(ix, e_) >= 0,
+        prove(pdef, addr, lambda enc, e_: z3.And(enc.int(ix, e_) >= 0,
                                                  enc.int(ix, e_) < enc.int(sz, e_)),
-              f"0 <= {_pe(ix)} < {_pe(sz)} where '{s.name}' is used", st.loc)
+              f"0 <= {_pe(ix)} < {_pe(sz)} where '{name}' is used", st.loc)
 
-    rest0 = block_of(p.ir, baddr)[a[-1] + 1:]
-    if rest0:
-        check_flow(p.ir, baddr + (a[-1] + 1,), rest0, s.name, ix, s.loc,
-                   f"a value of '{s.name}' written where {_pe(ix)} has one value is read "
-                   "where it has another")
 
-    class Ex(Transformer):
-        def visit_Read(self, e):
-            e = self.generic(e)
-            return e.with_(idx=(ix,) + e.idx) if e.name == s.name else e
+class _Expand(Transformer):
+    """Every access of the allocation ``s`` given the leading index ``ix``."""
 
-        def _st(self, st):
-            if isinstance(st, Atomic) and st.result == s.name:
-                raise fail(f"'{s.name}' receives an atomic's old value, which goes into a "
-                           "scalar", st.loc)
-            st = self.generic(st)
-            return st.with_(idx=(ix,) + st.idx) if st.name == s.name else st
+    def __init__(self, s: Alloc, ix):
+        self.s, self.ix = s, ix
 
-        visit_Assign = visit_Reduce = visit_Atomic = _st
+    def visit_Read(self, e):
+        e = self.generic(e)
+        return e.with_(idx=(self.ix,) + e.idx) if e.name == self.s.name else e
 
-        def visit_AsyncCopy(self, st):
-            st = self.generic(st)
-            if st.dst == s.name:
-                st = st.with_(dst_idx=(ix,) + st.dst_idx)
-            if st.src == s.name:
-                st = st.with_(src_idx=(ix,) + st.src_idx)
-            return st
+    def _st(self, st):
+        s = self.s
+        if isinstance(st, Atomic) and st.result == s.name:
+            raise fail(f"'{s.name}' receives an atomic's old value, which goes into a "
+                       "scalar", st.loc)
+        st = self.generic(st)
+        return st.with_(idx=(self.ix,) + st.idx) if st.name == s.name else st
 
-        def visit_WindowArg(self, e):
-            if e.name != s.name:
-                return e
-            idx = e.idx or tuple(Interval(Const(0), x) for x in s.shape)
-            return e.with_(idx=(Point(ix),) + idx)
+    visit_Assign = visit_Reduce = visit_Atomic = _st
 
-    blk = block_of(p.ir, baddr)
-    rest = Ex().visit_block(blk[a[-1] + 1:])
-    new_alloc = s.with_(shape=(sz,) + s.shape)
-    ir = replace_block(p.ir, baddr, blk[:a[-1]] + (new_alloc,) + rest)
-    keep_mapping(p.ir, ir, s.loc, a)
-    return Rewrite(ir, fwd_identity)
+    def visit_AsyncCopy(self, st):
+        st = self.generic(st)
+        if st.dst == self.s.name:
+            st = st.with_(dst_idx=(self.ix,) + st.dst_idx)
+        if st.src == self.s.name:
+            st = st.with_(src_idx=(self.ix,) + st.src_idx)
+        return st
+
+    def visit_WindowArg(self, e):
+        if e.name != self.s.name:
+            return e
+        idx = e.idx or tuple(Interval(Const(0), x) for x in self.s.shape)
+        return e.with_(idx=(Point(self.ix),) + idx)
 
 
 def _stmt_mentions(st, name) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..ir.nodes import Alloc, Arrive, BinOp, Const, For, If, Sync, Var, Wait
 from ..ir.types import BARRIER, BLOCKS, INDEX, SHARED, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
-from .asyncs import _no_new_races, _used_after
+from .asyncs import _no_new_races, _used_after, circular_buffers
 from .cursors import Into, block_of, fwd_edits, replace_block
 from .fresh import proc_names
 from .legality import collect
@@ -126,22 +126,57 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
 
     Example: ``warp_specialize(p, "i", producers=(0, 32), consumers=(32, 64), stages=2)``
     """
-    from .memory import expand_dim
-
     c = loop
     L: For = c.node()
     k = stages
+    P, C = _ranges(k, producers, consumers, L.loc)
+    lead, prod, cons = _staged_loop(p, c.addr, L)
+    staged = _staged_buffers(p, c.addr, L, prod, cons, k)
+    _fit(prod, cons, P, C)  # each thread loop fits its range
+
+    # the circular buffer: a leading dimension of k indexed by i % k
+    q = circular_buffers(p, sorted(staged), L.iter, k) if k > 1 else p
+    L2: For = q.forward(c).node()
+    lead2, prod_q, cons_q = _parts(L2.body)
+    prod, cons = _fit(prod_q, cons_q, P, C)
+    out = _specialized(q, L, L2, lead, prod, cons, k, P, C)
+    a = q.forward(c).addr
+    baddr, i = a[:-1], a[-1]
+    blk = block_of(q.ir, baddr)
+    ir = replace_block(q.ir, baddr, blk[:i] + tuple(out) + blk[i + 1:])
+    _no_new_races(q.ir, ir, L.loc)
+    n_main = next(j for j, s in enumerate(out) if isinstance(s, For))
+
+    # expand_dim moves no statement: addresses of p are addresses of q
+    return Rewrite(ir, fwd_edits(a, len(out), [Into((), baddr + (i + n_main,))]))
+
+
+def _fit(prod, cons, P, C):
+    """The copies moved onto the producer threads ``P``, the compute onto the
+    consumer threads ``C``."""
+    return ([_onto(s, *P, "producers") for s in prod],
+            [_onto(s, *C, "consumers") for s in cons])
+
+
+def _ranges(k: int, producers, consumers, loc):
+    """The producer and consumer ranges, disjoint, with ``k`` at most 8."""
     if k > 8:
-        raise fail(f"stages must be 1 to 8, not {k}", L.loc)
-    plo, phi = _range(producers, "producers", L.loc)
-    clo, chi = _range(consumers, "consumers", L.loc)
+        raise fail(f"stages must be 1 to 8, not {k}", loc)
+    plo, phi = _range(producers, "producers", loc)
+    clo, chi = _range(consumers, "consumers", loc)
     if plo < chi and clo < phi:
         raise fail(f"the producer and consumer ranges ({plo}, {phi}) and ({clo}, {chi}) "
-                   "overlap", L.loc, "one thread range fills, another computes: "
+                   "overlap", loc, "one thread range fills, another computes: "
                    "pipeline_loop pipelines a loop run by all threads")
+    return (plo, phi), (clo, chi)
+
+
+def _staged_loop(p, addr, L: For):
+    """``(lead, producer, consumer)`` of the loop ``L`` at ``addr``: a ``seq`` loop
+    directly in a ``@ BLOCKS`` loop's body, allocating nothing, of the staged form."""
     if L.kind != "seq" or L.mapping is not None:
         raise fail(f"loop {L.iter} is not a seq loop", L.loc)
-    owner = _owner(p.ir, c.addr)
+    owner = _owner(p.ir, addr)
     if not (isinstance(owner, For) and owner.mapping == BLOCKS):
         raise fail(f"loop {L.iter} must stand directly in a @ BLOCKS loop's body (its split "
                    "barriers are allocated at block level)", L.loc)
@@ -154,14 +189,20 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
     if isinstance(parts, str):
         raise fail(f"{parts} (loop {L.iter})", L.loc,
                    "a staged loop: copies into SHARED, a barrier, the compute on them")
-    lead, prod, cons = parts
-    env = scope_at(p.ir, c.addr)
+    return parts
+
+
+def _staged_buffers(p, addr, L: For, prod, cons, k: int) -> set:
+    """The SHARED arrays the copies ``prod`` write (allocated outside the loop),
+    which the copies do not read, the compute ``cons`` does not write and nothing
+    after the loop uses; the copies read nothing else the loop writes."""
+    env = scope_at(p.ir, addr)
     inner = bound_names(tuple(prod))
     staged = set()
     for a in collect(tuple(prod)):
         if a.writes and a.buf not in inner:
             info = env.get(a.buf)
-            mem = _memory_of(p.ir, c.addr, a.buf)
+            mem = _memory_of(p.ir, addr, a.buf)
             if info is None or mem != SHARED:
                 raise fail(f"the copies write '{a.buf}', which is not a SHARED array "
                            f"allocated outside loop {L.iter}", L.loc,
@@ -181,23 +222,15 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
             raise fail(f"the compute writes the staged buffer '{a.buf}'", L.loc)
     if free_vars(L.lo) & written or free_vars(L.hi) & written:
         raise fail(f"the bounds of {L.iter} read what its body writes", L.loc)
-    if _used_after(p.ir, c.addr, sorted(staged)):
+    if _used_after(p.ir, addr, sorted(staged)):
         raise fail("a staged buffer is used after the loop", L.loc)
-    for s in prod:  # each thread loop fits its range
-        _onto(s, plo, phi, "producers")
-    for s in cons:
-        _onto(s, clo, chi, "consumers")
+    return staged
 
-    # the circular buffer: a leading dimension of k indexed by i % k
-    q = p
-    if k > 1:
-        for d in sorted(staged):
-            q = expand_dim(q, d, str(k), f"{L.iter} % {k}")
-    L2: For = q.forward(c).node()
-    lead2, prod_q, cons_q = _parts(L2.body)
-    prod = [_onto(s, plo, phi, "producers") for s in prod_q]
-    cons = [_onto(s, clo, chi, "consumers") for s in cons_q]
 
+def _specialized(q, L: For, L2: For, lead: bool, prod, cons, k: int, P, C) -> list:
+    """The statements replacing the loop (``L2``, its slots expanded in ``q``):
+    the split barriers (allocated, ``empty`` arrived once), the loop running each
+    step between them (unrolled by ``k`` when ``k > 1``), a closing ``sync()``."""
     taken = proc_names(q.ir)
     full, empty = [], []
     for s in range(k):
@@ -205,8 +238,8 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
             name = _fresh(f"{base}{s if k > 1 else ''}", taken)
             lst.append(name)
     loc = L.loc
-    P = (Const(plo), Const(phi))
-    C = (Const(clo), Const(chi))
+    P = tuple(Const(x) for x in P)
+    C = tuple(Const(x) for x in C)
 
     lo_c = const_value(L2.lo)
     slot = normalize(BinOp("%", Var(L.iter), Const(k), INDEX))
@@ -230,15 +263,7 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
     else:
         out += _unrolled(L2, k, step, taken, loc)
     out.append(Sync(loc))
-    a = q.forward(c).addr
-    baddr, i = a[:-1], a[-1]
-    blk = block_of(q.ir, baddr)
-    ir = replace_block(q.ir, baddr, blk[:i] + tuple(out) + blk[i + 1:])
-    _no_new_races(q.ir, ir, loc)
-    n_main = next(j for j, s in enumerate(out) if isinstance(s, For))
-
-    # expand_dim moves no statement: addresses of p are addresses of q
-    return Rewrite(ir, fwd_edits(a, len(out), [Into((), baddr + (i + n_main,))]))
+    return out
 
 
 _SLOT = "__slot"

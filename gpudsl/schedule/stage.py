@@ -169,12 +169,44 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
     Example: ``stage_mem(p, p.find_loop("j"), "x[i, 0:m]", "row", SHARED)``
     """
     c = block
-    prim = current()
     stmts = c.node()
     loc = stmts[0].loc
     env = scope_at(p.ir, c.addr)
+    win, steps = _window(p.ir, c.addr, window, env, loc)
+    buf = win.name
+    ty, shape = env[buf][1], env[buf][2]
+    if name in all_names(p.ir) or name in env:
+        raise fail(f"the name '{name}' is already used", loc)
+    mine = _accesses(stmts, buf, loc)
+    shown = window.strip() if steps else _pe(win)  # a stepped window as the user wrote it
+    staged, cov, guards = _covered(p.ir, c.addr, mine, win, steps, shape, shown, loc)
+    # rewrite
+    cp = _Copies(p.ir, buf, name, ty, shape, win, steps, guards, loc)
+    writes = any(a.writes for a in cov)
+    copy_in = bool(steps) or not _overwritten_first(stmts, buf, win)
+    new = [Alloc(name, ty, tuple(cp.ext), memory, loc)]
+    if copy_in:
+        new.append(cp.copy(True))
+    off = len(new)
+    new += list(_Redirect(buf, name, win, staged, steps).visit_block(tuple(stmts)))
+    if writes:
+        new.append(cp.copy(False))
+    a0 = c.addr
+    baddr = a0[:-1]
+    blk = block_of(p.ir, baddr)
+    ir = replace_block(p.ir, baddr, blk[:a0[-1]] + tuple(new) + blk[a0[-1] + len(stmts):])
+
+    _copies_stay_parallel(p.ir, ir, a0, {buf, name})
+
+    return Rewrite(ir, fwd_edits(a0, len(new), [MovedRange((), 0, None, baddr, a0[-1] + off)],
+                                 n_old=len(stmts)))
+
+
+def _window(pdef, addr, window: str, env, loc):
+    """The window (parsed at ``addr``, every subscript normalized, the whole array
+    for a bare name) and the steps of its ranges (``()`` when none is given)."""
     plain, steps = _steps(window, loc)
-    win = parse_at(p.ir, c.addr, plain, prim, "window", loc)
+    win = parse_at(pdef, addr, plain, current(), "window", loc)
     if steps and (len(steps) != len(win.idx) or any(
             s != 1 and not isinstance(w, Interval) for s, w in zip(steps, win.idx))):
         raise fail(f"the window {window!r} has a step on a subscript that is not a range",
@@ -184,10 +216,12 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
         win = win.with_(idx=tuple(Interval(Const(0), x) for x in shape))
     win = win.with_(idx=tuple(Point(normalize(w.pt)) if isinstance(w, Point) else
                               Interval(normalize(w.lo), normalize(w.hi)) for w in win.idx))
-    buf = win.name
-    ty, shape = env[buf][1], env[buf][2]
-    if name in all_names(p.ir) or name in env:
-        raise fail(f"the name '{name}' is already used", loc)
+    return win, steps
+
+
+def _accesses(stmts, buf: str, loc) -> list:
+    """The block's accesses of ``buf`` (not of a local copy); a call taking it, an
+    async copy of it or an atomic on it is refused."""
     accs = collect(stmts)
     for n in walk(tuple(stmts)):
         if isinstance(n, Call) and any(isinstance(a, WindowArg) and a.name == buf
@@ -204,75 +238,79 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
         if a.mode == "atomic" or isinstance(a.stmt, Atomic):
             raise fail(f"the block updates '{buf}' atomically (or receives an atomic's old "
                        "value in it); atomics cannot be staged", a.stmt.loc)
-    shown = window.strip() if steps else _pe(win)  # a stepped window as the user wrote it
-    staged, missed, first_miss = _split(p.ir, c.addr, mine, win, steps)
+    return mine
+
+
+def _covered(pdef, addr, mine, win, steps, shape, shown: str, loc):
+    """``(staged, cov, guards)``: the keys of the accesses the window covers, those
+    accesses, and the bounds guards of the copies (:func:`_bounds`); refused when
+    it covers none, or an access left alone may touch the window."""
+    staged, missed, first_miss = _split(pdef, addr, mine, win, steps)
     if not staged:
         a, w = first_miss
         raise fail(f"the window {shown} misses {describe(a)}", a.stmt.loc,
                    "widen the window or stage a smaller block", w)
     cov = [a for a in mine if _key(a) in staged]
-    _keep_order(p.ir, c.addr, cov, [a for a in mine if _key(a) not in staged], win, steps,
+    _keep_order(pdef, addr, cov, [a for a in mine if _key(a) not in staged], win, steps,
                 shown)
-    guards = _bounds(p.ir, c.addr, win, shape, cov, buf, loc, shown)
-    # rewrite
-    stp = steps or (1,) * len(win.idx)
-    ext = [normalize(_e("-", w.hi, w.lo) if s == 1 else
-                     _e("//", _e("+", _e("-", w.hi, w.lo), Const(s - 1)), Const(s)))
-           for w, s in zip(win.idx, stp) if isinstance(w, Interval)]
-    taken = all_names(p.ir)
-    iters = []
-    for d in range(len(ext)):
-        n_ = fresh_name(f"i{d}", taken)
-        taken.add(n_)
-        iters.append(n_)
+    guards = _bounds(pdef, addr, win, shape, cov, win.name, loc, shown)
+    return staged, cov, guards
 
-    def copy(into_stage: bool):
+
+class _Copies:
+    """The copies between the window of ``buf`` and the staged array ``name``:
+    loops over fresh ``i0, i1, ...`` (one per range, of the range's extent),
+    guarded where the window may leave the array (``guards``, from :func:`_bounds`)."""
+
+    def __init__(self, pdef, buf, name, ty, shape, win, steps, guards, loc):
+        self.buf, self.name, self.ty, self.shape = buf, name, ty, shape
+        self.win, self.guards, self.loc = win, guards, loc
+        self.stp = steps or (1,) * len(win.idx)
+        self.ext = [normalize(_e("-", w.hi, w.lo) if s == 1 else
+                              _e("//", _e("+", _e("-", w.hi, w.lo), Const(s - 1)), Const(s)))
+                    for w, s in zip(win.idx, self.stp) if isinstance(w, Interval)]
+        taken = all_names(pdef)
+        self.iters = []
+        for d in range(len(self.ext)):
+            n_ = fresh_name(f"i{d}", taken)
+            taken.add(n_)
+            self.iters.append(n_)
+
+    def _source(self) -> list:
+        """The element of ``buf`` that iteration ``(i0, i1, ...)`` copies."""
         src_idx, k = [], 0
-        for w, s in zip(win.idx, stp):
+        for w, s in zip(self.win.idx, self.stp):
             if isinstance(w, Point):
                 src_idx.append(w.pt)
             else:
-                v = Var(iters[k]) if s == 1 else _e("*", Const(s), Var(iters[k]))
+                v = Var(self.iters[k]) if s == 1 else _e("*", Const(s), Var(self.iters[k]))
                 src_idx.append(normalize(_e("+", w.lo, v)))
                 k += 1
-        st_idx = tuple(Var(v) for v in iters)
+        return src_idx
+
+    def copy(self, into_stage: bool):
+        """The copy loops in (``into_stage``) or back."""
+        buf, name, ty, loc = self.buf, self.name, self.ty, self.loc
+        src_idx = self._source()
+        st_idx = tuple(Var(v) for v in self.iters)
         if into_stage:
             st = Assign(name, st_idx, Read(buf, tuple(src_idx), ty), loc)
         else:
             st = Assign(buf, tuple(src_idx), Read(name, st_idx, ty), loc)
         conds = []
-        for d, lower, upper in guards:
+        for d, lower, upper in self.guards:
             if lower:
                 conds.append(_c(">=", src_idx[d], Const(0)))
             if upper:
-                conds.append(_c("<", src_idx[d], shape[d]))
+                conds.append(_c("<", src_idx[d], self.shape[d]))
         if conds:
             cond = conds[0]
             for x in conds[1:]:
                 cond = _c("and", cond, x)
             st = If(cond, (st,), (), loc)
-        for v, x in reversed(list(zip(iters, ext))):
+        for v, x in reversed(list(zip(self.iters, self.ext))):
             st = For(v, Const(0), x, (st,), "seq", None, False, loc)
         return st
-
-    writes = any(a.writes for a in cov)
-    copy_in = bool(steps) or not _overwritten_first(stmts, buf, win)
-    new = [Alloc(name, ty, tuple(ext), memory, loc)]
-    if copy_in:
-        new.append(copy(True))
-    off = len(new)
-    new += list(_Redirect(buf, name, win, staged, steps).visit_block(tuple(stmts)))
-    if writes:
-        new.append(copy(False))
-    a0 = c.addr
-    baddr = a0[:-1]
-    blk = block_of(p.ir, baddr)
-    ir = replace_block(p.ir, baddr, blk[:a0[-1]] + tuple(new) + blk[a0[-1] + len(stmts):])
-
-    _copies_stay_parallel(p.ir, ir, a0, {buf, name})
-
-    return Rewrite(ir, fwd_edits(a0, len(new), [MovedRange((), 0, None, baddr, a0[-1] + off)],
-                                 n_old=len(stmts)))
 
 
 def _copies_stay_parallel(old, new, addr, bufs: set):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import gpudsl
+from gpudsl.ir.nodes import AsyncCopy
 from gpudsl import SchedulingError
 from gpudsl.schedule import (delete_sync, divide_loop, expand_dim, reorder_stmts, rotate_loop,
                              stage_mem)
@@ -179,3 +180,28 @@ def p148(n: size, a: f32, x: f32[n, 64], y: f32[n, 64]):
         fission(lifted, lifted.find("async_commit()").after())
     lone = gpudsl.proc_from_source(src.replace("            async_wait(1)\n", ""))
     assert any("lands nowhere" in d.message for d in lone.check().diagnostics)
+
+
+def test_pipeline_loop_and_make_async_forwarding():
+    # issue 21: their forwarding is declared with fwd_edits; the loop and what became
+    # part of it (the leading sync, the copies, the commit and wait) forward to the new
+    # loop, the compute to its place after the 4 new statements of the loop's body
+    from gpudsl.schedule import make_async, pipeline_loop, vectorize
+    from gpudsl.schedule.cursors import Cursor
+    v = vectorize(PLAIN, "v", 4)
+    q = make_async(v, "for t in _: _")
+    copy = v.find("for t in _: _")
+    assert q.forward(copy).addr == copy.addr == (0, "body", 1, "body", 1)
+    assert isinstance(q.forward(copy).node().body[0], AsyncCopy)
+    r = pipeline_loop(q, "i", stages=3)
+    loop = q.find_loop("i")
+    new_loop = (0, "body", 5)
+    assert r.forward(loop).addr == new_loop and r.forward(loop).node().iter == "i"
+    at = lambda addr: Cursor(q, "stmt", addr, None)  # noqa: E731
+    for k in range(5):  # sync(), the copies, async_commit(), async_wait(0), sync()
+        assert r.forward(at(loop.addr + ("body", k))).addr == new_loop
+    compute = at(loop.addr + ("body", 5))
+    assert r.forward(compute).addr == new_loop + ("body", 4)
+    stmt = q.find("y[_] = _")
+    assert r.forward(stmt).addr == new_loop + ("body", 4, "body", 0)
+    assert r.forward(q.find_alloc("buf")).addr == (0, "body", 0)
