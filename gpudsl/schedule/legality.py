@@ -25,7 +25,8 @@ import z3
 
 from ..errors import SchedulingError
 from ..ir.effects import RegionAccess, collect, conflicts
-from ..ir.nodes import BinOp, Const, ProcDef
+from ..ir.nodes import ProcDef
+from ..ir.residues import residue
 from ..ir.smt import SAT, UNSAT, Unsupported
 from ..ir.smt_scope import Scope
 from .primitive import current
@@ -145,9 +146,10 @@ __all__ = ["prove", "find_bad", "collect", "find_conflict", "RegionAccess", "con
 def divisible(pdef: ProcDef, addr, e, width: int) -> bool:
     """Whether ``e`` (an integer expression at ``addr``) is a multiple of ``width`` in
     every instance, decided without a nonlinear query: the residue modulo ``width`` is
-    computed through ``+ - *`` and shifts by constants, and asked of the solver only
-    for the atoms (variables, ``//`` / ``%`` terms, reads): linear questions such as
-    "n % 4 == 0 under assert n % 4 == 0", which every solver version decides at once.
+    computed through ``+ - *`` and shifts by constants (``ir.residues``), and asked of
+    the solver only for the atoms (variables, ``//`` / ``%`` terms, reads): linear
+    questions such as "n % 4 == 0 under assert n % 4 == 0", which every solver version
+    decides at once.
     ``i * n + 4 * j`` with ``n % 4 == 0`` needs no product of unknowns.  False when
     undecided (the caller may still ask the solver)."""
     sc = Scope(pdef, addr)
@@ -167,30 +169,4 @@ def divisible(pdef: ProcDef, addr, e, width: int) -> bool:
                     break
         return memo[key]
 
-    def res(x):
-        if isinstance(x, Const) and not isinstance(x.val, (bool, float)):
-            return int(x.val) % width
-        if isinstance(x, BinOp) and x.op in ("+", "-"):
-            a, b = res(x.lhs), res(x.rhs)
-            if a is None or b is None:
-                return None
-            return (a + b if x.op == "+" else a - b) % width
-        if isinstance(x, BinOp) and x.op == "*":
-            a = res(x.lhs)
-            if a == 0:
-                return 0
-            b = res(x.rhs)
-            if b == 0 or a is None or b is None:
-                return 0 if b == 0 else None
-            return a * b % width
-        if isinstance(x, BinOp) and x.op == "<<" and isinstance(x.rhs, Const) and \
-                0 <= int(x.rhs.val) < 64:
-            if (1 << int(x.rhs.val)) % width == 0:
-                return 0
-            a = res(x.lhs)
-            return None if a is None else (a << int(x.rhs.val)) % width
-        if x.ty.kind not in ("index", "int"):
-            return None
-        return atom(x)
-
-    return res(e) == 0
+    return residue(e, width, atom) == 0

@@ -28,7 +28,8 @@ import z3
 
 from ...ir.asyncs import copy_of
 from ...ir.nodes import BinOp, For
-from ...ir.smt import SAT, UNKNOWN, Unsupported
+from ...ir.residues import residue
+from ...ir.smt import SAT, UNKNOWN, UNSAT, Unsupported
 from ...ir.types import BLOCKS, INDEX, THREADS
 from ..async_counts import AsyncCounts, has_unknown
 from ..phases import PhaseRelation
@@ -133,6 +134,8 @@ def _alignment(ctx: Ctx, c):
         for e, ext in zip(idx[1:], info.shape[1:]):
             flat = BinOp("+", BinOp("*", flat, ext, INDEX), e, INDEX)
         t = ctx.thread("1")
+        if _multiple(ctx, t, c, flat, cp.n):
+            continue
         try:
             cons = ctx.place(t, c) + [t.expr(flat) % cp.n != 0]
         except Unsupported as e:
@@ -152,6 +155,28 @@ def _alignment(ctx: Ctx, c):
         elif r.status == UNKNOWN:
             ctx.unknown(f"that the async copy `{_text(c)}` is aligned", [c.loc],
                         f"solver: {r.reason or 'unknown'}")
+
+
+def _multiple(ctx: Ctx, t, c, flat, n: int) -> bool:
+    """``flat`` is a multiple of ``n`` wherever the copy runs, decided by residues
+    (``ir.residues``: linear questions about the atoms only), so that the proof does not
+    hang on the solver's version; False when undecided (the solver is then asked)."""
+    memo: dict = {}
+
+    def atom(x):
+        if id(x) not in memo:
+            memo[id(x)] = None
+            try:
+                place, v = ctx.place(t, c), t.expr(x)
+            except Unsupported:
+                return None
+            for r in range(n):
+                if ctx.solve(place + [v % n != r]).status == UNSAT:
+                    memo[id(x)] = r
+                    break
+        return memo[id(x)]
+
+    return residue(flat, n, atom) == 0
 
 
 def _lands(ctx: Ctx, ac: AsyncCounts, c):
