@@ -34,16 +34,14 @@ from functools import lru_cache
 from ..ir.printer import print_expr
 from ..ir.types import BLOCKS, REGISTER, THREADS
 from ..proc import Proc
-from ..schedule import (cut_loop, divide_loop, fission, insert_sync, lift_alloc,
-                        parallelize_loop, rename, reorder_loops, set_blocks_per_sm,
-                        set_unroll, simplify, stage_mem)
+from ..schedule import (cut_loop, divide_loop, parallelize_loop, rename, simplify,
+                        stage_mem)
 from .common import tiles_and_edges
-from .matmul_parts import (Tiles, _copy_all_threads, _copy_threads, _has_loop,  # noqa: F401
-                           _thread_loops, _transposed_a_copy, async_pipeline, cache_k_step,
-                           double_buffer, _vectorize_copy, _vectorize_store, _warp_loops,
-                           expand_acc, matmul_algorithm, parallelize_tiles, shared_tiles,
-                           split_k, stage_acc, stage_tiles, tail_outside, tile_shape,
-                           unroll_k_step, vecmat_algorithm)
+from .matmul_parts import (Tiles, _copy_threads, _has_loop, _thread_loops,
+                           _transposed_a_copy, _vectorize_store, _warp_loops, async_pipeline,
+                           cache_k_step, double_buffer, matmul_algorithm, parallelize_tiles,
+                           shared_tiles, stage_acc, tail_outside, tile_shape, unroll_k_step,
+                           vecmat_algorithm)
 from .matmul_tiles import guarded_tiles_kernel, schedule_matmul_guarded_tiles  # noqa: F401
 from .shapes import NodeError, require
 

@@ -1,7 +1,8 @@
 """The parts the matmul kernels share: the readable algorithms (``matmul_algorithm``,
-``vecmat_algorithm``) and the schedule steps of the big-tile kernels (thread and warp
-loops, the accumulator, the k split, the staged tiles and the copies that fill them,
-float4 loads and stores).  The kernels are built in :mod:`.matmul` (big tile, cut,
+``vecmat_algorithm``) and the schedule steps of the big-tile kernels (their tile
+geometry ``Tiles``, thread and warp loops, the accumulator, the k split, the staged
+tiles and the copies that fill them, the register cache of a k step, the reduction
+tail, float4 loads and stores).  The kernels are built in :mod:`.matmul` (big tile, cut,
 fallbacks, the picker) and :mod:`.matmul_tiles` (one kernel of any shape)."""
 from __future__ import annotations
 

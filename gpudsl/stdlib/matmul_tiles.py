@@ -5,16 +5,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..ir.types import BLOCKS, REGISTER, THREADS  # noqa: F401
 from ..proc import Proc
-from ..schedule import (cut_loop, divide_loop, fission, insert_sync, lift_alloc,  # noqa: F401
-                        parallelize_loop, rename, reorder_loops, set_blocks_per_sm,
-                        set_unroll, simplify, stage_mem)
-from .matmul_parts import (Tiles, _copy_all_threads, _has_loop,  # noqa: F401
-                           _thread_loops, _transposed_a_copy, _vectorize_copy, cache_k_step,
-                           expand_acc, matmul_algorithm, parallelize_tiles, shared_tiles,
-                           split_k, stage_acc, stage_tiles, tail_outside, tile_shape,
-                           unroll_k_step)
+from ..schedule import cut_loop, rename, simplify
+from .matmul_parts import (Tiles, _thread_loops, _transposed_a_copy, cache_k_step,
+                           matmul_algorithm, parallelize_tiles, shared_tiles, stage_acc,
+                           tail_outside, tile_shape, unroll_k_step)
 
 # ---------------------------------------------------------------- any shape: one kernel
 # The big-tile matmul of any shape in ONE kernel (issue 17: the MNIST MLP as two
