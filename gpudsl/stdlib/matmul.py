@@ -99,8 +99,9 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     in flight while one is computed on; the A tile is copied one element at a time
     (4-byte copies, transposed in flight)."""
     t = tile_shape(p, bm, bn, bk, tm, tn, vec, strided_cols)
-    p, t = _block_and_thread_tiles(p, t, warp_tile)
-    p = _accumulator(p, t, warp_tile is not None)
+    p, t = _block_and_thread_tiles(p, t, warp_tile)  # 1.
+    p = _accumulator(p, t, warp_tile is not None)  # 2. and 3.
+    # 4. A and B tiles in SHARED, copied by all the block's threads (float4 reads)
     p, a_vec = shared_tiles(p, t, _a_tile_copy(t, a_transposed, async_stages > 0), vec)
 
     # 5. the A column and the B row of each k step in registers
@@ -118,7 +119,7 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     # 6. float4 stores of the register tile
     if vec_registers and vec > 1:
         p = _vectorize_store(p, vec, t.zi)
-    return simplify(_stages(p, stages, async_stages, a_transposed))
+    return simplify(_stages(p, stages, async_stages, a_transposed))  # 7.
 
 
 def _block_and_thread_tiles(p: Proc, t: Tiles, warp_tile: tuple | None):
