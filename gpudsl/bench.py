@@ -373,10 +373,27 @@ def _peak(dev, kind: str, node: str) -> float | None:
 def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
               device: str | None = None, log=print) -> dict:
     """Time the cases; the results as a dict (what ``--out`` writes)."""
-    from .perf.devices import device as device_table
-    from .runtime.timing import device_facts, measure
-
     small = target == "emulator"
+    facts, dev = _device_facts(target, device)
+    env = _Env(target)
+    wanted = set(nodes)
+    cases = (_matmul_cases(env, small, wanted) + _attention_cases(env, small, wanted) +
+             _bandwidth_cases(env, small, wanted, facts.get("l2_bytes")) +
+             _table_cases(env, small, wanted, facts.get("l2_bytes")))
+    run = _Run(target, env, reps, warmup, dev, log)
+    rows = [r for c in cases for r in run.rows(c)]
+    return {"emulated": small, "target": target, **facts,
+            "device_table": dev.name if dev else None, "driver": _driver_version()
+            if target == "cuda" else None, "reps": reps, "warmup": warmup,
+            "copy_references": list(run.copies.values()), "results": rows}
+
+
+def _device_facts(target: str, device: str | None):
+    """(what the run measures on: device name, L2 size...; the device's table of peaks,
+    or None: the emulator, or a device the table does not know)."""
+    from .perf.devices import device as device_table
+    from .runtime.timing import device_facts
+
     facts = device_facts() if target == "cuda" else {
         "device": f"cpu {platform.machine()} (emulator)", "l2_bytes": None}
     dev = None
@@ -385,81 +402,105 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
             dev = device_table(device or facts["device"] or "H100")
         except Exception:
             dev = None
-    env = _Env(target)
-    wanted = set(nodes)
-    cases = (_matmul_cases(env, small, wanted) + _attention_cases(env, small, wanted) +
-             _bandwidth_cases(env, small, wanted, facts.get("l2_bytes")) +
-             _table_cases(env, small, wanted, facts.get("l2_bytes")))
-    copies: dict = {}
+    return facts, dev
 
-    def timed(fn, flush=True):
-        return measure(fn, target=target, warmup=warmup, reps=reps, flush=flush)
 
-    def copy_rate(elements: int, flush: bool):
+class _Run:
+    """One benchmark run: how it times (``measure`` with these repetitions), the device's
+    peaks, where it logs, and the copy references timed so far (``copies``)."""
+
+    def __init__(self, target: str, env: _Env, reps: int, warmup: int, dev, log):
+        self.target, self.env, self.reps, self.warmup = target, env, reps, warmup
+        self.dev, self.log = dev, log
+        self.copies: dict = {}
+
+    def timed(self, fn, flush=True):
+        from .runtime.timing import measure
+
+        return measure(fn, target=self.target, warmup=self.warmup, reps=self.reps,
+                       flush=flush)
+
+    def copy_rate(self, elements: int, flush: bool) -> dict:
+        """The copy reference of ``elements`` float32, timed once per (size, flush)."""
         key = (elements, flush)
-        if key not in copies:
+        if key not in self.copies:
+            env = self.env
             src, dst = env.randn(elements), env.empty(elements)
-            fn = (lambda: dst.copy_(src)) if target == "cuda" else \
+            fn = (lambda: dst.copy_(src)) if self.target == "cuda" else \
                 (lambda: env.np.copyto(dst, src))
-            t = timed(fn, flush)
-            copies[key] = {"elements": elements, "flushed": flush, "median_ms": t.median_ms,
-                           "spread_ms": t.spread_ms, "bytes_per_s": t.rate(8 * elements)}
-        return copies[key]
+            t = self.timed(fn, flush)
+            self.copies[key] = {"elements": elements, "flushed": flush,
+                                "median_ms": t.median_ms, "spread_ms": t.spread_ms,
+                                "bytes_per_s": t.rate(8 * elements)}
+        return self.copies[key]
 
-    rows = []
-    for c in cases:
+    def rows(self, c: Case) -> list[dict]:
+        """The case's rows: one that says why when it fails or is wrong, else one per
+        L2 state it is timed in (cold, and warm where its data fit in the L2)."""
+        row = self.checked(c)
+        if "status" in row:
+            return [row]
+        return [self.timed_row(c, row, flush)
+                for flush in ([True, False] if c.l2_resident else [True])]
+
+    def checked(self, c: Case) -> dict:
+        """The case's row after comparing its result with the expected one once: with
+        ``status`` ``error`` or ``wrong`` (and the reason, logged) when it fails."""
         row = {"node": c.node, "size": c.size, "kind": c.kind, "amount": c.amount}
         try:
-            err = env.rel_error(c.run(), c.want())
+            err = self.env.rel_error(c.run(), c.want())
         except Exception as e:  # a node that fails is a row, not the end of the run
             row.update(status="error", reason=f"{type(e).__name__}: {e}"[:500])
-            rows.append(row)
-            log(f"{c.node:16} {c.size:>14}  ERROR {row['reason'][:80]}")
-            continue
+            self.log(f"{c.node:16} {c.size:>14}  ERROR {row['reason'][:80]}")
+            return row
         tol = 1e-2 if c.node.startswith(("matmul_tf32", "matmul_f16")) else 1e-4
         row["rel_error"] = err
         if not err <= tol:
             row.update(status="wrong", reason=f"relative error {err:.3g} > {tol}")
-            rows.append(row)
-            log(f"{c.node:16} {c.size:>14}  WRONG {row['reason']}")
-            continue
-        for flush in ([True, False] if c.l2_resident else [True]):
-            r = dict(row, status="ok", l2="cold" if flush else "warm")
-            t = timed(c.run, flush)
-            rate = t.rate(c.amount)
-            r.update(timing=t.to_dict(), median_ms=t.median_ms, spread_ms=t.spread_ms,
-                     rate=rate, unit="FLOP/s" if c.kind == "flops" else "B/s",
-                     host_ms=t.host_ms)
-            peak = _peak(dev, c.kind, c.node)
-            r["roofline_fraction"] = rate / peak if peak else None
-            if c.kind == "flops":
-                rt = timed(c.reference, flush)
-                r["reference_host_ms"] = rt.host_ms
-                r.update(reference=c.reference_name or (
-                    "cuBLAS TF32" if c.node.startswith("matmul_tf32") else
-                    "cuBLAS HGEMM (torch.matmul, float16)" if c.node == "matmul_f16" and
-                    target == "cuda" else
-                    "cuBLAS SGEMM (torch.matmul, TF32 off)" if target == "cuda"
-                    else "numpy matmul"), reference_median_ms=rt.median_ms,
-                    reference_rate=rt.rate(c.amount))
-                r["ratio"] = rt.median_ms / t.median_ms
-            else:
-                cp = copy_rate(c.elements, flush)
-                r.update(reference=f"device copy of {c.elements} float32 (read + write)"
-                         if target == "cuda" else "numpy copy",
-                         reference_median_ms=cp["median_ms"], reference_rate=cp["bytes_per_s"])
-                r["ratio"] = rate / cp["bytes_per_s"]
-            rows.append(r)
-            scale, unit = (1e12, "TF/s") if c.kind == "flops" else (1e9, "GB/s")
-            roof = f"{r['roofline_fraction']:6.1%}" if r["roofline_fraction"] else "   n/a"
-            host = f"  host {t.host_ms * 1e3:.0f} us/call" if t.host_ms is not None else ""
-            log(f"{c.node:16} {c.size:>14} {r['l2']:4} {rate / scale:9.2f} {unit}  "
-                f"roofline {roof}  vs ref {r['ratio']:6.1%}  "
-                f"({t.median_ms:.4f} ms +- {t.spread_ms:.4f}){host}")
-    return {"emulated": small, "target": target, **facts,
-            "device_table": dev.name if dev else None, "driver": _driver_version()
-            if target == "cuda" else None, "reps": reps, "warmup": warmup,
-            "copy_references": list(copies.values()), "results": rows}
+            self.log(f"{c.node:16} {c.size:>14}  WRONG {row['reason']}")
+        return row
+
+    def timed_row(self, c: Case, row: dict, flush: bool) -> dict:
+        """The case timed (the L2 flushed before each repetition or not) beside its
+        reference, timed the same way; logged."""
+        r = dict(row, status="ok", l2="cold" if flush else "warm")
+        t = self.timed(c.run, flush)
+        rate = t.rate(c.amount)
+        r.update(timing=t.to_dict(), median_ms=t.median_ms, spread_ms=t.spread_ms,
+                 rate=rate, unit="FLOP/s" if c.kind == "flops" else "B/s",
+                 host_ms=t.host_ms)
+        peak = _peak(self.dev, c.kind, c.node)
+        r["roofline_fraction"] = rate / peak if peak else None
+        if c.kind == "flops":
+            self.flops_reference(r, c, t, flush)
+        else:
+            cp = self.copy_rate(c.elements, flush)
+            r.update(reference=f"device copy of {c.elements} float32 (read + write)"
+                     if self.target == "cuda" else "numpy copy",
+                     reference_median_ms=cp["median_ms"], reference_rate=cp["bytes_per_s"])
+            r["ratio"] = rate / cp["bytes_per_s"]
+        scale, unit = (1e12, "TF/s") if c.kind == "flops" else (1e9, "GB/s")
+        roof = f"{r['roofline_fraction']:6.1%}" if r["roofline_fraction"] else "   n/a"
+        host = f"  host {t.host_ms * 1e3:.0f} us/call" if t.host_ms is not None else ""
+        self.log(f"{c.node:16} {c.size:>14} {r['l2']:4} {rate / scale:9.2f} {unit}  "
+                 f"roofline {roof}  vs ref {r['ratio']:6.1%}  "
+                 f"({t.median_ms:.4f} ms +- {t.spread_ms:.4f}){host}")
+        return r
+
+    def flops_reference(self, r: dict, c: Case, t, flush: bool) -> None:
+        """The matmul family's reference (cuBLAS through torch, or numpy), timed; its
+        name, time and rate, and the ratio, into the row ``r``."""
+        target = self.target
+        rt = self.timed(c.reference, flush)
+        r["reference_host_ms"] = rt.host_ms
+        r.update(reference=c.reference_name or (
+            "cuBLAS TF32" if c.node.startswith("matmul_tf32") else
+            "cuBLAS HGEMM (torch.matmul, float16)" if c.node == "matmul_f16" and
+            target == "cuda" else
+            "cuBLAS SGEMM (torch.matmul, TF32 off)" if target == "cuda"
+            else "numpy matmul"), reference_median_ms=rt.median_ms,
+            reference_rate=rt.rate(c.amount))
+        r["ratio"] = rt.median_ms / t.median_ms
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -226,85 +226,130 @@ def build_source(build) -> tuple[str, str]:
     """(lines that define what ``build`` needs, an expression for ``build``) for a fresh
     process: an import where ``build`` (or its class) lives in an importable module,
     else the function's source with the imports and helpers it uses."""
-    import inspect
     import types
 
     if not isinstance(build, (types.FunctionType, type)):  # a callable object
-        cls = type(build)
-        mod = _importable(cls)
-        text = repr(build)
-        if mod is not None:
-            try:
-                ok = type(eval(text, {cls.__name__: cls})) is cls  # noqa: S307
-            except Exception:
-                ok = False
-            if ok:
-                return f"from {mod} import {cls.__name__}\n", text
-        raise Error(f"autotune: cannot write source that rebuilds {text}", None,
-                    "pass a function or an object of an importable class whose repr "
-                    "rebuilds it")
+        return _object_source(build)
     mod = _importable(build)
     if mod is not None:
         return f"from {mod} import {build.__name__}\n", build.__name__
-    lines: list[str] = []
-    defs: list[str] = []
-    done: set[str] = set()
+    src = _ScriptSource()
+    src.need(build)
+    return src.text(), build.__name__
 
-    def need(fn):
+
+def _object_source(build) -> tuple[str, str]:
+    """A callable object: an import of its class and its repr, where that rebuilds it."""
+    cls = type(build)
+    mod = _importable(cls)
+    text = repr(build)
+    if mod is not None:
+        try:
+            ok = type(eval(text, {cls.__name__: cls})) is cls  # noqa: S307
+        except Exception:
+            ok = False
+        if ok:
+            return f"from {mod} import {cls.__name__}\n", text
+    raise Error(f"autotune: cannot write source that rebuilds {text}", None,
+                "pass a function or an object of an importable class whose repr "
+                "rebuilds it")
+
+
+class _ScriptSource:
+    """The source of functions of a script that no module exports: the import and
+    assignment lines (``lines``) and the definitions (``defs``) that :meth:`need` finds
+    they use, each written once (``done``: the names written)."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.defs: list[str] = []
+        self.done: set[str] = set()
+
+    def need(self, fn) -> None:
         """The imports and definitions the function ``fn`` uses, then its source."""
-        if fn.__name__ in done:
+        if fn.__name__ in self.done:
             return
-        done.add(fn.__name__)
-        names = set()
-        stack = [fn.__code__]
-        while stack:
-            code = stack.pop()
-            names |= set(code.co_names)
-            stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-        for name in sorted(names):
-            if name not in fn.__globals__ or name in done:
+        self.done.add(fn.__name__)
+        for name in sorted(_names_used(fn)):
+            if name not in fn.__globals__ or name in self.done:
                 continue
-            value = fn.__globals__[name]
-            if isinstance(value, types.ModuleType):
-                real = value.__name__
-                line = f"import {real}" if real == name else \
-                    (f"from {real.rpartition('.')[0]} import {real.rpartition('.')[2]}"
-                     + ("" if real.rpartition('.')[2] == name else f" as {name}")
-                     if "." in real else f"import {real} as {name}")
-            elif _public_name(name, value) is not None:  # BLOCKS, f32, a primitive...
-                line = f"from {_public_name(name, value)} import {name}"
-            elif _importable(value) is not None:
-                line = f"from {_importable(value)} import {value.__qualname__}" + (
-                    "" if value.__qualname__ == name else f" as {name}")
-            elif isinstance(value, types.FunctionType):
-                need(value)
-                continue
-            elif isinstance(value, Proc):  # a proc of the script: its printed source
-                if "from gpudsl import *" not in lines:
-                    lines.insert(0, "from gpudsl import *")
-                defs.append(str(value).rstrip("\n") + (
+            self._global(fn, name, fn.__globals__[name])
+        self.defs.append(_function_source(fn))
+
+    def _global(self, fn, name: str, value) -> None:
+        """The global ``name`` of ``fn``: an import or an assignment line, or its
+        definition (a function of the script, a proc's printed source)."""
+        import types
+
+        line = _import_line(name, value)
+        if line is None:
+            if isinstance(value, types.FunctionType):
+                self.need(value)
+                return
+            if isinstance(value, Proc):  # a proc of the script: its printed source
+                if "from gpudsl import *" not in self.lines:
+                    self.lines.insert(0, "from gpudsl import *")
+                self.defs.append(str(value).rstrip("\n") + (
                     "" if value.name == name else f"\n{name} = {value.name}"))
-                done.add(name)
-                continue
-            elif _literal(value):
-                line = f"{name} = {value!r}"
-            else:
+                self.done.add(name)
+                return
+            if not _literal(value):
                 raise Error(f"autotune: cannot write source for {fn.__name__}: it uses "
                             f"{name!r} ({type(value).__name__})", None,
                             "define the build function in a module and import it")
-            done.add(name)
-            if line not in lines:
-                lines.append(line)
-        try:
-            src = inspect.getsource(fn)
-        except (OSError, TypeError):
-            raise Error(f"autotune: the source of {fn.__name__} is not available", None,
-                        "define the build function in a module and import it") from None
-        defs.append(inspect.cleandoc("\n" + src) if src.startswith((" ", "\t")) else src)
+            line = f"{name} = {value!r}"
+        self.done.add(name)
+        if line not in self.lines:
+            self.lines.append(line)
 
-    need(build)
-    body = "\n\n\n".join(d.rstrip("\n") for d in defs)
-    imports = sorted(ln for ln in lines if ln.startswith(("import ", "from ")))
-    values = [ln for ln in lines if ln not in imports]
-    head = "\n".join(["from __future__ import annotations", *imports, *values])
-    return f"{head}\n\n\n{body}\n\n", build.__name__
+    def text(self) -> str:
+        """The imports (sorted), the values, then the definitions."""
+        body = "\n\n\n".join(d.rstrip("\n") for d in self.defs)
+        imports = sorted(ln for ln in self.lines if ln.startswith(("import ", "from ")))
+        values = [ln for ln in self.lines if ln not in imports]
+        head = "\n".join(["from __future__ import annotations", *imports, *values])
+        return f"{head}\n\n\n{body}\n\n"
+
+
+def _names_used(fn) -> set[str]:
+    """The global names the code of ``fn`` and of the functions nested in it uses."""
+    import types
+
+    names = set()
+    stack = [fn.__code__]
+    while stack:
+        code = stack.pop()
+        names |= set(code.co_names)
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return names
+
+
+def _import_line(name: str, value) -> str | None:
+    """The line that imports ``value`` as ``name`` (a module, a name a public gpudsl
+    module exports, an object of an importable module), or None."""
+    import types
+
+    if isinstance(value, types.ModuleType):
+        real = value.__name__
+        return f"import {real}" if real == name else \
+            (f"from {real.rpartition('.')[0]} import {real.rpartition('.')[2]}"
+             + ("" if real.rpartition('.')[2] == name else f" as {name}")
+             if "." in real else f"import {real} as {name}")
+    if _public_name(name, value) is not None:  # BLOCKS, f32, a primitive...
+        return f"from {_public_name(name, value)} import {name}"
+    if _importable(value) is not None:
+        return f"from {_importable(value)} import {value.__qualname__}" + (
+            "" if value.__qualname__ == name else f" as {name}")
+    return None
+
+
+def _function_source(fn) -> str:
+    """The source of ``fn``, dedented."""
+    import inspect
+
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        raise Error(f"autotune: the source of {fn.__name__} is not available", None,
+                    "define the build function in a module and import it") from None
+    return inspect.cleandoc("\n" + src) if src.startswith((" ", "\t")) else src

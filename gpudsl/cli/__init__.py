@@ -27,23 +27,78 @@ def _bindings(items: list[str]) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     from ..errors import Error
-    from ..version import __version__
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:  # its own parser (argparse's REMAINDER drops leading options)
         from ..bench import main as bench_main
 
         return bench_main(argv[1:])
+    ns = _parser().parse_args(argv)
+    try:
+        if ns.cmd in COMMANDS:
+            return COMMANDS[ns.cmd][1](ns)
+    except Error as e:
+        print(f"gpudsl: {e}", file=sys.stderr)
+        return 1
+    return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line: ``--version`` and a subcommand of :data:`COMMANDS` each."""
+    from ..version import __version__
+
     ap = argparse.ArgumentParser(prog="gpudsl", description=DESCRIPTION)
     ap.add_argument("--version", action="version", version=f"gpudsl {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("demo", help="run the main example end to end")
-    c = sub.add_parser("check", help="check the procs of a file and compare its @instr templates with their bodies: gpudsl check FILE[::PROC]")
+    for add_parser, _ in COMMANDS.values():
+        add_parser(sub)
+    return ap
+
+
+def _proc_parser(sub, name: str, help: str):
+    """A subcommand on ``FILE[::PROC]`` with ``--bind NAME=VALUE`` options."""
+    c = sub.add_parser(name, help=help)
     c.add_argument("target")
     c.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE")
-    u = sub.add_parser("cuda", help="print the CUDA C of a proc: gpudsl cuda FILE::PROC")
-    u.add_argument("target")
-    u.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE")
+    return c
+
+
+# ---------------------------------------------------------------- each subcommand: its
+# parser and what it runs
+
+
+def _demo_parser(sub):
+    sub.add_parser("demo", help="run the main example end to end")
+
+
+def _demo(ns) -> int:
+    from ..demo import run
+
+    return run()
+
+
+def _check_parser(sub):
+    _proc_parser(sub, "check", "check the procs of a file and compare its @instr templates "
+                 "with their bodies: gpudsl check FILE[::PROC]")
+
+
+def _check(ns) -> int:
+    from .check import run_check
+
+    return run_check(ns.target, _bindings(ns.bind))
+
+
+def _cuda_parser(sub):
+    _proc_parser(sub, "cuda", "print the CUDA C of a proc: gpudsl cuda FILE::PROC")
+
+
+def _cuda(ns) -> int:
+    from .cuda import run_cuda
+
+    return run_cuda(ns.target, _bindings(ns.bind))
+
+
+def _run_parser(sub):
     r = sub.add_parser("run", help="run a HamKaas graph script: gpudsl run SCRIPT "
                        "--input name=file.npy --constants dir/")
     r.add_argument("script")
@@ -51,17 +106,42 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--constants", default=None, metavar="DIR",
                    help="a folder holding NAME.npy for each ConstantTensor")
     r.add_argument("--output", default=None, metavar="FILE.npy")
-    f = sub.add_parser("perf", help="the performance report of a proc: gpudsl perf FILE::PROC "
-                       "--bind n=4096 [--device H100] [--sass [--arch sm_90]]")
-    f.add_argument("target")
-    f.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE")
+
+
+def _run(ns) -> int:
+    from .run import run_script
+
+    return run_script(ns.script, ns.input, ns.constants, ns.output)
+
+
+def _perf_parser(sub):
+    f = _proc_parser(sub, "perf", "the performance report of a proc: gpudsl perf FILE::PROC "
+                     "--bind n=4096 [--device H100] [--sass [--arch sm_90]]")
     f.add_argument("--device", default="H100", help="H100 (default), H200 or A100")
     f.add_argument("--sass", action="store_true",
                    help="also the machine-code report (needs pip install 'gpudsl[sass]')")
     f.add_argument("--arch", default=None, help="the sm target of --sass (default: the "
                    "device's, sm_90 for H100)")
+
+
+def _perf(ns) -> int:
+    from .perf import run_perf
+
+    return run_perf(ns.target, _bindings(ns.bind), ns.device, ns.sass, ns.arch)
+
+
+def _bench_parser(sub):
     b = sub.add_parser("bench", help="run the standard-library benchmarks")
     b.add_argument("args", nargs=argparse.REMAINDER)
+
+
+def _bench(ns) -> int:
+    from ..bench import main as bench_main
+
+    return bench_main(ns.args)
+
+
+def _tune_parser(sub):
     t = sub.add_parser("tune", help="tune a standard-library node: gpudsl tune matmul "
                        "--shape 4096x4096 --shape 4096x4096")
     from .tune import tunable
@@ -87,47 +167,32 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--reps", type=int, default=10)
     t.add_argument("--export", default=None, metavar="FILE.json",
                    help="write the node's records and winners as JSON")
-    ns = ap.parse_args(argv)
+
+
+def _tune(ns) -> int:
+    from ..errors import Error
+    from .tune import run_tune
+
     try:
-        if ns.cmd == "demo":
-            from ..demo import run
-
-            return run()
-        if ns.cmd == "check":
-            from .check import run_check
-
-            return run_check(ns.target, _bindings(ns.bind))
-        if ns.cmd == "cuda":
-            from .cuda import run_cuda
-
-            return run_cuda(ns.target, _bindings(ns.bind))
-        if ns.cmd == "run":
-            from .run import run_script
-
-            return run_script(ns.script, ns.input, ns.constants, ns.output)
-        if ns.cmd == "perf":
-            from .perf import run_perf
-
-            return run_perf(ns.target, _bindings(ns.bind), ns.device, ns.sass, ns.arch)
-        if ns.cmd == "bench":
-            from ..bench import main as bench_main
-
-            return bench_main(ns.args)
-        if ns.cmd == "tune":
-            from .tune import run_tune
-
-            try:
-                return run_tune(ns)
-            except (Error, KeyboardInterrupt, SystemExit):
-                raise
-            except Exception as e:  # noqa: BLE001 - the store, Optuna, SQLAlchemy, OS
-                print(f"gpudsl tune: {type(e).__name__}: {e}".splitlines()[0],
-                      file=sys.stderr)
-                return 1
-    except Error as e:
-        print(f"gpudsl: {e}", file=sys.stderr)
+        return run_tune(ns)
+    except (Error, KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as e:  # noqa: BLE001 - the store, Optuna, SQLAlchemy, OS
+        print(f"gpudsl tune: {type(e).__name__}: {e}".splitlines()[0], file=sys.stderr)
         return 1
-    return 2
+
+
+# name: (adds its parser to the subparsers, runs it on the parsed arguments); in the
+# order ``gpudsl --help`` lists them
+COMMANDS = {
+    "demo": (_demo_parser, _demo),
+    "check": (_check_parser, _check),
+    "cuda": (_cuda_parser, _cuda),
+    "run": (_run_parser, _run),
+    "perf": (_perf_parser, _perf),
+    "bench": (_bench_parser, _bench),
+    "tune": (_tune_parser, _tune),
+}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,19 +28,20 @@ Names in the algorithm: ``c[i, j] += a[i, p] * b[p, j]`` with ``i < m``,
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from ..ir.printer import print_expr
 from ..ir.types import BLOCKS, REGISTER, THREADS
 from ..proc import Proc
-from ..schedule import (cut_loop, divide_loop, fission, insert_sync, lift_alloc,
-                        parallelize_loop, rename, reorder_loops, set_blocks_per_sm,
-                        set_unroll, simplify, stage_mem)
+from ..schedule import (cut_loop, divide_loop, parallelize_loop, rename, simplify,
+                        stage_mem)
 from .common import tiles_and_edges
-from .matmul_parts import (_copy_all_threads, _copy_threads, _has_loop,  # noqa: F401
-                           _thread_loops, _transposed_a_copy, async_pipeline, double_buffer,
-                           _vectorize_copy, _vectorize_store, _warp_loops, expand_acc,
-                           matmul_algorithm, split_k, stage_tiles, vecmat_algorithm)
+from .matmul_parts import (Tiles, _copy_threads, _has_loop, _thread_loops,
+                           _transposed_a_copy, _vectorize_store, _warp_loops, async_pipeline,
+                           cache_k_step, double_buffer, matmul_algorithm, parallelize_tiles,
+                           shared_tiles, stage_acc, tail_outside, tile_shape, unroll_k_step,
+                           vecmat_algorithm)
 from .matmul_tiles import guarded_tiles_kernel, schedule_matmul_guarded_tiles  # noqa: F401
 from .shapes import NodeError, require
 
@@ -97,111 +98,81 @@ def schedule_matmul(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 8, tm: i
     (``matmul_parts.async_pipeline``: ``make_async``, ``pipeline_loop``): ``k - 1`` tiles
     in flight while one is computed on; the A tile is copied one element at a time
     (4-byte copies, transposed in flight)."""
-    batched = _has_loop(p, "z")
-    ty, tx = bm // tm, bn // tn
-    assert bm % tm == 0 and bn % tn == 0 and tn % vec == 0
-    zi = "z, " if batched else ""
-    strided = strided_cols and tn > vec
-    ncol = tn // vec if strided else 1  # column groups of a thread
-    wcol = vec if strided else tn  # adjacent columns per group
-    cj = ["rjg", "rj"] if strided else ["rj"]
-
-    # 1. block tiles and thread tiles; loops bi bj ti tj ri [rjg] rj
-    if warp_tile is not None:
-        p, ty, tx, arow, bcol = _warp_loops(p, bm, bn, tm, tn, ncol, wcol, warp_tile)
-    else:
-        arow = f"{tm} * ti"  # the thread's first row in the block tile
-        bcol = f"{wcol} * tj"  # ... and first column (of each column group)
-    p = _thread_loops(p, bm, bn, tm, tn, ncol, wcol, strided) if warp_tile is None else p
-    if batched:
-        p = parallelize_loop(p, "z", BLOCKS)
-    p = parallelize_loop(p, "bi", BLOCKS)
-    p = parallelize_loop(p, "bj", BLOCKS)
-    p = parallelize_loop(p, "ti", THREADS)
-    p = parallelize_loop(p, "tj", THREADS)
-
-    # 2. the accumulator: one register per output, expanded to the thread tile and
-    #    the block's threads, allocated at block level
-    gstep = (warp_tile[1] if warp_tile is not None else bn) // ncol  # column groups apart
-    row = f"{bm} * bi + {arow} + ri"
-    col = (f"{bn} * bj + {gstep} * rjg + {bcol} + rj" if strided
-           else f"{bn} * bj + {bcol} + rj")
-    cwin = f"c[{zi}{row}, {col}]"
-    if warp_tile is not None:  # the merged loops' index as written (stage_mem then
-        st = p.find("c[_] = 0.0")  # sees the zeroing overwrite the whole window)
-        cwin = "c[" + ", ".join(print_expr(e) for e in st.node().idx) + "]"
-    p = stage_mem(p, p.find_loop("rj").body(), cwin, "acc", REGISTER)
-
-    p = expand_acc(p, wcol, ncol if strided else 1, tm, tx, ty)
-    nl = 4 + strided
-    p = lift_alloc(p, "acc", n_lifts=nl)
-
-    # 3. the k loop in bk steps, split from the initialisation and the write-back,
-    #    moved outside the thread loops; the k step outside the register tile
-    p = split_k(p, bk, nl, cj)
-
+    t = tile_shape(p, bm, bn, bk, tm, tn, vec, strided_cols)
+    p, t = _block_and_thread_tiles(p, t, warp_tile)  # 1.
+    p = _accumulator(p, t, warp_tile is not None)  # 2. and 3.
     # 4. A and B tiles in SHARED, copied by all the block's threads (float4 reads)
-    p, compute = stage_tiles(p, bm, bn, bk, zi)
-    a_vec = 1
-    if a_transposed:
-        p, a_vec = _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi,
-                                      scalar=async_stages > 0)
-    else:
-        p = _copy_threads(p, "i0", "i1", bm, bk, ty, tx, vec)
-    p = _copy_all_threads(p, "i0_1", "i1_1", bk, bn, ty, tx, vec)
-    p = insert_sync(p, p.find_loop("po").body().before())
-    p = insert_sync(p, p.forward(compute).before())
+    p, a_vec = shared_tiles(p, t, _a_tile_copy(t, a_transposed, async_stages > 0), vec)
 
     # 5. the A column and the B row of each k step in registers
     if cache_regs:
+        arow = t.arow
         awin = (f"As[pi, {arow}:{arow} + {tm}]" if a_transposed
                 else f"As[{arow}:{arow} + {tm}, pi]")
-        if strided:  # pi rjg ri rj: ra for the k step, rb for each column group
-            p = reorder_loops(p, "ri #1")
-            p = stage_mem(p, p.find_loop("rjg #1"), awin, "ra", REGISTER)
-            p = stage_mem(p, p.find_loop("ri #1"),
-                          f"Bs[pi, {gstep} * rjg + {bcol}:"
-                          f"{gstep} * rjg + {bcol} + {wcol}]", "rb", REGISTER)
-        else:
-            inner = p.find_loop("ri #1")
-            p = stage_mem(p, inner, awin, "ra", REGISTER)
-            p = stage_mem(p, p.forward(inner), f"Bs[pi, {bcol}:{bcol} + {tn}]", "rb",
-                          REGISTER)
-        if vec_registers and vec > 1:
-            if a_vec > 1:
-                p = _vectorize_copy(p, "ra", a_vec)
-            p = _vectorize_copy(p, "rb", vec)
+        p = cache_k_step(p, t, awin, vec if vec_registers else 1, a_vec)
 
     # a reduction tail that cut_loop left (schedule_matmul_cut), moved outside the
-    # register tile loops, whose constant trip counts keep the accumulator in registers
-    if _has_loop(p, "p"):
-        p = fission(p, p.find_loop("p").after(), n_lifts=nl - 2)
-        for _ in range(nl - 2):
-            p = reorder_loops(p, p.find_loop("p").parent())
-
-    # the k step unrolled: nvcc overlaps the shared loads of the steps with the FMAs;
-    # that needs many registers, so ask for blocks_per_sm resident blocks (2 fit in 128
-    # registers without spills)
-    p = set_unroll(p, "pi")
-    if blocks_per_sm:
-        p = set_blocks_per_sm(p, "z" if batched else "bi", blocks_per_sm)
+    # register tile loops
+    p = tail_outside(p, t.nl - 2, t.nl - 2)
+    p = unroll_k_step(p, t.batched, blocks_per_sm)
 
     # 6. float4 stores of the register tile
     if vec_registers and vec > 1:
-        p = _vectorize_store(p, vec, zi)
-    # 7. two buffers per tile, one barrier per k step (or a circular buffer of async
-    #    copies)
+        p = _vectorize_store(p, vec, t.zi)
+    return simplify(_stages(p, stages, async_stages, a_transposed))  # 7.
+
+
+def _block_and_thread_tiles(p: Proc, t: Tiles, warp_tile: tuple | None):
+    """1. block tiles and thread tiles (or warp tiles): loops bi bj ti tj ri [rjg] rj,
+    the block loops over blocks, ti and tj over threads.  Returns the proc and the
+    tiles (a warp tile changes the threads and where a thread's tile lies)."""
+    if warp_tile is not None:
+        p, ty, tx, arow, bcol = _warp_loops(p, t.bm, t.bn, t.tm, t.tn, t.ncol, t.wcol,
+                                            warp_tile)
+        t = replace(t, ty=ty, tx=tx, arow=arow, bcol=bcol, gstep=warp_tile[1] // t.ncol)
+    else:
+        p = _thread_loops(p, t.bm, t.bn, t.tm, t.tn, t.ncol, t.wcol, t.strided)
+    return parallelize_tiles(p, t.batched), t
+
+
+def _accumulator(p: Proc, t: Tiles, warp: bool) -> Proc:
+    """2. the accumulator: one register per output, expanded to the thread tile and
+    the block's threads, allocated at block level; 3. the k loop in bk steps, split
+    from the initialisation and the write-back, moved outside the thread loops, the k
+    step outside the register tile."""
+    cwin = t.c_window()
+    if warp:  # the merged loops' index as written (stage_mem then
+        st = p.find("c[_] = 0.0")  # sees the zeroing overwrite the whole window)
+        cwin = "c[" + ", ".join(print_expr(e) for e in st.node().idx) + "]"
+    return stage_acc(p, t, p.find_loop("rj").body(), cwin)
+
+
+def _a_tile_copy(t: Tiles, a_transposed: bool, scalar: bool):
+    """4. how the A tile is copied into SHARED (``shared_tiles``' ``copy_a``):
+    transposed and padded (``scalar``: one element a copy, for async copies), or
+    as it is, float4 copies over the threads."""
+    def copy_a(p):
+        if a_transposed:
+            return _transposed_a_copy(p, t.bm, t.bk, t.ty, t.tx, t.vec, t.tm, t.zi,
+                                      scalar=scalar)
+        return _copy_threads(p, "i0", "i1", t.bm, t.bk, t.ty, t.tx, t.vec), 1
+    return copy_a
+
+
+def _stages(p: Proc, stages: int, async_stages: int, a_transposed: bool) -> Proc:
+    """7. two buffers per tile, one barrier per k step (``stages=2``), or a circular
+    buffer of async copies (``async_stages``), or neither (``stages=1``)."""
     if async_stages:
         if stages != 1 or _has_loop(p, "p") or not a_transposed:
             raise ValueError("async_stages needs stages=1, a transposed A tile and no "
                              "reduction tail")
-        p = async_pipeline(p, async_stages, "po")
-    elif stages == 2 and not _has_loop(p, "p"):
-        p = double_buffer(p, "po")
-    elif stages != 1:
+        return async_pipeline(p, async_stages, "po")
+    if stages == 2 and not _has_loop(p, "p"):
+        return double_buffer(p, "po")
+    if stages != 1:
         raise ValueError(f"stages={stages}: the big-tile kernel has 1 or 2 stages"
                          + (" (2 only without a reduction tail)" if stages == 2 else ""))
-    return simplify(p)
+    return p
 
 
 # ---------------------------------------------------------------- any shape: cut loops

@@ -1,16 +1,19 @@
 """The parts the matmul kernels share: the readable algorithms (``matmul_algorithm``,
-``vecmat_algorithm``) and the schedule steps of the big-tile kernels (thread and warp
-loops, the accumulator, the k split, the staged tiles and the copies that fill them,
-float4 loads and stores).  The kernels are built in :mod:`.matmul` (big tile, cut,
+``vecmat_algorithm``) and the schedule steps of the big-tile kernels (their tile
+geometry ``Tiles``, thread and warp loops, the accumulator, the k split, the staged
+tiles and the copies that fill them, the register cache of a k step, the reduction
+tail, float4 loads and stores).  The kernels are built in :mod:`.matmul` (big tile, cut,
 fallbacks, the picker) and :mod:`.matmul_tiles` (one kernel of any shape)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
-from ..ir.types import REGISTER, SHARED, THREADS  # noqa: F401
+from ..ir.types import BLOCKS, REGISTER, SHARED, THREADS  # noqa: F401
 from ..proc import Proc
-from ..schedule import (divide_loop, expand_dim, fission, merge_loops, pad_dim,  # noqa: F401
-                        parallelize_loop, rearrange_dim, reorder_loops, stage_mem, vectorize)
+from ..schedule import (divide_loop, expand_dim, fission, insert_sync,  # noqa: F401
+                        lift_alloc, merge_loops, pad_dim, parallelize_loop, rearrange_dim,
+                        reorder_loops, set_blocks_per_sm, set_unroll, stage_mem, vectorize)
 from .common import make_proc as _make
 
 
@@ -61,12 +64,14 @@ def vecmat_algorithm() -> Proc:
 
 
 
-def _thread_loops(p, bm, bn, tm, tn, ncol, wcol, strided):
+def _thread_loops(p, bm, bn, tm, tn, ncol, wcol, strided, tail: str = "perfect"):
     """Loops bi bj ti tj ri [rjg] rj: thread (ti, tj) owns rows ``tm * ti + ri`` and
-    columns ``(bn // ncol) * rjg + wcol * tj + rj`` of the block tile."""
-    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
+    columns ``(bn // ncol) * rjg + wcol * tj + rj`` of the block tile.  ``tail``: how
+    the rows and columns divide into block tiles (``"guard"``: the guards ``row < m``,
+    ``col < k`` end up inside ``ri`` and ``rj``)."""
+    p = divide_loop(p, "i", bm, ["bi", "ii"], tail=tail)
     p = divide_loop(p, "ii", tm, ["ti", "ri"], tail="perfect")
-    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
+    p = divide_loop(p, "j", bn, ["bj", "jj"], tail=tail)
     if strided:
         p = divide_loop(p, "jj", bn // ncol, ["rjg", "jr"], tail="perfect")
         p = divide_loop(p, "jr", wcol, ["tj", "rj"], tail="perfect")
@@ -351,4 +356,154 @@ def double_buffer(p, loop: str = "po", bufs=("As", "Bs")):
     a = p.find_loop(loop).addr
     n_compute = len(body) - n_copy  # the barrier before the compute, the compute
     p = delete_sync(p, Cursor(p, "stmt", a + ("body", n_compute), None))
+    return p
+
+
+# ---------------------------------------------------------------- the tile geometry and steps built on it
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """How a big-tile kernel divides C: a ``bm x bn`` block tile per thread block, the
+    ``bk``-deep k step, a ``tm x tn`` register tile for each of the ``ty x tx`` threads,
+    its columns ``ncol`` groups of ``wcol`` adjacent columns ``gstep`` apart (when
+    ``strided``) or one group.  ``arow``, ``bcol``: the thread's first row and first
+    column (of each group) in the block tile, as the index expressions write them."""
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+    vec: int
+    batched: bool
+    strided: bool
+    ty: int
+    tx: int
+    arow: str
+    bcol: str
+    gstep: int
+
+    @property
+    def zi(self) -> str:
+        """The batch index of a subscript."""
+        return "z, " if self.batched else ""
+
+    @property
+    def ncol(self) -> int:
+        return self.tn // self.vec if self.strided else 1
+
+    @property
+    def wcol(self) -> int:
+        return self.vec if self.strided else self.tn
+
+    @property
+    def cj(self) -> list[str]:
+        """The register tile's column loops."""
+        return ["rjg", "rj"] if self.strided else ["rj"]
+
+    @property
+    def nl(self) -> int:
+        """The register and thread loops around one output."""
+        return 4 + self.strided
+
+    def c_window(self) -> str:
+        """The thread's output ``c[...]`` inside the register tile loops."""
+        col = (f"{self.bn} * bj + {self.gstep} * rjg + {self.bcol} + rj" if self.strided
+               else f"{self.bn} * bj + {self.bcol} + rj")
+        return f"c[{self.zi}{self.bm} * bi + {self.arow} + ri, {col}]"
+
+
+def tile_shape(p, bm, bn, bk, tm, tn, vec, strided_cols: bool = True) -> Tiles:
+    """The :class:`Tiles` of ``p`` (batched when it has a loop ``z``) without warp tiles:
+    thread (ti, tj) owns rows ``tm * ti + ri`` and columns ``gstep * rjg + wcol * tj +
+    rj``; the columns are strided when ``strided_cols`` and ``tn > vec``."""
+    batched = _has_loop(p, "z")
+    assert bm % tm == 0 and bn % tn == 0 and tn % vec == 0
+    strided = strided_cols and tn > vec
+    ncol = tn // vec if strided else 1
+    wcol = vec if strided else tn
+    return Tiles(bm, bn, bk, tm, tn, vec, batched, strided, bm // tm, bn // tn,
+                 f"{tm} * ti", f"{wcol} * tj", bn // ncol)
+
+
+def parallelize_tiles(p, batched: bool):
+    """The loops ``[z] bi bj`` over blocks, ``ti tj`` over threads."""
+    if batched:
+        p = parallelize_loop(p, "z", BLOCKS)
+    p = parallelize_loop(p, "bi", BLOCKS)
+    p = parallelize_loop(p, "bj", BLOCKS)
+    p = parallelize_loop(p, "ti", THREADS)
+    return parallelize_loop(p, "tj", THREADS)
+
+
+def stage_acc(p, t: Tiles, target, window: str, guards: int = 0):
+    """The accumulator: the thread's output ``window`` staged in a register ``acc``
+    around ``target``, expanded to the register tile and the block's threads, allocated
+    at block level (lifted through ``guards`` guards too); then the k loop in ``bk``
+    steps (``split_k``)."""
+    p = stage_mem(p, target, window, "acc", REGISTER)
+    p = expand_acc(p, t.wcol, t.ncol, t.tm, t.tx, t.ty)
+    p = lift_alloc(p, "acc", n_lifts=t.nl + guards)
+    return split_k(p, t.bk, t.nl + guards, t.cj)
+
+
+def shared_tiles(p, t: Tiles, copy_a, vec: int):
+    """The A and B tiles of each k step in SHARED (``stage_tiles``): ``copy_a(p)`` maps
+    the A tile's copy onto the threads and returns (proc, the width the register cache
+    may read ``As`` with); the B tile's copy ``vec`` wide over every thread of the
+    block; a barrier before the copies and one before the compute.  Returns (proc, that
+    width)."""
+    p, compute = stage_tiles(p, t.bm, t.bn, t.bk, t.zi)
+    p, a_vec = copy_a(p)
+    p = _copy_all_threads(p, "i0_1", "i1_1", t.bk, t.bn, t.ty, t.tx, vec)
+    p = insert_sync(p, p.find_loop("po").body().before())
+    return insert_sync(p, p.forward(compute).before()), a_vec
+
+
+def cache_k_step(p, t: Tiles, awin: str, vec: int, a_vec: int):
+    """The A column (the window ``awin`` of ``As``) and the B row of each k step in
+    registers ``ra`` and ``rb`` (strided columns: ``ra`` for the k step, ``rb`` for each
+    column group); with ``vec > 1`` they are read from the shared tiles ``a_vec`` and
+    ``vec`` wide."""
+    if t.strided:  # pi rjg ri rj
+        p = reorder_loops(p, "ri #1")
+        p = stage_mem(p, p.find_loop("rjg #1"), awin, "ra", REGISTER)
+        p = stage_mem(p, p.find_loop("ri #1"),
+                      f"Bs[pi, {t.gstep} * rjg + {t.bcol}:"
+                      f"{t.gstep} * rjg + {t.bcol} + {t.wcol}]", "rb", REGISTER)
+    else:
+        inner = p.find_loop("ri #1")
+        p = stage_mem(p, inner, awin, "ra", REGISTER)
+        p = stage_mem(p, p.forward(inner), f"Bs[pi, {t.bcol}:{t.bcol} + {t.tn}]", "rb",
+                      REGISTER)
+    if vec > 1:
+        if a_vec > 1:
+            p = _vectorize_copy(p, "ra", a_vec)
+        p = _vectorize_copy(p, "rb", vec)
+    return p
+
+
+def tail_outside(p, n_lifts: int, n_moves: int):
+    """A reduction tail that ``cut_loop`` left (loop ``p``), split off (``fission``
+    through ``n_lifts`` levels) and moved ``n_moves`` loops out (past a guard), outside
+    the register tile loops, whose constant trip counts keep the accumulator in
+    registers."""
+    if not _has_loop(p, "p"):
+        return p
+    p = fission(p, p.find_loop("p").after(), n_lifts=n_lifts)
+    for _ in range(n_moves):
+        q = p.find_loop("p").parent()
+        if q.node().__class__.__name__ == "If":
+            q = q.parent()
+        p = reorder_loops(p, q)
+    return p
+
+
+def unroll_k_step(p, batched: bool, blocks_per_sm: int):
+    """The k step unrolled: nvcc overlaps the shared loads of the steps with the FMAs;
+    that needs many registers, so ask for ``blocks_per_sm`` resident blocks (2 fit in
+    128 registers without spills)."""
+    p = set_unroll(p, "pi")
+    if blocks_per_sm:
+        p = set_blocks_per_sm(p, "z" if batched else "bi", blocks_per_sm)
     return p
