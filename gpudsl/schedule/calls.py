@@ -35,7 +35,7 @@ from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr
                         Interval, Param, Point, ProcDef, Read, Reduce, UnOp, Var, WindowArg)
 from ..ir.types import BLOCKS, GLOBAL, HALF_TYPES, INDEX, REGISTER, f16, f32
 from ..ir.visitor import free_vars, substitute
-from .cursors import ancestors, block_of, fwd_splice, replace_block, splice
+from .cursors import Into, ancestors, block_of, fwd_edits, fwd_splice, replace_block, splice
 from .legality import divisible, prove
 from .patterns import scope_at
 from .primitive import BLOCK, LOOP, PROC, STMT, Rewrite, choice, fail, primitive
@@ -287,8 +287,9 @@ def replace(p, block, instr):
     baddr = a0[:-1]
     blk = block_of(p.ir, baddr)
     ir = replace_block(p.ir, baddr, blk[:a0[-1]] + (call,) + blk[a0[-1] + len(stmts):])
-    return Rewrite(ir, fwd_splice(a0, 1, lambda r: a0 if len(r) == 1 else None,
-                                  n_old=len(stmts)))
+    # the statements, and what they held, became the call
+    return Rewrite(ir, fwd_edits(a0, 1, [Into((j,), a0) for j in range(len(stmts))],
+                                 n_old=len(stmts)))
 
 
 def _mem_of(pdef, addr, name):

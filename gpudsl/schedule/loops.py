@@ -14,7 +14,7 @@ from ..errors import SchedulingError
 from ..ir.nodes import Alloc, BinOp, Builtin, Const, For, If, Read, UnOp, Var
 from ..ir.types import BLOCKS, INDEX, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
-from .cursors import (Moved, MovedRange, block_of, fwd_edits, fwd_identity,
+from .cursors import (Moved, MovedRange, block_of, compose, fwd_edits, fwd_identity,
                       replace_block, splice)
 from .fresh import freshen_top_allocs, names_outside
 from .legality import collect, find_conflict, prove, raise_conflict
@@ -454,12 +454,7 @@ def simplify(p):
     for a, n, fld in edits:
         fs.append(fwd_edits(a, n, [MovedRange((0, fld), 0, None, a[:-1], a[-1])]))
 
-    def fwd(addr):
-        for f in fs:
-            addr = f(addr)
-        return addr
-
-    return Rewrite(ir, fwd)
+    return Rewrite(ir, compose(*fs))
 
 
 @primitive("rename", name=PROC_NAME)

@@ -266,20 +266,10 @@ def sink_alloc(p, alloc):
     ir = splice(ir, a, [S2])
     keep_mapping(p.ir, ir, s.loc, a)
 
-    def fwd(addr):
-        L = len(a) - 1
-        if len(addr) <= L or addr[:L] != a[:-1] or addr[L] < i:
-            return addr
-        if addr[L] == i:
-            return a + (fld, 0) + addr[L + 1:]
-        if addr[L] == i + 1:
-            rest = addr[L + 1:]
-            if rest and rest[0] == fld:
-                return a + (fld, rest[1] + 1) + rest[2:]
-            return a + rest
-        return a[:-1] + (addr[L] - 1,) + addr[L + 1:]
-
-    return Rewrite(ir, fwd)
+    # the allocation moves to the front of S's block; S and its statements follow
+    return Rewrite(ir, fwd_edits(a, 1, [
+        Moved((0,), a + (fld, 0)), Moved((1,), a),
+        MovedRange((1, fld), 0, None, a + (fld,), 1)], n_old=2))
 
 
 # ------------------------------------------------------------------ expand_dim

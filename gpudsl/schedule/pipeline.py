@@ -90,23 +90,8 @@ def reorder_stmts(p, block):
     ir = replace_block(p.ir, a1[:-1], blk[:i] + (s2, s1) + blk[i + 2:])
     refuse_new_mapping_issues(p.ir, ir, s1.loc)
 
-    def fwd(addr):
-        return _swap_addr(a1, addr)
-
-    return Rewrite(ir, fwd)
-
-
-def _swap_addr(a, addr):
-    """Forwarding of the swap of statements a and a + 1 of one block."""
-    L = len(a) - 1
-    if len(addr) <= L or addr[:L] != a[:L]:
-        return addr
-    j = addr[L]
-    if j == a[-1]:
-        return addr[:L] + (j + 1,) + addr[L + 1:]
-    if j == a[-1] + 1:
-        return addr[:L] + (j - 1,) + addr[L + 1:]
-    return addr
+    nxt = a1[:-1] + (i + 1,)
+    return Rewrite(ir, fwd_edits(a1, 2, [Moved((0,), nxt), Moved((1,), a1)], n_old=2))
 
 
 # ------------------------------------------------------------------ rotate_loop
