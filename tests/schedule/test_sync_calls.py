@@ -58,6 +58,11 @@ def test_replace_with_instr():
     q2 = replace(q, "ii", P.axpy4)
     assert "axpy4(a, x[4 * io:4 * io + 4], y[4 * io:4 * io + 4])" in str(q2)
     assert_same_meaning(P.saxpy, q2, n=16)
+    # a cursor into what became the call forwards to the call (an Into edit)
+    body = q.find_loop("ii").body()
+    inner = q2.forward(type(body)(q, "stmt", body.addr))
+    assert isinstance(inner.node(), type(q2.find("axpy4(_)").node()))
+    assert inner.addr == q2.forward(q.find_loop("ii")).addr
     with pytest.raises(SchedulingError) as e:
         replace(P.transpose, "j", P.axpy4)
     assert_refused(e, "replace", "procs.py")
