@@ -14,8 +14,8 @@ from ..errors import SchedulingError
 from ..ir.nodes import Alloc, BinOp, Builtin, Const, For, If, Read, UnOp, Var
 from ..ir.types import BLOCKS, INDEX, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
-from .cursors import (Moved, MovedRange, block_of, compose, fwd_edits, fwd_identity,
-                      replace_block, splice)
+from .cursors import (Moved, MovedRange, ancestors, block_of, compose, fwd_edits,
+                      fwd_identity, replace_block, splice)
 from .fresh import freshen_top_allocs, names_outside
 from .legality import collect, find_conflict, prove, raise_conflict
 from .parallel import check_parallel, refuse_new_mapping_issues
@@ -379,11 +379,32 @@ def specialize(p, block, conds):
     for x in reversed(cs):
         out = (If(normalize(x), tuple(stmts), out, stmts[0].loc),)
     n_old = len(stmts)
+    ir = replace_block(p.ir, a[:-1], block_of(p.ir, a[:-1])[:a[-1]] + out +
+                       block_of(p.ir, a[:-1])[a[-1] + n_old:])
+    _no_race_in_conditions(p.ir, ir, a, cs, c.loc)
+    return Rewrite(ir, fwd_edits(a, 1, [MovedRange((), 0, None, a + ("body",), 0)],
+                                 n_old=n_old))
 
-    return Rewrite(replace_block(p.ir, a[:-1], block_of(p.ir, a[:-1])[:a[-1]] + out +
-                                 block_of(p.ir, a[:-1])[a[-1] + n_old:]),
-                   fwd_edits(a, 1, [MovedRange((), 0, None, a + ("body",), 0)],
-                             n_old=n_old))
+
+def _no_race_in_conditions(old, new, addr, conds, loc):
+    """A condition that reads memory, evaluated inside a parallel loop, reads it in
+    every iteration: where another iteration writes it, the branch taken depends on
+    the schedule (a race the block alone did not have).  Refuse when check() finds a
+    race in the result that it did not find before (differential seed 3002, case
+    7374: ``if x[0] > 0.0`` around ``x[k] = ...`` in ``for k in par(0, 2)``)."""
+    from ..analysis.check import check
+
+    reads = {n.name for x in conds for n in walk(x) if isinstance(n, Read)}
+    if not reads or not any(isinstance(s, For) and s.kind == "par"
+                            for s in ancestors(old, addr)):
+        return
+    before, after = check(old), check(new)
+    if len(after.of_kind("race")) > len(before.of_kind("race")):
+        d = after.of_kind("race")[0]
+        raise fail(f"the condition reads {', '.join(sorted(reads))}, which another "
+                   f"iteration of an enclosing parallel loop may write: {d.message}", loc,
+                   "specialize outside the parallel loop, or on values no iteration "
+                   "writes", d.witness or None)
 
 
 def _refuse_partial(pdef, addr, cond, guards, loc):

@@ -46,3 +46,25 @@ def test_total_conditions_are_accepted(conds):
     gpudsl.interpret(q, x=x, y=y2)
     np.testing.assert_array_equal(y1, y2)
     assert q.check(n=5).ok
+
+
+def test_condition_reading_what_parallel_iterations_write_is_refused():
+    # differential seed 3002, case 7374: `if x[0] > 0.0` around `x[k] = ...` in a
+    # par loop: iteration 1 reads x[0] while iteration 0 writes it (check() proved the
+    # proc before and found a race after)
+    import gpudsl
+    from gpudsl import SchedulingError
+    from gpudsl.schedule import specialize
+
+    p = gpudsl.proc_from_source('''@proc
+def racy_cond(n: size, a: f32, x: f32[n], w: f32[4]):
+    assert n >= 4
+    for k in par(0, 2):
+        x[k] = w[k // 2] - a
+''', {})
+    assert p.check().ok
+    with pytest.raises(SchedulingError) as e:
+        specialize(p, "x[k] = _", ["x[0] > 0.0"])
+    assert "another iteration" in str(e.value)
+    q = specialize(p, "x[k] = _", ["w[0] > 0.0"])  # w is only read: accepted
+    assert q.check().ok
