@@ -354,8 +354,10 @@ def specialize(p, block, conds):
     Legality: each branch is the same block, so the meaning is kept whatever the
     conditions, but each condition must be defined wherever it is evaluated (where
     the earlier ones are false): its divisors are proved non-zero and its reads in
-    bounds (under its own ``and`` / ``or`` / ``select`` guards); an allocation of the
-    block must not be used after it (it would go out of scope).
+    bounds (under its own ``and`` / ``or`` / ``select`` guards); inside a parallel loop,
+    a condition must not read what another iteration writes (check() must find no new
+    race); an allocation of the block must not be used after it (it would go out of
+    scope).
 
     Example: ``specialize(p, "for i in _: _", "n % 4 == 0")``
     """
