@@ -264,12 +264,11 @@ def _witness(enc, w: _Site, r: _Site, ew, er):
         if not _invert(enc, wi, enc.int(ri, er), ew, mine, parts, pending):
             return None
     while pending:
-        key, halves = pending.popitem()
-        (d1, quo), (d2, rem), x = halves.get("//", (0, None)), halves.get("%", (0, None)), \
-            halves["expr"]
-        if quo is None or rem is None or d1 != d2:
-            return None
-        if not _invert(enc, x, d1 * quo + rem, ew, mine, parts, pending):
+        _, halves = pending.popitem()
+        if "//" not in halves or "%" not in halves or halves["//"][0] != halves["%"][0]:
+            return None  # X // d without X % d (or other divisors): X is not determined
+        (d, quo), (_, rem) = halves["//"], halves["%"]
+        if not _invert(enc, halves["expr"], d * quo + rem, ew, mine, parts, pending):
             return None
     common = _common(w, r)
     pairs = []

@@ -294,10 +294,11 @@ def split_k(p, bk, lifts, cj):
     return p
 
 
-def stage_tiles(p, bm, bn, bk, zi):
+def stage_tiles(p, bm, bn, bk, zi="", nest="ti #1"):
     """The block's A and B tiles of one k step staged in SHARED (``As``, ``Bs``) around
-    the compute nest; returns the proc and the compute nest's cursor."""
-    compute = p.find_loop("ti #1")
+    the compute nest (the loop ``nest``; ``zi``: the batch index prefix); returns the
+    proc and the compute nest's cursor."""
+    compute = p.find_loop(nest)
     p = stage_mem(p, compute, f"a[{zi}{bm} * bi:{bm} * bi + {bm}, {bk} * po:{bk} * po + {bk}]",
                   "As", SHARED)
     p = stage_mem(p, p.forward(compute),

@@ -76,7 +76,8 @@ from ..proc import Proc, instr
 from ..schedule import (divide_loop, expand_dim, fission, insert_sync, lift_alloc,
                         merge_loops, pad_dim, parallelize_loop, reorder_loops, replace,
                         set_unroll, simplify, stage_mem, vectorize)
-from .matmul_parts import _permute_nest, _vectorize_copy, double_buffer, matmul_algorithm
+from .matmul_parts import (_permute_nest, _vectorize_copy, double_buffer, matmul_algorithm,
+                           stage_tiles)
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bm=128, bn=128, bk=16, wm=64, wn=64, double_buffer=True, async_stages=0)
@@ -221,12 +222,7 @@ def fragments_and_tiles(p, acc: str, frags: tuple, bm: int, bn: int, bk: int,
     p = divide_loop(p, "pi", kstep, ["ks", "kk"], tail="perfect")
     for lp in ("rn #1", "rm #1", "ni #1", "mi #1"):
         p = reorder_loops(p, lp)
-    compute = p.find_loop("w #1")
-    p = stage_mem(p, compute, f"a[{bm} * bi:{bm} * bi + {bm}, {bk} * po:{bk} * po + {bk}]",
-                  "As", SHARED)
-    p = stage_mem(p, p.forward(compute),
-                  f"b[{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]", "Bs", SHARED)
-    return p, compute
+    return stage_tiles(p, bm, bn, bk, nest="w #1")
 
 
 def schedule_matmul_tf32(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 16,
