@@ -89,13 +89,17 @@ def ascii_text(text: str) -> str:
 
 
 def cname(name: str) -> str:
-    """The C spelling of a proc identifier: names that C, C++, CUDA, the system headers
-    or the emulator use (keywords, library functions, macros such as ``M_PI`` or
-    ``EOF``) get a trailing ``_``; non-ASCII names are mangled (:func:`ascii_ident`);
-    every other name is kept as written."""
+    """The C spelling of a proc identifier, one-to-one by construction: names that C,
+    C++, CUDA, the system headers or the emulator use (keywords, library functions,
+    macros such as ``M_PI`` or ``EOF``) and every name that already ends in ``_`` get
+    one more trailing ``_``; non-ASCII names are mangled (:func:`ascii_ident`); every
+    other name is kept as written.  So a kept name never ends in ``_``, an escaped one
+    always does, and dropping the last ``_`` of an escaped name gives back the proc's
+    name: ``printf`` → ``printf_``, ``printf_`` → ``printf__``, ``x`` → ``x``."""
     if not name.isascii():
         return ascii_ident(name)
-    if name in RESERVED or name.startswith("__") or _RESERVED_FORM.fullmatch(name):
+    if name.endswith("_") or name in RESERVED or name.startswith("__") or \
+            _RESERVED_FORM.fullmatch(name):
         return name + "_"
     return name
 
