@@ -30,6 +30,7 @@ from .obligations.races import check_races
 from .report import Diagnostic, Report
 from .resources import check_resources
 from ..ir.smt import DEFAULT_TIMEOUT_MS, SAT
+from ..ir.smt_interrupt import ctrl_c_guard
 from ..targets import Target, target
 
 _cache: OrderedDict = OrderedDict()   # the one cache of proofs: compile() asks it too
@@ -67,7 +68,8 @@ def check(p, /, **bindings) -> Report:
             if hit is not None:
                 _cache.move_to_end(key)
                 return hit
-        rep = _run(ir, bindings, timeout_ms, tgt)
+        with ctrl_c_guard():   # Ctrl-C: a KeyboardInterrupt, never a verdict
+            rep = _run(ir, bindings, timeout_ms, tgt)
     except RecursionError:
         raise Error(f"check({ir.name}): the proc nests calls or expressions too "
                          "deeply for the checker (Python's recursion limit)", ir.loc,

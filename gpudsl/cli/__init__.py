@@ -32,7 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["bench"]:  # its own parser (argparse's REMAINDER drops leading options)
         from ..bench import main as bench_main
 
-        return bench_main(argv[1:])
+        try:
+            return bench_main(argv[1:])
+        except KeyboardInterrupt:
+            print("gpudsl bench: interrupted", file=sys.stderr)
+            return 130
     ns = _parser().parse_args(argv)
     try:
         if ns.cmd in COMMANDS:
@@ -40,7 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     except Error as e:
         print(f"gpudsl: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:   # Ctrl-C: one line, the shell's status for SIGINT
+        print(f"gpudsl {ns.cmd}: interrupted{INTERRUPTED.get(ns.cmd, '')}", file=sys.stderr)
+        return 130
     return 2
+
+
+# what an interrupted command leaves behind, said after "interrupted"
+INTERRUPTED = {"tune": ": the configurations measured so far are kept in the tuning "
+                       "database; the same command resumes from them"}
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -4,8 +4,10 @@ Compiles the HamKaas script (constants from ``dir/<name>.npy``), evaluates it on
 the inputs and prints the result (or saves it with ``--output``)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import tempfile
 
 import numpy as np
 
@@ -51,7 +53,7 @@ def run_script(script: str, inputs: list[str], constants_dir: str | None,
     result = model.evaluate(values)
     if output:
         try:
-            np.save(output, result)
+            _save_as(output, result)
         except OSError as e:  # the result is not lost: printed instead
             print(f"cannot write {output}: {e.strerror or e}; the result follows", file=out)
             print(f"result {result.dtype} {list(result.shape)}", file=out)
@@ -64,3 +66,25 @@ def run_script(script: str, inputs: list[str], constants_dir: str | None,
         print(np.array2string(result, threshold=200), file=out)
     print(model.memory, file=out)
     return 0
+
+
+def _save_as(path: str, result) -> None:
+    """``result`` in ``.npy`` format at exactly ``path`` (``np.save`` would add ``.npy`` to a
+    name without it), written whole or not at all (a temporary file, then a rename)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".gpudsl-run-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, result)
+        os.chmod(tmp, 0o666 & ~_umask())   # as a plain open() would create it
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

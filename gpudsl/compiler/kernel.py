@@ -361,11 +361,29 @@ def _check_trace_reaches(trace, module, name: str) -> None:
                            hint="threadIdx, x first: pick a thread inside the block")
 
 
+MAX_TEMPORARY_BYTES = 2 ** 62   # beyond any machine's memory, and inside numpy's indexing
+
+
 def temporary_shapes(module, env):
+    """(name, shape, numpy dtype) of each GLOBAL temporary of a launch; one whose size
+    no machine can hold is a LaunchError at its allocation (exact integers: a size
+    computed in 64 bits could wrap to something small)."""
     for t in module.temporaries:
         shape = tuple(int(evaluate(d, env)) for d in t.shape) or (1,)
         dt = np.dtype(t.dtype.numpy) if t.dtype.numpy else np.dtype("uint16")
+        _refuse_impossible(t, shape, dt)
         yield t.name, shape, dt
+
+
+def _refuse_impossible(t, shape: tuple, dt) -> None:
+    if min(shape) < 0:
+        raise LaunchError(f"the GLOBAL array '{t.name}' has a negative extent: shape "
+                          f"{list(shape)}", t.loc, "check the sizes it is computed from")
+    nbytes = math.prod(shape) * dt.itemsize
+    if nbytes > MAX_TEMPORARY_BYTES:
+        raise LaunchError(f"the GLOBAL array '{t.name}' of shape {list(shape)} needs "
+                          f"{nbytes:,} bytes, more than any device or host can allocate",
+                          t.loc, "check the sizes it is computed from")
 
 
 def _launch(module, k, grid, kenv, b: Bound, scalars_by_name: bool = False) -> Launch:

@@ -38,7 +38,7 @@ callers know a satisfying model may not be a real execution.
 
 The solver is one ``z3.Solver`` in Z3's main context, reused for every query with
 ``push``/``pop``; each query has its own timeout.  A timeout gives ``UNKNOWN``,
-never ``UNSAT``.  Ctrl-C during a query (which Z3 catches) raises KeyboardInterrupt.  ``queries()`` counts the queries of the process.
+never ``UNSAT``.  Ctrl-C raises KeyboardInterrupt (:mod:`gpudsl.ir.smt_interrupt`).  ``queries()`` counts the queries of the process.
 
 Legality questions ask about one statement of a proc::
 
@@ -58,7 +58,6 @@ are modelled; other arities are ``Unsupported``.
 from __future__ import annotations
 
 import itertools
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -68,6 +67,7 @@ from .nodes import BinOp, Builtin, Collective, Const, Expr, Read, UnOp, Var, Win
 from .types import DTYPES
 from .smt_ints import (_BITS, _WRAPPING, Unsupported, _bits_const, _fits, _fold, _int_bits,
                        _mask_bits, _wrap, floordiv, floormod)
+from .smt_interrupt import ctrl_c_guard, quiet, raise_if_interrupted, running
 from .visitor import substitute, walk
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
@@ -89,7 +89,7 @@ class _Shared:
 
 def shared_solver() -> z3.Solver:
     if _Shared.solver is None:
-        _Shared.solver = z3.Solver()
+        _Shared.solver = quiet(z3.Solver())
     return _Shared.solver
 
 
@@ -104,46 +104,52 @@ def solve(constraints, timeout_ms: int = DEFAULT_TIMEOUT_MS, first_ms: int | Non
     :func:`pushed` holds) with the shared solver.  With ``first_ms``, the shared
     (incremental) solver gets that long, and an undecided query is asked again of a
     one-shot solver for ``timeout_ms``: Z3's incremental core lacks the preprocessing
-    of its one-shot tactic (e.g. for products of sizes under ``%``)."""
-    s = shared_solver()
-    _Shared.queries += 1
-    s.push()
-    try:
-        s.set("timeout", max(1, int(first_ms or timeout_ms)))
-        for c in constraints:
-            s.add(c)
-        t0 = time.monotonic()
-        r, used = s.check(), s
-        if r == z3.unknown:
-            _interrupted(s, t0, first_ms or timeout_ms)
-        if r == z3.unknown and first_ms is not None:
-            used = z3.Solver()
-            used.set("timeout", max(1, int(timeout_ms)))
-            used.add(*_Shared.facts, *constraints)
-            t0 = time.monotonic()
-            r = used.check()
-            if r == z3.unknown:
-                _interrupted(used, t0, timeout_ms)
-        if r == z3.sat:
-            return Result(SAT, used.model())
-        if r == z3.unsat:
-            return Result(UNSAT)
-        return Result(UNKNOWN, reason=used.reason_unknown())
-    except z3.Z3Exception as e:  # pragma: no cover - defensive
-        return Result(UNKNOWN, reason=str(e))
-    finally:
-        s.pop()
+    of its one-shot tactic (e.g. for products of sizes under ``%``).  A Ctrl-C before or
+    during the query raises KeyboardInterrupt (:mod:`gpudsl.ir.smt_interrupt`)."""
+    with ctrl_c_guard():
+        raise_if_interrupted()
+        s = shared_solver()
+        _Shared.queries += 1
+        s.push()
+        try:
+            return _answer(*_query(s, constraints, timeout_ms, first_ms))
+        except z3.Z3Exception as e:  # pragma: no cover - defensive
+            raise_if_interrupted()
+            return Result(UNKNOWN, reason=str(e))
+        finally:
+            s.pop()
 
 
-def _interrupted(solver, t0: float, timeout_ms: int) -> None:
-    """Z3 catches Ctrl-C during a query (its own SIGINT handler) and answers "unknown"
-    ("canceled" or "interrupted from keyboard"): an interrupted check() must raise
-    KeyboardInterrupt, never go on to a verdict.  A timeout is "canceled" too, but only
-    once the timeout has passed, so a cancellation before it is the user's Ctrl-C."""
-    reason = solver.reason_unknown()
-    early = time.monotonic() - t0 < 0.9 * max(1, int(timeout_ms)) / 1000
-    if "interrupted" in reason or ("cancel" in reason and early):
-        raise KeyboardInterrupt(f"solver query interrupted ({reason})")
+def _query(s, constraints, timeout_ms: int, first_ms: int | None) -> tuple:
+    """(z3 answer, the solver that gave it) of one query (see :func:`solve`)."""
+    s.set("timeout", max(1, int(first_ms or timeout_ms)))
+    for c in constraints:
+        s.add(c)
+    r, used = _check(s), s
+    if r == z3.unknown and first_ms is not None and timeout_ms > first_ms:
+        used = quiet(z3.Solver())
+        used.set("timeout", max(1, int(timeout_ms)))
+        used.add(*_Shared.facts, *constraints)
+        r = _check(used)
+    return r, used
+
+
+def _check(solver):
+    """``solver.check()``; a Ctrl-C before or during it raises KeyboardInterrupt (an
+    interrupted query answers "unknown", never a verdict)."""
+    raise_if_interrupted()
+    with running(solver):
+        r = solver.check()
+    raise_if_interrupted()
+    return r
+
+
+def _answer(r, used) -> Result:
+    if r == z3.sat:
+        return Result(SAT, used.model())
+    if r == z3.unsat:
+        return Result(UNSAT)
+    return Result(UNKNOWN, reason=used.reason_unknown())
 
 
 @contextmanager

@@ -19,6 +19,7 @@ API::
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 from typing import Any, Iterable
 
@@ -125,7 +126,10 @@ class DeviceBuffer:
     def __init__(self, shape: Iterable[int] | int, dtype: Any = np.float32):
         self.shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
-        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.nbytes = math.prod(self.shape) * self.dtype.itemsize   # exact: never wraps
+        if min(self.shape, default=0) < 0 or self.nbytes >= 2 ** 64:
+            raise LaunchError(f"cannot allocate {self.nbytes:,} bytes of device memory "
+                              f"(shape {list(self.shape)})")
         self.ptr = 0
         p = ctypes.c_uint64(0)
         check(_cu().cuMemAlloc_v2(ctypes.byref(p), max(self.nbytes, 1)), "cuMemAlloc")

@@ -12,6 +12,7 @@ compile layer (:mod:`gpudsl.compiler`) computes the launches and hands over
 """
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -104,7 +105,7 @@ class EmulatorBackend:
                 h = c
             work[name] = h
         for name, shape, dt in temporaries:
-            work[name] = np.zeros(shape, dt)
+            work[name] = host_temporary(name, shape, dt)
         printed: list[str] = []
 
         def launch(*a):
@@ -120,6 +121,17 @@ class EmulatorBackend:
                 h[...] = c
             self.output = "".join(printed)
         return self.output
+
+
+def host_temporary(name: str, shape: tuple, dt) -> np.ndarray:
+    """A zeroed host array for the GLOBAL temporary ``name``; one this machine cannot
+    hold is a LaunchError naming it and its size."""
+    try:
+        return np.zeros(shape, dt)
+    except (MemoryError, ValueError) as e:
+        n = math.prod(shape) * np.dtype(dt).itemsize
+        raise LaunchError(f"cannot allocate the GLOBAL array '{name}' of shape {list(shape)} "
+                          f"({n:,} bytes) on this machine: {e}") from None
 
 
 class CudaBackend:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import SchedulingError
+from ..ir.smt_interrupt import ctrl_c_guard
 from .memo import alias
 from .provenance import stamp
 from .warps import keep_warps as _KEEP_WARPS
@@ -312,9 +313,10 @@ def primitive(name: str, /, **kinds: Kind):
             outermost = _CURRENT.get() is None
             token = _CURRENT.set(_CURRENT.get() or name)
             try:
-                for arg, kind in kinds.items():
-                    bound.arguments[arg] = kind(p, bound.arguments[arg], arg)
-                out = fn(*bound.args, **bound.kwargs)
+                with ctrl_c_guard():   # Ctrl-C in a legality proof: KeyboardInterrupt
+                    for arg, kind in kinds.items():
+                        bound.arguments[arg] = kind(p, bound.arguments[arg], arg)
+                    out = fn(*bound.args, **bound.kwargs)
                 if outermost and hasattr(out, "ir"):
                     why = _KEEP_WARPS(p.ir, out.ir)  # no lane regrouping of collectives
                     if why is not None:

@@ -81,3 +81,32 @@ def test_tune_failure_is_one_line_not_a_traceback(capsys):
                "--reps", "1"])
     err = capsys.readouterr().err
     assert rc == 1 and err.startswith("gpudsl tune: ") and "Traceback" not in err
+
+
+def test_run_output_is_the_path_given(tmp_path, capsys):
+    # issue 39: "--output out" said "saved to out" and wrote out.npy
+    x, w = _files(tmp_path)
+    out = tmp_path / "out"
+    rc = main(["run", str(tmp_path / "m.hk"), "--input", f"x={tmp_path / 'x.npy'}",
+               "--constants", str(tmp_path / "consts"), "--output", str(out)])
+    assert rc == 0 and f"saved to {out}" in capsys.readouterr().out
+    assert not (tmp_path / "out.npy").exists()
+    np.testing.assert_allclose(np.load(out), np.maximum(x @ w, 0))
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_ctrl_c_in_a_command_is_one_line_and_status_130(tmp_path):
+    # issue 39: Ctrl-C in gpudsl tune printed a traceback
+    import subprocess
+    import sys
+
+    code = ("import sys, gpudsl.cli.tune as t\n"
+            "def stop(ns): raise KeyboardInterrupt\n"
+            "t.run_tune = stop\n"
+            "from gpudsl.cli import main\n"
+            "sys.exit(main(['tune', 'add', '--shape', '8', '--shape', '8']))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.startswith("gpudsl tune: interrupted") and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

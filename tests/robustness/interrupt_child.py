@@ -1,6 +1,10 @@
 """``python interrupt_child.py emulator|check``: start something long, print "ready" just
 before it, and print "KeyboardInterrupt" when Ctrl-C arrives (or "finished" if it ran to its
-end, which the test counts as a failure)."""
+end, which the test counts as a failure).
+
+``python interrupt_child.py check-rounds``: check() a proc of many statements (many short
+queries) again and again, printing "verdict <time>" after each; a Ctrl-C prints
+"KeyboardInterrupt <time>" (or "OTHER <exception>") and starts the next round."""
 from __future__ import annotations
 
 import sys
@@ -39,7 +43,41 @@ def _checks(seconds: float = 600.0) -> None:
         hard.check(timeout=60)
 
 
+def _many_statements(n: int = 24):
+    from gpudsl import proc_from_source
+    import gpudsl
+
+    body = "\n".join(f"            x[{i} * 256 + t] = y[({i} * 256 + t * 7) % n] + "
+                     f"x[{i} * 256 + t]" for i in range(n))
+    return proc_from_source(f"""
+def many(n: size, x: f32[n], y: f32[n]):
+    assert n >= {256 * n}
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, 256) @ THREADS:
+{body}
+""", vars(gpudsl))
+
+
+def rounds() -> int:
+    from gpudsl.analysis.check import _cache
+
+    p = _many_statements()
+    print("ready", flush=True)
+    while True:
+        try:
+            while True:
+                _cache.clear()
+                p.check()
+                print(f"verdict {time.monotonic()}", flush=True)
+        except KeyboardInterrupt:
+            print(f"KeyboardInterrupt {time.monotonic()}", flush=True)
+        except Exception as e:  # noqa: BLE001 - what the test counts as a failure
+            print(f"OTHER {type(e).__name__}: {e}".splitlines()[0], flush=True)
+
+
 def main(what: str) -> int:
+    if what == "check-rounds":
+        return rounds()
     if what.startswith("emulator"):
         k = spin.compile("emulator", check=False)  # a racy spin loop, on purpose
         x = np.zeros(256 if what == "emulator" else 65536, np.float32)

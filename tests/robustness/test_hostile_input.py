@@ -126,10 +126,10 @@ def test_names_that_are_c_macros_compile():
 def test_plain_names_are_not_mangled():
     from gpudsl.codegen.cexpr import cname
 
-    for n in ("x", "n", "N", "M", "K", "tile", "acc", "i0", "bi", "EPS_"):
+    for n in ("x", "n", "N", "M", "K", "tile", "acc", "i0", "bi", "eps"):
         assert cname(n) == n
     for n in ("M_PI", "EOF", "INT_MAX", "SIGINT", "EINTR", "_Bool", "gpudsl_emu", "sin",
-              "float4"):
+              "float4", "EPS_"):   # a name ending in _ too: escapes stay apart (issue 39)
         assert cname(n) == n + "_"
 
 
@@ -141,3 +141,29 @@ def test_relu_propagates_nan():
     out = ops.relu(a)
     np.testing.assert_array_equal(out, np.maximum(a, 0))  # NaN == NaN for this assert
     assert np.isnan(out[0])
+
+
+_HUGE = """
+def huge(n: size, x: f32[4]):
+    assert n >= 4
+    tmp: f32[{shape}] @ GLOBAL
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, 4) @ THREADS:
+            tmp[t, 0, 0] = x[t]
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, 4) @ THREADS:
+            x[t] = tmp[t, 0, 0] + 1.0
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+@pytest.mark.parametrize("shape,n", [("1000000000000000000000000000 // n, 1, 1", 10), ("n, n, n", 10 ** 9),
+                                     ("n, n, n", 2 ** 22)])
+def test_a_temporary_no_machine_can_hold_is_a_launch_error_naming_its_size(shape, n):
+    # issue 39: refused saying it needs "0 bytes" (64-bit products wrap) or a raw ValueError
+    p = proc_from_source(_HUGE.format(shape=shape), NS)
+    k = p.compile("emulator", check=False)
+    with pytest.raises(LaunchError, match="GLOBAL array 'tmp'") as e:
+        k(n=n, x=np.zeros(4, np.float32))
+    nbytes = 4 * (10 ** 27 // n if n == 10 else n ** 3)
+    assert f"{nbytes:,} bytes" in str(e.value)
