@@ -29,7 +29,7 @@ def test_entries_record_a_content_hash(tmp_path):
     c.put("k", "bin", b"abc", {"x": 1})
     meta = json.loads((tmp_path / "k.json").read_text())
     assert meta["sha256"] == digest(b"abc") and meta["x"] == 1
-    assert c.lookup("k", "bin")[0] == tmp_path / "k.bin"
+    assert c.lookup("k", "bin")[0] == b"abc"  # the bytes checked, never a path
     (tmp_path / "k.bin").write_bytes(b"abd")
     with pytest.warns(UserWarning, match="removed the damaged cache entry"):
         assert c.lookup("k", "bin") is None
