@@ -3,9 +3,9 @@
 ``dlopen`` takes a name, and a name in a cache folder may name another file by the time
 the loader opens it.  So the verified bytes of a shared object are written to a private
 copy, in a folder of this process (``gpudsl-emu-lib-<pid>-*`` in the temp folder,
-created 0700 and checked like a cache folder, see :mod:`gpudsl.runtime.safe_open`), and
-the copy is loaded through the folder's descriptor (``/proc/self/fd/<fd>/<name>``
-where there is a ``/proc``).  The same bytes are loaded once per process (``dlopen``
+created 0700 and checked, on its descriptor, to be this user's and writable by nobody
+else), and the copy is loaded through the folder's descriptor
+(``/proc/self/fd/<fd>/<name>`` where there is a ``/proc``).  The same bytes are loaded once per process (``dlopen``
 of one path handed back one handle before, too).  The copies stay while the process
 runs (fault reports read their line tables) and the folder goes at exit; one left by
 a killed process is swept by the emulator (``_sweep_stale_temporaries``).
@@ -25,7 +25,7 @@ import tempfile
 import threading
 
 from ..errors import CompileError
-from .safe_open import CHECKED, Untrusted, open_dir
+from .safe_open import CHECKED, DIR_FLAGS, Untrusted, check
 
 PREFIX = "gpudsl-emu-lib-"
 _CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
@@ -53,7 +53,7 @@ def _make_folder(bases) -> tuple[int, str]:
             continue
         try:
             path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base)
-            fd = open_dir(path) if CHECKED else -1
+            fd = _open_own(path) if CHECKED else -1
         except (OSError, Untrusted) as e:
             why.append(str(e))
             continue
@@ -62,6 +62,20 @@ def _make_folder(bases) -> tuple[int, str]:
     raise CompileError("no private folder to load the emulator's compiled code from: "
                        + "; ".join(why),
                        hint="point TMPDIR at a folder only you can write")
+
+
+def _open_own(path: str) -> int:
+    """The folder just made, opened; whatever renames happen above it afterwards, the
+    descriptor names a folder that is this user's and 0700, where nobody else can put a
+    file (no check of the folders above is needed: nobody else can make a folder this
+    user owns)."""
+    fd = os.open(path, DIR_FLAGS)
+    try:
+        check(os.fstat(fd), path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _private_folder(fallback) -> tuple[int, str]:

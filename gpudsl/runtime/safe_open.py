@@ -24,7 +24,7 @@ from pathlib import Path
 CHECKED = hasattr(os, "geteuid") and os.open in os.supports_dir_fd
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
+DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 # O_NONBLOCK: a FIFO planted under an entry's name must not block the open
 _FILE = os.O_RDONLY | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0)
 _MAX_LINKS = 40
@@ -56,13 +56,13 @@ def open_dir(path: str | os.PathLike) -> int:
     OSError (e.g. FileNotFoundError) when it cannot be opened."""
     path = os.path.join(os.getcwd(), os.fspath(path))
     todo = _names(path)[::-1]
-    fd, where, links = os.open("/", _DIR), "/", 0
+    fd, where, links = os.open("/", DIR_FLAGS), "/", 0
     try:
         while todo:
             name = todo.pop()
             check(os.fstat(fd), where, above=True)
             try:
-                nfd = os.open(name, _DIR, dir_fd=fd)
+                nfd = os.open(name, DIR_FLAGS, dir_fd=fd)
             except OSError as e:
                 if e.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
                     raise
@@ -72,7 +72,7 @@ def open_dir(path: str | os.PathLike) -> int:
                     raise OSError(errno.ELOOP, "too many links", path) from None
                 if target.startswith("/"):
                     os.close(fd)
-                    fd, where = os.open("/", _DIR), "/"
+                    fd, where = os.open("/", DIR_FLAGS), "/"
                 todo += _names(target)[::-1]
                 continue
             os.close(fd)
