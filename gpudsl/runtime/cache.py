@@ -9,7 +9,8 @@ writers of the same key simply race to install identical content.
 
 Every entry's metadata records the artifact's sha256 (``"sha256"``); :meth:`Cache.lookup`
 checks it before handing the artifact out, so a truncated or overwritten file is never
-loaded: it is removed (with a warning, once per entry) and the caller recompiles.  A cache
+loaded: it is removed (with a warning, once per entry) and the caller recompiles; so is
+an entry whose metadata is not a JSON object.  A cache
 that cannot be written is reported once per directory (:class:`CacheWarning`), and
 compilation goes on without it.
 
