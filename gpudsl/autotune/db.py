@@ -27,6 +27,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -91,8 +92,27 @@ _storages: dict = {}
 
 
 def sqlite_file(url: str) -> Path | None:
-    """The file of a ``sqlite:///`` URL (``sqlite:////abs`` is ``/abs``), else None."""
-    return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+    """The file of a SQLite URL, whatever its driver (``sqlite:////abs`` and
+    ``sqlite+pysqlite:////abs`` are ``/abs``), read by SQLAlchemy's own parser; None
+    for another database, an in-memory one, or a URL it cannot parse.  Without
+    SQLAlchemy (no store can be opened then) the ``sqlite[+driver]:///`` forms are
+    read by hand."""
+    try:
+        from sqlalchemy.engine import make_url
+    except ImportError:
+        m = re.fullmatch(r"sqlite(?:\+\w+)?:///([^?]*)(?:\?.*)?", url, re.S)
+        return Path(m.group(1)) if m and m.group(1) not in ("", ":memory:") else None
+    try:
+        u = make_url(url)
+    except Exception:  # noqa: BLE001 - sqlalchemy.exc.ArgumentError, ValueError
+        return None
+    if u.get_backend_name() != "sqlite" or u.database in (None, "", ":memory:"):
+        return None
+    if u.database.startswith("file:") and u.query.get("uri") in ("true", "1"):
+        from urllib.parse import urlparse  # sqlite:///file:/abs?uri=true
+
+        return Path(urlparse(u.database).path) if urlparse(u.database).path else None
+    return Path(u.database)
 
 
 def _storage(url: str):

@@ -18,9 +18,11 @@ proofs); the unit's machine code comes from the kernel cache as before
   the values of the constants the compile read (e.g. a scale baked into a kernel);
   any difference is a miss.
 - Trust: an entry is a pickle, so it is read only from a folder, and as a file, that
-  the current user owns and that neither group nor others may write (the cache
-  folder and ``graphs/``; otherwise a warning and a fresh compile), and only when its
-  content matches the sha256 recorded next to it.  A damaged or unreadable entry is a
+  the current user owns and that neither group nor others may write, below folders
+  that only the user or root may change (the cache folder and ``graphs/``; otherwise
+  a warning and a fresh compile), and only when its content matches the sha256
+  recorded next to it; the bytes unpickled are the bytes checked
+  (:meth:`~gpudsl.runtime.cache.Cache.lookup`).  A damaged or unreadable entry is a
   miss (removed, with a warning), never an error.
 - ``GPUDSL_GRAPH_CACHE=0`` turns the cache off.
 """
@@ -36,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..runtime.cache import Cache, cache_dir, gpudsl_version, untrusted, warn_once
+from ..runtime.cache import Cache, cache_dir, gpudsl_version, warn_once
 
 SUFFIX = "pickle"
 FORMAT = "gpudsl-graph-1"
@@ -134,17 +136,6 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
-def _trusted(c: Cache) -> bool:
-    for d in (c.dir.parent, c.dir):
-        why = untrusted(d)
-        if why is not None:
-            warn_once(("untrusted", str(d)),
-                      f"gpudsl: not loading compiled graphs from {c.dir}: {why}; compiling "
-                      "afresh (point GPUDSL_CACHE_DIR at a folder only you can write)")
-            return False
-    return True
-
-
 def load(k: str, constants: dict, names: tuple) -> dict | None:
     """The products (``names`` -> value) stored under ``k``, when present, trusted,
     intact and still what a compile would read (tuning answers, constants); else
@@ -152,13 +143,11 @@ def load(k: str, constants: dict, names: tuple) -> dict | None:
     if not enabled():
         return None
     c = graph_cache()
-    if not _trusted(c):
-        return None
-    hit = c.lookup(k, SUFFIX)  # owner and mode of the entry, and its sha256
+    hit = c.lookup(k, SUFFIX)  # the folders' and the entry's owners and modes, its sha256
     if hit is None:
         return None
     try:
-        entry = pickle.loads(hit[0].read_bytes())
+        entry = pickle.loads(hit[0])  # exactly the bytes verified
         if not (isinstance(entry, dict) and entry.get("format") == FORMAT
                 and isinstance(entry.get("products"), dict)
                 and set(entry["products"]) == set(names)

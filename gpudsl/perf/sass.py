@@ -64,8 +64,8 @@ def disassemble(cubin: bytes, key: str = "") -> str:
         hit = cache.lookup(key, "sass")
         if hit is not None:
             try:
-                return hit[0].read_text()
-            except OSError:
+                return hit[0].decode()
+            except UnicodeDecodeError:
                 pass
     text = _disassemble(cubin)
     if cache is not None:

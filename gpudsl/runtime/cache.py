@@ -9,24 +9,35 @@ writers of the same key simply race to install identical content.
 
 Every entry's metadata records the artifact's sha256 (``"sha256"``); :meth:`Cache.lookup`
 checks it before handing the artifact out, so a truncated or overwritten file is never
-loaded: it is removed (with a warning, once per entry) and the caller recompiles.  A cache
+loaded: it is removed (with a warning, once per entry) and the caller recompiles; so is
+an entry whose metadata is not a JSON object.  A cache
 that cannot be written is reported once per directory (:class:`CacheWarning`), and
 compilation goes on without it.
 
 Nothing is loaded from a folder or entry that another user owns or that its group or
-others may write (:func:`untrusted`; a warning, and the code is compiled afresh): a
-shared folder would let anyone who can write there run code in this process.  The
-folder is created owner-only and entries are written 0600.
+others may write, nor from a folder below one that others may write (unless sticky,
+like ``/tmp``) or that another user than root owns (:mod:`gpudsl.runtime.safe_open`;
+a warning, and the code is compiled afresh): anyone who can write there could plant
+code that this process loads.  :meth:`Cache.lookup` checks the folder and the entry on
+the descriptors it reads them through and hands out those bytes, never a path, so
+flipping a link between the check and the load changes nothing.  The folder is
+created owner-only and entries are written 0600; temp files left by writers killed
+mid-write are swept (:func:`sweep_temporaries`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
+import stat
 import tempfile
 import threading
+import time
 import warnings
 from pathlib import Path
+
+from .safe_open import CHECKED, Untrusted, open_dir, read_at, untrusted  # noqa: F401
 
 
 class CacheWarning(UserWarning):
@@ -78,35 +89,26 @@ def cache_key(source: str, target: str, arch: str, options: list[str] | tuple[st
     return h.hexdigest()
 
 
-def untrusted(path: Path) -> str | None:
-    """Why ``path`` (a cache folder or entry) must not be loaded from: it is not owned by
-    the current user, or its group or others may write it (anyone who can write there
-    could plant code that this process loads); None when it is trusted or absent.  As
-    pip does with its cache.  Not checked where the system has no owners (Windows)."""
-    if not hasattr(os, "getuid"):
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    if st.st_uid != os.getuid():
-        return f"{path} is owned by another user (uid {st.st_uid})"
-    if st.st_mode & 0o022:
-        return f"{path} is writable by its group or by others (mode {st.st_mode & 0o777:o})"
-    return None
-
-
 def make_private_dir(d: Path) -> None:
-    """Create the folder ``d`` (and its parents) owner-only; an existing one is left."""
-    if not d.is_dir():
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create the folder ``d`` and its missing parents owner-only (a parent that others
+    may write would make the cache untrusted); an existing one is left."""
+    if d.is_dir():
+        return
+    missing = [d]
+    while not missing[-1].parent.exists() and missing[-1].parent != missing[-1]:
+        missing.append(missing[-1].parent)
+    for p in reversed(missing):
+        p.mkdir(mode=0o700, exist_ok=True)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temp file in the same directory and ``os.replace``
-    (owner-only: the folder is created 0700 and the file 0600)."""
+    (owner-only: the folder is created 0700 and the file 0600).  The temp file is named
+    ``.<name>.<pid>.<random>.tmp``: :func:`sweep_temporaries` removes those of writers
+    that died mid-write."""
     make_private_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.",
+                               suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -120,6 +122,50 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+# a temp file of atomic_write in a cache folder (an older gpudsl's has no pid)
+_TEMP = re.compile(r"\.[0-9a-f]{64}\.[a-z]+\.(?:(\d+)\.)?[a-z0-9_]{8}\.tmp")
+STALE_SECONDS = 3600  # a temp file this old is left over, whoever wrote it
+GRACE_SECONDS = 60    # ... and one of a writer no longer running, this old
+_swept: set = set()
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return True
+
+
+def sweep_temporaries(dir_fd: int) -> int:
+    """Remove the temp files that writers killed mid-write left in a cache folder (opened
+    by :func:`~gpudsl.runtime.safe_open.open_dir`): only files of :func:`atomic_write`'s
+    names, owned by this user, whose writer is no longer running (and which are at least
+    ``GRACE_SECONDS`` old) or which are ``STALE_SECONDS`` old.  Returns how many."""
+    n, now = 0, time.time()
+    with os.scandir(dir_fd) as entries:
+        names = [e.name for e in entries]
+    for name in names:
+        m = _TEMP.fullmatch(name)
+        if m is None:
+            continue
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            age = now - st.st_mtime
+            pid = int(m.group(1)) if m.group(1) else None
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            if age > STALE_SECONDS or (age > GRACE_SECONDS and pid is not None
+                                       and pid != os.getpid() and not _running(pid)):
+                os.unlink(name, dir_fd=dir_fd)
+                n += 1
+        except OSError:
+            continue
+    return n
+
+
 class Cache:
     """A directory of ``<key>.<suffix>`` artifacts with ``<key>.json`` metadata."""
 
@@ -130,29 +176,32 @@ class Cache:
         """Where the artifact for ``key`` lives (it may not exist)."""
         return self.dir / f"{key}.{suffix}"
 
-    def get(self, key: str, suffix: str) -> bytes | None:
-        """The cached artifact's bytes, or None on a miss."""
-        try:
-            return self.path(key, suffix).read_bytes()
-        except OSError:
-            return None
-
-    def get_meta(self, key: str) -> dict | None:
-        """The metadata stored with ``key``, or None."""
-        try:
-            return json.loads(self.path(key, "json").read_text())
-        except (OSError, ValueError):
-            return None
-
     def put(self, key: str, suffix: str, data: bytes, meta: dict | None = None) -> Path:
         """Store an artifact (and metadata first, so a visible artifact has its metadata;
-        the metadata records the artifact's sha256).  Raises OSError when it cannot."""
+        the metadata records the artifact's sha256).  Raises OSError when it cannot.
+        The first write to a folder in a process sweeps stale temporaries."""
         meta = dict(meta or {})
         meta["sha256"] = digest(data)
         atomic_write(self.path(key, "json"), json.dumps(meta, sort_keys=True).encode())
         p = self.path(key, suffix)
         atomic_write(p, data)
+        self._sweep()
         return p
+
+    def _sweep(self) -> None:
+        if not CHECKED or str(self.dir) in _swept:
+            return
+        _swept.add(str(self.dir))
+        try:
+            fd = open_dir(self.dir)
+        except (OSError, Untrusted):
+            return
+        try:
+            sweep_temporaries(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
     def try_put(self, key: str, suffix: str, data: bytes, meta: dict | None = None
                 ) -> Path | None:
@@ -171,34 +220,45 @@ class Cache:
     def discard(self, key: str, suffix: str, why: str) -> None:
         """Remove a damaged entry (artifact and metadata) and say so, once per entry."""
         p = self.path(key, suffix)
-        for q in (p, self.path(key, "json")):
+        try:
+            fd = open_dir(self.dir) if CHECKED else None
+        except (OSError, Untrusted):
+            fd = None
+        for name in (p.name, f"{key}.json"):
             try:
-                q.unlink()
+                if fd is not None:
+                    os.unlink(name, dir_fd=fd)
+                elif not CHECKED:
+                    (self.dir / name).unlink()
             except OSError:
                 pass
+        if fd is not None:
+            os.close(fd)
         warn_once(("damaged", str(p)),
                   f"gpudsl: removed the damaged cache entry {p}: {why}; compiling it again")
 
-    def trusted(self) -> bool:
-        """Whether code may be loaded from this folder (see :func:`untrusted`)."""
-        return untrusted(self.dir) is None
-
-    def lookup(self, key: str, suffix: str) -> tuple[Path, dict] | None:
-        """``(artifact path, metadata)`` when both are present and the artifact's content
-        hash is the one recorded at write, else None (a damaged entry is discarded)."""
-        p = self.path(key, suffix)
-        for q in (self.dir, p, self.path(key, "json")):
-            why = untrusted(q)
-            if why is not None:
-                warn_once(("untrusted", str(q)),
-                          f"gpudsl: not loading from the compile cache: {why}; compiling "
-                          "afresh (point GPUDSL_CACHE_DIR at a folder only you can write)")
-                return None
-        meta = self.get_meta(key)
-        if meta is None or not p.is_file():
+    def lookup(self, key: str, suffix: str) -> tuple[bytes, dict] | None:
+        """``(artifact bytes, metadata)`` when both are present, trusted and the bytes'
+        hash is the one recorded at write, else None (a damaged entry is discarded).
+        Folder and files are opened without following links, checked on their
+        descriptors and read through them (:mod:`gpudsl.runtime.safe_open`): use these
+        bytes, never the path, which may name something else by now."""
+        try:
+            raw, data = self._read_entry(key, suffix)
+        except Untrusted as e:
+            warn_once(("untrusted", str(self.dir), str(e)),
+                      f"gpudsl: not loading from the compile cache {self.dir}: {e}; "
+                      "compiling afresh (point GPUDSL_CACHE_DIR at a folder only you "
+                      "can write)")
             return None
-        data = self.get(key, suffix)
-        if data is None:
+        except OSError:
+            return None
+        try:
+            meta = json.loads(raw)
+        except ValueError:
+            meta = None
+        if not isinstance(meta, dict):
+            self.discard(key, suffix, "its metadata is not a JSON object")
             return None
         if "sha256" not in meta:
             return None  # written by an older gpudsl: unverifiable, so a miss (overwritten)
@@ -206,7 +266,18 @@ class Cache:
             self.discard(key, suffix, "its content does not match the hash recorded when "
                                       "it was written")
             return None
-        return p, meta
+        return data, meta
+
+    def _read_entry(self, key: str, suffix: str) -> tuple[bytes, bytes]:
+        """The metadata's and the artifact's bytes (raises Untrusted or OSError)."""
+        names = (f"{key}.json", f"{key}.{suffix}")
+        if not CHECKED:
+            return tuple((self.dir / n).read_bytes() for n in names)  # type: ignore
+        fd = open_dir(self.dir)
+        try:
+            return tuple(read_at(fd, n, self.dir) for n in names)  # type: ignore
+        finally:
+            os.close(fd)
 
 
 def default_cache() -> Cache:

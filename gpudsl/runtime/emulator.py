@@ -51,6 +51,7 @@ from typing import Any, Iterable
 
 from gpudsl.errors import CompileError, LaunchError
 from gpudsl.runtime.cache import Cache, cache_key, default_cache
+from gpudsl.runtime.private_lib import PREFIX as _LIB_PREFIX, load_library
 from gpudsl.runtime.signature import KernelSig, host_pointer, pack_args
 
 HERE = Path(__file__).resolve().parent
@@ -255,7 +256,8 @@ def stack_kb_for(source: str) -> int:
 
 # ------------------------------------------------------------ compiling (interruptible, tidy)
 
-_TMP_PREFIX = "gpudsl-emu-"
+_TMP_PREFIX = "gpudsl-emu-"  # compiles' folders, and private_lib's (gpudsl-emu-lib-)
+assert _LIB_PREFIX.startswith(_TMP_PREFIX)
 _swept = False
 
 
@@ -272,7 +274,7 @@ def _sweep_stale_temporaries() -> None:
     except OSError:
         return
     for d in entries:
-        m = re.match(re.escape(_TMP_PREFIX) + r"(?:out-)?(\d+)-", d.name)
+        m = re.match(re.escape(_TMP_PREFIX) + r"(?:out-|lib-)?(\d+)-", d.name)
         if not m or not d.is_dir():
             continue
         pid = int(m.group(1))
@@ -345,8 +347,12 @@ def _compile(full_source: str, flags: list[str], out: Path, cxx: str) -> None:
                                hint="file:line locations point at the proc's source")
 
 
-def _load(path: Path | str, kernels, nworkers: int, cached: bool = False) -> EmuModule:
-    return EmuModule(ctypes.CDLL(str(path)), str(path), kernels, nworkers, cached=cached)
+def _load(data: bytes, kernels, nworkers: int, cache: Cache | None,
+          cached: bool = False) -> EmuModule:
+    """Load exactly ``data`` (a private copy: never a path in the cache, which may name
+    another file by now; :mod:`gpudsl.runtime.private_lib`)."""
+    lib, path = load_library(data, cache.dir if cache is not None else None)
+    return EmuModule(lib, path, kernels, nworkers, cached=cached)
 
 
 def checks_default() -> bool:
@@ -384,27 +390,17 @@ def build_emulator_module(source: str, kernels: Iterable[KernelSig], *,
     key = cache_key(full, "emulator", os.uname().machine, flags, compiler_version(cxx),
                     extra=_header_digest())
     nworkers = workers if workers is not None else default_workers()
-    reload = False  # a damaged entry was loaded: dlopen would hand back the same handle
     if use_cache:
-        hit = cache.lookup(key, "so")
+        hit = cache.lookup(key, "so")  # the verified bytes
         if hit is not None:
             try:
-                return _load(hit[0], kernels, nworkers, cached=True)
+                return _load(hit[0], kernels, nworkers, cache, cached=True)
             except (OSError, AttributeError) as e:
                 cache.discard(key, "so", f"it could not be loaded ({e})")
-                reload = True
     with _tempdir("out-") as tmp:
         out = Path(tmp) / "module.so"
         _compile(full, flags, out, cxx)
-        if use_cache:
-            path = cache.try_put(key, "so", out.read_bytes(), {"target": "emulator",
-                                                                "flags": flags})
-            if path is not None and not reload and cache.trusted():
-                return _load(path, kernels, nworkers)
-            if path is not None and not cache.trusted():
-                path = None  # never load what others may have replaced: the temporary
-        # dlopen keeps the mapping after the temporary file is removed
-        mod = _load(out, kernels, nworkers)
-        if use_cache and path is not None:
-            mod.path = str(path)  # the same bytes, kept (fault reports read its line tables)
-        return mod
+        data = out.read_bytes()
+    if use_cache:
+        cache.try_put(key, "so", data, {"target": "emulator", "flags": flags})
+    return _load(data, kernels, nworkers, cache if use_cache else None)

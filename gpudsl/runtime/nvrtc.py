@@ -167,12 +167,12 @@ def compile_cubin(source: str, arch: str = "sm_90", options: list[str] | tuple[s
     if use_cache:
         hit = cache.lookup(key, "cubin")
         if hit is not None:
-            path, meta = hit
+            cubin, meta = hit  # the verified bytes (never the path again)
             try:
-                return CubinResult(path.read_bytes(), meta.get("log", ""),
+                return CubinResult(cubin, meta.get("log", ""),
                                    {k: Resources(**v) for k, v in meta["resources"].items()},
                                    arch, key, cached=True)
-            except (OSError, KeyError, TypeError) as e:
+            except (KeyError, TypeError, AttributeError) as e:
                 cache.discard(key, "cubin", f"it could not be read ({e})")
     cubin, log = _interruptible(_compile, source, arch, all_opts, name)
     res = parse_resources(log)

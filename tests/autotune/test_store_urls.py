@@ -210,3 +210,27 @@ def test_a_store_others_can_write_is_not_read(tmp_path, monkeypatch):
     db_mod._memo.clear()
     with pytest.warns(CacheWarning, match="not reading tuned winners"):
         assert autotune.lookup_winner("trust", SHAPES, "env1") is None
+
+
+@pytest.mark.parametrize("scheme", ["sqlite", "sqlite+pysqlite"])
+def test_a_store_url_others_can_write_is_not_read_whatever_the_driver(tmp_path, monkeypatch,
+                                                                     scheme):
+    # issue 39: only sqlite:/// was recognised as a file, so a store written
+    # sqlite+pysqlite:/// was read whoever could write it (URLs now go through make_url)
+    from gpudsl.runtime.cache import CacheWarning
+
+    store = tmp_path / "team" / "tune.sqlite"
+    store.parent.mkdir()
+    url = f"{scheme}:///{store}"
+    autotune.Database(url).set_winner("drv", db_mod.shapes_key(SHAPES), "env1", {"tile": 5},
+                                      1.0)
+    monkeypatch.setenv("GPUDSL_TUNE_DB", url)
+    db_mod._memo.clear()
+    assert autotune.lookup_winner("drv", SHAPES, "env1") == {"tile": 5}
+    store.chmod(0o666)
+    db_mod._memo.clear()
+    with pytest.warns(CacheWarning, match="not reading tuned winners"):
+        assert autotune.lookup_winner("drv", SHAPES, "env1") is None
+    assert db_mod.sqlite_file(f"{scheme}:///{store}?timeout=5") == store
+    assert db_mod.sqlite_file("postgresql+psycopg2://host/db") is None
+    assert db_mod.sqlite_file(f"{scheme}://") is None  # in memory

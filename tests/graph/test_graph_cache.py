@@ -181,6 +181,18 @@ def test_an_unreadable_entry_says_why(cache_on):
         graph.compile(_chain(7), device="emulator")
 
 
+def test_metadata_that_is_not_a_json_object_is_a_miss_never_an_error(cache_on, compiles):
+    # issue 39: valid JSON that is not an object raised TypeError on every graph.compile
+    graph.compile(_chain(5), device="emulator")
+    p, meta = _entry(cache_on)
+    meta.write_text("true")
+    with pytest.warns(CacheWarning, match="damaged"):
+        m = graph.compile(_chain(5), device="emulator")
+    np.testing.assert_allclose(m.evaluate({"x": XV}), _want(XV, 5), rtol=1e-6, atol=1e-6)
+    graph.compile(_chain(5), device="emulator")  # written again: read back
+    assert len(compiles) == 2
+
+
 class _Planted:
     """Unpickling it runs code: it writes a marker file."""
 

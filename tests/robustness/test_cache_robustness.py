@@ -29,7 +29,7 @@ def test_entries_record_a_content_hash(tmp_path):
     c.put("k", "bin", b"abc", {"x": 1})
     meta = json.loads((tmp_path / "k.json").read_text())
     assert meta["sha256"] == digest(b"abc") and meta["x"] == 1
-    assert c.lookup("k", "bin")[0] == tmp_path / "k.bin"
+    assert c.lookup("k", "bin")[0] == b"abc"  # the bytes checked, never a path
     (tmp_path / "k.bin").write_bytes(b"abd")
     with pytest.warns(UserWarning, match="removed the damaged cache entry"):
         assert c.lookup("k", "bin") is None
@@ -82,6 +82,74 @@ def test_an_unwritable_cache_warns_once_and_still_compiles(tmp_path):
             assert x.tolist() == [3, 3]
     msgs = [m for m in w if issubclass(m.category, CacheWarning)]
     assert len(msgs) == 1 and "cannot be written" in str(msgs[0].message)
+
+
+@pytest.mark.parametrize("meta", ["5", "true", "[1]", '"text"', "null", "{"])
+def test_metadata_that_is_not_a_json_object_is_a_damaged_entry(tmp_path, meta):
+    # issue 39: valid JSON that is not an object (5, true) raised TypeError on every
+    # compile until the entry was deleted by hand
+    from gpudsl.runtime.cache import Cache, CacheWarning
+    from gpudsl.runtime.emulator import build_emulator_module
+    from gpudsl.runtime.signature import KernelSig
+
+    src = 'extern "C" __global__ void k(int* x) { x[threadIdx.x] = 4; }\n'
+
+    def build():
+        mod = build_emulator_module(src, [KernelSig("k", ["int*"])], cache=Cache(tmp_path))
+        x = np.zeros(2, np.int32)
+        mod.launch("k", 1, 2, [x])
+        assert x.tolist() == [4, 4]
+        return mod
+    build()
+    (meta_file,) = tmp_path.glob("*.json")
+    meta_file.write_text(meta)
+    with pytest.warns(CacheWarning, match="damaged cache entry .*not a JSON object"):
+        assert not build().cached
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        assert build().cached  # written again, whole
+
+
+def test_temporaries_of_a_writer_killed_mid_write_are_swept(tmp_path):
+    # issue 39: a kill -9 mid-write left .<key>.*.tmp files that nothing swept
+    from gpudsl.runtime.cache import Cache
+
+    key = "cd" * 32
+    writer = subprocess.Popen([sys.executable, "-c", f"""
+import os, sys, time
+from pathlib import Path
+from gpudsl.runtime import cache
+os.replace = lambda *a: (print("writing", flush=True), time.sleep(600))
+cache.Cache({str(tmp_path)!r}).put({key!r}, "so", b"half")
+"""], stdout=subprocess.PIPE, text=True, env=child_env())
+    assert writer.stdout.readline().strip() == "writing"
+    writer.kill()  # SIGKILL: no cleanup runs
+    writer.wait()
+    left = [f.name for f in tmp_path.iterdir() if f.name.endswith(".tmp")]
+    assert len(left) == 1 and left[0].startswith(f".{key}.json."), left
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        keep = {f".{key}.so.{live.pid}.abcd1234.tmp",  # its writer is still running
+                f".{key}.so.efgh5678.tmp",             # an older gpudsl's, not stale yet
+                ".notes.tmp", f"{key}.so.tmp", "other.txt"}  # not names the cache writes
+        old = {f".{key}.cubin.ijkl9012.tmp"}           # an older gpudsl's, hours old
+        for name in keep | old:
+            (tmp_path / name).write_bytes(b"x")
+        (tmp_path / f".{key}.sass.{live.pid}.mnop3456.tmp").symlink_to(tmp_path / "other.txt")
+        keep.add(f".{key}.sass.{live.pid}.mnop3456.tmp")  # a link: not ours to judge
+        minute_ago, hours_ago = time.time() - 120, time.time() - 3 * 3600
+        for name in keep | set(left):
+            os.utime(tmp_path / name, (minute_ago, minute_ago), follow_symlinks=False)
+        for name in old | {".notes.tmp", "other.txt"}:
+            os.utime(tmp_path / name, (hours_ago, hours_ago))
+        os.utime(tmp_path / f".{key}.so.efgh5678.tmp")  # just now
+        Cache(tmp_path).put("ef" * 32, "so", b"next writer")
+    finally:
+        live.kill()
+        live.wait()
+    now = {f.name for f in tmp_path.iterdir() if f.name.endswith(".tmp")
+           or f.name == "other.txt"}
+    assert now == keep, sorted(now ^ keep)
 
 
 SLOW_COMPILE = r"""
