@@ -123,3 +123,91 @@ def inc(n: size, x: f32[n]):
         p.compile("recording")
     with pytest.raises(TypeError):
         register_backend("broken", object)
+
+
+SPLIT = '''
+def pc(n: size, x: f32[n, 32], y: f32[n, 32]):
+    for b in par(0, 1) @ BLOCKS:
+        buf: f32[2, 32] @ SHARED
+        full: barrier @ SHARED
+        empty: barrier @ SHARED
+        arrive(empty, 32, 64)
+        for i in seq(0, n):
+            wait(empty, 0, 32)
+            for t in par(0, 32) @ THREADS:
+                buf[i % 2, t] = x[i, t]
+            arrive(full, 0, 32)
+            wait(full, 32, 64)
+            for t in par(32, 64) @ THREADS:
+                y[i, t - 32] = buf[i % 2, t - 32] * 2.0
+            arrive(empty, 32, 64)
+'''
+
+
+def _ranged(k: int):
+    syncs = "\n".join(f"        sync(0, {32 * (i + 1)})" for i in range(k))
+    return _proc(f'''
+def ranged(x: f32[1024]):
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, 1024) @ THREADS:
+            x[t] = 1.0
+{syncs}
+''')
+
+
+def test_split_barriers_are_refused_where_there_are_no_mbarriers():
+    # issue 41: an mbarrier proc was proved on sm_70 (codegen then emitted #error)
+    p = _proc(SPLIT)
+    assert p.check().ok and p.check(target="sm_80").ok
+    for arch in ("sm_70", "sm_75"):
+        r = p.check(target=arch)
+        assert "resource" in _kinds(r) and f"mbarrier, which {arch} does not have" in str(r)
+
+
+def test_the_number_of_ranged_barriers_is_the_targets():
+    assert _ranged(15).check().ok
+    r = _ranged(16).check()
+    assert "resource" in _kinds(r) and "16 named barriers" in str(r)
+
+
+def test_a_toy_target_without_features_refuses_them_alone():
+    bare = register_target(Target("sm_bare", (9, 0), named_barriers=4))
+    try:
+        r = _proc(SPLIT).check(target="sm_bare")
+        assert "mbarrier, which sm_bare does not have" in str(r)
+        r = _ranged(1).check(target="sm_bare")
+        assert "named barriers (bar.sync), which sm_bare does not have" in str(r)
+        assert _ranged(3).check(target="sm_90").ok and _proc(SPLIT).check().ok
+        register_target(Target("sm_bare", (9, 0), named_barriers=4,
+                               features=frozenset({"bar.sync"})))
+        assert _ranged(3).check(target="sm_bare").ok
+        assert "4 named barriers" in str(_ranged(4).check(target="sm_bare"))
+    finally:
+        del TARGETS[bare.name]
+
+
+def test_a_toy_target_changes_no_other_targets_code():
+    # issue 41: registering a target with 8 KiB of static shared memory turned every
+    # target's __shared__ arrays into dynamic shared memory (a minimum over all targets)
+    import importlib
+
+    import gpudsl.codegen.kernel as kernel_mod
+
+    q = _proc(SHARED_KERNEL.replace("60000", "4000"))
+    before = q.cuda_source(n=4000)
+    register_target(Target("sm_tiny", (9, 0), static_shared_bytes=8 * 1024))
+    try:
+        importlib.reload(kernel_mod)   # what an import after the registration sees
+        assert q.cuda_source(n=4000) == before and "extern __shared__" not in before
+    finally:
+        del TARGETS["sm_tiny"]
+        importlib.reload(kernel_mod)
+
+
+def test_compile_proves_for_the_backends_architecture(monkeypatch):
+    from gpudsl.runtime.launch import EmulatorBackend
+
+    p = _proc(SPLIT)
+    monkeypatch.setattr(EmulatorBackend, "arch", staticmethod(lambda: "sm_75"))
+    with pytest.raises(gpudsl.CheckError, match="mbarrier, which sm_75 does not have"):
+        p.compile("emulator")

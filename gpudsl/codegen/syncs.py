@@ -21,9 +21,11 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir.nodes import Arrive, Sync, Wait
 from ..ir.visitor import walk
+from ..targets import target
 
 TID = "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
-MAX_NAMED = 15
+MAX_NAMED = target().named_barriers - 1   # id 0 is __syncthreads (check() refuses more)
+WARP = target().warp_size
 
 NAMED_BARRIER = r"""
 #ifndef GPUDSL_EMULATOR
@@ -111,13 +113,13 @@ class SyncWriter:
         if hi > n:
             raise _err(f"sync({lo}, {hi}) names threads past the block of {n} threads", s.loc,
                        "keep the range inside the block")
-        if lo % 32 or hi % 32:
+        if lo % WARP or hi % WARP:
             raise _err(f"sync({lo}, {hi}) is not made of whole warps: bar.sync counts warps",
-                       s.loc, "use multiples of 32")
+                       s.loc, f"use multiples of {WARP}")
         if (lo, hi) not in self.ids:
             if len(self.ids) >= MAX_NAMED:
                 raise _err(f"more than {MAX_NAMED} distinct ranged barriers in kernel "
-                           f"{self.kw.name}: the hardware has 16 named barriers (id 0 is the "
+                           f"{self.kw.name}: the hardware has {MAX_NAMED + 1} named barriers (id 0 is the "
                            "block's)", s.loc, "use fewer distinct thread ranges")
             self.ids[(lo, hi)] = len(self.ids) + 1
         self.kw.use_helper("gpudsl_bar_sync")

@@ -73,22 +73,30 @@ def signatures(module) -> list[KernelSig]:
 
 # ----------------------------------------------------------------- the proof first
 
-def prove(ir: ProcDef, bindings: dict):
-    """``check(ir, **bindings)``: check() keeps the one cache of proofs (per proc, its
-    locations, bindings, budget and target), so a proc compiled again, or proved by
-    the graph before its unit compiles, is not proved twice."""
+def prove(ir: ProcDef, bindings: dict, arch: str | None = None):
+    """``check(ir, **bindings)`` for the architecture ``arch`` (None: the default target):
+    check() keeps the one cache of proofs (per proc, its locations, bindings, budget and
+    target), so a proc compiled again, or proved by the graph before its unit compiles,
+    is not proved twice."""
     from ..analysis import check
 
-    return check(ir, **bindings)
+    return check(ir, **bindings, _target=arch)
 
 
-def proof_or_refusal(ir: ProcDef, bindings: dict, check: bool, what: str):
+def backend_arch(backend: str) -> str | None:
+    """The architecture the backend ``backend`` runs code on (the proof's target)."""
+    arch = getattr(BACKENDS[backend], "arch", None)
+    return arch() if callable(arch) else None
+
+
+def proof_or_refusal(ir: ProcDef, bindings: dict, check: bool, what: str,
+                     arch: str | None = None):
     """The compile paths' one proof step (a ``Kernel`` and each proc of a ``Unit``):
-    ``check()``'s report, or ``CheckError`` when it is not proved (``what``: what is
-    then not compiled); None with ``check=False``."""
+    ``check()``'s report for ``arch``, or ``CheckError`` when it is not proved (``what``:
+    what is then not compiled); None with ``check=False``."""
     if not check:
         return None
-    report = prove(ir, bindings)
+    report = prove(ir, bindings, arch)
     if not report.ok:
         raise CheckError(report, hint=f"{ir.name} is not proved safe, so {what} is not "
                          "compiled; fix the problems above, or compile with check=False "
@@ -126,7 +134,8 @@ class Kernel:
             self._build(check)
 
     def _build(self, check: bool) -> None:
-        self.report = proof_or_refusal(self.ir, self.bindings, check, "it")
+        self.report = proof_or_refusal(self.ir, self.bindings, check, "it",
+                                       backend_arch(self.target))
         self.proved = self.report is not None
         self._written = written_names(inline_calls(self.ir).body)
         self._specs: dict[tuple, _Spec] = {}

@@ -43,7 +43,8 @@ from ..runtime.backends import BACKENDS
 from ..runtime.launch import Launch
 from ..runtime.signature import KernelSig
 from .arguments import bind_arguments
-from .kernel import _print, plan_launches, proof_or_refusal, temporary_shapes
+from .kernel import (_print, backend_arch, plan_launches, proof_or_refusal,
+                     temporary_shapes)
 
 _INCLUDE_BLOCK = re.compile(r"#ifndef GPUDSL_EMULATOR\n(?:#include <[^>]+>\n)+#endif\n?")
 
@@ -125,7 +126,8 @@ class Unit:
                 key = (ir, tuple(sorted(bindings.items())))
                 if key in self._by_ir:  # the same proc twice: one entry
                     continue
-                report = proof_or_refusal(ir, bindings, check, "the unit")
+                report = proof_or_refusal(ir, bindings, check, "the unit",
+                                          backend_arch(target))
                 try:
                     module = generate(ir, bindings)
                 except NeedsBinding as e:

@@ -30,6 +30,12 @@ class Backend(Protocol):
         """Compile ``source``, whose kernels have the signatures ``sigs``; with
         ``capture_output`` the kernels' ``printf`` text is collected for ``run``."""
 
+    @staticmethod
+    def arch() -> str | None:
+        """The architecture this backend's code runs on (``"sm_90"``), whose
+        ``gpudsl.targets`` description compile() proves the proc for; None: the default
+        target (the emulator runs every feature gpudsl describes)."""
+
     def run(self, arrays: dict[str, ArrayArg], temporaries: list, launches: list[Launch]):
         """Run ``launches`` in order on ``arrays`` (numpy or device arrays, by parameter
         name) and zero-filled ``temporaries`` (name, shape, dtype); return the printed

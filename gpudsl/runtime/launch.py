@@ -87,6 +87,10 @@ class EmulatorBackend:
     kernels printed (``printf``; the emulator buffers it rather than writing the C
     stdout)."""
 
+    @staticmethod
+    def arch() -> None:
+        return None   # every feature gpudsl describes is emulated: the default target
+
     def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False):
         from .emulator import build_emulator_module
 
@@ -140,6 +144,13 @@ class CudaBackend:
     With ``capture_output=True`` the process's file descriptor 1, where the driver writes
     what kernels ``printf``, is redirected to a temporary file while the launches run and
     synchronize; ``run`` returns that text (and otherwise "")."""
+
+    @staticmethod
+    def arch() -> str:
+        """The device's architecture (``sm_90`` without a device)."""
+        from .driver import device_arch
+
+        return device_arch()
 
     def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False):
         from .driver import device_arch

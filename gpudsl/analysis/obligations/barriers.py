@@ -5,6 +5,9 @@ All synchronization statements stand at block level under uniform control flow
 (:mod:`..mapping`), so every thread of the block reaches each of them the same number
 of times; what is left to prove, with the counts of :mod:`..sync_counts`:
 
+- the target has what they lower to: mbarriers for split barriers, named barriers for
+  ranged ones, no more distinct ranges a kernel than it has named barriers (kind
+  ``"resource"``);
 - ranges: every range lies inside the block (a thread of the range that does not
   exist never arrives); a ranged barrier covers whole warps (``bar.sync`` counts
   warps) unless it is the whole block;
@@ -25,6 +28,7 @@ from ...ir.nodes import Arrive, For, Sync, Wait
 from ...ir.smt import SAT, UNKNOWN, UNSAT, Unsupported
 from ...ir.types import BLOCKS
 from ...ir.visitor import walk
+from ...targets import MBARRIER, NAMED_BARRIERS
 from ..report import Diagnostic
 from ..sync_counts import kernel_syncs
 
@@ -41,6 +45,7 @@ def check_barriers(ctx):
             continue
         syncs = [si for si in ctx.eff.syncs if si.kernel == k and si.level == "block"
                  and si.at is not None and si.at.path is not None]
+        _hardware(ctx, ks, syncs)
         if not _shapes(ctx, ks, syncs):
             continue
         waits = [si for si in syncs if isinstance(si.stmt, Wait)]
@@ -56,6 +61,32 @@ def check_barriers(ctx):
 def _div(ctx, msg, locs, hint, witness=None, kind="divergence"):
     ctx.diagnostics.append(Diagnostic(kind, msg, [l for l in locs if l is not None],
                                       witness or {}, hint))
+
+
+def _hardware(ctx, ks, syncs) -> None:
+    """What the barriers need of ``ctx.target`` (kind ``"resource"``): split barriers are
+    mbarriers; ranged barriers are named barriers, at most ``named_barriers - 1``
+    distinct ranges a kernel (id 0 is the whole block's)."""
+    tgt = ctx.target
+    if not tgt.has(MBARRIER):
+        for a in ks.allocs:
+            _div(ctx, f"the split barrier '{a.name}' is an mbarrier, which {tgt.name} does not "
+                 "have", [a.loc], "check for sm_80 or newer, or synchronize with sync()",
+                 kind="resource")
+    ranged = {}
+    for si in syncs:
+        s = si.stmt
+        if isinstance(s, Sync) and s.ranged and (s.lo.val, s.hi.val) != (0, ks.block_size):
+            ranged.setdefault((s.lo.val, s.hi.val), s.loc)
+    if ranged and not tgt.has(NAMED_BARRIERS):
+        _div(ctx, f"ranged barriers are named barriers (bar.sync), which {tgt.name} does not "
+             "have", list(ranged.values())[:1], "synchronize the whole block with sync()",
+             kind="resource")
+    elif len(ranged) > tgt.named_barriers - 1:
+        _div(ctx, f"{len(ranged)} distinct ranged barriers in one kernel: {tgt.name} has "
+             f"{tgt.named_barriers} named barriers and the whole block's sync() takes one",
+             list(ranged.values()), f"use at most {tgt.named_barriers - 1} distinct ranges",
+             kind="resource")
 
 
 def _shapes(ctx, ks, syncs) -> bool:
@@ -78,10 +109,11 @@ def _shapes(ctx, ks, syncs) -> bool:
                 _div(ctx, f"`{_text(s)}` expects threads [{lo}, {hi}), but the block has {bs} "
                      "thread(s): the missing threads never arrive, the others wait forever",
                      [s.loc], "keep the range inside the block", dict(w, block_size=bs))
-        if isinstance(s, Sync) and (lo, hi) != (0, bs) and (lo % 32 or hi % 32):
+        warp = ctx.target.warp_size
+        if isinstance(s, Sync) and (lo, hi) != (0, bs) and (lo % warp or hi % warp):
             _div(ctx, f"`{_text(s)}`: a ranged barrier synchronises whole warps (bar.sync "
-                 "counts warps); lo and hi must be multiples of 32 unless the range is the "
-                 "whole block", [s.loc], "round the range to warps", kind="mapping")
+                 f"counts warps); lo and hi must be multiples of {warp} unless the range is "
+                 "the whole block", [s.loc], "round the range to warps", kind="mapping")
     top = set()
     for f in walk(ctx.eff.kernels[ks.kernel].loop):
         if isinstance(f, For) and f.mapping == BLOCKS:
