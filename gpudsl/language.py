@@ -7,6 +7,69 @@ from .ir.types import (BLOCKS, CONST, GLOBAL, REGISTER, SHARED, THREADS, bf16, b
 from .ir.types import BARRIER
 
 
+class constexpr:
+    """A Python value procs may use by name, as Triton's ``tl.constexpr``: a number, a
+    bool or a dtype, declared where it is defined::
+
+        BLOCK = constexpr(256)        # or  BLOCK: constexpr = 256
+        NEG = constexpr(-3e38)
+
+    A proc that names ``BLOCK`` gets the value it has when ``@proc`` runs, as if written
+    in place (``256``).  Variables of an enclosing function (a proc built by a factory:
+    ``def make(T, BLOCK): @proc def k(x: T[n]): ...``) need no declaration; a plain module
+    global does, so that a typo or a name used before its definition in a proc never
+    picks up an unrelated notebook value silently.  ``int()``, ``float()`` and indexing
+    see the value, so host code may use the same name."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        if isinstance(value, constexpr):
+            value = value.value
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"constexpr({self.value!r})"
+
+    def __int__(self) -> int:
+        return int(self.value)
+
+    def __index__(self) -> int:
+        return self.value.__index__()
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __eq__(self, other) -> bool:
+        return self.value == (other.value if isinstance(other, constexpr) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def _arith(op: str):
+    def f(self, *other):
+        args = [o.value if isinstance(o, constexpr) else o for o in other]
+        return constexpr(getattr(self.value, op)(*args))
+
+    f.__name__ = op
+    return f
+
+
+for _op in ("__neg__", "__pos__", "__abs__", "__add__", "__radd__", "__sub__", "__rsub__",
+            "__mul__", "__rmul__", "__truediv__", "__rtruediv__", "__floordiv__",
+            "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__lt__", "__le__", "__gt__",
+            "__ge__"):
+    setattr(constexpr, _op, _arith(_op))
+
+
+inf = constexpr(float("inf"))   # procs print infinities and NaNs with these names
+nan = constexpr(float("nan"))
+
+
 def _only_in_procs(name):
     def f(*args, **kwargs):
         raise RuntimeError(f"{name}() means something only inside a @proc")
@@ -51,7 +114,7 @@ warp_sum = _only_in_procs("warp_sum")
 warp_max = _only_in_procs("warp_max")
 warp_min = _only_in_procs("warp_min")
 
-__all__ = ["BLOCKS", "THREADS", "GLOBAL", "SHARED", "REGISTER", "CONST", "f16", "bf16", "f32", "f64",
+__all__ = ["constexpr", "inf", "nan", "BLOCKS", "THREADS", "GLOBAL", "SHARED", "REGISTER", "CONST", "f16", "bf16", "f32", "f64",
            "i32", "i64", "bool_", "size", "index", "par", "seq", "sync", "atomic_add",
            "atomic_min", "atomic_max", "atomic_sub", "atomic_exch", "atomic_cas", "atomic_and",
            "atomic_or", "atomic_xor", "atomic_inc", "select", "exp", "log", "sqrt", "tanh",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import numbers
 
 from ..errors import ProcError
 from ..ir.nodes import (ATOMIC_OPS, BUILTINS, BinOp, Builtin, Const, Expr, Interval, Point,
@@ -53,9 +54,11 @@ def coerce(e: Expr, ty: DType) -> Expr:
 class ExprParser:
     """Parses expressions in the scope of the statement parser."""
 
-    def __init__(self, src, scope: Scope):
+    def __init__(self, src, scope: Scope, constants=None):
         self.src = src
         self.scope = scope
+        # node -> (value, why not): compile-time constants (frontend._Resolver.constant)
+        self.constants = constants or (lambda node: (None, None))
 
     def err(self, node, msg, hint=None):
         return ProcError(msg, self.src.loc(node), hint)
@@ -119,9 +122,7 @@ class ExprParser:
         if sym is None:
             if node.id in ("True", "False"):
                 return Const(node.id == "True", bool_, loc)
-            raise self.err(node, f"unknown name '{node.id}'",
-                           f"declare '{node.id}' as a parameter, an allocation "
-                           f"(`{node.id}: f32`) or a loop variable")
+            return self.constant(node, node.id)
         if sym.is_int_control:
             return Var(node.id, INDEX, loc)
         if sym.kind in ("scalar", "local"):
@@ -129,6 +130,37 @@ class ExprParser:
         raise self.err(node, f"'{node.id}' is an array of {len(sym.shape)} dimension(s); "
                        "index it to read an element",
                        f"write {node.id}[{', '.join('i' * 1 for _ in sym.shape)}]")
+
+    def cast_type(self, name: ast.Name):
+        """The type a cast ``name(...)`` converts to (a type's name, or a constant holding
+        a dtype: ``T(x)`` in a proc generic over ``T``), or None."""
+        if name.id in TYPE_NAMES:
+            return TYPE_NAMES[name.id]
+        if self.scope.lookup(name.id) is not None:
+            return None
+        value, _ = self.constants(name)
+        return value if isinstance(value, DType) and value in DTYPES.values() else None
+
+    def _Attribute(self, node: ast.Attribute) -> Expr:
+        return self.constant(node, ast.unparse(node))
+
+    def constant(self, node, name: str) -> Expr:
+        """The compile-time constant ``name`` (:class:`gpudsl.constexpr`) as a literal."""
+        value, why = self.constants(node)
+        loc = self.src.loc(node)
+        if value is None:
+            raise self.err(node, f"unknown name '{name}'", why or (
+                f"declare '{name}' as a parameter, an allocation (`{name}: f32`) or a loop "
+                f"variable, or define it as a Python constant: "
+                f"`{name} = gpudsl.constexpr(...)`"))
+        if isinstance(value, bool):
+            return Const(value, bool_, loc)
+        if isinstance(value, numbers.Integral):
+            return Const(int(value), INDEX, loc)
+        if isinstance(value, numbers.Real):
+            return Const(float(value), f32, loc)
+        raise self.err(node, f"'{name}' is {value!r}, not a number or a bool",
+                       "a dtype names a type: use it in annotations and casts")
 
     def _Subscript(self, node: ast.Subscript) -> Expr:
         if not isinstance(node.value, ast.Name):
@@ -280,11 +312,11 @@ class ExprParser:
         fname = node.func.id
         if node.keywords:
             raise self.err(node, f"{fname}() takes no keyword arguments")
-        if fname in TYPE_NAMES:
+        ty = self.cast_type(node.func)
+        if ty is not None:
             if len(node.args) != 1:
                 raise self.err(node, f"the cast {fname}(...) takes one argument")
             a = self.expr(node.args[0])
-            ty = TYPE_NAMES[fname]
             return Builtin(ty.name, (a,), ty, loc)
         if fname.startswith("atomic_") and fname[7:] in ATOMIC_OPS:
             raise self.err(node, f"{fname}(...) is a statement: its old value can only be "

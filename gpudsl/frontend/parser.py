@@ -11,7 +11,7 @@ from ..errors import ProcError
 from ..ir.nodes import (ATOMIC_OPS, ATOMIC_TYPES, Alloc, Assign, Atomic, Call, Const, For, If, Interval,
                         Param, Pass, Point, ProcDef, Read, Reduce, WindowArg)
 from ..ir.procdef import as_procdef
-from ..ir.types import (BLOCKS, DTYPES, GLOBAL, INDEX, MAPPINGS, MEMORIES, REGISTER,
+from ..ir.types import (BLOCKS, DTYPES, DType, GLOBAL, INDEX, MAPPINGS, MEMORIES, REGISTER,
                         THREADS, bool_)
 from ..ir.visitor import substitute
 from .exprs import TYPE_NAMES, ExprParser, coerce
@@ -29,7 +29,7 @@ class ProcParser:
         self.resolve = resolve  # name (or dotted) → Proc or None
         self.instr = instr
         self.scope = Scope()
-        self.ex = ExprParser(src, self.scope)
+        self.ex = ExprParser(src, self.scope, getattr(resolve, "constant", None))
         self.in_blocks = 0  # depth of enclosing BLOCKS loops
 
     def err(self, node, msg, hint=None):
@@ -89,8 +89,8 @@ class ProcParser:
                            "e.g. `n: size`, `a: f32`, `x: f32[n]`, `w: [f32][4] @ SHARED`")
         if isinstance(ann, ast.Name) and ann.id in ("size", "index"):
             return Param(x.arg, ann.id, INDEX, loc=loc)
-        if isinstance(ann, ast.Name) and ann.id in TYPE_NAMES:
-            ty = TYPE_NAMES[ann.id]
+        if isinstance(ann, ast.Name) and self.dtype(ann, quiet=True) is not None:
+            ty = self.dtype(ann)
             self.scope.bind(Sym(x.arg, "scalar", ty, loc=loc, param=True), loc)
             return Param(x.arg, "scalar", ty, loc=loc)
         mem = GLOBAL
@@ -108,20 +108,31 @@ class ProcParser:
         else:
             raise self.err(ann, f"cannot understand the type of parameter '{x.arg}'",
                            "e.g. `n: size`, `a: f32`, `x: f32[n]`, `w: [f32][4] @ SHARED`")
-        if tname.id not in TYPE_NAMES:
-            raise self.err(tname, f"unknown scalar type '{tname.id}'",
-                           "types: " + ", ".join(DTYPES))
-        ty = TYPE_NAMES[tname.id]
+        ty = self.dtype(tname)
         shape = self.shape(ann)
         self.scope.bind(Sym(x.arg, "array", ty, shape, mem, loc, param=True), loc)
         return Param(x.arg, "window" if window else "tensor", ty, shape, mem, loc)
+
+    def dtype(self, tname: ast.Name, quiet: bool = False):
+        """The scalar type ``tname`` names: a type's name (``f32``), or a compile-time
+        constant holding one (``T`` of a proc factory, ``T = gpudsl.constexpr(f16)``)."""
+        if tname.id in TYPE_NAMES:
+            return TYPE_NAMES[tname.id]
+        value, _ = self.ex.constants(tname)
+        if isinstance(value, DType) and value in DTYPES.values():
+            return value
+        if quiet:
+            return None
+        raise self.err(tname, f"unknown scalar type '{tname.id}'",
+                       "types: " + ", ".join(DTYPES))
 
     def shape(self, sub: ast.Subscript) -> tuple:
         dims = ExprParser.index_nodes(sub)
         out = []
         for d in dims:
             for n in ast.walk(d):
-                if isinstance(n, ast.Name) and self.scope.lookup(n.id) is None:
+                if isinstance(n, ast.Name) and self.scope.lookup(n.id) is None and \
+                        self.ex.constants(n)[0] is None:
                     raise self.err(n, f"the size '{n.id}' in this shape is not declared",
                                    f"add a parameter `{n.id}: size`")
             out.append(self.ex.control_expr(d, "a shape"))
@@ -252,10 +263,7 @@ class ProcParser:
                            "e.g. `s: f32`, `t: f32[16, 16] @ SHARED`")
         if tname.id == "barrier":
             return parse_barrier_alloc(self, s, name, shape, mem, loc)
-        if tname.id not in TYPE_NAMES:
-            raise self.err(tname, f"unknown scalar type '{tname.id}'",
-                           "types: " + ", ".join(DTYPES))
-        ty = TYPE_NAMES[tname.id]
+        ty = self.dtype(tname)
         kind = "local" if not shape else "array"
         sym = Sym(name, kind, ty, shape, mem, loc)
         self.scope.bind(sym, loc)

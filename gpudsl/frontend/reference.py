@@ -650,6 +650,38 @@ x = np.zeros(2, np.float32); k = np.zeros(1, np.int32); b = np.zeros(1, bool)
 gpudsl.interpret(lit, x=x, k=k, b=b)
 assert k[0] == -3 and b[0]
 '''),
+    _E("Expressions", "constexpr", "Python constants and generic procs",
+       "A Python number, bool or dtype declared `constexpr` (`BLOCK = constexpr(256)` or "
+       "`BLOCK: constexpr = 256`), or a variable of an enclosing function, may be named in a "
+       "proc: it is the value it has when `@proc` runs, as if written in place (Triton's "
+       "`tl.constexpr`). A plain module global is refused with a hint to declare it, so a typo "
+       "never picks up an unrelated value. A dtype held so makes a proc generic: `x: T[n]`, "
+       "`a: T`, `T(...)`. `inf` and `nan` are such constants (procs print infinities and "
+       "NaNs with them).", '''
+BLOCK = constexpr(64)
+FLOOR: constexpr = -inf
+
+@proc
+def clamp(n: size, x: f32[n]):
+    assert n % BLOCK == 0
+    for b in par(0, n // BLOCK) @ BLOCKS:
+        for t in par(0, BLOCK) @ THREADS:
+            x[BLOCK * b + t] = max(x[BLOCK * b + t], FLOOR)
+
+def scaled(T):                 # one proc per dtype, built by a factory
+    @proc
+    def scale(n: size, a: T, x: T[n]):
+        for i in seq(0, n):
+            x[i] = a * x[i] + T(1.0)
+    return scale
+
+x = np.array([np.nan, 1.0] * 64, np.float32)
+gpudsl.interpret(clamp, x=x)
+assert clamp.check().ok and x[1] == 1.0
+h = np.ones(8, np.float16)
+gpudsl.interpret(scaled(f16), a=2.0, x=h)
+assert (h == 3).all() and "f16[n]" in str(scaled(f16))
+'''),
     _E("Expressions", "Var", "Names", "A size, index or scalar parameter, a loop variable "
        "or a scalar local.", '''
 @proc

@@ -30,8 +30,8 @@ def _const(c: Const) -> str:
         return "True" if v else "False"
     if c.ty.is_float:
         v = float(v)
-        if math.isinf(v):
-            return "float('inf')" if v > 0 else "-float('inf')"
+        if math.isinf(v) or math.isnan(v):   # gpudsl.inf and gpudsl.nan
+            return "nan" if math.isnan(v) else "inf" if v > 0 else "-inf"
         return repr(v)
     return str(int(v))
 
