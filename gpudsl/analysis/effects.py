@@ -265,6 +265,11 @@ class _Collector(Walker):
                            "move the allocation to just inside the block loop")
             if st["kernel"] is not None:
                 self.eff.kernels[st["kernel"]].shared.append(info)
+        if s.mem.scope == "grid" and st["kernel"] is not None:   # codegen cannot either
+            self.issue("mapping", f"the {s.mem.name} array '{s.name}' is allocated inside a "
+                       "kernel (each block or thread would need its own copy in global "
+                       "memory)", [s.loc], f"allocate it at host level, or `{s.name}: "
+                       f"{s.ty.name} @ REGISTER` for one per thread")
         if s.mem == REGISTER and st["level"] == "block" and st["kernel"] is not None:
             self.eff.kernels[st["kernel"]].block_registers.append(info)
         if s.mem == REGISTER and st["kernel"] is None:

@@ -12,7 +12,7 @@ import z3
 
 from ..errors import SchedulingError
 from ..ir.nodes import Alloc, BinOp, Builtin, Const, For, If, Read, UnOp, Var
-from ..ir.types import BLOCKS, INDEX, THREADS, bool_
+from ..ir.types import BLOCKS, INDEX, REGISTER, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
 from .cursors import (Moved, MovedRange, ancestors, block_of, compose, fwd_edits,
                       fwd_identity, replace_block, splice)
@@ -325,6 +325,9 @@ def remove_loop(p, loop):
 def parallelize_loop(p, loop, mapping=None):
     """Make ``loop`` a ``par`` loop mapped to ``mapping`` (BLOCKS, THREADS or None).
 
+    A scalar local of the loop that only host code may hold (GLOBAL, the default outside
+    kernels) becomes REGISTER: each iteration keeps its own.
+
     Legality: no two iterations conflict (touch one element, one of them writing;
     reductions included); re-mapping a mapped loop breaks no mapping rule (docs/language.md,
     "Meaning") that the input kept (a first mapping may pass through the transient states
@@ -336,11 +339,35 @@ def parallelize_loop(p, loop, mapping=None):
     s: For = c.node()
     check_parallel(p.ir, c.addr, s)
     new = s.with_(kind="par", mapping=mapping)
+    if mapping is not None:
+        new = new.with_(body=_thread_scalars(new.body, mapping))
     ir = splice(p.ir, c.addr, [new])
     # mapping a loop for the first time may pass through a transient state; re-mapping
     # a mapped loop (or unmapping it) must not break any rule the input kept
     refuse_new_mapping_issues(p.ir, ir, s.loc, strict=s.mapping is not None)
     return Rewrite(ir, fwd_identity)
+
+
+def _thread_scalars(body: tuple, mapping) -> tuple:
+    """``body`` of a loop now mapped to ``mapping``, its scalar locals placed where a kernel
+    can hold them: a scalar that only host code may allocate (GLOBAL, the default outside
+    kernels) becomes REGISTER.  Each iteration has its own scalar either way: in a THREADS
+    loop every one (at any depth of seq loops and ifs), in a BLOCKS loop those that no
+    parallel loop below uses (one per block, used by its sequential code)."""
+    def place(st):
+        if isinstance(st, Alloc) and not st.shape and "thread" not in st.mem.allocated_at:
+            if mapping == THREADS or not any(
+                    isinstance(f, For) and f.kind == "par" and st.name in free_vars(f)
+                    for f in walk(body)):
+                return st.with_(mem=REGISTER)
+        if isinstance(st, For) and st.kind == "seq":
+            return st.with_(body=tuple(map(place, st.body)))
+        if isinstance(st, If):
+            return st.with_(body=tuple(map(place, st.body)),
+                            orelse=tuple(map(place, st.orelse)))
+        return st
+
+    return tuple(map(place, body))
 
 
 # ------------------------------------------------------------------ specialize / simplify / rename
