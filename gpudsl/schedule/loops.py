@@ -355,7 +355,7 @@ def _thread_scalars(body: tuple, mapping) -> tuple:
     loop every one (at any depth of seq loops and ifs), in a BLOCKS loop those that no
     parallel loop below uses (one per block, used by its sequential code)."""
     def place(st):
-        if isinstance(st, Alloc) and not st.shape and "thread" not in st.mem.allocated_at:
+        if isinstance(st, Alloc) and not st.shape and st.mem.scope == "grid":
             if mapping == THREADS or not any(
                     isinstance(f, For) and f.kind == "par" and st.name in free_vars(f)
                     for f in walk(body)):

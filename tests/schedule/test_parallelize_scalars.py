@@ -72,3 +72,22 @@ def k(x: f32[32]):
 
 
 from gpudsl import par  # noqa: E402  (used in a proc above)
+
+
+def test_block_memories_stay_where_they_are():
+    # found by the differential test: a split barrier (a SHARED scalar) became REGISTER
+    p = gpudsl.proc_from_source('''
+def p(x: f32[64], y: f32[64]):
+    for b in seq(0, 1):
+        s: f32[64] @ SHARED
+        bar: barrier @ SHARED
+        for t in par(0, 64) @ THREADS:
+            s[t] = x[t]
+        arrive(bar, 0, 64)
+        wait(bar, 0, 64)
+        for t in par(0, 64) @ THREADS:
+            y[t] = s[63 - t]
+''', vars(gpudsl))
+    q = parallelize_loop(p, "b", BLOCKS)
+    assert "bar: barrier @ SHARED" in str(q) and "s: f32[64] @ SHARED" in str(q)
+    assert q.check().ok
