@@ -78,7 +78,7 @@ def test_block_memories_stay_where_they_are():
     # found by the differential test: a split barrier (a SHARED scalar) became REGISTER
     p = gpudsl.proc_from_source('''
 def p(x: f32[64], y: f32[64]):
-    for b in seq(0, 1):
+    for b in par(0, 1) @ BLOCKS:
         s: f32[64] @ SHARED
         bar: barrier @ SHARED
         for t in par(0, 64) @ THREADS:
