@@ -101,13 +101,15 @@ def _cas_minmax(ty: str, op: str, returns_old: bool) -> str:
     through compare-and-swap (CUDA has no native float ones)."""
     u, as_value, as_bits = _CAS_TYPES[ty]
     name = f"gpudsl_atomic_{op}" + ("_old" if returns_old else "")
-    cmp = "<" if op == "min" else ">"
+    want = as_bits.format(f"gpudsl_f{op}({as_value.format('old')}, v)")
     return (f"__device__ __forceinline__ {ty if returns_old else 'void'} {name}({ty}* p, "
             f"{ty} v) {{\n"
             f"  {u}* q = ({u}*)p;\n"
             f"  {u} old = *q;\n"
-            f"  while (v {cmp} {as_value.format('old')}) {{\n"
-            f"    {u} seen = atomicCAS(q, old, {as_bits.format('v')});\n"
+            "  for (;;) {  // gpudsl_fmin/fmax: NaN ignored, -0.0 < +0.0\n"
+            f"    {u} want = {want};\n"
+            "    if (want == old) break;\n"
+            f"    {u} seen = atomicCAS(q, old, want);\n"
             "    if (seen == old) break;\n"
             "    old = seen;\n"
             "  }\n"
@@ -171,9 +173,19 @@ _ORDER = ("floor", "wrap", "f2i", "fminmax:float", "fminmax:double", "atomic_f32
     tuple(WARP_HELPERS)
 
 
+_GROUP_TEXT = dict(HELPERS.values())
+# groups whose text calls another group's helpers (the compare-and-swap loops call
+# gpudsl_fmin / gpudsl_fmax)
+_NEEDS = {"atomic_f32": ("fminmax:float",), "atomic_f64": ("fminmax:double",),
+          "atomic_old": ("fminmax:float", "fminmax:double")}
+
+
 def helper_source(used: set[str]) -> str:
     """The C text of the helpers named in ``used`` (each group once)."""
     groups = {HELPERS[u][0]: HELPERS[u][1] for u in used if u in HELPERS}
+    for g in list(groups):
+        for need in _NEEDS.get(g, ()):
+            groups[need] = _GROUP_TEXT[need]
     out = [groups[g] for g in _ORDER if g in groups]
     first_warp = next((k for k, g in enumerate(g for g in _ORDER if g in groups)
                        if g in WARP_HELPERS), None)

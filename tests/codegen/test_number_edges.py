@@ -182,3 +182,18 @@ def test_random_edge_expressions_agree(seed):
     case = diff.make_case(seed, edges=True)
     out = diff.run_case(case)
     assert out.mismatches == [], (case.values, out.mismatches)
+
+
+def test_atomic_float_min_max_ignore_nan_and_order_signed_zeros():
+    # the compare-and-swap loops compared with < and >: a NaN in memory stayed, and
+    # -0.0 never replaced +0.0 (the interpreter's fmin did both)
+    p = _proc("v: f32[8], d: f64[8], x: f32[4], y: f64[2], o: f32[8]",
+              ["atomic_min(x[0], v[tt])", "atomic_max(x[1], v[tt])",
+               "atomic_min(y[0], d[tt])", "atomic_max(y[1], d[tt])",
+               "old: f32 = atomic_min(x[2], v[tt])", "o[tt] = 0.0 * old"], threads=8)
+    v = np.array([0.0, -0.0, NAN, 0.0, -0.0, 0.0, NAN, -0.0], np.float32)
+    ref, emu = _both(p, v=v, d=v.astype(np.float64), x=np.array([0.0, -0.0, NAN, 0], np.float32),
+                     y=np.array([NAN, -0.0]), o=np.zeros(8, np.float32))
+    assert np.signbit(ref["x"][:3]).tolist() == [True, False, True] and ref["x"][2] == 0
+    assert np.signbit(ref["y"]).tolist() == [True, False] and ref["y"][0] == 0
+    assert _bits(emu["x"]) == _bits(ref["x"]) and _bits(emu["y"]) == _bits(ref["y"])
