@@ -106,7 +106,7 @@ def to_int(bits: int):
 
     def cast(v):
         if not isinstance(v, int):
-            if isinstance(v, (np.floating, float)):
+            if not isinstance(v, (np.integer, np.bool_)):  # a float (bf16 is no np.floating)
                 return float_to_int(v, bits)
             v = int(v)
         return ((v + half) & mask) - half

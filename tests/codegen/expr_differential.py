@@ -14,7 +14,7 @@ One case is one proc writing K expressions into output arrays (one compile).
 ``tests/codegen/test_expr_differential.py`` runs a few cases in CI.
 
 The edges of issue 39 are drawn too (``--no-edges``: the cases of earlier versions, seed
-for seed): conversions to ``i32``/``i64`` of f32, f64 and f16 values that are NaN,
+for seed): conversions to ``i32``/``i64`` of f32, f64, f16 and bf16 values that are NaN,
 infinite, beyond the type or signed zeros; shift amounts outside ``[0, width)`` (any i32
 or i64 value, edge constants; negative ones for ``index``); ``min``/``max`` of f64 and
 f16 and negation over signed zeros and NaN.
@@ -202,14 +202,14 @@ class Gen:
         return f"({c})" if c < 0 else str(c)
 
     def float_to_int(self, ty: str, d: int) -> Term:
-        """``i32(f)`` / ``i64(f)`` of an f32, f64 or f16 value (index: of an i64 one)."""
+        """``i32(f)`` / ``i64(f)`` of an f32, f64, f16 or bf16 value (index: an i64 one)."""
         r = self.r
         to = ty if ty != IDX else I64
         k = r.random()
         if k < 0.35:
             src = f"xd[{r.randrange(4)}]"
         elif k < 0.5:
-            src = f"f16(x[{r.randrange(4)}])"
+            src = f"{r.choice(['f16', 'bf16'])}(x[{r.randrange(4)}])"
         else:
             src = self.float_term(d).src
         return Term(f"{to}({src})", ty, 2 ** 63 if to == I64 else 2 ** 31)
