@@ -30,12 +30,19 @@ def f({params}):
 ''', namespace=NS)
 
 
-def _both(p, **arrays):
-    """The arrays after the interpreter and after the emulator, each from a copy."""
+@pytest.fixture(params=["emulator", pytest.param("cuda", marks=pytest.mark.gpu)])
+def target(request):
+    """Where the generated C runs: the emulator, and the GPU where there is one."""
+    return request.param
+
+
+def _both(p, target, **arrays):
+    """The arrays after the interpreter and after the generated C on ``target``, each
+    from a copy."""
     ref = {k: v.copy() for k, v in arrays.items()}
     emu = {k: v.copy() for k, v in arrays.items()}
     gpudsl.interpret(p, **ref)
-    p.compile("emulator", check=False)(**emu)
+    p.compile(target, check=False)(**emu)
     return ref, emu
 
 
@@ -46,7 +53,7 @@ def _bits(a):
 FLOATS = [3e9, -3e9, NAN, INF, -INF, -0.0, 2.9, -2.9, 2147483520.0, 1e19, -1e19]
 
 
-def test_float_to_int_saturates_and_nan_is_zero():
+def test_float_to_int_saturates_and_nan_is_zero(target):
     n = len(FLOATS)
     p = _proc(f"x: f32[{n}], d: f64[{n}], h: f16[{n}], q: i32[{n}, 3], r: i64[{n}, 3]",
               [f"for i in seq(0, {n}):",
@@ -55,7 +62,7 @@ def test_float_to_int_saturates_and_nan_is_zero():
     x = np.array(FLOATS, np.float32)
     with np.errstate(over="ignore"):
         h = x.astype(np.float16)
-    ref, emu = _both(p, x=x, d=x.astype(np.float64), h=h,
+    ref, emu = _both(p, target, x=x, d=x.astype(np.float64), h=h,
                      q=np.zeros((n, 3), np.int32), r=np.zeros((n, 3), np.int64))
     want32 = [I32_MAX, I32_MIN, 0, I32_MAX, I32_MIN, 0, 2, -2, 2147483520, I32_MAX, I32_MIN]
     want64 = [3000000000, -3000000000, 0, I64_MAX, I64_MIN, 0, 2, -2, 2147483520, I64_MAX,
@@ -81,7 +88,7 @@ def test_generated_c_converts_floats_through_the_saturating_helper():
 AMOUNTS = [-1, -31, -32, -2 ** 31, 0, 5, 31, 32, 33, 63, 64, 2 ** 31 - 1]
 
 
-def test_shift_amounts_outside_the_width():
+def test_shift_amounts_outside_the_width(target):
     n = len(AMOUNTS)
     p = _proc(f"s: i32[{n}], w: i64[{n}], q: i32[{n}, 3], r: i64[{n}, 4]",
               [f"for i in seq(0, {n}):",
@@ -90,7 +97,7 @@ def test_shift_amounts_outside_the_width():
                "    r[i, 0] = i64(3) << w[i]", "    r[i, 1] = i64(-9) >> w[i]",
                "    r[i, 2] = 1 << (i - 4)", "    r[i, 3] = (0 - 9 - i) >> (i - 4)"])
     s = np.array(AMOUNTS, np.int32)
-    ref, emu = _both(p, s=s, w=s.astype(np.int64), q=np.zeros((n, 3), np.int32),
+    ref, emu = _both(p, target, s=s, w=s.astype(np.int64), q=np.zeros((n, 3), np.int32),
                      r=np.zeros((n, 4), np.int64))
 
     def shl(a, k, bits):
@@ -140,7 +147,7 @@ ZEROS = [0.0, -0.0, NAN, 1.0, -1.0]
 
 @pytest.mark.parametrize("ty, npty", [("f32", np.float32), ("f64", np.float64),
                                       ("f16", np.float16)])
-def test_float_min_max_order_signed_zeros_and_ignore_nan(ty, npty):
+def test_float_min_max_order_signed_zeros_and_ignore_nan(ty, npty, target):
     n = len(ZEROS)
     p = _proc(f"x: {ty}[{n}], y: {ty}[{n}, {n}, 6]",
               [f"for i in seq(0, {n}):", f"    for j in seq(0, {n}):",
@@ -148,7 +155,7 @@ def test_float_min_max_order_signed_zeros_and_ignore_nan(ty, npty):
                "        y[i, j, 2] = max(x[i], 0.0)", "        y[i, j, 3] = max(0.0, x[i])",
                "        y[i, j, 4] = min(x[i], -0.0)", "        y[i, j, 5] = min(-0.0, x[j])"])
     x = np.array(ZEROS, npty)
-    ref, emu = _both(p, x=x, y=np.zeros((n, n, 6), npty))
+    ref, emu = _both(p, target, x=x, y=np.zeros((n, n, 6), npty))
     assert _bits(emu["y"]) == _bits(ref["y"])
     y = ref["y"]
     for i, a in enumerate(ZEROS):
@@ -166,11 +173,11 @@ def test_float_min_max_order_signed_zeros_and_ignore_nan(ty, npty):
             assert np.signbit(y[i, 0, 4])
 
 
-def test_warp_max_of_signed_zeros_is_positive():
+def test_warp_max_of_signed_zeros_is_positive(target):
     p = _proc("x: f32[32], y: f32[32], z: f32[32]",
               ["y[tt] = warp_max(x[tt])", "z[tt] = warp_min(x[tt])"], threads=32)
     x = np.where(np.arange(32) % 3 == 0, np.float32(0.0), np.float32(-0.0)).astype(np.float32)
-    ref, emu = _both(p, x=x, y=np.ones(32, np.float32), z=np.ones(32, np.float32))
+    ref, emu = _both(p, target, x=x, y=np.ones(32, np.float32), z=np.ones(32, np.float32))
     assert not np.signbit(ref["y"]).any() and np.signbit(ref["z"]).all()
     assert _bits(emu["y"]) == _bits(ref["y"]) and _bits(emu["z"]) == _bits(ref["z"])
 
@@ -185,7 +192,7 @@ def test_random_edge_expressions_agree(seed):
     assert out.mismatches == [], (case.values, out.mismatches)
 
 
-def test_atomic_float_min_max_ignore_nan_and_order_signed_zeros():
+def test_atomic_float_min_max_ignore_nan_and_order_signed_zeros(target):
     # the compare-and-swap loops compared with < and >: a NaN in memory stayed, and
     # -0.0 never replaced +0.0 (the interpreter's fmin did both)
     p = _proc("v: f32[8], d: f64[8], x: f32[4], y: f64[2], o: f32[8]",
@@ -193,14 +200,15 @@ def test_atomic_float_min_max_ignore_nan_and_order_signed_zeros():
                "atomic_min(y[0], d[tt])", "atomic_max(y[1], d[tt])",
                "old: f32 = atomic_min(x[2], v[tt])", "o[tt] = 0.0 * old"], threads=8)
     v = np.array([0.0, -0.0, NAN, 0.0, -0.0, 0.0, NAN, -0.0], np.float32)
-    ref, emu = _both(p, v=v, d=v.astype(np.float64), x=np.array([0.0, -0.0, NAN, 0], np.float32),
-                     y=np.array([NAN, -0.0]), o=np.zeros(8, np.float32))
+    ref, emu = _both(p, target, v=v, d=v.astype(np.float64),
+                     x=np.array([0.0, -0.0, NAN, 0], np.float32), y=np.array([NAN, -0.0]),
+                     o=np.zeros(8, np.float32))
     assert np.signbit(ref["x"][:3]).tolist() == [True, False, True] and ref["x"][2] == 0
     assert np.signbit(ref["y"]).tolist() == [True, False] and ref["y"][0] == 0
     assert _bits(emu["x"]) == _bits(ref["x"]) and _bits(emu["y"]) == _bits(ref["y"])
 
 
-def test_bf16_to_int_saturates_and_min_max_order_signed_zeros():
+def test_bf16_to_int_saturates_and_min_max_order_signed_zeros(target):
     # bf16 scalars are no np.floating: the interpreter took them for integers and
     # wrapped (3e9 gave -1291845632, NaN to i64 gave INT64_MIN)
     ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -208,9 +216,29 @@ def test_bf16_to_int_saturates_and_min_max_order_signed_zeros():
               ["for i in seq(0, 4):", "    q[i] = i32(h[i])", "    r[i] = i64(h[i])",
                "    m[i] = max(h[i], h[i ^ 1])"])
     h = np.array([NAN, 3e9, -0.0, 0.0], ml_dtypes.bfloat16)
-    ref, emu = _both(p, h=h, q=np.zeros(4, np.int32), r=np.zeros(4, np.int64),
+    ref, emu = _both(p, target, h=h, q=np.zeros(4, np.int32), r=np.zeros(4, np.int64),
                      m=np.zeros(4, ml_dtypes.bfloat16))
     assert ref["q"].tolist() == [0, I32_MAX, 0, 0] and ref["r"].tolist() == [0, 3003121664, 0, 0]
     assert not np.signbit(ref["m"].astype(np.float32)[2:]).any()
     for k in ("q", "r", "m"):
         assert _bits(emu[k]) == _bits(ref[k]), k
+
+
+def test_the_helpers_compile_for_the_device():
+    # without a GPU: NVRTC takes every edge helper (the device branch of gpudsl_fmin,
+    # __double2int_rz, the index shift helpers) for sm_80 and sm_90
+    from gpudsl.runtime import nvrtc
+
+    p = _proc("x: f32[8], d: f64[4], h: f16[4], s: i32[4], o: i32[8], w: i64[8], "
+              "of: f32[8], od: f64[4], oh: f16[4]",
+              ["o[0] = i32(x[0]) + i32(d[1]) + i32(h[0])",
+               "w[0] = i64(x[0]) + i64(d[0]) + i64(h[1])",
+               "o[1] = (i32(1) << s[0]) + (i32(-8) >> s[1])",
+               "w[1] = (1 << (tt - 3)) + (w[2] >> s[3])",
+               "of[0] = max(x[0], x[1]) + min(x[2], 0.0) + warp_max(x[3]) + warp_min(x[4])",
+               "od[0] = max(d[0], d[1]) + warp_max(d[2])", "oh[0] = max(h[0], h[1])",
+               "atomic_min(x[5], x[6])", "atomic_max(d[3], d[2])",
+               "old: f32 = atomic_max(x[7], x[6])", "of[1] = old"], threads=32)
+    src = p.cuda_source()
+    for arch in ("sm_80", "sm_90"):
+        assert nvrtc.compile_cubin(src, arch).cubin
