@@ -356,15 +356,11 @@ class ExprEmitter:
             return None
         self.use_helper("gpudsl_wrap")
         name = {"+": "add", "-": "sub", "*": "mul", "<<": "shl", ">>": "shr"}[e.op]
-        rhs = self.expr(e.rhs)
-        if e.op in ("<<", ">>") and isinstance(e.rhs, Const):
-            h = 1 << (e.ty.bits - 1)  # the amount converts to the type, as in the interpreter
-            rhs = str((int(e.rhs.val) + h) % (2 * h) - h)
-        return f"gpudsl_{name}_{n}({self.expr(e.lhs)}, {rhs})"
+        return f"gpudsl_{name}_{n}({self.expr(e.lhs)}, {self.expr(e.rhs)})"
 
     def _index_shift(self, e: BinOp) -> str:
         """An index shift by an amount that may be negative: through the i32 / i64 shift
-        helpers, which give 0 (``<<``) or the sign (``>>``) for it (:mod:`gpudsl.ir.numeric`)."""
+        helpers, which give 0 (``<<``) or the sign (``>>``) for it (``ir/numeric.py``)."""
         self.use_helper("gpudsl_wrap")
         t = self.cint(e)
         lhs = self.expr(e.lhs) if self.cint(e.lhs) == t else f"({t}){self.expr(e.lhs, UNARY)}"
