@@ -229,7 +229,8 @@ class ExprEmitter:
     def cast_to(self, e: Expr, ty: DType, prec: int = 0) -> str:
         """``e`` converted to ``ty`` where C would not do it implicitly (half types)
         or would lose the meaning (bool ↔ numbers)."""
-        if e.ty == ty or ty == INDEX or (e.ty.is_integer and ty.is_integer):
+        if e.ty == ty or (ty == INDEX and not e.ty.is_float) or \
+                (e.ty.is_integer and ty.is_integer):
             return self.expr(e, prec)
         if isinstance(e, Const) and ty.is_float:
             return float_literal(e.val, ty)
@@ -243,8 +244,19 @@ class ExprEmitter:
             return text if UNARY >= prec else f"({text})"
         if ty.is_float and e.ty.is_integer:
             return self.expr(e, prec)  # C converts integers to floats
+        if e.ty.is_float and ty.is_integer:
+            return self.float_to_int(e, ty)
         text = f"({ty.ctype}){self.expr(e, UNARY)}"
         return text if UNARY >= prec else f"({text})"
+
+    def float_to_int(self, e: Expr, ty: DType) -> str:
+        """A float converted to an integer type: the GPU's saturating conversion
+        (``gpudsl_f2i32``/``64``, :mod:`gpudsl.ir.numeric`); a C cast is undefined out
+        of range."""
+        self.use_helper("gpudsl_f2i")
+        wide = ty == i64 or (ty == INDEX and self.index_ctype == "long long")
+        arg = f"(float){self.expr(e, UNARY)}" if e.ty in HALF else self.expr(e)
+        return f"gpudsl_f2i{64 if wide else 32}({arg})"
 
     def _expr(self, e: Expr) -> tuple[str, int]:
         if isinstance(e, Const):
@@ -299,6 +311,8 @@ class ExprEmitter:
             w = self._wrapping(e)
             if w is not None:
                 return w, ATOM
+        if e.ty == INDEX and e.op in ("<<", ">>") and not self.nonneg(e.rhs):
+            return self._index_shift(e), ATOM
         p = C_PREC[op]
         target = e.ty
         if e.op in ("==", "!=", "<", "<=", ">", ">="):
@@ -344,6 +358,15 @@ class ExprEmitter:
         name = {"+": "add", "-": "sub", "*": "mul", "<<": "shl", ">>": "shr"}[e.op]
         return f"gpudsl_{name}_{n}({self.expr(e.lhs)}, {self.expr(e.rhs)})"
 
+    def _index_shift(self, e: BinOp) -> str:
+        """An index shift by an amount that may be negative: through the i32 / i64 shift
+        helpers, which give 0 (``<<``) or the sign (``>>``) for it (``ir/numeric.py``)."""
+        self.use_helper("gpudsl_wrap")
+        t = self.cint(e)
+        lhs = self.expr(e.lhs) if self.cint(e.lhs) == t else f"({t}){self.expr(e.lhs, UNARY)}"
+        name = "shl" if e.op == "<<" else "shr"
+        return f"gpudsl_{name}_i{64 if t == 'long long' else 32}({lhs}, {self.expr(e.rhs)})"
+
     def _builtin(self, e: Builtin) -> tuple[str, int]:
         name, args, ty = e.name, e.args, e.ty
         if name in DTYPES:
@@ -354,6 +377,8 @@ class ExprEmitter:
                 return self._const(Const((int(a.val) + h) % (2 * h) - h, ty))
             if a.ty == ty or (ty == i64 and a.ty == INDEX and self.index_ctype == "long long"):
                 return self.expr(a, ATOM), ATOM
+            if a.ty.is_float and ty.is_integer:
+                return self.float_to_int(a, ty), ATOM
             if ty in HALF or a.ty in HALF or isinstance(a, Const):
                 return self.cast_to(a, ty, UNARY), UNARY
             return f"({ty.ctype}){self.expr(a, UNARY)}", UNARY
@@ -365,7 +390,10 @@ class ExprEmitter:
             return f"{c} ? {a} : {b}", TERNARY
         if ty.is_float:
             fname = {"min": "fmin", "max": "fmax", "abs": "fabs"}.get(name, name)
-            if ty in (f32,) + HALF:
+            if name in ("min", "max"):  # the GPU's meaning on the emulator too
+                self.use_helper("gpudsl_fminmax:" + ("double" if ty == f64 else "float"))
+                fname = "gpudsl_" + fname
+            elif ty in (f32,) + HALF:
                 fname += "f"
             if ty in HALF:
                 conv = "__float2half" if ty == f16 else "__float2bfloat16"

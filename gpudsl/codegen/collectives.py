@@ -31,8 +31,10 @@ def _butterfly(ctype: str, name: str, step: str, unsigned: str | None = None) ->
 
 
 _STEPS = {
-    "float": {"sum": "v + o", "max": "fmaxf(v, o)", "min": "fminf(v, o)"},
-    "double": {"sum": "v + o", "max": "fmax(v, o)", "min": "fmin(v, o)"},
+    # floats: the GPU's min/max (gpudsl_fmin, helpers.py), so the butterfly's order
+    # cannot change the sign of a zero result on the emulator
+    "float": {"sum": "v + o", "max": "gpudsl_fmax(v, o)", "min": "gpudsl_fmin(v, o)"},
+    "double": {"sum": "v + o", "max": "gpudsl_fmax(v, o)", "min": "gpudsl_fmin(v, o)"},
     "long long": {"sum": "(long long)((unsigned long long)v + (unsigned long long)o)",
                   "max": "(o > v ? o : v)", "min": "(o < v ? o : v)"},
     "int": {"sum": "(int)((unsigned)v + (unsigned)o)", "max": "(o > v ? o : v)",
@@ -73,6 +75,8 @@ def collective_c(em, e: Collective, ATOM: int, UNARY: int) -> tuple[str, int]:
     v = em.expr(e.args[0])
     if e.name.startswith("warp_"):
         em.use_helper(f"{e.name.replace('warp_', 'gpudsl_warp_')}:{e.ty.ctype}")
+        if e.ty.is_float and e.name != "warp_sum":
+            em.use_helper(f"gpudsl_fminmax:{e.ty.ctype}")
         return f"gpudsl_warp_{e.name[5:]}({v})", ATOM
     if cd.lane is not None:
         k = em.expr(e.args[1], UNARY)

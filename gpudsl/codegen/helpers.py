@@ -34,8 +34,9 @@ __device__ __forceinline__ long long gpudsl_floormod(long long a, long long b) {
 
 def _wrapping(c: str, u: str, bits: int) -> str:
     """i32 / i64 arithmetic that wraps (two's complement), as in the interpreter and
-    check(); C's signed overflow is undefined.  Shifts by ``bits`` or more: ``<<`` gives
-    0 and ``>>`` the sign (the exact value wrapped to the width)."""
+    check(); C's signed overflow is undefined.  Shifts by an amount outside ``[0, bits)``
+    (a negative one reads as a large unsigned one, as in PTX): ``<<`` gives 0, ``>>`` the
+    sign (:mod:`gpudsl.ir.numeric`)."""
     n = f"i{bits}"
     return (
         f"__device__ __forceinline__ {c} gpudsl_add_{n}({c} a, {c} b) "
@@ -49,10 +50,39 @@ def _wrapping(c: str, u: str, bits: int) -> str:
         f"__device__ __forceinline__ {c} gpudsl_abs_{n}({c} a) "
         f"{{ return a < 0 ? ({c})(({u})0 - ({u})a) : a; }}\n"
         f"__device__ __forceinline__ {c} gpudsl_shl_{n}({c} a, long long s) "
-        f"{{ return s >= {bits} ? 0 : ({c})(({u})a << s); }}\n"
+        f"{{ return (unsigned long long)s >= {bits} ? 0 : ({c})(({u})a << s); }}\n"
         f"__device__ __forceinline__ {c} gpudsl_shr_{n}({c} a, long long s) "
-        f"{{ return s >= {bits} ? (a < 0 ? -1 : 0) : a >> s; }}\n")
+        f"{{ return (unsigned long long)s >= {bits} ? (a < 0 ? -1 : 0) : a >> s; }}\n")
 
+
+_F2I = """\
+// float -> integer as the GPU converts (cvt.rzi): toward zero, saturating, NaN -> 0;
+// PTX gives the minimum for a NaN f64 or into 64 bits, so that case is tested first.
+__device__ __forceinline__ int gpudsl_f2i32(float x) { return __float2int_rz(x); }
+__device__ __forceinline__ int gpudsl_f2i32(double x) { return x != x ? 0 : __double2int_rz(x); }
+__device__ __forceinline__ long long gpudsl_f2i64(float x) { return x != x ? 0 : __float2ll_rz(x); }
+__device__ __forceinline__ long long gpudsl_f2i64(double x) { return x != x ? 0 : __double2ll_rz(x); }
+"""
+
+
+def _fminmax(t: str, fn: str) -> str:
+    """``gpudsl_fmin``/``gpudsl_fmax`` on ``t``: the GPU's ``min``/``max`` (``fminf``...)
+    on the device; written out on the host, where ``fminf`` leaves the sign of a zero
+    result to the compiler."""
+    sign = "" if fn == "min" else "!"
+    cmp = "<" if fn == "min" else ">"
+    libm = f"f{fn}f" if t == "float" else f"f{fn}"
+    return (f"__device__ __forceinline__ {t} gpudsl_f{fn}({t} a, {t} b) {{\n"
+            "#ifdef __CUDA_ARCH__\n"
+            f"  return {libm}(a, b);\n"
+            "#else\n"
+            f"  return (b != b || a {cmp} b || (a == b && {sign}__builtin_signbit(a))) ? a : b;\n"
+            "#endif\n"
+            "}\n")
+
+
+_FMINMAX = {t: f"// {t} min/max as the GPU's: a NaN operand is ignored, -0.0 < +0.0.\n"
+            + _fminmax(t, "min") + _fminmax(t, "max") for t in ("float", "double")}
 
 _WRAP = ("// i32 and i64 arithmetic wraps (two's complement), as in the interpreter.\n"
          + _wrapping("int", "unsigned int", 32)
@@ -71,13 +101,15 @@ def _cas_minmax(ty: str, op: str, returns_old: bool) -> str:
     through compare-and-swap (CUDA has no native float ones)."""
     u, as_value, as_bits = _CAS_TYPES[ty]
     name = f"gpudsl_atomic_{op}" + ("_old" if returns_old else "")
-    cmp = "<" if op == "min" else ">"
+    want = as_bits.format(f"gpudsl_f{op}({as_value.format('old')}, v)")
     return (f"__device__ __forceinline__ {ty if returns_old else 'void'} {name}({ty}* p, "
             f"{ty} v) {{\n"
             f"  {u}* q = ({u}*)p;\n"
             f"  {u} old = *q;\n"
-            f"  while (v {cmp} {as_value.format('old')}) {{\n"
-            f"    {u} seen = atomicCAS(q, old, {as_bits.format('v')});\n"
+            "  for (;;) {  // gpudsl_fmin/fmax: NaN ignored, -0.0 < +0.0\n"
+            f"    {u} want = {want};\n"
+            "    if (want == old) break;\n"
+            f"    {u} seen = atomicCAS(q, old, want);\n"
             "    if (seen == old) break;\n"
             "    old = seen;\n"
             "  }\n"
@@ -127,19 +159,33 @@ HELPERS = {
     "gpudsl_floordiv": ("floor", _FLOOR),
     "gpudsl_floormod": ("floor", _FLOOR),
     "gpudsl_wrap": ("wrap", _WRAP),
+    "gpudsl_f2i": ("f2i", _F2I),
+    "gpudsl_fminmax:float": ("fminmax:float", _FMINMAX["float"]),
+    "gpudsl_fminmax:double": ("fminmax:double", _FMINMAX["double"]),
     "gpudsl_atomic_f32": ("atomic_f32", _ATOMIC_F32),
     "gpudsl_atomic_f64": ("atomic_f64", _ATOMIC_F64),
     "gpudsl_atomic_old": ("atomic_old", _ATOMIC_OLD),
 }
 HELPERS.update({name: (name, text) for name, text in WARP_HELPERS.items()})
 
-_ORDER = ("floor", "wrap", "atomic_f32", "atomic_f64", "atomic_old", "named_barrier",
-          "mbarrier", "cp_async") + tuple(WARP_HELPERS)
+_ORDER = ("floor", "wrap", "f2i", "fminmax:float", "fminmax:double", "atomic_f32",
+          "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "cp_async") + \
+    tuple(WARP_HELPERS)
+
+
+_GROUP_TEXT = dict(HELPERS.values())
+# groups whose text calls another group's helpers (the compare-and-swap loops call
+# gpudsl_fmin / gpudsl_fmax)
+_NEEDS = {"atomic_f32": ("fminmax:float",), "atomic_f64": ("fminmax:double",),
+          "atomic_old": ("fminmax:float", "fminmax:double")}
 
 
 def helper_source(used: set[str]) -> str:
     """The C text of the helpers named in ``used`` (each group once)."""
     groups = {HELPERS[u][0]: HELPERS[u][1] for u in used if u in HELPERS}
+    for g in list(groups):
+        for need in _NEEDS.get(g, ()):
+            groups[need] = _GROUP_TEXT[need]
     out = [groups[g] for g in _ORDER if g in groups]
     first_warp = next((k for k, g in enumerate(g for g in _ORDER if g in groups)
                        if g in WARP_HELPERS), None)

@@ -197,9 +197,12 @@ def _binop(op, a, b):
             return (b[0] + 1, 0)
         m = _mag(b)
         return (-m, m)
-    if op == "<<":
-        if b[0] >= 0 and b[1] <= 190:
-            return _corners(lambda x, y: x * 2 ** y, a, b)
+    if op == "<<":  # a negative amount gives 0 (gpudsl.ir.numeric)
+        if b[1] < 0:
+            return (0, 0)
+        if b[1] <= 190:
+            r = _corners(lambda x, y: x * 2 ** y, a, (max(b[0], 0), b[1]))
+            return (min(r[0], 0), max(r[1], 0)) if b[0] < 0 else r
         return (-INF, INF)
     if op == ">>":
         return (min(a[0], 0), max(a[1], 0))

@@ -708,16 +708,22 @@ assert y.tolist() == [5, 6]
     _E("Expressions", "BinOp", "Operators", "`+ - * /`; on integers floor division `//` "
        "and `%` (Python's meaning: rounded towards minus infinity), and the bitwise "
        "`& | ^ << >>` on non-negative integers; comparisons `< <= > >= == !=` (also "
-       "chained); `and`, `or` on `bool_`.", '''
+       "chained); `and`, `or` on `bool_`. A shift amount outside `[0, width)` acts as "
+       "the width, as on the GPU: `<<` gives 0 and `>>` the sign (-1 or 0), for "
+       "`i32` (width 32) and `i64` (64); `index` shifts are exact, so there only a "
+       "negative amount is such an edge.", '''
 @proc
-def ops(n: size, x: i32[n], y: i32[n], z: bool_[n]):
+def ops(n: size, x: i32[n], y: i32[n], z: bool_[n], s: i32[n]):
     for i in seq(0, n):
         y[i] = (x[i] // 4) * 10 + (x[i] % 4) + ((x[i] & 1) << 8)
         z[i] = 0 < x[i] and x[i] <= 5
+        s[i] = (x[i] << (x[i] - 40)) + (-x[i] >> 40)
 
 x = np.array([5, 6], np.int32); y = np.zeros(2, np.int32); z = np.zeros(2, bool)
-gpudsl.interpret(ops, x=x, y=y, z=z)
+s = np.zeros(2, np.int32)
+gpudsl.interpret(ops, x=x, y=y, z=z, s=s)
 assert y.tolist() == [267, 12] and z.tolist() == [True, False]
+assert s.tolist() == [-1, -1]  # << by a negative amount: 0; >> by 40: the sign
 '''),
     _E("Expressions", "UnOp", "`-e`, `not c`", "Negation of a number, negation of a "
        "`bool_`.", '''
@@ -743,18 +749,23 @@ gpudsl.interpret(softplus, x=x)
 assert abs(x[0] - np.log(2)) < 1e-6
 '''),
     _E("Expressions", "cast", "Casts `f32(m)`", "A scalar type called on one value converts "
-       "it: `f32(i)`, `i32(x[i])` (towards zero), `f16(...)`, `bf16(...)`, `f64(...)`, "
-       "`i64(...)`. Mixing types otherwise is refused with the cast to write as hint.", '''
+       "it: `f32(i)`, `i32(x[i])`, `f16(...)`, `bf16(...)`, `f64(...)`, `i64(...)`. "
+       "A float converts to `i32`/`i64` as on the GPU (`cvt.rzi`): towards zero, "
+       "saturating at the type's limits (infinities too), NaN gives 0; a wider integer "
+       "wraps. Mixing types otherwise is refused with the cast to write as hint.", '''
 @proc
-def mean(n: size, x: f32[n], m: f32[1]):
+def mean(n: size, x: f32[n], m: f32[1], k: i32[4]):
     acc: f32 = 0.0
     for i in seq(0, n):
         acc += x[i]
     m[0] = acc / f32(n)
+    for j in seq(0, 4):
+        k[j] = i32(acc * f32(j - 1) * 1e9)
 
-m = np.zeros(1, np.float32)
-gpudsl.interpret(mean, x=np.arange(5, dtype=np.float32), m=m)
+m = np.zeros(1, np.float32); k = np.zeros(4, np.int32)
+gpudsl.interpret(mean, x=np.arange(5, dtype=np.float32), m=m, k=k)
 assert m[0] == 2
+assert k.tolist() == [-2 ** 31, 0, 2 ** 31 - 1, 2 ** 31 - 1]  # 10e9 saturates
 '''),
     _E("Expressions", "Collective", "Warp collectives `warp_sum(v)`", "Inside a thread loop "
        "that covers whole warps, the 32 lanes of a warp evaluate the expression together, "
@@ -794,7 +805,9 @@ assert a[:, 0].tolist() == [0, 1, 2]
 '''),
     # ------------------------------------------------------------------ builtins
     _E("Builtins", "min", "`min(a, b)`", "The smaller of two numbers "
-       "of one type (literals convert).", '''
+       "of one type (literals convert). On floats as the GPU's `min`: a NaN operand is "
+       "ignored (two NaNs give NaN) and -0.0 < +0.0, whatever the order: "
+       "`max(-0.0, 0.0)` is +0.0.", '''
 @proc
 def clip(n: size, x: f32[n]):
     for i in seq(0, n):
@@ -810,9 +823,9 @@ def relu(n: size, x: f32[n]):
     for i in par(0, n):
         x[i] = max(x[i], 0.0)
 
-x = np.array([-1, 2], np.float32)
+x = np.array([-1, 2, -0.0], np.float32)
 gpudsl.interpret(relu, x=x)
-assert x.tolist() == [0, 2]
+assert x.tolist() == [0, 2, 0] and not np.signbit(x[2])  # max(-0.0, 0.0) is +0.0
 '''),
     _E("Builtins", "abs", "`abs(a)`", "The absolute value, of the argument's type.", '''
 @proc

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import Error, InterpError
 from ..ir.nodes import ProcDef
+from ..ir.numeric import shift_left, shift_right
 from ..ir.procdef import as_procdef
 from ..ir.types import DTYPES
 from . import runtime as rt
@@ -29,7 +30,8 @@ _counter = itertools.count(1)
 def _base_env() -> dict:
     env = {
         "_np_exp": np.exp, "_np_log": np.log, "_np_sqrt": np.sqrt, "_np_tanh": np.tanh,
-        "_fmin": rt.fmin, "_fmax": rt.fmax, "_oob": rt.oob, "_alloc": rt.alloc,
+        "_fmin": rt.fmin, "_fmax": rt.fmax, "_shl": shift_left, "_shr": shift_right,
+        "_oob": rt.oob, "_alloc": rt.alloc,
         "_bad_window": rt.bad_window, "_bad_extent": rt.bad_extent,
         "_callee_assert": rt.callee_assert, "_bad_dim": rt.bad_dim,
         "_const_write": rt.const_write, "_warp_loop": warps.warp_loop,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.nodes import BinOp, Builtin, Collective, Const, Expr, Read, UnOp, Var
+from ..ir.numeric import in_width
 from ..ir.printer import print_expr
 from ..ir.types import DType, INDEX
 from .runtime import AccessSite, wrap_expr
@@ -153,10 +154,29 @@ class ExprEmitter:
                 return f"({self.ex_as(e.lhs, ty)} {op} {self.ex_as(e.rhs, ty)})"
             return f"({self.ex(e.lhs)} {op} {self.ex(e.rhs)})"
         ty = e.ty
-        out = f"({self.ex_as(e.lhs, ty)} {op} {self.ex_as(e.rhs, ty)})"
+        if op in ("<<", ">>"):
+            out = self._shift(e)
+        else:
+            out = f"({self.ex_as(e.lhs, ty)} {op} {self.ex_as(e.rhs, ty)})"
         if ty.kind == "int" and op in _WRAPPING:
             return wrap_expr(out, ty.bits)  # fixed-width integers wrap (two's complement)
         return out
+
+    def _shift(self, e: BinOp) -> str:
+        """``a << s`` / ``a >> s``: plain Python for a constant amount within the width,
+        else :func:`gpudsl.ir.numeric.shift_left` / ``shift_right`` (an amount outside
+        ``[0, width)`` acts as the width)."""
+        ty = e.ty
+        bits = ty.bits if ty.kind == "int" else None
+        a, s = self.ex_as(e.lhs, ty), self.ex_as(e.rhs, ty)
+        if isinstance(e.rhs, Const):
+            v = int(e.rhs.val)
+            if bits is not None:
+                v = (v + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1))
+            if in_width(v, bits):
+                return f"({a} {e.op} {v})"
+        fn = "_shl" if e.op == "<<" else "_shr"
+        return f"{fn}({a}, {s}, {bits})"
 
     def _collective(self, e: Collective) -> str:
         """A warp collective: the lane yields its operand to the warp driver

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InterpError
+from ..ir.numeric import float_to_int, fmax, fmin  # noqa: F401 (fmin, fmax: the interpreter's)
 from ..ir.types import DType
 
 # ------------------------------------------------------------------ access sites
@@ -86,15 +87,6 @@ def bad_dim(acc: AccessSite, dims: tuple):
 # ------------------------------------------------------------------ values
 
 
-def fmin(a, b):
-    """fminf: the smaller, ignoring a NaN operand."""
-    return b if (b < a or a != a) else a
-
-
-def fmax(a, b):
-    return b if (b > a or a != a) else a
-
-
 _WRAP = {32: (1 << 31, (1 << 32) - 1), 64: (1 << 63, (1 << 64) - 1),
          16: (1 << 15, (1 << 16) - 1), 8: (1 << 7, (1 << 8) - 1)}
 
@@ -108,15 +100,14 @@ def wrap_expr(src: str, bits: int) -> str:
 
 
 def to_int(bits: int):
-    """The cast ``i32(v)`` / ``i64(v)``: floats truncate toward zero (NaN and
-    infinities are errors), then the value wraps to the width."""
+    """The cast ``i32(v)`` / ``i64(v)``: a float as :func:`gpudsl.ir.numeric.float_to_int`
+    says (toward zero, saturating, NaN gives 0), an integer wraps to the width."""
     half, mask = _WRAP[bits]
 
     def cast(v):
         if not isinstance(v, int):
-            if isinstance(v, (np.floating, float)):
-                if v != v or v in (float("inf"), float("-inf")):
-                    raise ValueError(f"cannot convert {v} to a {bits}-bit integer")
+            if not isinstance(v, (np.integer, np.bool_)):  # a float (bf16 is no np.floating)
+                return float_to_int(v, bits)
             v = int(v)
         return ((v + half) & mask) - half
 

@@ -5,6 +5,7 @@ the launcher all compute control values here."""
 from __future__ import annotations
 
 from .nodes import BinOp, Builtin, Const, Expr, UnOp, Var
+from .numeric import shift_left, shift_right
 
 
 class NotConstant(Exception):
@@ -30,7 +31,7 @@ _OPS = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
     "/": lambda a, b: a / b, "//": _floordiv, "%": _mod,
     "&": lambda a, b: a & b, "|": lambda a, b: a | b, "^": lambda a, b: a ^ b,
-    "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
+    "<<": shift_left, ">>": shift_right,  # an amount below 0 gives 0 / the sign (.numeric)
     "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
 }

@@ -19,7 +19,8 @@ Encoding: integers are mathematical integers (Z3 Int); ``+ - *`` are linear when
 side is a constant (sizes are constants when bound); ``//`` and ``%`` use Python's
 floor semantics; ``<< >>`` by a constant are products/quotients by powers of two,
 by a variable an ``ite`` over the shift amounts 0..24 (linear in the other operand,
-an unknown beyond); ``& | ^`` with a mask ``2**k - 1`` are ``% 2**k``; a bitwise
+an unknown beyond; an amount outside ``[0, width)`` acts as the width, see
+:mod:`.numeric`); ``& | ^`` with a mask ``2**k - 1`` are ``% 2**k``; a bitwise
 operation (or a shift by a non-constant) whose other operand depends only on loop
 counters of small constant range (``ThreadEnv.ranges``, set by whoever asserts the
 range) is an ``ite`` over their values, each case with constants (so ``t ^ (1 << k)``
@@ -66,7 +67,7 @@ import z3
 from .nodes import BinOp, Builtin, Collective, Const, Expr, Read, UnOp, Var, WindowArg
 from .types import DTYPES
 from .smt_ints import (_BITS, _WRAPPING, Unsupported, _bits_const, _fits, _fold, _int_bits,
-                       _mask_bits, _wrap, floordiv, floormod)
+                       _mask_bits, _wrap, floordiv, floormod, shift)
 from .smt_interrupt import ctrl_c_guard, quiet, raise_if_interrupted, running
 from .visitor import substitute, walk
 
@@ -429,14 +430,8 @@ class ThreadEnv:
             return floordiv(a, b)
         if op == "%":
             return floormod(a, b)
-        if op == "<<":
-            if z3.is_int_value(b):
-                return a * (2 ** b.as_long())
-            return self._shift(a, b, left=True)
-        if op == ">>":
-            if z3.is_int_value(b):
-                return a / (2 ** b.as_long())
-            return self._shift(a, b, left=False)
+        if op in ("<<", ">>"):
+            return shift(a, b, op == "<<", _int_bits(e.ty), f"shift@{self.tag}#{next(_ids)}")
         if op == "&":
             for x, y in ((a, b), (b, a)):
                 if z3.is_int_value(y) and _mask_bits(y.as_long()) is not None:
@@ -562,12 +557,6 @@ class ThreadEnv:
                         self.vars[nm] = v
             return out
         return None
-
-    def _shift(self, a, s, left: bool):
-        out = z3.Int(f"shift@{self.tag}#{next(_ids)}")  # beyond the enumerated range
-        for k in range(24, -1, -1):
-            out = z3.If(s == k, a * (2 ** k) if left else a / (2 ** k), out)
-        return out
 
     def builtin(self, e: Builtin):
         n = e.name

@@ -7,6 +7,7 @@ from __future__ import annotations
 import z3
 
 from .nodes import Const
+from .numeric import in_width
 
 
 class Unsupported(Exception):
@@ -130,3 +131,23 @@ def _bits_const(op: str, x, c: int):
         else:
             out = out + (2 ** i) * (1 - 2 * bit)
     return out
+
+
+def shift(a, s, left: bool, bits, name: str):
+    """``a << s`` / ``a >> s`` (before wrapping to ``bits``, None for ``index``): an
+    amount outside ``[0, bits)`` acts as the width (:mod:`.numeric`: ``<<`` gives 0,
+    ``>>`` the sign); by a variable amount, cases 0..24 and those edges, the unknown
+    ``name`` between."""
+    edge = z3.IntVal(0) if left else z3.If(a < 0, -1, 0)
+    if z3.is_int_value(s):
+        k = s.as_long()
+        if not in_width(k, bits):
+            return edge
+        if k > 4096:
+            raise Unsupported(f"a shift by {k}")
+        return a * (2 ** k) if left else a / (2 ** k)
+    out = z3.Int(name)
+    for k in range(24, -1, -1):
+        out = z3.If(s == k, a * (2 ** k) if left else a / (2 ** k), out)
+    out = z3.If(s < 0, edge, out)
+    return out if bits is None else z3.If(s >= bits, edge, out)

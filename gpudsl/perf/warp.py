@@ -25,6 +25,7 @@ from ..ir.nests import direct_nest, nest_dims
 from ..ir.printer import print_expr, print_stmt
 from ..ir.inline import written_names
 from ..ir.nodes import Assign, For, Interval, Point, WindowArg
+from ..ir.numeric import shift_left, shift_right
 from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS
 from .templates import lane_env, template_reads
 
@@ -64,10 +65,10 @@ class AccessRecord:
     assumes: str = ""  # the data-dependent guard(s) whose branch the figures assume taken
 
 
-_PY_OPS = {"+", "-", "*", "/", "//", "%", "&", "|", "^", "<<", ">>", "==", "!=", "<", "<=",
-           ">", ">="}
+_PY_OPS = {"+", "-", "*", "/", "//", "%", "&", "|", "^", "==", "!=", "<", "<=", ">", ">="}
 _PY_BUILTINS = {"min": min, "max": max, "abs": abs, "_int": int,
-                "_select": lambda c, a, b: a if c else b}
+                "_select": lambda c, a, b: a if c else b,
+                "_shl": shift_left, "_shr": shift_right}  # a negative amount: 0, the sign
 
 
 def _py_text(e) -> str | None:
@@ -86,6 +87,8 @@ def _py_text(e) -> str | None:
             return None
         if e.op in ("and", "or"):
             return f"bool(({a}) {e.op} ({b}))" if e.op == "and" else f"bool(({a}) or ({b}))"
+        if e.op in ("<<", ">>"):
+            return f"_sh{'l' if e.op == '<<' else 'r'}({a}, {b})"
         return f"(({a}) {e.op} ({b}))" if e.op in _PY_OPS else None
     if isinstance(e, UnOp):
         a = _py_text(e.arg)

@@ -227,14 +227,28 @@ static inline float __int_as_float(int i) { return gpudsl_bitcast<float>(i); }
 static inline float __uint_as_float(unsigned int i) { return gpudsl_bitcast<float>(i); }
 static inline long long __double_as_longlong(double d) { return gpudsl_bitcast<long long>(d); }
 static inline double __longlong_as_double(long long i) { return gpudsl_bitcast<double>(i); }
-static inline int __float2int_rn(float f) { return (int)nearbyintf(f); }
-static inline int __float2int_rz(float f) { return (int)f; }
-static inline int __float2int_rd(float f) { return (int)floorf(f); }
-static inline int __float2int_ru(float f) { return (int)ceilf(f); }
+// float -> integer as the GPU's cvt: saturating at the limits; NaN gives 0 from f32 to a
+// 32-bit integer, the minimum from f64 or to 64 bits (PTX ISA, cvt).  A plain C cast is
+// undefined out of range (x86 gives the minimum).
+template <class I>
+static inline I gpudsl_cvt_sat(double r, bool nan_min) {
+  const I lo = (I)((I)1 << (sizeof(I) * 8 - 1)), hi = (I)~lo;
+  if (r != r) return nan_min ? lo : (I)0;
+  if (r >= -(double)lo) return hi;
+  if (r <= (double)lo) return lo;
+  return (I)r;
+}
+static inline int __float2int_rn(float f) { return gpudsl_cvt_sat<int>(nearbyintf(f), false); }
+static inline int __float2int_rz(float f) { return gpudsl_cvt_sat<int>(truncf(f), false); }
+static inline int __float2int_rd(float f) { return gpudsl_cvt_sat<int>(floorf(f), false); }
+static inline int __float2int_ru(float f) { return gpudsl_cvt_sat<int>(ceilf(f), false); }
 static inline float __int2float_rn(int i) { return (float)i; }
 static inline float __uint2float_rn(unsigned int i) { return (float)i; }
-static inline long long __float2ll_rn(float f) { return (long long)nearbyintf(f); }
-static inline int __double2int_rn(double d) { return (int)nearbyint(d); }
+static inline long long __float2ll_rn(float f) { return gpudsl_cvt_sat<long long>(nearbyintf(f), true); }
+static inline long long __float2ll_rz(float f) { return gpudsl_cvt_sat<long long>(truncf(f), true); }
+static inline int __double2int_rn(double d) { return gpudsl_cvt_sat<int>(nearbyint(d), true); }
+static inline int __double2int_rz(double d) { return gpudsl_cvt_sat<int>(trunc(d), true); }
+static inline long long __double2ll_rz(double d) { return gpudsl_cvt_sat<long long>(trunc(d), true); }
 static inline float __double2float_rn(double d) { return (float)d; }
 
 template <class T> static inline T __ldg(const T* p) { return *p; }

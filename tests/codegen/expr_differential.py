@@ -13,6 +13,12 @@ One case is one proc writing K expressions into output arrays (one compile).
 ``python -m tests.codegen.expr_differential --seconds N [--seed S]`` is the long mode;
 ``tests/codegen/test_expr_differential.py`` runs a few cases in CI.
 
+The edges of issue 39 are drawn too (``--no-edges``: the cases of earlier versions, seed
+for seed): conversions to ``i32``/``i64`` of f32, f64, f16 and bf16 values that are NaN,
+infinite, beyond the type or signed zeros; shift amounts outside ``[0, width)`` (any i32
+or i64 value, edge constants; negative ones for ``index``); ``min``/``max`` of f64 and
+f16 and negation over signed zeros and NaN.
+
 The values of the index parameters include 2^31 ± small, 2^32 + 7, 2^62 + 1, 2^63 - 1
 and negatives; terms of type ``index`` (exact integers in the interpreter) are kept
 inside the index width the code generator picks for those values (a bound is tracked
@@ -43,6 +49,14 @@ SPECIAL = [2 ** 31 - 1, 2 ** 31, 2 ** 31 + 3, 2 ** 32 + 7, 2 ** 62 + 1, 2 ** 63 
 SMALL = [0, 1, 2, 3, 5, 7, 16, 31, 32, 33, 63, 255, 1000, 65535, 65536, 65537]
 F_VALUES = [0.0, -0.0, 1.5, -2.25, 3.0, 1e30, -1e-30, 0.1, 7.0, -1.0]
 LIM = {32: 2 ** 31 - 1, 64: 2 ** 63 - 1}
+# the edges of issue 39: floats beyond the integer types, NaN, infinities, signed zeros
+# (x and xd hold them), shift amounts outside [0, width)
+NAN, INF = float("nan"), float("inf")
+EDGE_F = [NAN, INF, -INF, 3e9, -3e9, 2147483648.0, -2147483648.0, 2147483520.0, 1e19, -1e19,
+          9.223372e18, 0.0, -0.0, 2.5, -2.5, 0.999]
+EDGE_D = [NAN, INF, -INF, 2147483647.9, 2147483648.0, -2147483648.9, -2147483649.0,
+          9.223372036854775807e18, -9.3e18, 4e9, -0.0, 0.0, 1.5, -7.75]
+SHIFT_EDGE = [-1, -2, -31, -64, 31, 32, 33, 63, 64, 65, 2 ** 31 - 1]
 
 
 @dataclass
@@ -58,12 +72,15 @@ class Case:
     values: dict
     floats: list
     exprs: list = field(default_factory=list)  # (Term, output array, slot)
+    doubles: list = field(default_factory=lambda: [0.0] * 4)
+    edges: bool = False
 
 
 class Gen:
-    def __init__(self, rng: random.Random, values: dict):
+    def __init__(self, rng: random.Random, values: dict, edges: bool = False):
         self.r = rng
         self.values = values
+        self.edges = edges  # draw issue 39's edges too (a different random stream)
         self.ilim = LIM[64 if any(abs(v) > LIM[32] for v in values.values()) else 32]
 
     # ---------------------------------------------------------------- leaves
@@ -141,8 +158,12 @@ class Gen:
             op = r.choice(["<<", ">>"])
             a, b = self._sub(ty, d), self.int_term(ty, d)
             amount = f"({b.src} % 8)" if r.random() < 0.5 else str(r.randrange(0, 8))
+            if self.edges and r.random() < 0.5:
+                amount = self.edge_amount(ty, b)
             bound = a.bound * 128 if op == "<<" else a.bound
             return Term(f"({a.src} {op} {amount})", ty, self.cap(ty, bound))
+        if self.edges and k < 0.66:
+            return self.float_to_int(ty, d)
         if k < 0.68:
             op = r.choice(["&", "|", "^"])
             a, b = self._sub(ty, d), self._sub(ty, d)
@@ -168,6 +189,30 @@ class Gen:
             return a  # no index() cast in the language: an operand joins to index
         a = self.int_term(r.choice([I32, I64, IDX]), d)
         return Term(f"{ty}({a.src})", ty, self.cap(ty, a.bound))
+
+    def edge_amount(self, ty: str, b: Term) -> str:
+        """A shift amount that may lie outside [0, width): any value of an i32 / i64
+        term, or an edge constant; for index (exact) only negative ones."""
+        r = self.r
+        if ty == IDX:
+            return f"({b.src} % 8 - 8)" if r.random() < 0.5 else f"({-r.randrange(1, 70)})"
+        if r.random() < 0.5:
+            return b.src
+        c = r.choice(SHIFT_EDGE)
+        return f"({c})" if c < 0 else str(c)
+
+    def float_to_int(self, ty: str, d: int) -> Term:
+        """``i32(f)`` / ``i64(f)`` of an f32, f64, f16 or bf16 value (index: an i64 one)."""
+        r = self.r
+        to = ty if ty != IDX else I64
+        k = r.random()
+        if k < 0.35:
+            src = f"xd[{r.randrange(4)}]"
+        elif k < 0.5:
+            src = f"{r.choice(['f16', 'bf16'])}(x[{r.randrange(4)}])"
+        else:
+            src = self.float_term(d).src
+        return Term(f"{to}({src})", ty, 2 ** 63 if to == I64 else 2 ** 31)
 
     # ---------------------------------------------------------------- bool, float
 
@@ -205,6 +250,8 @@ class Gen:
             return Term(f"{r.choice(['min', 'max'])}({a.src}, {b.src})", F32)
         if k < 0.7:
             return Term(f"{r.choice(['abs', 'sqrt'])}({self.float_term(d).src})", F32)
+        if self.edges and k < 0.76:
+            return self.float_edge(d)
         if k < 0.8:
             c = self.bool_term(d)
             a, b = self.float_term(d), self.float_term(d)
@@ -212,18 +259,38 @@ class Gen:
         return Term(f"f32({self.int_term(r.choice([I32, I64, IDX]), d).src})", F32)
 
 
+    def float_edge(self, d: int) -> Term:
+        """Signed zeros and NaN through min/max of f64 and f16, and negation."""
+        r = self.r
+        fn = r.choice(["min", "max"])
+        k = r.random()
+        if k < 0.4:
+            i, j = r.randrange(4), r.randrange(4)
+            return Term(f"f32({fn}(xd[{i}], xd[{j}]))", F32)
+        if k < 0.6:
+            a, b = self.float_term(d), self.float_term(d)
+            return Term(f"f32({fn}(f16({a.src}), f16({b.src})))", F32)
+        return Term(f"(-{self.float_term(d).src})", F32)
+
+
 OUT = {I32: "o32", I64: "o64", IDX: "o64", BOOL: "o32", F32: "of"}
 
 
-def make_case(seed: int, k: int = 24, depth: int = 3, wide: bool = False) -> Case:
+def make_case(seed: int, k: int = 24, depth: int = 3, wide: bool = False,
+              edges: bool = False) -> Case:
+    """One case; ``edges``: also issue 39's edges (conversions of NaN, infinities and
+    out-of-range floats, shift amounts outside the width, signed zeros in min/max)."""
     rng = random.Random(seed)
     values = {}
     for n in ("a", "b", "c"):
         u = rng.random()
         values[n] = rng.choice(SPECIAL) if u < 0.3 else rng.choice(SMALL) * rng.choice([1, -1])
     floats = [rng.choice(F_VALUES) * rng.choice([1, -1]) for _ in range(4)]
-    case = Case(seed, values, floats)
-    g = Gen(rng, values)
+    case = Case(seed, values, floats, edges=edges)
+    if edges:
+        case.floats = [rng.choice(EDGE_F + F_VALUES) for _ in range(4)]
+        case.doubles = [rng.choice(EDGE_D) for _ in range(4)]
+    g = Gen(rng, values, edges)
     if wide:
         g.ilim = LIM[64]
     slots = {"o32": 0, "o64": 0, "of": 0}
@@ -240,8 +307,8 @@ def make_case(seed: int, k: int = 24, depth: int = 3, wide: bool = False) -> Cas
 
 
 def source(case: Case) -> str:
-    lines = ["def f(a: index, b: index, c: index, x: f32[4], o32: i32[64], o64: i64[64],",
-             "      of: f32[64]):",
+    lines = ["def f(a: index, b: index, c: index, x: f32[4], xd: f64[4], o32: i32[64],",
+             "      o64: i64[64], of: f32[64]):",
              "    for bb in par(0, 1) @ BLOCKS:",
              "        for tt in par(0, 1) @ THREADS:"]
     for t, arr, j in case.exprs:
@@ -260,7 +327,8 @@ class Outcome:
 
 
 def _arrays(case: Case):
-    return dict(x=np.array(case.floats, np.float32), o32=np.zeros(64, np.int32),
+    return dict(x=np.array(case.floats, np.float32), xd=np.array(case.doubles, np.float64),
+                o32=np.zeros(64, np.int32),
                 o64=np.zeros(64, np.int64), of=np.zeros(64, np.float32))
 
 
@@ -374,6 +442,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cases", type=int, default=None)
     ap.add_argument("--no-smt", action="store_true")
+    ap.add_argument("--no-edges", action="store_true",
+                    help="without issue 39's edges (the cases of earlier versions)")
     ap.add_argument("--wide-index", action="store_true",
                     help="index terms up to 64 bits whatever the parameters")
     a = ap.parse_args(argv)
@@ -381,7 +451,7 @@ def main(argv=None) -> int:
     n = total = det = opn = skipped = refused = 0
     bad = []
     while time.monotonic() - t0 < a.seconds and (a.cases is None or n < a.cases):
-        case = make_case(a.seed * 1_000_003 + n, wide=a.wide_index)
+        case = make_case(a.seed * 1_000_003 + n, wide=a.wide_index, edges=not a.no_edges)
         try:
             o = run_case(case, not a.no_smt)
         except Exception as e:  # noqa: BLE001 - a crash is a finding too

@@ -24,12 +24,29 @@ __device__ __forceinline__ long long gpudsl_floormod(long long a, long long b) {
   long long r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+// float min/max as the GPU's: a NaN operand is ignored, -0.0 < +0.0.
+__device__ __forceinline__ float gpudsl_fmin(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return fminf(a, b);
+#else
+  return (b != b || a < b || (a == b && __builtin_signbit(a))) ? a : b;
+#endif
+}
+__device__ __forceinline__ float gpudsl_fmax(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return fmaxf(a, b);
+#else
+  return (b != b || a > b || (a == b && !__builtin_signbit(a))) ? a : b;
+#endif
+}
 // atomic min/max of floats through compare-and-swap (CUDA has no native ones).
 __device__ __forceinline__ void gpudsl_atomic_min(float* p, float v) {
   unsigned int* q = (unsigned int*)p;
   unsigned int old = *q;
-  while (v < __uint_as_float(old)) {
-    unsigned int seen = atomicCAS(q, old, __float_as_uint(v));
+  for (;;) {  // gpudsl_fmin/fmax: NaN ignored, -0.0 < +0.0
+    unsigned int want = __float_as_uint(gpudsl_fmin(__uint_as_float(old), v));
+    if (want == old) break;
+    unsigned int seen = atomicCAS(q, old, want);
     if (seen == old) break;
     old = seen;
   }
@@ -37,8 +54,10 @@ __device__ __forceinline__ void gpudsl_atomic_min(float* p, float v) {
 __device__ __forceinline__ void gpudsl_atomic_max(float* p, float v) {
   unsigned int* q = (unsigned int*)p;
   unsigned int old = *q;
-  while (v > __uint_as_float(old)) {
-    unsigned int seen = atomicCAS(q, old, __float_as_uint(v));
+  for (;;) {  // gpudsl_fmin/fmax: NaN ignored, -0.0 < +0.0
+    unsigned int want = __float_as_uint(gpudsl_fmax(__uint_as_float(old), v));
+    if (want == old) break;
+    unsigned int seen = atomicCAS(q, old, want);
     if (seen == old) break;
     old = seen;
   }

@@ -3,6 +3,21 @@
 //   attention_d128_causal_r4_k0: grid ((m + 3) // 4, hh, 1), block (128, 4, 1)
 // Index arithmetic: 32-bit.
 
+// float min/max as the GPU's: a NaN operand is ignored, -0.0 < +0.0.
+__device__ __forceinline__ float gpudsl_fmin(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return fminf(a, b);
+#else
+  return (b != b || a < b || (a == b && __builtin_signbit(a))) ? a : b;
+#endif
+}
+__device__ __forceinline__ float gpudsl_fmax(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return fmaxf(a, b);
+#else
+  return (b != b || a > b || (a == b && !__builtin_signbit(a))) ? a : b;
+#endif
+}
 // warp reductions (every lane gets the result): __reduce_*_sync for 32-bit integers
 // on sm_80+, a 5-step __shfl_xor_sync butterfly otherwise.
 __device__ __forceinline__ float gpudsl_warp_sum(float v) {
@@ -17,7 +32,7 @@ __device__ __forceinline__ float gpudsl_warp_max(float v) {
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) {
     float o = __shfl_xor_sync(0xffffffffu, v, m);
-    v = fmaxf(v, o);
+    v = gpudsl_fmax(v, o);
   }
   return v;
 }
@@ -111,7 +126,7 @@ attention_d128_causal_r4_k0(
 #line 51
           sc = 32 * jt + t < prefix[0] && 32 * jt + t <= 4 * ib + r + prefix[0] - m ? sc : -3.0000000054977558e+38f;
           float mnew;
-          mnew = fmaxf(mr, gpudsl_warp_max(sc));
+          mnew = gpudsl_fmax(mr, gpudsl_warp_max(sc));
           float pe;
           pe = 32 * jt + t < prefix[0] && 32 * jt + t <= 4 * ib + r + prefix[0] - m ? expf(sc - mnew) : 0.0f;
           p[r][t] = pe;

@@ -9,15 +9,15 @@ __device__ __forceinline__ int gpudsl_sub_i32(int a, int b) { return (int)((unsi
 __device__ __forceinline__ int gpudsl_mul_i32(int a, int b) { return (int)((unsigned int)a * (unsigned int)b); }
 __device__ __forceinline__ int gpudsl_neg_i32(int a) { return (int)((unsigned int)0 - (unsigned int)a); }
 __device__ __forceinline__ int gpudsl_abs_i32(int a) { return a < 0 ? (int)((unsigned int)0 - (unsigned int)a) : a; }
-__device__ __forceinline__ int gpudsl_shl_i32(int a, long long s) { return s >= 32 ? 0 : (int)((unsigned int)a << s); }
-__device__ __forceinline__ int gpudsl_shr_i32(int a, long long s) { return s >= 32 ? (a < 0 ? -1 : 0) : a >> s; }
+__device__ __forceinline__ int gpudsl_shl_i32(int a, long long s) { return (unsigned long long)s >= 32 ? 0 : (int)((unsigned int)a << s); }
+__device__ __forceinline__ int gpudsl_shr_i32(int a, long long s) { return (unsigned long long)s >= 32 ? (a < 0 ? -1 : 0) : a >> s; }
 __device__ __forceinline__ long long gpudsl_add_i64(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }
 __device__ __forceinline__ long long gpudsl_sub_i64(long long a, long long b) { return (long long)((unsigned long long)a - (unsigned long long)b); }
 __device__ __forceinline__ long long gpudsl_mul_i64(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }
 __device__ __forceinline__ long long gpudsl_neg_i64(long long a) { return (long long)((unsigned long long)0 - (unsigned long long)a); }
 __device__ __forceinline__ long long gpudsl_abs_i64(long long a) { return a < 0 ? (long long)((unsigned long long)0 - (unsigned long long)a) : a; }
-__device__ __forceinline__ long long gpudsl_shl_i64(long long a, long long s) { return s >= 64 ? 0 : (long long)((unsigned long long)a << s); }
-__device__ __forceinline__ long long gpudsl_shr_i64(long long a, long long s) { return s >= 64 ? (a < 0 ? -1 : 0) : a >> s; }
+__device__ __forceinline__ long long gpudsl_shl_i64(long long a, long long s) { return (unsigned long long)s >= 64 ? 0 : (long long)((unsigned long long)a << s); }
+__device__ __forceinline__ long long gpudsl_shr_i64(long long a, long long s) { return (unsigned long long)s >= 64 ? (a < 0 ? -1 : 0) : a >> s; }
 
 extern "C" __global__ void __launch_bounds__(256)
 replace_slice_rows_v4_k0(

@@ -3,6 +3,21 @@
 //   sliced_softmax_rows_t256_k0: grid (r, 1, 1), block (256, 1, 1)
 // Index arithmetic: 32-bit.
 
+// float min/max as the GPU's: a NaN operand is ignored, -0.0 < +0.0.
+__device__ __forceinline__ float gpudsl_fmin(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return fminf(a, b);
+#else
+  return (b != b || a < b || (a == b && __builtin_signbit(a))) ? a : b;
+#endif
+}
+__device__ __forceinline__ float gpudsl_fmax(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return fmaxf(a, b);
+#else
+  return (b != b || a > b || (a == b && !__builtin_signbit(a))) ? a : b;
+#endif
+}
 // warp reductions (every lane gets the result): __reduce_*_sync for 32-bit integers
 // on sm_80+, a 5-step __shfl_xor_sync butterfly otherwise.
 __device__ __forceinline__ float gpudsl_warp_sum(float v) {
@@ -17,7 +32,7 @@ __device__ __forceinline__ float gpudsl_warp_max(float v) {
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) {
     float o = __shfl_xor_sync(0xffffffffu, v, m);
-    v = fmaxf(v, o);
+    v = gpudsl_fmax(v, o);
   }
   return v;
 }
@@ -50,7 +65,7 @@ sliced_softmax_rows_t256_k0(
 #line 11
     for (int jo = 0; jo < (n + 255) / 256; jo++) {
       if (256 * jo + t < n && 256 * jo + t < gpudsl_h0) {
-        acc = fmaxf(acc, x[i * n + 256 * jo + t]);
+        acc = gpudsl_fmax(acc, x[i * n + 256 * jo + t]);
       }
     }
 #line 14
