@@ -29,7 +29,15 @@ def _is_scalar(x) -> bool:
     if isinstance(x, (int, float, np.integer, np.floating)):
         return True
     return hasattr(x, "shape") and hasattr(x, "dtype") and len(x.shape) == 0 and \
-        not _is_device(x) and np.dtype(str(x.dtype)).kind in "iuf"
+        not _is_device(x) and _kind(x.dtype) in "iuf"
+
+
+def _kind(dtype) -> str:
+    """numpy's kind letter of a numpy or torch dtype (``"?"`` when numpy has none)."""
+    try:
+        return np.dtype(str(dtype).replace("torch.", "")).kind
+    except TypeError:
+        return "?"
 
 
 _ANY_FLOAT = ("float32", "float16", "bfloat16")  # the nodes that take half precision

@@ -9,6 +9,7 @@ arrays in give arrays of the same kind out, without host copies.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 
 import numpy as np
@@ -17,6 +18,7 @@ from .halves import NUMPY as _NUMPY
 from .halves import common_dtype as _common_dtype
 from .pointwise import plan_binary, plan_unary
 from ..runtime import driver as _driver
+from ..runtime import torch_tensors as _torch_tensors
 from .node_table import ShapeError, get, plan
 from .op_arguments import (_ANY_FLOAT, _is_array, _is_device, _is_scalar, as_int, axis,
                            check_tensor)
@@ -31,19 +33,53 @@ from .shapes import NodeError, require
 # bools or strings to integers.
 
 
-def _op(fn):
-    """Name the op in every refusal raised while it runs."""
+def _op(fn=None, *, convert: bool = True):
+    """Name the op in every refusal raised while it runs; ``convert``: PyTorch CPU
+    tensors in are viewed as numpy arrays (no copy) and the result is a tensor again
+    (``torch_in``)."""
+    if fn is None:
+        return functools.partial(_op, convert=convert)
     name = fn.__name__
+    names = tuple(inspect.signature(fn).parameters)
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
         try:
+            if convert and _torch_tensors.torch_module() is not None:
+                return _torch_call(fn, names, args, kwargs)
             return fn(*args, **kwargs)
         except NodeError as e:
             if e.raw_message.startswith(f"{name}: "):
                 raise
             raise NodeError(f"{name}: {e.raw_message}", e.loc, e.hint) from None
     return run
+
+
+def _torch_call(fn, names: tuple, args: tuple, kwargs: dict):
+    """``fn`` with PyTorch tensors in: CPU ones as numpy views (bfloat16 included), the
+    result a CPU tensor again (the very tensor an in-place op was given); CUDA ones
+    as they are.  A tensor that requires grad is refused under grad mode."""
+    seen: dict = {}
+
+    def convert(name, v):
+        if not _torch_tensors.is_torch(v):
+            return v
+        _torch_tensors.check_grad(name, v, NodeError, hint="pass x.detach(), or use the "
+                                  f"differentiable gpudsl.torch.ops.{fn.__name__}")
+        if v.device.type != "cpu":
+            return v.detach() if v.requires_grad else v
+        a = _torch_tensors.host_view(name, v, NodeError)
+        seen[id(a)] = v
+        return a
+
+    args = tuple(convert(names[i] if i < len(names) else f"argument {i + 1}", v)
+                 for i, v in enumerate(args))
+    kwargs = {k: convert(k, v) for k, v in kwargs.items()}
+    out = fn(*args, **kwargs)
+    if not seen or not isinstance(out, np.ndarray):
+        return out
+    same = seen.get(id(out))  # an in-place op returns the tensor it was given
+    return same if same is not None else _torch_tensors.from_host(out)
 
 
 _compiled: dict = {}
@@ -283,7 +319,7 @@ def replace_slice(x, r, begin, end):
     return x
 
 
-@_op
+@_op(convert=False)  # torch's own reshape: a view, autograd kept
 def reshape(x, shape):
     """A view of ``x`` with another shape (no kernel, no copy).  ``shape`` is an int
     or a sequence of ints of 1 to 3 dimensions; one of them may be ``-1`` (inferred,
