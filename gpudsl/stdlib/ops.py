@@ -40,7 +40,8 @@ def _op(fn=None, *, convert: bool = True):
     if fn is None:
         return functools.partial(_op, convert=convert)
     name = fn.__name__
-    names = tuple(inspect.signature(fn).parameters)
+    names = tuple(n for n, p in inspect.signature(fn).parameters.items()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
     @functools.wraps(fn)
     def run(*args, **kwargs):

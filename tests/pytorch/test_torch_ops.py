@@ -105,3 +105,14 @@ def test_a_model_in_torch_compile_fullgraph_with_gradients():
     model.zero_grad()
     model(x).square().sum().backward()
     torch.testing.assert_close(got, model.w.grad)
+
+
+def test_refusals_are_gpudsl_errors():
+    import gpudsl
+
+    with pytest.raises(gpudsl.Error, match="ranks 1 and 2"):
+        go.add(torch.randn(3), torch.randn(2, 3))
+    with pytest.raises(gpudsl.Error, match="inner dimensions differ"):
+        go.matmul(torch.randn(3, 4), torch.randn(5, 6))
+    with pytest.raises(gpudsl.Error, match="mixed precisions"):
+        go.mul(torch.randn(3), torch.randn(3).bfloat16())
