@@ -4,6 +4,8 @@
   (schema and fake implementation from the proc's parameters and shapes), usable in
   ``torch.compile(fullgraph=True)`` and checked by ``torch.library.opcheck``;
 - ``backward(op)``: a decorator registering its gradient (``register_autograd``);
+- ``node(name)``: a node of the node table (a user's too) as an operator, its fake
+  implementation the node's shape rule;
 - ``gpudsl.torch.ops``: the standard library's nodes as operators ``gpudsl::NAME``
   with their gradients (add, mul, relu, silu, matmul, rms_norm, softmax...).
 
@@ -18,6 +20,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 
     raise Error("gpudsl.torch needs PyTorch", hint="pip install 'gpudsl[torch]'") from None
 
+from .nodes import node
 from .register import backward, op
 
-__all__ = ["op", "backward"]
+__all__ = ["op", "backward", "node"]
