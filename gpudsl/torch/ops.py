@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from ..stdlib import ops as _ops
+from .nodes import node
 from .register import backward
 
 _LIB = "gpudsl"
@@ -24,8 +25,8 @@ def _detached(*ts):
 
 def _define(name: str, schema: str, run, fake):
     """Operator ``gpudsl::name`` running ``run`` (gpudsl.ops on detached tensors)."""
-    def impl(*args):
-        out = run(*_detached(*args))
+    def impl(*args, **kwargs):
+        out = run(*_detached(*args), **kwargs)
         return out.clone() if any(out is a for a in args) else out  # never an input
     custom = torch.library.custom_op(f"{_LIB}::{name}", impl, mutates_args=(),
                                      schema=schema)
@@ -156,9 +157,27 @@ def _sliced_softmax_backward(ctx, g):
     return {"x": gx, "prefix": None}
 
 
+# ------------------------------------------------------------------ forward only
+
+
+complex_hadamard_product = node("complex_hadamard_product",
+                                f"{_LIB}::complex_hadamard_product", operands=("a", "b"))
+
+
+def _attention_run(q, k, v, causal=False, scale=None):
+    return _ops.attention(q, k, v, causal=causal, scale=scale)
+
+
+attention = _define("attention",
+                    "(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) "
+                    "-> Tensor", _attention_run,
+                    lambda q, k, v, causal=False, scale=None: torch.empty_like(q))
+
+
 #: the operators above by name (each one is also ``torch.ops.gpudsl.NAME``)
 OPERATORS = {"add": add, "mul": mul, "relu": relu, "silu": silu, "matmul": matmul,
              "permute": permute, "rms_norm": rms_norm, "softmax": softmax,
-             "sliced_softmax": sliced_softmax}
+             "sliced_softmax": sliced_softmax,
+             "complex_hadamard_product": complex_hadamard_product, "attention": attention}
 
 __all__ = list(OPERATORS) + ["OPERATORS"]

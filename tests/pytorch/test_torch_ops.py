@@ -42,11 +42,40 @@ def _cases():
     }
 
 
+def _complex(a, b):
+    re = a[..., 0] * b[..., 0] - a[..., 1] * b[..., 1]
+    im = a[..., 0] * b[..., 1] + a[..., 1] * b[..., 0]
+    return torch.stack((re, im), -1)
+
+
+def _attention(q, k, v):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def _forward_cases():
+    g = torch.Generator().manual_seed(2)
+    c = torch.randn(4, 6, 2, generator=g)
+    q, k, v = (torch.randn(2, s, 32, generator=g) for s in (4, 16, 16))
+    return {"complex_hadamard_product": (go.complex_hadamard_product, _complex, (c, c.flip(0))),
+            "attention": (go.attention, _attention, (q, k, v))}
+
+
+FORWARD = _forward_cases()
+
+
 CASES = _cases()
 
 
 def test_every_operator_has_a_case():
-    assert {f._qualname.split("::")[1] for f, _, _ in CASES.values()} == set(go.OPERATORS)
+    names = {f._qualname.split("::")[1] for f, _, _ in [*CASES.values(), *FORWARD.values()]}
+    assert names == set(go.OPERATORS)
+
+
+@pytest.mark.parametrize("name", sorted(FORWARD))
+def test_forward_only_operators(name):
+    op, ref, args = FORWARD[name]
+    torch.testing.assert_close(op(*args), ref(*args), rtol=1e-4, atol=1e-4)
+    torch.library.opcheck(op, args)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
