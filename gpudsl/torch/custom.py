@@ -17,23 +17,24 @@ import torch
 
 from ..errors import Error
 from ..ir.binding import Bound, infer_sizes
-from ..ir.control import NotConstant, evaluate
+from ..ir.control import NotConstant, control_names, evaluate
 from ..ir.effects import collect
 from ..ir.inline import inline_calls
+from ..ir.nodes import Var
+from ..ir.printer import print_expr
 from ..ir.procdef import as_procdef
 
 # gpudsl's element types -> torch's
 TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
                 "f64": torch.float64, "i32": torch.int32, "i64": torch.int64,
                 "bool": torch.bool}
-_SCALAR = {"float": "float", "int": "int", "bool": "bool"}
 
 
 @dataclass(frozen=True)
 class Signature:
     """How a proc's parameters map to an operator's: ``args`` (name, schema type, is
-    mutated) in schema order, ``outputs`` the returned tensors' names, ``sizes`` the
-    size parameters taken as ``int`` arguments."""
+    mutated) in schema order (sizes no input's shape gives among them, as ``int``),
+    ``outputs`` the returned tensors' names."""
 
     proc: object
     args: tuple
@@ -91,8 +92,6 @@ def _scalar_type(p) -> str:
 def _sizes_from_inputs(pdef, outputs: set) -> set:
     """The size names some input tensor's shape gives (a dimension that is the name
     itself, or affine in it)."""
-    from ..ir.control import control_names
-
     return {n for p in pdef.params if p.is_array and p.name not in outputs
             for d in p.shape for n in control_names(d)}
 
@@ -110,9 +109,8 @@ def output_shapes(sig: Signature, given: dict) -> dict:
     params = {p.name: p for p in pdef.params}
     for n, t in arrays.items():  # a dimension that is a size: the size, as torch has it
         for d, actual in zip(params[n].shape, t.shape):
-            name = getattr(d, "name", None)
-            if name is not None and name not in env:
-                env[name] = actual
+            if isinstance(d, Var) and d.name not in env:
+                env[d.name] = actual
     if all(isinstance(v, int) for v in env.values()) or not _all_known(sig, env):
         env = {k: int(v) for k, v in env.items()}
         b = Bound(env, arrays={n: _Shape(t.shape) for n, t in arrays.items()})
@@ -121,8 +119,6 @@ def output_shapes(sig: Signature, given: dict) -> dict:
     try:
         return {n: tuple(evaluate(d, env) for d in params[n].shape) for n in sig.outputs}
     except (NotConstant, KeyError):
-        from ..ir.printer import print_expr
-
         got = ", ".join(f"{n}: {tuple(t.shape)}" for n, t in arrays.items())
         want = ", ".join(f"{n}: [{', '.join(print_expr(d) for d in params[n].shape)}]"
                          for n in arrays)
@@ -133,8 +129,6 @@ def output_shapes(sig: Signature, given: dict) -> dict:
 
 def _all_known(sig: Signature, env: dict) -> bool:
     pdef = as_procdef(sig.proc)
-    from ..ir.control import control_names
-
     need = {n for p in pdef.params if p.name in sig.outputs for d in p.shape
             for n in control_names(d)}
     return need <= set(env)

@@ -129,3 +129,14 @@ def test_refusals_are_gpudsl_errors():
         SCALE(2.0, torch.randn(8, dtype=torch.float64))
     with pytest.raises(gpudsl.Error, match="shape"):
         SPLIT(torch.randn(7).bfloat16())
+
+
+def test_torch_compile_dynamic_shapes():
+    def f(x):
+        lo, hi = SPLIT(x)
+        return SCALE(2.0, lo.float()) + hi.float()
+
+    compiled = torch.compile(f, fullgraph=True, dynamic=True, backend="aot_eager")
+    for n in (16, 24, 40):
+        x = torch.randn(n).bfloat16()
+        torch.testing.assert_close(compiled(x), f(x))
