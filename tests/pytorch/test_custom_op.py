@@ -114,6 +114,13 @@ def test_a_compiled_kernel_registers_too():
     torch.testing.assert_close(op(0.5, x), 0.5 * x)
 
 
+def test_a_cuda_kernel_runs_cpu_tensors_on_the_emulator():
+    k = scale.compile("cuda")  # NVRTC needs no GPU; CPU tensors recompile it, bindings kept
+    op = gt.op("gpudsl_test::scale_cuda_kernel", k)
+    x = torch.randn(8)
+    torch.testing.assert_close(op(0.5, x), 0.5 * x)
+
+
 def test_refusals_are_gpudsl_errors():
     with pytest.raises(gpudsl.Error, match="namespace::name"):
         gt.op("noscope", scale)
