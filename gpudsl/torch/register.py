@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import torch
 
 from ..errors import Error
+from ..ir.procdef import as_procdef
 from .custom import Signature, output_dtypes, output_shapes, signature
 
 _SPECS: dict = {}  # "ns::name" -> Signature (of the ops registered here)
@@ -107,10 +108,17 @@ def backward(custom, setup=None):
     (``ctx.x``, ``ctx.out``; a single output of a gpudsl op by its parameter name, of
     another op as ``ctx.result``).  It returns the inputs' gradients: a dict by name
     (a missing name: no gradient) or a tuple in argument order.  It may call any
-    differentiable torch or gpudsl.torch operators (a registered backward proc, say),
-    so double backward works where they have gradients too."""
+    differentiable torch or gpudsl.torch operators, so double backward works where
+    they have gradients too.
+
+    Or it decorates a backward ``@proc`` (or Kernel), registered as the operator
+    ``NAME_backward``: its parameters are the operator's inputs and outputs by name and
+    ``grad_OUT`` for the gradient of output ``OUT``; it writes ``grad_IN`` for each
+    input ``IN`` that has a gradient."""
     def register(fn):
         names, outs = _names(custom)
+        if as_procdef(fn) is not None:  # a backward proc: registered, called by names
+            fn = _proc_backward(custom, fn, names, outs)
         if any(a.alias_info is not None and a.alias_info.is_write
                for a in custom._opoverload._schema.arguments):
             raise Error(f"{custom._qualname} mutates its arguments; torch registers "
@@ -147,6 +155,33 @@ def backward(custom, setup=None):
                                  else setup)
         return fn
     return register
+
+
+def _proc_backward(custom, proc, names: tuple, outs: tuple):
+    """A backward proc as a backward function: registered as the operator
+    ``NAME_backward``; its parameters are the forward's inputs and outputs by name and
+    ``grad_OUT`` (the gradient of output ``OUT``); it writes ``grad_IN`` for the inputs
+    that have a gradient."""
+    grads = tuple(p.name for p in as_procdef(proc).params
+                  if p.name.startswith("grad_") and p.name[5:] in names)
+    sig = signature(proc, grads)
+    known = set(names) | set(outs) | {f"grad_{o}" for o in outs}
+    missing = [n for n, _, _ in sig.args if n not in known]
+    if missing or not sig.outputs:
+        raise Error(f"the backward proc {as_procdef(proc).name} of {custom._qualname} "
+                    + (f"takes {missing}, which are neither inputs nor outputs of the "
+                       f"operator nor grad_OUTPUT" if missing else
+                       "writes no grad_INPUT"),
+                    hint=f"its parameters: the inputs ({', '.join(names)}), the outputs "
+                    f"({', '.join(outs)}), grad_OUTPUT; it writes grad_INPUT")
+    bwd = op(custom._qualname + "_backward", proc, outputs=grads)
+
+    def run(ctx, *grads):
+        values = {**vars(ctx), **{f"grad_{o}": g for o, g in zip(outs, grads)}}
+        got = bwd(*(values[n] for n, _, _ in sig.args))
+        got = got if isinstance(got, tuple) else (got,)
+        return {n[5:]: g for n, g in zip(sig.outputs, got)}
+    return run
 
 
 def _names(custom) -> tuple[tuple, tuple]:

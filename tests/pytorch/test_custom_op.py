@@ -147,3 +147,35 @@ def test_torch_compile_dynamic_shapes():
     for n in (16, 24, 40):
         x = torch.randn(n).bfloat16()
         torch.testing.assert_close(compiled(x), f(x))
+
+
+@proc
+def cube(n: size, x: f32[n], y: f32[n]):
+    for b in par(0, n) @ BLOCKS:
+        for t in par(0, 1) @ THREADS:
+            y[b + t] = x[b + t] * x[b + t] * x[b + t]
+
+
+@proc
+def cube_backward(n: size, x: f32[n], grad_y: f32[n], grad_x: f32[n]):
+    for b in par(0, n) @ BLOCKS:
+        for t in par(0, 1) @ THREADS:
+            grad_x[b + t] = 3.0 * x[b + t] * x[b + t] * grad_y[b + t]
+
+
+@proc
+def wrong_backward(n: size, z: f32[n], grad_x: f32[n]):
+    for b in par(0, n) @ BLOCKS:
+        for t in par(0, 1) @ THREADS:
+            grad_x[b + t] = z[b + t]
+
+
+def test_a_backward_proc():
+    op = gt.op("gpudsl_test::cube", cube)
+    gt.backward(op)(cube_backward)
+    with pytest.raises(gpudsl.Error, match=r"takes \['z'\]"):  # refused before registering
+        gt.backward(op)(wrong_backward)
+    x = torch.randn(8, requires_grad=True)
+    op(x).sum().backward()
+    torch.testing.assert_close(x.grad, 3 * x.detach() ** 2)
+    torch.library.opcheck(op, (torch.randn(8, requires_grad=True),))
