@@ -21,7 +21,7 @@ from ..runtime import driver as _driver
 from ..runtime import torch_tensors as _torch_tensors
 from .node_table import ShapeError, get, plan
 from .op_arguments import (_ANY_FLOAT, _is_array, _is_device, _is_scalar, as_int, axis,
-                           check_tensor)
+                           check_tensor, torch_call)
 from .shapes import NodeError, require
 
 
@@ -47,40 +47,13 @@ def _op(fn=None, *, convert: bool = True):
     def run(*args, **kwargs):
         try:
             if convert and _torch_tensors.torch_module() is not None:
-                return _torch_call(fn, names, args, kwargs)
+                return torch_call(fn, names, args, kwargs)
             return fn(*args, **kwargs)
         except NodeError as e:
             if e.raw_message.startswith(f"{name}: "):
                 raise
             raise NodeError(f"{name}: {e.raw_message}", e.loc, e.hint) from None
     return run
-
-
-def _torch_call(fn, names: tuple, args: tuple, kwargs: dict):
-    """``fn`` with PyTorch tensors in: CPU ones as numpy views (bfloat16 included), the
-    result a CPU tensor again (the very tensor an in-place op was given); CUDA ones
-    as they are.  A tensor that requires grad is refused under grad mode."""
-    seen: dict = {}
-
-    def convert(name, v):
-        if not _torch_tensors.is_torch(v):
-            return v
-        _torch_tensors.check_grad(name, v, NodeError, hint="pass x.detach(), or use the "
-                                  f"differentiable gpudsl.torch.ops.{fn.__name__}")
-        if v.device.type != "cpu":
-            return v.detach() if v.requires_grad else v
-        a = _torch_tensors.host_view(name, v, NodeError)
-        seen[id(a)] = v
-        return a
-
-    args = tuple(convert(names[i] if i < len(names) else f"argument {i + 1}", v)
-                 for i, v in enumerate(args))
-    kwargs = {k: convert(k, v) for k, v in kwargs.items()}
-    out = fn(*args, **kwargs)
-    if not seen or not isinstance(out, np.ndarray):
-        return out
-    same = seen.get(id(out))  # an in-place op returns the tensor it was given
-    return same if same is not None else _torch_tensors.from_host(out)
 
 
 _compiled: dict = {}
