@@ -253,6 +253,8 @@ def on_device(v) -> bool:
     """A device array (not numpy, not a CPU tensor)."""
     if isinstance(v, np.ndarray):
         return False
+    if is_torch(v):  # its flag: torch's interface raises for a tensor requiring grad
+        return v.device.type == "cuda"
     if hasattr(v, "__cuda_array_interface__"):
         return True
     if hasattr(v, "__dlpack_device__"):

@@ -73,3 +73,17 @@ def test_custom_op_on_cuda_on_a_side_stream():
     torch.testing.assert_close(y, 2 * x)
     torch.testing.assert_close(acc, 2 * x + 1)
     torch.library.opcheck(SCALE, (2.0, x))
+
+
+def test_cuda_tensors_that_require_grad_are_clean_errors():
+    import gpudsl
+
+    x = _cuda(8, 32).requires_grad_()
+    m = G.compile(G.ReLUNode(G.InputTensor("x", "float32", (8, 32))))
+    with pytest.raises(gpudsl.GraphError, match="requires grad"):
+        m.evaluate({"x": x})
+    with pytest.raises(gpudsl.Error, match="requires grad"):
+        ops.relu(x)
+    with torch.no_grad():
+        torch.testing.assert_close(m.evaluate({"x": x}), torch.relu(x))
+        torch.testing.assert_close(ops.relu(x), torch.relu(x))
