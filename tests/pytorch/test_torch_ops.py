@@ -145,3 +145,18 @@ def test_refusals_are_gpudsl_errors():
         go.matmul(torch.randn(3, 4), torch.randn(5, 6))
     with pytest.raises(gpudsl.Error, match="mixed precisions"):
         go.mul(torch.randn(3), torch.randn(3).bfloat16())
+
+
+@pytest.mark.parametrize("name", ["add", "mul", "relu", "silu", "rms_norm", "softmax"])
+def test_bfloat16_gradients_near_torch(name):
+    op, ref, args = CASES[name]
+    mine = [a.bfloat16().requires_grad_() for a in args]
+    theirs = [a.clone().requires_grad_() for a in args]  # torch in float32, rounded once
+    out, want = op(*mine), ref(*theirs)
+    assert out.dtype == torch.bfloat16
+    g = torch.randn_like(want).bfloat16()
+    got = torch.autograd.grad(out, mine, g)
+    expected = torch.autograd.grad(want, theirs, g.float())
+    for x, y in zip(got, expected):
+        assert x.dtype == torch.bfloat16
+        torch.testing.assert_close(x.float(), y, rtol=5e-2, atol=5e-2)
