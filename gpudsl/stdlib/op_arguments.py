@@ -8,7 +8,7 @@ import operator
 
 import numpy as np
 
-from ..runtime.torch_tensors import check_grad, from_host, host_view, is_torch
+from ..runtime.torch_tensors import check_grad, from_host, host_view, is_torch, torch_module
 from .shapes import NodeError, require
 from .shapes import check_tensor as _check_tensor
 
@@ -78,6 +78,10 @@ def torch_call(fn, names: tuple, args: tuple, kwargs: dict):
     """``fn`` with PyTorch tensors in: CPU ones as numpy views (bfloat16 included), the
     result a CPU tensor again (the very tensor an in-place op was given); CUDA ones
     as they are.  A tensor that requires grad is refused under grad mode."""
+    tensor = torch_module().Tensor
+    if not any(isinstance(v, tensor) for v in args) and \
+            not any(isinstance(v, tensor) for v in kwargs.values()):
+        return fn(*args, **kwargs)  # no tensor: nothing to convert
     seen: dict = {}
 
     def convert(name, v):
