@@ -174,6 +174,24 @@ attention = _define("attention",
                     lambda q, k, v, causal=False, scale=None: torch.empty_like(q))
 
 
+@backward(attention)
+def _attention_backward(ctx, g):
+    q, k, v = ctx.q.float(), ctx.k.float(), ctx.v.float()
+    m, n = q.shape[1], k.shape[1]
+    scale = ctx.scale if ctx.scale is not None else q.shape[-1] ** -0.5
+    s = matmul(q, _transposed(k)) * scale
+    if ctx.causal:  # row i attends the keys j <= i + n - m
+        keep = torch.ones(m, n, dtype=torch.bool, device=q.device).tril(n - m)
+        s = s.masked_fill(~keep, float("-inf"))
+    p = softmax(s)
+    g32 = g.float()
+    gv = matmul(_transposed(p), g32)
+    gp = matmul(g32, _transposed(v))
+    gs = p * (gp - (gp * p).sum(-1, keepdim=True)) * scale
+    return {"q": matmul(gs, k).to(ctx.q.dtype), "k": matmul(_transposed(gs), q).to(ctx.k.dtype),
+            "v": gv.to(ctx.v.dtype)}
+
+
 #: the operators above by name (each one is also ``torch.ops.gpudsl.NAME``)
 OPERATORS = {"add": add, "mul": mul, "relu": relu, "silu": silu, "matmul": matmul,
              "permute": permute, "rms_norm": rms_norm, "softmax": softmax,
