@@ -157,11 +157,20 @@ def _sliced_softmax_backward(ctx, g):
     return {"x": gx, "prefix": None}
 
 
-# ------------------------------------------------------------------ forward only
+# ------------------------------------------------------------------ complex, attention
 
 
 complex_hadamard_product = node("complex_hadamard_product",
                                 f"{_LIB}::complex_hadamard_product", operands=("a", "b"))
+
+
+@backward(complex_hadamard_product)
+def _complex_backward(ctx, g):
+    def conj(t):  # (re, im) -> (re, -im): the product's gradient takes the conjugates
+        return mul(t, torch.tensor([1.0, -1.0], dtype=t.dtype, device=t.device).expand_as(t).contiguous())
+
+    return {"a": complex_hadamard_product(g, conj(ctx.b)),
+            "b": complex_hadamard_product(g, conj(ctx.a)).sum_to_size(ctx.b.shape)}
 
 
 def _attention_run(q, k, v, causal=False, scale=None):
