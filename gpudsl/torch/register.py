@@ -69,9 +69,10 @@ def _fake(sig: Signature):
     def fake(*args):
         given = _arguments(sig, args)
         tensors = [v for v in given.values() if isinstance(v, torch.Tensor)]
-        like = tensors[0]
+        device = tensors[0].device if tensors else torch.device("cpu")
         shapes, dtypes = output_shapes(sig, given), output_dtypes(sig)
-        outs = {n: like.new_empty(shapes[n], dtype=dtypes[n]) for n in sig.outputs}
+        outs = {n: torch.empty(shapes[n], dtype=dtypes[n], device=device)
+                for n in sig.outputs}
         return _result(sig, outs)
     return fake
 

@@ -78,11 +78,11 @@ def test_calls_run_the_kernel():
     torch.testing.assert_close(torch.ops.gpudsl_test.scale(3.0, x), 3 * x)
 
 
-@pytest.mark.parametrize("name", ["scale", "accumulate", "split"])
+@pytest.mark.parametrize("name", ["scale", "accumulate", "split", "fill"])
 def test_opcheck(name):
     x = torch.randn(16)
     args = {"scale": (SCALE, (2.0, x)), "accumulate": (ACCUMULATE, (x, torch.ones(16))),
-            "split": (SPLIT, (torch.randn(16).bfloat16(),))}[name]
+            "split": (SPLIT, (torch.randn(16).bfloat16(),)), "fill": (FILL, (3, 1.5))}[name]
     torch.library.opcheck(*args)
 
 
