@@ -296,5 +296,5 @@ def host_overlap(a: np.ndarray, b: np.ndarray) -> bool:
         return True
 
 
-__all__ = ["Bound", "bind", "infer_sizes", "merge_positional", "check_array_type", "check_scalar", "solve",
-           "is_int", "host_overlap"]
+__all__ = ["Bound", "bind", "infer_sizes", "merge_positional", "check_array_type",
+           "check_scalar", "solve", "is_int", "host_overlap"]

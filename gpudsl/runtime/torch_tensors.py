@@ -61,10 +61,12 @@ def host_view(name: str, t, error, allow_grad: bool = False) -> np.ndarray:
         return t.view(torch.int16).numpy().view(_BF16)
     try:
         return t.numpy()
-    except (TypeError, RuntimeError):
-        raise error(f"{name} is a tensor of {t.dtype}, which gpudsl does not hold",
-                    hint="gpudsl's dtypes: float32, float16, bfloat16, float64 and the "
-                    "integers; convert with x.to(torch.float32)") from None
+    except (TypeError, RuntimeError) as e:
+        raise error(f"{name} ({type(t).__name__} of {t.dtype}) cannot be read as an array: "
+                    f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                    hint="gpudsl holds float32, float16, bfloat16, float64, the integers "
+                    "and bool: convert with x.to(torch.float32); inside torch.compile, "
+                    "call gpudsl.torch's operators") from None
 
 
 def from_host(a: np.ndarray):
@@ -73,8 +75,6 @@ def from_host(a: np.ndarray):
     if a.dtype == _BF16:
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(a)
-
-
 
 
 class _Int16View:

@@ -71,6 +71,13 @@ def test_zero_dim_tensors():
 def test_unsupported_dtype_is_an_error():
     with pytest.raises(gpudsl.Error, match="a is complex64"):
         ops.add(torch.zeros(4, dtype=torch.complex64), torch.zeros(4, dtype=torch.complex64))
+    f8 = torch.zeros(4, dtype=torch.float8_e4m3fn)  # numpy has no such dtype at all
+    with pytest.raises(gpudsl.Error, match="cannot be read as an array"):
+        ops.add(f8, f8)
+    with pytest.raises(gpudsl.Error, match="cannot be read as an array"):
+        G.compile(G.ReLUNode(G.InputTensor("x", "float32", (4,)))).evaluate({"x": f8})
+    with pytest.raises(gpudsl.Error, match="a sparse|torch.sparse_coo"):
+        ops.relu(torch.eye(4).to_sparse())
 
 
 def test_graph_constant_and_evaluate_bf16():
