@@ -16,9 +16,8 @@ from __future__ import annotations
 try:
     import torch  # noqa: F401  (absolute: the real torch, not this package)
 except ImportError:  # pragma: no cover - depends on the environment
-    from ..errors import Error
-
-    raise Error("gpudsl.torch needs PyTorch", hint="pip install 'gpudsl[torch]'") from None
+    # an ImportError, as for any missing optional dependency (pytest.importorskip too)
+    raise ImportError("gpudsl.torch needs PyTorch: pip install 'gpudsl[torch]'") from None
 
 from .nodes import node
 from .register import backward, op
