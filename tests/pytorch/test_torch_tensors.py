@@ -128,3 +128,22 @@ def test_kernel_call_bf16_and_grad():
         k(x=x.clone().requires_grad_(), y=y)
     with pytest.raises(gpudsl.LaunchError, match="dtype is complex64"):
         k(x=torch.zeros(8, dtype=torch.complex64), y=y)
+
+
+def test_without_torch_gpudsl_torch_is_an_import_error_and_ops_run():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import numpy as np\n"
+            "from gpudsl import ops\n"
+            "assert (ops.relu(np.ones(4, np.float32)) == 1).all()\n"
+            "try:\n"
+            "    import gpudsl.torch\n"
+            "except ImportError as e:\n"
+            "    assert 'gpudsl[torch]' in str(e)\n"
+            "else:\n"
+            "    raise AssertionError('imported')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
