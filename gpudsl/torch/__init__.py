@@ -6,6 +6,7 @@
 - ``backward(op)``: a decorator registering its gradient (``register_autograd``);
 - ``node(name)``: a node of the node table (a user's too) as an operator, its fake
   implementation the node's shape rule;
+- ``model(name, compiled)``: a compiled graph (without buffers) as an operator;
 - ``gpudsl.torch.ops``: the standard library's nodes as operators ``gpudsl::NAME``
   with their gradients (add, mul, relu, silu, matmul, rms_norm, softmax...).
 
@@ -19,7 +20,8 @@ except ImportError:  # pragma: no cover - depends on the environment
     # an ImportError, as for any missing optional dependency (pytest.importorskip too)
     raise ImportError("gpudsl.torch needs PyTorch: pip install 'gpudsl[torch]'") from None
 
+from .models import model
 from .nodes import node
 from .register import backward, op
 
-__all__ = ["op", "backward", "node"]
+__all__ = ["op", "backward", "node", "model"]
