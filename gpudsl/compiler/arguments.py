@@ -14,6 +14,7 @@ from ..ir.binding import Bound, bind, check_array_type, merge_positional
 from ..ir.nodes import ProcDef
 from ..runtime.interop import as_device_array, is_torch_cuda
 from ..runtime.launch import ArrayArg, arrays_overlap
+from ..runtime.torch_tensors import check_grad, host_view, is_torch_cpu
 
 DEVICE_HINT = "pass a numpy array or a device array (PyTorch, CuPy)"
 
@@ -47,7 +48,12 @@ def bind_arguments(pdef: ProcDef, args: tuple, kwargs: dict, bindings: dict, tar
 
 def _array(pname, prm, v, target, written) -> ArrayArg:
     if is_torch_cuda(v):
-        return _device_array(pname, prm, v, target, written)
+        check_grad(f"'{prm.name}' of {pname}", v, LaunchError)
+        return _device_array(pname, prm, v.detach() if v.requires_grad else v, target,
+                             written)
+    if is_torch_cpu(v):  # viewed as numpy (bfloat16 too), no copy
+        return _host_array(pname, prm, host_view(f"'{prm.name}' of {pname}", v,
+                                                 LaunchError), v, written)
     if isinstance(v, np.ndarray) or not (hasattr(v, "__cuda_array_interface__")
                                          or hasattr(v, "__dlpack_device__")
                                          or hasattr(v, "__dlpack__")):

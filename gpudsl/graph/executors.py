@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError
+from ..runtime.torch_tensors import check_grad, host_view, is_torch
 from .launches import _NP, LaunchList, Ref, at, check_faults
 
 
@@ -192,8 +193,8 @@ def check_inputs(model, inputs) -> dict[str, np.ndarray]:
     out = {}
     for name, node in declared.items():
         v = inputs[name]
-        if hasattr(v, "detach") and hasattr(v, "cpu"):
-            v = v.detach().cpu().numpy()
+        if is_torch(v):
+            v = host_view(f"input {name!r}", v, GraphError)
         v = np.asarray(v)
         if v.dtype.name != node.dtype:
             raise at(node, f"input {name!r} is {v.dtype.name}; the graph declares "
@@ -213,6 +214,12 @@ def check_device_inputs(model, inputs) -> tuple[dict, dict]:
     values, host = {}, {}
     for name, node in _declared(model, inputs).items():
         v = inputs[name]
+        if is_torch(v):
+            if v.device.type == "cpu":
+                v = host_view(f"input {name!r}", v, GraphError)
+            else:
+                check_grad(f"input {name!r}", v, GraphError)
+                v = v.detach()
         d = np.asarray(v) if not on_device(v) else as_device_array(v)
         if np.dtype(d.dtype).name != node.dtype or tuple(d.shape) != node.shape:
             raise at(node, f"input {name!r} is {np.dtype(d.dtype).name} {list(d.shape)}; "
@@ -246,6 +253,8 @@ def on_device(v) -> bool:
     """A device array (not numpy, not a CPU tensor)."""
     if isinstance(v, np.ndarray):
         return False
+    if is_torch(v):  # its flag: torch's interface raises for a tensor requiring grad
+        return v.device.type == "cuda"
     if hasattr(v, "__cuda_array_interface__"):
         return True
     if hasattr(v, "__dlpack_device__"):

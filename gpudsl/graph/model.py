@@ -20,6 +20,7 @@ import numpy as np
 
 from ..autotune.db import recording_lookups
 from ..errors import Error, GraphError
+from ..runtime.torch_tensors import from_device, from_host, is_torch, torch_module
 from ..stdlib import ops
 from . import cache as graph_cache
 from . import fusion
@@ -205,11 +206,14 @@ class Model:
 
     def evaluate(self, inputs: dict):
         """Run the graph on ``inputs`` (name -> array).  numpy arrays (or CPU torch
-        tensors) in: the result as a new numpy array (on a GPU model the evaluation
-        still runs on the device, as below: only the inputs and the result are copied).  Device arrays in (PyTorch / CuPy
+        tensors) in: the result as a new numpy array (a CPU tensor when a torch tensor
+        was given; on a GPU model the evaluation still runs on the device, as below:
+        only the inputs and the result are copied).  Device arrays in (PyTorch / CuPy
         / gpudsl's; numpy allowed beside them; a GPU model only): a new device array
-        out (a gpudsl DeviceBuffer), no host round trip, the evaluation captured as a
-        CUDA graph at the first such call and replayed after.  Buffers keep their
+        out (a CUDA tensor on the device of the first torch input, else a gpudsl
+        DeviceBuffer), no host round trip, the evaluation captured as a CUDA graph at
+        the first such call and replayed after.  A torch tensor that requires grad is
+        refused under grad mode (no gradient is recorded).  Buffers keep their
         contents across calls, on either path.  Calls from several threads take turns
         (one lock per model)."""
         with self._lock:
@@ -217,16 +221,22 @@ class Model:
 
     def _evaluate(self, inputs: dict):
         try:
+            tensor = _first_tensor(inputs)  # torch in, torch out (its device)
             if isinstance(inputs, dict) and any(map(on_device, inputs.values())):
-                return self._evaluate_device(inputs)
+                out = self._evaluate_device(inputs)
+                if tensor is not None and tensor.device.type == "cuda":
+                    return from_device(out, tensor.device)
+                return out
             values = check_inputs(self, inputs)
             self._check_ranges(values)
             if self.device == "cuda" and self.unit is not None:
                 # host arrays in, host array out, but the model runs where its
                 # constants and buffers live: on the device (its executor, its CUDA
                 # graph); only the inputs and the result cross the bus
-                return self._run_on(self._device_executor(), values, device_out=False)
-            return self._host.run(values)
+                out = self._run_on(self._device_executor(), values, device_out=False)
+            else:
+                out = self._host.run(values)
+            return out if tensor is None else from_host(out)
         except GraphError as e:
             raise refile(e, self.graph.file) from None
 
@@ -257,6 +267,13 @@ class Model:
             self._state.holder = None  # the device's copy is stale: the host's zeros win
             for b in self._state._host:
                 b[...] = 0
+
+
+def _first_tensor(inputs):
+    """The first PyTorch tensor among the inputs (the result is a tensor), or None."""
+    if not isinstance(inputs, dict) or torch_module() is None:
+        return None
+    return next((v for v in inputs.values() if is_torch(v)), None)
 
 
 def compile(graph, constants: dict | None = None, device: str | None = None,  # noqa: A001

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError
+from ..runtime.torch_tensors import host_view, is_torch
 import ml_dtypes  # noqa: F401  (registers numpy's "bfloat16")
 
 from ..stdlib.node_shapes import FLOATS, tensor_shape
@@ -283,8 +284,9 @@ def _check_name(name):
 def as_host_array(value) -> np.ndarray:
     """A contiguous numpy array from numpy / torch / a Python number, float64 made
     float32 (torch's default float is float32 already; numpy's is not)."""
-    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
-        value = value.detach().cpu().numpy()
+    if is_torch(value):  # moved to the host, bfloat16 kept; a constant has no gradient
+        value = host_view("the constant", value.detach().cpu(), GraphError,
+                          allow_grad=True)
     arr = np.asarray(value)
     if arr.ndim == 0:
         arr = arr.reshape(1)

@@ -208,6 +208,12 @@ def _infer_sizes(pdef: ProcDef, b: Bound, origin: dict) -> None:
                 progress = True
 
 
+def infer_sizes(pdef: ProcDef, b: Bound) -> None:
+    """Solve ``b.env``'s missing sizes from the shapes of ``b.arrays`` (objects with a
+    ``shape``), as a call does, without checking anything."""
+    _infer_sizes(pdef, b, {})
+
+
 def _check_shapes(pdef: ProcDef, b: Bound, origin: dict, error) -> None:
     env = b.env
     for prm in pdef.params:
@@ -290,5 +296,5 @@ def host_overlap(a: np.ndarray, b: np.ndarray) -> bool:
         return True
 
 
-__all__ = ["Bound", "bind", "merge_positional", "check_array_type", "check_scalar", "solve",
-           "is_int", "host_overlap"]
+__all__ = ["Bound", "bind", "infer_sizes", "merge_positional", "check_array_type",
+           "check_scalar", "solve", "is_int", "host_overlap"]

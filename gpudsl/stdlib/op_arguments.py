@@ -8,6 +8,7 @@ import operator
 
 import numpy as np
 
+from ..runtime.torch_tensors import check_grad, from_host, host_view, is_torch, torch_module
 from .shapes import NodeError, require
 from .shapes import check_tensor as _check_tensor
 
@@ -29,7 +30,15 @@ def _is_scalar(x) -> bool:
     if isinstance(x, (int, float, np.integer, np.floating)):
         return True
     return hasattr(x, "shape") and hasattr(x, "dtype") and len(x.shape) == 0 and \
-        not _is_device(x) and np.dtype(str(x.dtype)).kind in "iuf"
+        not _is_device(x) and _kind(x.dtype) in "iuf"
+
+
+def _kind(dtype) -> str:
+    """numpy's kind letter of a numpy or torch dtype (``"?"`` when numpy has none)."""
+    try:
+        return np.dtype(str(dtype).replace("torch.", "")).kind
+    except TypeError:
+        return "?"
 
 
 _ANY_FLOAT = ("float32", "float16", "bfloat16")  # the nodes that take half precision
@@ -65,4 +74,35 @@ def axis(name: str, v, rank: int) -> int:
     return a % rank
 
 
-__all__ = ["check_tensor", "as_int", "axis"]
+def torch_call(fn, names: tuple, args: tuple, kwargs: dict):
+    """``fn`` with PyTorch tensors in: CPU ones as numpy views (bfloat16 included), the
+    result a CPU tensor again (the very tensor an in-place op was given); CUDA ones
+    as they are.  A tensor that requires grad is refused under grad mode."""
+    tensor = torch_module().Tensor
+    if not any(isinstance(v, tensor) for v in args) and \
+            not any(isinstance(v, tensor) for v in kwargs.values()):
+        return fn(*args, **kwargs)  # no tensor: nothing to convert
+    seen: dict = {}
+
+    def convert(name, v):
+        if not is_torch(v):
+            return v
+        check_grad(name, v, NodeError, hint="pass x.detach(), or use the "
+                   f"differentiable gpudsl.torch.ops.{fn.__name__}")
+        if v.device.type != "cpu":
+            return v.detach() if v.requires_grad else v
+        a = host_view(name, v, NodeError)
+        seen[id(a)] = v
+        return a
+
+    args = tuple(convert(names[i] if i < len(names) else f"argument {i + 1}", v)
+                 for i, v in enumerate(args))
+    kwargs = {k: convert(k, v) for k, v in kwargs.items()}
+    out = fn(*args, **kwargs)
+    if not seen or not isinstance(out, np.ndarray):
+        return out
+    same = seen.get(id(out))  # an in-place op returns the tensor it was given
+    return same if same is not None else from_host(out)
+
+
+__all__ = ["check_tensor", "as_int", "axis", "torch_call"]

@@ -9,6 +9,7 @@ arrays in give arrays of the same kind out, without host copies.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 
 import numpy as np
@@ -17,9 +18,10 @@ from .halves import NUMPY as _NUMPY
 from .halves import common_dtype as _common_dtype
 from .pointwise import plan_binary, plan_unary
 from ..runtime import driver as _driver
+from ..runtime import torch_tensors as _torch_tensors
 from .node_table import ShapeError, get, plan
 from .op_arguments import (_ANY_FLOAT, _is_array, _is_device, _is_scalar, as_int, axis,
-                           check_tensor)
+                           check_tensor, torch_call)
 from .shapes import NodeError, require
 
 
@@ -31,13 +33,21 @@ from .shapes import NodeError, require
 # bools or strings to integers.
 
 
-def _op(fn):
-    """Name the op in every refusal raised while it runs."""
+def _op(fn=None, *, convert: bool = True):
+    """Name the op in every refusal raised while it runs; ``convert``: PyTorch CPU
+    tensors in are viewed as numpy arrays (no copy) and the result is a tensor again
+    (``torch_in``)."""
+    if fn is None:
+        return functools.partial(_op, convert=convert)
     name = fn.__name__
+    names = tuple(n for n, p in inspect.signature(fn).parameters.items()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
         try:
+            if convert and _torch_tensors.torch_module() is not None:
+                return torch_call(fn, names, args, kwargs)
             return fn(*args, **kwargs)
         except NodeError as e:
             if e.raw_message.startswith(f"{name}: "):
@@ -283,7 +293,7 @@ def replace_slice(x, r, begin, end):
     return x
 
 
-@_op
+@_op(convert=False)  # torch's own reshape: a view, autograd kept
 def reshape(x, shape):
     """A view of ``x`` with another shape (no kernel, no copy).  ``shape`` is an int
     or a sequence of ints of 1 to 3 dimensions; one of them may be ``-1`` (inferred,

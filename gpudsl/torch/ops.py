@@ -1,0 +1,210 @@
+"""The standard library's nodes as PyTorch operators ``gpudsl::NAME``, with fake
+implementations (their shape rules) and gradients.
+
+Each operator runs ``gpudsl.ops.NAME`` (CPU tensors on the emulator, or on the GPU
+where there is one; CUDA tensors on the GPU, on torch's current stream) and returns a
+new tensor.  The gradients are compositions of these operators (so they run gpudsl's
+kernels, and double backward works where those have gradients) plus torch's
+reductions (``sum_to_size`` for broadcasting, row sums); the row-wise ones compute in
+float32 and round once to the operand's dtype.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..stdlib import ops as _ops
+from .nodes import node
+from .register import backward
+
+_LIB = "gpudsl"
+
+
+def _detached(*ts):
+    return tuple(t.detach() if isinstance(t, torch.Tensor) else t for t in ts)
+
+
+def _define(name: str, schema: str, run, fake):
+    """Operator ``gpudsl::name`` running ``run`` (gpudsl.ops on detached tensors)."""
+    def impl(*args, **kwargs):
+        out = run(*_detached(*args), **kwargs)
+        return out.clone() if any(out is a for a in args) else out  # never an input
+    custom = torch.library.custom_op(f"{_LIB}::{name}", impl, mutates_args=(),
+                                     schema=schema)
+    custom.register_fake(fake)
+    return custom
+
+
+# ------------------------------------------------------------------ pointwise
+
+
+def _broadcast_fake(a, b):
+    return a.new_empty(torch.broadcast_shapes(a.shape, b.shape))
+
+
+add = _define("add", "(Tensor a, Tensor b) -> Tensor", _ops.add, _broadcast_fake)
+mul = _define("mul", "(Tensor a, Tensor b) -> Tensor", _ops.mul, _broadcast_fake)
+relu = _define("relu", "(Tensor x) -> Tensor", _ops.relu, lambda x: torch.empty_like(x))
+silu = _define("silu", "(Tensor x) -> Tensor", _ops.silu, lambda x: torch.empty_like(x))
+
+
+@backward(add)
+def _add_backward(ctx, g):
+    return {"a": g.sum_to_size(ctx.a.shape), "b": g.sum_to_size(ctx.b.shape)}
+
+
+@backward(mul)
+def _mul_backward(ctx, g):
+    return {"a": mul(g, ctx.b).sum_to_size(ctx.a.shape),
+            "b": mul(g, ctx.a).sum_to_size(ctx.b.shape)}
+
+
+@backward(relu)
+def _relu_backward(ctx, g):
+    return {"x": mul(g, (ctx.x > 0).to(g.dtype))}
+
+
+@backward(silu)
+def _silu_backward(ctx, g):
+    x = ctx.x.float()
+    s = torch.sigmoid(x)
+    return {"x": mul(g, (s * (1 + x * (1 - s))).to(g.dtype))}
+
+
+# ------------------------------------------------------------------ matmul, permute
+
+
+def _matmul_fake(a, b):
+    return a.new_empty(tuple(a.shape[:-1]) + (b.shape[-1],))
+
+
+matmul = _define("matmul", "(Tensor a, Tensor b) -> Tensor", _ops.matmul, _matmul_fake)
+
+
+def _permute_fake(x, perm):
+    return x.new_empty(tuple(x.shape[p] for p in perm))
+
+
+permute = _define("permute", "(Tensor x, int[] perm) -> Tensor",
+                  lambda x, perm: _ops.permute(x, tuple(perm)), _permute_fake)
+
+
+@backward(permute)
+def _permute_backward(ctx, g):
+    inverse = [0] * len(ctx.perm)
+    for i, p in enumerate(ctx.perm):
+        inverse[p] = i
+    return {"x": permute(g, inverse), "perm": None}
+
+
+def _transposed(t):
+    """The last two axes swapped (a copy, by gpudsl's permute)."""
+    return permute(t, [0, 2, 1] if t.dim() == 3 else [1, 0])
+
+
+@backward(matmul)
+def _matmul_backward(ctx, g):
+    a, b = ctx.a, ctx.b
+    ga = matmul(g, _transposed(b))
+    if a.dim() == 1:  # [n] @ [n, k]: the outer product a^T g
+        gb = matmul(a.reshape(-1, 1), g.reshape(1, -1))
+    else:
+        gb = matmul(_transposed(a), g)
+    return {"a": ga, "b": gb}
+
+
+# ------------------------------------------------------------------ rows
+
+
+rms_norm = _define("rms_norm", "(Tensor x, Tensor w) -> Tensor", _ops.rms_norm,
+                   lambda x, w: torch.empty_like(x))
+
+
+@backward(rms_norm)
+def _rms_norm_backward(ctx, g):
+    x, w, g32 = ctx.x.float(), ctx.w.float(), g.float()
+    r = torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5)
+    gw = g32 * w
+    gx = r * gw - x * r ** 3 * (gw * x).mean(-1, keepdim=True)
+    gwt = (g32 * x * r).reshape(-1, x.shape[-1]).sum(0)
+    return {"x": gx.to(ctx.x.dtype), "w": gwt.to(ctx.w.dtype)}
+
+
+def _softmax_run(x):
+    return _ops.sliced_softmax(x, int(x.shape[-1]))
+
+
+softmax = _define("softmax", "(Tensor x) -> Tensor", _softmax_run,
+                  lambda x: torch.empty_like(x))
+sliced_softmax = _define("sliced_softmax", "(Tensor x, int prefix) -> Tensor",
+                         _ops.sliced_softmax, lambda x, prefix: torch.empty_like(x))
+
+
+def _softmax_grad(y, g):
+    y32, g32 = y.float(), g.float()
+    return (y32 * (g32 - (g32 * y32).sum(-1, keepdim=True))).to(g.dtype)
+
+
+@backward(softmax)
+def _softmax_backward(ctx, g):
+    return {"x": _softmax_grad(ctx.result, g)}
+
+
+@backward(sliced_softmax)
+def _sliced_softmax_backward(ctx, g):
+    k = ctx.prefix
+    gx = g.clone()
+    gx[..., :k] = _softmax_grad(ctx.result[..., :k], g[..., :k])
+    return {"x": gx, "prefix": None}
+
+
+# ------------------------------------------------------------------ complex, attention
+
+
+complex_hadamard_product = node("complex_hadamard_product",
+                                f"{_LIB}::complex_hadamard_product", operands=("a", "b"))
+
+
+@backward(complex_hadamard_product)
+def _complex_backward(ctx, g):
+    def conj(t):  # (re, im) -> (re, -im): the product's gradient takes the conjugates
+        return mul(t, torch.tensor([1.0, -1.0], dtype=t.dtype, device=t.device).expand_as(t).contiguous())
+
+    return {"a": complex_hadamard_product(g, conj(ctx.b)),
+            "b": complex_hadamard_product(g, conj(ctx.a)).sum_to_size(ctx.b.shape)}
+
+
+def _attention_run(q, k, v, causal=False, scale=None):
+    return _ops.attention(q, k, v, causal=causal, scale=scale)
+
+
+attention = _define("attention",
+                    "(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) "
+                    "-> Tensor", _attention_run,
+                    lambda q, k, v, causal=False, scale=None: torch.empty_like(q))
+
+
+@backward(attention)
+def _attention_backward(ctx, g):
+    q, k, v = ctx.q.float(), ctx.k.float(), ctx.v.float()
+    m, n = q.shape[1], k.shape[1]
+    scale = ctx.scale if ctx.scale is not None else q.shape[-1] ** -0.5
+    s = matmul(q, _transposed(k)) * scale
+    if ctx.causal:  # row i attends the keys j <= i + n - m
+        keep = torch.ones(m, n, dtype=torch.bool, device=q.device).tril(n - m)
+        s = s.masked_fill(~keep, float("-inf"))
+    p = softmax(s)
+    g32 = g.float()
+    gv = matmul(_transposed(p), g32)
+    gp = matmul(g32, _transposed(v))
+    gs = p * (gp - (gp * p).sum(-1, keepdim=True)) * scale
+    return {"q": matmul(gs, k).to(ctx.q.dtype), "k": matmul(_transposed(gs), q).to(ctx.k.dtype),
+            "v": gv.to(ctx.v.dtype)}
+
+
+#: the operators above by name (each one is also ``torch.ops.gpudsl.NAME``)
+OPERATORS = {"add": add, "mul": mul, "relu": relu, "silu": silu, "matmul": matmul,
+             "permute": permute, "rms_norm": rms_norm, "softmax": softmax,
+             "sliced_softmax": sliced_softmax,
+             "complex_hadamard_product": complex_hadamard_product, "attention": attention}
+
+__all__ = list(OPERATORS) + ["OPERATORS"]
