@@ -49,31 +49,35 @@ def _arguments(sig: Signature, args: tuple) -> dict:
     return {n: a for (n, _, _), a in zip(sig.args, args)}
 
 
+def _outputs(sig: Signature, given: dict, alloc) -> dict:
+    """The proc's written-only tensors, made by ``alloc`` (``torch.zeros`` for a run,
+    ``torch.empty`` for the fake) on the inputs' device, shaped by the proc."""
+    device = _device(given)
+    shapes, dtypes = output_shapes(sig, given), output_dtypes(sig)
+    return {n: alloc(shapes[n], dtype=dtypes[n], device=device) for n in sig.outputs}
+
+
 def _implementation(sig: Signature):
     def impl(*args):
         given = _arguments(sig, args)
-        tensors = [v for v in given.values() if isinstance(v, torch.Tensor)]
-        device = tensors[0].device if tensors else torch.device("cpu")
-        shapes, dtypes = output_shapes(sig, given), output_dtypes(sig)
-        outs = {n: torch.zeros(shapes[n], dtype=dtypes[n], device=device)
-                for n in sig.outputs}
+        outs = _outputs(sig, given, torch.zeros)
         mutated = set(sig.mutated)  # written in place: passed as they are
         call = {n: (v if n in mutated else v.detach().contiguous())
                 if isinstance(v, torch.Tensor) else v for n, v in given.items()}
+        device = _device(given)
         _kernel(sig.proc, "cuda" if device.type == "cuda" else "emulator")(**call, **outs)
         return _result(sig, outs)
     return impl
 
 
+def _device(given: dict):
+    tensors = [v for v in given.values() if isinstance(v, torch.Tensor)]
+    return tensors[0].device if tensors else torch.device("cpu")
+
+
 def _fake(sig: Signature):
     def fake(*args):
-        given = _arguments(sig, args)
-        tensors = [v for v in given.values() if isinstance(v, torch.Tensor)]
-        device = tensors[0].device if tensors else torch.device("cpu")
-        shapes, dtypes = output_shapes(sig, given), output_dtypes(sig)
-        outs = {n: torch.empty(shapes[n], dtype=dtypes[n], device=device)
-                for n in sig.outputs}
-        return _result(sig, outs)
+        return _result(sig, _outputs(sig, _arguments(sig, args), torch.empty))
     return fake
 
 
