@@ -9,8 +9,8 @@ import pytest
 from gpudsl import bench
 from gpudsl.cli import main as cli_main
 
-NODES = ("matmul,matmul_1stage,matmul_tf32,matmul_tf32_async,matmul_f16,add_bcast,permute3d_210,slice,"
-         "replace_slice")
+NODES = ("matmul,matmul_1stage,matmul_tf32,matmul_tf32_async,matmul_f16,matmul_bf16,add_bcast,"
+         "permute3d_210,slice,replace_slice,attention")
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +33,11 @@ def test_emulator_bench_writes_labelled_results(emulated):
         assert r["timing"]["emulated"] and r["timing"]["method"] == "perf_counter"
         assert r["roofline_fraction"] is None  # no device roofline for CPU figures
         assert r["ratio"] > 0 and r["rate"] > 0 and r["reference_median_ms"] > 0
-        assert r["rel_error"] <= (1e-2 if r["node"].startswith(("matmul_tf32", "matmul_f16"))
-                                  else 1e-4)
-        assert r["unit"] == ("FLOP/s" if r["node"].startswith("matmul") else "B/s")
+        assert r["rel_error"] <= r["tolerance"] == (
+            1e-2 if r["node"].startswith(("matmul_tf32", "matmul_f16", "matmul_bf16"))
+            else 1e-4)
+        assert r["unit"] == ("FLOP/s" if r["node"].startswith(("matmul", "attention"))
+                             else "B/s")
     # bandwidth nodes at several sizes, each against a copy of its own element count
     for node in ("add_bcast", "permute3d_210", "slice", "replace_slice"):
         assert len({r["size"] for r in ok if r["node"] == node}) == len(bench.EMU_SIZES)
