@@ -124,6 +124,11 @@ def rehearse(plan_only: bool = False, out: str | None = None) -> int:
         print("plan:", b, file=sys.stderr)
     if plan_only or bad:
         return 1 if bad else 0
+    from gpu_campaign import _meta
+
+    st = _meta().write_stamp()  # the commit the machines will report (they get no .git)
+    print(f"stamp: {plan_mod.WHEELS}/tree-stamp.json, commit {st['commit'][:12]}, "
+          f"dirty {st['dirty']}")
     py312 = find_python312()
     if py312 is None:
         print("rehearse: no Python 3.12 here (the machines' python)", file=sys.stderr)
