@@ -1,19 +1,26 @@
 """``gpudsl bench``: every standard-library node against its reference, measured in the
 same run, with the achieved rate and the fraction of the device's roofline.
 
-Each row has the node's achieved TFLOP/s (matmul family) or GB/s (bandwidth-bound
-nodes: bytes read + written once), the fraction of the device's peak
-(:mod:`gpudsl.perf.devices`: FP32 on CUDA cores, HBM bandwidth), and the ratio to
-its reference timed in the same run the same way: matmul against ``torch.matmul``
-with TF32 off (cuBLAS SGEMM), bandwidth nodes against a device-to-device copy of
-the same number of elements (its read + write bytes per second).  Bandwidth nodes
-run at several sizes: some fit in the L2 (timed twice: L2 flushed before each
-repetition, ``cold``, and not, ``warm``) and some are far above it.  Every time
-comes from :func:`gpudsl.runtime.timing.measure` (CUDA events, warm-up, L2 flush, a
-spin kernel that lets the host enqueue ahead so the events time the device's work,
-median and interquartile range); ``host us/call`` beside it is the host's own time per
-call, the launch overhead.  Each node's result is compared with its
-reference once before it is timed; a wrong one is reported, never timed.
+Each row has the node's achieved TFLOP/s (matmul family, attention) or GB/s
+(bandwidth-bound nodes: bytes read + written once), the fraction of the device's peak
+(:mod:`gpudsl.perf.devices`: FP32 on CUDA cores, tensor cores for TF32 and halves, HBM
+bandwidth), and the ratio to its reference timed in the same run the same way.  Every
+row names its reference, the backend that ran it and (GPU) the kernels it launched
+(:mod:`gpudsl.bench_run`): the GEMMs (4096^3 and 8192^3 in fp32 with TF32 off, TF32,
+float16 and bfloat16) against ``torch.matmul`` (cuBLAS) in the same precision;
+attention against ``scaled_dot_product_attention`` on 4-D tensors under each SDPA
+backend, the fastest correct one kept (:mod:`gpudsl.bench_attention`); bandwidth nodes
+against a device-to-device copy of the same number of bytes, at 4 MB, 16 MB and 256 MB
+per array, each timed with the L2 flushed before every repetition (``cold``) and not
+(``warm``), all reported.  Decode attention carries its bytes/s against such a copy
+too (``copy_fraction``).  Every time comes from :func:`gpudsl.runtime.timing.measure`
+(CUDA events, warm-up, L2 flush, a spin kernel that lets the host enqueue ahead so the
+events time the device's work, median and interquartile range, every repetition's
+time kept); ``host us/call`` beside it is the host's own time per call, the launch
+overhead.  Each node's result, and each reference's, is compared with the expected one
+once before it is timed; a wrong one is reported, never timed.  The JSON (``--out``,
+rewritten after each case) records what ran (:mod:`gpudsl.bench_meta`: commit, dirty
+flag, versions, clocks and power limit at start and end).
 
 ``--target emulator`` runs the same cases at small sizes on the CPU emulator (numpy
 references, perf_counter): the figures are labelled emulated, have no roofline

@@ -64,12 +64,15 @@ class Run:
 
     def rows(self, c) -> list[dict]:
         """The case's rows: one that says why when it fails or is wrong, else one per
-        L2 state it is timed in (cold, and warm where its data fit in the L2)."""
+        L2 state it is timed in: cold, and for bandwidth nodes warm too, at every size
+        (``fits_l2`` says whether its arrays fit in the L2; no state is the headline)."""
         row = self.checked(c)
         if "status" in row:
             return [row]
+        if c.kind == "bytes":
+            row["fits_l2"] = c.l2_resident
         return [self.timed_row(c, row, flush)
-                for flush in ([True, False] if c.l2_resident else [True])]
+                for flush in ([True, False] if c.kind == "bytes" else [True])]
 
     def checked(self, c) -> dict:
         """The case's row after comparing its result with the expected one once: with

@@ -41,10 +41,16 @@ def test_emulator_bench_writes_labelled_results(emulated):
     # bandwidth nodes at several sizes, each against a copy of its own element count
     for node in ("add_bcast", "permute3d_210", "slice", "replace_slice"):
         assert len({r["size"] for r in ok if r["node"] == node}) == len(bench.EMU_SIZES)
-    copies = {c["elements"]: c["bytes_per_s"] for c in data["copy_references"]}
+    copies = {(c["elements"], c["flushed"]): c["bytes_per_s"]
+              for c in data["copy_references"]}
     for r in ok:
         if r["node"] in ("slice", "replace_slice"):  # bytes = read + write of the copy
-            assert r["reference_rate"] == copies[r["amount"] // 8]
+            assert r["reference_rate"] == copies[r["amount"] // 8, r["l2"] == "cold"]
+    # issue 34: every bandwidth row at every size, cold and warm L2, both reported
+    for r in ok:
+        if r["unit"] == "B/s":
+            twin = [x for x in ok if (x["node"], x["size"]) == (r["node"], r["size"])]
+            assert sorted(x["l2"] for x in twin) == ["cold", "warm"]
     tf32 = [r for r in data["results"] if r["node"] == "matmul_tf32"]
     assert len(tf32) == 1 and tf32[0]["status"] == "ok"
     assert tf32[0]["rel_error"] > 1e-6  # the emulator rounds the inputs to TF32
