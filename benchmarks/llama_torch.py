@@ -103,6 +103,13 @@ def runner(model, variant: str, prompt_len: int):
 def generate(run, prompt: list[int], n_tokens: int, device: str):
     """Prefill ``prompt`` in one forward, then ``n_tokens`` greedy steps, the tokens
     kept on the device until the end; (tokens, prefill s, decode s)."""
+    import torch
+
+    with torch.no_grad():
+        return _generate(run, prompt, n_tokens, device)
+
+
+def _generate(run, prompt, n_tokens, device):
     import time
 
     import torch

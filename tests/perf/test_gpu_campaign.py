@@ -281,3 +281,18 @@ def test_every_main_dependency_reaches_the_gpu_machines():
     have = names("wheels.txt") | names("wheels-image.txt")
     want = {re.split(r"[=<>\[ ]", d)[0].lower().replace("_", "-") for d in deps}
     assert not want - have, f"main dependencies the GPU machines lack: {sorted(want - have)}"
+
+
+def test_rehearsal_checks_every_issue_34_field(tmp_path):
+    """The rehearsal fails when a result lacks what issue 34 asks: the run-3 JSON of
+    2026-11-26 (before it) lacks the provenance, the backends and the warm 256 MB rows."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import campaign_rehearse as cr
+
+    bad = " | ".join(cr.field_problems(tmp_path))
+    assert "bench.json: missing" in bad and "llama.json: missing" in bad
+    run3 = ROOT / "benchmarks" / "results" / "2026-11-26-h100-run3"
+    bad = cr.field_problems(run3)
+    assert "bench.json: no commit" in bad and "bench.json: no gpu_state_end" in bad
+    assert any("no reference_backend" in b for b in bad)
+    assert any("('add', '8192x8192') lacks a cold or warm row" in b for b in bad)
