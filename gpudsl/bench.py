@@ -75,10 +75,9 @@ class Case:
     amount: float  # FLOPs, or bytes read + written
     run: Callable  # the gpudsl node; returns its result
     want: Callable  # the expected result (reference library)
-    reference: Callable | None  # unused (kept for callers); see refs
+    reference: Callable | None  # always None: flops rows list theirs in ``refs``
     elements: int = 0  # elements of the copy reference (flops rows: their bytes / 8)
-    l2_resident: bool = False
-    reference_name: str | None = None
+    l2_resident: bool = False  # its arrays fit in the L2 together (recorded as fits_l2)
     tol: float = 1e-4  # largest relative error accepted
     refs: list = field(default_factory=list)  # flops rows: every Ref timed, fastest kept
     extra: dict = field(default_factory=dict)  # fields copied into the row

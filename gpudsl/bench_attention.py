@@ -68,7 +68,7 @@ def _case(env, node: str, shape: tuple, dtype: str):
         (" causal" if causal else "") + ("" if dtype == "float32" else f" {dtype}")
     decode = m == 1
     return Case(node, size, "flops", flops(b, h, m, n, d, causal),
-                lambda: ops.attention(q, k, v, causal), _want(env, q, k, v, causal),
+                lambda: ops.attention(q, k, v, causal), _want(env, (q, k, v), b, h, causal),
                 None, elements=io_bytes(b, h, m, n, d, itemsize) // 8 if decode else 0,
                 tol=1e-4 if dtype == "float32" else 1e-2,
                 refs=_references(env, (q, k, v), (b, h, m, n, d), causal),
@@ -77,14 +77,25 @@ def _case(env, node: str, shape: tuple, dtype: str):
                        **({"bytes": io_bytes(b, h, m, n, d, itemsize)} if decode else {})})
 
 
-def _want(env, q, k, v, causal):
+def _want(env, qkv, b: int, h: int, causal: bool):
+    """The expected result: numpy's float64 reference on the emulator; on the GPU SDPA
+    in float64 for float32 inputs (the math backend), in float32 for halves on 4-D
+    views (so a memory-efficient kernel may run: the math path would hold every score,
+    17 GB at seqlen 8192)."""
+    q, k, v = qkv
     if env.target != "cuda":
         from .stdlib.attention import attention_reference
 
         return lambda: attention_reference(q, k, v, causal)
     sdpa = env.torch.nn.functional.scaled_dot_product_attention
-    wide = env.torch.float64 if q.dtype == env.torch.float32 else env.torch.float32
-    return lambda: sdpa(q.to(wide), k.to(wide), v.to(wide), is_causal=causal)
+    torch = env.torch
+    if q.dtype == torch.float32:
+        return lambda: sdpa(q.double(), k.double(), v.double(), is_causal=causal)
+
+    def want():
+        wide = [a.float().view(b, h, a.shape[1], a.shape[2]) for a in qkv]
+        return sdpa(*wide, is_causal=causal).reshape(q.shape)
+    return want
 
 
 def _references(env, qkv, shape, causal) -> list:

@@ -37,8 +37,10 @@ def tree_state(root: pathlib.Path = ROOT) -> dict:
     (``dirty``).  Outside a git checkout (the lent GPU machines get a copy of the tree
     without .git) from the stamp ``write_stamp`` left in ``.whl/``: its commit, and
     dirty when it was, or when a stamped file's content has changed since."""
-    rc, commit = _run(["git", "-C", str(root), "rev-parse", "HEAD"])
-    if rc == 0:
+    rc, top = _run(["git", "-C", str(root), "rev-parse", "--show-toplevel"])
+    rc, commit = _run(["git", "-C", str(root), "rev-parse", "HEAD"]) if rc == 0 and \
+        pathlib.Path(top.strip()).resolve() == root.resolve() else (1, "")
+    if rc == 0:  # a checkout of this tree (not some repository above a copy of it)
         rc2, status = _run(["git", "-C", str(root), "status", "--porcelain",
                             "--untracked-files=no"])
         return {"commit": commit.strip(), "dirty": bool(status.strip()) if rc2 == 0

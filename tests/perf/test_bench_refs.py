@@ -138,12 +138,15 @@ def test_nvidia_smi_clocks_and_power_are_parsed(monkeypatch):
 
 
 def test_the_stamp_gives_the_commit_where_there_is_no_git(tmp_path, monkeypatch):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # a repository above
     copy = tmp_path / "tree"
     stamp = bench_meta.write_stamp(bench_meta.ROOT, copy / bench_meta.STAMP)
     assert stamp["commit"] == bench_meta.tree_state()["commit"]
     for name in stamp["files"][:5]:
         (copy / name).parent.mkdir(parents=True, exist_ok=True)
         (copy / name).write_bytes((bench_meta.ROOT / name).read_bytes())
-    st = bench_meta.tree_state(copy)  # not a checkout: missing files make it dirty
+    st = bench_meta.tree_state(copy)  # not its own checkout: the stamp; missing files: dirty
     assert st["commit"] == stamp["commit"] and st["commit_from"] == bench_meta.STAMP
     assert st["dirty"] is True and st["changed_since_stamp"] is True
