@@ -188,7 +188,8 @@ GEMMS = {"matmul": ("fp32", "float32", "cuBLAS SGEMM (TF32 off)"),
          "matmul_bf16": ("fp32", "bfloat16", "cuBLAS BF16 GEMM (fp32 accumulate)")}
 
 
-def _matmul_cases(env: _Env, small: bool, nodes: set) -> list[Case]:
+def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) -> list[Case]:
+    """The four GEMMs at both sizes, or (``variants``) the kernel variants after them."""
     from .stdlib import ops
 
     out = []
@@ -210,10 +211,12 @@ def _matmul_cases(env: _Env, small: bool, nodes: set) -> list[Case]:
                         None, tol=1e-2 if tf32 or dtype != "float32" else 1e-4, refs=[ref],
                         extra={"dtype": dtype, "tf32": tf32}))
 
-    for n in (EMU_GEMM_SIZES if small else GEMM_SIZES):  # the four precisions, two sizes
-        for node, (prec, dtype, _) in GEMMS.items():
+    for n in (EMU_GEMM_SIZES if small else GEMM_SIZES) if not variants else ():
+        for node, (prec, dtype, _) in GEMMS.items():  # the four precisions, two sizes
             mm(node, (n, n), (n, n), f"{n}^3", tf32=prec == "tf32", dtype=dtype,
                runner=lambda a, b, prec=prec: (lambda: ops.matmul(a, b, precision=prec)))
+    if not variants:
+        return out
     m, odd, bt, bm, v = (64, 50, 2, 32, 96) if small else (4096, 4000, 16, 1024, 8192)
     # the single-stage big-tile kernel (stages=1), against cuBLAS and, in the same run,
     # the double-buffered default of the row above
@@ -390,9 +393,10 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
            "device_table": dev.name if dev else None, "driver": _driver_version()
            if target == "cuda" else None, "reps": reps, "warmup": warmup,
            **provenance(), "complete": False, "copy_references": [], "results": rows}
-    for make in (lambda: _matmul_cases(env, small, wanted),
+    for make in (lambda: _matmul_cases(env, small, wanted),  # in priority order
                  lambda: attention_cases(env, small, wanted),
                  lambda: _bandwidth_cases(env, small, wanted, facts.get("l2_bytes")),
+                 lambda: _matmul_cases(env, small, wanted, variants=True),
                  lambda: _table_cases(env, small, wanted, facts.get("l2_bytes"))):
         for c in make():
             rows += run.rows(c)
@@ -424,7 +428,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="gpudsl bench",
                                  description=__doc__.split("\n\n")[0].replace("``", "'"))
-    ap.add_argument("--nodes", default=",".join(NODES), help="comma-separated subset")
+    ap.add_argument("--nodes", default=",".join(n for n in NODES if n != "attention_suite"),
+                    help="comma-separated subset (default: all but attention_suite, the "
+                    "FlashAttention sweep, minutes on a GPU)")
     ap.add_argument("--target", choices=["cuda", "emulator"], default="cuda",
                     help="emulator: small sizes on the CPU, figures labelled emulated")
     ap.add_argument("--reps", type=int, default=None, help="default 15 (emulator: 3)")

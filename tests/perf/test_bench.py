@@ -103,3 +103,17 @@ def test_gpu_bench_small_subset(tmp_path):
         assert r["roofline_fraction"] > 0 and r["ratio"] > 0
         if r["l2"] == "cold":  # from HBM: under the peak (warm rows may read from L2)
             assert r["roofline_fraction"] < 1.05
+
+
+def test_rows_come_in_priority_order(emulated):
+    """Issue 34: a bench stopped by its time limit keeps the GEMMs, then attention, then
+    the bandwidth nodes; the kernel variants come last."""
+    _, data = emulated
+    first = {}
+    for i, r in enumerate(data["results"]):
+        first.setdefault(r["node"], i)
+    order = sorted(first, key=first.get)
+    assert order[:4] == ["matmul", "matmul_tf32", "matmul_f16", "matmul_bf16"]
+    assert order[4] == "attention"
+    assert order.index("add_bcast") < order.index("matmul_1stage")
+    assert order[-2:] == ["matmul_1stage", "matmul_tf32_async"]
