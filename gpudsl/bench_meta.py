@@ -1,7 +1,8 @@
 """What ran, for every benchmark JSON (issue 34): the tree's commit and whether it was
 dirty, the versions of gpudsl, PyTorch, CUDA, cuBLAS, cuDNN, NVRTC and the driver, and
-the GPU's clocks and power limit (``nvidia-smi -q -d CLOCK,POWER``) read at the start
-and at the end of the run.  Each function tolerates what a machine lacks (no git, no
+the GPU's clocks, power draw and limit, performance state and clock event reasons
+(``nvidia-smi -q -d CLOCK,POWER,PERFORMANCE``) read at the start and at the end of the
+run.  Each function tolerates what a machine lacks (no git, no
 torch, no nvidia-smi): the field is then ``None`` with the reason where there is one.
 
 ``gpudsl bench``, ``benchmarks/half_gpu.py``, ``benchmarks/attention_gpu.py``,
@@ -18,7 +19,7 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SMI_QUERY = ["nvidia-smi", "-q", "-d", "CLOCK,POWER"]
+SMI_QUERY = ["nvidia-smi", "-q", "-d", "CLOCK,POWER,PERFORMANCE"]
 
 
 def _run(argv: list[str], timeout: float = 30) -> tuple[int, str]:
@@ -163,14 +164,14 @@ def parse_smi(text: str) -> dict:
 
 
 def gpu_state() -> dict:
-    """The GPU's clocks, power draw and power limit now (``nvidia-smi -q -d
-    CLOCK,POWER`` and the driver's version), or why not."""
+    """The GPU's clocks, power draw and limit, performance state and clock event reasons
+    now (``nvidia-smi -q -d CLOCK,POWER,PERFORMANCE``), or why not."""
     rc, text = _run(SMI_QUERY)
     if rc != 0:
         return {"available": False, "why": text.strip()[:200] or f"nvidia-smi exit {rc}"}
     fields = parse_smi(text)
-    keep = {k: v for k, v in fields.items() if "Clocks" in k or "Power" in k or
-            "Driver Version" in k or "CUDA Version" in k}
+    keep = {k: v for k, v in fields.items() if any(w in k for w in (
+        "Clocks", "Power", "Performance State", "Driver Version", "CUDA Version"))}
     return {"available": True, "fields": keep}
 
 

@@ -40,6 +40,7 @@ class Run:
         self.target, self.env, self.reps, self.warmup = target, env, reps, warmup
         self.dev, self.log, self.peak = dev, log, peak
         self.copies: dict = {}
+        self.want = None  # the case being timed: its expected result
 
     def timed(self, fn, flush=True):
         from .runtime.timing import measure
@@ -79,8 +80,10 @@ class Run:
         ``status`` ``error`` or ``wrong`` (and the reason, logged) when it fails."""
         row = {"node": c.node, "size": c.size, "kind": c.kind, "amount": c.amount,
                **c.extra}
+        self.want = None
         try:
-            err = self.env.rel_error(c.run(), c.want())
+            self.want = c.want()  # once per case: every reference is checked against it
+            err = self.env.rel_error(c.run(), self.want)
         except Exception as e:  # a node that fails is a row, not the end of the run
             row.update(status="error", reason=f"{type(e).__name__}: {e}"[:500])
             self.log(f"{c.node:16} {c.size:>14}  ERROR {row['reason'][:80]}")
@@ -154,7 +157,7 @@ class Run:
             return {**x, "status": "skipped", "reason": ref.run}
         try:
             got = ref.run()
-            err = self.env.rel_error(ref.view(got) if ref.view else got, c.want())
+            err = self.env.rel_error(ref.view(got) if ref.view else got, self.want)
         except Exception as e:  # the backend refuses this case: recorded, not timed
             return {**x, "status": "unavailable", "reason": f"{type(e).__name__}: {e}"[:300]}
         if not err <= c.tol:

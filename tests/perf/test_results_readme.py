@@ -101,3 +101,46 @@ def test_check_refuses_a_readme_that_contradicts_its_json(folder, tmp_path):
     readme = copy / "README.md"
     readme.write_text(readme.read_text().replace("1234.5", "2234.5"))
     assert gen.main([str(copy), "--check"]) == 1
+
+
+SMI = """==============NVSMI LOG==============
+
+Driver Version                            : 580.159.04
+CUDA Version                              : 13.0
+
+Attached GPUs                             : 1
+GPU 00000000:18:00.0
+    Performance State                     : P0
+    Clocks Event Reasons
+        Idle                              : Not Active
+        SW Power Cap                      : Active
+        HW Slowdown                       : Not Active
+    Clocks
+        Graphics                          : 1755 MHz
+        SM                                : 1755 MHz
+        Memory                            : 2619 MHz
+    Max Clocks
+        Graphics                          : 1980 MHz
+    GPU Power Readings
+        Average Power Draw                : 512.33 W
+        Current Power Limit               : 700.00 W
+        Default Power Limit               : 700.00 W
+"""
+
+
+def test_readme_shows_clocks_power_state_and_throttling(monkeypatch, tmp_path):
+    from gpudsl import bench_meta
+
+    monkeypatch.setattr(bench_meta, "_run", lambda argv, timeout=30: (0, SMI))
+    st = bench_meta.gpu_state()
+    part = tmp_path / "x" / "part1"
+    part.mkdir(parents=True)
+    (part / "campaign.json").write_text(json.dumps(
+        {"device": "H100", "steps": [], "gpu_state_start": st, "gpu_state_end": st}))
+    text = _gen().generate(tmp_path / "x")
+    line = next(ln for ln in text.splitlines() if ln.startswith("- GPU state at start"))
+    for want in ("Performance State P0", "Clocks/SM 1755 MHz", "Max Clocks/Graphics 1980",
+                 "Average Power Draw 512.33 W", "Current Power Limit 700.00 W",
+                 "Event Reasons/SW Power Cap Active"):
+        assert want in line, line
+    assert "HW Slowdown" not in line and "Default Power Limit" not in line
