@@ -7,7 +7,8 @@ that CUDA graphs and ``torch.compile(mode="reduce-overhead")`` can capture it), 
 
 Three ways to run it: ``eager``; ``graph``, CUDA graphs of the eager forward captured
 once per shape (prefill, decode) with static input tensors; ``compile``,
-``torch.compile(mode="reduce-overhead")`` (Inductor's kernels in CUDA graphs)."""
+``torch.compile(mode="reduce-overhead", fullgraph=True, dynamic=False)`` (Inductor's
+kernels in CUDA graphs, one per shape)."""
 from __future__ import annotations
 
 import numpy as np
@@ -73,7 +74,8 @@ def runner(model, variant: str, prompt_len: int):
     if variant == "eager":
         return model
     if variant == "compile":
-        return torch.compile(model, mode="reduce-overhead", fullgraph=True)
+        # one static graph per shape (prefill, decode), as the CUDA-graph variant
+        return torch.compile(model, mode="reduce-overhead", fullgraph=True, dynamic=False)
     if variant != "graph":
         raise ValueError(variant)
     graphs = {}
