@@ -12,7 +12,7 @@ through git, or ``benchmarks/_attention_before.py``) adds the earlier kernels as
 "before" rows.  One JSON line per row on stdout and in ``$OUT/attention_gpu.json``
 (``--llama``: the LLaMA example's tokens/s, in ``attention_gpu_llama.json``).  Every timed
 row keeps its repetitions' times (``times_ms``); the first row carries the provenance
-of ``gpudsl.bench_meta``.  Its SDPA rows use PyTorch's default backend choice;
+of ``gpudsl.bench.meta``.  Its SDPA rows use PyTorch's default backend choice;
 ``gpudsl bench --nodes attention`` measures every backend."""
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def main(quick: bool = False):
     from gpudsl.stdlib.attention import attention_kernel, attention_reference
     from gpudsl.stdlib.attention_split import plan_chunk, split_kernel
 
-    from gpudsl.bench_meta import provenance
+    from gpudsl.bench.meta import provenance
 
     dev = torch.device("cuda")
     log(step="device", name=torch.cuda.get_device_name(), torch=torch.__version__,

@@ -5,7 +5,7 @@ Versions of the packages gpudsl needs (numpy, z3-solver, cuda-bindings,
 cuda-pathfinder, NVRTC, optuna, pytest, syrupy) and of PyTorch; the device and
 driver seen by nvidia-smi; whether compute-sanitizer is on the PATH; whether gpudsl
 imports and sees a driver, and which target ``gpudsl.ops`` will use; the provenance
-of ``gpudsl.bench_meta`` (commit, dirty flag, CUDA/cuBLAS/cuDNN/NVRTC versions, clocks
+of ``gpudsl.bench.meta`` (commit, dirty flag, CUDA/cuBLAS/cuDNN/NVRTC versions, clocks
 and power limit)."""
 from __future__ import annotations
 
@@ -56,13 +56,13 @@ def gpudsl_state() -> dict:
 def provenance() -> dict:
     """The tree's commit and dirty flag, the library versions (PyTorch imported first, so
     that its CUDA, cuBLAS and cuDNN are read) and the GPU's clocks and power now
-    (``gpudsl.bench_meta``)."""
+    (``gpudsl.bench.meta``)."""
     try:
         import torch  # noqa: F401
     except Exception:
         pass
     try:
-        from gpudsl.bench_meta import provenance as prov
+        from gpudsl.bench.meta import provenance as prov
         return prov()
     except Exception as e:
         return {"provenance_error": f"{type(e).__name__}: {e}"[:300]}

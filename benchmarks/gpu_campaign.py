@@ -160,11 +160,11 @@ def _environment(site: str, target: str) -> dict:
 
 
 def _meta():
-    """gpudsl/bench_meta.py loaded by its path (it needs nothing the install brings)."""
+    """gpudsl/bench/meta.py loaded by its path (it needs nothing the install brings)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bench_meta", ROOT / "gpudsl" /
-                                                  "bench_meta.py")
+    spec = importlib.util.spec_from_file_location("bench_meta", ROOT / "gpudsl" / "bench" /
+                                                  "meta.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -11,7 +11,7 @@ is faster).  ``--quick``: small shapes, for a rehearsal on a machine without a G
 (torch CPU tensors through the emulator).  One JSON line per row on stdout and in
 ``DIR/half_gpu.json`` (default ``$OUT``, else ``/tmp``), each with every repetition's time
 (``gpudsl_times_ms``, ``torch_times_ms``), after a first row with the provenance of
-``gpudsl.bench_meta`` (commit, versions, clocks).  The campaign's bench step now covers
+``gpudsl.bench.meta`` (commit, versions, clocks).  The campaign's bench step now covers
 these cases against references chosen per backend (``matmul_f16``, ``matmul_bf16``,
 ``attention_suite``); this script remains for a quick look by hand."""
 from __future__ import annotations
@@ -51,7 +51,7 @@ def main() -> int:
     quick = "--quick" in sys.argv or not torch.cuda.is_available()
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     target = "cuda" if dev == "cuda" else "emulator"
-    from gpudsl.bench_meta import provenance
+    from gpudsl.bench.meta import provenance
 
     log(step="device", name=torch.cuda.get_device_name() if dev == "cuda" else "cpu",
         torch=torch.__version__, **provenance())

@@ -14,7 +14,7 @@ Prefill tokens/s = prompt / prefill time; decode tokens/s = (tokens - 1) / decod
 (the first token comes from the prefill).  Each row keeps every pass's times; the
 tokens are checked against the numpy model (``tokens_agree``).  Rows are written to
 ``DIR/llama.json`` (default ``$OUT``, else /tmp) as they come, eager first and
-``compile`` (the slowest to build) last, with the provenance of ``gpudsl.bench_meta``.
+``compile`` (the slowest to build) last, with the provenance of ``gpudsl.bench.meta``.
 ``--quick`` (or no GPU): 1 layer, vocabulary 512, short passes, on the emulator."""
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def main(argv=None) -> int:
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--tokens", type=int, default=64)
     ns = ap.parse_args(argv)
-    from gpudsl.bench_meta import finish, provenance
+    from gpudsl.bench.meta import finish, provenance
     from gpudsl.stdlib.ops import target
 
     mod = _example()

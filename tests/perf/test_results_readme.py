@@ -129,7 +129,7 @@ GPU 00000000:18:00.0
 
 
 def test_readme_shows_clocks_power_state_and_throttling(monkeypatch, tmp_path):
-    from gpudsl import bench_meta
+    from gpudsl.bench import meta as bench_meta
 
     monkeypatch.setattr(bench_meta, "_run", lambda argv, timeout=30: (0, SMI))
     st = bench_meta.gpu_state()

@@ -18,7 +18,7 @@ import pathlib
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SMI_QUERY = ["nvidia-smi", "-q", "-d", "CLOCK,POWER,PERFORMANCE"]
 
 
@@ -89,7 +89,7 @@ def _version(name: str) -> str | None:
 
 def _nvrtc_version() -> str | None:
     try:
-        from .runtime.nvrtc import compiler_version
+        from ..runtime.nvrtc import compiler_version
 
         return compiler_version()
     except Exception:
@@ -139,7 +139,7 @@ def torch_versions() -> dict:
 
 
 def versions() -> dict:
-    from .version import __version__
+    from ..version import __version__
 
     return {"gpudsl": __version__, "python": sys.version.split()[0],
             "numpy": _version("numpy"), "nvrtc": _nvrtc_version(),

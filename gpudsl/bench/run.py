@@ -5,11 +5,42 @@ Every row names its reference (``reference``), the backend or library that ran i
 read once with ``torch.profiler``).  A flops row times every candidate reference of its
 case (the SDPA backends of an attention case; ``torch.matmul`` for a GEMM), records each
 in ``references`` (status, raw times, error) and keeps the fastest correct one as the
-reference (whose kernels alone are read: the profiler costs time in the window).  A bytes row is measured against a device copy of as many bytes
-(``copy_fraction``); a decode attention row is too, beside its FLOP rate.  Every timing
+reference (whose kernels alone are read: the profiler costs time in the window).  A
+bytes row is measured against a device copy of as many bytes (``copy_fraction``); a
+decode attention row is too, beside its FLOP rate.  Every timing
 keeps its repetitions' raw times (``timing.times_ms``, ``reference_timing.times_ms``).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class Ref:
+    """One reference a row is measured against: its name, the backend or library that
+    runs it, and the call (or, a string: why it is skipped); ``view`` reshapes its
+    result to the node's before the check."""
+    name: str
+    backend: str
+    run: Callable | str
+    view: Callable | None = None
+
+
+@dataclass
+class Case:
+    node: str
+    size: str
+    kind: str  # "flops" or "bytes"
+    amount: float  # FLOPs, or bytes read + written
+    run: Callable  # the gpudsl node; returns its result
+    want: Callable  # the expected result (reference library)
+    reference: Callable | None  # always None: flops rows list theirs in ``refs``
+    elements: int = 0  # elements of the copy reference (flops rows: their bytes / 8)
+    l2_resident: bool = False  # its arrays fit in the L2 together (recorded as fits_l2)
+    tol: float = 1e-4  # largest relative error accepted
+    refs: list = field(default_factory=list)  # flops rows: every Ref timed, fastest kept
+    extra: dict = field(default_factory=dict)  # fields copied into the row
 
 
 def kernel_names(target: str, fn) -> list[str]:
@@ -43,7 +74,7 @@ class Run:
         self.want = None  # the case being timed: its expected result
 
     def timed(self, fn, flush=True):
-        from .runtime.timing import measure
+        from ..runtime.timing import measure
 
         return measure(fn, target=self.target, warmup=self.warmup, reps=self.reps,
                        flush=flush)

@@ -58,8 +58,8 @@ def attention_cases(env, small: bool, nodes: set) -> list:
 
 
 def _case(env, node: str, shape: tuple, dtype: str):
-    from .bench import Case
-    from .stdlib import ops
+    from .run import Case
+    from ..stdlib import ops
 
     b, h, m, n, d, causal = shape
     q, k, v = (env.cast(env.randn(b * h, rows, d), dtype) for rows in (m, n, n))
@@ -84,7 +84,7 @@ def _want(env, qkv, b: int, h: int, causal: bool):
     17 GB at seqlen 8192)."""
     q, k, v = qkv
     if env.target != "cuda":
-        from .stdlib.attention import attention_reference
+        from ..stdlib.attention import attention_reference
 
         return lambda: attention_reference(q, k, v, causal)
     sdpa = env.torch.nn.functional.scaled_dot_product_attention
@@ -100,13 +100,13 @@ def _want(env, qkv, b: int, h: int, causal: bool):
 
 def _references(env, qkv, shape, causal) -> list:
     """(name, backend, callable or the reason it is skipped) for each reference."""
-    from .bench import Ref
+    from .run import Ref
 
     if env.target != "cuda":
-        from .stdlib.attention import attention_reference
+        from ..stdlib.attention import attention_reference
 
         q, k, v = qkv
-        return [Ref("numpy float64 attention_reference", "numpy",
+        return [Ref("numpy float64 reference", "numpy",
                     lambda: attention_reference(q, k, v, causal))]
     b, h, m, n, d = shape
     q4, k4, v4 = (a.view(b, h, a.shape[1], d) for a in qkv)

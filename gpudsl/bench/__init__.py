@@ -6,10 +6,10 @@ Each row has the node's achieved TFLOP/s (matmul family, attention) or GB/s
 (:mod:`gpudsl.perf.devices`: FP32 on CUDA cores, tensor cores for TF32 and halves, HBM
 bandwidth), and the ratio to its reference timed in the same run the same way.  Every
 row names its reference, the backend that ran it and (GPU) the kernels it launched
-(:mod:`gpudsl.bench_run`): the GEMMs (4096^3 and 8192^3 in fp32 with TF32 off, TF32,
+(:mod:`gpudsl.bench.run`): the GEMMs (4096^3 and 8192^3 in fp32 with TF32 off, TF32,
 float16 and bfloat16) against ``torch.matmul`` (cuBLAS) in the same precision;
 attention against ``scaled_dot_product_attention`` on 4-D tensors under each SDPA
-backend, the fastest correct one kept (:mod:`gpudsl.bench_attention`); bandwidth nodes
+backend, the fastest correct one kept (:mod:`gpudsl.bench.attention`); bandwidth nodes
 against a device-to-device copy of the same number of bytes, at 4 MB, 16 MB and 256 MB
 per array, each timed with the L2 flushed before every repetition (``cold``) and not
 (``warm``), all reported.  Decode attention carries its bytes/s against such a copy
@@ -19,7 +19,7 @@ events time the device's work, median and interquartile range, every repetition'
 time kept); ``host us/call`` beside it is the host's own time per call, the launch
 overhead.  Each node's result, and each reference's, is compared with the expected one
 once before it is timed; a wrong one is reported, never timed.  The JSON (``--out``,
-rewritten after each case) records what ran (:mod:`gpudsl.bench_meta`: commit, dirty
+rewritten after each case) records what ran (:mod:`gpudsl.bench.meta`: commit, dirty
 flag, versions, clocks and power limit at start and end).
 
 ``--target emulator`` runs the same cases at small sizes on the CPU emulator (numpy
@@ -36,8 +36,8 @@ import platform
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass, field
-from typing import Callable
+
+from .run import Case, Ref, Run
 
 NODES = ["matmul", "matmul_1stage", "matmul_async", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32",
          "matmul_tf32_async", "matmul_f16", "matmul_bf16", "add",
@@ -54,33 +54,6 @@ GPU_SIZES = [(1024, 1024), (2048, 2048), (8192, 8192)]
 GPU_CUBES = [(4, 512, 512), (16, 512, 512), (64, 1024, 1024)]
 EMU_SIZES = [(64, 96), (128, 256)]
 EMU_CUBES = [(4, 16, 24), (8, 32, 32)]
-
-
-@dataclass
-class Ref:
-    """One reference a row is measured against: its name, the backend or library that
-    runs it, and the call (or, a string: why it is skipped); ``view`` reshapes its
-    result to the node's before the check."""
-    name: str
-    backend: str
-    run: Callable | str
-    view: Callable | None = None
-
-
-@dataclass
-class Case:
-    node: str
-    size: str
-    kind: str  # "flops" or "bytes"
-    amount: float  # FLOPs, or bytes read + written
-    run: Callable  # the gpudsl node; returns its result
-    want: Callable  # the expected result (reference library)
-    reference: Callable | None  # always None: flops rows list theirs in ``refs``
-    elements: int = 0  # elements of the copy reference (flops rows: their bytes / 8)
-    l2_resident: bool = False  # its arrays fit in the L2 together (recorded as fits_l2)
-    tol: float = 1e-4  # largest relative error accepted
-    refs: list = field(default_factory=list)  # flops rows: every Ref timed, fastest kept
-    extra: dict = field(default_factory=dict)  # fields copied into the row
 
 
 class _Env:
@@ -190,7 +163,7 @@ GEMMS = {"matmul": ("fp32", "float32", "cuBLAS SGEMM (TF32 off)"),
 
 def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) -> list[Case]:
     """The four GEMMs at both sizes, or (``variants``) the kernel variants after them."""
-    from .stdlib import ops
+    from ..stdlib import ops
 
     out = []
 
@@ -237,7 +210,7 @@ def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) ->
 
 
 def _bandwidth_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list[Case]:
-    from .stdlib import ops
+    from ..stdlib import ops
 
     out = []
     sizes, cubes = (EMU_SIZES, EMU_CUBES) if small else (GPU_SIZES, GPU_CUBES)
@@ -296,7 +269,7 @@ def _bandwidth_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list
 def table_nodes() -> list[str]:
     """Nodes of the node table with a bench example and no case of their own above
     (a node a user or a test registered): timed as bandwidth nodes."""
-    from .stdlib.node_table import all_nodes
+    from ..stdlib.node_table import all_nodes
 
     return [n.name for n in all_nodes() if n.example is not None and n.name not in NODES]
 
@@ -306,8 +279,8 @@ def _table_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list[Cas
     cols)``), against its reference; bytes: its operands and its result, once."""
     import numpy as np
 
-    from .stdlib import ops
-    from .stdlib.node_table import get
+    from ..stdlib import ops
+    from ..stdlib.node_table import get
 
     out = []
     for name in [n for n in table_nodes() if n in nodes]:
@@ -342,7 +315,7 @@ def _need_gpu() -> str | None:
         return "PyTorch is not installed"
     if not torch.cuda.is_available():
         return "no CUDA device is visible to PyTorch"
-    from .runtime.driver import driver_available
+    from ..runtime.driver import driver_available
 
     if not driver_available():
         return "no NVIDIA driver"
@@ -379,9 +352,8 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
     """Time the cases; the results as a dict (what ``--out`` writes).  ``on_rows(res)``
     is called with the results so far after each case (``--out`` writes them as the run
     goes: a run stopped by a time limit keeps what it had)."""
-    from .bench_attention import attention_cases
-    from .bench_meta import finish, provenance
-    from .bench_run import Run
+    from .attention import attention_cases
+    from .meta import finish, provenance
 
     small = target == "emulator"
     facts, dev = _device_facts(target, device)
@@ -410,8 +382,8 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
 def _device_facts(target: str, device: str | None):
     """(what the run measures on: device name, L2 size...; the device's table of peaks,
     or None: the emulator, or a device the table does not know)."""
-    from .perf.devices import device as device_table
-    from .runtime.timing import device_facts
+    from ..perf.devices import device as device_table
+    from ..runtime.timing import device_facts
 
     facts = device_facts() if target == "cuda" else {
         "device": f"cpu {platform.machine()} (emulator)", "l2_bytes": None}
@@ -448,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     emu = ns.target == "emulator"
     if emu:
-        from .stdlib.ops import target
+        from ..stdlib.ops import target
 
         if target() != "emulator":
             print("gpudsl bench: --target emulator needs ops to run on the emulator; set "
