@@ -144,3 +144,35 @@ def test_readme_shows_clocks_power_state_and_throttling(monkeypatch, tmp_path):
                  "Event Reasons/SW Power Cap Active"):
         assert want in line, line
     assert "HW Slowdown" not in line and "Default Power Limit" not in line
+
+
+def _table_column(text: str, header: str, column: str) -> list[str]:
+    """The cells of ``column`` in the markdown table whose header row starts ``header``."""
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(header))
+    names = [c.strip() for c in lines[start].strip().strip("|").split("|")]
+    cells = []
+    for ln in lines[start + 2:]:
+        if not ln.lstrip().startswith("|"):
+            break
+        cells.append([c.strip() for c in ln.strip().strip("|").split("|")][names.index(column)])
+    return cells
+
+
+def test_the_legacy_run3_readme_quotes_only_ratios_its_json_has():
+    """The hand-written run-3 README predates generation; its tables are still checked:
+    every ratio it quotes is a ratio of its bench.json (3 decimals) or half_gpu.json
+    (2 significant digits)."""
+    import re
+
+    folder = RESULTS / "2026-11-26-h100-run3"
+    text = (folder / "README.md").read_text()
+    bench = json.loads((folder / "part1" / "bench.json").read_text())["results"]
+    have = {f"{r['ratio']:.3f}" for r in bench if "ratio" in r}
+    quoted = [x for cell in _table_column(text, "| node | size | ratio |", "ratio")
+              for x in re.findall(r"\d\.\d{3}", cell)]
+    assert len(quoted) >= 12 and set(quoted) <= have, sorted(set(quoted) - have)
+    half = json.loads((folder / "extra" / "half_gpu.json").read_text())
+    have = {f"{r['ratio']:#.2g}" for r in half if "ratio" in r}
+    quoted = _table_column(text, "  | case | dtype |", "torch/gpudsl")
+    assert len(quoted) == 6 and set(quoted) <= have, sorted(set(quoted) - have)
