@@ -153,3 +153,26 @@ def test_the_stamp_gives_the_commit_where_there_is_no_git(tmp_path, monkeypatch)
     st = bench_meta.tree_state(copy)  # not its own checkout: the stamp; missing files: dirty
     assert st["commit"] == stamp["commit"] and st["commit_from"] == bench_meta.STAMP
     assert st["dirty"] is True and st["changed_since_stamp"] is True
+
+
+@pytest.mark.gpu
+def test_gpu_sdpa_backends_are_forced_and_their_kernels_named():
+    """On the GPU (the campaign's pytest -m gpu step): a small causal float16 case, each
+    backend forced on 4-D tensors; flash runs, the chosen one's kernels are named."""
+    pytest.importorskip("torch")
+    env = bench._Env("cuda")
+    case = bench_attention._case(env, "attention_suite", (2, 4, 256, 256, 64, True),
+                                 "float16")
+    run = Run("cuda", env, 3, 1, None, lambda *a: None, bench._peak)
+    (row,) = run.rows(case)
+    assert row["status"] == "ok", row.get("reason")
+    by = {x["backend"]: x for x in row["references"]}
+    assert by["FLASH_ATTENTION"]["status"] == "ok" and by["MATH"]["status"] == "ok"
+    assert row["reference_kernels"], row
+    assert not row["reference_kernels"][0].startswith("(profiler"), row["reference_kernels"]
+    assert len(row["reference_timing"]["times_ms"]) == 3
+    fp32 = bench_attention._case(env, "attention", (1, 4, 1, 512, 128, False), "float32")
+    (row,) = run.rows(fp32)
+    refused = {x["backend"]: x for x in row["references"]}["FLASH_ATTENTION"]
+    assert refused["status"] == "unavailable" and refused["reason"]  # no float32 flash
+    assert row["copy_fraction"] > 0

@@ -7,6 +7,8 @@ import json
 import pathlib
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -42,3 +44,15 @@ def test_llama_rows_per_implementation_variant_and_dtype(tmp_path):
     else:
         assert eager["skipped"] == "PyTorch is not installed"
     assert "skipped" in rows["torch", "graph", "float16"]  # no GPU here
+
+
+@pytest.mark.gpu
+def test_llama_cuda_graph_variant_on_the_gpu(tmp_path):
+    """The CUDA-graph capture of the PyTorch model (one layer, short passes)."""
+    pytest.importorskip("torch")
+    rc = _load().main(["--quick", "--variants", "eager,graph", "--dtypes", "float16",
+                       "--out", str(tmp_path)])
+    rows = json.loads((tmp_path / "llama.json").read_text())["rows"]
+    assert rc == 0 and not [r for r in rows if "error" in r or "skipped" in r], rows
+    graph = next(r for r in rows if r.get("variant") == "graph")
+    assert graph["device"] == "cuda" and graph["decode_tokens_per_s"] > 0
