@@ -26,7 +26,9 @@ import pathlib
 import statistics
 import sys
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
+
+import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
@@ -147,11 +149,11 @@ def main(argv=None) -> int:
     if quick:
         ns.passes, ns.prompt, ns.tokens = min(ns.passes, 2), min(ns.prompt, 4), min(ns.tokens, 3)
     w32 = mod.random_weights(cfg, 0)
-    prompt = [int(t) for t in __import__("numpy").random.default_rng(1).integers(
-        1, cfg.vocab_size, ns.prompt)]
-    log = Log(pathlib.Path(ns.out), {"config": vars(cfg) if hasattr(cfg, "__dict__") else
-                                     str(cfg), "prompt": ns.prompt, "tokens": ns.tokens,
-                                     "passes": ns.passes, "quick": quick, **provenance()})
+    prompt = [int(t) for t in np.random.default_rng(1).integers(1, cfg.vocab_size,
+                                                                  ns.prompt)]
+    log = Log(pathlib.Path(ns.out), {"config": asdict(cfg), "prompt": ns.prompt,
+                                     "tokens": ns.tokens, "passes": ns.passes,
+                                     "quick": quick, **provenance()})
     try:
         import torch
         device = "cuda" if torch.cuda.is_available() else "cpu"
