@@ -88,7 +88,8 @@ COMMON = [
     Step("install", ("{py}", "-m", "pip", "install", "-q", "--no-index", "--no-deps",
                      "--no-compile", "--no-cache-dir", "--upgrade", "--target", "{site}",
                      "{wheels}"), 15),
-    Step("environment", ("{py}", "{root}/benchmarks/campaign_env.py"), 15),
+    # imports PyTorch for its CUDA/cuBLAS/cuDNN versions (1 to 2 s measured without it)
+    Step("environment", ("{py}", "{root}/benchmarks/campaign_env.py"), 20),
 ]
 
 PART1 = COMMON + [
@@ -101,7 +102,7 @@ PART1 = COMMON + [
     Step("pytest-gpu", ("{py}", "-m", "pytest", "-q", "-m", "gpu", "-rfE",
                         "-p", "no:cacheprovider", "{root}/tests"), 105),
     Step("sanitizer-memcheck", (SANITIZER, "--tool", "memcheck", "--error-exitcode", "99",
-                                "{py}", KERNELS, "--stdlib"), 45,
+                                "{py}", KERNELS, "--stdlib"), 40,
          rehearse=("{py}", KERNELS, "--stdlib", "--target", "emulator")),
     # FlashAttention's sweep, ascending seqlen, written row by row: it gets what is left
     Step("attention-suite", ("{py}", "-m", "gpudsl.cli", "bench", "--nodes",
@@ -115,7 +116,7 @@ PART1 = COMMON + [
 
 PART2 = COMMON + [
     Step("sanitizer-racecheck", (SANITIZER, "--tool", "racecheck", "--error-exitcode", "99",
-                                 "{py}", KERNELS, "--corpus", "--sync", "--controls"), 20,
+                                 "{py}", KERNELS, "--corpus", "--sync", "--controls"), 15,
          rehearse=("{py}", KERNELS, "--corpus", "--controls", "--only", "own_slot",
                    "--target", "emulator")),
     Step("sanitizer-synccheck", (SANITIZER, "--tool", "synccheck", "--error-exitcode", "99",
