@@ -10,7 +10,10 @@ includes) and the device time of its kernels alone read by ``torch.profiler`` (C
 the median over the calls.  The kernel module before the split (commit 276b873,
 through git, or ``benchmarks/_attention_before.py``) adds the earlier kernels as
 "before" rows.  One JSON line per row on stdout and in ``$OUT/attention_gpu.json``
-(``--llama``: the LLaMA example's tokens/s, in ``attention_gpu_llama.json``)."""
+(``--llama``: the LLaMA example's tokens/s, in ``attention_gpu_llama.json``).  Every timed
+row keeps its repetitions' times (``times_ms``); the first row carries the provenance
+of ``gpudsl.bench.meta``.  Its SDPA rows use PyTorch's default backend choice;
+``gpudsl bench --nodes attention`` measures every backend."""
 from __future__ import annotations
 
 import importlib.util
@@ -91,8 +94,11 @@ def main(quick: bool = False):
     from gpudsl.stdlib.attention import attention_kernel, attention_reference
     from gpudsl.stdlib.attention_split import plan_chunk, split_kernel
 
+    from gpudsl.bench.meta import provenance
+
     dev = torch.device("cuda")
-    log(step="device", name=torch.cuda.get_device_name(), torch=torch.__version__)
+    log(step="device", name=torch.cuda.get_device_name(), torch=torch.__version__,
+        **provenance())
     g = np.random.default_rng(0)
 
     # ------------------------------------------------ correctness through gpudsl.ops
@@ -132,7 +138,7 @@ def main(quick: bool = False):
             us, names = device_us(lambda: sd(q4, k4, v4, is_causal=causal), None)
             got = sd(q4, k4, v4, is_causal=causal)[0].cpu().numpy()
             log(case=label, kernel="torch sdpa", median_ms=round(t.median_ms, 4),
-                device_us=round(us, 1), kernels=names[:3],
+                times_ms=t.times_ms, device_us=round(us, 1), kernels=names[:3],
                 err=float(np.abs(got - want).max()),
                 gflops=round(flops / t.median_ms / 1e6, 1))
         except Exception as e:
@@ -152,7 +158,7 @@ def main(quick: bool = False):
                 except Exception as e:
                     us, names = float("nan"), [f"profiler: {e}"[:100]]
                 log(case=label, kernel=name, proc=p.name, median_ms=round(t.median_ms, 4),
-                    device_us=round(us, 1), kernels=names, err=err,
+                    times_ms=t.times_ms, device_us=round(us, 1), kernels=names, err=err,
                     pct_of_sdpa=round(100 * sdpa_ms / t.median_ms, 1),
                     gflops=round(flops / t.median_ms / 1e6, 1))
             except Exception as e:  # a row, not the end of the run

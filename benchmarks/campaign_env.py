@@ -4,7 +4,9 @@ line (the campaign puts it in campaign.json), and exit 1 when gpudsl cannot run 
 Versions of the packages gpudsl needs (numpy, z3-solver, cuda-bindings,
 cuda-pathfinder, NVRTC, optuna, pytest, syrupy) and of PyTorch; the device and
 driver seen by nvidia-smi; whether compute-sanitizer is on the PATH; whether gpudsl
-imports and sees a driver, and which target ``gpudsl.ops`` will use."""
+imports and sees a driver, and which target ``gpudsl.ops`` will use; the provenance
+of ``gpudsl.bench.meta`` (commit, dirty flag, CUDA/cuBLAS/cuDNN/NVRTC versions, clocks
+and power limit)."""
 from __future__ import annotations
 
 import importlib.metadata as md
@@ -51,10 +53,26 @@ def gpudsl_state() -> dict:
         return {"gpudsl_imports": False, "error": f"{type(e).__name__}: {e}"[:400]}
 
 
+def provenance() -> dict:
+    """The tree's commit and dirty flag, the library versions (PyTorch imported first, so
+    that its CUDA, cuBLAS and cuDNN are read) and the GPU's clocks and power now
+    (``gpudsl.bench.meta``)."""
+    try:
+        import torch  # noqa: F401
+    except Exception:
+        pass
+    try:
+        from gpudsl.bench.meta import provenance as prov
+        return prov()
+    except Exception as e:
+        return {"provenance_error": f"{type(e).__name__}: {e}"[:300]}
+
+
 def main() -> int:
     env = {"python": platform.python_version(), "executable": sys.executable,
            "packages": versions(), **nvidia_smi(),
-           "compute_sanitizer": shutil.which("compute-sanitizer"), **gpudsl_state()}
+           "compute_sanitizer": shutil.which("compute-sanitizer"), **gpudsl_state(),
+           **provenance()}
     print("@@env " + json.dumps(env), flush=True)
     for k, v in env["packages"].items():
         print(f"  {k:18} {v}")

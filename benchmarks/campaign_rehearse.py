@@ -11,7 +11,10 @@ GPU window, here, without a GPU and without the network.
 3. Both parts, with the carried wheels installed exactly as on the machine and the GPU
    steps replaced by their emulator equivalents (``Step.rehearse``).
 4. Every output folder against the limits on what comes back (at most 8 files,
-   16 MiB each, plain names).
+   16 MiB each, plain names), and every field issue 34 asks of the results
+   (``field_problems``: provenance, each row's reference, backend and raw times, cold
+   and warm bandwidth rows, the LLaMA rows); then the folder's README is generated from
+   its JSON (``results_readme.py``), as for a real run.
 """
 from __future__ import annotations
 
@@ -113,6 +116,59 @@ def output_problems(out: pathlib.Path) -> list[str]:
     return bad
 
 
+PROVENANCE = ("commit", "dirty", "versions", "gpu_state_start", "gpu_state_end")
+ROW_FIELDS = ("reference", "reference_backend", "reference_kernels", "ratio", "timing",
+              "reference_timing", "rel_error", "tolerance")
+
+
+def _load_json(path: pathlib.Path):
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def result_problems(name: str, data: dict | None) -> list[str]:
+    """What a bench JSON (``bench.json``, ``attention_suite.json``) lacks."""
+    if data is None:
+        return [f"{name}: missing"]
+    bad = [f"{name}: no {k}" for k in PROVENANCE + ("complete",) if data.get(k) is None]
+    for r in data.get("results", []):
+        tag = f"{name}: {r['node']} {r['size']}"
+        if r.get("status") != "ok":
+            bad.append(f"{tag}: {r.get('status')} {r.get('reason', '')[:80]}")
+            continue
+        bad += [f"{tag}: no {k}" for k in ROW_FIELDS if k not in r]
+        if not r.get("timing", {}).get("times_ms") or \
+                not r.get("reference_timing", {}).get("times_ms"):
+            bad.append(f"{tag}: no raw times")
+    states = {}
+    for r in data.get("results", []):
+        if r.get("unit") == "B/s":
+            states.setdefault((r["node"], r["size"]), set()).add(r.get("l2"))
+    bad += [f"{name}: {k} lacks a cold or warm row" for k, v in states.items()
+            if v != {"cold", "warm"}]
+    return bad
+
+
+def field_problems(base: pathlib.Path) -> list[str]:
+    """Issue 34's fields in a rehearsal's (or a run's) output folder."""
+    p1, p2 = base / "part1", base / "part2"
+    bad = result_problems("bench.json", _load_json(p1 / "bench.json"))
+    bad += result_problems("attention_suite.json", _load_json(p1 / "attention_suite.json"))
+    for part in (p1, p2):
+        camp = _load_json(part / "campaign.json") or {}
+        bad += [f"{part.name}/campaign.json: no {k}" for k in PROVENANCE[:2] +
+                PROVENANCE[3:] if k not in camp]
+    llama = _load_json(p2 / "llama.json")
+    if llama is None or not llama.get("complete"):
+        return bad + ["llama.json: missing or incomplete"]
+    ours = [r for r in llama["rows"] if r.get("impl") == "gpudsl"]
+    bad += [f"llama.json: gpudsl {r.get('dtype')}: {r.get('error')}" for r in ours
+            if "passes" not in r]
+    variants = {r.get("variant") for r in llama["rows"] if r.get("impl") == "torch"}
+    if variants != {"eager", "graph", "compile"}:
+        bad.append(f"llama.json: torch variants {sorted(map(str, variants))}")
+    return bad
+
+
 def rehearse(plan_only: bool = False, out: str | None = None) -> int:
     t0 = time.monotonic()
     for part in PARTS:
@@ -124,6 +180,11 @@ def rehearse(plan_only: bool = False, out: str | None = None) -> int:
         print("plan:", b, file=sys.stderr)
     if plan_only or bad:
         return 1 if bad else 0
+    from gpu_campaign import _meta
+
+    st = _meta().write_stamp()  # the commit the machines will report (they get no .git)
+    print(f"stamp: {plan_mod.WHEELS}/tree-stamp.json, commit {st['commit'][:12]}, "
+          f"dirty {st['dirty']}")
     py312 = find_python312()
     if py312 is None:
         print("rehearse: no Python 3.12 here (the machines' python)", file=sys.stderr)
@@ -146,6 +207,11 @@ def rehearse(plan_only: bool = False, out: str | None = None) -> int:
                 bad.append(f"part {part}: {s['name']}: {s['status']}")
         bad += output_problems(base / f"part{part}")
         summary[part] = {s["name"]: s.get("seconds") for s in res["steps"]}
+    bad += field_problems(base)
+    import results_readme
+
+    (base / "README.md").write_text(results_readme.generate(base))
+    print(f"rehearse: {base / 'README.md'} generated from the JSON")
     wall = time.monotonic() - t0
     print(json.dumps({"rehearsal_wall_s": round(wall, 1), "step_seconds": summary,
                       "planned_gpu_limits_s": {p: {s.name: s.limit_s for s in PARTS[p]}

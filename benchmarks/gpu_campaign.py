@@ -7,6 +7,7 @@ the rest.
     python3 benchmarks/gpu_campaign.py --part 2     # racecheck, synccheck, tune, LLaMA
     python3 benchmarks/gpu_campaign.py --dry-run    # the plan; runs nothing
     python3 benchmarks/gpu_campaign.py --rehearse   # the whole path here, without a GPU
+    python3 benchmarks/gpu_campaign.py --stamp      # the commit, for the machine (no .git)
 
 The steps, their limits and their files are declared in ``campaign_plan.py``.  The
 install is offline: the wheels the machines lack (``benchmarks/wheels.txt``, fetched
@@ -133,18 +134,19 @@ def figures(name: str, output: str, out: pathlib.Path) -> dict:
         return {"summary": tail[-1].strip("= ") if tail else None}
     if name.startswith("sanitizer-"):
         return sanitizer_verdict(name.split("-", 1)[1], output)
-    if name == "llama":
-        return {"lines": [ln for ln in output.splitlines() if "tok" in ln.lower()][-6:]}
-    if name == "half" and (out / "half_gpu.json").exists():
-        return {"rows": [r for r in json.loads((out / "half_gpu.json").read_text())
-                         if "case" in r]}
+    if name == "attention-suite" and (out / "attention_suite.json").exists():
+        return {"rows": bench_rows(json.loads((out / "attention_suite.json").read_text()))}
+    if name == "llama" and (out / "llama.json").exists():
+        return {"rows": [{k: v for k, v in r.items() if k != "passes"} for r in
+                         json.loads((out / "llama.json").read_text())["rows"]]}
     return {}
 
 
 def bench_rows(bench: dict) -> list[dict]:
     """bench.json's rows reduced to what the closing note quotes."""
     keep = ("node", "size", "l2", "status", "ratio", "rate", "unit", "roofline_fraction",
-            "median_ms", "reference", "rel_error", "reason")
+            "median_ms", "reference", "reference_backend", "copy_fraction", "rel_error",
+            "reason")
     return [{k: r[k] for k in keep if k in r} for r in bench.get("results", [])]
 
 
@@ -155,6 +157,17 @@ def _environment(site: str, target: str) -> dict:
     if target == "emulator":
         env["GPUDSL_NO_GPU"] = "1"
     return env
+
+
+def _meta():
+    """gpudsl/bench/meta.py loaded by its path (it needs nothing the install brings)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_meta", ROOT / "gpudsl" / "bench" /
+                                                  "meta.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _has_torch(py: str, env: dict) -> bool:
@@ -170,7 +183,9 @@ def run_part(part: int, py: str, out: pathlib.Path, site: str, target: str,
     out.mkdir(parents=True, exist_ok=True)
     env = _environment(site, target)
     budget = budget if budget is not None else plan_mod.PART_BUDGET_S[part]
-    results = {**(info or {}), "part": part, "rehearsal": rehearse, "target": target,
+    meta = _meta()
+    results = {**(info or {}), **meta.tree_state(), "gpu_state_start": meta.gpu_state(),
+               "part": part, "rehearsal": rehearse, "target": target,
                "date": datetime.datetime.now(datetime.timezone.utc)
                .isoformat(timespec="seconds"), "command": command, "budget_s": budget,
                "steps": [], "bugs": []}
@@ -195,7 +210,8 @@ def run_part(part: int, py: str, out: pathlib.Path, site: str, target: str,
             else:
                 rec["status"] = "running"  # what a killed run leaves
                 _write_json(out / "campaign.json", results)
-                limit = min(step.limit_s, left) if not rehearse else max(step.limit_s, 600)
+                limit = (max(step.limit_s, 600) if rehearse else left if step.rest
+                         else min(step.limit_s, left))
                 rc, output, secs = run_step(argv, env, log, limit)
                 rec.update(rc=rc, seconds=round(secs, 1), status="ok" if rc == 0 else (
                     "timeout" if rc == 124 else "failed"), **{"figures": figures(
@@ -213,7 +229,10 @@ def run_part(part: int, py: str, out: pathlib.Path, site: str, target: str,
                                                        if "seconds" in rec else ""), flush=True)
             _write_json(out / "campaign.json", results)
             if sanitizers:
-                _write_json(out / "sanitizer.json", sanitizers)
+                _write_json(out / "sanitizer.json", {**sanitizers, "provenance": {
+                    k: results.get(k) for k in ("commit", "dirty", "device", "driver")}})
+    results["gpu_state_end"] = meta.gpu_state()
+    _write_json(out / "campaign.json", results)
     return results
 
 
@@ -257,6 +276,9 @@ def main(argv=None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     ap.add_argument("--rehearse", action="store_true",
                     help="run both parts here without a GPU, offline, in a fresh venv")
+    ap.add_argument("--stamp", action="store_true", help="record the commit, the dirty "
+                    "flag and a digest of the tracked files in .whl/tree-stamp.json (the "
+                    "machines get no .git; the results name the commit from it)")
     ap.add_argument("--plan-only", action="store_true",
                     help="with --rehearse: check the plan against the limits only")
     ap.add_argument("--out", help="results folder (default $OUT, else "
@@ -267,6 +289,11 @@ def main(argv=None) -> int:
     ns = ap.parse_args(argv)
     command = " ".join(map(shlex.quote, ["python3", "benchmarks/gpu_campaign.py",
                                          *(sys.argv[1:] if argv is None else argv)]))
+    if ns.stamp:
+        st = _meta().write_stamp()
+        print(f"stamp: commit {st['commit']}, dirty {st['dirty']}, {len(st['files'])} files "
+              f"-> {plan_mod.WHEELS}/tree-stamp.json")
+        return 0
     if ns.rehearse:
         from campaign_rehearse import rehearse
 

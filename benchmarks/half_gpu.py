@@ -9,7 +9,11 @@ yardstick), and the time of one call of each (``gpudsl.runtime.timing.measure``:
 events, L2 flushed, median).  ``ratio`` is PyTorch's time over gpudsl's (above 1: gpudsl
 is faster).  ``--quick``: small shapes, for a rehearsal on a machine without a GPU
 (torch CPU tensors through the emulator).  One JSON line per row on stdout and in
-``DIR/half_gpu.json`` (default ``$OUT``, else ``/tmp``); the GPU campaign's part 2 runs it."""
+``DIR/half_gpu.json`` (default ``$OUT``, else ``/tmp``), each with every repetition's time
+(``gpudsl_times_ms``, ``torch_times_ms``), after a first row with the provenance of
+``gpudsl.bench.meta`` (commit, versions, clocks).  The campaign's bench step now covers
+these cases against references chosen per backend (``matmul_f16``, ``matmul_bf16``,
+``attention_suite``); this script remains for a quick look by hand."""
 from __future__ import annotations
 
 import json
@@ -30,6 +34,13 @@ def log(**kw):
     (OUT / "half_gpu.json").write_text(json.dumps(ROWS, indent=1))
 
 
+def _tensor(torch, x):
+    """The emulator answers torch CPU tensors with numpy arrays: as a float32 tensor."""
+    import numpy as np
+
+    return x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x, np.float32))
+
+
 def main() -> int:
     import torch
     import torch.nn.functional as F
@@ -40,8 +51,10 @@ def main() -> int:
     quick = "--quick" in sys.argv or not torch.cuda.is_available()
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     target = "cuda" if dev == "cuda" else "emulator"
+    from gpudsl.bench.meta import provenance
+
     log(step="device", name=torch.cuda.get_device_name() if dev == "cuda" else "cpu",
-        torch=torch.__version__)
+        torch=torch.__version__, **provenance())
     reps = 2 if quick else 10
     attn = ([("decode", (2, 1, 64, 64), False), ("prefill causal", (2, 32, 32, 64), True)]
             if quick else
@@ -58,17 +71,19 @@ def main() -> int:
             try:
                 want = F.scaled_dot_product_attention(
                     q.float()[None], k.float()[None], v.float()[None], is_causal=causal)[0]
-                got = ops.attention(q, k, v, causal=causal)
+                got = _tensor(torch, ops.attention(q, k, v, causal=causal))
                 ref = F.scaled_dot_product_attention(q[None], k[None], v[None],
                                                      is_causal=causal)[0]
                 row.update(err=float((got.float() - want).abs().max()),
                            torch_err=float((ref.float() - want).abs().max()))
-                t_g = measure(lambda: ops.attention(q, k, v, causal=causal),
-                              target=target, reps=reps).median_ms
-                t_t = measure(lambda: F.scaled_dot_product_attention(
+                g = measure(lambda: ops.attention(q, k, v, causal=causal), target=target,
+                            reps=reps)
+                t = measure(lambda: F.scaled_dot_product_attention(
                     q[None], k[None], v[None], is_causal=causal), target="cuda",
-                    reps=reps).median_ms if dev == "cuda" else float("nan")
-                row.update(gpudsl_ms=t_g, torch_ms=t_t, ratio=t_t / t_g)
+                    reps=reps) if dev == "cuda" else None
+                t_g, t_t = g.median_ms, t.median_ms if t else float("nan")
+                row.update(gpudsl_ms=t_g, torch_ms=t_t, ratio=t_t / t_g,
+                           gpudsl_times_ms=g.times_ms, torch_times_ms=t.times_ms if t else [])
             except Exception as e:  # a failing case is a figure too
                 row.update(error=f"{type(e).__name__}: {str(e)[:300]}")
             log(**row)
@@ -77,15 +92,16 @@ def main() -> int:
             row = dict(case=f"matmul {s}^3", dtype=name)
             try:
                 want = a.float() @ b.float()
-                got = ops.matmul(a, b)
+                got = _tensor(torch, ops.matmul(a, b))
                 ref = a @ b
                 row.update(err=float((got.float() - want).abs().max()),
                            torch_err=float((ref.float() - want).abs().max()))
-                t_g = measure(lambda: ops.matmul(a, b), target=target, reps=reps).median_ms
-                t_t = (measure(lambda: a @ b, target="cuda", reps=reps).median_ms
-                       if dev == "cuda" else float("nan"))
+                g = measure(lambda: ops.matmul(a, b), target=target, reps=reps)
+                t = measure(lambda: a @ b, target="cuda", reps=reps) if dev == "cuda" else None
+                t_g, t_t = g.median_ms, t.median_ms if t else float("nan")
                 row.update(gpudsl_ms=t_g, torch_ms=t_t, ratio=t_t / t_g,
-                           tflops=2 * s ** 3 / t_g / 1e9)
+                           tflops=2 * s ** 3 / t_g / 1e9, gpudsl_times_ms=g.times_ms,
+                           torch_times_ms=t.times_ms if t else [])
             except Exception as e:
                 row.update(error=f"{type(e).__name__}: {str(e)[:300]}")
             log(**row)

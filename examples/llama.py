@@ -8,7 +8,8 @@ generating tokens with its KV cache in ``BufferTensor``s written by
 
 Random weights made here from a seed (no download).  Runs on the GPU when there is
 one, else on the CPU emulator.  With PyTorch installed, the same model in PyTorch
-eager (torch.matmul etc.) is timed too.
+eager (torch.matmul etc., float32) is timed too, one pass; ``benchmarks/llama_bench.py``
+is the benchmark (the same dtype, eager, CUDA graphs and torch.compile, median of passes).
 
 The graph evaluates one token per call (as HamKaas's llama2.py): inputs are the
 token's embedding row ``x`` [dim], the position's rotary row ``freq_cis``
@@ -280,7 +281,8 @@ def main(argv=None) -> int:
         step = torch_stepper(cfg, widened(w))
         _timed(step, cfg, 1)
         _, _, torch_tps = _timed(torch_stepper(cfg, widened(w)), cfg, args.tokens)
-        print(f"PyTorch eager: {torch_tps:.2f} tokens/s")
+        print(f"PyTorch eager (float32 weights, one pass; benchmarks/llama_bench.py compares "
+              f"in the same dtype): {torch_tps:.2f} tokens/s")
     tol = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1}[args.dtype]
     return 0 if tokens == ref_tokens and err <= tol * max(scale, 1.0) else 1
 

@@ -1,6 +1,6 @@
 """The ``gpudsl`` command line: demo, check (``check.py``), cuda (``cuda.py``), perf
 (``perf.py``), run (``run.py``, graph scripts), tune (``tune.py``), bench
-(``gpudsl/bench.py``).  ``DESCRIPTION`` is what ``gpudsl --help`` prints: plain text."""
+(``gpudsl/bench/``).  ``DESCRIPTION`` is what ``gpudsl --help`` prints: plain text."""
 from __future__ import annotations
 
 import argparse

@@ -15,6 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def _load(name):
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses look their module up (a test run alone failed)
     spec.loader.exec_module(mod)
     return mod
 
@@ -23,7 +24,7 @@ def test_part1_runs_the_issue_steps_in_priority_order(tmp_path):
     steps = _load("gpu_campaign").plan("python3", tmp_path, part=1)
     names = [s.name for s, _ in steps]
     assert names == ["install", "environment", "smoke", "bench", "pytest-gpu",
-                     "sanitizer-memcheck"]
+                     "sanitizer-memcheck", "attention-suite"]
     argv = {s.name: a for s, a in steps}
     assert "--no-index" in argv["install"] and "--target" in argv["install"]
     assert "-m" in argv["pytest-gpu"] and "gpu" in argv["pytest-gpu"]
@@ -32,8 +33,14 @@ def test_part1_runs_the_issue_steps_in_priority_order(tmp_path):
     bench = argv["bench"]
     nodes = bench[bench.index("--nodes") + 1].split(",")
     assert {"matmul", "matmul_tf32", "permute2d", "rms_norm", "sliced_softmax"} <= set(nodes)
+    # issue 34: the GEMMs in four precisions, attention, the 3-D permutes, in that order
+    assert nodes[:5] == ["matmul", "matmul_tf32", "matmul_f16", "matmul_bf16", "attention"]
+    assert {"permute3d_021", "permute3d_210"} <= set(nodes)
+    suite = argv["attention-suite"]
+    assert suite[suite.index("--nodes") + 1] == "attention_suite"
     part2 = [s.name for s, _ in _load("gpu_campaign").plan("python3", tmp_path, part=2)]
-    assert {"sanitizer-racecheck", "sanitizer-synccheck", "tune", "llama"} <= set(part2)
+    assert part2 == ["install", "environment", "sanitizer-racecheck", "sanitizer-synccheck",
+                     "llama", "tune"]
 
 
 def test_plan_fits_the_lent_machines():
@@ -45,6 +52,33 @@ def test_plan_fits_the_lent_machines():
         assert cp.check_plan(part, wheels=40 * 2**20, tree=2 * 2**20) == []
         assert len(cp.out_files(part)) <= 8
     assert cp.check_plan(1, wheels=63 * 2**20, tree=2 * 2**20)  # over 64 MiB
+
+
+def test_only_the_last_step_takes_the_rest_of_the_budget(monkeypatch):
+    """Issue 34: the attention sweep (part 1) and tune (part 2) run last and get what the
+    part has left; a step taking the rest anywhere else would starve the ones after."""
+    cp = _load("campaign_plan")
+    for part in cp.PARTS:
+        assert [s.rest for s in cp.PARTS[part]] == [False] * (len(cp.PARTS[part]) - 1) + [True]
+    moved = [cp.PARTS[1][-1]] + cp.PARTS[1][:-1]
+    monkeypatch.setitem(cp.PARTS, 1, moved)
+    assert any("only the last step" in b for b in cp.check_plan(1))
+
+
+def test_llama_and_suite_figures_come_from_their_json(tmp_path):
+    camp = _load("gpu_campaign")
+    (tmp_path / "llama.json").write_text(json.dumps({"rows": [
+        {"impl": "torch", "variant": "eager", "dtype": "float16",
+         "decode_tokens_per_s": 200.0, "passes": [{"prefill_s": 1, "decode_s": 1}]}]}))
+    rows = camp.figures("llama", "", tmp_path)["rows"]
+    assert rows == [{"impl": "torch", "variant": "eager", "dtype": "float16",
+                     "decode_tokens_per_s": 200.0}]
+    (tmp_path / "attention_suite.json").write_text(json.dumps({"results": [
+        {"node": "attention_suite", "size": "32x16x512x512x64", "status": "ok",
+         "ratio": 0.5, "reference": "torch SDPA", "reference_backend": "FLASH_ATTENTION",
+         "timing": {"times_ms": [1.0]}}]}))
+    (row,) = camp.figures("attention-suite", "", tmp_path)["rows"]
+    assert row["reference_backend"] == "FLASH_ATTENTION" and "timing" not in row
 
 
 def test_check_plan_catches_an_overrun(monkeypatch):
@@ -122,7 +156,7 @@ def test_dry_run_writes_the_results_json(tmp_path):
     assert {"device", "driver", "date", "command", "steps"} <= set(data)
     assert data["dry_run"] is True
     assert [s["status"] for s in data["steps"]] == ["dry-run"] * len(data["steps"])
-    assert len(data["steps"]) == 6
+    assert len(data["steps"]) == 7
 
 
 def test_sanitizer_program_lists_every_node():
@@ -247,3 +281,18 @@ def test_every_main_dependency_reaches_the_gpu_machines():
     have = names("wheels.txt") | names("wheels-image.txt")
     want = {re.split(r"[=<>\[ ]", d)[0].lower().replace("_", "-") for d in deps}
     assert not want - have, f"main dependencies the GPU machines lack: {sorted(want - have)}"
+
+
+def test_rehearsal_checks_every_issue_34_field(tmp_path):
+    """The rehearsal fails when a result lacks what issue 34 asks: the run-3 JSON of
+    2026-11-26 (before it) lacks the provenance, the backends and the warm 256 MB rows."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import campaign_rehearse as cr
+
+    bad = " | ".join(cr.field_problems(tmp_path))
+    assert "bench.json: missing" in bad and "llama.json: missing" in bad
+    run3 = ROOT / "benchmarks" / "results" / "2026-11-26-h100-run3"
+    bad = cr.field_problems(run3)
+    assert "bench.json: no commit" in bad and "bench.json: no gpu_state_end" in bad
+    assert any("no reference_backend" in b for b in bad)
+    assert any("('add', '8192x8192') lacks a cold or warm row" in b for b in bad)
