@@ -102,6 +102,11 @@ exp = _only_in_procs("exp")
 log = _only_in_procs("log")
 sqrt = _only_in_procs("sqrt")
 tanh = _only_in_procs("tanh")
+sin = _only_in_procs("sin")
+cos = _only_in_procs("cos")
+erf = _only_in_procs("erf")
+rsqrt = _only_in_procs("rsqrt")
+# pow(x, y) and x ** y: Python's own pow keeps its name outside procs
 # warp collectives (docs/language.md (synchronization); the table is gpudsl.ir.collectives)
 shfl = _only_in_procs("shfl")
 shfl_xor = _only_in_procs("shfl_xor")
@@ -118,6 +123,7 @@ __all__ = ["constexpr", "inf", "nan", "BLOCKS", "THREADS", "GLOBAL", "SHARED", "
            "i32", "i64", "bool_", "size", "index", "par", "seq", "sync", "atomic_add",
            "atomic_min", "atomic_max", "atomic_sub", "atomic_exch", "atomic_cas", "atomic_and",
            "atomic_or", "atomic_xor", "atomic_inc", "select", "exp", "log", "sqrt", "tanh",
+           "sin", "cos", "erf", "rsqrt",
            "arrive", "wait", "barrier", "async_copy", "async_commit", "async_wait",
            "shfl", "shfl_xor", "shfl_down", "shfl_up", "ballot", "any_lanes", "all_lanes",
            "warp_sum", "warp_max", "warp_min"]

@@ -14,10 +14,9 @@ from .collectives import collective
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
-           ast.LShift: "<<", ast.RShift: ">>"}
+           ast.LShift: "<<", ast.RShift: ">>", ast.Pow: "**"}
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
            ast.GtE: ">="}
-_FLOAT_FUNCS = ("exp", "log", "sqrt", "tanh")
 _PLURAL = {"size": "sizes", "index": "index parameters", "loop": "loop variables"}
 # Scalar type names as written in procs: ``bool_`` (what gpudsl exports, since
 # ``bool`` is Python's) means ``bool``.
@@ -226,7 +225,19 @@ class ExprParser:
         if op is None:
             raise self.err(node, f"the operator {type(node.op).__name__} is not part of gpudsl")
         lhs, rhs = self.expr(node.left), self.expr(node.right)
+        if op == "**":
+            return self.power(node, lhs, rhs)
         return self.binop(node, op, lhs, rhs)
+
+    def power(self, node, base: Expr, exp: Expr) -> Expr:
+        """``base ** exp`` and ``pow(base, exp)``: floats (a literal converts), C's
+        ``pow``; integer powers are refused (write the product)."""
+        ty = self._join(node, "**", base, exp)
+        if not ty.is_float:
+            raise self.err(node, f"'**' is for floats, got {base.ty.name} and {exp.ty.name}",
+                           "write an integer power as a product, or cast to a float type "
+                           "first")
+        return Builtin("pow", (coerce(base, ty), coerce(exp, ty)), ty, self.src.loc(node))
 
     def binop(self, node, op: str, lhs: Expr, rhs: Expr) -> Expr:
         loc = self.src.loc(node)
@@ -329,7 +340,7 @@ class ExprParser:
                            "builtins: " + ", ".join(BUILTINS + tuple(COLLECTIVES)) +
                            "; calls of procs are statements, not expressions")
         args = [self.expr(a) for a in node.args]
-        want = 3 if fname == "select" else 2 if fname in ("min", "max") else 1
+        want = 3 if fname == "select" else 2 if fname in ("min", "max", "pow") else 1
         if len(args) != want:
             raise self.err(node, f"{fname}() takes {want} argument(s), got {len(args)}")
         if fname == "select":
@@ -346,6 +357,8 @@ class ExprParser:
             return Builtin(fname, tuple(coerce(a, ty) for a in args), ty, loc)
         if fname == "abs":
             return Builtin(fname, (args[0],), args[0].ty, loc)
+        if fname == "pow":
+            return self.power(node, args[0], args[1])
         a = args[0]
         if not a.ty.is_float:
             if isinstance(a, Const):

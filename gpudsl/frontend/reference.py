@@ -875,6 +875,58 @@ x = np.array([100], np.float32)
 gpudsl.interpret(squash, x=x)
 assert x[0] == 1
 '''),
+    _E("Builtins", "sin", "`sin(a)`, `cos(a)`", "Sine and cosine of a float in radians (C's "
+       "`sinf`/`cosf` in f32, `sin`/`cos` in f64, halves through f32; CUDA's are within 2 ulp "
+       "over their range, the interpreter computes numpy's). RoPE without host tables:", '''
+@proc
+def rope(n: size, x: f32[n, 2], pos: f32[n]):
+    for i in seq(0, n):
+        c: f32 = cos(pos[i])
+        s: f32 = sin(pos[i])
+        a: f32 = x[i, 0]
+        x[i, 0] = a * c - x[i, 1] * s
+        x[i, 1] = a * s + x[i, 1] * c
+
+x = np.array([[1, 0], [1, 0]], np.float32)
+gpudsl.interpret(rope, x=x, pos=np.array([0, np.pi / 2], np.float32))
+assert np.allclose(x, [[1, 0], [0, 1]], atol=1e-6)
+'''),
+    _E("Builtins", "cos", "`sin(a)`, `cos(a)`", "", "cos(x)"),
+    _E("Builtins", "erf", "`erf(a)`", "The error function (C's `erff`/`erf`; within 2 ulp "
+       "on the GPU, the interpreter's is exact and rounded): GELU's exact form.", '''
+@proc
+def gelu(n: size, x: f32[n]):
+    for i in seq(0, n):
+        x[i] = 0.5 * x[i] * (1.0 + erf(x[i] * 0.70710678))
+
+x = np.array([0, 10, -10], np.float32)
+gpudsl.interpret(gelu, x=x)
+assert x.tolist() == [0, 10, 0]
+'''),
+    _E("Builtins", "rsqrt", "`rsqrt(a)`", "`1 / sqrt(a)` (CUDA's `rsqrtf`, within 2 ulp; "
+       "`rsqrt(0.0)` is `inf`, of a negative number NaN).", '''
+@proc
+def normalize(n: size, x: f32[n], ss: f32[1]):
+    for i in seq(0, n):
+        x[i] = x[i] * rsqrt(ss[0] + 1e-6)
+
+x = np.array([3, 4], np.float32)
+gpudsl.interpret(normalize, x=x, ss=np.array([25], np.float32))
+assert np.allclose(x, [0.6, 0.8])
+'''),
+    _E("Builtins", "pow", "`a ** b`, `pow(a, b)`", "C's `pow` of floats (`powf` in f32; a "
+       "literal converts; NaN for a negative base and a fractional power, `a ** 0.0 == 1`). "
+       "Integer powers are refused: write the product.", '''
+@proc
+def powers(x: f32[3]):
+    x[0] = x[0] ** 2.0
+    x[1] = pow(x[1], 0.5)
+    x[2] = 2.0 ** x[2]
+
+x = np.array([3, 16, 10], np.float32)
+gpudsl.interpret(powers, x=x)
+assert x.tolist() == [9, 4, 1024]
+'''),
     _E("Builtins", "select", "`select(c, a, b)`", "`a` where the condition `c` holds, else "
        "`b` (both evaluated; C's `c ? a : b`). Python's `a if c else b` is refused with "
        "this as hint.", '''

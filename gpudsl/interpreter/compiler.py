@@ -30,6 +30,8 @@ _counter = itertools.count(1)
 def _base_env() -> dict:
     env = {
         "_np_exp": np.exp, "_np_log": np.log, "_np_sqrt": np.sqrt, "_np_tanh": np.tanh,
+        "_np_sin": np.sin, "_np_cos": np.cos, "_np_erf": rt.erf, "_np_rsqrt": rt.rsqrt,
+        "_np_pow": rt.power,
         "_fmin": rt.fmin, "_fmax": rt.fmax, "_shl": shift_left, "_shr": shift_right,
         "_oob": rt.oob, "_alloc": rt.alloc,
         "_bad_window": rt.bad_window, "_bad_extent": rt.bad_extent,

@@ -198,8 +198,8 @@ class ExprEmitter:
         if n == "abs":
             out = f"abs({self.ex_as(e.args[0], ty)})"
             return wrap_expr(out, ty.bits) if ty.kind == "int" else out
-        if n in ("exp", "log", "sqrt", "tanh"):
-            return f"_np_{n}({self.ex_as(e.args[0], ty)})"
+        if n in ("exp", "log", "sqrt", "tanh", "sin", "cos", "erf", "rsqrt", "pow"):
+            return f"_np_{n}({', '.join(self.ex_as(a, ty) for a in e.args)})"
         if n == "select":
             c, a, b = e.args
             return f"({self.ex_as(a, ty)} if {self.ex(c)} else {self.ex_as(b, ty)})"

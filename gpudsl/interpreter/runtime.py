@@ -147,3 +147,54 @@ def alloc(n: int, ty: DType):
 def noop_tracker(k, kind, acc):
     """The tracker of memory that the race detector does not watch."""
     return k
+
+
+def _elementwise(fn):
+    """``fn`` of Python floats applied to a numpy scalar or array, keeping its type."""
+    import math  # noqa: F401
+
+    def f(x):
+        if np.ndim(x):
+            return np.vectorize(lambda v: fn(float(v)), otypes=[x.dtype])(x)
+        return type(x)(fn(float(x)))
+    return f
+
+
+def _erf(v: float) -> float:
+    import math
+
+    return math.erf(v) if v == v else v
+
+
+erf = _elementwise(_erf)   # C's erf, computed in double and rounded to the type
+
+
+def rsqrt(x):
+    """``1 / sqrt(x)`` in the type of ``x`` (CUDA's rsqrtf is within 2 ulp of it)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(x).dtype.type(1) / np.sqrt(x)
+
+
+def _c_pow(x: float, y: float) -> float:
+    """C99's ``pow`` (Python's ``math.pow`` is libm's, but raises where C returns NaN or
+    an infinity; numpy's differs at infinities: ``(-inf) ** 0.5`` is NaN there, +inf in C)."""
+    import math
+
+    odd = math.isfinite(y) and y == int(y) and int(y) % 2 == 1
+    if x == 0 and y < 0:   # a pole: +inf, or an infinity of x's sign for odd powers
+        return math.copysign(math.inf, x) if odd else math.inf
+    try:
+        return math.pow(x, y)
+    except ValueError:    # a negative base and a non-integer power
+        return math.nan
+    except OverflowError:
+        return -math.inf if x < 0 and odd else math.inf
+
+
+def power(x, y):
+    """C's ``pow`` in the type of ``x``, computed in double and rounded (``powf`` is
+    within 1 ulp of that)."""
+    if np.ndim(x) or np.ndim(y):
+        return np.vectorize(lambda a, b: _c_pow(float(a), float(b)),
+                            otypes=[np.asarray(x).dtype])(x, y)
+    return type(x)(_c_pow(float(x), float(y)))

@@ -90,7 +90,8 @@ class UnOp(Expr):
     loc: Optional[SrcLoc] = field(**_LOC)
 
 
-BUILTINS = ("min", "max", "abs", "exp", "log", "sqrt", "tanh", "select")
+BUILTINS = ("min", "max", "abs", "exp", "log", "sqrt", "tanh", "sin", "cos", "erf", "rsqrt",
+            "pow", "select")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from ..ir.printer import print_expr
 from ..ir.types import GLOBAL
 from ..ir.visitor import walk
 
-_FLOAT_BUILTINS = ("exp", "log", "sqrt", "tanh", "min", "max", "abs")
+_FLOAT_BUILTINS = ("exp", "log", "sqrt", "tanh", "sin", "cos", "erf", "rsqrt", "pow", "min",
+                   "max", "abs")
 MAX_TUPLES = 1 << 24  # value tuples one guard's count may enumerate
 
 
