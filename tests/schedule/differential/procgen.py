@@ -145,7 +145,13 @@ class _Host:
             return t
         if ch < 0.9:
             return f"{t} {r.choice(['+', '-', '*', '+'])} {self.term(scope)}"
-        return f"{r.choice(['min', 'max'])}({t}, {self.term(scope)})"
+        if ch < 0.96:
+            return f"{r.choice(['min', 'max'])}({t}, {self.term(scope)})"
+        # the math builtins, their values kept exact (small integers): pow by 1, or a
+        # select whose other, evaluated branch is a transcendental
+        fn = r.choice(["sin", "cos", "erf", "rsqrt", "tanh"])
+        return r.choice([f"pow({t}, 1.0)", f"({t}) ** 1.0",
+                         f"select({t} == {t}, {t}, {fn}({self.term(scope)}))"])
 
     def target(self, scope):
         r = self.r
