@@ -108,6 +108,13 @@ class LaunchList:
     def procs(self) -> list:
         return list(dict.fromkeys(s.proc for s in self.steps))
 
+    def __len__(self) -> int:
+        """The number of steps (one kernel each; ``len(model.kernels)`` is the same)."""
+        return len(self.steps)
+
+    def __iter__(self):
+        return iter(self.steps)
+
 
 def launch_list(model) -> LaunchList:
     """The launch list of ``model`` (its graph, plan, fused kernels and device; see the

@@ -186,3 +186,12 @@ def test_replace_on_a_constant_is_refused():
     node = graph.ConstantTensor(np.zeros((3, 2), np.float32)).replace(r, 0, 1)
     with pytest.raises(gpudsl.GraphError, match="ConstantTensor"):
         graph.compile(node)
+
+
+def test_the_launch_list_has_a_length():
+    # issue 40: len(model.launches) raised TypeError
+    import gpudsl.graph as graph
+
+    x = graph.InputTensor("x", "float32", [4, 8])
+    m = graph.compile((x + x).relu())
+    assert len(m.launches) == len(m.kernels) == len(list(m.launches)) >= 1
