@@ -152,6 +152,8 @@ def _binary(op: str, a, b):
     if a_scalar or b_scalar:
         b = _full_like(a, (1,) * len(sa), b)
     sb = check_tensor("a" if a_scalar else "b", b, dtypes=_ANY_FLOAT)
+    a, sa = _lifted(a, sa, len(sb))   # numpy's rule: the lower rank gets leading 1s
+    b, sb = _lifted(b, sb, len(sa))
     dt = _common_dtype(op, a=a, b=b)
     if len(sa) == len(sb) and sa != sb and all(x in (1, y) for x, y in zip(sa, sb)):
         a, b, sa, sb = b, a, sb, sa  # a broadcasts against b: they commute, swap them
@@ -164,11 +166,20 @@ def _binary(op: str, a, b):
     return _launch(op, (_contig(a), _contig(b)), {})[0]
 
 
+def _lifted(x, shape: tuple, rank: int):
+    """``x`` (a numpy array or torch tensor of ``shape``) viewed with leading axes of size
+    1 up to ``rank``, and its new shape."""
+    if len(shape) >= rank:
+        return x, shape
+    shape = (1,) * (rank - len(shape)) + shape
+    return x.reshape(shape), shape
+
+
 @_op
 def add(a, b):
-    """``a + b`` elementwise, broadcasting as numpy does between operands of one rank
-    (each axis of one equal to the other's or 1); either may be a Python or numpy
-    scalar."""
+    """``a + b`` elementwise, broadcasting as numpy does: the operand of lower rank gets
+    leading axes of size 1, then each axis of one must equal the other's or be 1 (one
+    operand gives the result's shape); either may be a Python or numpy scalar."""
     return _binary("add", a, b)
 
 

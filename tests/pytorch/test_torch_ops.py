@@ -144,8 +144,9 @@ def test_a_model_in_torch_compile_fullgraph_with_gradients():
 def test_refusals_are_gpudsl_errors():
     import gpudsl
 
-    with pytest.raises(gpudsl.Error, match="ranks 1 and 2"):
-        go.add(torch.randn(3), torch.randn(2, 3))
+    with pytest.raises(gpudsl.Error, match="must equal a's or be 1"):
+        go.add(torch.randn(2, 1), torch.randn(1, 3))   # both operands would broadcast
+    torch.testing.assert_close(go.add(torch.ones(3), torch.ones(2, 3)), torch.full((2, 3), 2.0))
     with pytest.raises(gpudsl.Error, match="inner dimensions differ"):
         go.matmul(torch.randn(3, 4), torch.randn(5, 6))
     with pytest.raises(gpudsl.Error, match="mixed precisions"):
