@@ -470,7 +470,7 @@ def sliced_softmax(x, prefix):
 def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     """``softmax(scale * q k^T) v`` per head, fused in one kernel (online softmax over
     key tiles in SHARED; ``gpudsl.stdlib.attention``).  ``q`` is ``[H, M, D]``,
-    ``k`` and ``v`` are ``[H, N, D]`` (the KV cache), ``D`` one of 32, 64, 96, 128.
+    ``k`` and ``v`` are ``[H, N, D]`` (the KV cache), ``D`` one of 32, 48, 64, 96, 128.
     ``prefix`` (an int or a one-element int64 tensor read at run time; default ``N``)
     uses the first ``prefix`` keys, ``1 <= prefix <= N``.  ``causal``: query row ``i``
     attends the keys ``j <= i + prefix - M`` (needs ``M <= prefix``).  ``scale``

@@ -139,3 +139,11 @@ def test_matmul_async_stages_equal_numpy_and_refuse_bad_values():
         ops.matmul(a, b, async_stages=5)
     with pytest.raises(gpudsl.Error, match="with stages=2"):
         ops.matmul(a, b, stages=2, async_stages=2)
+
+
+def test_the_attention_docstring_names_the_head_dims_it_takes():
+    # issue 40: the docstring said 32/64/96/128 where the docs and the error say 48 too
+    from gpudsl.stdlib.attention import HEAD_DIMS
+
+    text = " ".join(ops.attention.__doc__.split())
+    assert "one of " + ", ".join(map(str, HEAD_DIMS)) + "." in text
