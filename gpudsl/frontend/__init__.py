@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import numbers
 
 from ..ir.types import DType
 from ..language import constexpr
@@ -75,8 +76,6 @@ def _unwrap(v):
 
 
 def _is_value(v) -> bool:
-    import numbers
-
     return isinstance(v, (numbers.Number, DType)) and not isinstance(v, complex)
 
 

@@ -875,9 +875,9 @@ x = np.array([100], np.float32)
 gpudsl.interpret(squash, x=x)
 assert x[0] == 1
 '''),
-    _E("Builtins", "sin", "`sin(a)`, `cos(a)`", "Sine and cosine of a float in radians (C's "
-       "`sinf`/`cosf` in f32, `sin`/`cos` in f64, halves through f32; CUDA's are within 2 ulp "
-       "over their range, the interpreter computes numpy's). RoPE without host tables:", '''
+    _E("Builtins", "sin", "`sin(a)`", "The sine of a float in radians (C's `sinf` in f32, "
+       "`sin` in f64, halves through f32; CUDA's is within 2 ulp over its range, the "
+       "interpreter computes numpy's). RoPE without host tables:", '''
 @proc
 def rope(n: size, x: f32[n, 2], pos: f32[n]):
     for i in seq(0, n):
@@ -891,7 +891,16 @@ x = np.array([[1, 0], [1, 0]], np.float32)
 gpudsl.interpret(rope, x=x, pos=np.array([0, np.pi / 2], np.float32))
 assert np.allclose(x, [[1, 0], [0, 1]], atol=1e-6)
 '''),
-    _E("Builtins", "cos", "`sin(a)`, `cos(a)`", "", "cos(x)"),
+    _E("Builtins", "cos", "`cos(a)`", "The cosine; see `sin`.", '''
+@proc
+def cosines(x: f32[2]):
+    x[0] = cos(x[0])
+    x[1] = cos(x[1])
+
+x = np.array([0, np.pi], np.float32)
+gpudsl.interpret(cosines, x=x)
+assert np.allclose(x, [1, -1])
+'''),
     _E("Builtins", "erf", "`erf(a)`", "The error function (C's `erff`/`erf`; within 2 ulp "
        "on the GPU, the interpreter's is exact and rounded): GELU's exact form.", '''
 @proc

@@ -151,8 +151,6 @@ def noop_tracker(k, kind, acc):
 
 def _elementwise(fn):
     """``fn`` of Python floats applied to a numpy scalar or array, keeping its type."""
-    import math  # noqa: F401
-
     def f(x):
         if np.ndim(x):
             return np.vectorize(lambda v: fn(float(v)), otypes=[x.dtype])(x)
