@@ -18,10 +18,9 @@ unknown otherwise.
   its access than arrives ran before ``t1``'s: ``NW_t2(a2) > NA(a1)`` (the phase it last
   waited for was completed by an arrive that ``t1`` made after its access).
 
-Only direct orderings are used (one barrier instance, or one arrive/wait pair, plus
-program order): chains through third threads are not, which may flag a race that the
-detector, following chains, does not see; never the other way round.  A fresh unknown
-count lets the solver pick the value that makes the pair unordered.
+These are the direct orderings (one barrier instance, or one arrive/wait pair, plus
+program order); :mod:`.sync_chains` composes them through relay threads.  A fresh
+unknown count lets the solver pick the value that makes the pair unordered.
 """
 from __future__ import annotations
 
@@ -126,11 +125,23 @@ class KernelSyncs:
         return c
 
     def exact(self, path) -> bool:
-        """Are all counts at ``path`` exact (no fresh unknown)?"""
+        """Are all counts at ``path``, and at the statements a relay of a chain may
+        stand at (:mod:`.sync_chains`), exact (no fresh unknown)?"""
+        if not self._exact_at(path):
+            return False
+        ok = self.__dict__.get("_relays_exact")
+        if ok is None:
+            from .sync_chains import chains
+            ok = self._relays_exact = all(self._exact_at(p, after)
+                                          for p in chains(self).relay_paths
+                                          for after in (False, True))
+        return ok
+
+    def _exact_at(self, path, after=False) -> bool:
         keys = [("sync", r) for r in self.ranges] + [("arrive", b) for b in self.bars] + \
             [("wait", b, r) for b in self.bars for r in self.bars[b]["wait"]]
         for key in keys:
-            e = count_at(self.counter(key), path)
+            e = count_at(self.counter(key), path, after)
             if any(getattr(n, "name", "").startswith("__bc_") for n in walk(e)):
                 return False
         return True
@@ -161,26 +172,14 @@ class KernelSyncs:
         rs = self.bars[bar]["arrive"]
         return next(iter(rs)) if len(rs) == 1 else None
 
-    def ordered(self, p1, t1, p2, t2, after1=False):
-        """A z3 condition under which position ``p1`` of thread ``t1`` is ordered with
-        position ``p2`` of ``t2`` by a ranged barrier (either way) or by a split
-        barrier (either way); ``after1``: ``p1`` is just after its statement."""
-        f1, f2 = self.flat(t1), self.flat(t2)
-        alts = []
-        for r in self.ranges:
-            c1 = self.count(t1, ("sync", r), p1, after1)
-            c2 = self.count(t2, ("sync", r), p2)
-            alts.append(z3.And(self.inside(f1, r), self.inside(f2, r), c1 != c2))
-        for bar in self.bars:
-            a = self.arrive_range(bar)
-            if a is None:
-                continue  # arrives of several ranges: a divergence, no ordering used
-            na1 = self.count(t1, ("arrive", bar), p1, after1)
-            na2 = self.count(t2, ("arrive", bar), p2)
-            alts.append(z3.And(self.inside(f1, a), self.waits(t2, f2, bar, p2) > na1))
-            alts.append(z3.And(self.inside(f2, a),
-                               self.waits(t1, f1, bar, p1, after1) > na2))
-        return z3.Or(*alts) if alts else z3.BoolVal(False)
+    def unordered(self, p1, t1, p2, t2, after1=False, span1=None, span2=None) -> list:
+        """Constraints under which position ``p1`` of thread ``t1`` and ``p2`` of ``t2``
+        are ordered neither way, by a ranged barrier, a split barrier or a chain of them
+        through relay threads (:mod:`.sync_chains`); ``after1``: ``p1`` is just after its
+        statement; ``span1``/``span2``: the flat thread indices each may have, when
+        known (they only prune the formula)."""
+        from .sync_chains import Pos, chains
+        return chains(self).unordered(Pos(t1, p1, after1, span1), Pos(t2, p2, False, span2))
 
 
 def kernel_syncs(ctx, kernel):

@@ -139,15 +139,34 @@ def shared_table(n: size, x: f32[n, 32], y: f32[n, 32]):
                 y[i, t] = buf[t] * w[31 - t]
 
 
-def test_a_result_check_does_not_prove_is_refused_with_a_witness():
-    """Threads 32-63 write the table before the loop; in the input the loop's first
-    barrier orders those writes before the reads of threads 0-31.  Moved onto threads
-    32-63, the readers are the writers' neighbours with no barrier between them: check()
-    finds the race and the primitive refuses, showing it."""
+def test_a_result_only_a_chain_of_barriers_orders_is_proved():
+    """Threads 32-63 write the table before the loop; moved onto threads 32-63, the
+    readers are the writers' neighbours.  No one barrier orders them, but a chain does
+    (issue 35): the writers' first arrive on ``empty0`` releases the producers, whose
+    arrive on ``full0`` the readers wait for.  check() follows the chain (it used to
+    refuse this), and the detector runs it clean."""
     assert shared_table.check().ok
+    q = warp_specialize(shared_table, "i", producers=(0, 32), consumers=(32, 64))
+    assert q.check().ok
+    for n in (1, 2, 3):
+        x = np.random.default_rng(n).standard_normal((n, 32)).astype(np.float32)
+        y = np.zeros_like(x)
+        gpudsl.interpret(q, n=n, x=x, y=y, detect_races=True)
+        assert np.allclose(y, x * x[0][::-1][None, :])
+
+
+def test_a_result_check_does_not_prove_is_refused_with_a_witness():
+    """Threads 64-95 write the table before the loop; in the input the loop's first
+    barrier orders those writes before the reads.  Specialized onto threads 0-63, the
+    writers take part in no barrier of the loop: check() finds the race and the
+    primitive refuses, showing it."""
+    p = gpudsl.proc_from_source(str(shared_table).replace("par(32, 64)", "par(64, 96)")
+                                .replace("t - 32]", "t - 64]"))
+    assert p.check().ok
     with pytest.raises(SchedulingError, match="not proved") as e:
-        warp_specialize(shared_table, "i", producers=(0, 32), consumers=(32, 64))
+        warp_specialize(p, "i", producers=(0, 32), consumers=(32, 64))
     assert e.value.witness
+    assert e.value.witness["thread1"]["threadIdx"][0] >= 64
 
 
 def test_cursors_forward_to_the_main_loop():

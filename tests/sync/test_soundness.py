@@ -4,8 +4,8 @@ a deadlock for some sizes (or the interpreter a fault), check() with those sizes
 with the sizes symbolic is not ok.
 
 Blocks of 64 threads (two warps); thread loops over the whole block or one warp;
-barriers ``sync()``, ``sync(0, 32)``, ``sync(32, 64)``, ``sync(0, 64)``; a split
-barrier whose arrive range is drawn once per proc, with arrive/wait pairs (work in
+barriers ``sync()``, ``sync(0, 32)``, ``sync(32, 64)``, ``sync(0, 64)``; one or two split
+barriers whose arrive ranges are drawn once per proc (two: chains through relay threads), with arrive/wait pairs (work in
 between) and lone arrives or waits; block-level ``seq`` loops and uniform ``if``s.
 
 ``GPUDSL_SYNC_EXAMPLES`` sets the number of examples (default 100 for CI);
@@ -59,14 +59,17 @@ def items(draw, depth, kv, counter, arrive):
                                              "sync(0, 64)"])))
         elif kind == "split":
             lo, hi = draw(st.sampled_from(RANGES))
-            out.append(f"arrive(bar, {arrive[0]}, {arrive[1]})")
+            bar = draw(st.sampled_from(sorted(arrive)))
+            out.append(f"arrive({bar}, {arrive[bar][0]}, {arrive[bar][1]})")
             if draw(st.booleans()):
                 out += draw(thread_loop(f"t{counter[0]}", kv))
-            out.append(f"wait(bar, {lo}, {hi})")
+            out.append(f"wait({bar}, {lo}, {hi})")
         elif kind == "lone":
             lo, hi = draw(st.sampled_from(RANGES))
-            out.append(draw(st.sampled_from([f"arrive(bar, {arrive[0]}, {arrive[1]})",
-                                             f"wait(bar, {lo}, {hi})"])))
+            bar = draw(st.sampled_from(sorted(arrive)))
+            out.append(draw(st.sampled_from([f"arrive({bar}, {arrive[bar][0]}, "
+                                             f"{arrive[bar][1]})",
+                                             f"wait({bar}, {lo}, {hi})"])))
         elif kind == "seq":
             k = f"k{counter[0]}"
             trips = draw(st.sampled_from(["2", "n"] + ([kv] if kv else [])))
@@ -82,11 +85,14 @@ def items(draw, depth, kv, counter, arrive):
 @st.composite
 def sync_proc(draw):
     nb = draw(st.sampled_from(["1", "2"]))
-    arrive = draw(st.sampled_from(RANGES))
+    # one or two split barriers, each with its own arrive range: with two, orderings
+    # compose through relay threads (issue 35)
+    bars = ["bar"] + (["bar2"] if draw(st.booleans()) else [])
+    arrive = {b: draw(st.sampled_from(RANGES)) for b in bars}
     body = draw(items(0, None, [0], arrive))
     lines = ["def rand(n: size, x: f32[64], y: f32[2, 64]):", "    assert n <= 3",
-             f"    for b in par(0, {nb}) @ BLOCKS:", "        s: f32[2, 64] @ SHARED",
-             "        bar: barrier @ SHARED"]
+             f"    for b in par(0, {nb}) @ BLOCKS:", "        s: f32[2, 64] @ SHARED"] + \
+        [f"        {b}: barrier @ SHARED" for b in bars]
     return "\n".join(lines + ["        " + ln for ln in body]) + "\n"
 
 

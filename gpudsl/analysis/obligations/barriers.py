@@ -208,7 +208,7 @@ def _no_overrun(ctx, ks, a, w):
         cons += [ks.inside(ft, W), z3.Not(ks.inside(ft, A)), ks.inside(fu, A)]
         cons.append(ks.count(u, ("arrive", bar), a.at.path) ==
                     ks.waits(t, ft, bar, w.at.path) + 1)
-        cons.append(z3.Not(ks.ordered(w.at.path, t, a.at.path, u, after1=True)))
+        cons += ks.unordered(w.at.path, t, a.at.path, u, after1=True, span1=W, span2=A)
     except Unsupported as e:
         ctx.unknown(what, [a.stmt.loc, w.stmt.loc], str(e))
         return

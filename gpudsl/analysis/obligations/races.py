@@ -385,11 +385,14 @@ def _pair(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only=None):
 
 
 def _unordered(ctx, a1, a2, t1, t2) -> list:
-    """Not ordered by a ranged or split barrier (docs/language.md (synchronization), :mod:`..sync_counts`)."""
+    """Not ordered by a ranged or split barrier or a chain of them (docs/language.md
+    (synchronization), :mod:`..sync_counts`, :mod:`..sync_chains`)."""
     ks = kernel_syncs(ctx, a1.kernel)
     if ks is None or a1.path is None or a2.path is None:
         return []
-    return [z3.Not(ks.ordered(a1.path, t1, a2.path, t2))]
+    from ..sync_chains import thread_span
+    return ks.unordered(a1.path, t1, a2.path, t2, span1=thread_span(a1.loops, ks),
+                        span2=thread_span(a2.loops, ks))
 
 
 def _exact_order(ctx, a1, a2) -> bool:
