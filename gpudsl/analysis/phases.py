@@ -127,8 +127,11 @@ class PhaseCounter:
             c = self.count_block(s.body)
             if is_zero(c):
                 return Const(0)
-            if _mentions(c, s.iter) or _has_unknown(c):
+            if _has_unknown(c):
                 return fresh_unknown()
+            if _mentions(c, s.iter):  # a ring element's count (:mod:`.ring_counts`)
+                from .ring_counts import sum_over
+                return sum_over(c, s.iter, s.lo, s.hi) or fresh_unknown()
             trips = Builtin("max", (Const(0), sub(s.hi, s.lo)), INDEX)
             if isinstance(s.hi, Const) and isinstance(s.lo, Const):
                 trips = Const(max(0, s.hi.val - s.lo.val))
@@ -152,8 +155,12 @@ class PhaseCounter:
         c = self.count_block(s.body)
         if is_zero(c):
             return start
-        if _mentions(c, s.iter) or _has_unknown(c):
+        if _has_unknown(c):
             return fresh_unknown()
+        if _mentions(c, s.iter):  # a ring element's count (:mod:`.ring_counts`)
+            from .ring_counts import sum_over
+            done = sum_over(c, s.iter, s.lo, Var(s.iter))
+            return fresh_unknown() if done is None else add(start, done)
         return add(start, mul(sub(Var(s.iter), s.lo), c))
 
 

@@ -62,6 +62,7 @@ class Edge:
     send_key: tuple
     send: tuple
     recv: list
+    element: object = None   # the ring element (an IR constant), None for one barrier
 
 
 def edges(ks) -> list:
@@ -75,7 +76,7 @@ def edges(ks) -> list:
         if isinstance(s, Sync) and s.ranged:
             by_key.setdefault(("sync", (s.lo.val, s.hi.val)), []).append(si)
         elif isinstance(s, Wait):
-            by_key.setdefault(("wait", s.name, (s.lo.val, s.hi.val)), []).append(si)
+            by_key.setdefault((s.name, (s.lo.val, s.hi.val)), []).append(si)
     out = []
     for r in ks.ranges:
         out.append(Edge(("sync", r), r, [(("sync", r), r, by_key.get(("sync", r), []))]))
@@ -83,9 +84,10 @@ def edges(ks) -> list:
         a = ks.arrive_range(bar)
         if a is None:
             continue  # arrives of several ranges: a divergence, no ordering used
-        out.append(Edge(("arrive", bar), a,
-                        [(("wait", bar, r), r, by_key.get(("wait", bar, r), []))
-                         for r in sorted(b["wait"])]))
+        for el in ks.elements(bar):  # each element of a ring is an edge of its own
+            out.append(Edge(("arrive", bar, el), a,
+                            [(("wait", bar, r, el), r, by_key.get((bar, r), []))
+                             for r in sorted(b["wait"])], el))
     return out
 
 
@@ -232,6 +234,8 @@ class Chains:
                 cons.append(u.var(l.iter) == src.t.var(l.iter))
         f = self.ks.flat(u)
         cons += [f >= c[0], f < c[1]]
+        if e.element is not None:  # an instance on the ring element the edge is
+            cons.append(u.expr(si.stmt.index) == e.element.val)
         before = Pos(u, si.at.path)
         cons.append(self.received(e, before, f) == s)
         cons += self.not_before(Pos(u, si.at.path, True, c), dst, relays - 1)

@@ -13,7 +13,9 @@ unknown otherwise.
   ``[lo, hi)`` and the counts of that range at the two positions differ (an instance
   lies between them).
 - split barrier ``bar`` (arrive range ``A``): thread ``T``'s k-th wait waits for phase
-  k, which the k-th arrive completes.  An access by ``t1`` before an access by ``t2``
+  k, which the k-th arrive completes.  Each element of a barrier ring
+  (``bar: barrier[k] @ SHARED``) keeps its own phases: its counts are those of the
+  statements on that element (:mod:`.ring_counts`).  An access by ``t1`` before an access by ``t2``
   is ordered when ``t1`` is in ``A`` and ``t2`` has waited on ``bar`` more times before
   its access than arrives ran before ``t1``'s: ``NW_t2(a2) > NA(a1)`` (the phase it last
   waited for was completed by an arrive that ``t1`` made after its access).
@@ -35,18 +37,34 @@ from .phases import PhaseCounter, add
 
 
 class KeyCounter(PhaseCounter):
-    """Barrier counts of the statements ``hit`` accepts (other syncs count 0)."""
+    """Barrier counts of the statements ``hit`` accepts: ``hit(s)`` is True (counts 1),
+    an expression (a ring statement's count for one element, :mod:`.ring_counts`) or
+    False (other syncs count 0)."""
 
     def __init__(self, hit):
         super().__init__()
         self.hit = hit
 
     def _count(self, s):
-        if self.hit(s):
+        h = self.hit(s)
+        if h is True:
             return Const(1)
+        if h is not False and h is not None:
+            return h
         if is_sync(s):
             return Const(0)
         return super()._count(s)
+
+
+def _on(s, bar, element):
+    """Does split-barrier statement ``s`` name ``bar`` (element ``element`` of a ring):
+    True, False, or the ring statement's count for the element."""
+    if s.name != bar:
+        return False
+    if element is None or s.index is None:
+        return True
+    from .ring_counts import indicator
+    return indicator(s.index, element)
 
 
 def count_at(counter: PhaseCounter, path, after: bool = False):
@@ -81,6 +99,7 @@ class KernelSyncs:
         self.ranges = sorted({(s.lo.val, s.hi.val) for s in stmts
                               if isinstance(s, Sync) and s.ranged})
         self.bars: dict = {}
+        self.rings = {a.name: a.shape[0].val for a in self.allocs if a.shape}
         for s in stmts:
             if isinstance(s, (Arrive, Wait)):
                 b = self.bars.setdefault(s.name, {"arrive": set(), "wait": set()})
@@ -117,10 +136,11 @@ class KernelSyncs:
                 c = KeyCounter(lambda s, r=key[1]: isinstance(s, Sync) and s.ranged and
                                (s.lo.val, s.hi.val) == r)
             elif kind == "arrive":
-                c = KeyCounter(lambda s, b=key[1]: isinstance(s, Arrive) and s.name == b)
+                c = KeyCounter(lambda s, b=key[1], e=key[2]: isinstance(s, Arrive) and
+                               _on(s, b, e))
             else:
-                c = KeyCounter(lambda s, b=key[1], r=key[2]: isinstance(s, Wait) and
-                               s.name == b and (s.lo.val, s.hi.val) == r)
+                c = KeyCounter(lambda s, b=key[1], r=key[2], e=key[3]: isinstance(s, Wait)
+                               and (s.lo.val, s.hi.val) == r and _on(s, b, e))
             self._counters[key] = c
         return c
 
@@ -138,8 +158,10 @@ class KernelSyncs:
         return ok
 
     def _exact_at(self, path, after=False) -> bool:
-        keys = [("sync", r) for r in self.ranges] + [("arrive", b) for b in self.bars] + \
-            [("wait", b, r) for b in self.bars for r in self.bars[b]["wait"]]
+        keys = [("sync", r) for r in self.ranges] + \
+            [("arrive", b, e) for b in self.bars for e in self.elements(b)] + \
+            [("wait", b, r, e) for b in self.bars for r in self.bars[b]["wait"]
+             for e in self.elements(b)]
         for key in keys:
             e = count_at(self.counter(key), path, after)
             if any(getattr(n, "name", "").startswith("__bc_") for n in walk(e)):
@@ -161,10 +183,18 @@ class KernelSyncs:
     def count(self, t, key, path, after=False):
         return t.expr(count_at(self.counter(key), path, after))
 
-    def waits(self, t, f, bar, path, after=False):
-        """How many times thread ``t`` (flat index ``f``) waited on ``bar`` before
-        ``path`` (after, with ``after``)."""
-        terms = [z3.If(self.inside(f, r), self.count(t, ("wait", bar, r), path, after), 0)
+    def elements(self, bar) -> list:
+        """The elements of ``bar`` as count keys: ``[None]`` for a single barrier, the
+        constants ``0 .. k - 1`` for a ring of ``k``."""
+        k = self.rings.get(bar)
+        return [None] if k is None else [Const(j) for j in range(k)]
+
+    def waits(self, t, f, bar, path, after=False, element=None):
+        """How many times thread ``t`` (flat index ``f``) waited on ``bar`` (on
+        ``element`` of a ring: an IR expression free of loop variables) before ``path``
+        (after, with ``after``)."""
+        terms = [z3.If(self.inside(f, r),
+                       self.count(t, ("wait", bar, r, element), path, after), 0)
                  for r in sorted(self.bars[bar]["wait"])]
         return z3.Sum(*terms) if terms else z3.IntVal(0)
 

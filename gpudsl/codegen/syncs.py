@@ -132,6 +132,15 @@ class SyncWriter:
         w, name = self.kw.w, self.kw.lookup(s.name, s.loc).cname
         count = self.counts.get(s.name, 1)
         w.line("__syncthreads();  // nobody uses an earlier barrier in this word", s.loc)
+        if s.shape:  # a ring: every element, and one parity bit per element
+            k = s.shape[0].val
+            w.line(f"if ({self.tid()} == 0) for (int gpudsl_j = 0; gpudsl_j < {k}; ++gpudsl_j) "
+                   f"gpudsl_mbar_init(&{name}[gpudsl_j], {count});", s.loc)
+            w.line("__syncthreads();  // the initialised ring is visible to every thread",
+                   s.loc)
+            w.line(f"unsigned gpudsl_phase_{name} = 0;  // bit e: parity of the next wait on "
+                   f"{s.name}[e]", s.loc)
+            return
         w.line(f"if ({self.tid()} == 0) gpudsl_mbar_init(&{name}, {count});", s.loc)
         w.line("__syncthreads();  // the initialised barrier is visible to every thread", s.loc)
         w.line(f"unsigned gpudsl_phase_{name} = 0;  // waits done on {s.name}", s.loc)
@@ -142,12 +151,31 @@ class SyncWriter:
         if s.hi.val > n:
             raise _err(f"the range [{s.lo.val}, {s.hi.val}) is past the block of {n} threads",
                        s.loc, "keep the range inside the block")
+        if s.index is not None:
+            return self._ring(s, name)
         if isinstance(s, Arrive):
             w.line(f"{self.guard(s)} gpudsl_mbar_arrive(&{name});".lstrip(), s.loc)
         else:
             assert isinstance(s, Wait)
             w.line(f"{self.guard(s)} gpudsl_mbar_wait(&{name}, gpudsl_phase_{name}++ & 1u);"
                    .lstrip(), s.loc)
+
+
+    def _ring(self, s, name) -> None:
+        """``arrive(bar[e], ...)`` / ``wait(bar[e], ...)`` on an element of a ring."""
+        w, e = self.kw.w, self.kw.expr(s.index)
+        head = f"{self.guard(s)} {{".lstrip()
+        w.line(head, s.loc)
+        w.indent += 1
+        w.line(f"const unsigned gpudsl_e = (unsigned)({e});", s.loc)
+        if isinstance(s, Arrive):
+            w.line(f"gpudsl_mbar_arrive(&{name}[gpudsl_e]);", s.loc)
+        else:
+            w.line(f"gpudsl_mbar_wait(&{name}[gpudsl_e], (gpudsl_phase_{name} >> gpudsl_e) & 1u);",
+                   s.loc)
+            w.line(f"gpudsl_phase_{name} ^= 1u << gpudsl_e;", s.loc)
+        w.indent -= 1
+        w.line("}", s.loc)
 
 
 __all__ = ["NAMED_BARRIER", "MBARRIER", "SyncWriter"]

@@ -48,25 +48,55 @@ def parse_sync_call(parser, s: ast.stmt, v: ast.Call, fname: str):
             return Sync(loc)
         lo, hi = _range(parser, v, v.args, "sync")
         return Sync(loc, lo, hi)
-    if not v.args or not isinstance(v.args[0], ast.Name):
+    first = v.args[0] if v.args else None
+    node = first.value if isinstance(first, ast.Subscript) else first
+    if not isinstance(node, ast.Name):
         raise parser.err(v, f"{fname}() names a split barrier first: {fname}(bar, lo, hi)",
                          "allocate it at block level: `bar: barrier @ SHARED`")
-    name = v.args[0].id
+    name = node.id
     sym = parser.scope.lookup(name)
     if sym is None or sym.kind != "barrier":
-        raise parser.err(v.args[0], f"'{name}' is not a split barrier",
+        raise parser.err(node, f"'{name}' is not a split barrier",
                          f"allocate it at block level: `{name}: barrier @ SHARED`")
+    index = _ring_index(parser, first, sym, fname)
     lo, hi = _range(parser, v, v.args[1:], fname)
-    return (Arrive if fname == "arrive" else Wait)(name, lo, hi, loc)
+    return (Arrive if fname == "arrive" else Wait)(name, lo, hi, loc, index)
+
+
+def _ring_index(parser, first, sym, fname):
+    """The element ``e`` of ``bar[e]`` (a ring), None for a single barrier."""
+    ring = bool(sym.shape)
+    if not isinstance(first, ast.Subscript):
+        if ring:
+            raise parser.err(first, f"'{sym.name}' is a ring of {sym.shape[0].val} split "
+                             "barriers: name one element", f"e.g. {fname}({sym.name}[i % "
+                             f"{sym.shape[0].val}], lo, hi)")
+        return None
+    if not ring:
+        raise parser.err(first, f"'{sym.name}' is a single split barrier, not a ring",
+                         f"write {fname}({sym.name}, lo, hi), or allocate a ring: "
+                         f"`{sym.name}: barrier[k] @ SHARED`")
+    if isinstance(first.slice, ast.Tuple):
+        raise parser.err(first, "a barrier ring has one dimension", "e.g. full[i % 4]")
+    return parser.ex.control_expr(first.slice, "the element of a barrier ring",
+                                  allowed=("size", "index", "loop"))
+
+
+MAX_RING = 32   # elements of a barrier ring (the generated code keeps one parity bit each)
 
 
 def parse_barrier_alloc(parser, s: ast.AnnAssign, name, shape, mem, loc):
-    """``bar: barrier @ SHARED``: one split barrier per block."""
-    if shape or not mem.holds_barriers or s.value is not None:
-        raise parser.err(s, "a split barrier is allocated alone, in SHARED memory",
-                         f"write `{name}: barrier @ SHARED`")
+    """``bar: barrier @ SHARED``: one split barrier per block; ``bar: barrier[k] @
+    SHARED``: a ring of ``k`` (a constant, 1 to 32)."""
+    if len(shape) > 1 or not mem.holds_barriers or s.value is not None:
+        raise parser.err(s, "a split barrier is allocated alone or as a ring, in SHARED "
+                         "memory", f"write `{name}: barrier @ SHARED` or `{name}: "
+                         "barrier[4] @ SHARED`")
+    if shape and not (isinstance(shape[0], Const) and 1 <= shape[0].val <= MAX_RING):
+        raise parser.err(s, f"a barrier ring has a constant number of elements, 1 to "
+                         f"{MAX_RING}", f"e.g. `{name}: barrier[4] @ SHARED`")
     if not parser.in_blocks:
         raise parser.err(s, "a split barrier belongs to a block: allocate it inside a "
                          "@ BLOCKS loop", "move it into the BLOCKS loop, at block level")
-    parser.scope.bind(Sym(name, "barrier", BARRIER, (), mem, loc), loc)
-    return Alloc(name, BARRIER, (), mem, loc)
+    parser.scope.bind(Sym(name, "barrier", BARRIER, shape, mem, loc), loc)
+    return Alloc(name, BARRIER, shape, mem, loc)

@@ -144,7 +144,11 @@ class ProcEmitter(ExprEmitter):
         """``arrive`` / ``wait`` on a split barrier (:mod:`.sync_order`)."""
         acc = self.access(s.loc, _stmt_text(s), fn, s.name)
         f = self.const(getattr(sync_order, fn), "_F")
-        self.line(f"{f}(_ctx, b_{s.name}, {self.ex(s.lo)}, {self.ex(s.hi)}, {acc})")
+        bar = f"b_{s.name}"
+        if s.index is not None:
+            el = self.const(sync_order.ring_element, "_F")
+            bar = f"{el}(b_{s.name}, {self.ex(s.index)}, {acc})"
+        self.line(f"{f}(_ctx, {bar}, {self.ex(s.lo)}, {self.ex(s.hi)}, {acc})")
 
     def _If(self, s: If):
         self.line(f"if {self.ex(s.cond)}:")
@@ -266,7 +270,12 @@ class ProcEmitter(ExprEmitter):
     def _Alloc(self, s: Alloc):
         n = s.name
         if s.ty == BARRIER:
-            self.line(f"b_{n} = {self.const(sync_order.SplitBarrier, '_F')}({n!r})")
+            sb = self.const(sync_order.SplitBarrier, '_F')
+            if s.shape:  # a ring: one split barrier per element
+                k = s.shape[0].val
+                self.line(f"b_{n} = [{sb}({n!r} + '[' + str(j) + ']') for j in range({k})]")
+            else:
+                self.line(f"b_{n} = {sb}({n!r})")
             return
         self._no_numpy(s.ty, s.loc)
         if not s.shape and not self.race:

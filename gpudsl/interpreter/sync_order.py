@@ -151,6 +151,15 @@ def _check_range(ctx, what, lo, hi, acc):
             "keep barrier ranges inside the block")
 
 
+def ring_element(ring: list, e: int, acc) -> "SplitBarrier":
+    """Element ``e`` of a barrier ring (``bar: barrier[k] @ SHARED``)."""
+    if not 0 <= e < len(ring):
+        name = ring[0].name.split("[")[0]
+        raise InterpError(f"out of bounds: element {e} of the barrier ring '{name}', which "
+                          f"has {len(ring)}", acc.loc, f"index the ring modulo {len(ring)}")
+    return ring[e]
+
+
 def _block_level(ctx, what, acc):
     if ctx.tkey is not None:
         raise InterpError(f"{what} inside a THREADS loop: it must stand at block level, "
@@ -227,5 +236,5 @@ def partial_access(tr, k: int, kind: int, acc, conflicts) -> None:
     cell[kind][t] = entry
 
 
-__all__ = ["SplitBarrier", "PartialOrder", "sync_range", "arrive",
+__all__ = ["SplitBarrier", "ring_element", "PartialOrder", "sync_range", "arrive",
            "wait", "partial_access"]

@@ -266,23 +266,28 @@ class Sync(Stmt):
 @dataclass(frozen=True)
 class Arrive(Stmt):
     """``arrive(bar, lo, hi)`` at block level: the threads of ``[lo, hi)`` signal the
-    split barrier ``bar`` (a ``barrier @ SHARED`` allocation) and go on."""
+    split barrier ``bar`` (a ``barrier @ SHARED`` allocation) and go on.  ``index``: the
+    element of a barrier ring (``bar: barrier[k] @ SHARED``, ``arrive(bar[e], lo, hi)``),
+    None for a single barrier."""
 
     name: str
     lo: Expr
     hi: Expr
     loc: Optional[SrcLoc] = field(**_LOC)
+    index: Optional[Expr] = None
 
 
 @dataclass(frozen=True)
 class Wait(Stmt):
     """``wait(bar, lo, hi)`` at block level: the threads of ``[lo, hi)`` block until
-    the phase of ``bar`` they wait for (their k-th wait: phase k) has completed."""
+    the phase of ``bar`` they wait for (their k-th wait: phase k) has completed.
+    ``index``: the element of a barrier ring, as for :class:`Arrive`."""
 
     name: str
     lo: Expr
     hi: Expr
     loc: Optional[SrcLoc] = field(**_LOC)
+    index: Optional[Expr] = None
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,8 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
         return [f"{pad}sync()"]
     if isinstance(s, (Arrive, Wait)):
         fn = "arrive" if isinstance(s, Arrive) else "wait"
-        return [f"{pad}{fn}({s.name}, {print_expr(s.lo)}, {print_expr(s.hi)})"]
+        bar = s.name if s.index is None else f"{s.name}[{print_expr(s.index)}]"
+        return [f"{pad}{fn}({bar}, {print_expr(s.lo)}, {print_expr(s.hi)})"]
     if isinstance(s, AsyncCopy):
         return [f"{pad}async_copy({print_copy_window(s.dst, s.dst_idx, s.n)}, "
                 f"{print_copy_window(s.src, s.src_idx, s.n)})"]

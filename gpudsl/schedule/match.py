@@ -161,6 +161,14 @@ def _target(pat, s) -> bool:
         _index(pat.slice, s.idx)
 
 
+def _barrier(pat, s) -> bool:
+    """``bar`` (any element of a ring ``bar``), ``bar[e]`` (the element ``e``) or ``_``."""
+    if is_hole(pat) or _name(pat, s.name):
+        return True
+    return isinstance(pat, ast.Subscript) and s.index is not None and \
+        _name(pat.value, s.name) and match_expr(pat.slice, s.index)
+
+
 def _call_stmt(pat: ast.Call, s) -> bool:
     if pat.keywords:
         return False
@@ -169,8 +177,7 @@ def _call_stmt(pat: ast.Call, s) -> bool:
             _all(pat.args, (s.lo, s.hi) if s.ranged else (), match_expr)
     if isinstance(s, (Arrive, Wait)):
         return _name(pat.func, type(s).__name__.lower()) and len(pat.args) == 3 and \
-            (is_hole(pat.args[0]) or _name(pat.args[0], s.name)) and \
-            _all(pat.args[1:], (s.lo, s.hi), match_expr)
+            _barrier(pat.args[0], s) and _all(pat.args[1:], (s.lo, s.hi), match_expr)
     if isinstance(s, AsyncCommit):
         return _name(pat.func, "async_commit") and not pat.args
     if isinstance(s, AsyncWait):

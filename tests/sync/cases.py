@@ -127,9 +127,66 @@ def wait_never(n: size, x: f32[n, 64], y: f32[n, 64]):
                 y[i, t] = s[63 - t]
 
 
+# barrier rings (issue 35): one split barrier per slot, indexed by the step
+@proc
+def ring4(n: size, x: f32[n, 32], y: f32[n, 32]):
+    for b in par(0, 1) @ BLOCKS:
+        buf: f32[4, 32] @ SHARED
+        full: barrier[4] @ SHARED
+        empty: barrier[4] @ SHARED
+        for j in seq(0, 4):
+            arrive(empty[j], 32, 64)
+        for i in seq(0, n):
+            wait(empty[i % 4], 0, 32)
+            for t in par(0, 32) @ THREADS:
+                buf[i % 4, t] = x[i, t]
+            arrive(full[i % 4], 0, 32)
+            wait(full[i % 4], 32, 64)
+            for t in par(32, 64) @ THREADS:
+                y[i, t - 32] = buf[i % 4, t - 32] * 2.0
+            arrive(empty[i % 4], 32, 64)
+
+@proc
+def ring4_wrong_element(n: size, x: f32[n, 32], y: f32[n, 32]):
+    for b in par(0, 1) @ BLOCKS:
+        buf: f32[4, 32] @ SHARED
+        full: barrier[4] @ SHARED
+        empty: barrier[4] @ SHARED
+        for j in seq(0, 4):
+            arrive(empty[j], 32, 64)
+        for i in seq(0, n):
+            wait(empty[i % 4], 0, 32)
+            for t in par(0, 32) @ THREADS:
+                buf[i % 4, t] = x[i, t]
+            arrive(full[i % 4], 0, 32)
+            wait(full[(i + 1) % 4], 32, 64)
+            for t in par(32, 64) @ THREADS:
+                y[i, t - 32] = buf[i % 4, t - 32] * 2.0
+            arrive(empty[i % 4], 32, 64)
+
+@proc
+def ring2_four_slots(n: size, x: f32[n, 32], y: f32[n, 32]):
+    for b in par(0, 1) @ BLOCKS:
+        buf: f32[4, 32] @ SHARED
+        full: barrier[4] @ SHARED
+        empty: barrier[4] @ SHARED
+        for j in seq(0, 4):
+            arrive(empty[j], 32, 64)
+        for i in seq(0, n):
+            wait(empty[i % 4], 0, 32)
+            for t in par(0, 32) @ THREADS:
+                buf[i % 2, t] = x[i, t]
+            arrive(full[i % 4], 0, 32)
+            wait(full[i % 4], 32, 64)
+            for t in par(32, 64) @ THREADS:
+                y[i, t - 32] = buf[i % 2, t - 32] * 2.0
+            arrive(empty[i % 4], 32, 64)
+
+
 EXPECT = {
     "pc_sync": "ok", "pc_nosync": "race", "pc_wrong_range": "race", "pc_one_buf": "race",
     "pc_split": "ok", "pc_split_cond": "unknown", "pc_split_noempty": "divergence", "split_loop": "ok",
-    "wait_never": "divergence",
+    "wait_never": "divergence", "ring4": "ok", "ring4_wrong_element": "divergence",
+    "ring2_four_slots": "race",
 }
 PROCS = {name: globals()[name] for name in EXPECT}

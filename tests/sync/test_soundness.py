@@ -5,7 +5,8 @@ with the sizes symbolic is not ok.
 
 Blocks of 64 threads (two warps); thread loops over the whole block or one warp;
 barriers ``sync()``, ``sync(0, 32)``, ``sync(32, 64)``, ``sync(0, 64)``; one or two split
-barriers whose arrive ranges are drawn once per proc (two: chains through relay threads), with arrive/wait pairs (work in
+barriers and a ring of two (``rg[k % 2]``) whose arrive ranges are drawn once per proc
+(several: chains through relay threads), with arrive/wait pairs (work in
 between) and lone arrives or waits; block-level ``seq`` loops and uniform ``if``s.
 
 ``GPUDSL_SYNC_EXAMPLES`` sets the number of examples (default 100 for CI);
@@ -45,6 +46,14 @@ def thread_loop(draw, tv, kv):
 
 
 @st.composite
+def element(draw, bar, kv):
+    """``bar``, or an element of the ring ``rg`` (two split barriers, issue 35)."""
+    if bar != "rg":
+        return bar
+    return f"rg[{draw(st.sampled_from(['0', '1'] + ([f'{kv} % 2'] * 3 if kv else [])))}]"
+
+
+@st.composite
 def items(draw, depth, kv, counter, arrive):
     out = []
     for _ in range(draw(st.integers(1, 4))):
@@ -60,15 +69,15 @@ def items(draw, depth, kv, counter, arrive):
         elif kind == "split":
             lo, hi = draw(st.sampled_from(RANGES))
             bar = draw(st.sampled_from(sorted(arrive)))
-            out.append(f"arrive({bar}, {arrive[bar][0]}, {arrive[bar][1]})")
+            out.append(f"arrive({draw(element(bar, kv))}, {arrive[bar][0]}, {arrive[bar][1]})")
             if draw(st.booleans()):
                 out += draw(thread_loop(f"t{counter[0]}", kv))
-            out.append(f"wait({bar}, {lo}, {hi})")
+            out.append(f"wait({draw(element(bar, kv))}, {lo}, {hi})")
         elif kind == "lone":
             lo, hi = draw(st.sampled_from(RANGES))
-            bar = draw(st.sampled_from(sorted(arrive)))
-            out.append(draw(st.sampled_from([f"arrive({bar}, {arrive[bar][0]}, "
-                                             f"{arrive[bar][1]})",
+            bar = draw(element(draw(st.sampled_from(sorted(arrive))), kv))
+            r = arrive[bar.split("[")[0]]
+            out.append(draw(st.sampled_from([f"arrive({bar}, {r[0]}, {r[1]})",
                                              f"wait({bar}, {lo}, {hi})"])))
         elif kind == "seq":
             k = f"k{counter[0]}"
@@ -87,12 +96,13 @@ def sync_proc(draw):
     nb = draw(st.sampled_from(["1", "2"]))
     # one or two split barriers, each with its own arrive range: with two, orderings
     # compose through relay threads (issue 35)
-    bars = ["bar"] + (["bar2"] if draw(st.booleans()) else [])
+    bars = ["bar"] + (["bar2"] if draw(st.booleans()) else []) + \
+        (["rg"] if draw(st.booleans()) else [])
     arrive = {b: draw(st.sampled_from(RANGES)) for b in bars}
     body = draw(items(0, None, [0], arrive))
     lines = ["def rand(n: size, x: f32[64], y: f32[2, 64]):", "    assert n <= 3",
              f"    for b in par(0, {nb}) @ BLOCKS:", "        s: f32[2, 64] @ SHARED"] + \
-        [f"        {b}: barrier @ SHARED" for b in bars]
+        [f"        {b}: barrier{'[2]' if b == 'rg' else ''} @ SHARED" for b in bars]
     return "\n".join(lines + ["        " + ln for ln in body]) + "\n"
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import z3
 
-from ...ir.nodes import Arrive, For, Sync, Wait
+from ...ir.nodes import Arrive, For, Sync, Var, Wait
 from ...ir.smt import SAT, UNKNOWN, UNSAT, Unsupported
 from ...ir.types import BLOCKS
 from ...ir.visitor import walk
@@ -48,6 +48,9 @@ def check_barriers(ctx):
         _hardware(ctx, ks, syncs)
         if not _shapes(ctx, ks, syncs):
             continue
+        for si in syncs:
+            if isinstance(si.stmt, (Arrive, Wait)):
+                _ring_bounds(ctx, ks, si)
         waits = [si for si in syncs if isinstance(si.stmt, Wait)]
         arrives = [si for si in syncs if isinstance(si.stmt, Arrive)]
         for w in waits:
@@ -162,9 +165,10 @@ def _completes(ctx, ks, w):
     try:
         cons = ctx.place(t, w.at)
         f = ks.flat(t)
-        na = ks.count(t, ("arrive", s.name), w.at.path)
-        nw = ks.waits(t, f, s.name, w.at.path)
-        cons += [ks.inside(f, (s.lo.val, s.hi.val)), na != nw + 1]
+        el, cons_el = _element(t, s)
+        na = ks.count(t, ("arrive", s.name, el), w.at.path)
+        nw = ks.waits(t, f, s.name, w.at.path, element=el)
+        cons += cons_el + [ks.inside(f, (s.lo.val, s.hi.val)), na != nw + 1]
     except Unsupported as e:
         ctx.unknown(f"that `{_text(s)}` waits for a phase that completes", [s.loc], str(e))
         return
@@ -184,6 +188,45 @@ def _completes(ctx, ks, w):
          f"arrive on '{s.name}' once before each wait",
          {"sizes": ctx.enc.size_values(m), "thread1": ctx.thread_witness(t, w.at, m),
           "phase": k, "completed": done})
+
+
+_ELEMENT = Var("__ring_element")
+
+
+def _element(t, s):
+    """The ring element statement ``s`` names, as a count key free of loop variables
+    (an unknown of thread ``t``, constrained to the element): ``(None, [])`` for a
+    single barrier."""
+    if s.index is None:
+        return None, []
+    return _ELEMENT, [t.expr(_ELEMENT) == t.expr(s.index)]
+
+
+def _ring_bounds(ctx, ks, si):
+    """``bar[e]`` names an element of the ring: ``0 <= e < k`` (kind ``"bounds"``)."""
+    s = si.stmt
+    k = ks.rings.get(s.name)
+    if s.index is None or k is None:
+        return
+    t = ctx.thread("1")
+    what = f"that `{_text(s)}` names an element of the ring '{s.name}'"
+    try:
+        cons = ctx.place(t, si.at)
+        e = t.expr(s.index)
+        cons.append(z3.Or(e < 0, e >= k))
+    except Unsupported as ex:
+        ctx.unknown(what, [s.loc], str(ex))
+        return
+    r = ctx.solve(cons)
+    if r.status == UNKNOWN:
+        ctx.unknown(what, [s.loc], f"solver: {r.reason or 'unknown'}")
+    if r.status != SAT:
+        return
+    m = r.model
+    ctx.diagnostics.append(Diagnostic(
+        "bounds", f"`{_text(s)}` names element {m.eval(e, True)} of the barrier ring "
+        f"'{s.name}', which has {k}", [s.loc], f"index the ring modulo {k}: {s.name}[i % {k}]",
+        {"sizes": ctx.enc.size_values(m), "thread1": ctx.thread_witness(t, si.at, m)}))
 
 
 def _no_overrun(ctx, ks, a, w):
@@ -206,8 +249,12 @@ def _no_overrun(ctx, ks, a, w):
                 cons.append(t.var(l.iter) == u.var(l.iter))
         ft, fu = ks.flat(t), ks.flat(u)
         cons += [ks.inside(ft, W), z3.Not(ks.inside(ft, A)), ks.inside(fu, A)]
-        cons.append(ks.count(u, ("arrive", bar), a.at.path) ==
-                    ks.waits(t, ft, bar, w.at.path) + 1)
+        el, cons_t = _element(t, w.stmt)
+        _, cons_u = _element(u, a.stmt)
+        if el is not None:  # the arrive and the wait name one element of the ring
+            cons += cons_t + cons_u + [t.expr(el) == u.expr(el)]
+        cons.append(ks.count(u, ("arrive", bar, el), a.at.path) ==
+                    ks.waits(t, ft, bar, w.at.path, element=el) + 1)
         cons += ks.unordered(w.at.path, t, a.at.path, u, after1=True, span1=W, span2=A)
     except Unsupported as e:
         ctx.unknown(what, [a.stmt.loc, w.stmt.loc], str(e))

@@ -1,7 +1,7 @@
 """Random kernels with the synchronization of docs/language.md (synchronization) for the differential test of
 the primitives: a block of 64 threads, producers (threads 0-31) and consumers
 (32-63) over a double buffer ``buf[i % 2]`` behind ranged barriers or split barriers
-(``arrive``/``wait``), all threads exchanging through a split barrier with work
+(``arrive``/``wait``) or barrier rings (``full[i % 2]``), all threads exchanging through a split barrier with work
 between arrive and wait, or two halves each behind its own ranged barrier.  Some are
 broken on purpose (a barrier missing, the wrong range, one buffer instead of two):
 the primitives must not turn a proved kernel into a racy one either way."""
@@ -43,6 +43,19 @@ def _split(r):
     body = (["wait(empty, 0, 32)"] if empty else []) + _producer(r, "t", buf) + \
         ["arrive(full, 0, 32)", "wait(full, 32, 64)"] + _consumer(r, "u", buf) + \
         (["arrive(empty, 32, 64)"] if empty else [])
+    return pre, body
+
+
+def _ring(r):
+    """The producer/consumer loop over barrier rings (issue 35): ``full[i % 2]`` and
+    ``empty[i % 2]``, each element its own split barrier; sometimes the wrong element."""
+    buf = "i % 2" if r.random() < 0.9 else "0"
+    el = "i % 2" if r.random() < 0.9 else "(i + 1) % 2"
+    pre = ["full: barrier[2] @ SHARED", "empty: barrier[2] @ SHARED",
+           "for j in seq(0, 2):", "    arrive(empty[j], 32, 64)"]
+    body = ["wait(empty[i % 2], 0, 32)"] + _producer(r, "t", buf) + \
+        ["arrive(full[i % 2], 0, 32)", f"wait(full[{el}], 32, 64)"] + _consumer(r, "u", buf) + \
+        ["arrive(empty[i % 2], 32, 64)"]
     return pre, body
 
 
@@ -93,7 +106,7 @@ def _staged(r):
 
 
 def sync_program(r: random.Random, name: str) -> Program:
-    pre, body = r.choice([_ranged, _ranged, _split, _split, _split_loop, _halves,
+    pre, body = r.choice([_ranged, _ranged, _split, _split, _ring, _split_loop, _halves,
                           _staged, _staged])(r)
     trips = r.choice(["3", "n", "4"])
     lines = ["    for b in par(0, n) @ BLOCKS:", "        buf: f32[2, 32] @ SHARED",
