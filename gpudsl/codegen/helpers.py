@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from .collectives import WARP_COMMENT, WARP_HELPERS
 from .asyncs import ASYNC_COPY
+from .registers import SETMAXNREG
+from .swizzle import SWIZZLE
 from .syncs import MBARRIER, NAMED_BARRIER
 
 _FLOOR = """\
@@ -156,6 +158,8 @@ HELPERS = {
     "gpudsl_bar_sync": ("named_barrier", NAMED_BARRIER),
     "gpudsl_mbar": ("mbarrier", MBARRIER),
     "gpudsl_cp_async": ("cp_async", ASYNC_COPY),
+    "gpudsl_setmaxnreg": ("setmaxnreg", SETMAXNREG),
+    "gpudsl_swizzle": ("swizzle", SWIZZLE),
     "gpudsl_floordiv": ("floor", _FLOOR),
     "gpudsl_floormod": ("floor", _FLOOR),
     "gpudsl_wrap": ("wrap", _WRAP),
@@ -169,7 +173,7 @@ HELPERS = {
 HELPERS.update({name: (name, text) for name, text in WARP_HELPERS.items()})
 
 _ORDER = ("floor", "wrap", "f2i", "fminmax:float", "fminmax:double", "atomic_f32",
-          "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "cp_async") + \
+          "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "cp_async", "setmaxnreg", "swizzle") + \
     tuple(WARP_HELPERS)
 
 
