@@ -75,7 +75,7 @@ def _access(rec) -> AccessPerf:
     loc = rec.loc
     location = (loc.file, loc.line, loc.col) if loc is not None else ("?", 0, 0)
     a = AccessPerf(location, rec.buf, rec.memory, rec.kind, 1, requests=len(rec.requests),
-                   statement=rec.statement, assumes=rec.assumes)
+                   statement=rec.statement, assumes=rec.assumes, layout=rec.layout)
     if rec.unknown or not rec.requests:
         a.note = "data-dependent index" if rec.unknown else "not reached by warp 0"
         return a
