@@ -136,6 +136,18 @@ def device_target_name(major: int, minor: int) -> str:
     return max(same, key=lambda t: (len(t.features), t.name)).name
 
 
+def arch_with(arch: str, features=()) -> str:
+    """``arch``, or where its description lacks one of ``features`` (what generated code
+    needs: ``CudaModule.features``), the described target of the same compute capability
+    that has them all (``"sm_90"`` with setmaxnreg: ``"sm_90a"``); ``arch`` when none has."""
+    t = target(arch)
+    if all(t.has(f) for f in features):
+        return arch
+    fits = [u for u in TARGETS.values() if u.compute_capability == t.compute_capability
+            and all(u.has(f) for f in features)]
+    return min(fits, key=lambda u: len(u.features)).name if fits else arch
+
+
 def target(name: "str | Target | None" = None) -> Target:
     """The description of ``name`` (``"sm_80"``, ``"sm_90"``, ...; a ``Target`` is returned
     as is; ``None`` is the default, sm_90).  An architecture gpudsl has no description of
@@ -161,4 +173,4 @@ def target(name: "str | Target | None" = None) -> Target:
 __all__ = ["Target", "TARGETS", "DEFAULT_TARGET", "register_target", "target", "CP_ASYNC",
            "MBARRIER", "TRY_WAIT", "NAMED_BARRIERS", "REDUX", "LDMATRIX", "MMA_F16",
            "MMA_BF16", "MMA_TF32", "WGMMA", "TMA", "SETMAXNREG", "CLUSTERS",
-           "device_target_name", "EMULATED_TARGET"]
+           "device_target_name", "arch_with", "EMULATED_TARGET"]

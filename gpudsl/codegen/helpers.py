@@ -5,6 +5,7 @@ from __future__ import annotations
 from .collectives import WARP_COMMENT, WARP_HELPERS
 from .asyncs import ASYNC_COPY
 from .registers import SETMAXNREG
+from ..targets import SETMAXNREG as SETMAXNREG_FEATURE
 from .swizzle import SWIZZLE
 from .syncs import MBARRIER, NAMED_BARRIER
 
@@ -182,6 +183,15 @@ _GROUP_TEXT = dict(HELPERS.values())
 # gpudsl_fmin / gpudsl_fmax)
 _NEEDS = {"atomic_f32": ("fminmax:float",), "atomic_f64": ("fminmax:double",),
           "atomic_old": ("fminmax:float", "fminmax:double")}
+
+
+# the target features a helper's code needs (gpudsl.targets names)
+FEATURES = {"gpudsl_setmaxnreg": SETMAXNREG_FEATURE}
+
+
+def features_of(used: set[str]) -> frozenset:
+    """The target features the helpers named in ``used`` need."""
+    return frozenset(f for h, f in FEATURES.items() if h in used)
 
 
 def helper_source(used: set[str]) -> str:

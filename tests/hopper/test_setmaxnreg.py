@@ -190,3 +190,21 @@ def test_primitives_keep_it_or_refuse():
     with pytest.raises(SchedulingError, match="deadlock"):
         insert_sync(r, r.find("setmaxnreg(232, _, _)").after())
     assert delete_sync(q, q.find("sync() #0")).check(**SM90A).ok
+
+
+def test_reports_build_the_code_for_an_architecture_that_has_it():
+    """The generated module says which features its code needs; the resources, the
+    performance report and the machine-code report build sm_90 code holding setmaxnreg
+    for sm_90a (NVRTC refuses it for sm_90)."""
+    from gpudsl.codegen import generate
+    from gpudsl.targets import SETMAXNREG, arch_with
+
+    assert generate(roles().ir).features == {SETMAXNREG}
+    assert generate(roles(regs=()).ir).features == frozenset()
+    assert arch_with("sm_90", {SETMAXNREG}) == "sm_90a" and arch_with("sm_90") == "sm_90"
+    assert arch_with("sm_80", {SETMAXNREG}) == "sm_80"     # none of 8.0 has it
+    k = roles().compile("emulator")
+    assert k.resources["roles_k0"].registers == 168
+    assert roles().perf(sass=False).kernels[0].registers == 168
+    if sass_mod.have_disassembler():
+        assert k.sass().arch == "sm_90a"
