@@ -69,16 +69,17 @@ def prove_permutation(width: int, bits: int = 32) -> bool:
     stays below ``size`` and it is its own inverse."""
     import z3
 
-    o, size, k = z3.BitVecs("o size k", bits)
+    from .smt import UNSAT, solve
+
+    o, size, k = z3.BitVecs("swz_o swz_size swz_k", bits)
     w = z3.BitVecVal(width, bits)
 
     def swz(x):
         return x ^ (z3.URem(z3.LShR(x, 7), w / CHUNK) << 4)
 
-    s = z3.Solver()
-    s.add(size == k * w, z3.ULT(k, z3.BitVecVal(2 ** (bits - 8), bits)), z3.ULT(o, size),
-          z3.Or(z3.UGE(swz(o), size), swz(swz(o)) != o))
-    return s.check() == z3.unsat
+    return solve([size == k * w, z3.ULT(k, z3.BitVecVal(2 ** (bits - 8), bits)),
+                  z3.ULT(o, size), z3.Or(z3.UGE(swz(o), size), swz(swz(o)) != o)],
+                 timeout_ms=10_000).status == UNSAT
 
 
 __all__ = ["WIDTHS", "swizzled", "swizzled_element", "repeat_bytes", "row_bytes",
