@@ -25,6 +25,9 @@ from .obligations.asyncs import check_asyncs
 from .obligations.barriers import check_barriers
 from .obligations.bounds import check_bounds
 from .obligations.collectives import check_collectives
+from .obligations.features import check_features
+from .obligations.layouts import check_layouts
+from .obligations.registers import check_setmaxnreg
 from .obligations.ownership import check_ownership
 from .obligations.races import check_races
 from .report import Diagnostic, Report
@@ -37,7 +40,8 @@ _cache: OrderedDict = OrderedDict()   # the one cache of proofs: compile() asks 
 _cache_lock = threading.Lock()
 _CACHE_MAX = 1024
 DEFAULT_BUDGET_MS = 60_000   # check()'s overall budget when no timeout= is given
-_ORDER = {"mapping": 0, "divergence": 1, "resource": 2, "race": 3, "bounds": 4, "unknown": 5}
+_ORDER = {"mapping": 0, "target": 1, "divergence": 2, "resource": 3, "race": 4, "bounds": 5,
+          "unknown": 6}
 
 
 def check(p, /, **bindings) -> Report:
@@ -120,6 +124,10 @@ def _run(ir, bindings, timeout_ms, tgt: Target) -> Report:
     issues_to_diagnostics(eff, ctx.diagnostics, ctx.warnings)
     check_uniformity(eff, ctx.diagnostics)
     check_resources(ctx)
+    check_features(ctx)
+    check_layouts(ctx)
+    if eff.setmaxnregs:
+        check_setmaxnreg(ctx)
     if eff.collectives:
         check_collectives(ctx)
     check_ownership(ctx)

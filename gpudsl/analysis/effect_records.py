@@ -45,6 +45,7 @@ class ArrayInfo:
     kernel: Optional[int] = None
     loc: Optional[SrcLoc] = None
     thread_dims: int = 0                # for block-level REGISTER: thread dims of the kernel
+    swizzle: int = 0                    # a SHARED tile's swizzle width (bytes), 0: none
 
 
 @dataclass(eq=False)
@@ -142,6 +143,7 @@ class Effects:
     syncs: list = field(default_factory=list)
     collectives: list = field(default_factory=list)     # CollectiveSite
     asyncs: list = field(default_factory=list)          # SyncInfo of async commits/waits
+    setmaxnregs: list = field(default_factory=list)     # SyncInfo of setmaxnreg statements
     window_checks: list = field(default_factory=list)   # (KernelAccess-like ctx, WindowArg)
     call_preds: list = field(default_factory=list)      # (ctx KernelAccess, pred Expr)
     issues: list = field(default_factory=list)

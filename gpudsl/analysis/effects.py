@@ -220,6 +220,18 @@ class _Collector(Walker):
                        "stand at block level", [s.loc],
                        f"end the thread loop, {what}, and open a new thread loop")
 
+    def setmaxnreg(self, s, st):
+        """``setmaxnreg(n, lo, hi)`` (docs/hopper.md): where it stands, for
+        :mod:`.obligations.registers`; at block level only, like a barrier."""
+        at = self.ctx_access(s, st)
+        at.path = st.get("path")
+        self.eff.setmaxnregs.append(SyncInfo(s.loc, st["loops"], st["guards"], st["kernel"],
+                                             st["level"], list(st["inside"]), s, at))
+        if st["kernel"] is None or st["level"] != "block":
+            self.issue("mapping", "setmaxnreg() stands at block level: it sets the registers "
+                       "of whole warpgroups", [s.loc], "put it inside the BLOCKS loop, outside "
+                       "the THREADS loops")
+
     def elem_type(self, name):
         key = self.lookup(name)
         return self.eff.arrays[key].ty if key is not None else super().elem_type(name)
@@ -256,7 +268,7 @@ class _Collector(Walker):
     def declare(self, s: Alloc, st):
         key = s.name if s.name not in self.eff.arrays else f"{s.name}#{self.next_uid()}"
         info = ArrayInfo(key, s.name, s.mem, s.shape, s.ty, False, st["level"], st["loops"],
-                         st["kernel"], s.loc)
+                         st["kernel"], s.loc, swizzle=s.swizzle)
         self.eff.arrays[key] = info
         if s.mem.scope == "block":   # one copy per block
             if st["level"] not in s.mem.allocated_at:

@@ -2,7 +2,7 @@
 
 ``Diagnostic(kind, message, locations, witness, hint)``: ``kind`` is one of
 ``"race"``, ``"bounds"``, ``"divergence"``, ``"mapping"``, ``"resource"``,
-``"unknown"``; ``locations`` is a list of ``gpudsl.SrcLoc`` (file, line, col):
+``"target"``, ``"unknown"``; ``locations`` is a list of ``gpudsl.SrcLoc`` (file, line, col):
 both accesses of a race; ``witness`` a dict of concrete values, for races::
 
     {"sizes": {"n": 64}, "array": "s", "element": (3,),
@@ -31,6 +31,7 @@ class DiagnosticKind(str, Enum):
     DIVERGENCE = "divergence"
     MAPPING = "mapping"
     RESOURCE = "resource"
+    TARGET = "target"     # a construct the target architecture does not have
     UNKNOWN = "unknown"
     WARNING = "warning"   # reported in ``Report.warnings``; does not make ``ok`` False
 

@@ -3,7 +3,8 @@ check() is given another).  The figures below are sm_90's.
 
 - Threads per block: at most 1024 in all, x and y at most 1024, z at most 64 (error).
 - Grid: x below 2**31, y and z at most 65535 blocks (error).
-- Shared memory per block: the sum of a kernel's SHARED allocations.  Above 227 KB
+- Shared memory per block: the sum of a kernel's SHARED allocations (a swizzled tile with
+  the padding its alignment may take).  Above 227 KB
   (232448 bytes, the opt-in maximum of sm_90; 163 KB on sm_80) is an error of kind
   ``"resource"``.  Between 48 KB (the static ``__shared__`` limit) and that maximum is a
   *warning*: the kernel runs only if the launch opts in to the larger carve-out (dynamic
@@ -19,6 +20,7 @@ from __future__ import annotations
 import z3
 
 from .report import Diagnostic
+from ..ir.swizzle import repeat_bytes
 from ..ir.smt import SAT, UNKNOWN, Unsupported
 
 
@@ -107,7 +109,8 @@ def _check_shared(ctx, t, ki, solve):
         n = z3.IntVal(max(1, info.ty.bits // 8))
         for e in info.shape:
             n = n * t.expr(e)
-        tot = tot + n
+        # a swizzled tile is aligned to its pattern's period: count the padding it may take
+        tot = tot + n + max(0, repeat_bytes(info.swizzle) - 16)
     r = solve([tot > tgt.max_shared_bytes])
     if r.status == SAT:
         m = r.model

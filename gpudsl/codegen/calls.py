@@ -12,6 +12,7 @@ from ..errors import CompileError
 from ..ir.nodes import Atomic, BinOp, Call, Const, Expr, Interval, Point, WindowArg
 from ..ir.types import INDEX, bf16, f16, f32, f64, i32, i64
 from .cexpr import ATOM
+from .swizzle import refuse_window
 
 
 def _err(msg, loc, hint=None):
@@ -83,6 +84,8 @@ class CallWriter:
 
     def window_holes(self, pname: str, arg: WindowArg, loc) -> dict:
         info = self.lookup(arg.name, loc)
+        if getattr(info, "swizzle", 0):
+            refuse_window(info, loc)
         if not arg.idx:
             n = len(info.shape) + info.drop
             origin = tuple(Const(0, INDEX) for _ in range(n))

@@ -19,7 +19,7 @@ from ..ir.printer import print_expr
 from ..ir.types import INDEX, f16, bf16
 from ..ir.visitor import bound_names, walk
 from .cexpr import cname
-from .helpers import helper_source
+from .helpers import features_of, helper_source
 from .hoist import Hoister
 from .kernel import ArrayInfo, KernelWriter
 from .plan import (CudaModule, HostIf, HostLoop, HostSplitter, KernelInfo, KernelParam, NotConstant,
@@ -190,7 +190,8 @@ class ModuleWriter:
                                           kw.dynamic_shared_bytes)
         return CudaModule(p.name, self.assemble(kernels), kernels, program,
                           tuple(splitter.temporaries), dict(self.bindings), self.index_bits,
-                          self.uses_half, index_body=body)
+                          self.uses_half, index_body=body,
+                          features=features_of(self.helpers))
 
     def kernel_params(self, hk, temporaries) -> list[KernelParam]:
         p = self.proc

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from .collectives import WARP_COMMENT, WARP_HELPERS
 from .asyncs import ASYNC_COPY
+from .registers import SETMAXNREG
+from ..targets import SETMAXNREG as SETMAXNREG_FEATURE
+from .swizzle import SWIZZLE
 from .syncs import MBARRIER, NAMED_BARRIER
 
 _FLOOR = """\
@@ -156,6 +159,8 @@ HELPERS = {
     "gpudsl_bar_sync": ("named_barrier", NAMED_BARRIER),
     "gpudsl_mbar": ("mbarrier", MBARRIER),
     "gpudsl_cp_async": ("cp_async", ASYNC_COPY),
+    "gpudsl_setmaxnreg": ("setmaxnreg", SETMAXNREG),
+    "gpudsl_swizzle": ("swizzle", SWIZZLE),
     "gpudsl_floordiv": ("floor", _FLOOR),
     "gpudsl_floormod": ("floor", _FLOOR),
     "gpudsl_wrap": ("wrap", _WRAP),
@@ -169,7 +174,7 @@ HELPERS = {
 HELPERS.update({name: (name, text) for name, text in WARP_HELPERS.items()})
 
 _ORDER = ("floor", "wrap", "f2i", "fminmax:float", "fminmax:double", "atomic_f32",
-          "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "cp_async") + \
+          "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "cp_async", "setmaxnreg", "swizzle") + \
     tuple(WARP_HELPERS)
 
 
@@ -178,6 +183,15 @@ _GROUP_TEXT = dict(HELPERS.values())
 # gpudsl_fmin / gpudsl_fmax)
 _NEEDS = {"atomic_f32": ("fminmax:float",), "atomic_f64": ("fminmax:double",),
           "atomic_old": ("fminmax:float", "fminmax:double")}
+
+
+# the target features a helper's code needs (gpudsl.targets names)
+FEATURES = {"gpudsl_setmaxnreg": SETMAXNREG_FEATURE}
+
+
+def features_of(used: set[str]) -> frozenset:
+    """The target features the helpers named in ``used`` need."""
+    return frozenset(f for h, f in FEATURES.items() if h in used)
 
 
 def helper_source(used: set[str]) -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from ..errors import CompileError, SrcLoc
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If,
                         Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg, Arrive, Wait,
-                        AsyncCommit, AsyncCopy, AsyncWait)
+                        AsyncCommit, AsyncCopy, AsyncWait, SetMaxNReg)
 from ..ir.nests import DIMS, direct_nest, nest_dims
 from ..ir.types import BARRIER
 from .asyncs import emit_async
@@ -36,6 +36,9 @@ from .calls import CallWriter
 from .hoist import read_key
 from ..ir.inline import written_names
 from .syncs import SyncWriter
+from .registers import emit_setmaxnreg, launch_blocks
+from .swizzle import swizzled_access
+from ..ir.swizzle import repeat_bytes
 from ..ir.printer import print_expr
 from ..ir.types import BLOCKS, INDEX, REGISTER, SHARED, THREADS, DType, bool_, f16, bf16
 from ..ir.visitor import walk
@@ -60,6 +63,7 @@ class ArrayInfo:
     mem: object
     pointer: bool  # a GLOBAL pointer (flat indexing) vs a C local / __shared__ array
     drop: int = 0  # leading thread dimensions dropped (block-level REGISTER arrays)
+    swizzle: int = 0  # a swizzled SHARED tile's width in bytes (:mod:`.swizzle`)
 
 
 def _err(msg, loc, hint=None):
@@ -151,6 +155,8 @@ class KernelWriter(CallWriter, ExprEmitter):
                 off = BinOp("+", BinOp("*", off, info.shape[d], INDEX), idx[d], INDEX)
             return f"{info.cname}[{self.expr(off)}]"
         idx = self._drop(info, idx, loc)
+        if info.swizzle:
+            return swizzled_access(self, info, idx)
         return info.cname + "".join(f"[{self.expr(i)}]" for i in idx)
 
     def _drop(self, info: ArrayInfo, idx: tuple, loc) -> tuple:
@@ -252,12 +258,14 @@ class KernelWriter(CallWriter, ExprEmitter):
             n = a.ty.bits // 8
             for d in a.shape:
                 n *= self.const_int(d, f"the shape of '{a.name}'", a.loc)
-            total = (total + 15) // 16 * 16
+            align = repeat_bytes(a.swizzle)   # 16, or a swizzled tile's period
+            total = (total + align - 1) // align * align
             offsets[id(a)] = total
             total += n
         if total > STATIC_SHARED_LIMIT:
             self.dyn_offsets = offsets
             self.dynamic_shared_bytes = (total + 15) // 16 * 16
+            self.smem_align = max([repeat_bytes(a.swizzle) for a in allocs] + [16])
 
     @staticmethod
     def _leading(n, nest) -> tuple:
@@ -284,14 +292,15 @@ class KernelWriter(CallWriter, ExprEmitter):
         self.syncs = SyncWriter(self, body)
         nthreads = self.block_dim[0] * self.block_dim[1] * self.block_dim[2]
         w = self.w
-        per_sm = f", {chain[0].blocks_per_sm}" if chain[0].blocks_per_sm else ""
+        self.blocks_per_sm = launch_blocks(body, chain[0].blocks_per_sm)
+        per_sm = f", {self.blocks_per_sm}" if self.blocks_per_sm else ""
         w.line(f'extern "C" __global__ void __launch_bounds__({nthreads}{per_sm})')
         w.line(f"{self.name}({params_text})")
         w.line("{")
         w.indent += 1
         if self.dyn_offsets:
             w.line(f"// {self.dynamic_shared_bytes} bytes of SHARED arrays: dynamic shared memory")
-            w.line("extern __shared__ __align__(16) unsigned char gpudsl_smem[];")
+            w.line(f"extern __shared__ __align__({self.smem_align}) unsigned char gpudsl_smem[];")
         grid = [Const(1, INDEX)] * 3
         strided = 0  # grid-stride loops opened for blockIdx.y / .z
         for b, d in zip(chain, nest_dims(len(chain))):
@@ -390,6 +399,8 @@ class KernelWriter(CallWriter, ExprEmitter):
             return
         if isinstance(s, (Arrive, Wait)):
             return self.sync_stmt(s)
+        if isinstance(s, SetMaxNReg):
+            return emit_setmaxnreg(self, s, level, getattr(self, "blocks_per_sm", 0))
         if isinstance(s, (AsyncCommit, AsyncWait)) or (isinstance(s, AsyncCopy) and
                                                        level != "block"):
             return emit_async(self, s, level)
@@ -444,7 +455,8 @@ class KernelWriter(CallWriter, ExprEmitter):
         if drop > len(shape):
             drop = len(shape)
         shape = shape[drop:]
-        info = ArrayInfo(s.name, cname(s.name), s.ty, tuple(shape), s.mem, False, drop)
+        info = ArrayInfo(s.name, cname(s.name), s.ty, tuple(shape), s.mem, False, drop,
+                         s.swizzle)
         self.scopes[-1][s.name] = info
         if s.ty in (f16, bf16):
             self.m.uses_half = True
@@ -458,8 +470,9 @@ class KernelWriter(CallWriter, ExprEmitter):
             return
         qual = s.mem.c_qualifier
         if dims:
-            # vectorize's float2/float4 accesses need 16-byte aligned arrays.
-            qual += "__align__(16) "
+            # vectorize's float2/float4 accesses need 16-byte aligned arrays; a swizzled
+            # tile is aligned to its pattern's period (TMA and wgmma read it so)
+            qual += f"__align__({repeat_bytes(s.swizzle)}) "
         note = ""
         if drop:
             note = "  // one row per thread (leading thread dimension" + \

@@ -112,6 +112,9 @@ class CudaModule:
     index_bits: int
     uses_half: bool = False
     needs_binding: tuple[str, ...] = field(default=())
+    # the target features the code needs (gpudsl.targets names: setmaxnreg...): NVRTC
+    # builds it for an architecture that has them (targets.arch_with)
+    features: frozenset = field(default=frozenset())
     # the inlined body, whose index terms decide the width per launch (codegen/ranges.py)
     index_body: tuple = field(default=(), repr=False, compare=False)
 

@@ -213,8 +213,10 @@ class Kernel:
             if res is None:
                 from ..runtime.driver import device_arch
                 from ..runtime.nvrtc import compile_cubin
+                from ..targets import arch_with
 
-                res = compile_cubin(spec.module.source, device_arch()).resources
+                res = compile_cubin(spec.module.source,
+                                    arch_with(device_arch(), spec.module.features)).resources
             spec.resources = dict(res)
         return spec.resources
 

@@ -19,6 +19,8 @@ from .scope import Scope, Sym, name_problem
 from .source import Source
 from .async_stmts import ASYNC_FUNCS, parse_async_call
 from .sync_stmts import SYNC_FUNCS, parse_barrier_alloc, parse_sync_call
+from .layouts import check_swizzle, parse_memory
+from .setmaxnreg import SETMAXNREG_FUNCS, parse_setmaxnreg
 
 _LOOP_FUNCS = ("seq", "range", "par")
 
@@ -251,8 +253,9 @@ class ProcParser:
         name = s.target.id
         ann = s.annotation
         mem = REGISTER if self.in_blocks else GLOBAL
+        swizzle = 0
         if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.MatMult):
-            mem = self.memory(ann.right)
+            mem, swizzle = parse_memory(self, ann.right)
             ann = ann.left
         if isinstance(ann, ast.Name):
             tname, shape = ann, ()
@@ -262,6 +265,8 @@ class ProcParser:
             raise self.err(ann, f"cannot understand the type of '{name}'",
                            "e.g. `s: f32`, `t: f32[16, 16] @ SHARED`")
         if tname.id == "barrier":
+            if swizzle:
+                raise self.err(ann, "a split barrier has no layout", f"write `{name}: barrier @ SHARED`")
             return parse_barrier_alloc(self, s, name, shape, mem, loc)
         ty = self.dtype(tname)
         kind = "local" if not shape else "array"
@@ -271,7 +276,9 @@ class ProcParser:
             raise self.err(s.annotation.right,
                            "CONST memory holds read-only kernel arguments; it cannot be "
                            "allocated", "declare a parameter `x: f32[n] @ CONST`")
-        alloc = Alloc(name, ty, shape, mem, loc)
+        alloc = Alloc(name, ty, shape, mem, loc, swizzle)
+        if swizzle:
+            check_swizzle(self, s, alloc)
         if s.value is None:
             return alloc
         if not shape and self._atomic_call(s.value):
@@ -354,6 +361,8 @@ class ProcParser:
             return parse_sync_call(self, s, v, fname)
         if fname in ASYNC_FUNCS:
             return parse_async_call(self, s, v, fname)
+        if fname in SETMAXNREG_FUNCS:
+            return parse_setmaxnreg(self, s, v, fname)
         if self._atomic_call(v):
             return self._atomic(s, v, fname[7:])
         return self._call(s, v)

@@ -229,6 +229,30 @@ gpudsl.interpret(reverse32, x=np.arange(32, dtype=np.float32), y=y)
 assert y[0] == 31
 assert reverse32.check().ok
 '''),
+    _E("Memories", "swizzle", "`SHARED(swizzle=128)`", "A SHARED tile stored swizzled "
+       "(32, 64 or 128 bytes: the layout TMA and wgmma read): each 16-byte chunk of a row "
+       "moves inside its 32/64/128-byte segment (XOR with the row's 128-byte line index). "
+       "Only addresses change, never meaning; rows must be a multiple of the width in "
+       "bytes. The performance report shows the bank conflicts it removes. See "
+       "[Hopper](hopper.md#swizzled-shared-tiles).", '''
+@proc
+def transpose32(x: f32[32, 32], y: f32[32, 32]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[32, 32] @ SHARED(swizzle=128)
+        for t in par(0, 32) @ THREADS:
+            for j in seq(0, 32):
+                s[t, j] = x[j, t]               # a column of the tile per warp step
+        sync()
+        for t in par(0, 32) @ THREADS:
+            for j in seq(0, 32):
+                y[j, t] = s[j, t]
+
+assert transpose32.check().ok
+x = np.arange(1024, dtype=np.float32).reshape(32, 32)
+y = np.zeros_like(x)
+transpose32.compile("emulator")(x=x, y=y)
+assert (y == x.T).all()
+'''),
     _E("Memories", "REGISTER", "`REGISTER`", "Private to one thread (the default inside a "
        "`BLOCKS` loop). A register array allocated at block level has one element row per "
        "thread: each thread indexes it by its own thread variable.", '''
@@ -572,6 +596,32 @@ def rows(n: size, x: f32[n, 64], y: f32[n, 64]):
             sync()
 
 assert rows.check().ok
+'''),
+    _E("Statements", "SetMaxNReg", "`setmaxnreg(n, lo, hi)`", "At block level: the "
+       "warpgroups of the threads `[lo, hi)` (128 threads each, `lo` and `hi` multiples of "
+       "128) own `n` registers per thread from here on (24 to 256, a multiple of 8): a "
+       "producer warpgroup gives registers to the consumers. It places registers, never "
+       "changes meaning. `check()` needs a target with the feature (`target=\"sm_90a\"`; "
+       "kind `target` elsewhere) and proves the warpgroups' registers fit the block's. "
+       "See [Hopper](hopper.md#setmaxnreg).", '''
+@proc
+def roles(x: f32[256], y: f32[256]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[256] @ SHARED
+        setmaxnreg(40, 0, 128)                  # warpgroup 0: fewer registers
+        setmaxnreg(232, 128, 384)               # warpgroups 1 and 2: more
+        for t in par(0, 128) @ THREADS:
+            s[t] = x[t]
+            s[t + 128] = x[t + 128]
+        sync()
+        for t in par(128, 384) @ THREADS:
+            y[t - 128] = s[383 - t] * 2.0
+
+assert roles.check(target="sm_90a").ok
+assert roles.check().kinds() == {"target"}    # sm_90 has no setmaxnreg
+y = np.zeros(256, np.float32)
+gpudsl.interpret(roles, x=np.arange(256, dtype=np.float32), y=y)
+assert y[0] == 510.0
 '''),
     _E("Statements", "Pass", "`pass`", "Does nothing. A string on its own line (or `...`) "
        "is a comment.", '''

@@ -134,6 +134,10 @@ class ProcEmitter(ExprEmitter):
         else:
             self.line("pass  # sync()")
 
+    def _SetMaxNReg(self, s):
+        """Registers only (docs/hopper.md): no meaning, no ordering."""
+        self.line(f"pass  # setmaxnreg({s.regs}, {s.lo.val}, {s.hi.val})")
+
     def _Arrive(self, s: Arrive):
         self._split(s, "arrive")
 

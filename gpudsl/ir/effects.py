@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from .inline import Inliner
 from .asyncs import elements
 from .nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign, Atomic, Call,
-                    Expr, For, If, Read, Reduce, Stmt, Sync)
+                    Expr, For, If, Read, Reduce, SetMaxNReg, Stmt, Sync)
 from .types import f32
 from .visitor import walk
 
@@ -136,6 +136,8 @@ class Walker:
             self.async_copy(s, ctx)
         elif isinstance(s, (AsyncCommit, AsyncWait)):
             self.async_sync(s, ctx)
+        elif isinstance(s, SetMaxNReg):
+            self.setmaxnreg(s, ctx)
 
     def async_copy(self, s: AsyncCopy, ctx):
         """An async copy as its element copies (:func:`gpudsl.ir.asyncs.elements`:
@@ -148,6 +150,9 @@ class Walker:
 
     def async_sync(self, s, ctx):
         """``async_commit()`` / ``async_wait(n)``: no memory access of their own."""
+
+    def setmaxnreg(self, s, ctx):
+        """``setmaxnreg(n, lo, hi)``: registers, no memory access (docs/hopper.md)."""
 
     def assign(self, s, ctx):
         vals = (getattr(s, "cmp", None), s.rhs)  # atomic_cas's compare value first

@@ -212,13 +212,16 @@ class Atomic(Stmt):
 
 @dataclass(frozen=True)
 class Alloc(Stmt):
-    """``s: f32[4, 4] @ SHARED``; a scalar has ``shape == ()``."""
+    """``s: f32[4, 4] @ SHARED``; a scalar has ``shape == ()``.  ``swizzle`` (32, 64 or
+    128; 0: none) is the byte width of a SHARED tile's swizzled layout
+    (``@ SHARED(swizzle=128)``, :mod:`gpudsl.ir.swizzle`): addresses only, never meaning."""
 
     name: str
     ty: DType
     shape: tuple[Expr, ...]
     mem: Memory
     loc: Optional[SrcLoc] = field(**_LOC)
+    swizzle: int = 0
 
 
 @dataclass(frozen=True)
@@ -320,6 +323,18 @@ class AsyncWait(Stmt):
     committed groups are pending; the copies of the completed groups have landed."""
 
     depth: int
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class SetMaxNReg(Stmt):
+    """``setmaxnreg(regs, lo, hi)`` at block level (docs/hopper.md): the warpgroups of the
+    threads ``[lo, hi)`` (``lo``/``hi`` constants, multiples of 128) own ``regs``
+    registers per thread from here on.  It places registers, never changes meaning."""
+
+    regs: int
+    lo: Expr
+    hi: Expr
     loc: Optional[SrcLoc] = field(**_LOC)
 
 

@@ -10,7 +10,8 @@ import math
 
 from .nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Assign, Atomic, BinOp,
                     Builtin, Call, Collective, Const, Expr, For, If, Param, Pass, Point,
-                    ProcDef, Read, Reduce, Stmt, Sync, UnOp, Wait, Var, WindowArg)
+                    ProcDef, Read, Reduce, SetMaxNReg, Stmt, Sync, UnOp, Wait, Var,
+                    WindowArg)
 from .types import GLOBAL, INDEX
 
 # Python precedence, higher binds tighter.
@@ -130,7 +131,8 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
         return [f"{pad}{old}atomic_{s.op}({_lhs(s.name, s.idx)}, {cmp}{print_expr(s.rhs)})"]
     if isinstance(s, Alloc):
         t = s.ty.name if not s.shape else f"{s.ty.name}[{_shape(s.shape)}]"
-        return [f"{pad}{s.name}: {t} @ {s.mem.name}"]
+        layout = f"(swizzle={s.swizzle})" if s.swizzle else ""
+        return [f"{pad}{s.name}: {t} @ {s.mem.name}{layout}"]
     if isinstance(s, For):
         hints = ", unroll=True" if s.unroll else ""
         if s.blocks_per_sm:
@@ -158,6 +160,8 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
     if isinstance(s, AsyncCopy):
         return [f"{pad}async_copy({print_copy_window(s.dst, s.dst_idx, s.n)}, "
                 f"{print_copy_window(s.src, s.src_idx, s.n)})"]
+    if isinstance(s, SetMaxNReg):
+        return [f"{pad}setmaxnreg({s.regs}, {print_expr(s.lo)}, {print_expr(s.hi)})"]
     if isinstance(s, AsyncCommit):
         return [f"{pad}async_commit()"]
     if isinstance(s, AsyncWait):

@@ -96,6 +96,8 @@ class Memory:
     - ``c_qualifier``: what the generated CUDA C writes before an allocation.
     - ``async_source`` / ``async_destination``: the two ends of ``async_copy``.
     - ``holds_barriers``: where a split barrier (``bar: barrier @ SHARED``) lives.
+    - ``swizzles``: whether an allocation may have a swizzled layout
+      (``@ SHARED(swizzle=128)``, :mod:`gpudsl.ir.swizzle`).
     """
 
     name: str
@@ -107,6 +109,7 @@ class Memory:
     async_source: bool = False
     async_destination: bool = False
     holds_barriers: bool = False
+    swizzles: bool = False
 
     def __repr__(self) -> str:
         return self.name
@@ -114,11 +117,15 @@ class Memory:
     def __rmatmul__(self, other):  # ``f32[4] @ SHARED`` if ever evaluated
         return other
 
+    def __call__(self, **layout):  # ``SHARED(swizzle=128)`` if ever evaluated
+        return self
+
 
 GLOBAL = Memory("GLOBAL", "grid", allocated_at=frozenset({"serial"}), parameter=True,
                 async_source=True)
 SHARED = Memory("SHARED", "block", allocated_at=frozenset({"block"}),
-                c_qualifier="__shared__ ", async_destination=True, holds_barriers=True)
+                c_qualifier="__shared__ ", async_destination=True, holds_barriers=True,
+                swizzles=True)
 REGISTER = Memory("REGISTER", "thread", allocated_at=frozenset({"block", "thread"}))
 CONST = Memory("CONST", "grid", writable=False, parameter=True)
 MEMORIES: dict[str, Memory] = {m.name: m for m in (GLOBAL, SHARED, REGISTER, CONST)}

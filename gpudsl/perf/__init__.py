@@ -50,12 +50,14 @@ def running_module(ir, bindings: dict):
             late.update({n: bindings[n] for n in missing})
 
 
-def _compiled(source: str, dev: Device, notes: list, want_sass: bool):
-    """(ptxas resources, {kernel: [LoopFigures]} or None) of ``source``."""
+def _compiled(source: str, dev: Device, notes: list, want_sass: bool, features=()):
+    """(ptxas resources, {kernel: [LoopFigures]} or None) of ``source``, built for the
+    device's architecture (with the ``features`` the code needs: sm_90a on an H100)."""
     try:
         from ..runtime.nvrtc import compile_cubin
+        from ..targets import arch_with
 
-        cub = compile_cubin(source, dev.arch)
+        cub = compile_cubin(source, arch_with(dev.arch, features))
     except Exception as e:  # NVRTC absent or failing: the report says so
         notes.append(f"ptxas figures unavailable ({type(e).__name__}: {str(e)[:120]})")
         return {}, None
@@ -75,7 +77,7 @@ def _access(rec) -> AccessPerf:
     loc = rec.loc
     location = (loc.file, loc.line, loc.col) if loc is not None else ("?", 0, 0)
     a = AccessPerf(location, rec.buf, rec.memory, rec.kind, 1, requests=len(rec.requests),
-                   statement=rec.statement, assumes=rec.assumes)
+                   statement=rec.statement, assumes=rec.assumes, layout=rec.layout)
     if rec.unknown or not rec.requests:
         a.note = "data-dependent index" if rec.unknown else "not reached by warp 0"
         return a
@@ -117,7 +119,7 @@ def perf(proc, device_name: "str | Device" = "H100", sass: bool = True,
         first_env.setdefault(name, kenv)
         launches[name] = launches.get(name, 0) + 1
     report = PerfReport(ir.name, dev, dict(bindings))
-    res, machine = _compiled(module.source, dev, report.notes, sass)
+    res, machine = _compiled(module.source, dev, report.notes, sass, module.features)
     for hk in splitter.kernels:
         info = module.kernels.get(hk.name)
         if info is None or hk.name not in first_env:

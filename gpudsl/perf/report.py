@@ -23,6 +23,7 @@ class AccessPerf:
     # the data-dependent guard(s) around the access: its figures are those of a warp
     # that takes this branch (the guard's value is known only at run time)
     assumes: str = ""
+    layout: str = ""  # "swizzle 128" for a swizzled SHARED tile (docs/hopper.md)
 
     @property
     def coalesced(self) -> bool | None:
@@ -40,8 +41,9 @@ class AccessPerf:
         if self.note:
             return self.note
         if self.memory == "SHARED":
-            return "no bank conflict" if self.bank_conflict == 1 else \
+            fig = "no bank conflict" if self.bank_conflict == 1 else \
                 f"{self.bank_conflict}-way bank conflict"
+            return f"{fig} ({self.layout})" if self.layout else fig
         return f"{self.sectors} sectors (min {self.min_sectors})"
 
 

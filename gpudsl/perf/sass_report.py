@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ..display import esc, table
 from .devices import Device, device, occupancy
 from .sass import disassemble, kernel_figures, parse_sass
+from ..targets import arch_with
 
 _COLUMNS = ["where", "source", "instr", "FFMA", "HMMA", "LDG", "LDS", "LDGSTS", "STS", "STG",
             "BAR", "SHFL", "int", "loads in flight", "load -> first use"]
@@ -116,6 +117,7 @@ def sass_report(module, arch: str = "sm_90", device_name: "str | Device | None" 
     if device_name is None:
         device_name = next((d for d in ("H100", "A100") if device(d).arch == arch), "H100")
     dev = device(device_name)
+    arch = arch_with(arch, getattr(module, "features", ()))   # sm_90 code with setmaxnreg: sm_90a
     compiled = compile_cubin(module.source, arch)
     text = disassemble(compiled.cubin, compiled.key)
     funcs = parse_sass(text)

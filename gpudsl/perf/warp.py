@@ -28,6 +28,7 @@ from ..ir.nodes import Assign, For, Interval, Point, WindowArg
 from ..ir.numeric import shift_left, shift_right
 from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS
 from .templates import lane_env, template_reads
+from ..ir.swizzle import swizzled_element
 
 SEQ_SAMPLE = 8
 _COMPILED: dict = {}  # id(expr) -> (expr, code object or None)
@@ -44,6 +45,7 @@ class Buffer:
     memory: object
     shape: tuple  # ints
     elem_bytes: int
+    swizzle: int = 0  # a swizzled SHARED tile's width (bytes): offsets are swizzled
 
 
 @dataclass
@@ -63,6 +65,7 @@ class AccessRecord:
     statement: str = ""
     unknown: bool = False  # an index the evaluator could not compute (data-dependent)
     assumes: str = ""  # the data-dependent guard(s) whose branch the figures assume taken
+    layout: str = ""  # "swizzle 128": the element offsets are where the tile stores them
 
 
 _PY_OPS = {"+", "-", "*", "/", "//", "%", "&", "|", "^", "==", "!=", "<", "<=", ">", ">="}
@@ -223,7 +226,7 @@ class WarpWalker(Walker):
                 shape = tuple(evaluate(e, env) for e in s.shape)
             except (NotConstant, ZeroDivisionError):
                 return s.name
-            self.buffers[s.name] = Buffer(s.name, s.mem, shape, elem_bytes(s.ty))
+            self.buffers[s.name] = Buffer(s.name, s.mem, shape, elem_bytes(s.ty), s.swizzle)
         return s.name
 
     def read(self, n, s, ctx):
@@ -369,7 +372,9 @@ class WarpWalker(Walker):
             rec = self.records[key] = AccessRecord(key, name, buf.memory.name, kind, stmt.loc,
                                                      elem_bytes=buf.elem_bytes,
                                                      statement=print_stmt(stmt)[0].strip(),
-                                                     assumes=" and ".join(self.guards))
+                                                     assumes=" and ".join(self.guards),
+                                                     layout=f"swizzle {buf.swizzle}"
+                                                     if buf.swizzle else "")
         return rec
 
     def access(self, name, idx, kind, s, lanes, vec):
@@ -393,6 +398,9 @@ class WarpWalker(Walker):
             except (NotConstant, ZeroDivisionError, TypeError):
                 rec.unknown = True
                 return
+        if buf.swizzle:   # where the swizzled tile stores each element (gpudsl.ir.swizzle)
+            offs = {lane: [swizzled_element(o, buf.elem_bytes, buf.swizzle) for o in os_]
+                    for lane, os_ in offs.items()}
         if vec is not None:
             group, key = vec[1], rec.key
             if key not in group:

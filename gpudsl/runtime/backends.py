@@ -34,7 +34,8 @@ class Backend(Protocol):
     def arch() -> str | None:
         """The architecture this backend's code runs on (``"sm_90"``), whose
         ``gpudsl.targets`` description compile() proves the proc for; None: the default
-        target (the emulator runs every feature gpudsl describes)."""
+        target (the emulator says ``targets.EMULATED_TARGET``: it runs every feature
+        gpudsl describes)."""
 
     def run(self, arrays: dict[str, ArrayArg], temporaries: list, launches: list[Launch]):
         """Run ``launches`` in order on ``arrays`` (numpy or device arrays, by parameter

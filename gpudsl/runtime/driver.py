@@ -71,7 +71,9 @@ def driver_available() -> bool:
 
 
 def device_arch(device: int = 0) -> str:
-    """``"sm_XY"`` from the device's compute capability; ``"sm_90"`` without a device."""
+    """The architecture code for the device is built for, from its compute capability
+    (``gpudsl.targets.device_target_name``: ``"sm_90a"`` on an H100/H200, ``"sm_XY"``
+    elsewhere); ``"sm_90"`` without a device."""
     global _arch
     if _arch is not None:
         return _arch
@@ -88,7 +90,9 @@ def device_arch(device: int = 0) -> str:
                     and lib.cuDeviceGetAttribute(ctypes.byref(major), _ATTR_CC_MAJOR, dev) == 0
                     and lib.cuDeviceGetAttribute(ctypes.byref(minor), _ATTR_CC_MINOR, dev) == 0
                     and major.value > 0):
-                arch = f"sm_{major.value}{minor.value}"
+                from ..targets import device_target_name
+
+                arch = device_target_name(major.value, minor.value)
         except Exception:
             pass
     _arch = arch

@@ -88,8 +88,10 @@ class EmulatorBackend:
     stdout)."""
 
     @staticmethod
-    def arch() -> None:
-        return None   # every feature gpudsl describes is emulated: the default target
+    def arch() -> str:
+        from ..targets import EMULATED_TARGET
+
+        return EMULATED_TARGET   # every feature gpudsl describes is emulated
 
     def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False):
         from .emulator import build_emulator_module

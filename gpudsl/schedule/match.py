@@ -14,7 +14,7 @@ import ast
 
 from ..ir.nodes import (Alloc, Assign, AsyncCommit, AsyncCopy, AsyncWait, Atomic, BinOp,
                         Builtin, Call, Const, For, If, Interval, Pass, Point, Read, Reduce, Sync,
-                        UnOp, Var, WindowArg, Arrive, Wait)
+                        UnOp, Var, WindowArg, Arrive, Wait, SetMaxNReg)
 
 _ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
           ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
@@ -178,6 +178,9 @@ def _call_stmt(pat: ast.Call, s) -> bool:
     if isinstance(s, (Arrive, Wait)):
         return _name(pat.func, type(s).__name__.lower()) and len(pat.args) == 3 and \
             _barrier(pat.args[0], s) and _all(pat.args[1:], (s.lo, s.hi), match_expr)
+    if isinstance(s, SetMaxNReg):
+        return _name(pat.func, "setmaxnreg") and len(pat.args) == 3 and \
+            _all(pat.args, (Const(s.regs), s.lo, s.hi), match_expr)
     if isinstance(s, AsyncCommit):
         return _name(pat.func, "async_commit") and not pat.args
     if isinstance(s, AsyncWait):
@@ -244,7 +247,13 @@ def match_alloc(pat: ast.AnnAssign, s: Alloc) -> bool:
     if is_hole(ann):
         return True
     if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.MatMult):
-        if not _name(ann.right, s.mem.name):
+        mem = ann.right
+        if isinstance(mem, ast.Call):   # SHARED(swizzle=128): the layout is compared too
+            sw = [k.value for k in mem.keywords if k.arg == "swizzle"]
+            if len(sw) != 1 or mem.args or not match_expr(sw[0], Const(s.swizzle)):
+                return False
+            mem = mem.func
+        if not _name(mem, s.mem.name):
             return False
         ann = ann.left
     if is_hole(ann):

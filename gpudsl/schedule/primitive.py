@@ -76,6 +76,10 @@ def _keep_sync_orderings(old, new, name):
     bad = broken_async(old, new)
     if bad is not None:
         raise SchedulingError(name, *bad)
+    from .hopper_guard import broken_hopper
+    bad = broken_hopper(old, new)
+    if bad is not None:
+        raise SchedulingError(name, *bad)
 
 
 @dataclass(frozen=True)

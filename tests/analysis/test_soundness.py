@@ -1,4 +1,5 @@
-"""Property-based soundness of check(): random small GPU procs (grids, shared arrays,
+"""Property-based soundness of check(): random small GPU procs (grids, shared arrays
+plain or swizzled,
 affine / modular / bitwise indices, guards, barriers in and out of seq loops,
 atomics, integer locals holding control values or the old values atomics return).  Whenever the interpreter's dynamic race detector finds a race for some
 sizes, check() with those sizes (and with the sizes left symbolic) is not ok.
@@ -137,10 +138,13 @@ def gpu_proc(draw):
     T = draw(st.sampled_from([4, 8]))
     nb = draw(st.sampled_from(["1", "2", "n"]))
     body = draw(block_items(T, 0, None, [0]))
+    # a swizzled layout (docs/hopper.md) changes addresses only: never a race's verdict
+    layout = draw(st.sampled_from(["", "", "", "(swizzle=32)", "(swizzle=64)",
+                                   "(swizzle=128)"]))
     lines = [f"def rand(n: size, x: f32[{X}], y: f32[{G}], c: i32[4]):",
              "    assert n <= 3",
              f"    for b in par(0, {nb}) @ BLOCKS:",
-             f"        s: f32[{S}] @ SHARED"]
+             f"        s: f32[{S}] @ SHARED{layout}"]
     lines += ["        " + l for l in body]
     return "\n".join(lines) + "\n"
 

@@ -16,7 +16,8 @@ Three families:
   block-level ``seq`` loops (sometimes with a barrier missing: racy procs);
 - ``naive``: the sequential form of such kernels (``seq`` over blocks and
   threads), the starting point of ``parallelize_loop`` / ``stage_mem``;
-- ``warp``: kernels with warp collectives (:mod:`.procgen_warp`).
+- ``warp``: kernels with warp collectives (:mod:`.procgen_warp`);
+- ``hopper``: setmaxnreg and swizzled SHARED tiles (:mod:`.procgen_hopper`).
 
 Values are small integers in float32, so sums are exact in any order.
 """
@@ -435,6 +436,9 @@ class Gen:
         if ch < 0.24 or FAMILY == "async":  # asynchronous copies (docs/async_copies.md)
             from .procgen_async import async_program
             return async_program(self.r, name)
+        if ch < 0.3 or FAMILY == "hopper":  # setmaxnreg, swizzled tiles (docs/hopper.md)
+            from .procgen_hopper import hopper_program
+            return hopper_program(self.r, name)
         ch = self.r.random()
         if ch < 0.55:
             return _Host(self.r).program(name)
