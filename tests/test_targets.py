@@ -161,7 +161,7 @@ def test_split_barriers_are_refused_where_there_are_no_mbarriers():
     assert p.check().ok and p.check(target="sm_80").ok
     for arch in ("sm_70", "sm_75"):
         r = p.check(target=arch)
-        assert "resource" in _kinds(r) and f"mbarrier, which {arch} does not have" in str(r)
+        assert "target" in _kinds(r) and f"mbarrier, which {arch} does not have" in str(r)
 
 
 def test_the_number_of_ranged_barriers_is_the_targets():

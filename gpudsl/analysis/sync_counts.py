@@ -202,14 +202,17 @@ class KernelSyncs:
         rs = self.bars[bar]["arrive"]
         return next(iter(rs)) if len(rs) == 1 else None
 
-    def unordered(self, p1, t1, p2, t2, after1=False, span1=None, span2=None) -> list:
+    def unordered(self, p1, t1, p2, t2, after1=False, span1=None, span2=None,
+                  relays=None) -> list:
         """Constraints under which position ``p1`` of thread ``t1`` and ``p2`` of ``t2``
         are ordered neither way, by a ranged barrier, a split barrier or a chain of them
         through relay threads (:mod:`.sync_chains`); ``after1``: ``p1`` is just after its
         statement; ``span1``/``span2``: the flat thread indices each may have, when
-        known (they only prune the formula)."""
-        from .sync_chains import Pos, chains
-        return chains(self).unordered(Pos(t1, p1, after1, span1), Pos(t2, p2, False, span2))
+        known (they only prune the formula); ``relays``: the longest chain followed
+        (default :data:`.sync_chains.MAX_RELAYS`)."""
+        from .sync_chains import MAX_RELAYS, Pos, chains
+        return chains(self).unordered(Pos(t1, p1, after1, span1), Pos(t2, p2, False, span2),
+                                      MAX_RELAYS if relays is None else relays)
 
 
 def kernel_syncs(ctx, kernel):

@@ -167,11 +167,7 @@ def ring3(n: size, x: f32[n, 32], y: f32[n, 32]):
 
 def test_the_three_role_ring_written_with_barrier_rings_is_proved_and_runs():
     p = proc_from_source(RING3)
-    # six elements per ring make one query heavy (the producer's write against the
-    # second consumer's read: 6 x 6 element pairs through the relay); on a loaded
-    # 2-core machine it may need more than the default 3 s a query (timeout= other
-    # than the default 60 s budget is also each query's limit)
-    rep = check(p, timeout=120)
+    rep = check(p)
     assert rep.ok, str(rep)
     k = p.compile("emulator")
     for n in (1, 5, 13):

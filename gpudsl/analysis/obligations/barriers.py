@@ -6,8 +6,8 @@ All synchronization statements stand at block level under uniform control flow
 of times; what is left to prove, with the counts of :mod:`..sync_counts`:
 
 - the target has what they lower to: mbarriers for split barriers, named barriers for
-  ranged ones, no more distinct ranges a kernel than it has named barriers (kind
-  ``"resource"``);
+  ranged ones (kind ``"target"``), no more distinct ranges a kernel than it has named
+  barriers (kind ``"resource"``);
 - ranges: every range lies inside the block (a thread of the range that does not
   exist never arrives); a ranged barrier covers whole warps (``bar.sync`` counts
   warps) unless it is the whole block;
@@ -30,6 +30,7 @@ from ...ir.types import BLOCKS
 from ...ir.visitor import walk
 from ...targets import MBARRIER, NAMED_BARRIERS
 from ..report import Diagnostic
+from ..sync_chains import first_direct
 from ..sync_counts import kernel_syncs
 
 
@@ -75,7 +76,7 @@ def _hardware(ctx, ks, syncs) -> None:
         for a in ks.allocs:
             _div(ctx, f"the split barrier '{a.name}' is an mbarrier, which {tgt.name} does not "
                  "have", [a.loc], "check for sm_80 or newer, or synchronize with sync()",
-                 kind="resource")
+                 kind="target")
     ranged = {}
     for si in syncs:
         s = si.stmt
@@ -84,7 +85,7 @@ def _hardware(ctx, ks, syncs) -> None:
     if ranged and not tgt.has(NAMED_BARRIERS):
         _div(ctx, f"ranged barriers are named barriers (bar.sync), which {tgt.name} does not "
              "have", list(ranged.values())[:1], "synchronize the whole block with sync()",
-             kind="resource")
+             kind="target")
     elif len(ranged) > tgt.named_barriers - 1:
         _div(ctx, f"{len(ranged)} distinct ranged barriers in one kernel: {tgt.name} has "
              f"{tgt.named_barriers} named barriers and the whole block's sync() takes one",
@@ -235,13 +236,32 @@ def _no_overrun(ctx, ks, a, w):
     W = (w.stmt.lo.val, w.stmt.hi.val)
     if A is None or (A[0] <= W[0] and W[1] <= A[1]):
         return  # every waiter arrives itself, after its wait (program order)
-    t, u = ctx.thread("1"), ctx.thread("2")  # t waits, u arrives
     what = f"that `{_text(a.stmt)}` never completes a phase before a waiter has passed " \
            f"`{_text(w.stmt)}` for the phase before"
     if not (ks.exact(a.at.path) and ks.exact(w.at.path)):
         ctx.unknown(what, [a.stmt.loc, w.stmt.loc], "the number of barrier instances before "
                     "them depends on loop variables")
         return
+    found = first_direct(ks, lambda relays: _overrun_at(ctx, ks, a, w, A, W, relays))
+    if found is None:
+        return
+    t, u, m = found
+    _div(ctx, f"`{_text(a.stmt)}` may complete the next phase of '{a.stmt.name}' before a "
+         f"thread of `{_text(w.stmt)}` has passed its wait: the phase parity would then make "
+         "it wait for the phase after", [a.stmt.loc, w.stmt.loc],
+         "order the arrive after the wait: a barrier, or a second split barrier the "
+         "waiters arrive on", {"sizes": ctx.enc.size_values(m),
+                               "thread1": ctx.thread_witness(t, w.at, m),
+                               "thread2": ctx.thread_witness(u, a.at, m)})
+
+
+def _overrun_at(ctx, ks, a, w, A, W, relays):
+    """(waiter, arriver, model) of an overrun, or None (none, or "unknown" reported);
+    chains of at most ``relays`` relays order."""
+    bar = a.stmt.name
+    t, u = ctx.thread("1"), ctx.thread("2")  # t waits, u arrives
+    what = f"that `{_text(a.stmt)}` never completes a phase before a waiter has passed " \
+           f"`{_text(w.stmt)}` for the phase before"
     try:
         cons = ctx.place(t, w.at) + ctx.place(u, a.at)
         for l in a.at.loops:
@@ -255,23 +275,17 @@ def _no_overrun(ctx, ks, a, w):
             cons += cons_t + cons_u + [t.expr(el) == u.expr(el)]
         cons.append(ks.count(u, ("arrive", bar, el), a.at.path) ==
                     ks.waits(t, ft, bar, w.at.path, element=el) + 1)
-        cons += ks.unordered(w.at.path, t, a.at.path, u, after1=True, span1=W, span2=A)
+        cons += ks.unordered(w.at.path, t, a.at.path, u, after1=True, span1=W, span2=A,
+                             relays=relays)
     except Unsupported as e:
         ctx.unknown(what, [a.stmt.loc, w.stmt.loc], str(e))
-        return
+        return None
     r = ctx.solve(cons)
     if r.status == UNKNOWN:
         ctx.unknown(what, [a.stmt.loc, w.stmt.loc], f"solver: {r.reason or 'unknown'}")
     if r.status != SAT:
-        return
-    m = r.model
-    _div(ctx, f"`{_text(a.stmt)}` may complete the next phase of '{bar}' before a thread of "
-         f"`{_text(w.stmt)}` has passed its wait: the phase parity would then make it wait "
-         "for the phase after", [a.stmt.loc, w.stmt.loc],
-         "order the arrive after the wait: a barrier, or a second split barrier the "
-         "waiters arrive on", {"sizes": ctx.enc.size_values(m),
-                               "thread1": ctx.thread_witness(t, w.at, m),
-                               "thread2": ctx.thread_witness(u, a.at, m)})
+        return None
+    return t, u, r.model
 
 
 __all__ = ["check_barriers", "barrier_issues"]

@@ -26,6 +26,7 @@ from ..effects import KernelAccess, loops_prefix
 from ..report import Diagnostic
 from ...ir.smt import DEFAULT_TIMEOUT_MS, SAT, UNKNOWN, Unsupported
 from ..phases import PhaseRelation
+from ..sync_chains import first_direct
 from ..sync_counts import kernel_syncs
 from ..tickets import ticket_facts
 from . import Ctx
@@ -304,6 +305,13 @@ def _modes(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess) -> list:
 
 
 def _pair(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only=None):
+    """The race diagnostic of two accesses, or None; orderings through chains of
+    barriers are asked for only when the direct ones leave a pair (:mod:`..sync_chains`)."""
+    ks = kernel_syncs(ctx, a1.kernel) if a1.kernel is not None else None
+    return first_direct(ks, lambda relays: _pair_at(ctx, info, a1, a2, only, relays))
+
+
+def _pair_at(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only, relays):
     common = loops_prefix(a1.loops, a2.loops)
     host = _host_loops(common)
     host_par = [j for j, l in enumerate(host) if l.is_unmapped_par]
@@ -352,7 +360,7 @@ def _pair(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only=None):
                 if same is not False:
                     alts.append(z3.And(*eq_host, *eq_block,
                                    z3.Or(*[x != y for x, y in zip(t1.tc, t2.tc)]), *phase,
-                                   *_unordered(ctx, a1, a2, t1, t2)))
+                                   *_unordered(ctx, a1, a2, t1, t2, relays)))
                     tags.append(("threads", None))
             if "iterations" in modes:
                 for j in inner_par:
@@ -384,7 +392,7 @@ def _pair(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only=None):
     return None
 
 
-def _unordered(ctx, a1, a2, t1, t2) -> list:
+def _unordered(ctx, a1, a2, t1, t2, relays) -> list:
     """Not ordered by a ranged or split barrier or a chain of them (docs/language.md
     (synchronization), :mod:`..sync_counts`, :mod:`..sync_chains`)."""
     ks = kernel_syncs(ctx, a1.kernel)
@@ -392,7 +400,7 @@ def _unordered(ctx, a1, a2, t1, t2) -> list:
         return []
     from ..sync_chains import thread_span
     return ks.unordered(a1.path, t1, a2.path, t2, span1=thread_span(a1.loops, ks),
-                        span2=thread_span(a2.loops, ks))
+                        span2=thread_span(a2.loops, ks), relays=relays)
 
 
 def _exact_order(ctx, a1, a2) -> bool:
