@@ -8,7 +8,9 @@ rings are written in, ``e = (i + c) % k`` (``c`` free of ``i``, ``k`` a constant
 ``e = i + c``, the sum over ``lo <= i < hi`` is exact:
 
 - ``#{i in [lo, hi): (i + c) % k == E} = G(hi) - G(lo)`` with
-  ``G(x) = (x + c - E + k - 1) // k`` (floor division), for ``0 <= E < k`` (0 otherwise);
+  ``G(x) = (x + c) // k + select((x + c) % k > E, 1, 0)`` (floor division; ``G`` grows by
+  one exactly where ``(x + c) % k == E``), for ``0 <= E < k`` (0 otherwise); the ``//``
+  and ``%`` are the same for every element, which keeps the solver's work small;
 - ``#{i in [lo, hi): i + c == E} = select(lo <= E - c < hi, 1, 0)``.
 
 Other forms give None (the caller then uses a fresh unknown: sound, "unknown" in the
@@ -65,8 +67,12 @@ def _hits(cond: Expr, var: str, lo: Expr, hi: Expr):
                 continue
             k = idx.rhs
 
-            def G(x):
-                return _b("//", _b("+", _b("-", _b("+", x, c), E), Const(k.val - 1)), k)
+            def G(x):  # G(x + 1) - G(x) = [(x + c) % k == E]; its // and % do not
+                # depend on E, so the k elements of a ring share them in the solver
+                y = _b("+", x, c)
+                above = _b(">", _b("%", y, k), E, bool_)
+                return _b("+", _b("//", y, k), Builtin("select", (above, Const(1), Const(0)),
+                                                       INDEX))
             inside = _b("and", _b(">=", E, Const(0), bool_), _b("<", E, k, bool_), bool_)
             return Builtin("select", (inside, _b("-", G(hi), G(lo)), Const(0)), INDEX)
         c = _offset(idx, var)

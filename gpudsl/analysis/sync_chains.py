@@ -44,6 +44,9 @@ from ..ir.nodes import Arrive, Sync, Wait
 from ..ir.types import BLOCKS
 
 MAX_RELAYS = 2
+# a query with chains is asked only for a pair the direct orderings leave, and is
+# larger (a relay per edge and class): it gets this many times the per-query time
+CHAIN_TIME = 4
 _tags = itertools.count()
 
 
@@ -269,4 +272,4 @@ def chains(ks) -> Chains:
     return c
 
 
-__all__ = ["MAX_RELAYS", "first_direct", "Pos", "Edge", "Chains", "chains", "edges", "classes"]
+__all__ = ["MAX_RELAYS", "CHAIN_TIME", "first_direct", "Pos", "Edge", "Chains", "chains", "edges", "classes"]

@@ -117,10 +117,10 @@ class Ctx:
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.perf_counter() >= self.deadline
 
-    def solve(self, cons) -> Result:
-        """One query, limited by the per-query timeout and the overall budget left
-        (UNKNOWN, never UNSAT, when either runs out)."""
-        ms = self.timeout_ms
+    def solve(self, cons, factor: float = 1) -> Result:
+        """One query, limited by the per-query timeout (times ``factor``) and the
+        overall budget left (UNKNOWN, never UNSAT, when either runs out)."""
+        ms = int(self.timeout_ms * factor)
         if self.deadline is not None:
             left = int((self.deadline - time.perf_counter()) * 1000)
             if left <= 0:

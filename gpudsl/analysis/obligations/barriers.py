@@ -30,7 +30,7 @@ from ...ir.types import BLOCKS
 from ...ir.visitor import walk
 from ...targets import MBARRIER, NAMED_BARRIERS
 from ..report import Diagnostic
-from ..sync_chains import first_direct
+from ..sync_chains import CHAIN_TIME, first_direct
 from ..sync_counts import kernel_syncs
 
 
@@ -280,7 +280,7 @@ def _overrun_at(ctx, ks, a, w, A, W, relays):
     except Unsupported as e:
         ctx.unknown(what, [a.stmt.loc, w.stmt.loc], str(e))
         return None
-    r = ctx.solve(cons)
+    r = ctx.solve(cons, CHAIN_TIME if relays else 1)
     if r.status == UNKNOWN:
         ctx.unknown(what, [a.stmt.loc, w.stmt.loc], f"solver: {r.reason or 'unknown'}")
     if r.status != SAT:

@@ -26,7 +26,7 @@ from ..effects import KernelAccess, loops_prefix
 from ..report import Diagnostic
 from ...ir.smt import DEFAULT_TIMEOUT_MS, SAT, UNKNOWN, Unsupported
 from ..phases import PhaseRelation
-from ..sync_chains import first_direct
+from ..sync_chains import CHAIN_TIME, first_direct
 from ..sync_counts import kernel_syncs
 from ..tickets import ticket_facts
 from . import Ctx
@@ -377,7 +377,7 @@ def _pair_at(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only, relays):
         ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
                     [a1.loc, a2.loc], str(e) or "unsupported expression")
         return ctx.diagnostics.pop()
-    r = ctx.solve(cons)
+    r = ctx.solve(cons, CHAIN_TIME if relays else 1)
     if r.status == SAT and not _exact_order(ctx, a1, a2):
         ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
                     [a1.loc, a2.loc], "the number of ranged or split barrier instances "
