@@ -1,27 +1,172 @@
-"""Host time per ``gpudsl.ops`` call against PyTorch's own operation, with CUDA tensors
-(200 calls enqueued, then one synchronize), and where ``ops.add``'s host time goes
-(cProfile).  Needs a GPU and PyTorch; the campaigns ran it as ``python3
-benchmarks/host_overhead.py`` after part 1 (figures in benchmarks/results/)."""
-import time, cProfile, pstats
-import torch
-from gpudsl.stdlib import ops
-x = torch.randn(1024, 1024, device="cuda"); y = torch.randn(1024, 1024, device="cuda")
-a = torch.randn(256, 256, device="cuda")
-cases = [("add", lambda: ops.add(x, y), lambda: x + y), ("silu", lambda: ops.silu(x), lambda: torch.nn.functional.silu(x)),
-         ("permute", lambda: ops.permute(x, (1, 0)), lambda: x.t().contiguous()), ("matmul256", lambda: ops.matmul(a, a), lambda: a @ a),
-         ("rms_norm", lambda: ops.rms_norm(x, x[0]), lambda: x * torch.rsqrt((x * x).mean(-1, keepdim=True)) * x[0]),
-         ("sliced_softmax", lambda: ops.sliced_softmax(x, 512), lambda: torch.softmax(x[:, :512], -1))]
-for name, f, g in cases:
-    for h in (f, g):
-        h(); h(); torch.cuda.synchronize()
-    res = []
-    for h in (f, g):
+"""Host time per ``gpudsl.ops`` call and per compiled-kernel call.
+
+``--cpu`` (any machine, no GPU): the launches go to the recording backend
+(``gpudsl/runtime/recording.py``: it records each launch instead of running it), so
+what is timed is gpudsl's host Python alone: argument checks, the launch plan and
+their cache.  Printed per case: microseconds per call, the first call of a new
+signature (the full path, which fills the cache), and Python function calls per call (cProfile's count over 1,000 calls).
+Times per call are the best and the median of 7 rounds of ``--calls`` calls.
+
+Without ``--cpu`` (a GPU and PyTorch): host time per ``gpudsl.ops`` call with CUDA
+tensors against PyTorch's own operation (calls enqueued, then one synchronize), and a
+cProfile of ``ops.add``.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import time
+
+
+def per_call_us(f, calls: int, rounds: int = 7) -> tuple[float, float]:
+    """(best, median) microseconds per call over ``rounds`` rounds of ``calls`` calls:
+    on a shared machine the best round is the code's own cost, the median shows the
+    machine's load."""
+    f()
+    times = []
+    for _ in range(rounds):
         t = time.perf_counter()
-        for _ in range(200): h()
-        t1 = time.perf_counter(); torch.cuda.synchronize(); t2 = time.perf_counter()
-        res.append(((t1 - t) / 200 * 1e6, (t2 - t) / 200 * 1e6))
-    print(f"@@host {name:15} gpudsl enqueue {res[0][0]:7.1f} us/call (with sync {res[0][1]:7.1f}); torch {res[1][0]:6.1f} ({res[1][1]:6.1f})")
-pr = cProfile.Profile(); pr.enable()
-for _ in range(300): ops.add(x, y)
-pr.disable(); torch.cuda.synchronize()
-pstats.Stats(pr).sort_stats("tottime").print_stats(18)
+        for _ in range(calls):
+            f()
+        times.append((time.perf_counter() - t) / calls * 1e6)
+    return min(times), statistics.median(times)
+
+
+def python_calls(f, calls: int = 1000) -> float:
+    f()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(calls):
+        f()
+    pr.disable()
+    return pstats.Stats(pr).total_calls / calls
+
+
+def first_call_us(make, repeat: int = 50) -> float:
+    """A call whose signature is not cached: a fresh ``make()`` per call (the cases'
+    caches are cleared by ``make``)."""
+    times = []
+    for _ in range(repeat):
+        f = make()
+        t = time.perf_counter()
+        f()
+        times.append((time.perf_counter() - t) * 1e6)
+    return statistics.median(times)
+
+
+def cpu_cases():
+    """(name, call, fresh-call maker) with the recording backend."""
+    import numpy as np
+
+    from gpudsl.runtime.backends import BACKENDS, register_backend
+    from gpudsl.runtime.recording import RecordingBackend
+    from gpudsl.stdlib import ops
+
+    if "record" not in BACKENDS:
+        register_backend("record", RecordingBackend)
+    ops.target = lambda: "record"   # gpudsl.ops compiles and runs for the recorder
+
+    k = _saxpy().compile("record")
+    x = np.arange(1024, dtype=np.float32)
+    y = np.ones(1024, dtype=np.float32)
+    a = np.random.rand(1024, 1024).astype(np.float32)
+    b = np.random.rand(1024, 1024).astype(np.float32)
+    small = np.random.rand(64, 64).astype(np.float32)
+    row = np.random.rand(64).astype(np.float32)
+
+    def forget():  # the fast path's caches (absent before it existed)
+        for obj in (k, *ops._compiled.values()):
+            getattr(obj, "_fast", {}).clear()
+        if hasattr(ops, "_fast"):
+            ops._fast.forget()
+
+    cases = [
+        ("kernel saxpy(a=, x=, y=)", lambda: k(a=2.0, x=x, y=y)),
+        ("kernel saxpy positional", lambda: k(1024, 2.0, x, y)),
+        ("ops.add 1024x1024", lambda: ops.add(a, b)),
+        ("ops.add 64x64 + row", lambda: ops.add(small, row)),
+        ("ops.relu 1024x1024", lambda: ops.relu(a)),
+        ("ops.matmul 64x64", lambda: ops.matmul(small, small)),
+    ]
+    return [(name, f, (lambda f=f: (forget(), f)[1])) for name, f in cases]
+
+
+def _saxpy():
+    from gpudsl import BLOCKS, THREADS, f32, par, proc, size
+
+    @proc
+    def saxpy(n: size, a: f32, x: f32[n], y: f32[n]):
+        assert n % 256 == 0
+        for b in par(0, n // 256) @ BLOCKS:
+            for t in par(0, 256) @ THREADS:
+                y[256 * b + t] = a * x[256 * b + t] + y[256 * b + t]
+    return saxpy
+
+
+def run_cpu(calls: int) -> None:
+    import numpy as np
+
+    x = np.random.rand(64, 64).astype(np.float32)
+    best, median = per_call_us(lambda: x + x, calls)
+    print(f"@@host {'numpy x + x (64x64)':28} {best:6.2f} us/call (median {median:6.2f})")
+    for name, f, fresh in cpu_cases():
+        best, median = per_call_us(f, calls)
+        first = first_call_us(fresh)
+        n = python_calls(f)
+        print(f"@@host {name:28} {best:6.2f} us/call (median {median:6.2f}); "
+              f"uncached signature {first:6.1f} us; {n:5.1f} Python calls/call")
+
+
+def run_gpu() -> None:
+    import torch
+
+    from gpudsl.stdlib import ops
+    x = torch.randn(1024, 1024, device="cuda")
+    y = torch.randn(1024, 1024, device="cuda")
+    a = torch.randn(256, 256, device="cuda")
+    cases = [("add", lambda: ops.add(x, y), lambda: x + y),
+             ("silu", lambda: ops.silu(x), lambda: torch.nn.functional.silu(x)),
+             ("permute", lambda: ops.permute(x, (1, 0)), lambda: x.t().contiguous()),
+             ("matmul256", lambda: ops.matmul(a, a), lambda: a @ a),
+             ("rms_norm", lambda: ops.rms_norm(x, x[0]),
+              lambda: x * torch.rsqrt((x * x).mean(-1, keepdim=True)) * x[0]),
+             ("sliced_softmax", lambda: ops.sliced_softmax(x, 512),
+              lambda: torch.softmax(x[:, :512], -1))]
+    for name, f, g in cases:
+        for h in (f, g):
+            h(), h()
+            torch.cuda.synchronize()
+        res = []
+        for h in (f, g):
+            t = time.perf_counter()
+            for _ in range(200):
+                h()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            t2 = time.perf_counter()
+            res.append(((t1 - t) / 200 * 1e6, (t2 - t) / 200 * 1e6))
+        print(f"@@host {name:15} gpudsl enqueue {res[0][0]:7.1f} us/call (with sync "
+              f"{res[0][1]:7.1f}); torch {res[1][0]:6.1f} ({res[1][1]:6.1f})")
+    print(f"@@host ops.add Python calls per call {python_calls(lambda: ops.add(x, y)):.1f}")
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(300):
+        ops.add(x, y)
+    pr.disable()
+    torch.cuda.synchronize()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(18)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cpu", action="store_true",
+                    help="no GPU: the recording backend, gpudsl's host Python alone")
+    ap.add_argument("--calls", type=int, default=5000, help="calls per timing round (--cpu)")
+    args = ap.parse_args()
+    run_cpu(args.calls) if args.cpu else run_gpu()
+
+
+if __name__ == "__main__":
+    main()

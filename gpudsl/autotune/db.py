@@ -307,6 +307,7 @@ class Study:
     # ------------------------------------------------------------ winner
 
     def set_winner(self, params: dict, median_ms) -> None:
+        wrote()
         self.db.storage.set_study_user_attr(
             self.id, "winner", {"params": _plain(params), "median_ms": median_ms,
                                 "timestamp": time.time()})
@@ -314,6 +315,15 @@ class Study:
     def winner(self) -> dict | None:
         w = self.db.storage.get_study_user_attrs(self.id).get("winner")
         return dict(w["params"]) if w else None
+
+
+WRITES = 0  # winners this process wrote (gpudsl.ops re-reads the database after one)
+
+
+def wrote() -> None:
+    """Count a write of a winner: ``stdlib.nodes.db_stamp`` changes at once."""
+    global WRITES
+    WRITES += 1
 
 
 def _plain(x):
@@ -401,6 +411,7 @@ class Database:
                 if (key, r.get("source")) not in have:
                     s.put(key, r)
             if sd.get("winner"):
+                wrote()
                 self.storage.set_study_user_attr(s.id, "winner", sd["winner"])
         return n
 

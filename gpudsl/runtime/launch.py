@@ -128,6 +128,31 @@ class EmulatorBackend:
             self.output = "".join(printed)
         return self.output
 
+    def launcher(self, launches, temporaries, arrays: dict[str, ArrayArg]):
+        """The fast path's launcher (``compiler/fast_call.py``): ``launch(work)`` runs
+        ``launches`` on the numpy arrays and scalars of ``work`` (by name) and returns
+        what they printed; None (the full path) when an array is not contiguous."""
+        if any(a.host is None or not a.host.flags.c_contiguous for a in arrays.values()):
+            return None
+        temporaries = list(temporaries)
+
+        def launch(work: dict) -> str:
+            for name, shape, dt in temporaries:
+                work[name] = host_temporary(name, shape, dt)
+            printed: list[str] = []
+
+            def one(*a):
+                try:
+                    self.mod.launch(*a)
+                finally:
+                    printed.append(self.mod.output)
+            try:
+                _launch_all(one, launches, work)
+            finally:
+                self.output = "".join(printed)
+            return self.output
+        return launch
+
 
 def host_temporary(name: str, shape: tuple, dt) -> np.ndarray:
     """A zeroed host array for the GLOBAL temporary ``name``; one this machine cannot

@@ -24,6 +24,7 @@ Adding a node is one module (its procs) plus one ``register(Node(...))``
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -142,11 +143,27 @@ URL_STORE_SECONDS = 60.0  # a database server's winners are read again after thi
 
 
 _WHERE: dict = {}  # (the environment variables default_path reads) -> (path, is a URL)
+_ENV_NAMES = ("GPUDSL_TUNE_DB", "GPUDSL_CACHE_DIR", "HOME")
+STAMP_SECONDS = 0.5  # how long a database file's modification time is taken as read
+_STAMP: list = [None, None, -1.0, -1]  # stamp, environment, when read, in-process writes
+
+
+# os.environ's own mapping, read without its encoding layer where it has one (POSIX)
+_ENV_DATA = getattr(os.environ, "_data", None) if os.name == "posix" else None
+if not isinstance(_ENV_DATA, dict):
+    _ENV_DATA = None
+_ENV_KEYS = tuple(os.fsencode(k) for k in _ENV_NAMES)
+
+
+def _env_now() -> tuple:
+    """The values of the variables ``default_path`` reads."""
+    if _ENV_DATA is not None:
+        return tuple(_ENV_DATA.get(k) for k in _ENV_KEYS)
+    return tuple(os.environ.get(k) for k in _ENV_NAMES)
 
 
 def _db_where() -> tuple[str, bool]:
-    key = (os.environ.get("GPUDSL_TUNE_DB"), os.environ.get("GPUDSL_CACHE_DIR"),
-           os.environ.get("HOME"))
+    key = _env_now()
     hit = _WHERE.get(key)
     if hit is None:
         from ..autotune.db import default_path
@@ -158,14 +175,31 @@ def _db_where() -> tuple[str, bool]:
 
 def db_stamp():
     """What changes when the tuning database does: a file's modification time (None:
-    no file), or, for a database server, the current minute-long period."""
+    no file), or, for a database server, the current minute-long period.  The file's
+    time is read again after ``STAMP_SECONDS``, at once when the environment names
+    another database or this process wrote a winner (``autotune.db.wrote``)."""
+    data = _ENV_DATA
+    if data is not None:  # _env_now, inline: this runs at every op call
+        get = data.get
+        env = get(_ENV_KEYS[0]), get(_ENV_KEYS[1]), get(_ENV_KEYS[2])
+    else:
+        env = _env_now()
+    db = sys.modules.get("gpudsl.autotune.db")
+    now, writes = time.monotonic(), 0 if db is None else db.WRITES
+    stamp, seen_env, when, seen_writes = _STAMP
+    if stamp is not None and env == seen_env and writes == seen_writes \
+            and now - when < STAMP_SECONDS:
+        return stamp
     where, is_url = _db_where()
     if is_url:
-        return (where, int(time.monotonic() // URL_STORE_SECONDS))
-    try:
-        return (where, os.stat(where).st_mtime_ns)
-    except OSError:
-        return (where, None)
+        stamp = (where, int(time.monotonic() // URL_STORE_SECONDS), writes)
+    else:
+        try:
+            stamp = (where, os.stat(where).st_mtime_ns, writes)
+        except OSError:
+            stamp = (where, None, writes)
+    _STAMP[:] = [stamp, env, now, writes]
+    return stamp
 
 
 def tuned(key, lookup: Callable, stamp=None):

@@ -1,0 +1,204 @@
+"""The fast path of ``gpudsl.ops``: per op and operand signature, what the first call
+decided (which kernel, how the operands are swapped, viewed and made contiguous, the
+result's shape and dtype) kept as a *recipe*, so that a later call with the same
+signature skips the checks and the planning and only allocates the result and calls
+the kernel (whose own fast path, ``compiler/fast_call.py``, then applies).
+
+An operand's signature is ``fast_call.describe``'s: type, shape, strides, dtype,
+writability (numpy) or device, layout and gradient mode (PyTorch); a scalar operand or
+an unknown array type is never cached.  The key also holds the op, the target and
+every attribute; a recipe is dropped when the tuning database changes (the kernel
+choice is its winner).
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from ..compiler.fast_call import describe
+from .halves import NUMPY, common_dtype
+from .node_table import get, plan
+from .nodes import db_stamp
+from .pointwise import plan_binary, plan_unary
+
+_ND = np.ndarray
+_RECIPES: dict = {}
+MAX_RECIPES = 1024
+
+
+def key_of(name: str, target: str, operands: tuple):
+    """The key of a call of op ``name`` on ``operands`` (positional, no keyword), or
+    None when it cannot be cached (an operand of a type the key does not describe)."""
+    if len(operands) == 1:
+        key = (name, target, describe(operands[0]))
+    else:
+        key = (name, target, *map(describe, operands))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def lookup(name: str, target: str, operands: tuple):
+    """The recipe of a call of op ``name`` on ``operands``: a function of them, or None
+    (none yet, the tuning database changed since, or not cacheable)."""
+    if len(operands) == 1:  # describe(), inline for the common cases
+        (x,) = operands
+        key = (name, target, (_ND, x.shape, x.strides, x.dtype, x.flags.writeable)
+               if type(x) is _ND else describe(x))
+    else:
+        key = (name, target, *map(describe, operands))
+    try:
+        hit = _RECIPES.get(key)
+    except TypeError:
+        return None
+    if hit is None or hit[0] != db_stamp():
+        return None
+    return hit[1]
+
+
+def remember(key, stamp, fn) -> None:
+    """Keep ``fn`` as the recipe of ``key``; ``stamp``: the tuning database's version
+    that the kernel choice was read at."""
+    if len(_RECIPES) >= MAX_RECIPES:
+        _RECIPES.clear()
+    _RECIPES[key] = (stamp, fn)
+
+
+def forget() -> None:
+    _RECIPES.clear()
+
+
+# ----------------------------------------------------------------- recipes
+
+
+def _ops():
+    """``gpudsl.stdlib.ops``, whose helpers (``_run``, ``_empty``, ``_contig``) a recipe
+    calls through the module at each call, as the ops themselves do."""
+    return sys.modules["gpudsl.stdlib.ops"]
+
+
+def binary_recipe(op: str, a, b, sa: tuple, sb: tuple):
+    """``run(a, b)``: ``a op b`` for arrays like ``a`` and ``b`` (checked tensors of
+    shapes ``sa``, ``sb``: dtypes, layouts), the decisions and the plan made once."""
+    lift_a = (1,) * (len(sb) - len(sa)) + sa if len(sa) < len(sb) else None
+    lift_b = (1,) * (len(sa) - len(sb)) + sb if len(sb) < len(sa) else None
+    sa, sb = lift_a or sa, lift_b or sb  # numpy's rule: the lower rank gets leading 1s
+    dt = common_dtype(op, a=a, b=b)
+    swap = len(sa) == len(sb) and sa != sb and all(x in (1, y) for x, y in zip(sa, sb))
+    if swap:  # a broadcasts against b: they commute, swap them
+        sa, sb = sb, sa
+    copy_a, copy_b = (not contiguous(x) for x in ((b, a) if swap else (a, b)))
+    operands = None
+    if lift_a or lift_b or swap or copy_a or copy_b:
+        operands = _operands(lift_a, lift_b, swap, copy_a, copy_b)
+        a, b = operands(a, b)
+    if dt != "f32":  # f16/bf16: the half kernels (f32 arithmetic, one rounding)
+        p, dims, bdims = plan_binary(op, sa, sb, dt)
+        alloc = allocator(a, NUMPY[dt])
+
+        def run(a, b):
+            if operands is not None:
+                a, b = operands(a, b)
+            out = alloc(a, sa)
+            _ops()._run(p, a=a.reshape(dims), b=b.reshape(bdims), out=out.reshape(dims))
+            return out
+        return run
+    execute = executor(plan(get(op), (sa, sb), {}, _ops().target()), (a, b), a)
+    if operands is None:
+        return execute
+    return lambda a, b: execute(*operands(a, b))
+
+
+def _operands(lift_a, lift_b, swap: bool, copy_a: bool, copy_b: bool):
+    """``a, b`` as the kernel takes them: lifted to the common rank, swapped, made
+    contiguous, as the first call decided."""
+    def operands(a, b):
+        if lift_a is not None:
+            a = a.reshape(lift_a)
+        if lift_b is not None:
+            b = b.reshape(lift_b)
+        if swap:
+            a, b = b, a
+        contig = _ops()._contig
+        return (contig(a) if copy_a else a), (contig(b) if copy_b else b)
+    return operands
+
+
+def unary_recipe(op: str, x, shape: tuple, dt: str):
+    """``run(x)``: ``op(x)`` for arrays like ``x`` (shape, dtype, layout), planned once."""
+    copy = not contiguous(x)
+    if dt != "f32":  # f16/bf16: the half kernels (f32 arithmetic, one rounding)
+        n = math.prod(shape)
+        p, alloc = plan_unary(op, n, dt), allocator(x, NUMPY[dt])
+
+        def run(x):
+            x = _ops()._contig(x) if copy else x
+            out = alloc(x, shape)
+            _ops()._run(p, x=x.reshape(n), out=out.reshape(n))
+            return out
+        return run
+    execute = executor(plan(get(op), (shape,), {}, _ops().target()), (x,), x)
+    if not copy:
+        return execute
+    return lambda x: execute(_ops()._contig(x))
+
+
+def executor(launch, operands: tuple, like):
+    """``execute(*operands)`` -> the result: the node table's ``launch`` run on
+    operands of these shapes and kinds (the ops' ``_execute``, the result allocated
+    like the first operand), which operands need reshaping and how the result is
+    allocated decided once."""
+    ins, outs, values, flags = [], [], {}, False
+    for param, spec in launch.args:
+        kind = spec[0]
+        if kind == "in" or kind == "index":
+            shape = None if kind == "index" or spec[2] is None else tuple(spec[2])
+            same = shape is None or tuple(operands[spec[1]].shape) == shape
+            ins.append((param, spec[1], None if same else shape))
+        elif kind == "out":
+            outs.append((param, spec[1]))
+        elif kind == "value":
+            values[param] = spec[1]
+        else:
+            flags = True
+    if flags or launch.out is None:  # a fault flag, or written in place
+        return lambda *operands: _ops()._execute(launch, operands, operands[0])[0]
+    ops_mod, out_shape, proc = _ops(), tuple(launch.out), launch.proc
+    numpy_out = type(like) is np.ndarray
+    alloc = allocator(like)
+    f32 = np.dtype(np.float32)
+
+    def execute(*operands):
+        out = np.empty(out_shape, f32) if numpy_out else alloc(operands[0], out_shape)
+        args = values.copy()
+        for param, i, shape in ins:
+            args[param] = operands[i] if shape is None else operands[i].reshape(shape)
+        for param, shape in outs:
+            args[param] = out if shape is None else out.reshape(shape)
+        ops_mod._run(proc, **args)
+        return out
+    return execute
+
+
+def allocator(like, dtype=np.float32):
+    """``alloc(like, shape)``: the ops' ``_empty`` for arrays of ``like``'s kind."""
+    if type(like) is np.ndarray:
+        dtype = np.dtype(dtype)
+        return lambda like, shape: np.empty(shape, dtype)
+    return lambda like, shape: _ops()._empty(like, shape, dtype)
+
+
+def contiguous(x) -> bool:
+    """Whether ``x`` is C-contiguous (the ops' ``_contig`` would return it as it is)."""
+    flags = getattr(x, "flags", None)
+    if flags is not None:
+        return bool(flags.c_contiguous)
+    return bool(x.is_contiguous()) if hasattr(x, "is_contiguous") else False
+
+
+__all__ = ["key_of", "lookup", "remember", "forget", "binary_recipe", "unary_recipe",
+           "executor", "allocator", "contiguous"]

@@ -1,0 +1,131 @@
+"""The fast path of ``gpudsl.ops`` (``stdlib/ops_fast.py``): a call with the signature of
+an earlier one replays its recipe; a changed shape, dtype, layout, target or tuning
+database must never reuse a stale one, and refusals stay refusals."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import gpudsl
+from gpudsl import ops
+from gpudsl.stdlib import ops as ops_mod
+from gpudsl.stdlib import ops_fast
+
+RNG = np.random.default_rng(0)
+
+
+def _rand(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+@pytest.fixture
+def planned(monkeypatch):
+    """Counts the calls that took the full path (their operands checked)."""
+    ops_fast.forget()
+    calls = []
+    check = ops_mod.check_tensor
+
+    def counted(*a, **k):
+        calls.append(a[0])
+        return check(*a, **k)
+    monkeypatch.setattr(ops_mod, "check_tensor", counted)
+    return calls
+
+
+def test_a_repeated_signature_replays_its_recipe(planned):
+    a, b = _rand(8, 64), _rand(8, 64)
+    for _ in range(3):
+        np.testing.assert_array_equal(ops.add(a, b), a + b)
+        np.testing.assert_array_equal(ops.relu(a), np.maximum(a, 0))
+    assert planned == ["a", "b", "x"]   # checked once per signature
+
+
+def test_shapes_and_broadcasts_are_planned_apart(planned):
+    a = _rand(8, 64)
+    for b in (_rand(8, 64), _rand(64), _rand(8, 1), _rand(1, 64), _rand(16, 64)[:8]):
+        np.testing.assert_array_equal(ops.mul(a, b), a * b)
+        np.testing.assert_array_equal(ops.mul(b, a), b * a)
+    c = _rand(4, 32)
+    np.testing.assert_array_equal(ops.add(c, c), c + c)
+    with pytest.raises(gpudsl.Error, match="add"):
+        ops.add(a, _rand(8, 32))
+
+
+def test_dtypes_of_one_size_are_planned_apart(planned):
+    x = np.linspace(-2, 2, 256).reshape(4, 64)
+    h, b = x.astype(np.float16), x.astype(ml_dtypes.bfloat16)  # the same strides
+    assert ops.add(h, h).dtype == np.float16
+    out = ops.add(b, b)
+    assert out.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(out, b + b)
+    i = x.astype(np.int16)
+    with pytest.raises(gpudsl.Error, match="int16"):
+        ops.add(i, i)
+    f = x.astype(np.float32)
+    np.testing.assert_array_equal(ops.silu(b).astype(np.float32),
+                                  ops.silu(b).astype(np.float32))
+    with pytest.raises(gpudsl.Error, match="int32"):
+        ops.relu(f.view(np.int32))   # the float32 array's strides, another dtype
+
+
+def test_strides_are_part_of_the_signature(planned):
+    a = _rand(64, 64)
+    np.testing.assert_array_equal(ops.add(a, a), a + a)
+    t = a.T                                      # the same shape, transposed strides
+    np.testing.assert_array_equal(ops.add(t, a), t + a)
+    np.testing.assert_array_equal(ops.relu(a[:, ::2][:32]), np.maximum(a[:, ::2][:32], 0))
+    np.testing.assert_array_equal(ops.relu(a[:32, :32]), np.maximum(a[:32, :32], 0))
+
+
+def test_a_new_tuning_database_drops_the_recipes(planned, monkeypatch):
+    from gpudsl.autotune import db
+
+    a = _rand(4, 64)
+    ops.relu(a)
+    ops.relu(a)
+    assert planned == ["x"]
+    db.wrote()       # a winner written by this process: the kernel choice is read again
+    ops.relu(a)
+    assert planned == ["x", "x"]
+    monkeypatch.setenv("GPUDSL_TUNE_DB", "/nonexistent/other.sqlite")   # another database
+    ops.relu(a)
+    assert planned == ["x", "x", "x"]
+
+
+def test_the_target_is_part_of_the_signature(planned, monkeypatch):
+    a = _rand(4, 64)
+    ops.relu(a)
+    seen = []
+    monkeypatch.setattr(ops_mod, "target", lambda: "elsewhere")
+    monkeypatch.setattr(ops_mod, "_run", lambda p, **args: seen.append(p))
+    ops.relu(a)          # planned anew for the other target
+    assert planned == ["x", "x"] and len(seen) == 1
+
+
+def test_torch_cpu_tensors(planned):
+    torch = pytest.importorskip("torch")
+    a = torch.randn(8, 64)
+    for _ in range(2):
+        out = ops.add(a, a)
+        assert isinstance(out, torch.Tensor)
+        torch.testing.assert_close(out, a + a)
+    assert planned == ["a", "b"]
+    with pytest.raises(gpudsl.Error, match="requires grad"):
+        ops.add(a.clone().requires_grad_(), a)
+    with torch.no_grad():
+        torch.testing.assert_close(ops.add(a.clone().requires_grad_(), a), a + a)
+
+
+def test_a_strided_operand_is_made_contiguous_each_time(planned, monkeypatch):
+    from gpudsl.runtime.backends import BACKENDS
+    from gpudsl.runtime.recording import RecordingBackend
+
+    monkeypatch.setitem(BACKENDS, "record", RecordingBackend)
+    monkeypatch.setattr(ops_mod, "target", lambda: "record")
+    x, y = _rand(128), _rand(64)
+    for operand in (x[:64], x[::2], x[:64], x[::2]):   # one shape, two layouts
+        ops.add(operand, y)
+        arrays = [a for a in RecordingBackend.log[-1].args if isinstance(a, np.ndarray)]
+        assert len(arrays) == 3 and all(a.flags.c_contiguous for a in arrays)
+    assert planned == ["a", "b", "a", "b"]
