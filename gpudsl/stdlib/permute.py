@@ -157,14 +157,14 @@ def schedule_transpose(p: Proc, perm: tuple, *, tile: int = TILE, pad: int = 1,
             win.append(batch)
     threads = p.find_loop(rows)
     p = stage_mem(p, threads, f"x[{', '.join(win)}]", "tile", SHARED)
-    rows_in = "i0"
+    rows_in = "tile_in0"
     if per_thread > 1:
-        p = _rows_per_thread(p, "i0", tile, per_thread, ["j0", "t0"])
+        p = _rows_per_thread(p, "tile_in0", tile, per_thread, ["j0", "t0"])
         rows_in = "t0"
     p = parallelize_loop(p, rows_in, THREADS)
-    p = parallelize_loop(p, "i1", THREADS)
+    p = parallelize_loop(p, "tile_in1", THREADS)
     p = insert_sync(p, p.forward(threads).before())
-    # threadIdx.x walks tc on the write (consecutive outputs) and i1 on the read
+    # threadIdx.x walks tc on the write (consecutive outputs) and tile_in1 on the read
     # (the input's inner axis); the tile is read by columns: pad its rows
     if pad:
         p = pad_dim(p, "tile", 1, tile + pad)
