@@ -303,14 +303,11 @@ def plan_matmul_half(a_shape, b_shape, dt: str):
 def half_node_refusal(op: str, *shapes) -> str | None:
     """Why the graph's node ``op`` on these operand shapes has no f16/bf16 kernel
     (None when it has one): the half matmul takes ``[m, n]`` or ``[n]`` times
-    ``[n, k]``; a permute of halves has none (inside the attention fusion the
-    permutes of the KV cache launch nothing and are not refused)."""
+    ``[n, k]``."""
     if op == "MatMulNode" and (len(shapes[1]) != 2 or len(shapes[0]) not in (1, 2)):
         return (f"float16/bfloat16 matmul takes [m, n] or [n] @ [n, k], not "
                 f"{list(shapes[0])} @ {list(shapes[1])} (batched half matmuls run only "
                 "inside the fused attention)")
-    if op == "PermuteNode":
-        return "float16/bfloat16 permute has no kernel (only inside the fused attention)"
     return None
 
 

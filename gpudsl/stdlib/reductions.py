@@ -1,7 +1,8 @@
 """One-line block reductions for users' kernels (``from gpudsl.stdlib import
 block_sum``): procs called at block level, between thread loops, on one value per
-thread held in a ``REGISTER`` array indexed by the thread::
+thread held in a ``REGISTER`` array indexed by the thread:
 
+```
     for r in par(0, rows) @ BLOCKS:
         part: f32[256] @ REGISTER
         total: f32[256] @ REGISTER
@@ -10,9 +11,10 @@ thread held in a ``REGISTER`` array indexed by the thread::
         block_sum(256, part, total)             # total[t]: the block's sum, every t
         for t in par(0, 256) @ THREADS:
             ... total[t] ...
+```
 
 A call means its body (``check()`` proves it inlined, code generation inlines it), which
-is the standard library's warp-shuffle form (:mod:`gpudsl.stdlib.block_reduce`): a
+is the standard library's warp-shuffle form (``gpudsl.stdlib.block_reduce``): a
 ``warp_sum`` / ``warp_max`` / ``warp_min`` per warp, lane 0 of each warp writes the
 warp's result to ``SHARED``, one ``sync()``, then every warp reduces the warps' results
 with one more collective.  The thread count ``n`` is a multiple of 32, at most 1024
@@ -24,6 +26,9 @@ agree bit for bit), not in index order.
 smallest index among equal values; NaN above every number, as ``numpy.argmax``), by
 ``shfl_xor`` steps on (value, index) pairs.  ``reduction(kind, T)`` gives the proc of
 another dtype (``f64``, ``i32``, ``i64``; warp collectives take these and ``f32``).
+
+A call in a loop needs a ``sync()`` before the next call: the next call's exchange
+overwrites the ``SHARED`` slots this one reads (``check()`` reports the race otherwise).
 """
 from __future__ import annotations
 
