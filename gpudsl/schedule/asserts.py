@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import z3
 
-from ..errors import SchedulingError
 from ..frontend.strings import parse_string, scope_of
 from ..ir.nodes import Read, Var
 from ..ir.visitor import walk
 from .cursors import fwd_identity
-from .legality import prove
+from .legality import holds
 from .primitive import TEXT, Rewrite, fail, primitive
 
 
@@ -47,22 +46,13 @@ def add_assert(p, cond):
             raise fail(f"the assertion {cond!r} uses '{n.name}', which is not a size or "
                        "index parameter", loc,
                        "asserts may use sizes and index parameters only")
-    if _holds(pdef, lambda sc, env: sc.cond(e, env)):
+    if holds(pdef, (), lambda sc, env: sc.cond(e, env)):
         return Rewrite(pdef, fwd_identity)  # implied already: nothing narrows
-    if _holds(pdef, lambda sc, env: z3.Not(sc.cond(e, env))):
+    if holds(pdef, (), lambda sc, env: z3.Not(sc.cond(e, env))):
         raise fail(f"no sizes satisfy the assertion {cond!r} together with the proc's "
                    "asserts: its domain would be empty", loc,
                    "check the condition against the asserts already there")
     return Rewrite(pdef.with_(preds=pdef.preds + (e,)), fwd_identity)
-
-
-def _holds(pdef, prop) -> bool:
-    """``prop`` is proved under the proc's asserts (no witness of the opposite)."""
-    try:
-        prove(pdef, (), prop, "", None)
-    except SchedulingError:
-        return False
-    return True
 
 
 __all__ = ["add_assert"]

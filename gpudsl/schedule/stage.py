@@ -39,7 +39,7 @@ from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, bool_
 from ..ir.visitor import Transformer, fresh_name, walk
 from .cursors import MovedRange, block_of, fwd_edits, replace_block, stmt_at
 from .fresh import all_names, uses
-from .legality import collect, describe, find_bad as _find_bad, prove
+from .legality import collect, describe, find_bad as _find_bad, holds, prove
 from .loops import _pe
 from .memflow import reads_covered
 from .patterns import parse_at, scope_at
@@ -53,14 +53,6 @@ def _e(op, a, b):
 
 def _c(op, a, b):
     return BinOp(op, a, b, bool_)
-
-
-def _holds(pdef, addr, prop) -> bool:
-    try:
-        prove(pdef, addr, prop, "", None)
-    except SchedulingError:
-        return False
-    return True
 
 
 def _key(a):
@@ -211,11 +203,11 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
     ir = spliced([alloc] + body)
     # the copy in is left out when no read sees its values: the block (and the copy
     # back) read only elements the block wrote before (a write-only output)
-    copy_in = not (not steps and _overwritten_first(stmts, buf, win)) and \
-        not reads_covered(ir, baddr + (a0[-1] + 1,), tuple(body), name)
-    new = [alloc] + ([cp.copy(True)] if copy_in else []) + body
+    dead = (not steps and _overwritten_first(stmts, buf, win)) or \
+        reads_covered(ir, baddr + (a0[-1] + 1,), tuple(body), name)
+    new = [alloc] + ([] if dead else [cp.copy(True)]) + body
     off = len(new) - len(body)
-    if copy_in:
+    if not dead:
         ir = spliced(new)
 
     _copies_stay_parallel(p.ir, ir, a0, {buf, name})
@@ -416,8 +408,8 @@ def _bounds(pdef, addr, win, shape, cov, buf, loc, shown=None):
             up = lambda enc, e_, hi=hi, X=X: enc.int(hi, e_) <= enc.int(X, e_)  # noqa: E731
         else:
             up = lambda enc, e_, hi=hi, X=X: enc.int(hi, e_) < enc.int(X, e_)  # noqa: E731
-        lower = not _holds(pdef, addr, lambda enc, e_, lo=lo: enc.int(lo, e_) >= 0)
-        upper = not _holds(pdef, addr, up)
+        lower = not holds(pdef, addr, lambda enc, e_, lo=lo: enc.int(lo, e_) >= 0)
+        upper = not holds(pdef, addr, up)
         if lower or upper:
             out.append((d, lower, upper))
     if not out:
