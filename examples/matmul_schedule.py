@@ -87,7 +87,7 @@ def derive(check: bool = True, interp: bool = True):
     p = stage_mem(p, compute, "A[16*bi:16*bi + 16, 16*ko:16*ko + 16]", "As", SHARED)
     p = stage_mem(p, p.forward(compute), "B[16*ko:16*ko + 16, 16*bj:16*bj + 16]", "Bs",
                   SHARED)
-    for copy_loop in ("i0", "i1", "i0_1", "i1_1"):
+    for copy_loop in ("As_in0", "As_in1", "Bs_in0", "Bs_in1"):
         p = parallelize_loop(p, copy_loop, THREADS)
     p = insert_sync(p, p.find_loop("ko").body().before())  # readers of the last tile
     p = insert_sync(p, p.forward(compute).before())  # the tiles are complete

@@ -57,8 +57,8 @@ def derive(verify: bool = True):
     # 2. stage the tile of x in shared memory; copy with all threads; barrier
     threads = p.find_loop("ti")
     p = stage_mem(p, threads, "x[32*bi:32*bi+32, 32*bj:32*bj+32]", "tile", SHARED)
-    p = parallelize_loop(p, "i0", THREADS)
-    p = parallelize_loop(p, "i1", THREADS)
+    p = parallelize_loop(p, "tile_in0", THREADS)
+    p = parallelize_loop(p, "tile_in1", THREADS)
     p = insert_sync(p, p.forward(threads).before())
     p = milestone("shared", p, log, verify)
 

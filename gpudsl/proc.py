@@ -214,7 +214,18 @@ def proc(func) -> Proc:
 
     if not inspect.isfunction(func):
         raise _not_a_function(func, "@proc")
-    return Proc(parse_function(func))
+    return Proc(parse_function(func, enclosing=_enclosing(2)))
+
+
+def _enclosing(depth: int) -> dict | None:
+    """The local variables of the function ``depth`` frames up (the one whose body
+    applies the decorator: a proc factory), None at module level."""
+    import sys
+
+    f = sys._getframe(depth)
+    if f.f_code.co_name == "<module>" or f.f_locals is f.f_globals:
+        return None
+    return dict(f.f_locals)
 
 
 def instr(template: str):
@@ -231,7 +242,7 @@ def instr(template: str):
 
         if not inspect.isfunction(func):
             raise _not_a_function(func, "@instr")
-        return Proc(parse_function(func, instr=template))
+        return Proc(parse_function(func, instr=template, enclosing=_enclosing(2)))
 
     return deco
 

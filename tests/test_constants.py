@@ -103,3 +103,16 @@ def test_constexpr_values_work_in_host_code():
     assert int(BLOCK) == 32 and BLOCK * 2 == 64 and -BLOCK == -32
     assert np.zeros(BLOCK).shape == (32,) and list(range(BLOCK))[-1] == 31
     assert float(-inf) == -math.inf
+
+
+def test_a_dtype_named_only_in_annotations_is_the_factorys():
+    # issue 40: `T` only in annotations is no closure cell of the proc's function (the
+    # annotations are strings); the factory's local variables are read instead
+    def copier(T):
+        @proc
+        def copy(n: size, x: T[n], y: T[n]):
+            for i in seq(0, n):
+                y[i] = x[i]
+        return copy
+
+    assert "x: f16[n]" in str(copier(f16)) and "x: bf16[n]" in str(copier(bf16))

@@ -17,7 +17,7 @@ class _Resolver:
     Calling it resolves a callee (a name or dotted name, or None); :meth:`constant`
     gives the value of a compile-time constant (:class:`gpudsl.constexpr`)."""
 
-    def __init__(self, func, extra: dict | None = None):
+    def __init__(self, func, extra: dict | None = None, enclosing: dict | None = None):
         self.closure = {}
         code = getattr(func, "__code__", None)
         if code is not None and func.__closure__:
@@ -26,6 +26,10 @@ class _Resolver:
                     self.closure[name] = cell.cell_contents
                 except ValueError:
                     pass
+        # the variables of the function that applies @proc: a dtype named only in the
+        # annotations (``x: T[n]``, strings) is no closure cell of the proc's function
+        for name, v in (enclosing or {}).items():
+            self.closure.setdefault(name, v)
         self.glb = getattr(func, "__globals__", {}) or {}
         self.env = dict(extra or {})
 
@@ -89,13 +93,15 @@ def _global(name, v):
     return None, None
 
 
-def _resolver(func, extra: dict | None = None) -> _Resolver:
-    return _Resolver(func, extra)
+def _resolver(func, extra: dict | None = None, enclosing: dict | None = None) -> _Resolver:
+    return _Resolver(func, extra, enclosing)
 
 
-def parse_function(func, instr: str | None = None):
+def parse_function(func, instr: str | None = None, enclosing: dict | None = None):
+    """``func`` as a proc; ``enclosing``: the local variables of the function that
+    defines it (the frame applying the decorator), seen as enclosing variables."""
     src = get_source(func)
-    return ProcParser(src, _resolver(func), instr).parse()
+    return ProcParser(src, _resolver(func, None, enclosing), instr).parse()
 
 
 def parse_source_text(text: str, file: str, first_line: int, namespace: dict,

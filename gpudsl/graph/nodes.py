@@ -78,6 +78,8 @@ def _wrap(x, like=None):
     if like is not None and like.dtype in FLOATS and isinstance(x, (int, float)) and \
             not isinstance(x, bool):
         return ConstantTensor(np.full((1,) * len(like.shape), x, like.dtype))
+    if isinstance(x, (int, float)) and not isinstance(x, bool):  # no dtype was asked
+        return ConstantTensor(np.array([x], np.int64 if isinstance(x, int) else np.float32))
     return ConstantTensor(x)
 
 
@@ -173,11 +175,13 @@ def InputTensor(name: str, dtype, shape, where=None) -> Node:  # noqa: N802
 
 def ConstantTensor(value, name: str | None = None) -> Node:  # noqa: N802
     """A tensor fixed at compile time: a numpy array, a torch tensor (moved to the host),
-    or anything ``numpy.asarray`` takes.  Unnamed constants are named ``constant_0``,
+    or a nested list of numbers (floats as float32, integers as int64).  As in
+    HamKaas, a 0-d tensor and a dtype graphs do not hold (float64, int32...) are
+    refused, not reshaped or converted.  Unnamed constants are named ``constant_0``,
     ``constant_1``... by ``to_script``."""
     if name is not None:
         _check_name(name)
-    arr = as_host_array(value)
+    arr = _strict_array(value)
     node = Node("ConstantTensor", (), dict(name=name, dtype=dtype_name(arr.dtype),
                                            shape=arr.shape))
     node.value = arr
@@ -279,6 +283,30 @@ def _int(what, v) -> int:
 def _check_name(name):
     if not isinstance(name, str) or not name.isidentifier():
         raise GraphError(f"tensor name {name!r} is not an identifier (letters, digits, _)")
+
+
+def _strict_array(value) -> np.ndarray:
+    """``value`` as a contiguous host array, refusing what HamKaas refuses: a 0-d
+    tensor, and an array or tensor whose dtype graphs do not hold (a list of numbers
+    has no dtype of its own: floats are float32, integers int64)."""
+    typed = hasattr(value, "dtype")
+    if is_torch(value):
+        value = host_view("the constant", value.detach().cpu(), GraphError, allow_grad=True)
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        raise GraphError(f"ConstantTensor: a 0-d tensor ({arr!r}) is not a graph tensor",
+                         hint="give it one axis: np.atleast_1d(x), or x.reshape(1)")
+    if not typed:
+        arr = arr.astype(np.float32 if arr.dtype.kind == "f" else arr.dtype)
+        if arr.dtype.kind in "iu":
+            arr = arr.astype(np.int64)
+    if arr.dtype.name not in DTYPES:
+        to = "np.int64" if arr.dtype.kind in "iub" else "np.float32"
+        raise GraphError(f"ConstantTensor: a {arr.dtype.name} tensor; graphs hold "
+                         f"{', '.join(DTYPES)}, and a constant is not converted silently",
+                         hint=f"convert it: x.astype({to}) (torch: x.to(torch."
+                              f"{to[3:]}))")
+    return np.ascontiguousarray(arr)
 
 
 def as_host_array(value) -> np.ndarray:

@@ -53,6 +53,16 @@ def prove(pdef: ProcDef, addr, prop, what: str, loc, hint=None, *, prim: str | N
                           loc, hint)
 
 
+def holds(pdef: ProcDef, addr, prop) -> bool:
+    """Whether ``prop`` is proved at ``addr`` (:func:`prove` without the error: a
+    witness of the opposite, or an undecided question, is False)."""
+    try:
+        prove(pdef, addr, prop, "", None)
+    except SchedulingError:
+        return False
+    return True
+
+
 def find_bad(pdef: ProcDef, addr, access: RegionAccess, bad):
     """A witness of an instance of ``access`` (in the region at ``addr``) where
     ``bad(scope, env)`` holds, None when there is none, "unknown" when undecided."""
@@ -139,7 +149,7 @@ def raise_conflict(why: str, hit, loc, hint=None, *, prim: str | None = None):
                           "element", loc, hint, w)
 
 
-__all__ = ["prove", "find_bad", "collect", "find_conflict", "RegionAccess", "conflicts",
+__all__ = ["prove", "holds", "find_bad", "collect", "find_conflict", "RegionAccess", "conflicts",
            "raise_conflict", "describe", "z3"]
 
 

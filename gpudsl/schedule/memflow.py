@@ -150,6 +150,21 @@ def check_flow(pdef, addr, region: tuple, buf: str, ix, loc, why: str):
                 raise_conflict(why, hit, loc)
 
 
+def reads_covered(pdef, addr, region: tuple, buf: str) -> bool:
+    """Whether every read of ``buf`` in ``region`` (the statements from ``addr`` on)
+    reads an element that the region wrote before it, in every instance: the value
+    ``buf`` held before the region is never read (``stage_mem`` leaves its copy in
+    out then)."""
+    sites = _sites(region, buf)
+    writes = [s for s in sites if s.acc.mode != "r"]
+    reads = [s for s in sites if s.acc.mode != "w"]
+    if not writes:
+        return not reads
+    seen: dict = {}
+    before = _Before(sites, writes)
+    return all(_covered(pdef, addr, r, writes, set(), seen, before) for r in reads)
+
+
 def _ix(pdef, ix, env):
     return Scope(pdef).int(ix, env)
 
@@ -340,4 +355,4 @@ def _mixed_radix(e, mine: set):
     return terms, rest
 
 
-__all__ = ["check_flow"]
+__all__ = ["check_flow", "reads_covered"]

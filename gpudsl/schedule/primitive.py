@@ -352,7 +352,7 @@ def primitive(name: str, /, **kinds: Kind):
 # the sections of docs/primitives.md: module (under gpudsl.schedule) -> title
 SECTIONS = {"loops": "Loops", "fission": "Loops", "merge": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Sync",
             "asyncs": "Asynchronous copies", "producers": "Asynchronous copies",
-            "calls": "Calls", "hints": "Compiler hints"}
+            "calls": "Calls", "hints": "Compiler hints", "asserts": "Preconditions"}
 
 
 def render(prims: dict | None = None) -> str:
@@ -370,7 +370,8 @@ def render(prims: dict | None = None) -> str:
            "     do not edit: edit the primitive's docstring and regenerate -->", "",
            "Each primitive takes a proc and returns a new proc with the same meaning, or",
            "raises `SchedulingError` naming the primitive, the statement and the reason",
-           "(with a witness where a proof failed). Arguments are checked by their kind",
+           "(with a witness where a proof failed); `add_assert` alone narrows the domain",
+           "(the same meaning wherever its new assertion holds). Arguments are checked by their kind",
            "before the primitive runs; cursors of the old proc forward into the new one",
            "(`new.forward(cursor)`).", "",
            "To add a primitive, declare it with `@primitive(name, arg=KIND, ...)`",

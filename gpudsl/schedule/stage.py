@@ -2,10 +2,18 @@
 
 ``stage_mem(p, block, window, name, memory)`` allocates ``name`` (the shape of the
 window's ranges) right before ``block``, copies the window in with ordinary ``seq``
-loops (named ``i0, i1, ...``, fresh in the proc) when the block reads it, rewrites
-the block's accesses that lie in the window, and copies it back after the block when
-the block writes it.  The copy loops are then the user's to map
-(``parallelize_loop``) and to separate with ``insert_sync``.
+loops when the block reads what was there before, rewrites the block's accesses that
+lie in the window, and copies it back after the block when the block writes it.  The
+copy loops are named after the staged array: ``NAME_in0, NAME_in1, ...`` (one per
+range of the window) copy in, ``NAME_out0, ...`` copy back (``_1``, ``_2`` added only
+where such a name is taken), so that both are found by name after other rewrites.
+They are then the user's to map (``parallelize_loop``) and to separate with
+``insert_sync``.
+
+- The copy in is left out where no read sees its values: every read of the staged
+  window in the block, and the copy back, reads an element the block wrote before
+  (proved per read, :func:`gpudsl.schedule.memflow.reads_covered`): a write-only
+  output costs no extra read of global memory.
 
 - Accesses that the window does not cover are left alone, provided that they never
   touch the window's elements when either side writes (or the order would change).
@@ -31,8 +39,9 @@ from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, bool_
 from ..ir.visitor import Transformer, fresh_name, walk
 from .cursors import MovedRange, block_of, fwd_edits, replace_block, stmt_at
 from .fresh import all_names, uses
-from .legality import collect, describe, find_bad as _find_bad, prove
+from .legality import collect, describe, find_bad as _find_bad, holds, prove
 from .loops import _pe
+from .memflow import reads_covered
 from .patterns import parse_at, scope_at
 from .primitive import BLOCK, NAME, TEXT, Rewrite, choice, current, fail, primitive
 from .simplify import const_value, normalize
@@ -44,14 +53,6 @@ def _e(op, a, b):
 
 def _c(op, a, b):
     return BinOp(op, a, b, bool_)
-
-
-def _holds(pdef, addr, prop) -> bool:
-    try:
-        prove(pdef, addr, prop, "", None)
-    except SchedulingError:
-        return False
-    return True
 
 
 def _key(a):
@@ -150,12 +151,15 @@ def _steps(window: str, loc):
            memory=choice(SHARED, REGISTER, GLOBAL))
 def stage_mem(p, block, window, name: str, memory=SHARED):
     """Stage ``window`` of an array (``"x[i, 0:m]"``) into a new array ``name`` in
-    ``memory`` around ``block``: copied in before it (unless the block overwrites
-    it first), the block's accesses in the window redirected, copied back after it
-    when the block writes it.
+    ``memory`` around ``block``: copied in before it (unless the block writes every
+    element it or the copy back reads before reading it: a write-only output), the
+    block's accesses in the window redirected, copied back after it when the block
+    writes it.
 
-    The copy loops are ordinary ``seq`` loops, the user's to map and to separate
-    with ``insert_sync``. A window that may reach outside the array gets guarded
+    The copy loops are ordinary ``seq`` loops, one per range of the window, named
+    ``NAME_in0, NAME_in1, ...`` (the copy in) and ``NAME_out0, NAME_out1, ...``
+    (the copy back; ``_1`` is added where a name is taken), the user's to map and to
+    separate with ``insert_sync``. A window that may reach outside the array gets guarded
     copies. A range may have a step (``"As[ti:ti + 49:16, ki]"``: every 16th row, a
     thread's strided register fragment).
 
@@ -164,7 +168,9 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
     access left alone must never touch the window's elements where it or a staged
     access writes (the copy would reorder them); where the window may leave the
     array, every staged access is proved inside it; atomics and calls taking the
-    array are refused.
+    array are refused. The copy in is left out only where every read of the staged
+    array (the copy back's too) is proved to read an element the block wrote
+    before.
 
     Example: ``stage_mem(p, p.find_loop("j"), "x[i, 0:m]", "row", SHARED)``
     """
@@ -183,18 +189,26 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
     # rewrite
     cp = _Copies(p.ir, buf, name, ty, shape, win, steps, guards, loc)
     writes = any(a.writes for a in cov)
-    copy_in = bool(steps) or not _overwritten_first(stmts, buf, win)
-    new = [Alloc(name, ty, tuple(cp.ext), memory, loc)]
-    if copy_in:
-        new.append(cp.copy(True))
-    off = len(new)
-    new += list(_Redirect(buf, name, win, staged, steps).visit_block(tuple(stmts)))
+    alloc = Alloc(name, ty, tuple(cp.ext), memory, loc)
+    body = list(_Redirect(buf, name, win, staged, steps).visit_block(tuple(stmts)))
     if writes:
-        new.append(cp.copy(False))
+        body.append(cp.copy(False))
     a0 = c.addr
     baddr = a0[:-1]
     blk = block_of(p.ir, baddr)
-    ir = replace_block(p.ir, baddr, blk[:a0[-1]] + tuple(new) + blk[a0[-1] + len(stmts):])
+
+    def spliced(new):
+        return replace_block(p.ir, baddr, blk[:a0[-1]] + tuple(new) + blk[a0[-1] + len(stmts):])
+
+    ir = spliced([alloc] + body)
+    # the copy in is left out when no read sees its values: the block (and the copy
+    # back) read only elements the block wrote before (a write-only output)
+    dead = (not steps and _overwritten_first(stmts, buf, win)) or \
+        reads_covered(ir, baddr + (a0[-1] + 1,), tuple(body), name)
+    new = [alloc] + ([] if dead else [cp.copy(True)]) + body
+    off = len(new) - len(body)
+    if not dead:
+        ir = spliced(new)
 
     _copies_stay_parallel(p.ir, ir, a0, {buf, name})
 
@@ -259,7 +273,8 @@ def _covered(pdef, addr, mine, win, steps, shape, shown: str, loc):
 
 class _Copies:
     """The copies between the window of ``buf`` and the staged array ``name``:
-    loops over fresh ``i0, i1, ...`` (one per range, of the range's extent),
+    loops over ``name_in0, name_in1, ...`` in and ``name_out0, ...`` back (one per
+    range, of the range's extent; ``_1``, ... added where a name is taken),
     guarded where the window may leave the array (``guards``, from :func:`_bounds`)."""
 
     def __init__(self, pdef, buf, name, ty, shape, win, steps, guards, loc):
@@ -270,29 +285,33 @@ class _Copies:
                               _e("//", _e("+", _e("-", w.hi, w.lo), Const(s - 1)), Const(s)))
                     for w, s in zip(win.idx, self.stp) if isinstance(w, Interval)]
         taken = all_names(pdef)
-        self.iters = []
-        for d in range(len(self.ext)):
-            n_ = fresh_name(f"i{d}", taken)
-            taken.add(n_)
-            self.iters.append(n_)
+        self.iters = {}
+        for way in ("in", "out"):
+            self.iters[way] = []
+            for d in range(len(self.ext)):
+                n_ = fresh_name(f"{name}_{way}{d}", taken)
+                taken.add(n_)
+                self.iters[way].append(n_)
 
-    def _source(self) -> list:
-        """The element of ``buf`` that iteration ``(i0, i1, ...)`` copies."""
+    def _source(self, iters) -> list:
+        """The element of ``buf`` that iteration ``iters`` of the copy loops copies."""
         src_idx, k = [], 0
         for w, s in zip(self.win.idx, self.stp):
             if isinstance(w, Point):
                 src_idx.append(w.pt)
             else:
-                v = Var(self.iters[k]) if s == 1 else _e("*", Const(s), Var(self.iters[k]))
+                v = Var(iters[k]) if s == 1 else _e("*", Const(s), Var(iters[k]))
                 src_idx.append(normalize(_e("+", w.lo, v)))
                 k += 1
         return src_idx
 
     def copy(self, into_stage: bool):
-        """The copy loops in (``into_stage``) or back."""
+        """The copy loops in (``into_stage``: ``NAME_in0, NAME_in1, ...``) or back
+        (``NAME_out0, ...``)."""
         buf, name, ty, loc = self.buf, self.name, self.ty, self.loc
-        src_idx = self._source()
-        st_idx = tuple(Var(v) for v in self.iters)
+        iters = self.iters["in" if into_stage else "out"]
+        src_idx = self._source(iters)
+        st_idx = tuple(Var(v) for v in iters)
         if into_stage:
             st = Assign(name, st_idx, Read(buf, tuple(src_idx), ty), loc)
         else:
@@ -308,7 +327,7 @@ class _Copies:
             for x in conds[1:]:
                 cond = _c("and", cond, x)
             st = If(cond, (st,), (), loc)
-        for v, x in reversed(list(zip(self.iters, self.ext))):
+        for v, x in reversed(list(zip(iters, self.ext))):
             st = For(v, Const(0), x, (st,), "seq", None, False, loc)
         return st
 
@@ -389,8 +408,8 @@ def _bounds(pdef, addr, win, shape, cov, buf, loc, shown=None):
             up = lambda enc, e_, hi=hi, X=X: enc.int(hi, e_) <= enc.int(X, e_)  # noqa: E731
         else:
             up = lambda enc, e_, hi=hi, X=X: enc.int(hi, e_) < enc.int(X, e_)  # noqa: E731
-        lower = not _holds(pdef, addr, lambda enc, e_, lo=lo: enc.int(lo, e_) >= 0)
-        upper = not _holds(pdef, addr, up)
+        lower = not holds(pdef, addr, lambda enc, e_, lo=lo: enc.int(lo, e_) >= 0)
+        upper = not holds(pdef, addr, up)
         if lower or upper:
             out.append((d, lower, upper))
     if not out:

@@ -9,4 +9,16 @@ share, ``shapes`` the argument checks, and ``ops`` (also ``gpudsl.ops``) runs th
 nodes on arrays.  Each node is declared once in the node table (``nodes``: the
 declaration; ``node_table``: the built-in nodes; ``node_shapes``: their shape rules),
 which ``ops``, graphs, ``gpudsl tune`` and ``gpudsl bench`` read; ``fused`` derives
-the kernels of the graph's fusion groups."""
+the kernels of the graph's fusion groups.  ``reductions`` holds the one-line block
+reductions users call in their own kernels (``block_sum``, ``block_max``,
+``block_min``, ``block_argmax``), importable from here."""
+
+_REDUCTIONS = ("block_sum", "block_max", "block_min", "block_argmax", "reduction")
+
+
+def __getattr__(name: str):
+    if name in _REDUCTIONS:  # built on first use, not when gpudsl.ops loads
+        from . import reductions
+
+        return getattr(reductions, name)
+    raise AttributeError(f"module 'gpudsl.stdlib' has no attribute {name!r}")

@@ -15,7 +15,10 @@ def make_proc(name: str, text: str) -> Proc:
     file name is ``<gpudsl.stdlib.NAME>`` so that ``print(p)`` and errors show it."""
     import gpudsl
 
+    from . import reductions
+
     ns = {k: getattr(gpudsl, k) for k in gpudsl.__all__}
+    ns.update({k: getattr(reductions, k) for k in reductions.__all__})  # callable procs
     return proc_from_source(text, ns, file=f"<gpudsl.stdlib.{name}>")
 
 

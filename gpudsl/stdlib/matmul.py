@@ -155,7 +155,7 @@ def _a_tile_copy(t: Tiles, a_transposed: bool, scalar: bool):
         if a_transposed:
             return _transposed_a_copy(p, t.bm, t.bk, t.ty, t.tx, t.vec, t.tm, t.zi,
                                       scalar=scalar)
-        return _copy_threads(p, "i0", "i1", t.bm, t.bk, t.ty, t.tx, t.vec), 1
+        return _copy_threads(p, "As_in0", "As_in1", t.bm, t.bk, t.ty, t.tx, t.vec), 1
     return copy_a
 
 

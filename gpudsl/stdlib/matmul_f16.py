@@ -178,11 +178,11 @@ def schedule_matmul_half(p: Proc, dt: str, *, bm: int = 64, bn: int = 128, bk: i
 
 
 def _copy_a(p, bm, bk):
-    """``As[i0, i1] = a[...]`` as 128-bit copies: row ``32 s + 8 z + y``, 8-half
+    """``As[As_in0, As_in1] = a[...]`` as 128-bit copies: row ``32 s + 8 z + y``, 8-half
     column group ``x`` (bk == 32: 4 groups); a warp copies 8 rows x 64 B."""
-    p = divide_loop(p, "i1", 8, ["aq", "av"], tail="perfect")
+    p = divide_loop(p, "As_in1", 8, ["aq", "av"], tail="perfect")
     p = vectorize(p, "av", 8)
-    p = divide_loop(p, "i0", 32, ["as_", "a32"], tail="perfect")
+    p = divide_loop(p, "As_in0", 32, ["as_", "a32"], tail="perfect")
     p = divide_loop(p, "a32", 8, ["az", "ay"], tail="perfect")
     for lp in ("az", "ay", "aq"):
         p = parallelize_loop(p, lp, THREADS)
@@ -190,13 +190,13 @@ def _copy_a(p, bm, bk):
 
 
 def _copy_b(p, bk, bn):
-    """``Bs[i0_1, i1_1] = b[...]`` as 128-bit copies: k row ``8 s + y``, 8-half column
+    """``Bs[Bs_in0, Bs_in1] = b[...]`` as 128-bit copies: k row ``8 s + y``, 8-half column
     group ``4 (z + 4 s') + x``; a warp copies 8 rows x 64 B."""
-    p = divide_loop(p, "i1_1", 8, ["bq", "bv"], tail="perfect")
+    p = divide_loop(p, "Bs_in1", 8, ["bq", "bv"], tail="perfect")
     p = vectorize(p, "bv", 8)
     p = divide_loop(p, "bq", 16, ["bs2", "bq16"], tail="perfect")
     p = divide_loop(p, "bq16", 4, ["bz", "bx"], tail="perfect")
-    p = divide_loop(p, "i0_1", 8, ["bs", "by"], tail="perfect")
+    p = divide_loop(p, "Bs_in0", 8, ["bs", "by"], tail="perfect")
     p = _permute_nest(p, ["bs", "by", "bs2", "bz", "bx"], ["bs", "bs2", "bz", "by", "bx"])
     for lp in ("bz", "by", "bx"):
         p = parallelize_loop(p, lp, THREADS)
@@ -303,14 +303,11 @@ def plan_matmul_half(a_shape, b_shape, dt: str):
 def half_node_refusal(op: str, *shapes) -> str | None:
     """Why the graph's node ``op`` on these operand shapes has no f16/bf16 kernel
     (None when it has one): the half matmul takes ``[m, n]`` or ``[n]`` times
-    ``[n, k]``; a permute of halves has none (inside the attention fusion the
-    permutes of the KV cache launch nothing and are not refused)."""
+    ``[n, k]``."""
     if op == "MatMulNode" and (len(shapes[1]) != 2 or len(shapes[0]) not in (1, 2)):
         return (f"float16/bfloat16 matmul takes [m, n] or [n] @ [n, k], not "
                 f"{list(shapes[0])} @ {list(shapes[1])} (batched half matmuls run only "
                 "inside the fused attention)")
-    if op == "PermuteNode":
-        return "float16/bfloat16 permute has no kernel (only inside the fused attention)"
     return None
 
 

@@ -142,14 +142,14 @@ def _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi, scalar: bool = False):
     p = rearrange_dim(p, "As", [1, 0])
     vcols = bk // vec if vec > 1 and bk % vec == 0 and not scalar else 0
     if vcols:
-        p = divide_loop(p, "i1", vec, ["i1o", "i1v"], tail="perfect")
+        p = divide_loop(p, "As_in1", vec, ["i1o", "i1v"], tail="perfect")
         p = stage_mem(p, p.find_loop("i1v"),
-                      f"a[{zi}{bm} * bi + i0, {bk} * po + {vec} * i1o:"
+                      f"a[{zi}{bm} * bi + As_in0, {bk} * po + {vec} * i1o:"
                       f"{bk} * po + {vec} * i1o + {vec}]", "ta", REGISTER)
         p = _vectorize_copy(p, "ta", vec)
-        p = _spread(p, "i0", "i1o", bm * vcols, ty, tx, "ia")
+        p = _spread(p, "As_in0", "i1o", bm * vcols, ty, tx, "ia")
     else:
-        p = _spread(p, "i0", "i1", bm * bk, ty, tx, "ia")
+        p = _spread(p, "As_in0", "As_in1", bm * bk, ty, tx, "ia")
     # a warp stores rows_w = 32 // groups rows, each as `groups` column groups `vw`
     # apart: pad so that (vw * pitch) % 32 == rows_w (a bank per lane)
     vw, groups = (vec, vcols) if vcols else (1, bk)
@@ -456,7 +456,7 @@ def shared_tiles(p, t: Tiles, copy_a, vec: int):
     width)."""
     p, compute = stage_tiles(p, t.bm, t.bn, t.bk, t.zi)
     p, a_vec = copy_a(p)
-    p = _copy_all_threads(p, "i0_1", "i1_1", t.bk, t.bn, t.ty, t.tx, vec)
+    p = _copy_all_threads(p, "Bs_in0", "Bs_in1", t.bk, t.bn, t.ty, t.tx, vec)
     p = insert_sync(p, p.find_loop("po").body().before())
     return insert_sync(p, p.forward(compute).before()), a_vec
 

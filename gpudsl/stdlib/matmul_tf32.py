@@ -298,19 +298,19 @@ def _order(seqs, threads, inner: bool):
 
 
 def _copy_a(p, bm, bk, rounded: bool = True):
-    """``As[i0, i1] = a[...]``: lanes x take 4 consecutive k-quads, lanes y rows 2
+    """``As[As_in0, As_in1] = a[...]``: lanes x take 4 consecutive k-quads, lanes y rows 2
     apart (the 8 lanes of a 128-bit store phase: distinct banks at pitch 24 or 40);
     the z warps and seq loops the rest.  A warp reads 8 rows x 64 B: the minimum
     sectors.  ``rounded``: through registers and a rounding store; else a direct
     128-bit copy, its seq loops inside the thread loops."""
     if rounded:
-        p = _rounded_copy(p, "i1", "akq",
-                          f"a[{bm} * bi + i0, {bk} * po + 4 * akq:{bk} * po + 4 * akq + 4]",
+        p = _rounded_copy(p, "As_in1", "akq",
+                          f"a[{bm} * bi + As_in0, {bk} * po + 4 * akq:{bk} * po + 4 * akq + 4]",
                           "ta")
     else:
-        p = _direct_copy(p, "i1", "akq")
+        p = _direct_copy(p, "As_in1", "akq")
     p = divide_loop(p, "akq", 4, ["aks", "akx"], tail="perfect")
-    p = divide_loop(p, "i0", 32, ["ams", "am32"], tail="perfect")
+    p = divide_loop(p, "As_in0", 32, ["ams", "am32"], tail="perfect")
     p = divide_loop(p, "am32", 16, ["amzh", "am16"], tail="perfect")
     p = divide_loop(p, "am16", 2, ["amy", "amzl"], tail="perfect")
     p = _permute_nest(p, ["ams", "amzh", "amy", "amzl", "aks", "akx"],
@@ -324,17 +324,17 @@ def _copy_a(p, bm, bk, rounded: bool = True):
 
 
 def _copy_b(p, bk, bn, rounded: bool = True):
-    """``Bs[i0_1, i1_1] = b[...]``: lanes x take 4 consecutive n-quads, lanes y rows 4
+    """``Bs[Bs_in0, Bs_in1] = b[...]``: lanes x take 4 consecutive n-quads, lanes y rows 4
     apart (distinct banks at pitch bn + 4); a warp reads 8 rows x 64 B."""
     if rounded:
-        p = _rounded_copy(p, "i1_1", "bnq",
-                          f"b[{bk} * po + i0_1, {bn} * bj + 4 * bnq:{bn} * bj + 4 * bnq + 4]",
+        p = _rounded_copy(p, "Bs_in1", "bnq",
+                          f"b[{bk} * po + Bs_in0, {bn} * bj + 4 * bnq:{bn} * bj + 4 * bnq + 4]",
                           "tb")
     else:
-        p = _direct_copy(p, "i1_1", "bnq")
+        p = _direct_copy(p, "Bs_in1", "bnq")
     if bk % 32 == 0:  # k = 32 s + 4 y + z ;  n-quad = 4 s' + x
         p = divide_loop(p, "bnq", 4, ["bns", "bnx"], tail="perfect")
-        p = divide_loop(p, "i0_1", 32, ["bks", "bk32"], tail="perfect")
+        p = divide_loop(p, "Bs_in0", 32, ["bks", "bk32"], tail="perfect")
         p = divide_loop(p, "bk32", 4, ["bky", "bkz"], tail="perfect")
         p = _permute_nest(p, ["bks", "bky", "bkz", "bns", "bnx"],
                           _order(["bks", "bns"], ["bkz", "bky", "bnx"], not rounded))
@@ -342,7 +342,7 @@ def _copy_b(p, bk, bn, rounded: bool = True):
     else:  # bk == 16: k = 4 (y % 4) + z ;  n-quad = 8 s + 4 (y // 4) + x
         p = divide_loop(p, "bnq", 8, ["bns", "bn8"], tail="perfect")
         p = divide_loop(p, "bn8", 4, ["bnyh", "bnx"], tail="perfect")
-        p = divide_loop(p, "i0_1", 4, ["bky", "bkz"], tail="perfect")
+        p = divide_loop(p, "Bs_in0", 4, ["bky", "bkz"], tail="perfect")
         p = _permute_nest(p, ["bky", "bkz", "bns", "bnyh", "bnx"],
                           _order(["bns"], ["bkz", "bnyh", "bky", "bnx"], not rounded))
         p = merge_loops(p, "bnyh", "bky4")

@@ -105,8 +105,11 @@ def _launch_permute(shapes, attrs, target):
 
     shape = shapes[0]
     perm = normalize_perm(tuple(attrs["perm"]), len(shape))
-    p, _, out_shape = permute_kernel(shape, perm)
-    p = tuned_proc(lambda: PermuteTask(shape, perm), ("permute", shape, perm), target) or p
+    dt = _dt(attrs)
+    p, _, out_shape = permute_kernel(shape, perm, dt)
+    if dt == "f32":  # tuned winners are float32 kernels
+        p = tuned_proc(lambda: PermuteTask(shape, perm), ("permute", shape, perm),
+                       target) or p
     a, b = merged_shapes(shape, perm)  # the kernel's array shapes
     x, out = array_params(p)
     return Launch(p, ((x, ("in", 0, a)), (out, ("out", b))), tuple(out_shape))

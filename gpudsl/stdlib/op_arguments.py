@@ -9,7 +9,7 @@ import operator
 import numpy as np
 
 from ..runtime.torch_tensors import check_grad, from_host, host_view, is_torch, torch_module
-from .shapes import NodeError, require
+from .shapes import NodeError, require  # noqa: F401
 from .shapes import check_tensor as _check_tensor
 
 
@@ -42,6 +42,7 @@ def _kind(dtype) -> str:
 
 
 _ANY_FLOAT = ("float32", "float16", "bfloat16")  # the nodes that take half precision
+RANKS = (1, 2, 3, 4, 5, 6)  # the ops whose kernels merge axes take up to 6 (issue 40)
 
 
 def check_tensor(name: str, x, ranks=(1, 2, 3), dtypes=("float32",)):
@@ -99,10 +100,70 @@ def torch_call(fn, names: tuple, args: tuple, kwargs: dict):
                  for i, v in enumerate(args))
     kwargs = {k: convert(k, v) for k, v in kwargs.items()}
     out = fn(*args, **kwargs)
+    if seen and isinstance(out, tuple):  # topk: (values, indices)
+        return tuple(from_host(o) if isinstance(o, np.ndarray) else o for o in out)
     if not seen or not isinstance(out, np.ndarray):
         return out
     same = seen.get(id(out))  # an in-place op returns the tensor it was given
     return same if same is not None else from_host(out)
 
 
-__all__ = ["check_tensor", "as_int", "axis", "torch_call"]
+# ------------------------------------------------------------------ arrays
+
+
+def contig(x):
+    """``x`` contiguous (a copy only when it is not)."""
+    if _is_device(x):
+        return x.contiguous() if hasattr(x, "contiguous") else x
+    return np.ascontiguousarray(x)
+
+
+def empty(like, shape, dtype=np.float32):
+    """An uninitialised array of ``shape`` where ``like`` lives (numpy, torch, CuPy)."""
+    if _is_device(like):
+        if hasattr(like, "new_empty"):  # torch
+            import torch
+
+            tdt = {"float32": torch.float32, "int32": torch.int32, "float16": torch.float16,
+                   "bfloat16": torch.bfloat16, "int64": torch.int64}[np.dtype(dtype).name]
+            return like.new_empty(tuple(shape), dtype=tdt)
+        import cupy  # noqa: F401  (device arrays that are not torch are CuPy's here)
+
+        return cupy.empty(tuple(shape), dtype=dtype)
+    return np.empty(tuple(shape), dtype=dtype)
+
+
+def index_tensor(like, name, v):
+    """``v`` as a one-element int64 tensor where ``like`` lives (an int becomes one)."""
+    if _is_array(v):
+        return v
+    if hasattr(v, "shape") and len(v.shape) == 0 and _is_device(v):
+        return v.reshape(1)
+    value = as_int(name, v)
+    if _is_device(like):  # filled on the device: a host-to-device copy would synchronize
+        if hasattr(like, "new_empty"):  # torch
+            import torch
+
+            return torch.full((1,), value, dtype=torch.int64, device=like.device)
+        import cupy
+
+        return cupy.full((1,), value, dtype=np.int64)
+    return np.array([value], dtype=np.int64)
+
+
+I64 = np.dtype(np.int64)
+
+
+def is_int64(t) -> bool:
+    """An int64 array (numpy's dtype by identity, others by name)."""
+    return t.dtype is I64 or "int64" in str(t.dtype)
+
+
+def is_host_int(v) -> bool:
+    """An index given as a Python / numpy integer (checked on the host), not a tensor
+    the kernel reads at run time."""
+    return not _is_array(v) and not (hasattr(v, "shape") and _is_device(v))
+
+
+__all__ = ["check_tensor", "as_int", "axis", "torch_call", "RANKS", "contig", "empty",
+           "index_tensor", "is_int64", "is_host_int"]

@@ -16,14 +16,18 @@ import numpy as np
 
 from .halves import NUMPY as _NUMPY
 from .halves import common_dtype as _common_dtype
+from .halves import dtype_of as _dtype_of
 from .pointwise import plan_binary, plan_unary
 from ..runtime import driver as _driver
 from ..runtime import torch_tensors as _torch_tensors
-from . import ops_fast as _fast
 from .node_table import ShapeError, get, plan
-from .nodes import db_stamp
-from .op_arguments import (_ANY_FLOAT, _is_array, _is_device, _is_scalar, as_int, axis,
-                           check_tensor, torch_call)
+from .op_arguments import (_ANY_FLOAT, RANKS, _is_array, _is_device, _is_scalar, as_int,
+                           axis, check_tensor, torch_call)
+from .op_arguments import contig as _contig
+from .op_arguments import empty as _empty
+from .op_arguments import index_tensor as _index_tensor
+from .op_arguments import is_host_int as _is_host_int
+from .op_arguments import is_int64 as _is_int64
 from .shapes import NodeError, require
 
 
@@ -47,10 +51,6 @@ def _op(fn=None, *, convert: bool = True):
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        if not kwargs:  # the recipe of an earlier call of the same signature (ops_fast)
-            recipe = _fast.lookup(name, target(), args)
-            if recipe is not None:
-                return recipe(*args)
         try:
             if convert and _torch_tensors.torch_module() is not None:
                 return torch_call(fn, names, args, kwargs)
@@ -67,10 +67,7 @@ _compiled: dict = {}
 
 def target() -> str:
     """Where ops run: ``"cuda"`` with a GPU and driver, else ``"emulator"``."""
-    available = _driver._available  # the driver's answer, once probed
-    if available is None:
-        available = _driver.driver_available()
-    return "cuda" if available else "emulator"
+    return "cuda" if _driver.driver_available() else "emulator"
 
 
 def _kernel(p):
@@ -81,26 +78,6 @@ def _kernel(p):
     return k
 
 
-def _contig(x):
-    if _is_device(x):
-        return x.contiguous() if hasattr(x, "contiguous") else x
-    return np.ascontiguousarray(x)
-
-
-def _empty(like, shape, dtype=np.float32):
-    if _is_device(like):
-        if hasattr(like, "new_empty"):  # torch
-            import torch
-
-            tdt = {"float32": torch.float32, "int32": torch.int32, "float16": torch.float16,
-                   "bfloat16": torch.bfloat16}[np.dtype(dtype).name]
-            return like.new_empty(tuple(shape), dtype=tdt)
-        import cupy  # noqa: F401  (device arrays that are not torch are CuPy's here)
-
-        return cupy.empty(tuple(shape), dtype=dtype)
-    return np.empty(tuple(shape), dtype=dtype)
-
-
 def _zeros(like, shape, dtype):
     out = _empty(like, shape, dtype)
     out[...] = 0
@@ -108,8 +85,7 @@ def _zeros(like, shape, dtype):
 
 
 def _run(p, **args):
-    k = _compiled.get((p, target()))
-    (_kernel(p) if k is None else k)(**args)
+    _kernel(p)(**args)
 
 
 # ------------------------------------------------------------------ elementwise
@@ -130,12 +106,8 @@ def _launch(name: str, operands: tuple, attrs: dict, like=None):
     place) and the fault flag (None: the kernel has none)."""
     shapes = tuple(tuple(map(int, x.shape)) for x in operands)
     launch = plan(get(name), shapes, attrs, target())
-    return _execute(launch, operands, operands[0] if like is None else like)
-
-
-def _execute(launch, operands: tuple, like):
-    """Run the node table's ``launch`` on ``operands``; the result and the fault flag."""
-    out = None if launch.out is None else _empty(like, launch.out)
+    like = operands[0] if like is None else like
+    out = None if launch.out is None else _empty(like, launch.out, _dtype_like(like))
     err, args = None, {}
     for param, spec in launch.args:
         kind = spec[0]
@@ -152,35 +124,55 @@ def _execute(launch, operands: tuple, like):
     return (operands[0] if out is None else out), err
 
 
+def _with_dtype(attrs: dict, dt: str) -> dict:
+    """The node's attributes, with the precision when it is not float32 (the node
+    table's kernel choice reads ``attrs["dtype"]``)."""
+    return attrs if dt == "f32" else dict(attrs, dtype=dt)
+
+
 def _dtype_like(x) -> np.dtype:
     return np.dtype(str(x.dtype).replace("torch.", ""))
 
 
 def _binary(op: str, a, b):
-    fast = _fast.lookup(op, target(), (a, b))  # torch CPU tensors, viewed as numpy here
-    if fast is not None:
-        return fast(a, b)
-    key, stamp = _fast.key_of(op, target(), (a, b)), db_stamp()
     a_scalar, b_scalar = _is_scalar(a), _is_scalar(b)
     if a_scalar and b_scalar:
         raise NodeError("a and b are both scalars; one of them must be an array")
     if a_scalar:  # add and mul commute: the array first
         a, b = b, a
-    sa = check_tensor("b" if a_scalar else "a", a, dtypes=_ANY_FLOAT)
+    sa = check_tensor("b" if a_scalar else "a", a, ranks=RANKS, dtypes=_ANY_FLOAT)
     if a_scalar or b_scalar:
         b = _full_like(a, (1,) * len(sa), b)
-    sb = check_tensor("a" if a_scalar else "b", b, dtypes=_ANY_FLOAT)
-    run = _fast.binary_recipe(op, a, b, sa, sb)
-    if key is not None and not (a_scalar or b_scalar):
-        _fast.remember(key, stamp, run)
-    return run(a, b)
+    sb = check_tensor("a" if a_scalar else "b", b, ranks=RANKS, dtypes=_ANY_FLOAT)
+    a, sa = _lifted(a, sa, len(sb))   # numpy's rule: the lower rank gets leading 1s
+    b, sb = _lifted(b, sb, len(sa))
+    dt = _common_dtype(op, a=a, b=b)
+    if len(sa) == len(sb) and sa != sb and all(x in (1, y) for x, y in zip(sa, sb)):
+        a, b, sa, sb = b, a, sb, sa  # a broadcasts against b: they commute, swap them
+    if dt != "f32":  # f16/bf16: the half kernels (f32 arithmetic, one rounding)
+        p, dims, bdims = plan_binary(op, sa, sb, dt)
+        a, b = _contig(a), _contig(b)
+        out = _empty(a, sa, _NUMPY[dt])
+        _run(p, a=a.reshape(dims), b=b.reshape(bdims), out=out.reshape(dims))
+        return out
+    return _launch(op, (_contig(a), _contig(b)), {})[0]
+
+
+def _lifted(x, shape: tuple, rank: int):
+    """``x`` (a numpy array or torch tensor of ``shape``) viewed with leading axes of size
+    1 up to ``rank``, and its new shape."""
+    if len(shape) >= rank:
+        return x, shape
+    shape = (1,) * (rank - len(shape)) + shape
+    return x.reshape(shape), shape
 
 
 @_op
 def add(a, b):
     """``a + b`` elementwise, broadcasting as numpy does: the operand of lower rank gets
     leading axes of size 1, then each axis of one must equal the other's or be 1 (one
-    operand gives the result's shape); either may be a Python or numpy scalar."""
+    operand gives the result's shape); either may be a Python or numpy scalar.  Up to
+    6 axes."""
     return _binary("add", a, b)
 
 
@@ -191,26 +183,26 @@ def mul(a, b):
 
 
 def _unary(op: str, x):
-    fast = _fast.lookup(op, target(), (x,))  # torch CPU tensors, viewed as numpy here
-    if fast is not None:
-        return fast(x)
-    key, stamp = _fast.key_of(op, target(), (x,)), db_stamp()
-    shape = check_tensor("x", x, dtypes=_ANY_FLOAT)
-    run = _fast.unary_recipe(op, x, shape, _common_dtype(op, x=x))
-    if key is not None:
-        _fast.remember(key, stamp, run)
-    return run(x)
+    shape = check_tensor("x", x, ranks=RANKS, dtypes=_ANY_FLOAT)
+    dt = _common_dtype(op, x=x)
+    if dt != "f32":  # f16/bf16: the half kernels (f32 arithmetic, one rounding)
+        n = math.prod(shape)
+        x = _contig(x)
+        out = _empty(x, shape, _NUMPY[dt])
+        _run(plan_unary(op, n, dt), x=x.reshape(n), out=out.reshape(n))
+        return out
+    return _launch(op, (_contig(x),), {})[0]
 
 
 @_op
 def relu(x):
-    """``max(0, x)`` elementwise."""
+    """``max(0, x)`` elementwise (up to 6 axes)."""
     return _unary("relu", x)
 
 
 @_op
 def silu(x):
-    """``x / (1 + exp(-x))`` elementwise."""
+    """``x / (1 + exp(-x))`` elementwise (up to 6 axes)."""
     return _unary("silu", x)
 
 
@@ -234,38 +226,6 @@ def slice(x, begin: int, end: int):  # noqa: A001  (the node's name)
             f"slice [{begin}, {end}) is not a non-empty range inside the first axis of "
             f"length {shape[0]}")
     return _launch("slice", (_contig(x),), {"begin": begin, "end": end})[0]
-
-
-def _index_tensor(like, name, v):
-    """``v`` as a one-element int64 tensor where ``like`` lives (an int becomes one)."""
-    if _is_array(v):
-        return v
-    if hasattr(v, "shape") and len(v.shape) == 0 and _is_device(v):
-        return v.reshape(1)
-    value = as_int(name, v)
-    if _is_device(like):  # filled on the device: a host-to-device copy would synchronize
-        if hasattr(like, "new_empty"):  # torch
-            import torch
-
-            return torch.full((1,), value, dtype=torch.int64, device=like.device)
-        import cupy
-
-        return cupy.full((1,), value, dtype=np.int64)
-    return np.array([value], dtype=np.int64)
-
-
-_I64 = np.dtype(np.int64)
-
-
-def _is_int64(t) -> bool:
-    """An int64 array (numpy's dtype by identity, others by name)."""
-    return t.dtype is _I64 or "int64" in str(t.dtype)
-
-
-def _is_host_int(v) -> bool:
-    """An index given as a Python / numpy integer (checked on the host), not a tensor
-    the kernel reads at run time."""
-    return not _is_array(v) and not (hasattr(v, "shape") and _is_device(v))
 
 
 def _raise_on_fault(err, message: str) -> None:
@@ -389,48 +349,61 @@ def _matmul_half(a, b, sa, sb, dt, plan):
 @_op
 def permute(x, perm=None):
     """``numpy.transpose(x, perm)`` (a copy): ``perm`` orders the axes (negative axes
-    count from the end; ``None`` reverses them)."""
+    count from the end; ``None`` reverses them).  float32, float16 or bfloat16."""
     from .shapes import normalize_perm
 
-    shape = check_tensor("x", x)
+    shape = check_tensor("x", x, dtypes=_ANY_FLOAT)
+    dt = _common_dtype("permute", x=x)
     if perm is None:
         perm = tuple(range(len(shape) - 1, -1, -1))
     require(not isinstance(perm, (str, bytes)) and hasattr(perm, "__iter__"),
             f"perm must be a sequence of axes, not {type(perm).__name__} {perm!r}")
     perm = tuple(axis(f"perm[{i}]", p, len(shape)) for i, p in enumerate(perm))
     perm = normalize_perm(perm, len(shape))
-    return _launch("permute", (_contig(x),), {"perm": perm})[0]
+    return _launch("permute", (_contig(x),), _with_dtype({"perm": perm}, dt))[0]
 
 
 # ------------------------------------------------------------------ whole-model nodes
 
 
 @_op
-def rms_norm(x, w):
-    """``w * x / sqrt(mean(x^2) + 1e-5)`` over the last axis of ``x`` (a 1-D ``x`` is
-    one row); ``w`` is 1-D, as long as that axis."""
-    xs = check_tensor("x", x, dtypes=_ANY_FLOAT)
-    check_tensor("w", w, dtypes=_ANY_FLOAT)
-    dt = _common_dtype("rms_norm", x=x, w=w)
-    _table_rule("rms_norm", (x, w))
-    if dt != "f32":  # f16/bf16: read widened, computed in f32, rounded once
-        from .rms_norm import plan_rms_norm
+def rms_norm(x, w, eps: float = 1e-5):
+    """``w * x / sqrt(mean(x^2) + eps)`` over the last axis of ``x`` (a 1-D ``x`` is
+    one row; up to 6 axes); ``w`` is 1-D, as long as that axis; ``eps`` a number
+    ``>= 0``.  ``w`` may have another float dtype than ``x``, as in PyTorch's mixed
+    precision (a bfloat16 ``x`` with float32 weights): both are read widened, the row
+    computed in float32, and the result, of ``x``'s dtype, rounded once (as
+    ``torch.nn.functional.rms_norm`` gives)."""
+    xs = check_tensor("x", x, ranks=RANKS, dtypes=_ANY_FLOAT)
+    ws = check_tensor("w", w, dtypes=_ANY_FLOAT)
+    require(_is_scalar(eps) and math.isfinite(float(eps)) and float(eps) >= 0,
+            f"eps must be a finite number >= 0, not {eps!r:.40}")
+    eps = float(eps)
+    require(len(ws) == 1 and ws[0] == xs[-1], f"the weights {list(ws)} must be a vector "
+            f"as long as the last axis of {list(xs)} ({xs[-1]})")
+    dt, wdt = _dtype_of(x), _dtype_of(w)
+    if dt == wdt == "f32" and eps == 1e-5:
+        return _launch("rms_norm", (_contig(x), _contig(w)), {})[0]
+    from .rms_norm import plan_rms_norm
 
-        r, n = math.prod(xs[:-1]), xs[-1]
-        x, w = _contig(x), _contig(w)
-        out = _empty(x, xs, _NUMPY[dt])
-        _run(plan_rms_norm(n, dt), x=x.reshape(r, n), w=w, out=out.reshape(r, n))
-        return out
-    return _launch("rms_norm", (_contig(x), _contig(w)), {})[0]
+    r, n = math.prod(xs[:-1]), xs[-1]
+    x, w = _contig(x), _contig(w)
+    out = _empty(x, xs, _NUMPY[dt])
+    _run(plan_rms_norm(n, dt, wdt, eps), x=x.reshape(r, n), w=w, out=out.reshape(r, n))
+    return out
 
 
 @_op
 def complex_hadamard_product(a, b):
     """The elementwise complex product of ``a`` and ``b`` whose last axis has size 2
-    (real, imaginary); ``b``'s other axes equal ``a``'s or are 1 (broadcast)."""
-    check_tensor("a", a), check_tensor("b", b)
+    (real, imaginary); ``b``'s other axes equal ``a``'s or are 1 (broadcast).
+    float32, float16 or bfloat16 (one dtype; halves computed in float32, each part
+    rounded once)."""
+    check_tensor("a", a, dtypes=_ANY_FLOAT), check_tensor("b", b, dtypes=_ANY_FLOAT)
+    dt = _common_dtype("complex_hadamard_product", a=a, b=b)
     _table_rule("complex_hadamard_product", (a, b))
-    return _launch("complex_hadamard_product", (_contig(a), _contig(b)), {})[0]
+    return _launch("complex_hadamard_product", (_contig(a), _contig(b)),
+                   _with_dtype({}, dt))[0]
 
 
 @_op
@@ -519,6 +492,48 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     return out
 
 
+# ------------------------------------------------------------------ rows (no graph node)
+
+
+@_op
+def softmax(x, temperature: float = 1.0, mask=None, causal: bool = False):
+    """``softmax(x / temperature + mask)`` along the last axis (up to 6 axes).
+    ``mask`` (optional) is added to the scores: its shape is the last axes of ``x``'s
+    (leading axes of size 1 allowed: ``[m, n]`` for scores ``[h, m, n]``), e.g. 0 and
+    ``-inf``.  ``causal``: for scores ``[..., m, n]`` (``m <= n``), query row ``q``
+    keeps the keys ``j <= q + n - m`` (the last ``m`` of ``n`` positions, as
+    ``attention``), the others give 0.  float16/bfloat16: read widened, computed in
+    float32, rounded once."""
+    from .row_ops import softmax_call
+
+    p, args, out = softmax_call(x, temperature, mask, causal)
+    _run(p, **args)
+    return out
+
+
+@_op
+def argmax(x):
+    """The index (int64) of the largest entry along the last axis, ``numpy.argmax(x,
+    -1)``: the first of equal values, a NaN above every number."""
+    from .row_ops import argmax_call
+
+    p, args, out = argmax_call(x)
+    _run(p, **args)
+    return out
+
+
+@_op
+def topk(x, k: int):
+    """``(values, indices)`` of the ``k`` largest entries along the last axis, largest
+    first (equal values in index order, NaN above every number), as ``torch.topk``;
+    indices int64.  Meant for a small ``k``: ``k`` passes over each row."""
+    from .row_ops import topk_call
+
+    p, args, out = topk_call(x, k)
+    _run(p, **args)
+    return out
+
+
 # ------------------------------------------------------------------ other table nodes
 
 
@@ -570,4 +585,4 @@ def __getattr__(name: str):
 
 __all__ = ["add", "mul", "relu", "silu", "slice", "replace_slice", "reshape", "matmul",
            "permute", "rms_norm", "complex_hadamard_product", "sliced_softmax", "attention",
-           "target"]
+           "softmax", "argmax", "topk", "target"]

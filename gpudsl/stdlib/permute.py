@@ -35,17 +35,19 @@ PER_THREAD = 4  # elements each thread of a tiled transpose copies: 32x8 threads
 
 
 @lru_cache(maxsize=None)
-def permute_algorithm(perm: tuple, asserts: tuple = ()) -> Proc:
+def permute_algorithm(perm: tuple, asserts: tuple = (), dt: str = "f32") -> Proc:
     """``out = transpose(x, perm)`` for a merged permutation: loops over the output in
     order, reading the input where each element comes from; with preconditions
-    ``asserts`` (pairs (axis of the input, divisor))."""
+    ``asserts`` (pairs (axis of the input, divisor)).  ``dt``: the tensors' dtype (a
+    copy: any float type, no arithmetic)."""
     rank = len(perm)
     d = [f"d{i}" for i in range(rank)]
     out_shape = [d[p] for p in perm]
-    tag = "".join(f"_{d[a]}m{m}" for a, m in asserts)
+    tag = "".join(f"_{d[a]}m{m}" for a, m in asserts) + ("" if dt == "f32" else f"_{dt}")
     name = "permute_" + "".join(map(str, perm)) + tag
     sizes = ", ".join(f"{x}: size" for x in d)
-    lines = [f"def {name}({sizes}, x: f32[{', '.join(d)}], out: f32[{', '.join(out_shape)}]):"]
+    lines = [f"def {name}({sizes}, x: {dt}[{', '.join(d)}], "
+             f"out: {dt}[{', '.join(out_shape)}]):"]
     if asserts:
         lines.append("    assert " + " and ".join(f"{d[a]} % {m} == 0" for a, m in asserts))
     for k in range(rank):
@@ -157,14 +159,14 @@ def schedule_transpose(p: Proc, perm: tuple, *, tile: int = TILE, pad: int = 1,
             win.append(batch)
     threads = p.find_loop(rows)
     p = stage_mem(p, threads, f"x[{', '.join(win)}]", "tile", SHARED)
-    rows_in = "i0"
+    rows_in = "tile_in0"
     if per_thread > 1:
-        p = _rows_per_thread(p, "i0", tile, per_thread, ["j0", "t0"])
+        p = _rows_per_thread(p, "tile_in0", tile, per_thread, ["j0", "t0"])
         rows_in = "t0"
     p = parallelize_loop(p, rows_in, THREADS)
-    p = parallelize_loop(p, "i1", THREADS)
+    p = parallelize_loop(p, "tile_in1", THREADS)
     p = insert_sync(p, p.forward(threads).before())
-    # threadIdx.x walks tc on the write (consecutive outputs) and i1 on the read
+    # threadIdx.x walks tc on the write (consecutive outputs) and tile_in1 on the read
     # (the input's inner axis); the tile is read by columns: pad its rows
     if pad:
         p = pad_dim(p, "tile", 1, tile + pad)
@@ -217,23 +219,23 @@ def schedule_transpose_cut(p: Proc, perm: tuple, *, tile: int = TILE, pad: int =
 
 
 @lru_cache(maxsize=None)
-def _kernel(perm: tuple, kind: str) -> Proc:
+def _kernel(perm: tuple, kind: str, dt: str = "f32") -> Proc:
     rank = len(perm)
     if kind == "vcopy":
-        return schedule_copy(permute_algorithm(perm, ((rank - 1, 4),)), perm)
+        return schedule_copy(permute_algorithm(perm, ((rank - 1, 4),), dt), perm)
     if kind == "copy":
-        return schedule_copy(permute_algorithm(perm), perm, vectorized=False)
+        return schedule_copy(permute_algorithm(perm, (), dt), perm, vectorized=False)
     if kind == "tiled":
         cin = perm[rank - 1]
         asserts = tuple(sorted({(rank - 1, TILE), (cin, TILE)}))
-        return schedule_transpose(permute_algorithm(perm, asserts), perm)
-    p = schedule_transpose_cut(permute_algorithm(perm), perm)
+        return schedule_transpose(permute_algorithm(perm, asserts, dt), perm)
+    p = schedule_transpose_cut(permute_algorithm(perm, (), dt), perm)
     return rename(p, p.name + "_cut")
 
 
-def permute_kernel(shape, perm):
-    """(proc, bindings, out_shape) for ``numpy.transpose(x, perm)``: the proc's
-    ``x`` and ``out`` have the *merged* shapes (``bindings`` give them as
+def permute_kernel(shape, perm, dt: str = "f32"):
+    """(proc, bindings, out_shape) for ``numpy.transpose(x, perm)`` on ``dt`` tensors:
+    the proc's ``x`` and ``out`` have the *merged* shapes (``bindings`` give them as
     ``d0..``); reshape the operand and the result (``out_shape`` is the
     unmerged result shape)."""
     shape = tuple(int(s) for s in shape)
@@ -250,7 +252,7 @@ def permute_kernel(shape, perm):
         kind = "tiled"
     else:
         kind = "cut"
-    return _kernel(mperm, kind), bind, out_shape
+    return _kernel(mperm, kind, dt), bind, out_shape
 
 
 def merged_shapes(shape, perm):

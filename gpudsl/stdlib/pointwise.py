@@ -75,7 +75,9 @@ def binary_kernel(op: str, full: tuple[bool, ...], vec: int,
                   threads: int = THREADS_PER_BLOCK, dt: str = "f32"):
     p = binary(op, full, vec, dt)
     rank = len(full)
-    rows = [f"i{k}" for k in range(rank - 1)]
+    # at most three BLOCKS loops per kernel: beyond two row loops, the leading ones
+    # stay host loops (one launch of the inner kernel per iteration)
+    rows = [f"i{k}" for k in range(max(0, rank - 3), rank - 1)]
     inner = f"i{rank - 1}"
     prefix = "".join(f"i{k}, " for k in range(rank - 1))
     operands = [("a", prefix)]
@@ -95,7 +97,6 @@ def half_widths(dt: str) -> tuple:
 def plan_binary(op: str, a_shape: tuple, b_shape: tuple, dt: str = "f32"):
     """(proc, canonical a shape, canonical b shape) for ``a op b``."""
     bc: Broadcast = broadcast_pattern(a_shape, b_shape)
-    require(len(bc.dims) <= 3, "this broadcast pattern needs more than 3 merged axes")
     vec = pick_vec(bc.dims[-1], half_widths(dt))
     p = binary_kernel(op, bc.full, vec, dt=dt)
     b_canon = tuple(d if f else 1 for d, f in zip(bc.dims, bc.full))

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from ..proc import Proc
 from .common import make_proc
-from .halves import halve_text
+from .halves import halve_text, load, store
 from .block_reduce import block_total, check_warps, warp_partial, warps
 from .reduce import THREADS_PER_ROW, strided
 from .row_registers import RowShape, asserts, chunk_loop, each, load_row, plan_row, vectorized
@@ -160,5 +160,61 @@ def plan_sliced_softmax(n: int, dt: str = "f32") -> Proc:
     return sliced_softmax_kernel(threads, dt)
 
 
+@lru_cache(maxsize=None)
+def softmax_kernel(threads: int, dt: str = "f32", causal: bool = False,
+                   mdt: str | None = None) -> Proc:
+    """``softmax(x / temperature + mask)`` along the rows of ``x`` (``gpudsl.ops.softmax``):
+    one block per row, the streaming kernel's two block reductions (the maximum, then
+    the sum of exponentials) on warp collectives.  ``mdt``: the dtype of an additive
+    mask ``mask[mr, n]`` (row ``i`` adds row ``i % mr``: a mask broadcast over the
+    leading axes), None for none.  ``causal``: row ``i`` is query ``q = i % m`` of an
+    ``[m, n]`` score matrix and keeps the keys ``j <= q + n - m`` (``m <= n``; the
+    others are 0).  Halves are read widened and each output rounded once."""
+    check_warps(threads)
+    name = (f"softmax_rows_t{threads}" + ("" if dt == "f32" else f"_{dt}")
+            + ("_causal" if causal else "") + (f"_mask_{mdt}" if mdt else ""))
+    z = f"{load('x[i, {j}]', dt)} / temperature"
+    if mdt:
+        z = f"({z} + {load('mask[i % mr, {j}]', mdt)})"
+    keep = "{j} + m <= i % m + n" if causal else ""
+    sig = (f"(r: size, n: size, {'m: size, ' if causal else ''}"
+           f"{'mr: size, ' if mdt else ''}x: {dt}[r, n], temperature: f32, "
+           f"{f'mask: {mdt}[mr, n], ' if mdt else ''}out: {dt}[r, n]):\n")
+    text = (
+        f"def {name}" + sig + ("    assert m <= n\n" if causal else "") +
+        "    for i in par(0, r) @ BLOCKS:\n"
+        f"        part: f32[{warps(threads)}] @ SHARED\n"
+        f"        part2: f32[{warps(threads)}] @ SHARED\n"
+        f"        mx: f32[{threads}] @ REGISTER\n"
+        f"        for t in par(0, {threads}) @ THREADS:\n"
+        "            acc: f32\n"
+        "            acc = -inf\n"
+        + strided(threads, "n", f"acc = max(acc, {z})", 3, guard=keep)
+        + warp_partial("max", "acc", "part", 3) +
+        "        sync()\n"
+        f"        for t in par(0, {threads}) @ THREADS:\n"
+        + block_total(threads, "max", "part", "top", 3) +
+        "            mx[t] = top\n"
+        "            acc2: f32\n"
+        "            acc2 = 0.0\n"
+        + strided(threads, "n", f"acc2 += exp({z} - mx[t])", 3, guard=keep)
+        + warp_partial("+", "acc2", "part2", 3) +
+        "        sync()\n"
+        f"        for t in par(0, {threads}) @ THREADS:\n"
+        + block_total(threads, "+", "part2", "total", 3)
+        + strided(threads, "n", "out[i, {j}] = " + store(
+            f"select({keep or 'True'}, exp({z} - mx[t]) / total, 0.0)", dt), 3))
+    return make_proc("softmax", text)
+
+
+def plan_softmax(n: int, dt: str = "f32", causal: bool = False,
+                 mdt: str | None = None) -> Proc:
+    """The kernel for rows of ``n`` entries: 32 to 256 threads (a power of two)."""
+    threads = 32
+    while threads < THREADS_PER_ROW and threads < n:
+        threads *= 2
+    return softmax_kernel(threads, dt, causal, mdt)
+
+
 __all__ = ["sliced_softmax_rows", "sliced_softmax_kernel", "sliced_softmax_registers",
-           "plan_sliced_softmax"]
+           "plan_sliced_softmax", "softmax_kernel", "plan_softmax"]

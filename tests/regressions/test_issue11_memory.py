@@ -283,7 +283,7 @@ def test_stage_mem_refuses_an_uncovered_access_that_touches_the_window():
 
 def test_stage_mem_window_partly_outside_the_array_guards_the_copies():
     q = stage_mem(ragged, ragged.find_loop("ii"), "x[4 * io:4 * io + 4]", "t", GLOBAL)
-    assert "if 4 * io + i0 < n:" in str(q)
+    assert "if 4 * io + t_in0 < n:" in str(q)
     same_meaning(ragged, q, {"n": 1}, {"n": 5}, {"n": 8}, {"n": 11})
     parses_back(q)
 

@@ -50,7 +50,7 @@ def test_stage_mem_window_misses_access():
 def test_stage_mem_window_out_of_bounds():
     # issue 11: a window partly outside the array is staged with guarded copies
     q = stage_mem(P.transpose, P.transpose.find_loop("j"), "x[i, 0:m + 1]", "row", SHARED)
-    assert "if i0 < m:" in str(q)
+    assert "if row_in0 < m:" in str(q)
     assert_same_meaning(P.transpose, q, n=2, m=3)
 
 

@@ -81,7 +81,7 @@ def test_rearrange_dim_refusals():
 def test_rearrange_dim_refuses_windows_passed_to_calls():
     q = stage_mem(tile_copy, tile_copy.find_loop("t"), "x[16 * b:16 * b + 16, 0:8]", "xs",
                   SHARED)
-    q = divide_loop(q, "i1", 4, ["i1o", "i1v"], tail="perfect")
+    q = divide_loop(q, "xs_in1", 4, ["i1o", "i1v"], tail="perfect")
     q = vectorize(q, "i1v", 4)
     with pytest.raises(SchedulingError) as e:
         rearrange_dim(q, "xs", [1, 0])

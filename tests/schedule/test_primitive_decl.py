@@ -27,7 +27,8 @@ EXPECTED = {"divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", "s
             "specialize", "parallelize_loop", "stage_mem", "set_memory", "lift_alloc",
             "sink_alloc", "expand_dim", "pad_dim", "bind_expr", "insert_sync",
             "delete_sync", "vectorize", "inline", "replace", "merge_loops", "rearrange_dim",
-            "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop", "warp_specialize"}
+            "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop", "warp_specialize",
+            "add_assert"}
 
 
 @pytest.fixture

@@ -59,7 +59,7 @@ def test_a_strided_register_fragment():
     q = stage_mem(frag, frag.find("y[_] = _"), "A[ti:ti + 49:16, ki]", "a_frag", REGISTER)
     text = str(q)
     assert "a_frag: f32[4] @ REGISTER" in text
-    assert "a_frag[i0] = A[ti + 16 * i0, ki]" in text
+    assert "a_frag[a_frag_in0] = A[ti + 16 * a_frag_in0, ki]" in text
     assert "a_frag[0] + a_frag[1] + a_frag[2] + 2.0 * a_frag[3]" in text
     _accepted(frag, q)
 
@@ -79,7 +79,7 @@ def test_a_written_strided_window_is_copied_back():
     q = stage_mem(scale_rows, scale_rows.find_loop("k"), "A[ti:ti + 64:16, 0]", "r",
                   REGISTER)
     text = str(q)
-    assert "r: f32[4] @ REGISTER" in text and "A[ti + 16 * i0, 0] = r[i0]" in text
+    assert "r: f32[4] @ REGISTER" in text and "A[ti + 16 * r_out0, 0] = r[r_out0]" in text
     _accepted(scale_rows, q)
 
 

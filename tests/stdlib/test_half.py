@@ -171,10 +171,8 @@ def test_mixed_precisions_are_refused_with_the_dtypes_named():
                  lambda: ops.matmul(a, np.ones((8, 4), np.float32))):
         with pytest.raises(NodeError, match="mixed precisions .*float16"):
             call()
-    with pytest.raises(NodeError, match="rms_norm: mixed precisions"):
-        ops.rms_norm(a, np.ones(8, np.float32))
-    with pytest.raises(NodeError, match="permute: x is float16"):
-        ops.permute(a)  # no half kernel: refused, not converted
+    # issue 40: rms_norm takes weights of another dtype (torch's mixed precision) and
+    # permute copies halves: tests/stdlib/test_ops_issue40.py
 
 
 @pytest.mark.parametrize("dt", ["f16", "bf16"])

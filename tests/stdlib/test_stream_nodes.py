@@ -84,7 +84,7 @@ def test_reshape_is_a_view():
 @pytest.mark.parametrize("call", [
     lambda: ops.add(_rand(2, 3), _rand(3, 2)),                 # b axis neither equal nor 1
     lambda: ops.add(_rand(2, 1), _rand(3)),                    # (2, 1) + (1, 3): both
-    lambda: ops.relu(_rand(2, 2, 2, 2)),                       # rank 4
+    lambda: ops.relu(_rand(1, 1, 2, 2, 2, 2, 2)),              # rank 7 (6 allowed)
     lambda: ops.relu(np.zeros((3, 0), np.float32)),            # empty dimension
     lambda: ops.silu(np.zeros(4, np.float64)),                 # not float32
     lambda: ops.slice(_rand(4, 2), 3, 3),                      # empty range
@@ -92,7 +92,7 @@ def test_reshape_is_a_view():
     lambda: ops.replace_slice(_rand(4, 2), _rand(1, 3), np.array([0]), np.array([1])),
     lambda: ops.replace_slice(_rand(4, 2), _rand(1, 2), np.array([0], np.int32),
                               np.array([1], np.int32)),        # not int64
-], ids=["bcast-axis", "both-broadcast", "rank4", "empty", "float64", "empty-slice",
+], ids=["bcast-axis", "both-broadcast", "rank7", "empty", "float64", "empty-slice",
         "slice-past-end", "replace-row-shape", "replace-int32"])
 def test_bad_inputs_are_refused(call):
     with pytest.raises(gpudsl.Error):

@@ -11,11 +11,13 @@ from ...ir.nodes import Point
 from ...ir.printer import print_expr
 from ..report import Diagnostic
 from ...ir.smt import SAT, UNKNOWN, Unsupported
+from ..overflow import explain, wrapped_at
 from ..quick import in_bounds
 from . import Ctx
 
 
-def _report(ctx: Ctx, t, a, res, terms, what: str, locs, hint: str, extra=None):
+def _report(ctx: Ctx, t, a, res, terms, what: str, locs, hint: str, extra=None,
+            exprs=()):
     if res.status == SAT:
         m = res.model
         w = {"sizes": ctx.enc.size_values(m), "thread": ctx.thread_witness(t, a, m)}
@@ -23,6 +25,10 @@ def _report(ctx: Ctx, t, a, res, terms, what: str, locs, hint: str, extra=None):
             w.update(extra(m))
         if ctx.enc.data_dependent:
             w["data_dependent"] = True
+        found = wrapped_at(t, m, tuple(a.guards) + tuple(exprs))
+        if found:  # the witness exists because the guard's or index's arithmetic wraps
+            sentence, hint = explain(found, a.guards)
+            what = f"{what} ({sentence})"
         ctx.diagnostics.append(Diagnostic("bounds", what, locs, w, hint))
     elif res.status == UNKNOWN:
         ctx.unknown("that " + what.replace(" may be ", " is never "), locs,
@@ -57,7 +63,7 @@ def check_bounds(ctx: Ctx):
 
             _report(ctx, t, a, r, pairs, what, [a.loc],
                     "guard the access with an if, or assert the sizes that make it fit",
-                    extra)
+                    extra, [i for i, _ in a.bounds])
         elif r.status == UNKNOWN:
             ctx.unknown(f"that {a.describe()} is in bounds", [a.loc],
                         f"solver: {r.reason or 'unknown'}")

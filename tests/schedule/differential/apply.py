@@ -29,7 +29,7 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "bind_expr", "insert_sync", "delete_sync", "vectorize", "inline", "replace",
               "set_unroll", "set_blocks_per_sm", "merge_loops", "rearrange_dim",
               "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop",
-              "warp_specialize"]
+              "warp_specialize", "add_assert"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
 WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
@@ -37,7 +37,7 @@ WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "insert_sync": 2, "simplify": 0.5, "rename": 0.5, "set_unroll": 0.5,
            "set_blocks_per_sm": 1, "merge_loops": 1, "rearrange_dim": 1, "fission": 4,
            "reorder_stmts": 3, "rotate_loop": 2, "make_async": 3, "pipeline_loop": 3,
-           "warp_specialize": 3}
+           "warp_specialize": 3, "add_assert": 1}
 
 CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
           (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
@@ -254,12 +254,24 @@ def _inner_iters(stmts, out):
     return out
 
 
+def _written_only(stmts) -> set:
+    """The arrays ``stmts`` assign and never read (write-only outputs: issue 40's
+    staging without a copy in)."""
+    nodes = [n for s in stmts for n in _walk(s)]
+    return {n.name for n in nodes if isinstance(n, Assign)} - \
+        {n.name for n in nodes if isinstance(n, (Read, Reduce))}
+
+
 def _window(r, t: Targets, stmts):
     """A window of an array that ``stmts`` access: dimensions that use a loop
-    variable bound inside the block become whole ranges."""
+    variable bound inside the block become whole ranges (a write-only array more
+    often than its share)."""
     acc = []
     _accesses(stmts, acc)
     acc = [(n, ix) for n, ix in acc if _shape_of(t, n) is not None]
+    out = _written_only(stmts)
+    if out and r.random() < 0.4:
+        acc = [(n, ix) for n, ix in acc if n in out]
     if not acc or r.random() < 0.1:
         return r.choice(["x[0:n + 0.5]", "q[0]", "y[i:i]", "y", "x[0:n, 0:1]", "y[-1:2]"])
     name, idx = r.choice(acc)
@@ -504,6 +516,13 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             shape is None or len(s.body) == 1 and isinstance(s.body[0], shape))) \
             if r.random() < 0.8 else _block(r, t)
         return Step(prim, [tgt, Arg("lit", instrs[name], name)])
+    if prim == "add_assert":  # narrows the domain (the oracle compares inside it)
+        sizes = [q.name for q in t.pdef.params if q.kind in ("size", "index")] or ["n"]
+        v = r.choice(sizes)
+        conds = [f"{v} % 2 == 0", f"{v} >= 4", f"{v} <= 8", f"{v} % 3 == 0", f"{v} >= 1",
+                 f"{v} > 1000", f"{v} % 4 == 1 and {v} % 2 == 0", f"{v} + 1",
+                 "x[0] > 0.0", "i > 0", 2.5, f"{v} != 5"]
+        return Step(prim, [lit(r.choice(conds))])
     if prim == "set_unroll":
         return Step(prim, [L(), lit(r.choice([True, False]))])
     if prim == "set_blocks_per_sm":

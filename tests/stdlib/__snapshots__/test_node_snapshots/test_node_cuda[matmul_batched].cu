@@ -47,10 +47,10 @@ bmatmul_128x128x8_k0(
 #line 4
           __align__(16) float ta[4];
 #line 4
-          for (int i0_2o = 0; i0_2o < 1; i0_2o++) {
+          for (int ta_in0o = 0; ta_in0o < 1; ta_in0o++) {
 #line 4
             // vcopy4_REGISTER_GLOBAL
-            { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&a[(z * m + 128 * bi + (16 * iay + iax) / 2) * n + 8 * po + 4 * ((16 * iay + iax) % 2) + 4 * i0_2o]); (&ta[4 * i0_2o])[0] = gpudsl_v.x; (&ta[4 * i0_2o])[1] = gpudsl_v.y; (&ta[4 * i0_2o])[2] = gpudsl_v.z; (&ta[4 * i0_2o])[3] = gpudsl_v.w; }
+            { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&a[(z * m + 128 * bi + (16 * iay + iax) / 2) * n + 8 * po + 4 * ((16 * iay + iax) % 2) + 4 * ta_in0o]); (&ta[4 * ta_in0o])[0] = gpudsl_v.x; (&ta[4 * ta_in0o])[1] = gpudsl_v.y; (&ta[4 * ta_in0o])[2] = gpudsl_v.z; (&ta[4 * ta_in0o])[3] = gpudsl_v.w; }
           }
 #line 4
           for (int i1v = 0; i1v < 4; i1v++) {
@@ -81,20 +81,20 @@ bmatmul_128x128x8_k0(
 #line 5
             __align__(16) float ra[8];
 #line 5
-            for (int i0o = 0; i0o < 2; i0o++) {
+            for (int ra_in0o = 0; ra_in0o < 2; ra_in0o++) {
 #line 5
               // vcopy4_REGISTER_SHARED
-              { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&As[pi][8 * ti + 4 * i0o]); (&ra[4 * i0o])[0] = gpudsl_v.x; (&ra[4 * i0o])[1] = gpudsl_v.y; (&ra[4 * i0o])[2] = gpudsl_v.z; (&ra[4 * i0o])[3] = gpudsl_v.w; }
+              { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&As[pi][8 * ti + 4 * ra_in0o]); (&ra[4 * ra_in0o])[0] = gpudsl_v.x; (&ra[4 * ra_in0o])[1] = gpudsl_v.y; (&ra[4 * ra_in0o])[2] = gpudsl_v.z; (&ra[4 * ra_in0o])[3] = gpudsl_v.w; }
             }
 #line 5
             for (int rjg = 0; rjg < 2; rjg++) {
 #line 4
               __align__(16) float rb[4];
 #line 4
-              for (int i0_1o = 0; i0_1o < 1; i0_1o++) {
+              for (int rb_in0o = 0; rb_in0o < 1; rb_in0o++) {
 #line 4
                 // vcopy4_REGISTER_SHARED
-                { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&Bs[pi][64 * rjg + 4 * tj + 4 * i0_1o]); (&rb[4 * i0_1o])[0] = gpudsl_v.x; (&rb[4 * i0_1o])[1] = gpudsl_v.y; (&rb[4 * i0_1o])[2] = gpudsl_v.z; (&rb[4 * i0_1o])[3] = gpudsl_v.w; }
+                { const float4 gpudsl_v = *reinterpret_cast<const float4*>(&Bs[pi][64 * rjg + 4 * tj + 4 * rb_in0o]); (&rb[4 * rb_in0o])[0] = gpudsl_v.x; (&rb[4 * rb_in0o])[1] = gpudsl_v.y; (&rb[4 * rb_in0o])[2] = gpudsl_v.z; (&rb[4 * rb_in0o])[3] = gpudsl_v.w; }
               }
 #line 4
               for (int ri = 0; ri < 8; ri++) {

@@ -19,12 +19,12 @@ permute_10_d0m32_d1m32_k0(
     {
       const int t0 = threadIdx.y;
 #line 3
-      const int i1 = threadIdx.x;
+      const int tile_in1 = threadIdx.x;
 #line 2
       #pragma unroll
       for (int j0 = 0; j0 < 4; j0++) {
 #line 3
-        tile[8 * j0 + t0][i1] = x[(32 * bc + 8 * j0 + t0) * d1 + 32 * br + i1];
+        tile[8 * j0 + t0][tile_in1] = x[(32 * bc + 8 * j0 + t0) * d1 + 32 * br + tile_in1];
       }
     }
 #line 3

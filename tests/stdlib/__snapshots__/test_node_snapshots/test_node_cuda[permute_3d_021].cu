@@ -21,12 +21,12 @@ permute_021_d1m32_d2m32_k0(
       {
         const int t0 = threadIdx.y;
 #line 4
-        const int i1 = threadIdx.x;
+        const int tile_in1 = threadIdx.x;
 #line 3
         #pragma unroll
         for (int j0 = 0; j0 < 4; j0++) {
 #line 4
-          tile[8 * j0 + t0][i1] = x[(o0 * d1 + 32 * bc + 8 * j0 + t0) * d2 + 32 * br + i1];
+          tile[8 * j0 + t0][tile_in1] = x[(o0 * d1 + 32 * bc + 8 * j0 + t0) * d2 + 32 * br + tile_in1];
         }
       }
 #line 4
