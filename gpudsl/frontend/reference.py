@@ -524,6 +524,32 @@ def late(n: size, x: f32[n, 64], y: f32[n, 64], z: f32[n, 64]):
 
 assert late.check().ok
 '''),
+    _E("Statements", "BarrierRing", "`full: barrier[k] @ SHARED`, `arrive(full[e], lo, hi)`",
+       "A ring of `k` split barriers (a constant, 1 to 32), allocated at block level; "
+       "`arrive(full[e], lo, hi)` and `wait(full[e], lo, hi)` name one element with an "
+       "index expression over sizes and loop variables (typically `i % k`), which `check()` "
+       "proves in the ring. Each element keeps its own phases. See "
+       "[barrier rings](hopper.md#barrier-rings).", '''
+@proc
+def ring(n: size, x: f32[n, 32], y: f32[n, 32]):
+    for b in par(0, 1) @ BLOCKS:
+        buf: f32[4, 32] @ SHARED
+        full: barrier[4] @ SHARED
+        empty: barrier[4] @ SHARED
+        for j in seq(0, 4):
+            arrive(empty[j], 32, 64)
+        for i in seq(0, n):
+            wait(empty[i % 4], 0, 32)
+            for t in par(0, 32) @ THREADS:
+                buf[i % 4, t] = x[i, t]
+            arrive(full[i % 4], 0, 32)
+            wait(full[i % 4], 32, 64)
+            for t in par(32, 64) @ THREADS:
+                y[i, t - 32] = buf[i % 4, t - 32] * 2.0
+            arrive(empty[i % 4], 32, 64)
+
+assert ring.check().ok
+'''),
     _E("Statements", "AsyncCopy", "`async_copy(dst, src)`", "Inside a `@ THREADS` loop: "
        "the thread starts a copy of 4, 8 or 16 bytes (one element, or a window "
        "`s[i, j:j + n]` whose last index is a range of constant length) from a GLOBAL array "
