@@ -89,7 +89,8 @@ def _onto(loop: For, lo: int, hi: int, what: str):
 
 
 @primitive("warp_specialize", loop=LOOP, producers=ANY, consumers=ANY, stages=POSITIVE_INT)
-def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int = 2):
+def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int = 2,
+                    ring: bool = False):
     """Split a staged loop into a producer thread range that fills a ``stages``-slot
     circular buffer and a consumer thread range that computes on it, joined by split
     barriers.  The loop's body must read
@@ -110,7 +111,10 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
             wait(full{s}, consumers); compute(i); arrive(empty{s}, consumers)
         the last trips % stages steps the same way, then sync()
 
-    (``stages=1``: one pair, ``full`` and ``empty``.)  The producers run up to
+    (``stages=1``: one pair, ``full`` and ``empty``.)  With ``ring=True`` the barriers
+    are two rings (``full: barrier[stages]``, ``empty``) and the loop is not unrolled:
+    step ``i`` waits and arrives on element ``i % stages`` of each (docs/hopper.md).
+    The producers run up to
     ``stages`` steps ahead of the consumers.  (Split barriers wait on a phase parity:
     with one barrier pair the producers could not fill a slot before the consumers had
     finished the previous one; one pair per stage, as CUTLASS's pipelines.)
@@ -139,13 +143,16 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
     L2: For = q.forward(c).node()
     lead2, prod_q, cons_q = _parts(L2.body)
     prod, cons = _fit(prod_q, cons_q, P, C)
-    out = _specialized(q, L, L2, lead, prod, cons, k, P, C)
+    if ring:
+        out, n_main = _ringed(q, L, L2, lead, prod, cons, k, P, C)
+    else:
+        out = _specialized(q, L, L2, lead, prod, cons, k, P, C)
+        n_main = next(j for j, s in enumerate(out) if isinstance(s, For))
     a = q.forward(c).addr
     baddr, i = a[:-1], a[-1]
     blk = block_of(q.ir, baddr)
     ir = replace_block(q.ir, baddr, blk[:i] + tuple(out) + blk[i + 1:])
     _no_new_races(q.ir, ir, L.loc)
-    n_main = next(j for j, s in enumerate(out) if isinstance(s, For))
 
     # expand_dim moves no statement: addresses of p are addresses of q
     return Rewrite(ir, fwd_edits(a, len(out), [Into((), baddr + (i + n_main,))]))
@@ -267,6 +274,29 @@ def _specialized(q, L: For, L2: For, lead: bool, prod, cons, k: int, P, C) -> li
 
 
 _SLOT = "__slot"
+
+
+def _ringed(q, L: For, L2: For, lead: bool, prod, cons, k: int, P, C):
+    """The statements replacing the loop with barrier rings, and the index of the
+    loop among them: two rings of ``k`` (``empty`` arrived once per element before the
+    loop), the loop's step ``i`` on element ``i % k`` (the slot ``expand_dim`` chose)."""
+    taken = proc_names(q.ir)
+    full, empty = _fresh("full", taken), _fresh("empty", taken)
+    taken |= {full, empty}
+    j = _fresh("j", taken)
+    loc = L.loc
+    P = tuple(Const(x) for x in P)
+    C = tuple(Const(x) for x in C)
+    slot = normalize(BinOp("%", Var(L.iter), Const(k), INDEX))
+    e = slot if k > 1 else Const(0)
+    body = (Wait(empty, *P, loc, e), *prod, Arrive(full, *P, loc, e),
+            Wait(full, *C, loc, e), *cons, Arrive(empty, *C, loc, e))
+    out = [Sync(loc)] if lead else []
+    out += [Alloc(n, BARRIER, (Const(k),), SHARED, loc) for n in (full, empty)]
+    out.append(For(j, Const(0), Const(k), (Arrive(empty, *C, loc, Var(j)),), loc=loc))
+    out.append(L2.with_(body=body))
+    out.append(Sync(loc))
+    return out, len(out) - 2
 
 
 def _mark_slot(stmts, slot):

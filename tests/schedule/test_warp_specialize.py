@@ -206,3 +206,28 @@ def test_producers_of_async_copies():
         q.compile("emulator")(x=x, y=y2)
         assert np.array_equal(y2, y)
     assert "cp.async.cg.shared.global" in q.cuda_source()
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3, 4])
+def test_ring_output_is_proved_and_keeps_the_meaning(stages):
+    """``ring=True`` (issue 35): two barrier rings of ``stages`` elements and one loop
+    on element ``i % stages``, instead of unrolled pairs of barriers."""
+    q = warp_specialize(shared_table, "i", producers=(0, 32), consumers=(32, 64),
+                        stages=stages, ring=True)
+    text = str(q)
+    assert f"full: barrier[{stages}] @ SHARED" in text and "full0" not in text
+    assert q.check().ok
+    k = q.compile("emulator")
+    for n in (1, 2, 5):
+        x = np.random.default_rng(n).standard_normal((n, 32)).astype(np.float32)
+        y, z = np.zeros_like(x), np.zeros_like(x)
+        gpudsl.interpret(q, n=n, x=x, y=y, detect_races=True)
+        k(n=n, x=x, y=z)
+        assert np.allclose(y, x * x[0][::-1][None, :]) and np.array_equal(y, z)
+
+
+def test_ring_output_refuses_what_it_cannot_prove():
+    p = gpudsl.proc_from_source(str(shared_table).replace("par(32, 64)", "par(64, 96)")
+                                .replace("t - 32]", "t - 64]"))
+    with pytest.raises(SchedulingError, match="not proved"):
+        warp_specialize(p, "i", producers=(0, 32), consumers=(32, 64), ring=True)

@@ -458,8 +458,11 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
                                       ((0, 32), (32, 64)), ((32, 64), (0, 32)),
                                       ((0, 64), (64, 96)), ((0, 64), (32, 96)),
                                       ((0, 16), (32, 64)), ((0, 64), "x")])
-        return Step(prim, [loop], {"producers": lit(prod), "consumers": lit(cons),
-                                   "stages": lit(r.choice([1, 2, 2, 3, 4, 0, 9]))})
+        kw = {"producers": lit(prod), "consumers": lit(cons),
+              "stages": lit(r.choice([1, 2, 2, 3, 4, 0, 9]))}
+        if r.random() < 0.5:  # barrier rings instead of unrolled barrier pairs
+            kw["ring"] = lit(True)
+        return Step(prim, [loop], kw)
     if prim == "rotate_loop":
         loop = L(lambda s: len(s.body) >= 2) if r.random() < 0.85 else L()
         return Step(prim, [loop, lit(r.choice([1, 1, 2, 1, 3, 0, -1, "1", 9]))])
