@@ -35,6 +35,7 @@ LDMATRIX = "ldmatrix"            # warp-wide fragment loads from shared memory (
 MMA_F16 = "mma.m16n8k16.f16"     # half-precision tensor-core mma (sm_80+)
 MMA_BF16 = "mma.m16n8k16.bf16"
 MMA_TF32 = "mma.m16n8k8.tf32"
+WGMMA = "wgmma"                  # warpgroup MMA from shared memory (sm_90a only)
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,8 @@ for _t in (
     Target("sm_89", (8, 9), max_shared_bytes=99 * KIB, shared_per_sm=100 * KIB,
            max_threads_per_sm=1536, max_blocks_per_sm=24, features=_AMPERE),
     Target("sm_90", (9, 0), features=_AMPERE | {TRY_WAIT}),
+    # the architecture-specific features of H100/H200 ("a": such cubins run there only)
+    Target("sm_90a", (9, 0), features=_AMPERE | {TRY_WAIT, WGMMA}),
 ):
     register_target(_t)
 
@@ -105,7 +108,7 @@ DEFAULT_TARGET = "sm_90"
 def target(name: "str | Target | None" = None) -> Target:
     """The description of ``name`` (``"sm_80"``, ``"sm_90"``, ...; a ``Target`` is returned
     as is; ``None`` is the default, sm_90).  An architecture gpudsl has no description of
-    but whose family it knows (``"sm_90a"``, ``"sm_87"``) gets its family's nearest lower
+    but whose family it knows (``"sm_100"``, ``"sm_87"``) gets its family's nearest lower
     description under its own name."""
     if isinstance(name, Target):
         return name
@@ -126,4 +129,4 @@ def target(name: "str | Target | None" = None) -> Target:
 
 __all__ = ["Target", "TARGETS", "DEFAULT_TARGET", "register_target", "target", "CP_ASYNC",
            "MBARRIER", "TRY_WAIT", "NAMED_BARRIERS", "REDUX", "LDMATRIX", "MMA_F16",
-           "MMA_BF16", "MMA_TF32"]
+           "MMA_BF16", "MMA_TF32", "WGMMA"]

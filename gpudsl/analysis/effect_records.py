@@ -142,6 +142,7 @@ class Effects:
     syncs: list = field(default_factory=list)
     collectives: list = field(default_factory=list)     # CollectiveSite
     asyncs: list = field(default_factory=list)          # SyncInfo of async commits/waits
+    wgmmas: list = field(default_factory=list)          # CollectiveSite of each wgmma
     window_checks: list = field(default_factory=list)   # (KernelAccess-like ctx, WindowArg)
     call_preds: list = field(default_factory=list)      # (ctx KernelAccess, pred Expr)
     issues: list = field(default_factory=list)

@@ -88,8 +88,8 @@ class EmulatorBackend:
     stdout)."""
 
     @staticmethod
-    def arch() -> None:
-        return None   # every feature gpudsl describes is emulated: the default target
+    def arch() -> str:
+        return "sm_90a"   # every feature gpudsl describes is emulated (wgmma included)
 
     def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False):
         from .emulator import build_emulator_module
