@@ -267,9 +267,29 @@ class _Collector(Walker):
                 self.issue("mapping", f"wgmma takes its accumulator in REGISTER and its "
                            f"operands in SHARED memory; '{w.name}' is in {info.mem.name}",
                            [s.loc, info.loc], f"keep '{w.name}' in {mem.name} memory")
+        self._wgmma_layout(s)
         self.eff.wgmmas.append(CollectiveSite(s, st["loops"], st["guards"], st["kernel"],
                                               st["level"], st["inside"], s.loc, s))
         super().wgmma(s, st)
+
+    def _wgmma_layout(self, s):
+        """The operands are windows in the layout the hardware reads (a primitive that
+        reshapes an array may break it)."""
+        from ..ir.wgmma import CORE, M, extents, layout_problem
+
+        if extents(s.acc) != [s.n // 2]:
+            self.issue("mapping", f"the accumulator of wgmma is not one range of {s.n // 2} "
+                       "elements", [s.loc])
+        for w, rows in ((s.a, M), (s.b, s.n)):
+            key = self.lookup(w.name)
+            if key is None:
+                continue
+            shape = self.eff.arrays[key].shape
+            last = shape[-1].val if shape and isinstance(shape[-1], Const) else None
+            why = layout_problem(w, len(shape), last, (2, rows, CORE))
+            if why is not None:
+                self.issue("mapping", f"the operand '{w.name}' of wgmma is not a [2, {rows}, "
+                           f"{CORE}] window in the layout the hardware reads: {why}", [s.loc])
 
     def alloc(self, s: Alloc, st):
         super().alloc(s, st)

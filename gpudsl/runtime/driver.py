@@ -71,7 +71,9 @@ def driver_available() -> bool:
 
 
 def device_arch(device: int = 0) -> str:
-    """``"sm_XY"`` from the device's compute capability; ``"sm_90"`` without a device."""
+    """``"sm_XY"`` from the device's compute capability (``"sm_90a"`` for 9.0: cubins with
+    the architecture-specific features, wgmma, that run on H100/H200 only); ``"sm_90"``
+    without a device."""
     global _arch
     if _arch is not None:
         return _arch
@@ -89,6 +91,8 @@ def device_arch(device: int = 0) -> str:
                     and lib.cuDeviceGetAttribute(ctypes.byref(minor), _ATTR_CC_MINOR, dev) == 0
                     and major.value > 0):
                 arch = f"sm_{major.value}{minor.value}"
+                if (major.value, minor.value) == (9, 0):
+                    arch = "sm_90a"   # H100/H200: their own features (wgmma) too
         except Exception:
             pass
     _arch = arch
