@@ -80,6 +80,9 @@ class KernelAccess:
         what = {"read": "read", "write": "write", "atomic": "atomic update"}[self.kind]
         if self.reduce:
             what = "update"
+        wg = getattr(self.stmt, "wgmma", None)
+        if wg is not None:   # a step of a wgmma's meaning: name the operand and the wgmma
+            return f"{what} of {self.name} by the wgmma"
         ix = ", ".join(print_expr(i) for i in (self.shown or self.idx))
         return f"{what} of {self.name}[{ix}]" if self.idx else f"{what} of {self.name}"
 
