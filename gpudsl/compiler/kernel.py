@@ -214,7 +214,10 @@ class Kernel:
                 from ..runtime.driver import device_arch
                 from ..runtime.nvrtc import compile_cubin
 
-                res = compile_cubin(spec.module.source, device_arch()).resources
+                from ..codegen.wgmma import arch_for
+
+                src = spec.module.source
+                res = compile_cubin(src, arch_for(src, device_arch())).resources
             spec.resources = dict(res)
         return spec.resources
 

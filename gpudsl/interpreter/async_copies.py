@@ -67,14 +67,15 @@ class _Mma:
     """One thread's share of a wgmma in flight: ``notes`` lists ``(buffer, flat index,
     tracker, kind, role)`` of every access it made (computed where it was issued)."""
 
-    __slots__ = ("site", "group", "notes", "node", "race")
+    __slots__ = ("site", "group", "notes", "node", "race", "dims")
     family = "wg"
     hint = ("wgmma_commit the group and wgmma_wait for it (then sync() if other threads "
             "write the operands) before touching the accumulator, or the operands for "
             "writing")
 
-    def __init__(self, site, group, notes, node, race):
+    def __init__(self, site, group, notes, node, race, dims=None):
         self.site, self.group, self.notes, self.node, self.race = site, group, notes, node, race
+        self.dims = dims or {}   # id(buffer) -> (name, shape) of the operands
 
     def keys(self):
         seen = {}
@@ -90,9 +91,10 @@ class _Mma:
 
     def describe(self, side, k, buf, acc):
         what = "accumulator" if side == "dst" else "operand"
-        return (f"{self.site.name if side == 'dst' else acc.name}[...] (element {k} of its "
-                f"buffer), an {what} of the wgmma `{self.site.text}` at {self.site.where()}, "
-                "before the wgmma_wait that completes its group has run")
+        name, shape = self.dims.get(id(buf), (acc.name, None))
+        return (f"{name}{_element(k, shape, buf)}, an {what} of the wgmma `{self.site.text}` "
+                f"at {self.site.where()}, before the wgmma_wait that completes its group "
+                "has run")
 
 
 def _replay(ctx, tkey, tnames, tvals, accesses, site):
@@ -160,14 +162,14 @@ class AsyncState:
         self._issue(th, _Copy(site, self.block_commits["cp"] + th.commits["cp"], dst, dks,
                               src, sks, race, dims))
 
-    def wgmma(self, tkey, site, notes, node, ctx=None):
+    def wgmma(self, tkey, site, notes, node, ctx=None, dims=None):
         """A wgmma (``node``) of thread ``tkey`` issued (its accesses ``notes``, already
-        computed)."""
+        computed; ``dims``: id(buffer) -> (name, shape) of its operands, for errors)."""
         th = self._thread(tkey)
         race = (ctx, ctx.tkey, ctx.tnames, ctx.tvals) if ctx is not None and ctx.kernel \
             else None
         self._issue(th, _Mma(site, self.block_commits["wg"] + th.commits["wg"], notes, node,
-                             race))
+                             race, dims))
 
     def _issue(self, th, op):
         th.pending[op.family].append(op)

@@ -361,7 +361,13 @@ class ProcEmitter(ExprEmitter):
             self.wg = None
         site = self.access(s.loc, text, "wgmma", s.acc.name)
         ctx = "_ctx" if self.race else "None"
-        self.line(f"_asy.wgmma({self._tkey()}, {site}, {notes}, {node}, {ctx})")
+        dims = []
+        for name in dict.fromkeys((s.acc.name, s.a.name, s.b.name)):
+            info = self.arrays[name]
+            shape = ", ".join(info.dim(k) for k in range(info.ndim))
+            dims.append(f"id(a_{name}): ({name!r}, ({shape},))")
+        self.line(f"_asy.wgmma({self._tkey()}, {site}, {notes}, {node}, {ctx}, "
+                  f"{{{', '.join(dims)}}})")
 
     def _WgmmaElement(self, s):
         self._Reduce(s)

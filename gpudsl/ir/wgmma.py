@@ -177,11 +177,21 @@ def same_shape(a: Wgmma, b: Wgmma) -> bool:
     return a.n == b.n and a.a.ty == b.a.ty and a.acc.name == b.acc.name
 
 
+def chained(fam, c_stmt, x_stmt, x_name: str) -> bool:
+    """An access (statement ``x_stmt``, array ``x_name``) by a later wgmma of the same shape
+    on the accumulator of the wgmma of ``c_stmt``: ordered by the hardware, no conflict
+    (``fam``: the family asked about)."""
+    if fam is not WGMMAS:
+        return False
+    co, xo = wgmma_of(c_stmt), wgmma_of(x_stmt)
+    return co is not None and xo is not None and same_shape(co, xo) and x_name == xo.acc.name
+
+
 WGMMAS = Family("wgmma", WgmmaCommit, WgmmaWait, "wgmma_commit", "wgmma_wait", wgmma_of,
                  lambda op: 1, "accumulator", "operand")
 FAMILIES = (COPIES, WGMMAS)
 
-__all__ = ["WGMMAS", "FAMILIES", "WARPGROUP", "M", "K", "CORE", "N_MAX", "AB_TYPES", "WGMMA_STMTS", "uses_wgmma",
+__all__ = ["chained", "WGMMAS", "FAMILIES", "WARPGROUP", "M", "K", "CORE", "N_MAX", "AB_TYPES", "WGMMA_STMTS", "uses_wgmma",
            "n_values", "frag_row", "frag_col", "intervals", "extents", "layout_problem",
            "row_expr", "col_expr", "lane_of", "WgmmaElement", "elements", "wgmma_of",
            "same_shape", "Stmt"]

@@ -40,9 +40,9 @@ TWINS = {
     "acc read before the wait": (
         "local", WAITS, "                wgmma_commit()\n                c[t // 2, 0] = acc[t, 0]\n"
                         "                wgmma_wait(0)\n", "acc", "same thread reads acc"),
-    "no wait": ("block", BLOCK_WAITS, "            wgmma_commit()\n", "a_s", "same thread writes"),
+    "no wait": ("block", BLOCK_WAITS, "            wgmma_commit()\n", "a_s", "thread writes"),
     "wait(1) leaves it in flight": ("block", BLOCK_WAITS, "            wgmma_commit()\n"
-                                    "            wgmma_wait(1)\n", "a_s", "same thread writes"),
+                                    "            wgmma_wait(1)\n", "a_s", "thread writes"),
     "no barrier after the wait": ("block", BLOCK_WAITS + "            sync()\n", BLOCK_WAITS,
                                   "a_s", "read of a_s by the wgmma"),
 }

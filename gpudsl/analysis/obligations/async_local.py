@@ -16,6 +16,7 @@ thread leaves each loop with no copy in flight.
 from __future__ import annotations
 
 from ...ir.asyncs import COPIES
+from ...ir.wgmma import chained
 from ...ir.nodes import For
 from ...ir.smt import SAT, UNKNOWN, Unsupported
 from ...ir.types import BLOCKS, THREADS
@@ -71,8 +72,6 @@ def check_local(ctx, c, accesses, text, seq_before, fam=COPIES) -> list:
     """Diagnostics for the access ``c`` of an operation of ``fam`` (a copy's first
     element) in the thread-local form: it lands in its loop; its thread touches its
     elements only after that."""
-    from .asyncs import chained
-
     d, B = thread_body(c.tpath, len(c.path) - 1)
     jc = c.tpath[d][1]
     g = _commits(B, jc, fam)
@@ -90,7 +89,7 @@ def check_local(ctx, c, accesses, text, seq_before, fam=COPIES) -> list:
         if x.kernel != c.kernel or x.tpath is None or len(x.tpath) <= d or \
                 x.tpath[:d] != c.tpath[:d] or x.tpath[d][0] is not B:
             continue  # outside this thread loop: the race obligation's
-        if c.kind == "read" and not x.is_write or chained(fam, c, x):
+        if c.kind == "read" and not x.is_write or chained(fam, c.stmt, x.stmt, x.name):
             continue
         if g < _landed(B, x.tpath[d][1], fam):
             continue

@@ -33,7 +33,7 @@ from __future__ import annotations
 import z3
 
 from ...ir.asyncs import COPIES, copy_of
-from ...ir.wgmma import FAMILIES, WGMMAS, same_shape
+from ...ir.wgmma import FAMILIES, chained
 from ...ir.nodes import BinOp, For
 from ...ir.residues import residue
 from ...ir.smt import SAT, UNKNOWN, UNSAT, Unsupported
@@ -111,7 +111,7 @@ def _check_family(ctx: Ctx, fam):
                 break
             if x.kernel != c.kernel or (c.kind == "read" and not x.is_write):
                 continue
-            if chained(fam, c, x):
+            if chained(fam, c.stmt, x.stmt, x.name):
                 continue
             key = (frozenset((_lk(c.loc), _lk(x.loc))), "race")
             if key in reported:
@@ -122,14 +122,6 @@ def _check_family(ctx: Ctx, fam):
                 if d.kind == "race":
                     reported.add(key)
                     found += 1
-
-
-def chained(fam, c, x) -> bool:
-    """``x`` is a later wgmma of the same shape on ``c``'s accumulator: no conflict."""
-    if fam is not WGMMAS:
-        return False
-    xo = WGMMAS.op_of(x.stmt)
-    return xo is not None and same_shape(WGMMAS.op_of(c.stmt), xo) and x.name == xo.acc.name
 
 
 def _lk(loc):
