@@ -120,3 +120,30 @@ def two(a: f16[128, 16], bt: f16[8, 16], c: f32[128, 8]):
         c = np.zeros((128, 8), np.float32)
         run(a=a, bt=bt, c=c)
         assert np.array_equal(c, a.astype(np.float64) @ bt.astype(np.float64).T)
+
+
+def test_check_agrees_with_the_detector_on_random_kernels():
+    """The differential generator's wgmma kernels (some broken on purpose): a proved one
+    runs clean in the race detector at every size; a race's witness replays."""
+    import random
+
+    from tests.schedule.differential.oracle import make_args
+    from tests.schedule.differential.procgen_wgmma import wgmma_program
+
+    proved = refused = 0
+    for case in range(14):
+        r = random.Random(case)
+        prog = wgmma_program(r, f"p{case}")
+        p = gpudsl.proc_from_source("@proc\n" + prog.source)
+        rep = p.check(target="sm_90a")
+        if rep.ok:
+            proved += 1
+            for sizes in prog.sizes:
+                gpudsl.interpret(p, detect_races=True, **make_args(p.ir, sizes, r))
+            continue
+        d = next(d for d in rep.diagnostics if d.kind == "race")
+        refused += 1
+        with pytest.raises((InterpError, RaceError)):
+            gpudsl.interpret(p, detect_races=True,
+                             **make_args(p.ir, d.witness["sizes"], r))
+    assert proved and refused, (proved, refused)
