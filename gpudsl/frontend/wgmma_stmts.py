@@ -12,7 +12,7 @@ import ast
 
 from ..ir.nodes import Const, Interval, Wgmma, WgmmaCommit, WgmmaWait, WindowArg
 from ..ir.types import INDEX, REGISTER, SHARED, f32
-from ..ir.wgmma import AB_TYPES, CORE, M, N_MAX, extents, intervals, layout_problem
+from ..ir.wgmma import AB_TYPES, CORE, M, N_MAX, extents, layout_problem
 
 WGMMA_FUNCS = ("wgmma", "wgmma_commit", "wgmma_wait")
 
@@ -20,7 +20,7 @@ _FORM = ("wgmma(acc[t, 0:N // 2], a[0:2, 0:64, 0:8], b[0:2, 0:N, 0:8]): acc += A
          "a[h, m, j] = A[m, 8h + j], b[h, n, j] = B[8h + j, n]")
 
 
-def _operand(parser, node, what: str):
+def _operand(parser, node):
     """(window with explicit ranges, its symbol) of one operand."""
     w = parser.ex.window(node)
     sym = parser.scope.lookup(w.name)
@@ -31,7 +31,7 @@ def _operand(parser, node, what: str):
 
 
 def _acc(parser, node):
-    w, sym = _operand(parser, node, "acc")
+    w, sym = _operand(parser, node)
     if sym.mem != REGISTER or sym.ty != f32:
         raise parser.err(node, f"the accumulator of wgmma is a REGISTER array of f32; "
                          f"'{w.name}' is a {sym.mem.name} array of {sym.ty.name}",
@@ -50,7 +50,7 @@ def _acc(parser, node):
 
 
 def _ab(parser, node, what: str, rows: int):
-    w, sym = _operand(parser, node, what)
+    w, sym = _operand(parser, node)
     if sym.mem != SHARED or sym.ty.name not in AB_TYPES:
         raise parser.err(node, f"the {what} operand of wgmma is a SHARED array of f16 or "
                          f"bf16; '{w.name}' is a {sym.mem.name} array of {sym.ty.name}",
@@ -91,4 +91,4 @@ def parse_wgmma_call(parser, s: ast.stmt, v: ast.Call, fname: str):
     return Wgmma(acc, a, b, n, loc)
 
 
-__all__ = ["WGMMA_FUNCS", "parse_wgmma_call", "intervals"]
+__all__ = ["WGMMA_FUNCS", "parse_wgmma_call"]

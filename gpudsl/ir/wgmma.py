@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .asyncs import COPIES, Family, const_extent
-from .nodes import (BinOp, Builtin, Const, For, Interval, Point, Read, Reduce, Stmt, Var,
+from .nodes import (BinOp, Builtin, Const, For, Interval, Point, Read, Reduce, Var,
                     Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
 from .types import INDEX, f32
 from .visitor import kinds
@@ -194,4 +194,4 @@ FAMILIES = (COPIES, WGMMAS)
 __all__ = ["chained", "WGMMAS", "FAMILIES", "WARPGROUP", "M", "K", "CORE", "N_MAX", "AB_TYPES", "WGMMA_STMTS", "uses_wgmma",
            "n_values", "frag_row", "frag_col", "intervals", "extents", "layout_problem",
            "row_expr", "col_expr", "lane_of", "WgmmaElement", "elements", "wgmma_of",
-           "same_shape", "Stmt"]
+           "same_shape"]
