@@ -24,6 +24,7 @@ errors already, so every conflicting access unordered with the copy is seen.
 from __future__ import annotations
 
 from ..errors import InterpError
+from ..ir.wgmma import WARPGROUP
 
 READ, WRITE = 1, 2
 
@@ -125,6 +126,7 @@ class AsyncState:
         self.threads: dict = {}
         self.block_commits = {"cp": 0, "wg": 0}   # commits run at block level (every thread)
         self.inflight: dict = {}  # (id(buffer), flat index) -> [(op, "dst" | "src"), ...]
+        self.issued: dict = {}    # (site, warpgroup) -> lane -> wgmmas issued (wg_converged)
 
     def block_end(self):
         """The block's code ends: an operation still in flight is an error (it lands
@@ -168,8 +170,29 @@ class AsyncState:
         th = self._thread(tkey)
         race = (ctx, ctx.tkey, ctx.tnames, ctx.tvals) if ctx is not None and ctx.kernel \
             else None
+        group = (id(site), tkey[0], tkey[1], tkey[2] // WARPGROUP)
+        lanes = self.issued.setdefault(group, (site, {}))[1]
+        lanes[tkey[2] % WARPGROUP] = lanes.get(tkey[2] % WARPGROUP, 0) + 1
         self._issue(th, _Mma(site, self.block_commits["wg"] + th.commits["wg"], notes, node,
                              race, dims))
+
+    def wg_converged(self):
+        """A run of a thread loop holding wgmmas ends: every lane of each warpgroup that
+        issued a wgmma there issued it as often as the others (the 128 threads of a
+        warpgroup issue each wgmma together)."""
+        issued, self.issued = self.issued, {}
+        for (_, *where), (site, lanes) in issued.items():
+            counts = [lanes.get(l, 0) for l in range(WARPGROUP)]
+            if len(set(counts)) > 1:
+                lo = counts.index(min(counts))
+                hi = counts.index(max(counts))
+                base = WARPGROUP * where[-1]
+                raise InterpError(
+                    f"the wgmma `{site.text}` at {site.where()} ran {counts[hi]} time(s) in "
+                    f"thread {base + hi} and {counts[lo]} in thread {base + lo} of one "
+                    "warpgroup: its 128 threads issue it together", site.loc,
+                    "keep wgmma out of lane-dependent ifs and loops, in a thread loop that "
+                    "covers whole warpgroups (bounds multiples of 128)")
 
     def _issue(self, th, op):
         th.pending[op.family].append(op)

@@ -267,6 +267,10 @@ class ProcEmitter(ExprEmitter):
         elif tl is not None:
             self.loc = s.loc
             self.line(f"_ctx.thread_done({tl})")
+        if s.mapping == THREADS and self.tdepth == 1 and \
+                any(isinstance(n, Wgmma) for n in walk(s.body)):
+            self.loc = s.loc
+            self.line("_asy.wg_converged()")   # whole warpgroups issued each wgmma
 
     def _Alloc(self, s: Alloc):
         n = s.name

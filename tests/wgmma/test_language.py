@@ -134,6 +134,18 @@ def test_chained_wgmmas_on_one_accumulator_need_no_wait():
     assert p.check(target="sm_90a").ok
 
 
+@pytest.mark.parametrize("old, new", [
+    ("for t in par(0, 128) @ THREADS:\n                wgmma",
+     "for t in par(0, 96) @ THREADS:\n                wgmma"),
+    ("                wgmma(acc[t, 0:32], a_s[0:2, 0:64, 0:8], b_s[0:2, 0:64, 0:8])\n",
+     "                if t < 64:\n"
+     "                    wgmma(acc[t, 0:32], a_s[0:2, 0:64, 0:8], b_s[0:2, 0:64, 0:8])\n")])
+def test_a_partial_warpgroup_stops_the_interpreter(old, new):
+    p = twin(gemm(64), old, new)
+    with pytest.raises(InterpError, match="its 128 threads issue it together"):
+        gpudsl.interpret(p, **operands(64, 16))
+
+
 def test_outside_a_thread_loop():
     src = _HEAD.replace("        for t in par(0, 128) @ THREADS:\n",
                         "        wgmma(acc[0, 0:32], a_s, b_s)\n")
