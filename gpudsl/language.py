@@ -87,6 +87,9 @@ async_copy = _only_in_procs("async_copy")  # docs/async_copies.md
 async_commit = _only_in_procs("async_commit")
 async_wait = _only_in_procs("async_wait")
 setmaxnreg = _only_in_procs("setmaxnreg")  # docs/hopper.md
+wgmma = _only_in_procs("wgmma")  # docs/hopper.md (warpgroup MMA)
+wgmma_commit = _only_in_procs("wgmma_commit")
+wgmma_wait = _only_in_procs("wgmma_wait")
 barrier = BARRIER  # ``bar: barrier @ SHARED`` (docs/language.md (synchronization))
 atomic_add = _only_in_procs("atomic_add")
 atomic_min = _only_in_procs("atomic_min")
@@ -126,5 +129,6 @@ __all__ = ["constexpr", "inf", "nan", "BLOCKS", "THREADS", "GLOBAL", "SHARED", "
            "atomic_or", "atomic_xor", "atomic_inc", "select", "exp", "log", "sqrt", "tanh",
            "sin", "cos", "erf", "rsqrt",
            "arrive", "wait", "barrier", "async_copy", "async_commit", "async_wait",
-           "setmaxnreg", "shfl", "shfl_xor", "shfl_down", "shfl_up", "ballot", "any_lanes", "all_lanes",
+           "setmaxnreg", "wgmma", "wgmma_commit", "wgmma_wait",
+           "shfl", "shfl_xor", "shfl_down", "shfl_up", "ballot", "any_lanes", "all_lanes",
            "warp_sum", "warp_max", "warp_min"]

@@ -27,14 +27,6 @@ from ..ir.visitor import substitute, walk
 from .phases import PhaseCounter, add, sub
 
 
-def _is_commit(s) -> bool:
-    return isinstance(s, AsyncCommit)
-
-
-def _is_wait(s) -> bool:
-    return isinstance(s, AsyncWait)
-
-
 def _is_block_sync(s) -> bool:
     return isinstance(s, Sync) and not s.ranged
 
@@ -50,10 +42,19 @@ def _select(c, a, b):
 
 
 class AsyncCounts:
-    """The three functions above for one kernel (paths: ``KernelAccess.path`` steps)."""
+    """The three functions above for one kernel (paths: ``KernelAccess.path`` steps), for
+    the family whose commits and waits are ``commit`` / ``wait`` statements (the async
+    copies' by default; the wgmmas' are ``WgmmaCommit`` / ``WgmmaWait``)."""
 
-    def __init__(self):
-        self.commits_counter = PhaseCounter(_is_commit)
+    def __init__(self, commit=AsyncCommit, wait=AsyncWait):
+        self._commit, self._wait = commit, wait
+        self.commits_counter = PhaseCounter(self._is_commit)
+
+    def _is_commit(self, s) -> bool:
+        return isinstance(s, self._commit)
+
+    def _is_wait(self, s) -> bool:
+        return isinstance(s, self._wait)
 
     def commits(self, path) -> object:
         start = Const(0)
@@ -71,7 +72,7 @@ class AsyncCounts:
         def value(p):
             w = p[-1][0][p[-1][1]]
             return sub(self.commits(p), Const(w.depth))
-        return self._search(path, len(path) - 1, _is_wait, value, Const(0))
+        return self._search(path, len(path) - 1, self._is_wait, value, Const(0))
 
     def landed_at_end(self, path):
         """``landed`` where the block's code ends (``path``: any statement of it)."""
@@ -85,7 +86,7 @@ class AsyncCounts:
         else:
             body = path[0][0]
             end = ((body, len(body)),)
-        return self._search(end, len(end) - 1, _is_wait, self._wait_value, Const(0))
+        return self._search(end, len(end) - 1, self._is_wait, self._wait_value, Const(0))
 
     def _wait_value(self, p):
         w = p[-1][0][p[-1][1]]

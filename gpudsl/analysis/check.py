@@ -22,6 +22,7 @@ from .effects import collect
 from .mapping import check_uniformity, issues_to_diagnostics
 from .obligations import Ctx
 from .obligations.asyncs import check_asyncs
+from .obligations.wgmma import check_wgmma
 from .obligations.barriers import check_barriers
 from .obligations.bounds import check_bounds
 from .obligations.collectives import check_collectives
@@ -130,6 +131,7 @@ def _run(ir, bindings, timeout_ms, tgt: Target) -> Report:
         check_setmaxnreg(ctx)
     if eff.collectives:
         check_collectives(ctx)
+    check_wgmma(ctx)
     check_ownership(ctx)
     check_barriers(ctx)
     check_races(ctx)

@@ -81,6 +81,9 @@ class KernelAccess:
         what = {"read": "read", "write": "write", "atomic": "atomic update"}[self.kind]
         if self.reduce:
             what = "update"
+        wg = getattr(self.stmt, "wgmma", None)
+        if wg is not None:   # a step of a wgmma's meaning: name the operand and the wgmma
+            return f"{what} of {self.name} by the wgmma"
         ix = ", ".join(print_expr(i) for i in (self.shown or self.idx))
         return f"{what} of {self.name}[{ix}]" if self.idx else f"{what} of {self.name}"
 
@@ -144,6 +147,7 @@ class Effects:
     collectives: list = field(default_factory=list)     # CollectiveSite
     asyncs: list = field(default_factory=list)          # SyncInfo of async commits/waits
     setmaxnregs: list = field(default_factory=list)     # SyncInfo of setmaxnreg statements
+    wgmmas: list = field(default_factory=list)          # CollectiveSite of each wgmma
     window_checks: list = field(default_factory=list)   # (KernelAccess-like ctx, WindowArg)
     call_preds: list = field(default_factory=list)      # (ctx KernelAccess, pred Expr)
     issues: list = field(default_factory=list)

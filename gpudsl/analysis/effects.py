@@ -40,7 +40,7 @@ from ..ir.inline import (PRED_CHECK, VALUE_CHECK, WINDOW_CHECK, Inliner, bind_va
 from ..ir.nodes import (Alloc, Assign, Atomic, Collective, Const, For, If, Point,
                         ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var)
 from ..ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS, bool_
-from ..ir.effects import Walker
+from ..ir.effects import Walker, innermost_lane
 from ..ir.nests import direct_nest, nest_dim
 from ..ir.visitor import walk
 from .effect_records import (ArrayInfo, CollectiveSite, Effects, Issue, KernelAccess,
@@ -257,9 +257,51 @@ class _Collector(Walker):
         self.eff.asyncs.append(SyncInfo(s.loc, st["loops"], st["guards"], st["kernel"],
                                         st["level"], list(st["inside"]), s, at))
         if st["kernel"] is None:
-            self.issue("mapping", f"{type(s).__name__} outside any @ BLOCKS loop: async "
-                       "copies belong to the threads of a kernel", [s.loc],
+            what = "wgmmas" if "Wgmma" in type(s).__name__ else "async copies"
+            self.issue("mapping", f"{type(s).__name__} outside any @ BLOCKS loop: {what} "
+                       "belong to the threads of a kernel", [s.loc],
                        "put it inside the block loop")
+
+    def wgmma_lane(self, st):
+        return innermost_lane(st["loops"])
+
+    def wgmma(self, s, st):
+        """A wgmma (docs/hopper.md): its site for the warpgroup obligations, the rules of
+        where it stands and what it reads (mapping), and its meaning's accesses."""
+        if st["level"] != "thread":
+            self.issue("mapping", "wgmma outside any @ THREADS loop: the 128 threads of a "
+                       "warpgroup issue it together", [s.loc],
+                       "put it inside a `par(...) @ THREADS` loop of 128 threads")
+        for w, mem in ((s.acc, REGISTER), (s.a, SHARED), (s.b, SHARED)):
+            key = self.lookup(w.name)
+            if key is not None and self.eff.arrays[key].mem != mem:
+                info = self.eff.arrays[key]
+                self.issue("mapping", f"wgmma takes its accumulator in REGISTER and its "
+                           f"operands in SHARED memory; '{w.name}' is in {info.mem.name}",
+                           [s.loc, info.loc], f"keep '{w.name}' in {mem.name} memory")
+        self._wgmma_layout(s)
+        self.eff.wgmmas.append(CollectiveSite(s, st["loops"], st["guards"], st["kernel"],
+                                              st["level"], st["inside"], s.loc, s))
+        super().wgmma(s, st)
+
+    def _wgmma_layout(self, s):
+        """The operands are windows in the layout the hardware reads (a primitive that
+        reshapes an array may break it)."""
+        from ..ir.wgmma import CORE, M, extents, layout_problem
+
+        if extents(s.acc) != [s.n // 2]:
+            self.issue("mapping", f"the accumulator of wgmma is not one range of {s.n // 2} "
+                       "elements", [s.loc])
+        for w, rows in ((s.a, M), (s.b, s.n)):
+            key = self.lookup(w.name)
+            if key is None:
+                continue
+            shape = self.eff.arrays[key].shape
+            last = shape[-1].val if shape and isinstance(shape[-1], Const) else None
+            why = layout_problem(w, len(shape), last, (2, rows, CORE))
+            if why is not None:
+                self.issue("mapping", f"the operand '{w.name}' of wgmma is not a [2, {rows}, "
+                           f"{CORE}] window in the layout the hardware reads: {why}", [s.loc])
 
     def alloc(self, s: Alloc, st):
         super().alloc(s, st)

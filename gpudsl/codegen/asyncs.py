@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir.nodes import AsyncCommit, AsyncCopy, AsyncWait
+from .wgmma import after_copies_fence
 
 ASYNC_COPY = r"""
 // async_copy / async_commit / async_wait: cp.async on sm_80+, plain copies elsewhere
@@ -69,6 +70,7 @@ def emit_async(kw, s, level: str) -> None:
         return
     if isinstance(s, AsyncWait):
         w.line(f"gpudsl_cp_async_wait<{s.depth}>();", s.loc)
+        after_copies_fence(kw)   # for wgmma's async proxy (docs/hopper.md)
         return
     assert isinstance(s, AsyncCopy)
     if level != "thread":

@@ -5,8 +5,9 @@ from __future__ import annotations
 from .collectives import WARP_COMMENT, WARP_HELPERS
 from .asyncs import ASYNC_COPY
 from .registers import SETMAXNREG
-from ..targets import SETMAXNREG as SETMAXNREG_FEATURE
+from ..targets import SETMAXNREG as SETMAXNREG_FEATURE, WGMMA as WGMMA_FEATURE
 from .swizzle import SWIZZLE
+from .wgmma import PREFIX as _WGMMA_PREFIX, WGMMA_COMMON, shape_helper
 from .syncs import MBARRIER, NAMED_BARRIER
 
 _FLOOR = """\
@@ -161,6 +162,7 @@ HELPERS = {
     "gpudsl_cp_async": ("cp_async", ASYNC_COPY),
     "gpudsl_setmaxnreg": ("setmaxnreg", SETMAXNREG),
     "gpudsl_swizzle": ("swizzle", SWIZZLE),
+    "gpudsl_wgmma": ("wgmma", WGMMA_COMMON),
     "gpudsl_floordiv": ("floor", _FLOOR),
     "gpudsl_floormod": ("floor", _FLOOR),
     "gpudsl_wrap": ("wrap", _WRAP),
@@ -174,7 +176,8 @@ HELPERS = {
 HELPERS.update({name: (name, text) for name, text in WARP_HELPERS.items()})
 
 _ORDER = ("floor", "wrap", "f2i", "fminmax:float", "fminmax:double", "atomic_f32",
-          "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "cp_async", "setmaxnreg", "swizzle") + \
+          "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "cp_async", "setmaxnreg", "swizzle",
+          "wgmma") + \
     tuple(WARP_HELPERS)
 
 
@@ -186,7 +189,7 @@ _NEEDS = {"atomic_f32": ("fminmax:float",), "atomic_f64": ("fminmax:double",),
 
 
 # the target features a helper's code needs (gpudsl.targets names)
-FEATURES = {"gpudsl_setmaxnreg": SETMAXNREG_FEATURE}
+FEATURES = {"gpudsl_setmaxnreg": SETMAXNREG_FEATURE, "gpudsl_wgmma": WGMMA_FEATURE}
 
 
 def features_of(used: set[str]) -> frozenset:
@@ -201,6 +204,11 @@ def helper_source(used: set[str]) -> str:
         for need in _NEEDS.get(g, ()):
             groups[need] = _GROUP_TEXT[need]
     out = [groups[g] for g in _ORDER if g in groups]
+    # one wgmma function per shape and type, after the common wgmma helpers
+    shapes = sorted(u for u in used if u.startswith(_WGMMA_PREFIX))
+    if shapes:
+        at = next(k for k, g in enumerate(g for g in _ORDER if g in groups) if g == "wgmma")
+        out[at + 1:at + 1] = [shape_helper(u) for u in shapes]
     first_warp = next((k for k, g in enumerate(g for g in _ORDER if g in groups)
                        if g in WARP_HELPERS), None)
     if first_warp is not None:

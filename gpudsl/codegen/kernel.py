@@ -28,10 +28,12 @@ from dataclasses import dataclass
 from ..errors import CompileError, SrcLoc
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If,
                         Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg, Arrive, Wait,
-                        AsyncCommit, AsyncCopy, AsyncWait, SetMaxNReg)
+                        AsyncCommit, AsyncCopy, AsyncWait, SetMaxNReg, Wgmma, WgmmaCommit,
+                        WgmmaWait)
 from ..ir.nests import DIMS, direct_nest, nest_dims
 from ..ir.types import BARRIER
 from .asyncs import emit_async
+from .wgmma import emit_wgmma, loop_fence, scan_kernel, writer_fence
 from .calls import CallWriter
 from .hoist import read_key
 from ..ir.inline import written_names
@@ -102,6 +104,8 @@ def _expr_nodes(s: Stmt):
     elif isinstance(s, AsyncCopy):
         yield Read(s.dst, s.dst_idx, bool_, s.loc)
         yield Read(s.src, s.src_idx, bool_, s.loc)
+    elif isinstance(s, Wgmma):
+        yield from (s.acc, s.a, s.b)
     elif isinstance(s, For):
         yield s.lo
         yield s.hi
@@ -290,6 +294,7 @@ class KernelWriter(CallWriter, ExprEmitter):
         self.prepass(body)
         self.written = written_names(body)
         self.syncs = SyncWriter(self, body)
+        scan_kernel(self, body)
         nthreads = self.block_dim[0] * self.block_dim[1] * self.block_dim[2]
         w = self.w
         self.blocks_per_sm = launch_blocks(body, chain[0].blocks_per_sm)
@@ -349,9 +354,11 @@ class KernelWriter(CallWriter, ExprEmitter):
 
     def block(self, stmts: tuple, level: str) -> None:
         self.scopes.append({})
+        self.prev = None  # the statement emitted before, in this list (wgmma runs)
         try:
             for s in stmts:
                 self.stmt(s, level)
+                self.prev = s
         finally:
             self.scopes.pop()
 
@@ -404,6 +411,9 @@ class KernelWriter(CallWriter, ExprEmitter):
         if isinstance(s, (AsyncCommit, AsyncWait)) or (isinstance(s, AsyncCopy) and
                                                        level != "block"):
             return emit_async(self, s, level)
+        if isinstance(s, (WgmmaCommit, WgmmaWait)) or (isinstance(s, Wgmma) and
+                                                       level != "block"):
+            return emit_wgmma(self, s, level)
         if level == "block":
             raise _err("this statement stands at block level (inside a @ BLOCKS loop but "
                        "outside any @ THREADS loop)", s.loc,
@@ -503,10 +513,13 @@ class KernelWriter(CallWriter, ExprEmitter):
             w.line("#pragma unroll", SrcLoc(s.loc.file, s.loc.line - 1) if s.loc else None)
         v = cname(s.iter)
         self.var_nonneg[s.iter] = self.nonneg(s.lo)
+        fenced = loop_fence(self, s)   # a loop of wgmmas: fenced once, before it
         w.line(f"for ({t} {v} = {self.expr(s.lo)}; {v} < {self.expr(s.hi, 10)}; {v}++) {{",
                s.loc)
         w.indent += 1
+        self.wg_fenced = getattr(self, "wg_fenced", False) or fenced
         self.block(s.body, level)
+        self.wg_fenced = self.wg_fenced and not fenced
         w.indent -= 1
         w.line("}")
         for key in hoisted:
@@ -562,6 +575,7 @@ class KernelWriter(CallWriter, ExprEmitter):
             self.w.line(f"const {self.index_ctype} {cname(g.iter)} = threadIdx.{d};",
                         None if g is f else g.loc)
         self.block(chain[-1].body, "thread")
+        writer_fence(self, chain[-1].body)
         self.nest = saved
         self.w.indent -= 1
         self.w.line("}")

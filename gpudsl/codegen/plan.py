@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..errors import CompileError, SrcLoc
 from ..ir.nodes import (Alloc, AsyncCopy, Assign, Atomic, Call, Expr, For, If, Pass, Read,
-                        Reduce, Stmt)
+                        Reduce, Stmt, Wgmma)
 from ..ir.control import NotConstant, control_names, evaluate  # noqa: F401 (re-exported)
 from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS, DType
 from ..ir.syncs import is_sync
@@ -156,7 +156,7 @@ class HostKernel:
 
 def has_memory_effect(s: Stmt) -> bool:
     for n in walk(s):
-        if isinstance(n, (Assign, Reduce, Atomic, Call, AsyncCopy)) or is_sync(n):
+        if isinstance(n, (Assign, Reduce, Atomic, Call, AsyncCopy, Wgmma)) or is_sync(n):
             return True
     return False
 

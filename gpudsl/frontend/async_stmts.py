@@ -9,44 +9,11 @@ from __future__ import annotations
 
 import ast
 
-from ..ir.asyncs import COPY_BYTES
-from ..ir.nodes import AsyncCommit, AsyncCopy, AsyncWait, BinOp, Const
+from ..ir.asyncs import COPY_BYTES, const_extent as _extent
+from ..ir.nodes import AsyncCommit, AsyncCopy, AsyncWait
 from ..ir.types import GLOBAL, SHARED
 
 ASYNC_FUNCS = ("async_copy", "async_commit", "async_wait")
-
-
-def _affine(e):
-    """``e`` as {term: coefficient} (term None: the constant), else None."""
-    if isinstance(e, Const) and type(e.val) is int:
-        return {None: e.val}
-    if isinstance(e, BinOp) and e.op in ("+", "-"):
-        a, b = _affine(e.lhs), _affine(e.rhs)
-        if a is None or b is None:
-            return None
-        sign = 1 if e.op == "+" else -1
-        out = dict(a)
-        for k, v in b.items():
-            out[k] = out.get(k, 0) + sign * v
-        return out
-    if isinstance(e, BinOp) and e.op == "*":
-        a, b = _affine(e.lhs), _affine(e.rhs)
-        if a is not None and b is not None and set(b) == {None}:
-            return {k: v * b[None] for k, v in a.items()}
-        if a is not None and b is not None and set(a) == {None}:
-            return {k: v * a[None] for k, v in b.items()}
-    return {e: 1}
-
-
-def _extent(lo, hi):
-    """The constant length of ``lo:hi``, else None."""
-    a, b = _affine(lo), _affine(hi)
-    if a is None or b is None:
-        return None
-    diff = {k: b.get(k, 0) - a.get(k, 0) for k in set(a) | set(b)}
-    if any(v for k, v in diff.items() if k is not None):
-        return None
-    return diff.get(None, 0)
 
 
 def _side(parser, node, what, mem):

@@ -648,6 +648,101 @@ assert roles.check().kinds() == {"target"}    # sm_90 has no setmaxnreg
 y = np.zeros(256, np.float32)
 gpudsl.interpret(roles, x=np.arange(256, dtype=np.float32), y=y)
 assert y[0] == 510.0
+    _E("Statements", "Wgmma", "`wgmma(acc, a, b)`", "Warpgroup MMA (sm_90a): inside a "
+       "`@ THREADS` loop whose warpgroups (128 consecutive threads from a multiple of 128) "
+       "issue it together, `acc += A @ B` for A 64 x 16 and B 16 x N (f16 or bf16, summed in "
+       "f32; N a multiple of 8 up to 256). `acc` is the thread's N / 2 elements of the 64 x N "
+       "accumulator, a window of one range of a REGISTER f32 array: element `i` of lane `l = "
+       "t % 128` is D[16 (l // 32) + l % 32 // 4 + 8 (i // 2 % 2), 8 (i // 4) + 2 (l % 4) + "
+       "i % 2], the PTX ISA's fragment. `a` is a SHARED `[2, 64, 8]` window with `a[h, m, j]` "
+       "= A[m, 8 h + j], `b` a `[2, N, 8]` one with `b[h, n, j]` = B[8 h + j, n] (B stored N x "
+       "K). Asynchronous: the accumulator may not be touched, nor the operands written, until "
+       "the `wgmma_wait` that completes its group. See [Hopper](hopper.md#warpgroup-mma-wgmma).",
+       '''
+@proc
+def mma(a: f16[64, 16], bt: f16[8, 16], c: f32[64, 8]):
+    for blk in par(0, 1) @ BLOCKS:
+        acc: f32[128, 4] @ REGISTER
+        a_s: f16[2, 64, 8] @ SHARED
+        b_s: f16[2, 8, 8] @ SHARED
+        for t in par(0, 128) @ THREADS:
+            for i in seq(0, 4):
+                acc[t, i] = 0.0
+            for j in seq(0, 8):
+                a_s[t % 2, t // 2, j] = a[t // 2, 8 * (t % 2) + j]
+            if t < 16:
+                for j in seq(0, 8):
+                    b_s[t % 2, t // 2, j] = bt[t // 2, 8 * (t % 2) + j]
+        sync()
+        for t in par(0, 128) @ THREADS:
+            wgmma(acc[t, 0:4], a_s, b_s)
+            wgmma_commit()
+            wgmma_wait(0)
+            for i in seq(0, 4):
+                c[16 * (t // 32) + t % 32 // 4 + 8 * (i // 2 % 2), 8 * (i // 4) + 2 * (t % 4) + i % 2] = acc[t, i]
+
+assert mma.check(target="sm_90a").ok
+a = np.arange(64 * 16).reshape(64, 16) % 5; bt = np.arange(8 * 16).reshape(8, 16) % 3
+c = np.zeros((64, 8), np.float32)
+gpudsl.interpret(mma, a=a.astype(np.float16), bt=bt.astype(np.float16), c=c)
+assert (c == a @ bt.T).all()
+'''),
+    _E("Statements", "WgmmaCommit", "`wgmma_commit()`", "Closes the current group of "
+       "wgmmas (`wgmma.commit_group`); in the warpgroup's thread loop or at block level "
+       "(every thread's). See `wgmma`.", '''
+@proc
+def two(a: f16[2, 64, 8], b: f16[2, 8, 8], c: f32[128, 4]):
+    for blk in par(0, 1) @ BLOCKS:
+        acc: f32[128, 4] @ REGISTER
+        a_s: f16[2, 64, 8] @ SHARED
+        b_s: f16[2, 8, 8] @ SHARED
+        for t in par(0, 128) @ THREADS:
+            for i in seq(0, 4):
+                acc[t, i] = 0.0
+            for j in seq(0, 8):
+                a_s[t % 2, t // 2, j] = a[t % 2, t // 2, j]
+            if t < 16:
+                for j in seq(0, 8):
+                    b_s[t % 2, t // 2, j] = b[t % 2, t // 2, j]
+        sync()
+        for t in par(0, 128) @ THREADS:
+            wgmma(acc[t, 0:4], a_s, b_s)
+            wgmma(acc[t, 0:4], a_s, b_s)      # the same accumulator: no wait between
+        wgmma_commit()                        # one group of two
+        wgmma_wait(0)
+        for t in par(0, 128) @ THREADS:
+            for i in seq(0, 4):
+                c[t, i] = acc[t, i]
+
+assert two.check(target="sm_90a").ok
+'''),
+    _E("Statements", "WgmmaWait", "`wgmma_wait(n)`", "Waits until at most `n` (a constant) "
+       "committed wgmma groups are pending (`wgmma.wait_group n`); the others have landed. "
+       "Reading the accumulator before the wait that completes its group is a race "
+       "(`check()`) and an error (the interpreter).", '''
+@proc
+def early(a: f16[2, 64, 8], b: f16[2, 8, 8], c: f32[128, 4]):
+    for blk in par(0, 1) @ BLOCKS:
+        acc: f32[128, 4] @ REGISTER
+        a_s: f16[2, 64, 8] @ SHARED
+        b_s: f16[2, 8, 8] @ SHARED
+        for t in par(0, 128) @ THREADS:
+            for i in seq(0, 4):
+                acc[t, i] = 0.0
+            for j in seq(0, 8):
+                a_s[t % 2, t // 2, j] = a[t % 2, t // 2, j]
+            if t < 16:
+                for j in seq(0, 8):
+                    b_s[t % 2, t // 2, j] = b[t % 2, t // 2, j]
+        sync()
+        for t in par(0, 128) @ THREADS:
+            wgmma(acc[t, 0:4], a_s, b_s)
+            wgmma_commit()
+            c[t, 0] = acc[t, 0]               # before the wait: a race
+            wgmma_wait(0)
+
+d = early.check(target="sm_90a").diagnostics[0]
+assert d.kind == "race" and "before the wgmma_wait" in d.message
 '''),
     _E("Statements", "Pass", "`pass`", "Does nothing. A string on its own line (or `...`) "
        "is a comment.", '''

@@ -13,7 +13,8 @@ from . import async_copies, sync_order
 from ..ir.asyncs import shifted, uses_async
 from ..ir.nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign,
                         Atomic, Call, For, If, Pass, Point, ProcDef, Reduce, Stmt, Sync, Var,
-                        WindowArg)
+                        Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
+from ..ir.wgmma import elements as wgmma_elements, lane_of, uses_wgmma
 from ..ir.printer import print_expr, print_stmt
 from ..ir.types import BARRIER, BLOCKS, INDEX, THREADS
 from ..ir.visitor import substitute, walk
@@ -31,8 +32,10 @@ def _stmt_text(s: Stmt) -> str:
 
 
 def _async_outside(acc):
-    raise InterpError(f"`{acc.text}` stands outside any @ THREADS loop: an async copy is "
-                      "started by one thread", acc.loc, "put it inside a THREADS loop")
+    who = ("a wgmma is issued by the 128 threads of a warpgroup" if acc.how == "wgmma" else
+           "an async copy is started by one thread")
+    raise InterpError(f"`{acc.text}` stands outside any @ THREADS loop: {who}", acc.loc,
+                      "put it inside a THREADS loop")
 
 
 class ProcEmitter(ExprEmitter):
@@ -40,9 +43,11 @@ class ProcEmitter(ExprEmitter):
                  asy: bool = False):
         super().__init__(race)
         # async copies (:mod:`.async_copies`): the arrays to watch (None: all)
-        self.asy = asy or (toplevel and uses_async(proc))
+        self.asy = asy or (toplevel and (uses_async(proc) or uses_wgmma(proc)))
         self.watch = None if not toplevel else {
-            n for s in walk(proc.body) if isinstance(s, AsyncCopy) for n in (s.dst, s.src)}
+            n for s in walk(proc.body) if isinstance(s, AsyncCopy) for n in (s.dst, s.src)} | {
+            w.name for s in walk(proc.body) if isinstance(s, Wgmma) for w in (s.acc, s.a, s.b)}
+        self.wg = None  # while a wgmma's meaning is emitted: (notes, roles, node, text)
         self.tnames: list = []  # the enclosing @ THREADS loop variables
         self.proc = proc
         self.toplevel = toplevel
@@ -270,6 +275,10 @@ class ProcEmitter(ExprEmitter):
         elif tl is not None:
             self.loc = s.loc
             self.line(f"_ctx.thread_done({tl})")
+        if s.mapping == THREADS and self.tdepth == 1 and \
+                any(isinstance(n, Wgmma) for n in walk(s.body)):
+            self.loc = s.loc
+            self.line("_asy.wg_converged()")   # whole warpgroups issued each wgmma
 
     def _Alloc(self, s: Alloc):
         n = s.name
@@ -308,6 +317,11 @@ class ProcEmitter(ExprEmitter):
 
     def flat(self, name: str, idx, acc: str, kind: int) -> str:
         src = super().flat(name, idx, acc, kind)
+        if self.wg is not None and name in self.wg[1]:
+            notes, roles, node, _ = self.wg
+            tr = f"tr_{name}" if self.race else "None"
+            return (f"_asy.wg_note({notes}, a_{name}, {tr}, {roles[name]!r}, {src}, {kind}, "
+                    f"{acc}, {node})")
         if self.asy and (self.watch is None or name in self.watch):
             return f"_asy.touch(a_{name}, {src}, {kind}, {acc})"
         return src
@@ -341,6 +355,45 @@ class ProcEmitter(ExprEmitter):
             shapes.append(f"({dims}{',' if info.ndim == 1 else ''})")
         self.line(f"_asy.copy({self._tkey()}, {acc}, a_{s.dst}, ({d}), a_{s.src}, ({r}), "
                   f"{race}, ({shapes[0]}, {shapes[1]}))")
+
+    def access(self, loc, text: str, how: str, name: str) -> str:
+        if self.wg is not None:   # an access of a wgmma's meaning: quote the wgmma
+            text, how = self.wg[3], "wgmma"
+        return super().access(loc, text, how, name)
+
+    def _Wgmma(self, s: Wgmma):
+        """A wgmma (:mod:`gpudsl.ir.wgmma`): the thread's share computed here, its accesses
+        noted and held in flight until the wgmma_wait that completes its group."""
+        text = _stmt_text(s)
+        if not self.tnames:
+            self.line(f"_async_outside({self.access(s.loc, text, 'wgmma', s.acc.name)})")
+            return
+        notes, node = self.fresh("_wgl"), self.const(s, "_N")
+        self.line(f"{notes} = []")
+        roles = {s.a.name: "src", s.b.name: "src", s.acc.name: "dst"}
+        self.wg = (notes, roles, node, text)
+        try:
+            self.block(wgmma_elements(s, lane_of(self.tnames[-1])))
+        finally:
+            self.wg = None
+        site = self.access(s.loc, text, "wgmma", s.acc.name)
+        ctx = "_ctx" if self.race else "None"
+        dims = []
+        for name in dict.fromkeys((s.acc.name, s.a.name, s.b.name)):
+            info = self.arrays[name]
+            shape = ", ".join(info.dim(k) for k in range(info.ndim))
+            dims.append(f"id(a_{name}): ({name!r}, ({shape},))")
+        self.line(f"_asy.wgmma({self._tkey()}, {site}, {notes}, {node}, {ctx}, "
+                  f"{{{', '.join(dims)}}})")
+
+    def _WgmmaElement(self, s):
+        self._Reduce(s)
+
+    def _WgmmaCommit(self, s: WgmmaCommit):
+        self.line(f"_asy.commit({self._tkey()}, 'wg')")
+
+    def _WgmmaWait(self, s: WgmmaWait):
+        self.line(f"_asy.wait({self._tkey()}, {s.depth}, 'wg')")
 
     def _AsyncCommit(self, s: AsyncCommit):
         self.line(f"_asy.commit({self._tkey()})")

@@ -69,9 +69,62 @@ def elements(s: AsyncCopy, ty) -> tuple:
                  for k in range(s.n))
 
 
+def _affine(e):
+    """``e`` as {term: coefficient} (term None: the constant), else None."""
+    if isinstance(e, Const) and type(e.val) is int:
+        return {None: e.val}
+    if isinstance(e, BinOp) and e.op in ("+", "-"):
+        a, b = _affine(e.lhs), _affine(e.rhs)
+        if a is None or b is None:
+            return None
+        sign = 1 if e.op == "+" else -1
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = out.get(k, 0) + sign * v
+        return out
+    if isinstance(e, BinOp) and e.op == "*":
+        a, b = _affine(e.lhs), _affine(e.rhs)
+        if a is not None and b is not None and set(b) == {None}:
+            return {k: v * b[None] for k, v in a.items()}
+        if a is not None and b is not None and set(a) == {None}:
+            return {k: v * a[None] for k, v in b.items()}
+    return {e: 1}
+
+
+def const_extent(lo, hi):
+    """The constant length of ``lo:hi``, else None."""
+    a, b = _affine(lo), _affine(hi)
+    if a is None or b is None:
+        return None
+    diff = {k: b.get(k, 0) - a.get(k, 0) for k in set(a) | set(b)}
+    if any(v for k, v in diff.items() if k is not None):
+        return None
+    return diff.get(None, 0)
+
+
 def copy_of(stmt) -> Optional[AsyncCopy]:
     """The async copy an access's statement belongs to, else None."""
     return stmt.copy if isinstance(stmt, CopyElement) else None
+
+
+@dataclass(frozen=True)
+class Family:
+    """A family of asynchronous operations with groups of their own, as check() and the
+    interpreter treat them alike: the async copies (:data:`COPIES`) and the warpgroup MMAs
+    (``gpudsl.ir.wgmma.WGMMAS``).  ``op_of`` gives the operation an access's statement
+    belongs to (None for other statements); ``width(op)`` the elements one access record
+    of it covers along the last index; ``dst`` / ``src`` name its two sides (the side it
+    writes: untouchable in flight; the side it reads: unwritable in flight)."""
+
+    name: str
+    commit: type
+    wait: type
+    commit_text: str
+    wait_text: str
+    op_of: object
+    width: object
+    dst: str
+    src: str
 
 
 def stmt_text(s: Stmt) -> str:
@@ -81,5 +134,8 @@ def stmt_text(s: Stmt) -> str:
     return print_stmt(s)[0]
 
 
-__all__ = ["ASYNC_STMTS", "COPY_BYTES", "CopyElement", "is_async", "uses_async", "shifted",
-           "elements", "copy_of", "stmt_text"]
+COPIES = Family("async copy", AsyncCommit, AsyncWait, "async_commit", "async_wait", copy_of,
+                 lambda op: op.n, "destination", "source")
+
+__all__ = ["Family", "COPIES", "ASYNC_STMTS", "COPY_BYTES", "CopyElement", "is_async", "uses_async", "shifted",
+           "elements", "copy_of", "stmt_text", "const_extent"]

@@ -27,8 +27,12 @@ from dataclasses import dataclass
 from .inline import Inliner
 from .asyncs import elements
 from .nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign, Atomic, Call,
-                    Expr, For, If, Read, Reduce, SetMaxNReg, Stmt, Sync)
-from .types import f32
+                    Expr, For, If, Read, Reduce, SetMaxNReg, Stmt, Sync, Wgmma, WgmmaCommit,
+                    WgmmaWait)
+from .types import THREADS, f32
+from .wgmma import elements as wgmma_elements, lane_of
+
+UNKNOWN_LANE = "__wg_lane"   # a free name: any lane
 from .visitor import walk
 
 
@@ -134,10 +138,23 @@ class Walker:
             self.call(s, ctx)
         elif isinstance(s, AsyncCopy):
             self.async_copy(s, ctx)
-        elif isinstance(s, (AsyncCommit, AsyncWait)):
+        elif isinstance(s, (AsyncCommit, AsyncWait, WgmmaCommit, WgmmaWait)):
             self.async_sync(s, ctx)
         elif isinstance(s, SetMaxNReg):
             self.setmaxnreg(s, ctx)
+        elif isinstance(s, Wgmma):
+            self.wgmma(s, ctx)
+
+    def wgmma(self, s: Wgmma, ctx):
+        """A wgmma as its meaning for the running thread (:func:`gpudsl.ir.wgmma.elements`:
+        two loops around a reduction that remembers the wgmma)."""
+        for e in wgmma_elements(s, self.wgmma_lane(ctx)):
+            self.stmt(e, ctx)
+
+    def wgmma_lane(self, ctx):
+        """The running thread's lane in its warpgroup (the innermost thread loop's
+        variable modulo 128; an unknown lane where no thread loop is in view)."""
+        return lane_of(UNKNOWN_LANE)
 
     def async_copy(self, s: AsyncCopy, ctx):
         """An async copy as its element copies (:func:`gpudsl.ir.asyncs.elements`:
@@ -243,6 +260,9 @@ class _Accesses(Walker):
     def enter_loop(self, s, ctx):
         return (ctx[0] + (s,), ctx[1])
 
+    def wgmma_lane(self, ctx):
+        return innermost_lane(ctx[0])
+
     def enter_branch(self, s, positive, ctx):
         return (ctx[0], ctx[1] + ((s.cond, positive),))
 
@@ -257,6 +277,15 @@ class _Accesses(Walker):
         super().call(s, ctx)
         for a in self.out[n0:]:
             a.stmt = s
+
+
+def innermost_lane(loops):
+    """The warpgroup lane of the innermost ``@ THREADS`` loop among ``loops`` (``For``
+    statements or check()'s loop records), an unknown lane when there is none."""
+    for L in reversed(tuple(loops)):
+        if getattr(L, "mapping", None) == THREADS:
+            return lane_of(L.iter)
+    return lane_of(UNKNOWN_LANE)
 
 
 def collect(stmts: tuple, loops=(), guards=(), locals_=frozenset(), out=None) -> list:

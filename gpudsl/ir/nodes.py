@@ -339,6 +339,39 @@ class SetMaxNReg(Stmt):
 
 
 @dataclass(frozen=True)
+class Wgmma(Stmt):
+    """``wgmma(acc, a, b)`` inside a ``@ THREADS`` loop (docs/hopper.md): the warpgroup of
+    the thread starts ``acc += a @ b`` (m64nNk16, f16/bf16 products summed in f32) without
+    waiting.  ``acc`` is the thread's part of the accumulator (a window of ``N / 2`` f32
+    elements of a REGISTER array, the PTX ISA's fragment), ``a`` a SHARED window
+    ``[2, 64, 8]`` (``a[h, m, j]`` is A[m, 8 h + j]) and ``b`` one ``[2, N, 8]``
+    (``b[h, n, j]`` is B[8 h + j, n]).  It lands at the ``wgmma_wait`` that completes its
+    group (:mod:`gpudsl.ir.wgmma`)."""
+
+    acc: WindowArg
+    a: WindowArg
+    b: WindowArg
+    n: int
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class WgmmaCommit(Stmt):
+    """``wgmma_commit()``: closes the warpgroup's current group of wgmma operations."""
+
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class WgmmaWait(Stmt):
+    """``wgmma_wait(n)``: waits until at most ``n`` (a constant) committed wgmma groups
+    are pending; the operations of the completed groups have landed."""
+
+    depth: int
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
 class Pass(Stmt):
     loc: Optional[SrcLoc] = field(**_LOC)
 

@@ -10,8 +10,8 @@ import math
 
 from .nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Assign, Atomic, BinOp,
                     Builtin, Call, Collective, Const, Expr, For, If, Param, Pass, Point,
-                    ProcDef, Read, Reduce, SetMaxNReg, Stmt, Sync, UnOp, Wait, Var,
-                    WindowArg)
+                    ProcDef, Read, Reduce, SetMaxNReg, Stmt, Sync, UnOp, Wait, Var, Wgmma,
+                    WgmmaCommit, WgmmaWait, WindowArg)
 from .types import GLOBAL, INDEX
 
 # Python precedence, higher binds tighter.
@@ -124,6 +124,8 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
     if isinstance(s, Assign):
         return [f"{pad}{_lhs(s.name, s.idx)} = {print_expr(s.rhs)}"]
     if isinstance(s, Reduce):
+        if getattr(s, "wgmma", None) is not None:  # a step of a wgmma: the wgmma itself
+            return print_stmt(s.wgmma, indent)
         return [f"{pad}{_lhs(s.name, s.idx)} {s.op}= {print_expr(s.rhs)}"]
     if isinstance(s, Atomic):
         cmp = f"{print_expr(s.cmp)}, " if s.cmp is not None else ""
@@ -166,6 +168,12 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
         return [f"{pad}async_commit()"]
     if isinstance(s, AsyncWait):
         return [f"{pad}async_wait({s.depth})"]
+    if isinstance(s, Wgmma):
+        return [f"{pad}wgmma({print_expr(s.acc)}, {print_expr(s.a)}, {print_expr(s.b)})"]
+    if isinstance(s, WgmmaCommit):
+        return [f"{pad}wgmma_commit()"]
+    if isinstance(s, WgmmaWait):
+        return [f"{pad}wgmma_wait({s.depth})"]
     if isinstance(s, Pass):
         return [f"{pad}pass"]
     if isinstance(s, Call):

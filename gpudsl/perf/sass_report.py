@@ -112,8 +112,10 @@ class SassReport:
 def sass_report(module, arch: str = "sm_90", device_name: "str | Device | None" = None,
                 name: str | None = None) -> SassReport:
     """The machine-code report of a generated module (``codegen.CudaModule``)."""
+    from ..codegen.wgmma import arch_for
     from ..runtime.nvrtc import compile_cubin
 
+    arch = arch_for(module.source, arch)   # wgmma: sm_90a
     if device_name is None:
         device_name = next((d for d in ("H100", "A100") if device(d).arch == arch), "H100")
     dev = device(device_name)

@@ -1,4 +1,4 @@
-"""Rewrites around asynchronous copies (docs/async_copies.md).
+"""Rewrites around asynchronous copies (docs/async_copies.md) and warpgroup MMAs (docs/hopper.md).
 
 A rewrite primitive keeps the sequential meaning by its own legality rule, which sees
 an async copy as a plain copy where it stands.  Its real meaning also depends on where
@@ -6,26 +6,33 @@ the copy stands relative to the ``async_commit`` / ``async_wait`` that complete 
 the barriers after them.  For a proc that holds async statements, every primitive's
 result is compared with its input through check()'s own async obligations
 (:mod:`gpudsl.analysis.obligations.asyncs`): the result may have no in-flight access,
-misaligned copy or unproved copy that the input does not have.
+misaligned copy or unproved copy that the input does not have.  The wgmmas are asked the
+same (the async obligations of their family) and, besides, check()'s warpgroup
+obligations (whole, converged warpgroups naming one pair of operands) and its mapping
+rules about them (memories, the operands' layout), for the sm_90a target.
 """
 from __future__ import annotations
 
 from ..analysis.effects import collect
 from ..analysis.obligations import Ctx
 from ..analysis.obligations.asyncs import check_asyncs
+from ..analysis.obligations.wgmma import check_wgmma
 from ..ir.asyncs import uses_async
 from ..ir.smt import DEFAULT_TIMEOUT_MS
+from ..ir.wgmma import uses_wgmma
 
 
 def async_issues(pdef) -> list:
-    """The diagnostics of check()'s async obligations on ``pdef`` (and its mapping
-    issues about async statements)."""
+    """The diagnostics of check()'s async and wgmma obligations on ``pdef`` (and its
+    mapping issues about async statements and wgmmas)."""
     eff = collect(pdef)
-    ctx = Ctx(eff, {}, DEFAULT_TIMEOUT_MS, 30.0)
+    ctx = Ctx(eff, {}, DEFAULT_TIMEOUT_MS, 30.0, "sm_90a")
     check_asyncs(ctx)
+    check_wgmma(ctx)
     out = list(ctx.diagnostics)
     for i in eff.issues:
-        if i.kind == "mapping" and "async" in i.message.lower():
+        msg = i.message.lower()
+        if i.kind == "mapping" and ("async" in msg or "wgmma" in msg):
             out.append(i)
     return out
 
@@ -34,7 +41,8 @@ def broken_async(old, new):
     """None, or ``(message, loc, hint, witness)`` when ``new`` has an async-copy problem,
     or ``old`` has one: a primitive keeps the meaning of plain copies, which is the
     meaning of async copies only where every copy provably lands before it is used."""
-    if old is new or not (uses_async(old) or uses_async(new)):
+    if old is new or not (uses_async(old) or uses_async(new) or uses_wgmma(old) or
+                          uses_wgmma(new)):
         return None
     for which, p in (("input", old), ("result", new)):
         issues = async_issues(p) if p is not None else []
@@ -42,13 +50,13 @@ def broken_async(old, new):
             d = issues[0]
             locs = getattr(d, "locations", None) or getattr(d, "locs", None) or [None]
             if which == "input":
-                msg = ("the async copies of the proc are not proved, so no rewrite can be "
-                       f"shown to keep when they land: {d.message}")
-                hint = "fix the async copies first (check() shows how)"
+                msg = ("the async copies or wgmmas of the proc are not proved, so no rewrite "
+                       f"can be shown to keep when they land: {d.message}")
+                hint = "fix them first (check(target='sm_90a') shows how)"
             else:
-                msg = f"the rewrite breaks the order of an async copy: {d.message}"
-                hint = ("keep async copies, async_commit, async_wait and the barriers after "
-                        "them in their order")
+                msg = f"the rewrite breaks an async copy or a wgmma: {d.message}"
+                hint = ("keep async copies and wgmmas, their commits and waits and the "
+                        "barriers after them in their order")
             return (msg, locs[0], hint, getattr(d, "witness", None) or None)
     return None
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 
 from ..ir.nodes import (Alloc, Assign, AsyncCommit, AsyncCopy, AsyncWait, Atomic, BinOp,
+                        Wgmma, WgmmaCommit, WgmmaWait,
                         Builtin, Call, Const, For, If, Interval, Pass, Point, Read, Reduce, Sync,
                         UnOp, Var, WindowArg, Arrive, Wait, SetMaxNReg)
 
@@ -190,6 +191,15 @@ def _call_stmt(pat: ast.Call, s) -> bool:
         return _name(pat.func, "async_copy") and len(pat.args) == 2 and \
             _async_side(pat.args[0], s.dst, s.dst_idx, s.n) and \
             _async_side(pat.args[1], s.src, s.src_idx, s.n)
+    if isinstance(s, WgmmaCommit):
+        return _name(pat.func, "wgmma_commit") and not pat.args
+    if isinstance(s, WgmmaWait):
+        return _name(pat.func, "wgmma_wait") and len(pat.args) == 1 and \
+            (is_hole(pat.args[0]) or match_expr(pat.args[0], Const(s.depth)))
+    if isinstance(s, Wgmma):   # operands by hole or by their array's name
+        return _name(pat.func, "wgmma") and len(pat.args) == 3 and all(
+            is_hole(a) or _name(a, w.name) or isinstance(a, ast.Subscript) and
+            _name(a.value, w.name) for a, w in zip(pat.args, (s.acc, s.a, s.b)))
     if isinstance(s, Atomic):
         return _name(pat.func, f"atomic_{s.op}") and \
             _all(pat.args, (s,) + ((s.cmp,) if s.cmp is not None else ()) + (s.rhs,),

@@ -33,7 +33,7 @@ import ast
 import z3
 
 from ..errors import SchedulingError
-from ..ir.nodes import (Alloc, Assign, AsyncCopy, Atomic, BinOp, Call, Const, For, If,
+from ..ir.nodes import (Alloc, Assign, AsyncCopy, Atomic, Wgmma, BinOp, Call, Const, For, If,
                         Interval, Point, Read, Stmt, Var, WindowArg)
 from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, bool_
 from ..ir.visitor import Transformer, fresh_name, walk
@@ -245,6 +245,10 @@ def _accesses(stmts, buf: str, loc) -> list:
             raise fail(f"an async copy in the block copies '{buf}': it lands where its "
                        "wait runs, not where the staged copies are made", n.loc,
                        "stage a block without async copies of it")
+        if isinstance(n, Wgmma) and buf in (n.acc.name, n.a.name, n.b.name):
+            raise fail(f"a wgmma in the block uses '{buf}': it reads and writes it until its "
+                       "wgmma_wait, and its operands keep their hardware layout", n.loc,
+                       "stage a block without wgmmas on it")
     mine = [a for a in accs if a.buf == buf and not a.local]
     if not mine:
         raise fail(f"the block does not access '{buf}'", loc)

@@ -1,5 +1,6 @@
-"""Rewrites around warp collectives (docs/language.md (synchronization)): no primitive may change which lanes
-evaluate a collective together.
+"""Rewrites around warp collectives (docs/language.md (synchronization)) and wgmmas (docs/hopper.md):
+no primitive may change which lanes evaluate a collective, or issue a wgmma, together (a
+wgmma's meaning for a thread depends on its lane, the innermost thread loop's variable).
 
 The interpreter groups the iterations of a thread loop holding a collective (a warp
 loop) into warps of 32 consecutive values; check() proves that every lane of such a
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..ir.nodes import Collective, For, If
+from ..ir.nodes import Collective, For, If, Wgmma
 from ..ir.printer import print_expr
 from ..ir.types import THREADS
 from ..ir.visitor import kinds
@@ -28,13 +29,30 @@ from .memo import recall
 
 
 def _has_collective(ir) -> bool:
-    return any(issubclass(k, Collective) for k in kinds(ir.body))
+    return any(issubclass(k, (Collective, Wgmma)) for k in kinds(ir.body))
+
+
+def _holds(body) -> bool:
+    """A warp collective or a wgmma (whose lane is the thread loop's) in ``body``."""
+    from ..interpreter.warps import holds_collective
+
+    return holds_collective(body) or any(isinstance(n, Wgmma) for n in _outside_threads(body))
+
+
+def _outside_threads(stmts):
+    """The statements of ``stmts`` outside nested thread loops."""
+    for s in stmts:
+        yield s
+        if isinstance(s, For) and s.mapping != THREADS:
+            yield from _outside_threads(s.body)
+        elif isinstance(s, If):
+            yield from _outside_threads(s.body)
+            yield from _outside_threads(s.orelse)
 
 
 def _signatures(ir) -> Counter:
-    """The bounds of each warp loop and of the thread loops around it."""
-    from ..interpreter.warps import holds_collective
-
+    """The bounds of each warp loop (holding a collective or a wgmma) and of the thread
+    loops around it."""
     out: Counter = Counter()
 
     def block(stmts, nest):
@@ -43,7 +61,7 @@ def _signatures(ir) -> Counter:
                 inner = nest
                 if s.mapping == THREADS:
                     inner = nest + ((print_expr(s.lo), print_expr(s.hi)),)
-                    if holds_collective(s.body):
+                    if _holds(s.body):
                         out[inner] += 1
                 block(s.body, inner)
             elif isinstance(s, If):
@@ -75,10 +93,11 @@ def keep_warps(old, new):
     after = recall(new, "warp loops", _signatures)
     moved = [sig for sig in after if sig not in before]
     if moved:
-        return ("the result changes a thread loop holding a warp collective (its bounds "
-                "or its nest): the lanes that evaluate the collective together would change",
-                "schedule the thread loops before adding collectives, or leave this loop "
-                "as it is")
+        return ("the result changes a thread loop holding a warp collective or a wgmma (its "
+                "bounds or its nest): the lanes that evaluate the collective, or issue the "
+                "wgmma, together would change",
+                "schedule the thread loops before adding collectives and wgmmas, or leave "
+                "this loop as it is")
     if recall(new, "collective problems", _problems) > recall(old, "collective problems",
                                                               _problems):
         return ("the result puts a warp collective where some lanes of a warp may not "

@@ -15,8 +15,9 @@ thread leaves each loop with no copy in flight.
 """
 from __future__ import annotations
 
-from ...ir.asyncs import copy_of
-from ...ir.nodes import AsyncCommit, AsyncWait, For
+from ...ir.asyncs import COPIES
+from ...ir.wgmma import chained
+from ...ir.nodes import For
 from ...ir.smt import SAT, UNKNOWN, Unsupported
 from ...ir.types import BLOCKS, THREADS
 from ..report import Diagnostic
@@ -38,15 +39,16 @@ def thread_body(tpath, depth: int):
     return d, L
 
 
-def local_form(ctx, kernel) -> str | None:
-    """None when every commit and wait of ``kernel`` stands at the top level of a thread
-    loop's body, else why not."""
-    sites = [s for s in ctx.eff.asyncs if s.kernel == kernel]
+def local_form(ctx, kernel, fam=COPIES) -> str | None:
+    """None when every commit and wait (of family ``fam``) of ``kernel`` stands at the top
+    level of a thread loop's body, else why not."""
+    sites = [s for s in ctx.eff.asyncs if s.kernel == kernel and
+             isinstance(s.stmt, (fam.commit, fam.wait))]
     for site in sites:
         tp, p = site.at.tpath, site.at.path
         if tp is None or p is None or site.level != "thread":
-            return "the async_commit/async_wait of the kernel stand at block level and in " \
-                   "thread loops"
+            return f"the {fam.commit_text}/{fam.wait_text} of the kernel stand at block " \
+                   "level and in thread loops"
         tb = thread_body(tp, len(p) - 1)
         if tb is None or tb[0] != len(tp) - 1:
             return (f"the {type(site.stmt).__name__} at {site.loc} stands under a loop or a "
@@ -54,43 +56,44 @@ def local_form(ctx, kernel) -> str | None:
     return None
 
 
-def _commits(B, j) -> int:
-    return sum(isinstance(s, AsyncCommit) for s in B[:j])
+def _commits(B, j, fam=COPIES) -> int:
+    return sum(isinstance(s, fam.commit) for s in B[:j])
 
 
-def _landed(B, j) -> int:
+def _landed(B, j, fam=COPIES) -> int:
     """Groups below this have completed before top-level statement ``j`` of ``B``."""
     for w in range(j - 1, -1, -1):
-        if isinstance(B[w], AsyncWait):
-            return _commits(B, w) - B[w].depth
+        if isinstance(B[w], fam.wait):
+            return _commits(B, w, fam) - B[w].depth
     return 0
 
 
-def check_local(ctx, c, accesses, text, seq_before) -> list:
-    """Diagnostics for copy access ``c`` (its first element) in the thread-local form:
-    the copy lands in its loop; its thread touches the window only after that."""
+def check_local(ctx, c, accesses, text, seq_before, fam=COPIES) -> list:
+    """Diagnostics for the access ``c`` of an operation of ``fam`` (a copy's first
+    element) in the thread-local form: it lands in its loop; its thread touches its
+    elements only after that."""
     d, B = thread_body(c.tpath, len(c.path) - 1)
     jc = c.tpath[d][1]
-    g = _commits(B, jc)
+    g = _commits(B, jc, fam)
     out = []
-    if c.kind == "write" and g >= _landed(B, len(B)):
+    if c.kind == "write" and g >= _landed(B, len(B), fam):
         out.append(Diagnostic(
-            "race", f"the async copy `{text}` may still be in flight when its thread loop "
-            "ends: no async_wait after it in the loop completes its group (commits and "
-            "waits inside a thread loop must complete the loop's copies)", [c.loc],
-            _where(ctx, c), "async_commit, then async_wait for the group, in the "
-            "same thread loop, after the copy"))
+            "race", f"the {fam.name} `{text}` may still be in flight when its thread loop "
+            f"ends: no {fam.wait_text} after it in the loop completes its group (commits and "
+            "waits inside a thread loop must complete the loop's operations)", [c.loc],
+            _where(ctx, c), f"{fam.commit_text}, then {fam.wait_text} for the group, in the "
+            "same thread loop, after it"))
         return out
-    cp = copy_of(c.stmt)
+    width = fam.width(fam.op_of(c.stmt))
     for x in accesses:
         if x.kernel != c.kernel or x.tpath is None or len(x.tpath) <= d or \
                 x.tpath[:d] != c.tpath[:d] or x.tpath[d][0] is not B:
             continue  # outside this thread loop: the race obligation's
-        if c.kind == "read" and not x.is_write:
+        if c.kind == "read" and not x.is_write or chained(fam, c.stmt, x.stmt, x.name):
             continue
-        if g < _landed(B, x.tpath[d][1]):
+        if g < _landed(B, x.tpath[d][1], fam):
             continue
-        d_ = _query(ctx, c, x, cp, seq_before, _same_run(c.tpath, d))
+        d_ = _query(ctx, c, x, width, seq_before, _same_run(c.tpath, d), fam)
         if d_ is not None:
             out.append(d_)
             if d_.kind == "race":
@@ -126,16 +129,16 @@ def _same_run(tpath, d) -> list:
     return out
 
 
-def _query(ctx, c, x, cp, seq_before, same_run=()):
+def _query(ctx, c, x, width, seq_before, same_run=(), fam=COPIES):
     t1, t2 = ctx.thread("1"), ctx.thread("2")
-    what = f"that {x.describe()} waits for the async copy"
+    what = f"that {x.describe()} waits for the {fam.name}"
     try:
         cons = ctx.place(t1, c) + ctx.place(t2, x)
         i1 = [t1.expr(e) for e in c.idx]
         i2 = [t2.expr(e) for e in x.idx]
         cons += [a == b for a, b in zip(i1[:-1], i2[:-1])]
         if i1:
-            cons += [i2[-1] - i1[-1] >= 0, i2[-1] - i1[-1] < cp.n]
+            cons += [i2[-1] - i1[-1] >= 0, i2[-1] - i1[-1] < width]
         ki = ctx.eff.kernels[c.kernel]
         cons += [t1.var(lp.iter) == t2.var(lp.iter) for lp in ki.block_loops]
         cons += [a == b for a, b in zip(t1.tc, t2.tc)]
@@ -157,17 +160,17 @@ def _query(ctx, c, x, cp, seq_before, same_run=()):
          "thread1": ctx.thread_witness(t1, c, r.model),
          "thread2": ctx.thread_witness(t2, x, r.model), "between": "async"}
     return Diagnostic(
-        "race", f"data race on {info.mem.name} array '{info.name}': the async copy "
-        f"`{_stmt(cp)}` may still be in flight: the same thread "
-        f"{'reads' if x.kind == 'read' else 'writes'} {el} before the async_wait that "
-        f"completes the copy's group ({x.describe()})", [c.loc, x.loc], w,
-        "commit the copy's group and async_wait for it before this access",
-        ["async copy, thread 1", f"{x.describe()}, thread 2"])
+        "race", f"data race on {info.mem.name} array '{info.name}': the {fam.name} "
+        f"`{_stmt(fam.op_of(c.stmt))}` may still be in flight: the same thread "
+        f"{'reads' if x.kind == 'read' else 'writes'} {el} before the {fam.wait_text} that "
+        f"completes its group ({x.describe()})", [c.loc, x.loc], w,
+        f"{fam.commit_text} the group and {fam.wait_text} for it before this access",
+        [f"{fam.name}, thread 1", f"{x.describe()}, thread 2"])
 
 
-def _stmt(cp) -> str:
+def _stmt(op) -> str:
     from ...ir.asyncs import stmt_text
-    return stmt_text(cp)
+    return stmt_text(op)
 
 
 __all__ = ["local_form", "check_local", "thread_body"]

@@ -21,12 +21,19 @@ Commits and waits inside thread loops: :mod:`.async_local` (each copy must land 
 own thread loop).  What is not counted exactly (commits and waits both at block level
 and in thread loops, or under a loop or condition inside a thread loop; counts that
 depend on their own loop's variable) is "unknown".
+
+The warpgroup MMAs (:mod:`gpudsl.ir.wgmma`) are a second family, asked the same
+questions with their own groups (``wgmma_commit`` / ``wgmma_wait``): a wgmma's
+accumulator elements (its writes) are its destination, its ``a`` / ``b`` elements (its
+reads) its source, one element per access record; a later wgmma of the same shape on the
+same accumulator is no conflict (the hardware orders them).
 """
 from __future__ import annotations
 
 import z3
 
-from ...ir.asyncs import copy_of
+from ...ir.asyncs import COPIES, copy_of
+from ...ir.wgmma import FAMILIES, chained
 from ...ir.nodes import BinOp, For
 from ...ir.residues import residue
 from ...ir.smt import SAT, UNKNOWN, UNSAT, Unsupported
@@ -42,9 +49,30 @@ _MAX_PER_COPY = 2
 
 
 def check_asyncs(ctx: Ctx):
-    copies = [a for a in ctx.eff.accesses if copy_of(a.stmt) is not None and
-              a.stmt.k == 0 and a.name in (copy_of(a.stmt).dst, copy_of(a.stmt).src)
-              and (a.kind == "write") == (a.name == copy_of(a.stmt).dst)]
+    for fam in FAMILIES:
+        _check_family(ctx, fam)
+
+
+def _ops(ctx: Ctx, fam) -> list:
+    """The access records that stand for ``fam``'s operations: a copy's first elements
+    (its destination write, its source read), a wgmma's accumulator writes and operand
+    reads."""
+    out = []
+    for a in ctx.eff.accesses:
+        op = fam.op_of(a.stmt)
+        if op is None:
+            continue
+        if fam is COPIES:
+            if a.stmt.k == 0 and a.name in (op.dst, op.src) and \
+                    (a.kind == "write") == (a.name == op.dst):
+                out.append(a)
+        elif (a.kind == "write") == (a.name == op.acc.name):
+            out.append(a)
+    return out
+
+
+def _check_family(ctx: Ctx, fam):
+    copies = _ops(ctx, fam)
     if not copies:
         return
     counts: dict = {}
@@ -55,38 +83,40 @@ def check_asyncs(ctx: Ctx):
         by_array.setdefault(a.array, []).append(a)
     for c in copies:
         if ctx.out_of_time():
-            ctx.unknown(f"that the async copy at {c.loc} lands before it is used", [c.loc],
+            ctx.unknown(f"that the {fam.name} at {c.loc} lands before it is used", [c.loc],
                         "check()'s overall time budget is spent")
             return
-        if c.kind == "write":
+        if c.kind == "write" and fam is COPIES:
             _alignment(ctx, c)
-        why = _uncountable(ctx, c)
+        why = _uncountable(ctx, c, fam)
         if why == "thread":  # commits and waits in thread loops
-            why = local_form(ctx, c.kernel)
+            why = local_form(ctx, c.kernel, fam)
             if why is None:
-                for d in check_local(ctx, c, by_array.get(c.array, ()), _text(c),
-                                     _seq_before):
+                for d in check_local(ctx, c, by_array.get(c.array, ()), _text(c, fam),
+                                     _seq_before, fam):
                     key = (frozenset(_lk(x) for x in d.locations), str(d.kind))
                     if d.kind != "race" or key not in reported:
                         ctx.diagnostics.append(d)
                         reported.add(key)
                 continue
         if why:
-            ctx.unknown(f"when the async copy `{_text(c)}` lands", [c.loc], why)
+            ctx.unknown(f"when the {fam.name} `{_text(c, fam)}` lands", [c.loc], why)
             continue
-        ac = counts.setdefault(c.kernel, AsyncCounts())
+        ac = counts.setdefault(c.kernel, AsyncCounts(fam.commit, fam.wait))
         if c.kind == "write":
-            _lands(ctx, ac, c)
+            _lands(ctx, ac, c, fam)
         found = 0
         for x in by_array.get(c.array, ()):
             if found >= _MAX_PER_COPY:
                 break
             if x.kernel != c.kernel or (c.kind == "read" and not x.is_write):
                 continue
+            if chained(fam, c.stmt, x.stmt, x.name):
+                continue
             key = (frozenset((_lk(c.loc), _lk(x.loc))), "race")
             if key in reported:
                 continue
-            d = _pair(ctx, ac, c, x)
+            d = _pair(ctx, ac, c, x, fam)
             if d is not None:
                 ctx.diagnostics.append(d)
                 if d.kind == "race":
@@ -98,16 +128,16 @@ def _lk(loc):
     return (loc.file, loc.line, loc.col) if loc is not None else None
 
 
-def _text(a) -> str:
+def _text(a, fam=COPIES) -> str:
     from ...ir.asyncs import stmt_text
-    return stmt_text(copy_of(a.stmt))
+    return stmt_text(fam.op_of(a.stmt))
 
 
-def _uncountable(ctx, c) -> str | None:
+def _uncountable(ctx, c, fam=COPIES) -> str | None:
     if c.path is None or c.tpath is None or c.kernel is None:
-        return "the copy does not stand in a kernel's thread loop"
+        return f"the {fam.name} does not stand in a kernel's thread loop"
     for site in ctx.eff.asyncs:
-        if site.kernel != c.kernel:
+        if site.kernel != c.kernel or not isinstance(site.stmt, (fam.commit, fam.wait)):
             continue
         if site.level != "block" or site.at.path is None:
             return "thread"
@@ -179,33 +209,33 @@ def _multiple(ctx: Ctx, t, c, flat, n: int) -> bool:
     return residue(flat, n, atom) == 0
 
 
-def _lands(ctx: Ctx, ac: AsyncCounts, c):
-    """The copy's group is completed before the block's code ends (else the copy may
-    write SHARED memory the block no longer owns, and in the meaning it never lands)."""
+def _lands(ctx: Ctx, ac: AsyncCounts, c, fam=COPIES):
+    """The operation's group is completed before the block's code ends (else it may
+    write memory the block no longer owns, and in the meaning it never lands)."""
     g, end = ac.commits(c.path), ac.landed_at_end(c.path)
+    what = f"the {fam.name} `{_text(c, fam)}`"
     if has_unknown(g) or has_unknown(end):
-        ctx.unknown(f"that the async copy `{_text(c)}` lands before the block ends",
-                    [c.loc], "the number of async_commit or async_wait before it depends on "
-                    "loop variables")
+        ctx.unknown(f"that {what} lands before the block ends",
+                    [c.loc], f"the number of {fam.commit_text} or {fam.wait_text} before it "
+                    "depends on loop variables")
         return
     t = ctx.thread("1")
     try:
         cons = ctx.place(t, c) + [t.expr(g) >= t.expr(end)]
     except Unsupported as e:
-        ctx.unknown(f"that the async copy `{_text(c)}` lands", [c.loc], str(e))
+        ctx.unknown(f"that {what} lands", [c.loc], str(e))
         return
     r = ctx.solve(cons)
     if r.status == SAT:
         w = {"sizes": ctx.enc.size_values(r.model), "thread1": ctx.thread_witness(t, c, r.model),
              "between": "async"}
         ctx.diagnostics.append(Diagnostic(
-            "race", f"the async copy `{_text(c)}` may still be in flight when the block's "
-            "code ends: no async_wait completes its group (it lands nowhere, and may write "
-            "SHARED memory the block no longer owns)", [c.loc], w,
-            "async_commit the copy's group and async_wait for it before the block ends"))
+            "race", f"{what} may still be in flight when the block's code ends: no "
+            f"{fam.wait_text} completes its group (it lands nowhere, and may write memory the "
+            "block no longer owns)", [c.loc], w,
+            f"{fam.commit_text} the group and {fam.wait_text} for it before the block ends"))
     elif r.status == UNKNOWN:
-        ctx.unknown(f"that the async copy `{_text(c)}` lands", [c.loc],
-                    f"solver: {r.reason or 'unknown'}")
+        ctx.unknown(f"that {what} lands", [c.loc], f"solver: {r.reason or 'unknown'}")
 
 
 def _seq_before(p1, p2, t1, t2):
@@ -229,21 +259,20 @@ def _seq_before(p1, p2, t1, t2):
     return z3.Or(*alts) if alts else z3.BoolVal(False)
 
 
-def _pair(ctx: Ctx, ac: AsyncCounts, c, x):
-    """A diagnostic when access ``x`` may touch copy ``c``'s window in flight."""
-    cp = copy_of(c.stmt)
-    xc = copy_of(x.stmt) if x.kind == "write" and x.name == getattr(copy_of(x.stmt), "dst",
-                                                                    None) else None
+def _pair(ctx: Ctx, ac: AsyncCounts, c, x, fam=COPIES):
+    """A diagnostic when access ``x`` may touch operation ``c``'s elements in flight."""
+    width = fam.width(fam.op_of(c.stmt))
+    xc = x if _ops_of(x, fam) else None
     g = ac.commits(c.path)
     landed_x = ac.landed(x.path) if x.path is not None else None
     synced_x = ac.synced(x.path) if x.path is not None else None
     exprs = [g, landed_x, synced_x]
     if xc is not None:
         exprs += [ac.commits(x.path), ac.synced(c.path)]
+    what = f"that {x.describe()} waits for the {fam.name} `{_text(c, fam)}`"
     if any(e is None or has_unknown(e) for e in exprs):
-        ctx.unknown(f"that {x.describe()} waits for the async copy `{_text(c)}`",
-                    [c.loc, x.loc], "the number of async_commit or barriers before them "
-                    "depends on loop variables")
+        ctx.unknown(what, [c.loc, x.loc], f"the number of {fam.commit_text} or barriers "
+                    "before them depends on loop variables")
         return ctx.diagnostics.pop()
     t1, t2 = ctx.thread("1"), ctx.thread("2")
     ctx.enc.data_dependent = False
@@ -253,7 +282,7 @@ def _pair(ctx: Ctx, ac: AsyncCounts, c, x):
         i2 = [t2.expr(e) for e in x.idx]
         cons += [a == b for a, b in zip(i1[:-1], i2[:-1])]
         off = i2[-1] - i1[-1] if i1 else z3.IntVal(0)
-        cons += [off >= 0, off < cp.n]
+        cons += [off >= 0, off < width]
         ki = ctx.eff.kernels[c.kernel]
         cons += [t1.var(l.iter) == t2.var(l.iter) for l in ki.block_loops]
         for l in ctx.eff.kernels[c.kernel].host_loops:
@@ -271,42 +300,52 @@ def _pair(ctx: Ctx, ac: AsyncCounts, c, x):
         early_other = z3.And(z3.Not(same), z3.Not(gv < t2.expr(synced_x)), z3.Not(before))
         cons.append(z3.Or(early_same, early_other))
     except Unsupported as e:
-        ctx.unknown(f"that {x.describe()} waits for the async copy `{_text(c)}`",
-                    [c.loc, x.loc], str(e) or "unsupported expression")
+        ctx.unknown(what, [c.loc, x.loc], str(e) or "unsupported expression")
         return ctx.diagnostics.pop()
     r = ctx.solve(cons)
     if r.status == UNKNOWN:
-        ctx.unknown(f"that {x.describe()} waits for the async copy `{_text(c)}`",
-                    [c.loc, x.loc], f"solver: {r.reason or 'unknown'}")
+        ctx.unknown(what, [c.loc, x.loc], f"solver: {r.reason or 'unknown'}")
         return ctx.diagnostics.pop()
     if r.status != SAT:
         return None
-    return _race(ctx, c, x, t1, t2, i2, early_same, r.model)
+    return _race(ctx, c, x, t1, t2, i2, early_same, r.model, fam)
 
 
-def _race(ctx, c, x, t1, t2, i2, early_same, model):
+def _ops_of(x, fam):
+    """``(x,)`` when ``x`` is the destination write of one of ``fam``'s operations."""
+    op = fam.op_of(x.stmt)
+    if op is None or x.kind != "write":
+        return ()
+    if fam is COPIES:
+        return (x,) if x.name == op.dst else ()
+    return (x,) if x.name == op.acc.name else ()
+
+
+def _race(ctx, c, x, t1, t2, i2, early_same, model, fam=COPIES):
     own = z3.is_true(model.eval(early_same, model_completion=True))
     element = ctx.eval_ints(model, i2)
     info = ctx.eff.arrays[x.array]
     el = f"{info.name}[{', '.join(str(v) for v in element)}]" if element else info.name
-    side = "destination" if c.kind == "write" else "source"
+    side = fam.dst if c.kind == "write" else fam.src
+    wait, commit = fam.wait_text, fam.commit_text
     if own:
         why = (f"the same thread {'reads' if x.kind == 'read' else 'writes'} {el} before the "
-               "async_wait that completes the copy's group")
-        hint = ("commit the copy's group and async_wait for it before this access (a wait "
-                "of depth n leaves the n most recent groups in flight)")
+               f"{wait} that completes the {fam.name}'s group")
+        hint = (f"{commit} the group and {wait} for it before this access (a wait of depth "
+                "n leaves the n most recent groups in flight)")
     else:
         why = (f"another thread {'reads' if x.kind == 'read' else 'writes'} {el} with no "
-               "barrier between the async_wait that completes the copy's group and the access")
-        hint = ("async_wait for the copy's group, then sync(), before other threads touch "
-                "its destination")
-    msg = (f"data race on {info.mem.name} array '{info.name}': the async copy `{_text(c)}` "
-           f"({side} {el}) may still be in flight: {why} ({x.describe()})")
+               f"barrier between the {wait} that completes the {fam.name}'s group and the "
+               "access")
+        hint = (f"{wait} for the group, then sync(), before other threads touch what it "
+                "uses")
+    msg = (f"data race on {info.mem.name} array '{info.name}': the {fam.name} "
+           f"`{_text(c, fam)}` ({side} {el}) may still be in flight: {why} ({x.describe()})")
     w = {"sizes": ctx.enc.size_values(model), "array": info.name, "element": element,
          "thread1": ctx.thread_witness(t1, c, model),
          "thread2": ctx.thread_witness(t2, x, model), "between": "async"}
     return Diagnostic("race", msg, [c.loc, x.loc], w, hint,
-                      [f"async copy, thread 1", f"{x.describe()}, thread 2"])
+                      [f"{fam.name}, thread 1", f"{x.describe()}, thread 2"])
 
 
 __all__ = ["check_asyncs"]

@@ -72,9 +72,12 @@ def _as_access(site, loops, guards) -> KernelAccess:
                   site.level, None, site.loc, site.stmt)
 
 
-def _whole_warps(ctx: Ctx, site, k: int, text: str) -> bool:
-    """Prove that the warp of every thread reaching ``site`` lies in the thread loop
-    (and, nested, in one row of the block); True when a problem was reported."""
+def _whole_warps(ctx: Ctx, site, k: int, text: str, width: int = WARP,
+                 what: str = "warp collective", hint: str = _HINT) -> bool:
+    """Prove that the warp (``width`` lanes: a warpgroup for wgmma) of every thread
+    reaching ``site`` lies in the thread loop (and, nested, in one row of the block);
+    True when a problem was reported."""
+    group = "warp" if width == WARP else "warpgroup"
     L = site.loops[k]
     t = ctx.thread("w")
     ctx.enc.data_dependent = False
@@ -86,38 +89,39 @@ def _whole_warps(ctx: Ctx, site, k: int, text: str) -> bool:
         lo, hi = t.expr(L.lo), t.expr(L.hi)
         x = t.vars.get(L.iter) if reached else None
         if x is not None:  # the warp of the thread that reaches it sticks out of the loop
-            w0 = x - x % WARP
-            bad = [w0 < lo, w0 + WARP > hi]
+            w0 = x - x % width
+            bad = [w0 < lo, w0 + width > hi]
         else:
-            bad = [lo % WARP != 0, hi % WARP != 0]
+            bad = [lo % width != 0, hi % width != 0]
         nested = any(l.mapping == THREADS for l in site.loops[:k])
         if nested:
             xs = [t.expr(h) for h in ctx.eff.kernels[site.kernel].thread_extents.get(0, [])]
             X = xs[0]
             for x in xs[1:]:
                 X = z3.If(x > X, x, X)
-            bad.append(X % WARP != 0)
+            bad.append(X % width != 0)
     except Unsupported as e:
-        ctx.unknown(f"that the thread loop of `{text}` covers whole warps", [site.loc], str(e))
+        ctx.unknown(f"that the thread loop of `{text}` covers whole {group}s", [site.loc],
+                    str(e))
         return True
     r = ctx.solve(reached + [hi > lo, z3.Or(*bad)])
     if r.status == SAT:
         m = r.model
         lo_v, hi_v = ctx.eval_ints(m, [lo, hi])
-        msg = (f"the thread loop '{L.iter}' holding the warp collective `{text}` may cover "
-               f"part of a warp: it runs {L.iter} in [{lo_v}, {hi_v})")
+        msg = (f"the thread loop '{L.iter}' holding the {what} `{text}` may cover "
+               f"part of a {group}: it runs {L.iter} in [{lo_v}, {hi_v})")
         if x is not None:
-            msg += f" and {L.iter}={ctx.eval_ints(m, [x])[0]} reaches the collective"
+            msg += f" and {L.iter}={ctx.eval_ints(m, [x])[0]} reaches it"
         if nested:
             msg += f" and the block's x extent is {ctx.eval_ints(m, [X])[0]}"
-        msg += f"; a collective needs all {WARP} lanes of each warp"
+        msg += f"; a {what} needs all {width} lanes of each {group}"
         w = {"sizes": ctx.enc.size_values(m), "loop": {L.iter: [lo_v, hi_v]}}
         if ctx.enc.data_dependent:
             w["data_dependent"] = True
-        ctx.diagnostics.append(Diagnostic("divergence", msg, [site.loc, L.loc], w, _HINT))
+        ctx.diagnostics.append(Diagnostic("divergence", msg, [site.loc, L.loc], w, hint))
         return True
     if r.status == UNKNOWN:
-        ctx.unknown(f"that the thread loop of `{text}` covers whole warps", [site.loc],
+        ctx.unknown(f"that the thread loop of `{text}` covers whole {group}s", [site.loc],
                     f"solver: {r.reason or 'unknown'}")
         return True
     return False
@@ -139,7 +143,9 @@ def _shared_uniform(guards):
     return tuple(ExprMap(fn).visit(g) for g in guards), names
 
 
-def _uniform(ctx: Ctx, site, k: int, text: str):
+def _uniform(ctx: Ctx, site, k: int, text: str, width: int = WARP,
+             what: str = "warp collective", hint: str = _HINT):
+    group = "warp" if width == WARP else "warpgroup"
     n_inner_ifs = _inner_ifs(site)
     if n_inner_ifs == 0 and len(site.loops) == k + 1:
         return  # nothing between the thread loop and the collective
@@ -156,7 +162,7 @@ def _uniform(ctx: Ctx, site, k: int, text: str):
         for l in site.loops[:k]:
             cons.append(t1.vars[l.iter] == t2.vars[l.iter])
         x = site.loops[k].iter
-        cons.append(t1.vars[x] / WARP == t2.vars[x] / WARP)
+        cons.append(t1.vars[x] / width == t2.vars[x] / width)
         reach = []
         for l in site.loops[k + 1:]:
             v2 = t2.declare(l.iter)
@@ -164,7 +170,7 @@ def _uniform(ctx: Ctx, site, k: int, text: str):
             reach += [v2 >= t2.expr(l.lo), v2 < t2.expr(l.hi)]
         reach += [t2.cond(g) for g in inner_g]
     except Unsupported as e:
-        ctx.unknown(f"that every lane of a warp reaches `{text}`", [site.loc], str(e))
+        ctx.unknown(f"that every lane of a {group} reaches `{text}`", [site.loc], str(e))
         return
     r = ctx.solve(cons + [z3.Not(z3.And(*reach))])
     if r.status == SAT:
@@ -175,12 +181,13 @@ def _uniform(ctx: Ctx, site, k: int, text: str):
         if ctx.enc.data_dependent or shared:  # values of (uniform) collectives assumed
             w["data_dependent"] = True
         ctx.diagnostics.append(Diagnostic(
-            "divergence", f"the warp collective `{text}` may be reached by some lanes of a "
-            "warp and not by others: a condition or loop bound around it inside its thread "
-            "loop differs between lanes" + (" (it depends on data)" if w.get("data_dependent")
-                                            else ""), [site.loc], w, _HINT))
+            "divergence", f"the {what} `{text}` may be reached by some lanes of a "
+            f"{group} and not by others: a condition or loop bound around it inside its "
+            "thread loop differs between lanes" + (" (it depends on data)"
+                                                   if w.get("data_dependent") else ""),
+            [site.loc], w, hint))
     elif r.status == UNKNOWN:
-        ctx.unknown(f"that every lane of a warp reaches `{text}`", [site.loc],
+        ctx.unknown(f"that every lane of a {group} reaches `{text}`", [site.loc],
                     f"solver: {r.reason or 'unknown'}")
 
 

@@ -17,7 +17,9 @@ Three families:
 - ``naive``: the sequential form of such kernels (``seq`` over blocks and
   threads), the starting point of ``parallelize_loop`` / ``stage_mem``;
 - ``warp``: kernels with warp collectives (:mod:`.procgen_warp`);
-- ``hopper``: setmaxnreg and swizzled SHARED tiles (:mod:`.procgen_hopper`).
+- ``hopper``: setmaxnreg and swizzled SHARED tiles (:mod:`.procgen_hopper`);
+- ``wgmma``: kernels with a warpgroup MMA (:mod:`.procgen_wgmma`), only with
+  ``GPUDSL_DIFF_FAMILY=wgmma`` (``Gen(r, family="wgmma")``).
 
 Values are small integers in float32, so sums are exact in any order.
 """
@@ -423,12 +425,18 @@ FAMILY = os.environ.get("GPUDSL_DIFF_FAMILY", "")
 
 
 class Gen:
-    """Random programs; deterministic for a given ``random.Random``."""
+    """Random programs; deterministic for a given ``random.Random``; ``family`` forces a
+    family (default: ``$GPUDSL_DIFF_FAMILY``)."""
 
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, family: str | None = None):
         self.r = rng
+        self.family = FAMILY if family is None else family
 
     def program(self, name: str = "p") -> Program:
+        FAMILY = self.family
+        if FAMILY == "wgmma":  # warpgroup MMAs (docs/hopper.md): only when asked for
+            from .procgen_wgmma import wgmma_program
+            return wgmma_program(self.r, name)
         ch = self.r.random()
         if ch < 0.12 or FAMILY == "sync":  # ranged and split barriers (docs/language.md (synchronization))
             from .procgen_sync import sync_program

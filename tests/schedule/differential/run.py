@@ -106,8 +106,9 @@ class Stats:
 
 
 class Runner:
-    def __init__(self, seed: int = 0, with_check: bool = True):
+    def __init__(self, seed: int = 0, with_check: bool = True, family: str | None = None):
         self.seed = seed
+        self.family = family
         self.ns = load_callees()
         self.instrs = {k: v for k, v in self.ns.items() if v.is_instr}
         self.oracle = Oracle()
@@ -120,7 +121,7 @@ class Runner:
 
     def program(self, case: int):
         r = self.rng(case)
-        prog = Gen(r).program(f"p{case}")
+        prog = Gen(r, self.family).program(f"p{case}")
         if r.random() < HALF_SHARE:   # the same program in half precision
             prog = dataclasses.replace(prog, family=prog.family + "-f16",
                                        source=prog.source.replace("f32", "f16"))

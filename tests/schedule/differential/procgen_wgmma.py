@@ -1,0 +1,81 @@
+"""Random kernels with a warpgroup MMA (docs/hopper.md) for the differential test of the
+primitives: one warpgroup stages a 64 x 16 slice of ``x`` and an N x 16 slice of ``w`` into
+SHARED tiles per step and accumulates ``x @ w.T`` with ``wgmma`` (N = 8 or 16), committing
+and waiting in the wgmma's thread loop or at block level, or staging 32 columns and
+issuing two chained wgmmas per step; the epilogue stores (or adds) the fragment.  Now
+and then one is broken on purpose (no wait, a wait that leaves the group in flight, no
+barrier after the wait): the primitives must not turn a proved kernel into one that
+touches a wgmma in flight, must not regroup its warpgroup, and must keep every meaning,
+faults included.  Only generated with ``GPUDSL_DIFF_FAMILY=wgmma`` (or
+``Gen(r, family="wgmma")``): the default run's programs stay as they were."""
+from __future__ import annotations
+
+import random
+
+from .procgen import Program, pick_sizes
+
+
+def _fragment(n: int) -> str:
+    return (f"y[16 * (t // 32) + t % 32 // 4 + 8 * (i // 2 % 2), "
+            f"8 * (i // 4) + 2 * (t % 4) + i % 2]")
+
+
+def _broken(r, lines, p=0.15):
+    if r.random() >= p:
+        return lines
+    idx = [k for k, ln in enumerate(lines) if ln.strip().startswith(("wgmma_wait", "sync()"))]
+    k = r.choice(idx)
+    if lines[k].strip().startswith("wgmma_wait") and r.random() < 0.5:
+        return lines[:k] + [lines[k].replace("(0)", "(1)")] + lines[k + 1:]
+    return lines[:k] + lines[k + 1:]
+
+
+def wgmma_program(r: random.Random, name: str) -> Program:
+    N = r.choice([8, 16])
+    NH = N // 2
+    form = r.choice(["local", "block", "ktile"])
+    kh = 4 if form == "ktile" else 2            # halves of 8 columns per step
+    head = (f"def {name}(n: size, a: f32, x: f16[64, {8 * kh} * n], w: f16[{N}, {8 * kh} * n], "
+            f"y: f32[64, {N}]):\n    assert n >= 1\n")
+    init = r.choice(["0.0", "a", "f32(x[t // 2, 0])"])
+    body = [f"acc: f32[128, {NH}] @ REGISTER",
+            f"a_s: f16[{kh}, 64, 8] @ SHARED",
+            f"b_s: f16[{kh}, {N}, 8] @ SHARED",
+            "for t in par(0, 128) @ THREADS:",
+            f"    for i in seq(0, {NH}):",
+            f"        acc[t, i] = {init}",
+            "for ks in seq(0, n):",
+            "    for t in par(0, 128) @ THREADS:",
+            f"        for h in seq(0, {kh // 2}):",
+            "            for j in seq(0, 8):",
+            f"                a_s[2 * h + t % 2, t // 2, j] = x[t // 2, {8 * kh} * ks + 16 * h "
+            "+ 8 * (t % 2) + j]",
+            f"        if t < {2 * N}:",
+            f"            for h in seq(0, {kh // 2}):",
+            "                for j in seq(0, 8):",
+            f"                    b_s[2 * h + t % 2, t // 2, j] = w[t // 2, {8 * kh} * ks + "
+            "16 * h + 8 * (t % 2) + j]",
+            "    sync()",
+            "    for t in par(0, 128) @ THREADS:"]
+    call = f"wgmma(acc[t, 0:{NH}], a_s[2 * s:2 * s + 2, 0:64, 0:8], b_s[2 * s:2 * s + 2, 0:{N}, 0:8])"
+    if form == "ktile":
+        body += ["        for s in seq(0, 2):", f"            {call}"]
+    else:
+        body += [f"        {call.replace('2 * s:2 * s + 2', '0:2')}"]
+    waits = ["wgmma_commit()", "wgmma_wait(0)"]
+    if form == "local":
+        body += ["        " + w for w in waits]
+    else:
+        body += ["    " + w for w in waits]
+    body += ["    sync()",
+             "for t in par(0, 128) @ THREADS:",
+             f"    for i in seq(0, {NH}):",
+             f"        {_fragment(N)} {r.choice(['=', '+='])} acc[t, i]"
+             + r.choice(["", " * 2.0", " + a"])]
+    body = _broken(r, body)
+    lines = ["    for b in par(0, 1) @ BLOCKS:"] + ["        " + ln for ln in body]
+    return Program("wgmma", name, head + "\n".join(lines) + "\n",
+                   pick_sizes(r, ["n >= 1"], ["n"], lo=1, hi=3), [])
+
+
+__all__ = ["wgmma_program"]
