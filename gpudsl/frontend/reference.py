@@ -648,6 +648,7 @@ assert roles.check().kinds() == {"target"}    # sm_90 has no setmaxnreg
 y = np.zeros(256, np.float32)
 gpudsl.interpret(roles, x=np.arange(256, dtype=np.float32), y=y)
 assert y[0] == 510.0
+'''),
     _E("Statements", "Wgmma", "`wgmma(acc, a, b)`", "Warpgroup MMA (sm_90a): inside a "
        "`@ THREADS` loop whose warpgroups (128 consecutive threads from a multiple of 128) "
        "issue it together, `acc += A @ B` for A 64 x 16 and B 16 x N (f16 or bf16, summed in "
