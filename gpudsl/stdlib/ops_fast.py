@@ -8,7 +8,9 @@ An operand's signature is ``fast_call.describe``'s: type, shape, strides, dtype,
 writability (numpy) or device, layout and gradient mode (PyTorch); a scalar operand or
 an unknown array type is never cached.  The key also holds the op, the target and
 every attribute; a recipe is dropped when the tuning database changes (the kernel
-choice is its winner).
+choice is its winner) and when a node is registered or removed (``nodes.register``).
+The first call of a signature runs the recipe it builds (so a replay does what that
+call did) and keeps it only when the call succeeded.
 """
 from __future__ import annotations
 
