@@ -113,6 +113,7 @@ def register(node: Node) -> Node:
     _TABLE[node.name] = node
     if node.graph is not None:
         _GRAPH[node.graph] = node
+    _table_changed()
     return node
 
 
@@ -120,6 +121,15 @@ def unregister(name: str) -> None:
     node = _TABLE.pop(name, None)
     if node is not None and node.graph is not None:
         _GRAPH.pop(node.graph, None)
+    _table_changed()
+
+
+def _table_changed() -> None:
+    """The recipes of ``gpudsl.ops``' fast path (``ops_fast``) hold the kernel choices of
+    the nodes they were planned with: a node replaced or removed drops them."""
+    forget = getattr(sys.modules.get("gpudsl.stdlib.ops_fast"), "forget", None)
+    if forget is not None:  # (None while ops_fast is being imported: no recipes yet)
+        forget()
 
 
 def get(name: str) -> Node | None:

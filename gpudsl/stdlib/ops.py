@@ -17,10 +17,11 @@ import numpy as np
 from .halves import NUMPY as _NUMPY
 from .halves import common_dtype as _common_dtype
 from .halves import dtype_of as _dtype_of
-from .pointwise import plan_binary, plan_unary
 from ..runtime import driver as _driver
 from ..runtime import torch_tensors as _torch_tensors
+from . import ops_fast as _fast
 from .node_table import ShapeError, get, plan
+from .nodes import db_stamp
 from .op_arguments import (_ANY_FLOAT, RANKS, _is_array, _is_device, _is_scalar, as_int,
                            axis, check_tensor, torch_call)
 from .op_arguments import contig as _contig
@@ -52,6 +53,10 @@ def _op(fn=None, *, convert: bool = True):
     @functools.wraps(fn)
     def run(*args, **kwargs):
         try:
+            if not kwargs:  # the recipe of an earlier call of the same signature (ops_fast)
+                recipe = _fast.lookup(name, target(), args)
+                if recipe is not None:
+                    return recipe(*args)
             if convert and _torch_tensors.torch_module() is not None:
                 return torch_call(fn, names, args, kwargs)
             return fn(*args, **kwargs)
@@ -67,7 +72,10 @@ _compiled: dict = {}
 
 def target() -> str:
     """Where ops run: ``"cuda"`` with a GPU and driver, else ``"emulator"``."""
-    return "cuda" if _driver.driver_available() else "emulator"
+    available = _driver._available  # the driver's answer, once probed
+    if available is None:
+        available = _driver.driver_available()
+    return "cuda" if available else "emulator"
 
 
 def _kernel(p):
@@ -85,7 +93,8 @@ def _zeros(like, shape, dtype):
 
 
 def _run(p, **args):
-    _kernel(p)(**args)
+    k = _compiled.get((p, target()))
+    (_kernel(p) if k is None else k)(**args)
 
 
 # ------------------------------------------------------------------ elementwise
@@ -106,7 +115,13 @@ def _launch(name: str, operands: tuple, attrs: dict, like=None):
     place) and the fault flag (None: the kernel has none)."""
     shapes = tuple(tuple(map(int, x.shape)) for x in operands)
     launch = plan(get(name), shapes, attrs, target())
-    like = operands[0] if like is None else like
+    return _execute(launch, operands, operands[0] if like is None else like)
+
+
+def _execute(launch, operands: tuple, like):
+    """Run the node table's ``launch`` on ``operands``, the result allocated like
+    ``like`` (its dtype): the result (or ``operands[0]``, written in place) and the
+    fault flag."""
     out = None if launch.out is None else _empty(like, launch.out, _dtype_like(like))
     err, args = None, {}
     for param, spec in launch.args:
@@ -135,6 +150,10 @@ def _dtype_like(x) -> np.dtype:
 
 
 def _binary(op: str, a, b):
+    fast = _fast.lookup(op, target(), (a, b))  # torch CPU tensors, viewed as numpy here
+    if fast is not None:
+        return fast(a, b)
+    key, stamp = _fast.key_of(op, target(), (a, b)), db_stamp()
     a_scalar, b_scalar = _is_scalar(a), _is_scalar(b)
     if a_scalar and b_scalar:
         raise NodeError("a and b are both scalars; one of them must be an array")
@@ -144,27 +163,11 @@ def _binary(op: str, a, b):
     if a_scalar or b_scalar:
         b = _full_like(a, (1,) * len(sa), b)
     sb = check_tensor("a" if a_scalar else "b", b, ranks=RANKS, dtypes=_ANY_FLOAT)
-    a, sa = _lifted(a, sa, len(sb))   # numpy's rule: the lower rank gets leading 1s
-    b, sb = _lifted(b, sb, len(sa))
-    dt = _common_dtype(op, a=a, b=b)
-    if len(sa) == len(sb) and sa != sb and all(x in (1, y) for x, y in zip(sa, sb)):
-        a, b, sa, sb = b, a, sb, sa  # a broadcasts against b: they commute, swap them
-    if dt != "f32":  # f16/bf16: the half kernels (f32 arithmetic, one rounding)
-        p, dims, bdims = plan_binary(op, sa, sb, dt)
-        a, b = _contig(a), _contig(b)
-        out = _empty(a, sa, _NUMPY[dt])
-        _run(p, a=a.reshape(dims), b=b.reshape(bdims), out=out.reshape(dims))
-        return out
-    return _launch(op, (_contig(a), _contig(b)), {})[0]
-
-
-def _lifted(x, shape: tuple, rank: int):
-    """``x`` (a numpy array or torch tensor of ``shape``) viewed with leading axes of size
-    1 up to ``rank``, and its new shape."""
-    if len(shape) >= rank:
-        return x, shape
-    shape = (1,) * (rank - len(shape)) + shape
-    return x.reshape(shape), shape
+    run = _fast.binary_recipe(op, a, b, sa, sb)  # this call's path, kept for the next
+    out = run(a, b)
+    if key is not None and not (a_scalar or b_scalar):
+        _fast.remember(key, stamp, run)
+    return out
 
 
 @_op
@@ -183,15 +186,16 @@ def mul(a, b):
 
 
 def _unary(op: str, x):
+    fast = _fast.lookup(op, target(), (x,))  # torch CPU tensors, viewed as numpy here
+    if fast is not None:
+        return fast(x)
+    key, stamp = _fast.key_of(op, target(), (x,)), db_stamp()
     shape = check_tensor("x", x, ranks=RANKS, dtypes=_ANY_FLOAT)
-    dt = _common_dtype(op, x=x)
-    if dt != "f32":  # f16/bf16: the half kernels (f32 arithmetic, one rounding)
-        n = math.prod(shape)
-        x = _contig(x)
-        out = _empty(x, shape, _NUMPY[dt])
-        _run(plan_unary(op, n, dt), x=x.reshape(n), out=out.reshape(n))
-        return out
-    return _launch(op, (_contig(x),), {})[0]
+    run = _fast.unary_recipe(op, x, shape, _common_dtype(op, x=x))
+    out = run(x)
+    if key is not None:
+        _fast.remember(key, stamp, run)
+    return out
 
 
 @_op

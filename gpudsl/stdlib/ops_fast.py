@@ -8,7 +8,9 @@ An operand's signature is ``fast_call.describe``'s: type, shape, strides, dtype,
 writability (numpy) or device, layout and gradient mode (PyTorch); a scalar operand or
 an unknown array type is never cached.  The key also holds the op, the target and
 every attribute; a recipe is dropped when the tuning database changes (the kernel
-choice is its winner).
+choice is its winner) and when a node is registered or removed (``nodes.register``).
+The first call of a signature runs the recipe it builds (so a replay does what that
+call did) and keeps it only when the call succeeded.
 """
 from __future__ import annotations
 
@@ -91,7 +93,8 @@ def binary_recipe(op: str, a, b, sa: tuple, sb: tuple):
     swap = len(sa) == len(sb) and sa != sb and all(x in (1, y) for x, y in zip(sa, sb))
     if swap:  # a broadcasts against b: they commute, swap them
         sa, sb = sb, sa
-    copy_a, copy_b = (not contiguous(x) for x in ((b, a) if swap else (a, b)))
+    views = _operands(lift_a, lift_b, swap, False, False)(a, b)  # what _contig is given
+    copy_a, copy_b = (not contiguous(x) for x in views)
     operands = None
     if lift_a or lift_b or swap or copy_a or copy_b:
         operands = _operands(lift_a, lift_b, swap, copy_a, copy_b)
@@ -150,8 +153,8 @@ def unary_recipe(op: str, x, shape: tuple, dt: str):
 def executor(launch, operands: tuple, like):
     """``execute(*operands)`` -> the result: the node table's ``launch`` run on
     operands of these shapes and kinds (the ops' ``_execute``, the result allocated
-    like the first operand), which operands need reshaping and how the result is
-    allocated decided once."""
+    like the first operand: its kind and dtype), which operands need reshaping and how
+    the result is allocated decided once."""
     ins, outs, values, flags = [], [], {}, False
     for param, spec in launch.args:
         kind = spec[0]
@@ -169,11 +172,11 @@ def executor(launch, operands: tuple, like):
         return lambda *operands: _ops()._execute(launch, operands, operands[0])[0]
     ops_mod, out_shape, proc = _ops(), tuple(launch.out), launch.proc
     numpy_out = type(like) is np.ndarray
-    alloc = allocator(like)
-    f32 = np.dtype(np.float32)
+    dtype = ops_mod._dtype_like(like)   # _launch's result dtype
+    alloc = allocator(like, dtype)
 
     def execute(*operands):
-        out = np.empty(out_shape, f32) if numpy_out else alloc(operands[0], out_shape)
+        out = np.empty(out_shape, dtype) if numpy_out else alloc(operands[0], out_shape)
         args = values.copy()
         for param, i, shape in ins:
             args[param] = operands[i] if shape is None else operands[i].reshape(shape)
@@ -193,11 +196,16 @@ def allocator(like, dtype=np.float32):
 
 
 def contiguous(x) -> bool:
-    """Whether ``x`` is C-contiguous (the ops' ``_contig`` would return it as it is)."""
-    flags = getattr(x, "flags", None)
-    if flags is not None:
-        return bool(flags.c_contiguous)
-    return bool(x.is_contiguous()) if hasattr(x, "is_contiguous") else False
+    """Whether the ops' ``_contig`` returns ``x`` itself, for every array of ``x``'s
+    signature: a C-contiguous numpy array (not a subclass: ``_contig`` makes it an
+    ``ndarray``) or CUDA tensor.  False for other kinds: the recipe calls ``_contig``
+    on them each time, as the ops do."""
+    if type(x) is np.ndarray:
+        return bool(x.flags.c_contiguous)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor) and x.is_cuda:
+        return bool(x.is_contiguous())
+    return False
 
 
 __all__ = ["key_of", "lookup", "remember", "forget", "binary_recipe", "unary_recipe",

@@ -129,3 +129,116 @@ def test_a_strided_operand_is_made_contiguous_each_time(planned, monkeypatch):
         arrays = [a for a in RecordingBackend.log[-1].args if isinstance(a, np.ndarray)]
         assert len(arrays) == 3 and all(a.flags.c_contiguous for a in arrays)
     assert planned == ["a", "b", "a", "b"]
+
+
+# ------------------------------------------------- the merged ops: ranks to 6, halves, layouts
+
+BF16 = ml_dtypes.bfloat16
+
+
+def _layouts(v):
+    """What a kernel is given: the array's type, shape, strides and dtype."""
+    return type(v), tuple(v.shape), tuple(v.strides), str(v.dtype)
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Every launch of the ops (proc and arguments' layouts); the kernels still run."""
+    log, run = [], ops_mod._run
+
+    def recorded(p, **args):
+        log.append((p, {k: _layouts(v) for k, v in args.items()}))
+        run(p, **args)
+    monkeypatch.setattr(ops_mod, "_run", recorded)
+    return log
+
+
+def _strided(x):
+    """``x``'s values in a layout that is not contiguous (every other element)."""
+    wide = np.repeat(x, 2, axis=-1)
+    return wide[..., ::2]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16])
+@pytest.mark.parametrize("sa, sb", [((2, 3, 4, 5), (2, 1, 4, 1)),      # four axes
+                                    ((2, 2, 3, 2, 2, 3), (2, 1, 3, 1, 2, 1)),   # six
+                                    ((3, 1, 2), (2, 1, 3, 4, 2)),      # lifted, swapped
+                                    ((4, 1), (4, 5))])                 # swapped
+def test_a_replay_launches_what_the_first_call_did(planned, launches, sa, sb, dtype):
+    a, b = _rand(*sa, dtype=dtype), _strided(_rand(*sb, dtype=dtype))
+    for op, args, want in ((ops.add, (a, b), a + b), (ops.mul, (b, a), b * a),
+                           (ops.relu, (b,), np.maximum(b, 0))):
+        first, again = op(*args), op(*args)
+        assert launches[-1] == launches[-2]   # the same kernel, on the same layouts
+        for out in (first, again):
+            assert out.dtype == want.dtype and out.shape == want.shape
+            np.testing.assert_array_equal(out, want)
+    assert planned == ["a", "b", "a", "b", "x"]   # each signature checked once
+
+
+def test_torch_cpu_tensors_of_five_axes_in_bfloat16(planned):
+    torch = pytest.importorskip("torch")
+    a = torch.randn(2, 3, 1, 4, 5).bfloat16()
+    b = torch.randn(5, 2, 4, 1, 3).bfloat16().permute(1, 4, 3, 2, 0)   # not contiguous
+    for _ in range(2):
+        out = ops.add(a, b)
+        assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16
+        np.testing.assert_array_equal(out.float().numpy(), (a + b).float().numpy())
+    assert planned == ["a", "b"]
+
+
+def test_refusals_are_refused_each_time(planned):
+    f, h = _rand(2, 64), _rand(2, 64, dtype=np.float16)
+    for _ in range(2):
+        with pytest.raises(gpudsl.Error, match="add: mixed precisions"):
+            ops.add(f, h)
+        with pytest.raises(gpudsl.Error, match="7 dimension"):
+            ops.relu(f.reshape(1, 1, 1, 1, 1, 2, 64))
+    assert len(ops_fast._RECIPES) == 0
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")   # np.matrix
+def test_an_ndarray_subclass_is_made_an_ndarray_each_time(planned):
+    f = _rand(3, 64)
+    m = np.matrix(f)   # reshaped, a matrix stays two-dimensional: the kernel needs an ndarray
+    for _ in range(2):
+        for out, want in ((ops.relu(m), np.maximum(f, 0)), (ops.add(m, f), f + f)):
+            assert type(out) is np.ndarray
+            np.testing.assert_array_equal(out, want)
+
+
+def test_a_failed_call_keeps_no_recipe(planned, monkeypatch):
+    a = _rand(4, 64)
+    run = ops_mod._run
+
+    def failing(p, **args):
+        raise RuntimeError("the launch failed")
+    monkeypatch.setattr(ops_mod, "_run", failing)
+    with pytest.raises(RuntimeError):
+        ops.relu(a)
+    monkeypatch.setattr(ops_mod, "_run", run)
+    np.testing.assert_array_equal(ops.relu(a), np.maximum(a, 0))   # planned again
+    np.testing.assert_array_equal(ops.relu(a), np.maximum(a, 0))   # its recipe
+    assert planned == ["x", "x"]
+
+
+def test_a_replaced_node_drops_the_recipes(planned):
+    import dataclasses
+
+    from gpudsl.stdlib.nodes import get, register
+
+    a = _rand(4, 64)
+    ops.relu(a)
+    decl, seen = get("relu"), []
+
+    def launch(shapes, attrs, target):
+        seen.append(shapes)
+        return decl.launch(shapes, attrs, target)
+    register(dataclasses.replace(decl, launch=launch))
+    try:
+        np.testing.assert_array_equal(ops.relu(a), np.maximum(a, 0))
+        assert seen == [((4, 64),)]   # the new declaration's kernel choice
+    finally:
+        register(decl)
+    ops.relu(a)
+    assert planned == ["x", "x", "x"]
