@@ -70,6 +70,7 @@ class Edge:
     send: tuple
     recv: list
     element: object = None   # the ring element (an IR constant), None for one barrier
+    senders: tuple = ()      # the arrive statements (SyncInfo) of a split barrier
 
 
 def edges(ks) -> list:
@@ -84,6 +85,8 @@ def edges(ks) -> list:
             by_key.setdefault(("sync", (s.lo.val, s.hi.val)), []).append(si)
         elif isinstance(s, Wait):
             by_key.setdefault((s.name, (s.lo.val, s.hi.val)), []).append(si)
+        elif isinstance(s, Arrive):
+            by_key.setdefault((s.name, "arrive"), []).append(si)
     out = []
     for r in ks.ranges:
         out.append(Edge(("sync", r), r, [(("sync", r), r, by_key.get(("sync", r), []))]))
@@ -94,7 +97,8 @@ def edges(ks) -> list:
         for el in ks.elements(bar):  # each element of a ring is an edge of its own
             out.append(Edge(("arrive", bar, el), a,
                             [(("wait", bar, r, el), r, by_key.get((bar, r), []))
-                             for r in sorted(b["wait"])], el))
+                             for r in sorted(b["wait"])], el,
+                            tuple(by_key.get((bar, "arrive"), []))))
     return out
 
 
@@ -228,6 +232,39 @@ class Chains:
             for si in sis:
                 alts.append(self._at_instance(e, c, si, s, src, dst, relays))
         return z3.Or(*alts)
+
+    def not_released_after(self, t, done, dst: Pos) -> list:
+        """Constraints: no split barrier delivers to ``dst`` an arrive that thread ``t``
+        made where ``done(u, path)`` held (``u``: ``t`` at that arrive, placed at
+        ``path``; ``done`` must be monotone along ``t``'s program order, e.g. "the async
+        operation has landed").  The latest arrive ``dst`` received is the one to ask
+        (``done`` only grows): the arrive instance of ``t`` whose send count before it
+        is one less than what ``dst`` received, unique as for relays."""
+        out = []
+        f = self.ks.flat(t)
+        for e in self.edges:
+            if not e.senders or not self._can_receive(e, dst):
+                continue
+            got = self.received(e, dst)
+            alts = [got == 0, z3.Not(self.ks.inside(f, e.send))]
+            for si in e.senders:
+                alts.append(self._sender_at(e, si, t, got, done))
+            out.append(z3.Or(*alts))
+        return out
+
+    def _sender_at(self, e, si, t, got, done):
+        ctx = self.ks.ctx
+        u = ctx.thread(f"sender{next(_tags)}")
+        cons = ctx.place(u, si.at)
+        cons += [a == b for a, b in zip(u.tc, t.tc)]   # the same thread, elsewhere
+        for l in si.at.loops:
+            if l.mapping == BLOCKS or l.level == "host":
+                cons.append(u.var(l.iter) == t.var(l.iter))
+        if e.element is not None:
+            cons.append(u.expr(si.stmt.index) == e.element.val)
+        cons.append(self.sent(e, Pos(u, si.at.path)) == got - 1)
+        cons.append(z3.Not(done(u, si.at.path)))
+        return z3.And(*cons)
 
     def _total(self, e, c, src: Pos):
         """Deliveries of ``e`` to a thread of class ``c`` over the whole block's code."""

@@ -39,6 +39,8 @@ from ...ir.residues import residue
 from ...ir.smt import SAT, UNKNOWN, UNSAT, Unsupported
 from ...ir.types import BLOCKS, INDEX, THREADS
 from ..async_counts import AsyncCounts, has_unknown
+from ..sync_chains import Pos, chains, thread_span
+from ..sync_counts import kernel_syncs
 from ..phases import PhaseRelation
 from .async_local import check_local, local_form
 from ..report import Diagnostic
@@ -297,7 +299,8 @@ def _pair(ctx: Ctx, ac: AsyncCounts, c, x, fam=COPIES):
             sp = _PHASES.same_phase(x.path, c.path, t2, t1)
             sp = z3.BoolVal(sp) if isinstance(sp, bool) else sp
             before = z3.And(_seq_before(x.path, c.path, t2, t1), z3.Not(sp))
-        early_other = z3.And(z3.Not(same), z3.Not(gv < t2.expr(synced_x)), z3.Not(before))
+        early_other = z3.And(z3.Not(same), z3.Not(gv < t2.expr(synced_x)), z3.Not(before),
+                             *_split_unordered(ctx, ac, c, x, t1, t2, gv))
         cons.append(z3.Or(early_same, early_other))
     except Unsupported as e:
         ctx.unknown(what, [c.loc, x.loc], str(e) or "unsupported expression")
@@ -309,6 +312,19 @@ def _pair(ctx: Ctx, ac: AsyncCounts, c, x, fam=COPIES):
     if r.status != SAT:
         return None
     return _race(ctx, c, x, t1, t2, i2, early_same, r.model, fam)
+
+
+def _split_unordered(ctx, ac, c, x, t1, t2, gv) -> list:
+    """Constraints: split barriers (and chains of them) order ``x`` neither before the
+    issue of ``c`` nor after ``c`` has landed in its thread (:mod:`..sync_chains`)."""
+    ks = kernel_syncs(ctx, c.kernel)
+    if ks is None or c.path is None or x.path is None:
+        return []
+    ch = chains(ks)
+    px = Pos(t2, x.path, span=thread_span(x.loops, ks))
+    pc = Pos(t1, c.path, span=thread_span(c.loops, ks))
+    return ch.not_before(px, pc, 1) + ch.not_released_after(
+        t1, lambda u, path: u.expr(ac.landed(path)) > gv, px)
 
 
 def _ops_of(x, fam):
