@@ -5,7 +5,8 @@ symbolic is not ok.
 
 Blocks of 64 threads; copies of one or four elements of a row of ``x`` into
 ``s[row]``, ``async_commit()``, ``async_wait(0..2)``, ``sync()``, thread loops that
-read or write ``s``, block-level ``seq`` loops and uniform ``if``s.
+read or write ``s`` (over the block or one half), block-level ``seq`` loops and uniform
+``if``s, and (in some) a split barrier's arrive/wait pairs.
 
 ``GPUDSL_ASYNC_EXAMPLES`` sets the number of examples (default 100 for CI);
 ``GPUDSL_HYPOTHESIS_STATS=1`` prints what was found.
@@ -23,6 +24,9 @@ import gpudsl
 from gpudsl import proc_from_source
 
 N_EXAMPLES = int(os.environ.get("GPUDSL_ASYNC_EXAMPLES", "100"))
+# thread ranges of the loops: with split barriers between two halves of the block,
+# the copies and their uses are ordered by arrive/wait pairs (issue 35)
+RANGES = [(0, 64), (0, 64), (0, 32), (32, 64)]
 STATS: Counter = Counter()
 
 
@@ -42,7 +46,8 @@ def copy_loop(draw, tv, kv):
             ["    async_commit()", "    async_wait(0)", f"    y[{tv}] += s[{row}, {col}]"],
             ["    async_commit()", f"    y[{tv}] += s[{row}, {col}]", "    async_wait(0)"],
             ["    async_commit()", "    async_wait(1)"], ["    async_wait(0)"]]))
-    return [f"for {tv} in par(0, 64) @ THREADS:"] + body
+    lo, hi = draw(st.sampled_from(RANGES))
+    return [f"for {tv} in par({lo}, {hi}) @ THREADS:"] + body
 
 
 @st.composite
@@ -51,15 +56,16 @@ def use_loop(draw, tv, kv):
     i = draw(st.sampled_from([tv, f"63 - {tv}", f"({tv} + 1) % 64", f"{tv} // 2"]))
     op = draw(st.sampled_from([f"y[{tv}] += s[{row}, {i}]", f"y[{tv}] += s[{row}, {i}]",
                                f"s[{row}, {i}] = 1.0"]))
-    return [f"for {tv} in par(0, 64) @ THREADS:", "    " + op]
+    lo, hi = draw(st.sampled_from(RANGES))
+    return [f"for {tv} in par({lo}, {hi}) @ THREADS:", "    " + op]
 
 
 @st.composite
-def items(draw, depth, kv, counter):
+def items(draw, depth, kv, counter, arrive=None):
     out = []
     for _ in range(draw(st.integers(1, 5))):
         kinds = ["copy", "copy", "commit", "commit", "wait", "wait", "sync", "use", "use"] + \
-            (["seq", "if"] if depth < 2 else [])
+            (["seq", "if"] if depth < 2 else []) + (["split", "split"] if arrive else [])
         kind = draw(st.sampled_from(kinds))
         counter[0] += 1
         tv = f"t{counter[0]}"
@@ -73,24 +79,29 @@ def items(draw, depth, kv, counter):
             out.append(f"async_wait({draw(st.sampled_from([0, 0, 1, 2]))})")
         elif kind == "sync":
             out.append("sync()")
+        elif kind == "split":
+            lo, hi = draw(st.sampled_from(RANGES[1:]))
+            out += [f"arrive(bar, {arrive[0]}, {arrive[1]})", f"wait(bar, {lo}, {hi})"]
         elif kind == "seq":
             k = f"k{counter[0]}"
             trips = draw(st.sampled_from(["2", "n"]))
-            inner = draw(items(depth + 1, k, counter))
+            inner = draw(items(depth + 1, k, counter, arrive))
             out += [f"for {k} in seq(0, {trips}):"] + ["    " + ln for ln in inner]
         else:
             cond = draw(st.sampled_from(["n > 1"] + ([f"{kv} > 0", f"{kv} + 1 < n"]
                                                      if kv else [])))
-            inner = draw(items(depth + 1, kv, counter))
+            inner = draw(items(depth + 1, kv, counter, arrive))
             out += [f"if {cond}:"] + ["    " + ln for ln in inner]
     return out
 
 
 @st.composite
 def async_proc(draw):
-    body = draw(items(0, None, [0]))
+    arrive = draw(st.sampled_from([None, None, (0, 32), (32, 64), (0, 64)]))
+    body = draw(items(0, None, [0], arrive))
     lines = ["@proc", "def rand(n: size, x: f32[n, 64], y: f32[64]):", "    assert n <= 3",
-             "    for b in par(0, 1) @ BLOCKS:", "        s: f32[2, 64] @ SHARED"]
+             "    for b in par(0, 1) @ BLOCKS:", "        s: f32[2, 64] @ SHARED"] + \
+        (["        bar: barrier @ SHARED"] if arrive else [])
     return "\n".join(lines + ["        " + ln for ln in body]) + "\n"
 
 
