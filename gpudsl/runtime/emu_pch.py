@@ -18,8 +18,10 @@ that fails, means the plain path.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -30,7 +32,7 @@ from gpudsl.runtime.cache import Cache, cache_key
 SYS_HEADER = "gpudsl_emu_sys.h"
 _lock = threading.Lock()
 _dirs: dict[str, Path | None] = {}  # PCH key -> the folder holding stub and .gch (or None)
-_home: tempfile.TemporaryDirectory | None = None  # this process's folder of PCHs
+_home: tuple[int, Path] | None = None  # (pid, folder): this process's folder of PCHs
 
 
 def enabled() -> bool:
@@ -67,18 +69,32 @@ def _build(here: Path, flags: list[str], cxx: str, run, tempdir) -> bytes | None
         return gch.read_bytes() if rc == 0 and gch.is_file() else None
 
 
-def _install(key: str, here: Path, data: bytes, tempdir) -> Path:
+def _install(key: str, here: Path, data: bytes) -> Path:
     """Write the stub and ``data`` into a folder of this process's own."""
-    global _home
-    if _home is None:
-        _home = tempdir("pch-")
-    d = Path(_home.name) / key[:16]
+    d = _home_dir() / key[:16]
     d.mkdir(mode=0o700, exist_ok=True)
     (d / SYS_HEADER).write_text(_stub(here))
     gch = d / (SYS_HEADER + ".gch")
     with open(os.open(gch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
         f.write(data)
     return d
+
+
+def _home_dir() -> Path:
+    """This process's folder (a forked child makes its own and never removes its
+    parent's: the parent's exit removes that one)."""
+    global _home
+    if _home is None or _home[0] != os.getpid():
+        # the emulator's temporary prefix: its sweep removes those of dead processes
+        d = tempfile.mkdtemp(prefix=f"gpudsl-emu-pch-{os.getpid()}-")
+        _home = (os.getpid(), Path(d))
+        atexit.register(_remove, *_home)
+    return _home[1]
+
+
+def _remove(pid: int, folder: Path) -> None:
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def include_dir(here: Path, flags: list[str], cxx: str, version: str, cache: Cache,
@@ -91,11 +107,13 @@ def include_dir(here: Path, flags: list[str], cxx: str, version: str, cache: Cac
     flags = pch_flags(flags)
     key = _key(here, flags, version)
     with _lock:
+        if _home is not None and _home[0] != os.getpid():
+            _dirs.clear()  # a forked child: its parent's folder is not its own
         if key in _dirs:
             return _dirs[key]
         hit = cache.lookup(key, "gch") if use_cache else None
         data = hit[0] if hit is not None else _build(here, flags, cxx, run, tempdir)
         if data is not None and hit is None and use_cache:
             cache.try_put(key, "gch", data, {"target": "emulator-pch", "flags": flags})
-        _dirs[key] = None if data is None else _install(key, here, data, tempdir)
+        _dirs[key] = None if data is None else _install(key, here, data)
         return _dirs[key]

@@ -60,3 +60,21 @@ def test_a_pch_gxx_rejects_means_the_plain_path(tmp_path, monkeypatch):
 def test_switched_off(monkeypatch, tmp_path):
     monkeypatch.setenv("GPUDSL_EMU_PCH", "0")
     assert _pch_dir(Cache(tmp_path / "cache"), _flags(False)) is None
+
+
+def test_a_forked_child_keeps_off_its_parents_folder(tmp_path):
+    import os
+    cache = Cache(tmp_path / "cache")
+    parent = _pch_dir(cache, _flags(False))
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own folder; its exit leaves the parent's alone
+        try:
+            mine = _pch_dir(cache, _flags(False))
+            os.write(w, b"1" if mine is not None and mine != parent else b"0")
+        finally:
+            emu_pch._remove(*emu_pch._home)
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(r, 1) == b"1"
+    assert (parent / "gpudsl_emu_sys.h.gch").is_file()
