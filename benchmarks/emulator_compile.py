@@ -19,7 +19,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 CHILD = r"""
 import json, sys, time
@@ -62,10 +61,10 @@ print(json.dumps(out))
 
 
 def child(pch: bool) -> dict:
-    env = dict(os.environ, GPUDSL_EMU_PCH="1" if pch else "0",
-               GPUDSL_CACHE_DIR=tempfile.mkdtemp(prefix="gpudsl-bench-cache-"))
-    r = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True,
-                       check=True)
+    with tempfile.TemporaryDirectory(prefix="gpudsl-bench-cache-") as cache:
+        env = dict(os.environ, GPUDSL_EMU_PCH="1" if pch else "0", GPUDSL_CACHE_DIR=cache)
+        r = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
+                           text=True, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
