@@ -50,12 +50,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gpudsl.errors import CompileError, LaunchError
+from gpudsl.runtime import emu_pch
 from gpudsl.runtime.cache import Cache, cache_key, default_cache
 from gpudsl.runtime.private_lib import PREFIX as _LIB_PREFIX, load_library
 from gpudsl.runtime.signature import KernelSig, host_pointer, pack_args
 
 HERE = Path(__file__).resolve().parent
-HEADERS = ("gpudsl_emu.h", "gpudsl_emu_sched.h", "gpudsl_emu_bars.h")
+HEADERS = ("gpudsl_emu.h", "gpudsl_emu_sched.h", "gpudsl_emu_bars.h", "gpudsl_emu_sys.h")
 BASE_FLAGS = ("-std=c++20", "-O2", "-shared", "-fPIC", "-pthread", "-fvisibility=hidden",
               "-fno-strict-aliasing", "-fno-math-errno", "-Wno-unknown-pragmas",
               "-Wno-unused-function", "-Wno-unused-variable",
@@ -274,7 +275,7 @@ def _sweep_stale_temporaries() -> None:
     except OSError:
         return
     for d in entries:
-        m = re.match(re.escape(_TMP_PREFIX) + r"(?:out-|lib-)?(\d+)-", d.name)
+        m = re.match(re.escape(_TMP_PREFIX) + r"(?:out-|lib-|pch-)?(\d+)-", d.name)
         if not m or not d.is_dir():
             continue
         pid = int(m.group(1))
@@ -325,8 +326,17 @@ def run_compiler(cmd: list[str], cwd: str | None = None, timeout: float = 600):
     return p.returncode, out, err
 
 
-def _compile(full_source: str, flags: list[str], out: Path, cxx: str) -> None:
+def _compile(full_source: str, flags: list[str], out: Path, cxx: str,
+             pch: Path | None = None) -> None:
+    """Compile to ``out``; with ``pch`` (a folder of :mod:`gpudsl.runtime.emu_pch`) its
+    precompiled system header first, and on any failure once more without it."""
     _sweep_stale_temporaries()
+    if pch is not None:
+        try:
+            return _compile(full_source, [*flags, f"-fdebug-prefix-map={pch}=.", "-include",
+                                          str(pch / emu_pch.SYS_HEADER)], out, cxx)
+        except CompileError:
+            pass  # the plain path says what is wrong
     with _tempdir() as tmp:
         tmpd = Path(tmp)
         for h in STUB_HEADERS:
@@ -399,7 +409,9 @@ def build_emulator_module(source: str, kernels: Iterable[KernelSig], *,
                 cache.discard(key, "so", f"it could not be loaded ({e})")
     with _tempdir("out-") as tmp:
         out = Path(tmp) / "module.so"
-        _compile(full, flags, out, cxx)
+        pch = emu_pch.include_dir(HERE, flags, cxx, compiler_version(cxx), cache, use_cache,
+                                  run_compiler, _tempdir)
+        _compile(full, flags, out, cxx, pch)
         data = out.read_bytes()
     if use_cache:
         cache.try_put(key, "so", data, {"target": "emulator", "flags": flags})

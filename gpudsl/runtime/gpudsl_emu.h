@@ -18,29 +18,8 @@
 
 #define GPUDSL_EMULATOR 1
 
-#include <math.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cmath>
-#include <cstdint>
-#include <mutex>
-#include <string>
-#include <thread>
-#include <type_traits>
-#include <utility>
-#include <vector>
-
-#if !defined(__x86_64__) || defined(GPUDSL_EMU_UCONTEXT)
-#include <ucontext.h>
-#define GPUDSL_EMU_USE_UCONTEXT 1
-#endif
+// the system headers (precompiled once per flags when g++ allows: gpudsl/runtime/emu_pch.py)
+#include "gpudsl_emu_sys.h"
 
 // ---------------------------------------------------------------- qualifiers and keywords
 #define __global__
