@@ -333,10 +333,15 @@ def _compile(full_source: str, flags: list[str], out: Path, cxx: str,
     _sweep_stale_temporaries()
     if pch is not None:
         try:
-            return _compile(full_source, [*flags, f"-fdebug-prefix-map={pch}=.", "-include",
-                                          str(pch / emu_pch.SYS_HEADER)], out, cxx)
+            return _gxx(full_source, [*flags, f"-fdebug-prefix-map={pch}=.", "-include",
+                                      str(pch / emu_pch.SYS_HEADER)], out, cxx)
         except CompileError:
             pass  # the plain path says what is wrong
+    return _gxx(full_source, flags, out, cxx)
+
+
+def _gxx(full_source: str, flags: list[str], out: Path, cxx: str) -> None:
+    """One g++ run compiling ``full_source`` to ``out``."""
     with _tempdir() as tmp:
         tmpd = Path(tmp)
         for h in STUB_HEADERS:
