@@ -180,7 +180,7 @@ def rehearse(plan_only: bool = False, out: str | None = None) -> int:
         print("plan:", b, file=sys.stderr)
     if plan_only or bad:
         return 1 if bad else 0
-    from gpu_campaign import _meta
+    from campaign_run import _meta
 
     st = _meta().write_stamp()  # the commit the machines will report (they get no .git)
     print(f"stamp: {plan_mod.WHEELS}/tree-stamp.json, commit {st['commit'][:12]}, "
@@ -190,7 +190,7 @@ def rehearse(plan_only: bool = False, out: str | None = None) -> int:
         print("rehearse: no Python 3.12 here (the machines' python)", file=sys.stderr)
         return 2
     os.environ.update(OFFLINE)  # every step below: no network for pip
-    from gpu_campaign import run_part
+    from campaign_run import run_part
 
     base = pathlib.Path(out or tempfile.mkdtemp(prefix="gpudsl-rehearsal-"))
     work = pathlib.Path(tempfile.mkdtemp(prefix="gpudsl-rehearsal-env-"))

@@ -15,6 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def _load(name):
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules.pop("campaign_run", None)  # re-imported with the campaign_plan now loaded
     sys.modules[name] = mod  # dataclasses look their module up (a test run alone failed)
     spec.loader.exec_module(mod)
     return mod
