@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 import z3
 
-from ..ir.nodes import Arrive, Sync, Wait
-from ..ir.types import BLOCKS
+from ..ir.nodes import Arrive, Const, Sync, Wait
+from ..ir.types import BLOCKS, THREADS
 
 MAX_RELAYS = 2
 # a query with chains is asked only for a pair the direct orderings leave, and is
@@ -126,8 +126,6 @@ def _meets(c, span) -> bool:
 def thread_span(loops, ks):
     """The flat thread indices an access under ``loops`` may run on, from its thread
     loops with constant bounds (a 1-D block); None when not known statically."""
-    from ..ir.nodes import Const
-    from ..ir.types import THREADS
     if ks.block_size is None or ks.dims[1:] != [1, 1]:
         return None
     lo, hi = 0, ks.block_size

@@ -145,12 +145,6 @@ def shape_helper(name: str) -> str:
             "}\n")
 
 
-def arch_for(source: str, arch: str) -> str:
-    """``arch``, or ``"sm_90a"`` for ``"sm_90"`` when the generated ``source`` holds wgmma
-    (the same H100/H200, with their architecture-specific features)."""
-    return "sm_90a" if arch == "sm_90" and "wgmma.mma_async" in source else arch
-
-
 def _err(msg, loc, hint=None):
     return CompileError(msg, loc, hint)
 
@@ -281,5 +275,5 @@ def writer_fence(kw, body) -> None:
         kw.w.line("gpudsl_proxy_fence();  // the generic proxy's writes, seen by wgmma")
 
 
-__all__ = ["arch_for", "WGMMA_COMMON", "PREFIX", "helper_name", "shape_helper", "emit_wgmma",
+__all__ = ["WGMMA_COMMON", "PREFIX", "helper_name", "shape_helper", "emit_wgmma",
            "loop_fence", "scan_kernel", "writer_fence", "after_copies_fence", "is_run"]

@@ -112,14 +112,13 @@ class SassReport:
 def sass_report(module, arch: str = "sm_90", device_name: "str | Device | None" = None,
                 name: str | None = None) -> SassReport:
     """The machine-code report of a generated module (``codegen.CudaModule``)."""
-    from ..codegen.wgmma import arch_for
     from ..runtime.nvrtc import compile_cubin
 
-    arch = arch_for(module.source, arch)   # wgmma: sm_90a
     if device_name is None:
         device_name = next((d for d in ("H100", "A100") if device(d).arch == arch), "H100")
     dev = device(device_name)
-    arch = arch_with(arch, getattr(module, "features", ()))   # sm_90 code with setmaxnreg: sm_90a
+    # sm_90 code with setmaxnreg or wgmma: sm_90a
+    arch = arch_with(arch, getattr(module, "features", ()))
     compiled = compile_cubin(module.source, arch)
     text = disassemble(compiled.cubin, compiled.key)
     funcs = parse_sass(text)

@@ -242,7 +242,7 @@ def _no_overrun(ctx, ks, a, w):
         ctx.unknown(what, [a.stmt.loc, w.stmt.loc], "the number of barrier instances before "
                     "them depends on loop variables")
         return
-    found = first_direct(ks, lambda relays: _overrun_at(ctx, ks, a, w, A, W, relays))
+    found = first_direct(ks, lambda relays: _overrun_at(ctx, ks, a, w, A, W, what, relays))
     if found is None:
         return
     t, u, m = found
@@ -255,13 +255,11 @@ def _no_overrun(ctx, ks, a, w):
                                "thread2": ctx.thread_witness(u, a.at, m)})
 
 
-def _overrun_at(ctx, ks, a, w, A, W, relays):
-    """(waiter, arriver, model) of an overrun, or None (none, or "unknown" reported);
-    chains of at most ``relays`` relays order."""
+def _overrun_at(ctx, ks, a, w, A, W, what, relays):
+    """(waiter, arriver, model) of an overrun, or None (none, or "unknown" reported as
+    ``what``); chains of at most ``relays`` relays order."""
     bar = a.stmt.name
     t, u = ctx.thread("1"), ctx.thread("2")  # t waits, u arrives
-    what = f"that `{_text(a.stmt)}` never completes a phase before a waiter has passed " \
-           f"`{_text(w.stmt)}` for the phase before"
     try:
         cons = ctx.place(t, w.at) + ctx.place(u, a.at)
         for l in a.at.loops:
