@@ -90,6 +90,7 @@ setmaxnreg = _only_in_procs("setmaxnreg")  # docs/hopper.md
 wgmma = _only_in_procs("wgmma")  # docs/hopper.md (warpgroup MMA)
 wgmma_commit = _only_in_procs("wgmma_commit")
 wgmma_wait = _only_in_procs("wgmma_wait")
+tma_load = _only_in_procs("tma_load")  # docs/hopper.md (TMA loads)
 barrier = BARRIER  # ``bar: barrier @ SHARED`` (docs/language.md (synchronization))
 atomic_add = _only_in_procs("atomic_add")
 atomic_min = _only_in_procs("atomic_min")
@@ -129,6 +130,6 @@ __all__ = ["constexpr", "inf", "nan", "BLOCKS", "THREADS", "GLOBAL", "SHARED", "
            "atomic_or", "atomic_xor", "atomic_inc", "select", "exp", "log", "sqrt", "tanh",
            "sin", "cos", "erf", "rsqrt",
            "arrive", "wait", "barrier", "async_copy", "async_commit", "async_wait",
-           "setmaxnreg", "wgmma", "wgmma_commit", "wgmma_wait",
+           "setmaxnreg", "wgmma", "wgmma_commit", "wgmma_wait", "tma_load",
            "shfl", "shfl_xor", "shfl_down", "shfl_up", "ballot", "any_lanes", "all_lanes",
            "warp_sum", "warp_max", "warp_min"]

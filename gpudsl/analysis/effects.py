@@ -284,6 +284,28 @@ class _Collector(Walker):
                                               st["level"], st["inside"], s.loc, s))
         super().wgmma(s, st)
 
+    def tma_load(self, s, st):
+        """A bulk tensor copy (docs/hopper.md): started by one thread of a kernel, from a
+        GLOBAL parameter to SHARED memory (mapping); its meaning's accesses."""
+        if st["kernel"] is None or st["level"] != "thread":
+            self.issue("mapping", "tma_load outside any @ THREADS loop of a kernel: each copy "
+                       "is started by one thread", [s.loc], "put it inside a THREADS loop")
+        for w, mem in ((s.dst, SHARED), (s.src, GLOBAL)):
+            key = self.lookup(w.name)
+            if key is not None and self.eff.arrays[key].mem != mem:
+                info = self.eff.arrays[key]
+                self.issue("mapping", f"tma_load copies a GLOBAL box into SHARED memory; "
+                           f"'{w.name}' is in {info.mem.name}", [s.loc, info.loc],
+                           f"keep '{w.name}' in {mem.name} memory")
+        key = self.lookup(s.src.name)
+        if (key is not None and not self.eff.arrays[key].is_param) or any(
+                q.name == s.src.name and q.kind == "window" for q in self.eff.proc.params):
+            self.issue("mapping", f"the source '{s.src.name}' of tma_load is not a whole array "
+                       "parameter: the tensor map the hardware reads is made from the "
+                       "argument's address, dimensions and strides at launch", [s.loc],
+                       "pass the array itself as a parameter of the kernel's proc")
+        super().tma_load(s, st)
+
     def _wgmma_layout(self, s):
         """The operands are windows in the layout the hardware reads (a primitive that
         reshapes an array may break it)."""

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import z3
 
-from ..ir.nodes import Arrive, Const, Sync, Wait
+from ..ir.nodes import Arrive, Const, For, Sync, Wait
 from ..ir.types import BLOCKS, THREADS
 
 MAX_RELAYS = 2
@@ -266,7 +266,7 @@ class Chains:
 
     def _total(self, e, c, src: Pos):
         """Deliveries of ``e`` to a thread of class ``c`` over the whole block's code."""
-        body = src.path[0][0]
+        body = block_body(src.path)
         counts = [self.ks.counter(key).count_block(body) for key, r, _ in e.recv
                   if _within(c, r)]
         return z3.Sum(*[src.t.expr(x) for x in counts]) if counts else z3.IntVal(0)
@@ -290,6 +290,16 @@ class Chains:
         return z3.And(*cons)
 
 
+def block_body(path) -> tuple:
+    """The block's code: the body of the innermost block loop on ``path`` (a path starts
+    inside the outermost one; with several block loops its first list holds the next)."""
+    body = path[0][0]
+    for L, i in path:
+        if isinstance(L[i], For) and L[i].mapping == BLOCKS:
+            body = L[i].body
+    return body
+
+
 def first_direct(ks, ask):
     """``ask(relays)`` builds and solves a query whose result is None when no pair is
     unordered; asked with no relay first, then (when that finds one and chains may
@@ -307,4 +317,4 @@ def chains(ks) -> Chains:
     return c
 
 
-__all__ = ["MAX_RELAYS", "CHAIN_TIME", "first_direct", "Pos", "Edge", "Chains", "chains", "edges", "classes"]
+__all__ = ["block_body", "MAX_RELAYS", "CHAIN_TIME", "first_direct", "Pos", "Edge", "Chains", "chains", "edges", "classes"]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from ..errors import CompileError, SrcLoc
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If,
                         Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg, Arrive, Wait,
-                        AsyncCommit, AsyncCopy, AsyncWait, SetMaxNReg, Wgmma, WgmmaCommit,
+                        AsyncCommit, AsyncCopy, AsyncWait, SetMaxNReg, TmaLoad, Wgmma, WgmmaCommit,
                         WgmmaWait)
 from ..ir.nests import DIMS, direct_nest, nest_dims
 from ..ir.types import BARRIER
@@ -406,6 +406,11 @@ class KernelWriter(CallWriter, ExprEmitter):
             return
         if isinstance(s, (Arrive, Wait)):
             return self.sync_stmt(s)
+        if isinstance(s, TmaLoad):
+            raise _err("tma_load is proved and interpreted, but has no CUDA lowering yet (the "
+                       "tensor map a launch passes is not built): compile refuses it", s.loc,
+                       "run it with gpudsl.interpret, or load the tile with plain guarded "
+                       "loads (docs/hopper.md, the ring GEMM)")
         if isinstance(s, SetMaxNReg):
             return emit_setmaxnreg(self, s, level, getattr(self, "blocks_per_sm", 0))
         if isinstance(s, (AsyncCommit, AsyncWait)) or (isinstance(s, AsyncCopy) and

@@ -19,6 +19,7 @@ from .scope import Scope, Sym, name_problem
 from .source import Source
 from .async_stmts import ASYNC_FUNCS, parse_async_call
 from .wgmma_stmts import WGMMA_FUNCS, parse_wgmma_call
+from .tma_stmts import TMA_FUNCS, parse_tma_call
 from .sync_stmts import SYNC_FUNCS, parse_barrier_alloc, parse_sync_call
 from .layouts import check_swizzle, parse_memory
 from .setmaxnreg import SETMAXNREG_FUNCS, parse_setmaxnreg
@@ -366,6 +367,8 @@ class ProcParser:
             return parse_setmaxnreg(self, s, v, fname)
         if fname in WGMMA_FUNCS:
             return parse_wgmma_call(self, s, v, fname)
+        if fname in TMA_FUNCS:
+            return parse_tma_call(self, s, v, fname)
         if self._atomic_call(v):
             return self._atomic(s, v, fname[7:])
         return self._call(s, v)

@@ -143,6 +143,8 @@ class AsyncState:
                         f"where the block's code ends: no {wait} completed its group",
                         c.site.loc, f"commit the group and {wait} for it before the block "
                         "ends")
+        from .tma_copies import still_in_flight
+        still_in_flight(self)
         self.block()
 
     def _thread(self, tkey) -> _Thread:
@@ -196,6 +198,10 @@ class AsyncState:
 
     def _issue(self, th, op):
         th.pending[op.family].append(op)
+        self._track(op)
+
+    def _track(self, op):
+        """``op``'s elements are in flight."""
         fl = self.inflight
         for (buf, k), side in op.keys():
             fl.setdefault((id(buf), k), []).append((op, side))

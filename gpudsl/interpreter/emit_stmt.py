@@ -13,8 +13,10 @@ from . import async_copies, sync_order
 from ..ir.asyncs import shifted, uses_async
 from ..ir.nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign,
                         Atomic, Call, For, If, Pass, Point, ProcDef, Reduce, Stmt, Sync, Var,
-                        Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
+                        Read, TmaLoad, Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
 from ..ir.wgmma import elements as wgmma_elements, lane_of, uses_wgmma
+from ..ir.tma import elements as tma_elements, uses_tma
+from . import tma_copies
 from ..ir.printer import print_expr, print_stmt
 from ..ir.types import BARRIER, BLOCKS, INDEX, THREADS
 from ..ir.visitor import substitute, walk
@@ -43,10 +45,12 @@ class ProcEmitter(ExprEmitter):
                  asy: bool = False):
         super().__init__(race)
         # async copies (:mod:`.async_copies`): the arrays to watch (None: all)
-        self.asy = asy or (toplevel and (uses_async(proc) or uses_wgmma(proc)))
+        self.asy = asy or (toplevel and (uses_async(proc) or uses_wgmma(proc) or uses_tma(proc)))
         self.watch = None if not toplevel else {
             n for s in walk(proc.body) if isinstance(s, AsyncCopy) for n in (s.dst, s.src)} | {
-            w.name for s in walk(proc.body) if isinstance(s, Wgmma) for w in (s.acc, s.a, s.b)}
+            w.name for s in walk(proc.body) if isinstance(s, Wgmma) for w in (s.acc, s.a, s.b)} | {
+            w.name for s in walk(proc.body) if isinstance(s, TmaLoad) for w in (s.dst, s.src)}
+        self.tma = None  # while a tma_load's meaning is emitted: the list of its elements
         self.wg = None  # while a wgmma's meaning is emitted: (notes, roles, node, text)
         self.tnames: list = []  # the enclosing @ THREADS loop variables
         self.proc = proc
@@ -385,6 +389,47 @@ class ProcEmitter(ExprEmitter):
             dims.append(f"id(a_{name}): ({name!r}, ({shape},))")
         self.line(f"_asy.wgmma({self._tkey()}, {site}, {notes}, {node}, {ctx}, "
                   f"{{{', '.join(dims)}}})")
+
+    def _TmaLoad(self, s: TmaLoad):
+        """A bulk tensor copy (:mod:`gpudsl.ir.tma`): its box read here, its elements
+        held in flight until the barrier phase it completes (:mod:`.tma_copies`)."""
+        text = _stmt_text(s)
+        site = self.access(s.loc, text, "bulk tensor copy", s.dst.name)
+        if not self.tnames:
+            self.line(f"_async_outside({site})")
+            return
+        items = self.fresh("_tml")
+        self.line(f"{items} = []")
+        self.tma = items
+        try:
+            self.block(tma_elements(s))
+        finally:
+            self.tma = None
+        bar = f"b_{s.name}"
+        if s.index is not None:
+            el = self.const(sync_order.ring_element, "_F")
+            bar = f"{el}(b_{s.name}, {self.ex(s.index)}, {site})"
+        race = f"_ctx, (tr_{s.dst.name}, tr_{s.src.name})" if self.race else "_ctx, None"
+        shapes = []
+        for name in (s.dst.name, s.src.name):
+            info = self.arrays[name]
+            dims = ", ".join(info.dim(k) for k in range(info.ndim))
+            shapes.append(f"({dims}{',' if info.ndim == 1 else ''})")
+        f = self.const(tma_copies.issue, "_F")
+        self.line(f"{f}(_asy, {self._tkey()}, {site}, {bar}, a_{s.dst.name}, {items}, "
+                  f"a_{s.src.name}, {race}, ({shapes[0]}, {shapes[1]}))")
+
+    def _TmaElement(self, s):
+        """One element of a bulk tensor copy: noted (destination index, source index,
+        value), written where the copy lands."""
+        acc = self.access(s.loc, _stmt_text(s.tma), "bulk tensor copy", s.name)
+        dk = self.flat(s.name, s.idx, acc, WRITE)
+        if isinstance(s.rhs, Read):
+            sk = self.fresh("_tsk")
+            self.line(f"{sk} = {self.flat(s.rhs.name, s.rhs.idx, acc, READ)}")
+            self.line(f"{self.tma}.append(({dk}, {sk}, a_{s.rhs.name}[{sk}]))")
+        else:
+            self.line(f"{self.tma}.append(({dk}, None, {self.ex_as(s.rhs, s.rhs.ty)}))")
 
     def _WgmmaElement(self, s):
         self._Reduce(s)

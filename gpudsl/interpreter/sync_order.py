@@ -33,7 +33,7 @@ def _mask(lo: int, hi: int) -> int:
 class SplitBarrier:
     """The sequential state of one split barrier (one per block)."""
 
-    __slots__ = ("name", "range", "phases", "waits", "arrive_at", "waiters")
+    __slots__ = ("name", "range", "phases", "waits", "arrive_at", "waiters", "tma")
 
     def __init__(self, name: str):
         self.name = name
@@ -42,6 +42,7 @@ class SplitBarrier:
         self.waits: dict = {}  # flat thread -> waits done
         self.arrive_at: dict = {}  # phase -> (event index, epoch) of its completion
         self.waiters: dict = {}  # phase -> [(mask, event index, epoch)]
+        self.tma = None  # phase -> bulk tensor copies it lands (:mod:`.tma_copies`)
 
     def arrive(self, lo: int, hi: int, acc) -> int:
         """Phase ``P`` completes (returned)."""
@@ -178,7 +179,9 @@ def sync_range(ctx, lo: int, hi: int, acc):
 def arrive(ctx, bar: SplitBarrier, lo: int, hi: int, acc):
     what = f"arrive({bar.name}, {lo}, {hi})"
     if ctx is None or ctx.kernel == 0:
-        return bar.arrive(lo, hi, acc)
+        p = bar.arrive(lo, hi, acc)
+        _land_tma(bar, p, lo, hi)
+        return p
     _block_level(ctx, what, acc)
     _check_range(ctx, what, lo, hi, acc)
     p = bar.arrive(lo, hi, acc)
@@ -197,6 +200,13 @@ def arrive(ctx, bar: SplitBarrier, lo: int, hi: int, acc):
                     "order the next arrive after the wait (a barrier, or a second split "
                     "barrier that the waiters arrive on)")
     order.events.append(("arrive", m, bar, p))
+    _land_tma(bar, p, lo, hi)
+
+
+def _land_tma(bar, p, lo, hi):
+    if bar.tma:
+        from . import async_copies, tma_copies
+        tma_copies.land(async_copies.current(), bar, p, lo, hi)
 
 
 def wait(ctx, bar: SplitBarrier, lo: int, hi: int, acc):

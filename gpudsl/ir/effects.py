@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from .inline import Inliner
 from .asyncs import elements
 from .nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign, Atomic, Call,
-                    Expr, For, If, Read, Reduce, SetMaxNReg, Stmt, Sync, Wgmma, WgmmaCommit,
+                    Expr, For, If, Read, Reduce, SetMaxNReg, Stmt, Sync, TmaLoad, Wgmma, WgmmaCommit,
                     WgmmaWait)
 from .types import THREADS, f32
 from .wgmma import elements as wgmma_elements, lane_of
+from .tma import elements as tma_elements
 
 UNKNOWN_LANE = "__wg_lane"   # a free name: any lane
 from .visitor import walk
@@ -144,6 +145,15 @@ class Walker:
             self.setmaxnreg(s, ctx)
         elif isinstance(s, Wgmma):
             self.wgmma(s, ctx)
+        elif isinstance(s, TmaLoad):
+            self.tma_load(s, ctx)
+
+    def tma_load(self, s: TmaLoad, ctx):
+        """A bulk tensor copy as its meaning for the issuing thread
+        (:func:`gpudsl.ir.tma.elements`: a loop per range around a guarded assignment that
+        remembers the copy)."""
+        for e in tma_elements(s):
+            self.stmt(e, ctx)
 
     def wgmma(self, s: Wgmma, ctx):
         """A wgmma as its meaning for the running thread (:func:`gpudsl.ir.wgmma.elements`:

@@ -372,6 +372,24 @@ class WgmmaWait(Stmt):
 
 
 @dataclass(frozen=True)
+class TmaLoad(Stmt):
+    """``tma_load(dst, src, bar=b)`` inside a ``@ THREADS`` loop (docs/hopper.md): the thread
+    starts a bulk tensor copy (TMA) of the box ``src`` (a window of a GLOBAL array, up to
+    5 ranges of constant extents) into the SHARED window ``dst`` (contiguous, the same
+    extents), completing on the split barrier ``name`` (element ``index`` of a ring):
+    the copy lands when the phase that the thread's next arrive on it completes, has
+    completed.  Elements of the box outside ``src`` land as zeros.  ``shape``: the
+    dimensions of ``src`` (the box is clipped to them).  Meaning: :mod:`gpudsl.ir.tma`."""
+
+    dst: WindowArg
+    src: WindowArg
+    name: str
+    shape: tuple[Expr, ...]
+    loc: Optional[SrcLoc] = field(**_LOC)
+    index: Optional[Expr] = None
+
+
+@dataclass(frozen=True)
 class Pass(Stmt):
     loc: Optional[SrcLoc] = field(**_LOC)
 

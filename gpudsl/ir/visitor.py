@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Callable, Iterator
 
 from .nodes import (Alloc, Arrive, AsyncCopy, Atomic, Wait, Assign, Call, Expr, For, If, Node,
-                    Read, Reduce, Stmt, Var, WindowArg)
+                    Read, Reduce, Stmt, TmaLoad, Var, WindowArg)
 
 
 @lru_cache(maxsize=None)
@@ -170,6 +170,7 @@ class _Renamer(Transformer):
         return replace(s, name=self._n(s.name)) if s.name in self.env else s
 
     visit_Assign = visit_Reduce = visit_Alloc = visit_Arrive = visit_Wait = _named_stmt
+    visit_TmaLoad = _named_stmt
 
     def visit_AsyncCopy(self, s):
         s = self.generic(s)
@@ -196,7 +197,7 @@ def free_vars(node) -> set[str]:
     for n in walk(node):
         if isinstance(n, Var):
             out.add(n.name)
-        elif isinstance(n, (Read, WindowArg, Assign, Reduce, Atomic, Arrive, Wait)):
+        elif isinstance(n, (Read, WindowArg, Assign, Reduce, Atomic, Arrive, Wait, TmaLoad)):
             out.add(n.name)
             if isinstance(n, Atomic) and n.result is not None:
                 out.add(n.result)

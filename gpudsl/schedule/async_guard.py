@@ -17,6 +17,8 @@ from ..analysis.effects import collect
 from ..analysis.obligations import Ctx
 from ..analysis.obligations.asyncs import check_asyncs
 from ..analysis.obligations.wgmma import check_wgmma
+from ..analysis.obligations.tma import check_tma
+from ..ir.tma import uses_tma
 from ..ir.asyncs import uses_async
 from ..ir.smt import DEFAULT_TIMEOUT_MS
 from ..ir.wgmma import uses_wgmma
@@ -29,10 +31,11 @@ def async_issues(pdef) -> list:
     ctx = Ctx(eff, {}, DEFAULT_TIMEOUT_MS, 30.0, "sm_90a")
     check_asyncs(ctx)
     check_wgmma(ctx)
+    check_tma(ctx)
     out = list(ctx.diagnostics)
     for i in eff.issues:
         msg = i.message.lower()
-        if i.kind == "mapping" and ("async" in msg or "wgmma" in msg):
+        if i.kind == "mapping" and ("async" in msg or "wgmma" in msg or "tma" in msg):
             out.append(i)
     return out
 
@@ -41,8 +44,8 @@ def broken_async(old, new):
     """None, or ``(message, loc, hint, witness)`` when ``new`` has an async-copy problem,
     or ``old`` has one: a primitive keeps the meaning of plain copies, which is the
     meaning of async copies only where every copy provably lands before it is used."""
-    if old is new or not (uses_async(old) or uses_async(new) or uses_wgmma(old) or
-                          uses_wgmma(new)):
+    if old is new or not any(f(p) for f in (uses_async, uses_wgmma, uses_tma)
+                             for p in (old, new) if p is not None):
         return None
     for which, p in (("input", old), ("result", new)):
         issues = async_issues(p) if p is not None else []

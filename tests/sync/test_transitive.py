@@ -190,3 +190,16 @@ def test_the_barrier_ring_without_the_relay_edge_is_refused_and_the_detector_agr
     x = np.ones((n, 32), np.float32)
     with pytest.raises(RaceError):
         interpret(p, n=n, x=x, y=np.zeros_like(x), detect_races=True)
+
+
+def test_a_chain_is_followed_under_two_block_loops():
+    """Regression: a relay's receive count over the block's code was counted over the
+    list holding the inner block loop (a par loop: 0), so with two block loops no chain
+    ordered anything and this hand-off was refused (a false alarm)."""
+    src = HANDOFF.replace("    for b in par(0, 1) @ BLOCKS:\n",
+                          "    for b in par(0, 1) @ BLOCKS:\n      for c in par(0, 1) @ BLOCKS:\n")
+    p = proc_from_source(src)
+    rep = check(p)
+    assert rep.ok, str(rep)
+    x, y = _run(p)
+    assert np.array_equal(y, x)

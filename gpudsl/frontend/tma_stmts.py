@@ -1,0 +1,72 @@
+"""The bulk tensor copy statement (docs/hopper.md "TMA loads"): ``tma_load(dst, src, bar=b)``
+(meaning: :mod:`gpudsl.ir.tma`).
+
+``src`` is a window of a GLOBAL array naming every dimension (points and constant ranges:
+the box), ``dst`` a contiguous window of a SHARED array with the same range extents,
+``bar`` a split barrier or an element of a ring (``full[i % 4]``).
+"""
+from __future__ import annotations
+
+import ast
+
+from ..ir.nodes import Const, Interval, TmaLoad, WindowArg
+from ..ir.types import GLOBAL, INDEX, SHARED
+from ..ir.tma import box, dst_problem, src_problem
+from .sync_stmts import _ring_index
+
+TMA_FUNCS = ("tma_load",)
+
+_FORM = ("tma_load(dst_s[slot, 0:64, 0:64], src[r0:r0 + 64, c0:c0 + 64], bar=full[i % 4]): "
+         "one thread copies the box; it lands with the phase its next arrive on the "
+         "barrier completes")
+
+
+def _window(parser, node):
+    w = parser.ex.window(node)
+    sym = parser.scope.lookup(w.name)
+    if not w.idx:
+        w = WindowArg(w.name, tuple(Interval(Const(0, INDEX), e) for e in sym.shape), w.ty,
+                      w.loc)
+    return w, sym
+
+
+def _barrier(parser, v: ast.Call):
+    kw = {k.arg: k.value for k in v.keywords}
+    if set(kw) != {"bar"}:
+        raise parser.err(v, "tma_load(dst, src, bar=b) names the split barrier it completes "
+                         "on as `bar=`, and takes no other keyword", _FORM)
+    first = kw["bar"]
+    node = first.value if isinstance(first, ast.Subscript) else first
+    sym = parser.scope.lookup(node.id) if isinstance(node, ast.Name) else None
+    if sym is None or sym.kind != "barrier":
+        raise parser.err(first, "bar= names a split barrier (`bar: barrier @ SHARED`) or an "
+                         "element of a ring (`full[i % 4]`)", _FORM)
+    return node.id, _ring_index(parser, first, sym, "tma_load")
+
+
+def parse_tma_call(parser, s: ast.stmt, v: ast.Call, fname: str):
+    loc = parser.src.loc(s)
+    if len(v.args) != 2:
+        raise parser.err(v, "tma_load(dst, src, bar=b) takes the SHARED destination and the "
+                         "GLOBAL source box", _FORM)
+    dst, dsym = _window(parser, v.args[0])
+    src, ssym = _window(parser, v.args[1])
+    if ssym.mem != GLOBAL or dsym.mem != SHARED:
+        raise parser.err(v, f"tma_load copies a GLOBAL box into SHARED memory; '{src.name}' is "
+                         f"in {ssym.mem.name}, '{dst.name}' in {dsym.mem.name}", _FORM)
+    if src.ty != dst.ty:
+        raise parser.err(v, f"tma_load copies without converting: '{src.name}' holds "
+                         f"{src.ty.name}, '{dst.name}' {dst.ty.name}")
+    why = src_problem(src, len(ssym.shape))
+    if why is not None:
+        raise parser.err(v.args[1], f"the source `{ast.unparse(v.args[1])}` of tma_load is not "
+                         f"a box a tensor map reads: {why}", _FORM)
+    why = dst_problem(dst, tuple(dsym.shape), box(src))
+    if why is not None:
+        raise parser.err(v.args[0], f"the destination `{ast.unparse(v.args[0])}` of tma_load "
+                         f"is not where the box lands: {why}", _FORM)
+    name, index = _barrier(parser, v)
+    return TmaLoad(dst, src, name, tuple(ssym.shape), loc, index)
+
+
+__all__ = ["TMA_FUNCS", "parse_tma_call"]

@@ -1,0 +1,128 @@
+"""The interpreter's meaning of the bulk tensor copies (``tma_load``; the rules are in
+:mod:`gpudsl.ir.tma`).
+
+A copy reads its box where it is issued (zeros outside the source) and holds its elements
+in flight (:class:`gpudsl.interpreter.async_copies.AsyncState`'s table: the destination
+untouchable, the source unwritable) until the split barrier's phase that the issuing
+thread's next arrive completes; the arrive that completes it lands the copy
+(:func:`land`, called by :func:`gpudsl.interpreter.sync_order.arrive`).  A copy whose
+issuing thread never arrives there is still in flight where the block ends: an error.
+
+With the race detector on, a copy's accesses are recorded twice: at the issue (by the
+issuing thread) and where it lands, by a *landing thread* of its own (a flat index past
+the block's threads) that is ordered after the issue and before exactly the waiters of
+the phase it completes (and what they order): a thread ordered after the issue but not
+after that phase (say, through another barrier the issuing thread arrives on) races
+with the landing, as on the GPU.
+"""
+from __future__ import annotations
+
+import itertools
+
+from ..errors import InterpError
+from .async_copies import READ, WRITE, _element
+
+_virtual = itertools.count()
+
+
+class TmaCopy:
+    __slots__ = ("site", "bar", "phase", "issuer", "dst", "items", "src", "race", "dims",
+                 "vkey", "group")
+    family = "tma"
+    hint = ("wait on the copy's barrier for the phase it completes (the phase of the "
+            "issuing thread's next arrive) before touching its destination, or its source "
+            "for writing")
+
+    def __init__(self, site, bar, issuer, dst, items, src, race, dims):
+        self.site, self.bar, self.issuer = site, bar, issuer
+        self.phase = bar.phases          # the phase the issuer's next arrive completes
+        self.dst, self.items, self.src = dst, items, src
+        self.race, self.dims = race, dims
+        self.vkey = None
+        self.group = 0
+
+    def keys(self):
+        return [((self.dst, dk), "dst") for dk, _, _ in self.items] + \
+            [((self.src, sk), "src") for _, sk, _ in self.items if sk is not None]
+
+    def land(self):
+        for dk, _, v in self.items:
+            self.dst[dk] = v
+        if self.race is None:
+            return
+        ctx, tkey, tnames, tvals, trd, trs = self.race
+        if not ctx.kernel:
+            return
+        saved = (ctx.tkey, ctx.tnames, ctx.tvals)
+        ctx.tkey, ctx.tnames, ctx.tvals = self.vkey, tnames, tvals
+        try:
+            for dk, sk, _ in self.items:
+                if sk is not None:
+                    trs(sk, READ, self.site)
+                trd(dk, WRITE, self.site)
+        finally:
+            ctx.tkey, ctx.tnames, ctx.tvals = saved
+        vflat = self.vkey[2]
+        ctx.order.events.append(("arrive", 1 << vflat, self.bar, self.phase))
+
+    def describe(self, side, k, buf, acc):
+        what = "destination" if side == "dst" else "source"
+        shape = self.dims[0 if side == "dst" else 1] if self.dims else None
+        name = self.site.name if side == "dst" else acc.name
+        return (f"{name}{_element(k, shape, buf)}, the {what} of the bulk tensor copy "
+                f"`{self.site.text}` at {self.site.where()}, before the phase of "
+                f"{self.bar.name} it completes (phase {self.phase}) has completed")
+
+
+def issue(asy, tkey, site, bar, dst, items, src, ctx=None, trackers=None, dims=None):
+    """``tma_load`` by thread ``tkey``: ``items`` lists ``(dst flat index, src flat index or
+    None, value)`` of the box (read here, checked in bounds and against what is in flight)."""
+    from .sync_order import flat_thread
+    race = None
+    if ctx is not None and ctx.kernel:
+        race = (ctx, ctx.tkey, ctx.tnames, ctx.tvals) + tuple(trackers)
+    issuer = flat_thread(ctx, tkey) if ctx is not None and ctx.kernel else tkey
+    c = TmaCopy(site, bar, issuer, dst, items, src, race, dims)
+    if race is not None:
+        v = ctx.nthreads + 1 + next(_virtual) % (1 << 20)
+        c.vkey = (0, 0, v)
+        if ctx.partial:   # the landing is ordered after the issue
+            ctx.order.events.append(("sync", (1 << issuer) | (1 << v)))
+    th = asy._thread(tkey)
+    th.pending.setdefault("tma", []).append(c)
+    asy._track(c)
+    pend = getattr(bar, "tma", None)
+    if pend is None:
+        pend = bar.tma = {}
+    pend.setdefault(c.phase, []).append(c)
+
+
+def land(asy, bar, phase: int, lo: int, hi: int):
+    """The arrive of ``[lo, hi)`` completed ``phase`` of ``bar``: the copies of that phase
+    whose issuing thread arrives there land (the others stay in flight)."""
+    pend = getattr(bar, "tma", None)
+    if not pend or phase not in pend:
+        return
+    for c in pend.pop(phase):
+        if isinstance(c.issuer, int) and not lo <= c.issuer < hi:
+            continue   # its issuer has no arrive here: it never lands
+        for th in asy.threads.values():
+            lst = th.pending.get("tma")
+            if lst and c in lst:
+                lst.remove(c)
+        asy._land(c)
+
+
+def still_in_flight(asy):
+    for th in asy.threads.values():
+        for c in th.pending.get("tma", ()):
+            asy.block()
+            raise InterpError(
+                f"the bulk tensor copy `{c.site.text}` at {c.site.where()} is still in "
+                f"flight where the block's code ends: the issuing thread made no arrive on "
+                f"{c.bar.name} after it, so no phase completes it", c.site.loc,
+                f"arrive on {c.bar.name} (with the issuing thread in the range) after the "
+                "tma_load")
+
+
+__all__ = ["TmaCopy", "issue", "land", "still_in_flight"]

@@ -1,0 +1,189 @@
+"""Bulk tensor copies (``tma_load``, issue 35): parsed and printed, interpreted (the copy
+lands with the barrier phase the issuing thread's next arrive completes; edges clipped to
+zeros), checked for all sizes (in flight until that phase, the issuer arrives after it,
+aligned rows and destination, sm_90a), refused by compile until it has a CUDA lowering;
+a TMA-fed ring GEMM main loop is proved and equals numpy; twins refused, the detector
+agrees."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpudsl
+from gpudsl import Error, InterpError, RaceError, proc_from_source
+
+TILE = '''
+@proc
+def tile(m: size, n: size, a: f16[m, n], y: f16[m, n]):
+    assert n % 8 == 0
+    for b in par(0, (m + 15) // 16) @ BLOCKS:
+        s: f16[16, 64] @ SHARED
+        bar: barrier @ SHARED
+        for t in par(0, 1) @ THREADS:
+            tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64], bar=bar)
+        arrive(bar, 0, 1)
+        wait(bar, 0, 64)
+        for t in par(0, 64) @ THREADS:
+            for r in seq(0, 16):
+                if 16 * b + r < m and t < n:
+                    y[16 * b + r, t] = s[r, t]
+'''
+
+TILE_TWINS = {
+    "no wait": ("        wait(bar, 0, 64)\n", ""),
+    "another barrier orders the issue, not the landing": (
+        "        arrive(bar, 0, 1)\n        wait(bar, 0, 64)\n",
+        "        arrive(other, 0, 1)\n        wait(other, 0, 64)\n        arrive(bar, 0, 1)\n"),
+    "the issuer never arrives": ("for t in par(0, 1) @ THREADS:\n            tma",
+                                 "for t in par(1, 2) @ THREADS:\n            tma"),
+}
+
+
+def _twin(src, old, new):
+    assert old in src
+    out = src.replace(old, new)
+    return out.replace("        bar: barrier @ SHARED\n",
+                       "        bar: barrier @ SHARED\n        other: barrier @ SHARED\n")
+
+
+def _tile_args(m, n):
+    a = (np.arange(m * n).reshape(m, n) % 97 - 40).astype(np.float16)
+    return a, np.zeros((m, n), np.float16)
+
+
+def test_round_trip():
+    p = proc_from_source(TILE)
+    assert proc_from_source(str(p)).ir == p.ir
+    assert "tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64], bar=bar)" in str(p)
+
+
+@pytest.mark.parametrize("m,n", [(16, 64), (37, 64), (5, 40), (33, 8)])
+def test_the_interpreter_copies_the_box_and_clips_its_edges(m, n):
+    p = proc_from_source(TILE)
+    a, y = _tile_args(m, n)
+    gpudsl.interpret(p, a=a, y=y, detect_races=True)
+    assert (y == a).all()
+
+
+def test_proved_for_every_size_on_sm90a_only():
+    p = proc_from_source(TILE)
+    assert p.check(target="sm_90a").ok
+    assert p.check(target="sm_90").kinds() == {"target"}
+
+
+@pytest.mark.parametrize("twin", sorted(TILE_TWINS))
+def test_twins_are_refused_and_the_detector_agrees(twin):
+    p = proc_from_source(_twin(TILE, *TILE_TWINS[twin]))
+    assert "race" in p.check(target="sm_90a").kinds()
+    a, y = _tile_args(37, 64)
+    with pytest.raises((RaceError, InterpError)):
+        gpudsl.interpret(p, a=a, y=y, detect_races=True)
+
+
+def test_misaligned_rows_and_destinations_are_refused():
+    p = proc_from_source(TILE.replace("    assert n % 8 == 0\n", ""))
+    rep = p.check(target="sm_90a")
+    assert rep.kinds() == {"bounds"} and "16 bytes" in str(rep)
+    src = TILE.replace("s: f16[16, 64]", "s: f16[17, 8]").replace(
+        "tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64]",
+        "tma_load(s[1:17, 0:8], a[16 * b:16 * b + 16, 0:8]").replace(
+        "if 16 * b + r < m and t < n:", "if 16 * b + r < m and t < 8:").replace(
+        "y[16 * b + r, t] = s[r, t]", "y[16 * b + r, t] = s[r + 1, t]")
+    rep = proc_from_source(src).check(target="sm_90a")
+    assert "bounds" in rep.kinds() and "128 bytes" in str(rep)
+
+
+@pytest.mark.parametrize("bad, why", [
+    ("tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64])", "bar="),
+    ("tma_load(s[0:16, 0:60], a[16 * b:16 * b + 16, 0:60], bar=bar)", "multiple of 16"),
+    ("tma_load(s[0:8, 0:64], a[16 * b:16 * b + 16, 0:64], bar=bar)", "extents"),
+    ("tma_load(a[0:16, 0:64], s[0:16, 0:64], bar=bar)", "GLOBAL box into SHARED"),
+])
+def test_malformed_copies_are_refused_by_the_parser(bad, why):
+    src = TILE.replace("tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64], bar=bar)", bad)
+    with pytest.raises(Error, match=why.replace("(", r"\(")):
+        proc_from_source(src)
+
+
+def test_compile_refuses_until_the_lowering_exists():
+    with pytest.raises(Error, match="no CUDA lowering"):
+        proc_from_source(TILE).compile("emulator")
+
+
+RING = '''
+@proc
+def gemm_tma(m: size, n: size, k: size, a: f16[m, k], bt: f16[n, k], c: f32[m, n]):
+    assert k % 8 == 0
+    for bm in par(0, (m + 63) // 64) @ BLOCKS:
+        for bn in par(0, (n + 63) // 64) @ BLOCKS:
+            acc: f32[128, 32] @ REGISTER
+            a_s: f16[8, 64, 8] @ SHARED
+            b_s: f16[8, 64, 8] @ SHARED
+            full: barrier[4] @ SHARED
+            empty: barrier[4] @ SHARED
+            for t in par(0, 128) @ THREADS:
+                for i in seq(0, 32):
+                    acc[t, i] = 0.0
+            for j in seq(0, 4):
+                arrive(empty[j], 0, 128)
+            for ks in seq(0, (k + 15) // 16):
+                wait(empty[ks % 4], 128, 129)
+                for t in par(128, 129) @ THREADS:
+                    for h in seq(0, 2):
+                        tma_load(a_s[2 * (ks % 4) + h, 0:64, 0:8], a[64 * bm:64 * bm + 64, 16 * ks + 8 * h:16 * ks + 8 * h + 8], bar=full[ks % 4])
+                        tma_load(b_s[2 * (ks % 4) + h, 0:64, 0:8], bt[64 * bn:64 * bn + 64, 16 * ks + 8 * h:16 * ks + 8 * h + 8], bar=full[ks % 4])
+                arrive(full[ks % 4], 128, 129)
+                wait(full[ks % 4], 0, 128)
+                for t in par(0, 128) @ THREADS:
+                    wgmma(acc[t, 0:32], a_s[2 * (ks % 4):2 * (ks % 4) + 2, 0:64, 0:8],
+                          b_s[2 * (ks % 4):2 * (ks % 4) + 2, 0:64, 0:8])
+                wgmma_commit()
+                wgmma_wait(0)
+                arrive(empty[ks % 4], 0, 128)
+            for t in par(0, 128) @ THREADS:
+                for i in seq(0, 32):
+                    if 64 * bm + 16 * (t // 32) + t % 32 // 4 + 8 * (i // 2 % 2) < m and 64 * bn + 8 * (i // 4) + 2 * (t % 4) + i % 2 < n:
+                        c[64 * bm + 16 * (t // 32) + t % 32 // 4 + 8 * (i // 2 % 2), 64 * bn + 8 * (i // 4) + 2 * (t % 4) + i % 2] = acc[t, i]
+'''
+
+RING_TWINS = {
+    # the consumers free the slot before their wgmma has landed: the next copy overwrites it
+    "early release": ("                wgmma_commit()\n                wgmma_wait(0)\n"
+                      "                arrive(empty[ks % 4], 0, 128)\n",
+                      "                arrive(empty[ks % 4], 0, 128)\n"
+                      "                wgmma_commit()\n                wgmma_wait(0)\n"),
+    # the consumers multiply the slot the copies are still filling
+    "no wait for the tile": ("                wait(full[ks % 4], 0, 128)\n", ""),
+    # the producer refills a slot the consumers may still read
+    "no wait for the slot": ("                wait(empty[ks % 4], 128, 129)\n", ""),
+}
+
+
+def _operands(m, n, k, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-3, 4, (m, k)).astype(np.float16)
+    bt = rng.integers(-3, 4, (n, k)).astype(np.float16)
+    return a, bt, a.astype(np.float32) @ bt.astype(np.float32).T
+
+
+def test_the_tma_ring_main_loop_is_proved_for_every_size():
+    assert proc_from_source(RING).check(target="sm_90a").ok
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 64), (70, 33, 40)])
+def test_the_tma_ring_equals_numpy_with_edges_clipped(shape):
+    a, bt, want = _operands(*shape)
+    c = np.zeros(want.shape, np.float32)
+    gpudsl.interpret(proc_from_source(RING), a=a, bt=bt, c=c, detect_races=True)
+    assert (c == want).all()
+
+
+@pytest.mark.parametrize("twin", sorted(RING_TWINS))
+def test_ring_twins_are_refused_and_the_detector_agrees(twin):
+    old, new = RING_TWINS[twin]
+    assert old in RING
+    p = proc_from_source(RING.replace(old, new))
+    assert "race" in p.check(target="sm_90a").kinds()
+    a, bt, _ = _operands(64, 64, 96)
+    with pytest.raises((RaceError, InterpError)):
+        gpudsl.interpret(p, a=a, bt=bt, c=np.zeros((64, 64), np.float32), detect_races=True)
