@@ -745,6 +745,39 @@ def early(a: f16[2, 64, 8], b: f16[2, 8, 8], c: f32[128, 4]):
 d = early.check(target="sm_90a").diagnostics[0]
 assert d.kind == "race" and "before the wgmma_wait" in d.message
 '''),
+    _E("Statements", "TmaLoad", "`tma_load(dst, src, bar=b)`", "Bulk tensor copy (TMA, "
+       "sm_90a): inside a `@ THREADS` loop, the running thread starts a copy of the box `src` "
+       "(a window of a GLOBAL array parameter naming every dimension: points and ranges of "
+       "constant extent, at most 5 ranges of at most 256, the last range a multiple of 16 "
+       "bytes) into `dst` (a contiguous SHARED window with the same extents). It completes on "
+       "the split barrier `b` (or ring element `b[e]`): the copy lands when the phase that the "
+       "issuing thread's next arrive on `b` completes has completed; a wait for that phase sees "
+       "it. Box elements outside `src` land as zeros (clipped edges). Until it lands the "
+       "destination may not be touched nor the source written (`check()`: race; the "
+       "interpreter: error). `check()` also proves the issuer arrives after it, the source's "
+       "rows are 16 bytes apart and the destination starts at a multiple of 128 bytes. "
+       "Compile does not lower it yet. See [Hopper](hopper.md#tma-loads).", '''
+@proc
+def tile(m: size, n: size, a: f16[m, n], y: f16[m, n]):
+    assert n % 8 == 0
+    for b in par(0, (m + 15) // 16) @ BLOCKS:
+        s: f16[16, 64] @ SHARED
+        bar: barrier @ SHARED
+        for t in par(0, 1) @ THREADS:
+            tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64], bar=bar)
+        arrive(bar, 0, 1)                    # the issuer's arrive: the copy lands with it
+        wait(bar, 0, 64)
+        for t in par(0, 64) @ THREADS:
+            for r in seq(0, 16):
+                if 16 * b + r < m and t < n:
+                    y[16 * b + r, t] = s[r, t]
+
+assert tile.check(target="sm_90a").ok
+a = (np.arange(37 * 40).reshape(37, 40) % 50).astype(np.float16)
+y = np.zeros_like(a)
+gpudsl.interpret(tile, a=a, y=y)             # rows 37.. and columns 40.. clipped
+assert (y == a).all()
+'''),
     _E("Statements", "Pass", "`pass`", "Does nothing. A string on its own line (or `...`) "
        "is a comment.", '''
 @proc
