@@ -200,7 +200,7 @@ class CudaBackend:
         from .device import DeviceBuffer, DeviceModule, synchronize
 
         if self._dev is None:
-            self._dev = DeviceModule(self.cubin, self.sigs)
+            self._dev = DeviceModule(self.cubin, self.sigs, self.arch)
         if not self.capture_output and all(a.on_device for a in arrays.values()):
             alloc = stream_ordered_zeros(a.value for a in arrays.values())
             if alloc is not None or not temporaries:
@@ -268,7 +268,7 @@ class CudaBackend:
         from .device import DeviceModule
 
         if self._dev is None:
-            self._dev = DeviceModule(self.cubin, self.sigs)
+            self._dev = DeviceModule(self.cubin, self.sigs, self.arch)
         for ln in launches:
             args = [work[a.name] if isinstance(a, ArrayRef) else a for a in ln.args]
             self._dev.launch(ln.kernel, ln.grid, ln.block, args, ln.dynamic_shared_bytes,
