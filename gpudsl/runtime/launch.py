@@ -93,7 +93,8 @@ class EmulatorBackend:
 
         return EMULATED_TARGET   # every feature gpudsl describes is emulated
 
-    def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False):
+    def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False,
+                 arch: str | None = None):   # every architecture's code runs the same
         from .emulator import build_emulator_module
 
         self.mod = build_emulator_module(source, sigs)
@@ -179,14 +180,15 @@ class CudaBackend:
 
         return device_arch()
 
-    def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False):
+    def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False,
+                 arch: str | None = None):
         from .driver import device_arch
         from .nvrtc import compile_cubin
 
         self.capture_output = capture_output
         self.output = ""
         self.sigs = sigs
-        r = compile_cubin(source, device_arch())
+        r = compile_cubin(source, arch or device_arch())
         self.cubin, self.resources, self.arch = r.cubin, r.resources, r.arch
         self._dev = None
 
