@@ -286,7 +286,8 @@ class Kernel:
         spec = self._last
         resources = spec.resources if spec is not None and spec.resources is not None else \
             (getattr(spec.backend, "resources", None) if spec is not None else None)
-        return (self.ir.name, self.backend, self.proved, geometry, resources, note)
+        return (self.ir.name, self.backend, self.proved, geometry, resources, note,
+                self.target.name)
 
     def __str__(self):
         from ..display import kernel_text
@@ -298,7 +299,7 @@ class Kernel:
 
     def _repr_html_(self) -> str:
         """A notebook's display: launch geometry, resources (when ptxas' numbers are
-        known; ``kernel.resources`` computes them), backend, proved or not."""
+        known; ``kernel.resources`` computes them), backend and target, proved or not."""
         from ..display import kernel_html
 
         return kernel_html(*self._display_parts())

@@ -74,7 +74,7 @@ def _cu() -> ctypes.CDLL:
             if _api is None:
                 if not driver_available():
                     raise LaunchError("no CUDA driver or GPU is available",
-                                      hint="compile for the 'emulator' target instead")
+                                      hint="compile for the 'emulator' backend instead")
                 lib = libcuda()
                 for name, argtypes in _SIGNATURES.items():
                     fn = getattr(lib, name)

@@ -197,7 +197,7 @@ class CudaBackend:
 
         if not driver_available():
             raise LaunchError("no CUDA driver or GPU is available to run this kernel",
-                              hint="compile for the 'emulator' target: "
+                              hint="compile for the 'emulator' backend: "
                                    "proc.compile('emulator')")
         from .device import DeviceBuffer, DeviceModule, synchronize
 
