@@ -76,10 +76,10 @@ def main() -> int:
                                                      is_causal=causal)[0]
                 row.update(err=float((got.float() - want).abs().max()),
                            torch_err=float((ref.float() - want).abs().max()))
-                g = measure(lambda: ops.attention(q, k, v, causal=causal), target=target,
+                g = measure(lambda: ops.attention(q, k, v, causal=causal), backend=target,
                             reps=reps)
                 t = measure(lambda: F.scaled_dot_product_attention(
-                    q[None], k[None], v[None], is_causal=causal), target="cuda",
+                    q[None], k[None], v[None], is_causal=causal), backend="cuda",
                     reps=reps) if dev == "cuda" else None
                 t_g, t_t = g.median_ms, t.median_ms if t else float("nan")
                 row.update(gpudsl_ms=t_g, torch_ms=t_t, ratio=t_t / t_g,
@@ -96,8 +96,8 @@ def main() -> int:
                 ref = a @ b
                 row.update(err=float((got.float() - want).abs().max()),
                            torch_err=float((ref.float() - want).abs().max()))
-                g = measure(lambda: ops.matmul(a, b), target=target, reps=reps)
-                t = measure(lambda: a @ b, target="cuda", reps=reps) if dev == "cuda" else None
+                g = measure(lambda: ops.matmul(a, b), backend=target, reps=reps)
+                t = measure(lambda: a @ b, backend="cuda", reps=reps) if dev == "cuda" else None
                 t_g, t_t = g.median_ms, t.median_ms if t else float("nan")
                 row.update(gpudsl_ms=t_g, torch_ms=t_t, ratio=t_t / t_g,
                            tflops=2 * s ** 3 / t_g / 1e9, gpudsl_times_ms=g.times_ms,

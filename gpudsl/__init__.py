@@ -33,14 +33,15 @@ def check(p, /, **bindings):
     return _check(p, **bindings)
 
 
-def check_instr(instr, *, trials: int = 8, seed: int = 0, target: str = "emulator",
-                rtol: float = 0.0, atol: float = 0.0, **sizes):
+def check_instr(instr, *, trials: int = 8, seed: int = 0, backend: str | None = None,
+                rtol: float = 0.0, atol: float = 0.0, target=None, **sizes):
     """Run an ``@instr``'s CUDA C template and its body on ``trials`` random inputs
     and compare the arrays they leave (exactly, or within ``rtol``/``atol``): the body is
     what ``check()`` proves and the interpreter runs, the template what the kernel runs.
     Sizes and index parameters of the instruction are keywords (index ones default to
     0).  Returns a result whose ``ok`` says they agreed; ``str()`` shows the first
-    differing elements, ``raise_if_failed()`` raises ``gpudsl.CompileError``.
+    differing elements, ``raise_if_failed()`` raises ``gpudsl.CompileError``.  The
+    template runs on ``backend`` (``"emulator"`` by default, ``"cuda"``).
 
     Example:
         ```python
@@ -50,8 +51,8 @@ def check_instr(instr, *, trials: int = 8, seed: int = 0, target: str = "emulato
     """
     from .compiler.instr_check import check_instr as _check_instr
 
-    return _check_instr(instr, trials=trials, seed=seed, target=target, rtol=rtol,
-                        atol=atol, **sizes)
+    return _check_instr(instr, trials=trials, seed=seed, backend=backend, rtol=rtol,
+                        atol=atol, target=target, **sizes)
 
 
 __all__ = list(_lang_all) + [

@@ -148,12 +148,14 @@ def report_html(report) -> str:
 # ------------------------------------------------------------------ kernels
 
 
-def kernel_html(name: str, target: str, proved: bool, geometry: list[list],
-                resources: dict | None, note: str = "") -> str:
+def kernel_html(name: str, backend: str, proved: bool, geometry: list[list],
+                resources: dict | None, note: str = "", target: str = "") -> str:
     """``geometry``: rows ``[kernel, grid, block, threads, dynamic shared bytes]``;
-    ``resources``: ``{kernel: object with registers, shared_bytes, spill_*}``."""
-    out = [f'<div class="gpudsl-kernel"><b>Kernel {esc(name)}</b> target '
-           f'<code>{esc(target)}</code> ',
+    ``resources``: ``{kernel: object with registers, shared_bytes, spill_*}``;
+    ``backend`` how it runs, ``target`` the architecture it was proved for."""
+    out = [f'<div class="gpudsl-kernel"><b>Kernel {esc(name)}</b> backend '
+           f'<code>{esc(backend)}</code> ' +
+           (f'target <code>{esc(target)}</code> ' if target else ""),
            badge("proved" if proved else "not proved (check=False)", proved)]
     if note:
         out.append(f"<div>{esc(note)}</div>")
@@ -171,9 +173,9 @@ def kernel_html(name: str, target: str, proved: bool, geometry: list[list],
     return "".join(out)
 
 
-def kernel_text(name: str, target: str, proved: bool, geometry: list[list],
-                resources: dict | None, note: str = "") -> str:
-    lines = [f"Kernel {name} target={target} " +
+def kernel_text(name: str, backend: str, proved: bool, geometry: list[list],
+                resources: dict | None, note: str = "", target: str = "") -> str:
+    lines = [f"Kernel {name} backend={backend} " + (f"target={target} " if target else "") +
              ("proved" if proved else "NOT proved (compiled with check=False)")]
     if note:
         lines.append(f"  {note}")

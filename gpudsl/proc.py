@@ -16,7 +16,7 @@ class Proc:
 
     ``print(p)`` shows it as gpudsl source (a notebook shows it highlighted);
     ``p.check()`` proves it safe; ``p.interpret(...)`` runs its reference meaning on
-    numpy arrays; ``p.cuda_source()`` is its CUDA C; ``p.compile(target)`` proves and
+    numpy arrays; ``p.cuda_source()`` is its CUDA C; ``p.compile(backend)`` proves and
     compiles it into a callable ``Kernel``; ``p.find_loop``,
     ``p.find``, ``p.find_alloc`` give cursors for ``gpudsl.schedule``.  Two procs
     are equal when their code is (source locations aside).
@@ -125,16 +125,22 @@ class Proc:
 
         return perf(self, device, **bindings)
 
-    def compile(self, target: str = "cuda", check: bool = True, trace: dict | None = None,
-                **bindings):
+    def compile(self, backend: str | None = None, check: bool = True,
+                trace: dict | None = None, target=None, **bindings):
         """Prove the proc, generate CUDA C and compile it into a callable ``Kernel``.
 
-        ``target`` is ``"cuda"`` (NVRTC; compiling needs no GPU, running does) or
-        ``"emulator"`` (g++ and gpudsl's CUDA emulation header, any CPU).  ``bindings``
-        fix sizes at compile time (``n=4096``); the others are inferred from the arrays
-        at each call.  The proof (``check(**bindings)``, cached per proc and bindings)
-        comes first: an unproved proc raises ``gpudsl.CheckError`` with the report.
-        ``check=False`` skips it (``kernel.proved`` is then False).
+        The ``backend`` is how the code runs: ``"cuda"`` (the default; NVRTC, compiling
+        needs no GPU, running does) or ``"emulator"`` (g++ and gpudsl's CUDA emulation
+        header, any CPU).  The ``target`` is the architecture the proc is proved and
+        generated for (``"sm_80"``, a ``gpudsl.targets.Target``); by default the
+        backend's: the GPU's own (``sm_90`` without one), the emulator's
+        ``targets.EMULATED_TARGET``.  (``target="emulator"``, a backend, is the old
+        spelling of ``backend="emulator"``: it works, with a ``DeprecationWarning``.)
+        ``bindings`` fix sizes at compile time (``n=4096``); the others are inferred
+        from the arrays at each call.  The proof (``check(**bindings, target=...)``,
+        cached per proc, bindings and target) comes first: an unproved proc raises
+        ``gpudsl.CheckError`` with the report.  ``check=False`` skips it
+        (``kernel.proved`` is then False).
 
         ``trace=dict(block=(0, 0), thread=(3, 0))`` builds a kernel that prints, from
         that one thread only (CUDA indices, x first), each assignment it executes (source
@@ -149,7 +155,8 @@ class Proc:
         """
         from .compiler import compile_proc
 
-        return compile_proc(self, target, check=check, trace=trace, **bindings)
+        return compile_proc(self, backend, check=check, trace=trace, target=target,
+                            **bindings)
 
     # cursors (see gpudsl.schedule.cursors)
     def find_loop(self, pattern, many: bool = False):

@@ -21,6 +21,7 @@ Specifications" by compute capability).  Nothing here imports the rest of gpudsl
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 KIB = 1024
@@ -69,6 +70,15 @@ class Target:
     def has(self, feature: str) -> bool:
         """Whether code for this target may use ``feature`` (one of this module's names)."""
         return feature in self.features
+
+    @property
+    def code_arch(self) -> str:
+        """The architecture NVRTC builds this target's code for: its name where that is
+        one (``"sm_80"``, ``"sm_90a"``), else ``sm_XY`` of its compute capability (a
+        made-up target such as ``"sm_toy"``)."""
+        if re.fullmatch(r"sm_\d+[a-z]?", self.name):
+            return self.name
+        return "sm_%d%d" % self.compute_capability
 
     @property
     def max_warps_per_sm(self) -> int:

@@ -7,8 +7,10 @@ import pytest
 
 import gpudsl
 from gpudsl.autotune.pipeline import Limits
+from gpudsl.compiler.unit import compile_unit
 from gpudsl.perf.devices import device, occupancy
-from gpudsl.targets import MBARRIER, TARGETS, Target, register_target, target
+from gpudsl.targets import (MBARRIER, NAMED_BARRIERS, TARGETS, Target, register_target,
+                            target)
 
 SHARED_KERNEL = '''
 def stage(n: size, x: f32[n]):
@@ -125,6 +127,19 @@ def inc(n: size, x: f32[n]):
         register_backend("broken", object)
 
 
+BIG = '''
+def big(x: f32[4096]):
+    for b in par(0, 1) @ BLOCKS:
+        tile: f32[4096] @ SHARED
+        for t in par(0, 32) @ THREADS:
+            for i in seq(0, 128):
+                tile[128 * t + i] = x[128 * t + i]
+        sync()
+        for t in par(0, 32) @ THREADS:
+            for i in seq(0, 128):
+                x[128 * t + i] = tile[4095 - 128 * t - i]
+'''
+
 SPLIT = '''
 def pc(n: size, x: f32[n, 32], y: f32[n, 32]):
     for b in par(0, 1) @ BLOCKS:
@@ -186,22 +201,30 @@ def test_a_toy_target_without_features_refuses_them_alone():
         del TARGETS[bare.name]
 
 
-def test_a_toy_target_changes_no_other_targets_code():
+def test_the_static_shared_limit_is_the_generated_targets():
     # issue 41: registering a target with 8 KiB of static shared memory turned every
-    # target's __shared__ arrays into dynamic shared memory (a minimum over all targets)
-    import importlib
+    # target's __shared__ arrays into dynamic shared memory (a minimum over all targets,
+    # then the default target's figure read at import); it is the target's own
+    import numpy as np
 
-    import gpudsl.codegen.kernel as kernel_mod
+    from gpudsl.codegen import generate
 
-    q = _proc(SHARED_KERNEL.replace("60000", "4000"))
-    before = q.cuda_source(n=4000)
-    register_target(Target("sm_tiny", (9, 0), static_shared_bytes=8 * 1024))
+    q = _proc(BIG)   # 16 KiB of SHARED
+    before = q.cuda_source()
+    tiny = register_target(Target("sm_tiny", (9, 0), static_shared_bytes=8 * 1024))
     try:
-        importlib.reload(kernel_mod)   # what an import after the registration sees
-        assert q.cuda_source(n=4000) == before and "extern __shared__" not in before
+        assert q.cuda_source() == before and "extern __shared__" not in before
+        assert generate(q, target="sm_90").source == before
+        small = generate(q, target="sm_tiny")
+        assert "extern __shared__" in small.source
+        assert small.kernels["big_k0"].dynamic_shared_bytes == 16384
+        k = q.compile("emulator", target="sm_tiny")   # the same values, from dynamic shared
+        assert k.source == small.source
+        x = np.arange(4096, dtype=np.float32)
+        k(x=x)
+        np.testing.assert_array_equal(x, np.arange(4096, dtype=np.float32)[::-1])
     finally:
-        del TARGETS["sm_tiny"]
-        importlib.reload(kernel_mod)
+        del TARGETS[tiny.name]
 
 
 def test_compile_proves_for_the_backends_architecture(monkeypatch):
@@ -211,3 +234,74 @@ def test_compile_proves_for_the_backends_architecture(monkeypatch):
     monkeypatch.setattr(EmulatorBackend, "arch", staticmethod(lambda: "sm_75"))
     with pytest.raises(gpudsl.CheckError, match="mbarrier, which sm_75 does not have"):
         p.compile("emulator")
+
+
+# ---------------------------------------------------------------- issue 41's acceptance
+
+TOY = Target("sm_toy", (9, 0), max_shared_bytes=8 * 1024, static_shared_bytes=8 * 1024,
+             shared_per_sm=16 * 1024, features=frozenset({NAMED_BARRIERS}))   # no mbarrier
+
+
+def _verdicts(procs):
+    return [(p.check().kinds(), p.check(target="sm_80").kinds()) for p in procs]
+
+
+def test_a_toy_target_in_one_place_changes_what_check_and_compile_refuse():
+    """One description registered (and removed): check() and compile for the toy refuse
+    a 16 KiB-shared kernel and a split-barrier (mbarrier) kernel; sm_90's CUDA and every
+    verdict for the described targets stay what they were."""
+    big, split = _proc(BIG), _proc(SPLIT)
+    procs = (big, split)
+    sources, verdicts = [p.cuda_source() for p in procs], _verdicts(procs)
+    assert all(not v[0] and not v[1] for v in verdicts)   # both proved on sm_90 and sm_80
+    register_target(TOY)
+    try:
+        for p, kind, text in ((big, "resource", "an sm_toy block can have at most 8192"),
+                              (split, "target", "mbarrier, which sm_toy does not have")):
+            r = p.check(target="sm_toy")
+            assert r.kinds() == {kind} and text in str(r)
+            for backend in ("emulator", "cuda"):
+                with pytest.raises(gpudsl.CheckError, match=text):
+                    p.compile(backend, target="sm_toy")
+            with pytest.raises(gpudsl.CheckError, match=text):
+                compile_unit([p], "emulator", target=TOY)
+            assert p.compile("emulator", target="sm_toy", check=False).target is TOY
+        assert [p.cuda_source() for p in procs] == sources and _verdicts(procs) == verdicts
+        for p, src in zip(procs, sources):
+            k = p.compile("cuda", target="sm_90")   # NVRTC, no GPU needed
+            assert k.proved and k.source == src and k.target is TARGETS["sm_90"]
+            assert p.compile("emulator").proved
+    finally:
+        del TARGETS[TOY.name]
+    with pytest.raises(gpudsl.CompileError, match="unknown target 'sm_toy'"):
+        big.compile("emulator", target="sm_toy")
+
+
+def test_target_naming_a_backend_is_deprecated():
+    """issue 41: "target" is an architecture; the backend (cuda/emulator) was once
+    passed as target=, which still works with a DeprecationWarning naming the user's
+    line."""
+    import numpy as np
+
+    p = _proc(BIG)
+    with pytest.warns(DeprecationWarning, match="write backend='emulator'") as got:
+        k = p.compile(target="emulator")
+    assert got[0].filename == __file__
+    assert k.backend == "emulator" and k.target is TARGETS["sm_90a"] and k.proved
+    x = np.ones(4096, np.float32)
+    k(x=x)
+    assert (x == 1).all()
+    with pytest.warns(DeprecationWarning):
+        u = compile_unit([p], target="emulator")
+    assert u.backend_name == "emulator" and "backend=emulator" in repr(u)
+    with pytest.warns(DeprecationWarning):
+        assert gpudsl.compiler.Kernel(p, target="emulator").backend == "emulator"
+    with pytest.raises(gpudsl.CompileError, match="disagree"), \
+            pytest.warns(DeprecationWarning):
+        p.compile("cuda", target="emulator")
+    with pytest.raises(gpudsl.CompileError, match="unknown backend 'sm_80'"):
+        p.compile("sm_80")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # the new spellings warn nothing
+        assert p.compile(backend="emulator", target="sm_80").target is TARGETS["sm_80"]

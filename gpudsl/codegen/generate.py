@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 
+from .. import targets
 from ..errors import CompileError
 from ..ir.inline import inline_calls, written_names
 from ..ir.nodes import (Assign, AsyncCopy, Atomic, ProcDef, Read, Reduce, Var, WindowArg)
@@ -124,8 +125,10 @@ def _static_index_bits(p: ProcDef, bindings: dict) -> int:
 
 
 class ModuleWriter:
-    def __init__(self, proc: ProcDef, bindings: dict, index_bits: int, trace=None):
+    def __init__(self, proc: ProcDef, bindings: dict, index_bits: int, trace=None,
+                 target=None):
         self.proc = proc
+        self.target = targets.target(target)   # its limits: static shared, warp, barriers
         self.trace = trace  # ((bx, by, bz), (tx, ty, tz)) or None: see KernelWriter.trace_text
         self.bindings = bindings
         self.index_bits = index_bits
@@ -344,10 +347,11 @@ def normalize_trace(trace) -> tuple | None:
 
 
 def generate(proc, bindings: dict | None = None, index_bits: int | None = None,
-             trace=None) -> CudaModule:
-    """Lower ``proc`` (a Proc or ProcDef) with ``bindings`` fixing sizes; ``trace``
-    (see :func:`normalize_trace`) adds a ``printf`` of every assignment the traced
-    thread executes."""
+             trace=None, target=None) -> CudaModule:
+    """Lower ``proc`` (a Proc or ProcDef) with ``bindings`` fixing sizes, for the
+    architecture ``target`` (a ``gpudsl.targets`` name or ``Target``; None: the default
+    target), whose limits the code respects; ``trace`` (see :func:`normalize_trace`) adds
+    a ``printf`` of every assignment the traced thread executes."""
     p = _proc_ir(proc)
     if p.instr is not None:
         raise CompileError(f"{p.name} is an @instr: it is emitted where it is called, not "
@@ -357,7 +361,7 @@ def generate(proc, bindings: dict | None = None, index_bits: int | None = None,
         index_bits = _static_index_bits(p, b)
     if index_bits not in (32, 64):
         raise CompileError(f"index_bits must be 32 or 64, got {index_bits}")
-    return ModuleWriter(p, b, index_bits, normalize_trace(trace)).run()
+    return ModuleWriter(p, b, index_bits, normalize_trace(trace), target).run()
 
 
 def cuda_source(proc, **bindings) -> str:

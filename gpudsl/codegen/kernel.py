@@ -48,12 +48,6 @@ from .cexpr import UNARY, ExprEmitter, cname
 from .plan import NeedsBinding, NotConstant, evaluate
 from .trace import trace_text
 from .writer import Writer
-from ..targets import target
-
-# bytes of static __shared__ per block: the same (48 KiB) on every architecture NVIDIA
-# makes, so one source serves them all; above it the launch opts in.  The default
-# target's figure: a target registered later (a toy) changes no other target's code.
-STATIC_SHARED_LIMIT = target().static_shared_bytes
 
 
 @dataclass
@@ -254,8 +248,10 @@ class KernelWriter(CallWriter, ExprEmitter):
                        else None, "use smaller @ THREADS loops")
 
     def _plan_shared(self, body) -> None:
-        """SHARED arrays are static ``__shared__`` arrays up to 48 KiB per block; above
-        that they are carved out of dynamic shared memory (the launch asks for it)."""
+        """SHARED arrays are static ``__shared__`` arrays up to the target's static limit
+        (``Target.static_shared_bytes``: 48 KiB on every architecture NVIDIA makes, so one
+        source serves them all); above it they are carved out of dynamic shared memory
+        (the launch opts in)."""
         allocs = [n for n in walk(body) if isinstance(n, Alloc) and n.mem == SHARED]
         total, offsets = 0, {}
         for a in allocs:
@@ -266,7 +262,7 @@ class KernelWriter(CallWriter, ExprEmitter):
             total = (total + align - 1) // align * align
             offsets[id(a)] = total
             total += n
-        if total > STATIC_SHARED_LIMIT:
+        if total > self.m.target.static_shared_bytes:
             self.dyn_offsets = offsets
             self.dynamic_shared_bytes = (total + 15) // 16 * 16
             self.smem_align = max([repeat_bytes(a.swizzle) for a in allocs] + [16])

@@ -128,7 +128,7 @@ class NeedsBinding(CompileError):
         super().__init__(message, loc,
                          "bind them: proc.cuda_source(" +
                          ", ".join(f"{n}=..." for n in self.names) +
-                         ") or proc.compile(target, ...); Kernel objects bind them from "
+                         ") or proc.compile(backend, ...); Kernel objects bind them from "
                          "the arguments' shapes automatically")
 
 

@@ -21,11 +21,8 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir.nodes import Arrive, Sync, Wait
 from ..ir.visitor import walk
-from ..targets import target
 
 TID = "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
-MAX_NAMED = target().named_barriers - 1   # id 0 is __syncthreads (check() refuses more)
-WARP = target().warp_size
 
 NAMED_BARRIER = r"""
 #ifndef GPUDSL_EMULATOR
@@ -113,14 +110,16 @@ class SyncWriter:
         if hi > n:
             raise _err(f"sync({lo}, {hi}) names threads past the block of {n} threads", s.loc,
                        "keep the range inside the block")
-        if lo % WARP or hi % WARP:
+        tgt = self.kw.m.target   # its warp size and named barriers (check() refuses first)
+        warp, named = tgt.warp_size, tgt.named_barriers
+        if lo % warp or hi % warp:
             raise _err(f"sync({lo}, {hi}) is not made of whole warps: bar.sync counts warps",
-                       s.loc, f"use multiples of {WARP}")
+                       s.loc, f"use multiples of {warp}")
         if (lo, hi) not in self.ids:
-            if len(self.ids) >= MAX_NAMED:
-                raise _err(f"more than {MAX_NAMED} distinct ranged barriers in kernel "
-                           f"{self.kw.name}: the hardware has {MAX_NAMED + 1} named barriers (id 0 is the "
-                           "block's)", s.loc, "use fewer distinct thread ranges")
+            if len(self.ids) >= named - 1:   # id 0 is __syncthreads
+                raise _err(f"more than {named - 1} distinct ranged barriers in kernel "
+                           f"{self.kw.name}: {tgt.name} has {named} named barriers (id 0 is "
+                           "the block's)", s.loc, "use fewer distinct thread ranges")
             self.ids[(lo, hi)] = len(self.ids) + 1
         self.kw.use_helper("gpudsl_bar_sync")
         w.line(f"{self.guard(s)} gpudsl_bar_sync({self.ids[(lo, hi)]}, {hi - lo});  "

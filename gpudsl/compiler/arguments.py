@@ -2,7 +2,7 @@
 
 Kernels take numpy arrays (and anything numpy can view without copying: array-likes,
 CPU tensors through DLPack) and device arrays (``__cuda_array_interface__`` /
-DLPack: PyTorch, CuPy), which the GPU target uses in place; the emulator target
+DLPack: PyTorch, CuPy), which the CUDA backend uses in place; the emulator backend
 refuses device arrays.  Every failure is a :class:`gpudsl.LaunchError`.
 """
 from __future__ import annotations
@@ -19,12 +19,12 @@ from ..runtime.torch_tensors import check_grad, host_view, is_torch_cpu
 DEVICE_HINT = "pass a numpy array or a device array (PyTorch, CuPy)"
 
 
-def bind_arguments(pdef: ProcDef, args: tuple, kwargs: dict, bindings: dict, target: str,
+def bind_arguments(pdef: ProcDef, args: tuple, kwargs: dict, bindings: dict, backend: str,
                    written: set[str]) -> Bound:
     """The checked arguments of ``kernel(*args, **kwargs)``; arrays as :class:`ArrayArg`."""
     given = merge_positional(pdef, args, kwargs, LaunchError)
     b = bind(pdef, given, error=LaunchError, bindings=bindings, overlap=arrays_overlap,
-             array=lambda prm, v: _array(pdef.name, prm, v, target, prm.name in written),
+             array=lambda prm, v: _array(pdef.name, prm, v, backend, prm.name in written),
              array_hint=DEVICE_HINT)
     for prm in pdef.params:  # kernels take scalars as numpy values of the exact C type
         kind = getattr(prm.ty, "kind", None)
@@ -46,10 +46,10 @@ def bind_arguments(pdef: ProcDef, args: tuple, kwargs: dict, bindings: dict, tar
     return b
 
 
-def _array(pname, prm, v, target, written) -> ArrayArg:
+def _array(pname, prm, v, backend, written) -> ArrayArg:
     if is_torch_cuda(v):
         check_grad(f"'{prm.name}' of {pname}", v, LaunchError)
-        return _device_array(pname, prm, v.detach() if v.requires_grad else v, target,
+        return _device_array(pname, prm, v.detach() if v.requires_grad else v, backend,
                              written)
     if is_torch_cpu(v):  # viewed as numpy (bfloat16 too), no copy
         return _host_array(pname, prm, host_view(f"'{prm.name}' of {pname}", v,
@@ -75,14 +75,14 @@ def _array(pname, prm, v, target, written) -> ArrayArg:
             except Exception:
                 host = np.asarray(v)
             return _host_array(pname, prm, host, v, written)
-    return _device_array(pname, prm, v, target, written)
+    return _device_array(pname, prm, v, backend, written)
 
 
-def _device_array(pname, prm, v, target, written) -> ArrayArg:
-    if target == "emulator":
+def _device_array(pname, prm, v, backend, written) -> ArrayArg:
+    if backend == "emulator":
         raise LaunchError(f"'{prm.name}' of {pname} is a GPU array, but this kernel runs on the "
                           "emulator (CPU)", prm.loc,
-                          "pass numpy arrays (or CPU tensors), or compile for target 'cuda'")
+                          "pass numpy arrays (or CPU tensors), or compile for backend 'cuda'")
     d = as_device_array(v)
     bf16 = getattr(d, "bfloat16", False)
     check_array_type(pname, prm, d.dtype, len(d.shape), LaunchError,

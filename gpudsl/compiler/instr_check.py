@@ -11,7 +11,7 @@ compares every array afterwards.
 
 One thread runs each instruction: a warp-wide template (``mma.sync``) is compared in
 the code path the emulator takes (its per-thread fallback); on a GPU
-(``target="cuda"``) it would need a whole warp, which this check does not provide.
+(``backend="cuda"``) it would need a whole warp, which this check does not provide.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import CompileError
+from ..runtime.backends import backend_of
 from ..ir.nodes import (Alloc, Assign, Call, Const, For, Interval, Param, ProcDef, Read, Var,
                         WindowArg)
 from ..ir.procdef import as_procdef
@@ -37,7 +38,7 @@ class InstrCheck:
 
     name: str
     trials: int
-    target: str
+    backend: str
     mismatches: list = field(default_factory=list)
     inputs: dict = field(default_factory=dict)
 
@@ -51,9 +52,9 @@ class InstrCheck:
     def __str__(self) -> str:
         if self.ok:
             return (f"check_instr({self.name}): template and body agree on {self.trials} "
-                    f"random inputs ({self.target})")
+                    f"random inputs ({self.backend})")
         lines = [f"check_instr({self.name}): the template differs from the body "
-                 f"({len(self.mismatches)} array(s) over {self.trials} trials, {self.target})"]
+                 f"({len(self.mismatches)} array(s) over {self.trials} trials, {self.backend})"]
         for m in self.mismatches[:8]:
             lines.append(f"  trial {m['trial']}: {m['array']}{list(m['element'])}: template "
                          f"{m['template']!r}, body {m['body']!r}")
@@ -66,12 +67,18 @@ class InstrCheck:
         return self
 
 
-def check_instr(instr, *, trials: int = 8, seed: int = 0, target: str = "emulator",
-                rtol: float = 0.0, atol: float = 0.0, **sizes) -> InstrCheck:
+def check_instr(instr, *, trials: int = 8, seed: int = 0, backend: str | None = None,
+                rtol: float = 0.0, atol: float = 0.0, target=None, **sizes) -> InstrCheck:
     """Run ``instr``'s template and its body on ``trials`` random inputs (float arrays
     uniform in [-1, 1], integers in [-100, 100]) and compare them (``rtol``/``atol`` for
-    floats, exact by default).  Sizes and index parameters of the instruction are given
+    floats, exact by default); the template runs on ``backend`` (``"emulator"`` by
+    default; ``target=`` naming a backend is its old spelling), generated for the
+    architecture ``target``.  Sizes and index parameters of the instruction are given
     as keywords (``check_instr(copy, n=8)``); index parameters default to 0."""
+    try:
+        backend, target = backend_of(backend, target, "check_instr", default="emulator")
+    except ValueError as e:
+        raise CompileError(str(e)) from None
     ir = as_procdef(instr)
     if ir is None or ir.instr is None:
         raise CompileError(f"check_instr takes an @instr, not {instr!r:.60}")
@@ -83,10 +90,10 @@ def check_instr(instr, *, trials: int = 8, seed: int = 0, target: str = "emulato
                            hint=f"check_instr({ir.name}, {missing[0]}=8)")
     env = {q.name: int(sizes.get(q.name, 0)) for q in ir.params if q.is_control}
     plain = ProcDef(ir.name + "_body", ir.params, ir.preds, ir.body, None, ir.loc)
-    with_template = Kernel(_wrapper(ir), target, env, check=False)
+    with_template = Kernel(_wrapper(ir), backend, env, check=False, target=target)
     with_body = Kernel(_wrapper(plain), "emulator", env, check=False)
     rng = np.random.default_rng(seed)
-    out = InstrCheck(ir.name, trials, target)
+    out = InstrCheck(ir.name, trials, backend)
     for trial in range(trials):
         args = _random_args(ir, env, rng)
         a1 = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}

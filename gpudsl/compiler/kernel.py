@@ -1,4 +1,10 @@
-"""``proc.compile(target, **bindings)`` → a callable ``Kernel``.
+"""``proc.compile(backend, target=None, **bindings)`` → a callable ``Kernel``.
+
+The *backend* is how the code runs (``"cuda"``, ``"emulator"``, a registered one); the
+*target* is the architecture it is proved and generated for (``"sm_80"``, a ``Target``):
+by default the backend's (the GPU's own, ``sm_90`` without one; the emulator's
+``targets.EMULATED_TARGET``).  The old ``target="emulator"`` (a backend) still works
+with a ``DeprecationWarning``.
 
 A call ``kernel(a=2.0, x=x, y=y)`` (or positional, in the proc's parameter order):
 
@@ -13,10 +19,10 @@ A call ``kernel(a=2.0, x=x, y=y)`` (or positional, in the proc's parameter order
    cached in memory and on disk);
 3. computes every launch of the host program (grid sizes, host loops) and checks
    the grid limits, still before anything runs;
-4. runs: GPU target: numpy arrays are copied to the device and the written ones
+4. runs: CUDA backend: numpy arrays are copied to the device and the written ones
    copied back; device arrays (PyTorch, CuPy: ``__cuda_array_interface__`` /
    DLPack) are used in place; GLOBAL temporaries are allocated for the call; the
-   kernels launch in program order on one stream.  Emulator target: the same
+   kernels launch in program order on one stream.  Emulator backend: the same
    kernels run on the CPU (``gpudsl.runtime.emulator``) on the numpy arrays in
    place.
 
@@ -26,7 +32,7 @@ plain kernel signatures and knows nothing of the IR).
 
 ``kernel.source`` is the CUDA C, ``kernel.resources`` the per-kernel registers,
 shared memory and spills reported by ptxas (NVRTC runs without a GPU, so the
-emulator target reports them too).
+emulator backend reports them too).
 """
 from __future__ import annotations
 
@@ -46,14 +52,12 @@ from ..ir.binding import Bound
 from ..ir.control import NotConstant, evaluate
 from ..ir.nodes import ProcDef
 from ..ir.procdef import as_procdef
-from ..runtime.backends import BACKENDS
-from ..targets import target as default_target
+from .. import targets
+from ..runtime.backends import BACKENDS, backend_of
 from ..runtime.launch import ArrayRef, Launch
 from ..runtime.signature import KernelSig
 from .arguments import bind_arguments
 from .fast_call import MAX_ENTRIES, CallKey, Miss, build_entry, by_name
-
-GRID_LIMITS = default_target().max_grid_dims
 
 
 # ----------------------------------------------------------------- compiled code
@@ -74,8 +78,9 @@ def signatures(module) -> list[KernelSig]:
 
 # ----------------------------------------------------------------- the proof first
 
-def prove(ir: ProcDef, bindings: dict, arch: str | None = None):
-    """``check(ir, **bindings)`` for the architecture ``arch`` (None: the default target):
+def prove(ir: ProcDef, bindings: dict, arch=None):
+    """``check(ir, **bindings)`` for the architecture ``arch`` (a name or ``Target``;
+    None: the default target):
     check() keeps the one cache of proofs (per proc, its locations, bindings, budget and
     target), so a proc compiled again, or proved by the graph before its unit compiles,
     is not proved twice."""
@@ -90,8 +95,7 @@ def backend_arch(backend: str) -> str | None:
     return arch() if callable(arch) else None
 
 
-def proof_or_refusal(ir: ProcDef, bindings: dict, check: bool, what: str,
-                     arch: str | None = None):
+def proof_or_refusal(ir: ProcDef, bindings: dict, check: bool, what: str, arch=None):
     """The compile paths' one proof step (a ``Kernel`` and each proc of a ``Unit``):
     ``check()``'s report for ``arch``, or ``CheckError`` when it is not proved (``what``:
     what is then not compiled); None with ``check=False``."""
@@ -103,6 +107,27 @@ def proof_or_refusal(ir: ProcDef, bindings: dict, check: bool, what: str,
                          "compiled; fix the problems above, or compile with check=False "
                          "to run it unproved")
     return report
+
+
+def backend_and_target(backend, target, where: str) -> tuple[str, targets.Target, bool]:
+    """A compile's backend name, the target (architecture) it proves and generates for,
+    and whether the call named that target: ``target`` (a name or ``Target``) when
+    given, else the backend's own (``backend_arch``).  ``target`` naming a backend is
+    the old spelling of ``backend`` (``DeprecationWarning``)."""
+    try:
+        backend, target = backend_of(backend, target, where)
+    except ValueError as e:
+        raise CompileError(str(e)) from None
+    if backend not in BACKENDS:
+        raise CompileError(f"unknown backend {backend!r}",
+                           hint="backends: " + ", ".join(map(repr, BACKENDS)))
+    try:
+        tgt = targets.target(target if target is not None else backend_arch(backend))
+    except ValueError as e:
+        raise CompileError(str(e), hint="name an architecture gpudsl describes "
+                           "(gpudsl.targets.TARGETS) or register one with "
+                           "gpudsl.targets.register_target; the backend is backend=") from None
+    return backend, tgt, target is not None
 
 
 class Kernel:
@@ -117,26 +142,29 @@ class Kernel:
     ``file:line: name[indices] = value``.  The lines go to Python's ``sys.stdout`` (a
     notebook shows them) on the emulator and on the GPU alike, and ``kernel.trace_output``
     holds the text of the last call.
+
+    ``kernel.backend`` is the backend's name (``"cuda"``, ``"emulator"``),
+    ``kernel.target`` the ``gpudsl.targets.Target`` it was proved and generated for.
     """
 
-    def __init__(self, proc, target: str = "cuda", bindings: dict | None = None,
-                 check: bool = True, trace: dict | None = None):
-        if target not in BACKENDS:
-            raise CompileError(f"unknown target {target!r}", hint="targets: " + ", ".join(map(repr, BACKENDS)))
+    def __init__(self, proc, backend: str | None = None, bindings: dict | None = None,
+                 check: bool = True, trace: dict | None = None, target=None):
+        self.backend, self.target, named = backend_and_target(backend, target, "compile")
+        # a named target is built for (NVRTC's architecture; the backend's own otherwise)
+        self._arch = self.target.code_arch if named else None
         self.proc = proc
         self.ir: ProcDef = as_procdef(proc) or proc
-        self.target = target
         self.bindings = check_bindings(self.ir, dict(bindings or {}))
         # ((bx, by, bz), (tx, ty, tz)) or None; a traced kernel's source differs, so its
         # compiled code is a cache entry of its own
         self.trace = normalize_trace(trace)
         self.trace_output = ""  # what the traced thread printed in the last call
-        with status(f"gpudsl: proving and compiling {self.ir.name} for {target}"):
+        with status(f"gpudsl: proving and compiling {self.ir.name} for {self.backend} "
+                    f"({self.target})"):
             self._build(check)
 
     def _build(self, check: bool) -> None:
-        self.report = proof_or_refusal(self.ir, self.bindings, check, "it",
-                                       backend_arch(self.target))
+        self.report = proof_or_refusal(self.ir, self.bindings, check, "it", self.target)
         self.proved = self.report is not None
         self._written = written_names(inline_calls(self.ir).body)
         self._specs: dict[tuple, _Spec] = {}
@@ -164,7 +192,8 @@ class Kernel:
                 try:
                     module = generate(self.ir, {**self.bindings, **late}, index_bits,
                                       trace=self.trace and dict(zip(("block", "thread"),
-                                                                    self.trace)))
+                                                                    self.trace)),
+                                      target=self.target)
                     break
                 except NeedsBinding as e:
                     missing = [n for n in e.names if n not in late]
@@ -180,10 +209,13 @@ class Kernel:
             return spec
 
     def _backend(self, module):
+        kw = {}
+        if self._arch is not None:
+            kw["arch"] = targets.arch_with(self._arch, module.features)
         if self.trace is not None:
             _check_trace_reaches(self.trace, module, self.ir.name)
-            return BACKENDS[self.target](module.source, signatures(module), capture_output=True)
-        return BACKENDS[self.target](module.source, signatures(module))
+            kw["capture_output"] = True
+        return BACKENDS[self.backend](module.source, signatures(module), **kw)
 
     # ------------------------------------------------------------ introspection
 
@@ -192,7 +224,7 @@ class Kernel:
         if self._last is None:
             raise CompileError(f"{self.ir.name}: the code depends on the sizes "
                                f"{', '.join(self._late)}; call the kernel once or compile with "
-                               f"them bound: {self.ir.name}.compile(target, " +
+                               f"them bound: {self.ir.name}.compile(backend, " +
                                ", ".join(f"{n}=..." for n in self._late) + ")")
         return self._last.module
 
@@ -216,17 +248,17 @@ class Kernel:
             if res is None:
                 from ..runtime.driver import device_arch
                 from ..runtime.nvrtc import compile_cubin
-                from ..targets import arch_with
 
-                res = compile_cubin(spec.module.source,
-                                    arch_with(device_arch(), spec.module.features)).resources
+                res = compile_cubin(spec.module.source, targets.arch_with(
+                    self._arch or device_arch(), spec.module.features)).resources
             spec.resources = dict(res)
         return spec.resources
 
-    def sass(self, arch: str = "sm_90", device: str | None = None, **sizes):
+    def sass(self, arch: str | None = None, device: str | None = None, **sizes):
         """The machine-code report of the kernel that runs (``perf.sass_report``): the
         CUDA C of this kernel (sizes as parameters where it takes them so; ``sizes``
-        pick the specialization of a kernel compiled per size) built for ``arch`` with
+        pick the specialization of a kernel compiled per size) built for ``arch`` (None:
+        the target the kernel was compiled for, else the default target) with
         NVRTC and disassembled (needs ``pip install 'gpudsl[sass]'``): per kernel and
         per loop, instruction counts by class, global loads in flight and the distance
         to their first use, registers, spills and occupancy on ``device``."""
@@ -234,10 +266,10 @@ class Kernel:
 
         spec = self._spec(sizes, None) if self._late and sizes else None
         module = spec.module if spec is not None else self.module
-        return sass_report(module, arch, device, self.ir.name)
+        return sass_report(module, arch or self._arch, device, self.ir.name)
 
     def __repr__(self):
-        return f"<gpudsl Kernel {self.ir.name} target={self.target}>"
+        return f"<gpudsl Kernel {self.ir.name} backend={self.backend} target={self.target}>"
 
     def _display_parts(self):
         from ..ir.printer import print_expr
@@ -254,7 +286,8 @@ class Kernel:
         spec = self._last
         resources = spec.resources if spec is not None and spec.resources is not None else \
             (getattr(spec.backend, "resources", None) if spec is not None else None)
-        return (self.ir.name, self.target, self.proved, geometry, resources, note)
+        return (self.ir.name, self.backend, self.proved, geometry, resources, note,
+                self.target.name)
 
     def __str__(self):
         from ..display import kernel_text
@@ -266,7 +299,7 @@ class Kernel:
 
     def _repr_html_(self) -> str:
         """A notebook's display: launch geometry, resources (when ptxas' numbers are
-        known; ``kernel.resources`` computes them), target, proved or not."""
+        known; ``kernel.resources`` computes them), backend and target, proved or not."""
         from ..display import kernel_html
 
         return kernel_html(*self._display_parts())
@@ -275,7 +308,8 @@ class Kernel:
 
     def bind(self, *args, **kwargs) -> Bound:
         """Check the arguments as a call would, without running anything."""
-        return bind_arguments(self.ir, args, kwargs, self.bindings, self.target, self._written)
+        return bind_arguments(self.ir, args, kwargs, self.bindings, self.backend,
+                              self._written)
 
     def __call__(self, *args, **kwargs) -> None:
         if self.trace is None:
@@ -339,7 +373,8 @@ def _planned(self: Kernel, b: Bound) -> tuple[_Spec, list[Launch], list[Launch]]
         base = self._spec(b.env, None) if self._late else self._last
         bits = index_bits_for(base.module, b.env, numels)
         spec = base if bits == base.module.index_bits else self._spec(b.env, bits)
-        plan = plan_launches(spec.module, b, self.ir.name, scalars_by_name=True)
+        plan = plan_launches(spec.module, b, self.ir.name, scalars_by_name=True,
+                             limits=self.target.max_grid_dims)
         if len(self._plans) >= MAX_PLANS:
             self._plans.clear()
         hit = self._plans[key] = (spec, plan, any(isinstance(a, _ScalarRef)
@@ -361,11 +396,13 @@ class _ScalarRef:
     name: str
 
 
-def plan_launches(module, b: Bound, name: str, scalars_by_name: bool = False
-                  ) -> list[Launch]:
+def plan_launches(module, b: Bound, name: str, scalars_by_name: bool = False,
+                  limits: tuple | None = None) -> list[Launch]:
     """Every launch of a generated module's host program for the bound arguments ``b``
     (grid sizes and host loops computed), checked against the grid limits before the
-    first one runs."""
+    first one runs (``limits``: the target's ``max_grid_dims``; None: the default
+    target's)."""
+    limits = limits or targets.target().max_grid_dims
     plan = []
     try:
         for kname, kenv in walk_program(module.program, b.env):
@@ -374,8 +411,8 @@ def plan_launches(module, b: Bound, name: str, scalars_by_name: bool = False
             if min(grid) <= 0:
                 continue
             # blockIdx.y and .z drive grid-stride loops: launch at most the limit
-            grid = (grid[0], *(min(g, lim) for g, lim in zip(grid[1:], GRID_LIMITS[1:])))
-            for g, lim, d in zip(grid, GRID_LIMITS, "xyz"):
+            grid = (grid[0], *(min(g, lim) for g, lim in zip(grid[1:], limits[1:])))
+            for g, lim, d in zip(grid, limits, "xyz"):
                 if g > lim:
                     raise LaunchError(f"kernel {kname} of {name} needs {g} blocks in "
                                       f"gridDim.{d}; CUDA allows {lim}", k.loc,
@@ -447,16 +484,18 @@ def _launch(module, k, grid, kenv, b: Bound, scalars_by_name: bool = False) -> L
     return Launch(k.name, grid, k.block, tuple(args), k.dynamic_shared_bytes)
 
 
-def compile_proc(proc, target: str = "cuda", check: bool = True, trace: dict | None = None,
-                 **bindings) -> Kernel:
-    """``proc.compile(target, **bindings)``: prove the proc (``check()``, cached per proc
-    and bindings; ``gpudsl.CheckError`` with the report when unproved, unless
-    ``check=False``), generate CUDA C and compile it for ``target`` (``"cuda"``: NVRTC
-    cubin for the device's architecture, ``sm_90`` without one; ``"emulator"``: g++ with
-    gpudsl's emulation header).  ``trace=dict(block=(0, 0), thread=(3, 0))`` builds a
-    kernel that prints each assignment that one thread executes (see ``Kernel``)."""
-    return Kernel(proc, target, bindings, check=check, trace=trace)
+def compile_proc(proc, backend: str | None = None, check: bool = True,
+                 trace: dict | None = None, target=None, **bindings) -> Kernel:
+    """``proc.compile(backend, target=None, **bindings)``: prove the proc for ``target``
+    (``check()``, cached per proc, bindings and target; ``gpudsl.CheckError`` with the
+    report when unproved, unless ``check=False``), generate CUDA C for it and build it
+    for the ``backend`` (``"cuda"``, the default: NVRTC cubin for the target, by default
+    the device's architecture, ``sm_90`` without one; ``"emulator"``: g++ with gpudsl's
+    emulation header, proved for ``targets.EMULATED_TARGET`` by default).
+    ``trace=dict(block=(0, 0), thread=(3, 0))`` builds a kernel that prints each
+    assignment that one thread executes (see ``Kernel``)."""
+    return Kernel(proc, backend, bindings, check=check, trace=trace, target=target)
 
 
-__all__ = ["Kernel", "compile_proc", "prove", "plan_launches", "temporary_shapes", "bind_arguments", "Bound", "BACKENDS", "GRID_LIMITS",
+__all__ = ["Kernel", "compile_proc", "prove", "plan_launches", "temporary_shapes", "bind_arguments", "Bound", "BACKENDS",
            "signatures"]

@@ -1,4 +1,4 @@
-"""One translation unit for several procs: ``compile_unit(procs, target) -> Unit``.
+"""One translation unit for several procs: ``compile_unit(procs, backend) -> Unit``.
 
 A model runs many kernels; compiling each proc into its own CUDA source means one NVRTC
 (or g++) run and one module per proc.  A ``Unit`` puts the kernels of all its procs
@@ -9,9 +9,10 @@ same key, so a second ``compile_unit`` of the same procs builds nothing.
     unit = compile_unit([add_proc, (matmul_proc, dict(n=784)), relu_proc], "emulator")
     unit.launch("relu_v4", x=x, out=y)          # by the proc's name (``unit.name_of(p)``)
 
-Each proc is proved by ``check()`` first (as ``gpudsl.compile_proc`` does; a proc
-that is not proved is refused with its report unless ``check=False``), then generated
-with its bindings.  Each proc's code goes inside a namespace of its own, so its bound
+Each proc is proved by ``check()`` first, for the unit's target (as
+``gpudsl.compile_proc`` does: the backend's architecture unless ``target=`` names one;
+a proc that is not proved is refused with its report unless ``check=False``), then
+generated with its bindings for that target.  Each proc's code goes inside a namespace of its own, so its bound
 sizes (``constexpr``) and helpers cannot clash with another proc's; kernels keep C
 linkage and are renamed where two procs would give the same name.  Arguments are bound
 and checked exactly as a ``Kernel`` call checks them.
@@ -43,7 +44,8 @@ from ..runtime.backends import BACKENDS
 from ..runtime.launch import Launch
 from ..runtime.signature import KernelSig
 from .arguments import bind_arguments
-from .kernel import (_print, backend_arch, plan_launches, proof_or_refusal,
+from .. import targets
+from .kernel import (_print, backend_and_target, plan_launches, proof_or_refusal,
                      temporary_shapes)
 
 _INCLUDE_BLOCK = re.compile(r"#ifndef GPUDSL_EMULATOR\n(?:#include <[^>]+>\n)+#endif\n?")
@@ -100,16 +102,18 @@ class Unit:
     """Several procs' kernels compiled into one source (see the module's text).
 
     ``unit.launch(name, *args, **kwargs)`` runs proc ``name`` on its arguments;
+    ``unit.backend_name`` is the backend's name (``unit.backend`` the loaded backend),
+    ``unit.target`` the architecture's ``Target`` the procs were proved and generated for;
     ``unit.names`` lists the procs, ``unit.name_of(proc)`` a proc's name in the unit,
     ``unit.source`` the CUDA C, ``unit.key`` the cache key of the whole unit,
     ``unit.kernels`` the ``__global__`` functions.  ``unit.prepare(name, ...)`` binds
     and computes the launches without running them (for a caller that enqueues them
     itself, e.g. into a CUDA graph)."""
 
-    def __init__(self, procs, target: str = "cuda", check: bool = True):
-        if target not in BACKENDS:
-            raise CompileError(f"unknown target {target!r}", hint="targets: " + ", ".join(map(repr, BACKENDS)))
-        self.target = target
+    def __init__(self, procs, backend: str | None = None, check: bool = True, target=None):
+        self.backend_name, self.target, named = backend_and_target(backend, target,
+                                                                   "compile_unit")
+        self._arch = self.target.code_arch if named else None
         self.entries: dict[str, _Entry] = {}
         self._by_ir: dict = {}
         seen_kernels: set[str] = set()
@@ -117,7 +121,7 @@ class Unit:
         if not items:
             raise CompileError("compile_unit needs at least one proc")
         with status(f"gpudsl: proving and compiling a unit of {len(items)} procs for "
-                    f"{target}"):
+                    f"{self.backend_name} ({self.target})"):
             for proc, binds in items:
                 ir = as_procdef(proc) or proc
                 if not isinstance(ir, ProcDef):
@@ -126,10 +130,9 @@ class Unit:
                 key = (ir, tuple(sorted(bindings.items())))
                 if key in self._by_ir:  # the same proc twice: one entry
                     continue
-                report = proof_or_refusal(ir, bindings, check, "the unit",
-                                          backend_arch(target))
+                report = proof_or_refusal(ir, bindings, check, "the unit", self.target)
                 try:
-                    module = generate(ir, bindings)
+                    module = generate(ir, bindings, target=self.target)
                 except NeedsBinding as e:
                     raise CompileError(f"{ir.name}: the code depends on the sizes "
                                        f"{', '.join(e.names)}; bind them in the unit: "
@@ -153,7 +156,9 @@ class Unit:
                                          [p.name for p in k.params])
                                for e in self.entries.values()
                                for k in e.module.kernels.values()]
-            self.key = hashlib.sha256(f"{target}\0{self.source}".encode()).hexdigest()
+            # a named target's architecture is part of what was built
+            built = self.backend_name + (f"\0{self._arch}" if self._arch else "")
+            self.key = hashlib.sha256(f"{built}\0{self.source}".encode()).hexdigest()
             self._load_backend()
 
     def _load_backend(self) -> None:
@@ -162,7 +167,11 @@ class Unit:
             if backend is not None:
                 stats["memory_hits"] += 1
         if backend is None:
-            backend = BACKENDS[self.target](self.source, self.signatures)
+            kw = {}
+            if self._arch is not None:
+                features = set().union(*(e.module.features for e in self.entries.values()))
+                kw["arch"] = targets.arch_with(self._arch, features)
+            backend = BACKENDS[self.backend_name](self.source, self.signatures, **kw)
             with _LOCK:
                 backend = _BACKENDS.setdefault(self.key, backend)
                 stats["built"] += 1
@@ -176,6 +185,10 @@ class Unit:
         return state
 
     def __setstate__(self, state):
+        if "backend_name" not in state:   # pickled before backends and targets were two words
+            state["backend_name"] = state.pop("target")
+            state["target"] = backend_and_target(state["backend_name"], None, "unpickle")[1]
+            state["_arch"] = None
         self.__dict__.update(state)
         self._load_backend()
 
@@ -212,7 +225,7 @@ class Unit:
 
     def __repr__(self):
         return (f"<gpudsl Unit of {len(self.entries)} procs, {len(self.signatures)} kernels, "
-                f"target={self.target}>")
+                f"backend={self.backend_name}, target={self.target}>")
 
     # ------------------------------------------------------------ calling
 
@@ -230,7 +243,7 @@ class Unit:
         names as in the unit's source): ``(bound, temporaries, launches)``; nothing
         runs."""
         e = self._entry(name)
-        b = bind_arguments(e.ir, args, kwargs, e.bindings, self.target, e.written)
+        b = bind_arguments(e.ir, args, kwargs, e.bindings, self.backend_name, e.written)
         numels = [int(np.prod(a.shape, dtype=np.int64)) for a in b.arrays.values()]
         if index_bits_for(e.module, b.env, numels) > e.module.index_bits:
             raise LaunchError(f"{e.name}: these sizes need 64-bit index arithmetic; the unit "
@@ -238,7 +251,8 @@ class Unit:
                               hint="compile the proc on its own (proc.compile), which picks "
                                    "the width per call")
         launches = [replace(ln, kernel=e.rename[ln.kernel])
-                    for ln in plan_launches(e.module, b, e.name)]
+                    for ln in plan_launches(e.module, b, e.name,
+                                            limits=self.target.max_grid_dims)]
         return b, list(temporary_shapes(e.module, b.env)), launches
 
     def launch(self, name, *args, **kwargs) -> None:
@@ -255,12 +269,14 @@ class Unit:
         return lambda *a, **k: self.launch(e.name, *a, **k)
 
 
-def compile_unit(procs, target: str = "cuda", check: bool = True) -> Unit:
+def compile_unit(procs, backend: str | None = None, check: bool = True,
+                 target=None) -> Unit:
     """Compile several procs (each a proc, or ``(proc, {size: value})``) into ONE
-    translation unit for ``target`` (``"cuda"``: one NVRTC cubin; ``"emulator"``: one
-    g++ shared object).  Compiled once: the unit is cached on disk and in memory by a
-    key over its whole source."""
-    return Unit(procs, target, check)
+    translation unit for the ``backend`` (``"cuda"``, the default: one NVRTC cubin;
+    ``"emulator"``: one g++ shared object), proved and generated for ``target`` (an
+    architecture; None: the backend's).  Compiled once: the unit is cached on disk and
+    in memory by a key over its whole source."""
+    return Unit(procs, backend, check, target)
 
 
 def clear_memory_cache() -> None:

@@ -109,10 +109,14 @@ class SassReport:
         return "".join(parts) + "</div>"
 
 
-def sass_report(module, arch: str = "sm_90", device_name: "str | Device | None" = None,
+def sass_report(module, arch: str | None = None, device_name: "str | Device | None" = None,
                 name: str | None = None) -> SassReport:
-    """The machine-code report of a generated module (``codegen.CudaModule``)."""
+    """The machine-code report of a generated module (``codegen.CudaModule``) built for
+    ``arch`` (None: the default target, ``gpudsl.targets.DEFAULT_TARGET``)."""
+    from .. import targets
     from ..runtime.nvrtc import compile_cubin
+
+    arch = arch or targets.DEFAULT_TARGET
 
     if device_name is None:
         device_name = next((d for d in ("H100", "A100") if device(d).arch == arch), "H100")

@@ -60,8 +60,6 @@ _SIGNATURES = {
 }
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
-STATIC_SHARED_LIMIT = target().static_shared_bytes
-MAX_BLOCK_THREADS = target().max_threads_per_block
 
 _lock = threading.Lock()
 _api: ctypes.CDLL | None = None
@@ -76,7 +74,7 @@ def _cu() -> ctypes.CDLL:
             if _api is None:
                 if not driver_available():
                     raise LaunchError("no CUDA driver or GPU is available",
-                                      hint="compile for the 'emulator' target instead")
+                                      hint="compile for the 'emulator' backend instead")
                 lib = libcuda()
                 for name, argtypes in _SIGNATURES.items():
                     fn = getattr(lib, name)
@@ -205,10 +203,18 @@ def device_pointer(sig: KernelSig, i: int, p: Param, v: Any) -> int:
 
 
 class DeviceModule:
-    """A cubin loaded into the primary context, with its kernels looked up by name."""
+    """A cubin loaded into the primary context, with its kernels looked up by name;
+    ``arch`` is the architecture it was built for (None: the device's), whose
+    ``gpudsl.targets`` description gives the launch limits (threads per block, the
+    static shared memory above which a launch opts in)."""
 
-    def __init__(self, cubin: bytes, kernels: Iterable[KernelSig]):
+    def __init__(self, cubin: bytes, kernels: Iterable[KernelSig], arch: str | None = None):
         cu = _cu()
+        if arch is None:
+            from gpudsl.runtime.driver import device_arch
+
+            arch = device_arch()
+        self.target = target(arch)
         self._image = bytes(cubin)
         self._mod = ctypes.c_void_p(0)
         check(cu.cuModuleLoadData(ctypes.byref(self._mod), self._image), "cuModuleLoadData")
@@ -236,13 +242,14 @@ class DeviceModule:
         if sig is None:
             raise LaunchError(f"no kernel named {name!r} in this module")
         g, b = dims(grid, "grid"), dims(block, "block")
-        if b[0] * b[1] * b[2] > MAX_BLOCK_THREADS:
-            raise LaunchError(f"block {b} has more than {MAX_BLOCK_THREADS} threads")
+        limit = self.target.max_threads_per_block
+        if b[0] * b[1] * b[2] > limit:
+            raise LaunchError(f"block {b} has more than {limit} threads ({self.target})")
         cu = _cu()
         slots = pack_args(sig, args, device_pointer)
         params = slots.pointer_array()
         f = self._fns[name]
-        if shared_bytes > STATIC_SHARED_LIMIT and self._dyn_smem.get(name, 0) < shared_bytes:
+        if shared_bytes > self.target.static_shared_bytes and self._dyn_smem.get(name, 0) < shared_bytes:
             check(cu.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         int(shared_bytes)),
                   f"allowing {shared_bytes} bytes of dynamic shared memory for {name}")

@@ -16,8 +16,6 @@ _lib_tried = False
 _available: bool | None = None
 _arch: str | None = None
 
-DEFAULT_ARCH = "sm_90"
-
 # CUdevice_attribute values from cuda.h
 _ATTR_CC_MAJOR = 75
 _ATTR_CC_MINOR = 76
@@ -73,11 +71,13 @@ def driver_available() -> bool:
 def device_arch(device: int = 0) -> str:
     """The architecture code for the device is built for, from its compute capability
     (``gpudsl.targets.device_target_name``: ``"sm_90a"`` on an H100/H200, ``"sm_XY"``
-    elsewhere); ``"sm_90"`` without a device."""
+    elsewhere); the default target (``gpudsl.targets.DEFAULT_TARGET``) without a device."""
     global _arch
     if _arch is not None:
         return _arch
-    arch = DEFAULT_ARCH
+    from .. import targets
+
+    arch = targets.DEFAULT_TARGET
     if driver_available():
         lib = libcuda()
         try:
@@ -90,9 +90,7 @@ def device_arch(device: int = 0) -> str:
                     and lib.cuDeviceGetAttribute(ctypes.byref(major), _ATTR_CC_MAJOR, dev) == 0
                     and lib.cuDeviceGetAttribute(ctypes.byref(minor), _ATTR_CC_MINOR, dev) == 0
                     and major.value > 0):
-                from ..targets import device_target_name
-
-                arch = device_target_name(major.value, minor.value)
+                arch = targets.device_target_name(major.value, minor.value)
         except Exception:
             pass
     _arch = arch

@@ -1,4 +1,4 @@
-"""The "emulator" target: generated CUDA C run on the CPU.
+"""The "emulator" backend: generated CUDA C run on the CPU.
 
 The CUDA C translation unit is compiled by ``g++ -std=c++20 -O2 -x c++ -shared -fPIC
 -include gpudsl_emu.h`` (so codegen emits nothing special), with one launcher per kernel
@@ -92,7 +92,7 @@ def compiler_version(cxx: str | None = None) -> str:
     with _version_lock:
         if cxx not in _versions:
             if shutil.which(cxx) is None:
-                raise CompileError(f"the emulator target needs a C++20 compiler; {cxx!r} was not "
+                raise CompileError(f"the emulator backend needs a C++20 compiler; {cxx!r} was not "
                                    f"found", hint="install g++ or set GPUDSL_CXX")
             out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30)
             _versions[cxx] = (out.stdout.splitlines() or ["unknown"])[0]

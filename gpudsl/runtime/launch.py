@@ -93,7 +93,8 @@ class EmulatorBackend:
 
         return EMULATED_TARGET   # every feature gpudsl describes is emulated
 
-    def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False):
+    def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False,
+                 arch: str | None = None):   # every architecture's code runs the same
         from .emulator import build_emulator_module
 
         self.mod = build_emulator_module(source, sigs)
@@ -179,14 +180,15 @@ class CudaBackend:
 
         return device_arch()
 
-    def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False):
+    def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False,
+                 arch: str | None = None):
         from .driver import device_arch
         from .nvrtc import compile_cubin
 
         self.capture_output = capture_output
         self.output = ""
         self.sigs = sigs
-        r = compile_cubin(source, device_arch())
+        r = compile_cubin(source, arch or device_arch())
         self.cubin, self.resources, self.arch = r.cubin, r.resources, r.arch
         self._dev = None
 
@@ -195,12 +197,12 @@ class CudaBackend:
 
         if not driver_available():
             raise LaunchError("no CUDA driver or GPU is available to run this kernel",
-                              hint="compile for the 'emulator' target: "
+                              hint="compile for the 'emulator' backend: "
                                    "proc.compile('emulator')")
         from .device import DeviceBuffer, DeviceModule, synchronize
 
         if self._dev is None:
-            self._dev = DeviceModule(self.cubin, self.sigs)
+            self._dev = DeviceModule(self.cubin, self.sigs, self.arch)
         if not self.capture_output and all(a.on_device for a in arrays.values()):
             alloc = stream_ordered_zeros(a.value for a in arrays.values())
             if alloc is not None or not temporaries:
@@ -268,7 +270,7 @@ class CudaBackend:
         from .device import DeviceModule
 
         if self._dev is None:
-            self._dev = DeviceModule(self.cubin, self.sigs)
+            self._dev = DeviceModule(self.cubin, self.sigs, self.arch)
         for ln in launches:
             args = [work[a.name] if isinstance(a, ArrayRef) else a for a in ln.args]
             self._dev.launch(ln.kernel, ln.grid, ln.block, args, ln.dynamic_shared_bytes,

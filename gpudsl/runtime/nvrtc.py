@@ -37,7 +37,7 @@ class CubinResult:
     cubin: bytes
     log: str
     resources: dict[str, Resources] = field(default_factory=dict)
-    arch: str = "sm_90"
+    arch: str = ""   # the architecture it was compiled for
     key: str = ""
     cached: bool = False
 
@@ -154,10 +154,15 @@ def _interruptible(fn, *args):
     return box["ok"]
 
 
-def compile_cubin(source: str, arch: str = "sm_90", options: list[str] | tuple[str, ...] = (),
+def compile_cubin(source: str, arch: str | None = None, options: list[str] | tuple[str, ...] = (),
                   name: str = "gpudsl.cu", cache: Cache | None = None,
                   use_cache: bool = True) -> CubinResult:
-    """Compile ``source`` to a cubin for ``arch``; ``options`` are extra NVRTC flags."""
+    """Compile ``source`` to a cubin for ``arch`` (None: the default target,
+    ``gpudsl.targets.DEFAULT_TARGET``); ``options`` are extra NVRTC flags."""
+    if arch is None:
+        from gpudsl import targets
+
+        arch = targets.DEFAULT_TARGET
     if not re.fullmatch(r"sm_\d+[a-z]?", arch):
         raise CompileError(f"bad CUDA architecture {arch!r}", hint="use e.g. 'sm_90'")
     all_opts = [f"--gpu-architecture={arch}", *DEFAULT_OPTIONS, *options]

@@ -37,7 +37,8 @@ class RecordingBackend:
     def arch() -> None:
         return None
 
-    def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False):
+    def __init__(self, source: str, sigs: list[KernelSig], capture_output: bool = False,
+                 arch: str | None = None):
         self.sigs = {s.name: s for s in sigs}
         RecordingBackend.sources.append(source)
 

@@ -20,7 +20,7 @@ that the spin outlasted the host's enqueueing; ``covered`` counts those that did
 call that synchronizes inside (a result read back to the host) is timed with its host
 work, with a note.  ``host_ms`` is the host's own time per call (the launch overhead).
 
-``target="emulator"`` times the same loop on the CPU with ``time.perf_counter`` (no
+``backend="emulator"`` times the same loop on the CPU with ``time.perf_counter`` (no
 flush: there is no GPU cache) and labels the result ``emulated``; such figures say
 nothing about a GPU and are never to be mixed with GPU ones.
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import statistics
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -41,7 +42,7 @@ FLUSH_L2_MULTIPLE = 4  # and at least 4x the L2 the device reports
 CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 
-TARGETS = ("cuda", "emulator")
+TIMED = ("cuda", "emulator")   # the backends measure() times
 
 
 @dataclass
@@ -209,22 +210,31 @@ def _flusher(nbytes: int | None) -> L2Flusher:
 
 # ------------------------------------------------------------------ measuring
 
-def measure(fn: Callable[[], object], *, target: str = "cuda", warmup: int = 3,
+def measure(fn: Callable[[], object], *, backend: str | None = None, warmup: int = 3,
             reps: int = 10, inner: int = 1, restore: Callable[[], object] | None = None,
-            flush: bool = True, flush_nbytes: int | None = None) -> Timing:
+            flush: bool = True, flush_nbytes: int | None = None, target=None) -> Timing:
     """Time ``fn()`` (see the module's docstring).  ``restore`` runs before every call,
     warm-up included, outside the timed region: pass it when ``fn`` writes arguments
     that it also reads.  ``flush=False`` keeps the L2 warm (to measure L2-resident
-    working sets as a following kernel would see them)."""
-    if target not in TARGETS:
-        raise ValueError(f"measure: unknown target {target!r} (targets: {', '.join(TARGETS)})")
+    working sets as a following kernel would see them).  ``backend``: ``"cuda"`` (the
+    default) or ``"emulator"`` (``target=`` is its old spelling, deprecated)."""
+    if target is not None:
+        warnings.warn(f"measure(target={target!r}): the way code runs is the backend: write "
+                      f"backend={target!r}", DeprecationWarning, stacklevel=2)
+        if backend not in (None, target):
+            raise ValueError(f"measure: backend={backend!r} and target={target!r} disagree")
+        backend = target
+    backend = backend or "cuda"
+    if backend not in TIMED:
+        raise ValueError(f"measure: unknown backend {backend!r} (backends: "
+                         f"{', '.join(TIMED)})")
     if reps < 1 or inner < 1 or warmup < 0:
         raise ValueError("measure: reps and inner must be >= 1, warmup >= 0")
     for _ in range(warmup):
         if restore is not None:
             restore()
         fn()
-    if target == "emulator":
+    if backend == "emulator":
         times = []
         for _ in range(reps):
             if restore is not None:

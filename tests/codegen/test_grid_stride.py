@@ -8,7 +8,14 @@ import pytest
 
 import gpudsl
 from gpudsl import BLOCKS, SHARED, THREADS, par, proc, sync
-from gpudsl.compiler import kernel as kernel_mod
+from gpudsl.targets import EMULATED_TARGET, target
+
+
+def _grid(dims):
+    """The emulator's target with the grid limits ``dims`` (the limits are the target's)."""
+    from dataclasses import replace
+
+    return replace(target(EMULATED_TARGET), name="sm_grid", max_grid_dims=dims)
 
 
 @proc
@@ -43,29 +50,29 @@ def test_y_and_z_loops_stride_by_the_grid():
 
 
 @pytest.mark.parametrize("n, m", [(10, 7), (3, 3), (1, 1)])
-def test_more_rows_than_the_limit_run_correctly(monkeypatch, n, m):
+def test_more_rows_than_the_limit_run_correctly(n, m):
     """With the limits lowered to 3 blocks in y and z, blocks walk several rows each;
     without the closing barrier a fast thread would overwrite the tile that a slow
     one still reads (the emulator runs threads one after another between barriers)."""
-    monkeypatch.setattr(kernel_mod, "GRID_LIMITS", (2 ** 31 - 1, 3, 3))
+    small = _grid((2 ** 31 - 1, 3, 3))
     x = np.random.default_rng(n).standard_normal((n, m, 32)).astype(np.float32)
     y = np.zeros_like(x)
-    reverse_rows.compile("emulator")(x=x, y=y)
+    reverse_rows.compile("emulator", target=small)(x=x, y=y)
     np.testing.assert_array_equal(y, x[:, :, ::-1])
     x2 = x[:, 0, :].repeat(2, axis=1)
     y2 = np.zeros_like(x2)
-    scale_rows.compile("emulator")(x=x2, y=y2)
+    scale_rows.compile("emulator", target=small)(x=x2, y=y2)
     np.testing.assert_array_equal(y2, 2 * x2)
 
 
-def test_grid_x_limit_is_still_refused(monkeypatch):
+def test_grid_x_limit_is_still_refused():
     @proc
     def wide(n: size, x: f32[n]):
         for b in par(0, n) @ BLOCKS:
             for i in par(0, 1) @ THREADS:
                 x[b] = 1.0
 
-    k = wide.compile("emulator")
-    monkeypatch.setattr(kernel_mod, "GRID_LIMITS", (4, 65535, 65535))
+    k = wide.compile("emulator", target=_grid((4, 65535, 65535)))
     with pytest.raises(gpudsl.LaunchError, match="gridDim.x"):
         k(x=np.zeros(5, np.float32))
+    wide.compile("emulator")(x=np.zeros(5, np.float32))   # the emulator's own limits

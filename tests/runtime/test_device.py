@@ -30,6 +30,7 @@ def fake_driver(tmp_path, monkeypatch):
     monkeypatch.setattr(driver, "_lib", lib)
     monkeypatch.setattr(driver, "_lib_tried", True)
     monkeypatch.setattr(driver, "_available", True)
+    monkeypatch.setattr(driver, "_arch", None)   # the fake device's, forgotten afterwards
     monkeypatch.setattr(device, "_api", None)
     monkeypatch.setattr(device, "_ctx", ctypes.c_void_p(0))
     yield lib
@@ -60,6 +61,32 @@ def test_device_plumbing_with_a_fake_driver(fake_driver):
     with pytest.raises(LaunchError, match="CUDA_ERROR_NOT_FOUND"):
         device.DeviceModule(b"x", [KernelSig("missing", ["int"])])
     buf.free()
+
+
+def test_the_launch_limits_are_the_modules_target(fake_driver):
+    """issue 41: the launch limits were the default target's, fixed at import; they are
+    the description of the architecture the module was built for."""
+    from gpudsl.targets import TARGETS, Target, register_target
+
+    sig = KernelSig("scale", ["float*", "int", "float"])
+    register_target(Target("sm_toy", (9, 0), max_threads_per_block=16,
+                           static_shared_bytes=1024))
+    try:
+        toy, h100 = device.DeviceModule(b"x", [sig], "sm_toy"), device.DeviceModule(b"x", [sig])
+        assert h100.target.name == "sm_90a"       # the (fake) 9.0 device's own
+        buf = device.DeviceBuffer.zeros(8, np.float32)
+        args = [buf, np.int32(8), np.float32(2)]
+        with pytest.raises(LaunchError, match="more than 16 threads"):
+            toy.launch("scale", 1, 32, args)
+        h100.launch("scale", 1, 32, args)
+        # 2 KiB of shared memory: over the toy's static limit (the launch opts in), not sm_90a's
+        toy.launch("scale", 1, 8, args, shared_bytes=2048)
+        h100.launch("scale", 1, 8, args, shared_bytes=2048)
+        assert toy._dyn_smem == {"scale": 2048} and h100._dyn_smem == {}
+        device.synchronize()
+        buf.free()
+    finally:
+        del TARGETS["sm_toy"]
 
 
 class _CAI:

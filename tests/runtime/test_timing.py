@@ -40,7 +40,7 @@ def test_emulator_path_times_restores_and_labels():
         x[0] += 1
         calls.append(1)
 
-    t = timing.measure(fn, target="emulator", warmup=2, reps=5, restore=lambda: x.fill(0))
+    t = timing.measure(fn, backend="emulator", warmup=2, reps=5, restore=lambda: x.fill(0))
     assert len(calls) == 7 and len(t.times_ms) == 5
     assert t.emulated and t.method == "perf_counter" and t.flush_bytes == 0 and t.restored
     assert t.min_ms <= t.median_ms <= t.max_ms
@@ -53,15 +53,25 @@ def test_emulator_path_times_restores_and_labels():
 def test_emulator_inner_divides():
     import time
 
-    t = timing.measure(lambda: time.sleep(0.002), target="emulator", warmup=0, reps=2, inner=3)
+    t = timing.measure(lambda: time.sleep(0.002), backend="emulator", warmup=0, reps=2, inner=3)
     assert 1.5 < t.median_ms < 50
 
 
 def test_measure_refuses_bad_arguments():
-    with pytest.raises(ValueError, match="target"):
-        timing.measure(lambda: None, target="tpu")
+    with pytest.raises(ValueError, match="unknown backend 'tpu'"):
+        timing.measure(lambda: None, backend="tpu")
     with pytest.raises(ValueError):
-        timing.measure(lambda: None, target="emulator", reps=0)
+        timing.measure(lambda: None, backend="emulator", reps=0)
+
+
+def test_measure_target_is_the_old_name_of_backend():
+    """issue 41: "target" means an architecture; measure's backend keyword was once
+    called target, which still works with a DeprecationWarning."""
+    with pytest.warns(DeprecationWarning, match="backend='emulator'"):
+        t = timing.measure(lambda: None, target="emulator", warmup=0, reps=1)
+    assert t.emulated
+    with pytest.raises(ValueError, match="disagree"), pytest.warns(DeprecationWarning):
+        timing.measure(lambda: None, backend="cuda", target="emulator")
 
 
 def test_cuda_path_with_a_fake_driver(fake_driver, monkeypatch):  # noqa: F811

@@ -59,6 +59,8 @@ def test_kernel_html_geometry_target_and_proof():
     h = k._repr_html_()
     t = text_of(h)
     assert "Kernel stencil" in t and "emulator" in t and "proved" in t
+    assert "backend emulator target sm_90a" in t   # how it runs, what it was proved for
+    assert str(k).startswith("Kernel stencil backend=emulator target=sm_90a proved")
     geo = re.search(r'<table class="gpudsl-geometry".*?</table>', h).group(0)
     assert "stencil_k0" in geo and "(n // 32, 1, 1)" in text_of(geo)
     assert "(32, 1, 1)" in text_of(geo)
