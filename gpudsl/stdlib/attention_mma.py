@@ -65,17 +65,16 @@ BM = 64  # query rows per block: 4 warps of 16
 BN = 64  # keys per tile: 8 n8 tiles of S, 4 k16 steps of P V
 WARPS = 4
 
-_HALF = {"f16": ("__half", "__halves2half2", "__floats2half2_rn", "__float2half"),
-         "bf16": ("__nv_bfloat16", "__halves2bfloat162", "__floats2bfloat162_rn",
-                  "__float2bfloat16")}
+_HALF = {"f16": ("__halves2half2", "__floats2half2_rn", "__float2half"),
+         "bf16": ("__halves2bfloat162", "__floats2bfloat162_rn", "__float2bfloat16")}
 
 # the A operand: register q = (h, rm) = (q >> 1, q & 1), its halves the lane's
 # a[h, rm, 0] (low) and a[h, rm, 1]
 _A_OF = "(&{a})[(gpudsl_q_ >> 1) * {a_stride_0} + (gpudsl_q_ & 1) * {a_stride_1}"
 _PACK = {
-    "halves": ("    @T2@ gpudsl_h_ = @PAIR@(" + _A_OF + "], " + _A_OF +
+    "halves": ("    const auto gpudsl_h_ = @PAIR@(" + _A_OF + "], " + _A_OF +
                " + {a_stride_2}]);\n"),
-    "floats": ("    @T2@ gpudsl_h_ = @FLOATS@(" + _A_OF + "], " + _A_OF +
+    "floats": ("    const auto gpudsl_h_ = @FLOATS@(" + _A_OF + "], " + _A_OF +
                " + {a_stride_2}]);\n"),
 }
 
@@ -91,7 +90,7 @@ _TEMPLATE = r"""{
                : "r"((unsigned)__cvta_generic_to_shared(gpudsl_b_)));
 #pragma unroll
   for (int gpudsl_q_ = 0; gpudsl_q_ < 4; ++gpudsl_q_) {
-@PACK@    gpudsl_x_[gpudsl_q_] = *reinterpret_cast<unsigned*>(&gpudsl_h_);
+@PACK@    gpudsl_x_[gpudsl_q_] = *reinterpret_cast<const unsigned*>(&gpudsl_h_);
   }
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.@T@.@T@.f32 "
                "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
@@ -116,7 +115,7 @@ _A_FALLBACK = "(&{a})[(kk / 8) * {a_stride_0} + rm * {a_stride_1} + (kk % 2) * {
 def _template(dt: str, kind: str) -> str:
     """The CUDA C of :data:`MMA_QK` (``kind`` "qk": A halves, B ``[n, k]``) or
     :data:`MMA_PV` ("pv": A f32 rounded to ``dt``, B ``[k, n]``)."""
-    t2, pair, floats, one = _HALF[dt]
+    pair, floats, one = _HALF[dt]
     if kind == "qk":  # ldmatrix rows: keys (l & 7) of the n8 tile, d columns 8 ((l >> 3) & 1)
         baddr = ("&{b} + ((int)(gpudsl_l_ & 7u) - 2 * gpudsl_t_) * {b_stride_0} "
                  "+ 8 * (int)((gpudsl_l_ >> 3) & 1u)")
@@ -127,7 +126,7 @@ def _template(dt: str, kind: str) -> str:
         pack, trans, aval, bidx = _PACK["floats"], ".trans", \
             f"(float){one}({_A_FALLBACK})", "kk * {b_stride_0} + rn"
     return (_TEMPLATE.replace("@BADDR@", baddr).replace("@TRANS@", trans)
-            .replace("@PACK@", pack).replace("@T2@", t2).replace("@PAIR@", pair)
+            .replace("@PACK@", pack).replace("@PAIR@", pair)
             .replace("@FLOATS@", floats).replace("@AVAL@", aval).replace("@BIDX@", bidx)
             .replace("@T@", dt))
 
