@@ -57,7 +57,6 @@ from ..language import bf16, f16, f32, index, seq, shfl  # noqa: F401  (@instr b
 from ..proc import Proc, instr
 from .attention import (NEG, _SIG, _bad_prefix, _valid, attention_reference,
                         attention_tolerance)
-from .common import make_proc
 from .halves import unit_roundoff
 
 HEAD_DIMS = (64, 128)
@@ -346,15 +345,19 @@ def attention_mma_kernel(d: int = 128, causal: bool = False, dt: str = "f16") ->
         raise ValueError(f"head dimension {d} is not one of {HEAD_DIMS}")
     if dt not in MMA_QK:
         raise ValueError(f"the tensor-core attention takes f16 or bf16, not {dt}")
+    return proc_of(kernel_text(d, causal, dt))
+
+
+def proc_of(text: str) -> Proc:
+    """The proc ``text`` defines, with the instructions of this module in scope."""
     import gpudsl
 
-    ns = {f"mma_qk_{x}": MMA_QK[x] for x in MMA_QK}
-    ns.update({f"mma_pv_{x}": MMA_PV[x] for x in MMA_PV})
-    ns.update({k: getattr(gpudsl, k) for k in gpudsl.__all__})
     from ..proc import proc_from_source
 
-    return proc_from_source(kernel_text(d, causal, dt), ns,
-                            file="<gpudsl.stdlib.attention_mma>")
+    ns = {k: getattr(gpudsl, k) for k in gpudsl.__all__}
+    ns.update({f"mma_qk_{x}": MMA_QK[x] for x in MMA_QK})
+    ns.update({f"mma_pv_{x}": MMA_PV[x] for x in MMA_PV})
+    return proc_from_source(text, ns, file="<gpudsl.stdlib.attention_mma>")
 
 
 def attention_mma_tolerance(q, k, v, causal: bool = False, prefix: int | None = None,
@@ -370,3 +373,8 @@ def attention_mma_tolerance(q, k, v, causal: bool = False, prefix: int | None = 
     n = k.shape[1] if prefix is None else int(np.asarray(prefix).reshape(-1)[0])
     return atol + rtol * np.abs(ref) + (unit_roundoff(dt) + n * 2.0 ** -23) * \
         np.asarray(mag, np.float64)
+
+
+__all__ = ["attention_mma_kernel", "attention_mma_tolerance", "kernel_text", "proc_of",
+           "mma_qk_f16", "mma_qk_bf16", "mma_pv_f16", "mma_pv_bf16", "MMA_QK", "MMA_PV",
+           "HEAD_DIMS", "BM", "BN"]

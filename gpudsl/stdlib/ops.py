@@ -485,7 +485,8 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
         q, k, v = _contig(q), _contig(k), _contig(v)
         out = _empty(q, qs, _NUMPY[dt])
         err = _zeros(q, (1,), np.int32)
-        _run(plan_attention(m, d, bool(causal), h, n, dt=dt), q=q, k=k, v=v,
+        p = plan_attention(m, d, bool(causal), h, n, dt=dt, target=target())
+        _run(p, q=q, k=k, v=v,
              prefix=prefix, scale=np.float32(scale), out=out, err=err)
     else:
         out, err = _launch("attention", (_contig(q), _contig(k), _contig(v), prefix),
