@@ -270,8 +270,7 @@ if {row} < m:
 
 
 def plan_attention(m: int, d: int, causal: bool = False, heads: int | None = None,
-                   keys: int | None = None, layout: str = "hnd", dt: str = "f32",
-                   target: str | None = None) -> Proc:
+                   keys: int | None = None, layout: str = "hnd", dt: str = "f32") -> Proc:
     """The kernel for ``heads`` x ``m`` query rows of ``d`` entries against ``keys`` keys.
 
     Decode shapes (``m <= SPLIT_MAX_ROWS``), head dimensions the tiled kernel does not
@@ -286,9 +285,6 @@ def plan_attention(m: int, d: int, causal: bool = False, heads: int | None = Non
 
     if m <= SPLIT_MAX_ROWS or d not in TILED_HEAD_DIMS or layout != "hnd":
         return plan_split(d, causal, heads, m, keys, layout, dt=dt)
-    if target == "cuda" and dt in ("f16", "bf16") and d in (64, 128):
-        from .attention_mma import attention_mma_kernel
-        return attention_mma_kernel(d, causal, dt)
     rows = 1
     while rows < m and rows * 2 in ROW_CHOICES and rows * 2 * d <= PLAN_THREADS:
         rows *= 2

@@ -55,8 +55,8 @@ import numpy as np
 from ..ir.types import REGISTER, SHARED
 from ..language import bf16, f16, f32, index, seq, shfl  # noqa: F401  (@instr bodies)
 from ..proc import Proc, instr
-from .attention import (NEG, _SIG, _bad_prefix, _valid, attention_reference,
-                        attention_tolerance)
+from .attention import (NEG, SPLIT_MAX_ROWS, _SIG, _bad_prefix, _valid, attention_reference,
+                        attention_tolerance, plan_attention)
 from .halves import unit_roundoff
 
 HEAD_DIMS = (64, 128)
@@ -288,14 +288,16 @@ for nt in seq(0, {BN // 8}, unroll=True):
             s[l, nt, rm, rn] = 0.0
 for c in seq(0, {d // 16}, unroll=True):
     for nt in seq(0, {BN // 8}, unroll=True):
-        mma_qk_{dt}(s[l, nt, 0:2, 0:2], qf[l, c, 0:2, 0:2, 0:2], ks[8 * nt + 2 * ({t}):8 * nt + 2 * ({t}) + 2, 16 * c:16 * c + 16], {g})
+        mma_qk_{dt}(s[l, nt, 0:2, 0:2], qf[l, c, 0:2, 0:2, 0:2],
+                    ks[8 * nt + 2 * ({t}):8 * nt + 2 * ({t}) + 2, 16 * c:16 * c + 16], {g})
 if {full}:
 """ + _indent(_softmax(d, causal, False), 1) + "else:\n" + \
         _indent(_softmax(d, causal, True), 1)
     products = f"""
 for kc in seq(0, {BN // 16}, unroll=True):
     for dn in seq(0, {d // 8}, unroll=True):
-        mma_pv_{dt}(o[l, dn, 0:2, 0:2], s[l, 2 * kc:2 * kc + 2, 0:2, 0:2], vs[16 * kc:16 * kc + 16, 8 * dn + 2 * ({t}):8 * dn + 2 * ({t}) + 2], {g})"""
+        mma_pv_{dt}(o[l, dn, 0:2, 0:2], s[l, 2 * kc:2 * kc + 2, 0:2, 0:2],
+                    vs[16 * kc:16 * kc + 16, 8 * dn + 2 * ({t}):8 * dn + 2 * ({t}) + 2], {g})"""
     final = f"""
 for rm in seq(0, 2, unroll=True):
     tot: f32
@@ -375,6 +377,20 @@ def attention_mma_tolerance(q, k, v, causal: bool = False, prefix: int | None = 
         np.asarray(mag, np.float64)
 
 
-__all__ = ["attention_mma_kernel", "attention_mma_tolerance", "kernel_text", "proc_of",
+def plan_prefill(m: int, d: int, causal: bool = False, heads: int | None = None,
+                 keys: int | None = None, layout: str = "hnd", dt: str = "f32",
+                 target: str | None = None) -> Proc:
+    """The attention kernel for these shapes on ``target``: on ``"cuda"``, f16/bf16
+    prefill (more than :data:`.attention.SPLIT_MAX_ROWS` rows, ``d`` 64 or 128,
+    ``[H, N, D]`` keys) runs :func:`attention_mma_kernel`; everything else (and every
+    shape on the emulator) :func:`.attention.plan_attention`'s choice."""
+    if (target == "cuda" and dt in MMA_QK and d in HEAD_DIMS and m > SPLIT_MAX_ROWS
+            and layout == "hnd"):
+        return attention_mma_kernel(d, causal, dt)
+    return plan_attention(m, d, causal, heads, keys, layout, dt=dt)
+
+
+__all__ = ["attention_mma_kernel", "plan_prefill", "attention_mma_tolerance", "kernel_text",
+           "proc_of",
            "mma_qk_f16", "mma_qk_bf16", "mma_pv_f16", "mma_pv_bf16", "MMA_QK", "MMA_PV",
            "HEAD_DIMS", "BM", "BN"]

@@ -480,12 +480,12 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     require(_is_scalar(scale) and not _is_array(scale),
             f"scale must be a number, not {type(scale).__name__} {scale!r:.40}")
     if dt != "f32":  # f16/bf16: read widened, f32 softmax and sums, rounded once
-        from .attention import plan_attention
+        from .attention_mma import plan_prefill
 
         q, k, v = _contig(q), _contig(k), _contig(v)
         out = _empty(q, qs, _NUMPY[dt])
         err = _zeros(q, (1,), np.int32)
-        p = plan_attention(m, d, bool(causal), h, n, dt=dt, target=target())
+        p = plan_prefill(m, d, bool(causal), h, n, dt=dt, target=target())
         _run(p, q=q, k=k, v=v,
              prefix=prefix, scale=np.float32(scale), out=out, err=err)
     else:

@@ -4,7 +4,8 @@ the kernels are proved for all sizes, equal the float64 reference within
 ``attention_mma_tolerance`` on the emulator (odd and even lengths, prefixes, causal or
 not, D 64 / 128, f16 / bf16) and in the interpreter (which equals the emulator), racy
 twins are refused, NVRTC builds them for sm_80 and sm_90 without spills with HMMA for
-both products in the key loop, and ``plan_attention`` picks them on CUDA only."""
+both products in the key loop, and ``plan_prefill`` (ops.attention's and the node
+table's choice) picks them on CUDA only."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -13,7 +14,7 @@ import pytest
 
 import gpudsl
 from gpudsl.stdlib import attention_mma as am
-from gpudsl.stdlib.attention import attention_reference, attention_rows, plan_attention
+from gpudsl.stdlib.attention import attention_reference, attention_rows
 
 NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
 DTS = ["f16", "bf16"]
@@ -221,20 +222,21 @@ def test_nvrtc_builds_them_without_spills_with_hmma_for_both_products(arch, d, c
     # S = Q K^T: D / 16 x 8 mma; O += P V: 4 x D / 8; each with its ldmatrix
     assert key_loop.count("HMMA") == d // 16 * 8 + 4 * d // 8 == d
     assert key_loop.counts.get("LDSM", 0) == d
-    assert key_loop.count("BAR") == 2 and key_loop.count("LDGSTS") == d // 8  # 16-byte copies of K and V
+    # two barriers a tile; the 16-byte copies of K and V
+    assert key_loop.count("BAR") == 2 and key_loop.count("LDGSTS") == d // 8
 
 
-def test_plan_attention_picks_the_tensor_core_kernel_on_cuda_only():
-    assert plan_attention(64, 128, True, 8, 64, dt="f16", target="cuda").name == \
+def test_plan_prefill_picks_the_tensor_core_kernel_on_cuda_only():
+    assert am.plan_prefill(64, 128, True, 8, 64, dt="f16", target="cuda").name == \
         "attention_mma_d128_causal_f16"
-    assert plan_attention(300, 64, False, dt="bf16", target="cuda").name == \
+    assert am.plan_prefill(300, 64, False, dt="bf16", target="cuda").name == \
         "attention_mma_d64_bf16"
     for args, kw in (((64, 128, True), dict(dt="f16", target="emulator")),
                      ((64, 128, True), dict(dt="f16")),
                      ((64, 128, True), dict(target="cuda")),        # f32
                      ((64, 96, True), dict(dt="f16", target="cuda")),
                      ((3, 128, True), dict(dt="f16", target="cuda"))):  # decode
-        assert not plan_attention(*args, **kw).name.startswith("attention_mma")
+        assert not am.plan_prefill(*args, **kw).name.startswith("attention_mma")
 
 
 @pytest.mark.gpu
