@@ -453,7 +453,10 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     uses the first ``prefix`` keys, ``1 <= prefix <= N``.  ``causal``: query row ``i``
     attends the keys ``j <= i + prefix - M`` (needs ``M <= prefix``).  ``scale``
     defaults to ``1 / sqrt(D)``.  float16/bfloat16 ``q, k, v`` (one dtype): read
-    widened to float32, float32 softmax and sums, the output rounded once."""
+    widened to float32, float32 softmax and sums, the output rounded once; on CUDA a
+    prefill with ``D`` 64 or 128 runs on tensor cores instead
+    (``gpudsl.stdlib.attention_mma``: the weights rounded to the half type for the
+    second product, within ``attention_mma_tolerance``)."""
     qs, ks, vs = (check_tensor(name, a, ranks=(3,), dtypes=_ANY_FLOAT) for name, a in
                   (("q", q), ("k", k), ("v", v)))
     dt = _common_dtype("attention", q=q, k=k, v=v)
