@@ -347,7 +347,9 @@ def attention_mma_kernel(d: int = 128, causal: bool = False, dt: str = "f16") ->
         raise ValueError(f"head dimension {d} is not one of {HEAD_DIMS}")
     if dt not in MMA_QK:
         raise ValueError(f"the tensor-core attention takes f16 or bf16, not {dt}")
-    return proc_of(kernel_text(d, causal, dt))
+    p = proc_of(kernel_text(d, causal, dt))
+    assert register_mma_preconditions_hold(p), p.name
+    return p
 
 
 def proc_of(text: str) -> Proc:
@@ -360,6 +362,66 @@ def proc_of(text: str) -> Proc:
     ns.update({f"mma_qk_{x}": MMA_QK[x] for x in MMA_QK})
     ns.update({f"mma_pv_{x}": MMA_PV[x] for x in MMA_PV})
     return proc_from_source(text, ns, file="<gpudsl.stdlib.attention_mma>")
+
+
+# ---------------------------------------------------------------- preconditions
+
+
+def register_mma_preconditions_hold(p: Proc) -> bool:
+    """The precondition of :data:`MMA_QK` / :data:`MMA_PV` calls that their bodies
+    cannot state, re-checked on a proc: every call stands in one thread loop ``l`` from
+    0 of a multiple of 32 threads, under loops only (no ``if`` between: whole converged
+    warps); it passes ``g = l % 32 // 4`` and the lane's own accumulators and A
+    fragment (windows whose first index is ``l``); the B window starts ``2 t`` (``t = l
+    % 4``) past a 16-byte aligned origin the same for all lanes of a warp (rows for
+    ``MMA_QK``, columns for ``MMA_PV``), in a tile of rows of a multiple of 8 halves."""
+    from ..ir.nodes import BinOp, Const, For, Point, Var
+    from ..ir.types import INDEX, THREADS
+    from ..ir.procdef import as_procdef
+    from ..ir.visitor import substitute
+    from ..schedule.legality import divisible
+    from ..schedule.simplify import normalize
+    from ..schedule.patterns import scope_at
+    from .matmul_tf32 import _calls, _const
+
+    ir = as_procdef(p) or p
+    found = False
+    for ins in (*MMA_QK.values(), *MMA_PV.values()):
+        b_dim = 0 if ins in MMA_QK.values() else 1
+        for addr, call, chain in _calls(p, ins):
+            found = True
+            k = [i for i, st in enumerate(chain)
+                 if isinstance(st, For) and st.mapping == THREADS]
+            if len(k) != 1 or not all(isinstance(st, For) for st in chain[k[0]:]):
+                return False
+            lp = chain[k[0]]
+            hi = _const(lp.hi)
+            if _const(lp.lo) != 0 or hi is None or hi % 32:
+                return False
+            acc, a, b, g = call.args
+
+            def at(e, lane):
+                return normalize(substitute(e, {lp.iter: Const(lane)}))
+
+            if any(not (w.idx and isinstance(w.idx[0], Point) and w.idx[0].pt == Var(lp.iter))
+                   for w in (acc, a)):
+                return False
+            env = scope_at(ir, addr)
+            if _const(env[b.name][2][-1]) is None or _const(env[b.name][2][-1]) % 8:
+                return False
+            lo = b.idx[b_dim].lo
+            for warp in range(hi // 32):
+                lanes = range(32 * warp, 32 * warp + 32)
+                if any(at(g, x) != Const(x % 32 // 4) for x in lanes):
+                    return False
+                origins = {at(BinOp("-", lo, Const(2 * (x % 4)), INDEX), x) for x in lanes}
+                if len(origins) != 1:
+                    return False
+            col = b.idx[1].lo if b_dim == 0 else normalize(substitute(
+                lo, {lp.iter: Const(0)}))
+            if not divisible(ir, addr, col, 8):
+                return False
+    return found
 
 
 def attention_mma_tolerance(q, k, v, causal: bool = False, prefix: int | None = None,
@@ -391,6 +453,6 @@ def plan_prefill(m: int, d: int, causal: bool = False, heads: int | None = None,
 
 
 __all__ = ["attention_mma_kernel", "plan_prefill", "attention_mma_tolerance", "kernel_text",
-           "proc_of",
+           "proc_of", "register_mma_preconditions_hold",
            "mma_qk_f16", "mma_qk_bf16", "mma_pv_f16", "mma_pv_bf16", "MMA_QK", "MMA_PV",
            "HEAD_DIMS", "BM", "BN"]

@@ -194,6 +194,21 @@ def test_racy_twins_are_refused(which, array):
     assert any(d.kind == "race" and array in d.message for d in r.diagnostics), str(r)
 
 
+@pytest.mark.parametrize("old,new", [
+    ("l % 32 // 4)\n", "l % 32 // 4 % 4)\n"),                 # another row group
+    ("2 * (l % 4):8 * nt", "2 * (l % 2):8 * nt"),              # B rows not 2t
+    ("8 * dn + 2 * (l % 4):", "8 * dn + 1 + 2 * (l % 4):"),    # B columns off 16 bytes
+    ("o[l, dn, 0:2, 0:2]", "o[(l + 1) % 128, dn, 0:2, 0:2]"),  # another lane's acc
+    ("mma_pv_f16(", "if l < 64:\n@    mma_pv_f16(")])            # a guard: not whole warps
+def test_the_instructions_preconditions_are_rechecked(old, new):
+    text = am.kernel_text(64, True, "f16")
+    pad = next(line for line in text.split("\n") if "mma_pv_f16(" in line).split("m")[0]
+    new = new.replace("@", pad)
+    assert am.register_mma_preconditions_hold(am.proc_of(text))
+    assert old in text
+    assert not am.register_mma_preconditions_hold(am.proc_of(text.replace(old, new, 1)))
+
+
 # ---------------------------------------------------------------- machine code
 
 
