@@ -172,12 +172,12 @@ def _launch_sliced_softmax(shapes, attrs, target):
 
 
 def _launch_attention(shapes, attrs, target):
-    from .attention import plan_attention
+    from .attention_mma import plan_prefill
 
     (h, m, d), n = shapes[0], shapes[1][1]
     scale = attrs.get("scale")
     scale = np.float32(1 / math.sqrt(d) if scale is None else scale)
-    p = plan_attention(m, d, bool(attrs["causal"]), h, n, dt=_dt(attrs))
+    p = plan_prefill(m, d, bool(attrs["causal"]), h, n, dt=_dt(attrs), target=target)
     return Launch(p, (("q", ("in", 0, None)), ("k", ("in", 1, None)), ("v", ("in", 2, None)),
                       ("prefix", ("index", 3, "prefix")), ("scale", ("value", scale)),
                       ("out", ("out", None)), ("err", ("err",))), shapes[0])

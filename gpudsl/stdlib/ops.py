@@ -453,7 +453,10 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     uses the first ``prefix`` keys, ``1 <= prefix <= N``.  ``causal``: query row ``i``
     attends the keys ``j <= i + prefix - M`` (needs ``M <= prefix``).  ``scale``
     defaults to ``1 / sqrt(D)``.  float16/bfloat16 ``q, k, v`` (one dtype): read
-    widened to float32, float32 softmax and sums, the output rounded once."""
+    widened to float32, float32 softmax and sums, the output rounded once; on CUDA a
+    prefill with ``D`` 64 or 128 runs on tensor cores instead
+    (``gpudsl.stdlib.attention_mma``: the weights rounded to the half type for the
+    second product, within ``attention_mma_tolerance``)."""
     qs, ks, vs = (check_tensor(name, a, ranks=(3,), dtypes=_ANY_FLOAT) for name, a in
                   (("q", q), ("k", k), ("v", v)))
     dt = _common_dtype("attention", q=q, k=k, v=v)
@@ -480,12 +483,13 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     require(_is_scalar(scale) and not _is_array(scale),
             f"scale must be a number, not {type(scale).__name__} {scale!r:.40}")
     if dt != "f32":  # f16/bf16: read widened, f32 softmax and sums, rounded once
-        from .attention import plan_attention
+        from .attention_mma import plan_prefill
 
         q, k, v = _contig(q), _contig(k), _contig(v)
         out = _empty(q, qs, _NUMPY[dt])
         err = _zeros(q, (1,), np.int32)
-        _run(plan_attention(m, d, bool(causal), h, n, dt=dt), q=q, k=k, v=v,
+        p = plan_prefill(m, d, bool(causal), h, n, dt=dt, target=target())
+        _run(p, q=q, k=k, v=v,
              prefix=prefix, scale=np.float32(scale), out=out, err=err)
     else:
         out, err = _launch("attention", (_contig(q), _contig(k), _contig(v), prefix),
