@@ -109,10 +109,17 @@ class _Collector(Walker):
 
     def _locals(self, stmts, i, st):
         """Integer scalar locals that hold a control value: allocated in ``stmts``,
-        assigned once (a statement of ``stmts``, from sizes, index parameters, loop
-        variables and constants) and never written otherwise.  Reads of them after
-        that assignment are replaced by its value in indices and guards
-        (``st["subst"]``), so ``j = t; out[j] = ...`` is ``out[t] = ...``."""
+        assigned only by statements of ``stmts`` itself (from sizes, index parameters,
+        loop variables and constants) and never written otherwise.  Reads of them
+        after such an assignment, up to the next, are replaced by its value in indices
+        and guards (``st["subst"]``), so ``j = t; out[j] = ...`` is ``out[t] = ...``
+        and ``a = 0; a = t; glob[a] = t`` is ``glob[t] = t`` (GPUVerify's
+        pointertests/test13).  Sound: the statements of one list run in order, each
+        once per execution of the list, and no write of the local stands anywhere
+        else (not inside a nested loop or ``if``, not through an atomic's old value),
+        so between assignment ``j`` and ``j + 1`` the local holds exactly the value
+        of assignment ``j``; a read before the first assignment is left alone (an
+        unknown)."""
         defs = self._defs_memo.get(id(stmts))
         if defs is None or defs[0] is not stmts:
             allocated = {x.name for x in walk(tuple(stmts)) if isinstance(x, Alloc)} \
@@ -121,8 +128,10 @@ class _Collector(Walker):
                 stmts, _index_locals(stmts, self.scalar_names), allocated)
         inherited = st.get("subst") or {}
         sub = {k: v for k, v in inherited.items() if k not in defs[2]}
-        for k, (at, value, rhs, lo, hi) in defs[1].items():
-            if i > at:
+        for k, ds in defs[1].items():
+            d = next((d for d in reversed(ds) if i > d[0]), None)
+            if d is not None:   # the last assignment before statement i is in force
+                at, value, rhs, lo, hi = d
                 r = interval(rhs, loop_ranges(st["loops"]))
                 sub[k] = rhs if r is not None and lo <= r[0] and r[1] < hi else value
         if sub == inherited:
@@ -453,8 +462,9 @@ def _var_names(e) -> set:
 
 
 def _index_locals(stmts, params: set) -> dict:
-    """name -> (index of its one assignment, the value read after it) for the integer
-    scalar locals of ``stmts`` that hold a control value (see ``_locals``)."""
+    """name -> [(index of an assignment, the value read after it, ...)] in program
+    order, for the integer scalar locals of ``stmts`` that hold a control value (see
+    ``_locals``)."""
     if not any(isinstance(s, Alloc) and not s.shape for s in stmts):
         return {}
     from ..ir.nodes import Builtin, BinOp as _Bin
@@ -472,24 +482,27 @@ def _index_locals(stmts, params: set) -> dict:
                   if isinstance(x, (Assign, Reduce, Atomic)) and x.name == name
                   or isinstance(x, Atomic) and getattr(x, "result", None) == name]
         allocs = [x for x in walk(tuple(rest)) if isinstance(x, Alloc) and x.name == name]
-        if len(writes) != 1 or allocs:
-            continue
-        w = writes[0]
-        at = next((k for k, x in enumerate(stmts) if x is w), None)
-        if at is None or not isinstance(w, Assign) or w.idx:
-            continue
-        rhs = w.rhs
-        if not rhs.ty.is_integer or any(isinstance(n, Read) for n in walk(rhs)):
+        if not writes or allocs:
             continue
         # the value in the local's type; out of its range, the local's own value
         bits = {"i8": 7, "i16": 15, "i32": 31, "i64": 63, "u8": 8, "u16": 16,
                 "u32": 32, "u64": 64}.get(getattr(s.ty, "name", ""), 31)
         lo = 0 if getattr(s.ty, "name", "").startswith("u") else -(2 ** bits)
         hi = 2 ** bits
-        fits = _Bin("and", _Bin(">=", rhs, Const(lo), bool_), _Bin("<", rhs, Const(hi), bool_),
-                    bool_)
-        out[name] = (at, Builtin("select", (fits, rhs, Read(name, (), s.ty)), INDEX), rhs,
-                     lo, hi)
+        defs = []
+        for w in writes:
+            at = next((k for k in range(a + 1, len(stmts)) if stmts[k] is w), None)
+            if at is None or not isinstance(w, Assign) or w.idx:
+                break   # a write nested in a loop or if, or not a plain assignment
+            rhs = w.rhs
+            if not rhs.ty.is_integer or any(isinstance(n, Read) for n in walk(rhs)):
+                break
+            fits = _Bin("and", _Bin(">=", rhs, Const(lo), bool_),
+                        _Bin("<", rhs, Const(hi), bool_), bool_)
+            defs.append((at, Builtin("select", (fits, rhs, Read(name, (), s.ty)), INDEX),
+                         rhs, lo, hi))
+        else:
+            out[name] = sorted(defs, key=lambda d: d[0])
     return out
 
 

@@ -13,7 +13,7 @@ import time
 import z3
 
 from ...ir.nodes import Const
-from ...ir.types import BLOCKS, THREADS
+from ...ir.types import BLOCKS, GLOBAL, THREADS
 from ..effects import KernelAccess, Effects
 from ..report import Diagnostic
 from ...ir.smt import SAT, UNKNOWN, UNSAT, Encoder, Result, ThreadEnv, Unsupported, solve
@@ -32,7 +32,8 @@ class Ctx:
         self.enc = Encoder(eff.proc, bindings, written)
         from ..tickets import find_tickets
 
-        self.enc.tickets = find_tickets(eff.body)
+        self.enc.tickets = find_tickets(eff.body, {q.name: q.mem or GLOBAL
+                                                   for q in eff.proc.params if q.is_array})
         self.premises = self.enc.premises()
         self.diagnostics: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []
