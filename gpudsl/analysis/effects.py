@@ -78,6 +78,7 @@ class _Collector(Walker):
         self.scalar_params = {q.name for q in p.params if q.kind == "scalar"}
         self.scalar_names = {q.name for q in p.params if q.is_control}
         self._defs_memo: dict = {}
+        self._pure_memo: dict = {}
 
     def next_uid(self) -> int:
         self.uid += 1
@@ -95,6 +96,8 @@ class _Collector(Walker):
         if self.mapping_only:
             return st  # barrier positions and index locals: no mapping rule uses them
         st = self._locals(stmts, i, st)
+        if st.get("pure") and i > _first_impure(stmts, self._pure_memo):
+            st = dict(st, pure=False)
         c = st["counter"]
         if c is None:
             return st
@@ -198,8 +201,10 @@ class _Collector(Walker):
     def enter_branch(self, s: If, positive: bool, st):
         cond = self._subst(s.cond, st)
         g = cond if positive else UnOp("not", cond, bool_)
+        run = st.get("run") if st.get("pure") and st.get("run") is not None \
+            else len(st["guards"])
         return dict(st, guards=st["guards"] + (g,), inside=st["inside"] + (s,),
-                    bstart=st.get("bpos"))
+                    bstart=st.get("bpos"), run=run, pure=True)
 
     def call(self, s, st):  # pragma: no cover - inlined before
         raise AssertionError("calls are inlined")
@@ -414,6 +419,7 @@ class _Collector(Walker):
                             if s.iter not in _var_names(v)}
         new["loops"] = st["loops"] + (loopv,)
         new["inside"] = st["inside"] + (s,)
+        new["run"], new["pure"] = None, False   # other iterations come between
         counter = new.get("counter")
         if counter is not None:
             start = new.get("bpos") if new.get("bpos") is not None else Const(0)
@@ -451,10 +457,44 @@ class _Collector(Walker):
         a = KernelAccess(key, info.name, info.mem, kind, tuple(idx), bounds or [], st["guards"],
                    st["loops"], st["kernel"], level, st.get("bpos"),
                    getattr(node, "loc", None) or s.loc, s, reduce, self.next_uid(),
-                   st.get("path"), shown, st.get("tpath"))
+                   st.get("path"), shown, st.get("tpath"), st.get("run"),
+                   bool(st.get("pure")) and st.get("run") is not None)
         if a.loc is None or (isinstance(node, Read) and s.loc is not None):
             a.loc = s.loc
         self.eff.accesses.append(a)
+
+
+def _first_impure(stmts, memo: dict) -> int:
+    """The index of the first statement of ``stmts`` that may write memory (an array,
+    a local) or synchronize, ``len(stmts)`` when none does (a read-only statement:
+    ``pass``, or a loop or ``if`` of read-only statements).
+
+    Guard reads that only such statements separate form one *region*
+    (``KernelAccess.same_from``/``same_access``): a thread's reads of one location in
+    a region see one value.  Sound by the first-race argument: in an execution where
+    two such reads differ, some other thread (or block, or an atomic) wrote the
+    location between them, and that write races with the first read (same barrier
+    interval, nothing orders them, not both atomic); take the earliest-completed
+    race or out-of-bounds access of the execution: every region read before it saw
+    one value, so the query about it (whose reads all come before it) is satisfied
+    by the execution, and check() reports it."""
+    got = memo.get(id(stmts))
+    if got is not None and got[0] is stmts:
+        return got[1]
+    n = next((k for k, x in enumerate(stmts) if not _read_only(x)), len(stmts))
+    memo[id(stmts)] = (stmts, n)
+    return n
+
+
+def _read_only(s) -> bool:
+    from ..ir.nodes import Pass
+    if isinstance(s, Pass):
+        return True
+    if isinstance(s, If):
+        return all(_read_only(x) for x in s.body) and all(_read_only(x) for x in s.orelse)
+    if isinstance(s, For):
+        return all(_read_only(x) for x in s.body)
+    return False
 
 
 def _var_names(e) -> set:
