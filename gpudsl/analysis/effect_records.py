@@ -70,6 +70,10 @@ class KernelAccess:
                                     # replaced by their values)
     tpath: Optional[tuple] = None   # the (statement list, index) steps from the kernel's
                                     # body down to the access, thread loops included
+    # the guards from ``same_from`` on (and the indices too when ``same_access``) are
+    # read with no write or barrier of this thread between them (effects._purity)
+    same_from: Optional[int] = None
+    same_access: bool = False
 
     @property
     def is_write(self) -> bool:

@@ -78,6 +78,7 @@ class _Collector(Walker):
         self.scalar_params = {q.name for q in p.params if q.kind == "scalar"}
         self.scalar_names = {q.name for q in p.params if q.is_control}
         self._defs_memo: dict = {}
+        self._pure_memo: dict = {}
 
     def next_uid(self) -> int:
         self.uid += 1
@@ -95,6 +96,8 @@ class _Collector(Walker):
         if self.mapping_only:
             return st  # barrier positions and index locals: no mapping rule uses them
         st = self._locals(stmts, i, st)
+        if st.get("pure") and i > _first_impure(stmts, self._pure_memo):
+            st = dict(st, pure=False)
         c = st["counter"]
         if c is None:
             return st
@@ -109,10 +112,17 @@ class _Collector(Walker):
 
     def _locals(self, stmts, i, st):
         """Integer scalar locals that hold a control value: allocated in ``stmts``,
-        assigned once (a statement of ``stmts``, from sizes, index parameters, loop
-        variables and constants) and never written otherwise.  Reads of them after
-        that assignment are replaced by its value in indices and guards
-        (``st["subst"]``), so ``j = t; out[j] = ...`` is ``out[t] = ...``."""
+        assigned only by statements of ``stmts`` itself (from sizes, index parameters,
+        loop variables and constants) and never written otherwise.  Reads of them
+        after such an assignment, up to the next, are replaced by its value in indices
+        and guards (``st["subst"]``), so ``j = t; out[j] = ...`` is ``out[t] = ...``
+        and ``a = 0; a = t; glob[a] = t`` is ``glob[t] = t`` (GPUVerify's
+        pointertests/test13).  Sound: the statements of one list run in order, each
+        once per execution of the list, and no write of the local stands anywhere
+        else (not inside a nested loop or ``if``, not through an atomic's old value),
+        so between assignment ``j`` and ``j + 1`` the local holds exactly the value
+        of assignment ``j``; a read before the first assignment is left alone (an
+        unknown)."""
         defs = self._defs_memo.get(id(stmts))
         if defs is None or defs[0] is not stmts:
             allocated = {x.name for x in walk(tuple(stmts)) if isinstance(x, Alloc)} \
@@ -121,8 +131,10 @@ class _Collector(Walker):
                 stmts, _index_locals(stmts, self.scalar_names), allocated)
         inherited = st.get("subst") or {}
         sub = {k: v for k, v in inherited.items() if k not in defs[2]}
-        for k, (at, value, rhs, lo, hi) in defs[1].items():
-            if i > at:
+        for k, ds in defs[1].items():
+            d = next((d for d in reversed(ds) if i > d[0]), None)
+            if d is not None:   # the last assignment before statement i is in force
+                at, value, rhs, lo, hi = d
                 r = interval(rhs, loop_ranges(st["loops"]))
                 sub[k] = rhs if r is not None and lo <= r[0] and r[1] < hi else value
         if sub == inherited:
@@ -189,8 +201,10 @@ class _Collector(Walker):
     def enter_branch(self, s: If, positive: bool, st):
         cond = self._subst(s.cond, st)
         g = cond if positive else UnOp("not", cond, bool_)
+        run = st.get("run") if st.get("pure") and st.get("run") is not None \
+            else len(st["guards"])
         return dict(st, guards=st["guards"] + (g,), inside=st["inside"] + (s,),
-                    bstart=st.get("bpos"))
+                    bstart=st.get("bpos"), run=run, pure=True)
 
     def call(self, s, st):  # pragma: no cover - inlined before
         raise AssertionError("calls are inlined")
@@ -427,6 +441,7 @@ class _Collector(Walker):
                             if s.iter not in _var_names(v)}
         new["loops"] = st["loops"] + (loopv,)
         new["inside"] = st["inside"] + (s,)
+        new["run"], new["pure"] = None, False   # other iterations come between
         counter = new.get("counter")
         if counter is not None:
             start = new.get("bpos") if new.get("bpos") is not None else Const(0)
@@ -464,10 +479,44 @@ class _Collector(Walker):
         a = KernelAccess(key, info.name, info.mem, kind, tuple(idx), bounds or [], st["guards"],
                    st["loops"], st["kernel"], level, st.get("bpos"),
                    getattr(node, "loc", None) or s.loc, s, reduce, self.next_uid(),
-                   st.get("path"), shown, st.get("tpath"))
+                   st.get("path"), shown, st.get("tpath"), st.get("run"),
+                   bool(st.get("pure")) and st.get("run") is not None)
         if a.loc is None or (isinstance(node, Read) and s.loc is not None):
             a.loc = s.loc
         self.eff.accesses.append(a)
+
+
+def _first_impure(stmts, memo: dict) -> int:
+    """The index of the first statement of ``stmts`` that may write memory (an array,
+    a local) or synchronize, ``len(stmts)`` when none does (a read-only statement:
+    ``pass``, or a loop or ``if`` of read-only statements).
+
+    Guard reads that only such statements separate form one *region*
+    (``KernelAccess.same_from``/``same_access``): a thread's reads of one location in
+    a region see one value.  Sound by the first-race argument: in an execution where
+    two such reads differ, some other thread (or block, or an atomic) wrote the
+    location between them, and that write races with the first read (same barrier
+    interval, nothing orders them, not both atomic); take the earliest-completed
+    race or out-of-bounds access of the execution: every region read before it saw
+    one value, so the query about it (whose reads all come before it) is satisfied
+    by the execution, and check() reports it."""
+    got = memo.get(id(stmts))
+    if got is not None and got[0] is stmts:
+        return got[1]
+    n = next((k for k, x in enumerate(stmts) if not _read_only(x)), len(stmts))
+    memo[id(stmts)] = (stmts, n)
+    return n
+
+
+def _read_only(s) -> bool:
+    from ..ir.nodes import Pass
+    if isinstance(s, Pass):
+        return True
+    if isinstance(s, If):
+        return all(_read_only(x) for x in s.body) and all(_read_only(x) for x in s.orelse)
+    if isinstance(s, For):
+        return all(_read_only(x) for x in s.body)
+    return False
 
 
 def _var_names(e) -> set:
@@ -475,8 +524,9 @@ def _var_names(e) -> set:
 
 
 def _index_locals(stmts, params: set) -> dict:
-    """name -> (index of its one assignment, the value read after it) for the integer
-    scalar locals of ``stmts`` that hold a control value (see ``_locals``)."""
+    """name -> [(index of an assignment, the value read after it, ...)] in program
+    order, for the integer scalar locals of ``stmts`` that hold a control value (see
+    ``_locals``)."""
     if not any(isinstance(s, Alloc) and not s.shape for s in stmts):
         return {}
     from ..ir.nodes import Builtin, BinOp as _Bin
@@ -494,24 +544,27 @@ def _index_locals(stmts, params: set) -> dict:
                   if isinstance(x, (Assign, Reduce, Atomic)) and x.name == name
                   or isinstance(x, Atomic) and getattr(x, "result", None) == name]
         allocs = [x for x in walk(tuple(rest)) if isinstance(x, Alloc) and x.name == name]
-        if len(writes) != 1 or allocs:
-            continue
-        w = writes[0]
-        at = next((k for k, x in enumerate(stmts) if x is w), None)
-        if at is None or not isinstance(w, Assign) or w.idx:
-            continue
-        rhs = w.rhs
-        if not rhs.ty.is_integer or any(isinstance(n, Read) for n in walk(rhs)):
+        if not writes or allocs:
             continue
         # the value in the local's type; out of its range, the local's own value
         bits = {"i8": 7, "i16": 15, "i32": 31, "i64": 63, "u8": 8, "u16": 16,
                 "u32": 32, "u64": 64}.get(getattr(s.ty, "name", ""), 31)
         lo = 0 if getattr(s.ty, "name", "").startswith("u") else -(2 ** bits)
         hi = 2 ** bits
-        fits = _Bin("and", _Bin(">=", rhs, Const(lo), bool_), _Bin("<", rhs, Const(hi), bool_),
-                    bool_)
-        out[name] = (at, Builtin("select", (fits, rhs, Read(name, (), s.ty)), INDEX), rhs,
-                     lo, hi)
+        defs = []
+        for w in writes:
+            at = next((k for k in range(a + 1, len(stmts)) if stmts[k] is w), None)
+            if at is None or not isinstance(w, Assign) or w.idx:
+                break   # a write nested in a loop or if, or not a plain assignment
+            rhs = w.rhs
+            if not rhs.ty.is_integer or any(isinstance(n, Read) for n in walk(rhs)):
+                break
+            fits = _Bin("and", _Bin(">=", rhs, Const(lo), bool_),
+                        _Bin("<", rhs, Const(hi), bool_), bool_)
+            defs.append((at, Builtin("select", (fits, rhs, Read(name, (), s.ty)), INDEX),
+                         rhs, lo, hi))
+        else:
+            out[name] = sorted(defs, key=lambda d: d[0])
     return out
 
 

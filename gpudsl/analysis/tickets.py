@@ -19,6 +19,37 @@ atomic statement, or another instance of the allocation's enclosing loops), diff
 the increments of one launch sum to less than ``2**bits`` (the sum bounded by each
 atomic's increment times its loops' extents; a solver fact, so large sizes stay a
 witness).
+
+**Whose counter.**  Two tickets can only be told apart when they come from one copy of
+the counter: a SHARED counter has a copy per block (and per execution of the
+statements that allocate it), a REGISTER one a copy per thread.  So the fact also
+needs the iterators of the loops around the counter's allocation (the block loops for
+a SHARED array) to be equal in both threads, and a REGISTER counter, or a counter
+name allocated more than once, gives no tickets at all.  (Before this rule, a SHARED
+counter in a kernel of two blocks was taken as one counter: two blocks' equal
+tickets were "proved" distinct.)
+
+**Resets.**  Other writes of the counter (a plain ``c[0] = 0``, an ``atomic_sub``...)
+are allowed where they cannot come between two atomics of one launch and copy:
+
+- a GLOBAL counter (a parameter or a host-level allocation) may be written in any
+  other way *outside* the kernels that update it atomically, when no host-level
+  ``par`` loop encloses one of its atomics: the kernels of a proc run one after
+  another, so during the launch whose tickets are compared the counter's only
+  writes are that kernel's atomic adds (zeroing the counter in a first kernel, then
+  compacting in a second, is proved);
+- a SHARED counter allocated directly in the innermost block loop's body may be
+  written in any other way by statements of that body that stand before an
+  unranged ``sync()`` of the same body, when every atomic of the counter stands in a
+  statement after that ``sync()`` (GPUVerify's ``atomics/counter``: thread 0 zeroes
+  ``count``, a barrier, then ``A[atomic_inc(&count)] = t``).  The body runs once per
+  block, every thread of the block passes that barrier (it stands in no loop or
+  ``if`` of the block's code) and only this block's threads touch its copy, so every
+  such write happens before every atomic of the copy.
+
+In both cases the counter only grows between the first and the last atomic of one
+copy in one launch, which is all the distinctness argument uses; the increments of
+the other kernels still count in the ``2**bits`` bound (an over-count: fewer facts).
 """
 from __future__ import annotations
 
@@ -26,8 +57,9 @@ from dataclasses import dataclass
 
 import z3
 
-from ..ir.nodes import Alloc, Assign, Atomic, Call, Const, For, If, Read, Reduce, WindowArg
-from ..ir.types import BLOCKS
+from ..ir.nodes import (Alloc, Assign, Atomic, Call, Const, For, If, Read, Reduce, Sync,
+                        WindowArg)
+from ..ir.types import BLOCKS, GLOBAL, SHARED
 from ..ir.visitor import free_vars, walk
 
 
@@ -39,51 +71,64 @@ class Ticket:
     scope: tuple          # the iterators of the loops around the allocation
     bits: int             # the counter's width
     counts: tuple         # (increment, (extents...)) per atomic_add on the counter
+    copy: tuple = ()      # the iterators of the loops around the counter's allocation
 
 
 _BITS = {"i32": 32, "i64": 64, "u32": 32, "u64": 64}
 
 
-def find_tickets(body) -> dict:
-    """local name -> Ticket for the ticket locals of the (inlined) kernel ``body``."""
+def find_tickets(body, params: dict | None = None) -> dict:
+    """local name -> Ticket for the ticket locals of the (inlined) kernel ``body``;
+    ``params``: array parameter name -> its Memory (GLOBAL when not given)."""
     allocs: dict = {}
-    writes: dict = {}      # buffer or local name -> [(stmt, kernel loops or None)]
-    _scan(body, (), None, allocs, writes)
+    writes: dict = {}      # buffer or local name -> [(stmt, kernel loops or None, ctx)]
+    ctx = dict(kernel=None, host_par=False, body=None, top=None)
+    _scan(body, (), None, allocs, writes, ctx)
     out = {}
     for name, sites in allocs.items():
-        t = _ticket(name, sites, allocs, writes)
+        t = _ticket(name, sites, allocs, writes, params or {})
         if t is not None:
             out[name] = t
     return out
 
 
-def _scan(stmts, loops, kloops, allocs, writes):
+def _scan(stmts, loops, kloops, allocs, writes, ctx):
+    """Allocations and writes by name, each with its loops and context: ``kernel``
+    (the outermost block loop), ``host_par`` (under a host-level ``par`` loop),
+    ``body`` (the innermost block loop's body) and ``top`` (the index in ``body`` of
+    the statement it stands in)."""
     for i, s in enumerate(stmts):
+        c = dict(ctx, top=i) if stmts is ctx["body"] else ctx
         if isinstance(s, Alloc):
-            allocs.setdefault(s.name, []).append((stmts, i, loops, s))
+            allocs.setdefault(s.name, []).append((stmts, i, loops, s, c))
         elif isinstance(s, (Assign, Reduce)):
-            writes.setdefault(s.name, []).append((s, None))
+            writes.setdefault(s.name, []).append((s, None, c))
         elif isinstance(s, Atomic):
-            writes.setdefault(s.name, []).append((s, kloops))
+            writes.setdefault(s.name, []).append((s, kloops, c))
             if s.result is not None:
-                writes.setdefault(s.result, []).append((s, None))
+                writes.setdefault(s.result, []).append((s, None, c))
         elif isinstance(s, Call):
             for a in s.args:
                 if isinstance(a, WindowArg):
-                    writes.setdefault(a.name, []).append((s, None))
+                    writes.setdefault(a.name, []).append((s, None, c))
         elif isinstance(s, For):
             inner = kloops + (s,) if kloops is not None else \
                 ((s,) if s.mapping == BLOCKS else None)
-            _scan(s.body, loops + (s,), inner, allocs, writes)
+            sub = c
+            if s.mapping == BLOCKS:
+                sub = dict(c, kernel=c["kernel"] or s, body=s.body, top=None)
+            elif c["kernel"] is None and s.kind == "par":
+                sub = dict(c, host_par=True)
+            _scan(s.body, loops + (s,), inner, allocs, writes, sub)
         elif isinstance(s, If):
-            _scan(s.body, loops, kloops, allocs, writes)
-            _scan(s.orelse, loops, kloops, allocs, writes)
+            _scan(s.body, loops, kloops, allocs, writes, c)
+            _scan(s.orelse, loops, kloops, allocs, writes, c)
 
 
-def _ticket(name, sites, allocs, writes):
+def _ticket(name, sites, allocs, writes, params):
     if len(sites) != 1:
         return None
-    stmts, i, loops, al = sites[0]
+    stmts, i, loops, al, _ = sites[0]
     if al.shape or not al.ty.is_integer:
         return None
     ws = writes.get(name, [])
@@ -96,37 +141,83 @@ def _ticket(name, sites, allocs, writes):
     if w.name == name or any(isinstance(n, Read) for e in w.idx for n in walk(e)):
         return None
     bits = _BITS.get(getattr(w.rhs.ty, "name", ""), None)
-    counts = _counter_counts(w.name, writes, allocs)
-    if bits is None or counts is None:
+    copy = _counter_copy(w.name, allocs, params)
+    if bits is None or copy is None:
         return None
-    return Ticket(name, w.name, tuple(w.idx), tuple(l.iter for l in loops), bits, counts)
+    counts = _counter_counts(w.name, writes, allocs, copy[1])
+    if counts is None:
+        return None
+    return Ticket(name, w.name, tuple(w.idx), tuple(l.iter for l in loops), bits, counts,
+                  copy[0])
 
 
-def _counter_counts(counter, writes, allocs):
-    """(increment, extents) of every write of ``counter``, when each is an
-    ``atomic_add`` of a constant >= 1 in a kernel whose loop extents read no loop
-    variable; else None."""
+def _counter_copy(counter, allocs, params):
+    """(the iterators of the loops around the counter's allocation, its allocation
+    site or None for a parameter), or None when the counter is not one GLOBAL or
+    SHARED array (allocated twice, a REGISTER array, a parameter shadowed)."""
+    sites = allocs.get(counter, [])
+    if len(sites) > 1 or (sites and counter in params):
+        return None
+    if not sites:
+        mem = params.get(counter, GLOBAL)
+        return ((), None) if mem == GLOBAL else None
+    stmts, i, loops, al, c = sites[0]
+    if al.mem not in (GLOBAL, SHARED):
+        return None
+    return tuple(l.iter for l in loops), sites[0]
+
+
+def _counter_counts(counter, writes, allocs, site):
+    """(increment, extents) of every ``atomic_add`` of a constant >= 1 on ``counter``,
+    each in a kernel whose loop extents read no loop variable, when every other write
+    of it is a reset that cannot fall between two of them (module docstring); else
+    None."""
     out = []
     loop_names = set()
     for ws in writes.values():
-        for s, kl in ws:
+        for s, kl, _ in ws:
             if kl:
                 loop_names |= {l.iter for l in kl}
-    for s, kl in writes.get(counter, []):
-        if not isinstance(s, Atomic) or s.op != "add" or kl is None or s.name != counter:
-            return None
-        v = s.rhs
-        if not (isinstance(v, Const) and isinstance(v.val, int) and not isinstance(v.val, bool)
-                and v.val >= 1):
-            return None
+    adds, resets = [], []
+    for s, kl, c in writes.get(counter, []):
+        v = getattr(s, "rhs", None)
+        if isinstance(s, Atomic) and s.name == counter and s.op == "add" and kl is not None \
+                and isinstance(v, Const) and isinstance(v.val, int) \
+                and not isinstance(v.val, bool) and v.val >= 1:
+            adds.append((s, kl, c))
+        else:
+            resets.append((s, c))
+    if not adds or (resets and not _resets_apart(adds, resets, site)):
+        return None
+    for s, kl, c in adds:
         ext = []
         for l in kl:
             used = free_vars((l.lo, l.hi))
             if used & (loop_names | set(allocs)):
                 return None
             ext.append((l.lo, l.hi))
-        out.append((v.val, tuple(ext)))
-    return tuple(out) if out else None
+        out.append((s.rhs.val, tuple(ext)))
+    return tuple(out)
+
+
+def _resets_apart(adds, resets, site) -> bool:
+    """Every reset (a write other than a counted ``atomic_add``) happens outside the
+    span of the atomics of one copy in one launch (module docstring, "Resets")."""
+    if site is None or site[3].mem == GLOBAL:
+        if site is not None and site[4]["kernel"] is not None:
+            return False          # a GLOBAL array inside a kernel: a mapping error anyway
+        kernels = {id(c["kernel"]) for s, kl, c in adds}
+        return all(c["kernel"] is None or id(c["kernel"]) not in kernels for s, c in resets) \
+            and not any(c["host_par"] for s, kl, c in adds)
+    stmts, i, loops, al, c = site
+    if stmts is not c["body"]:
+        return False              # allocated in a loop or if of the block's code
+    if any(x["top"] is None for x in [r[1] for r in resets] + [a[2] for a in adds]):
+        return False
+    last = max(x["top"] for _, x in resets)
+    first = min(x["top"] for _, _, x in adds)
+    return any(isinstance(stmts[j], Sync) and not stmts[j].ranged
+               for j in range(last + 1, first))
 
 
 def ticket_facts(t1, t2, same_launch: list) -> list:
@@ -141,6 +232,7 @@ def ticket_facts(t1, t2, same_launch: list) -> list:
                 e1 = [t1.expr(e) for e in tk1.idx]
                 e2 = [t2.expr(e) for e in tk2.idx]
                 room = _room(t1, tk1)
+                same_copy = [t1.var(v) == t2.var(v) for v in tk1.copy]
                 if n1 == n2:
                     other = z3.Or(*[t1.var(v) != t2.var(v) for v in tk1.scope]) \
                         if tk1.scope else z3.BoolVal(False)
@@ -148,8 +240,9 @@ def ticket_facts(t1, t2, same_launch: list) -> list:
                     other = z3.BoolVal(True)
             except Exception:   # an unencodable index or extent: no fact (sound)
                 continue
-            out.append(z3.Implies(z3.And(*same_launch, *[x == y for x, y in zip(e1, e2)],
-                                         other, room), v1 != v2))
+            out.append(z3.Implies(z3.And(*same_launch, *same_copy,
+                                         *[x == y for x, y in zip(e1, e2)], other, room),
+                                  v1 != v2))
     return out
 
 

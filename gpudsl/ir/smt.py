@@ -252,13 +252,16 @@ class Encoder:
             # write of this thread comes between them, and another thread's would be
             # a race, reported on its own
             try:
-                key = (e.name,) + tuple(t.expr(i).get_id() for i in e.idx)
+                terms = [t.expr(i) for i in e.idx]
+                key = (e.name,) + tuple(x.get_id() for x in terms)
             except Unsupported:
                 key = None
             if key is not None:
                 v = memo.get(key)
                 if v is None:
                     v = memo[key] = z3.Int(f"{e.name}[?]@{t.tag}#{next(_ids)}")
+                    if t.region is not None:   # see ThreadEnv.region
+                        t.region.append(("i", e.name, terms, v))
                 return v
         return z3.Int(f"{e.name}[?]@{t.tag}#{next(_ids)}")
 
@@ -296,6 +299,10 @@ class ThreadEnv:
         self.ranges: dict[str, tuple] = {}
         self.same_reads = None   # reads of the expression being encoded, by location
         self.tickets: dict = {}  # ticket local -> (Ticket, its value in this thread)
+        # while a list: each new unknown read value of written memory is appended as
+        # (kind, array, index terms, value), for a caller that knows no write comes
+        # between these reads (gpudsl.analysis.obligations.Ctx.place)
+        self.region = None
 
     def declare(self, name: str):
         v = z3.Int(f"{name}@{self.tag}")
@@ -477,9 +484,11 @@ class ThreadEnv:
         if isinstance(e, Read) and e.ty.is_float:
             self.enc.data_dependent = True
             key = None
+            terms = None
             if self.same_reads is not None:
                 try:
-                    key = ("f", e.name) + tuple(self._expr(i).get_id() for i in e.idx)
+                    terms = [self._expr(i) for i in e.idx]
+                    key = ("f", e.name) + tuple(x.get_id() for x in terms)
                 except Unsupported:
                     key = None
                 if key is not None and key in self.same_reads:
@@ -488,6 +497,8 @@ class ThreadEnv:
             v = (z3.Real(f"{e.name}[?]@{self.tag}#{n}"), z3.Bool(f"nan:{e.name}@{self.tag}#{n}"))
             if key is not None:
                 self.same_reads[key] = v
+                if self.region is not None:
+                    self.region.append(("f", e.name, terms, v))
             return v
         raise _Float()
 

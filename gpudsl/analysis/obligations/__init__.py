@@ -13,7 +13,7 @@ import time
 import z3
 
 from ...ir.nodes import Const
-from ...ir.types import BLOCKS, THREADS
+from ...ir.types import BLOCKS, GLOBAL, THREADS
 from ..effects import KernelAccess, Effects
 from ..report import Diagnostic
 from ...ir.smt import SAT, UNKNOWN, UNSAT, Encoder, Result, ThreadEnv, Unsupported, solve
@@ -32,7 +32,8 @@ class Ctx:
         self.enc = Encoder(eff.proc, bindings, written)
         from ..tickets import find_tickets
 
-        self.enc.tickets = find_tickets(eff.body)
+        self.enc.tickets = find_tickets(eff.body, {q.name: q.mem or GLOBAL
+                                                   for q in eff.proc.params if q.is_array})
         self.premises = self.enc.premises()
         self.diagnostics: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []
@@ -108,9 +109,30 @@ class Ctx:
         if used:
             # a thread nest that leaves a block dimension unused runs on index 0 of it
             cons += [tc[d] == 0 for d in range(3) if d not in used]
-        for g in a.guards:
+        start = a.same_from if a.same_from is not None else len(a.guards)
+        for g in a.guards[:start]:
             cons.append(t.cond(g))
+        t.placed = {}
+        t.region = []
+        try:
+            for g in a.guards[start:]:
+                cons.append(t.cond(g))
+            if not a.same_access:
+                cons += _same_values(t.region)
+                t.region = []
+            for e in a.idx:   # read at the access: one region of their own at least
+                t.placed[id(e)] = t.expr(e)
+            cons += _same_values(t.region)
+        finally:
+            t.region = None
         return cons
+
+    def term(self, t: ThreadEnv, e):
+        """``e`` in thread ``t``: the encoding :meth:`place` made of an index of the
+        access (its reads tied to the guards' when they form one region), else a new
+        one."""
+        got = getattr(t, "placed", {}).get(id(e))
+        return got if got is not None else t.expr(e)
 
     # ------------------------------------------------------------------ solving
 
@@ -167,6 +189,25 @@ class Ctx:
             r = model.eval(x, model_completion=True)
             out.append(r.as_long() if z3.is_int_value(r) else None)
         return tuple(out)
+
+
+MAX_SAME_PAIRS = 64
+
+
+def _same_values(reads) -> list:
+    """One thread's reads in one region (``effects._first_impure``: no write or
+    barrier of the thread between them): reads of one location are one value."""
+    out = []
+    for j, (k1, n1, i1, v1) in enumerate(reads):
+        for k2, n2, i2, v2 in reads[j + 1:]:
+            if (k1, n1, len(i1)) != (k2, n2, len(i2)):
+                continue
+            same = z3.And(*[x == y for x, y in zip(i1, i2)])
+            val = v1 == v2 if k1 == "i" else z3.And(v1[0] == v2[0], v1[1] == v2[1])
+            out.append(z3.Implies(same, val))
+            if len(out) >= MAX_SAME_PAIRS:   # fewer facts: weaker, still sound
+                return out
+    return out
 
 
 __all__ = ["Ctx", "SAT", "UNSAT", "UNKNOWN"]

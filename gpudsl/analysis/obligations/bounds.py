@@ -43,7 +43,7 @@ def check_bounds(ctx: Ctx):
         ctx.enc.data_dependent = False
         try:
             cons = ctx.place(t, a)
-            pairs = [(t.expr(i), t.expr(e)) for i, e in a.bounds]
+            pairs = [(ctx.term(t, i), t.expr(e)) for i, e in a.bounds]
         except Unsupported as e:
             ctx.unknown(f"that {a.describe()} is in bounds", [a.loc], str(e))
             continue

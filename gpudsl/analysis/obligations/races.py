@@ -265,7 +265,8 @@ def _shape(a: KernelAccess):
                 loops.append(l.uid)
             else:
                 loops.append((l.iter, repr(l.lo), repr(l.hi), l.kind, repr(l.mapping), l.dim))
-        k = (a.kind, a.reduce, repr(a.idx), repr(a.guards), tuple(loops), a.kernel)
+        k = (a.kind, a.reduce, repr(a.idx), repr(a.guards), tuple(loops), a.kernel,
+             a.same_from, a.same_access)
         a.__dict__["_shape"] = k
     return k
 
@@ -330,8 +331,8 @@ def _pair_at(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only, relays):
     ctx.enc.data_dependent = False
     try:
         cons = ctx.place(t1, a1) + ctx.place(t2, a2)
-        i1 = [t1.expr(e) for e in a1.idx]
-        i2 = [t2.expr(e) for e in a2.idx]
+        i1 = [ctx.term(t1, e) for e in a1.idx]
+        i2 = [ctx.term(t2, e) for e in a2.idx]
         cons += [x == y for x, y in zip(i1, i2)]
         # the same allocation instance
         for l in info.loops:
