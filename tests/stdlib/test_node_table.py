@@ -21,7 +21,7 @@ from . import toy_node
 @pytest.fixture()
 def tune_db(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUDSL_TUNE_DB", str(tmp_path / "tune.sqlite"))
-    monkeypatch.setattr(ops_mod, "target", lambda: "emulator")
+    monkeypatch.setattr(ops_mod, "backend", lambda: "emulator")
     return tmp_path / "tune.sqlite"
 
 
