@@ -45,7 +45,7 @@ def _geometry(p, **sizes):
 
 
 def _tune(*argv):
-    rc = main(["tune", *argv, "--target", "emulator", "--reps", "2"])
+    rc = main(["tune", *argv, "--backend", "emulator", "--reps", "2"])
     assert rc == 0
 
 
