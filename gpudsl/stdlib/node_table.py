@@ -297,14 +297,16 @@ def pointwise_node(name: str, graph: str, expr: str, reference, *, commutes: boo
     (``stdlib.pointwise``): its shape rule, float32/float16/bfloat16 kernels, the
     tuning task (threads and vector width), a bench example, its script arguments,
     and fusion into the graph's pointwise chains.  ``commutes``: the operands may be
-    swapped (``gpudsl.ops`` puts a scalar or a broadcast operand second)."""
+    swapped (``gpudsl.ops`` puts a scalar or a broadcast operand second); ``bench``:
+    ``gpudsl bench``'s own cases of it (none: timed on two (binary) or one float32
+    array against ``reference``); ``snapshots``: see ``Node``."""
     unary = "{x}" in expr
     return Node(name, rule.unary if unary else rule.pointwise,
                 (_unary if unary else _binary)(name), reference, graph,
                 ((REF, "x"),) if unary else ((REF, "a"), (REF, "b")),
                 ("x",) if unary else ("a", "b"), expr=expr, commutes=commutes,
                 dtypes=FLOATS, tuning=_pointwise_task(name), tune_shapes=1 if unary else 2,
-                example=_example(1 if unary else 2), bench=bench or (name,),
+                example=_example(1 if unary else 2), bench=bench,
                 snapshots=snapshots, doc=doc)
 
 
@@ -348,7 +350,7 @@ for _op, _graph, _expr, _ref in (
         ("relu", "ReLUNode", "select({x} <= 0.0, 0.0, {x})",
          lambda x: np.maximum(_f64(x), 0)),
         ("silu", "SiLUNode", "{x} / (1.0 + exp(-{x}))", _silu)):
-    register(pointwise_node(_op, _graph, _expr, _ref, snapshots=(
+    register(pointwise_node(_op, _graph, _expr, _ref, bench=(_op,), snapshots=(
         (_op, _kernel("pointwise", "unary_kernel", _op, 4)),)))
 register(Node("slice", rule.slice_rows, _launch_slice, lambda x, begin, end: x[begin:end],
               "SliceNode", ((REF, "x"), (INT, "begin"), (INT, "end")), ("x",),
