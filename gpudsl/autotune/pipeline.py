@@ -96,7 +96,7 @@ def resources_of(kernel) -> dict | None:
         return None  # no NVRTC here: nothing to prune on
 
 
-def prove_and_compile(proc, target: str, sizes: dict, limits: Limits, want_resources=True):
+def prove_and_compile(proc, backend: str, sizes: dict, limits: Limits, want_resources=True):
     """(kernel, info) where info has status/error/resources/threads; kernel None unless ok."""
     try:
         report = proc.check(**sizes)
@@ -107,7 +107,7 @@ def prove_and_compile(proc, target: str, sizes: dict, limits: Limits, want_resou
         why = f"{first.kind}: {first.message}" if first is not None else "not proved"
         return None, {"status": UNPROVED, "error": why}
     try:
-        kernel = proc.compile(target, check=False, **sizes)
+        kernel = proc.compile(backend, check=False, **sizes)
         kernel.proved = True  # proved just above, with these sizes
         kernel.report = report
         kernel.module  # the code exists (sizes that must be bound raise here)
@@ -123,13 +123,13 @@ def prove_and_compile(proc, target: str, sizes: dict, limits: Limits, want_resou
     return kernel, info
 
 
-def prepare(build, config, target, sizes, limits):
+def prepare(build, config, backend, sizes, limits):
     """The part of the pipeline an executor runs (in another process): build, prove,
     compile (which fills the disk cache), read ptxas resources."""
     p, fail = build_proc(build, config)
     if fail:
         return {"status": fail[0], "error": fail[1]}
-    _, info = prove_and_compile(p, target, sizes, limits)
+    _, info = prove_and_compile(p, backend, sizes, limits)
     info["source"] = str(p)
     return info
 
@@ -174,17 +174,17 @@ def verify(kernel, args: dict, expected: dict, rtol: float, atol: float):
 
 
 class Timer:
-    """Times a kernel on its target with ``gpudsl.runtime.timing.measure`` (the one
+    """Times a kernel on its backend with ``gpudsl.runtime.timing.measure`` (the one
     timing function: CUDA events, warm-up, L2 flushed between repetitions; perf_counter on
     the emulator), the written arguments restored before each call, outside the timed
     region."""
 
-    def __init__(self, kernel, target: str, args: dict, written: list[str]):
-        self.kernel, self.target = kernel, target
+    def __init__(self, kernel, backend: str, args: dict, written: list[str]):
+        self.kernel, self.backend = kernel, backend
         self.orig = args
         self.written = written
         self.last = None  # the last Timing (method, flush, spread...)
-        if target == "cuda":
+        if backend == "cuda":
             from ..runtime.device import DeviceBuffer
 
             self.work = {k: (DeviceBuffer.from_numpy(v) if isinstance(v, np.ndarray) else v)
@@ -195,7 +195,7 @@ class Timer:
     def _restore(self):
         for n in self.written:
             w = self.work[n]
-            if self.target == "cuda":
+            if self.backend == "cuda":
                 w.copy_from(self.orig[n])
             else:
                 np.copyto(w, self.orig[n])
@@ -210,7 +210,7 @@ class Timer:
     def run(self, warmup: int, reps: int) -> list[float]:
         from ..runtime.timing import measure
 
-        self.last = measure(self._call, target=self.target, warmup=warmup, reps=reps,
+        self.last = measure(self._call, target=self.backend, warmup=warmup, reps=reps,
                             restore=self._restore if self.written else None)
         return self.last.times_ms
 

@@ -50,17 +50,26 @@ def roofline_peak(device, unit: str | None) -> float | None:
 
 
 class Result:
-    def __init__(self, build, task, records, best, target, env, shapes, emulated):
+    def __init__(self, build, task, records, best, backend, env, shapes, emulated):
         self._build = build
         self.task = task
         self.records = records          # one dict per configuration tried, in trial order
         self.best = best                # None when no configuration ran correctly
-        self.target = target
+        self.backend = backend          # where the candidates ran: "cuda" / "emulator"
         self.env = env
         self.shapes = shapes
         self.emulated = emulated
         #: configurations another process held when the wait for them ended (unmeasured)
         self.missing: list[dict] = []
+
+    @property
+    def target(self) -> str:
+        """Deprecated: ``backend`` (a target is an architecture now)."""
+        import warnings
+
+        warnings.warn("Result.target is deprecated: it names the backend; use "
+                      "Result.backend", DeprecationWarning, stacklevel=2)
+        return self.backend
 
     def counts(self) -> dict:
         out: dict[str, int] = {}

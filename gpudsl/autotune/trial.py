@@ -31,12 +31,12 @@ def written(proc, args) -> list[str]:
     return [p.name for p in proc.ir.params if p.name in w and p.name in args]
 
 
-def measure(proc, args: dict, expected: dict, target: str, limits, warmup: int, reps: int,
+def measure(proc, args: dict, expected: dict, backend: str, limits, warmup: int, reps: int,
             rtol: float, atol: float, flops=None, bytes_moved=None):
     """(record fields, timer or None): status, error, resources, threads and, for a
     correct candidate, its times."""
     rec = {"timestamp": time.time()}
-    kernel, info = pl.prove_and_compile(proc, target, sizes_of(proc, args), limits)
+    kernel, info = pl.prove_and_compile(proc, backend, sizes_of(proc, args), limits)
     rec.update(status=info["status"], error=info.get("error"),
                resources=info.get("resources"), threads=info.get("threads"))
     if kernel is None:
@@ -45,7 +45,7 @@ def measure(proc, args: dict, expected: dict, target: str, limits, warmup: int, 
     if bad:
         rec.update(status=bad[0], error=bad[1])
         return rec, None
-    timer = pl.Timer(kernel, target, args, written(proc, args))
+    timer = pl.Timer(kernel, backend, args, written(proc, args))
     try:
         times = timer.run(warmup, reps)
     except Exception as e:
@@ -60,13 +60,13 @@ def measure(proc, args: dict, expected: dict, target: str, limits, warmup: int, 
     return rec, timer
 
 
-def remote_measure(build, config, args, expected, target, limits, warmup, reps, rtol, atol,
+def remote_measure(build, config, args, expected, backend, limits, warmup, reps, rtol, atol,
                    flops=None, bytes_moved=None) -> dict:
     """``measure`` in another process: builds the proc again from the (picklable)
     schedule function; returns the record fields only."""
     p, fail = pl.build_proc(build, config)
     if fail:
         return {"status": fail[0], "error": fail[1], "timestamp": time.time()}
-    rec, _ = measure(p, args, expected, target, limits, warmup, reps, rtol, atol, flops,
+    rec, _ = measure(p, args, expected, backend, limits, warmup, reps, rtol, atol, flops,
                      bytes_moved)
     return rec

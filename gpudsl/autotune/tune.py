@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from ..backend_names import backend_keyword
 from ..errors import Error
 from . import pipeline as pl
 from . import trial as tr
@@ -135,20 +136,21 @@ class _Tpe:
 
 
 def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None = None,
-         reference=None, target: str | None = None, strategy: str = "grid",
+         reference=None, backend: str | None = None, strategy: str = "grid",
          budget: Budget | None = None, seed: int = 0, db=None, executor=None,
          limits: pl.Limits | None = None, warmup: int = 1, reps: int = 10,
          rtol: float = 1e-4, atol: float = 1e-4, flops: float | None = None,
          bytes_moved: float | None = None, task: str | None = None,
-         progress: bool | None = None, wait_seconds: float = 600.0) -> Result:
+         progress: bool | None = None, wait_seconds: float = 600.0,
+         target: str | None = None) -> Result:
     """Tune ``build`` (configuration → Proc) over ``space``; see docs/autotuning.md.
 
     ``args`` are the real arguments (numpy arrays; in-place ones are restored between
     runs), or ``shapes`` ({name: shape} or {name: (shape, dtype)}) for seeded random
     ones.  ``reference`` (a Proc, or a callable of the arguments returning what the
     written argument must hold) is required: nothing is timed before it is verified.
-    ``target``: ``"cuda"``, or ``"emulator"`` for a dry run (default: cuda when a GPU is
-    present).  ``db``: a ``Database``, a path or a database URL (``sqlite:///``,
+    ``backend``: ``"cuda"``, or ``"emulator"`` for a dry run (default: cuda when a GPU is
+    present; ``target=`` is its old, deprecated spelling).  ``db``: a ``Database``, a path or a database URL (``sqlite:///``,
     ``postgresql://``: several processes or machines tune into one study); default the
     cache directory's.  ``executor``: any ``concurrent.futures.Executor`` to build,
     prove and compile candidates in parallel (``None``: in this process); an executor
@@ -166,16 +168,17 @@ def tune(build, space: Space, args: dict | None = None, *, shapes: dict | None =
         if shapes is None:
             raise Error("autotune.tune needs args or shapes")
         args = random_args(shapes, seed)
-    if target is None:
+    backend = backend_keyword(backend, target, "autotune.tune")
+    if backend is None:
         from ..runtime.driver import driver_available
 
-        target = "cuda" if driver_available() else "emulator"
+        backend = "cuda" if driver_available() else "emulator"
     db = db if isinstance(db, Database) else Database(db)
     if progress is None:
         progress = sys.stderr.isatty()
-    run = TuningRun(build, space, args, reference, target, budget or Budget(), seed, db,
+    run = TuningRun(build, space, args, reference, backend, budget or Budget(), seed, db,
                     executor, task or _task_name(build), progress,
-                    dict(target=target, limits=limits or pl.Limits(), warmup=warmup,
+                    dict(backend=backend, limits=limits or pl.Limits(), warmup=warmup,
                          reps=reps, rtol=rtol, atol=atol, flops=flops,
                          bytes_moved=bytes_moved))
     if strategy == "tpe":
@@ -191,12 +194,12 @@ class TuningRun:
     to, the timers kept for the final interleaved re-timing, and the configurations
     another process holds (``deferred``)."""
 
-    def __init__(self, build, space, args, reference, target, budget, seed, db, executor,
+    def __init__(self, build, space, args, reference, backend, budget, seed, db, executor,
                  task, progress, measure_kw):
         self.build, self.space, self.args, self.reference = build, space, args, reference
-        self.target, self.budget, self.seed, self.executor = target, budget, seed, executor
+        self.backend, self.budget, self.seed, self.executor = backend, budget, seed, executor
         self.task, self.measure_kw = task, measure_kw
-        self.study = db.study(task, shapes_key(_shapes(args)), env_key(target))
+        self.study = db.study(task, shapes_key(_shapes(args)), env_key(backend))
         self.bar = _Bar(progress, budget.trials or len(space))
         self.whole = bool(getattr(executor, "whole_trials", False))
         self.expected_cache: dict = {}
@@ -293,7 +296,7 @@ class TuningRun:
             pickle.dumps(self.build)
         except Exception:
             return [None] * len(cs)
-        futs = [self.executor.submit(pl.prepare, self.build, c, self.target, {},
+        futs = [self.executor.submit(pl.prepare, self.build, c, self.backend, {},
                                      self.measure_kw["limits"]) for c in cs]
         out = []
         for f in futs:
@@ -393,8 +396,8 @@ class TuningRun:
             win["winner"] = True  # the table's first row
             best = Best(self.build, win)
             self.study.set_winner(win["params"], best.time_ms)
-        res = Result(self.build, self.task, records, best, self.target,
-                     environment(self.target), _shapes(self.args), self.target == "emulator")
+        res = Result(self.build, self.task, records, best, self.backend,
+                     environment(self.backend), _shapes(self.args), self.backend == "emulator")
         # configurations that other processes still held when the wait ended: not measured
         res.missing = [dict(c) for c, _ in self.deferred]
         return res

@@ -22,9 +22,14 @@ once before it is timed; a wrong one is reported, never timed.  The JSON (``--ou
 rewritten after each case) records what ran (:mod:`gpudsl.bench.meta`: commit, dirty
 flag, versions, clocks and power limit at start and end).
 
-``--target emulator`` runs the same cases at small sizes on the CPU emulator (numpy
-references, perf_counter): the figures are labelled emulated, have no roofline
-fraction, and only show that the benchmark runs (CI runs it).
+``--backend emulator`` runs the same cases at small sizes on the CPU emulator (the
+node table's numpy references, perf_counter): the figures are labelled emulated, have
+no roofline fraction, and only show that the benchmark runs (CI runs it).
+
+The cases' names come from the node table (``gpudsl.stdlib.node_table``): each node's
+declaration names its cases here (``Node.bench``), and a node with none is timed on
+its declaration's ``example`` operands against its reference (a node a user
+registered included).
 """
 from __future__ import annotations
 
@@ -37,16 +42,29 @@ import shlex
 import subprocess
 import sys
 
+from ..backend_names import backend_keyword
 from .run import Case, Ref, Run
 
-NODES = ["matmul", "matmul_1stage", "matmul_async", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32",
-         "matmul_tf32_async", "matmul_f16", "matmul_bf16", "add",
-         "add_bcast",
-         "mul", "relu", "silu", "permute2d", "permute3d_021", "permute3d_210", "slice",
-         "replace_slice", "rms_norm", "sliced_softmax", "complex_hadamard", "attention",
-         "attention_suite"]
-MATMULS = {"matmul", "matmul_1stage", "matmul_async", "matmul_4000", "bmatmul", "vecmat", "matmul_tf32",
-           "matmul_tf32_async", "matmul_f16", "matmul_bf16"}
+
+def bench_nodes() -> list[str]:
+    """Every case name ``gpudsl bench`` knows: each node's own cases (its declaration's
+    ``bench``), then the table nodes timed on their ``example``."""
+    from ..stdlib.node_table import all_nodes
+
+    return [c for n in all_nodes() for c in n.bench] + table_nodes()
+
+
+def __getattr__(name: str):
+    """``NODES``: every case name now (``bench_nodes()``); ``MATMULS``: the matmul
+    node's cases."""
+    if name == "NODES":
+        return bench_nodes()
+    if name == "MATMULS":
+        from ..stdlib.node_table import get
+
+        return set(get("matmul").bench)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # (rows, cols) of the 2-D bandwidth cases: 4 MB and 16 MB per array fit in a 50 MB L2,
 # 256 MB is five times it.  3-D permutes: the same element counts.
@@ -57,12 +75,12 @@ EMU_CUBES = [(4, 16, 24), (8, 32, 32)]
 
 
 class _Env:
-    """Arrays and reference operations of one target: PyTorch on the GPU, numpy on the
-    emulator."""
+    """Arrays and reference operations of one backend: PyTorch on the GPU, the node
+    table's numpy references (``Node.reference``) on the emulator."""
 
-    def __init__(self, target: str, seed: int = 0):
-        self.target = target
-        if target == "cuda":
+    def __init__(self, backend: str, seed: int = 0):
+        self.backend = backend
+        if backend == "cuda":
             import torch
 
             self.torch = torch
@@ -73,66 +91,91 @@ class _Env:
             self.np = np
             self.gen = np.random.default_rng(seed)
 
+    def reference(self, node: str, *args, **attrs):
+        """Node ``node``'s reference on the emulator: its declaration's, as float32."""
+        from ..stdlib.node_table import get
+
+        want = self.np.asarray(get(node).reference(*args, **attrs))
+        return want.astype(self.np.float32) if want.dtype == self.np.float64 else want
+
     def randn(self, *shape):
-        if self.target == "cuda":
+        if self.backend == "cuda":
             return self.torch.randn(*shape, device="cuda", dtype=self.torch.float32,
                                     generator=self.gen)
         return self.gen.standard_normal(shape, dtype=self.np.float32)
 
     def put(self, a):
-        """A host numpy array where this target's operations run."""
-        if self.target == "cuda":
+        """A host numpy array where this backend's operations run."""
+        if self.backend == "cuda":
             return self.torch.as_tensor(a, device="cuda")
         return a
 
     def empty(self, n):
-        if self.target == "cuda":
+        if self.backend == "cuda":
             return self.torch.empty(n, device="cuda", dtype=self.torch.float32)
         return self.np.empty(n, self.np.float32)
 
     def matmul(self, a, b, tf32: bool = False):
-        if self.target == "cuda":
+        if self.backend == "cuda":
             old = self.torch.backends.cuda.matmul.allow_tf32
             self.torch.backends.cuda.matmul.allow_tf32 = tf32
             try:
                 return self.torch.matmul(a, b)
             finally:
                 self.torch.backends.cuda.matmul.allow_tf32 = old
-        return a @ b
+        return self.reference("matmul", a, b)
+
+    def add(self, a, b):
+        return a + b if self.backend == "cuda" else self.reference("add", a, b)
+
+    def mul(self, a, b):
+        return a * b if self.backend == "cuda" else self.reference("mul", a, b)
 
     def transpose(self, x, perm):
-        return x.permute(*perm).contiguous() if self.target == "cuda" else \
-            self.np.ascontiguousarray(self.np.transpose(x, perm))
+        return x.permute(*perm).contiguous() if self.backend == "cuda" else \
+            self.np.ascontiguousarray(self.reference("permute", x, perm=perm))
 
     def silu(self, x):
-        if self.target == "cuda":
+        if self.backend == "cuda":
             return self.torch.nn.functional.silu(x)
-        return x / (1 + self.np.exp(-x))
+        return self.reference("silu", x)
 
     def relu(self, x):
-        return x.clamp_min(0) if self.target == "cuda" else self.np.maximum(x, 0)
+        return x.clamp_min(0) if self.backend == "cuda" else self.reference("relu", x)
 
     def rms_norm(self, x, w):
-        if self.target == "cuda":
-            return w * x * self.torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5)
-        return w * x / self.np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5)
+        if self.backend == "cuda":
+            from ..stdlib.rms_norm import DEFAULT_EPS
+
+            return w * x * self.torch.rsqrt((x * x).mean(-1, keepdim=True) + DEFAULT_EPS)
+        return self.reference("rms_norm", x, w)
 
     def sliced_softmax(self, x, k):
-        out = x.clone() if self.target == "cuda" else x.copy()
-        out[..., :k] = (self.torch.softmax(x[..., :k], -1) if self.target == "cuda" else
-                        _np_softmax(self.np, x[..., :k]))
+        if self.backend != "cuda":
+            return self.reference("sliced_softmax", x, k)
+        out = x.clone()
+        out[..., :k] = self.torch.softmax(x[..., :k], -1)
         return out
 
     def complex_mul(self, a, b):
+        if self.backend != "cuda":
+            return self.reference("complex_hadamard_product", a, b)
         ar, ai, br, bi = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
-        stack = self.torch.stack if self.target == "cuda" else self.np.stack
-        return stack([ar * br - ai * bi, ar * bi + ai * br], -1)
+        return self.torch.stack([ar * br - ai * bi, ar * bi + ai * br], -1)
+
+    def replaced(self, y, part, begin: int):
+        """``y`` with rows ``begin..`` replaced by ``part`` (a copy)."""
+        if self.backend != "cuda":
+            return self.reference("replace_slice", y, part, begin, begin + part.shape[0])
+        want = y.clone()
+        want[begin:begin + part.shape[0]] = part
+        return want
 
     def cast(self, x, dtype: str):
         """``x`` in ``dtype`` ("float32", "float16", "bfloat16")."""
         if dtype == "float32":
             return x
-        if self.target == "cuda":
+        if self.backend == "cuda":
             return x.to(getattr(self.torch, dtype))
         if dtype == "bfloat16":
             import ml_dtypes
@@ -141,12 +184,12 @@ class _Env:
         return x.astype(self.np.float16)
 
     def index(self, v):
-        if self.target == "cuda":
+        if self.backend == "cuda":
             return self.torch.tensor([v], device="cuda", dtype=self.torch.int64)
         return self.np.array([v], dtype=self.np.int64)
 
     def rel_error(self, got, want) -> float:
-        if self.target == "cuda":
+        if self.backend == "cuda":
             got, want = got.double(), want.double()
             return float((got - want).norm() / max(float(want.norm()), 1e-30))
         got, want = got.astype("float64"), want.astype("float64")
@@ -176,9 +219,9 @@ def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) ->
             flops *= d
         flops *= sb[-1]
         run = runner(a, b) if runner is not None else (lambda: ops.matmul(a, b))
-        lib = "numpy" if env.target != "cuda" else GEMMS.get(
+        lib = "numpy" if env.backend != "cuda" else GEMMS.get(
             node.replace("_async", ""), GEMMS["matmul_tf32" if tf32 else "matmul"])[2]
-        ref = Ref("torch.matmul" if env.target == "cuda" else "numpy matmul", lib,
+        ref = Ref("torch.matmul" if env.backend == "cuda" else "numpy matmul", lib,
                   lambda: env.matmul(a, b, tf32))
         out.append(Case(node, label, "flops", flops, run, lambda: env.matmul(a, b, tf32),
                         None, tol=1e-2 if tf32 or dtype != "float32" else 1e-4, refs=[ref],
@@ -229,10 +272,10 @@ def _bandwidth_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list
                 out.append(Case(node, "x".join(map(str, cube if "3d" in node else (r, c))),
                                 "bytes", amount, run, want, None, elements, fits))
 
-        add("add", 3 * nb, lambda x=x, y=y: ops.add(x, y), lambda x=x, y=y: x + y)
+        add("add", 3 * nb, lambda x=x, y=y: ops.add(x, y), lambda x=x, y=y: env.add(x, y))
         add("add_bcast", 2 * nb + 4 * r, lambda x=x, col=col: ops.add(x, col),
-            lambda x=x, col=col: x + col)
-        add("mul", 3 * nb, lambda x=x, y=y: ops.mul(x, y), lambda x=x, y=y: x * y)
+            lambda x=x, col=col: env.add(x, col))
+        add("mul", 3 * nb, lambda x=x, y=y: ops.mul(x, y), lambda x=x, y=y: env.mul(x, y))
         add("relu", 2 * nb, lambda x=x: ops.relu(x), lambda x=x: env.relu(x))
         add("silu", 2 * nb, lambda x=x: ops.silu(x), lambda x=x: env.silu(x))
         add("permute2d", 2 * nb, lambda x=x: ops.permute(x, (1, 0)),
@@ -250,7 +293,7 @@ def _bandwidth_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list
         # in place and idempotent: y[q:q+h] = part each time
         add("replace_slice", 2 * 4 * h * c,
             lambda y=y, part=part, b0=b0, e0=e0: ops.replace_slice(y, part, b0, e0),
-            lambda y=y, part=part, q=q: _replaced(y, part, q), h * c)
+            lambda y=y, part=part, q=q: env.replaced(y, part, q), h * c)
         # the whole-model nodes: one row-wise reduction, a prefix softmax, a broadcast
         # complex product (bytes: x read and written, the row of w / b read once)
         w = env.randn(c)
@@ -271,7 +314,7 @@ def table_nodes() -> list[str]:
     (a node a user or a test registered): timed as bandwidth nodes."""
     from ..stdlib.node_table import all_nodes
 
-    return [n.name for n in all_nodes() if n.example is not None and n.name not in NODES]
+    return [n.name for n in all_nodes() if n.example is not None and not n.bench]
 
 
 def _table_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list[Case]:
@@ -295,17 +338,6 @@ def _table_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list[Cas
                             lambda want=want: env.put(want.astype(np.float32)), None,
                             amount // 8, l2 is not None and amount <= l2))
     return out
-
-
-def _np_softmax(np, x):
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-def _replaced(y, part, begin):
-    want = y.clone() if hasattr(y, "clone") else y.copy()
-    want[begin:begin + part.shape[0]] = part
-    return want
 
 
 def _need_gpu() -> str | None:
@@ -347,23 +379,28 @@ def _peak(dev, kind: str, node: str) -> float | None:
     return dev.fp32_flops
 
 
-def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
-              device: str | None = None, log=print, on_rows=None) -> dict:
-    """Time the cases; the results as a dict (what ``--out`` writes).  ``on_rows(res)``
-    is called with the results so far after each case (``--out`` writes them as the run
-    goes: a run stopped by a time limit keeps what it had)."""
+def run_bench(backend: str | None = None, nodes: list[str] | None = None, reps: int = 15,
+              warmup: int = 3, device: str | None = None, log=print, on_rows=None, *,
+              target: str | None = None) -> dict:
+    """Time the cases on ``backend`` (``"cuda"`` / ``"emulator"``; ``target=``: its old,
+    deprecated spelling); the results as a dict (what ``--out`` writes).
+    ``on_rows(res)`` is called with the results so far after each case (``--out``
+    writes them as the run goes: a run stopped by a time limit keeps what it had)."""
     from .attention import attention_cases
     from .meta import finish, provenance
 
-    small = target == "emulator"
-    facts, dev = _device_facts(target, device)
-    env = _Env(target)
+    backend = backend_keyword(backend, target, "gpudsl.bench.run_bench")
+    if backend is None or nodes is None:
+        raise TypeError("run_bench: give the backend and the nodes")
+    small = backend == "emulator"
+    facts, dev = _device_facts(backend, device)
+    env = _Env(backend)
     wanted = set(nodes)
-    run = Run(target, env, reps, warmup, dev, log, _peak)
+    run = Run(backend, env, reps, warmup, dev, log, _peak)
     rows: list = []
-    res = {"emulated": small, "target": target, **facts,
+    res = {"emulated": small, "backend": backend, "target": backend, **facts,
            "device_table": dev.name if dev else None, "driver": _driver_version()
-           if target == "cuda" else None, "reps": reps, "warmup": warmup,
+           if backend == "cuda" else None, "reps": reps, "warmup": warmup,
            **provenance(), "complete": False, "copy_references": [], "results": rows}
     for make in (lambda: _matmul_cases(env, small, wanted),  # in priority order
                  lambda: attention_cases(env, small, wanted),
@@ -379,16 +416,16 @@ def run_bench(target: str, nodes: list[str], reps: int = 15, warmup: int = 3,
     return res
 
 
-def _device_facts(target: str, device: str | None):
+def _device_facts(backend: str, device: str | None):
     """(what the run measures on: device name, L2 size...; the device's table of peaks,
     or None: the emulator, or a device the table does not know)."""
     from ..perf.devices import device as device_table
     from ..runtime.timing import device_facts
 
-    facts = device_facts() if target == "cuda" else {
+    facts = device_facts() if backend == "cuda" else {
         "device": f"cpu {platform.machine()} (emulator)", "l2_bytes": None}
     dev = None
-    if target == "cuda":
+    if backend == "cuda":
         try:
             dev = device_table(device or facts["device"] or "H100")
         except Exception:
@@ -400,11 +437,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="gpudsl bench",
                                  description=__doc__.split("\n\n")[0].replace("``", "'"))
-    ap.add_argument("--nodes", default=",".join(n for n in NODES if n != "attention_suite"),
+    ap.add_argument("--nodes", default=",".join(n for n in bench_nodes()
+                                                if n != "attention_suite"),
                     help="comma-separated subset (default: all but attention_suite, the "
                     "FlashAttention sweep, minutes on a GPU)")
-    ap.add_argument("--target", choices=["cuda", "emulator"], default="cuda",
-                    help="emulator: small sizes on the CPU, figures labelled emulated")
+    ap.add_argument("--backend", choices=["cuda", "emulator"], default=None,
+                    help="where the cases run (default cuda); emulator: small sizes on the "
+                    "CPU, figures labelled emulated")
+    ap.add_argument("--target", choices=["cuda", "emulator"], default=None,
+                    help=argparse.SUPPRESS)  # the old name of --backend
     ap.add_argument("--reps", type=int, default=None, help="default 15 (emulator: 3)")
     ap.add_argument("--warmup", type=int, default=None, help="default 3 (emulator: 1)")
     ap.add_argument("--device", default=None, help="device table for the roofline "
@@ -412,25 +453,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="write the results (JSON) with device, driver, date, command")
     ns = ap.parse_args(argv)
     nodes = [n for n in ns.nodes.split(",") if n]
-    known = NODES + table_nodes()
+    known = bench_nodes()
     bad = [n for n in nodes if n not in known]
     if bad:
         print(f"gpudsl bench: unknown node(s) {', '.join(bad)}; nodes: {', '.join(known)}",
               file=sys.stderr)
         return 2
-    emu = ns.target == "emulator"
+    if ns.target is not None:
+        print("gpudsl bench: --target is deprecated (a target is an architecture now); "
+              "write --backend", file=sys.stderr)
+        if ns.backend not in (None, ns.target):
+            print("gpudsl bench: --backend and --target disagree", file=sys.stderr)
+            return 2
+    ns.backend = ns.backend or ns.target or "cuda"
+    emu = ns.backend == "emulator"
     if emu:
-        from ..stdlib.ops import target
+        from ..stdlib.ops import backend
 
-        if target() != "emulator":
-            print("gpudsl bench: --target emulator needs ops to run on the emulator; set "
+        if backend() != "emulator":
+            print("gpudsl bench: --backend emulator needs ops to run on the emulator; set "
                   "GPUDSL_NO_GPU=1 on a GPU machine", file=sys.stderr)
             return 2
     else:
         why = _need_gpu()
         if why:
             print(f"gpudsl bench needs an NVIDIA GPU with PyTorch: {why}. Run it on a GPU "
-                  "machine (gpudsl bench --out results.json), or try --target emulator",
+                  "machine (gpudsl bench --out results.json), or try --backend emulator",
                   file=sys.stderr)
             return 2
     if emu:
@@ -447,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
                 json.dump({**res, **stamp}, f, indent=1)
             os.replace(tmp, ns.out)
 
-    res = run_bench(ns.target, nodes, ns.reps or (3 if emu else 15),
+    res = run_bench(ns.backend, nodes, ns.reps or (3 if emu else 15),
                     ns.warmup if ns.warmup is not None else (1 if emu else 3), ns.device,
                     on_rows=write)
     write(res)

@@ -83,7 +83,7 @@ def _want(env, qkv, b: int, h: int, causal: bool):
     views (so a memory-efficient kernel may run: the math path would hold every score,
     17 GB at seqlen 8192)."""
     q, k, v = qkv
-    if env.target != "cuda":
+    if env.backend != "cuda":
         from ..stdlib.attention import attention_reference
 
         return lambda: attention_reference(q, k, v, causal)
@@ -102,7 +102,7 @@ def _references(env, qkv, shape, causal) -> list:
     """(name, backend, callable or the reason it is skipped) for each reference."""
     from .run import Ref
 
-    if env.target != "cuda":
+    if env.backend != "cuda":
         from ..stdlib.attention import attention_reference
 
         q, k, v = qkv

@@ -161,8 +161,11 @@ def _tune_parser(sub):
     t.add_argument("node", choices=tunable())
     t.add_argument("--shape", action="append", required=True, metavar="DxD[xD]",
                    help="an operand's shape (once per operand)")
+    t.add_argument("--backend", choices=["cuda", "emulator"], default=None,
+                   help="where the candidates run; default: cuda when a GPU is present, "
+                   "else the emulator (a dry run)")
     t.add_argument("--target", choices=["cuda", "emulator"], default=None,
-                   help="default: cuda when a GPU is present, else the emulator (a dry run)")
+                   help=argparse.SUPPRESS)  # the old name of --backend
     t.add_argument("--strategy", choices=["grid", "random", "tpe"], default="grid")
     t.add_argument("--trials", type=int, default=None)
     t.add_argument("--seconds", type=float, default=None)

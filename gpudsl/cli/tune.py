@@ -67,16 +67,31 @@ def where_ops_reads(db) -> str:
             f"with GPUDSL_TUNE_DB={db} for gpudsl.ops to use it (or tune without --db)")
 
 
+def _backend(ns) -> str | None:
+    """``--backend``, or the old ``--target`` spelling (warned on stderr)."""
+    import sys
+
+    old = getattr(ns, "target", None)
+    if old is None:
+        return ns.backend
+    print("gpudsl tune: --target is deprecated (a target is an architecture now); write "
+          "--backend", file=sys.stderr)
+    if ns.backend not in (None, old):
+        raise SystemExit("gpudsl tune: --backend and --target disagree")
+    return old
+
+
 def run_tune(ns) -> int:
     from .. import autotune
     from ..errors import Error
 
+    backend = _backend(ns)
     params = _params(ns.param)
     try:
         build, space, args, ref, rate = _task(ns, params)
     except Error as e:
         raise SystemExit(f"gpudsl tune {ns.node}: {e}") from None
-    res = autotune.tune(build, space, args, reference=ref, target=ns.target,
+    res = autotune.tune(build, space, args, reference=ref, backend=backend,
                         strategy=ns.strategy, budget=autotune.Budget(ns.trials, ns.seconds),
                         seed=ns.seed, db=ns.db, reps=ns.reps, rtol=1e-3, atol=1e-3,
                         task=build.task, **rate)

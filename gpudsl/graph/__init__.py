@@ -21,15 +21,23 @@ from __future__ import annotations
 
 from ..errors import GraphError
 from .model import Model, compile  # noqa: A004
-from .nodes import (AttentionNode, BufferTensor, ComplexHadamardProductNode, ConstantTensor,
-                    HadamardProductNode, InputTensor, MatMulNode, Node, PermuteNode,
-                    ReLUNode, ReplaceSliceNode, ReshapeNode, RMSNormNode, SiLUNode,
-                    SlicedSoftmaxNode, SliceNode, SumNode)
+from .nodes import (CONSTRUCTORS, BufferTensor, ConstantTensor, InputTensor, Node,
+                    constructor)
 from .plan import Memory, Plan
 from .script import Graph, Script, parse, to_script
 
+from ..stdlib.node_table import by_graph as _by_graph
+
+globals().update(CONSTRUCTORS)  # SumNode, MatMulNode...: one per node of the node table
+
 __all__ = ["GraphError", "Model", "compile", "Node", "InputTensor", "ConstantTensor",
-           "BufferTensor", "SumNode", "HadamardProductNode", "MatMulNode", "ReLUNode",
-           "SiLUNode", "SliceNode", "ReshapeNode", "PermuteNode", "ReplaceSliceNode",
-           "RMSNormNode", "ComplexHadamardProductNode", "SlicedSoftmaxNode", "AttentionNode",
-           "Memory", "Plan", "Graph", "Script", "parse", "to_script"]
+           "BufferTensor", *CONSTRUCTORS, "Memory", "Plan", "Graph", "Script", "parse",
+           "to_script"]
+
+
+def __getattr__(name: str):
+    """The constructor of a node registered after ``gpudsl.graph`` was imported (a
+    user's or a test's: ``graph.SquareNode(x)``)."""
+    if _by_graph(name) is not None:
+        return constructor(name)
+    raise AttributeError(f"module 'gpudsl.graph' has no attribute {name!r}")

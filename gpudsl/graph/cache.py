@@ -10,9 +10,12 @@ proofs); the unit's machine code comes from the kernel cache as before
 :class:`~gpudsl.runtime.cache.Cache`.
 
 - The key covers everything the products are made of: the graph's script text and
-  file name, the constants' names, dtypes and shapes, the target and its environment
-  (device, compiler), the versions of gpudsl, Python, numpy and z3, and a digest of
-  every source file of the installed gpudsl package.  Any change misses.
+  file name, the constants' names, dtypes and shapes, the backend and its environment
+  (device, compiler), the versions of gpudsl, Python, numpy and z3, a digest of
+  every source file of the installed gpudsl package, and of the node table's
+  declarations (``table_digest``: a node a user registered, or registered again with
+  another expression or kernel choice, changes what a script means).  Any change
+  misses.
 - What the compile read from outside the script is recorded in the entry and asked
   again at load: each tuning-store answer (``gpudsl.autotune.db.lookup_winner``) and
   the values of the constants the compile read (e.g. a scale baked into a kernel);
@@ -73,14 +76,50 @@ def source_digest() -> str:
     return h.hexdigest()
 
 
+def _callable_text(fn) -> str:
+    """What a declaration's function is made of: gpudsl's own by name (its source is in
+    ``source_digest``), another's by its source text where Python has it."""
+    if fn is None:
+        return "-"
+    module = getattr(fn, "__module__", None) or ""
+    name = f"{module}.{getattr(fn, '__qualname__', repr(fn))}"
+    if module == "gpudsl" or module.startswith("gpudsl."):
+        return name
+    import inspect
+
+    try:
+        return name + "\0" + inspect.getsource(fn)
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        return name + "\0" + (repr((code.co_code, code.co_consts)) if code else repr(fn))
+
+
+def table_digest() -> str:
+    """sha256 over the node table's declarations: each node's names, script
+    arguments, element expression, dtypes and graph properties, and what its shape
+    rule, kernel choice and reference are (``_callable_text``)."""
+    from ..stdlib.node_table import all_nodes
+
+    h = hashlib.sha256()
+    for n in all_nodes():
+        facts = (n.name, n.graph, n.script, n.expr, n.dtypes, n.aliases, n.graph_view,
+                 n.commutes)
+        parts = [repr(facts)] + [_callable_text(f) for f in (n.shape, n.launch,
+                                                             n.half_rule)]
+        h.update("\0".join(parts).encode("utf-8", "surrogateescape") + b"\1")
+    return h.hexdigest()
+
+
 def key(text: str, file: str, device: str, constants: dict) -> str:
     """The entry of a model: script, file name, constants' names/dtypes/shapes,
-    target and its environment, and gpudsl's sources (see the module's text)."""
+    the backend and its environment, gpudsl's sources and the node table's
+    declarations (see the module's text)."""
     from ..autotune.env import env_key
 
     h = hashlib.sha256()
     consts = sorted((k, str(v.dtype), tuple(v.shape)) for k, v in constants.items())
-    for part in (source_digest(), text, file, device, env_key(device), repr(consts)):
+    for part in (source_digest(), table_digest(), text, file, device, env_key(device),
+                 repr(consts)):
         data = part.encode("utf-8", "surrogateescape")
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)
@@ -193,5 +232,5 @@ def store(k: str, products: dict, lookups: list, constants: dict, read: set) -> 
     graph_cache().try_put(k, SUFFIX, buf.getvalue(), {"format": FORMAT})
 
 
-__all__ = ["enabled", "graph_cache", "source_digest", "key", "load", "store", "Reads",
+__all__ = ["enabled", "graph_cache", "source_digest", "table_digest", "key", "load", "store", "Reads",
            "still_valid"]

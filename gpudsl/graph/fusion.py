@@ -1,7 +1,8 @@
 """Fusion groups: which nodes of a graph run as one kernel (docs/graph_script.md).
 
 A *group* is a chain ``head -> n1 -> ... -> last`` where the head is a ``MatMulNode``
-(the rest become its epilogue) or a pointwise node (``SumNode``,
+(the rest become its epilogue) or a pointwise node (one the node table declares with an
+element expression: ``SumNode``,
 ``HadamardProductNode``, ``ReLUNode``, ``SiLUNode``), and every later node is pointwise.
 A node joins the chain of the node before it only when
 
@@ -23,13 +24,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..stdlib.node_table import all_nodes
+from ..stdlib.node_table import by_graph
 from .nodes import Node
 
-# the node table's pointwise nodes (graph name -> ops name)
-POINTWISE_BINARY = {n.graph: n.name for n in all_nodes() if n.pointwise == "binary"}
-POINTWISE_UNARY = {n.graph: n.name for n in all_nodes() if n.pointwise == "unary"}
-POINTWISE = tuple(POINTWISE_BINARY) + tuple(POINTWISE_UNARY)
+
+def pointwise_op(op: str) -> str | None:
+    """The ``gpudsl.ops`` name of graph node ``op`` when the node table declares it
+    pointwise (an element expression: ``SumNode`` -> ``"add"``), else None."""
+    decl = by_graph(op)
+    return decl.name if decl is not None and decl.pointwise else None
 
 
 @dataclass(frozen=True)
@@ -87,13 +90,13 @@ def groups(nodes: list[Node], result: Node) -> list[Group]:
                         for m, e, r in attention_groups(nodes, result, uses)]
     taken: set[int] = {k for g in out for k in g.members}
     for i, n in enumerate(nodes):
-        if i in taken or (n.op != "MatMulNode" and n.op not in POINTWISE):
+        if i in taken or (n.op != "MatMulNode" and pointwise_op(n.op) is None):
             continue
         chain = [i]
         cur = i
         while len(uses[cur]) == 1:
             c, _slot = uses[cur][0]
-            if c >= len(nodes) or nodes[c].op not in POINTWISE or c in taken:
+            if c >= len(nodes) or pointwise_op(nodes[c].op) is None or c in taken:
                 break
             if nodes[c].shape != nodes[cur].shape or nodes[c].dtype != "float32":
                 break
@@ -131,8 +134,7 @@ def _group(nodes, pos, chain) -> Group:
         n = nodes[k]
         args = tuple(None if pos[id(m)] in members and k != chain[0] else ext(m)
                      for m in n.inputs)
-        op = POINTWISE_BINARY.get(n.op) or POINTWISE_UNARY[n.op]
-        steps.append(ChainOp(op, args))
+        steps.append(ChainOp(pointwise_op(n.op), args))
     return Group(tuple(chain), tuple(externals), kind, tuple(steps))
 
 
@@ -170,4 +172,4 @@ def planner_view(nodes: list[Node], result: Node, gs: list[Group]):
     return out, out[pos[id(result)]]
 
 
-__all__ = ["POINTWISE", "ChainOp", "Group", "groups", "planner_view"]
+__all__ = ["pointwise_op", "ChainOp", "Group", "groups", "planner_view"]

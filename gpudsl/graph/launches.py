@@ -144,8 +144,10 @@ def launch_list(model) -> LaunchList:
             shapes = tuple(tuple(m.shape) for m in node.inputs)
             attrs = node.attrs
             dt = _DT.get(node.dtype, "f32")  # the stdlib's name of the node's precision
+            why = decl.refuses(node.dtype, shapes)
+            if why:  # a dtype or (halves) shapes the node's kernels do not take
+                raise at(node, f"{op}: {why}", "run this part of the graph in float32")
             if dt != "f32":
-                _refuse_half(node, op, shapes)
                 attrs = dict(attrs, dtype=dt)
             launch = plan_launch(decl, shapes, attrs, model.device)
             out.steps.append(Step(launch.proc, _args(out, launch, ins, ref(i), node, i),
@@ -161,15 +163,6 @@ def _err(out: LaunchList, i: int) -> Ref:
     off = 4 * len(out.errors)
     out.errors.append((off, i))
     return Ref("temp", "err", off, (1,), "int32")
-
-
-def _refuse_half(node, op: str, shapes) -> None:
-    """A float16/bfloat16 node without a half kernel is refused at its script line."""
-    from ..stdlib.matmul_f16 import half_node_refusal
-
-    why = half_node_refusal(op, *shapes)
-    if why:
-        raise at(node, f"{op}: {why}", "run this part of the graph in float32")
 
 
 def _args(out: LaunchList, launch, ins: list, me: Ref, node, i: int) -> dict:

@@ -291,7 +291,7 @@ def compile(graph, constants: dict | None = None, device: str | None = None,  # 
     else:
         raise GraphError(f"compile takes a graph node or script text, not "
                          f"{type(graph).__name__}")
-    where = ops.target()
+    where = ops.backend()
     if device not in (None, "cuda", "emulator"):
         raise GraphError(f"device must be 'cuda' or 'emulator', not {device!r}")
     if device == "cuda" and where != "cuda":

@@ -111,13 +111,13 @@ class Node:
 
     # -- the PyTorch-like operators of HamKaas's frontend
     def __add__(self, other):
-        return SumNode(self, _wrap(other, self))
+        return _make("SumNode", self, _wrap(other, self))
 
     def __mul__(self, other):
-        return HadamardProductNode(self, _wrap(other, self))
+        return _make("HadamardProductNode", self, _wrap(other, self))
 
     def __matmul__(self, other):
-        return MatMulNode(self, _wrap(other))
+        return _make("MatMulNode", self, _wrap(other))
 
     def __getitem__(self, key):
         if not isinstance(key, slice) or key.step not in (None, 1):
@@ -125,35 +125,35 @@ class Node:
                              f"[{key!r}]")
         b = 0 if key.start is None else key.start
         e = self.shape[0] if key.stop is None else key.stop
-        return SliceNode(self, b, e)
+        return _make("SliceNode", self, b, e)
 
     def reshape(self, *shape):
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = tuple(shape[0])
-        return ReshapeNode(self, shape)
+        return _make("ReshapeNode", self, shape)
 
     def permute(self, *perm):
         if len(perm) == 1 and not isinstance(perm[0], (int, np.integer)):
             perm = tuple(perm[0])
-        return PermuteNode(self, perm)
+        return _make("PermuteNode", self, perm)
 
     def relu(self):
-        return ReLUNode(self)
+        return _make("ReLUNode", self)
 
     def silu(self):
-        return SiLUNode(self)
+        return _make("SiLUNode", self)
 
     def replace(self, r, begin, end):
-        return ReplaceSliceNode(self, _wrap(r), begin, end)
+        return _make("ReplaceSliceNode", self, _wrap(r), begin, end)
 
     def rms_norm(self, weights):
-        return RMSNormNode(self, _wrap(weights))
+        return _make("RMSNormNode", self, _wrap(weights))
 
     def complex_hadamard_product(self, other):
-        return ComplexHadamardProductNode(self, _wrap(other))
+        return _make("ComplexHadamardProductNode", self, _wrap(other))
 
     def sliced_softmax(self, prefix_size):
-        return SlicedSoftmaxNode(self, prefix_size)
+        return _make("SlicedSoftmaxNode", self, prefix_size)
 
     def get_shape(self):
         return list(self.shape)
@@ -163,7 +163,12 @@ class Node:
 
 
 # ------------------------------------------------------------------ constructors
-# HamKaas's names: each builds a Node (functions, so that `isinstance(x, Node)` holds)
+# HamKaas's names: each builds a Node (functions, so that `isinstance(x, Node)` holds);
+# the computing nodes' are derived from the node table (``constructor``)
+
+
+def _make(graph: str, *args) -> Node:
+    return constructor(graph)(*args)
 
 
 def InputTensor(name: str, dtype, shape, where=None) -> Node:  # noqa: N802
@@ -194,66 +199,61 @@ def BufferTensor(dtype, shape) -> Node:  # noqa: N802
     return Node("BufferTensor", (), dict(dtype=dtype_name(dtype), shape=tuple(shape)))
 
 
-def SumNode(a, b):  # noqa: N802
-    return Node("SumNode", (a, b))
+def _operand(v, decl, first):
+    """A "ref" argument of a constructor: a node, or a number / array made a constant
+    (a number in ``first``'s float dtype when the node is pointwise, broadcasting)."""
+    if isinstance(v, np.generic) and not isinstance(v, np.bool_):  # np.int64(3): 3
+        v = v.item()
+    return _wrap(v, first if decl.pointwise else None)
 
 
-def HadamardProductNode(a, b):  # noqa: N802
-    return Node("HadamardProductNode", (a, b))
+def _argument(kind: str, name: str, v, decl, first):
+    """(operand or None, attribute value) of one constructor argument of ``kind``."""
+    if kind == "ref" or (kind == "ref|int" and isinstance(v, Node)):
+        return _operand(v, decl, first), None
+    if kind in ("int", "ref|int"):
+        return None, _int(name, v)
+    if kind == "list":
+        if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+            raise GraphError(f"{name} must be a list of integers, not {v!r}")
+        return None, tuple(v)
+    if not isinstance(v, (bool, np.bool_)):
+        raise GraphError(f"{name} must be a bool, not {v!r}")
+    return None, bool(v)
 
 
-def MatMulNode(a, b):  # noqa: N802
-    return Node("MatMulNode", (a, b))
+def constructor(graph: str):
+    """The Python constructor of the node called ``graph`` in the node table: its
+    script arguments (``Node.script``) in order, operands as nodes (numbers and arrays
+    made constants), the others attributes.  Derived, never written by hand (the one
+    exception: ``AttentionNode``, whose ``prefix`` and ``causal`` have defaults)."""
+    if graph in _OWN_CONSTRUCTORS:
+        return _OWN_CONSTRUCTORS[graph]
 
+    def build(*args):
+        decl = by_graph(graph)
+        if decl is None:
+            raise GraphError(f"{graph} is no longer a node of the node table")
+        if len(args) != len(decl.script):
+            names = ", ".join(name for _, name in decl.script)
+            raise GraphError(f"{graph} takes {len(decl.script)} argument(s) ({names}), "
+                             f"not {len(args)}")
+        inputs, attrs, first = [], {}, None
+        for (kind, name), v in zip(decl.script, args):
+            operand, value = _argument(kind, name, v, decl, first)
+            if operand is not None:
+                inputs.append(operand)
+                first = first or operand
+            else:
+                attrs[name] = value
+        return Node(graph, tuple(inputs), attrs)
 
-def ReLUNode(a):  # noqa: N802
-    return Node("ReLUNode", (a,))
-
-
-def SiLUNode(a):  # noqa: N802
-    return Node("SiLUNode", (a,))
-
-
-def SliceNode(a, begin: int, end: int):  # noqa: N802
-    return Node("SliceNode", (a,), dict(begin=_int("begin", begin), end=_int("end", end)))
-
-
-def ReshapeNode(a, shape):  # noqa: N802
-    return Node("ReshapeNode", (a,), dict(shape=tuple(shape)))
-
-
-def PermuteNode(a, perm):  # noqa: N802
-    return Node("PermuteNode", (a,), dict(perm=tuple(perm)))
-
-
-def ReplaceSliceNode(a, r, begin, end):  # noqa: N802
-    """``a[begin:end] = r`` in place on ``a``'s memory; ``begin`` / ``end`` are int64
-    nodes of one element (inputs, so they change between evaluations) or ints (made
-    constants)."""
-    def index(v):
-        if isinstance(v, Node):
-            return v
-        return ConstantTensor(np.array([_int("begin/end", v)], dtype=np.int64))
-    return Node("ReplaceSliceNode", (a, r, index(begin), index(end)))
-
-
-def RMSNormNode(a, weights):  # noqa: N802
-    """``weights * a / sqrt(mean(a^2) + 1e-5)`` over the last axis."""
-    return Node("RMSNormNode", (a, weights))
-
-
-def ComplexHadamardProductNode(a, b):  # noqa: N802
-    """The complex product on a trailing axis of size 2, ``b`` broadcast like Hadamard."""
-    return Node("ComplexHadamardProductNode", (a, b))
-
-
-def SlicedSoftmaxNode(a, prefix_size):  # noqa: N802
-    """Softmax of the first ``prefix_size`` entries of the last axis, the rest kept;
-    ``prefix_size`` is an int64 node of one element (an input: it changes between
-    evaluations) or an int (checked against the axis now)."""
-    if isinstance(prefix_size, Node):
-        return Node("SlicedSoftmaxNode", (a, prefix_size))
-    return Node("SlicedSoftmaxNode", (a,), dict(prefix=_int("prefix_size", prefix_size)))
+    decl = by_graph(graph)
+    build.__name__ = build.__qualname__ = graph
+    build.__doc__ = (decl.doc if decl is not None and decl.doc else
+                     f"The node table's {graph} ({', '.join(n for _, n in decl.script)})."
+                     if decl is not None else None)
+    return build
 
 
 def AttentionNode(q, k, v, prefix=None, causal: bool = False):  # noqa: N802
@@ -325,8 +325,17 @@ def as_host_array(value) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-CONSTRUCTORS = {
-    "SumNode": SumNode, "HadamardProductNode": HadamardProductNode,
-    "MatMulNode": MatMulNode, "ReLUNode": ReLUNode, "SiLUNode": SiLUNode,
-    "RMSNormNode": RMSNormNode, "ComplexHadamardProductNode": ComplexHadamardProductNode,
-}
+_OWN_CONSTRUCTORS = {"AttentionNode": AttentionNode}
+
+#: every computing node's constructor, by graph name (the node table's nodes when this
+#: module was imported; ``constructor(name)`` for a node registered since)
+CONSTRUCTORS = {n.graph: constructor(n.graph) for n in all_nodes() if n.graph}
+globals().update({k: v for k, v in CONSTRUCTORS.items() if k not in globals()})
+
+
+def __getattr__(name: str):
+    """The constructor of a node registered after this module was imported
+    (``gpudsl.graph.nodes.SquareNode``)."""
+    if by_graph(name) is not None:
+        return constructor(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,6 +13,8 @@ the kernels of the graph's fusion groups.  ``reductions`` holds the one-line blo
 reductions users call in their own kernels (``block_sum``, ``block_max``,
 ``block_min``, ``block_argmax``), importable from here."""
 
+from . import node_table  # noqa: F401,E402  (the built-in nodes, declared on first use of stdlib)
+
 _REDUCTIONS = ("block_sum", "block_max", "block_min", "block_argmax", "reduction")
 
 

@@ -300,13 +300,13 @@ def plan_matmul_half(a_shape, b_shape, dt: str):
                                             k=int(b_shape[1]))
 
 
-def half_node_refusal(op: str, *shapes) -> str | None:
-    """Why the graph's node ``op`` on these operand shapes has no f16/bf16 kernel
-    (None when it has one): the half matmul takes ``[m, n]`` or ``[n]`` times
-    ``[n, k]``."""
-    if op == "MatMulNode" and (len(shapes[1]) != 2 or len(shapes[0]) not in (1, 2)):
+def half_matmul_refusal(a_shape, b_shape) -> str | None:
+    """Why the matmul node on these operand shapes has no f16/bf16 kernel (None when
+    it has one): the half matmul takes ``[m, n]`` or ``[n]`` times ``[n, k]``.  The
+    matmul's declaration in the node table (``half_rule``) reads it."""
+    if len(b_shape) != 2 or len(a_shape) not in (1, 2):
         return (f"float16/bfloat16 matmul takes [m, n] or [n] @ [n, k], not "
-                f"{list(shapes[0])} @ {list(shapes[1])} (batched half matmuls run only "
+                f"{list(a_shape)} @ {list(b_shape)} (batched half matmuls run only "
                 "inside the fused attention)")
     return None
 
@@ -342,7 +342,7 @@ def half_tolerance(a: np.ndarray, b: np.ndarray, dt: str) -> np.ndarray:
     return n * 2.0 ** -23 * mag + u * (np.abs(a64 @ b64) + n * 2.0 ** -23 * mag) + tiny
 
 
-__all__ = ["half_node_refusal", "mma_f16", "mma_bf16", "MMA", "matmul_half_algorithm",
+__all__ = ["half_matmul_refusal", "mma_f16", "mma_bf16", "MMA", "matmul_half_algorithm",
            "schedule_matmul_half",
            "half_preconditions_hold", "half_kernel", "matmul_half_kernel", "half_simple_kernel",
            "plan_matmul_half", "half_tolerance",

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from .nodes import ShapeError
+from .nodes import FLOATS, ShapeError
 
 
 def dims_of(shape, what="shape", arg=None) -> tuple[int, ...]:
@@ -52,9 +52,6 @@ def broadcast_onto(a, b) -> tuple:
                              f"has {da} ({list(b.shape)} against {list(a.shape)}); "
                              "each axis of the second must equal the first's or be 1", 1)
     return a.shape
-
-
-FLOATS = ("float32", "float16", "bfloat16")
 
 
 def floats(ops, *idx) -> str:

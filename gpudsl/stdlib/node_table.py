@@ -1,9 +1,11 @@
-"""The built-in nodes of the node table (``gpudsl.stdlib.nodes``): for each, its
-shape rule (``node_shapes``), kernel choice (the tuning database's winner, else the
-default of its family module) with its arguments' reshapes, graph and script name,
-numpy reference and tuning task.  ``gpudsl.ops``, the graph, ``gpudsl tune`` and
-``gpudsl bench`` read these declarations through ``get`` / ``by_graph`` /
-``all_nodes`` / ``plan``."""
+"""The built-in nodes of the node table (``gpudsl.stdlib.nodes``), each declared once:
+its shape rule (``node_shapes``) and dtypes, its meaning (the kernel choice: the tuning
+database's winner, else the default of its family module, with its arguments'
+reshapes; a pointwise node's element expression), graph and script name, numpy
+reference, tuning task, bench cases and snapshot kernels.  ``gpudsl.ops``, the graph,
+``gpudsl tune`` and ``gpudsl bench`` read these declarations through ``get`` /
+``by_graph`` / ``all_nodes`` / ``plan``; ``pointwise_node`` declares a pointwise node
+in one call (docs/running.md, "Adding a node")."""
 from __future__ import annotations
 
 import math
@@ -11,10 +13,18 @@ import math
 import numpy as np
 
 from . import node_shapes as rule
-from .nodes import (Launch, Node, ShapeError, all_nodes, array_params, by_graph, db_stamp,
-                    get, register, tuned, tuned_proc)
+from .nodes import (FLOATS, Launch, Node, ShapeError, all_nodes, array_params, by_graph,
+                    db_stamp, get, register, tuned, unregister)
 
 # ------------------------------------------------------------------ kernel choices
+
+
+def tuned_proc(make_task, key, backend: str):
+    """The tuning database's winner for ``make_task()`` on ``backend``'s device, or None
+    (``stdlib.tuning.tuned_proc``)."""
+    from .tuning import tuned_proc as winner
+
+    return winner(make_task, key, backend)
 
 
 def _rows(shape) -> tuple[int, int]:
@@ -29,7 +39,7 @@ def _dt(attrs) -> str:
 
 
 def _binary(op: str):
-    def launch(shapes, attrs, target):
+    def launch(shapes, attrs, backend):
         from .pointwise import plan_binary
         from .tuning import PointwiseTask
 
@@ -37,33 +47,33 @@ def _binary(op: str):
         dt = _dt(attrs)
         p, dims, bdims = plan_binary(op, sa, sb, dt)
         if dt == "f32":
-            p = tuned_proc(lambda: PointwiseTask(op, sa, sb), (op, sa, sb), target) or p
+            p = tuned_proc(lambda: PointwiseTask(op, sa, sb), (op, sa, sb), backend) or p
         return Launch(p, (("a", ("in", 0, dims)), ("b", ("in", 1, bdims)),
                           ("out", ("out", dims))), sa)
     return launch
 
 
 def _unary(op: str):
-    def launch(shapes, attrs, target):
+    def launch(shapes, attrs, backend):
         from .pointwise import plan_unary
         from .tuning import PointwiseTask
 
         shape = shapes[0]
         n = math.prod(shape)
         dt = _dt(attrs)
-        p = (tuned_proc(lambda: PointwiseTask(op, shape), (op, shape), target)
+        p = (tuned_proc(lambda: PointwiseTask(op, shape), (op, shape), backend)
              if dt == "f32" else None) or plan_unary(op, n, dt)
         return Launch(p, (("x", ("in", 0, (n,))), ("out", ("out", (n,)))), shape)
     return launch
 
 
-def matmul_options(sa, sb, attrs: dict, target: str) -> dict:
+def matmul_options(sa, sb, attrs: dict, backend: str) -> dict:
     """The fp32 kernel's options: the database's winner (read once per database
     version), then ``stages`` / ``async_stages`` when given (``gpudsl.ops.matmul``
     checked their values).  A graph's fused matmul group takes them from here too."""
     from .matmul import tuned_options
 
-    opts = dict(tuned(("matmul", sa, sb, target), lambda: tuned_options(sa, sb, target)))
+    opts = dict(tuned(("matmul", sa, sb, backend), lambda: tuned_options(sa, sb, backend)))
     stages, asy = attrs.get("stages"), attrs.get("async_stages")
     if stages is not None:
         opts["stages"] = stages
@@ -72,7 +82,7 @@ def matmul_options(sa, sb, attrs: dict, target: str) -> dict:
     return opts
 
 
-def _launch_matmul(shapes, attrs, target):
+def _launch_matmul(shapes, attrs, backend):
     sa, sb = shapes[0], shapes[1]
     dt = _dt(attrs)
     if dt != "f32":  # [m, n] or [n] @ [n, k]: tensor cores where the tiles divide
@@ -92,13 +102,13 @@ def _launch_matmul(shapes, attrs, target):
     else:
         from .matmul import options_kernel
 
-        p, _ = options_kernel(sa, sb, **matmul_options(sa, sb, attrs, target))
+        p, _ = options_kernel(sa, sb, **matmul_options(sa, sb, attrs, backend))
     a, b, c = array_params(p)
     return Launch(p, ((a, ("in", 0, None)), (b, ("in", 1, None)), (c, ("out", None))),
                   tuple(sa[:-1]) + (sb[-1],))
 
 
-def _launch_permute(shapes, attrs, target):
+def _launch_permute(shapes, attrs, backend):
     from .permute import merged_shapes, permute_kernel
     from .shapes import normalize_perm
     from .tuning import PermuteTask
@@ -109,13 +119,13 @@ def _launch_permute(shapes, attrs, target):
     p, _, out_shape = permute_kernel(shape, perm, dt)
     if dt == "f32":  # tuned winners are float32 kernels
         p = tuned_proc(lambda: PermuteTask(shape, perm), ("permute", shape, perm),
-                       target) or p
+                       backend) or p
     a, b = merged_shapes(shape, perm)  # the kernel's array shapes
     x, out = array_params(p)
     return Launch(p, ((x, ("in", 0, a)), (out, ("out", b))), tuple(out_shape))
 
 
-def _launch_slice(shapes, attrs, target):
+def _launch_slice(shapes, attrs, backend):
     from .slices import plan_slice
     from .tuning import SliceTask
 
@@ -124,12 +134,12 @@ def _launch_slice(shapes, attrs, target):
     n, c = _rows(shape)
     m = end - begin
     p = tuned_proc(lambda: SliceTask(shape, begin, end), ("slice", shape, begin, end),
-                   target) or plan_slice(c)
+                   backend) or plan_slice(c)
     return Launch(p, (("begin", ("value", begin)), ("x", ("in", 0, (n, c))),
                       ("out", ("out", (m, c)))), (m,) + tuple(shape[1:]))
 
 
-def _launch_replace_slice(shapes, attrs, target):
+def _launch_replace_slice(shapes, attrs, backend):
     from .slices import plan_replace_slice
     from .tuning import ReplaceSliceTask
 
@@ -137,14 +147,14 @@ def _launch_replace_slice(shapes, attrs, target):
     m = shapes[1][0]
     dt = _dt(attrs)
     p = (tuned_proc(lambda: ReplaceSliceTask((n, c), 0, m), ("replace_slice", n, c, m),
-                    target) if 0 < m <= n and dt == "f32" else None) or \
+                    backend) if 0 < m <= n and dt == "f32" else None) or \
         plan_replace_slice(c, dt)
     return Launch(p, (("x", ("in", 0, (n, c))), ("r", ("in", 1, (m, c))),
                       ("begin", ("index", 2, "begin")), ("end", ("index", 3, "end")),
                       ("err", ("err",))), None)
 
 
-def _launch_rms_norm(shapes, attrs, target):
+def _launch_rms_norm(shapes, attrs, backend):
     from .rms_norm import plan_rms_norm
 
     xs = shapes[0]
@@ -153,7 +163,7 @@ def _launch_rms_norm(shapes, attrs, target):
                                      ("out", ("out", (r, n)))), xs)
 
 
-def _launch_complex(shapes, attrs, target):
+def _launch_complex(shapes, attrs, backend):
     from .complex import plan_complex_mul
 
     p, ca, cb = plan_complex_mul(shapes[0], shapes[1], _dt(attrs))
@@ -161,7 +171,7 @@ def _launch_complex(shapes, attrs, target):
                   shapes[0])
 
 
-def _launch_sliced_softmax(shapes, attrs, target):
+def _launch_sliced_softmax(shapes, attrs, backend):
     from .softmax import plan_sliced_softmax
 
     xs = shapes[0]
@@ -171,13 +181,13 @@ def _launch_sliced_softmax(shapes, attrs, target):
         ("out", ("out", (r, n))), ("err", ("err",))), xs)
 
 
-def _launch_attention(shapes, attrs, target):
+def _launch_attention(shapes, attrs, backend):
     from .attention_mma import plan_prefill
 
     (h, m, d), n = shapes[0], shapes[1][1]
     scale = attrs.get("scale")
     scale = np.float32(1 / math.sqrt(d) if scale is None else scale)
-    p = plan_prefill(m, d, bool(attrs["causal"]), h, n, dt=_dt(attrs), target=target)
+    p = plan_prefill(m, d, bool(attrs["causal"]), h, n, dt=_dt(attrs), target=backend)
     return Launch(p, (("q", ("in", 0, None)), ("k", ("in", 1, None)), ("v", ("in", 2, None)),
                       ("prefix", ("index", 3, "prefix")), ("scale", ("value", scale)),
                       ("out", ("out", None)), ("err", ("err",))), shapes[0])
@@ -202,9 +212,12 @@ def _replace(x, r, begin, end):
     return out
 
 
-def _rms(x, w):
+def _rms(x, w, eps=None):
+    from .rms_norm import DEFAULT_EPS
+
     x = _f64(x)
-    return w * x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5)
+    eps = DEFAULT_EPS if eps is None else eps
+    return _f64(w) * x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
 
 
 def _cmul(a, b):
@@ -266,62 +279,148 @@ def _matmul_task(shapes, options):
 
 REF, INT, LIST = "ref", "int", "list"
 
-for _op, _graph, _ref in (("add", "SumNode", lambda a, b: a + b),
-                          ("mul", "HadamardProductNode", lambda a, b: a * b)):
-    register(Node(_op, rule.pointwise, _binary(_op), _ref, _graph,
-                  ((REF, "a"), (REF, "b")), ("a", "b"), pointwise="binary",
-                  tuning=_pointwise_task(_op), tune_shapes=2))
+
+def _example(arity: int):
+    """``gpudsl bench``'s operands of a pointwise node: ``arity`` float32 arrays."""
+    def example(rng, rows, cols):
+        return [rng.standard_normal((rows, cols)).astype(np.float32)
+                for _ in range(arity)], {}
+    return example
+
+
+def pointwise_node(name: str, graph: str, expr: str, reference, *, commutes: bool = False,
+                   bench: tuple = (), snapshots: tuple = (), doc: str = "") -> Node:
+    """The one declaration of a pointwise node: ``expr`` is its element in the kernel
+    language, of ``{x}`` (unary) or ``{a}`` and ``{b}`` (binary: ``b`` broadcast onto
+    ``a``), computed in f32 (halves read widened, the result rounded once);
+    ``reference`` numpy's meaning.  The rest follows from the family
+    (``stdlib.pointwise``): its shape rule, float32/float16/bfloat16 kernels, the
+    tuning task (threads and vector width), a bench example, its script arguments,
+    and fusion into the graph's pointwise chains.  ``commutes``: the operands may be
+    swapped (``gpudsl.ops`` puts a scalar or a broadcast operand second); ``bench``:
+    ``gpudsl bench``'s own cases of it (none: timed on two (binary) or one float32
+    array against ``reference``); ``snapshots``: see ``Node``."""
+    unary = "{x}" in expr
+    return Node(name, rule.unary if unary else rule.pointwise,
+                (_unary if unary else _binary)(name), reference, graph,
+                ((REF, "x"),) if unary else ((REF, "a"), (REF, "b")),
+                ("x",) if unary else ("a", "b"), expr=expr, commutes=commutes,
+                dtypes=FLOATS, tuning=_pointwise_task(name), tune_shapes=1 if unary else 2,
+                example=_example(1 if unary else 2), bench=bench,
+                snapshots=snapshots, doc=doc)
+
+
+def _kernel(module: str, fn: str, *args, part=None):
+    """A snapshot's kernel: ``stdlib.<module>.<fn>(*args)`` (``part``: that item of
+    what it returns), built when the test asks."""
+    def build():
+        import importlib
+
+        out = getattr(importlib.import_module(f"{__package__}.{module}"), fn)(*args)
+        return out if part is None else out[part]
+    return build
+
+
+def _half_matmul(*shapes):
+    from .matmul_f16 import half_matmul_refusal
+
+    return half_matmul_refusal(*shapes)
+
+
+for _op, _graph, _expr, _ref, _bench, _snap in (
+        ("add", "SumNode", "{a} + {b}", lambda a, b: _f64(a) + b, ("add", "add_bcast"),
+         (("add_bcast_rows", (True, False)),)),
+        ("mul", "HadamardProductNode", "{a} * {b}", lambda a, b: _f64(a) * b, ("mul",),
+         (("mul", (True,)),))):
+    register(pointwise_node(_op, _graph, _expr, _ref, commutes=True, bench=_bench,
+                            snapshots=tuple((n, _kernel("pointwise", "binary_kernel", _op,
+                                                        full, 4)) for n, full in _snap)))
 register(Node("matmul", rule.matmul, _launch_matmul, lambda a, b: _f64(a) @ b, "MatMulNode",
-              ((REF, "a"), (REF, "b")), ("a", "b"), tuning=_matmul_task, tune_shapes=2))
-for _op, _graph, _ref in (("relu", "ReLUNode", lambda x: np.maximum(_f64(x), 0)),
-                          ("silu", "SiLUNode", _silu)):
-    register(Node(_op, rule.unary, _unary(_op), _ref, _graph, ((REF, "x"),), ("x",),
-                  pointwise="unary", tuning=_pointwise_task(_op)))
+              ((REF, "a"), (REF, "b")), ("a", "b"), tuning=_matmul_task, tune_shapes=2,
+              dtypes=FLOATS, half_rule=_half_matmul,
+              bench=("matmul", "matmul_1stage", "matmul_async", "matmul_4000", "bmatmul",
+                     "vecmat", "matmul_tf32", "matmul_tf32_async", "matmul_f16",
+                     "matmul_bf16"),
+              snapshots=(("matmul", _kernel("matmul", "big_kernel", False)),
+                         ("matmul_batched", _kernel("matmul", "big_kernel", True)),
+                         ("matmul_any_shape", _kernel("matmul", "cut_kernel", False, 4)),
+                         ("vecmat", _kernel("matmul", "vecmat_kernel")))))
+# NaN propagates (as in numpy and PyTorch): max(x, 0.0) would give 0 for NaN
+for _op, _graph, _expr, _ref in (
+        ("relu", "ReLUNode", "select({x} <= 0.0, 0.0, {x})",
+         lambda x: np.maximum(_f64(x), 0)),
+        ("silu", "SiLUNode", "{x} / (1.0 + exp(-{x}))", _silu)):
+    register(pointwise_node(_op, _graph, _expr, _ref, bench=(_op,), snapshots=(
+        (_op, _kernel("pointwise", "unary_kernel", _op, 4)),)))
 register(Node("slice", rule.slice_rows, _launch_slice, lambda x, begin, end: x[begin:end],
               "SliceNode", ((REF, "x"), (INT, "begin"), (INT, "end")), ("x",),
-              aliases=True, graph_view=True, tuning=_slice_task(False)))
+              aliases=True, graph_view=True, tuning=_slice_task(False), dtypes=FLOATS,
+              bench=("slice",), snapshots=(("slice", _kernel("slices", "slice_kernel", 4)),)))
 register(Node("reshape", rule.reshape, None, lambda x, shape: np.reshape(x, shape),
               "ReshapeNode", ((REF, "x"), (LIST, "shape")), ("x",), aliases=True,
-              graph_view=True))
+              graph_view=True, dtypes=FLOATS))
 register(Node("permute", rule.permute, _launch_permute,
               lambda x, perm: np.transpose(x, perm), "PermuteNode",
-              ((REF, "x"), (LIST, "perm")), ("x",), tuning=_permute_task))
+              ((REF, "x"), (LIST, "perm")), ("x",), tuning=_permute_task, dtypes=FLOATS,
+              bench=("permute2d", "permute3d_021", "permute3d_210"),
+              snapshots=(("permute_2d", _kernel("permute", "permute_kernel", (64, 96),
+                                                (1, 0), part=0)),
+                         ("permute_3d_021", _kernel("permute", "permute_kernel",
+                                                    (4, 64, 96), (0, 2, 1), part=0)))))
 register(Node("replace_slice", rule.replace_slice, _launch_replace_slice, _replace,
               "ReplaceSliceNode", ((REF, "x"), (REF, "r"), (REF, "begin"), (REF, "end")),
-              ("x", "r", "begin", "end"), aliases=True, tuning=_slice_task(True)))
+              ("x", "r", "begin", "end"), aliases=True, tuning=_slice_task(True),
+              dtypes=FLOATS, bench=("replace_slice",),
+              snapshots=(("replace_slice", _kernel("slices", "replace_slice_kernel", 4)),)))
 register(Node("rms_norm", rule.rms_norm, _launch_rms_norm, _rms, "RMSNormNode",
-              ((REF, "x"), (REF, "w")), ("x", "w")))
+              ((REF, "x"), (REF, "w")), ("x", "w"), dtypes=FLOATS, bench=("rms_norm",),
+              snapshots=(("rms_norm", _kernel("rms_norm", "rms_norm_kernel", 256)),),
+              doc="``weights * a / sqrt(mean(a^2) + eps)`` over the last axis (``eps``: "
+                  "``stdlib.rms_norm.DEFAULT_EPS``, 1e-5)."))
 register(Node("complex_hadamard_product", rule.complex_product, _launch_complex, _cmul,
-              "ComplexHadamardProductNode", ((REF, "a"), (REF, "b")), ("a", "b")))
+              "ComplexHadamardProductNode", ((REF, "a"), (REF, "b")), ("a", "b"),
+              dtypes=FLOATS, bench=("complex_hadamard",),
+              snapshots=(("complex_hadamard_rope", _kernel("complex", "complex_mul_kernel",
+                                                           (False, True))),),
+              doc="The complex product on a trailing axis of size 2, ``b`` broadcast like "
+                  "Hadamard."))
 register(Node("sliced_softmax", rule.sliced_softmax, _launch_sliced_softmax, _softmax,
-              "SlicedSoftmaxNode", ((REF, "x"), ("ref|int", "prefix")), ("x", "prefix")))
+              "SlicedSoftmaxNode", ((REF, "x"), ("ref|int", "prefix")), ("x", "prefix"),
+              dtypes=FLOATS, bench=("sliced_softmax",),
+              snapshots=(("sliced_softmax", _kernel("softmax", "sliced_softmax_kernel",
+                                                    256)),),
+              doc="Softmax of the first ``prefix`` entries of the last axis, the rest kept; "
+                  "``prefix`` is an int64 node of one element (an input: it changes between "
+                  "evaluations) or an int (checked against the axis now)."))
 register(Node("attention", rule.attention, _launch_attention, _attention, "AttentionNode",
               ((REF, "q"), (REF, "k"), (REF, "v"), ("ref|int", "prefix"), ("bool", "causal")),
-              ("q", "k", "v", "prefix")))
+              ("q", "k", "v", "prefix"), dtypes=FLOATS, bench=("attention", "attention_suite"),
+              snapshots=(("attention_causal", _kernel("attention", "attention_kernel", 128,
+                                                      True, 4)),)))
 
 # ------------------------------------------------------------------ plans
 
 _PLANS: dict = {}
 
 
-def plan(node: Node, shapes: tuple, attrs: dict, target: str) -> Launch:
-    """``node.launch(shapes, attrs, target)``, looked up once per (node, shapes,
-    attributes, target) and tuning database version: the shape work and the kernel
+def plan(node: Node, shapes: tuple, attrs: dict, backend: str) -> Launch:
+    """``node.launch(shapes, attrs, backend)``, looked up once per (node, shapes,
+    attributes, backend) and tuning database version: the shape work and the kernel
     choice of a repeated call cost a dictionary lookup and one ``stat``."""
     stamp = db_stamp()
     try:
-        key = (node.name, shapes, tuple(attrs.items()), target)
+        key = (node.name, shapes, tuple(attrs.items()), backend)
         hit = _PLANS.get(key)
     except TypeError:  # an attribute that is not hashable: no cache
-        return node.launch(shapes, attrs, target)
+        return node.launch(shapes, attrs, backend)
     if hit is not None and hit[0] == stamp and hit[1] is node:
         return hit[2]
-    launch = node.launch(shapes, attrs, target)
+    launch = node.launch(shapes, attrs, backend)
     if len(_PLANS) > 4096:
         _PLANS.clear()
     _PLANS[key] = (stamp, node, launch)
     return launch
 
 
-__all__ = ["Node", "Launch", "ShapeError", "register", "get", "by_graph", "all_nodes",
-           "plan", "matmul_options"]
+__all__ = ["Node", "Launch", "ShapeError", "register", "unregister", "get", "by_graph",
+           "all_nodes", "plan", "matmul_options", "pointwise_node", "tuned_proc"]

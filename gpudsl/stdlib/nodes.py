@@ -3,22 +3,31 @@
 A ``Node`` declaration says everything the rest of gpudsl needs to know about a node:
 
 - ``name``: its ``gpudsl.ops`` name and tuning task (``"add"``); ``graph``: its graph
-  and script name (``"SumNode"``) and ``script``: its script arguments;
+  and script name (``"SumNode"``), from which ``gpudsl.graph`` derives its constructor,
+  and ``script``: its script arguments;
 - ``shape``: the shape rule, ``(operands, attrs) -> (dtype, shape)`` where each operand
   has ``.dtype`` (``"float32"``/``"int64"``) and ``.shape``; it raises ``ShapeError``
-  naming the operand at fault;
-- ``launch``: the kernel choice, ``(shapes, attrs, target) -> Launch``: the proc (the
-  tuning database's winner where there is one, else the default) and how each of its
-  parameters comes from the operands (reshaped), the output, a literal or a fault flag;
-- ``reference``: numpy's meaning, for tests and ``gpudsl bench``;
-- ``tuning``: the node's tuning task for ``gpudsl tune`` (None: not tunable), and
-  ``example``: arguments ``gpudsl bench`` times it on.
+  naming the operand at fault; ``dtypes``: the float dtypes its kernels take (another
+  is refused by ``gpudsl.ops`` and by graphs), ``half_rule``: which shapes have no
+  float16/bfloat16 kernel;
+- its meaning: ``launch``, the kernel choice, ``(shapes, attrs, backend) -> Launch``: the
+  proc (the tuning database's winner where there is one, else the default) and how
+  each of its parameters comes from the operands (reshaped), the output, a literal or
+  a fault flag; a pointwise node gives ``expr`` instead, its element's expression
+  (``"{a} + {b}"``, ``"{x} * {x}"``), from which ``stdlib.pointwise`` builds its procs
+  and the graph's fused kernels (``node_table.pointwise_node`` declares one);
+- ``reference``: numpy's meaning, the one reference of ``gpudsl.ops``' tests, graphs,
+  ``gpudsl tune``'s tasks and ``gpudsl bench``;
+- ``tuning``: the node's tuning task for ``gpudsl tune`` (its space, arguments and
+  reference; None: not tunable), ``example``: arguments ``gpudsl bench`` times it on,
+  ``bench``: the names of ``gpudsl bench``'s own cases of it, ``snapshots``: its
+  default kernels whose CUDA the snapshot tests keep.
 
-``gpudsl.ops``, the graph (shape inference, the script parser, the launch list),
-``gpudsl tune`` and ``gpudsl bench`` all read this table (through
-``gpudsl.stdlib.node_table``, which declares the built-in nodes), so they cannot
-disagree.
-Adding a node is one module (its procs) plus one ``register(Node(...))``
+``gpudsl.ops``, the graph (shape inference, constructors, the script parser, the
+launch list, fusion), ``gpudsl tune`` and ``gpudsl bench`` all read this table
+(through ``gpudsl.stdlib.node_table``, which declares the built-in nodes), so they
+cannot disagree.  Adding a node is one ``register(Node(...))`` (a pointwise one:
+``register(pointwise_node(...))``), plus its family module when its kernel is new
 (CONTRIBUTING.md, "Adding a standard-library node").
 """
 from __future__ import annotations
@@ -71,6 +80,9 @@ def array_params(p) -> list[str]:
 # ------------------------------------------------------------------ declarations
 
 
+FLOATS = ("float32", "float16", "bfloat16")
+
+
 @dataclass(frozen=True)
 class Node:
     """One standard-library node (see the module's text)."""
@@ -90,17 +102,47 @@ class Node:
     aliases: bool = False
     #: in a graph: no launch (a view)
     graph_view: bool = False
-    #: fusion: "binary" / "unary" pointwise step (``gpudsl.graph.fusion``; read when
-    #: ``gpudsl.graph`` is imported, and ``stdlib/fused.py`` composes the built-in
-    #: pointwise algorithms only)
-    pointwise: str | None = None
+    #: a pointwise node's element: an expression of ``{a}`` and ``{b}`` (binary) or of
+    #: ``{x}`` (unary) in the kernel language, computed in f32 (halves widened, the
+    #: result rounded once); ``stdlib.pointwise`` builds the node's procs from it and
+    #: graphs fuse the node into chains (``gpudsl.graph.fusion``, ``stdlib.fused``)
+    expr: str | None = None
+    #: a binary node whose operands may be swapped (a scalar or a broadcast first)
+    commutes: bool = False
+    #: the float dtypes the node's kernels take
+    dtypes: tuple[str, ...] = ("float32",)
+    #: ``(*shapes) -> why`` the float16/bfloat16 kernel does not take these operand
+    #: shapes (None: it does)
+    half_rule: Callable | None = None
     #: ``gpudsl tune``: (shapes, options) -> a tuning task; ``tune_shapes`` operands
     tuning: Callable | None = None
     tune_shapes: int = 1
     #: ``gpudsl bench``: (rng, rows, cols) -> (operands, attrs)
     example: Callable | None = None
+    #: ``gpudsl bench``: the names of its own cases of this node (none: the node is
+    #: timed on ``example``)
+    bench: tuple[str, ...] = ()
+    #: the snapshot tests: (name, () -> proc) of default kernels whose CUDA is kept
+    snapshots: tuple = ()
     doc: str = ""
     extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def pointwise(self) -> str | None:
+        """``"binary"`` / ``"unary"`` for a pointwise node (``expr``), else None."""
+        if self.expr is None:
+            return None
+        return "unary" if "{x}" in self.expr else "binary"
+
+    def refuses(self, dtype: str, shapes=()) -> str | None:
+        """Why this node has no kernel for ``dtype`` operands of these shapes (None:
+        it has one)."""
+        if dtype in FLOATS and dtype not in self.dtypes:
+            return (f"{self.graph or self.name} has no {dtype} kernel; it takes "
+                    f"{' or '.join(self.dtypes)}")
+        if dtype in FLOATS[1:] and self.half_rule is not None and shapes:
+            return self.half_rule(*shapes)
+        return None
 
 
 _TABLE: dict[str, Node] = {}
@@ -227,13 +269,5 @@ def tuned(key, lookup: Callable, stamp=None):
     return value
 
 
-def tuned_proc(make_task: Callable, key, target: str):
-    """The proc of the tuning database's winner for ``make_task()`` on ``target``'s
-    device, or None (the defaults); never tunes."""
-    from .tuning import tuned_kernel
-
-    return tuned(("proc", key, target), lambda: tuned_kernel(make_task, target))
-
-
-__all__ = ["Node", "Launch", "ShapeError", "register", "unregister", "get", "by_graph",
-           "all_nodes", "array_params", "tuned", "tuned_proc", "db_stamp"]
+__all__ = ["Node", "FLOATS", "Launch", "ShapeError", "register", "unregister", "get", "by_graph",
+           "all_nodes", "array_params", "tuned", "db_stamp"]

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ..backend_names import deprecated_alias as _deprecated_alias
 from .halves import NUMPY as _NUMPY
 from .halves import common_dtype as _common_dtype
 from .halves import dtype_of as _dtype_of
@@ -54,7 +55,7 @@ def _op(fn=None, *, convert: bool = True):
     def run(*args, **kwargs):
         try:
             if not kwargs:  # the recipe of an earlier call of the same signature (ops_fast)
-                recipe = _fast.lookup(name, target(), args)
+                recipe = _fast.lookup(name, backend(), args)
                 if recipe is not None:
                     return recipe(*args)
             if convert and _torch_tensors.torch_module() is not None:
@@ -70,7 +71,7 @@ def _op(fn=None, *, convert: bool = True):
 _compiled: dict = {}
 
 
-def target() -> str:
+def backend() -> str:
     """Where ops run: ``"cuda"`` with a GPU and driver, else ``"emulator"``."""
     available = _driver._available  # the driver's answer, once probed
     if available is None:
@@ -78,8 +79,12 @@ def target() -> str:
     return "cuda" if available else "emulator"
 
 
+#: the old name of ``backend()`` (a target is an architecture now)
+target = _deprecated_alias(backend, "gpudsl.ops.target", "gpudsl.ops.backend")
+
+
 def _kernel(p):
-    key = (p, target())
+    key = (p, backend())
     k = _compiled.get(key)
     if k is None:
         k = _compiled[key] = p.compile(key[1])
@@ -93,7 +98,7 @@ def _zeros(like, shape, dtype):
 
 
 def _run(p, **args):
-    k = _compiled.get((p, target()))
+    k = _compiled.get((p, backend()))
     (_kernel(p) if k is None else k)(**args)
 
 
@@ -114,7 +119,7 @@ def _launch(name: str, operands: tuple, attrs: dict, like=None):
     arguments reshaped as the table says.  The result (or ``operands[0]``, written in
     place) and the fault flag (None: the kernel has none)."""
     shapes = tuple(tuple(map(int, x.shape)) for x in operands)
-    launch = plan(get(name), shapes, attrs, target())
+    launch = plan(get(name), shapes, attrs, backend())
     return _execute(launch, operands, operands[0] if like is None else like)
 
 
@@ -150,14 +155,15 @@ def _dtype_like(x) -> np.dtype:
 
 
 def _binary(op: str, a, b):
-    fast = _fast.lookup(op, target(), (a, b))  # torch CPU tensors, viewed as numpy here
+    fast = _fast.lookup(op, backend(), (a, b))  # torch CPU tensors, viewed as numpy here
     if fast is not None:
         return fast(a, b)
-    key, stamp = _fast.key_of(op, target(), (a, b)), db_stamp()
+    key, stamp = _fast.key_of(op, backend(), (a, b)), db_stamp()
     a_scalar, b_scalar = _is_scalar(a), _is_scalar(b)
     if a_scalar and b_scalar:
         raise NodeError("a and b are both scalars; one of them must be an array")
-    if a_scalar:  # add and mul commute: the array first
+    if a_scalar:  # the array first: the node's operands commute (add, mul)
+        require(get(op).commutes, f"a is a scalar; {op} takes a scalar as b only")
         a, b = b, a
     sa = check_tensor("b" if a_scalar else "a", a, ranks=RANKS, dtypes=_ANY_FLOAT)
     if a_scalar or b_scalar:
@@ -186,10 +192,10 @@ def mul(a, b):
 
 
 def _unary(op: str, x):
-    fast = _fast.lookup(op, target(), (x,))  # torch CPU tensors, viewed as numpy here
+    fast = _fast.lookup(op, backend(), (x,))  # torch CPU tensors, viewed as numpy here
     if fast is not None:
         return fast(x)
-    key, stamp = _fast.key_of(op, target(), (x,)), db_stamp()
+    key, stamp = _fast.key_of(op, backend(), (x,)), db_stamp()
     shape = check_tensor("x", x, ranks=RANKS, dtypes=_ANY_FLOAT)
     run = _fast.unary_recipe(op, x, shape, _common_dtype(op, x=x))
     out = run(x)
@@ -555,31 +561,49 @@ class _Operand:
         self.shape = tuple(int(d) for d in x.shape)
 
 
-def _table_rule(name: str, operands: tuple, attrs: dict | None = None) -> None:
+def _table_rule(name: str, operands: tuple, attrs: dict | None = None) -> str:
     """Node ``name``'s shape rule in the node table (the one statement of which shapes
-    fit, which graphs use too) on these arrays, refused as this op's error."""
+    fit, which graphs use too) and its dtypes on these arrays, refused as this op's
+    error; the result's dtype."""
+    decl, ins = get(name), tuple(_Operand(x) for x in operands)
     try:
-        get(name).shape(tuple(_Operand(x) for x in operands), attrs or {})
+        dtype, _ = decl.shape(ins, attrs or {})
     except ShapeError as e:
         raise NodeError(e.message, None, e.hint) from None
+    why = decl.refuses(dtype, tuple(x.shape for x in ins))
+    require(why is None, why)
+    return dtype
 
 
 def _generic(decl):
-    """``gpudsl.ops.NAME`` for a node of the node table that has no function here:
-    its operands (arrays) checked by its shape rule, then its kernel run."""
-    def op(*operands, **attrs):
-        for i, x in enumerate(operands):
-            if not _is_array(x):
-                name = decl.operands[i] if i < len(decl.operands) else f"operand {i + 1}"
-                raise NodeError(f"{name} must be an array, not {type(x).__name__}")
-        _table_rule(decl.name, operands, attrs)
-        out, err = _launch(decl.name, tuple(_contig(x) for x in operands), attrs)
-        if err is not None:
-            _raise_on_fault(err, "the kernel reported a fault in its arguments")
-        return out
+    """``gpudsl.ops.NAME`` for a node of the node table that has no function here: a
+    pointwise node as ``add`` / ``relu`` (broadcasting, scalars, the fast path), any
+    other with its operands (arrays) checked by its shape rule and its dtypes, then its
+    kernel run."""
+    if decl.pointwise == "binary":
+        def op(a, b):
+            return _binary(decl.name, a, b)
+    elif decl.pointwise == "unary":
+        def op(x):
+            return _unary(decl.name, x)
+    else:
+        def op(*operands, **attrs):
+            for i, x in enumerate(operands):
+                if not _is_array(x):
+                    name = decl.operands[i] if i < len(decl.operands) else f"operand {i + 1}"
+                    raise NodeError(f"{name} must be an array, not {type(x).__name__}")
+            dtype = _table_rule(decl.name, operands, attrs)
+            out, err = _launch(decl.name, tuple(_contig(x) for x in operands),
+                               _with_dtype(attrs, _SHORT.get(dtype, "f32")))
+            if err is not None:
+                _raise_on_fault(err, "the kernel reported a fault in its arguments")
+            return out
     op.__name__ = op.__qualname__ = decl.name
     op.__doc__ = decl.doc or f"The node table's {decl.name!r} node."
     return _op(op)
+
+
+_SHORT = {v: k for k, v in _NUMPY.items()}  # "float16" -> "f16"
 
 
 def __getattr__(name: str):
@@ -593,4 +617,4 @@ def __getattr__(name: str):
 
 __all__ = ["add", "mul", "relu", "silu", "slice", "replace_slice", "reshape", "matmul",
            "permute", "rms_norm", "complex_hadamard_product", "sliced_softmax", "attention",
-           "softmax", "argmax", "topk", "target"]
+           "softmax", "argmax", "topk", "backend", "target"]

@@ -7,36 +7,35 @@ the kernel (whose own fast path, ``compiler/fast_call.py``, then applies).
 An operand's signature is ``fast_call.describe``'s: type, shape, strides, dtype,
 writability (numpy) or device, layout and gradient mode (PyTorch); a scalar operand or
 an unknown array type is never cached.  The key also holds the op, the target and
-every attribute; a recipe is dropped when the tuning database changes (the kernel
+every attribute (the key's ``backend``: where the op runs); a recipe is dropped when the tuning database changes (the kernel
 choice is its winner) and when a node is registered or removed (``nodes.register``).
 The first call of a signature runs the recipe it builds (so a replay does what that
 call did) and keeps it only when the call succeeded.
 """
 from __future__ import annotations
 
-import math
 import sys
 
 import numpy as np
 
 from ..compiler.fast_call import describe
-from .halves import NUMPY, common_dtype
+from .halves import common_dtype
 from .node_table import get, plan
 from .nodes import db_stamp
-from .pointwise import plan_binary, plan_unary
+from .shapes import require
 
 _ND = np.ndarray
 _RECIPES: dict = {}
 MAX_RECIPES = 1024
 
 
-def key_of(name: str, target: str, operands: tuple):
+def key_of(name: str, backend: str, operands: tuple):
     """The key of a call of op ``name`` on ``operands`` (positional, no keyword), or
     None when it cannot be cached (an operand of a type the key does not describe)."""
     if len(operands) == 1:
-        key = (name, target, describe(operands[0]))
+        key = (name, backend, describe(operands[0]))
     else:
-        key = (name, target, *map(describe, operands))
+        key = (name, backend, *map(describe, operands))
     try:
         hash(key)
     except TypeError:
@@ -44,15 +43,15 @@ def key_of(name: str, target: str, operands: tuple):
     return key
 
 
-def lookup(name: str, target: str, operands: tuple):
+def lookup(name: str, backend: str, operands: tuple):
     """The recipe of a call of op ``name`` on ``operands``: a function of them, or None
     (none yet, the tuning database changed since, or not cacheable)."""
     if len(operands) == 1:  # describe(), inline for the common cases
         (x,) = operands
-        key = (name, target, (_ND, x.shape, x.strides, x.dtype, x.flags.writeable)
+        key = (name, backend, (_ND, x.shape, x.strides, x.dtype, x.flags.writeable)
                if type(x) is _ND else describe(x))
     else:
-        key = (name, target, *map(describe, operands))
+        key = (name, backend, *map(describe, operands))
     try:
         hit = _RECIPES.get(key)
     except TypeError:
@@ -83,15 +82,24 @@ def _ops():
     return sys.modules["gpudsl.stdlib.ops"]
 
 
+def _attrs(dt: str) -> dict:
+    """The node's attributes for operands of precision ``dt``: the table's kernel
+    choice reads ``dtype`` (float32: none, as the graph gives)."""
+    return {} if dt == "f32" else {"dtype": dt}
+
+
 def binary_recipe(op: str, a, b, sa: tuple, sb: tuple):
     """``run(a, b)``: ``a op b`` for arrays like ``a`` and ``b`` (checked tensors of
-    shapes ``sa``, ``sb``: dtypes, layouts), the decisions and the plan made once."""
+    shapes ``sa``, ``sb``: dtypes, layouts), the decisions and the plan made once;
+    every precision through the node table's kernel choice."""
     lift_a = (1,) * (len(sb) - len(sa)) + sa if len(sa) < len(sb) else None
     lift_b = (1,) * (len(sa) - len(sb)) + sb if len(sb) < len(sa) else None
     sa, sb = lift_a or sa, lift_b or sb  # numpy's rule: the lower rank gets leading 1s
     dt = common_dtype(op, a=a, b=b)
     swap = len(sa) == len(sb) and sa != sb and all(x in (1, y) for x, y in zip(sa, sb))
-    if swap:  # a broadcasts against b: they commute, swap them
+    if swap:  # a broadcasts against b: swapped when they commute
+        require(get(op).commutes, f"a {list(sa)} broadcasts onto b {list(sb)}; {op} "
+                "broadcasts its second operand onto its first only")
         sa, sb = sb, sa
     views = _operands(lift_a, lift_b, swap, False, False)(a, b)  # what _contig is given
     copy_a, copy_b = (not contiguous(x) for x in views)
@@ -99,18 +107,7 @@ def binary_recipe(op: str, a, b, sa: tuple, sb: tuple):
     if lift_a or lift_b or swap or copy_a or copy_b:
         operands = _operands(lift_a, lift_b, swap, copy_a, copy_b)
         a, b = operands(a, b)
-    if dt != "f32":  # f16/bf16: the half kernels (f32 arithmetic, one rounding)
-        p, dims, bdims = plan_binary(op, sa, sb, dt)
-        alloc = allocator(a, NUMPY[dt])
-
-        def run(a, b):
-            if operands is not None:
-                a, b = operands(a, b)
-            out = alloc(a, sa)
-            _ops()._run(p, a=a.reshape(dims), b=b.reshape(bdims), out=out.reshape(dims))
-            return out
-        return run
-    execute = executor(plan(get(op), (sa, sb), {}, _ops().target()), (a, b), a)
+    execute = executor(plan(get(op), (sa, sb), _attrs(dt), _ops().backend()), (a, b), a)
     if operands is None:
         return execute
     return lambda a, b: execute(*operands(a, b))
@@ -132,19 +129,10 @@ def _operands(lift_a, lift_b, swap: bool, copy_a: bool, copy_b: bool):
 
 
 def unary_recipe(op: str, x, shape: tuple, dt: str):
-    """``run(x)``: ``op(x)`` for arrays like ``x`` (shape, dtype, layout), planned once."""
+    """``run(x)``: ``op(x)`` for arrays like ``x`` (shape, dtype, layout), planned once,
+    every precision through the node table's kernel choice."""
     copy = not contiguous(x)
-    if dt != "f32":  # f16/bf16: the half kernels (f32 arithmetic, one rounding)
-        n = math.prod(shape)
-        p, alloc = plan_unary(op, n, dt), allocator(x, NUMPY[dt])
-
-        def run(x):
-            x = _ops()._contig(x) if copy else x
-            out = alloc(x, shape)
-            _ops()._run(p, x=x.reshape(n), out=out.reshape(n))
-            return out
-        return run
-    execute = executor(plan(get(op), (shape,), {}, _ops().target()), (x,), x)
+    execute = executor(plan(get(op), (shape,), _attrs(dt), _ops().backend()), (x,), x)
     if not copy:
         return execute
     return lambda x: execute(_ops()._contig(x))

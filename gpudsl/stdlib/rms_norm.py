@@ -16,8 +16,10 @@ from .block_reduce import block_total, check_warps, warp_partial, warps
 from .reduce import THREADS_PER_ROW, strided
 from .row_registers import RowShape, asserts, chunk_loop, each, load_row, plan_row, vectorized
 
-EPS = "1e-5"
+#: the epsilon of ``rms_norm`` when none is given: the node's declaration, its reference,
+#: ``gpudsl.ops.rms_norm``, graphs, ``gpudsl bench`` and ``gpudsl.torch`` read it here
 DEFAULT_EPS = 1e-5
+EPS = repr(DEFAULT_EPS).replace("e-0", "e-")  # as the procs' source writes it: "1e-5"
 
 
 def eps_text(eps: float) -> str:

@@ -2,8 +2,9 @@
 ``permute``, the pointwise nodes (``add``, ``mul``, ``relu``, ``silu``), ``slice`` and
 ``replace_slice``.  Each node has a *task* (a picklable schedule function: a
 configuration → the proc), its space, the arguments it is tuned on, its numpy reference
-and the bytes it moves (for GB/s); ``gpudsl tune NODE --shape ...`` uses them.
-``matmul``'s are in ``matmul.py``."""
+(the node's declaration's, ``reference``: one per node) and the bytes it moves (for
+GB/s); ``gpudsl tune NODE --shape ...`` uses them.  ``matmul``'s build is in
+``matmul.py``."""
 from __future__ import annotations
 
 import math
@@ -11,9 +12,10 @@ import math
 import numpy as np
 
 from .matmul import MatmulBuild
+from .nodes import get, tuned
 from .permute import (TILE, moves_inner, permute_algorithm, schedule_copy,
                       schedule_transpose, schedule_transpose_cut)
-from .pointwise import BINARY_OPS, binary_kernel, unary_kernel
+from .pointwise import binary_kernel, unary_kernel
 from .shapes import broadcast_pattern, merge_permutation, normalize_perm, require
 from .slices import replace_slice_kernel, slice_kernel
 
@@ -26,6 +28,11 @@ def stream_space(inner: int, threads=THREADS, vec=(1, 2, 4)) -> Space:
     from ..autotune.space import Space
 
     return Space(threads=list(threads), vec=list(vec), where=lambda c: inner % c.vec == 0)
+
+
+def reference(name: str, *args, **attrs):
+    """Node ``name``'s reference (its declaration's, the one numpy meaning)."""
+    return get(name).reference(*args, **attrs)
 
 
 class NodeTask:
@@ -53,15 +60,19 @@ class NodeTask:
 
 
 class PointwiseTask(NodeTask):
-    """``add`` / ``mul`` of ``a_shape`` and ``b_shape`` (b may broadcast), or ``relu`` /
-    ``silu`` of ``a_shape``."""
+    """A binary pointwise node (``add``, ``mul``...) of ``a_shape`` and ``b_shape`` (b
+    may broadcast), or a unary one (``relu``, ``silu``...) of ``a_shape``: any node of
+    the table with an element expression (``Node.expr``)."""
 
     def __init__(self, op: str, a_shape, b_shape=None):
         self.op, self.task = op, op
         self.a_shape = tuple(a_shape)
         self.b_shape = tuple(b_shape) if b_shape is not None else None
         self._key = (op, self.a_shape, self.b_shape)
-        if op in BINARY_OPS:
+        decl = get(op)
+        require(decl is not None and decl.pointwise is not None,
+                f"{op!r} is not a pointwise node of the node table")
+        if decl.pointwise == "binary":
             require(self.b_shape is not None, f"{op} needs two shapes")
             bc = broadcast_pattern(self.a_shape, self.b_shape)
             self.full, self.dims = bc.full, bc.dims
@@ -92,14 +103,9 @@ class PointwiseTask(NodeTask):
         return {"x": (self.dims, F32), "out": (self.dims, F32)}
 
     def reference(self, **a):
-        if self.op == "add":
-            return a["a"] + a["b"]
-        if self.op == "mul":
-            return a["a"] * a["b"]
-        x = a["x"].astype(np.float64)
-        if self.op == "relu":
-            return np.where(x <= 0, 0.0, x)
-        return x / (1.0 + np.exp(-x))
+        if self.full is not None:
+            return reference(self.op, a["a"], a["b"])
+        return reference(self.op, a["x"])
 
     @property
     def bytes_moved(self) -> float:
@@ -158,7 +164,7 @@ class PermuteTask(NodeTask):
                 "out": (tuple(self.mshape[p] for p in self.mperm), F32)}
 
     def reference(self, x, out):
-        return np.transpose(x, self.mperm)
+        return reference("permute", x, perm=self.mperm)
 
     @property
     def bytes_moved(self) -> float:
@@ -191,7 +197,7 @@ class SliceTask(NodeTask):
         return {"x": ((self.n, self.c), F32), "out": ((self.m, self.c), F32)}
 
     def reference(self, begin, x, out):
-        return x[begin:begin + self.m]
+        return reference("slice", x, begin=begin, end=begin + self.m)
 
     @property
     def bytes_moved(self) -> float:
@@ -219,9 +225,8 @@ class ReplaceSliceTask(SliceTask):
                 "begin": ((1,), "int64"), "end": ((1,), "int64"), "err": ((1,), "int32")}
 
     def reference(self, x, r, begin, end, err):
-        x = x.copy()
-        x[self.begin:self.begin + self.m] = r
-        return {"x": x, "err": np.zeros(1, np.int32)}
+        return {"x": reference("replace_slice", x, r, begin, end),
+                "err": np.zeros(1, np.int32)}
 
 
 class MatmulTask(MatmulBuild):
@@ -246,7 +251,7 @@ class MatmulTask(MatmulBuild):
         return random_args({"a": self.a_shape, "b": self.b_shape, "c": self._out()}, seed)
 
     def reference(self, a, b, c):
-        return a.astype("float64") @ b
+        return reference("matmul", a, b)
 
     @property
     def rate(self) -> dict:
@@ -256,9 +261,9 @@ class MatmulTask(MatmulBuild):
         return dict(flops=2.0 * batch * m * sa[-1] * sb[-1])
 
 
-def tuned_kernel(make_task, target: str):
+def tuned_kernel(make_task, backend: str):
     """The proc of the tuning database's winner for the task ``make_task()`` builds, on
-    ``target``'s device, or None (the defaults): no winner, a task the shapes do not
+    ``backend``'s device, or None (the defaults): no winner, a task the shapes do not
     make, an unreadable database or a winner that no longer builds.  Never tunes;
     allocates no argument (the key comes from the task's ``shapes()``)."""
     from ..autotune.db import lookup_winner
@@ -266,11 +271,18 @@ def tuned_kernel(make_task, target: str):
 
     try:
         task = make_task()
-        winner = lookup_winner(task.task, task.shapes(), env_key(target))
+        winner = lookup_winner(task.task, task.shapes(), env_key(backend))
         return task(dict(winner)) if winner else None
     except Exception:  # never stops an op: the defaults
         return None
 
 
-__all__ = ["MatmulTask", "tuned_kernel", "stream_space", "PointwiseTask", "PermuteTask", "SliceTask", "ReplaceSliceTask",
+def tuned_proc(make_task, key, backend: str):
+    """The proc of the tuning database's winner for ``make_task()`` on ``backend``'s
+    device, or None (the defaults), read once per database version (``nodes.tuned``);
+    never tunes."""
+    return tuned(("proc", key, backend), lambda: tuned_kernel(make_task, backend))
+
+
+__all__ = ["MatmulTask", "tuned_kernel", "tuned_proc", "stream_space", "PointwiseTask", "PermuteTask", "SliceTask", "ReplaceSliceTask",
            "TILE"]

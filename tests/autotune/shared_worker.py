@@ -27,7 +27,7 @@ def main():
     args = {"a": rng.standard_normal((32, 32)).astype(np.float32),
             "b": rng.standard_normal((32, 32)).astype(np.float32),
             "c": np.zeros((32, 32), np.float32)}
-    res = autotune.tune(full_build, space(), args, reference=reference, target="emulator",
+    res = autotune.tune(full_build, space(), args, reference=reference, backend="emulator",
                         strategy="grid", seed=seed, db=url, task="shared-matmul", reps=3)
     print(json.dumps([{"params": r["params"], "status": r["status"],
                        "cached": bool(r.get("cached"))} for r in res.records]))

@@ -29,7 +29,7 @@ NODES = [
 @pytest.mark.parametrize("argv", NODES, ids=lambda a: a[0] + "-" + a[2])
 def test_gpudsl_tune_node(argv, tmp_path, capsys):
     db = tmp_path / "t.sqlite"
-    rc = main(["tune", *argv, "--target", "emulator", "--db", str(db), "--reps", "2",
+    rc = main(["tune", *argv, "--backend", "emulator", "--db", str(db), "--reps", "2",
                "--trials", "2", "--strategy", "random"])
     out = capsys.readouterr().out
     assert rc == 0, out
@@ -51,7 +51,7 @@ def test_node_spaces():
 def test_roofline_fraction_and_progress(tmp_path, capsys):
     t = tuning.PointwiseTask("add", (4, 8), (4, 8))
     space = t.space(threads=[64], vec=[1, 4])
-    res = autotune.tune(t, space, t.args(0), reference=t.reference, target="emulator",
+    res = autotune.tune(t, space, t.args(0), reference=t.reference, backend="emulator",
                         db=tmp_path / "t.sqlite", reps=2, bytes_moved=t.bytes_moved,
                         task="add", progress=True)
     err = capsys.readouterr().err
@@ -73,7 +73,7 @@ def test_plot(tmp_path):
     matplotlib.use("Agg")
     t = tuning.PointwiseTask("relu", (16,))
     res = autotune.tune(t, t.space(threads=[64, 128], vec=[4]), t.args(0),
-                        reference=t.reference, target="emulator", db=tmp_path / "t.sqlite",
+                        reference=t.reference, backend="emulator", db=tmp_path / "t.sqlite",
                         reps=2, task="relu")
     ax = res.plot()
     labels = [lbl.get_text() for lbl in ax.get_yticklabels()]

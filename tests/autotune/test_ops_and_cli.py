@@ -16,7 +16,7 @@ pytest.importorskip("optuna")  # the tuning database is an Optuna study (the tun
 def tune_db(tmp_path, monkeypatch):
     path = tmp_path / "tune.sqlite"
     monkeypatch.setenv("GPUDSL_TUNE_DB", str(path))
-    monkeypatch.setattr(ops_mod, "target", lambda: "emulator")
+    monkeypatch.setattr(ops_mod, "backend", lambda: "emulator")
     return path
 
 

@@ -21,7 +21,7 @@ pytest.importorskip("optuna")  # the tuning database is an Optuna study (the tun
 def tune_db(tmp_path, monkeypatch):
     path = tmp_path / "tune.sqlite"
     monkeypatch.setenv("GPUDSL_TUNE_DB", str(path))
-    monkeypatch.setattr(ops_mod, "target", lambda: "emulator")
+    monkeypatch.setattr(ops_mod, "backend", lambda: "emulator")
     return path
 
 
@@ -45,7 +45,7 @@ def _geometry(p, **sizes):
 
 
 def _tune(*argv):
-    rc = main(["tune", *argv, "--target", "emulator", "--reps", "2"])
+    rc = main(["tune", *argv, "--backend", "emulator", "--reps", "2"])
     assert rc == 0
 
 

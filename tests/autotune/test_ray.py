@@ -27,14 +27,14 @@ def test_trials_as_ray_tasks(cluster, tmp_path, monkeypatch):
     from gpudsl.autotune import trial
 
     assert cluster.get("CPU") == 2
-    ex = autotune.RayExecutor(target="emulator")   # joins the running cluster
+    ex = autotune.RayExecutor(backend="emulator")   # joins the running cluster
     try:
         assert ex.num_gpus == 0 and ex._max_workers == 2 and not ex._started
         t = tuning.PointwiseTask("relu", (16,))
         space = t.space(threads=[64, 128], vec=[1, 4])
         # nothing is measured in this process: every trial is a Ray task
         monkeypatch.setattr(trial, "measure", lambda *a, **k: pytest.fail("measured here"))
-        res = autotune.tune(t, space, t.args(0), reference=t.reference, target="emulator",
+        res = autotune.tune(t, space, t.args(0), reference=t.reference, backend="emulator",
                             db=tmp_path / "t.sqlite", reps=2, task="relu", executor=ex,
                             bytes_moved=t.bytes_moved)
     finally:
@@ -49,4 +49,4 @@ def test_trials_as_ray_tasks(cluster, tmp_path, monkeypatch):
 
 def test_a_cluster_without_gpus_is_refused_for_cuda(cluster):
     with pytest.raises(gpudsl.Error, match="has no GPU"):
-        autotune.RayExecutor(target="cuda")
+        autotune.RayExecutor(backend="cuda")

@@ -16,7 +16,7 @@ pytest.importorskip("optuna")
 
 def test_resume_keeps_the_stored_winner(tmp_path, monkeypatch):
     db = tmp_path / "tune.sqlite"
-    kw = dict(reference=reference, target="emulator", strategy="grid", seed=0, db=db,
+    kw = dict(reference=reference, backend="emulator", strategy="grid", seed=0, db=db,
               task="resume-winner", reps=3)
     res = autotune.tune(full_build, space(), args(), **kw)
     ok = [r for r in res.records if r["status"] == pl.OK]

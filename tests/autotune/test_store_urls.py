@@ -143,7 +143,7 @@ def test_tune_measures_a_killed_tuners_configuration_and_reports_missing_ones(
             "b": rng.standard_normal((32, 32)).astype(np.float32),
             "c": np.zeros((32, 32), np.float32)}
     db = autotune.Database(tmp_path / "t.sqlite")
-    kw = dict(reference=reference, target="emulator", strategy="grid", seed=0, db=db,
+    kw = dict(reference=reference, backend="emulator", strategy="grid", seed=0, db=db,
               task="killed", reps=1)
     configs = list(space())
     study = db.study("killed", db_mod.shapes_key(

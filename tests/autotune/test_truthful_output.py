@@ -64,7 +64,7 @@ def build(c):
 
 res = autotune.tune(build, autotune.Space(threads=[64, 128]),
                     shapes={"x": (1024,), "y": (1024,)}, reference=lambda x, y: 2 * x,
-                    target="emulator", db=sys.argv[1], reps=3)
+                    backend="emulator", db=sys.argv[1], reps=3)
 print(res.table())
 open(sys.argv[2], "w").write(res.source())
 open(sys.argv[3], "w").write(str(res.best.proc))

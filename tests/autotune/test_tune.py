@@ -39,7 +39,7 @@ def args(seed=0):
 @pytest.fixture(scope="module")
 def first(tmp_path_factory):
     db = tmp_path_factory.mktemp("tune") / "tune.sqlite"
-    res = autotune.tune(full_build, space(), args(), reference=reference, target="emulator",
+    res = autotune.tune(full_build, space(), args(), reference=reference, backend="emulator",
                         strategy="grid", seed=0, db=db, task="test-matmul", reps=5)
     return db, res
 
@@ -84,7 +84,7 @@ def test_resume_does_not_retime(first, monkeypatch):
     # a second tune is a lookup: nothing is compiled, verified or timed again
     monkeypatch.setattr(pl, "prove_and_compile", lambda *a, **k: pytest.fail("re-compiled"))
     monkeypatch.setattr(pl.Timer, "run", lambda *a, **k: pytest.fail("re-timed"))
-    again = autotune.tune(full_build, space(), args(), reference=reference, target="emulator",
+    again = autotune.tune(full_build, space(), args(), reference=reference, backend="emulator",
                           seed=0, db=db, task="test-matmul", reps=5)
     assert all(r.get("cached") for r in again.records)
     assert [r["status"] for r in again.records] == [r["status"] for r in res.records]
@@ -138,13 +138,13 @@ def test_random_strategy_is_seeded():
 
 def test_reference_required():
     with pytest.raises(Error, match="reference"):
-        autotune.tune(full_build, space(), args(), target="emulator")
+        autotune.tune(full_build, space(), args(), backend="emulator")
 
 
 def test_tpe_with_optuna(tmp_path):
     pytest.importorskip("optuna")
     s = autotune.Space(variant=["racy", "crash", "wrong"], tm=[4])
-    r1 = autotune.tune(full_build, s, args(), reference=reference, target="emulator",
+    r1 = autotune.tune(full_build, s, args(), reference=reference, backend="emulator",
                        strategy="tpe", seed=0, db=tmp_path / "t.sqlite", task="tpe",
                        budget=autotune.Budget(trials=3))
     assert sorted(r["params"]["variant"] for r in r1.records) == ["crash", "racy", "wrong"]

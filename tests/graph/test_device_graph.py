@@ -229,7 +229,7 @@ def test_numpy_inputs_on_a_gpu_model_run_on_the_device_executor(monkeypatch):
             runs.append(("run", sorted(values), device_out))
             return np.zeros((8, 6), np.float32)
     monkeypatch.setattr(executors, "DeviceExecutor", Recording)
-    monkeypatch.setattr(ops, "target", lambda: "cuda")  # NVRTC compiles without a GPU
+    monkeypatch.setattr(ops, "backend", lambda: "cuda")  # NVRTC compiles without a GPU
     y, _ = _kv_graph()
     model = graph.compile(y, device="cuda")
     monkeypatch.setattr(model._host, "run", lambda *a: pytest.fail("host executor used"))

@@ -16,7 +16,7 @@ NODES = ("matmul,matmul_1stage,matmul_tf32,matmul_tf32_async,matmul_f16,matmul_b
 @pytest.fixture(scope="module")
 def emulated(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "bench.json"
-    rc = cli_main(["bench", "--target", "emulator", "--nodes", NODES, "--reps", "2",
+    rc = cli_main(["bench", "--backend", "emulator", "--nodes", NODES, "--reps", "2",
                    "--out", str(out)])  # options right after "bench" (the campaign's form)
     return rc, json.loads(out.read_text())
 
@@ -24,9 +24,9 @@ def emulated(tmp_path_factory):
 def test_emulator_bench_writes_labelled_results(emulated):
     rc, data = emulated
     assert rc == 0
-    assert data["emulated"] is True and data["target"] == "emulator"
+    assert data["emulated"] is True and data["backend"] == data["target"] == "emulator"
     assert {"device", "driver", "date", "command", "results", "copy_references"} <= set(data)
-    assert data["command"].startswith("gpudsl bench --target emulator")
+    assert data["command"].startswith("gpudsl bench --backend emulator")
     ok = [r for r in data["results"] if r["status"] == "ok"]
     assert {r["node"] for r in ok} == set(NODES.split(","))
     for r in ok:
@@ -68,7 +68,15 @@ def test_bench_refuses_unknown_nodes_and_missing_gpu(capsys, monkeypatch):
     assert bench.main(["--nodes", "nope"]) == 2
     monkeypatch.setattr(bench, "_need_gpu", lambda: "no CUDA device is visible to PyTorch")
     assert bench.main(["--nodes", "add"]) == 2
-    assert "--target emulator" in capsys.readouterr().err
+    assert "--backend emulator" in capsys.readouterr().err
+
+
+def test_the_old_target_flag_still_runs_with_a_warning(capsys):
+    # "target" names an architecture now: --target is --backend's deprecated spelling
+    assert bench.main(["--target", "emulator", "--nodes", "relu", "--reps", "1",
+                       "--warmup", "0"]) == 0
+    assert "--target is deprecated" in capsys.readouterr().err
+    assert bench.main(["--target", "emulator", "--backend", "cuda", "--nodes", "relu"]) == 2
 
 
 def test_peak_figures_come_from_the_device_table():

@@ -20,7 +20,7 @@ NODES = "matmul,matmul_bf16,attention,add,permute3d_021"
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "bench.json"
-    rc = cli_main(["bench", "--target", "emulator", "--nodes", NODES, "--reps", "2",
+    rc = cli_main(["bench", "--backend", "emulator", "--nodes", NODES, "--reps", "2",
                    "--out", str(out)])
     assert rc == 0
     return json.loads(out.read_text())
@@ -73,7 +73,7 @@ def test_gemms_at_both_sizes_in_four_precisions():
 
 
 def test_attention_suite_is_the_flashattention_sweep():
-    env = types.SimpleNamespace(target="emulator", randn=lambda *s: None,
+    env = types.SimpleNamespace(backend="emulator", randn=lambda *s: None,
                                 cast=lambda x, dt: x)
     suite = bench_attention.attention_cases(
         types.SimpleNamespace(**vars(env)), False, {"attention_suite"})
@@ -99,7 +99,7 @@ def test_every_sdpa_backend_is_tried_and_the_fastest_kept():
         got, want = torch.as_tensor(got).double(), torch.as_tensor(want).double()
         return float((got - want).norm() / want.norm())
 
-    env = types.SimpleNamespace(target="cuda", torch=torch, rel_error=rel,
+    env = types.SimpleNamespace(backend="cuda", torch=torch, rel_error=rel,
                                 randn=lambda *s: torch.randn(*s),
                                 cast=lambda x, dt: x.to(getattr(torch, dt)))
     case = bench_attention.attention_cases(env, True, {"attention_suite"})[0]  # float16

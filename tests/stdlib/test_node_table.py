@@ -21,7 +21,7 @@ from . import toy_node
 @pytest.fixture()
 def tune_db(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUDSL_TUNE_DB", str(tmp_path / "tune.sqlite"))
-    monkeypatch.setattr(ops_mod, "target", lambda: "emulator")
+    monkeypatch.setattr(ops_mod, "backend", lambda: "emulator")
     return tmp_path / "tune.sqlite"
 
 
@@ -66,9 +66,9 @@ def test_graph_runs_the_tuned_winner_ops_runs(tune_db):
               "$3 = PermuteNode($2, [1, 0]);\nresult = $3;\n")
     assert _launched(ops.relu, x) == _graph_procs(script)[:1]
     assert main(["tune", "relu", "--shape", "8x64", "--param", "threads=64",
-                 "--param", "vec=2", "--target", "emulator", "--reps", "2"]) == 0
+                 "--param", "vec=2", "--backend", "emulator", "--reps", "2"]) == 0
     assert main(["tune", "permute", "--shape", "8x64", "--perm", "1,0", "--param",
-                 "tile=16", "--param", "pad=0", "--target", "emulator", "--reps", "2"]) == 0
+                 "tile=16", "--param", "pad=0", "--backend", "emulator", "--reps", "2"]) == 0
     tuned = _launched(ops.relu, x) + _launched(ops.permute, x, (1, 0))
     assert tuned[0].name == "relu_v2"
     assert _graph_procs(script) == tuned
@@ -134,7 +134,7 @@ def test_toy_node_through_a_graph_script(toy, tune_db):
 def test_toy_node_through_tune(toy, tune_db, capsys):
     a, b = _rand(8, 64), _rand(8, 64, seed=1)
     assert main(["tune", "square_add", "--shape", "8x64", "--param", "threads=64",
-                 "--param", "vec=2", "--target", "emulator", "--reps", "2"]) == 0
+                 "--param", "vec=2", "--backend", "emulator", "--reps", "2"]) == 0
     assert "gpudsl.ops uses it" in capsys.readouterr().out
     tuned = toy_node.square_add_kernel(2, 64)
     assert _launched(ops.square_add, a, b) == [tuned]
@@ -148,7 +148,7 @@ def test_toy_node_through_tune(toy, tune_db, capsys):
 def test_toy_node_through_bench(toy, tune_db, capsys):
     from gpudsl.bench import main as bench
 
-    assert bench(["--target", "emulator", "--nodes", "square_add", "--reps", "1",
+    assert bench(["--backend", "emulator", "--nodes", "square_add", "--reps", "1",
                   "--warmup", "0"]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("square_add")]

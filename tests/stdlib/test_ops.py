@@ -18,7 +18,7 @@ def _r(*shape):
 
 @pytest.mark.gpu
 def test_ops_run_on_the_gpu():
-    assert ops.target() == "cuda"
+    assert ops.backend() == "cuda"
 
 
 @pytest.mark.parametrize("sa, sb", [((512, 256), (256, 384)), ((300, 77), (77, 260)),

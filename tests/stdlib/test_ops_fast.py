@@ -1,5 +1,5 @@
 """The fast path of ``gpudsl.ops`` (``stdlib/ops_fast.py``): a call with the signature of
-an earlier one replays its recipe; a changed shape, dtype, layout, target or tuning
+an earlier one replays its recipe; a changed shape, dtype, layout, backend or tuning
 database must never reuse a stale one, and refusals stay refusals."""
 from __future__ import annotations
 
@@ -93,13 +93,13 @@ def test_a_new_tuning_database_drops_the_recipes(planned, monkeypatch):
     assert planned == ["x", "x", "x"]
 
 
-def test_the_target_is_part_of_the_signature(planned, monkeypatch):
+def test_the_backend_is_part_of_the_signature(planned, monkeypatch):
     a = _rand(4, 64)
     ops.relu(a)
     seen = []
-    monkeypatch.setattr(ops_mod, "target", lambda: "elsewhere")
+    monkeypatch.setattr(ops_mod, "backend", lambda: "elsewhere")
     monkeypatch.setattr(ops_mod, "_run", lambda p, **args: seen.append(p))
-    ops.relu(a)          # planned anew for the other target
+    ops.relu(a)          # planned anew for the other backend
     assert planned == ["x", "x"] and len(seen) == 1
 
 
@@ -122,7 +122,7 @@ def test_a_strided_operand_is_made_contiguous_each_time(planned, monkeypatch):
     from gpudsl.runtime.recording import RecordingBackend
 
     monkeypatch.setitem(BACKENDS, "record", RecordingBackend)
-    monkeypatch.setattr(ops_mod, "target", lambda: "record")
+    monkeypatch.setattr(ops_mod, "backend", lambda: "record")
     x, y = _rand(128), _rand(64)
     for operand in (x[:64], x[::2], x[:64], x[::2]):   # one shape, two layouts
         ops.add(operand, y)
@@ -231,9 +231,9 @@ def test_a_replaced_node_drops_the_recipes(planned):
     ops.relu(a)
     decl, seen = get("relu"), []
 
-    def launch(shapes, attrs, target):
+    def launch(shapes, attrs, backend):
         seen.append(shapes)
-        return decl.launch(shapes, attrs, target)
+        return decl.launch(shapes, attrs, backend)
     register(dataclasses.replace(decl, launch=launch))
     try:
         np.testing.assert_array_equal(ops.relu(a), np.maximum(a, 0))

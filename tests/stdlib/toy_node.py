@@ -10,7 +10,8 @@ import numpy as np
 
 from gpudsl.stdlib.common import make_proc, vec_assert
 from gpudsl.stdlib.node_shapes import floats
-from gpudsl.stdlib.nodes import Launch, ShapeError, tuned_proc
+from gpudsl.stdlib.node_table import tuned_proc
+from gpudsl.stdlib.nodes import Launch, ShapeError
 from gpudsl.stdlib.stream_schedule import pick_vec, schedule_stream
 from gpudsl.stdlib.tuning import NodeTask, stream_space
 
@@ -69,9 +70,9 @@ def shape(ops, attrs):
     return "float32", tuple(ops[0].shape)
 
 
-def launch(shapes, attrs, target):
+def launch(shapes, attrs, backend):
     n = math.prod(shapes[0])
-    p = tuned_proc(lambda: SquareAddTask(shapes[0]), ("square_add", shapes[0]), target) \
+    p = tuned_proc(lambda: SquareAddTask(shapes[0]), ("square_add", shapes[0]), backend) \
         or square_add_kernel(pick_vec(n))
     return Launch(p, (("a", ("in", 0, (n,))), ("b", ("in", 1, (n,))),
                       ("out", ("out", (n,)))), shapes[0])
