@@ -203,15 +203,16 @@ def map_warp_lanes(p, bm: int, bn: int, wm: int, wn: int, rows: tuple, cols: tup
 
 
 def fragments_and_tiles(p, acc: str, frags: tuple, bm: int, bn: int, bk: int,
-                        kstep: int):
+                        kstep: int, warps: int = 4):
     """The steps both tensor-core matmuls share after mapping the warp tile: the
     accumulator ``acc`` expanded over each lane's fragments (``frags``: the extents of
     ni and mi) and lifted to the block; the k loop cut into ``bk`` tiles outside the
     threads and ``kstep`` steps outside the mma tiles; the A and B tiles staged in
-    SHARED as ``As`` / ``Bs``.  Returns the proc and the cursor of the compute nest
-    (the warp loop) the tiles were staged around."""
+    SHARED as ``As`` / ``Bs``.  ``warps``: the warps of the block (the extent of
+    ``w``).  Returns the proc and the cursor of the compute nest (the warp loop) the
+    tiles were staged around."""
     for lp, n in (("rn", 2), ("rm", 2), ("ni", frags[0]), ("mi", frags[1]), ("t", 4),
-                  ("g", 8), ("w", 4)):
+                  ("g", 8), ("w", warps)):
         p = expand_dim(p, acc, n, lp)
     p = lift_alloc(p, acc, n_lifts=7)
     p = divide_loop(p, "p", bk, ["po", "pi"], tail="perfect")

@@ -1,0 +1,225 @@
+"""The sm_80 half-precision GEMM (A100-class GPUs, and any target without wgmma): ``c =
+a @ b`` for f16 or bf16, f32 accumulation, derived from the readable
+:func:`~gpudsl.stdlib.matmul_f16.matmul_half_algorithm` by primitives.
+
+**The design** (CUTLASS's sm_80 multistage GEMM): a ``bm x bn`` block tile (128 x 256
+by default, or 128 x 128) computed by eight warps, each a ``wm x wn`` = 64 x 64 warp
+tile of ``4 x 8`` mma tiles (``mma.sync.m16n8k16`` through the same ``@instr`` as
+today's kernel, :data:`~gpudsl.stdlib.matmul_f16.MMA`: one ``ldmatrix.x4`` of A and one
+``ldmatrix.x2.trans`` of B per mma, which ptxas shares among the mma tiles that read
+the same fragment), 128 f32 accumulators per lane in registers; ``bk = 32``-deep tiles
+of A and B copied by 16-byte ``cp.async`` into a ``stages``-deep ring in SHARED memory
+(3 or 4 stages: ``make_async``, then ``pipeline_loop``), one barrier per k tile.
+
+**Conflict-free tiles.**  The tiles are padded (``pad_dim``), not swizzled: an ``@instr``
+window of a swizzled tile is refused (docs/hopper.md), and the padding gives the same
+result for ldmatrix: the A tile's rows are ``bk + 8 = 40`` halves apart (80 bytes: the
+eight row addresses of an ldmatrix phase fall on eight distinct 16-byte bank groups),
+the B tile's ``bn + 8`` (528 or 272 bytes, 16 modulo 128: likewise).  The copies: each
+warp copies 32 consecutive 16-byte chunks of a tile (row-major), so a warp reads 512
+contiguous bytes of B (whole sectors) and writes them to one row of the B tile.
+
+**The epilogue**: each lane's accumulators rounded to the half type once and stored
+in pairs (``vectorize``: one 32-bit store of two adjacent halves).
+
+It serves ``m % bm == 0``, ``k % bn == 0``, ``n % bk == 0`` (asserted in the
+algorithm; ``check()`` proves the kernel for all such sizes); :func:`plan_matmul_sm80`
+gives other shapes today's fallbacks.  :func:`sm80_space` is its autotuning space
+(tile, stages), pruned by the target's shared memory; :func:`plan_matmul_half_for`
+picks it on targets without wgmma.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..ir.types import SHARED, THREADS  # noqa: F401
+from ..proc import Proc
+from ..schedule import (divide_loop, insert_sync, merge_loops, pad_dim, parallelize_loop,
+                        replace, set_unroll, simplify, vectorize)
+from .matmul_f16 import MMA, matmul_half_algorithm
+from .matmul_parts import _permute_nest
+from .matmul_tf32 import fragments_and_tiles, map_warp_lanes
+from .shapes import NodeError, require
+
+DEFAULTS = dict(bm=128, bn=256, bk=32, wm=64, wn=64, stages=3)
+CHUNK = 8  # halves per 16-byte copy
+
+# One warp's k16 step of its wm x wn warp tile: MI x NI mma tiles, their fragments
+# loaded once (MI ldmatrix.x4 of A, NI / 2 ldmatrix.x4.trans of B: two n8 tiles each)
+# and shared by the MI * NI mma.sync.  Lane l = 4 g + t: its A rows g + 16 mi + 8 rm,
+# its B columns 2 t + 8 ni + rn.
+_WARP_TEMPLATE = r"""{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned gpudsl_l_;
+  asm("mov.u32 %0, %%laneid;" : "=r"(gpudsl_l_));
+  const int gpudsl_t_ = (int)(gpudsl_l_ & 3u), gpudsl_g_ = (int)(gpudsl_l_ >> 2);
+  const int gpudsl_r_ = (int)(gpudsl_l_ & 7u) + 8 * (int)((gpudsl_l_ >> 3) & 1u);
+  const auto* gpudsl_a_ = &{a} + (gpudsl_r_ - gpudsl_g_) * {a_stride_0} + 8 * (int)(gpudsl_l_ >> 4);
+  const auto* gpudsl_b_ = &{b} - 2 * gpudsl_t_ + gpudsl_r_ * {b_stride_0} + 8 * (int)(gpudsl_l_ >> 4);
+  unsigned gpudsl_x_[@MI@][4], gpudsl_y_[@NI@][2];
+#pragma unroll
+  for (int gpudsl_i_ = 0; gpudsl_i_ < @MI@; ++gpudsl_i_)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(gpudsl_x_[gpudsl_i_][0]), "=r"(gpudsl_x_[gpudsl_i_][1]),
+                   "=r"(gpudsl_x_[gpudsl_i_][2]), "=r"(gpudsl_x_[gpudsl_i_][3])
+                 : "r"((unsigned)__cvta_generic_to_shared(gpudsl_a_ + 16 * gpudsl_i_ * {a_stride_0})));
+#pragma unroll
+  for (int gpudsl_j_ = 0; gpudsl_j_ < @NI@; gpudsl_j_ += 2)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(gpudsl_y_[gpudsl_j_][0]), "=r"(gpudsl_y_[gpudsl_j_][1]),
+                   "=r"(gpudsl_y_[gpudsl_j_ + 1][0]), "=r"(gpudsl_y_[gpudsl_j_ + 1][1])
+                 : "r"((unsigned)__cvta_generic_to_shared(gpudsl_b_ + 8 * gpudsl_j_)));
+#pragma unroll
+  for (int gpudsl_i_ = 0; gpudsl_i_ < @MI@; ++gpudsl_i_)
+#pragma unroll
+    for (int gpudsl_j_ = 0; gpudsl_j_ < @NI@; ++gpudsl_j_) {
+      float* gpudsl_c_ = &{acc} + gpudsl_i_ * {acc_stride_0} + gpudsl_j_ * {acc_stride_1};
+      asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.@T@.@T@.f32 "
+                   "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                   : "+f"(gpudsl_c_[0]), "+f"(gpudsl_c_[{acc_stride_3}]),
+                     "+f"(gpudsl_c_[{acc_stride_2}]), "+f"(gpudsl_c_[{acc_stride_2} + {acc_stride_3}])
+                   : "r"(gpudsl_x_[gpudsl_i_][0]), "r"(gpudsl_x_[gpudsl_i_][1]),
+                     "r"(gpudsl_x_[gpudsl_i_][2]), "r"(gpudsl_x_[gpudsl_i_][3]),
+                     "r"(gpudsl_y_[gpudsl_j_][0]), "r"(gpudsl_y_[gpudsl_j_][1]));
+    }
+#else
+  for (int mi = 0; mi < @MI@; ++mi)
+    for (int ni = 0; ni < @NI@; ++ni)
+      for (int rm = 0; rm < 2; ++rm)
+        for (int rn = 0; rn < 2; ++rn)
+          for (int kk = 0; kk < 16; ++kk)
+            (&{acc})[mi * {acc_stride_0} + ni * {acc_stride_1} + rm * {acc_stride_2} + rn * {acc_stride_3}] +=
+                (float)(&{a})[(16 * mi + 8 * rm) * {a_stride_0} + kk] *
+                (float)(&{b})[kk * {b_stride_0} + 8 * ni + rn];
+#endif
+}"""
+
+
+@lru_cache(maxsize=None)
+def warp_mma(dt: str, mi: int, ni: int) -> Proc:
+    """The ``@instr`` of one warp's k16 step of an ``16 mi x 8 ni`` warp tile in ``dt``
+    (``ni`` even), written per lane (``acc``: its ``mi x ni`` fragments; ``a``: the A
+    tile's rows from ``g``; ``b``: the B tile's columns from ``2 t``)::
+
+        for mi, ni, rm, rn, kk:
+            acc[mi, ni, rm, rn] += f32(a[16 mi + 8 rm, kk]) * f32(b[kk, 8 ni + rn])
+    """
+    from ..proc import proc_from_source
+
+    require(dt in ("f16", "bf16") and mi >= 1 and ni >= 2 and ni % 2 == 0,
+            f"warp_mma({dt!r}, {mi}, {ni}): f16/bf16, ni even")
+    template = (_WARP_TEMPLATE.replace("@MI@", str(mi)).replace("@NI@", str(ni))
+                .replace("@T@", dt))
+    text = (f"@instr({template!r})\n"
+            f"def mma_{dt}_warp{mi}x{ni}(acc: [f32][{mi}, {ni}, 2, 2] @ REGISTER, "
+            f"a: [{dt}][{16 * mi - 7}, 16] @ SHARED, b: [{dt}][16, {8 * ni - 6}] @ SHARED):\n"
+            f"    for mi in seq(0, {mi}):\n"
+            f"        for ni in seq(0, {ni}):\n"
+            "            for rm in seq(0, 2):\n"
+            "                for rn in seq(0, 2):\n"
+            "                    for kk in seq(0, 16):\n"
+            "                        acc[mi, ni, rm, rn] += "
+            "f32(a[16 * mi + 8 * rm, kk]) * f32(b[kk, 8 * ni + rn])\n")
+    return proc_from_source(text, file=f"<gpudsl.stdlib.mma_{dt}_warp{mi}x{ni}>")
+
+
+def stage_bytes(bm: int, bn: int, bk: int) -> int:
+    """SHARED bytes of one stage: the padded A and B tiles."""
+    return 2 * (bm * (bk + 8) + bk * (bn + 8))
+
+
+def schedule_matmul_sm80(p: Proc, dt: str, *, bm: int = 128, bn: int = 256, bk: int = 32,
+                         wm: int = 64, wn: int = 64, stages: int = 3) -> Proc:
+    """The sm_80 schedule of ``matmul_half_algorithm(dt, (bm, bn, bk))`` (module docs).
+    Threads per block: ``32 * (bm // wm) * (bn // wn)``, as ``(4, 8, warps)``."""
+    warps = (bm // wm) * (bn // wn)
+    threads = 32 * warps
+    require(bm % wm == 0 and bn % wn == 0 and wm % 16 == 0 and wn % 8 == 0 and
+            warps in (4, 8, 16), f"sm80 tiles bm={bm} bn={bn} wm={wm} wn={wn}: need 4, 8 "
+            "or 16 warps of wm % 16 == 0, wn % 8 == 0")
+    require(bk % 16 == 0 and (bm * bk // CHUNK) % threads == 0 and
+            (bk * bn // CHUNK) % threads == 0,
+            f"the tile copies need bk % 16 == 0 and whole 16-byte chunks for every thread "
+            f"(bm={bm}, bn={bn}, bk={bk}, {threads} threads)")
+    require(2 <= stages <= 8, f"stages={stages}: 2 to 8")
+
+    # 1. i = bm bi + wm wi + 16 mi + 8 rm + g ;  j = bn bj + wn wj + 8 ni + 2 t + rn
+    p = map_warp_lanes(p, bm, bn, wm, wn, (16, 8, ("rm", "g")), (8, 2, ("t", "rn")))
+    # 2. the f32 accumulators in registers; 3. the k loop in bk tiles, 16-steps;
+    # 4. the A and B tiles in SHARED, padded, copied 16 bytes a thread by every thread
+    p, compute = fragments_and_tiles(p, "s", (wn // 8, wm // 16), bm, bn, bk, 16,
+                                     warps=warps)
+    p = _copy_chunks(p, "As", bk, warps)
+    p = _copy_chunks(p, "Bs", bn, warps)
+    p = pad_dim(p, "As", 1, bk + 8)
+    p = pad_dim(p, "Bs", 1, bn + 8)
+    p = insert_sync(p, p.find_loop("po").body().before())
+    p = insert_sync(p, p.forward(compute).before())
+    # 5. the tensor-core instruction, unrolled mma tiles
+    p = replace(p, p.find_loop("mi #1"), warp_mma(dt, wm // 16, wn // 8))
+    p = set_unroll(p, "ks")
+    # 6. the copies async, a `stages`-deep ring, one barrier per k tile
+    p = _pipeline(p, stages)
+    # 7. the epilogue: pairs of halves
+    p = _paired_epilogue(p, bm, bn, wm, wn, bn // wn)
+    return simplify(p)
+
+
+def _copy_chunks(p, tile: str, cols: int, warps: int):
+    """The copy of ``tile`` (``cols`` halves a row) as 16-byte chunks, row-major over
+    every thread: chunk ``f = 32 * warps * s + 32 z + 4 y + x`` is row ``f // (cols /
+    8)``, chunk ``f % (cols / 8)``; the thread loops outermost (as ``make_async`` takes
+    them), the chunk loop ``s`` inside, unrolled."""
+    r, c_ = f"{tile}_in0", f"{tile}_in1"
+    q = tile[0].lower() + "c"
+    p = divide_loop(p, c_, CHUNK, [q + "q", q + "v"], tail="perfect")
+    p = vectorize(p, q + "v", CHUNK)
+    p = merge_loops(p, r, q + "f")
+    p = divide_loop(p, q + "f", 32 * warps, [q + "s", q + "t"], tail="perfect")
+    p = divide_loop(p, q + "t", 32, [q + "z", q + "l"], tail="perfect")
+    p = divide_loop(p, q + "l", 4, [q + "y", q + "x"], tail="perfect")
+    p = _permute_nest(p, [q + "s", q + "z", q + "y", q + "x"],
+                      [q + "z", q + "y", q + "x", q + "s"])
+    for lp in (q + "z", q + "y", q + "x"):
+        p = parallelize_loop(p, lp, THREADS)
+    return set_unroll(p, q + "s")
+
+
+def _pipeline(p, stages: int):
+    from ..ir.nodes import Sync
+    from ..schedule import lift_alloc, make_async, pipeline_loop
+    from ..schedule.cursors import Cursor
+
+    for b in ("As", "Bs"):
+        p = lift_alloc(p, b)
+    body = p.find_loop("po").node().body
+    syncs = [i for i, s in enumerate(body) if isinstance(s, Sync)]
+    a = p.find_loop("po").addr + ("body", 1)
+    p = make_async(p, Cursor(p, "block", a, syncs[1]))
+    return pipeline_loop(p, "po", stages=stages)
+
+
+def _paired_epilogue(p, bm, bn, wm, wn, nwn):
+    """Each lane's two adjacent results ``c[row, col:col + 2]`` rounded into a register
+    pair ``ch`` (``stage_mem``), stored by one 32-bit store (``vectorize``)."""
+    from ..ir.types import REGISTER
+    from ..schedule import stage_mem
+    from ..schedule.cursors import find
+
+    row = f"{bm} * bi + {wm} * (w // {nwn}) + 16 * mi + 8 * rm + g"
+    col = f"{bn} * bj + {wn} * (w % {nwn}) + 8 * ni + 2 * t"
+    p = stage_mem(p, p.find_loop("rn #1"), f"c[{row}, {col}:{col} + 2]", "ch", REGISTER)
+    return vectorize(p, find(p, "c[_] = ch[_]").parent(), 2)
+
+
+@lru_cache(maxsize=None)
+def sm80_kernel(dt: str, bm=128, bn=256, bk=32, wm=64, wn=64, stages=3) -> Proc:
+    """The scheduled kernel (cached), named ``matmul_{dt}_sm80_{bm}x{bn}x{bk}_s{stages}``."""
+    from ..schedule import rename
+
+    p = schedule_matmul_sm80(matmul_half_algorithm(dt, (bm, bn, bk)), dt, bm=bm, bn=bn,
+                             bk=bk, wm=wm, wn=wn, stages=stages)
+    return rename(p, f"matmul_{dt}_sm80_{bm}x{bn}x{bk}_s{stages}")
+
+
+__all__ = ["schedule_matmul_sm80", "sm80_kernel", "stage_bytes", "DEFAULTS", "NodeError"]
