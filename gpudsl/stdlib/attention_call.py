@@ -9,11 +9,13 @@ The forms (``H`` query heads, ``Hkv`` key/value heads, ``H % Hkv == 0``):
 
 - ``q [H, M, D]``, ``k, v [Hkv, N, D]``, ``prefix`` (int or int64 tensor, default
   ``N``): one sequence, as the plain ``attention`` but grouped;
-- ``q [B, H, M, D]``, ``k, v [B, Hkv, N, D]``, ``seq_lens`` (int32 ``[B]``, default all
+- ``q [B, H, M, D]``, ``k, v [B, Hkv, N, D]``, ``seq_lens`` (``[B]``, default all
   ``N``): a batch of contiguous caches;
 - ``q [B, H, M, D]``, ``k, v [pages, P, Hkv, D]`` (or ``[pages, P, Hkv * D]`` with
-  ``kv_heads``), ``block_table`` (int32 ``[B, max_pages]``), ``seq_lens`` (int32
-  ``[B]``): a paged cache, ``P`` one of 16, 32, 64, 128, 256."""
+  ``kv_heads``), ``block_table`` (``[B, max_pages]``), ``seq_lens`` (``[B]``): a paged
+  cache, ``P`` one of 16, 32, 64, 128, 256.
+
+``block_table`` and ``seq_lens`` are int32 (as vLLM's) or int64 (a graph's), one type."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +23,7 @@ import numpy as np
 from .attention_paged import HEAD_DIMS, PAGE_SIZES, plan_gqa
 from .halves import NUMPY, common_dtype
 from .op_arguments import (_ANY_FLOAT, _is_array, _is_device, as_int, check_tensor, contig,
-                           empty, is_host_int)
+                           empty, index_tensor, is_host_int)
 from .shapes import require
 
 
@@ -34,31 +36,24 @@ def wants_gqa(q, k, kv_heads, block_table, seq_lens) -> bool:
 
 
 def _int_array(name, x, shape):
-    s = check_tensor(name, x, ranks=(len(shape),), dtypes=("int32",))
+    s = check_tensor(name, x, ranks=(len(shape),), dtypes=("int32", "int64"))
     require(tuple(s) == tuple(shape), f"{name} has shape {tuple(s)}, expected {tuple(shape)}")
     return contig(x)
 
 
+def _idx(x) -> str:
+    return "i64" if str(x.dtype).replace("torch.", "") == "int64" else "i32"
+
+
 def _lens_from_prefix(q, prefix, n):
-    """The one sequence's length as an int32 ``[1]`` tensor where ``q`` lives."""
+    """The one sequence's length as an int64 ``[1]`` tensor where ``q`` lives, and its
+    value when given on the host."""
     if prefix is None or is_host_int(prefix):
         value = n if prefix is None else as_int("prefix", prefix)
-        if _is_device(q) and hasattr(q, "new_empty"):
-            import torch
-
-            return torch.full((1,), value, dtype=torch.int32, device=q.device), value
-        if _is_device(q):
-            import cupy
-
-            return cupy.full((1,), value, dtype=np.int32), value
-        return np.array([value], np.int32), value
-    require(_is_array(prefix) and tuple(prefix.shape) == (1,),
+        return index_tensor(q, "prefix", value), value
+    require(_is_array(prefix) and tuple(prefix.shape) == (1,) and _idx(prefix) == "i64",
             f"prefix must be an int or a one-element int64 tensor, got {prefix!r:.60}")
-    if hasattr(prefix, "to"):  # torch: converted on the device, no host copy
-        import torch
-
-        return prefix.to(torch.int32), None
-    return prefix.astype(np.int32), None
+    return prefix, None
 
 
 def _heads(H, hkv, kv_heads):
@@ -113,11 +108,12 @@ def gqa_call(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens):
                 f"one of {PAGE_SIZES}")
         require(dk == d, f"the cache's head dimension {dk} differs from q's {d}")
         B, H, M = qs[:3]
-        table = _int_array("block_table", block_table, (B,) + tuple(block_table.shape[1:]))
-        require(len(table.shape) == 2 and table.shape[1] >= 1,
-                "block_table must be [B, max_pages]")
-        cap = int(table.shape[1]) * page
+        ts = check_tensor("block_table", block_table, ranks=(2,), dtypes=("int32", "int64"))
+        table = _int_array("block_table", block_table, (B, ts[1]))
+        cap = int(ts[1]) * page
         lens = _int_array("seq_lens", seq_lens, (B,))
+        require(_idx(table) == _idx(lens), f"block_table ({table.dtype}) and seq_lens "
+                f"({lens.dtype}) must have one integer type")
     else:
         require(kv_heads is None or len(ks) == len(qs), "kv_heads with k of another rank")
         if len(qs) == 3:
@@ -136,11 +132,8 @@ def gqa_call(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens):
             B, H, M = qs[:3]
             _, hkv, n, dk = ks
             if seq_lens is None:
-                lens = np.full((B,), n, np.int32) if not _is_device(q) else None
-                if lens is None:
-                    import torch
-
-                    lens = torch.full((B,), n, dtype=torch.int32, device=q.device)
+                lens = empty(q, (B,), np.int32)
+                lens[...] = n
             else:
                 lens = _int_array("seq_lens", seq_lens, (B,))
         require(dk == d, f"the keys' head dimension {dk} differs from q's {d}")
@@ -154,7 +147,7 @@ def gqa_call(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens):
         require(low <= host_len <= cap, f"prefix {host_len} is outside [{low}, {cap}]")
     if scale is None:
         scale = 1.0 / math.sqrt(d)
-    p = plan_gqa(d, bool(causal), G, M, page, dt)
+    p = plan_gqa(d, bool(causal), G, M, page, dt, _idx(lens))
     out = empty(q, (B, hkv, G, M, d), NUMPY[dt])
     err = empty(q, (1,), np.int32)
     err[...] = 0

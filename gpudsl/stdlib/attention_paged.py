@@ -71,17 +71,17 @@ def _block(lines: str, indent: int) -> str:
     return "".join(f"{pad}{ln}\n" if ln else "\n" for ln in lines.strip("\n").split("\n"))
 
 
-def _sig(d: int, page: int, dt: str) -> str:
+def _sig(d: int, page: int, dt: str, idx: str = "i32") -> str:
     if page:
         kv = f"{dt}[pages, {page}, hk, {d}]"
         extra = "pages: size, mp: size, "
-        table = f"table: i32[bt, mp], "
+        table = f"table: {idx}[bt, mp], "
     else:
         kv = f"{dt}[bt, hk, n, {d}]"
         extra = "n: size, "
         table = ""
     return (f"(bt: size, hk: size, g: size, m: size, {extra}"
-            f"q: f32[bt, hk, g, m, {d}], k: {kv}, v: {kv}, {table}lens: i32[bt], "
+            f"q: f32[bt, hk, g, m, {d}], k: {kv}, v: {kv}, {table}lens: {idx}[bt], "
             f"scale: f32, out: f32[bt, hk, g, m, {d}], err: i32[1]):\n")
 
 
@@ -101,17 +101,20 @@ def _attended(j: str, causal: bool, i: str) -> str:
     return c + (f" and {j} <= {i} + lens[b] - m" if causal else "")
 
 
-def kernel_name(d, causal, page, dt, chunk, wg, wi) -> str:
+def kernel_name(d, causal, page, dt, chunk, wg, wi, idx="i32") -> str:
     return (f"attention_gqa_d{d}" + ("_causal" if causal else "") +
             (f"_paged{page}" if page else "") + f"_c{chunk}_w{wg}x{wi}" +
-            ("" if dt == "f32" else f"_{dt}"))
+            ("" if dt == "f32" else f"_{dt}") + ("" if idx == "i32" else f"_{idx}"))
 
 
 def paged_text(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
-               chunk: int = CHUNK, wg: int = 1, wi: int = 1) -> str:
+               chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32") -> str:
     """The source of :func:`paged_kernel` (see the module's text): ``wg x wi`` warps
     per block (``wg`` over the group's heads, ``wi`` over positions), ``chunk`` keys
-    staged per block."""
+    staged per block; ``idx``: the type of ``table`` and ``lens`` (``"i32"``, or
+    ``"i64"``: the graph's integers and the one-sequence ``prefix`` tensor)."""
+    if idx not in ("i32", "i64"):
+        raise ValueError(f"the table and lengths are i32 or i64, not {idx!r}")
     if d not in HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {HEAD_DIMS}")
     if page and page not in PAGE_SIZES:
@@ -124,7 +127,7 @@ def paged_text(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32"
     cap = _cap(page)
     ns = f"({cap} + {CH - 1}) // {CH}"
     low = "m" if causal else "1"
-    name = kernel_name(d, causal, page, dt, chunk, wg, wi)
+    name = kernel_name(d, causal, page, dt, chunk, wg, wi, idx)
     key = f"{CH} * sb + {W} * kk + w"
     gg, i = f"{wg} * a + w % {wg}", f"{wi} * it + w // {wg}"
     live = f"{CH} * sb < lens[b]"  # (causal: the last row attends the first L_b keys)
@@ -214,7 +217,7 @@ for p in seq(0, {ns}):
 out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
 """
     text = (
-        f"def {name}" + _sig(d, page, dt) +
+        f"def {name}" + _sig(d, page, dt, idx) +
         f"    pm: f32[bt, hk, g, m, {ns}]\n"
         f"    pl: f32[bt, hk, g, m, {ns}]\n"
         f"    po: f32[bt, hk, g, m, {ns}, {d}]\n"
@@ -241,9 +244,9 @@ out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
 
 @lru_cache(maxsize=None)
 def paged_kernel(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
-                 chunk: int = CHUNK, wg: int = 1, wi: int = 1) -> Proc:
+                 chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32") -> Proc:
     """The grouped-query, paged or contiguous attention proc (see the module's text)."""
-    return make_proc("attention", paged_text(d, causal, page, dt, chunk, wg, wi))
+    return make_proc("attention", paged_text(d, causal, page, dt, chunk, wg, wi, idx))
 
 
 def _pow2_at_most(x: int, cap: int) -> int:
@@ -254,14 +257,14 @@ def _pow2_at_most(x: int, cap: int) -> int:
 
 
 def plan_gqa(d: int, causal: bool, group: int, m: int, page: int = 0,
-             dt: str = "f32") -> Proc:
+             dt: str = "f32", idx: str = "i32") -> Proc:
     """The proc for ``group`` query heads per KV head and ``m`` query rows: warps over
     the group's heads (``wg``, the power of two up to ``group``, at most 8) and the
     rest of 4 (decode: 1) over the positions (``wi``), so that one staged chunk
     serves ``wg x wi`` rows at once."""
     wg = _pow2_at_most(group, MAX_WARPS)
     wi = 1 if m == 1 else max(1, _pow2_at_most(m, max(1, 4 // wg)))
-    return paged_kernel(d, bool(causal), page, dt, CHUNK, wg, wi)
+    return paged_kernel(d, bool(causal), page, dt, CHUNK, wg, wi, idx)
 
 
 def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None):

@@ -252,7 +252,7 @@ def test_ops_torch_tensors():
 @pytest.mark.parametrize("change, text", [
     (dict(block_table=np.array([[0, 9], [1, 2]], np.int32)), "names page 9"),
     (dict(seq_lens=np.array([0, 7], np.int32)), "length 0 is outside"),
-    (dict(seq_lens=np.array([33, 7], np.int64)), "seq_lens"),
+    (dict(seq_lens=np.array([33, 7], np.int64)), "one integer type"),
     (dict(seq_lens=None), "needs seq_lens"),
     (dict(kv_heads=2), "kv_heads=2 but the keys have 1"),
     (dict(prefix=3), "prefix and block_table"),
