@@ -60,7 +60,7 @@ from .halves import load as load_of
 NEG = "-3.0e38"
 WARP = 32
 STEP = 8  # keys per step of a warp's online softmax
-HEAD_DIMS = (32, 64, 96, 128)
+HEAD_DIMS = (32, 48, 64, 96, 128)  # 48: the lanes past it hold nothing (guarded)
 PAGE_SIZES = (16, 32, 64, 128, 256)
 CHUNK = 32  # keys staged per block (f32: 2 x 32 x 128 x 4 = 32 KiB of SHARED at D = 128)
 MAX_WARPS = 8
@@ -123,7 +123,7 @@ def paged_text(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32"
     if W > MAX_WARPS or chunk % W or chunk % STEP or chunk < STEP:
         raise ValueError(f"{wg} x {wi} warps and a chunk of {chunk} keys: the warps must "
                          f"be at most {MAX_WARPS} and divide the chunk, a multiple of {STEP}")
-    C, CH, U = d // WARP, chunk, STEP
+    C, CH, U = -(-d // WARP), chunk, STEP
     cap = _cap(page)
     ns = f"({cap} + {CH - 1}) // {CH}"
     low = "m" if causal else "1"
@@ -237,9 +237,30 @@ out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
         f"                for t in par(0, {d}) @ THREADS:\n"
         "                    for gg in seq(0, g):\n"
         + _block(combine, 6))
+    if d % WARP:
+        text = _guard_lanes(text, d)
     # k and v are declared dt by _sig and widened where read (their indices nest
     # brackets, which halve_text's patterns do not take)
     return halve_text(text, dt, ("q",), ("out",))
+
+
+def _guard_lanes(text: str, d: int) -> str:
+    """Each lane loop ``for c`` with its body under ``if 32 * c + l < d`` (a head
+    dimension not a multiple of 32: the last chunk's lanes past ``d`` hold nothing;
+    the warp sums stay outside, with every lane)."""
+    out, lines, k = [], text.split("\n"), 0
+    while k < len(lines):
+        line = lines[k]
+        out.append(line)
+        k += 1
+        if line.strip().startswith("for c in seq(0, "):
+            pad = len(line) - len(line.lstrip())
+            out.append(" " * (pad + 4) + f"if 32 * c + l < {d}:")
+            while k < len(lines) and len(lines[k]) - len(lines[k].lstrip()) > pad \
+                    and lines[k].strip():
+                out.append("    " + lines[k])
+                k += 1
+    return "\n".join(out)
 
 
 @lru_cache(maxsize=None)

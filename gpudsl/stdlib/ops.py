@@ -456,8 +456,8 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None, kv_heads=N
     defaults to ``1 / sqrt(D)``.  float16/bfloat16 ``q, k, v`` (one dtype): read
     widened to float32, float32 softmax and sums, the output rounded once.
 
-    Grouped-query attention (``gpudsl.stdlib.attention_paged``, ``D`` 32-128 in steps
-    of 32): ``k, v [Hkv, N, D]`` with ``Hkv`` dividing ``H`` (query head ``h`` reads
+    Grouped-query attention (``gpudsl.stdlib.attention_paged``, ``D`` 32, 48, 64, 96,
+    128): ``k, v [Hkv, N, D]`` with ``Hkv`` dividing ``H`` (query head ``h`` reads
     KV head ``h // (H / Hkv)``; ``kv_heads=`` checks it, or splits a paged cache
     ``[pages, P, Hkv * D]``); a batch ``q [B, H, M, D]``, ``k, v [B, Hkv, N, D]`` with
     ``seq_lens`` (int32 ``[B]``, each sequence's length; query row ``i`` is position

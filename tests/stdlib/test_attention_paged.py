@@ -174,6 +174,14 @@ def test_emulator(g, m, lens, page, causal):
     close(got, q, k, v, table, ln, causal)
 
 
+def test_emulator_head_dim_48_ratio_3():
+    # the LLaMA example's heads (48 entries: the lanes past it hold none), 6 over 2
+    q, k, v, table, ln = make(2, 2, 3, 1, 48, [37, 5], 16)
+    got, err = run(plan_gqa(48, True, 3, 1, 16), q, k, v, table, ln, target="emulator")
+    assert err == 0
+    close(got, q, k, v, table, ln, True)
+
+
 @pytest.mark.parametrize("dt, g, m, page, causal", [("f16", 4, 1, 16, True),
                                                     ("bf16", 8, 3, 0, True),
                                                     ("bf16", 1, 1, 16, False)])
