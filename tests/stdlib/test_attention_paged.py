@@ -84,6 +84,14 @@ def test_half_kernels_are_proved(page, dt):
             assert plan_gqa(128, causal, g, m, page, dt).check().ok
 
 
+def test_int64_table_kernels_are_proved():
+    # the graph's (int64 tables and lengths) and the one-sequence prefix form's
+    for causal in (False, True):
+        for page in (0, 64):
+            for g, m in ((1, 1), (4, 1), (2, 5)):
+                assert plan_gqa(48, causal, g, m, page, "bf16", "i64").check().ok
+
+
 def test_the_plan_shares_the_chunk_over_the_group():
     assert plan_gqa(64, False, 1, 1).name == "attention_gqa_d64_c32_w1x1"
     assert plan_gqa(64, False, 4, 1).name == "attention_gqa_d64_c32_w4x1"
