@@ -5,6 +5,7 @@ generating tokens with its KV cache in ``BufferTensor``s written by
     python examples/llama.py                     # 6 layers, 16 tokens, tokens/s
     python examples/llama.py --layers 2 --tokens 4 --vocab 512
     python examples/llama.py --dtype float16     # f16 weights, activations and cache
+    python examples/llama.py --kv-heads 2 --page-size 16   # GQA, a paged KV cache
 
 Random weights made here from a seed (no download).  Runs on the GPU when there is
 one, else on the CPU emulator.  With PyTorch installed, the same model in PyTorch
@@ -26,6 +27,18 @@ residual.  Finally rms_norm and the classifier to vocabulary logits.
 graph in it (inputs, activations, the KV cache); each kernel reads halves, computes in
 float32 and rounds its result once.  The numpy reference runs in float32 on the same
 rounded weights, so the two differ by the graph's roundings of its activations.
+
+``--kv-heads Hkv`` / ``--page-size P`` (issue 37): grouped-query attention (``Hkv``
+key/value heads, each shared by ``n_heads / Hkv`` query heads, as LLaMA-2-70B's 8 for
+64) over a paged KV cache.  Each layer's cache is a pool of ``pages`` pages of ``P``
+rows of ``Hkv * head_size`` entries (one ``BufferTensor``, rows ``page * P + r``), the
+sequence's pages named by a block table (a shuffled one here, as a serving system's
+allocator would give); the step writes the new k and v rows at
+``table[pos // P] * P + pos % P`` (``ReplaceSliceNode``) and attends them with
+``AttentionNode(q, cache, cache, block_table=, seq_lens=)``, one fused split-KV kernel
+that reads the cache through the table (``gpudsl.stdlib.attention_paged``).  The inputs
+``pos`` / ``pos_end`` are then that slot and the slot plus one, ``seq_len`` the length
+(``pos + 1``) and ``block_table`` the table; ``mask`` is not used.
 """
 from __future__ import annotations
 
@@ -47,6 +60,21 @@ class Config:
     n_heads: int = 6
     vocab_size: int = 32000
     seq_len: int = 256
+    n_kv_heads: int = 0  # 0: one KV head per query head; else grouped-query attention
+    page_size: int = 0  # 0: a contiguous cache and the matmul-softmax-matmul attention
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads or self.n_heads
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_size
+
+    @property
+    def pages(self) -> int:
+        """Pages in each layer's pool: the sequence's, plus one never used."""
+        return -(-self.seq_len // self.page_size) + 1
 
     @property
     def head_size(self) -> int:
@@ -71,7 +99,8 @@ def random_weights(cfg: Config, seed: int = 0) -> dict[str, np.ndarray]:
     return {
         "embedding": rng.standard_normal((cfg.vocab_size, d)).astype(np.float32),
         "rms_att": (1 + 0.1 * rng.standard_normal((L, d))).astype(np.float32),
-        "wq": mat(L, d, d), "wk": mat(L, d, d), "wv": mat(L, d, d), "wo": mat(L, d, d),
+        "wq": mat(L, d, d), "wk": mat(L, d, cfg.kv_dim), "wv": mat(L, d, cfg.kv_dim),
+        "wo": mat(L, d, d),
         "rms_ffn": (1 + 0.1 * rng.standard_normal((L, d))).astype(np.float32),
         "w1": mat(L, d, h), "w3": mat(L, d, h), "w2": mat(L, h, d),
         "rms_final": (1 + 0.1 * rng.standard_normal(d)).astype(np.float32),
@@ -99,6 +128,8 @@ def widened(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def build_graph(cfg: Config, w: dict[str, np.ndarray]) -> graph.Node:
     """The one-token graph (see the module's docstring); its logits [vocab].  The
     graph's float dtype is the weights' (float32, float16 or bfloat16)."""
+    if cfg.page_size:
+        return build_paged_graph(cfg, w)
     d, H, hs, S = cfg.dim, cfg.n_heads, cfg.head_size, cfg.seq_len
     dt = w["wq"].dtype.name
     C = graph.ConstantTensor
@@ -129,7 +160,53 @@ def build_graph(cfg: Config, w: dict[str, np.ndarray]) -> graph.Node:
     return x.rms_norm(C(w["rms_final"])) @ C(w["wcls"])
 
 
+def block_table(cfg: Config, seed: int = 0) -> np.ndarray:
+    """The sequence's pages: a shuffled choice of the pool's (one page stays unused)."""
+    pages = np.random.default_rng(seed).permutation(cfg.pages)[:cfg.pages - 1]
+    return pages.reshape(1, -1).astype(np.int64)
+
+
+def build_paged_graph(cfg: Config, w: dict[str, np.ndarray]) -> graph.Node:
+    """The one-token graph with grouped-query attention over a paged KV cache (see the
+    module's docstring)."""
+    d, H, hs, P = cfg.dim, cfg.n_heads, cfg.head_size, cfg.page_size
+    kvd, rows = cfg.kv_dim, cfg.pages * cfg.page_size
+    dt = w["wq"].dtype.name
+    C = graph.ConstantTensor
+    x = graph.InputTensor("x", dt, [d])
+    freq = graph.InputTensor("freq_cis", dt, [hs // 2, 2]).reshape([1, hs // 2, 2])
+    slot = graph.InputTensor("pos", "int64", [1])           # the cache row written
+    slot_end = graph.InputTensor("pos_end", "int64", [1])
+    length = graph.InputTensor("seq_len", "int64", [1])     # pos + 1
+    table = graph.InputTensor("block_table", "int64", [1, cfg.pages - 1])
+    for layer in range(cfg.n_layers):
+        xb = x.rms_norm(C(w["rms_att"][layer]))
+        q = xb @ C(w["wq"][layer])
+        k = xb @ C(w["wk"][layer])
+        v = xb @ C(w["wv"][layer])
+        q = q.reshape([H, hs // 2, 2]).complex_hadamard_product(freq).reshape([H, 1, hs])
+        k = k.reshape([cfg.kv_heads, hs // 2, 2]).complex_hadamard_product(freq)
+        key_cache = graph.BufferTensor(dt, [rows, kvd]).replace(k.reshape([1, kvd]),
+                                                               slot, slot_end)
+        value_cache = graph.BufferTensor(dt, [rows, kvd]).replace(v.reshape([1, kvd]),
+                                                                 slot, slot_end)
+        out = graph.AttentionNode(q, key_cache.reshape([cfg.pages, P, kvd]),
+                                  value_cache.reshape([cfg.pages, P, kvd]),
+                                  block_table=table, seq_lens=length)   # [H, 1, hs]
+        x = x + out.reshape([d]) @ C(w["wo"][layer])
+        xb = x.rms_norm(C(w["rms_ffn"][layer]))
+        hb = (xb @ C(w["w1"][layer])).silu() * (xb @ C(w["w3"][layer]))
+        x = x + hb @ C(w["w2"][layer])
+    return x.rms_norm(C(w["rms_final"])) @ C(w["wcls"])
+
+
 def step_inputs(cfg: Config, w, token: int, pos: int) -> dict[str, np.ndarray]:
+    if cfg.page_size:
+        table = block_table(cfg)
+        slot = int(table[0, pos // cfg.page_size]) * cfg.page_size + pos % cfg.page_size
+        return {"x": w["embedding"][token], "freq_cis": w["freq_cis"][pos],
+                "pos": np.array([slot], np.int64), "pos_end": np.array([slot + 1], np.int64),
+                "seq_len": np.array([pos + 1], np.int64), "block_table": table}
     mask = (np.arange(cfg.seq_len) <= pos).astype(w["wq"].dtype)
     return {"x": w["embedding"][token], "freq_cis": w["freq_cis"][pos],
             "pos": np.array([pos], np.int64), "pos_end": np.array([pos + 1], np.int64),
@@ -144,7 +221,7 @@ class NumpyLlama:
 
     def __init__(self, cfg: Config, w):
         self.cfg, self.w = cfg, w
-        self.key_cache = np.zeros((cfg.n_layers, cfg.seq_len, cfg.dim), np.float32)
+        self.key_cache = np.zeros((cfg.n_layers, cfg.seq_len, cfg.kv_dim), np.float32)
         self.value_cache = np.zeros_like(self.key_cache)
 
     @staticmethod
@@ -153,7 +230,7 @@ class NumpyLlama:
 
     def rope(self, v, pos):
         c = self.w["freq_cis"][pos]  # [hs/2, 2]
-        z = v.reshape(self.cfg.n_heads, -1, 2)
+        z = v.reshape(-1, self.cfg.head_size // 2, 2)
         re = z[..., 0] * c[:, 0] - z[..., 1] * c[:, 1]
         im = z[..., 0] * c[:, 1] + z[..., 1] * c[:, 0]
         return np.stack([re, im], -1).reshape(-1)
@@ -167,8 +244,11 @@ class NumpyLlama:
             q = self.rope(xb @ w["wq"][layer], pos)
             self.key_cache[layer, pos] = self.rope(xb @ w["wk"][layer], pos)
             self.value_cache[layer, pos] = xb @ w["wv"][layer]
-            keys = self.key_cache[layer, :pos + 1].reshape(pos + 1, H, hs)
-            values = self.value_cache[layer, :pos + 1].reshape(pos + 1, H, hs)
+            group = H // cfg.kv_heads  # query heads per KV head (LLaMA's repeat_kv)
+            keys = np.repeat(self.key_cache[layer, :pos + 1].reshape(pos + 1, -1, hs),
+                             group, 1)
+            values = np.repeat(self.value_cache[layer, :pos + 1].reshape(pos + 1, -1, hs),
+                               group, 1)
             scores = np.einsum("thd,hd->ht", keys, q.reshape(H, hs)) / math.sqrt(hs)
             scores = np.exp(scores - scores.max(-1, keepdims=True))
             att = scores / scores.sum(-1, keepdims=True)
@@ -204,14 +284,15 @@ def torch_stepper(cfg: Config, w):  # pragma: no cover  (optional, timed only)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     t = {k: torch.from_numpy(v).to(dev) for k, v in w.items()}
     H, hs, S = cfg.n_heads, cfg.head_size, cfg.seq_len
-    kc = torch.zeros((cfg.n_layers, S, cfg.dim), device=dev)
+    G = H // cfg.kv_heads
+    kc = torch.zeros((cfg.n_layers, S, cfg.kv_dim), device=dev)
     vc = torch.zeros_like(kc)
 
     def rms(x, g):
         return g * x * torch.rsqrt(torch.mean(x * x) + 1e-5)
 
     def rope(v, c):
-        z = torch.view_as_complex(v.reshape(H, hs // 2, 2).contiguous())
+        z = torch.view_as_complex(v.reshape(-1, hs // 2, 2).contiguous())
         return torch.view_as_real(z * torch.view_as_complex(c.contiguous())).reshape(-1)
 
     @torch.no_grad()
@@ -223,10 +304,12 @@ def torch_stepper(cfg: Config, w):  # pragma: no cover  (optional, timed only)
             q = rope(torch.matmul(xb, t["wq"][layer]), c)
             kc[layer, pos] = rope(torch.matmul(xb, t["wk"][layer]), c)
             vc[layer, pos] = torch.matmul(xb, t["wv"][layer])
-            keys = kc[layer, :pos + 1].reshape(pos + 1, H, hs).permute(1, 0, 2)
+            keys = kc[layer, :pos + 1].reshape(pos + 1, -1, hs).repeat_interleave(G, 1)
+            keys = keys.permute(1, 0, 2)
             att = torch.softmax(torch.matmul(keys, q.reshape(H, hs, 1)).reshape(H, -1)
                                 / math.sqrt(hs), -1)
-            vals = vc[layer, :pos + 1].reshape(pos + 1, H, hs).permute(1, 2, 0)
+            vals = vc[layer, :pos + 1].reshape(pos + 1, -1, hs).repeat_interleave(G, 1)
+            vals = vals.permute(1, 2, 0)
             x = x + torch.matmul(torch.matmul(vals, att.reshape(H, -1, 1)).reshape(-1),
                                  t["wo"][layer])
             xb = rms(x, t["rms_ffn"][layer])
@@ -255,9 +338,16 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"),
                     help="the weights' and the graph's float type")
+    ap.add_argument("--kv-heads", type=int, default=0,
+                    help="grouped-query attention: key/value heads (dividing --heads); "
+                         "a paged cache (--page-size, default 16)")
+    ap.add_argument("--page-size", type=int, default=0,
+                    help="a paged KV cache of pages of this many rows (16..256)")
     args = ap.parse_args(argv)
+    page = args.page_size or (16 if args.kv_heads else 0)
     cfg = replace(STORIES15M, n_layers=args.layers, dim=args.dim, hidden_dim=args.hidden,
-                  n_heads=args.heads, vocab_size=args.vocab, seq_len=args.seq)
+                  n_heads=args.heads, vocab_size=args.vocab, seq_len=args.seq,
+                  n_kv_heads=args.kv_heads, page_size=page)
     w = in_dtype(random_weights(cfg, args.seed), args.dtype)
     t0 = time.perf_counter()
     model = graph.compile(build_graph(cfg, w))

@@ -210,6 +210,9 @@ def check_faults(ll: LaunchList, flags: np.ndarray, nodes) -> None:
             what = ("the range [begin, end) read from the device is outside the tensor "
                     "or does not hold the replacement's rows" if
                     nodes[i].op == "ReplaceSliceNode" else
+                    "a sequence length read from the device is outside its bounds or "
+                    "the block table names a page outside the cache" if
+                    nodes[i].op == "PagedAttentionNode" else
                     "the prefix read from the device is outside [1, keys] (causal: "
                     "below the query rows)" if nodes[i].op == "AttentionNode" else
                     "the prefix read from the device is outside the last axis")

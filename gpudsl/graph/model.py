@@ -169,11 +169,28 @@ class Model:
     # ------------------------------------------------------------ evaluation
 
     def _int64(self, t: Node, values: dict) -> int:
+        return int(self._int64s(t, values).reshape(-1)[0])
+
+    def _int64s(self, t: Node, values: dict) -> np.ndarray:
         if t.op == "InputTensor":
-            return int(values[t.attrs["name"]][0])
+            return np.asarray(values[t.attrs["name"]])
         if t.op == "ConstantTensor":
-            return int(self.constants[t.attrs["name"]][0])
+            return np.asarray(self.constants[t.attrs["name"]])
         raise _at(t, "int64 values are inputs or constants")  # pragma: no cover
+
+    def _check_pages(self, node: Node, values: dict):
+        """A paged AttentionNode's lengths and the pages they use, on the host."""
+        q, k = node.inputs[0], node.inputs[1]
+        table = self._int64s(node.inputs[3], values)
+        lens = self._int64s(node.inputs[4], values)
+        low = q.shape[1] if node.attrs["causal"] else 1
+        cap = table.shape[1] * k.shape[1]
+        for b, L in enumerate(lens.reshape(-1).tolist()):
+            used = table[b, :-(-L // k.shape[1])] if low <= L <= cap else None
+            if used is None or ((used < 0) | (used >= k.shape[0])).any():
+                raise _at(node, f"PagedAttentionNode: sequence {b}'s length {L} is outside "
+                          f"[{low}, {cap}] or its block table names a page outside the "
+                          f"{k.shape[0]} pages; nothing was written")
 
     def _check_ranges(self, values: dict[str, np.ndarray]):
         """Every ReplaceSliceNode's [begin, end) and every SlicedSoftmaxNode's and
@@ -194,6 +211,8 @@ class Model:
                 if not 0 <= prefix <= n:
                     raise _at(node, f"SlicedSoftmaxNode: the prefix {prefix} is outside "
                               f"[0, {n}], the last axis; nothing was written")
+            elif node.op == "PagedAttentionNode":
+                self._check_pages(node, values)
             elif node.op == "AttentionNode" and len(node.inputs) == 4:
                 m, n = node.inputs[0].shape[1], node.inputs[1].shape[1]
                 low = m if node.attrs["causal"] else 1

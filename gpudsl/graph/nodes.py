@@ -256,16 +256,36 @@ def constructor(graph: str):
     return build
 
 
-def AttentionNode(q, k, v, prefix=None, causal: bool = False):  # noqa: N802
-    """``softmax(q k^T / sqrt(D)) v`` per head (``q [H, M, D]``, ``k, v [H, N, D]``)
-    over the first ``prefix`` keys: an int64 node of one element (an input: it changes
+def AttentionNode(q, k, v, prefix=None, causal: bool = False, kv_heads=None,  # noqa: N802
+                  block_table=None, seq_lens=None):
+    """``softmax(q k^T / sqrt(D)) v`` per head (``q [H, M, D]``, ``k, v [Hkv, N, D]``,
+    ``Hkv`` dividing ``H``: query head ``h`` reads KV head ``h // (H / Hkv)``) over the
+    first ``prefix`` keys: an int64 node of one element (an input: it changes
     between evaluations), an int (checked now) or None (all ``N``); ``causal``: row
-    ``i`` attends keys ``j <= i + prefix - M``.  One fused kernel
-    (:mod:`gpudsl.stdlib.attention`)."""
+    ``i`` attends keys ``j <= i + prefix - M``.  ``kv_heads``: checked against the
+    keys' heads.  A paged cache (graph tensors have at most 3 axes): ``q [B * H, M,
+    D]`` (sequence ``b``'s heads are rows ``H b`` to ``H b + H - 1``), ``k, v [pages, P,
+    Hkv * D]`` (``P`` 16..256, a power of two), ``block_table`` (int64 ``[B,
+    max_pages]``) and ``seq_lens`` (int64 ``[B]``), both nodes (inputs: they change
+    between evaluations); query row ``i`` of sequence ``b`` is its position ``i +
+    seq_lens[b] - M``; the result is ``[B * H, M, D]`` (the script's
+    ``PagedAttentionNode(q, k, v, block_table, seq_lens, causal)``).  One fused kernel
+    (:mod:`gpudsl.stdlib.attention`, :mod:`gpudsl.stdlib.attention_paged`)."""
     q, k, v = _wrap(q), _wrap(k), _wrap(v)
     if not isinstance(causal, (bool, np.bool_)):
         raise GraphError(f"causal must be a bool, not {causal!r}")
     attrs = dict(causal=bool(causal))
+    if kv_heads is not None and len(k.shape) == 3 and len(q.shape) == 3:
+        heads = k.shape[2] // q.shape[2] if block_table is not None else k.shape[0]
+        if heads != _int("kv_heads", kv_heads):
+            raise GraphError(f"kv_heads={kv_heads} but the keys {list(k.shape)} have "
+                             f"{heads} heads")
+    if block_table is not None or seq_lens is not None:
+        if block_table is None or seq_lens is None or prefix is not None:
+            raise GraphError("a paged cache takes block_table and seq_lens (both nodes), "
+                             "and no prefix")
+        return Node("PagedAttentionNode", (q, k, v, _wrap(block_table), _wrap(seq_lens)),
+                    attrs)
     if isinstance(prefix, Node):
         return Node("AttentionNode", (q, k, v, prefix), attrs)
     if prefix is None:

@@ -182,26 +182,21 @@ def sliced_softmax(ops, attrs):
 
 
 def attention(ops, attrs):
-    """``q [H, M, D], k [H, N, D], v [H, N, D]`` (and the prefix operand or attribute,
-    ``causal``)."""
+    """``q [H, M, D], k [Hkv, N, D], v [Hkv, N, D]`` (``Hkv`` dividing ``H``: grouped
+    query heads; and the prefix operand or attribute, ``causal``)."""
     from .attention import HEAD_DIMS
+    from .attention_paged import HEAD_DIMS as GQA_DIMS
 
     dt = floats(ops, 0, 1, 2)
     q, k, v = ops[:3]
-    for i, t in enumerate((q, k, v)):
-        if len(t.shape) != 3:
-            raise ShapeError(f"operand {i + 1} {list(t.shape)} must have 3 axes: heads, "
-                             "rows, head dimension", i)
-    if k.shape != v.shape:
-        raise ShapeError(f"the keys {list(k.shape)} and values {list(v.shape)} differ", 2)
-    if q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
+    _three_axes(ops, "heads, rows, head dimension")
+    if q.shape[0] % k.shape[0] or q.shape[2] != k.shape[2]:
         raise ShapeError(f"the queries {list(q.shape)} and keys {list(k.shape)} must agree "
-                         "on the heads (axis 0) and the head dimension (axis 2)", 1)
-    if q.shape[2] not in HEAD_DIMS:
-        raise ShapeError(f"head dimension {q.shape[2]} is not supported; the kernel takes "
-                         f"{', '.join(map(str, HEAD_DIMS))}", 0)
-    if attrs.get("causal") not in (False, True):
-        raise ShapeError(f"causal must be 0 or 1, not {attrs.get('causal')!r}", 4)
+                         "on the head dimension (axis 2), and the query heads be a multiple "
+                         "of the key/value heads (axis 0)", 1)
+    dims = HEAD_DIMS if q.shape[0] == k.shape[0] else GQA_DIMS
+    _head_dim(q.shape[2], dims)
+    _causal(attrs, 4)
     m, n = q.shape[1], k.shape[1]
     if len(ops) == 4:
         index_operand(ops[3], 3, "the prefix")
@@ -214,6 +209,56 @@ def attention(ops, attrs):
     return dt, tuple(q.shape)
 
 
+def _three_axes(ops, what):
+    if ops[1].shape != ops[2].shape:
+        raise ShapeError(f"the keys {list(ops[1].shape)} and values {list(ops[2].shape)} "
+                         "differ", 2)
+    for i, t in enumerate(ops[:3]):
+        if len(t.shape) != 3:
+            raise ShapeError(f"operand {i + 1} {list(t.shape)} must have 3 axes: {what}", i)
+
+
+def _head_dim(d, dims):
+    if d not in dims:
+        raise ShapeError(f"head dimension {d} is not supported; the kernel takes "
+                         f"{', '.join(map(str, dims))}", 0)
+
+
+def _causal(attrs, arg):
+    if attrs.get("causal") not in (False, True):
+        raise ShapeError(f"causal must be 0 or 1, not {attrs.get('causal')!r}", arg)
+
+
+def paged_attention(ops, attrs):
+    """``q [B * H, M, D]``, ``k, v [pages, P, Hkv * D]`` (graph tensors have at most 3
+    axes), the block table int64 ``[B, max_pages]`` and the lengths int64 ``[B]``,
+    ``causal``; ``Hkv`` divides ``H``."""
+    from .attention_paged import HEAD_DIMS, PAGE_SIZES
+
+    dt = floats(ops, 0, 1, 2)
+    q, k, _, table, lens = ops
+    _three_axes(ops, "[B * H, M, D], then the caches [pages, P, Hkv * D]")
+    if table.dtype != "int64" or len(table.shape) != 2:
+        raise ShapeError(f"the block table must be int64 [B, max_pages], not {table.dtype} "
+                         f"{list(table.shape)}", 3)
+    b, d = table.shape[0], q.shape[2]
+    if lens.dtype != "int64" or tuple(lens.shape) != (b,):
+        raise ShapeError(f"the sequence lengths must be int64 [{b}], not {lens.dtype} "
+                         f"{list(lens.shape)}", 4)
+    _head_dim(d, HEAD_DIMS)
+    hk = k.shape[2] // d
+    if q.shape[0] % b or k.shape[2] % d or hk == 0 or (q.shape[0] // b) % hk:
+        raise ShapeError(f"the queries {list(q.shape)} must be [B * H, M, D] with B = {b} "
+                         f"sequences and the cache {list(k.shape)} [pages, P, Hkv * D] with "
+                         "Hkv dividing H", 1)
+    if k.shape[1] not in PAGE_SIZES:
+        raise ShapeError(f"the page size {k.shape[1]} (axis 1 of the cache) is not one of "
+                         f"{PAGE_SIZES}", 1)
+    _causal(attrs, 5)
+    return dt, tuple(q.shape)
+
+
 __all__ = ["dims_of", "tensor_shape", "broadcast_onto", "floats", "FLOATS", "index_operand",
            "pointwise", "unary", "matmul", "slice_rows", "reshape", "permute",
-           "replace_slice", "rms_norm", "complex_product", "sliced_softmax", "attention"]
+           "replace_slice", "rms_norm", "complex_product", "sliced_softmax", "attention",
+           "paged_attention"]

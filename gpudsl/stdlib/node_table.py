@@ -187,10 +187,39 @@ def _launch_attention(shapes, attrs, backend):
     (h, m, d), n = shapes[0], shapes[1][1]
     scale = attrs.get("scale")
     scale = np.float32(1 / math.sqrt(d) if scale is None else scale)
+    if h != shapes[1][0]:
+        return _launch_gqa(shapes, attrs, scale)
     p = plan_prefill(m, d, bool(attrs["causal"]), h, n, dt=_dt(attrs), target=backend)
     return Launch(p, (("q", ("in", 0, None)), ("k", ("in", 1, None)), ("v", ("in", 2, None)),
                       ("prefix", ("index", 3, "prefix")), ("scale", ("value", scale)),
                       ("out", ("out", None)), ("err", ("err",))), shapes[0])
+
+
+def _launch_paged_attention(shapes, attrs, target):
+    d = shapes[0][2]
+    return _launch_gqa(shapes, attrs, np.float32(1 / math.sqrt(d)), paged=True)
+
+
+def _launch_gqa(shapes, attrs, scale, paged=False):
+    """Grouped query heads (``q [H, M, D]``, ``k, v [Hkv, N, D]``: one sequence whose
+    length is the prefix) or a paged cache (``q [B * H, M, D]``, ``k, v [pages, P, Hkv
+    * D]``, operands 4 and 5: the block table and the lengths):
+    :mod:`.attention_paged`'s kernel, int64 table and lengths."""
+    from .attention_paged import plan_gqa
+
+    q, k = shapes[0], shapes[1]
+    m, d = q[1], q[2]
+    bt = shapes[3][0] if paged else 1
+    hk = k[2] // d if paged else k[0]
+    g = q[0] // bt // hk
+    p = plan_gqa(d, bool(attrs["causal"]), g, m, k[1] if paged else 0, _dt(attrs), "i64")
+    kv = (k[0], k[1], hk, d) if paged else (1,) + tuple(k)
+    args = [("q", ("in", 0, (bt, hk, g, m, d))), ("k", ("in", 1, kv)), ("v", ("in", 2, kv)),
+            ("lens", ("in", 4, None) if paged else ("index", 3, "prefix")),
+            ("scale", ("value", scale)), ("out", ("out", (bt, hk, g, m, d))), ("err", ("err",))]
+    if paged:
+        args.append(("table", ("in", 3, None)))
+    return Launch(p, tuple(args), tuple(q))
 
 
 # ------------------------------------------------------------------ references
@@ -235,8 +264,24 @@ def _softmax(x, prefix):
 
 def _attention(q, k, v, prefix=None, causal=False, scale=None):
     from .attention import attention_reference
+    from .attention_paged import gqa_reference
 
+    if q.shape[0] != k.shape[0]:
+        n = k.shape[1] if prefix is None else int(np.asarray(prefix).reshape(-1)[0])
+        return gqa_reference(q[None], k[None], v[None], [n], causal, None, scale)[0]
     return attention_reference(q, k, v, causal, prefix, scale)
+
+
+def _paged_attention(q, k, v, block_table, seq_lens, causal=False):
+    from .attention_paged import gqa_reference
+
+    table = np.asarray(block_table)
+    bt, d = table.shape[0], q.shape[2]
+    kv = (k.shape[0], k.shape[1], k.shape[2] // d, d)
+    q4 = np.reshape(q, (bt, -1) + tuple(q.shape[1:]))
+    out = gqa_reference(q4, np.reshape(k, kv), np.reshape(v, kv), np.asarray(seq_lens),
+                        causal, table)
+    return out.reshape(q.shape)
 
 
 # ------------------------------------------------------------------ tuning tasks
@@ -397,6 +442,10 @@ register(Node("attention", rule.attention, _launch_attention, _attention, "Atten
               ("q", "k", "v", "prefix"), dtypes=FLOATS, bench=("attention", "attention_suite"),
               snapshots=(("attention_causal", _kernel("attention", "attention_kernel", 128,
                                                       True, 4)),)))
+register(Node("paged_attention", rule.paged_attention, _launch_paged_attention,
+              _paged_attention, "PagedAttentionNode",
+              ((REF, "q"), (REF, "k"), (REF, "v"), (REF, "block_table"), (REF, "seq_lens"),
+               ("bool", "causal")), ("q", "k", "v", "block_table", "seq_lens")))
 
 # ------------------------------------------------------------------ plans
 

@@ -451,7 +451,8 @@ def sliced_softmax(x, prefix):
 
 
 @_op
-def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
+def attention(q, k, v, causal: bool = False, prefix=None, scale=None, kv_heads=None,
+              block_table=None, seq_lens=None):
     """``softmax(scale * q k^T) v`` per head, fused in one kernel (online softmax over
     key tiles in SHARED; ``gpudsl.stdlib.attention``).  ``q`` is ``[H, M, D]``,
     ``k`` and ``v`` are ``[H, N, D]`` (the KV cache), ``D`` one of 32, 48, 64, 96, 128.
@@ -462,7 +463,25 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None):
     widened to float32, float32 softmax and sums, the output rounded once; on CUDA a
     prefill with ``D`` 64 or 128 runs on tensor cores instead
     (``gpudsl.stdlib.attention_mma``: the weights rounded to the half type for the
-    second product, within ``attention_mma_tolerance``)."""
+    second product, within ``attention_mma_tolerance``).
+
+    Grouped-query attention (``gpudsl.stdlib.attention_paged``, ``D`` 32, 48, 64, 96,
+    128): ``k, v [Hkv, N, D]`` with ``Hkv`` dividing ``H`` (query head ``h`` reads
+    KV head ``h // (H / Hkv)``; ``kv_heads=`` checks it, or splits a paged cache
+    ``[pages, P, Hkv * D]``); a batch ``q [B, H, M, D]``, ``k, v [B, Hkv, N, D]`` with
+    ``seq_lens`` (int32 ``[B]``, each sequence's length; query row ``i`` is position
+    ``i + L_b - M``); a paged cache ``k, v [pages, P, Hkv, D]`` (``P`` 16..256, a power
+    of two) read through ``block_table`` (int32 ``[B, max_pages]``) with ``seq_lens``."""
+    from .attention_call import gqa_call, wants_gqa
+
+    if wants_gqa(q, k, kv_heads, block_table, seq_lens):
+        p, args, out, err, host_checked = gqa_call(q, k, v, causal, prefix, scale, kv_heads,
+                                                   block_table, seq_lens)
+        _run(p, **args)
+        if not host_checked:
+            _raise_on_fault(err, "a sequence length read from the device is outside its "
+                            "bounds, or the block table names a page outside the cache")
+        return out
     qs, ks, vs = (check_tensor(name, a, ranks=(3,), dtypes=_ANY_FLOAT) for name, a in
                   (("q", q), ("k", k), ("v", v)))
     dt = _common_dtype("attention", q=q, k=k, v=v)

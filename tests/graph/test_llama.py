@@ -86,3 +86,36 @@ def test_two_layers_with_half_weights_give_numpys_tokens(llama, dtype):
         err = np.abs(got.astype(np.float32) - want).max()
         assert err <= tol * np.abs(want).max(), err
     assert tokens == ref_tokens
+
+
+def test_grouped_query_heads_over_a_paged_cache_equal_numpy(llama):
+    # issue 37: 6 query heads over 2 KV heads, pages of 16 rows in a shuffled order; the
+    # decode attention one PagedAttentionNode per layer, reading the cache through
+    # the block table
+    cfg = replace(llama.STORIES15M, n_layers=2, vocab_size=512, seq_len=64, n_kv_heads=2,
+                  page_size=16)
+    w = llama.random_weights(cfg, seed=1)
+    assert w["wk"].shape == (2, 288, 96)
+    node = llama.build_graph(cfg, w)
+    script = graph.to_script(node).script
+    assert script.count("PagedAttentionNode(") == 2 and "SlicedSoftmaxNode" not in script
+    model = graph.compile(node)
+    n = 18  # past the first page
+    tokens, logits = llama.generate(llama.gpudsl_stepper(cfg, w, model), 1, n)
+    ref = llama.NumpyLlama(cfg, w)
+    ref_tokens, ref_logits = llama.generate(ref, 1, n)
+    for got, want in zip(logits, ref_logits):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    assert tokens == ref_tokens
+    # position p's rows are in page table[p // 16], row p % 16; the spare page is unused
+    table = llama.block_table(cfg)[0]
+    rows = [table[p // 16] * 16 + p % 16 for p in range(n)]
+    spare = sorted(set(range(cfg.pages)) - set(table.tolist()))[0]
+    for want in list(ref.key_cache) + list(ref.value_cache):
+        assert any(np.allclose(c[rows], want[:n], rtol=1e-4, atol=1e-4)
+                   and not c[spare * 16:spare * 16 + 16].any() for c in model.buffers)
+    bad = llama.step_inputs(cfg, w, 3, n)
+    bad["block_table"] = bad["block_table"].copy()
+    bad["block_table"][0, 1] = cfg.pages  # a page outside the pool
+    with pytest.raises(graph.GraphError, match="PagedAttentionNode"):
+        model.evaluate(bad)

@@ -1,0 +1,162 @@
+"""The arguments of ``gpudsl.ops.attention`` with grouped-query heads, a batch of
+sequences of their own lengths, or a paged KV cache (issue 37): checked here (a
+``gpudsl.Error`` naming the argument at fault), run by :mod:`.attention_paged`'s
+kernel.  :func:`gqa_call` gives ``(proc, keyword arguments, result, fault flag,
+host_checked)``; ``gpudsl.ops`` runs the proc and, unless the lengths and the table
+were checked on the host, reads the fault flag back.
+
+The forms (``H`` query heads, ``Hkv`` key/value heads, ``H % Hkv == 0``):
+
+- ``q [H, M, D]``, ``k, v [Hkv, N, D]``, ``prefix`` (int or int64 tensor, default
+  ``N``): one sequence, as the plain ``attention`` but grouped;
+- ``q [B, H, M, D]``, ``k, v [B, Hkv, N, D]``, ``seq_lens`` (``[B]``, default all
+  ``N``): a batch of contiguous caches;
+- ``q [B, H, M, D]``, ``k, v [pages, P, Hkv, D]`` (or ``[pages, P, Hkv * D]`` with
+  ``kv_heads``), ``block_table`` (``[B, max_pages]``), ``seq_lens`` (``[B]``): a paged
+  cache, ``P`` one of 16, 32, 64, 128, 256.
+
+``block_table`` and ``seq_lens`` are int32 (as vLLM's) or int64 (a graph's), one type."""
+from __future__ import annotations
+
+import numpy as np
+
+from .attention_paged import HEAD_DIMS, PAGE_SIZES, plan_gqa
+from .halves import NUMPY, common_dtype
+from .op_arguments import (_ANY_FLOAT, _is_array, _is_device, as_int, check_tensor, contig,
+                           empty, index_tensor, is_host_int)
+from .shapes import require
+
+
+def wants_gqa(q, k, kv_heads, block_table, seq_lens) -> bool:
+    """Whether the call needs the grouped/paged kernel (else the plain ``attention``)."""
+    if block_table is not None or seq_lens is not None or kv_heads is not None:
+        return True
+    qs, ks = getattr(q, "shape", ()), getattr(k, "shape", ())
+    return len(qs) != 3 or len(ks) != 3 or qs[0] != ks[0]
+
+
+def _int_array(name, x, shape):
+    s = check_tensor(name, x, ranks=(len(shape),), dtypes=("int32", "int64"))
+    require(tuple(s) == tuple(shape), f"{name} has shape {tuple(s)}, expected {tuple(shape)}")
+    return contig(x)
+
+
+def _idx(x) -> str:
+    return "i64" if str(x.dtype).replace("torch.", "") == "int64" else "i32"
+
+
+def _lens_from_prefix(q, prefix, n):
+    """The one sequence's length as an int64 ``[1]`` tensor where ``q`` lives, and its
+    value when given on the host."""
+    if prefix is None or is_host_int(prefix):
+        value = n if prefix is None else as_int("prefix", prefix)
+        return index_tensor(q, "prefix", value), value
+    require(_is_array(prefix) and tuple(prefix.shape) == (1,) and _idx(prefix) == "i64",
+            f"prefix must be an int or a one-element int64 tensor, got {prefix!r:.60}")
+    return prefix, None
+
+
+def _heads(H, hkv, kv_heads):
+    if kv_heads is not None:
+        kv_heads = as_int("kv_heads", kv_heads)
+        require(kv_heads == hkv, f"kv_heads={kv_heads} but the keys have {hkv} heads")
+    require(hkv >= 1 and H % hkv == 0, f"the {H} query heads are not a multiple of the "
+            f"{hkv} key/value heads (grouped-query attention needs Hkv | H)")
+    return H // hkv
+
+
+def _check_host(lens, table, low, cap, pages, page):
+    """The lengths (and the pages they use) checked before the kernel runs."""
+    for b, L in enumerate(np.asarray(lens).reshape(-1).tolist()):
+        require(low <= L <= cap, f"sequence {b}'s length {L} is outside [{low}, {cap}]"
+                + (" (causal: at least the query rows)" if low > 1 else ""))
+        if table is not None:
+            used = np.asarray(table)[b, :-(-L // page)]
+            bad = used[(used < 0) | (used >= pages)]
+            require(bad.size == 0, f"block_table[{b}] names page {int(bad[0]) if bad.size else 0}"
+                    f" outside the {pages} pages of the cache")
+
+
+def gqa_call(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens):
+    """``(proc, keyword arguments, result, fault flag, host_checked)``."""
+    import math
+
+    ranks = (3, 4)
+    qs, ks, vs = (check_tensor(name, a, ranks=ranks, dtypes=_ANY_FLOAT) for name, a in
+                  (("q", q), ("k", k), ("v", v)))
+    dt = common_dtype("attention", q=q, k=k, v=v)
+    require(isinstance(causal, (bool, np.bool_)), f"causal must be a bool, not {causal!r}")
+    require(tuple(ks) == tuple(vs), f"the keys {tuple(ks)} and values {tuple(vs)} differ")
+    d = qs[-1]
+    require(d in HEAD_DIMS, f"head dimension {d} is not supported with grouped heads, "
+            f"seq_lens or block_table; the kernel takes {', '.join(map(str, HEAD_DIMS))}")
+    q, k, v = contig(q), contig(k), contig(v)
+    page, table, lens, host_len = 0, None, None, None
+    if block_table is not None:
+        require(prefix is None, "prefix and block_table exclude each other: give seq_lens")
+        require(seq_lens is not None, "a paged cache (block_table) needs seq_lens")
+        require(len(qs) == 4, f"with block_table q must be [B, H, M, D], not {tuple(qs)}")
+        if len(ks) == 3:  # [pages, P, Hkv * D]: the heads are kv_heads
+            require(kv_heads is not None and ks[2] % as_int("kv_heads", kv_heads) == 0,
+                    f"a paged cache {tuple(ks)} of rank 3 ([pages, P, Hkv * D]) needs "
+                    "kv_heads= dividing its last axis")
+            hk = as_int("kv_heads", kv_heads)
+            ks = (ks[0], ks[1], hk, ks[2] // hk)
+            k, v = k.reshape(ks), v.reshape(ks)
+        pages, page, hkv, dk = ks
+        require(page in PAGE_SIZES, f"the page size {page} (axis 1 of the cache) is not "
+                f"one of {PAGE_SIZES}")
+        require(dk == d, f"the cache's head dimension {dk} differs from q's {d}")
+        B, H, M = qs[:3]
+        ts = check_tensor("block_table", block_table, ranks=(2,), dtypes=("int32", "int64"))
+        table = _int_array("block_table", block_table, (B, ts[1]))
+        cap = int(ts[1]) * page
+        lens = _int_array("seq_lens", seq_lens, (B,))
+        require(_idx(table) == _idx(lens), f"block_table ({table.dtype}) and seq_lens "
+                f"({lens.dtype}) must have one integer type")
+    else:
+        require(kv_heads is None or len(ks) == len(qs), "kv_heads with k of another rank")
+        if len(qs) == 3:
+            require(seq_lens is None, "seq_lens needs q [B, H, M, D] and k, v [B, Hkv, N, D]")
+            require(len(ks) == 3, f"q [H, M, D] needs k, v [Hkv, N, D], not {tuple(ks)}")
+            H, M = qs[:2]
+            hkv, n, dk = ks
+            B = 1
+            q, k, v = q.reshape((1,) + tuple(qs)), k.reshape((1,) + tuple(ks)), \
+                v.reshape((1,) + tuple(ks))
+            lens, host_len = _lens_from_prefix(q, prefix, n)
+        else:
+            require(prefix is None, "prefix with a batch: give seq_lens")
+            require(len(ks) == 4 and ks[0] == qs[0], f"q {tuple(qs)} needs k, v [B, Hkv, N, "
+                    f"D] with the same B, not {tuple(ks)}")
+            B, H, M = qs[:3]
+            _, hkv, n, dk = ks
+            if seq_lens is None:
+                lens = empty(q, (B,), np.int32)
+                lens[...] = n
+            else:
+                lens = _int_array("seq_lens", seq_lens, (B,))
+        require(dk == d, f"the keys' head dimension {dk} differs from q's {d}")
+        cap = n
+    G = _heads(H, hkv, kv_heads)
+    low = M if causal else 1
+    host = not _is_device(lens) and (table is None or not _is_device(table))
+    if host:
+        _check_host(lens, table, low, cap, ks[0] if table is not None else 0, page)
+    elif host_len is not None:
+        require(low <= host_len <= cap, f"prefix {host_len} is outside [{low}, {cap}]")
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    p = plan_gqa(d, bool(causal), G, M, page, dt, _idx(lens))
+    out = empty(q, (B, hkv, G, M, d), NUMPY[dt])
+    err = empty(q, (1,), np.int32)
+    err[...] = 0
+    args = dict(q=q.reshape(B, hkv, G, M, d), k=k, v=v, lens=lens, scale=np.float32(scale),
+                out=out, err=err)
+    if table is not None:
+        args["table"] = table
+    shape = tuple(qs)
+    return p, args, out.reshape(shape), err, host or host_len is not None
+
+
+__all__ = ["gqa_call", "wants_gqa"]

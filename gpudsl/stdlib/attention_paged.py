@@ -1,0 +1,316 @@
+"""Grouped-query attention over a contiguous or paged KV cache with a length per
+sequence (issue 37): decode and prefill, causal or not, f32 or f16/bf16.
+
+Shapes (``G = H / Hkv`` query heads share one key/value head; head ``h`` reads KV
+head ``h // G``, as PyTorch's ``enable_gqa`` and vLLM): the queries are
+``q [B, Hkv, G, M, D]`` (a free view of ``[B, H, M, D]``) and the output the same;
+the keys and values are either
+
+- contiguous, ``k, v [B, Hkv, N, D]`` (``page = 0``), or
+- paged (``page = P``, one of :data:`PAGE_SIZES`), ``k, v [pages, P, Hkv, D]``: key
+  ``j`` of sequence ``b`` is row ``j % P`` of page ``table[b, j // P]``
+  (``table: i32[B, max_pages]``, as vLLM's block table);
+
+``lens: i32[B]`` is the length ``L_b`` of each sequence (``1 <= L_b <= capacity``,
+``M <= L_b`` with ``causal``; the capacity is ``N``, or ``max_pages * P``).  Query row
+``i`` is position ``i + L_b - M`` of its sequence: with ``causal`` it attends the keys
+``j <= i + L_b - M``, else all ``L_b``.
+
+One proc, two kernels (two ``BLOCKS`` nests launched in order), split-KV
+("FlashDecoding") as :mod:`.attention_split`:
+
+1. blocks ``(b, kh, it, sb)``: the chunk ``[CH sb, CH sb + CH)`` of sequence ``b``'s keys
+   for KV head ``kh`` is copied ONCE into SHARED (widened to f32), through the block
+   table when paged, by all ``32 W`` threads, then one barrier; warp ``w`` serves the
+   query rows ``(gg, i) = (WG a + w % WG, WI it + w // WG)``, ``a = 0, 1, ...``: all ``G``
+   heads of the group and ``WI`` positions read the same staged tile.  Per row a
+   warp runs the online softmax of :mod:`.attention_split` over the chunk (lane ``l``
+   holds the entries ``l + 32 c``; the scores are warp sums) and writes its partial
+   ``(m, l, acc)`` to GLOBAL temporaries.  A chunk that no row of the block attends
+   (past ``L_b``, or above the causal diagonal of the block's last row) is skipped by
+   a block-uniform ``if`` (it holds the barrier).
+2. the combine, one block per ``(b, kh, gg, i)``, ``D`` threads: the partials of the
+   chunks whose first key the row attends (each was written, and holds at least that
+   key), merged as in :mod:`.attention_split`.
+
+Indirect reads and what check() proves: a page number read from ``table`` is data,
+so the proof cannot know it is in ``[0, pages)``; the kernel clamps it
+(``min(max(table[b, j // P], 0), pages - 1)``), so every read is in bounds for ANY
+table contents, and a thread that sees an entry outside ``[0, pages)`` sets the fault
+flag (``atomic_max(err[0], 2)``), which the host turns into an error.  A length outside
+its bounds sets ``err`` to 1 the same way; the kernel never reads past the capacity
+whatever the lengths.  So check() proves both kernels race-free, barrier- and
+collective-uniform and in bounds for all sizes and all table and length contents.
+
+Like the other attention kernels it reassociates the sums (the online softmax): it is
+its own proc, compared by the tests with :func:`.attention.attention_reference`
+(``gqa_reference`` here reduces to it per sequence)."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..proc import Proc
+from .attention import attention_reference
+from .common import make_proc
+from .halves import halve_text
+from .halves import load as load_of
+
+NEG = "-3.0e38"
+WARP = 32
+STEP = 8  # keys per step of a warp's online softmax
+HEAD_DIMS = (32, 48, 64, 96, 128)  # 48: the lanes past it hold nothing (guarded)
+PAGE_SIZES = (16, 32, 64, 128, 256)
+CHUNK = 32  # keys staged per block (f32: 2 x 32 x 128 x 4 = 32 KiB of SHARED at D = 128)
+MAX_WARPS = 8
+
+
+def _block(lines: str, indent: int) -> str:
+    pad = "    " * indent
+    return "".join(f"{pad}{ln}\n" if ln else "\n" for ln in lines.strip("\n").split("\n"))
+
+
+def _sig(d: int, page: int, dt: str, idx: str = "i32") -> str:
+    if page:
+        kv = f"{dt}[pages, {page}, hk, {d}]"
+        extra = "pages: size, mp: size, "
+        table = f"table: {idx}[bt, mp], "
+    else:
+        kv = f"{dt}[bt, hk, n, {d}]"
+        extra = "n: size, "
+        table = ""
+    return (f"(bt: size, hk: size, g: size, m: size, {extra}"
+            f"q: f32[bt, hk, g, m, {d}], k: {kv}, v: {kv}, {table}lens: {idx}[bt], "
+            f"scale: f32, out: f32[bt, hk, g, m, {d}], err: i32[1]):\n")
+
+
+def _cap(page: int) -> str:
+    return f"mp * {page}" if page else "n"
+
+
+def _row(page: int, j: str, e: str) -> str:
+    """The index of entry ``e`` of key ``j`` (sequence ``b``, KV head ``kh``)."""
+    if page:
+        return f"min(max(table[b, ({j}) // {page}], 0), pages - 1), ({j}) % {page}, kh, {e}"
+    return f"b, kh, {j}, {e}"
+
+
+def _attended(j: str, causal: bool, i: str) -> str:
+    c = f"{j} < lens[b]"
+    return c + (f" and {j} <= {i} + lens[b] - m" if causal else "")
+
+
+def kernel_name(d, causal, page, dt, chunk, wg, wi, idx="i32") -> str:
+    return (f"attention_gqa_d{d}" + ("_causal" if causal else "") +
+            (f"_paged{page}" if page else "") + f"_c{chunk}_w{wg}x{wi}" +
+            ("" if dt == "f32" else f"_{dt}") + ("" if idx == "i32" else f"_{idx}"))
+
+
+def paged_text(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
+               chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32") -> str:
+    """The source of :func:`paged_kernel` (see the module's text): ``wg x wi`` warps
+    per block (``wg`` over the group's heads, ``wi`` over positions), ``chunk`` keys
+    staged per block; ``idx``: the type of ``table`` and ``lens`` (``"i32"``, or
+    ``"i64"``: the graph's integers and the one-sequence ``prefix`` tensor)."""
+    if idx not in ("i32", "i64"):
+        raise ValueError(f"the table and lengths are i32 or i64, not {idx!r}")
+    if d not in HEAD_DIMS:
+        raise ValueError(f"head dimension {d} is not one of {HEAD_DIMS}")
+    if page and page not in PAGE_SIZES:
+        raise ValueError(f"page size {page} is not one of {PAGE_SIZES}")
+    W = wg * wi
+    if W > MAX_WARPS or chunk % W or chunk % STEP or chunk < STEP:
+        raise ValueError(f"{wg} x {wi} warps and a chunk of {chunk} keys: the warps must "
+                         f"be at most {MAX_WARPS} and divide the chunk, a multiple of {STEP}")
+    C, CH, U = -(-d // WARP), chunk, STEP
+    cap = _cap(page)
+    ns = f"({cap} + {CH - 1}) // {CH}"
+    low = "m" if causal else "1"
+    name = kernel_name(d, causal, page, dt, chunk, wg, wi, idx)
+    key = f"{CH} * sb + {W} * kk + w"
+    gg, i = f"{wg} * a + w % {wg}", f"{wi} * it + w // {wg}"
+    live = f"{CH} * sb < lens[b]"  # (causal: the last row attends the first L_b keys)
+    pg_fault = (f"if l == 0 and (table[b, ({key}) // {page}] < 0 or "
+                f"table[b, ({key}) // {page}] >= pages):\n    atomic_max(err[0], 2)\n"
+                if page else "")
+    load = f"""
+for kk in seq(0, {CH // W}):
+    if {key} < lens[b] and {key} < {cap}:
+{_block(pg_fault, 2)}        for c in seq(0, {C}):
+            ks[{W} * kk + w, 32 * c + l] = {load_of("k[" + _row(page, key, "32 * c + l") + "]", dt)}
+            vs[{W} * kk + w, 32 * c + l] = {load_of("v[" + _row(page, key, "32 * c + l") + "]", dt)}
+    else:
+        for c in seq(0, {C}):
+            ks[{W} * kk + w, 32 * c + l] = 0.0
+            vs[{W} * kk + w, 32 * c + l] = 0.0
+"""
+    kj = f"{CH} * sb + {U} * st + u"
+    ok = _attended(kj, causal, i)
+    step_live = _attended(f"{CH} * sb + {U} * st", causal, i)
+    rows = f"""
+for a in seq(0, (g + {wg - 1}) // {wg}):
+  for it in seq(0, (m + {wi - 1}) // {wi}):
+    if {gg} < g and {i} < m:
+        qr: f32[{C}]
+        acc: f32[{C}]
+        for c in seq(0, {C}):
+            qr[c] = scale * q[b, kh, {gg}, {i}, 32 * c + l]
+            acc[c] = 0.0
+        mr: f32
+        mr = {NEG}
+        lr: f32
+        lr = 0.0
+        for st in seq(0, {CH // U}):
+            if {step_live}:
+                s: f32[{U}]
+                tmax: f32
+                tmax = {NEG}
+                for u in seq(0, {U}, unroll=True):
+                    dot: f32
+                    dot = 0.0
+                    for c in seq(0, {C}):
+                        dot += qr[c] * ks[{U} * st + u, 32 * c + l]
+                    s[u] = warp_sum(dot)
+                    s[u] = select({ok}, s[u], {NEG})
+                    tmax = max(tmax, s[u])
+                mnew: f32
+                mnew = max(mr, tmax)
+                alpha: f32
+                alpha = exp(mr - mnew)
+                lr = lr * alpha
+                for c in seq(0, {C}):
+                    acc[c] = acc[c] * alpha
+                for u in seq(0, {U}, unroll=True):
+                    pu: f32
+                    pu = select({ok}, exp(s[u] - mnew), 0.0)
+                    lr += pu
+                    for c in seq(0, {C}):
+                        acc[c] += pu * vs[{U} * st + u, 32 * c + l]
+                mr = mnew
+        if l == 0:
+            pm[b, kh, {gg}, {i}, sb] = mr
+            pl[b, kh, {gg}, {i}, sb] = lr
+        for c in seq(0, {C}):
+            po[b, kh, {gg}, {i}, sb, 32 * c + l] = acc[c]
+"""
+    fault = (f"if kh == 0 and sb == 0 and w == 0 and l == 0 and "
+             f"(lens[b] < {low} or lens[b] > {cap}):\n    atomic_max(err[0], 1)\n")
+    threads = f"for w in par(0, {W}) @ THREADS:\n    for l in par(0, {WARP}) @ THREADS:\n"
+    p_live = _attended(f"{CH} * p", causal, "i")
+    combine = f"""
+mx: f32
+mx = {NEG}
+for p in seq(0, {ns}):
+    if {p_live}:
+        mx = max(mx, pm[b, kh, gg, i, p])
+tot: f32
+tot = 0.0
+o: f32
+o = 0.0
+for p in seq(0, {ns}):
+    if {p_live}:
+        wp: f32
+        wp = exp(pm[b, kh, gg, i, p] - mx)
+        tot += wp * pl[b, kh, gg, i, p]
+        o += wp * po[b, kh, gg, i, p, t]
+out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
+"""
+    text = (
+        f"def {name}" + _sig(d, page, dt, idx) +
+        f"    pm: f32[bt, hk, g, m, {ns}]\n"
+        f"    pl: f32[bt, hk, g, m, {ns}]\n"
+        f"    po: f32[bt, hk, g, m, {ns}, {d}]\n"
+        "    for b in par(0, bt) @ BLOCKS:\n"
+        "        for kh in par(0, hk) @ BLOCKS:\n"
+        f"            for sb in par(0, {ns}) @ BLOCKS:\n"
+        f"                ks: f32[{CH}, {d}] @ SHARED\n"
+        f"                vs: f32[{CH}, {d}] @ SHARED\n"
+        + _block(threads + _block(fault, 2), 4) +
+        f"                if {live}:\n"
+        + _block(threads + _block(load, 2), 5) +
+        "                    sync()\n"
+        + _block(threads + _block(rows, 2), 5) +
+        "    for b in par(0, bt) @ BLOCKS:\n"
+        "        for kh in par(0, hk) @ BLOCKS:\n"
+        "            for i in par(0, m) @ BLOCKS:\n"
+        f"                for t in par(0, {d}) @ THREADS:\n"
+        "                    for gg in seq(0, g):\n"
+        + _block(combine, 6))
+    if d % WARP:
+        text = _guard_lanes(text, d)
+    # k and v are declared dt by _sig and widened where read (their indices nest
+    # brackets, which halve_text's patterns do not take)
+    return halve_text(text, dt, ("q",), ("out",))
+
+
+def _guard_lanes(text: str, d: int) -> str:
+    """Each lane loop ``for c`` with its body under ``if 32 * c + l < d`` (a head
+    dimension not a multiple of 32: the last chunk's lanes past ``d`` hold nothing;
+    the warp sums stay outside, with every lane)."""
+    out, lines, k = [], text.split("\n"), 0
+    while k < len(lines):
+        line = lines[k]
+        out.append(line)
+        k += 1
+        if line.strip().startswith("for c in seq(0, "):
+            pad = len(line) - len(line.lstrip())
+            out.append(" " * (pad + 4) + f"if 32 * c + l < {d}:")
+            while k < len(lines) and len(lines[k]) - len(lines[k].lstrip()) > pad \
+                    and lines[k].strip():
+                out.append("    " + lines[k])
+                k += 1
+    return "\n".join(out)
+
+
+@lru_cache(maxsize=None)
+def paged_kernel(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
+                 chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32") -> Proc:
+    """The grouped-query, paged or contiguous attention proc (see the module's text)."""
+    return make_proc("attention", paged_text(d, causal, page, dt, chunk, wg, wi, idx))
+
+
+def _pow2_at_most(x: int, cap: int) -> int:
+    p = 1
+    while p * 2 <= min(x, cap):
+        p *= 2
+    return p
+
+
+def plan_gqa(d: int, causal: bool, group: int, m: int, page: int = 0,
+             dt: str = "f32", idx: str = "i32") -> Proc:
+    """The proc for ``group`` query heads per KV head and ``m`` query rows: warps over
+    the group's heads (``wg``, the power of two up to ``group``, at most 8) and the
+    rest of 4 (decode: 1) over the positions (``wi``), so that one staged chunk
+    serves ``wg x wi`` rows at once."""
+    wg = _pow2_at_most(group, MAX_WARPS)
+    wi = 1 if m == 1 else max(1, _pow2_at_most(m, max(1, 4 // wg)))
+    return paged_kernel(d, bool(causal), page, dt, CHUNK, wg, wi, idx)
+
+
+def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None):
+    """The meaning in float64 (float32 result): ``q [B, H, M, D]``; ``k, v`` contiguous
+    ``[B, Hkv, N, D]`` or (``table``) paged ``[pages, P, Hkv, D]``; sequence ``b`` is
+    :func:`.attention.attention_reference` of its heads, query head ``h`` against KV
+    head ``h // (H / Hkv)``, over its first ``lens[b]`` keys."""
+    q = np.asarray(q)
+    k, v = np.asarray(k), np.asarray(v)
+    bt, h = q.shape[:2]
+    out = np.zeros(q.shape, np.float32)
+    for b in range(bt):
+        L = int(lens[b])
+        if table is None:
+            kb, vb = k[b], v[b]
+        else:
+            p = k.shape[1]
+            pages = [int(x) for x in np.asarray(table)[b, :-(-L // p)]]
+            kb = np.concatenate([k[x] for x in pages], 0)[:L].transpose(1, 0, 2)
+            vb = np.concatenate([v[x] for x in pages], 0)[:L].transpose(1, 0, 2)
+        g = h // kb.shape[0]
+        kb, vb = np.repeat(kb, g, 0), np.repeat(vb, g, 0)
+        out[b] = attention_reference(q[b], kb, vb, causal, L, scale)
+    return out
+
+
+__all__ = ["paged_kernel", "paged_text", "plan_gqa", "gqa_reference", "kernel_name",
+           "HEAD_DIMS", "PAGE_SIZES", "CHUNK"]
