@@ -20,6 +20,7 @@ from ..ir.printer import print_expr
 from ..ir.types import INDEX, f16, bf16
 from ..ir.visitor import bound_names, walk
 from .cexpr import cname
+from .tma import tensor_map_params
 from .helpers import features_of, helper_source
 from .hoist import Hoister
 from .kernel import ArrayInfo, KernelWriter
@@ -246,7 +247,7 @@ class ModuleWriter:
         for v in hk.host_vars:
             if v in used:
                 out.append(KernelParam(v, cname(v), "hostvar", INDEX, f"const {idx}"))
-        return out
+        return out + tensor_map_params(stmts, p)
 
     def assemble(self, kernels: dict) -> str:
         from ..version import __version__

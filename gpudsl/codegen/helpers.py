@@ -5,7 +5,8 @@ from __future__ import annotations
 from .collectives import WARP_COMMENT, WARP_HELPERS
 from .asyncs import ASYNC_COPY
 from .registers import SETMAXNREG
-from ..targets import SETMAXNREG as SETMAXNREG_FEATURE, WGMMA as WGMMA_FEATURE
+from ..targets import SETMAXNREG as SETMAXNREG_FEATURE, TMA as TMA_FEATURE, WGMMA as WGMMA_FEATURE
+from .tma import TMA as TMA_TEXT
 from .swizzle import SWIZZLE
 from .wgmma import PREFIX as _WGMMA_PREFIX, WGMMA_COMMON, shape_helper
 from .syncs import MBARRIER, NAMED_BARRIER
@@ -163,6 +164,7 @@ HELPERS = {
     "gpudsl_setmaxnreg": ("setmaxnreg", SETMAXNREG),
     "gpudsl_swizzle": ("swizzle", SWIZZLE),
     "gpudsl_wgmma": ("wgmma", WGMMA_COMMON),
+    "gpudsl_tma": ("tma", TMA_TEXT),
     "gpudsl_floordiv": ("floor", _FLOOR),
     "gpudsl_floormod": ("floor", _FLOOR),
     "gpudsl_wrap": ("wrap", _WRAP),
@@ -176,7 +178,7 @@ HELPERS = {
 HELPERS.update({name: (name, text) for name, text in WARP_HELPERS.items()})
 
 _ORDER = ("floor", "wrap", "f2i", "fminmax:float", "fminmax:double", "atomic_f32",
-          "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "cp_async", "setmaxnreg", "swizzle",
+          "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "tma", "cp_async", "setmaxnreg", "swizzle",
           "wgmma") + \
     tuple(WARP_HELPERS)
 
@@ -185,11 +187,12 @@ _GROUP_TEXT = dict(HELPERS.values())
 # groups whose text calls another group's helpers (the compare-and-swap loops call
 # gpudsl_fmin / gpudsl_fmax)
 _NEEDS = {"atomic_f32": ("fminmax:float",), "atomic_f64": ("fminmax:double",),
-          "atomic_old": ("fminmax:float", "fminmax:double")}
+          "atomic_old": ("fminmax:float", "fminmax:double"), "tma": ("mbarrier",)}
 
 
 # the target features a helper's code needs (gpudsl.targets names)
-FEATURES = {"gpudsl_setmaxnreg": SETMAXNREG_FEATURE, "gpudsl_wgmma": WGMMA_FEATURE}
+FEATURES = {"gpudsl_setmaxnreg": SETMAXNREG_FEATURE, "gpudsl_wgmma": WGMMA_FEATURE,
+            "gpudsl_tma": TMA_FEATURE}
 
 
 def features_of(used: set[str]) -> frozenset:

@@ -34,6 +34,7 @@ from ..ir.nests import DIMS, direct_nest, nest_dims
 from ..ir.types import BARRIER
 from .asyncs import emit_async
 from .wgmma import emit_wgmma, loop_fence, scan_kernel, writer_fence
+from .tma import emit_tma, tma_dsts
 from .calls import CallWriter
 from .hoist import read_key
 from ..ir.inline import written_names
@@ -253,19 +254,26 @@ class KernelWriter(CallWriter, ExprEmitter):
         source serves them all); above it they are carved out of dynamic shared memory
         (the launch opts in)."""
         allocs = [n for n in walk(body) if isinstance(n, Alloc) and n.mem == SHARED]
+        self.tma_dsts = tma_dsts(body)
         total, offsets = 0, {}
         for a in allocs:
             n = a.ty.bits // 8
             for d in a.shape:
                 n *= self.const_int(d, f"the shape of '{a.name}'", a.loc)
-            align = repeat_bytes(a.swizzle)   # 16, or a swizzled tile's period
+            align = self.shared_align(a)
             total = (total + align - 1) // align * align
             offsets[id(a)] = total
             total += n
         if total > self.m.target.static_shared_bytes:
             self.dyn_offsets = offsets
             self.dynamic_shared_bytes = (total + 15) // 16 * 16
-            self.smem_align = max([repeat_bytes(a.swizzle) for a in allocs] + [16])
+            self.smem_align = max([self.shared_align(a) for a in allocs] + [16])
+
+    def shared_align(self, a) -> int:
+        """A SHARED array's alignment: 16 bytes, a swizzled tile's period, 128 for the
+        destination of a bulk tensor copy."""
+        out = repeat_bytes(a.swizzle)
+        return max(out, 128) if a.name in getattr(self, "tma_dsts", ()) else out
 
     @staticmethod
     def _leading(n, nest) -> tuple:
@@ -403,10 +411,7 @@ class KernelWriter(CallWriter, ExprEmitter):
         if isinstance(s, (Arrive, Wait)):
             return self.sync_stmt(s)
         if isinstance(s, TmaLoad):
-            raise _err("tma_load is proved and interpreted, but has no CUDA lowering yet (the "
-                       "tensor map a launch passes is not built): compile refuses it", s.loc,
-                       "run it with gpudsl.interpret, or load the tile with plain guarded "
-                       "loads (docs/hopper.md, the ring GEMM)")
+            return emit_tma(self, s, level)
         if isinstance(s, SetMaxNReg):
             return emit_setmaxnreg(self, s, level, getattr(self, "blocks_per_sm", 0))
         if isinstance(s, (AsyncCommit, AsyncWait)) or (isinstance(s, AsyncCopy) and
@@ -483,7 +488,7 @@ class KernelWriter(CallWriter, ExprEmitter):
         if dims:
             # vectorize's float2/float4 accesses need 16-byte aligned arrays; a swizzled
             # tile is aligned to its pattern's period (TMA and wgmma read it so)
-            qual += f"__align__({repeat_bytes(s.swizzle)}) "
+            qual += f"__align__({self.shared_align(s)}) "
         note = ""
         if drop:
             note = "  // one row per thread (leading thread dimension" + \

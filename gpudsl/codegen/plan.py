@@ -35,8 +35,9 @@ class KernelParam:
     ``kind``: ``"array"`` (a pointer to a tensor argument or a temporary),
     ``"scalar"`` (a scalar parameter of the proc, by value), ``"size"`` /
     ``"index"`` (control integers of the proc) or ``"hostvar"`` (the variable of a
-    host-level loop around the launch).  ``ctype`` is the C type of the
-    parameter (the pointer type for arrays)."""
+    host-level loop around the launch) or ``"tensormap"`` (the tensor map of a GLOBAL
+    argument read by bulk tensor copies: ``tmap``).  ``ctype`` is the C type of the
+    parameter (the pointer type for arrays and tensor maps)."""
 
     name: str
     cname: str
@@ -45,6 +46,7 @@ class KernelParam:
     ctype: str
     written: bool = False
     temporary: bool = False
+    tmap: tuple | None = None   # "tensormap": (array, box extents, the array's shape)
 
 
 @dataclass(frozen=True)

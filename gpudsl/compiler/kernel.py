@@ -55,6 +55,7 @@ from ..ir.procdef import as_procdef
 from .. import targets
 from ..runtime.backends import BACKENDS, backend_of
 from ..runtime.launch import ArrayRef, Launch
+from ..runtime.tensor_maps import TensorMapRef
 from ..runtime.signature import KernelSig
 from .arguments import bind_arguments
 from .fast_call import MAX_ENTRIES, CallKey, Miss, build_entry, by_name
@@ -479,9 +480,21 @@ def _launch(module, k, grid, kenv, b: Bound, scalars_by_name: bool = False) -> L
             args.append(ArrayRef(p.name))
         elif p.kind == "scalar":
             args.append(_ScalarRef(p.name) if scalars_by_name else b.scalars[p.name])
+        elif p.kind == "tensormap":
+            args.append(_tensor_map(p, {**b.env, **kenv}))
         else:
             args.append(itype(kenv[p.name]))
     return Launch(k.name, grid, k.block, tuple(args), k.dynamic_shared_bytes)
+
+
+def _tensor_map(p, env) -> TensorMapRef:
+    """The tensor map argument of a ``"tensormap"`` parameter: the array's dimensions
+    for this call, the box its copies read."""
+    name, box, shape = p.tmap
+    dims = tuple(int(evaluate(d, env)) for d in shape)
+    dt = p.dtype.numpy or "uint16"
+    return TensorMapRef(name, dims, tuple(box), p.dtype.bits // 8,
+                        "bfloat16" if p.dtype.name == "bf16" else np.dtype(dt).name)
 
 
 def compile_proc(proc, backend: str | None = None, check: bool = True,

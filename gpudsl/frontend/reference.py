@@ -756,7 +756,8 @@ assert d.kind == "race" and "before the wgmma_wait" in d.message
        "destination may not be touched nor the source written (`check()`: race; the "
        "interpreter: error). `check()` also proves the issuer arrives after it, the source's "
        "rows are 16 bytes apart and the destination starts at a multiple of 128 bytes. "
-       "Compile does not lower it yet. See [Hopper](hopper.md#tma-loads).", '''
+       "Lowered to `cp.async.bulk.tensor` with a tensor map the launch builds. See "
+       "[Hopper](hopper.md#tma-loads).", '''
 @proc
 def tile(m: size, n: size, a: f16[m, n], y: f16[m, n]):
     assert n % 8 == 0

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import LaunchError
 from .signature import KernelSig
+from .tensor_maps import TensorMapRef, resolve_cuda, resolve_emulator
 
 
 @dataclass
@@ -75,10 +76,17 @@ class Launch:
     dynamic_shared_bytes: int = 0
 
 
-def _launch_all(launch, launches, work: dict) -> None:
+def resolve(args, work: dict, tmap) -> list:
+    """A launch's arguments: buffers by name (:class:`ArrayRef`), tensor maps made by
+    ``tmap(ref, buffer)`` (:class:`~gpudsl.runtime.tensor_maps.TensorMapRef`), values."""
+    return [work[a.name] if isinstance(a, ArrayRef) else
+            tmap(a, work[a.name]) if isinstance(a, TensorMapRef) else a for a in args]
+
+
+def _launch_all(launch, launches, work: dict, tmap=resolve_emulator) -> None:
     for ln in launches:
-        args = [work[a.name] if isinstance(a, ArrayRef) else a for a in ln.args]
-        launch(ln.kernel, ln.grid, ln.block, args, ln.dynamic_shared_bytes)
+        launch(ln.kernel, ln.grid, ln.block, resolve(ln.args, work, tmap),
+               ln.dynamic_shared_bytes)
 
 
 class EmulatorBackend:
@@ -222,12 +230,12 @@ class CudaBackend:
         if self.capture_output:
             with _captured_fd1() as got:
                 try:
-                    _launch_all(self._dev.launch, launches, work)
+                    _launch_all(self._dev.launch, launches, work, resolve_cuda)
                 finally:
                     synchronize()  # the driver writes the printf FIFO out here
             self.output = got[0]
         else:
-            _launch_all(self._dev.launch, launches, work)
+            _launch_all(self._dev.launch, launches, work, resolve_cuda)
             synchronize()
         for host, buf in copies:
             if host.flags.c_contiguous:
@@ -253,7 +261,7 @@ class CudaBackend:
             for name, shape, dt in temporaries:
                 work[name] = alloc(shape, dt)
             for ln in launches:
-                args = [work[a.name] if isinstance(a, ArrayRef) else a for a in ln.args]
+                args = resolve(ln.args, work, resolve_cuda)
                 self._dev.launch(ln.kernel, ln.grid, ln.block, args, ln.dynamic_shared_bytes,
                                  stream=stream)
         finally:
@@ -272,7 +280,7 @@ class CudaBackend:
         if self._dev is None:
             self._dev = DeviceModule(self.cubin, self.sigs, self.arch)
         for ln in launches:
-            args = [work[a.name] if isinstance(a, ArrayRef) else a for a in ln.args]
+            args = resolve(ln.args, work, resolve_cuda)
             self._dev.launch(ln.kernel, ln.grid, ln.block, args, ln.dynamic_shared_bytes,
                              stream=int(stream))
 

@@ -1,0 +1,132 @@
+"""CUDA for the bulk tensor copies (``tma_load``, docs/hopper.md "TMA loads").
+
+A kernel that copies boxes of a GLOBAL array ``a`` takes one parameter per (array, box):
+``gpudsl_tmap_<a>_<box>``, a pointer to the copy's *tensor map*, which the launch builds
+from the argument (:mod:`gpudsl.runtime.tensor_maps`: ``cuTensorMapEncodeTiled`` on the
+GPU, gpudsl's own record on the emulator).  ``tma_load(dst, src, bar=b)`` becomes
+
+    gpudsl_tma_load<R>(&dst[start], map, &b, bytes, c0, ..., c{R-1});
+
+(coordinates innermost first): ``mbarrier.expect_tx`` of the box's bytes on the barrier's
+current phase, then ``cp.async.bulk.tensor.Rd ... mbarrier::complete_tx::bytes``.  The
+emulator copies the box at once (zeros outside the array), a valid timing of the same
+meaning.  Destinations are 128-byte aligned (the kernel writer aligns their arrays).
+"""
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..ir.nodes import Interval, TmaLoad
+from ..ir.tma import box, box_bytes
+
+MAP_WORDS = 18   # the emulator's record: ptr, rank, dims[5], strides[5], box[5], bytes
+
+TMA = r"""
+// tma_load: bulk tensor copies completing on an mbarrier (sm_90a); the emulator copies at once
+template <int R>
+__device__ __forceinline__ void gpudsl_tma_load(void* dst, const unsigned long long* map,
+                                                unsigned long long* bar, unsigned bytes,
+                                                int c0, int c1 = 0, int c2 = 0, int c3 = 0,
+                                                int c4 = 0) {
+#ifdef GPUDSL_EMULATOR
+  const int c[5] = {c0, c1, c2, c3, c4};
+  const unsigned char* base = (const unsigned char*)map[0];
+  const unsigned long long es = map[17];
+  unsigned char* out = (unsigned char*)dst;
+  long long n = 1;
+  for (int k = 0; k < R; ++k) n *= (long long)map[12 + k];
+  for (long long q = 0; q < n; ++q) {
+    long long r = q, off = 0;
+    bool in = true;
+    for (int k = 0; k < R; ++k) {
+      long long x = (long long)c[k] + r % (long long)map[12 + k];
+      r /= (long long)map[12 + k];
+      if (x < 0 || x >= (long long)map[2 + k]) in = false;
+      else off += x * (long long)map[7 + k];
+    }
+    for (unsigned long long b = 0; b < es; ++b) out[q * es + b] = in ? base[off + b] : 0;
+  }
+  (void)bar; (void)bytes;
+#else
+  const unsigned d = gpudsl_smem_addr(dst), m = gpudsl_smem_addr(bar);
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;"
+               :: "r"(m), "r"(bytes) : "memory");
+  if (R == 1)
+    asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3}], [%2];" :: "r"(d), "l"(map), "r"(m), "r"(c0) : "memory");
+  else if (R == 2)
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4}], [%2];" :: "r"(d), "l"(map), "r"(m), "r"(c0), "r"(c1)
+                 : "memory");
+  else if (R == 3)
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5}], [%2];" :: "r"(d), "l"(map), "r"(m), "r"(c0),
+                 "r"(c1), "r"(c2) : "memory");
+  else if (R == 4)
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5, %6}], [%2];" :: "r"(d), "l"(map), "r"(m), "r"(c0),
+                 "r"(c1), "r"(c2), "r"(c3) : "memory");
+  else
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5, %6, %7}], [%2];" :: "r"(d), "l"(map), "r"(m),
+                 "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+#endif
+}
+"""
+
+
+def map_name(src: str, extents) -> str:
+    """The kernel parameter holding the tensor map of ``src`` read in boxes of
+    ``extents``."""
+    from .cexpr import cname
+    return f"gpudsl_tmap_{cname(src)}_{'x'.join(map(str, extents))}"
+
+
+def src_box(s: TmaLoad) -> tuple:
+    """The box's extent along every dimension of the source (1 at points)."""
+    it = iter(box(s.src))
+    return tuple(next(it) if isinstance(p, Interval) else 1 for p in s.src.idx)
+
+
+def tma_dsts(body) -> set:
+    """The SHARED arrays bulk tensor copies write in ``body`` (aligned to 128 bytes)."""
+    from ..ir.visitor import walk
+    return {n.dst.name for n in walk(tuple(body)) if isinstance(n, TmaLoad)}
+
+
+def tensor_map_params(stmts, proc) -> list:
+    """The ``"tensormap"`` parameters of a kernel (``stmts``: its body), one per source
+    array and box, in the order the copies first name them."""
+    from ..ir.visitor import walk
+    from .plan import KernelParam
+    shapes = {q.name: tuple(q.shape) for q in proc.params if q.is_array}
+    out, seen = [], set()
+    for n in walk(tuple(stmts)):
+        if isinstance(n, TmaLoad):
+            ext = src_box(n)
+            name = map_name(n.src.name, ext)
+            if name not in seen:
+                seen.add(name)
+                out.append(KernelParam(name, name, "tensormap", n.src.ty,
+                                       "const unsigned long long* __restrict__", False, False,
+                                       (n.src.name, ext, shapes.get(n.src.name, n.shape))))
+    return out
+
+
+def emit_tma(kw, s: TmaLoad, level: str) -> None:
+    """One ``tma_load`` into the kernel writer ``kw``."""
+    if level != "thread":
+        raise CompileError("tma_load stands outside any @ THREADS loop: each copy is started "
+                           "by one thread", s.loc, "put it inside a THREADS loop")
+    kw.use_helper("gpudsl_mbar")
+    kw.use_helper("gpudsl_tma")
+    w = kw.w
+    start = tuple(p.lo if isinstance(p, Interval) else p.pt for p in s.dst.idx)
+    coords = [p.lo if isinstance(p, Interval) else p.pt for p in s.src.idx]
+    cs = ", ".join(f"(int)({kw.expr(c)})" for c in reversed(coords))
+    bar = kw.lookup(s.name, s.loc).cname
+    bar = f"&{bar}" if s.index is None else f"&{bar}[(unsigned)({kw.expr(s.index)})]"
+    w.line(f"gpudsl_tma_load<{len(coords)}>(&{kw.access(s.dst.name, start, s.loc)}, "
+           f"{map_name(s.src.name, src_box(s))}, {bar}, {box_bytes(s)}u, {cs});", s.loc)
+
+
+__all__ = ["TMA", "MAP_WORDS", "tensor_map_params", "map_name", "src_box", "tma_dsts", "emit_tma"]
