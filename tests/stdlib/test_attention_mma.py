@@ -107,6 +107,23 @@ def test_the_instructions_are_the_warps_mma_product(kind, dt):
     assert not np.allclose(other, want)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", DTS)
+@pytest.mark.parametrize("kind", ["qk", "pv"])
+def test_the_templates_are_the_bodies_on_the_gpu(kind, dt):
+    """The GPU path of the templates (ldmatrix.x4 and two mma.sync) against the body
+    in the interpreter, one warp."""
+    p = one_warp(kind, dt)
+    g = np.random.default_rng(4)
+    a = g.standard_normal((16, 16), dtype=np.float32)
+    a = a.astype(NP[dt]) if kind == "qk" else a
+    b = g.standard_normal((16, 16), dtype=np.float32).astype(NP[dt])
+    want, got = np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32)
+    gpudsl.interpret(p, a=a, b=b, c=want)
+    p.compile("cuda")(a=a, b=b, c=got)
+    np.testing.assert_allclose(got, want, rtol=0, atol=16 * 2.0 ** -23 * np.abs(want).max())
+
+
 # ---------------------------------------------------------------- the kernels
 
 
