@@ -9,8 +9,8 @@ holds, as in ``mma.m16n8k16``'s fragments, rows ``g`` and ``g + 8`` of its warp 
 columns ``2 t, 2 t + 1`` (and ``2 t + 8, 2 t + 9``) of each 8- or 16-wide piece:
 
 - ``qf``: its Q fragments, loaded once from memory into registers (zeros past ``m``);
-- ``s``: the f32 accumulators of ``S = Q K^T`` for a tile of 64 keys (8 n8 tiles);
-- ``o``: the f32 accumulators of ``O`` (``D / 8`` n8 tiles), ``mr``, ``lr``: the running
+- ``s``: the f32 accumulators of ``S = Q K^T`` for a tile of 64 keys (8 pieces of 8);
+- ``o``: the f32 accumulators of ``O`` (``D / 8`` pieces), ``mr``, ``lr``: the running
   maximum of its two rows and its share of their sums.
 
 Per tile of 64 keys, K and V rows go to SHARED by 16-byte ``async_copy`` (rows past
@@ -27,18 +27,21 @@ fully attend (the causal diagonal, the prefix's end); tiles no row attends are s
 (block-uniform ``if``).  At the end the quad adds its row sums (two ``shfl_xor``) and
 writes ``o / l`` rounded once, rows below ``m``.
 
-**The instructions.**  Each is one lane's share of a warp-wide ``m16n8k16`` with the A
-operand in registers: the lane passes its own fragment ``a[h, rm, rn]`` = A[g + 8 rm,
-8 h + 2 t + rn] and its row group ``g``; the body (the meaning, run by the interpreter
-and proved by ``check()``) gathers row ``g + 8 rm``'s 16 values from the lanes of its
-quad with ``shfl`` (value ``kk`` is in lane ``4 g + kk % 8 // 2``, entry ``[kk // 8, rm,
-kk % 2]``), so the body is exactly the hardware's product; the GPU template packs the
-lane's own values into the four A registers and issues ``ldmatrix`` for B and one
-``mma.sync``.  :data:`MMA_QK` takes B as two rows of the K tile (``[n, k]``, plain
-``ldmatrix.x2``), :data:`MMA_PV` as 16 rows of the V tile (``[k, n]``,
-``ldmatrix.x2.trans``) and rounds its f32 A values to the half type first.  Their
-precondition (whole converged warps, lane ``l`` passing ``g = l // 4`` and its own
-fragments, 16-byte aligned SHARED rows) holds by construction here.
+**The instructions.**  Each is one lane's share of two warp-wide ``m16n8k16`` with the
+A operand in registers (two 16 x 8 pieces ``j`` of the result): the lane passes its
+accumulators ``acc[j, rm, rn]``, its own fragment ``a[h, rm, rn]`` = A[g + 8 rm, 8 h +
+2 t + rn] and its row group ``g``; the body (the meaning, run by the interpreter and
+proved by ``check()``) gathers row ``g + 8 rm``'s 16 values from the lanes of its quad
+with ``shfl`` (value ``kk`` is in lane ``4 g + kk % 8 // 2``, entry ``[kk // 8, rm, kk %
+2]``), so the body is exactly the hardware's product; the GPU template packs the lane's
+own values into the four A registers, loads B with one ``ldmatrix.x4`` and issues two
+``mma.sync``.  :data:`MMA_QK` takes B as rows ``2 t .. 2 t + 9`` of a 16-key piece of
+the K tile (``[n, k]``, plain ``ldmatrix``), :data:`MMA_PV` as columns ``2 t .. 2 t + 9``
+of 16 rows of the V tile (``[k, n]``, ``ldmatrix.trans``) and rounds its f32 A values to
+the half type first.  Their precondition (whole converged warps, lane ``l`` passing
+``g = l % 32 // 4`` and its own registers, B windows at ``2 t`` past a 16-byte aligned
+origin the same for the warp) holds by construction here and is re-checked by
+:func:`register_mma_preconditions_hold`.
 
 **Precision** (:func:`attention_mma_tolerance`): products of halves are exact in f32
 and summed in f32; the one difference from the meaning is ``P`` rounded to the half
