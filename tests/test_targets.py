@@ -294,6 +294,8 @@ def test_target_naming_a_backend_is_deprecated():
     with pytest.warns(DeprecationWarning):
         u = compile_unit([p], target="emulator")
     assert u.backend_name == "emulator" and "backend=emulator" in repr(u)
+    u80 = compile_unit([p], "emulator", target="sm_80")   # a named target: its own unit
+    assert u80.target is TARGETS["sm_80"] and u80.source == u.source and u80.key != u.key
     with pytest.warns(DeprecationWarning):
         assert gpudsl.compiler.Kernel(p, target="emulator").backend == "emulator"
     with pytest.raises(gpudsl.CompileError, match="disagree"), \

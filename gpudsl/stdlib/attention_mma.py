@@ -9,8 +9,8 @@ holds, as in ``mma.m16n8k16``'s fragments, rows ``g`` and ``g + 8`` of its warp 
 columns ``2 t, 2 t + 1`` (and ``2 t + 8, 2 t + 9``) of each 8- or 16-wide piece:
 
 - ``qf``: its Q fragments, loaded once from memory into registers (zeros past ``m``);
-- ``s``: the f32 accumulators of ``S = Q K^T`` for a tile of 64 keys (8 n8 tiles);
-- ``o``: the f32 accumulators of ``O`` (``D / 8`` n8 tiles), ``mr``, ``lr``: the running
+- ``s``: the f32 accumulators of ``S = Q K^T`` for a tile of 64 keys (8 pieces of 8);
+- ``o``: the f32 accumulators of ``O`` (``D / 8`` pieces), ``mr``, ``lr``: the running
   maximum of its two rows and its share of their sums.
 
 Per tile of 64 keys, K and V rows go to SHARED by 16-byte ``async_copy`` (rows past
@@ -27,18 +27,21 @@ fully attend (the causal diagonal, the prefix's end); tiles no row attends are s
 (block-uniform ``if``).  At the end the quad adds its row sums (two ``shfl_xor``) and
 writes ``o / l`` rounded once, rows below ``m``.
 
-**The instructions.**  Each is one lane's share of a warp-wide ``m16n8k16`` with the A
-operand in registers: the lane passes its own fragment ``a[h, rm, rn]`` = A[g + 8 rm,
-8 h + 2 t + rn] and its row group ``g``; the body (the meaning, run by the interpreter
-and proved by ``check()``) gathers row ``g + 8 rm``'s 16 values from the lanes of its
-quad with ``shfl`` (value ``kk`` is in lane ``4 g + kk % 8 // 2``, entry ``[kk // 8, rm,
-kk % 2]``), so the body is exactly the hardware's product; the GPU template packs the
-lane's own values into the four A registers and issues ``ldmatrix`` for B and one
-``mma.sync``.  :data:`MMA_QK` takes B as two rows of the K tile (``[n, k]``, plain
-``ldmatrix.x2``), :data:`MMA_PV` as 16 rows of the V tile (``[k, n]``,
-``ldmatrix.x2.trans``) and rounds its f32 A values to the half type first.  Their
-precondition (whole converged warps, lane ``l`` passing ``g = l // 4`` and its own
-fragments, 16-byte aligned SHARED rows) holds by construction here.
+**The instructions.**  Each is one lane's share of two warp-wide ``m16n8k16`` with the
+A operand in registers (two 16 x 8 pieces ``j`` of the result): the lane passes its
+accumulators ``acc[j, rm, rn]``, its own fragment ``a[h, rm, rn]`` = A[g + 8 rm, 8 h +
+2 t + rn] and its row group ``g``; the body (the meaning, run by the interpreter and
+proved by ``check()``) gathers row ``g + 8 rm``'s 16 values from the lanes of its quad
+with ``shfl`` (value ``kk`` is in lane ``4 g + kk % 8 // 2``, entry ``[kk // 8, rm, kk %
+2]``), so the body is exactly the hardware's product; the GPU template packs the lane's
+own values into the four A registers, loads B with one ``ldmatrix.x4`` and issues two
+``mma.sync``.  :data:`MMA_QK` takes B as rows ``2 t .. 2 t + 9`` of a 16-key piece of
+the K tile (``[n, k]``, plain ``ldmatrix``), :data:`MMA_PV` as columns ``2 t .. 2 t + 9``
+of 16 rows of the V tile (``[k, n]``, ``ldmatrix.trans``) and rounds its f32 A values to
+the half type first.  Their precondition (whole converged warps, lane ``l`` passing
+``g = l % 32 // 4`` and its own registers, B windows at ``2 t`` past a 16-byte aligned
+origin the same for the warp) holds by construction here and is re-checked by
+:func:`register_mma_preconditions_hold`.
 
 **Precision** (:func:`attention_mma_tolerance`): products of halves are exact in f32
 and summed in f32; the one difference from the meaning is ``P`` rounded to the half
@@ -83,28 +86,34 @@ _TEMPLATE = r"""{
   asm("mov.u32 %0, %%laneid;" : "=r"(gpudsl_l_));
   const int gpudsl_t_ = (int)(gpudsl_l_ & 3u);
   const auto* gpudsl_b_ = @BADDR@;
-  unsigned gpudsl_y_[2], gpudsl_x_[4];
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2@TRANS@.shared.b16 {%0, %1}, [%2];"
-               : "=r"(gpudsl_y_[0]), "=r"(gpudsl_y_[1])
+  unsigned gpudsl_y_[4], gpudsl_x_[4];
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4@TRANS@.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(gpudsl_y_[0]), "=r"(gpudsl_y_[1]), "=r"(gpudsl_y_[2]), "=r"(gpudsl_y_[3])
                : "r"((unsigned)__cvta_generic_to_shared(gpudsl_b_)));
 #pragma unroll
   for (int gpudsl_q_ = 0; gpudsl_q_ < 4; ++gpudsl_q_) {
 @PACK@    gpudsl_x_[gpudsl_q_] = *reinterpret_cast<const unsigned*>(&gpudsl_h_);
   }
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.@T@.@T@.f32 "
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-               : "+f"((&{acc})[0]), "+f"((&{acc})[1]),
-                 "+f"((&{acc})[{acc_stride_0}]), "+f"((&{acc})[{acc_stride_0} + 1])
-               : "r"(gpudsl_x_[0]), "r"(gpudsl_x_[1]), "r"(gpudsl_x_[2]), "r"(gpudsl_x_[3]),
-                 "r"(gpudsl_y_[0]), "r"(gpudsl_y_[1]));
+#pragma unroll
+  for (int gpudsl_j_ = 0; gpudsl_j_ < 2; ++gpudsl_j_) {
+    float* gpudsl_c_ = &{acc} + gpudsl_j_ * {acc_stride_0};
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.@T@.@T@.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(gpudsl_c_[0]), "+f"(gpudsl_c_[1]),
+                   "+f"(gpudsl_c_[{acc_stride_1}]), "+f"(gpudsl_c_[{acc_stride_1} + 1])
+                 : "r"(gpudsl_x_[0]), "r"(gpudsl_x_[1]), "r"(gpudsl_x_[2]), "r"(gpudsl_x_[3]),
+                   "r"(gpudsl_y_[2 * gpudsl_j_]), "r"(gpudsl_y_[2 * gpudsl_j_ + 1]));
+  }
 #else
-  for (int rm = 0; rm < 2; ++rm)
-    for (int rn = 0; rn < 2; ++rn)
-      for (int kk = 0; kk < 16; ++kk) {
-        float gpudsl_v_ = @AVAL@;
-        gpudsl_v_ = __shfl_sync(0xffffffffu, gpudsl_v_, 4 * ({g}) + kk % 8 / 2);
-        (&{acc})[rm * {acc_stride_0} + rn] += gpudsl_v_ * (float)(&{b})[@BIDX@];
-      }
+  for (int j = 0; j < 2; ++j)
+    for (int rm = 0; rm < 2; ++rm)
+      for (int rn = 0; rn < 2; ++rn)
+        for (int kk = 0; kk < 16; ++kk) {
+          float gpudsl_v_ = @AVAL@;
+          gpudsl_v_ = __shfl_sync(0xffffffffu, gpudsl_v_, 4 * ({g}) + kk % 8 / 2);
+          (&{acc})[j * {acc_stride_0} + rm * {acc_stride_1} + rn] +=
+              gpudsl_v_ * (float)(&{b})[@BIDX@];
+        }
 #endif
 }"""
 
@@ -113,17 +122,19 @@ _A_FALLBACK = "(&{a})[(kk / 8) * {a_stride_0} + rm * {a_stride_1} + (kk % 2) * {
 
 def _template(dt: str, kind: str) -> str:
     """The CUDA C of :data:`MMA_QK` (``kind`` "qk": A halves, B ``[n, k]``) or
-    :data:`MMA_PV` ("pv": A f32 rounded to ``dt``, B ``[k, n]``)."""
+    :data:`MMA_PV` ("pv": A f32 rounded to ``dt``, B ``[k, n]``): one ``ldmatrix.x4``
+    (two n8 pieces of B) and two ``mma.sync``."""
     pair, floats, one = _HALF[dt]
-    if kind == "qk":  # ldmatrix rows: keys (l & 7) of the n8 tile, d columns 8 ((l >> 3) & 1)
-        baddr = ("&{b} + ((int)(gpudsl_l_ & 7u) - 2 * gpudsl_t_) * {b_stride_0} "
-                 "+ 8 * (int)((gpudsl_l_ >> 3) & 1u)")
+    if kind == "qk":  # matrix i = lanes 8i..8i+7: keys (l & 7) + 8 (l >> 4), d 8 ((l >> 3) & 1)
+        baddr = ("&{b} + ((int)(gpudsl_l_ & 7u) + 8 * (int)(gpudsl_l_ >> 4) - 2 * gpudsl_t_)"
+                 " * {b_stride_0} + 8 * (int)((gpudsl_l_ >> 3) & 1u)")
         pack, trans, aval, bidx = _PACK["halves"], "", f"(float){_A_FALLBACK}", \
-            "rn * {b_stride_0} + kk"
-    else:  # ldmatrix rows: keys (l & 15) of the k16 step, from column 2t less 2t
-        baddr = "&{b} - 2 * gpudsl_t_ + (int)(gpudsl_l_ & 15u) * {b_stride_0}"
+            "(8 * j + rn) * {b_stride_0} + kk"
+    else:  # matrix i: keys (l & 15), columns 8 (l >> 4) of the 16 x 16 piece
+        baddr = ("&{b} - 2 * gpudsl_t_ + (int)(gpudsl_l_ & 15u) * {b_stride_0} "
+                 "+ 8 * (int)(gpudsl_l_ >> 4)")
         pack, trans, aval, bidx = _PACK["floats"], ".trans", \
-            f"(float){one}({_A_FALLBACK})", "kk * {b_stride_0} + rn"
+            f"(float){one}({_A_FALLBACK})", "kk * {b_stride_0} + 8 * j + rn"
     return (_TEMPLATE.replace("@BADDR@", baddr).replace("@TRANS@", trans)
             .replace("@PACK@", pack).replace("@PAIR@", pair)
             .replace("@FLOATS@", floats).replace("@AVAL@", aval).replace("@BIDX@", bidx)
@@ -131,43 +142,47 @@ def _template(dt: str, kind: str) -> str:
 
 
 @instr(_template("f16", "qk"))
-def mma_qk_f16(acc: [f32][2, 2] @ REGISTER, a: [f16][2, 2, 2] @ REGISTER,
-               b: [f16][2, 16] @ SHARED, g: index):
-    for rm in seq(0, 2):
-        for rn in seq(0, 2):
-            for kk in seq(0, 16):
-                acc[rm, rn] += shfl(f32(a[kk // 8, rm, kk % 2]), 4 * g + kk % 8 // 2) * \
-                    f32(b[rn, kk])
+def mma_qk_f16(acc: [f32][2, 2, 2] @ REGISTER, a: [f16][2, 2, 2] @ REGISTER,
+               b: [f16][10, 16] @ SHARED, g: index):
+    for j in seq(0, 2):
+        for rm in seq(0, 2):
+            for rn in seq(0, 2):
+                for kk in seq(0, 16):
+                    acc[j, rm, rn] += shfl(f32(a[kk // 8, rm, kk % 2]), 4 * g + kk % 8 // 2) \
+                        * f32(b[8 * j + rn, kk])
 
 
 @instr(_template("bf16", "qk"))
-def mma_qk_bf16(acc: [f32][2, 2] @ REGISTER, a: [bf16][2, 2, 2] @ REGISTER,
-                b: [bf16][2, 16] @ SHARED, g: index):
-    for rm in seq(0, 2):
-        for rn in seq(0, 2):
-            for kk in seq(0, 16):
-                acc[rm, rn] += shfl(f32(a[kk // 8, rm, kk % 2]), 4 * g + kk % 8 // 2) * \
-                    f32(b[rn, kk])
+def mma_qk_bf16(acc: [f32][2, 2, 2] @ REGISTER, a: [bf16][2, 2, 2] @ REGISTER,
+                b: [bf16][10, 16] @ SHARED, g: index):
+    for j in seq(0, 2):
+        for rm in seq(0, 2):
+            for rn in seq(0, 2):
+                for kk in seq(0, 16):
+                    acc[j, rm, rn] += shfl(f32(a[kk // 8, rm, kk % 2]), 4 * g + kk % 8 // 2) \
+                        * f32(b[8 * j + rn, kk])
 
 
 @instr(_template("f16", "pv"))
-def mma_pv_f16(acc: [f32][2, 2] @ REGISTER, a: [f32][2, 2, 2] @ REGISTER,
-               b: [f16][16, 2] @ SHARED, g: index):
-    for rm in seq(0, 2):
-        for rn in seq(0, 2):
-            for kk in seq(0, 16):
-                acc[rm, rn] += shfl(f32(f16(a[kk // 8, rm, kk % 2])), 4 * g + kk % 8 // 2) \
-                    * f32(b[kk, rn])
+def mma_pv_f16(acc: [f32][2, 2, 2] @ REGISTER, a: [f32][2, 2, 2] @ REGISTER,
+               b: [f16][16, 10] @ SHARED, g: index):
+    for j in seq(0, 2):
+        for rm in seq(0, 2):
+            for rn in seq(0, 2):
+                for kk in seq(0, 16):
+                    acc[j, rm, rn] += shfl(f32(f16(a[kk // 8, rm, kk % 2])),
+                                           4 * g + kk % 8 // 2) * f32(b[kk, 8 * j + rn])
 
 
 @instr(_template("bf16", "pv"))
-def mma_pv_bf16(acc: [f32][2, 2] @ REGISTER, a: [f32][2, 2, 2] @ REGISTER,
-                b: [bf16][16, 2] @ SHARED, g: index):
-    for rm in seq(0, 2):
-        for rn in seq(0, 2):
-            for kk in seq(0, 16):
-                acc[rm, rn] += shfl(f32(bf16(a[kk // 8, rm, kk % 2])), 4 * g + kk % 8 // 2) \
-                    * f32(b[kk, rn])
+def mma_pv_bf16(acc: [f32][2, 2, 2] @ REGISTER, a: [f32][2, 2, 2] @ REGISTER,
+                b: [bf16][16, 10] @ SHARED, g: index):
+    for j in seq(0, 2):
+        for rm in seq(0, 2):
+            for rn in seq(0, 2):
+                for kk in seq(0, 16):
+                    acc[j, rm, rn] += shfl(f32(bf16(a[kk // 8, rm, kk % 2])),
+                                           4 * g + kk % 8 // 2) * f32(b[kk, 8 * j + rn])
 
 
 MMA_QK = {"f16": mma_qk_f16, "bf16": mma_qk_bf16}
@@ -287,17 +302,17 @@ for nt in seq(0, {BN // 8}, unroll=True):
         for rn in seq(0, 2, unroll=True):
             s[l, nt, rm, rn] = 0.0
 for c in seq(0, {d // 16}, unroll=True):
-    for nt in seq(0, {BN // 8}, unroll=True):
-        mma_qk_{dt}(s[l, nt, 0:2, 0:2], qf[l, c, 0:2, 0:2, 0:2],
-                    ks[8 * nt + 2 * ({t}):8 * nt + 2 * ({t}) + 2, 16 * c:16 * c + 16], {g})
+    for jp in seq(0, {BN // 16}, unroll=True):
+        mma_qk_{dt}(s[l, 2 * jp:2 * jp + 2, 0:2, 0:2], qf[l, c, 0:2, 0:2, 0:2],
+                    ks[16 * jp + 2 * ({t}):16 * jp + 2 * ({t}) + 10, 16 * c:16 * c + 16], {g})
 if {full}:
 """ + _indent(_softmax(d, causal, False), 1) + "else:\n" + \
         _indent(_softmax(d, causal, True), 1)
     products = f"""
 for kc in seq(0, {BN // 16}, unroll=True):
-    for dn in seq(0, {d // 8}, unroll=True):
-        mma_pv_{dt}(o[l, dn, 0:2, 0:2], s[l, 2 * kc:2 * kc + 2, 0:2, 0:2],
-                    vs[16 * kc:16 * kc + 16, 8 * dn + 2 * ({t}):8 * dn + 2 * ({t}) + 2], {g})"""
+    for dp in seq(0, {d // 16}, unroll=True):
+        mma_pv_{dt}(o[l, 2 * dp:2 * dp + 2, 0:2, 0:2], s[l, 2 * kc:2 * kc + 2, 0:2, 0:2],
+                    vs[16 * kc:16 * kc + 16, 16 * dp + 2 * ({t}):16 * dp + 2 * ({t}) + 10], {g})"""
     final = f"""
 for rm in seq(0, 2, unroll=True):
     tot: f32

@@ -45,41 +45,39 @@ def run(fn, p, q, k, v, prefix, scale=None):
 # ---------------------------------------------------------------- the instructions
 
 _ONE = """
-def one_{kind}_{dt}(a: {at}[16, 16], b: {dt}[{bshape}], c: f32[16, 8]):
+def one_{kind}_{dt}(a: {at}[16, 16], b: {dt}[16, 16], c: f32[16, 16]):
     for blk in par(0, 1) @ BLOCKS:
-        bs: {dt}[{bshape}] @ SHARED
+        bs: {dt}[16, 16] @ SHARED
         af: {at}[32, 2, 2, 2] @ REGISTER
-        acc: f32[32, 2, 2] @ REGISTER
+        acc: f32[32, 2, 2, 2] @ REGISTER
         for l in par(0, 32) @ THREADS:
-            for i in seq(0, 4):
-                bs[{bcopy}] = b[{bcopy}]
+            for i in seq(0, 8):
+                bs[(32 * i + l) // 16, (32 * i + l) % 16] = b[(32 * i + l) // 16,
+                                                              (32 * i + l) % 16]
             for h in seq(0, 2):
                 for rm in seq(0, 2):
                     for rn in seq(0, 2):
                         af[l, h, rm, rn] = a[l // 4 + 8 * rm, 8 * h + 2 * (l % 4) + rn]
-            for rm in seq(0, 2):
-                for rn in seq(0, 2):
-                    acc[l, rm, rn] = 0.0
+                        acc[l, h, rm, rn] = 0.0
         sync()
         for l in par(0, 32) @ THREADS:
-            mma_{kind}_{dt}(acc[l, 0:2, 0:2], af[l, 0:2, 0:2, 0:2], {bwin}, l // 4)
-            for rm in seq(0, 2):
-                for rn in seq(0, 2):
-                    c[l // 4 + 8 * rm, 2 * (l % 4) + rn] = acc[l, rm, rn]
+            mma_{kind}_{dt}(acc[l, 0:2, 0:2, 0:2], af[l, 0:2, 0:2, 0:2], {bwin}, l // 4)
+            for j in seq(0, 2):
+                for rm in seq(0, 2):
+                    for rn in seq(0, 2):
+                        c[l // 4 + 8 * rm, 8 * j + 2 * (l % 4) + rn] = acc[l, j, rm, rn]
 """
 
 
 def one_warp(kind: str, dt: str):
-    """One warp's ``c = a @ b`` (16 x 16 by 16 x 8) through the instruction: ``qk``
-    takes ``b`` as its transpose ``[8, 16]`` (the K tile), ``pv`` as ``[16, 8]`` and
+    """One warp's ``c = a @ b`` (16 x 16 by 16 x 16) through the instruction: ``qk``
+    takes ``b`` as its transpose (the K tile, ``[n, k]``), ``pv`` as ``[k, n]`` and
     ``a`` in f32 (rounded to ``dt`` by the instruction)."""
     qk = kind == "qk"
     text = _ONE.format(
-        kind=kind, dt=dt, at=dt if qk else "f32", bshape="8, 16" if qk else "16, 8",
-        bcopy=("(32 * i + l) // 16, (32 * i + l) % 16" if qk else
-               "(32 * i + l) // 8, (32 * i + l) % 8"),
-        bwin=("bs[2 * (l % 4):2 * (l % 4) + 2, 0:16]" if qk else
-              "bs[0:16, 2 * (l % 4):2 * (l % 4) + 2]"))
+        kind=kind, dt=dt, at=dt if qk else "f32",
+        bwin=("bs[2 * (l % 4):2 * (l % 4) + 10, 0:16]" if qk else
+              "bs[0:16, 2 * (l % 4):2 * (l % 4) + 10]"))
     return am.proc_of(text)
 
 
@@ -92,11 +90,11 @@ def test_the_instructions_are_the_warps_mma_product(kind, dt):
     a = g.standard_normal((16, 16), dtype=np.float32)
     if kind == "qk":
         a = a.astype(NP[dt])
-    b = g.standard_normal((8, 16) if kind == "qk" else (16, 8), dtype=np.float32).astype(NP[dt])
+    b = g.standard_normal((16, 16), dtype=np.float32).astype(NP[dt])
     a64 = np.asarray(a, np.float64) if kind == "qk" else \
         a.astype(NP[dt]).astype(np.float64)  # P rounded to the half type
     want = a64 @ (b.astype(np.float64).T if kind == "qk" else b.astype(np.float64))
-    got = np.zeros((16, 8), np.float32)
+    got = np.zeros((16, 16), np.float32)
     gpudsl.interpret(p, a=a, b=b, c=got)
     np.testing.assert_allclose(got, want, rtol=0, atol=16 * 2.0 ** -23 * np.abs(want).max())
     emu = np.zeros_like(got)
@@ -107,6 +105,23 @@ def test_the_instructions_are_the_warps_mma_product(kind, dt):
     other = np.zeros_like(got)
     gpudsl.interpret(bad, a=a, b=b, c=other)
     assert not np.allclose(other, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", DTS)
+@pytest.mark.parametrize("kind", ["qk", "pv"])
+def test_the_templates_are_the_bodies_on_the_gpu(kind, dt):
+    """The GPU path of the templates (ldmatrix.x4 and two mma.sync) against the body
+    in the interpreter, one warp."""
+    p = one_warp(kind, dt)
+    g = np.random.default_rng(4)
+    a = g.standard_normal((16, 16), dtype=np.float32)
+    a = a.astype(NP[dt]) if kind == "qk" else a
+    b = g.standard_normal((16, 16), dtype=np.float32).astype(NP[dt])
+    want, got = np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32)
+    gpudsl.interpret(p, a=a, b=b, c=want)
+    p.compile("cuda")(a=a, b=b, c=got)
+    np.testing.assert_allclose(got, want, rtol=0, atol=16 * 2.0 ** -23 * np.abs(want).max())
 
 
 # ---------------------------------------------------------------- the kernels
@@ -196,9 +211,9 @@ def test_racy_twins_are_refused(which, array):
 
 @pytest.mark.parametrize("old,new", [
     ("l % 32 // 4)\n", "l % 32 // 4 % 4)\n"),                 # another row group
-    ("2 * (l % 4):8 * nt", "2 * (l % 2):8 * nt"),              # B rows not 2t
-    ("8 * dn + 2 * (l % 4):", "8 * dn + 1 + 2 * (l % 4):"),    # B columns off 16 bytes
-    ("o[l, dn, 0:2, 0:2]", "o[(l + 1) % 128, dn, 0:2, 0:2]"),  # another lane's acc
+    ("2 * (l % 4):16 * jp", "2 * (l % 2):16 * jp"),            # B rows not 2t
+    ("16 * dp + 2 * (l % 4):", "16 * dp + 1 + 2 * (l % 4):"),  # B columns off 16 bytes
+    ("o[l, 2 * dp", "o[(l + 1) % 128, 2 * dp"),                # another lane's acc
     ("mma_pv_f16(", "if l < 64:\n@    mma_pv_f16(")])            # a guard: not whole warps
 def test_the_instructions_preconditions_are_rechecked(old, new):
     text = am.kernel_text(64, True, "f16")
@@ -234,9 +249,9 @@ def test_nvrtc_builds_them_without_spills_with_hmma_for_both_products(arch, d, c
     (ks,) = k.sass(arch).kernels
     assert ks.spill_bytes == 0 and ks.registers <= 255
     key_loop = [f for f in ks.figures[1:] if f.count("HMMA")][-1]
-    # S = Q K^T: D / 16 x 8 mma; O += P V: 4 x D / 8; each with its ldmatrix
+    # S = Q K^T: D / 16 x 8 mma; O += P V: 4 x D / 8; an ldmatrix.x4 for two
     assert key_loop.count("HMMA") == d // 16 * 8 + 4 * d // 8 == d
-    assert key_loop.counts.get("LDSM", 0) == d
+    assert key_loop.counts.get("LDSM", 0) == d // 2
     # two barriers a tile; the 16-byte copies of K and V
     assert key_loop.count("BAR") == 2 and key_loop.count("LDGSTS") == d // 8
 
