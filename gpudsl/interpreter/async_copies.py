@@ -143,8 +143,10 @@ class AsyncState:
                         f"where the block's code ends: no {wait} completed its group",
                         c.site.loc, f"commit the group and {wait} for it before the block "
                         "ends")
-        from .tma_copies import still_in_flight
-        still_in_flight(self)
+        for th in self.threads.values():
+            for c in th.pending.get("tma", ()):   # bulk tensor copies (.tma_copies)
+                self.block()
+                raise c.unlanded()
         self.block()
 
     def _thread(self, tkey) -> _Thread:

@@ -204,9 +204,10 @@ def arrive(ctx, bar: SplitBarrier, lo: int, hi: int, acc):
 
 
 def _land_tma(bar, p, lo, hi):
-    if bar.tma:
-        from . import async_copies, tma_copies
-        tma_copies.land(async_copies.current(), bar, p, lo, hi)
+    """The bulk tensor copies of phase ``p`` land (:mod:`.tma_copies`)."""
+    if bar.tma and p in bar.tma:
+        for c in bar.tma.pop(p):
+            c.arrived(lo, hi)
 
 
 def wait(ctx, bar: SplitBarrier, lo: int, hi: int, acc):

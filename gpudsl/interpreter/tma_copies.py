@@ -5,7 +5,7 @@ A copy reads its box where it is issued (zeros outside the source) and holds its
 in flight (:class:`gpudsl.interpreter.async_copies.AsyncState`'s table: the destination
 untouchable, the source unwritable) until the split barrier's phase that the issuing
 thread's next arrive completes; the arrive that completes it lands the copy
-(:func:`land`, called by :func:`gpudsl.interpreter.sync_order.arrive`).  A copy whose
+(:meth:`TmaCopy.arrived`, called by :func:`gpudsl.interpreter.sync_order.arrive`).  A copy whose
 issuing thread never arrives there is still in flight where the block ends: an error.
 
 With the race detector on, a copy's accesses are recorded twice: at the issue (by the
@@ -27,7 +27,7 @@ _virtual = itertools.count()
 
 class TmaCopy:
     __slots__ = ("site", "bar", "phase", "issuer", "dst", "items", "src", "race", "dims",
-                 "vkey", "group")
+                 "vkey", "group", "asy")
     family = "tma"
     hint = ("wait on the copy's barrier for the phase it completes (the phase of the "
             "issuing thread's next arrive) before touching its destination, or its source "
@@ -40,6 +40,26 @@ class TmaCopy:
         self.race, self.dims = race, dims
         self.vkey = None
         self.group = 0
+        self.asy = None
+
+    def arrived(self, lo: int, hi: int) -> None:
+        """The arrive of ``[lo, hi)`` completed this copy's phase: it lands, unless its
+        issuer is not among the arriving threads (then it stays in flight)."""
+        if isinstance(self.issuer, int) and not lo <= self.issuer < hi:
+            return
+        for th in self.asy.threads.values():
+            lst = th.pending.get("tma")
+            if lst and self in lst:
+                lst.remove(self)
+        self.asy._land(self)
+
+    def unlanded(self) -> InterpError:
+        return InterpError(
+            f"the bulk tensor copy `{self.site.text}` at {self.site.where()} is still in "
+            f"flight where the block's code ends: the issuing thread made no arrive on "
+            f"{self.bar.name} after it, so no phase completes it", self.site.loc,
+            f"arrive on {self.bar.name} (with the issuing thread in the range) after the "
+            "tma_load")
 
     def keys(self):
         return [((self.dst, dk), "dst") for dk, _, _ in self.items] + \
@@ -83,6 +103,7 @@ def issue(asy, tkey, site, bar, dst, items, src, ctx=None, trackers=None, dims=N
         race = (ctx, ctx.tkey, ctx.tnames, ctx.tvals) + tuple(trackers)
     issuer = flat_thread(ctx, tkey) if ctx is not None and ctx.kernel else tkey
     c = TmaCopy(site, bar, issuer, dst, items, src, race, dims)
+    c.asy = asy
     if race is not None:
         v = ctx.nthreads + 1 + next(_virtual) % (1 << 20)
         c.vkey = (0, 0, v)
@@ -97,32 +118,4 @@ def issue(asy, tkey, site, bar, dst, items, src, ctx=None, trackers=None, dims=N
     pend.setdefault(c.phase, []).append(c)
 
 
-def land(asy, bar, phase: int, lo: int, hi: int):
-    """The arrive of ``[lo, hi)`` completed ``phase`` of ``bar``: the copies of that phase
-    whose issuing thread arrives there land (the others stay in flight)."""
-    pend = getattr(bar, "tma", None)
-    if not pend or phase not in pend:
-        return
-    for c in pend.pop(phase):
-        if isinstance(c.issuer, int) and not lo <= c.issuer < hi:
-            continue   # its issuer has no arrive here: it never lands
-        for th in asy.threads.values():
-            lst = th.pending.get("tma")
-            if lst and c in lst:
-                lst.remove(c)
-        asy._land(c)
-
-
-def still_in_flight(asy):
-    for th in asy.threads.values():
-        for c in th.pending.get("tma", ()):
-            asy.block()
-            raise InterpError(
-                f"the bulk tensor copy `{c.site.text}` at {c.site.where()} is still in "
-                f"flight where the block's code ends: the issuing thread made no arrive on "
-                f"{c.bar.name} after it, so no phase completes it", c.site.loc,
-                f"arrive on {c.bar.name} (with the issuing thread in the range) after the "
-                "tma_load")
-
-
-__all__ = ["TmaCopy", "issue", "land", "still_in_flight"]
+__all__ = ["TmaCopy", "issue"]
