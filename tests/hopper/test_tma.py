@@ -242,3 +242,14 @@ def test_on_the_gpu():
         c = np.zeros(want.shape, np.float32)
         proc_from_source(RING).compile("cuda")(a=a, bt=bt, c=c)
         assert (c == want).all()
+
+
+def test_differential_tma_family():
+    """A short run of the differential test on the tma family (the long one:
+    ``GPUDSL_DIFF_FAMILY=tma python -m tests.schedule.differential --seconds 1200``)."""
+    from tests.schedule.differential.run import Runner
+
+    r = Runner(seed=0, family="tma")
+    r.run(120, max_cases=16)
+    assert not r.failures, r.failures[0].repro()
+    assert sum(r.stats.accepted.values()) > 0, r.stats.table()

@@ -20,6 +20,8 @@ Three families:
 - ``hopper``: setmaxnreg and swizzled SHARED tiles (:mod:`.procgen_hopper`);
 - ``wgmma``: kernels with a warpgroup MMA (:mod:`.procgen_wgmma`), only with
   ``GPUDSL_DIFF_FAMILY=wgmma`` (``Gen(r, family="wgmma")``).
+- ``tma``: kernels with bulk tensor copies (:mod:`.procgen_tma`), only with
+  ``GPUDSL_DIFF_FAMILY=tma``.
 
 Values are small integers in float32, so sums are exact in any order.
 """
@@ -437,6 +439,9 @@ class Gen:
         if FAMILY == "wgmma":  # warpgroup MMAs (docs/hopper.md): only when asked for
             from .procgen_wgmma import wgmma_program
             return wgmma_program(self.r, name)
+        if FAMILY == "tma":  # bulk tensor copies (docs/hopper.md): only when asked for
+            from .procgen_tma import tma_program
+            return tma_program(self.r, name)
         ch = self.r.random()
         if ch < 0.12 or FAMILY == "sync":  # ranged and split barriers (docs/language.md (synchronization))
             from .procgen_sync import sync_program
