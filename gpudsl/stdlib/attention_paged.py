@@ -244,6 +244,62 @@ out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
     return halve_text(text, dt, ("q",), ("out",))
 
 
+@lru_cache(maxsize=None)
+def paged_rows(causal: bool = False, page: int = 0, dt: str = "f32") -> Proc:
+    """The algorithm (plain loops; it defines what :func:`paged_kernel` computes): for
+    each sequence, KV head, query head of its group and query row, the scores of the
+    attended keys read through the table (clamped as the kernel's), their maximum,
+    ``exp(score - max)`` and its sum, each output entry the weighted sum of the values
+    divided by the sum.  A length outside its bounds sets ``err`` to 1, a used table
+    entry outside the cache to 2.  ``d`` is a size here (any head dimension)."""
+    if page and page not in PAGE_SIZES:
+        raise ValueError(f"page size {page} is not one of {PAGE_SIZES}")
+    cap = _cap(page)
+    low = "m" if causal else "1"
+    name = "attention_gqa_rows" + ("_causal" if causal else "") + \
+        (f"_paged{page}" if page else "") + ("" if dt == "f32" else f"_{dt}")
+    sig = _sig("d", page, dt).replace("(bt: size,", "(d: size, bt: size,", 1)
+    ok = _attended("j", causal, "i")
+    kj, vj = (load_of(f"{a}[" + _row(page, "j", "e") + "]", dt) for a in ("k", "v"))
+    bad_page = (f"if table[b, j // {page}] < 0 or table[b, j // {page}] >= pages:\n"
+                "    err[0] = 2\n" if page else "")
+    text = (
+        f"def {name}" + sig +
+        "    for b in seq(0, bt):\n"
+        f"        if lens[b] < {low} or lens[b] > {cap}:\n"
+        "            err[0] = 1\n"
+        "        for kh in seq(0, hk):\n"
+        "            for gg in seq(0, g):\n"
+        "                for i in seq(0, m):\n"
+        + _block(f"""
+sc: f32[{cap}]
+mx: f32
+mx = {NEG}
+for j in seq(0, {cap}):
+    if {ok}:
+{_block(bad_page, 2)}        dot: f32
+        dot = 0.0
+        for e in seq(0, d):
+            dot += q[b, kh, gg, i, e] * {kj}
+        sc[j] = scale * dot
+        mx = max(mx, sc[j])
+total: f32
+total = 0.0
+for j in seq(0, {cap}):
+    if {ok}:
+        sc[j] = exp(sc[j] - mx)
+        total += sc[j]
+for e in seq(0, d):
+    o: f32
+    o = 0.0
+    for j in seq(0, {cap}):
+        if {ok}:
+            o += sc[j] * {vj}
+    out[b, kh, gg, i, e] = select(total > 0.0, o / total, 0.0)
+""", 5))
+    return make_proc("attention", halve_text(text, dt, ("q",), ("out",)))
+
+
 def _guard_lanes(text: str, d: int) -> str:
     """Each lane loop ``for c`` with its body under ``if 32 * c + l < d`` (a head
     dimension not a multiple of 32: the last chunk's lanes past ``d`` hold nothing;
@@ -291,11 +347,11 @@ def plan_gqa(d: int, causal: bool, group: int, m: int, page: int = 0,
 def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None):
     """The meaning in float64 (float32 result): ``q [B, H, M, D]``; ``k, v`` contiguous
     ``[B, Hkv, N, D]`` or (``table``) paged ``[pages, P, Hkv, D]``; sequence ``b`` is
-    :func:`.attention.attention_reference` of its heads, query head ``h`` against KV
-    head ``h // (H / Hkv)``, over its first ``lens[b]`` keys."""
+    :func:`.attention.attention_reference` (grouped heads: query head ``h`` against KV
+    head ``h // (H / Hkv)``) over its first ``lens[b]`` keys."""
     q = np.asarray(q)
     k, v = np.asarray(k), np.asarray(v)
-    bt, h = q.shape[:2]
+    bt = q.shape[0]
     out = np.zeros(q.shape, np.float32)
     for b in range(bt):
         L = int(lens[b])
@@ -306,11 +362,9 @@ def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None):
             pages = [int(x) for x in np.asarray(table)[b, :-(-L // p)]]
             kb = np.concatenate([k[x] for x in pages], 0)[:L].transpose(1, 0, 2)
             vb = np.concatenate([v[x] for x in pages], 0)[:L].transpose(1, 0, 2)
-        g = h // kb.shape[0]
-        kb, vb = np.repeat(kb, g, 0), np.repeat(vb, g, 0)
         out[b] = attention_reference(q[b], kb, vb, causal, L, scale)
     return out
 
 
-__all__ = ["paged_kernel", "paged_text", "plan_gqa", "gqa_reference", "kernel_name",
+__all__ = ["paged_rows", "paged_kernel", "paged_text", "plan_gqa", "gqa_reference", "kernel_name",
            "HEAD_DIMS", "PAGE_SIZES", "CHUNK"]

@@ -251,11 +251,7 @@ def _softmax(x, prefix):
 
 def _attention(q, k, v, prefix=None, causal=False, scale=None):
     from .attention import attention_reference
-    from .attention_paged import gqa_reference
 
-    if q.shape[0] != k.shape[0]:
-        n = k.shape[1] if prefix is None else int(np.asarray(prefix).reshape(-1)[0])
-        return gqa_reference(q[None], k[None], v[None], [n], causal, None, scale)[0]
     return attention_reference(q, k, v, causal, prefix, scale)
 
 

@@ -19,7 +19,7 @@ import pytest
 from gpudsl import ops
 from gpudsl.stdlib.attention import attention_reference, attention_tolerance
 from gpudsl.stdlib.attention_paged import (HEAD_DIMS, gqa_reference, paged_kernel,
-                                           paged_text, plan_gqa)
+                                           paged_rows, paged_text, plan_gqa)
 from gpudsl.stdlib.common import make_proc
 
 NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
@@ -198,6 +198,28 @@ def test_emulator_halves(dt, g, m, page, causal):
     got, err = run(plan_gqa(64, causal, g, m, page, dt), q, k, v, table, ln, "emulator")
     assert err == 0 and got.dtype == NP[dt]
     close(got, q, k, v, table, ln, causal, dt)
+
+
+@pytest.mark.parametrize("causal, page, dt", [(False, 0, "f32"), (True, 16, "f32"),
+                                             (True, 32, "bf16")])
+def test_the_algorithm_is_proved_and_is_the_meaning(causal, page, dt):
+    # the readable procedure (plain loops through the table) equals the float64
+    # reference and the kernel, and flags what the kernel flags
+    p = paged_rows(causal, page, dt)
+    assert p.check().ok
+    q, k, v, table, ln = make(2, 2, 4, 3, 48, [37, 5], page, dt)
+    got, err = run(p, q, k, v, table, ln, d=48)
+    assert err == 0
+    close(got, q, k, v, table, ln, causal, dt)
+    kern, _ = run(plan_gqa(48, causal, 4, 3, page, dt), q, k, v, table, ln)
+    atol, rtol = attention_tolerance(dt)
+    np.testing.assert_allclose(kern.astype(np.float64), got.astype(np.float64),
+                               rtol=2 * rtol, atol=2 * atol)
+    if page:
+        bad = table.copy()
+        bad[1, 0] = -3
+        assert run(p, q, k, v, bad, ln, d=48)[1] == 2
+    assert run(p, q, k, v, table, np.array([2, 5], np.int32), d=48)[1] == (1 if causal else 0)
 
 
 def test_ratio_one_equals_the_plain_reference():
