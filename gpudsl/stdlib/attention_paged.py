@@ -19,18 +19,20 @@ the keys and values are either
 One proc, two kernels (two ``BLOCKS`` nests launched in order), split-KV
 ("FlashDecoding") as :mod:`.attention_split`:
 
-1. blocks ``(b, kh, it, sb)``: the chunk ``[CH sb, CH sb + CH)`` of sequence ``b``'s keys
-   for KV head ``kh`` is copied ONCE into SHARED (widened to f32), through the block
-   table when paged, by all ``32 W`` threads, then one barrier; warp ``w`` serves the
-   query rows ``(gg, i) = (WG a + w % WG, WI it + w // WG)``, ``a = 0, 1, ...``: all ``G``
-   heads of the group and ``WI`` positions read the same staged tile.  Per row a
-   warp runs the online softmax of :mod:`.attention_split` over the chunk (lane ``l``
-   holds the entries ``l + 32 c``; the scores are warp sums) and writes its partial
-   ``(m, l, acc)`` to GLOBAL temporaries.  A chunk that no row of the block attends
-   (past ``L_b``, or above the causal diagonal of the block's last row) is skipped by
+1. blocks ``(b, kh, sb)``: the chunk ``[CH sb, CH sb + CH)`` of sequence ``b``'s keys
+   for KV head ``kh`` is copied ONCE into SHARED (in the tensors' precision, ``V``
+   consecutive entries a lane as one vector copy), through the block table when
+   paged, by all ``32 W`` threads, then one barrier; warp ``w`` serves the query rows
+   ``(gg, i) = (WG a + w % WG, WI it + w // WG)``, ``a, it = 0, 1, ...``: all ``G``
+   heads of the group and all positions read the same staged tile.  Per row a warp
+   runs the online softmax of :mod:`.attention_split` over the chunk (lane ``l``
+   holds the entries ``l + 32 c``, widened to f32 as read; the scores are warp sums;
+   a step of 8 keys above the row's causal diagonal is skipped) and writes its
+   partial ``(m, l, acc)`` to GLOBAL temporaries.  A chunk past ``L_b`` is skipped by
    a block-uniform ``if`` (it holds the barrier).
-2. the combine, one block per ``(b, kh, gg, i)``, ``D`` threads: the partials of the
-   chunks whose first key the row attends (each was written, and holds at least that
+2. the combine, one block per ``(b, kh, i)``, ``D`` threads, the group's heads in
+   turn: the partials of the chunks whose first key the row attends (each was
+   written, and holds at least that
    key), merged as in :mod:`.attention_split`.
 
 Indirect reads and what check() proves: a page number read from ``table`` is data,
@@ -52,7 +54,9 @@ from functools import lru_cache
 import numpy as np
 
 from ..proc import Proc
+from ..schedule import vectorize
 from .attention import attention_reference
+from .attention_split import lanes
 from .common import make_proc
 from .halves import halve_text
 from .halves import load as load_of
@@ -134,17 +138,18 @@ def paged_text(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32"
     pg_fault = (f"if l == 0 and (table[b, ({key}) // {page}] < 0 or "
                 f"table[b, ({key}) // {page}] >= pages):\n    atomic_max(err[0], 2)\n"
                 if page else "")
+    vec, cv, _ = lanes(d)  # the staging copies: V consecutive entries a lane
+    ent = f"{vec} * l + {WARP * vec} * c"
+
+    def copy(arr, src, x):
+        val = f"{src}[" + _row(page, key, f"{ent} + {x}") + "]" if src else "0.0"
+        return (f"for c in seq(0, {cv}):\n    for {x} in seq(0, {vec}):\n"
+                f"        {arr}[{W} * kk + w, {ent} + {x}] = {val}\n")
     load = f"""
 for kk in seq(0, {CH // W}):
     if {key} < lens[b] and {key} < {cap}:
-{_block(pg_fault, 2)}        for c in seq(0, {C}):
-            ks[{W} * kk + w, 32 * c + l] = {load_of("k[" + _row(page, key, "32 * c + l") + "]", dt)}
-            vs[{W} * kk + w, 32 * c + l] = {load_of("v[" + _row(page, key, "32 * c + l") + "]", dt)}
-    else:
-        for c in seq(0, {C}):
-            ks[{W} * kk + w, 32 * c + l] = 0.0
-            vs[{W} * kk + w, 32 * c + l] = 0.0
-"""
+{_block(pg_fault, 2)}{_block(copy("ks", "k", "xk") + copy("vs", "v", "xv"), 2)}    else:
+{_block(copy("ks", "", "xz") + copy("vs", "", "xw"), 2)}"""
     kj = f"{CH} * sb + {U} * st + u"
     ok = _attended(kj, causal, i)
     step_live = _attended(f"{CH} * sb + {U} * st", causal, i)
@@ -170,7 +175,7 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
                     dot: f32
                     dot = 0.0
                     for c in seq(0, {C}):
-                        dot += qr[c] * ks[{U} * st + u, 32 * c + l]
+                        dot += qr[c] * {load_of(f"ks[{U} * st + u, 32 * c + l]", dt)}
                     s[u] = warp_sum(dot)
                     s[u] = select({ok}, s[u], {NEG})
                     tmax = max(tmax, s[u])
@@ -186,7 +191,7 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
                     pu = select({ok}, exp(s[u] - mnew), 0.0)
                     lr += pu
                     for c in seq(0, {C}):
-                        acc[c] += pu * vs[{U} * st + u, 32 * c + l]
+                        acc[c] += pu * {load_of(f"vs[{U} * st + u, 32 * c + l]", dt)}
                 mr = mnew
         if l == 0:
             pm[b, kh, {gg}, {i}, sb] = mr
@@ -224,8 +229,8 @@ out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
         "    for b in par(0, bt) @ BLOCKS:\n"
         "        for kh in par(0, hk) @ BLOCKS:\n"
         f"            for sb in par(0, {ns}) @ BLOCKS:\n"
-        f"                ks: f32[{CH}, {d}] @ SHARED\n"
-        f"                vs: f32[{CH}, {d}] @ SHARED\n"
+        f"                ks: {dt}[{CH}, {d}] @ SHARED\n"
+        f"                vs: {dt}[{CH}, {d}] @ SHARED\n"
         + _block(threads + _block(fault, 2), 4) +
         f"                if {live}:\n"
         + _block(threads + _block(load, 2), 5) +
@@ -322,8 +327,16 @@ def _guard_lanes(text: str, d: int) -> str:
 @lru_cache(maxsize=None)
 def paged_kernel(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
                  chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32") -> Proc:
-    """The grouped-query, paged or contiguous attention proc (see the module's text)."""
-    return make_proc("attention", paged_text(d, causal, page, dt, chunk, wg, wi, idx))
+    """The grouped-query, paged or contiguous attention proc (see the module's text):
+    the staging copies of ``V`` entries a lane made ``V``-wide vector copies
+    (``vectorize``: 128-bit loads of f32 at ``D = 128``)."""
+    p = make_proc("attention", paged_text(d, causal, page, dt, chunk, wg, wi, idx))
+    vec = lanes(d)[0]
+    if vec > 1:
+        for loop in ("xk", "xv"):  # (the zero fill past the length stays scalar)
+            for _ in range(len(p.find_loop(loop, many=True))):
+                p = vectorize(p, loop, vec)
+    return p
 
 
 def _pow2_at_most(x: int, cap: int) -> int:
