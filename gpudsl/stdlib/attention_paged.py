@@ -105,35 +105,44 @@ def _attended(j: str, causal: bool, i: str) -> str:
     return c + (f" and {j} <= {i} + lens[b] - m" if causal else "")
 
 
-def kernel_name(d, causal, page, dt, chunk, wg, wi, idx="i32") -> str:
+def kernel_name(d, causal, page, dt, chunk, wg, wi, idx="i32", wk=1) -> str:
     return (f"attention_gqa_d{d}" + ("_causal" if causal else "") +
             (f"_paged{page}" if page else "") + f"_c{chunk}_w{wg}x{wi}" +
+            (f"x{wk}" if wk > 1 else "") +
             ("" if dt == "f32" else f"_{dt}") + ("" if idx == "i32" else f"_{idx}"))
 
 
 def paged_text(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
-               chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32") -> str:
-    """The source of :func:`paged_kernel` (see the module's text): ``wg x wi`` warps
-    per block (``wg`` over the group's heads, ``wi`` over positions), ``chunk`` keys
-    staged per block; ``idx``: the type of ``table`` and ``lens`` (``"i32"``, or
-    ``"i64"``: the graph's integers and the one-sequence ``prefix`` tensor)."""
+               chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32",
+               wk: int = 1) -> str:
+    """The source of :func:`paged_kernel` (see the module's text): ``wg x wi x wk``
+    warps per block (``wg`` over the group's heads, ``wi`` over positions, ``wk`` over
+    the chunk's keys: warp ``w``'s key part is ``w // (wg wi)``, a partial of its own),
+    ``chunk`` keys staged per block; ``idx``: the type of ``table`` and ``lens``
+    (``"i32"``, or ``"i64"``: the graph's integers and the one-sequence ``prefix``
+    tensor)."""
     if idx not in ("i32", "i64"):
         raise ValueError(f"the table and lengths are i32 or i64, not {idx!r}")
     if d not in HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {HEAD_DIMS}")
     if page and page not in PAGE_SIZES:
         raise ValueError(f"page size {page} is not one of {PAGE_SIZES}")
-    W = wg * wi
-    if W > MAX_WARPS or chunk % W or chunk % STEP or chunk < STEP:
-        raise ValueError(f"{wg} x {wi} warps and a chunk of {chunk} keys: the warps must "
-                         f"be at most {MAX_WARPS} and divide the chunk, a multiple of {STEP}")
-    C, CH, U = -(-d // WARP), chunk, STEP
+    W, R = wg * wi * wk, wg * wi
+    if W > MAX_WARPS or chunk % W or chunk % (STEP * wk) or chunk < STEP:
+        raise ValueError(f"{wg} x {wi} x {wk} warps and a chunk of {chunk} keys: the "
+                         f"warps must be at most {MAX_WARPS} and divide the chunk, whose "
+                         f"part a key warp takes is a multiple of {STEP}")
+    C, CH, U, SC = -(-d // WARP), chunk, STEP, chunk // wk
     cap = _cap(page)
     ns = f"({cap} + {CH - 1}) // {CH}"
+    nparts = ns if wk == 1 else f"{wk} * {ns}"
     low = "m" if causal else "1"
-    name = kernel_name(d, causal, page, dt, chunk, wg, wi, idx)
+    name = kernel_name(d, causal, page, dt, chunk, wg, wi, idx, wk)
     key = f"{CH} * sb + {W} * kk + w"
-    gg, i = f"{wg} * a + w % {wg}", f"{wi} * it + w // {wg}"
+    rw = "w" if wk == 1 else f"w % {R}"  # the warp's rows; its key part w // R
+    gg, i = f"{wg} * a + w % {wg}", f"{wi} * it + {rw} // {wg}"
+    part = "" if wk == 1 else f"{SC} * (w // {R}) + "  # the key part's first row
+    slot = "sb" if wk == 1 else f"{wk} * sb + w // {R}"
     live = f"{CH} * sb < lens[b]"  # (causal: the last row attends the first L_b keys)
     pg_fault = (f"if l == 0 and (table[b, ({key}) // {page}] < 0 or "
                 f"table[b, ({key}) // {page}] >= pages):\n    atomic_max(err[0], 2)\n"
@@ -150,9 +159,9 @@ for kk in seq(0, {CH // W}):
     if {key} < lens[b] and {key} < {cap}:
 {_block(pg_fault, 2)}{_block(copy("ks", "k", "xk") + copy("vs", "v", "xv"), 2)}    else:
 {_block(copy("ks", "", "xz") + copy("vs", "", "xw"), 2)}"""
-    kj = f"{CH} * sb + {U} * st + u"
+    kj = f"{CH} * sb + {part}{U} * st + u"
     ok = _attended(kj, causal, i)
-    step_live = _attended(f"{CH} * sb + {U} * st", causal, i)
+    step_live = _attended(f"{CH} * sb + {part}{U} * st", causal, i)
     rows = f"""
 for a in seq(0, (g + {wg - 1}) // {wg}):
   for it in seq(0, (m + {wi - 1}) // {wi}):
@@ -166,7 +175,7 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
         mr = {NEG}
         lr: f32
         lr = 0.0
-        for st in seq(0, {CH // U}):
+        for st in seq(0, {SC // U}):
             if {step_live}:
                 s: f32[{U}]
                 tmax: f32
@@ -175,7 +184,7 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
                     dot: f32
                     dot = 0.0
                     for c in seq(0, {C}):
-                        dot += qr[c] * {load_of(f"ks[{U} * st + u, 32 * c + l]", dt)}
+                        dot += qr[c] * {load_of(f"ks[{part}{U} * st + u, 32 * c + l]", dt)}
                     s[u] = warp_sum(dot)
                     s[u] = select({ok}, s[u], {NEG})
                     tmax = max(tmax, s[u])
@@ -191,29 +200,29 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
                     pu = select({ok}, exp(s[u] - mnew), 0.0)
                     lr += pu
                     for c in seq(0, {C}):
-                        acc[c] += pu * {load_of(f"vs[{U} * st + u, 32 * c + l]", dt)}
+                        acc[c] += pu * {load_of(f"vs[{part}{U} * st + u, 32 * c + l]", dt)}
                 mr = mnew
         if l == 0:
-            pm[b, kh, {gg}, {i}, sb] = mr
-            pl[b, kh, {gg}, {i}, sb] = lr
+            pm[b, kh, {gg}, {i}, {slot}] = mr
+            pl[b, kh, {gg}, {i}, {slot}] = lr
         for c in seq(0, {C}):
-            po[b, kh, {gg}, {i}, sb, 32 * c + l] = acc[c]
+            po[b, kh, {gg}, {i}, {slot}, 32 * c + l] = acc[c]
 """
     fault = (f"if kh == 0 and sb == 0 and w == 0 and l == 0 and "
              f"(lens[b] < {low} or lens[b] > {cap}):\n    atomic_max(err[0], 1)\n")
     threads = f"for w in par(0, {W}) @ THREADS:\n    for l in par(0, {WARP}) @ THREADS:\n"
-    p_live = _attended(f"{CH} * p", causal, "i")
+    p_live = _attended(f"{SC} * p", causal, "i")
     combine = f"""
 mx: f32
 mx = {NEG}
-for p in seq(0, {ns}):
+for p in seq(0, {nparts}):
     if {p_live}:
         mx = max(mx, pm[b, kh, gg, i, p])
 tot: f32
 tot = 0.0
 o: f32
 o = 0.0
-for p in seq(0, {ns}):
+for p in seq(0, {nparts}):
     if {p_live}:
         wp: f32
         wp = exp(pm[b, kh, gg, i, p] - mx)
@@ -223,9 +232,9 @@ out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
 """
     text = (
         f"def {name}" + _sig(d, page, dt, idx) +
-        f"    pm: f32[bt, hk, g, m, {ns}]\n"
-        f"    pl: f32[bt, hk, g, m, {ns}]\n"
-        f"    po: f32[bt, hk, g, m, {ns}, {d}]\n"
+        f"    pm: f32[bt, hk, g, m, {nparts}]\n"
+        f"    pl: f32[bt, hk, g, m, {nparts}]\n"
+        f"    po: f32[bt, hk, g, m, {nparts}, {d}]\n"
         "    for b in par(0, bt) @ BLOCKS:\n"
         "        for kh in par(0, hk) @ BLOCKS:\n"
         f"            for sb in par(0, {ns}) @ BLOCKS:\n"
@@ -326,11 +335,12 @@ def _guard_lanes(text: str, d: int) -> str:
 
 @lru_cache(maxsize=None)
 def paged_kernel(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
-                 chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32") -> Proc:
+                 chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32",
+                 wk: int = 1) -> Proc:
     """The grouped-query, paged or contiguous attention proc (see the module's text):
     the staging copies of ``V`` entries a lane made ``V``-wide vector copies
     (``vectorize``: 128-bit loads of f32 at ``D = 128``)."""
-    p = make_proc("attention", paged_text(d, causal, page, dt, chunk, wg, wi, idx))
+    p = make_proc("attention", paged_text(d, causal, page, dt, chunk, wg, wi, idx, wk))
     vec = lanes(d)[0]
     if vec > 1:
         for loop in ("xk", "xv"):  # (the zero fill past the length stays scalar)
@@ -349,12 +359,14 @@ def _pow2_at_most(x: int, cap: int) -> int:
 def plan_gqa(d: int, causal: bool, group: int, m: int, page: int = 0,
              dt: str = "f32", idx: str = "i32") -> Proc:
     """The proc for ``group`` query heads per KV head and ``m`` query rows: warps over
-    the group's heads (``wg``, the power of two up to ``group``, at most 8) and the
-    rest of 4 (decode: 1) over the positions (``wi``), so that one staged chunk
-    serves ``wg x wi`` rows at once."""
+    the group's heads (``wg``, the power of two up to ``group``, at most 8), then over
+    the positions up to 4 warps (``wi``), so that one staged chunk serves ``wg x wi``
+    rows at once; a block of fewer than 4 such warps (a small group's decode) splits
+    the chunk's keys over ``wk`` warps instead (4 in all), each with its own partial."""
     wg = _pow2_at_most(group, MAX_WARPS)
     wi = 1 if m == 1 else max(1, _pow2_at_most(m, max(1, 4 // wg)))
-    return paged_kernel(d, bool(causal), page, dt, CHUNK, wg, wi, idx)
+    wk = max(1, 4 // (wg * wi))
+    return paged_kernel(d, bool(causal), page, dt, CHUNK, wg, wi, idx, wk)
 
 
 def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None):

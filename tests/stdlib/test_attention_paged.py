@@ -93,7 +93,9 @@ def test_int64_table_kernels_are_proved():
 
 
 def test_the_plan_shares_the_chunk_over_the_group():
-    assert plan_gqa(64, False, 1, 1).name == "attention_gqa_d64_c32_w1x1"
+    # a small group's decode splits the chunk's keys over 4 warps
+    assert plan_gqa(64, False, 1, 1).name == "attention_gqa_d64_c32_w1x1x4"
+    assert plan_gqa(64, False, 2, 1).name == "attention_gqa_d64_c32_w2x1x2"
     assert plan_gqa(64, False, 4, 1).name == "attention_gqa_d64_c32_w4x1"
     assert plan_gqa(64, True, 8, 1, 16).name == "attention_gqa_d64_causal_paged16_c32_w8x1"
     assert plan_gqa(64, True, 1, 7, 0, "bf16").name == "attention_gqa_d64_causal_c32_w1x4_bf16"
@@ -128,6 +130,17 @@ def test_partials_of_two_chunks_in_one_slot_is_a_race(page):
     old = "pm[b, kh, 4 * a + w % 4, 1 * it + w // 4, sb] = mr"
     assert text.count(old) == 1
     report = make_proc("bad", text.replace(old, old.replace(", sb]", ", 0]"))).check()
+    assert not report.ok
+    assert any(dg.kind == "race" and dg.witness["array"] == "pm"
+               for dg in report.diagnostics), report
+
+
+def test_key_warps_partials_in_one_slot_is_a_race():
+    text = _text(d=32, page=16, wk=4)
+    old = "pm[b, kh, 1 * a + w % 1, 1 * it + w % 1 // 1, 4 * sb + w // 1] = mr"
+    assert text.count(old) == 1
+    report = make_proc("bad", text.replace(old, old.replace("4 * sb + w // 1]", "4 * sb]")))
+    report = report.check()
     assert not report.ok
     assert any(dg.kind == "race" and dg.witness["array"] == "pm"
                for dg in report.diagnostics), report
