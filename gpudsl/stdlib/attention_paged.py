@@ -24,7 +24,9 @@ One proc, two kernels (two ``BLOCKS`` nests launched in order), split-KV
    consecutive entries a lane as one vector copy), through the block table when
    paged, by all ``32 W`` threads, then one barrier; warp ``w`` serves the query rows
    ``(gg, i) = (WG a + w % WG, WI it + w // WG)``, ``a, it = 0, 1, ...``: all ``G``
-   heads of the group and all positions read the same staged tile.  Per row a warp
+   heads of the group and all positions read the same staged tile (with ``wk`` key
+   warps, warp ``w`` takes part ``w // (WG WI)`` of the chunk's keys and writes its
+   own partial).  Per row a warp
    runs the online softmax of :mod:`.attention_split` over the chunk (lane ``l``
    holds the entries ``l + 32 c``, widened to f32 as read; the scores are warp sums;
    a step of 8 keys above the row's causal diagonal is skipped) and writes its
