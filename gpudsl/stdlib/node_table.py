@@ -202,7 +202,8 @@ def _launch_gqa(shapes, attrs, scale, paged=False):
     bt = shapes[3][0] if paged else 1
     hk = k[2] // d if paged else k[0]
     g = q[0] // bt // hk
-    p = plan_gqa(d, bool(attrs["causal"]), g, m, k[1] if paged else 0, _dt(attrs), "i64")
+    p = plan_gqa(d, bool(attrs.get("causal")), g, m, k[1] if paged else 0, _dt(attrs),
+                 "i64")
     kv = (k[0], k[1], hk, d) if paged else (1,) + tuple(k)
     args = [("q", ("in", 0, (bt, hk, g, m, d))), ("k", ("in", 1, kv)), ("v", ("in", 2, kv)),
             ("lens", ("in", 4, None) if paged else ("index", 3, "prefix")),

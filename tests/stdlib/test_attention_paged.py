@@ -291,6 +291,29 @@ def test_ops_batch_of_lengths_and_paged_cache():
     close(got, q, k, v, None, ln, False)
 
 
+def test_ops_halves_and_int64_tables():
+    q, k, v, table, ln = make(2, 2, 4, 1, 32, [33, 7], 16, "f16")
+    got = ops.attention(q, k, v, block_table=table.astype(np.int64),
+                        seq_lens=ln.astype(np.int64))
+    assert got.dtype == np.float16 and got.shape == q.shape
+    close(got, q, k, v, table, ln, False, "f16")
+
+
+def test_the_node_tables_paged_attention():
+    # gpudsl.ops.paged_attention: the graph node's form (rank 3, int64), by the table
+    import gpudsl
+
+    q, k, v, table, ln = make(2, 2, 4, 1, 32, [33, 7], 16)
+    q3, flat = q.reshape(16, 1, 32), lambda a: a.reshape(a.shape[0], 16, 64)  # noqa: E731
+    t64, l64 = table.astype(np.int64), ln.astype(np.int64)
+    for causal in (False, True):
+        got = ops.paged_attention(q3, flat(k), flat(v), t64, l64, causal=causal)
+        close(got.reshape(q.shape), q, k, v, table, ln, causal)
+    t64[0, 0] = 99  # a used page outside the cache: the kernel's fault flag
+    with pytest.raises(gpudsl.Error, match="paged_attention"):
+        ops.paged_attention(q3, flat(k), flat(v), t64, l64)
+
+
 def test_ops_torch_tensors():
     torch = pytest.importorskip("torch")
     q, k, v, table, ln = make(2, 2, 4, 1, 32, [33, 7], 16)
