@@ -349,6 +349,15 @@ def test_ops_bad_shapes_are_refused():
     k = rng.standard_normal((4, 9, 32), dtype=np.float32)
     with pytest.raises(gpudsl.Error, match="not a multiple of the 4 key/value heads"):
         ops.attention(q, k, k)
+    k2 = rng.standard_normal((2, 9, 32), dtype=np.float32)
+    with pytest.raises(gpudsl.Error, match="prefix 10 is outside"):
+        ops.attention(q, k2, k2, prefix=10)
+    with pytest.raises(gpudsl.Error, match="outside"):
+        ops.attention(q[:, [0, 0, 0]], k2, k2, causal=True, prefix=2)  # 3 rows, 2 keys
+    with pytest.raises(gpudsl.Error, match="kv_heads=3 but the keys have 2"):
+        ops.attention(q, k2, k2, kv_heads=3)
+    with pytest.raises(gpudsl.Error, match="scale must be a number"):
+        ops.attention(q, k2, k2, scale="big")
     kc = rng.standard_normal((4, 24, 1, 32), dtype=np.float32)
     with pytest.raises(gpudsl.Error, match="page size 24"):
         ops.attention(q[None], kc, kc, block_table=np.zeros((1, 2), np.int32),
