@@ -373,8 +373,10 @@ def test_nvrtc_compiles_the_decode_kernels_without_spills(dt, arch):
     from gpudsl.codegen.generate import cuda_source
     from gpudsl.runtime.nvrtc import compile_cubin
 
-    for g in (1, 8):
-        res = compile_cubin(cuda_source(plan_gqa(128, True, g, 1, 16, dt)), arch).resources
+    plans = [plan_gqa(128, True, g, 1, 16, dt) for g in (1, 8)]
+    plans.append(plan_gqa(48, True, 3, 1, 16, dt, "i64"))  # the LLaMA example's
+    for p in plans:
+        res = compile_cubin(cuda_source(p), arch).resources
         assert len(res) == 2  # the split kernel and the combine
         for r in res.values():
             assert r.spill_stores_bytes == 0 and r.spill_loads_bytes == 0
