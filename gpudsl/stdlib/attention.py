@@ -117,8 +117,16 @@ def attention_rows(causal: bool = False, dt: str = "f32") -> Proc:
 
 def attention_reference(q, k, v, causal: bool = False, prefix: int | None = None,
                         scale: float | None = None) -> np.ndarray:
-    """The meaning in float64 numpy (float32 result): ``q [H, M, D]``, ``k, v [H, N, D]``."""
+    """The meaning in float64 numpy (float32 result): ``q [H, M, D]``, ``k, v [Hkv, N,
+    D]`` with ``Hkv`` dividing ``H`` (grouped-query heads: query head ``h`` against KV
+    head ``h // (H / Hkv)``; ``Hkv == H`` is plain multi-head attention)."""
     q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    if k.shape[0] != q.shape[0]:
+        if q.shape[0] % k.shape[0]:
+            raise ValueError(f"{q.shape[0]} query heads are not a multiple of the "
+                             f"{k.shape[0]} key/value heads")
+        g = q.shape[0] // k.shape[0]
+        k, v = np.repeat(k, g, 0), np.repeat(v, g, 0)
     m, n, d = q.shape[1], k.shape[1], q.shape[2]
     L = n if prefix is None else int(np.asarray(prefix).reshape(-1)[0])
     scale = 1.0 / np.sqrt(d) if scale is None else float(scale)

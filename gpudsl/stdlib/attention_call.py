@@ -18,12 +18,14 @@ The forms (``H`` query heads, ``Hkv`` key/value heads, ``H % Hkv == 0``):
 ``block_table`` and ``seq_lens`` are int32 (as vLLM's) or int64 (a graph's), one type."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .attention_paged import HEAD_DIMS, PAGE_SIZES, plan_gqa
 from .halves import NUMPY, common_dtype
-from .op_arguments import (_ANY_FLOAT, _is_array, _is_device, as_int, check_tensor, contig,
-                           empty, index_tensor, is_host_int)
+from .op_arguments import (_ANY_FLOAT, _is_array, _is_device, _is_scalar, as_int,
+                           check_tensor, contig, empty, index_tensor, is_host_int)
 from .shapes import require
 
 
@@ -77,12 +79,68 @@ def _check_host(lens, table, low, cap, pages, page):
                     f" outside the {pages} pages of the cache")
 
 
+class _Form:
+    """What the checks of one form found: the arrays as the kernel takes them, the
+    sizes, the capacity and the page size (0: contiguous)."""
+
+    def __init__(self, q, k, v, B, H, M, hkv, cap, lens, table=None, page=0, pages=0,
+                 host_len=None):
+        self.q, self.k, self.v, self.B, self.H, self.M, self.hkv = q, k, v, B, H, M, hkv
+        self.cap, self.lens, self.table, self.page, self.pages = cap, lens, table, page, pages
+        self.host_len = host_len
+
+
+def _paged(q, k, v, qs, ks, d, prefix, kv_heads, block_table, seq_lens) -> _Form:
+    require(prefix is None, "prefix and block_table exclude each other: give seq_lens")
+    require(seq_lens is not None, "a paged cache (block_table) needs seq_lens")
+    require(len(qs) == 4, f"with block_table q must be [B, H, M, D], not {tuple(qs)}")
+    if len(ks) == 3:  # [pages, P, Hkv * D]: the heads are kv_heads
+        require(kv_heads is not None and ks[2] % as_int("kv_heads", kv_heads) == 0,
+                f"a paged cache {tuple(ks)} of rank 3 ([pages, P, Hkv * D]) needs "
+                "kv_heads= dividing its last axis")
+        hk = as_int("kv_heads", kv_heads)
+        ks = (ks[0], ks[1], hk, ks[2] // hk)
+        k, v = k.reshape(ks), v.reshape(ks)
+    pages, page, hkv, dk = ks
+    require(page in PAGE_SIZES, f"the page size {page} (axis 1 of the cache) is not one "
+            f"of {PAGE_SIZES}")
+    require(dk == d, f"the cache's head dimension {dk} differs from q's {d}")
+    B, H, M = qs[:3]
+    ts = check_tensor("block_table", block_table, ranks=(2,), dtypes=("int32", "int64"))
+    table = _int_array("block_table", block_table, (B, ts[1]))
+    lens = _int_array("seq_lens", seq_lens, (B,))
+    require(_idx(table) == _idx(lens), f"block_table ({table.dtype}) and seq_lens "
+            f"({lens.dtype}) must have one integer type")
+    return _Form(q, k, v, B, H, M, hkv, int(ts[1]) * page, lens, table, page, pages)
+
+
+def _contiguous(q, k, v, qs, ks, d, prefix, kv_heads, seq_lens) -> _Form:
+    require(kv_heads is None or len(ks) == len(qs), "kv_heads with k of another rank")
+    if len(qs) == 3:  # one sequence: its length is the prefix
+        require(seq_lens is None, "seq_lens needs q [B, H, M, D] and k, v [B, Hkv, N, D]")
+        require(len(ks) == 3, f"q [H, M, D] needs k, v [Hkv, N, D], not {tuple(ks)}")
+        (H, M), (hkv, n, dk) = qs[:2], ks
+        q, k, v = (a.reshape((1,) + tuple(a.shape)) for a in (q, k, v))
+        lens, host_len = _lens_from_prefix(q, prefix, n)
+        B = 1
+    else:
+        require(prefix is None, "prefix with a batch: give seq_lens")
+        require(len(ks) == 4 and ks[0] == qs[0], f"q {tuple(qs)} needs k, v [B, Hkv, N, D] "
+                f"with the same B, not {tuple(ks)}")
+        (B, H, M), (_, hkv, n, dk) = qs[:3], ks
+        host_len = None
+        if seq_lens is None:
+            lens = empty(q, (B,), np.int32)
+            lens[...] = n
+        else:
+            lens = _int_array("seq_lens", seq_lens, (B,))
+    require(dk == d, f"the keys' head dimension {dk} differs from q's {d}")
+    return _Form(q, k, v, B, H, M, hkv, n, lens, host_len=host_len)
+
+
 def gqa_call(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens):
     """``(proc, keyword arguments, result, fault flag, host_checked)``."""
-    import math
-
-    ranks = (3, 4)
-    qs, ks, vs = (check_tensor(name, a, ranks=ranks, dtypes=_ANY_FLOAT) for name, a in
+    qs, ks, vs = (check_tensor(name, a, ranks=(3, 4), dtypes=_ANY_FLOAT) for name, a in
                   (("q", q), ("k", k), ("v", v)))
     dt = common_dtype("attention", q=q, k=k, v=v)
     require(isinstance(causal, (bool, np.bool_)), f"causal must be a bool, not {causal!r}")
@@ -90,73 +148,30 @@ def gqa_call(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens):
     d = qs[-1]
     require(d in HEAD_DIMS, f"head dimension {d} is not supported with grouped heads, "
             f"seq_lens or block_table; the kernel takes {', '.join(map(str, HEAD_DIMS))}")
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    require(_is_scalar(scale) and not _is_array(scale),
+            f"scale must be a number, not {type(scale).__name__} {scale!r:.40}")
     q, k, v = contig(q), contig(k), contig(v)
-    page, table, lens, host_len = 0, None, None, None
-    if block_table is not None:
-        require(prefix is None, "prefix and block_table exclude each other: give seq_lens")
-        require(seq_lens is not None, "a paged cache (block_table) needs seq_lens")
-        require(len(qs) == 4, f"with block_table q must be [B, H, M, D], not {tuple(qs)}")
-        if len(ks) == 3:  # [pages, P, Hkv * D]: the heads are kv_heads
-            require(kv_heads is not None and ks[2] % as_int("kv_heads", kv_heads) == 0,
-                    f"a paged cache {tuple(ks)} of rank 3 ([pages, P, Hkv * D]) needs "
-                    "kv_heads= dividing its last axis")
-            hk = as_int("kv_heads", kv_heads)
-            ks = (ks[0], ks[1], hk, ks[2] // hk)
-            k, v = k.reshape(ks), v.reshape(ks)
-        pages, page, hkv, dk = ks
-        require(page in PAGE_SIZES, f"the page size {page} (axis 1 of the cache) is not "
-                f"one of {PAGE_SIZES}")
-        require(dk == d, f"the cache's head dimension {dk} differs from q's {d}")
-        B, H, M = qs[:3]
-        ts = check_tensor("block_table", block_table, ranks=(2,), dtypes=("int32", "int64"))
-        table = _int_array("block_table", block_table, (B, ts[1]))
-        cap = int(ts[1]) * page
-        lens = _int_array("seq_lens", seq_lens, (B,))
-        require(_idx(table) == _idx(lens), f"block_table ({table.dtype}) and seq_lens "
-                f"({lens.dtype}) must have one integer type")
-    else:
-        require(kv_heads is None or len(ks) == len(qs), "kv_heads with k of another rank")
-        if len(qs) == 3:
-            require(seq_lens is None, "seq_lens needs q [B, H, M, D] and k, v [B, Hkv, N, D]")
-            require(len(ks) == 3, f"q [H, M, D] needs k, v [Hkv, N, D], not {tuple(ks)}")
-            H, M = qs[:2]
-            hkv, n, dk = ks
-            B = 1
-            q, k, v = q.reshape((1,) + tuple(qs)), k.reshape((1,) + tuple(ks)), \
-                v.reshape((1,) + tuple(ks))
-            lens, host_len = _lens_from_prefix(q, prefix, n)
-        else:
-            require(prefix is None, "prefix with a batch: give seq_lens")
-            require(len(ks) == 4 and ks[0] == qs[0], f"q {tuple(qs)} needs k, v [B, Hkv, N, "
-                    f"D] with the same B, not {tuple(ks)}")
-            B, H, M = qs[:3]
-            _, hkv, n, dk = ks
-            if seq_lens is None:
-                lens = empty(q, (B,), np.int32)
-                lens[...] = n
-            else:
-                lens = _int_array("seq_lens", seq_lens, (B,))
-        require(dk == d, f"the keys' head dimension {dk} differs from q's {d}")
-        cap = n
-    G = _heads(H, hkv, kv_heads)
-    low = M if causal else 1
-    host = not _is_device(lens) and (table is None or not _is_device(table))
-    if host:
-        _check_host(lens, table, low, cap, ks[0] if table is not None else 0, page)
-    elif host_len is not None:
-        require(low <= host_len <= cap, f"prefix {host_len} is outside [{low}, {cap}]")
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    p = plan_gqa(d, bool(causal), G, M, page, dt, _idx(lens))
-    out = empty(q, (B, hkv, G, M, d), NUMPY[dt])
+    f = (_paged(q, k, v, qs, ks, d, prefix, kv_heads, block_table, seq_lens)
+         if block_table is not None else
+         _contiguous(q, k, v, qs, ks, d, prefix, kv_heads, seq_lens))
+    G = _heads(f.H, f.hkv, kv_heads)
+    low = f.M if causal else 1
+    host = not _is_device(f.lens) and (f.table is None or not _is_device(f.table))
+    if f.host_len is None and host:
+        _check_host(f.lens, f.table, low, f.cap, f.pages, f.page)
+    elif f.host_len is not None:
+        require(low <= f.host_len <= f.cap, f"prefix {f.host_len} is outside [{low}, "
+                f"{f.cap}]" + (" (causal: at least the query rows)" if causal else ""))
+    p = plan_gqa(d, bool(causal), G, f.M, f.page, dt, _idx(f.lens))
+    out = empty(q, (f.B, f.hkv, G, f.M, d), NUMPY[dt])
     err = empty(q, (1,), np.int32)
     err[...] = 0
-    args = dict(q=q.reshape(B, hkv, G, M, d), k=k, v=v, lens=lens, scale=np.float32(scale),
-                out=out, err=err)
-    if table is not None:
-        args["table"] = table
-    shape = tuple(qs)
-    return p, args, out.reshape(shape), err, host or host_len is not None
+    args = dict(q=f.q.reshape(f.B, f.hkv, G, f.M, d), k=f.k, v=f.v, lens=f.lens,
+                scale=np.float32(scale), out=out, err=err)
+    if f.table is not None:
+        args["table"] = f.table
+    return p, args, out.reshape(tuple(qs)), err, host or f.host_len is not None
 
 
 __all__ = ["gqa_call", "wants_gqa"]

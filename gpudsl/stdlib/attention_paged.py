@@ -19,18 +19,22 @@ the keys and values are either
 One proc, two kernels (two ``BLOCKS`` nests launched in order), split-KV
 ("FlashDecoding") as :mod:`.attention_split`:
 
-1. blocks ``(b, kh, it, sb)``: the chunk ``[CH sb, CH sb + CH)`` of sequence ``b``'s keys
-   for KV head ``kh`` is copied ONCE into SHARED (widened to f32), through the block
-   table when paged, by all ``32 W`` threads, then one barrier; warp ``w`` serves the
-   query rows ``(gg, i) = (WG a + w % WG, WI it + w // WG)``, ``a = 0, 1, ...``: all ``G``
-   heads of the group and ``WI`` positions read the same staged tile.  Per row a
-   warp runs the online softmax of :mod:`.attention_split` over the chunk (lane ``l``
-   holds the entries ``l + 32 c``; the scores are warp sums) and writes its partial
-   ``(m, l, acc)`` to GLOBAL temporaries.  A chunk that no row of the block attends
-   (past ``L_b``, or above the causal diagonal of the block's last row) is skipped by
+1. blocks ``(b, kh, sb)``: the chunk ``[CH sb, CH sb + CH)`` of sequence ``b``'s keys
+   for KV head ``kh`` is copied ONCE into SHARED (in the tensors' precision, ``V``
+   consecutive entries a lane as one vector copy), through the block table when
+   paged, by all ``32 W`` threads, then one barrier; warp ``w`` serves the query rows
+   ``(gg, i) = (WG a + w % WG, WI it + w // WG)``, ``a, it = 0, 1, ...``: all ``G``
+   heads of the group and all positions read the same staged tile (with ``wk`` key
+   warps, warp ``w`` takes part ``w // (WG WI)`` of the chunk's keys and writes its
+   own partial).  Per row a warp
+   runs the online softmax of :mod:`.attention_split` over the chunk (lane ``l``
+   holds the entries ``l + 32 c``, widened to f32 as read; the scores are warp sums;
+   a step of 8 keys above the row's causal diagonal is skipped) and writes its
+   partial ``(m, l, acc)`` to GLOBAL temporaries.  A chunk past ``L_b`` is skipped by
    a block-uniform ``if`` (it holds the barrier).
-2. the combine, one block per ``(b, kh, gg, i)``, ``D`` threads: the partials of the
-   chunks whose first key the row attends (each was written, and holds at least that
+2. the combine, one block per ``(b, kh, i)``, ``D`` threads, the group's heads in
+   turn: the partials of the chunks whose first key the row attends (each was
+   written, and holds at least that
    key), merged as in :mod:`.attention_split`.
 
 Indirect reads and what check() proves: a page number read from ``table`` is data,
@@ -52,7 +56,9 @@ from functools import lru_cache
 import numpy as np
 
 from ..proc import Proc
+from ..schedule import vectorize
 from .attention import attention_reference
+from .attention_split import lanes
 from .common import make_proc
 from .halves import halve_text
 from .halves import load as load_of
@@ -101,53 +107,63 @@ def _attended(j: str, causal: bool, i: str) -> str:
     return c + (f" and {j} <= {i} + lens[b] - m" if causal else "")
 
 
-def kernel_name(d, causal, page, dt, chunk, wg, wi, idx="i32") -> str:
+def kernel_name(d, causal, page, dt, chunk, wg, wi, idx="i32", wk=1) -> str:
     return (f"attention_gqa_d{d}" + ("_causal" if causal else "") +
             (f"_paged{page}" if page else "") + f"_c{chunk}_w{wg}x{wi}" +
+            (f"x{wk}" if wk > 1 else "") +
             ("" if dt == "f32" else f"_{dt}") + ("" if idx == "i32" else f"_{idx}"))
 
 
 def paged_text(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
-               chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32") -> str:
-    """The source of :func:`paged_kernel` (see the module's text): ``wg x wi`` warps
-    per block (``wg`` over the group's heads, ``wi`` over positions), ``chunk`` keys
-    staged per block; ``idx``: the type of ``table`` and ``lens`` (``"i32"``, or
-    ``"i64"``: the graph's integers and the one-sequence ``prefix`` tensor)."""
+               chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32",
+               wk: int = 1) -> str:
+    """The source of :func:`paged_kernel` (see the module's text): ``wg x wi x wk``
+    warps per block (``wg`` over the group's heads, ``wi`` over positions, ``wk`` over
+    the chunk's keys: warp ``w``'s key part is ``w // (wg wi)``, a partial of its own),
+    ``chunk`` keys staged per block; ``idx``: the type of ``table`` and ``lens``
+    (``"i32"``, or ``"i64"``: the graph's integers and the one-sequence ``prefix``
+    tensor)."""
     if idx not in ("i32", "i64"):
         raise ValueError(f"the table and lengths are i32 or i64, not {idx!r}")
     if d not in HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {HEAD_DIMS}")
     if page and page not in PAGE_SIZES:
         raise ValueError(f"page size {page} is not one of {PAGE_SIZES}")
-    W = wg * wi
-    if W > MAX_WARPS or chunk % W or chunk % STEP or chunk < STEP:
-        raise ValueError(f"{wg} x {wi} warps and a chunk of {chunk} keys: the warps must "
-                         f"be at most {MAX_WARPS} and divide the chunk, a multiple of {STEP}")
-    C, CH, U = -(-d // WARP), chunk, STEP
+    W, R = wg * wi * wk, wg * wi
+    if W > MAX_WARPS or chunk % W or chunk % (STEP * wk) or chunk < STEP:
+        raise ValueError(f"{wg} x {wi} x {wk} warps and a chunk of {chunk} keys: the "
+                         f"warps must be at most {MAX_WARPS} and divide the chunk, whose "
+                         f"part a key warp takes is a multiple of {STEP}")
+    C, CH, U, SC = -(-d // WARP), chunk, STEP, chunk // wk
     cap = _cap(page)
     ns = f"({cap} + {CH - 1}) // {CH}"
+    nparts = ns if wk == 1 else f"{wk} * {ns}"
     low = "m" if causal else "1"
-    name = kernel_name(d, causal, page, dt, chunk, wg, wi, idx)
+    name = kernel_name(d, causal, page, dt, chunk, wg, wi, idx, wk)
     key = f"{CH} * sb + {W} * kk + w"
-    gg, i = f"{wg} * a + w % {wg}", f"{wi} * it + w // {wg}"
+    rw = "w" if wk == 1 else f"w % {R}"  # the warp's rows; its key part w // R
+    gg, i = f"{wg} * a + w % {wg}", f"{wi} * it + {rw} // {wg}"
+    part = "" if wk == 1 else f"{SC} * (w // {R}) + "  # the key part's first row
+    slot = "sb" if wk == 1 else f"{wk} * sb + w // {R}"
     live = f"{CH} * sb < lens[b]"  # (causal: the last row attends the first L_b keys)
     pg_fault = (f"if l == 0 and (table[b, ({key}) // {page}] < 0 or "
                 f"table[b, ({key}) // {page}] >= pages):\n    atomic_max(err[0], 2)\n"
                 if page else "")
+    vec, cv, _ = lanes(d)  # the staging copies: V consecutive entries a lane
+    ent = f"{vec} * l + {WARP * vec} * c"
+
+    def copy(arr, src, x):
+        val = f"{src}[" + _row(page, key, f"{ent} + {x}") + "]" if src else "0.0"
+        return (f"for c in seq(0, {cv}):\n    for {x} in seq(0, {vec}):\n"
+                f"        {arr}[{W} * kk + w, {ent} + {x}] = {val}\n")
     load = f"""
 for kk in seq(0, {CH // W}):
     if {key} < lens[b] and {key} < {cap}:
-{_block(pg_fault, 2)}        for c in seq(0, {C}):
-            ks[{W} * kk + w, 32 * c + l] = {load_of("k[" + _row(page, key, "32 * c + l") + "]", dt)}
-            vs[{W} * kk + w, 32 * c + l] = {load_of("v[" + _row(page, key, "32 * c + l") + "]", dt)}
-    else:
-        for c in seq(0, {C}):
-            ks[{W} * kk + w, 32 * c + l] = 0.0
-            vs[{W} * kk + w, 32 * c + l] = 0.0
-"""
-    kj = f"{CH} * sb + {U} * st + u"
+{_block(pg_fault, 2)}{_block(copy("ks", "k", "xk") + copy("vs", "v", "xv"), 2)}    else:
+{_block(copy("ks", "", "xz") + copy("vs", "", "xw"), 2)}"""
+    kj = f"{CH} * sb + {part}{U} * st + u"
     ok = _attended(kj, causal, i)
-    step_live = _attended(f"{CH} * sb + {U} * st", causal, i)
+    step_live = _attended(f"{CH} * sb + {part}{U} * st", causal, i)
     rows = f"""
 for a in seq(0, (g + {wg - 1}) // {wg}):
   for it in seq(0, (m + {wi - 1}) // {wi}):
@@ -161,7 +177,7 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
         mr = {NEG}
         lr: f32
         lr = 0.0
-        for st in seq(0, {CH // U}):
+        for st in seq(0, {SC // U}):
             if {step_live}:
                 s: f32[{U}]
                 tmax: f32
@@ -170,7 +186,7 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
                     dot: f32
                     dot = 0.0
                     for c in seq(0, {C}):
-                        dot += qr[c] * ks[{U} * st + u, 32 * c + l]
+                        dot += qr[c] * {load_of(f"ks[{part}{U} * st + u, 32 * c + l]", dt)}
                     s[u] = warp_sum(dot)
                     s[u] = select({ok}, s[u], {NEG})
                     tmax = max(tmax, s[u])
@@ -186,29 +202,29 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
                     pu = select({ok}, exp(s[u] - mnew), 0.0)
                     lr += pu
                     for c in seq(0, {C}):
-                        acc[c] += pu * vs[{U} * st + u, 32 * c + l]
+                        acc[c] += pu * {load_of(f"vs[{part}{U} * st + u, 32 * c + l]", dt)}
                 mr = mnew
         if l == 0:
-            pm[b, kh, {gg}, {i}, sb] = mr
-            pl[b, kh, {gg}, {i}, sb] = lr
+            pm[b, kh, {gg}, {i}, {slot}] = mr
+            pl[b, kh, {gg}, {i}, {slot}] = lr
         for c in seq(0, {C}):
-            po[b, kh, {gg}, {i}, sb, 32 * c + l] = acc[c]
+            po[b, kh, {gg}, {i}, {slot}, 32 * c + l] = acc[c]
 """
     fault = (f"if kh == 0 and sb == 0 and w == 0 and l == 0 and "
              f"(lens[b] < {low} or lens[b] > {cap}):\n    atomic_max(err[0], 1)\n")
     threads = f"for w in par(0, {W}) @ THREADS:\n    for l in par(0, {WARP}) @ THREADS:\n"
-    p_live = _attended(f"{CH} * p", causal, "i")
+    p_live = _attended(f"{SC} * p", causal, "i")
     combine = f"""
 mx: f32
 mx = {NEG}
-for p in seq(0, {ns}):
+for p in seq(0, {nparts}):
     if {p_live}:
         mx = max(mx, pm[b, kh, gg, i, p])
 tot: f32
 tot = 0.0
 o: f32
 o = 0.0
-for p in seq(0, {ns}):
+for p in seq(0, {nparts}):
     if {p_live}:
         wp: f32
         wp = exp(pm[b, kh, gg, i, p] - mx)
@@ -218,14 +234,14 @@ out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
 """
     text = (
         f"def {name}" + _sig(d, page, dt, idx) +
-        f"    pm: f32[bt, hk, g, m, {ns}]\n"
-        f"    pl: f32[bt, hk, g, m, {ns}]\n"
-        f"    po: f32[bt, hk, g, m, {ns}, {d}]\n"
+        f"    pm: f32[bt, hk, g, m, {nparts}]\n"
+        f"    pl: f32[bt, hk, g, m, {nparts}]\n"
+        f"    po: f32[bt, hk, g, m, {nparts}, {d}]\n"
         "    for b in par(0, bt) @ BLOCKS:\n"
         "        for kh in par(0, hk) @ BLOCKS:\n"
         f"            for sb in par(0, {ns}) @ BLOCKS:\n"
-        f"                ks: f32[{CH}, {d}] @ SHARED\n"
-        f"                vs: f32[{CH}, {d}] @ SHARED\n"
+        f"                ks: {dt}[{CH}, {d}] @ SHARED\n"
+        f"                vs: {dt}[{CH}, {d}] @ SHARED\n"
         + _block(threads + _block(fault, 2), 4) +
         f"                if {live}:\n"
         + _block(threads + _block(load, 2), 5) +
@@ -242,6 +258,62 @@ out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
     # k and v are declared dt by _sig and widened where read (their indices nest
     # brackets, which halve_text's patterns do not take)
     return halve_text(text, dt, ("q",), ("out",))
+
+
+@lru_cache(maxsize=None)
+def paged_rows(causal: bool = False, page: int = 0, dt: str = "f32") -> Proc:
+    """The algorithm (plain loops; it defines what :func:`paged_kernel` computes): for
+    each sequence, KV head, query head of its group and query row, the scores of the
+    attended keys read through the table (clamped as the kernel's), their maximum,
+    ``exp(score - max)`` and its sum, each output entry the weighted sum of the values
+    divided by the sum.  A length outside its bounds sets ``err`` to 1, a used table
+    entry outside the cache to 2.  ``d`` is a size here (any head dimension)."""
+    if page and page not in PAGE_SIZES:
+        raise ValueError(f"page size {page} is not one of {PAGE_SIZES}")
+    cap = _cap(page)
+    low = "m" if causal else "1"
+    name = "attention_gqa_rows" + ("_causal" if causal else "") + \
+        (f"_paged{page}" if page else "") + ("" if dt == "f32" else f"_{dt}")
+    sig = _sig("d", page, dt).replace("(bt: size,", "(d: size, bt: size,", 1)
+    ok = _attended("j", causal, "i")
+    kj, vj = (load_of(f"{a}[" + _row(page, "j", "e") + "]", dt) for a in ("k", "v"))
+    bad_page = (f"if table[b, j // {page}] < 0 or table[b, j // {page}] >= pages:\n"
+                "    err[0] = 2\n" if page else "")
+    text = (
+        f"def {name}" + sig +
+        "    for b in seq(0, bt):\n"
+        f"        if lens[b] < {low} or lens[b] > {cap}:\n"
+        "            err[0] = 1\n"
+        "        for kh in seq(0, hk):\n"
+        "            for gg in seq(0, g):\n"
+        "                for i in seq(0, m):\n"
+        + _block(f"""
+sc: f32[{cap}]
+mx: f32
+mx = {NEG}
+for j in seq(0, {cap}):
+    if {ok}:
+{_block(bad_page, 2)}        dot: f32
+        dot = 0.0
+        for e in seq(0, d):
+            dot += q[b, kh, gg, i, e] * {kj}
+        sc[j] = scale * dot
+        mx = max(mx, sc[j])
+total: f32
+total = 0.0
+for j in seq(0, {cap}):
+    if {ok}:
+        sc[j] = exp(sc[j] - mx)
+        total += sc[j]
+for e in seq(0, d):
+    o: f32
+    o = 0.0
+    for j in seq(0, {cap}):
+        if {ok}:
+            o += sc[j] * {vj}
+    out[b, kh, gg, i, e] = select(total > 0.0, o / total, 0.0)
+""", 5))
+    return make_proc("attention", halve_text(text, dt, ("q",), ("out",)))
 
 
 def _guard_lanes(text: str, d: int) -> str:
@@ -265,9 +337,18 @@ def _guard_lanes(text: str, d: int) -> str:
 
 @lru_cache(maxsize=None)
 def paged_kernel(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
-                 chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32") -> Proc:
-    """The grouped-query, paged or contiguous attention proc (see the module's text)."""
-    return make_proc("attention", paged_text(d, causal, page, dt, chunk, wg, wi, idx))
+                 chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32",
+                 wk: int = 1) -> Proc:
+    """The grouped-query, paged or contiguous attention proc (see the module's text):
+    the staging copies of ``V`` entries a lane made ``V``-wide vector copies
+    (``vectorize``: 128-bit loads of f32 at ``D = 128``)."""
+    p = make_proc("attention", paged_text(d, causal, page, dt, chunk, wg, wi, idx, wk))
+    vec = lanes(d)[0]
+    if vec > 1:
+        for loop in ("xk", "xv"):  # (the zero fill past the length stays scalar)
+            for _ in range(len(p.find_loop(loop, many=True))):
+                p = vectorize(p, loop, vec)
+    return p
 
 
 def _pow2_at_most(x: int, cap: int) -> int:
@@ -280,22 +361,24 @@ def _pow2_at_most(x: int, cap: int) -> int:
 def plan_gqa(d: int, causal: bool, group: int, m: int, page: int = 0,
              dt: str = "f32", idx: str = "i32") -> Proc:
     """The proc for ``group`` query heads per KV head and ``m`` query rows: warps over
-    the group's heads (``wg``, the power of two up to ``group``, at most 8) and the
-    rest of 4 (decode: 1) over the positions (``wi``), so that one staged chunk
-    serves ``wg x wi`` rows at once."""
+    the group's heads (``wg``, the power of two up to ``group``, at most 8), then over
+    the positions up to 4 warps (``wi``), so that one staged chunk serves ``wg x wi``
+    rows at once; a block of fewer than 4 such warps (a small group's decode) splits
+    the chunk's keys over ``wk`` warps instead (4 in all), each with its own partial."""
     wg = _pow2_at_most(group, MAX_WARPS)
     wi = 1 if m == 1 else max(1, _pow2_at_most(m, max(1, 4 // wg)))
-    return paged_kernel(d, bool(causal), page, dt, CHUNK, wg, wi, idx)
+    wk = max(1, 4 // (wg * wi))
+    return paged_kernel(d, bool(causal), page, dt, CHUNK, wg, wi, idx, wk)
 
 
 def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None):
     """The meaning in float64 (float32 result): ``q [B, H, M, D]``; ``k, v`` contiguous
     ``[B, Hkv, N, D]`` or (``table``) paged ``[pages, P, Hkv, D]``; sequence ``b`` is
-    :func:`.attention.attention_reference` of its heads, query head ``h`` against KV
-    head ``h // (H / Hkv)``, over its first ``lens[b]`` keys."""
+    :func:`.attention.attention_reference` (grouped heads: query head ``h`` against KV
+    head ``h // (H / Hkv)``) over its first ``lens[b]`` keys."""
     q = np.asarray(q)
     k, v = np.asarray(k), np.asarray(v)
-    bt, h = q.shape[:2]
+    bt = q.shape[0]
     out = np.zeros(q.shape, np.float32)
     for b in range(bt):
         L = int(lens[b])
@@ -306,11 +389,9 @@ def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None):
             pages = [int(x) for x in np.asarray(table)[b, :-(-L // p)]]
             kb = np.concatenate([k[x] for x in pages], 0)[:L].transpose(1, 0, 2)
             vb = np.concatenate([v[x] for x in pages], 0)[:L].transpose(1, 0, 2)
-        g = h // kb.shape[0]
-        kb, vb = np.repeat(kb, g, 0), np.repeat(vb, g, 0)
         out[b] = attention_reference(q[b], kb, vb, causal, L, scale)
     return out
 
 
-__all__ = ["paged_kernel", "paged_text", "plan_gqa", "gqa_reference", "kernel_name",
+__all__ = ["paged_rows", "paged_kernel", "paged_text", "plan_gqa", "gqa_reference", "kernel_name",
            "HEAD_DIMS", "PAGE_SIZES", "CHUNK"]

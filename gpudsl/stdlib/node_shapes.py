@@ -224,8 +224,8 @@ def _head_dim(d, dims):
                          f"{', '.join(map(str, dims))}", 0)
 
 
-def _causal(attrs, arg):
-    if attrs.get("causal") not in (False, True):
+def _causal(attrs, arg, default=None):
+    if attrs.get("causal", default) not in (False, True):
         raise ShapeError(f"causal must be 0 or 1, not {attrs.get('causal')!r}", arg)
 
 
@@ -254,7 +254,7 @@ def paged_attention(ops, attrs):
     if k.shape[1] not in PAGE_SIZES:
         raise ShapeError(f"the page size {k.shape[1]} (axis 1 of the cache) is not one of "
                          f"{PAGE_SIZES}", 1)
-    _causal(attrs, 5)
+    _causal(attrs, 5, False)  # (gpudsl.ops.paged_attention: causal=False by default)
     return dt, tuple(q.shape)
 
 

@@ -212,7 +212,8 @@ def _launch_gqa(shapes, attrs, scale, paged=False):
     bt = shapes[3][0] if paged else 1
     hk = k[2] // d if paged else k[0]
     g = q[0] // bt // hk
-    p = plan_gqa(d, bool(attrs["causal"]), g, m, k[1] if paged else 0, _dt(attrs), "i64")
+    p = plan_gqa(d, bool(attrs.get("causal")), g, m, k[1] if paged else 0, _dt(attrs),
+                 "i64")
     kv = (k[0], k[1], hk, d) if paged else (1,) + tuple(k)
     args = [("q", ("in", 0, (bt, hk, g, m, d))), ("k", ("in", 1, kv)), ("v", ("in", 2, kv)),
             ("lens", ("in", 4, None) if paged else ("index", 3, "prefix")),
@@ -264,11 +265,7 @@ def _softmax(x, prefix):
 
 def _attention(q, k, v, prefix=None, causal=False, scale=None):
     from .attention import attention_reference
-    from .attention_paged import gqa_reference
 
-    if q.shape[0] != k.shape[0]:
-        n = k.shape[1] if prefix is None else int(np.asarray(prefix).reshape(-1)[0])
-        return gqa_reference(q[None], k[None], v[None], [n], causal, None, scale)[0]
     return attention_reference(q, k, v, causal, prefix, scale)
 
 

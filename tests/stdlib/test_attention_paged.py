@@ -19,7 +19,7 @@ import pytest
 from gpudsl import ops
 from gpudsl.stdlib.attention import attention_reference, attention_tolerance
 from gpudsl.stdlib.attention_paged import (HEAD_DIMS, gqa_reference, paged_kernel,
-                                           paged_text, plan_gqa)
+                                           paged_rows, paged_text, plan_gqa)
 from gpudsl.stdlib.common import make_proc
 
 NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
@@ -93,7 +93,9 @@ def test_int64_table_kernels_are_proved():
 
 
 def test_the_plan_shares_the_chunk_over_the_group():
-    assert plan_gqa(64, False, 1, 1).name == "attention_gqa_d64_c32_w1x1"
+    # a small group's decode splits the chunk's keys over 4 warps
+    assert plan_gqa(64, False, 1, 1).name == "attention_gqa_d64_c32_w1x1x4"
+    assert plan_gqa(64, False, 2, 1).name == "attention_gqa_d64_c32_w2x1x2"
     assert plan_gqa(64, False, 4, 1).name == "attention_gqa_d64_c32_w4x1"
     assert plan_gqa(64, True, 8, 1, 16).name == "attention_gqa_d64_causal_paged16_c32_w8x1"
     assert plan_gqa(64, True, 1, 7, 0, "bf16").name == "attention_gqa_d64_causal_c32_w1x4_bf16"
@@ -128,6 +130,17 @@ def test_partials_of_two_chunks_in_one_slot_is_a_race(page):
     old = "pm[b, kh, 4 * a + w % 4, 1 * it + w // 4, sb] = mr"
     assert text.count(old) == 1
     report = make_proc("bad", text.replace(old, old.replace(", sb]", ", 0]"))).check()
+    assert not report.ok
+    assert any(dg.kind == "race" and dg.witness["array"] == "pm"
+               for dg in report.diagnostics), report
+
+
+def test_key_warps_partials_in_one_slot_is_a_race():
+    text = _text(d=32, page=16, wk=4)
+    old = "pm[b, kh, 1 * a + w % 1, 1 * it + w % 1 // 1, 4 * sb + w // 1] = mr"
+    assert text.count(old) == 1
+    report = make_proc("bad", text.replace(old, old.replace("4 * sb + w // 1]", "4 * sb]")))
+    report = report.check()
     assert not report.ok
     assert any(dg.kind == "race" and dg.witness["array"] == "pm"
                for dg in report.diagnostics), report
@@ -200,6 +213,28 @@ def test_emulator_halves(dt, g, m, page, causal):
     close(got, q, k, v, table, ln, causal, dt)
 
 
+@pytest.mark.parametrize("causal, page, dt", [(False, 0, "f32"), (True, 16, "f32"),
+                                             (True, 32, "bf16")])
+def test_the_algorithm_is_proved_and_is_the_meaning(causal, page, dt):
+    # the readable procedure (plain loops through the table) equals the float64
+    # reference and the kernel, and flags what the kernel flags
+    p = paged_rows(causal, page, dt)
+    assert p.check().ok
+    q, k, v, table, ln = make(2, 2, 4, 3, 48, [37, 5], page, dt)
+    got, err = run(p, q, k, v, table, ln, d=48)
+    assert err == 0
+    close(got, q, k, v, table, ln, causal, dt)
+    kern, _ = run(plan_gqa(48, causal, 4, 3, page, dt), q, k, v, table, ln)
+    atol, rtol = attention_tolerance(dt)
+    np.testing.assert_allclose(kern.astype(np.float64), got.astype(np.float64),
+                               rtol=2 * rtol, atol=2 * atol)
+    if page:
+        bad = table.copy()
+        bad[1, 0] = -3
+        assert run(p, q, k, v, bad, ln, d=48)[1] == 2
+    assert run(p, q, k, v, table, np.array([2, 5], np.int32), d=48)[1] == (1 if causal else 0)
+
+
 def test_ratio_one_equals_the_plain_reference():
     q, k, v, _, ln = make(1, 3, 1, 2, 32, [21])
     got, _ = run(plan_gqa(32, True, 1, 2), q, k, v, None, ln)
@@ -256,6 +291,29 @@ def test_ops_batch_of_lengths_and_paged_cache():
     close(got, q, k, v, None, ln, False)
 
 
+def test_ops_halves_and_int64_tables():
+    q, k, v, table, ln = make(2, 2, 4, 1, 32, [33, 7], 16, "f16")
+    got = ops.attention(q, k, v, block_table=table.astype(np.int64),
+                        seq_lens=ln.astype(np.int64))
+    assert got.dtype == np.float16 and got.shape == q.shape
+    close(got, q, k, v, table, ln, False, "f16")
+
+
+def test_the_node_tables_paged_attention():
+    # gpudsl.ops.paged_attention: the graph node's form (rank 3, int64), by the table
+    import gpudsl
+
+    q, k, v, table, ln = make(2, 2, 4, 1, 32, [33, 7], 16)
+    q3, flat = q.reshape(16, 1, 32), lambda a: a.reshape(a.shape[0], 16, 64)  # noqa: E731
+    t64, l64 = table.astype(np.int64), ln.astype(np.int64)
+    for causal in (False, True):
+        got = ops.paged_attention(q3, flat(k), flat(v), t64, l64, causal=causal)
+        close(got.reshape(q.shape), q, k, v, table, ln, causal)
+    t64[0, 0] = 99  # a used page outside the cache: the kernel's fault flag
+    with pytest.raises(gpudsl.Error, match="paged_attention"):
+        ops.paged_attention(q3, flat(k), flat(v), t64, l64)
+
+
 def test_ops_torch_tensors():
     torch = pytest.importorskip("torch")
     q, k, v, table, ln = make(2, 2, 4, 1, 32, [33, 7], 16)
@@ -291,6 +349,15 @@ def test_ops_bad_shapes_are_refused():
     k = rng.standard_normal((4, 9, 32), dtype=np.float32)
     with pytest.raises(gpudsl.Error, match="not a multiple of the 4 key/value heads"):
         ops.attention(q, k, k)
+    k2 = rng.standard_normal((2, 9, 32), dtype=np.float32)
+    with pytest.raises(gpudsl.Error, match="prefix 10 is outside"):
+        ops.attention(q, k2, k2, prefix=10)
+    with pytest.raises(gpudsl.Error, match="outside"):
+        ops.attention(q[:, [0, 0, 0]], k2, k2, causal=True, prefix=2)  # 3 rows, 2 keys
+    with pytest.raises(gpudsl.Error, match="kv_heads=3 but the keys have 2"):
+        ops.attention(q, k2, k2, kv_heads=3)
+    with pytest.raises(gpudsl.Error, match="scale must be a number"):
+        ops.attention(q, k2, k2, scale="big")
     kc = rng.standard_normal((4, 24, 1, 32), dtype=np.float32)
     with pytest.raises(gpudsl.Error, match="page size 24"):
         ops.attention(q[None], kc, kc, block_table=np.zeros((1, 2), np.int32),
@@ -306,8 +373,10 @@ def test_nvrtc_compiles_the_decode_kernels_without_spills(dt, arch):
     from gpudsl.codegen.generate import cuda_source
     from gpudsl.runtime.nvrtc import compile_cubin
 
-    for g in (1, 8):
-        res = compile_cubin(cuda_source(plan_gqa(128, True, g, 1, 16, dt)), arch).resources
+    plans = [plan_gqa(128, True, g, 1, 16, dt) for g in (1, 8)]
+    plans.append(plan_gqa(48, True, 3, 1, 16, dt, "i64"))  # the LLaMA example's
+    for p in plans:
+        res = compile_cubin(cuda_source(p), arch).resources
         assert len(res) == 2  # the split kernel and the combine
         for r in res.values():
             assert r.spill_stores_bytes == 0 and r.spill_loads_bytes == 0
