@@ -320,6 +320,21 @@ class _Collector(Walker):
                        "pass the array itself as a parameter of the kernel's proc")
         super().tma_load(s, st)
 
+    def tma_store(self, s, st):
+        """A bulk tensor store (docs/hopper.md): one thread, SHARED to a GLOBAL array
+        parameter (mapping); its meaning's accesses."""
+        if st["kernel"] is None or st["level"] != "thread":
+            self.issue("mapping", "tma_store outside any @ THREADS loop of a kernel: each copy "
+                       "is started by one thread", [s.loc], "put it inside a THREADS loop")
+        key = self.lookup(s.dst.name)
+        if (key is not None and not self.eff.arrays[key].is_param) or any(
+                q.name == s.dst.name and q.kind == "window" for q in self.eff.proc.params):
+            self.issue("mapping", f"the destination '{s.dst.name}' of tma_store is not a whole "
+                       "array parameter: the tensor map the hardware writes through is made "
+                       "from the argument at launch", [s.loc],
+                       "pass the array itself as a parameter of the kernel's proc")
+        super().tma_store(s, st)
+
     def _wgmma_layout(self, s):
         """The operands are windows in the layout the hardware reads (a primitive that
         reshapes an array may break it)."""

@@ -253,3 +253,67 @@ def test_differential_tma_family():
     r.run(120, max_cases=16)
     assert not r.failures, r.failures[0].repro()
     assert sum(r.stats.accepted.values()) > 0, r.stats.table()
+
+
+STORE = '''
+@proc
+def scale(m: size, n: size, x: f32[m, n], y: f32[m, n]):
+    assert n % 4 == 0
+    for b in par(0, (m + 15) // 16) @ BLOCKS:
+        s: f32[16, 32] @ SHARED
+        for t in par(0, 32) @ THREADS:
+            for r in seq(0, 16):
+                if 16 * b + r < m and t < n:
+                    s[r, t] = 2.0 * x[16 * b + r, t]
+                else:
+                    s[r, t] = 0.0
+        sync()
+        for t in par(0, 1) @ THREADS:
+            tma_store(y[16 * b:16 * b + 16, 0:32], s[0:16, 0:32])
+            tma_commit()
+            tma_wait(0)
+'''
+
+STORE_TWINS = {
+    "no barrier before the store": ("        sync()\n", ""),
+    "no wait": ("            tma_wait(0)\n", ""),
+    "the tile rewritten in flight": (
+        "            tma_commit()\n            tma_wait(0)\n",
+        "            tma_commit()\n            s[0, 0] = 1.0\n            tma_wait(0)\n"),
+}
+
+
+@pytest.mark.parametrize("m,n", [(16, 32), (37, 24), (5, 8)])
+def test_a_store_writes_the_box_clipped_to_the_array(m, n):
+    p = proc_from_source(STORE)
+    assert proc_from_source(str(p)).ir == p.ir
+    x = (np.arange(m * n).reshape(m, n) % 13).astype(np.float32)
+    for run in ("interpret", "emulator"):
+        y = np.zeros((m, n), np.float32)
+        if run == "interpret":
+            gpudsl.interpret(p, x=x, y=y, detect_races=True)
+        else:
+            p.compile("emulator")(x=x, y=y)
+        assert (y == 2 * x).all(), run
+
+
+def test_a_store_is_proved_and_its_twins_refused():
+    assert proc_from_source(STORE).check(target="sm_90a").ok
+    for old, new in STORE_TWINS.values():
+        assert old in STORE
+        p = proc_from_source(STORE.replace(old, new))
+        assert "race" in p.check(target="sm_90a").kinds(), new
+        with pytest.raises((RaceError, InterpError)):
+            gpudsl.interpret(p, x=np.ones((37, 24), np.float32),
+                             y=np.zeros((37, 24), np.float32), detect_races=True)
+
+
+def test_the_store_builds_for_sm90a_with_utmastg():
+    from gpudsl.codegen import generate
+    from gpudsl.perf import sass
+    from gpudsl.runtime.nvrtc import compile_cubin
+    src = generate(proc_from_source(STORE).ir, {}).source
+    assert "gpudsl_tma_fence();" in src        # the writers fence before the barrier
+    r = compile_cubin(src, "sm_90a")
+    if sass.have_disassembler():
+        assert "UTMASTG" in sass.disassemble(r.cubin)
