@@ -317,3 +317,28 @@ def test_the_store_builds_for_sm90a_with_utmastg():
     r = compile_cubin(src, "sm_90a")
     if sass.have_disassembler():
         assert "UTMASTG" in sass.disassemble(r.cubin)
+
+
+def test_the_cuda_tensor_map_is_encoded_innermost_first_and_aligned():
+    """What cuTensorMapEncodeTiled gets (a fake driver function: no GPU here)."""
+    import ctypes
+    from gpudsl.runtime.tensor_maps import TensorMapRef, cuda_map
+
+    got = {}
+
+    def fake(out, dt, rank, addr, dims, strides, box, es, il, sw, l2, oob):
+        got.update(dt=dt, rank=rank, addr=addr.value, dims=list(dims),
+                   strides=[strides[i] for i in range(rank - 1)], box=list(box),
+                   es=list(es), aligned=ctypes.cast(out, ctypes.c_void_p).value % 64,
+                   modes=(il, sw, oob))
+        return 0
+
+    m = cuda_map(TensorMapRef("a", (3, 70, 40), (1, 64, 8), 2, "float16"), 4096, fake)
+    assert m.shape == (16,) and m.dtype == np.uint64
+    assert got == dict(dt=6, rank=3, addr=4096, dims=[40, 70, 3], strides=[80, 5600],
+                       box=[8, 64, 1], es=[1, 1, 1], aligned=0, modes=(0, 0, 0))
+    from gpudsl.errors import LaunchError
+    with pytest.raises(LaunchError, match="16 bytes"):
+        cuda_map(TensorMapRef("a", (70, 40), (64, 8), 2, "float16"), 4098, fake)
+    with pytest.raises(LaunchError, match="CUresult 1"):
+        cuda_map(TensorMapRef("a", (70, 40), (64, 8), 2, "float16"), 4096, lambda *a: 1)
