@@ -37,6 +37,17 @@ TILE_TWINS = {
         "        arrive(other, 0, 1)\n        wait(other, 0, 64)\n        arrive(bar, 0, 1)\n"),
     "the issuer never arrives": ("for t in par(0, 1) @ THREADS:\n            tma",
                                  "for t in par(1, 2) @ THREADS:\n            tma"),
+    # found by the soundness test: the issuer copies again without waiting for the first
+    # copy (it is not among the waiters), so two copies may write the tile at once
+    "the issuer copies again without waiting": (
+        "        for t in par(0, 1) @ THREADS:\n"
+        "            tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64], bar=bar)\n"
+        "        arrive(bar, 0, 1)\n        wait(bar, 0, 64)\n",
+        "        for k in seq(0, 2):\n"
+        "            for t in par(0, 1) @ THREADS:\n"
+        "                tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64], bar=bar)\n"
+        "            arrive(bar, 0, 1)\n            wait(bar, 32, 64)\n"
+        "        wait(bar, 0, 32)\n"),
 }
 
 
@@ -342,3 +353,31 @@ def test_the_cuda_tensor_map_is_encoded_innermost_first_and_aligned():
         cuda_map(TensorMapRef("a", (70, 40), (64, 8), 2, "float16"), 4098, fake)
     with pytest.raises(LaunchError, match="CUresult 1"):
         cuda_map(TensorMapRef("a", (70, 40), (64, 8), 2, "float16"), 4096, lambda *a: 1)
+
+
+def test_a_copy_issued_again_before_the_first_landed_is_refused():
+    """Regression (found by the soundness test): instances of one copy were never compared
+    with each other, so this kernel was proved; thread 0 copies into s[1] again while its
+    first copy may be in flight (it never waits for the phase), and the detector sees the
+    two landings race."""
+    src = '''
+@proc
+def again(n: size, x: f32[n, 64], y: f32[64]):
+    assert n <= 3
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[2, 64] @ SHARED
+        bar: barrier @ SHARED
+        for t1 in par(0, 64) @ THREADS:
+            y[t1] += s[0, t1]
+        for k2 in seq(0, 2):
+            for t3 in par(0, 1) @ THREADS:
+                tma_load(s[1, 0:64], x[0, 0:64], bar=bar)
+            arrive(bar, 0, 64)
+            wait(bar, 32, 64)
+'''
+    p = proc_from_source(src)
+    rep = p.check(target="sm_90a")
+    assert "race" in rep.kinds() and "may still be in flight" in str(rep)
+    with pytest.raises(RaceError):
+        gpudsl.interpret(p, n=1, x=np.zeros((1, 64), np.float32), y=np.zeros(64, np.float32),
+                         detect_races=True)

@@ -78,7 +78,7 @@ def check_tma(ctx) -> None:
         for x in by_array.get(c.array, ()):
             if found >= _MAX_PER_COPY or ctx.out_of_time():
                 break
-            if x.kernel != c.kernel or x is c or (c.kind == "read" and not x.is_write):
+            if x.kernel != c.kernel or (c.kind == "read" and not x.is_write):
                 continue
             if tma_of(x.stmt) is op and x.kind != "write":
                 continue
