@@ -205,6 +205,12 @@ def emit_tma(kw, s, level: str) -> None:
     if level != "thread":
         raise CompileError("tma_load stands outside any @ THREADS loop: each copy is started "
                            "by one thread", s.loc, "put it inside a THREADS loop")
+    from ..ir.tma import shared_side
+    tile = kw.lookup(shared_side(s).name, s.loc)
+    if tile.swizzle:
+        raise CompileError(f"the SHARED tile '{shared_side(s).name}' of a bulk tensor copy is "
+                           "swizzled: TMA boxes with a swizzle mode are not supported yet",
+                           s.loc, "copy into an unswizzled tile (check() refuses it too)")
     if isinstance(s, TmaStore):
         return _store(kw, s)
     w = kw.w

@@ -381,3 +381,12 @@ def again(n: size, x: f32[n, 64], y: f32[64]):
     with pytest.raises(RaceError):
         gpudsl.interpret(p, n=1, x=np.zeros((1, 64), np.float32), y=np.zeros(64, np.float32),
                          detect_races=True)
+
+
+def test_a_swizzled_tile_is_refused_until_swizzled_boxes_exist():
+    src = TILE.replace("s: f16[16, 64] @ SHARED", "s: f16[16, 64] @ SHARED(swizzle=128)")
+    p = proc_from_source(src)
+    rep = p.check(target="sm_90a")
+    assert "mapping" in rep.kinds() and "swizzled" in str(rep)
+    with pytest.raises(Error, match="swizzled"):
+        p.compile("emulator", check=False)
