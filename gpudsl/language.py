@@ -91,6 +91,9 @@ wgmma = _only_in_procs("wgmma")  # docs/hopper.md (warpgroup MMA)
 wgmma_commit = _only_in_procs("wgmma_commit")
 wgmma_wait = _only_in_procs("wgmma_wait")
 tma_load = _only_in_procs("tma_load")  # docs/hopper.md (TMA loads)
+tma_store = _only_in_procs("tma_store")
+tma_commit = _only_in_procs("tma_commit")
+tma_wait = _only_in_procs("tma_wait")
 barrier = BARRIER  # ``bar: barrier @ SHARED`` (docs/language.md (synchronization))
 atomic_add = _only_in_procs("atomic_add")
 atomic_min = _only_in_procs("atomic_min")
@@ -130,6 +133,6 @@ __all__ = ["constexpr", "inf", "nan", "BLOCKS", "THREADS", "GLOBAL", "SHARED", "
            "atomic_or", "atomic_xor", "atomic_inc", "select", "exp", "log", "sqrt", "tanh",
            "sin", "cos", "erf", "rsqrt",
            "arrive", "wait", "barrier", "async_copy", "async_commit", "async_wait",
-           "setmaxnreg", "wgmma", "wgmma_commit", "wgmma_wait", "tma_load",
+           "setmaxnreg", "wgmma", "wgmma_commit", "wgmma_wait", "tma_load", "tma_store", "tma_commit", "tma_wait",
            "shfl", "shfl_xor", "shfl_down", "shfl_up", "ballot", "any_lanes", "all_lanes",
            "warp_sum", "warp_max", "warp_min"]

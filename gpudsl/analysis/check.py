@@ -23,7 +23,7 @@ from .mapping import check_uniformity, issues_to_diagnostics
 from .obligations import Ctx
 from .obligations.asyncs import check_asyncs
 from .obligations.wgmma import check_wgmma
-from .obligations.tma import check_tma
+from .obligations.tma import check_store_alignment, check_tma
 from .obligations.barriers import check_barriers
 from .obligations.bounds import check_bounds
 from .obligations.collectives import check_collectives
@@ -138,6 +138,7 @@ def _run(ir, bindings, timeout_ms, tgt: Target) -> Report:
     check_races(ctx)
     check_asyncs(ctx)
     check_tma(ctx)
+    check_store_alignment(ctx)
     check_bounds(ctx)
     diags = sorted(ctx.diagnostics, key=lambda d: _ORDER.get(d.kind, 9))
     rep = Report(ir.name, diags, ctx.warnings, dict(bindings),

@@ -311,6 +311,7 @@ class _Collector(Walker):
                 self.issue("mapping", f"tma_load copies a GLOBAL box into SHARED memory; "
                            f"'{w.name}' is in {info.mem.name}", [s.loc, info.loc],
                            f"keep '{w.name}' in {mem.name} memory")
+        self._tma_unswizzled(s.dst, s)
         key = self.lookup(s.src.name)
         if (key is not None and not self.eff.arrays[key].is_param) or any(
                 q.name == s.src.name and q.kind == "window" for q in self.eff.proc.params):
@@ -319,6 +320,30 @@ class _Collector(Walker):
                        "argument's address, dimensions and strides at launch", [s.loc],
                        "pass the array itself as a parameter of the kernel's proc")
         super().tma_load(s, st)
+
+    def _tma_unswizzled(self, w, s):
+        key = self.lookup(w.name)
+        if key is not None and self.eff.arrays[key].swizzle:
+            self.issue("mapping", f"the SHARED tile '{w.name}' of a bulk tensor copy is "
+                       "swizzled: TMA boxes with a swizzle mode are not supported yet (the "
+                       "copy would lay the box out unswizzled)", [s.loc],
+                       "copy into an unswizzled tile")
+
+    def tma_store(self, s, st):
+        """A bulk tensor store (docs/hopper.md): one thread, SHARED to a GLOBAL array
+        parameter (mapping); its meaning's accesses."""
+        if st["kernel"] is None or st["level"] != "thread":
+            self.issue("mapping", "tma_store outside any @ THREADS loop of a kernel: each copy "
+                       "is started by one thread", [s.loc], "put it inside a THREADS loop")
+        self._tma_unswizzled(s.src, s)
+        key = self.lookup(s.dst.name)
+        if (key is not None and not self.eff.arrays[key].is_param) or any(
+                q.name == s.dst.name and q.kind == "window" for q in self.eff.proc.params):
+            self.issue("mapping", f"the destination '{s.dst.name}' of tma_store is not a whole "
+                       "array parameter: the tensor map the hardware writes through is made "
+                       "from the argument at launch", [s.loc],
+                       "pass the array itself as a parameter of the kernel's proc")
+        super().tma_store(s, st)
 
     def _wgmma_layout(self, s):
         """The operands are windows in the layout the hardware reads (a primitive that

@@ -28,13 +28,14 @@ from dataclasses import dataclass
 from ..errors import CompileError, SrcLoc
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If,
                         Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg, Arrive, Wait,
-                        AsyncCommit, AsyncCopy, AsyncWait, SetMaxNReg, TmaLoad, Wgmma, WgmmaCommit,
+                        AsyncCommit, AsyncCopy, AsyncWait, SetMaxNReg, TmaLoad, TmaStore, Wgmma, WgmmaCommit,
                         WgmmaWait)
 from ..ir.nests import DIMS, direct_nest, nest_dims
 from ..ir.types import BARRIER
 from .asyncs import emit_async
+from ..ir.tma import TMA_STMTS
 from .wgmma import emit_wgmma, loop_fence, scan_kernel, writer_fence
-from .tma import emit_tma, tma_dsts
+from .tma import emit_tma, scan_stores, store_writer_fence, tma_dsts
 from .calls import CallWriter
 from .hoist import read_key
 from ..ir.inline import written_names
@@ -101,6 +102,8 @@ def _expr_nodes(s: Stmt):
         yield Read(s.src, s.src_idx, bool_, s.loc)
     elif isinstance(s, Wgmma):
         yield from (s.acc, s.a, s.b)
+    elif isinstance(s, (TmaLoad, TmaStore)):
+        yield from (s.dst, s.src)
     elif isinstance(s, For):
         yield s.lo
         yield s.hi
@@ -299,6 +302,7 @@ class KernelWriter(CallWriter, ExprEmitter):
         self.written = written_names(body)
         self.syncs = SyncWriter(self, body)
         scan_kernel(self, body)
+        scan_stores(self, body)
         nthreads = self.block_dim[0] * self.block_dim[1] * self.block_dim[2]
         w = self.w
         self.blocks_per_sm = launch_blocks(body, chain[0].blocks_per_sm)
@@ -410,7 +414,7 @@ class KernelWriter(CallWriter, ExprEmitter):
             return
         if isinstance(s, (Arrive, Wait)):
             return self.sync_stmt(s)
-        if isinstance(s, TmaLoad):
+        if isinstance(s, TMA_STMTS):
             return emit_tma(self, s, level)
         if isinstance(s, SetMaxNReg):
             return emit_setmaxnreg(self, s, level, getattr(self, "blocks_per_sm", 0))
@@ -582,6 +586,7 @@ class KernelWriter(CallWriter, ExprEmitter):
                         None if g is f else g.loc)
         self.block(chain[-1].body, "thread")
         writer_fence(self, chain[-1].body)
+        store_writer_fence(self, chain[-1].body)
         self.nest = saved
         self.w.indent -= 1
         self.w.line("}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..errors import CompileError, SrcLoc
 from ..ir.nodes import (Alloc, AsyncCopy, Assign, Atomic, Call, Expr, For, If, Pass, Read,
-                        Reduce, Stmt, Wgmma)
+                        Reduce, Stmt, TmaLoad, TmaStore, Wgmma)
 from ..ir.control import NotConstant, control_names, evaluate  # noqa: F401 (re-exported)
 from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS, DType
 from ..ir.syncs import is_sync
@@ -158,7 +158,8 @@ class HostKernel:
 
 def has_memory_effect(s: Stmt) -> bool:
     for n in walk(s):
-        if isinstance(n, (Assign, Reduce, Atomic, Call, AsyncCopy, Wgmma)) or is_sync(n):
+        if isinstance(n, (Assign, Reduce, Atomic, Call, AsyncCopy, Wgmma, TmaLoad, TmaStore)) or \
+                is_sync(n):
             return True
     return False
 

@@ -15,8 +15,8 @@ meaning.  Destinations are 128-byte aligned (the kernel writer aligns their arra
 from __future__ import annotations
 
 from ..errors import CompileError
-from ..ir.nodes import Interval, TmaLoad
-from ..ir.tma import box, box_bytes
+from ..ir.nodes import Interval, TmaCommit, TmaLoad, TmaStore, TmaWait
+from ..ir.tma import box, box_bytes, global_side
 
 MAP_WORDS = 18   # the emulator's record: ptr, rank, dims[5], strides[5], box[5], bytes
 
@@ -71,6 +71,67 @@ __device__ __forceinline__ void gpudsl_tma_load(void* dst, const unsigned long l
                  "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
 #endif
 }
+// tma_store / tma_commit / tma_wait: bulk tensor stores in bulk groups
+template <int R>
+__device__ __forceinline__ void gpudsl_tma_store(const unsigned long long* map, const void* src,
+                                                 int c0, int c1 = 0, int c2 = 0, int c3 = 0,
+                                                 int c4 = 0) {
+#ifdef GPUDSL_EMULATOR
+  const int c[5] = {c0, c1, c2, c3, c4};
+  unsigned char* base = (unsigned char*)map[0];
+  const unsigned long long es = map[17];
+  const unsigned char* in = (const unsigned char*)src;
+  long long n = 1;
+  for (int k = 0; k < R; ++k) n *= (long long)map[12 + k];
+  for (long long q = 0; q < n; ++q) {
+    long long r = q, off = 0;
+    bool inside = true;
+    for (int k = 0; k < R; ++k) {
+      long long x = (long long)c[k] + r % (long long)map[12 + k];
+      r /= (long long)map[12 + k];
+      if (x < 0 || x >= (long long)map[2 + k]) inside = false;
+      else off += x * (long long)map[7 + k];
+    }
+    if (inside)
+      for (unsigned long long b = 0; b < es; ++b) base[off + b] = in[q * es + b];
+  }
+#else
+  const unsigned s = gpudsl_smem_addr(src);
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  if (R == 1)
+    asm volatile("cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%0, {%2}], [%1];"
+                 :: "l"(map), "r"(s), "r"(c0) : "memory");
+  else if (R == 2)
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(map), "r"(s), "r"(c0), "r"(c1) : "memory");
+  else if (R == 3)
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+                 :: "l"(map), "r"(s), "r"(c0), "r"(c1), "r"(c2) : "memory");
+  else if (R == 4)
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}],"
+                 " [%1];" :: "l"(map), "r"(s), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+  else
+    asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group"
+                 " [%0, {%2, %3, %4, %5, %6}], [%1];" :: "l"(map), "r"(s), "r"(c0), "r"(c1),
+                 "r"(c2), "r"(c3), "r"(c4) : "memory");
+#endif
+}
+__device__ __forceinline__ void gpudsl_tma_commit() {
+#ifndef GPUDSL_EMULATOR
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void gpudsl_tma_wait() {
+#ifndef GPUDSL_EMULATOR
+  asm volatile("cp.async.bulk.wait_group %0;" :: "n"(N) : "memory");
+#endif
+}
+__device__ __forceinline__ void gpudsl_tma_fence() {
+#ifndef GPUDSL_EMULATOR
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
 """
 
 
@@ -81,16 +142,18 @@ def map_name(src: str, extents) -> str:
     return f"gpudsl_tmap_{cname(src)}_{'x'.join(map(str, extents))}"
 
 
-def src_box(s: TmaLoad) -> tuple:
-    """The box's extent along every dimension of the source (1 at points)."""
-    it = iter(box(s.src))
-    return tuple(next(it) if isinstance(p, Interval) else 1 for p in s.src.idx)
+def src_box(s) -> tuple:
+    """The box's extent along every dimension of the GLOBAL array (1 at points)."""
+    g = global_side(s)
+    it = iter(box(g))
+    return tuple(next(it) if isinstance(p, Interval) else 1 for p in g.idx)
 
 
 def tma_dsts(body) -> set:
     """The SHARED arrays bulk tensor copies write in ``body`` (aligned to 128 bytes)."""
     from ..ir.visitor import walk
-    return {n.dst.name for n in walk(tuple(body)) if isinstance(n, TmaLoad)}
+    return {n.dst.name if isinstance(n, TmaLoad) else n.src.name for n in walk(tuple(body))
+            if isinstance(n, (TmaLoad, TmaStore))}
 
 
 def tensor_map_params(stmts, proc) -> list:
@@ -101,24 +164,55 @@ def tensor_map_params(stmts, proc) -> list:
     shapes = {q.name: tuple(q.shape) for q in proc.params if q.is_array}
     out, seen = [], set()
     for n in walk(tuple(stmts)):
-        if isinstance(n, TmaLoad):
-            ext = src_box(n)
-            name = map_name(n.src.name, ext)
+        if isinstance(n, (TmaLoad, TmaStore)):
+            ext, g = src_box(n), global_side(n)
+            name = map_name(g.name, ext)
             if name not in seen:
                 seen.add(name)
-                out.append(KernelParam(name, name, "tensormap", n.src.ty,
+                out.append(KernelParam(name, name, "tensormap", g.ty,
                                        "const unsigned long long* __restrict__", False, False,
-                                       (n.src.name, ext, shapes.get(n.src.name, n.shape))))
+                                       (g.name, ext, shapes.get(g.name, n.shape))))
     return out
 
 
-def emit_tma(kw, s: TmaLoad, level: str) -> None:
-    """One ``tma_load`` into the kernel writer ``kw``."""
+def scan_stores(kw, body) -> None:
+    """The SHARED tiles the kernel's bulk tensor stores read (their writers fence)."""
+    from ..ir.visitor import walk
+    kw.tma_store_srcs = {n.src.name for n in walk(tuple(body)) if isinstance(n, TmaStore)}
+
+
+def store_writer_fence(kw, body) -> None:
+    """At the end of a thread loop's body that writes a tile a bulk tensor store reads: the
+    generic proxy's writes, made visible to the async proxy (``fence.proxy.async``) by the
+    threads that made them, before the barrier that orders them before the store."""
+    from ..ir.inline import written_names
+    srcs = getattr(kw, "tma_store_srcs", None)
+    if srcs and written_names(tuple(body)) & srcs:
+        kw.use_helper("gpudsl_tma")
+        kw.w.line("gpudsl_tma_fence();  // the generic proxy's writes, seen by tma_store")
+
+
+def emit_tma(kw, s, level: str) -> None:
+    """One ``tma_load`` / ``tma_store`` / ``tma_commit`` / ``tma_wait`` into ``kw``."""
+    kw.use_helper("gpudsl_mbar")
+    kw.use_helper("gpudsl_tma")
+    if isinstance(s, TmaCommit):
+        kw.w.line("gpudsl_tma_commit();", s.loc)
+        return
+    if isinstance(s, TmaWait):
+        kw.w.line(f"gpudsl_tma_wait<{s.depth}>();", s.loc)
+        return
     if level != "thread":
         raise CompileError("tma_load stands outside any @ THREADS loop: each copy is started "
                            "by one thread", s.loc, "put it inside a THREADS loop")
-    kw.use_helper("gpudsl_mbar")
-    kw.use_helper("gpudsl_tma")
+    from ..ir.tma import shared_side
+    tile = kw.lookup(shared_side(s).name, s.loc)
+    if tile.swizzle:
+        raise CompileError(f"the SHARED tile '{shared_side(s).name}' of a bulk tensor copy is "
+                           "swizzled: TMA boxes with a swizzle mode are not supported yet",
+                           s.loc, "copy into an unswizzled tile (check() refuses it too)")
+    if isinstance(s, TmaStore):
+        return _store(kw, s)
     w = kw.w
     start = tuple(p.lo if isinstance(p, Interval) else p.pt for p in s.dst.idx)
     coords = [p.lo if isinstance(p, Interval) else p.pt for p in s.src.idx]
@@ -129,4 +223,12 @@ def emit_tma(kw, s: TmaLoad, level: str) -> None:
            f"{map_name(s.src.name, src_box(s))}, {bar}, {box_bytes(s)}u, {cs});", s.loc)
 
 
-__all__ = ["TMA", "MAP_WORDS", "tensor_map_params", "map_name", "src_box", "tma_dsts", "emit_tma"]
+def _store(kw, s: TmaStore) -> None:
+    start = tuple(p.lo if isinstance(p, Interval) else p.pt for p in s.src.idx)
+    coords = [p.lo if isinstance(p, Interval) else p.pt for p in s.dst.idx]
+    cs = ", ".join(f"(int)({kw.expr(c)})" for c in reversed(coords))
+    kw.w.line(f"gpudsl_tma_store<{len(coords)}>({map_name(s.dst.name, src_box(s))}, "
+              f"&{kw.access(s.src.name, start, s.loc)}, {cs});", s.loc)
+
+
+__all__ = ["scan_stores", "store_writer_fence", "TMA", "MAP_WORDS", "tensor_map_params", "map_name", "src_box", "tma_dsts", "emit_tma"]

@@ -779,6 +779,72 @@ y = np.zeros_like(a)
 gpudsl.interpret(tile, a=a, y=y)             # rows 37.. and columns 40.. clipped
 assert (y == a).all()
 '''),
+    _E("Statements", "TmaStore", "`tma_store(dst, src)`", "Bulk tensor store (TMA, sm_90a): "
+       "inside a `@ THREADS` loop, the running thread starts a copy of the contiguous SHARED "
+       "tile `src` to the box `dst` of a GLOBAL array parameter (the box rules of `tma_load`); "
+       "box elements outside the array are not written. The store joins the thread's open "
+       "group (`tma_commit()` closes it) and lands at the `tma_wait(n)` that completes its "
+       "group; until then its destination may not be touched nor its source written. The "
+       "threads that wrote the tile fence it for the async proxy (codegen does), and a "
+       "barrier orders their writes before the store. See [Hopper](hopper.md#tma-stores).", '''
+@proc
+def scale(m: size, x: f32[m, 32], y: f32[m, 32]):
+    for b in par(0, (m + 15) // 16) @ BLOCKS:
+        s: f32[16, 32] @ SHARED
+        for t in par(0, 32) @ THREADS:
+            for r in seq(0, 16):
+                if 16 * b + r < m:
+                    s[r, t] = 2.0 * x[16 * b + r, t]
+        sync()
+        for t in par(0, 1) @ THREADS:
+            tma_store(y[16 * b:16 * b + 16, 0:32], s[0:16, 0:32])   # rows past m: not written
+            tma_commit()
+            tma_wait(0)
+
+assert scale.check(target="sm_90a").ok
+x = np.arange(37 * 32, dtype=np.float32).reshape(37, 32)
+y = np.zeros_like(x)
+gpudsl.interpret(scale, x=x, y=y)
+assert (y == 2 * x).all()
+'''),
+    _E("Statements", "TmaCommit", "`tma_commit()`", "Closes the thread's open group of bulk "
+       "tensor stores (`cp.async.bulk.commit_group`). See `tma_store`.", '''
+@proc
+def two(x: f32[16, 32], y: f32[32, 32]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[16, 32] @ SHARED
+        for t in par(0, 32) @ THREADS:
+            for r in seq(0, 16):
+                s[r, t] = x[r, t]
+        sync()
+        for t in par(0, 1) @ THREADS:
+            tma_store(y[0:16, 0:32], s[0:16, 0:32])
+            tma_store(y[16:32, 0:32], s[0:16, 0:32])
+            tma_commit()                 # one group of two
+            tma_wait(0)
+
+assert two.check(target="sm_90a").ok
+'''),
+    _E("Statements", "TmaWait", "`tma_wait(n)`", "Waits until at most `n` (a constant) "
+       "committed groups of bulk tensor stores are pending (`cp.async.bulk.wait_group n`); "
+       "the others have landed. Writing a store's tile before the wait that completes its "
+       "group is a race (`check()`) and an error (the interpreter).", '''
+@proc
+def early(x: f32[16, 32], y: f32[16, 32]):
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[16, 32] @ SHARED
+        for t in par(0, 32) @ THREADS:
+            for r in seq(0, 16):
+                s[r, t] = x[r, t]
+        sync()
+        for t in par(0, 1) @ THREADS:
+            tma_store(y[0:16, 0:32], s[0:16, 0:32])
+            tma_commit()
+            s[0, 0] = 0.0                # the store may still read it: a race
+            tma_wait(0)
+
+assert "race" in early.check(target="sm_90a").kinds()
+'''),
     _E("Statements", "Pass", "`pass`", "Does nothing. A string on its own line (or `...`) "
        "is a comment.", '''
 @proc

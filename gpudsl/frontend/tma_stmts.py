@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import ast
 
-from ..ir.nodes import Const, Interval, TmaLoad, WindowArg
+from ..ir.nodes import Const, Interval, TmaCommit, TmaLoad, TmaStore, TmaWait, WindowArg
 from ..ir.types import GLOBAL, INDEX, SHARED
 from ..ir.tma import box, dst_problem, src_problem
 from .sync_stmts import _ring_index
 
-TMA_FUNCS = ("tma_load",)
+TMA_FUNCS = ("tma_load", "tma_store", "tma_commit", "tma_wait")
 
 _FORM = ("tma_load(dst_s[slot, 0:64, 0:64], src[r0:r0 + 64, c0:c0 + 64], bar=full[i % 4]): "
          "one thread copies the box; it lands with the phase its next arrive on the "
@@ -46,6 +46,19 @@ def _barrier(parser, v: ast.Call):
 
 def parse_tma_call(parser, s: ast.stmt, v: ast.Call, fname: str):
     loc = parser.src.loc(s)
+    if fname == "tma_commit":
+        if v.args or v.keywords:
+            raise parser.err(v, "tma_commit() takes no arguments")
+        return TmaCommit(loc)
+    if fname == "tma_wait":
+        a = v.args[0] if len(v.args) == 1 and not v.keywords else None
+        if not (isinstance(a, ast.Constant) and type(a.value) is int and a.value >= 0):
+            raise parser.err(v, "tma_wait(n) takes one integer constant n >= 0: the number of "
+                             "committed groups of bulk tensor stores that may stay pending",
+                             "e.g. tma_wait(0) (all landed)")
+        return TmaWait(a.value, loc)
+    if fname == "tma_store":
+        return _store(parser, v, loc)
     if len(v.args) != 2:
         raise parser.err(v, "tma_load(dst, src, bar=b) takes the SHARED destination and the "
                          "GLOBAL source box", _FORM)
@@ -67,6 +80,34 @@ def parse_tma_call(parser, s: ast.stmt, v: ast.Call, fname: str):
                          f"is not where the box lands: {why}", _FORM)
     name, index = _barrier(parser, v)
     return TmaLoad(dst, src, name, tuple(ssym.shape), loc, index)
+
+
+_STORE_FORM = ("tma_store(dst[r0:r0 + 64, c0:c0 + 64], src_s[0:64, 0:64]): one thread copies the "
+               "tile to the box (clipped to the array); it lands at the tma_wait that "
+               "completes its group (tma_commit closes one)")
+
+
+def _store(parser, v: ast.Call, loc):
+    if len(v.args) != 2 or v.keywords:
+        raise parser.err(v, "tma_store(dst, src) takes the GLOBAL destination box and the "
+                         "SHARED source", _STORE_FORM)
+    dst, dsym = _window(parser, v.args[0])
+    src, ssym = _window(parser, v.args[1])
+    if dsym.mem != GLOBAL or ssym.mem != SHARED:
+        raise parser.err(v, f"tma_store copies a SHARED tile to a GLOBAL box; '{dst.name}' is "
+                         f"in {dsym.mem.name}, '{src.name}' in {ssym.mem.name}", _STORE_FORM)
+    if src.ty != dst.ty:
+        raise parser.err(v, f"tma_store copies without converting: '{src.name}' holds "
+                         f"{src.ty.name}, '{dst.name}' {dst.ty.name}")
+    why = src_problem(dst, len(dsym.shape))
+    if why is not None:
+        raise parser.err(v.args[0], f"the destination `{ast.unparse(v.args[0])}` of tma_store "
+                         f"is not a box a tensor map writes: {why}", _STORE_FORM)
+    why = dst_problem(src, tuple(ssym.shape), box(dst))
+    if why is not None:
+        raise parser.err(v.args[1], f"the source `{ast.unparse(v.args[1])}` of tma_store is "
+                         f"not the tile the box is read from: {why}", _STORE_FORM)
+    return TmaStore(dst, src, tuple(dsym.shape), loc)
 
 
 __all__ = ["TMA_FUNCS", "parse_tma_call"]

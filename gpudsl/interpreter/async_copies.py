@@ -113,8 +113,8 @@ class _Thread:
     __slots__ = ("commits", "pending")
 
     def __init__(self):
-        self.commits = {"cp": 0, "wg": 0}   # commits run by this thread itself (thread loops)
-        self.pending = {"cp": [], "wg": []}  # in issue order, per family
+        self.commits = {"cp": 0, "wg": 0, "ts": 0}   # commits run by this thread (thread loops)
+        self.pending = {"cp": [], "wg": [], "ts": []}  # in issue order, per family
 
 
 class AsyncState:
@@ -124,7 +124,7 @@ class AsyncState:
     def block(self):
         """A new block starts (or the last one ended): nothing is in flight."""
         self.threads: dict = {}
-        self.block_commits = {"cp": 0, "wg": 0}   # commits run at block level (every thread)
+        self.block_commits = {"cp": 0, "wg": 0, "ts": 0}   # commits at block level (every thread)
         self.inflight: dict = {}  # (id(buffer), flat index) -> [(op, "dst" | "src"), ...]
         self.issued: dict = {}    # (site, warpgroup) -> lane -> wgmmas issued (wg_converged)
 
@@ -134,7 +134,8 @@ class AsyncState:
         owns)."""
         for th in self.threads.values():
             for fam, what, wait in (("cp", "async copy", "async_wait"),
-                                    ("wg", "wgmma", "wgmma_wait")):
+                                    ("wg", "wgmma", "wgmma_wait"),
+                                    ("ts", "bulk tensor store", "tma_wait")):
                 if th.pending[fam]:
                     c = th.pending[fam][0]
                     self.block()

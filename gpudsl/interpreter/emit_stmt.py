@@ -13,9 +13,9 @@ from . import async_copies, sync_order
 from ..ir.asyncs import shifted, uses_async
 from ..ir.nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign,
                         Atomic, Call, For, If, Pass, Point, ProcDef, Reduce, Stmt, Sync, Var,
-                        Read, TmaLoad, Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
+                        Read, TmaLoad, TmaStore, Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
 from ..ir.wgmma import elements as wgmma_elements, lane_of, uses_wgmma
-from ..ir.tma import elements as tma_elements, uses_tma
+from ..ir.tma import elements as tma_elements, store_elements, uses_tma
 from . import tma_copies
 from ..ir.printer import print_expr, print_stmt
 from ..ir.types import BARRIER, BLOCKS, INDEX, THREADS
@@ -49,7 +49,8 @@ class ProcEmitter(ExprEmitter):
         self.watch = None if not toplevel else {
             n for s in walk(proc.body) if isinstance(s, AsyncCopy) for n in (s.dst, s.src)} | {
             w.name for s in walk(proc.body) if isinstance(s, Wgmma) for w in (s.acc, s.a, s.b)} | {
-            w.name for s in walk(proc.body) if isinstance(s, TmaLoad) for w in (s.dst, s.src)}
+            w.name for s in walk(proc.body) if isinstance(s, (TmaLoad, TmaStore))
+            for w in (s.dst, s.src)}
         self.tma = None  # while a tma_load's meaning is emitted: the list of its elements
         self.wg = None  # while a wgmma's meaning is emitted: (notes, roles, node, text)
         self.tnames: list = []  # the enclosing @ THREADS loop variables
@@ -418,6 +419,36 @@ class ProcEmitter(ExprEmitter):
         f = self.const(tma_copies.issue, "_F")
         self.line(f"{f}(_asy, {self._tkey()}, {site}, {bar}, a_{s.dst.name}, {items}, "
                   f"a_{s.src.name}, {race}, ({shapes[0]}, {shapes[1]}))")
+
+    def _TmaStore(self, s):
+        """A bulk tensor store: its tile read here, held in flight until the tma_wait
+        that completes its group (:mod:`.tma_copies`)."""
+        site = self.access(s.loc, _stmt_text(s), "bulk tensor store", s.dst.name)
+        if not self.tnames:
+            self.line(f"_async_outside({site})")
+            return
+        items = self.fresh("_tsl")
+        self.line(f"{items} = []")
+        self.tma = items
+        try:
+            self.block(store_elements(s))
+        finally:
+            self.tma = None
+        race = f"_ctx, (tr_{s.dst.name}, tr_{s.src.name})" if self.race else "_ctx, None"
+        shapes = []
+        for name in (s.dst.name, s.src.name):
+            info = self.arrays[name]
+            dims = ", ".join(info.dim(k) for k in range(info.ndim))
+            shapes.append(f"({dims}{',' if info.ndim == 1 else ''})")
+        f = self.const(tma_copies.store, "_F")
+        self.line(f"{f}(_asy, {self._tkey()}, {site}, a_{s.dst.name}, {items}, "
+                  f"a_{s.src.name}, {race}, ({shapes[0]}, {shapes[1]}))")
+
+    def _TmaCommit(self, s):
+        self.line(f"_asy.commit({self._tkey()}, 'ts')")
+
+    def _TmaWait(self, s):
+        self.line(f"_asy.wait({self._tkey()}, {s.depth}, 'ts')")
 
     def _TmaElement(self, s):
         """One element of a bulk tensor copy: noted (destination index, source index,

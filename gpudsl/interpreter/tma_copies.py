@@ -94,6 +94,56 @@ class TmaCopy:
                 f"{self.bar.name} it completes (phase {self.phase}) has completed")
 
 
+class TmaStoreOp:
+    """A bulk tensor store in flight (family ``"ts"``: ``tma_commit`` / ``tma_wait`` groups):
+    ``items`` as for a load, read where it was issued, written where it lands."""
+
+    __slots__ = ("site", "group", "dst", "items", "src", "race", "dims")
+    family = "ts"
+    hint = ("tma_commit the store's group and tma_wait for it before touching its "
+            "destination, or writing its source")
+
+    def __init__(self, site, group, dst, items, src, race, dims):
+        self.site, self.group, self.dst, self.items, self.src = site, group, dst, items, src
+        self.race, self.dims = race, dims
+
+    def keys(self):
+        return [((self.dst, dk), "dst") for dk, _, _ in self.items] + \
+            [((self.src, sk), "src") for _, sk, _ in self.items]
+
+    def land(self):
+        for dk, _, v in self.items:
+            self.dst[dk] = v
+        if self.race is not None:
+            ctx, tkey, tnames, tvals, trd, trs = self.race
+            saved = (ctx.tkey, ctx.tnames, ctx.tvals)
+            ctx.tkey, ctx.tnames, ctx.tvals = tkey, tnames, tvals
+            try:
+                for dk, sk, _ in self.items:
+                    trs(sk, READ, self.site)
+                    trd(dk, WRITE, self.site)
+            finally:
+                ctx.tkey, ctx.tnames, ctx.tvals = saved
+
+    def describe(self, side, k, buf, acc):
+        what = "destination" if side == "dst" else "source"
+        shape = self.dims[0 if side == "dst" else 1] if self.dims else None
+        name = self.site.name if side == "dst" else acc.name
+        return (f"{name}{_element(k, shape, buf)}, the {what} of the bulk tensor store "
+                f"`{self.site.text}` at {self.site.where()}, before the tma_wait that "
+                "completes its group has run")
+
+
+def store(asy, tkey, site, dst, items, src, ctx=None, trackers=None, dims=None):
+    """``tma_store`` by thread ``tkey`` (``items`` as for :func:`issue`)."""
+    race = None
+    if ctx is not None and ctx.kernel:
+        race = (ctx, ctx.tkey, ctx.tnames, ctx.tvals) + tuple(trackers)
+    th = asy._thread(tkey)
+    asy._issue(th, TmaStoreOp(site, asy.block_commits["ts"] + th.commits["ts"], dst, items,
+                              src, race, dims))
+
+
 def issue(asy, tkey, site, bar, dst, items, src, ctx=None, trackers=None, dims=None):
     """``tma_load`` by thread ``tkey``: ``items`` lists ``(dst flat index, src flat index or
     None, value)`` of the box (read here, checked in bounds and against what is in flight)."""
@@ -118,4 +168,4 @@ def issue(asy, tkey, site, bar, dst, items, src, ctx=None, trackers=None, dims=N
     pend.setdefault(c.phase, []).append(c)
 
 
-__all__ = ["TmaCopy", "issue"]
+__all__ = ["TmaCopy", "TmaStoreOp", "issue", "store"]

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from .inline import Inliner
 from .asyncs import elements
 from .nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign, Atomic, Call,
-                    Expr, For, If, Read, Reduce, SetMaxNReg, Stmt, Sync, TmaLoad, Wgmma, WgmmaCommit,
+                    Expr, For, If, Read, Reduce, SetMaxNReg, Stmt, Sync, TmaCommit, TmaLoad, TmaStore, TmaWait, Wgmma, WgmmaCommit,
                     WgmmaWait)
 from .types import THREADS, f32
 from .wgmma import elements as wgmma_elements, lane_of
-from .tma import elements as tma_elements
+from .tma import elements as tma_elements, store_elements
 
 UNKNOWN_LANE = "__wg_lane"   # a free name: any lane
 from .visitor import walk
@@ -139,7 +139,7 @@ class Walker:
             self.call(s, ctx)
         elif isinstance(s, AsyncCopy):
             self.async_copy(s, ctx)
-        elif isinstance(s, (AsyncCommit, AsyncWait, WgmmaCommit, WgmmaWait)):
+        elif isinstance(s, (AsyncCommit, AsyncWait, WgmmaCommit, WgmmaWait, TmaCommit, TmaWait)):
             self.async_sync(s, ctx)
         elif isinstance(s, SetMaxNReg):
             self.setmaxnreg(s, ctx)
@@ -147,6 +147,14 @@ class Walker:
             self.wgmma(s, ctx)
         elif isinstance(s, TmaLoad):
             self.tma_load(s, ctx)
+        elif isinstance(s, TmaStore):
+            self.tma_store(s, ctx)
+
+    def tma_store(self, s, ctx):
+        """A bulk tensor store as its meaning for the issuing thread
+        (:func:`gpudsl.ir.tma.store_elements`)."""
+        for e in store_elements(s):
+            self.stmt(e, ctx)
 
     def tma_load(self, s: TmaLoad, ctx):
         """A bulk tensor copy as its meaning for the issuing thread

@@ -47,7 +47,7 @@ from dataclasses import replace
 from typing import Callable, Optional
 
 from .nodes import (Alloc, Assign, AsyncCopy, Atomic, BinOp, Call, Const, Expr, For, If,
-                    Interval, Point, ProcDef, Read, Reduce, Stmt, TmaLoad, Var, Wgmma, WindowArg)
+                    Interval, Point, ProcDef, Read, Reduce, Stmt, TmaLoad, TmaStore, Var, Wgmma, WindowArg)
 from ..errors import CompileError, SchedulingError
 from .types import BLOCKS, GLOBAL, INDEX, REGISTER, i32
 from .visitor import Transformer, bound_names, children, free_vars, fresh_name, walk
@@ -200,7 +200,7 @@ def written_names(body) -> set[str]:
             out.add(n.dst)
         if isinstance(n, Wgmma):
             out.add(n.acc.name)
-        if isinstance(n, TmaLoad):
+        if isinstance(n, (TmaLoad, TmaStore)):
             out.add(n.dst.name)
         if isinstance(n, (Assign, Reduce, Atomic)):
             out.add(n.name)

@@ -390,6 +390,36 @@ class TmaLoad(Stmt):
 
 
 @dataclass(frozen=True)
+class TmaStore(Stmt):
+    """``tma_store(dst, src)`` inside a ``@ THREADS`` loop (docs/hopper.md): the thread starts a
+    bulk tensor copy of the contiguous SHARED window ``src`` to the box ``dst`` of a GLOBAL
+    array (elements of the box outside it are not written).  It joins the thread's open
+    group of stores; it lands at the ``tma_wait`` that completes its group.  ``shape``: the
+    dimensions of ``dst``.  Meaning: :mod:`gpudsl.ir.tma`."""
+
+    dst: WindowArg
+    src: WindowArg
+    shape: tuple[Expr, ...]
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class TmaCommit(Stmt):
+    """``tma_commit()``: closes the thread's open group of bulk tensor stores."""
+
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
+class TmaWait(Stmt):
+    """``tma_wait(n)``: waits until at most ``n`` (a constant) committed groups of bulk
+    tensor stores are pending; the stores of the completed groups have landed."""
+
+    depth: int
+    loc: Optional[SrcLoc] = field(**_LOC)
+
+
+@dataclass(frozen=True)
 class Pass(Stmt):
     loc: Optional[SrcLoc] = field(**_LOC)
 

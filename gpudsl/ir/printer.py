@@ -10,7 +10,7 @@ import math
 
 from .nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Assign, Atomic, BinOp,
                     Builtin, Call, Collective, Const, Expr, For, If, Param, Pass, Point,
-                    ProcDef, Read, Reduce, SetMaxNReg, Stmt, Sync, TmaLoad, UnOp, Wait, Var, Wgmma,
+                    ProcDef, Read, Reduce, SetMaxNReg, Stmt, Sync, TmaCommit, TmaLoad, TmaStore, TmaWait, UnOp, Wait, Var, Wgmma,
                     WgmmaCommit, WgmmaWait, WindowArg)
 from .types import GLOBAL, INDEX
 
@@ -170,6 +170,12 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
         return [f"{pad}async_wait({s.depth})"]
     if isinstance(s, Wgmma):
         return [f"{pad}wgmma({print_expr(s.acc)}, {print_expr(s.a)}, {print_expr(s.b)})"]
+    if isinstance(s, TmaStore):
+        return [f"{pad}tma_store({print_expr(s.dst)}, {print_expr(s.src)})"]
+    if isinstance(s, TmaCommit):
+        return [f"{pad}tma_commit()"]
+    if isinstance(s, TmaWait):
+        return [f"{pad}tma_wait({s.depth})"]
     if isinstance(s, TmaLoad):
         bar = s.name if s.index is None else f"{s.name}[{print_expr(s.index)}]"
         return [f"{pad}tma_load({print_expr(s.dst)}, {print_expr(s.src)}, bar={bar})"]

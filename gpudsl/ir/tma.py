@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .asyncs import const_extent
-from .nodes import (Assign, BinOp, Const, For, If, Interval, Point, Read, TmaLoad, Var,
-                    WindowArg)
+from .asyncs import Family
+from .nodes import (Assign, BinOp, Const, For, If, Interval, Point, Read, TmaCommit, TmaLoad,
+                    TmaStore, TmaWait, Var, WindowArg)
 from .types import INDEX, bool_
 from .visitor import kinds
 
@@ -42,9 +43,12 @@ I_VAR = "__tma_i"    # the loops of :func:`elements`: __tma_i0, __tma_i1, ...
 ELEM_TYPES = ("f16", "bf16", "f32", "f64", "i32", "i64", "u8", "i8", "u32")
 
 
+TMA_STMTS = (TmaLoad, TmaStore, TmaCommit, TmaWait)
+
+
 def uses_tma(pdef) -> bool:
-    """Does ``pdef`` (or a callee) hold a tma_load?"""
-    return TmaLoad in kinds(pdef.body)
+    """Does ``pdef`` (or a callee) hold a bulk tensor copy, commit or wait?"""
+    return bool(kinds(pdef.body) & set(TMA_STMTS))
 
 
 def box(w: WindowArg) -> list:
@@ -52,12 +56,22 @@ def box(w: WindowArg) -> list:
     return [const_extent(p.lo, p.hi) for p in w.idx if isinstance(p, Interval)]
 
 
-def box_bytes(s: TmaLoad) -> int:
-    """The transaction count of the copy: the whole box's bytes (clipped or not)."""
+def global_side(s) -> WindowArg:
+    """The GLOBAL box of a bulk tensor copy (the source of a load, the destination of a
+    store)."""
+    return s.src if isinstance(s, TmaLoad) else s.dst
+
+
+def shared_side(s) -> WindowArg:
+    return s.dst if isinstance(s, TmaLoad) else s.src
+
+
+def box_bytes(s) -> int:
+    """The bytes of the copy's box (a load's transaction count, clipped or not)."""
     n = 1
-    for e in box(s.src):
+    for e in box(global_side(s)):
         n *= e
-    return n * s.src.ty.bits // 8
+    return n * global_side(s).ty.bits // 8
 
 
 def src_problem(w: WindowArg, rank: int) -> Optional[str]:
@@ -111,8 +125,15 @@ class TmaElement(Assign):
 
 
 def tma_of(stmt) -> Optional[TmaLoad]:
-    """The bulk tensor copy an access's statement belongs to, else None."""
-    return stmt.tma if isinstance(stmt, TmaElement) else None
+    """The bulk tensor load an access's statement belongs to, else None."""
+    t = stmt.tma if isinstance(stmt, TmaElement) else None
+    return t if isinstance(t, TmaLoad) else None
+
+
+def store_of(stmt) -> Optional[TmaStore]:
+    """The bulk tensor store an access's statement belongs to, else None."""
+    t = stmt.tma if isinstance(stmt, TmaElement) else None
+    return t if isinstance(t, TmaStore) else None
 
 
 def _add(a, b):
@@ -151,6 +172,22 @@ def elements(s: TmaLoad) -> tuple:
     return body
 
 
-__all__ = ["BOX_MAX", "RANK_MAX", "INNER_BYTES", "PITCH_BYTES", "DST_ALIGN", "ELEM_TYPES",
+def store_elements(s: TmaStore) -> tuple:
+    """The meaning of a store for its issuing thread: one loop per range of the box around
+    ``if inside: dst[..] = src[..]`` (nothing written outside the destination)."""
+    ext = box(s.dst)
+    vs = [Var(f"{I_VAR}{k}", INDEX) for k in range(len(ext))]
+    di, si = _at(s.dst, vs), _at(s.src, vs)
+    copy = TmaElement(s.dst.name, di, Read(s.src.name, si, s.src.ty, s.loc), s.loc, tma=s)
+    body = (If(_inside(di, s.shape), (copy,), (), s.loc),)
+    for k in reversed(range(len(ext))):
+        body = (For(vs[k].name, Const(0), Const(ext[k]), body, "seq", None, False, s.loc),)
+    return body
+
+
+STORES = Family("bulk tensor store", TmaCommit, TmaWait, "tma_commit", "tma_wait", store_of,
+                lambda op: 1, "destination", "source")
+
+__all__ = ["TMA_STMTS", "STORES", "store_of", "store_elements", "global_side", "shared_side", "BOX_MAX", "RANK_MAX", "INNER_BYTES", "PITCH_BYTES", "DST_ALIGN", "ELEM_TYPES",
            "uses_tma", "box", "box_bytes", "src_problem", "dst_problem", "TmaElement",
            "tma_of", "elements"]

@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import LaunchError
 
 MAP_WORDS = 18
+L2_PROMOTION_128B = 2   # CU_TENSOR_MAP_L2_PROMOTION_L2_128B
 _CU_DTYPE = {"uint8": 0, "int8": 0, "uint16": 1, "uint32": 2, "int32": 3, "uint64": 4,
              "int64": 5, "float16": 6, "float32": 7, "float64": 8, "bfloat16": 9}
 
@@ -76,7 +77,7 @@ def emulator_map(ref: TensorMapRef, host: np.ndarray) -> np.ndarray:
         out[2 + k] = ref.dims[rank - 1 - k]
         out[7 + k] = strides[rank - 1 - k]
         out[12 + k] = ref.box[rank - 1 - k]
-    return out
+    return np.array(out)
 
 
 def cuda_map(ref: TensorMapRef, ptr: int, encode) -> np.ndarray:
@@ -89,13 +90,15 @@ def cuda_map(ref: TensorMapRef, ptr: int, encode) -> np.ndarray:
     gstrides = (u64 * max(rank - 1, 1))(*reversed(strides[:-1])) if rank > 1 else (u64 * 1)(0)
     box = (u32 * rank)(*reversed(ref.box))
     ones = (u32 * rank)(*([1] * rank))
-    out = np.zeros(16, np.uint64)
+    raw = np.zeros(24, np.uint64)             # a CUtensorMap is 64-byte aligned
+    skip = (-raw.ctypes.data % 64) // 8
+    out = raw[skip:skip + 16]
     r = encode(out.ctypes.data_as(ctypes.c_void_p), _CU_DTYPE[ref.dtype], rank,
-               ctypes.c_void_p(ptr), dims, gstrides, box, ones, 0, 0, 0, 0)
+               ctypes.c_void_p(ptr), dims, gstrides, box, ones, 0, 0, L2_PROMOTION_128B, 0)
     if r != 0:
         raise LaunchError(f"cuTensorMapEncodeTiled refused the tensor map of '{ref.name}' "
                           f"(CUresult {r}): dims {list(ref.dims)}, box {list(ref.box)}")
-    return out
+    return np.array(out)
 
 
 

@@ -37,6 +37,17 @@ TILE_TWINS = {
         "        arrive(other, 0, 1)\n        wait(other, 0, 64)\n        arrive(bar, 0, 1)\n"),
     "the issuer never arrives": ("for t in par(0, 1) @ THREADS:\n            tma",
                                  "for t in par(1, 2) @ THREADS:\n            tma"),
+    # found by the soundness test: the issuer copies again without waiting for the first
+    # copy (it is not among the waiters), so two copies may write the tile at once
+    "the issuer copies again without waiting": (
+        "        for t in par(0, 1) @ THREADS:\n"
+        "            tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64], bar=bar)\n"
+        "        arrive(bar, 0, 1)\n        wait(bar, 0, 64)\n",
+        "        for k in seq(0, 2):\n"
+        "            for t in par(0, 1) @ THREADS:\n"
+        "                tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64], bar=bar)\n"
+        "            arrive(bar, 0, 1)\n            wait(bar, 32, 64)\n"
+        "        wait(bar, 0, 32)\n"),
 }
 
 
@@ -253,3 +264,129 @@ def test_differential_tma_family():
     r.run(120, max_cases=16)
     assert not r.failures, r.failures[0].repro()
     assert sum(r.stats.accepted.values()) > 0, r.stats.table()
+
+
+STORE = '''
+@proc
+def scale(m: size, n: size, x: f32[m, n], y: f32[m, n]):
+    assert n % 4 == 0
+    for b in par(0, (m + 15) // 16) @ BLOCKS:
+        s: f32[16, 32] @ SHARED
+        for t in par(0, 32) @ THREADS:
+            for r in seq(0, 16):
+                if 16 * b + r < m and t < n:
+                    s[r, t] = 2.0 * x[16 * b + r, t]
+                else:
+                    s[r, t] = 0.0
+        sync()
+        for t in par(0, 1) @ THREADS:
+            tma_store(y[16 * b:16 * b + 16, 0:32], s[0:16, 0:32])
+            tma_commit()
+            tma_wait(0)
+'''
+
+STORE_TWINS = {
+    "no barrier before the store": ("        sync()\n", ""),
+    "no wait": ("            tma_wait(0)\n", ""),
+    "the tile rewritten in flight": (
+        "            tma_commit()\n            tma_wait(0)\n",
+        "            tma_commit()\n            s[0, 0] = 1.0\n            tma_wait(0)\n"),
+}
+
+
+@pytest.mark.parametrize("m,n", [(16, 32), (37, 24), (5, 8)])
+def test_a_store_writes_the_box_clipped_to_the_array(m, n):
+    p = proc_from_source(STORE)
+    assert proc_from_source(str(p)).ir == p.ir
+    x = (np.arange(m * n).reshape(m, n) % 13).astype(np.float32)
+    for run in ("interpret", "emulator"):
+        y = np.zeros((m, n), np.float32)
+        if run == "interpret":
+            gpudsl.interpret(p, x=x, y=y, detect_races=True)
+        else:
+            p.compile("emulator")(x=x, y=y)
+        assert (y == 2 * x).all(), run
+
+
+def test_a_store_is_proved_and_its_twins_refused():
+    assert proc_from_source(STORE).check(target="sm_90a").ok
+    for old, new in STORE_TWINS.values():
+        assert old in STORE
+        p = proc_from_source(STORE.replace(old, new))
+        assert "race" in p.check(target="sm_90a").kinds(), new
+        with pytest.raises((RaceError, InterpError)):
+            gpudsl.interpret(p, x=np.ones((37, 24), np.float32),
+                             y=np.zeros((37, 24), np.float32), detect_races=True)
+
+
+def test_the_store_builds_for_sm90a_with_utmastg():
+    from gpudsl.codegen import generate
+    from gpudsl.perf import sass
+    from gpudsl.runtime.nvrtc import compile_cubin
+    src = generate(proc_from_source(STORE).ir, {}).source
+    assert "gpudsl_tma_fence();" in src        # the writers fence before the barrier
+    r = compile_cubin(src, "sm_90a")
+    if sass.have_disassembler():
+        assert "UTMASTG" in sass.disassemble(r.cubin)
+
+
+def test_the_cuda_tensor_map_is_encoded_innermost_first_and_aligned():
+    """What cuTensorMapEncodeTiled gets (a fake driver function: no GPU here)."""
+    import ctypes
+    from gpudsl.runtime.tensor_maps import TensorMapRef, cuda_map
+
+    got = {}
+
+    def fake(out, dt, rank, addr, dims, strides, box, es, il, sw, l2, oob):
+        got.update(dt=dt, rank=rank, addr=addr.value, dims=list(dims),
+                   strides=[strides[i] for i in range(rank - 1)], box=list(box),
+                   es=list(es), aligned=ctypes.cast(out, ctypes.c_void_p).value % 64,
+                   modes=(il, sw, oob))
+        return 0
+
+    m = cuda_map(TensorMapRef("a", (3, 70, 40), (1, 64, 8), 2, "float16"), 4096, fake)
+    assert m.shape == (16,) and m.dtype == np.uint64
+    assert got == dict(dt=6, rank=3, addr=4096, dims=[40, 70, 3], strides=[80, 5600],
+                       box=[8, 64, 1], es=[1, 1, 1], aligned=0, modes=(0, 0, 0))
+    from gpudsl.errors import LaunchError
+    with pytest.raises(LaunchError, match="16 bytes"):
+        cuda_map(TensorMapRef("a", (70, 40), (64, 8), 2, "float16"), 4098, fake)
+    with pytest.raises(LaunchError, match="CUresult 1"):
+        cuda_map(TensorMapRef("a", (70, 40), (64, 8), 2, "float16"), 4096, lambda *a: 1)
+
+
+def test_a_copy_issued_again_before_the_first_landed_is_refused():
+    """Regression (found by the soundness test): instances of one copy were never compared
+    with each other, so this kernel was proved; thread 0 copies into s[1] again while its
+    first copy may be in flight (it never waits for the phase), and the detector sees the
+    two landings race."""
+    src = '''
+@proc
+def again(n: size, x: f32[n, 64], y: f32[64]):
+    assert n <= 3
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[2, 64] @ SHARED
+        bar: barrier @ SHARED
+        for t1 in par(0, 64) @ THREADS:
+            y[t1] += s[0, t1]
+        for k2 in seq(0, 2):
+            for t3 in par(0, 1) @ THREADS:
+                tma_load(s[1, 0:64], x[0, 0:64], bar=bar)
+            arrive(bar, 0, 64)
+            wait(bar, 32, 64)
+'''
+    p = proc_from_source(src)
+    rep = p.check(target="sm_90a")
+    assert "race" in rep.kinds() and "may still be in flight" in str(rep)
+    with pytest.raises(RaceError):
+        gpudsl.interpret(p, n=1, x=np.zeros((1, 64), np.float32), y=np.zeros(64, np.float32),
+                         detect_races=True)
+
+
+def test_a_swizzled_tile_is_refused_until_swizzled_boxes_exist():
+    src = TILE.replace("s: f16[16, 64] @ SHARED", "s: f16[16, 64] @ SHARED(swizzle=128)")
+    p = proc_from_source(src)
+    rep = p.check(target="sm_90a")
+    assert "mapping" in rep.kinds() and "swizzled" in str(rep)
+    with pytest.raises(Error, match="swizzled"):
+        p.compile("emulator", check=False)

@@ -6,7 +6,9 @@ with those sizes and with the sizes symbolic is not ok.
 Blocks of 64 threads; copies of one or two rows of ``x`` (clipped past ``n``) into ``s``
 issued by one thread (0 or 32) on the split barrier ``bar`` or ``other`` (alone, or as a
 phase: the copy by the first thread of the barrier's range, its arrive, a wait); arrives and
-waits on both (ranges over the block or one half), ``sync()``, thread loops that read or
+waits on both (ranges over the block or one half), stores of a row of ``s`` to ``z``
+(``tma_store``, ``tma_commit``, ``tma_wait``, in the issuing thread or at block level),
+``sync()``, thread loops that read or
 write ``s``, block-level ``seq`` loops and uniform ``if``s.
 
 ``GPUDSL_TMA_EXAMPLES`` sets the number of examples (default 60 for CI);
@@ -56,7 +58,8 @@ def use_loop(draw, tv, kv):
 def items(draw, depth, kv, counter, arrives):
     out = []
     for _ in range(draw(st.integers(1, 5))):
-        kinds = ["copy", "phase", "phase", "arrive", "wait", "sync", "use", "use"] + \
+        kinds = ["copy", "phase", "phase", "arrive", "wait", "sync", "use", "use", "store",
+                 "store", "commit", "twait"] + \
             (["seq", "if"] if depth < 2 else [])
         kind = draw(st.sampled_from(kinds))
         counter[0] += 1
@@ -72,6 +75,18 @@ def items(draw, depth, kv, counter, arrives):
                 out.append(f"wait({bar}, {lo}, {hi})")
         elif kind == "use":
             out += draw(use_loop(tv, kv))
+        elif kind == "store":   # a row of s to a row of z, grouped by tma_commit/tma_wait
+            who = draw(st.sampled_from([0, 32]))
+            row = draw(st.sampled_from(["0", "1"] + ([f"{kv} % 2"] if kv else [])))
+            dst = draw(st.sampled_from(["0", "n - 1"] + ([f"{kv} % n"] if kv else [])))
+            body = [f"    tma_store(z[{dst}, 0:64], s[{row}, 0:64])"]
+            body += draw(st.sampled_from([[], ["    tma_commit()", "    tma_wait(0)"],
+                                          ["    tma_commit()"]]))
+            out += [f"for {tv} in par({who}, {who + 1}) @ THREADS:"] + body
+        elif kind == "commit":
+            out.append("tma_commit()")
+        elif kind == "twait":
+            out.append(f"tma_wait({draw(st.sampled_from([0, 0, 1]))})")
         elif kind == "arrive":
             bar = draw(st.sampled_from(sorted(arrives)))
             out.append(f"arrive({bar}, {arrives[bar][0]}, {arrives[bar][1]})")
@@ -98,7 +113,8 @@ def tma_proc(draw):
     arrives = {"bar": draw(st.sampled_from([(0, 1), (0, 32), (32, 33), (0, 64)])),
                "other": draw(st.sampled_from([(0, 32), (32, 64), (0, 64)]))}
     body = draw(items(0, None, [0], arrives))
-    lines = ["@proc", "def rand(n: size, x: f32[n, 64], y: f32[64]):", "    assert n <= 3",
+    lines = ["@proc", "def rand(n: size, x: f32[n, 64], y: f32[64], z: f32[n, 64]):",
+             "    assert n <= 3",
              "    for b in par(0, 1) @ BLOCKS:", "        s: f32[2, 64] @ SHARED",
              "        bar: barrier @ SHARED", "        other: barrier @ SHARED"]
     return "\n".join(lines + ["        " + ln for ln in body]) + "\n"
@@ -108,7 +124,7 @@ def _run(p, n):
     try:
         gpudsl.interpret(p, detect_races=True, n=n,
                          x=np.arange(n * 64, dtype=np.float32).reshape(n, 64),
-                         y=np.zeros(64, np.float32))
+                         y=np.zeros(64, np.float32), z=np.zeros((n, 64), np.float32))
     except (gpudsl.RaceError, gpudsl.InterpError) as e:
         return e
     return None

@@ -22,7 +22,9 @@ own thread loop).  What is not counted exactly (commits and waits both at block 
 and in thread loops, or under a loop or condition inside a thread loop; counts that
 depend on their own loop's variable) is "unknown".
 
-The warpgroup MMAs (:mod:`gpudsl.ir.wgmma`) are a second family, asked the same
+The bulk tensor stores (``tma_store``, :mod:`gpudsl.ir.tma`) are a third, with
+``tma_commit`` / ``tma_wait``: a store's destination writes (clipped to the array) and its
+source reads.  The warpgroup MMAs (:mod:`gpudsl.ir.wgmma`) are a second family, asked the same
 questions with their own groups (``wgmma_commit`` / ``wgmma_wait``): a wgmma's
 accumulator elements (its writes) are its destination, its ``a`` / ``b`` elements (its
 reads) its source, one element per access record; a later wgmma of the same shape on the
@@ -33,6 +35,7 @@ from __future__ import annotations
 import z3
 
 from ...ir.asyncs import COPIES, copy_of
+from ...ir.tma import STORES
 from ...ir.wgmma import FAMILIES, chained
 from ...ir.nodes import BinOp, For
 from ...ir.residues import residue
@@ -51,7 +54,7 @@ _MAX_PER_COPY = 2
 
 
 def check_asyncs(ctx: Ctx):
-    for fam in FAMILIES:
+    for fam in FAMILIES + (STORES,):
         _check_family(ctx, fam)
 
 
@@ -68,7 +71,7 @@ def _ops(ctx: Ctx, fam) -> list:
             if a.stmt.k == 0 and a.name in (op.dst, op.src) and \
                     (a.kind == "write") == (a.name == op.dst):
                 out.append(a)
-        elif (a.kind == "write") == (a.name == op.acc.name):
+        elif (a.kind == "write") == (a.name == _dst_name(op)):
             out.append(a)
     return out
 
@@ -334,7 +337,13 @@ def _ops_of(x, fam):
         return ()
     if fam is COPIES:
         return (x,) if x.name == op.dst else ()
-    return (x,) if x.name == op.acc.name else ()
+    return (x,) if x.name == _dst_name(op) else ()
+
+
+def _dst_name(op) -> str:
+    """The array an operation writes (a wgmma's accumulator, a store's destination)."""
+    d = getattr(op, "acc", None) or op.dst
+    return d if isinstance(d, str) else d.name
 
 
 def _race(ctx, c, x, t1, t2, i2, early_same, model, fam=COPIES):

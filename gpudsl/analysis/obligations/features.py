@@ -6,15 +6,15 @@ architecture-specific construct is one row (the feature, how it is named in the 
 and where the proc's effects hold its uses)."""
 from __future__ import annotations
 
-from ...ir.tma import tma_of
+from ...ir.tma import TmaElement
 from ...targets import SETMAXNREG, TARGETS, TMA
 from ..report import Diagnostic
 
 # (feature, the construct's name, effects -> locations of its uses)
 USES = [
     (SETMAXNREG, "setmaxnreg()", lambda eff: [si.loc for si in eff.setmaxnregs]),
-    (TMA, "tma_load", lambda eff: list(dict.fromkeys(
-        tma_of(a.stmt).loc for a in eff.accesses if tma_of(a.stmt) is not None))),
+    (TMA, "tma_load/tma_store", lambda eff: list(dict.fromkeys(
+        a.stmt.tma.loc for a in eff.accesses if isinstance(a.stmt, TmaElement)))),
 ]
 
 

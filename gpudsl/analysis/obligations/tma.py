@@ -27,7 +27,8 @@ import z3
 
 from ...ir.nodes import BinOp, Const
 from ...ir.smt import SAT, UNKNOWN, Unsupported
-from ...ir.tma import DST_ALIGN, PITCH_BYTES, I_VAR, tma_of
+from ...ir.tma import (DST_ALIGN, PITCH_BYTES, I_VAR, global_side, shared_side, store_of,
+                       tma_of)
 from ...ir.types import INDEX
 from ..phases import PhaseRelation
 from ..report import Diagnostic
@@ -41,7 +42,7 @@ _MAX_PER_COPY = 2
 
 def _text(c) -> str:
     from ...ir.printer import print_stmt
-    return print_stmt(tma_of(c.stmt))[0].strip()
+    return print_stmt(c.stmt.tma)[0].strip()
 
 
 def copies(ctx) -> list:
@@ -77,7 +78,7 @@ def check_tma(ctx) -> None:
         for x in by_array.get(c.array, ()):
             if found >= _MAX_PER_COPY or ctx.out_of_time():
                 break
-            if x.kernel != c.kernel or x is c or (c.kind == "read" and not x.is_write):
+            if x.kernel != c.kernel or (c.kind == "read" and not x.is_write):
                 continue
             if tma_of(x.stmt) is op and x.kind != "write":
                 continue
@@ -220,18 +221,31 @@ def _ask(ctx, ks, c, x, op, relays: int):
                       ["bulk tensor copy, thread 1", f"{x.describe()}, thread 2"])
 
 
+def check_store_alignment(ctx) -> None:
+    """The alignment rules of the bulk tensor stores (their in-flight rules are the async
+    families', :mod:`.asyncs`)."""
+    seen = set()
+    for a in ctx.eff.accesses:
+        op = store_of(a.stmt)
+        if op is not None and a.kind == "read" and id(op) not in seen:
+            seen.add(id(op))
+            _alignment(ctx, a, op)
+
+
 def _alignment(ctx, c, op) -> None:
-    """Source rows 16 bytes apart, destination at a multiple of 128 bytes."""
-    src = next((a for a in ctx.eff.accesses if tma_of(a.stmt) is op and a.kind == "read"),
-               None)
+    """The global box's rows 16 bytes apart, the shared tile at a multiple of 128 bytes
+    (``c``: an access of the shared side)."""
+    g, sh = global_side(op), shared_side(op)
+    glob = next((a for a in ctx.eff.accesses if a.stmt is not None and
+                 getattr(a.stmt, "tma", None) is op and a.name == g.name), None)
     checks = []
-    if src is not None:
-        shape = ctx.eff.arrays[src.array].shape
+    if glob is not None:
+        shape = ctx.eff.arrays[glob.array].shape
         if len(shape) > 1:
-            per = PITCH_BYTES * 8 // op.src.ty.bits
-            checks.append((shape[-1], per, f"the rows of '{op.src.name}' ({op.src.ty.name}) "
+            per = PITCH_BYTES * 8 // g.ty.bits
+            checks.append((shape[-1], per, f"the rows of '{g.name}' ({g.ty.name}) "
                            f"are not a multiple of {PITCH_BYTES} bytes apart",
-                           f"keep the last dimension of '{op.src.name}' a multiple of {per} "
+                           f"keep the last dimension of '{g.name}' a multiple of {per} "
                            f"(e.g. `assert {_name(shape[-1])} % {per} == 0`)"))
     info = ctx.eff.arrays[c.array]
     zero = {l.iter: Const(0) for l in c.loops if l.iter.startswith(I_VAR)}
@@ -240,10 +254,10 @@ def _alignment(ctx, c, op) -> None:
     flat = start[0] if start else Const(0)
     for e, ext in zip(start[1:], info.shape[1:]):
         flat = BinOp("+", BinOp("*", flat, ext, INDEX), e, INDEX)
-    per = DST_ALIGN * 8 // op.dst.ty.bits
-    checks.append((flat, per, f"the destination of the copy does not start at a multiple "
-                   f"of {DST_ALIGN} bytes in '{op.dst.name}'",
-                   f"start the destination window at a multiple of {per} elements"))
+    per = DST_ALIGN * 8 // sh.ty.bits
+    checks.append((flat, per, f"the shared tile of the copy does not start at a multiple "
+                   f"of {DST_ALIGN} bytes in '{sh.name}'",
+                   f"start the shared window at a multiple of {per} elements"))
     for expr, n, why, hint in checks:
         t = ctx.thread("1")
         try:
@@ -268,4 +282,4 @@ def _name(e) -> str:
     return print_expr(e)
 
 
-__all__ = ["check_tma", "copies"]
+__all__ = ["check_tma", "check_store_alignment", "copies"]
