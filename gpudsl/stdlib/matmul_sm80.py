@@ -162,7 +162,8 @@ def schedule_matmul_sm80(p: Proc, dt: str, *, bm: int = 128, bn: int = 256, bk: 
     # 4. the A and B tiles in SHARED, padded, copied 16 bytes a thread by every thread
     p, compute = fragments_and_tiles(p, "s", (wn // 8, wm // 16), bm, bn, bk, 16,
                                      warps=warps, zi=zi)
-    p = _copy_chunks(p, "As", bk, warps)
+    p = _copy_a_rows(p, bm, bk, warps) if bm % (8 * warps) == 0 and bk % 32 == 0 else \
+        _copy_chunks(p, "As", bk, warps)
     p = _copy_chunks(p, "Bs", bn, warps)
     p = pad_dim(p, "As", 1, bk + 8)
     p = pad_dim(p, "Bs", 1, bn + 8)
@@ -197,6 +198,29 @@ def _copy_chunks(p, tile: str, cols: int, warps: int):
     for lp in (q + "z", q + "y", q + "x"):
         p = parallelize_loop(p, lp, THREADS)
     return set_unroll(p, q + "s")
+
+
+def _copy_a_rows(p, bm: int, bk: int, warps: int):
+    """The A tile's copy with each phase of 8 lanes on 8 rows: lane ``x + 4 y`` of warp
+    ``z`` copies row ``8 (warps * s + z) + 4 (y % 2) + x``, chunk ``4 s' + y // 2``.
+    The 8 destinations of a phase are then 16-byte slots of 8 rows ``bk + 8`` halves
+    apart, as an ldmatrix phase reads them: conflict-free (4 chunks of 2 rows, the row
+    order, conflict 2-way at pitch 40).  A warp still reads 8 rows x 64 bytes."""
+    p = divide_loop(p, "As_in1", CHUNK, ["aq", "av"], tail="perfect")
+    p = vectorize(p, "av", CHUNK)
+    seqs = ["acs", "acq"]
+    p = divide_loop(p, "aq", 4, ["acq", "aq4"], tail="perfect")
+    p = divide_loop(p, "As_in0", 8, ["ar", "r8"], tail="perfect")
+    p = divide_loop(p, "r8", 4, ["ry", "acx"], tail="perfect")
+    p = divide_loop(p, "ar", warps, ["acs", "acz"], tail="perfect")
+    p = _permute_nest(p, ["acs", "acz", "ry", "acx", "acq", "aq4"],
+                      ["acz", "aq4", "ry", "acx", "acs", "acq"])
+    p = merge_loops(p, "aq4", "acy")
+    for lp in ("acz", "acy", "acx"):
+        p = parallelize_loop(p, lp, THREADS)
+    for lp in seqs:
+        p = set_unroll(p, lp)
+    return p
 
 
 def _pipeline(p, stages: int):
