@@ -320,11 +320,30 @@ class Sm80Build:
         return f"Sm80Build({self.dt!r}, batched={self.batched})"
 
 
+def arch_of(target=None) -> str:
+    """The architecture a run on ``target`` compiles for: the device's for ``"cuda"``
+    (``"sm_90a"`` on an H100), what the emulator proves for (sm_90a) for ``None`` and
+    ``"emulator"``, else ``target`` itself (``"sm_80"``)."""
+    from ..targets import EMULATED_TARGET, target as get_target
+
+    if target == "cuda":
+        from ..runtime.driver import device_arch
+
+        return device_arch()
+    if target in (None, "emulator"):
+        return EMULATED_TARGET
+    return get_target(target).name
+
+
 def tuned_sm80_options(a_shape, b_shape, dt: str, target: str) -> dict:
-    """The tuning store's winner for these shapes on ``target``'s device, as
-    :func:`sm80_kernel`'s keywords, or ``{}`` (the defaults).  Never tunes."""
+    """The tuning store's winner for these shapes where ``target`` is a run target
+    (``"cuda"``, ``"emulator"``), as :func:`sm80_kernel`'s keywords, or ``{}`` (the
+    defaults; always for an architecture name).  Never tunes."""
     from ..autotune.db import lookup_winner
     from ..autotune.env import env_key
+
+    if target not in ("cuda", "emulator"):
+        return {}
 
     ty = {"f16": "float16", "bf16": "bfloat16"}[dt]
     out = tuple(a_shape[:-1]) + (b_shape[-1],)
@@ -383,14 +402,16 @@ def batched_simple_kernel(dt: str, threads: int = 128) -> Proc:
 
 
 def plan_matmul_sm80(a_shape, b_shape, dt: str, target: str = "sm_80", **opts):
-    """(proc, bindings): the sm_80 kernel (the store's winner for ``target``, else
-    ``opts`` over :data:`DEFAULTS`) where its tiles divide the shape; else the
-    fallbacks: a smaller sm_80 tile (128 x 128), then today's
+    """(proc, bindings): the sm_80 kernel (``opts`` over the store's winner where
+    ``target`` is a run target, over :data:`DEFAULTS`) where its tiles divide the shape
+    and its ring fits the target (:func:`arch_of`); else the fallbacks: a smaller
+    sm_80 tile (128 x 128), then today's
     :func:`~gpudsl.stdlib.matmul_f16.plan_matmul_half` (2-D) or
     :func:`batched_simple_kernel`."""
     o = dict(tuned_sm80_options(a_shape, b_shape, dt, target), **opts)
+    arch = arch_of(target)
     for tries in (o, dict(o, bm=128, bn=128, wm=64, wn=64)):
-        if fits(target, tries.get("bm", 128), tries.get("bn", 256), tries.get("bk", 32),
+        if fits(arch, tries.get("bm", 128), tries.get("bn", 256), tries.get("bk", 32),
                 tries.get("wm", 64), tries.get("wn", 64), tries.get("stages", 3)):
             try:
                 return matmul_sm80_kernel(a_shape, b_shape, dt, **tries)
@@ -415,16 +436,14 @@ def uses_sm80(target) -> bool:
 
 
 def plan_matmul_half_for(a_shape, b_shape, dt: str, target=None):
-    """(proc, bindings) of the half matmul ``ops.matmul`` and graphs run on ``target``:
-    :func:`plan_matmul_sm80` where the target has no wgmma (:func:`uses_sm80`), else
-    today's :func:`~gpudsl.stdlib.matmul_f16.plan_matmul_half` (2-D; batched shapes:
-    :func:`plan_matmul_sm80`'s fallbacks, as the sm_90a wgmma kernel does not exist
+    """(proc, bindings) of the half matmul ``ops.matmul`` and graphs run on ``target``
+    (``"cuda"``, ``"emulator"`` or an architecture, :func:`arch_of`):
+    :func:`plan_matmul_sm80` where the architecture has no wgmma (:func:`uses_sm80`),
+    else today's :func:`~gpudsl.stdlib.matmul_f16.plan_matmul_half` (2-D; batched
+    shapes: :func:`plan_matmul_sm80`, as the sm_90a wgmma kernel does not exist
     yet)."""
-    from ..targets import target as get_target
-
-    name = get_target(target).name
-    if uses_sm80(name) or len(a_shape) == 3:
-        return plan_matmul_sm80(a_shape, b_shape, dt, name)
+    if uses_sm80(arch_of(target)) or len(a_shape) == 3:
+        return plan_matmul_sm80(a_shape, b_shape, dt, target)
     from .matmul_f16 import plan_matmul_half
 
     return plan_matmul_half(a_shape, b_shape, dt)
@@ -433,4 +452,5 @@ def plan_matmul_half_for(a_shape, b_shape, dt: str, target=None):
 __all__ = ["schedule_matmul_sm80", "sm80_kernel", "stage_bytes", "DEFAULTS", "NodeError",
            "warp_mma", "sm80_preconditions_hold", "fits", "sm80_space", "Sm80Build",
            "config_options", "tuned_sm80_options", "matmul_sm80_kernel",
-           "batched_simple_kernel", "plan_matmul_sm80", "uses_sm80", "plan_matmul_half_for"]
+           "batched_simple_kernel", "plan_matmul_sm80", "uses_sm80", "plan_matmul_half_for",
+           "arch_of"]

@@ -207,6 +207,10 @@ def test_the_target_picks_the_kernel():
     assert p.name == mh.half_kernel("f16").name  # today's kernel kept
     p, binds = m8.plan_matmul_half_for((2, 128, 32), (2, 32, 128), "bf16", "sm_90a")
     assert p.name == "bmatmul_bf16_sm80_128x128x32_s3" and binds["nb"] == 2
+    # a run target: the emulator proves for sm_90a (today's kernel for 2-D shapes)
+    assert m8.arch_of("emulator") == m8.arch_of(None) == "sm_90a"
+    p, _ = m8.plan_matmul_half_for((256, 64), (64, 256), "f16", "emulator")
+    assert p.name == mh.half_kernel("f16").name
 
 
 def test_the_space_fits_each_target():
