@@ -250,10 +250,16 @@ def _paired_epilogue(p, bm, bn, wm, wn, nwn, zi):
     return vectorize(p, find(p, "c[_] = ch[_]").parent(), 2)
 
 
-@lru_cache(maxsize=None)
 def sm80_kernel(dt: str, bm=128, bn=256, bk=32, wm=64, wn=64, stages=3,
                 batched: bool = False) -> Proc:
-    """The scheduled kernel (cached), named ``[b]matmul_{dt}_sm80_{bm}x{bn}x{bk}_s{stages}``."""
+    """The scheduled kernel (cached whatever the arguments' form), named
+    ``[b]matmul_{dt}_sm80_{bm}x{bn}x{bk}_s{stages}``."""
+    return _sm80_kernel(dt, int(bm), int(bn), int(bk), int(wm), int(wn), int(stages),
+                        bool(batched))
+
+
+@lru_cache(maxsize=None)
+def _sm80_kernel(dt, bm, bn, bk, wm, wn, stages, batched) -> Proc:
     from ..schedule import rename
 
     p = schedule_matmul_sm80(matmul_half_algorithm(dt, (bm, bn, bk), batched), dt, bm=bm,
@@ -449,7 +455,33 @@ def plan_matmul_half_for(a_shape, b_shape, dt: str, target=None):
     return plan_matmul_half(a_shape, b_shape, dt)
 
 
-__all__ = ["schedule_matmul_sm80", "sm80_kernel", "stage_bytes", "DEFAULTS", "NodeError",
+_COMPILED: dict = {}
+
+
+def matmul_sm80(a, b, **opts):
+    """``a @ b`` of float16 or bfloat16 arrays (numpy or torch, 2-D or batched) by
+    :func:`plan_matmul_sm80` for sm_80 (``opts``: its tile and stages), run where
+    ``gpudsl.ops`` runs: the sm_80 kernel on whatever device is there (``gpudsl bench``'s
+    rows ``matmul_f16_sm80``, ``matmul_bf16_sm80`` time it on an H100 too)."""
+    from .halves import NUMPY, common_dtype
+    from .op_arguments import contig, empty
+    from .ops import target
+
+    dt = common_dtype("matmul", a=a, b=b)
+    require(dt in ("f16", "bf16"), f"matmul_sm80 takes float16 or bfloat16 arrays, not {dt}")
+    sa, sb = tuple(int(d) for d in a.shape), tuple(int(d) for d in b.shape)
+    p, binds = plan_matmul_sm80(sa, sb, dt, "sm_80", **opts)
+    a, b = contig(a), contig(b)
+    c = empty(a, sa[:-1] + sb[-1:], NUMPY[dt])
+    key = (p, target())
+    k = _COMPILED.get(key)
+    if k is None:
+        k = _COMPILED[key] = p.compile(key[1])
+    k(a=a, b=b, c=c, **binds)
+    return c
+
+
+__all__ = ["matmul_sm80", "schedule_matmul_sm80", "sm80_kernel", "stage_bytes", "DEFAULTS", "NodeError",
            "warp_mma", "sm80_preconditions_hold", "fits", "sm80_space", "Sm80Build",
            "config_options", "tuned_sm80_options", "matmul_sm80_kernel",
            "batched_simple_kernel", "plan_matmul_sm80", "uses_sm80", "plan_matmul_half_for",
