@@ -201,7 +201,7 @@ def test_the_target_picks_the_kernel():
     for t in ("sm_80", "sm_86", "sm_89"):
         assert m8.uses_sm80(t)
         p, _ = m8.plan_matmul_half_for((256, 64), (64, 256), "f16", t)
-        assert p.name == "matmul_f16_sm80_128x256x32_s3"
+        assert p is m8.sm80_kernel("f16")  # one cached kernel, however it is asked for
     assert not m8.uses_sm80("sm_90a") and not m8.uses_sm80("sm_75")
     p, _ = m8.plan_matmul_half_for((256, 64), (64, 256), "f16", "sm_90a")
     assert p.name == mh.half_kernel("f16").name  # today's kernel kept
@@ -230,3 +230,27 @@ def test_the_space_fits_each_target():
     assert all(c["tile"] == [128, 128] for c in small)  # 99 KB: no 4-stage 128 x 256
     p = m8.Sm80Build("f16")(dict(tile=[128, 128], warp=[64, 64], bk=32, stages=4))
     assert p.name == "matmul_f16_sm80_128x128x32_s4"
+
+
+def test_matmul_sm80_runs_where_ops_run_and_the_bench_rows():
+    """``matmul_sm80`` (what gpudsl bench's sm80 rows time) gives the kernel's result
+    through the ops machinery; the bench has the rows, in both half types."""
+    from gpudsl import bench
+
+    a = RNG.uniform(-1, 1, (128, 64)).astype(np.float16)
+    b = RNG.uniform(-1, 1, (64, 128)).astype(np.float16)
+    c = m8.matmul_sm80(a, b, stages=4)  # the 128 x 128, 4-stage kernel
+    assert c.dtype == np.float16 and c.shape == (128, 128)
+    _within_bound(a, b, c, "f16")
+    with pytest.raises(NodeError, match="float16 or bfloat16"):
+        m8.matmul_sm80(a.astype(np.float32), b.astype(np.float32))
+    nodes = {"matmul_f16_sm80", "matmul_bf16_sm80"}
+    assert nodes <= set(bench.NODES) and nodes <= bench.MATMULS
+    env = bench._Env("emulator")
+    cases = bench._matmul_cases(env, True, nodes, variants=True)  # the emulator's sizes
+    got = sorted((c_.node, c_.size) for c_ in cases)
+    assert got == sorted((n, f"{s}^3 sm80") for n in nodes for s in bench.EMU_GEMM_SIZES)
+    for c_ in cases:
+        assert c_.extra["dtype"] == ("float16" if c_.node.startswith("matmul_f16") else
+                                     "bfloat16")
+        assert c_.tol == 1e-2 and c_.kind == "flops"
