@@ -229,7 +229,9 @@ def test_the_space_fits_each_target():
     small = [dict(c) for c in m8.sm80_space(target="sm_86") if c["stages"] == 4]
     assert all(c["tile"] == [128, 128] for c in small)  # 99 KB: no 4-stage 128 x 256
     p = m8.Sm80Build("f16")(dict(tile=[128, 128], warp=[64, 64], bk=32, stages=4))
-    assert p.name == "matmul_f16_sm80_128x128x32_s4"
+    assert p.name == "matmul_f16_sm80_128x128x32_s4" and p is _kernel("f16 128x128 s4")[0]
+    # check() agrees with the pruning: the 3-stage 128 x 256 ring fits sm_86
+    assert m8.sm80_kernel("f16").check(target="sm_86").ok
 
 
 def test_matmul_sm80_runs_where_ops_run_and_the_bench_rows():
