@@ -24,7 +24,9 @@ CUBE = (64, 1024, 1024)  # gpudsl.bench.GPU_CUBES[-1]
 MM = 4096
 CUBLAS_FP32 = 51.9e12  # shared/notes/performance.md, H100 SXM, 4096^3
 CUBLAS_TF32 = 402e12
+CUBLAS_F16 = 753e12  # issue 36: cuBLAS f16 4096^3 on H100 SXM (our run)
 TF32_DENSE = 494.7e12  # H100 SXM dense TF32 tensor-core peak (vendor)
+F16_DENSE = 989.4e12  # H100 SXM dense f16/bf16 tensor-core peak, f32 accumulate (vendor)
 LATENCIES = (500e-9, 700e-9, 900e-9)  # loaded DRAM latency: low, central, high
 
 
@@ -54,6 +56,8 @@ def cases(only=None):
     from gpudsl.stdlib import complex as cx
     from gpudsl.stdlib import pointwise, rms_norm, slices, softmax
     from gpudsl.stdlib.matmul import options_kernel
+    from gpudsl.stdlib.matmul_f16 import matmul_half_kernel
+    from gpudsl.stdlib.matmul_sm80 import matmul_sm80_kernel
     from gpudsl.stdlib.matmul_tf32 import matmul_tf32_kernel
     from gpudsl.stdlib.permute import permute_kernel
 
@@ -68,6 +72,12 @@ def cases(only=None):
     add("matmul", f"{MM}^3", p, b, "cuBLAS fp32")
     p, b = matmul_tf32_kernel((MM, MM), (MM, MM))
     add("matmul_tf32", f"{MM}^3", p, b, "cuBLAS tf32")
+    if only is None or "matmul_f16" in only:
+        p, b = matmul_half_kernel((MM, MM), (MM, MM), "f16")
+        add("matmul_f16", f"{MM}^3", p, b, "cuBLAS f16")
+    if only is None or "matmul_f16_sm80" in only:
+        p, b = matmul_sm80_kernel((MM, MM), (MM, MM), "f16")
+        add("matmul_f16_sm80", f"{MM}^3", p, b, "cuBLAS f16")
     for op in ("add", "mul"):
         p, dims, bdims = pointwise.plan_binary(op, (R, C), (R, C))
         add(op, shape2, p, sizes_from_shapes(p, {"a": dims, "b": bdims, "out": dims}), "copy")
@@ -171,7 +181,7 @@ def estimate(report, ref: str, latency: float):
         mem = k.bytes / dev.copy_bandwidth  # the copy rate is what a kernel can reach
         comp = k.time_compute_s
         if k.machine and any(f.count("HMMA") for f in k.machine):
-            comp = k.flops / TF32_DENSE
+            comp = k.flops / (F16_DENSE if ref == "cuBLAS f16" else TF32_DENSE)
         terms = {"memory": mem, "compute": comp, "issue": k.time_issue_s or 0.0,
                  "shared": k.time_shared_s or 0.0,
                  "loads in flight": (k.time_mlp_s or 0.0) * latency / dev.dram_latency_s}
@@ -183,7 +193,8 @@ def estimate(report, ref: str, latency: float):
     if ref == "copy":
         want = nbytes / dev.copy_bandwidth
     else:
-        want = flops / (CUBLAS_FP32 if ref == "cuBLAS fp32" else CUBLAS_TF32)
+        want = flops / {"cuBLAS fp32": CUBLAS_FP32, "cuBLAS f16": CUBLAS_F16}.get(
+            ref, CUBLAS_TF32)
     return total, want, max(set(limiters), key=limiters.count)
 
 
@@ -236,6 +247,48 @@ DOC_MARK = ("<!-- sass-table: begin (benchmarks/sass_table.py --docs) -->",
             "<!-- sass-table: end -->")
 
 
+HALF_MARK = ("<!-- sass-half: begin (benchmarks/sass_table.py --docs) -->",
+             "<!-- sass-half: end -->")
+HALF_COLUMNS = ["kernel", "arch", "loop instr", "HMMA", "LDSM", "LDS", "LDGSTS", "LDG", "STS",
+                "BAR", "int", "instr/HMMA", "regs", "spills", "shared", "occupancy"]
+
+
+def half_kernels():
+    """(label, proc, bindings) of the f16 GEMMs at 4096^3: today's kernel (1 stage)
+    and the sm_80 multistage kernel (gpudsl/stdlib/matmul_sm80.py) in its tiles."""
+    from gpudsl.stdlib.matmul_f16 import matmul_half_kernel
+    from gpudsl.stdlib.matmul_sm80 import matmul_sm80_kernel
+
+    mm = ((MM, MM), (MM, MM), "f16")
+    out = [("today's: 64x128x32, 4 warps, 1 stage", *matmul_half_kernel(*mm))]
+    for bn, stages in ((256, 3), (128, 4)):
+        p, b = matmul_sm80_kernel(*mm, bn=bn, stages=stages)
+        out.append((f"sm80: 128x{bn}x32, {bn // 32} warps of 64x64, {stages} stages", p, b))
+    return out
+
+
+def half_rows(archs=("sm_80", "sm_90")):
+    """The machine code of the f16 GEMMs' main loop (per k tile, one warp) on each
+    arch: the rows of the before/after table of docs/performance.md."""
+    from gpudsl.perf.sass import hot_loop
+
+    rows = []
+    for label, p, binds in half_kernels():
+        kern = p.compile("emulator", check=False)
+        for arch in archs:
+            (k,) = kern.sass(arch, **binds).kernels
+            h = hot_loop(k.figures)
+            rows.append({
+                "kernel": label, "arch": arch, "loop instr": h.instructions,
+                "HMMA": h.count("HMMA"), "LDSM": h.counts.get("LDSM", 0),
+                "LDS": _widths(h, "LDS"), "LDGSTS": h.count("LDGSTS"), "LDG": _widths(h, "LDG"),
+                "STS": _widths(h, "STS"), "BAR": h.count("BAR"), "int": h.count("int"),
+                "instr/HMMA": f"{h.instructions / max(h.count('HMMA'), 1):.2f}",
+                "regs": k.registers, "spills": k.spill_bytes, "shared": k.shared_bytes,
+                "occupancy": str(k.occupancy).split(" (")[0] if k.occupancy else "?"})
+    return rows
+
+
 def markdown(rows, columns=COLUMNS) -> str:
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
@@ -243,11 +296,15 @@ def markdown(rows, columns=COLUMNS) -> str:
     return "\n".join(out)
 
 
-def update_docs(path: str, rows) -> None:
-    """Replace the summary table between the markers of ``path``."""
+def update_docs(path: str, rows, half=None) -> None:
+    """Replace the summary table between the markers of ``path`` (and the f16 GEMMs'
+    main-loop table between its own, when ``half`` rows are given)."""
     text = open(path).read()
-    a, b = text.index(DOC_MARK[0]), text.index(DOC_MARK[1])
-    text = text[:a] + DOC_MARK[0] + "\n" + markdown(rows, DOC_COLUMNS) + "\n" + text[b:]
+    for (start, end), table in ((DOC_MARK, markdown(rows, DOC_COLUMNS)),
+                                (HALF_MARK, half and markdown(half, HALF_COLUMNS))):
+        if table:
+            a, b = text.index(start), text.index(end)
+            text = text[:a] + start + "\n" + table + "\n" + text[b:]
     with open(path, "w") as f:
         f.write(text)
 
@@ -289,9 +346,11 @@ def main(argv=None) -> int:
         "their bytes. `LDG->use`: instructions from each global load to its first use. "
         "`executed`: the model's executed instructions (all threads, all kernels of the "
         "node) per output element, or per FMA (matmul). `estimate`: the model's time against the reference "
-        "(a device copy of the same bytes at 3.0 TB/s; cuBLAS 51.9 / 402 TFLOP/s), at a "
+        "(a device copy of the same bytes at 3.0 TB/s; cuBLAS 51.9 / 402 / 753 TFLOP/s "
+        "for fp32 / TF32 / f16), at a "
         "loaded DRAM latency of 700 ns (500-900 ns in brackets), H100 SXM: the largest of "
-        "bytes / copy bandwidth, FLOPs / peak (TF32 dense 494.7 TFLOP/s for HMMA), "
+        "bytes / copy bandwidth, FLOPs / peak (TF32 dense 494.7 TFLOP/s for HMMA, f16 "
+        "dense 989.4 against cuBLAS f16), "
         "executed warp instructions / (132 SMs x 4 x 1.98 GHz), shared-memory bytes / "
         "(132 x 128 B x 1.98 GHz), and bytes read / "
         "(bytes in flight per thread x resident threads x 132 / latency). `measured`: "
@@ -302,7 +361,12 @@ def main(argv=None) -> int:
         "after them (see docs/performance.md) the figure is the previous kernel's.",
         "",
     ]
-    body = [markdown(rows), "", "## Per kernel and per loop", ""]
+    half = half_rows() if only is None or "matmul_f16" in only else None
+    body = [markdown(rows), ""]
+    if half:
+        body += ["## The f16 GEMMs' main loop (per k tile of 32, one warp)", "",
+                 markdown(half, HALF_COLUMNS), ""]
+    body += ["## Per kernel and per loop", ""]
     for node, rep in details:
         body.append(f"### {node}")
         body.append("")
@@ -319,7 +383,7 @@ def main(argv=None) -> int:
         body.append("")
     text = "\n".join(head + body)
     if ns.docs:
-        update_docs(ns.docs, rows)
+        update_docs(ns.docs, rows, half)
     if ns.out:
         with open(ns.out, "w") as f:
             f.write(text + "\n")

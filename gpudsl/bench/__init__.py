@@ -220,7 +220,8 @@ def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) ->
         flops *= sb[-1]
         run = runner(a, b) if runner is not None else (lambda: ops.matmul(a, b))
         lib = "numpy" if env.backend != "cuda" else GEMMS.get(
-            node.replace("_async", ""), GEMMS["matmul_tf32" if tf32 else "matmul"])[2]
+            node.replace("_async", "").replace("_sm80", ""),
+            GEMMS["matmul_tf32" if tf32 else "matmul"])[2]
         ref = Ref("torch.matmul" if env.backend == "cuda" else "numpy matmul", lib,
                   lambda: env.matmul(a, b, tf32))
         out.append(Case(node, label, "flops", flops, run, lambda: env.matmul(a, b, tf32),
@@ -249,6 +250,14 @@ def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) ->
     mt = 128 if small else m
     mm("matmul_tf32_async", (mt, mt), (mt, mt), f"{mt}^3 tf32 async 3", tf32=True,
        runner=lambda a, b: (lambda: ops.matmul(a, b, precision="tf32", async_stages=3)))
+    # the sm_80 half GEMM (multistage cp.async, 128x256 tiles), whatever the device
+    from ..stdlib.matmul_sm80 import matmul_sm80
+
+    for n in (EMU_GEMM_SIZES if small else GEMM_SIZES):
+        for dtype in ("float16", "bfloat16"):
+            node = f"matmul_{'f16' if dtype == 'float16' else 'bf16'}_sm80"
+            mm(node, (n, n), (n, n), f"{n}^3 sm80", dtype=dtype,
+               runner=lambda a, b: (lambda: matmul_sm80(a, b)))
     return out
 
 

@@ -123,24 +123,29 @@ MMA = {"f16": mma_f16, "bf16": mma_bf16}
 
 
 @lru_cache(maxsize=None)
-def matmul_half_algorithm(dt: str, divisible: tuple | None = None) -> Proc:
+def matmul_half_algorithm(dt: str, divisible: tuple | None = None,
+                          batched: bool = False) -> Proc:
     """``c[m, k] = a[m, n] @ b[n, k]`` in ``dt`` (f16 or bf16), accumulated in f32 and
-    rounded once; ``divisible = (dm, dk, dn)`` adds ``m % dm == 0 and ...``."""
+    rounded once; ``divisible = (dm, dk, dn)`` adds ``m % dm == 0 and ...``;
+    ``batched``: over a leading batch axis ``z`` of ``nb`` (``c[z] = a[z] @ b[z]``)."""
     assert_line, tag = "", ""
     if divisible is not None:
         dm, dk, dn = divisible
         assert_line = f"    assert m % {dm} == 0 and k % {dk} == 0 and n % {dn} == 0\n"
         tag = f"_{dm}x{dk}x{dn}"
-    name = f"matmul_{dt}{tag}"
-    text = (f"def {name}(m: size, n: size, k: size, a: {dt}[m, n], b: {dt}[n, k], "
-            f"c: {dt}[m, k]):\n" + assert_line +
-            "    for i in seq(0, m):\n"
-            "        for j in seq(0, k):\n"
-            "            s: f32 @ REGISTER\n"
-            "            s = 0.0\n"
-            "            for p in seq(0, n):\n"
-            "                s += f32(a[i, p]) * f32(b[p, j])\n"
-            f"            c[i, j] = {dt}(s)\n")
+    name = f"{'b' if batched else ''}matmul_{dt}{tag}"
+    nb, zi, pad = ("nb: size, ", "z, ", "    ") if batched else ("", "", "")
+    lead = "nb, " if batched else ""
+    text = (f"def {name}({nb}m: size, n: size, k: size, a: {dt}[{lead}m, n], "
+            f"b: {dt}[{lead}n, k], c: {dt}[{lead}m, k]):\n" + assert_line +
+            ("    for z in seq(0, nb):\n" if batched else "") +
+            f"{pad}    for i in seq(0, m):\n"
+            f"{pad}        for j in seq(0, k):\n"
+            f"{pad}            s: f32 @ REGISTER\n"
+            f"{pad}            s = 0.0\n"
+            f"{pad}            for p in seq(0, n):\n"
+            f"{pad}                s += f32(a[{zi}i, p]) * f32(b[{zi}p, j])\n"
+            f"{pad}            c[{zi}i, j] = {dt}(s)\n")
     return make_proc(name, text)
 
 
@@ -208,21 +213,24 @@ def _copy_b(p, bk, bn):
 # ---------------------------------------------------------------- preconditions
 
 
-def half_preconditions_hold(p: Proc, dt: str) -> bool:
+def half_preconditions_hold(p: Proc, dt: str, ins: Proc | None = None) -> bool:
     """The lane precondition of the mma call (every call directly in thread loops
     ``w`` (z), ``g`` (y, 0..8), ``t`` (x, 0..4), under no ``if`` between them) and the
     16-byte alignment of the ldmatrix rows (pitches multiples of 8 halves; the A
-    window's column and the B window's column less ``2t`` multiples of 8)."""
+    window's column and the B window's column less ``2t`` multiples of 8).  ``ins``:
+    the instr whose calls are checked (default ``MMA[dt]``; the sm_80 kernel's
+    ``matmul_sm80.warp_mma`` has the same parameters ``a`` and ``b``)."""
     from ..ir.nodes import For, Interval, Point
     from ..ir.procdef import as_procdef
     from ..schedule.legality import divisible
     from ..schedule.patterns import scope_at
 
+    ins = MMA[dt] if ins is None else ins
     ir = as_procdef(p) or p
-    calls = _calls(p, MMA[dt])
+    calls = _calls(p, ins)
     if not calls:
         return False
-    names = [prm.name for prm in MMA[dt]._ir.params]
+    names = [prm.name for prm in ins._ir.params]
     for addr, call, chain in calls:
         threads = [f for f in chain if isinstance(f, For) and f.mapping == THREADS]
         k = next(i for i, f in enumerate(chain) if isinstance(f, For) and f.mapping == THREADS)

@@ -203,14 +203,15 @@ def map_warp_lanes(p, bm: int, bn: int, wm: int, wn: int, rows: tuple, cols: tup
 
 
 def fragments_and_tiles(p, acc: str, frags: tuple, bm: int, bn: int, bk: int,
-                        kstep: int, warps: int = 4):
+                        kstep: int, warps: int = 4, zi: str = ""):
     """The steps both tensor-core matmuls share after mapping the warp tile: the
     accumulator ``acc`` expanded over each lane's fragments (``frags``: the extents of
     ni and mi) and lifted to the block; the k loop cut into ``bk`` tiles outside the
     threads and ``kstep`` steps outside the mma tiles; the A and B tiles staged in
     SHARED as ``As`` / ``Bs``.  ``warps``: the warps of the block (the extent of
-    ``w``).  Returns the proc and the cursor of the compute nest (the warp loop) the
-    tiles were staged around."""
+    ``w``); ``zi``: the batch index prefix of the tiles' windows (``"z, "``).  Returns
+    the proc and the cursor of the compute nest (the warp loop) the tiles were staged
+    around."""
     for lp, n in (("rn", 2), ("rm", 2), ("ni", frags[0]), ("mi", frags[1]), ("t", 4),
                   ("g", 8), ("w", warps)):
         p = expand_dim(p, acc, n, lp)
@@ -223,7 +224,7 @@ def fragments_and_tiles(p, acc: str, frags: tuple, bm: int, bn: int, bk: int,
     p = divide_loop(p, "pi", kstep, ["ks", "kk"], tail="perfect")
     for lp in ("rn #1", "rm #1", "ni #1", "mi #1"):
         p = reorder_loops(p, lp)
-    return stage_tiles(p, bm, bn, bk, nest="w #1")
+    return stage_tiles(p, bm, bn, bk, zi, nest="w #1")
 
 
 def schedule_matmul_tf32(p: Proc, *, bm: int = 128, bn: int = 128, bk: int = 16,
