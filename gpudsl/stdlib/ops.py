@@ -30,6 +30,7 @@ from .op_arguments import empty as _empty
 from .op_arguments import index_tensor as _index_tensor
 from .op_arguments import is_host_int as _is_host_int
 from .op_arguments import is_int64 as _is_int64
+from .rms_norm import DEFAULT_EPS
 from .shapes import NodeError, require
 
 
@@ -377,7 +378,7 @@ def permute(x, perm=None):
 
 
 @_op
-def rms_norm(x, w, eps: float = 1e-5):
+def rms_norm(x, w, eps: float = DEFAULT_EPS):
     """``w * x / sqrt(mean(x^2) + eps)`` over the last axis of ``x`` (a 1-D ``x`` is
     one row; up to 6 axes); ``w`` is 1-D, as long as that axis; ``eps`` a number
     ``>= 0``.  ``w`` may have another float dtype than ``x``, as in PyTorch's mixed
@@ -392,7 +393,7 @@ def rms_norm(x, w, eps: float = 1e-5):
     require(len(ws) == 1 and ws[0] == xs[-1], f"the weights {list(ws)} must be a vector "
             f"as long as the last axis of {list(xs)} ({xs[-1]})")
     dt, wdt = _dtype_of(x), _dtype_of(w)
-    if dt == wdt == "f32" and eps == 1e-5:
+    if dt == wdt == "f32" and eps == DEFAULT_EPS:
         return _launch("rms_norm", (_contig(x), _contig(w)), {})[0]
     from .rms_norm import plan_rms_norm
 
