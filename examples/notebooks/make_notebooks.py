@@ -110,7 +110,7 @@ NOTEBOOKS = {
     "03_graph_nodes.ipynb": [
         "# Graph nodes with `gpudsl.ops`\n\nThe standard library's proved kernels on numpy "
         "arrays (GPU when there is one, else the CPU emulator), with numpy's conventions.",
-        "import numpy as np\nimport gpudsl\nfrom gpudsl import ops\nops.target()",
+        "import numpy as np\nimport gpudsl\nfrom gpudsl import ops\nops.backend()",
         "a = np.arange(6, dtype=np.float32).reshape(2, 3)\n"
         "h = ops.relu(ops.add(ops.matmul(a, ops.permute(a, (-1, 0))), 1.0))\n"
         "np.testing.assert_allclose(h, np.maximum(a @ a.T + 1, 0))\n"
@@ -131,7 +131,7 @@ NOTEBOOKS = {
         "of a `Space`, proves it with `check()` (an unproved candidate never runs), "
         "compiles, verifies it against a reference and only then times it. Here a small "
         "matmul on the CPU emulator: a dry run of the whole pipeline (emulated times say "
-        "nothing about a GPU; use `target='cuda'` on one).",
+        "nothing about a GPU; use `backend='cuda'` on one).",
         "import tempfile, importlib.util\n"
         "import numpy as np\n"
         "from gpudsl import autotune\n"
@@ -144,7 +144,7 @@ NOTEBOOKS = {
         "build = MatmulBuild((32, 32), (32, 32))\n"
         "res = autotune.tune(build, space, shapes={'a': (32, 32), 'b': (32, 32), "
         "'c': (32, 32)},\n"
-        "                    reference=lambda a, b, c: a @ b, target='emulator', db=db,\n"
+        "                    reference=lambda a, b, c: a @ b, backend='emulator', db=db,\n"
         "                    strategy='grid', seed=0, reps=3, flops=2 * 32**3, "
         "task='matmul-tutorial')\n"
         "assert res.best is not None and res.counts().get('ok') == len(space)\n"
@@ -152,7 +152,7 @@ NOTEBOOKS = {
         "## Resume\n\nTuning again is a lookup: nothing is compiled or timed again.",
         "again = autotune.tune(build, space, shapes={'a': (32, 32), 'b': (32, 32), "
         "'c': (32, 32)},\n"
-        "                      reference=lambda a, b, c: a @ b, target='emulator', db=db,\n"
+        "                      reference=lambda a, b, c: a @ b, backend='emulator', db=db,\n"
         "                      seed=0, reps=3, task='matmul-tutorial')\n"
         "assert all(r.get('cached') for r in again.records)\n"
         "dict(again.best.config), dict(res.best.config)",

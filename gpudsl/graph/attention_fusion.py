@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import math
 
-from .nodes import VIEWS, Node
+from .nodes import Node, is_view
 
 
 def _root(n: Node) -> Node:
     """The node whose memory ``n`` is a view of."""
-    while n.op in VIEWS:
+    while is_view(n.op):
         n = n.inputs[0]
     return n
 

@@ -43,6 +43,10 @@ class ChainOp:
 
     op: str
     args: tuple
+    #: the node's element expression when the group was formed (``Node.expr``): part of
+    #: the key of the fused kernel's caches, so a node declared again with another
+    #: meaning gets its own kernel
+    expr: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,8 @@ def _group(nodes, pos, chain) -> Group:
         n = nodes[k]
         args = tuple(None if pos[id(m)] in members and k != chain[0] else ext(m)
                      for m in n.inputs)
-        steps.append(ChainOp(pointwise_op(n.op), args))
+        op = pointwise_op(n.op)
+        steps.append(ChainOp(op, args, by_graph(n.op).expr))
     return Group(tuple(chain), tuple(externals), kind, tuple(steps))
 
 

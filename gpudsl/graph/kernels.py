@@ -46,9 +46,9 @@ class FusedKernel:
         return self.proc.name
 
 
-def build(group: Group, nodes, target: str) -> FusedKernel:
+def build(group: Group, nodes, backend: str) -> FusedKernel:
     """The fused kernel of ``group``, proved now (``check()``; refused with
-    ``gpudsl.CheckError`` when not proved); ``target`` picks the matmul options."""
+    ``gpudsl.CheckError`` when not proved); ``backend`` picks the matmul options."""
     out = nodes[group.last]
     ext = [nodes[j] for j in group.externals]
     if group.head == "attention":
@@ -60,7 +60,7 @@ def build(group: Group, nodes, target: str) -> FusedKernel:
 
         a, b = tuple(ext[0].shape), tuple(ext[1].shape)
         flags = tuple(_flags(e.shape, out.shape) for e in ext)
-        p = matmul_group_proc(a, b, matmul_options(a, b, {}, target), group.steps, flags)
+        p = matmul_group_proc(a, b, matmul_options(a, b, {}, backend), group.steps, flags)
         names = ["a", "b"] + [f"e{j}" for j in range(2, len(ext))]
         shapes = {nm: (j, e.shape) for nm, j, e in zip(names, group.externals, ext)}
         shapes["c"] = (group.last, out.shape)

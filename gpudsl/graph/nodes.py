@@ -18,8 +18,16 @@ from ..stdlib.node_shapes import FLOATS, tensor_shape
 from ..stdlib.node_table import ShapeError, all_nodes, by_graph
 
 DTYPES = ("float32", "int64", "float16", "bfloat16")
-#: nodes whose value shares its (first) operand's memory (the node table's ``aliases``)
+#: nodes whose value shares its (first) operand's memory (the node table's ``aliases``,
+#: when this module was imported; ``is_view`` reads the table now)
 VIEWS = tuple(n.graph for n in all_nodes() if n.aliases and n.graph)
+
+
+def is_view(op: str) -> bool:
+    """Whether graph node ``op``'s value shares its first operand's memory (its
+    declaration's ``aliases``)."""
+    decl = by_graph(op)
+    return decl is not None and decl.aliases
 LEAVES = ("InputTensor", "ConstantTensor", "BufferTensor")
 #: nodes the script names but this version does not run (none left: kept for importers)
 LATER: tuple[str, ...] = ()

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .nodes import VIEWS, Node
+from .nodes import Node, is_view
 
 ALIGN = 256
 _ITEMSIZE = {"float32": 4, "int64": 8, "float16": 2, "bfloat16": 2}
@@ -77,7 +77,7 @@ def lifetimes(nodes: list[Node], result: Node):
     storage: list[tuple[str, object, int]] = []
     buffers = 0
     for i, n in enumerate(nodes):
-        if n.op in VIEWS:
+        if is_view(n.op):
             kind, key, off = storage[pos[id(n.inputs[0])]]
             if n.op == "SliceNode":
                 row = nbytes(n.inputs[0]) // n.inputs[0].shape[0]

@@ -349,7 +349,8 @@ def pointwise_node(name: str, graph: str, expr: str, reference, *, commutes: boo
                 ("x",) if unary else ("a", "b"), expr=expr, commutes=commutes,
                 dtypes=FLOATS, tuning=_pointwise_task(name), tune_shapes=1 if unary else 2,
                 example=_example(1 if unary else 2), bench=bench,
-                snapshots=snapshots, doc=doc)
+                snapshots=snapshots,
+                doc=doc or f"``{expr.format(a='a', b='b', x='x')}`` elementwise (in f32).")
 
 
 def _kernel(module: str, fn: str, *args, part=None):

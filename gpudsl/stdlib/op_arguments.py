@@ -9,6 +9,7 @@ import operator
 import numpy as np
 
 from ..runtime.torch_tensors import check_grad, from_host, host_view, is_torch, torch_module
+from .nodes import ShapeError, get
 from .shapes import NodeError, require  # noqa: F401
 from .shapes import check_tensor as _check_tensor
 
@@ -165,5 +166,32 @@ def is_host_int(v) -> bool:
     return not _is_array(v) and not (hasattr(v, "shape") and _is_device(v))
 
 
+# ------------------------------------------------------------------ table nodes
+
+
+class _Operand:
+    """What a shape rule reads of an array: its dtype name and shape."""
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, x):
+        self.dtype = np.dtype(str(x.dtype).replace("torch.", "")).name
+        self.shape = tuple(int(d) for d in x.shape)
+
+
+def table_rule(name: str, operands: tuple, attrs: dict | None = None) -> str:
+    """Node ``name``'s shape rule in the node table (the one statement of which shapes
+    fit, which graphs use too) and its dtypes on these arrays, refused as this op's
+    error; the result's dtype."""
+    decl, ins = get(name), tuple(_Operand(x) for x in operands)
+    try:
+        dtype, _ = decl.shape(ins, attrs or {})
+    except ShapeError as e:
+        raise NodeError(e.message, None, e.hint) from None
+    why = decl.refuses(dtype, tuple(x.shape for x in ins))
+    require(why is None, why)
+    return dtype
+
+
 __all__ = ["check_tensor", "as_int", "axis", "torch_call", "RANKS", "contig", "empty",
-           "index_tensor", "is_int64", "is_host_int"]
+           "index_tensor", "is_int64", "is_host_int", "table_rule"]

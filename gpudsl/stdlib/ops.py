@@ -21,15 +21,17 @@ from .halves import dtype_of as _dtype_of
 from ..runtime import driver as _driver
 from ..runtime import torch_tensors as _torch_tensors
 from . import ops_fast as _fast
-from .node_table import ShapeError, get, plan
+from .node_table import get, plan
 from .nodes import db_stamp
 from .op_arguments import (_ANY_FLOAT, RANKS, _is_array, _is_device, _is_scalar, as_int,
                            axis, check_tensor, torch_call)
+from .op_arguments import table_rule as _table_rule
 from .op_arguments import contig as _contig
 from .op_arguments import empty as _empty
 from .op_arguments import index_tensor as _index_tensor
 from .op_arguments import is_host_int as _is_host_int
 from .op_arguments import is_int64 as _is_int64
+from .rms_norm import DEFAULT_EPS
 from .shapes import NodeError, require
 
 
@@ -377,7 +379,7 @@ def permute(x, perm=None):
 
 
 @_op
-def rms_norm(x, w, eps: float = 1e-5):
+def rms_norm(x, w, eps: float = DEFAULT_EPS):
     """``w * x / sqrt(mean(x^2) + eps)`` over the last axis of ``x`` (a 1-D ``x`` is
     one row; up to 6 axes); ``w`` is 1-D, as long as that axis; ``eps`` a number
     ``>= 0``.  ``w`` may have another float dtype than ``x``, as in PyTorch's mixed
@@ -392,7 +394,7 @@ def rms_norm(x, w, eps: float = 1e-5):
     require(len(ws) == 1 and ws[0] == xs[-1], f"the weights {list(ws)} must be a vector "
             f"as long as the last axis of {list(xs)} ({xs[-1]})")
     dt, wdt = _dtype_of(x), _dtype_of(w)
-    if dt == wdt == "f32" and eps == 1e-5:
+    if dt == wdt == "f32" and eps == DEFAULT_EPS:
         return _launch("rms_norm", (_contig(x), _contig(w)), {})[0]
     from .rms_norm import plan_rms_norm
 
@@ -568,30 +570,6 @@ def topk(x, k: int):
 
 
 # ------------------------------------------------------------------ other table nodes
-
-
-class _Operand:
-    """What a shape rule reads of an array: its dtype name and shape."""
-
-    __slots__ = ("dtype", "shape")
-
-    def __init__(self, x):
-        self.dtype = np.dtype(str(x.dtype).replace("torch.", "")).name
-        self.shape = tuple(int(d) for d in x.shape)
-
-
-def _table_rule(name: str, operands: tuple, attrs: dict | None = None) -> str:
-    """Node ``name``'s shape rule in the node table (the one statement of which shapes
-    fit, which graphs use too) and its dtypes on these arrays, refused as this op's
-    error; the result's dtype."""
-    decl, ins = get(name), tuple(_Operand(x) for x in operands)
-    try:
-        dtype, _ = decl.shape(ins, attrs or {})
-    except ShapeError as e:
-        raise NodeError(e.message, None, e.hint) from None
-    why = decl.refuses(dtype, tuple(x.shape for x in ins))
-    require(why is None, why)
-    return dtype
 
 
 def _generic(decl):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from ..stdlib import ops as _ops
+from ..stdlib.rms_norm import DEFAULT_EPS
 from .nodes import node
 from .register import backward
 
@@ -122,7 +123,7 @@ rms_norm = _define("rms_norm", "(Tensor x, Tensor w) -> Tensor", _ops.rms_norm,
 @backward(rms_norm)
 def _rms_norm_backward(ctx, g):
     x, w, g32 = ctx.x.float(), ctx.w.float(), g.float()
-    r = torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5)
+    r = torch.rsqrt((x * x).mean(-1, keepdim=True) + DEFAULT_EPS)
     gw = g32 * w
     gx = r * gw - x * r ** 3 * (gw * x).mean(-1, keepdim=True)
     gwt = (g32 * x * r).reshape(-1, x.shape[-1]).sum(0)

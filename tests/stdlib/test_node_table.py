@@ -204,9 +204,9 @@ def test_the_kernel_choice_is_looked_up_once_per_database_version(toy, tune_db, 
     # choice again, until the tuning database changes
     calls = []
 
-    def counting(shapes, attrs, target):
+    def counting(shapes, attrs, backend):
         calls.append(shapes)
-        return toy_node.launch(shapes, attrs, target)
+        return toy_node.launch(shapes, attrs, backend)
 
     register(Node("square_add", toy_node.shape, counting, graph="SquareAddNode",
                   script=(("ref", "a"), ("ref", "b")), operands=("a", "b")))
