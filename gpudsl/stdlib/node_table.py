@@ -86,10 +86,10 @@ def _launch_matmul(shapes, attrs, backend):
     sa, sb = shapes[0], shapes[1]
     dt = _dt(attrs)
     if dt != "f32":  # [m, n] or [n] @ [n, k]: tensor cores where the tiles divide
-        from .matmul_f16 import plan_matmul_half
+        from .matmul_sm80 import plan_matmul_half_for   # sm_80-class: the multistage kernel
 
         a2 = (1,) + tuple(sa) if len(sa) == 1 else tuple(sa)
-        p, binds = plan_matmul_half(a2, tuple(sb), dt)
+        p, binds = plan_matmul_half_for(a2, tuple(sb), dt, backend)
         return Launch(p, (("a", ("in", 0, a2)), ("b", ("in", 1, None)),
                           ("c", ("out", (a2[0], sb[1]))))
                       + tuple((k, ("value", v)) for k, v in binds.items()),

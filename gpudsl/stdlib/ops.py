@@ -324,9 +324,10 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
     sa, sb = check_tensor("a", a, dtypes=_ANY_FLOAT), check_tensor("b", b, dtypes=_ANY_FLOAT)
     dt = _common_dtype("matmul", a=a, b=b)
     if dt != "f32":  # f16/bf16: tensor cores (f32 accumulation) where the tiles divide
-        from .matmul_f16 import plan_matmul_half
+        from .matmul_sm80 import plan_matmul_half_for   # sm_80-class: the multistage kernel
 
-        return _matmul_half(a, b, sa, sb, dt, plan_matmul_half)
+        return _matmul_half(a, b, sa, sb, dt,
+                            lambda a2, sb_, dt_: plan_matmul_half_for(a2, sb_, dt_, backend()))
     attrs = {}
     if precision == "tf32":
         require(async_stages in (None, 0, 2, 3, 4),
