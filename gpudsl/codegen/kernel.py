@@ -42,7 +42,7 @@ from .registers import emit_setmaxnreg, launch_blocks
 from .swizzle import swizzled_access
 from ..ir.swizzle import repeat_bytes
 from ..ir.printer import print_expr
-from ..ir.types import BLOCKS, INDEX, REGISTER, SHARED, THREADS, DType, bool_, f16, bf16
+from ..ir.types import BLOCKS, INDEX, THREADS, DType, bool_, f16, bf16
 from ..ir.visitor import walk
 from .cexpr import UNARY, ExprEmitter, cname
 from .plan import NeedsBinding, NotConstant, evaluate
@@ -211,7 +211,7 @@ class KernelWriter(CallWriter, ExprEmitter):
         def scan(stmts, nest, scope):
             scope = dict(scope)
             for s in stmts:
-                if isinstance(s, Alloc) and s.mem == REGISTER and s.shape and nest is None:
+                if isinstance(s, Alloc) and s.mem.per_thread and s.shape and nest is None:
                     scope[s.name] = id(s)
                     records[id(s)] = set()
                     allocs[id(s)] = s
@@ -256,7 +256,7 @@ class KernelWriter(CallWriter, ExprEmitter):
     def _plan_shared(self, body) -> None:
         """SHARED arrays are static ``__shared__`` arrays up to 48 KiB per block; above
         that they are carved out of dynamic shared memory (the launch asks for it)."""
-        allocs = [n for n in walk(body) if isinstance(n, Alloc) and n.mem == SHARED]
+        allocs = [n for n in walk(body) if isinstance(n, Alloc) and n.mem.per_block]
         total, offsets = 0, {}
         for a in allocs:
             n = a.ty.bits // 8
@@ -329,7 +329,7 @@ class KernelWriter(CallWriter, ExprEmitter):
                 strided += 1
             self.var_nonneg[b.iter] = self.nonneg(b.lo)
         self.block(body, level="block")
-        if strided and any(isinstance(n, Alloc) and n.mem == SHARED for n in walk(body)):
+        if strided and any(isinstance(n, Alloc) and n.mem.per_block for n in walk(body)):
             # the next iteration's writes of SHARED arrays wait for this one's reads
             w.line("__syncthreads();")
         for _ in range(strided):
@@ -460,7 +460,7 @@ class KernelWriter(CallWriter, ExprEmitter):
                        + ("inside a @ THREADS loop" if level == "thread"
                           else "outside any @ BLOCKS loop"), s.loc,
                        "allocate SHARED arrays at block level: one copy per block")
-        drop = len(self.drops.get(id(s), ())) if (level == "block" and s.mem == REGISTER) else 0
+        drop = len(self.drops.get(id(s), ())) if (level == "block" and s.mem.per_thread) else 0
         shape = [self.const_int(d, f"the shape of '{s.name}'", s.loc) for d in s.shape]
         if drop > len(shape):
             drop = len(shape)

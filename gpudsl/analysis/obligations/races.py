@@ -128,7 +128,7 @@ def _pairs(eff):
                         _conflict(a1, a2):
                     yield info, a1, a2, None
         host_par = any(l.is_unmapped_par and l.level == "host" for a in accs for l in a.loops)
-        if len(buckets) > 1 and (info.mem == GLOBAL or host_par):
+        if len(buckets) > 1 and (info.mem.scope == "grid" or host_par):
             classes: dict = {}
             for a in accs:
                 if _segment(a) is not None:
@@ -288,7 +288,7 @@ def _modes(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess) -> list:
     common = loops_prefix(a1.loops, a2.loops)
     host = _host_loops(common)
     same_kernel = a1.kernel is not None and a1.kernel == a2.kernel
-    block_reg = info.mem == REGISTER and info.level == "block"
+    block_reg = info.mem.per_thread and info.level == "block"
     alloc_threads = any(l.mapping == THREADS for l in info.loops)
     alloc_blocks = any(l.mapping == BLOCKS for l in info.loops)
     modes = []
