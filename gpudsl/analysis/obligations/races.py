@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import z3
 
-from ...ir.types import BLOCKS, GLOBAL, REGISTER, THREADS
+from ...ir.types import BLOCKS, THREADS
 from ...ir.nodes import Const, For, Sync
 from ..effects import KernelAccess, loops_prefix
 from ..report import Diagnostic
@@ -326,13 +326,9 @@ def _pair_at(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only, relays):
         return None
     if "host" not in modes:
         host_par = []
-    t1, t2 = ctx.thread("1"), ctx.thread("2")
     ctx.enc.data_dependent = False
     try:
-        cons = ctx.place(t1, a1) + ctx.place(t2, a2)
-        i1 = [t1.expr(e) for e in a1.idx]
-        i2 = [t2.expr(e) for e in a2.idx]
-        cons += [x == y for x, y in zip(i1, i2)]
+        t1, t2, cons, i1, i2 = ctx.two_threads(a1, a2)
         # the same allocation instance
         for l in info.loops:
             if l.is_par:
