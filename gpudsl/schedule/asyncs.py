@@ -73,19 +73,14 @@ def make_async(p, block):
     count = [0]
 
     class Conv(Transformer):
-        def visit_Assign(self, s):
+        def _copy(self, s):  # an element copy, or a call of a vector copy
             a = _as_async(s, env)
             if a is None:
                 return s
             count[0] += 1
             return a
 
-        def visit_Call(self, s):
-            a = _as_async(s, env)
-            if a is None:
-                return s
-            count[0] += 1
-            return a
+        visit_Assign = visit_Call = _copy
 
     new = Conv().visit_block(tuple(stmts))
     if not count[0]:

@@ -154,6 +154,12 @@ class Ctx:
             "bind sizes (check(n=...)) or simplify the index expressions; a larger "
             "timeout may help (check(timeout=seconds))", list(notes)))
 
+    def undecided(self, what: str, locs, reason: str) -> Diagnostic:
+        """The "unknown" diagnostic of a question asked for a pair of accesses, returned
+        to the caller (which decides where it goes), counted as :meth:`unknown` does."""
+        self.unknown(what, locs, reason)
+        return self.diagnostics.pop()
+
     def thread_witness(self, t: ThreadEnv, a: KernelAccess, model) -> dict:
         out = {"block": {}, "thread": {}, "loops": {}}
         for l in a.loops:

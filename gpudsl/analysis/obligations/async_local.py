@@ -139,12 +139,10 @@ def _query(ctx, c, x, width, seq_before, same_run=(), fam=COPIES):
         cons += [t1.var(it) == t2.var(it) for it in same_run]
         cons.append(seq_before(c.tpath, x.tpath, t1, t2))
     except Unsupported as e:
-        ctx.unknown(what, [c.loc, x.loc], str(e) or "unsupported expression")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(what, [c.loc, x.loc], str(e) or "unsupported expression")
     r = ctx.solve(cons)
     if r.status == UNKNOWN:
-        ctx.unknown(what, [c.loc, x.loc], f"solver: {r.reason or 'unknown'}")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(what, [c.loc, x.loc], f"solver: {r.reason or 'unknown'}")
     if r.status != SAT:
         return None
     element = ctx.eval_ints(r.model, i2)

@@ -273,9 +273,8 @@ def _pair(ctx: Ctx, ac: AsyncCounts, c, x, fam=COPIES):
         exprs += [ac.commits(x.path), ac.synced(c.path)]
     what = f"that {x.describe()} waits for the {fam.name} `{_text(c, fam)}`"
     if any(e is None or has_unknown(e) for e in exprs):
-        ctx.unknown(what, [c.loc, x.loc], f"the number of {fam.commit_text} or barriers "
-                    "before them depends on loop variables")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(what, [c.loc, x.loc], f"the number of {fam.commit_text} or barriers "
+                           "before them depends on loop variables")
     ctx.enc.data_dependent = False
     try:
         t1, t2, cons, i1, i2 = ctx.two_threads(c, x, width)
@@ -297,12 +296,10 @@ def _pair(ctx: Ctx, ac: AsyncCounts, c, x, fam=COPIES):
                              *_split_unordered(ctx, ac, c, x, t1, t2, gv))
         cons.append(z3.Or(early_same, early_other))
     except Unsupported as e:
-        ctx.unknown(what, [c.loc, x.loc], str(e) or "unsupported expression")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(what, [c.loc, x.loc], str(e) or "unsupported expression")
     r = ctx.solve(cons)
     if r.status == UNKNOWN:
-        ctx.unknown(what, [c.loc, x.loc], f"solver: {r.reason or 'unknown'}")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(what, [c.loc, x.loc], f"solver: {r.reason or 'unknown'}")
     if r.status != SAT:
         return None
     return _race(ctx, c, x, t1, t2, i2, early_same, r.model, fam)

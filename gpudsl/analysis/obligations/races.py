@@ -370,21 +370,18 @@ def _pair_at(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only, relays):
         if same_kernel and (t1.tickets or t2.tickets):
             cons += ticket_facts(t1, t2, [_v(t1, l.iter) == _v(t2, l.iter) for l in host])
     except Unsupported as e:
-        ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
-                    [a1.loc, a2.loc], str(e) or "unsupported expression")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(f"that {a1.describe()} and {a2.describe()} do not race",
+                           [a1.loc, a2.loc], str(e) or "unsupported expression")
     r = ctx.solve(cons, CHAIN_TIME if relays else 1)
     if r.status == SAT and not _exact_order(ctx, a1, a2):
-        ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
-                    [a1.loc, a2.loc], "the number of ranged or split barrier instances "
-                    "between them depends on loop variables")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(f"that {a1.describe()} and {a2.describe()} do not race",
+                           [a1.loc, a2.loc], "the number of ranged or split barrier instances "
+                           "between them depends on loop variables")
     if r.status == SAT:
         return _race(ctx, info, a1, a2, t1, t2, i1, alts, tags, r.model)
     if r.status == UNKNOWN:
-        ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
-                    [a1.loc, a2.loc], f"solver: {r.reason or 'unknown'}")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(f"that {a1.describe()} and {a2.describe()} do not race",
+                           [a1.loc, a2.loc], f"solver: {r.reason or 'unknown'}")
     return None
 
 
