@@ -72,21 +72,22 @@ def _err(msg, loc, hint=None):
     return CompileError(msg, loc, hint)
 
 
-def thread_chain(f: For) -> list[For]:
-    """The directly nested THREADS loops starting at ``f`` (outer first)."""
+def _nest(f: For, mapping: str, unit: str, index: str) -> list[For]:
     chain = direct_nest(f)
     if len(chain) > 3:
-        raise _err("more than 3 directly nested @ THREADS loops", chain[3].loc,
-                   "a block has 3 dimensions (threadIdx.z/y/x)")
+        raise _err(f"more than 3 directly nested @ {mapping} loops", chain[3].loc,
+                   f"a {unit} has 3 dimensions ({index}.z/y/x)")
     return chain
+
+
+def thread_chain(f: For) -> list[For]:
+    """The directly nested THREADS loops starting at ``f`` (outer first)."""
+    return _nest(f, "THREADS", "block", "threadIdx")
 
 
 def blocks_chain(f: For) -> list[For]:
-    chain = direct_nest(f)
-    if len(chain) > 3:
-        raise _err("more than 3 directly nested @ BLOCKS loops", chain[3].loc,
-                   "a grid has 3 dimensions (blockIdx.z/y/x)")
-    return chain
+    """The directly nested BLOCKS loops starting at ``f`` (outer first)."""
+    return _nest(f, "BLOCKS", "grid", "blockIdx")
 
 
 def _expr_nodes(s: Stmt):
