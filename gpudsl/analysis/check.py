@@ -150,23 +150,19 @@ def _run(ir, bindings, timeout_ms, tgt: Target) -> Report:
 def trusted_instrs(ir) -> list:
     """The names of the ``@instr`` procs ``ir`` calls, directly or through its callees
     (sorted): each one's template is trusted to compute what its body says."""
-    from ..ir.nodes import Call, For, If
+    from ..ir.nodes import Call
+    from ..ir.visitor import block_stmts
 
     found, seen = set(), set()
 
     def block(stmts):
-        for s in stmts:
+        for s in block_stmts(stmts):
             if isinstance(s, Call):
                 if s.proc.instr is not None:
                     found.add(s.proc.name)
                 elif id(s.proc) not in seen:
                     seen.add(id(s.proc))
                     block(s.proc.body)
-            elif isinstance(s, For):
-                block(s.body)
-            elif isinstance(s, If):
-                block(s.body)
-                block(s.orelse)
 
     block(ir.body)
     return sorted(found)

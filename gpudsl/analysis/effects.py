@@ -39,7 +39,7 @@ from ..ir.inline import (PRED_CHECK, VALUE_CHECK, WINDOW_CHECK, Inliner, bind_va
                          caller_names)
 from ..ir.nodes import (Alloc, Assign, Atomic, Collective, Const, For, If, Point,
                         ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var)
-from ..ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS, bool_
+from ..ir.types import BLOCKS, GLOBAL, THREADS, bool_, memory_with
 from ..ir.effects import Walker, innermost_lane
 from ..ir.nests import direct_nest, nest_dim
 from ..ir.visitor import walk
@@ -256,13 +256,14 @@ class _Collector(Walker):
         if st["level"] != "thread":
             self.issue("mapping", "async_copy outside any @ THREADS loop: each copy is "
                        "started by one thread", [s.loc], "put it inside a THREADS loop")
-        for name, mem in ((s.dst, SHARED), (s.src, GLOBAL)):
+        for name, end in ((s.dst, "async_destination"), (s.src, "async_source")):
             key = self.lookup(name)
-            if key is not None and self.eff.arrays[key].mem != mem:
+            if key is not None and not getattr(self.eff.arrays[key].mem, end):
                 info = self.eff.arrays[key]
-                self.issue("mapping", f"async_copy copies from GLOBAL to SHARED memory; "
+                self.issue("mapping", f"async_copy copies from {memory_with(async_source=True)} "
+                           f"to {memory_with(async_destination=True)} memory; "
                            f"'{name}' is in {info.mem.name}", [s.loc, info.loc],
-                           f"keep '{name}' in {mem.name} memory")
+                           f"keep '{name}' in {memory_with(**{end: True}).name} memory")
         super().async_copy(s, st)
 
     def async_sync(self, s, st):
@@ -286,9 +287,10 @@ class _Collector(Walker):
             self.issue("mapping", "wgmma outside any @ THREADS loop: the 128 threads of a "
                        "warpgroup issue it together", [s.loc],
                        "put it inside a `par(...) @ THREADS` loop of 128 threads")
-        for w, mem in ((s.acc, REGISTER), (s.a, SHARED), (s.b, SHARED)):
+        for w, scope in ((s.acc, "thread"), (s.a, "block"), (s.b, "block")):
             key = self.lookup(w.name)
-            if key is not None and self.eff.arrays[key].mem != mem:
+            if key is not None and self.eff.arrays[key].mem.scope != scope:
+                mem = memory_with(scope=scope)
                 info = self.eff.arrays[key]
                 self.issue("mapping", f"wgmma takes its accumulator in REGISTER and its "
                            f"operands in SHARED memory; '{w.name}' is in {info.mem.name}",
@@ -385,9 +387,9 @@ class _Collector(Walker):
                        "kernel (each block or thread would need its own copy in global "
                        "memory)", [s.loc], f"allocate it at host level, or `{s.name}: "
                        f"{s.ty.name} @ REGISTER` for one per thread")
-        if s.mem == REGISTER and st["level"] == "block" and st["kernel"] is not None:
+        if s.mem.per_thread and st["level"] == "block" and st["kernel"] is not None:
             self.eff.kernels[st["kernel"]].block_registers.append(info)
-        if s.mem == REGISTER and st["kernel"] is None:
+        if s.mem.per_thread and st["kernel"] is None:
             self.issue("mapping", "a REGISTER allocation outside any @ BLOCKS loop", [s.loc],
                        "allocate registers inside the kernel")
         return key

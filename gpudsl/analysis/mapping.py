@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..ir.nodes import For, If, Read
 from ..ir.printer import print_expr
-from ..ir.types import BLOCKS, REGISTER, THREADS
+from ..ir.types import BLOCKS, THREADS
 from ..ir.visitor import walk
 from .report import Diagnostic
 
@@ -35,7 +35,7 @@ def issues_to_diagnostics(eff, diagnostics: list, warnings: list):
 
 
 def check_uniformity(eff, diagnostics: list):
-    reg_names = {info.name for info in eff.arrays.values() if info.mem == REGISTER}
+    reg_names = {info.name for info in eff.arrays.values() if info.mem.per_thread}
 
     def private_reads(exprs):
         out = []

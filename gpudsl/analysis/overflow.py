@@ -16,6 +16,7 @@ import z3
 from ..ir.nodes import BinOp, Const, UnOp
 from ..ir.printer import print_expr
 from ..ir.smt import Unsupported
+from ..ir.smt_ints import _fold
 from ..ir.visitor import walk
 
 _OPS = ("+", "-", "*", "<<")
@@ -53,16 +54,6 @@ def _symbols(term) -> set:
     return out
 
 
-def _exact(op, a, b):
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    return a << b if 0 <= b < 64 else None
-
-
 def wrapped_at(t, model, exprs) -> list:
     """The operations of ``exprs`` (guards, indices) that wrap at the witness
     ``model`` of thread ``t``: ``(expression, type name, exact value, wrapped value)``,
@@ -83,7 +74,7 @@ def wrapped_at(t, model, exprs) -> list:
             vals = [_value(t, model, x, bits) for x in args]
             if None in vals:
                 continue
-            exact = _exact(n.op if isinstance(n, BinOp) else "-", *vals)
+            exact = _fold(n.op if isinstance(n, BinOp) else "-", *vals)
             half = 1 << (bits - 1)
             if exact is not None and not -half <= exact < half:
                 seen.add(text)

@@ -297,27 +297,21 @@ class PhaseRelation:
     # -- the rest of an iteration after / before an access
     def after(self, path, d, t):
         """No barrier from the access (path) to the end of the list at depth ``d``."""
-        parts = []
-        for j in range(d, len(path)):
-            L, i = path[j]
-            parts.append(self.zero(L[i + 1:], t))
-            s = L[i]
-            if j + 1 < len(path) and isinstance(s, For) and s.mapping != BLOCKS \
-                    and has_sync(s.body):
-                parts.append(self._rest_iters(s, t, after=True))
-            if parts[-1] is False:
-                return False
-        return _and(*parts)
+        return self._rest(path, d, t, after=True)
 
     def before(self, path, d, t):
+        """No barrier from the start of the list at depth ``d`` to the access (path)."""
+        return self._rest(path, d, t, after=False)
+
+    def _rest(self, path, d, t, after):
         parts = []
         for j in range(d, len(path)):
             L, i = path[j]
-            parts.append(self.zero(L[:i], t))
+            parts.append(self.zero(L[i + 1:] if after else L[:i], t))
             s = L[i]
             if j + 1 < len(path) and isinstance(s, For) and s.mapping != BLOCKS \
                     and has_sync(s.body):
-                parts.append(self._rest_iters(s, t, after=False))
+                parts.append(self._rest_iters(s, t, after=after))
             if parts[-1] is False:
                 return False
         return _and(*parts)

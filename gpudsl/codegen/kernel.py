@@ -44,7 +44,7 @@ from .registers import emit_setmaxnreg, launch_blocks
 from .swizzle import swizzled_access
 from ..ir.swizzle import repeat_bytes
 from ..ir.printer import print_expr
-from ..ir.types import BLOCKS, INDEX, REGISTER, SHARED, THREADS, DType, bool_, f16, bf16
+from ..ir.types import BLOCKS, INDEX, THREADS, DType, bool_, f16, bf16
 from ..ir.visitor import walk
 from .cexpr import UNARY, ExprEmitter, cname
 from .plan import NeedsBinding, NotConstant, evaluate
@@ -68,21 +68,22 @@ def _err(msg, loc, hint=None):
     return CompileError(msg, loc, hint)
 
 
-def thread_chain(f: For) -> list[For]:
-    """The directly nested THREADS loops starting at ``f`` (outer first)."""
+def _nest(f: For, mapping: str, unit: str, index: str) -> list[For]:
     chain = direct_nest(f)
     if len(chain) > 3:
-        raise _err("more than 3 directly nested @ THREADS loops", chain[3].loc,
-                   "a block has 3 dimensions (threadIdx.z/y/x)")
+        raise _err(f"more than 3 directly nested @ {mapping} loops", chain[3].loc,
+                   f"a {unit} has 3 dimensions ({index}.z/y/x)")
     return chain
+
+
+def thread_chain(f: For) -> list[For]:
+    """The directly nested THREADS loops starting at ``f`` (outer first)."""
+    return _nest(f, "THREADS", "block", "threadIdx")
 
 
 def blocks_chain(f: For) -> list[For]:
-    chain = direct_nest(f)
-    if len(chain) > 3:
-        raise _err("more than 3 directly nested @ BLOCKS loops", chain[3].loc,
-                   "a grid has 3 dimensions (blockIdx.z/y/x)")
-    return chain
+    """The directly nested BLOCKS loops starting at ``f`` (outer first)."""
+    return _nest(f, "BLOCKS", "grid", "blockIdx")
 
 
 def _expr_nodes(s: Stmt):
@@ -209,7 +210,7 @@ class KernelWriter(CallWriter, ExprEmitter):
         def scan(stmts, nest, scope):
             scope = dict(scope)
             for s in stmts:
-                if isinstance(s, Alloc) and s.mem == REGISTER and s.shape and nest is None:
+                if isinstance(s, Alloc) and s.mem.per_thread and s.shape and nest is None:
                     scope[s.name] = id(s)
                     records[id(s)] = set()
                     allocs[id(s)] = s
@@ -256,7 +257,7 @@ class KernelWriter(CallWriter, ExprEmitter):
         (``Target.static_shared_bytes``: 48 KiB on every architecture NVIDIA makes, so one
         source serves them all); above it they are carved out of dynamic shared memory
         (the launch opts in)."""
-        allocs = [n for n in walk(body) if isinstance(n, Alloc) and n.mem == SHARED]
+        allocs = [n for n in walk(body) if isinstance(n, Alloc) and n.mem.per_block]
         self.tma_dsts = tma_dsts(body)
         total, offsets = 0, {}
         for a in allocs:
@@ -337,7 +338,7 @@ class KernelWriter(CallWriter, ExprEmitter):
                 strided += 1
             self.var_nonneg[b.iter] = self.nonneg(b.lo)
         self.block(body, level="block")
-        if strided and any(isinstance(n, Alloc) and n.mem == SHARED for n in walk(body)):
+        if strided and any(isinstance(n, Alloc) and n.mem.per_block for n in walk(body)):
             # the next iteration's writes of SHARED arrays wait for this one's reads
             w.line("__syncthreads();")
         for _ in range(strided):
@@ -470,7 +471,7 @@ class KernelWriter(CallWriter, ExprEmitter):
                        + ("inside a @ THREADS loop" if level == "thread"
                           else "outside any @ BLOCKS loop"), s.loc,
                        "allocate SHARED arrays at block level: one copy per block")
-        drop = len(self.drops.get(id(s), ())) if (level == "block" and s.mem == REGISTER) else 0
+        drop = len(self.drops.get(id(s), ())) if (level == "block" and s.mem.per_thread) else 0
         shape = [self.const_int(d, f"the shape of '{s.name}'", s.loc) for d in s.shape]
         if drop > len(shape):
             drop = len(shape)

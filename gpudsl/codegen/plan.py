@@ -21,7 +21,7 @@ from ..errors import CompileError, SrcLoc
 from ..ir.nodes import (Alloc, AsyncCopy, Assign, Atomic, Call, Expr, For, If, Pass, Read,
                         Reduce, Stmt, TmaLoad, TmaStore, Wgmma)
 from ..ir.control import NotConstant, control_names, evaluate  # noqa: F401 (re-exported)
-from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS, DType
+from ..ir.types import BLOCKS, GLOBAL, THREADS, DType
 from ..ir.syncs import is_sync
 from ..ir.visitor import walk
 
@@ -197,7 +197,7 @@ class HostSplitter:
 
         for s in body:
             if isinstance(s, Alloc):
-                if s.mem == SHARED:
+                if s.mem.per_block:
                     raise _err(f"SHARED array '{s.name}' is allocated outside any @ BLOCKS "
                                "loop", s.loc, "allocate SHARED memory inside a BLOCKS loop, "
                                "at block level")

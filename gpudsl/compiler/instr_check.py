@@ -24,7 +24,7 @@ from ..runtime.backends import backend_of
 from ..ir.nodes import (Alloc, Assign, Call, Const, For, Interval, Param, ProcDef, Read, Var,
                         WindowArg)
 from ..ir.procdef import as_procdef
-from ..ir.types import BLOCKS, GLOBAL, REGISTER, SHARED, THREADS
+from ..ir.types import BLOCKS, GLOBAL, THREADS, memory_with, param_memory
 from ..ir.control import NotConstant, evaluate
 from ..ir.visitor import fresh_name
 
@@ -122,13 +122,14 @@ def _wrapper(ir: ProcDef) -> ProcDef:
             args.append(Var(q.name) if q.kind != "scalar" else Read(q.name, (), q.ty))
             continue
         full = tuple(Interval(Const(0), e) for e in q.shape)
-        if q.mem in (None, GLOBAL):
+        if param_memory(q.mem) == param_memory(None):
             args.append(WindowArg(q.name, full, q.ty))
             continue
         local = fresh_name(q.name + "_m", taken)
         taken.add(local)
-        (shared if q.mem == SHARED else regs).append(
-            Alloc(local, q.ty, q.shape, SHARED if q.mem == SHARED else REGISTER))
+        in_block = q.mem.per_block  # a copy in the block's memory, else one per thread
+        (shared if in_block else regs).append(
+            Alloc(local, q.ty, q.shape, q.mem if in_block else memory_with(scope="thread")))
         copy_in.append(_copy(local, q.name, q, taken))
         copy_out.append(_copy(q.name, local, q, taken))
         args.append(WindowArg(local, full, q.ty))

@@ -11,7 +11,7 @@ from ..errors import ProcError
 from ..ir.nodes import (ATOMIC_OPS, ATOMIC_TYPES, Alloc, Assign, Atomic, Call, Const, For, If, Interval,
                         Param, Pass, Point, ProcDef, Read, Reduce, WindowArg)
 from ..ir.procdef import as_procdef
-from ..ir.types import (BLOCKS, DTYPES, DType, GLOBAL, INDEX, MAPPINGS, MEMORIES, REGISTER,
+from ..ir.types import (BLOCKS, DTYPES, DType, GLOBAL, INDEX, MAPPINGS, MEMORIES, param_memory, REGISTER,
                         THREADS, bool_)
 from ..ir.visitor import substitute
 from .exprs import TYPE_NAMES, ExprParser, coerce
@@ -381,7 +381,7 @@ class ProcParser:
             form = "(x[i], compare, value)" if op == "cas" else "(x[i], value)"
             raise self.err(v, f"atomic_{op}{form} takes {nargs} arguments")
         name, idx, sym = self._target(v.args[0], f"atomic_{op} updates")
-        if sym.kind != "array" or sym.mem == REGISTER:
+        if sym.kind != "array" or sym.mem.per_thread:
             raise self.err(v.args[0], f"atomic_{op} updates an element of a GLOBAL or SHARED "
                            "array")
         if sym.ty.name not in ATOMIC_TYPES[op]:
@@ -446,8 +446,8 @@ class ProcParser:
         if w.ty != p.ty:
             raise self.err(node, f"'{p.name}' of {callee} holds {p.ty.name}, but '{w.name}' "
                            f"holds {sym.ty.name}")
-        if (p.mem or GLOBAL) != sym.mem:
-            raise self.err(node, f"'{p.name}' of {callee} is in {(p.mem or GLOBAL).name} "
+        if param_memory(p.mem) != sym.mem:
+            raise self.err(node, f"'{p.name}' of {callee} is in {param_memory(p.mem).name} "
                            f"memory, but '{w.name}' is in {sym.mem.name}",
                            "stage the data into the right memory first")
         if not w.idx:

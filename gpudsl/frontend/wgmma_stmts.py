@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 
 from ..ir.nodes import Const, Interval, Wgmma, WgmmaCommit, WgmmaWait, WindowArg
-from ..ir.types import INDEX, REGISTER, SHARED, f32
+from ..ir.types import INDEX, f32
 from ..ir.wgmma import AB_TYPES, CORE, M, N_MAX, extents, layout_problem
 
 WGMMA_FUNCS = ("wgmma", "wgmma_commit", "wgmma_wait")
@@ -32,7 +32,7 @@ def _operand(parser, node):
 
 def _acc(parser, node):
     w, sym = _operand(parser, node)
-    if sym.mem != REGISTER or sym.ty != f32:
+    if not sym.mem.per_thread or sym.ty != f32:
         raise parser.err(node, f"the accumulator of wgmma is a REGISTER array of f32; "
                          f"'{w.name}' is a {sym.mem.name} array of {sym.ty.name}",
                          "e.g. `acc: f32[128, 32] @ REGISTER` at block level, and "
@@ -51,7 +51,7 @@ def _acc(parser, node):
 
 def _ab(parser, node, what: str, rows: int):
     w, sym = _operand(parser, node)
-    if sym.mem != SHARED or sym.ty.name not in AB_TYPES:
+    if not sym.mem.per_block or sym.ty.name not in AB_TYPES:
         raise parser.err(node, f"the {what} operand of wgmma is a SHARED array of f16 or "
                          f"bf16; '{w.name}' is a {sym.mem.name} array of {sym.ty.name}",
                          "stage the tile into SHARED memory")

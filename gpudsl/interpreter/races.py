@@ -26,7 +26,7 @@ made by a thread other than the current one, so each access costs O(1).
 from __future__ import annotations
 
 from ..errors import InterpError, RaceError
-from ..ir.types import GLOBAL, REGISTER, SHARED
+from ..ir.types import GLOBAL, memory_with
 from . import sync_order
 from .runtime import AccessSite, noop_tracker
 from .sync_order import PartialOrder
@@ -142,12 +142,12 @@ class RaceContext:
         if param:
             return Tracker(self, name, dims, GLOBAL).access
         if self.kernel == 0:  # a host-level temporary, which later kernels may share
-            return Tracker(self, name, dims, mem if mem != REGISTER else GLOBAL).access
+            return Tracker(self, name, dims, mem if not mem.per_thread else memory_with(scope="grid")).access
         if self.tkey is not None:
             return noop_tracker  # thread-private memory
-        if mem == REGISTER:
+        if mem.per_thread:
             return RowTracker(self, name, dims, self.kdims).access
-        if mem == SHARED and site is not None:
+        if mem.per_block and site is not None:
             key = (site, self.kernel, self.bkey)
             tr = self._shared.get(key)
             if tr is None or tr.dims != tuple(dims):

@@ -8,7 +8,8 @@ the proc at hand came from.
 """
 from __future__ import annotations
 
-from .nodes import For, If, ProcDef
+from .nodes import ProcDef
+from .visitor import block_stmts
 
 
 def _loc(loc):
@@ -18,19 +19,7 @@ def _loc(loc):
 
 
 def location_key(p: ProcDef) -> tuple:
-    out = [_loc(p.loc)]
-
-    def walk(body):
-        for s in body:
-            out.append(_loc(s.loc))
-            if isinstance(s, For):
-                walk(s.body)
-            elif isinstance(s, If):
-                walk(s.body)
-                walk(s.orelse)
-
-    walk(p.body)
-    return tuple(out)
+    return (_loc(p.loc),) + tuple(_loc(s.loc) for s in block_stmts(p.body))
 
 
 __all__ = ["location_key"]

@@ -12,7 +12,7 @@ from .nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Assign, At
                     Builtin, Call, Collective, Const, Expr, For, If, Param, Pass, Point,
                     ProcDef, Read, Reduce, SetMaxNReg, Stmt, Sync, TmaCommit, TmaLoad, TmaStore, TmaWait, UnOp, Wait, Var, Wgmma,
                     WgmmaCommit, WgmmaWait, WindowArg)
-from .types import GLOBAL, INDEX
+from .types import INDEX, param_memory
 
 # Python precedence, higher binds tighter.
 _PREC = {
@@ -111,7 +111,7 @@ def print_param(p: Param) -> str:
         return f"{p.name}: {p.ty.name}"
     if p.kind == "window":
         return f"{p.name}: [{p.ty.name}][{_shape(p.shape)}] @ {p.mem.name}"
-    mem = "" if p.mem in (None, GLOBAL) else f" @ {p.mem.name}"
+    mem = "" if param_memory(p.mem) == param_memory(None) else f" @ {p.mem.name}"
     return f"{p.name}: {p.ty.name}[{_shape(p.shape)}]{mem}"
 
 

@@ -66,7 +66,7 @@ import z3
 
 from .nodes import BinOp, Builtin, Collective, Const, Expr, Read, UnOp, Var, WindowArg
 from .types import DTYPES
-from .smt_ints import (_BITS, _WRAPPING, Unsupported, _bits_const, _fits, _fold, _int_bits,
+from .smt_ints import (_BITS, _RING, _WRAPPING, Unsupported, _bits_const, _fits, _fold, _int_bits,
                        _mask_bits, _wrap, floordiv, floormod, shift)
 from .smt_interrupt import ctrl_c_guard, quiet, raise_if_interrupted, running
 from .visitor import substitute, walk
@@ -427,12 +427,8 @@ class ThreadEnv:
             r = self._enumerate(e, a, b)
             if r is not None:
                 return r
-        if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
-        if op == "*":
-            return a * b
+        if op in _RING:
+            return _RING[op](a, b)
         if op == "//":
             return floordiv(a, b)
         if op == "%":

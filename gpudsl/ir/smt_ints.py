@@ -4,6 +4,8 @@ as in the interpreter), constant folding, and bit operations with constants as
 arithmetic."""
 from __future__ import annotations
 
+import operator
+
 import z3
 
 from .nodes import Const
@@ -88,14 +90,14 @@ def _wrap32(v):
     return z3.If(z3.And(v >= -half, v < half), v, (v + half) % (2 * half) - half)
 
 
+# the operations whose meaning is the same on Python ints and on Z3 integers
+_RING = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
+
 def _fold(op: str, a: int, b: int):
-    """``a op b`` on two constants (None where the encoding must decide)."""
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
+    """``a op b`` on two constants, exactly (None where the encoding must decide)."""
+    if op in _RING:
+        return _RING[op](a, b)
     if op == "//" and b != 0:
         return a // b
     if op == "%" and b != 0:

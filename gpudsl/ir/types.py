@@ -98,6 +98,13 @@ class Memory:
     - ``holds_barriers``: where a split barrier (``bar: barrier @ SHARED``) lives.
     - ``swizzles``: whether an allocation may have a swizzled layout
       (``@ SHARED(swizzle=128)``, :mod:`gpudsl.ir.swizzle`).
+    - ``warp_access``: how the performance model (:mod:`gpudsl.perf`) counts one warp's
+      access: ``"sectors"`` (32-byte sectors of DRAM traffic), ``"banks"`` (bank
+      conflicts), ``""`` not counted (registers; CONST, read through the read-only path).
+    - ``parameter_default``: the memory of a parameter that names none.
+
+    Layers ask these facts (``mem.per_thread``, ``mem.async_destination``...), never
+    which memory it is (tests/test_memory_facts.py).
     """
 
     name: str
@@ -110,6 +117,18 @@ class Memory:
     async_destination: bool = False
     holds_barriers: bool = False
     swizzles: bool = False
+    warp_access: str = ""
+    parameter_default: bool = False
+
+    @property
+    def per_thread(self) -> bool:
+        """One copy per thread (REGISTER): no race, no address to share."""
+        return self.scope == "thread"
+
+    @property
+    def per_block(self) -> bool:
+        """One copy per block, seen by its threads (SHARED)."""
+        return self.scope == "block"
 
     def __repr__(self) -> str:
         return self.name
@@ -122,13 +141,26 @@ class Memory:
 
 
 GLOBAL = Memory("GLOBAL", "grid", allocated_at=frozenset({"serial"}), parameter=True,
-                async_source=True)
+                async_source=True, warp_access="sectors", parameter_default=True)
 SHARED = Memory("SHARED", "block", allocated_at=frozenset({"block"}),
                 c_qualifier="__shared__ ", async_destination=True, holds_barriers=True,
-                swizzles=True)
+                swizzles=True, warp_access="banks")
 REGISTER = Memory("REGISTER", "thread", allocated_at=frozenset({"block", "thread"}))
 CONST = Memory("CONST", "grid", writable=False, parameter=True)
 MEMORIES: dict[str, Memory] = {m.name: m for m in (GLOBAL, SHARED, REGISTER, CONST)}
+
+
+def param_memory(mem: Memory | None) -> Memory:
+    """The memory of a parameter declared with ``mem`` (None: the default one)."""
+    return mem if mem is not None else next(m for m in MEMORIES.values()
+                                            if m.parameter_default)
+
+
+def memory_with(**facts) -> Memory:
+    """The first memory with these facts (``memory_with(scope="thread")``): for a
+    message naming the memory a rule asks for."""
+    return next(m for m in MEMORIES.values()
+                if all(getattr(m, k) == v for k, v in facts.items()))
 
 
 @dataclass(frozen=True)

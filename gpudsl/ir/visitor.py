@@ -227,6 +227,20 @@ def fresh_name(base: str, taken: set[str]) -> str:
     return f"{base}_{k}"
 
 
+def block_stmts(body: tuple) -> Iterator[Stmt]:
+    """The statements of the block ``body`` and of the blocks nested in it (loop
+    bodies, both branches of an ``if``), in program order; neither expressions nor
+    called procs are entered (:func:`walk` enters both)."""
+    stack = list(reversed(body))
+    while stack:
+        s = stack.pop()
+        yield s
+        if isinstance(s, For):
+            stack.extend(reversed(s.body))
+        elif isinstance(s, If):
+            stack.extend(reversed(s.body + s.orelse))
+
+
 def stmts_of(node) -> Iterator[Stmt]:
     for n in walk(node):
         if isinstance(n, Stmt):
@@ -240,5 +254,5 @@ def calls_in(node) -> Iterator[Call]:
 
 
 __all__ = ["children", "walk", "Transformer", "ExprMap", "substitute", "rename",
-           "free_vars", "bound_names", "fresh_name", "stmts_of", "calls_in",
+           "free_vars", "bound_names", "fresh_name", "block_stmts", "stmts_of", "calls_in",
            "If", "For"]

@@ -18,7 +18,7 @@ from ..errors import Error
 from ..ir.control import NotConstant, evaluate
 from ..ir.inline import inline_calls
 from ..ir.procdef import as_procdef
-from ..ir.types import GLOBAL
+from ..ir.types import GLOBAL, param_memory
 from .counts import Counter
 from .devices import DEVICES, Device, device, occupancy
 from .model import add_machine_terms
@@ -31,7 +31,7 @@ def _buffers(ir, env) -> dict:
     for p in ir.params:
         if p.is_array:
             shape = tuple(evaluate(e, env) for e in p.shape)
-            out[p.name] = Buffer(p.name, p.mem or GLOBAL, shape, elem_bytes(p.ty))
+            out[p.name] = Buffer(p.name, param_memory(p.mem), shape, elem_bytes(p.ty))
     return out
 
 
@@ -77,13 +77,14 @@ def _access(rec) -> AccessPerf:
     loc = rec.loc
     location = (loc.file, loc.line, loc.col) if loc is not None else ("?", 0, 0)
     a = AccessPerf(location, rec.buf, rec.memory, rec.kind, 1, requests=len(rec.requests),
+                   banked=rec.banked,
                    statement=rec.statement, assumes=rec.assumes, layout=rec.layout)
     if rec.unknown or not rec.requests:
         a.note = "data-dependent index" if rec.unknown else "not reached by warp 0"
         return a
     es = rec.elem_bytes
     a.vector_width = max(vector_width(r) for r in rec.requests)
-    if rec.memory == "SHARED":
+    if rec.banked:
         a.bank_conflict = max(bank_conflict(r, es) for r in rec.requests)
     else:
         figs = [sectors(r, es) for r in rec.requests]
@@ -179,7 +180,7 @@ def _async_stages(body) -> tuple:
 
 def _shared_bytes(records, counter) -> int:
     return sum(b.elem_bytes * _prod(b.shape) for b in counter.buffers.values()
-               if b.memory.name == "SHARED")
+               if b.memory.per_block)
 
 
 def _prod(shape) -> int:

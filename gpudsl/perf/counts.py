@@ -21,7 +21,6 @@ from ..ir.control import NotConstant, control_names, evaluate
 from ..ir.effects import Walker
 from ..ir.nodes import Assign, BinOp, Builtin, Collective, UnOp
 from ..ir.printer import print_expr
-from ..ir.types import GLOBAL
 from ..ir.visitor import walk
 
 _FLOAT_BUILTINS = ("exp", "log", "sqrt", "tanh", "sin", "cos", "erf", "rsqrt", "pow", "min",
@@ -172,7 +171,7 @@ class Counter(Walker):
 
     def move(self, name, mode, mult):
         b = self.buffers.get(name)
-        if b is None or b.memory != GLOBAL:
+        if b is None or b.memory.warp_access != "sectors":
             return
         self.moved[(name, mode)] = self.moved.get((name, mode), 0) + mult * b.elem_bytes
 

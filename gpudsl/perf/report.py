@@ -20,6 +20,7 @@ class AccessPerf:
     requests: int = 0  # warp requests enumerated
     note: str = ""
     statement: str = ""  # the statement, as gpudsl source
+    banked: bool = False  # counted by banks (shared memory), not by sectors
     # the data-dependent guard(s) around the access: its figures are those of a warp
     # that takes this branch (the guard's value is known only at run time)
     assumes: str = ""
@@ -33,14 +34,14 @@ class AccessPerf:
 
     @property
     def ok(self) -> bool:
-        if self.memory == "SHARED":
+        if self.banked:
             return self.bank_conflict in (None, 1)
         return self.coalesced is not False
 
     def figure(self) -> str:
         if self.note:
             return self.note
-        if self.memory == "SHARED":
+        if self.banked:
             fig = "no bank conflict" if self.bank_conflict == 1 else \
                 f"{self.bank_conflict}-way bank conflict"
             return f"{fig} ({self.layout})" if self.layout else fig

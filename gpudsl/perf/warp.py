@@ -26,7 +26,7 @@ from ..ir.printer import print_expr, print_stmt
 from ..ir.inline import written_names
 from ..ir.nodes import Assign, For, Interval, Point, WindowArg
 from ..ir.numeric import shift_left, shift_right
-from ..ir.types import BLOCKS, GLOBAL, SHARED, THREADS
+from ..ir.types import BLOCKS, THREADS
 from .templates import lane_env, template_reads
 from ..ir.swizzle import swizzled_element
 
@@ -64,6 +64,7 @@ class AccessRecord:
     elem_bytes: int = 4
     statement: str = ""
     unknown: bool = False  # an index the evaluator could not compute (data-dependent)
+    banked: bool = False  # counted by banks (shared memory), not by sectors
     assumes: str = ""  # the data-dependent guard(s) whose branch the figures assume taken
     layout: str = ""  # "swizzle 128": the element offsets are where the tile stores them
 
@@ -220,7 +221,7 @@ class WarpWalker(Walker):
                 self.guards.pop()
 
     def declare(self, s, ctx):
-        if s.shape or s.mem in (SHARED, GLOBAL):
+        if s.shape or s.mem.warp_access:
             env = next(iter(ctx[0].values()))
             try:
                 shape = tuple(evaluate(e, env) for e in s.shape)
@@ -317,7 +318,7 @@ class WarpWalker(Walker):
         for prm, a in zip(s.proc.params, s.args):
             if prm.is_array and isinstance(a, WindowArg):
                 buf = self.buffers.get(a.name)
-                if buf is not None and buf.memory in (GLOBAL, SHARED):
+                if buf is not None and buf.memory.warp_access:
                     arrays[prm.name] = (a, buf)
         if not arrays:
             return False
@@ -370,6 +371,7 @@ class WarpWalker(Walker):
         rec = self.records.get(key)
         if rec is None:
             rec = self.records[key] = AccessRecord(key, name, buf.memory.name, kind, stmt.loc,
+                                                     banked=buf.memory.warp_access == "banks",
                                                      elem_bytes=buf.elem_bytes,
                                                      statement=print_stmt(stmt)[0].strip(),
                                                      assumes=" and ".join(self.guards),
@@ -379,7 +381,7 @@ class WarpWalker(Walker):
 
     def access(self, name, idx, kind, s, lanes, vec):
         buf = self.buffers.get(name)
-        if buf is None or buf.memory not in (GLOBAL, SHARED) or not idx:
+        if buf is None or not buf.memory.warp_access or not idx:
             return
         rec = self.record(name, buf, kind, vec[0] if vec is not None else s)
         if len(rec.requests) >= MAX_REQUESTS:

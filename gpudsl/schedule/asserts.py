@@ -13,9 +13,9 @@ import z3
 from ..frontend.strings import parse_string, scope_of
 from ..ir.nodes import Read, Var
 from ..ir.visitor import walk
-from .cursors import fwd_identity
+from .edits import unchanged, with_proc
 from .legality import holds
-from .primitive import TEXT, Rewrite, fail, primitive
+from .primitive import TEXT, fail, primitive
 
 
 @primitive("add_assert", cond=TEXT)
@@ -47,12 +47,12 @@ def add_assert(p, cond):
                        "index parameter", loc,
                        "asserts may use sizes and index parameters only")
     if holds(pdef, (), lambda sc, env: sc.cond(e, env)):
-        return Rewrite(pdef, fwd_identity)  # implied already: nothing narrows
+        return unchanged(pdef)  # implied already: nothing narrows
     if holds(pdef, (), lambda sc, env: z3.Not(sc.cond(e, env))):
         raise fail(f"no sizes satisfy the assertion {cond!r} together with the proc's "
                    "asserts: its domain would be empty", loc,
                    "check the condition against the asserts already there")
-    return Rewrite(pdef.with_(preds=pdef.preds + (e,)), fwd_identity)
+    return with_proc(pdef, preds=pdef.preds + (e,))
 
 
 __all__ = ["add_assert"]

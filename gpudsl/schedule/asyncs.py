@@ -12,9 +12,10 @@ from ..ir.nodes import (Alloc, AsyncCommit, AsyncCopy, AsyncWait, BinOp, Call, C
                         If, Pass, Read, Stmt, Sync, Var)
 from ..ir.types import INDEX, THREADS, bool_
 from ..ir.visitor import Transformer, bound_names, free_vars, substitute, walk
-from .cursors import Into, MovedRange, block_of, fwd_edits, replace_block
+from .cursors import block_of
+from .edits import Into, MovedRange, insert, replace, update
 from .patterns import scope_at
-from .primitive import BLOCK, LOOP, POSITIVE_INT, Rewrite, fail, primitive
+from .primitive import BLOCK, LOOP, POSITIVE_INT, fail, primitive
 from .simplify import const_value, normalize
 
 _VCOPY = "vcopy"
@@ -72,30 +73,22 @@ def make_async(p, block):
     count = [0]
 
     class Conv(Transformer):
-        def visit_Assign(self, s):
+        def _copy(self, s):  # an element copy, or a call of a vector copy
             a = _as_async(s, env)
             if a is None:
                 return s
             count[0] += 1
             return a
 
-        def visit_Call(self, s):
-            a = _as_async(s, env)
-            if a is None:
-                return s
-            count[0] += 1
-            return a
+        visit_Assign = visit_Call = _copy
 
     new = Conv().visit_block(tuple(stmts))
     if not count[0]:
         raise fail("no copy from a GLOBAL array to a SHARED array in the block", stmts[0].loc)
     last = stmts[-1].loc
-    out = tuple(new) + (AsyncCommit(last), AsyncWait(0, last))
-    baddr, i = addr[:-1], addr[-1]
-    blk = block_of(p.ir, baddr)
-    ir = replace_block(p.ir, baddr, blk[:i] + out + blk[i + len(stmts):])
-    return Rewrite(ir, fwd_edits(addr, len(out), [MovedRange((), 0, None, baddr, i)],
-                                 n_old=len(stmts)))
+    # the copies rewritten in place, the commit and the wait after them
+    return update(p.ir, addr, new).then(insert, addr[:-1] + (addr[-1] + len(new),),
+                                        [AsyncCommit(last), AsyncWait(0, last)])
 
 
 def _arrays_at(pdef, addr) -> dict:
@@ -185,16 +178,14 @@ def pipeline_loop(p, loop, stages: int = 2):
     out = _pipelined(L, L2, copies2, rest2, k)
     a = c2.addr
     baddr, i = a[:-1], a[-1]
-    blk = block_of(q.ir, baddr)
-    ir = replace_block(q.ir, baddr, blk[:i] + out + blk[i + 1:])
-    _no_new_races(q.ir, ir, L.loc)
     main = baddr + (i + len(out) - 1,)
     skip = len(lead2) + len(copies2) + 3
-
     # expand_dim moves no statement: addresses of p are addresses of q; the leading
     # sync and the copies became part of the loop, the compute follows its 4 new steps
-    return Rewrite(ir, fwd_edits(a, len(out), [
-        Into((0,), main), MovedRange((0, "body"), skip, None, main + ("body",), 4)]))
+    done = replace(q.ir, a, out, keep=[
+        Into((0,), main), MovedRange((0, "body"), skip, None, main + ("body",), 4)])
+    _no_new_races(q.ir, done.ir, L.loc)
+    return done
 
 
 def circular_buffers(p, names, it: str, k: int):

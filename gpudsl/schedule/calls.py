@@ -33,12 +33,13 @@ from __future__ import annotations
 from ..ir.inline import Inliner, caller_names
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Builtin, Call, Const, Expr, For, If,
                         Interval, Param, Point, ProcDef, Read, Reduce, UnOp, Var, WindowArg)
-from ..ir.types import BLOCKS, GLOBAL, HALF_TYPES, INDEX, REGISTER, f16, f32
+from ..ir.types import BLOCKS, GLOBAL, HALF_TYPES, INDEX, f16, f32, param_memory
 from ..ir.visitor import free_vars, substitute
-from .cursors import Into, ancestors, block_of, fwd_edits, fwd_splice, replace_block, splice
+from .cursors import ancestors
+from .edits import Into, replace as replace_stmts
 from .legality import divisible, prove
 from .patterns import scope_at
-from .primitive import BLOCK, LOOP, PROC, STMT, Rewrite, choice, fail, primitive
+from .primitive import BLOCK, LOOP, PROC, STMT, choice, fail, primitive
 from .simplify import const_value, normalize
 
 
@@ -67,8 +68,8 @@ def inline(p, call):
     a = c.addr
     in_blocks = any(isinstance(x, For) and x.mapping == BLOCKS for x in ancestors(p.ir, a))
     body = Inliner(caller_names(p.ir), recursive=False, fold=normalize).expand(s, in_blocks)
-    return Rewrite(splice(p.ir, a, body),
-                   fwd_splice(a, len(body), lambda r: a if len(r) == 1 else None))
+    # the call's cursor points at the first statement of its body
+    return replace_stmts(p.ir, a, body, keep=[Into((0,), a)] if body else [])
 
 
 # ------------------------------------------------------------------ replace
@@ -276,20 +277,15 @@ def replace(p, block, instr):
         if prm.is_array:
             ent = env.get(a.name)
             mem = _mem_of(p.ir, c.addr, a.name)
-            if mem != (prm.mem or GLOBAL):
-                raise fail(f"{prm.name} of {ir_i.name} is in {(prm.mem or GLOBAL).name} "
+            if mem != param_memory(prm.mem):
+                raise fail(f"{prm.name} of {ir_i.name} is in {param_memory(prm.mem).name} "
                            f"memory, '{a.name}' is in {mem.name}", stmts[0].loc)
             if ent and ent[1] != prm.ty:
                 raise fail(f"{prm.name} holds {prm.ty.name}, '{a.name}' holds "
                            f"{ent[1].name}", stmts[0].loc)
     call = Call(ir_i, args, stmts[0].loc)
-    a0 = c.addr
-    baddr = a0[:-1]
-    blk = block_of(p.ir, baddr)
-    ir = replace_block(p.ir, baddr, blk[:a0[-1]] + (call,) + blk[a0[-1] + len(stmts):])
     # the statements, and what they held, became the call
-    return Rewrite(ir, fwd_edits(a0, 1, [Into((j,), a0) for j in range(len(stmts))],
-                                 n_old=len(stmts)))
+    return replace_stmts(p.ir, c.addr, [call], n_old=len(stmts), keep=[Into((), c.addr)])
 
 
 def _mem_of(pdef, addr, name):
@@ -335,15 +331,15 @@ def vector_copy_instr(width: int, dmem, smem, ty=f32):
 def _f32_copy_template(width: int, dmem, smem) -> str:
     t = f"float{width}"
     comps = "xyzw"[:width]
-    if dmem == REGISTER and smem == REGISTER:
+    if dmem.per_thread and smem.per_thread:
         return "; ".join(f"(&{{dst}})[{k}] = (&{{src}})[{k}]" for k in range(width)) + ";"
-    if dmem == REGISTER:
+    if dmem.per_thread:
         # one vector load, then element-wise register writes: a reinterpret_cast of
         # a register array's address would send the array to local memory
         return (f"{{ const {t} gpudsl_v = *reinterpret_cast<const {t}*>(&{{src}}); "
                 + " ".join(f"(&{{dst}})[{k}] = gpudsl_v.{c};" for k, c in enumerate(comps))
                 + " }")
-    if smem == REGISTER:
+    if smem.per_thread:
         return (f"*reinterpret_cast<{t}*>(&{{dst}}) = make_{t}("
                 + ", ".join(f"(&{{src}})[{k}]" for k in range(width)) + ");")
     return f"*reinterpret_cast<{t}*>(&{{dst}}) = *reinterpret_cast<const {t}*>(&{{src}});"
@@ -359,9 +355,9 @@ def _half_copy_template(width: int, dmem, smem, ty) -> str:
     words = [f"gpudsl_v.{c}" for c in comps] if comps else ["gpudsl_v"]
     to_bits, from_bits = (("__half_as_ushort", "__ushort_as_half") if ty == f16 else
                           ("__bfloat16_as_ushort", "__ushort_as_bfloat16"))
-    if dmem == REGISTER and smem == REGISTER:
+    if dmem.per_thread and smem.per_thread:
         return "; ".join(f"(&{{dst}})[{k}] = (&{{src}})[{k}]" for k in range(width)) + ";"
-    if dmem == REGISTER:
+    if dmem.per_thread:
         parts = []
         for k in range(width):
             w = words[k // 2]
@@ -369,7 +365,7 @@ def _half_copy_template(width: int, dmem, smem, ty) -> str:
             parts.append(f"(&{{dst}})[{k}] = {from_bits}((unsigned short)({bits}));")
         return (f"{{ const {t} gpudsl_v = *reinterpret_cast<const {t}*>(&{{src}}); "
                 + " ".join(parts) + " }")
-    if smem == REGISTER:
+    if smem.per_thread:
         packed = [f"((unsigned int){to_bits}((&{{src}})[{2 * j}]) | "
                   f"((unsigned int){to_bits}((&{{src}})[{2 * j + 1}]) << 16))"
                   for j in range(width // 2)]

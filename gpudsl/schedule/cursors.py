@@ -292,18 +292,14 @@ def expr_at(node: Node, path: tuple):
 def _names(p, cls) -> list[str]:
     """The loops' (``For``) or allocations' (``Alloc``) names of ``p`` in program order,
     as patterns name them (``"i #2"`` for the second loop over ``i``)."""
-    from ..ir.nodes import For
+    from ..ir.visitor import block_stmts
 
     out, seen = [], {}
-    stack = list(reversed(p.ir.body))
-    while stack:
-        s = stack.pop()
+    for s in block_stmts(p.ir.body):
         if isinstance(s, cls):
             name = s.iter if isinstance(s, For) else s.name
             seen[name] = seen.get(name, 0) + 1
             out.append(name if seen[name] == 1 else f"{name} #{seen[name]}")
-        for part in ("orelse", "body"):
-            stack.extend(reversed(getattr(s, part, ()) or ()))
     return out
 
 

@@ -9,12 +9,12 @@ from ..ir.nodes import Alloc, Assign, BinOp, Const, For, If, Sync, Var
 from ..ir.syncs import is_sync
 from ..ir.types import BLOCKS
 from ..ir.visitor import bound_names, free_vars, rename as rename_names, walk
-from .cursors import (Moved, MovedRange, ancestors, block_of, compose, fwd_edits,
-                      fwd_identity, splice)
+from .cursors import ancestors, block_of
+from .edits import join, split, unchanged
 from .fresh import freshen, proc_names, top_allocs
 from .legality import collect, find_conflict, prove, raise_conflict
 from .parallel import check_fused_blocks, check_parallel, refuse_new_mapping_issues
-from .primitive import GAP, LOOP, POSITIVE_INT, Rewrite, fail, primitive
+from .primitive import GAP, LOOP, POSITIVE_INT, fail, primitive
 from .simplify import normalize
 
 
@@ -30,12 +30,12 @@ def fission(p, gap, n_lifts: int = 1):
 
     Example: ``fission(p, p.find("s[_] = _").after())``
     """
-    ir, addr, fwd = p.ir, gap.addr, fwd_identity
+    out, addr = unchanged(p.ir), gap.addr
     for _ in range(n_lifts):
-        ir, addr, f = _fission_once(ir, addr)
-        fwd = compose(fwd, f)
-    _barriers_still_order(p.ir, ir, gap.addr)
-    return Rewrite(ir, fwd)
+        step, addr = _fission_once(out.ir, addr)
+        out = out.then(step)
+    _barriers_still_order(p.ir, out.ir, gap.addr)
+    return out
 
 
 def _barriers_still_order(old, new, gap):
@@ -64,8 +64,8 @@ def _gap_loc(pdef, addr):
 
 
 def _fission_once(pdef, gap):
-    """One level of fission at the gap address ``gap``: the new IR, the gap
-    between the two loops, and the forwarding."""
+    """One level of fission at the gap address ``gap``: the edit, and the gap
+    between the two loops."""
     baddr, k = gap[:-1], gap[-1]
     if not baddr or baddr[-1] != "body":
         raise fail("the gap is not inside a loop", _gap_loc(pdef, gap))
@@ -104,13 +104,8 @@ def _fission_once(pdef, gap):
 
 def _split_result(pdef, a, k: int, new: list):
     """The statement at ``a`` replaced by the two halves ``new`` (its body split before
-    statement ``k``): the new proc, the second half's address, and the forwarding of
-    addresses inside the old statement into the halves."""
-
-    sib = a[:-1] + (a[-1] + 1,)
-    return splice(pdef, a, new), sib, fwd_edits(a, 2, [
-        Moved((0,), a), MovedRange((0, "body"), 0, k, a + ("body",), 0),
-        MovedRange((0, "body"), k, None, sib + ("body",), 0)])
+    statement ``k``): the edit, and the gap between the halves."""
+    return split(pdef, a, k, new), a[:-1] + (a[-1] + 1,)
 
 
 def _fission_guard(pdef, a, g: If, k: int):
@@ -226,14 +221,10 @@ def fuse(p, loop1, loop2):
         check_parallel(p.ir, c1.addr, F)
         if F.mapping == BLOCKS:
             check_fused_blocks(p.ir, c1.addr, F, acc_a, acc_b, B.loc)
-    a1 = c1.addr
-    n1 = len(A.body)
-    ir = splice(p.ir, a1, [F])
-    ir = splice(ir, c2.addr, [])
-    refuse_new_mapping_issues(p.ir, ir, B.loc)
-
-    return Rewrite(ir, fwd_edits(c2.addr, 0, [
-        Moved((0,), a1), MovedRange((0, "body"), 0, None, a1 + ("body",), n1)]))
+    # the second loop's cursors follow into the fused one
+    out = join(p.ir, c1.addr, c2.addr, F)
+    refuse_new_mapping_issues(p.ir, out.ir, B.loc)
+    return out
 
 
 def _same_iteration_only(a, b, it: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..ir.nodes import Alloc, Assign, Atomic, ProcDef, Read, Reduce, WindowArg
 from ..ir.visitor import bound_names, free_vars, fresh_name, rename, walk
-from .cursors import splice
+from .edits import delete
 
 
 def proc_names(pdef: ProcDef) -> set:
@@ -19,7 +19,7 @@ def proc_names(pdef: ProcDef) -> set:
 
 def names_outside(pdef: ProcDef, addr) -> set:
     """The names of the proc with the statement at ``addr`` left out."""
-    return proc_names(splice(pdef, addr, []))
+    return proc_names(delete(pdef, addr).ir)
 
 
 def freshen(stmts: tuple, clash: set, taken: set) -> tuple:

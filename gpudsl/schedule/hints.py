@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from ..ir.nodes import For
 from ..ir.types import BLOCKS
-from .cursors import ancestors, fwd_splice, splice
-from .primitive import BOOL, LOOP, NONNEG_INT, Rewrite, fail, primitive
+from .cursors import ancestors
+from .edits import update
+from .primitive import BOOL, LOOP, NONNEG_INT, fail, primitive
 
 
 @primitive("set_unroll", loop=LOOP, unroll=BOOL)
@@ -49,8 +50,7 @@ def set_blocks_per_sm(p, loop, blocks: int):
 
 def _with_loop_fields(p, c, **fields):
     """The loop at cursor ``c`` with ``fields`` changed, nothing else (hints only)."""
-    return Rewrite(splice(p.ir, c.addr, [c.node().with_(**fields)]),
-                   fwd_splice(c.addr, 1, lambda r: c.addr + r[1:]))
+    return update(p.ir, c.addr, [c.node().with_(**fields)])
 
 
 __all__ = ["set_unroll", "set_blocks_per_sm"]

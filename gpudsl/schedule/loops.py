@@ -14,14 +14,13 @@ from ..errors import SchedulingError
 from ..ir.nodes import Alloc, BinOp, Builtin, Const, For, If, Read, UnOp, Var
 from ..ir.types import BLOCKS, INDEX, REGISTER, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
-from .cursors import (Moved, MovedRange, ancestors, block_of, compose, fwd_edits,
-                      fwd_identity, replace_block, splice)
+from .cursors import ancestors, block_of
+from .edits import Moved, insert, replace, unwrap, update, with_proc, wrap
 from .fresh import freshen_top_allocs, names_outside
 from .legality import collect, find_conflict, prove, raise_conflict
 from .parallel import check_parallel, refuse_new_mapping_issues
 from .patterns import parse_at, scope_at
-from .primitive import (BLOCK, BOOL, LOOP, POSITIVE_INT, PROC_NAME, TEXT, TEXTS, Rewrite,
-                        choice, current, fail, names as names_kind, primitive)
+from .primitive import (BLOCK, BOOL, LOOP, POSITIVE_INT, PROC_NAME, TEXT, TEXTS, choice, current, fail, names as names_kind, primitive)
 from .simplify import const_value, normalize, simplify_ir
 
 
@@ -110,8 +109,8 @@ def divide_loop(p, loop, factor: int, names, tail: str = "guard", perfect: bool 
     a = c.addr
     deep = ("body", 0, "body", 0, "body") if tail == "guard" else ("body", 0, "body")
 
-    return Rewrite(splice(p.ir, a, new), fwd_edits(a, len(new), [
-        Moved((0,), a), Moved((0, "body"), a + deep)]))
+    # the loop's cursor follows the outer loop, its statements the new body
+    return replace(p.ir, a, new, keep=[Moved((0,), a), Moved((0, "body"), a + deep)])
 
 
 def _pe(e):
@@ -153,9 +152,9 @@ def reorder_loops(p, outer):
     new = t.with_(body=(s.with_(body=t.body),))
     a = c.addr
 
-    return Rewrite(splice(p.ir, a, [new]), fwd_edits(a, 1, [
+    return replace(p.ir, a, [new], keep=[
         Moved((0,), a + ("body", 0)), Moved((0, "body", 0), a),
-        Moved((0, "body", 0, "body"), a + ("body", 0, "body"))]))
+        Moved((0, "body", 0, "body"), a + ("body", 0, "body"))])
 
 
 def _check_no_reversed_dependence(p, c, s: For, t: For) -> None:
@@ -199,11 +198,11 @@ def _reorder_through_guard(p, c, s: For, g: If):
     a = c.addr
 
     inner_body = ("body", 0, "body", 0, "body")
-    return Rewrite(splice(p.ir, a, [new]), fwd_edits(a, 1, [
+    return replace(p.ir, a, [new], keep=[
         Moved((0,), a + ("body", 0)),                      # the old outer loop
         Moved((0, "body", 0), a + ("body", 0, "body", 0)),  # the guard
         Moved((0, "body", 0, "body", 0), a),                # the old inner loop
-        Moved((0,) + inner_body, a + inner_body)]))
+        Moved((0,) + inner_body, a + inner_body)])
 
 
 # ------------------------------------------------------------------ fission
@@ -237,13 +236,9 @@ def unroll_loop(p, loop):
     taken = names_outside(p.ir, c.addr)
     for v in range(lo, hi):
         new += freshen_top_allocs(_norm_block(substitute(s.body, {s.iter: Const(v)})), taken)
-    a = c.addr
-    ir = splice(p.ir, a, new)
-    refuse_new_mapping_issues(p.ir, ir, s.loc)
-
-    # the cursors in the body follow the first copy
-    return Rewrite(ir, fwd_edits(a, len(new), [
-        MovedRange((0, "body"), 0, None, a[:-1], a[-1])]))
+    out = unwrap(p.ir, c.addr, "body", new)  # the body's cursors follow the first copy
+    refuse_new_mapping_issues(p.ir, out.ir, s.loc)
+    return out
 
 
 @primitive("cut_loop", loop=LOOP, at=TEXT)
@@ -264,10 +259,10 @@ def cut_loop(p, loop, at):
     prove(p.ir, c.addr, lambda enc, env: z3.And(enc.int(s.lo, env) <= enc.int(cut, env),
                                                 enc.int(cut, env) <= enc.int(s.hi, env)),
           f"{s.iter}'s bounds satisfy {_pe(s.lo)} <= {_pe(cut)} <= {_pe(s.hi)}", s.loc)
-    new = [s.with_(hi=cut), s.with_(lo=cut)]
     a = c.addr
-
-    return Rewrite(splice(p.ir, a, new), fwd_edits(a, 2, [Moved((0,), a)]))
+    # the loop's cursors follow its first part
+    return update(p.ir, a, [s.with_(hi=cut)]).then(insert, a[:-1] + (a[-1] + 1,),
+                                                   [s.with_(lo=cut)])
 
 
 @primitive("remove_loop", loop=LOOP)
@@ -305,17 +300,13 @@ def remove_loop(p, loop):
     try:
         prove(p.ir, a, lambda enc, env: enc.int(s.hi, env) > enc.int(s.lo, env),
               f"loop {s.iter} runs at least once", s.loc)
-        new, deep = body, ()
+        out = unwrap(p.ir, a, "body", body)
     except SchedulingError:
-        # it may run zero times: keep the body under the guard `lo < hi` (as Exo does)
-        new = (If(BinOp("<", s.lo, s.hi, bool_, s.loc), body, (), s.loc),)
-        deep = (0, "body")
-    ir = splice(p.ir, a, new)
-    refuse_new_mapping_issues(p.ir, ir, s.loc)
-
-    moves = ([Moved((0,), a), MovedRange((0, "body"), 0, None, a + ("body",), 0)] if deep
-             else [MovedRange((0, "body"), 0, None, a[:-1], a[-1])])
-    return Rewrite(ir, fwd_edits(a, len(new), moves))
+        # it may run zero times: keep the body under the guard `lo < hi` (as Exo does);
+        # the loop's cursors follow the guard
+        out = update(p.ir, a, [If(BinOp("<", s.lo, s.hi, bool_, s.loc), body, (), s.loc)])
+    refuse_new_mapping_issues(p.ir, out.ir, s.loc)
+    return out
 
 
 # ------------------------------------------------------------------ parallelize_loop
@@ -341,11 +332,11 @@ def parallelize_loop(p, loop, mapping=None):
     new = s.with_(kind="par", mapping=mapping)
     if mapping is not None:
         new = new.with_(body=_thread_scalars(new.body, mapping))
-    ir = splice(p.ir, c.addr, [new])
+    out = update(p.ir, c.addr, [new])
     # mapping a loop for the first time may pass through a transient state; re-mapping
     # a mapped loop (or unmapping it) must not break any rule the input kept
-    refuse_new_mapping_issues(p.ir, ir, s.loc, strict=s.mapping is not None)
-    return Rewrite(ir, fwd_identity)
+    refuse_new_mapping_issues(p.ir, out.ir, s.loc, strict=s.mapping is not None)
+    return out
 
 
 def _thread_scalars(body: tuple, mapping) -> tuple:
@@ -407,12 +398,10 @@ def specialize(p, block, conds):
     out = tuple(stmts)
     for x in reversed(cs):
         out = (If(normalize(x), tuple(stmts), out, stmts[0].loc),)
-    n_old = len(stmts)
-    ir = replace_block(p.ir, a[:-1], block_of(p.ir, a[:-1])[:a[-1]] + out +
-                       block_of(p.ir, a[:-1])[a[-1] + n_old:])
-    _no_race_in_conditions(p.ir, ir, a, cs, c.loc)
-    return Rewrite(ir, fwd_edits(a, 1, [MovedRange((), 0, None, a + ("body",), 0)],
-                                 n_old=n_old))
+    # the statements' cursors follow them into the first branch
+    done = wrap(p.ir, a, len(stmts), out[0])
+    _no_race_in_conditions(p.ir, done.ir, a, cs, c.loc)
+    return done
 
 
 def _no_race_in_conditions(old, new, addr, conds, loc):
@@ -499,12 +488,7 @@ def simplify(p):
 
     Example: ``simplify(p)``
     """
-    ir, edits = simplify_ir(p.ir)
-    fs = []
-    for a, n, fld in edits:
-        fs.append(fwd_edits(a, n, [MovedRange((0, fld), 0, None, a[:-1], a[-1])]))
-
-    return Rewrite(ir, compose(*fs))
+    return simplify_ir(p.ir)
 
 
 @primitive("rename", name=PROC_NAME)
@@ -516,7 +500,7 @@ def rename(p, name: str):
 
     Example: ``rename(p, "saxpy_tiled")``
     """
-    return Rewrite(p.ir.with_(name=name), fwd_identity)
+    return with_proc(p.ir, name=name)
 
 
 __all__ = ["divide_loop", "reorder_loops", "unroll_loop", "cut_loop", "remove_loop", "parallelize_loop", "specialize",

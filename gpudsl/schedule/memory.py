@@ -12,18 +12,17 @@ import z3
 
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
                         Pass, Point, Read, Reduce, Var, WindowArg)
-from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED
+from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, param_memory
 from ..ir.visitor import Transformer, bound_names, free_vars, fresh_name, rename, walk
-from .cursors import (Moved, MovedRange, ancestors, block_of, compose, fwd_edits,
-                      fwd_identity, fwd_insert, iter_stmts, replace_block,
-                      splice, stmt_at)
+from .cursors import ancestors, block_of, iter_stmts, stmt_at
+from .edits import insert, move, unchanged, update
 from .fresh import all_names, uses
 from .legality import prove
 from .loops import _pe
 from .memflow import check_flow
 from .parallel import check_parallel, keep_mapping
 from .patterns import parse_at, scope_at
-from .primitive import (ALLOC, ANY, EXPR, NAME, NONNEG_INT, POSITIVE_INT, TEXT, Rewrite, choice,
+from .primitive import (ALLOC, ANY, EXPR, NAME, NONNEG_INT, POSITIVE_INT, TEXT, choice,
                         current, fail, primitive)
 from .simplify import normalize
 from .stage import stage_mem
@@ -54,14 +53,14 @@ def set_memory(p, alloc, memory):
         if isinstance(n, Call):
             for prm, arg in zip(n.proc.params, n.args):
                 if isinstance(arg, WindowArg) and arg.name == s.name and \
-                        (prm.mem or GLOBAL) != memory:
+                        param_memory(prm.mem) != memory:
                     raise fail(f"'{s.name}' is passed to {n.proc.name}, whose '{prm.name}' "
-                               f"is in {(prm.mem or GLOBAL).name} memory", n.loc,
+                               f"is in {param_memory(prm.mem).name} memory", n.loc,
                                "inline the call first")
-    ir = splice(p.ir, c.addr, [s.with_(mem=memory)])
+    out = update(p.ir, c.addr, [s.with_(mem=memory)])
     if memory != s.mem:
-        keep_mapping(p.ir, ir, s.loc, c.addr)
-    return Rewrite(ir, fwd_identity)
+        keep_mapping(p.ir, out.ir, s.loc, c.addr)
+    return out
 
 
 @primitive("pad_dim", alloc=ALLOC, dim=NONNEG_INT, size=TEXT)
@@ -84,7 +83,7 @@ def pad_dim(p, alloc, dim: int, size):
     prove(p.ir, c.addr, lambda enc, env: enc.int(new, env) >= enc.int(old, env),
           f"the new extent {_pe(new)} is at least the old one {_pe(old)}", s.loc)
     shape = s.shape[:dim] + (new,) + s.shape[dim + 1:]
-    return Rewrite(splice(p.ir, c.addr, [s.with_(shape=shape)]), fwd_identity)
+    return update(p.ir, c.addr, [s.with_(shape=shape)])
 
 
 @primitive("rearrange_dim", alloc=ALLOC, perm=ANY)
@@ -150,9 +149,9 @@ def rearrange_dim(p, alloc, perm):
     blk = block_of(p.ir, baddr)
     rest = Re().visit_block(blk[a[-1] + 1:])
     new_alloc = s.with_(shape=permute(s.shape))
-    ir = replace_block(p.ir, baddr, blk[:a[-1]] + (new_alloc,) + rest)
-    keep_mapping(p.ir, ir, s.loc, a)
-    return Rewrite(ir, fwd_identity)
+    out = update(p.ir, a, (new_alloc,) + rest)
+    keep_mapping(p.ir, out.ir, s.loc, a)
+    return out
 
 
 # ------------------------------------------------------------------ lift / sink
@@ -170,11 +169,11 @@ def lift_alloc(p, alloc, n_lifts: int = 1):
 
     Example: ``lift_alloc(p, "acc", n_lifts=2)``
     """
-    ir, addr, fwd = p.ir, alloc.addr, fwd_identity
+    out, addr = unchanged(p.ir), alloc.addr
     for _ in range(n_lifts):
-        ir, addr, f = _lift_once(ir, addr)
-        fwd = compose(fwd, f)
-    return Rewrite(ir, fwd)
+        step, addr = _lift_once(out.ir, addr)
+        out = out.then(step)
+    return out
 
 
 def _or_pass(body: tuple, fld: str, s) -> tuple:
@@ -185,8 +184,7 @@ def _or_pass(body: tuple, fld: str, s) -> tuple:
 
 
 def _lift_once(pdef, a):
-    """One lift of the allocation at ``a``: the new IR, its new address and the
-    forwarding."""
+    """One lift of the allocation at ``a``: the edit, and the allocation's new address."""
     s: Alloc = stmt_at(pdef, a)
     if len(a) < 3:
         raise fail(f"'{s.name}' is already at the top of the proc", s.loc)
@@ -206,7 +204,14 @@ def _lift_once(pdef, a):
         tail = rename(inner[j + 1:], {s.name: new})
         s = s.with_(name=new)
         P2 = P.with_(**{fld: _or_pass(inner[:j] + tail, fld, s)})
-    ir = splice(pdef, pa, [s, P2])
+    # the allocation moves before the statement; a block left empty keeps a pass; the
+    # names are rewritten in place
+    out = move(pdef, a, pa)
+    nxt = pa[:-1] + (pa[-1] + 1,)
+    if len(getattr(P2, fld)) > len(inner) - 1:
+        out = out.then(insert, nxt + (fld, 0), getattr(P2, fld))
+    out = out.then(update, pa, [s, P2])
+    ir = out.ir
     if isinstance(P, For):
         # one copy for all iterations: no read may see another iteration's value
         check_flow(ir, pa[:-1] + (pa[-1] + 1,), (P2,), s.name, Var(P.iter), s.loc,
@@ -214,11 +219,7 @@ def _lift_once(pdef, a):
                    f"{P.iter}")
     if isinstance(P, For) and P.kind == "par":
         check_parallel(ir, pa[:-1] + (pa[-1] + 1,), P2, only={s.name})
-
-    nxt = pa[:-1] + (pa[-1] + 1,)
-    return ir, pa, fwd_edits(pa, 2, [
-        Moved((0,), nxt), Moved((0, fld, j), pa),
-        MovedRange((0, fld), j + 1, None, nxt + (fld,), j)])
+    return out, pa
 
 
 @primitive("sink_alloc", alloc=ALLOC)
@@ -261,15 +262,10 @@ def sink_alloc(p, alloc):
         check_flow(p.ir, a[:-1] + (i + 1,), (S,), s.name, Var(S.iter), S.loc,
                    f"a value of '{s.name}' flows from one iteration of {S.iter} to a "
                    "later one")
-    S2 = S.with_(**{fld: (s,) + getattr(S, fld)})
-    ir = splice(p.ir, a, [])
-    ir = splice(ir, a, [S2])
-    keep_mapping(p.ir, ir, s.loc, a)
-
-    # the allocation moves to the front of S's block; S and its statements follow
-    return Rewrite(ir, fwd_edits(a, 1, [
-        Moved((0,), a + (fld, 0)), Moved((1,), a),
-        MovedRange((1, fld), 0, None, a + (fld,), 1)], n_old=2))
+    # the allocation moves to the front of S's block
+    out = move(p.ir, a, a[:-1] + (i + 1, fld, 0))
+    keep_mapping(p.ir, out.ir, s.loc, a)
+    return out
 
 
 # ------------------------------------------------------------------ expand_dim
@@ -301,9 +297,9 @@ def expand_dim(p, alloc, size, index):
     blk = block_of(p.ir, baddr)
     rest = _Expand(s, ix).visit_block(blk[a[-1] + 1:])
     new_alloc = s.with_(shape=(sz,) + s.shape)
-    ir = replace_block(p.ir, baddr, blk[:a[-1]] + (new_alloc,) + rest)
-    keep_mapping(p.ir, ir, s.loc, a)
-    return Rewrite(ir, fwd_identity)
+    out = update(p.ir, a, (new_alloc,) + rest)
+    keep_mapping(p.ir, out.ir, s.loc, a)
+    return out
 
 
 def _size_and_index(pdef, addr, s: Alloc, size: str, index: str):
@@ -437,7 +433,7 @@ def bind_expr(p, expr, name: str):
 
     st2 = st.with_(rhs=Sub().visit(st.rhs))
     new = [Alloc(name, e.ty, (), mem, st.loc), Assign(name, (), e, st.loc), st2]
-    return Rewrite(splice(p.ir, c.addr, new), fwd_insert(c.addr, 2))
+    return update(p.ir, c.addr, [st2]).then(insert, c.addr, new[:2])
 
 
 __all__ = ["stage_mem", "set_memory", "pad_dim", "lift_alloc", "sink_alloc", "expand_dim",

@@ -8,9 +8,9 @@ from __future__ import annotations
 from ..ir.nodes import BinOp, Const, For, Var
 from ..ir.types import INDEX
 from ..ir.visitor import free_vars, substitute
-from .cursors import Moved, fwd_edits, splice
+from .edits import Moved, replace
 from .loops import _check_new_names, _norm_block, _pe
-from .primitive import LOOP, NAME, Rewrite, fail, primitive
+from .primitive import LOOP, NAME, fail, primitive
 from .simplify import const_value, normalize
 
 
@@ -59,6 +59,6 @@ def merge_loops(p, outer, name: str):
     new = For(name, Const(0), hi, body, s.kind, None, s.unroll or t.unroll, s.loc)
     a = outer.addr
 
-    return Rewrite(splice(p.ir, a, [new]), fwd_edits(a, 1, [
+    return replace(p.ir, a, [new], keep=[
         Moved((0,), a), Moved((0, "body", 0), a),  # the inner loop: now the merged loop
-        Moved((0, "body", 0, "body"), a + ("body",))]))
+        Moved((0, "body", 0, "body"), a + ("body",))])

@@ -20,12 +20,11 @@ from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, For, If, Pass
                         Stmt, Var)
 from ..ir.types import INDEX, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
-from .cursors import (Moved, MovedRange, block_of, fwd_edits, replace_block,
-                      splice)
+from .edits import Moved, MovedRange, move, replace as replace_stmts
 from .fresh import freshen_top_allocs, names_outside
 from .legality import collect, find_conflict, raise_conflict
 from .parallel import refuse_new_mapping_issues
-from .primitive import BLOCK, LOOP, POSITIVE_INT, Rewrite, fail, primitive
+from .primitive import BLOCK, LOOP, POSITIVE_INT, fail, primitive
 from .simplify import const_value
 
 # Statements that only compute; anything else (a barrier, an arrive or wait, an
@@ -85,13 +84,9 @@ def reorder_stmts(p, block):
     if hit:
         raise_conflict("the two statements depend on each other in one iteration", hit,
                        s1.loc, "a dependence fixes their order")
-    i = a1[-1]
-    blk = block_of(p.ir, a1[:-1])
-    ir = replace_block(p.ir, a1[:-1], blk[:i] + (s2, s1) + blk[i + 2:])
-    refuse_new_mapping_issues(p.ir, ir, s1.loc)
-
-    nxt = a1[:-1] + (i + 1,)
-    return Rewrite(ir, fwd_edits(a1, 2, [Moved((0,), nxt), Moved((1,), a1)], n_old=2))
+    out = move(p.ir, a1[:-1] + (a1[-1] + 1,), a1)  # the second before the first
+    refuse_new_mapping_issues(p.ir, out.ir, s1.loc)
+    return out
 
 
 # ------------------------------------------------------------------ rotate_loop
@@ -169,14 +164,13 @@ def rotate_loop(p, loop, n: int = 1):
     else:
         out = [If(BinOp("<", L.lo, L.hi, bool_), new, (), L.loc)]
         loop_addr = c.addr + ("body", len(prologue))
-    a = c.addr
-    ir = splice(p.ir, a, out)
-    refuse_new_mapping_issues(p.ir, ir, L.loc)
-
+    # the loop's cursor follows the rotated loop, its statements their place in its body
     body = loop_addr + ("body",)
-    return Rewrite(ir, fwd_edits(a, len(out), [
+    done = replace_stmts(p.ir, c.addr, out, keep=[
         Moved((0,), loop_addr), MovedRange((0, "body"), n, None, body, 0),
-        MovedRange((0, "body"), 0, n, body, len(s2))]))
+        MovedRange((0, "body"), 0, n, body, len(s2))])
+    refuse_new_mapping_issues(p.ir, done.ir, L.loc)
+    return done
 
 
 def _plus_var(it: str):

@@ -13,7 +13,8 @@ kind of each argument::
         '''
         s = outer.node()              # `outer` is already a Cursor into p
         ...                           # legality: raise fail("why", s.loc)
-        return Rewrite(new_ir, fwd)   # the new proc, and how old cursors move
+        return replace(p.ir, outer.addr, [new], keep=[...])  # an edit of
+                                  # gpudsl.schedule.edits: the new IR, how cursors move
 
 The declaration does, in one place, what every primitive needs: it binds the
 arguments, turns each into what its kind says (a pattern string or a cursor into
@@ -37,6 +38,7 @@ from typing import Callable
 
 from ..errors import SchedulingError
 from ..ir.smt_interrupt import ctrl_c_guard
+from .edits import Rewrite, same_shape
 from .memo import alias
 from .provenance import stamp
 from .warps import keep_warps as _KEEP_WARPS
@@ -80,15 +82,6 @@ def _keep_sync_orderings(old, new, name):
     bad = broken_hopper(old, new)
     if bad is not None:
         raise SchedulingError(name, *bad)
-
-
-@dataclass(frozen=True)
-class Rewrite:
-    """What a primitive's body returns: the new IR and the forwarding function
-    from addresses in the old proc to addresses in the new one."""
-
-    ir: object
-    forward: Callable
 
 
 # ------------------------------------------------------------------ argument kinds
@@ -336,8 +329,8 @@ def primitive(name: str, /, **kinds: Kind):
             if outermost and hasattr(out, "ir") and hasattr(out, "_origin"):
                 # a proc already derived from p (a primitive built on others)
                 ir = stamp(p.ir, out.ir, name)
-                if ir is not out.ir:
-                    return out._derive(ir, lambda addr: addr)  # same shape, new locations
+                if ir is not out.ir:  # same statements, new locations
+                    return out._derive(ir, same_shape(out.ir, ir).forward)
             return out
 
         PRIMITIVES[name] = Primitive(name, dict(kinds), apply, fn,
@@ -377,7 +370,8 @@ def render(prims: dict | None = None) -> str:
            "To add a primitive, declare it with `@primitive(name, arg=KIND, ...)`",
            "(`gpudsl/schedule/primitive.py`) in the module of its family, with a",
            "docstring of a summary, a `Legality:` paragraph and an `Example:` line;",
-           "its body raises `fail(...)` or returns `Rewrite(new_ir, forward)`. Add its",
+           "its body raises `fail(...)` or returns the `Rewrite` (new IR and cursor forwarding)",
+           "that an edit of `gpudsl/schedule/edits.py` makes (`replace`, `move`, `wrap`...). Add its",
            "tests and its name to `EXPECTED` in tests/schedule/test_primitive_decl.py,",
            "and regenerate this file.", ""]
     for title in order:

@@ -18,11 +18,12 @@ from ..ir.nodes import Alloc, Arrive, BinOp, Const, For, If, Sync, Var, Wait
 from ..ir.types import BARRIER, BLOCKS, INDEX, SHARED, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
 from .asyncs import _no_new_races, _used_after, circular_buffers
-from .cursors import Into, block_of, fwd_edits, replace_block
+from .cursors import block_of
+from .edits import Into, replace
 from .fresh import proc_names
 from .legality import collect
 from .patterns import scope_at
-from .primitive import ANY, LOOP, POSITIVE_INT, Rewrite, fail, primitive
+from .primitive import ANY, LOOP, POSITIVE_INT, fail, primitive
 from .simplify import const_value, normalize
 
 
@@ -149,13 +150,11 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
         out = _specialized(q, L, L2, lead, prod, cons, k, P, C)
         n_main = next(j for j, s in enumerate(out) if isinstance(s, For))
     a = q.forward(c).addr
-    baddr, i = a[:-1], a[-1]
-    blk = block_of(q.ir, baddr)
-    ir = replace_block(q.ir, baddr, blk[:i] + tuple(out) + blk[i + 1:])
-    _no_new_races(q.ir, ir, L.loc)
-
-    # expand_dim moves no statement: addresses of p are addresses of q
-    return Rewrite(ir, fwd_edits(a, len(out), [Into((), baddr + (i + n_main,))]))
+    # expand_dim moves no statement: addresses of p are addresses of q; the loop and
+    # all it held became the main loop
+    done = replace(q.ir, a, out, keep=[Into((), a[:-1] + (a[-1] + n_main,))])
+    _no_new_races(q.ir, done.ir, L.loc)
+    return done
 
 
 def _fit(prod, cons, P, C):
@@ -210,7 +209,7 @@ def _staged_buffers(p, addr, L: For, prod, cons, k: int) -> set:
         if a.writes and a.buf not in inner:
             info = env.get(a.buf)
             mem = _memory_of(p.ir, addr, a.buf)
-            if info is None or mem != SHARED:
+            if info is None or mem is None or not mem.per_block:
                 raise fail(f"the copies write '{a.buf}', which is not a SHARED array "
                            f"allocated outside loop {L.iter}", L.loc,
                            "lift_alloc the staging buffer out of the loop first")

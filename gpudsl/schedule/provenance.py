@@ -13,6 +13,7 @@ import sys
 from ..errors import SrcLoc, cell_label, is_internal
 from ..ir.nodes import For, If, ProcDef
 from ..ir.printer import print_stmt
+from ..ir.visitor import block_stmts
 
 
 def call_site() -> tuple[SrcLoc | None, str]:
@@ -35,23 +36,12 @@ def _header(s):
     return s
 
 
-def _collect(body, seen: set) -> None:
-    for s in body:
-        seen.add(_header(s))
-        if isinstance(s, For):
-            _collect(s.body, seen)
-        elif isinstance(s, If):
-            _collect(s.body, seen)
-            _collect(s.orelse, seen)
-
-
 def stamp(old: ProcDef, new: ProcDef, primitive: str) -> ProcDef:
     """``new`` with the statements ``primitive`` made (not in ``old``) located as
     made by the user's call of it."""
     if old is new:
         return new
-    seen: set = set()
-    _collect(old.body, seen)
+    seen = {_header(s) for s in block_stmts(old.body)}
     site, line = call_site()
     where = ""
     if site is not None:

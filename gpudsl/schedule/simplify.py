@@ -256,8 +256,8 @@ def loop_range(s: For, ranges: dict | None = None):
 
 
 class _Simplifier(Transformer):
-    """Normalises every expression, with loop ranges, and removes ``if``s whose
-    condition is constant.  Records the splices for cursor forwarding."""
+    """Normalises every expression, with loop ranges (no statement moves:
+    :func:`simplify_ir` then removes the ``if``s whose condition is constant)."""
 
     def __init__(self, size_names):
         self.ranges = {n: (1, INF) for n in size_names}
@@ -292,24 +292,23 @@ class _Simplifier(Transformer):
         return w.with_(pt=normalize(w.pt, self.ranges))
 
 
-def simplify_ir(pdef: ProcDef) -> tuple[ProcDef, list]:
-    """(simplified proc, list of (address, n_new, kind) splices in application order)."""
+def simplify_ir(pdef: ProcDef):
+    """The simplified proc, as a :class:`~gpudsl.schedule.edits.Rewrite` (the cursors
+    of a dropped ``if``'s kept branch follow it)."""
+    from ..ir.addresses import block_of, iter_stmts, stmt_at
+    from .edits import same_shape, unwrap
+    from .fresh import freshen_top_allocs, names_outside
+
     sizes = [p.name for p in pdef.params if p.kind == "size"]
     simp = _Simplifier(sizes)
     body = simp.visit_block(pdef.body)
     preds = tuple(normalize(x) for x in pdef.preds)
-    pdef = pdef.with_(body=body, preds=preds)
+    out = same_shape(pdef, pdef.with_(body=body, preds=preds))
+    pdef = out.ir
     # constant ifs, innermost and last first so recorded addresses stay valid
-    from .cursors import iter_stmts
-
-    edits = []
     targets = [(a, s) for a, s in iter_stmts(pdef)
                if isinstance(s, If) and isinstance(s.cond, Const)]
     targets.sort(key=lambda t: t[0], reverse=True)
-    from .cursors import splice, stmt_at
-    from ..ir.addresses import block_of
-    from .fresh import freshen_top_allocs, names_outside
-
     for a, _ in targets:
         s = stmt_at(pdef, a)
         kept = s.body if s.cond.val else s.orelse
@@ -320,9 +319,9 @@ def simplify_ir(pdef: ProcDef) -> tuple[ProcDef, list]:
             # the block would be empty: a ``pass``, the form the parser gives it (an
             # empty block printed as ``pass`` parsed back to a different proc)
             kept = (Pass(s.loc),)
-        pdef = splice(pdef, a, kept)
-        edits.append((a, len(kept), fld))
-    return pdef, edits
+        out = out.then(unwrap, a, fld, kept)
+        pdef = out.ir
+    return out
 
 
 __all__ = ["normalize", "const_value", "loop_range", "simplify_ir", "INF", "Pass"]

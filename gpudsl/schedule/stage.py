@@ -37,13 +37,14 @@ from ..ir.nodes import (Alloc, Assign, AsyncCopy, Atomic, Wgmma, BinOp, Call, Co
                         Interval, Point, Read, Stmt, Var, WindowArg)
 from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, bool_
 from ..ir.visitor import Transformer, fresh_name, walk
-from .cursors import MovedRange, block_of, fwd_edits, replace_block, stmt_at
+from .cursors import block_of, stmt_at
+from .edits import insert, update
 from .fresh import all_names, uses
 from .legality import collect, describe, find_bad as _find_bad, holds, prove
 from .loops import _pe
 from .memflow import reads_covered
 from .patterns import parse_at, scope_at
-from .primitive import BLOCK, NAME, TEXT, Rewrite, choice, current, fail, primitive
+from .primitive import BLOCK, NAME, TEXT, choice, current, fail, primitive
 from .simplify import const_value, normalize
 
 
@@ -190,30 +191,23 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
     cp = _Copies(p.ir, buf, name, ty, shape, win, steps, guards, loc)
     writes = any(a.writes for a in cov)
     alloc = Alloc(name, ty, tuple(cp.ext), memory, loc)
-    body = list(_Redirect(buf, name, win, staged, steps).visit_block(tuple(stmts)))
-    if writes:
-        body.append(cp.copy(False))
     a0 = c.addr
-    baddr = a0[:-1]
-    blk = block_of(p.ir, baddr)
-
-    def spliced(new):
-        return replace_block(p.ir, baddr, blk[:a0[-1]] + tuple(new) + blk[a0[-1] + len(stmts):])
-
-    ir = spliced([alloc] + body)
+    # the statements redirected in place, the copy back after them, the allocation
+    # before them
+    body = update(p.ir, a0, _Redirect(buf, name, win, staged, steps).visit_block(tuple(stmts)))
+    if writes:
+        body = body.then(insert, a0[:-1] + (a0[-1] + len(stmts),), [cp.copy(False)])
+    out = body.then(insert, a0, [alloc])
     # the copy in is left out when no read sees its values: the block (and the copy
     # back) read only elements the block wrote before (a write-only output)
+    n_body = len(stmts) + writes
     dead = (not steps and _overwritten_first(stmts, buf, win)) or \
-        reads_covered(ir, baddr + (a0[-1] + 1,), tuple(body), name)
-    new = [alloc] + ([] if dead else [cp.copy(True)]) + body
-    off = len(new) - len(body)
+        reads_covered(out.ir, a0[:-1] + (a0[-1] + 1,),
+                      block_of(out.ir, a0[:-1])[a0[-1] + 1:a0[-1] + 1 + n_body], name)
     if not dead:
-        ir = spliced(new)
-
-    _copies_stay_parallel(p.ir, ir, a0, {buf, name})
-
-    return Rewrite(ir, fwd_edits(a0, len(new), [MovedRange((), 0, None, baddr, a0[-1] + off)],
-                                 n_old=len(stmts)))
+        out = out.then(insert, a0[:-1] + (a0[-1] + 1,), [cp.copy(True)])
+    _copies_stay_parallel(p.ir, out.ir, a0, {buf, name})
+    return out
 
 
 def _window(pdef, addr, window: str, env, loc):

@@ -15,8 +15,9 @@ from __future__ import annotations
 from ..analysis.obligations.races import added_races
 from ..ir.nodes import Const, For, Pass, Sync
 from ..ir.types import BLOCKS, THREADS
-from .cursors import block_of, fwd_insert, fwd_splice, replace_block, splice, stmt_at
-from .primitive import ANY, GAP, STMT, Rewrite, fail, primitive
+from .cursors import block_of, stmt_at
+from .edits import delete, insert, replace
+from .primitive import ANY, GAP, STMT, fail, primitive
 
 
 def _block_level(pdef, baddr, loc):
@@ -59,10 +60,7 @@ def insert_sync(p, gap, threads=None):
     lo, hi = _threads(threads, c.loc)
     baddr = c.addr[:-1]
     _block_level(p.ir, baddr, c.loc)
-    blk = block_of(p.ir, baddr)
-    i = c.addr[-1]
-    ir = replace_block(p.ir, baddr, blk[:i] + (Sync(c.loc, lo, hi),) + blk[i:])
-    return Rewrite(ir, fwd_insert(c.addr, 1))
+    return insert(p.ir, c.addr, [Sync(c.loc, lo, hi)])
 
 
 @primitive("delete_sync", sync=STMT)
@@ -85,15 +83,16 @@ def delete_sync(p, sync):
     _block_level(p.ir, a[:-1], s.loc)
     # a loop or if body the barrier was alone in keeps a `pass` (what the printer writes
     # and the parser reads back: an empty body would not round-trip)
-    keep = [Pass(s.loc)] if a[-2:-1] == ("body",) and len(block_of(p.ir, a[:-1])) == 1 else []
-    ir = splice(p.ir, a, keep)
+    alone = a[-2:-1] == ("body",) and len(block_of(p.ir, a[:-1])) == 1
+    out = replace(p.ir, a, [Pass(s.loc)]) if alone else delete(p.ir, a)
+    ir = out.ir
     for d in added_races(p.ir, ir, partial=s.ranged):
         if d.kind == "race":
             raise fail(f"the barrier orders accesses of two threads: without it, "
                        f"{d.message}", s.loc, "keep the barrier", d.witness)
         raise fail(f"could not prove that the barrier orders no conflicting accesses: "
                    f"{d.message}", s.loc, "keep the barrier")
-    return Rewrite(ir, fwd_splice(a, len(keep), None))
+    return out
 
 
 __all__ = ["insert_sync", "delete_sync"]

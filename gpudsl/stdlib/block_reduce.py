@@ -62,4 +62,14 @@ def block_total(threads: int, combine: str, part: str, out: str, indent: int) ->
             f"{pad}{out} = {_COLL[combine]}({v})\n")
 
 
-__all__ = ["WARP", "check_warps", "warps", "warp_partial", "block_total"]
+def block_step(threads: int, combine: str, acc: str, part: str, out: str) -> str:
+    """Inside the block loop's thread loop ``t`` (at indent 3): the block reduction of
+    each thread's ``acc``, the warps' results through ``part``, one barrier; the text
+    ends in a new thread loop ``t`` where ``out`` holds the block's result."""
+    return (warp_partial(combine, acc, part, 3) +
+            "        sync()\n"
+            f"        for t in par(0, {threads}) @ THREADS:\n"
+            + block_total(threads, combine, part, out, 3))
+
+
+__all__ = ["WARP", "check_warps", "warps", "warp_partial", "block_total", "block_step"]

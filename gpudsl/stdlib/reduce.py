@@ -20,6 +20,15 @@ from __future__ import annotations
 THREADS_PER_ROW = 256  # H100 default: 8 warps per row, enough for rows of a few K
 
 
+def row_threads(n: int) -> int:
+    """The threads of a streaming row kernel for rows of ``n`` entries: as many as help
+    (a power of two, 32 to ``THREADS_PER_ROW``), so short rows do not idle 8 warps."""
+    threads = 32
+    while threads < THREADS_PER_ROW and threads < n:
+        threads *= 2
+    return threads
+
+
 def check_threads(threads: int):
     if threads < 2 or threads > 1024 or threads & (threads - 1):
         raise ValueError(f"threads per row must be a power of two in 2..1024, not {threads}")
@@ -53,4 +62,4 @@ def tree(threads: int, combine: str, indent: int) -> str:
             f"{pad}    sync()\n")
 
 
-__all__ = ["THREADS_PER_ROW", "check_threads", "strided", "tree"]
+__all__ = ["THREADS_PER_ROW", "row_threads", "check_threads", "strided", "tree"]

@@ -35,71 +35,41 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..language import REGISTER, SHARED, THREADS, f32, i64, par, seq, shfl_xor, size, sync  # noqa: F401
-from ..language import warp_max, warp_min, warp_sum  # noqa: F401
-from ..proc import Proc, proc
+from ..proc import Proc, proc, proc_from_source
 from ..schedule import rename
 
 KINDS = ("sum", "max", "min")
 
 
-def _sum(T):
-    @proc
-    def block_sum(n: size, v: [T][n] @ REGISTER, out: [T][n] @ REGISTER):
-        assert n % 32 == 0 and n <= 1024
-        part: T[32] @ SHARED
-        for t in par(0, n) @ THREADS:
-            w: T @ REGISTER
-            w = warp_sum(v[t])
-            if t % 32 == 0:
-                part[t // 32] = w
-        sync()
-        for t in par(0, n) @ THREADS:
-            p: T @ REGISTER
-            p = T(0)
-            if t % 32 < n // 32:
-                p = part[t % 32]
-            out[t] = warp_sum(p)
-    return block_sum
+# one block reduction: each warp reduces its values, its lane 0 stores the result in
+# ``part``; then every warp reduces ``part`` (a lane past the warps' count takes the
+# identity: 0 for a sum, ``part[0]`` for max and min, which any lane may repeat)
+_BLOCK = """@proc
+def block_{kind}(n: size, v: [{T}][n] @ REGISTER, out: [{T}][n] @ REGISTER):
+    assert n % 32 == 0 and n <= 1024
+    part: {T}[32] @ SHARED
+    for t in par(0, n) @ THREADS:
+        w: {T} @ REGISTER
+        w = warp_{kind}(v[t])
+        if t % 32 == 0:
+            part[t // 32] = w
+    sync()
+    for t in par(0, n) @ THREADS:
+        p: {T} @ REGISTER
+        p = {identity}
+        if t % 32 < n // 32:
+            p = part[t % 32]
+        out[t] = warp_{kind}(p)
+"""
 
 
-def _max(T):
-    @proc
-    def block_max(n: size, v: [T][n] @ REGISTER, out: [T][n] @ REGISTER):
-        assert n % 32 == 0 and n <= 1024
-        part: T[32] @ SHARED
-        for t in par(0, n) @ THREADS:
-            w: T @ REGISTER
-            w = warp_max(v[t])
-            if t % 32 == 0:
-                part[t // 32] = w
-        sync()
-        for t in par(0, n) @ THREADS:
-            p: T @ REGISTER
-            p = part[0]
-            if t % 32 < n // 32:
-                p = part[t % 32]
-            out[t] = warp_max(p)
-    return block_max
+def _block(kind: str, T) -> Proc:
+    import gpudsl
 
-
-def _min(T):
-    @proc
-    def block_min(n: size, v: [T][n] @ REGISTER, out: [T][n] @ REGISTER):
-        assert n % 32 == 0 and n <= 1024
-        part: T[32] @ SHARED
-        for t in par(0, n) @ THREADS:
-            w: T @ REGISTER
-            w = warp_min(v[t])
-            if t % 32 == 0:
-                part[t // 32] = w
-        sync()
-        for t in par(0, n) @ THREADS:
-            p: T @ REGISTER
-            p = part[0]
-            if t % 32 < n // 32:
-                p = part[t % 32]
-            out[t] = warp_min(p)
-    return block_min
+    identity = f"{T.name}(0)" if kind == "sum" else "part[0]"
+    text = _BLOCK.format(kind=kind, T=T.name, identity=identity)
+    ns = {k: getattr(gpudsl, k) for k in gpudsl.__all__}
+    return proc_from_source(text, ns, file=f"<gpudsl.stdlib.block_{kind}>")
 
 
 @lru_cache(maxsize=None)
@@ -109,7 +79,7 @@ def reduction(kind: str, T=f32) -> Proc:
     ``block_sum_f64``..., called ``NAME(n, v, out)``."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
-    p = {"sum": _sum, "max": _max, "min": _min}[kind](T)
+    p = _block(kind, T)
     return p if T == f32 else rename(p, f"block_{kind}_{T.name}")
 
 

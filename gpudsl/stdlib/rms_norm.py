@@ -12,8 +12,8 @@ from functools import lru_cache
 from ..proc import Proc
 from .common import make_proc
 from .halves import load, store
-from .block_reduce import block_total, check_warps, warp_partial, warps
-from .reduce import THREADS_PER_ROW, strided
+from .block_reduce import block_step, check_warps, warps
+from .reduce import THREADS_PER_ROW, row_threads, strided
 from .row_registers import RowShape, asserts, chunk_loop, each, load_row, plan_row, vectorized
 
 #: the epsilon of ``rms_norm`` when none is given: the node's declaration, its reference,
@@ -87,10 +87,7 @@ def rms_norm_kernel(threads: int = THREADS_PER_ROW, dt: str = "f32", wdt: str | 
         "            acc: f32\n"
         "            acc = 0.0\n"
         + strided(threads, "n", "acc += " + _sq("{j}", dt), 3)
-        + warp_partial("+", "acc", "part", 3) +
-        "        sync()\n"
-        f"        for t in par(0, {threads}) @ THREADS:\n"
-        + block_total(threads, "+", "part", "ss", 3) +
+        + block_step(threads, "+", "acc", "part", "ss") +
         "            scale: f32\n"
         f"            scale = 1.0 / sqrt(ss / f32(n) + {eps_text(eps)})\n"
         + strided(threads, "n", _scaled("{j}", dt, wdt), 3))
@@ -118,10 +115,7 @@ def rms_norm_registers(rs: RowShape, eps: float = DEFAULT_EPS) -> Proc:
         "            acc = 0.0\n"
         + chunk_loop(rs, load_row(rs, "x[i, {e}]"), 3)
         + chunk_loop(rs, each(rs, "acc += xr[t, c, v] * xr[t, c, v]"), 3)
-        + warp_partial("+", "acc", "part", 3) +
-        "        sync()\n"
-        f"        for t in par(0, {T}) @ THREADS:\n"
-        + block_total(T, "+", "part", "ss", 3) +
+        + block_step(T, "+", "acc", "part", "ss") +
         "            scale: f32\n"
         f"            scale = 1.0 / sqrt(ss / f32(n) + {eps_text(eps)})\n"
         + chunk_loop(rs, f"wr: f32[{rs.vec}]\n"
@@ -146,10 +140,7 @@ def plan_rms_norm(n: int, dt: str = "f32", wdt: str | None = None,
     rs = plan_row(n) if dt == "f32" and wdt is None else None
     if rs is not None:
         return rms_norm_registers(rs, *more)
-    threads = 32
-    while threads < THREADS_PER_ROW and threads < n:
-        threads *= 2
-    return rms_norm_kernel(threads, dt, *((wdt,) + more if more else ()))
+    return rms_norm_kernel(row_threads(n), dt, *((wdt,) + more if more else ()))
 
 
 __all__ = ["rms_norm_rows", "rms_norm_kernel", "rms_norm_registers", "plan_rms_norm", "EPS",

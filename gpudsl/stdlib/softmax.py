@@ -15,8 +15,8 @@ from functools import lru_cache
 from ..proc import Proc
 from .common import make_proc
 from .halves import halve_text, load, store
-from .block_reduce import block_total, check_warps, warp_partial, warps
-from .reduce import THREADS_PER_ROW, strided
+from .block_reduce import block_step, check_warps, warps
+from .reduce import THREADS_PER_ROW, row_threads, strided
 from .row_registers import RowShape, asserts, chunk_loop, each, load_row, plan_row, vectorized
 
 _SIG = ("(r: size, n: size, x: f32[r, n], prefix: i64[1], out: f32[r, n], "
@@ -73,18 +73,12 @@ def sliced_softmax_kernel(threads: int = THREADS_PER_ROW, dt: str = "f32") -> Pr
         "            acc: f32\n"
         "            acc = x[i, 0]\n"
         + strided(threads, "n", "acc = max(acc, x[i, {j}])", 3, guard=in_prefix)
-        + warp_partial("max", "acc", "part", 3) +
-        "        sync()\n"
-        f"        for t in par(0, {threads}) @ THREADS:\n"
-        + block_total(threads, "max", "part", "m", 3) +
+        + block_step(threads, "max", "acc", "part", "m") +
         "            mx[t] = m\n"
         "            acc2: f32\n"
         "            acc2 = 0.0\n"
         + strided(threads, "n", "acc2 += exp(x[i, {j}] - mx[t])", 3, guard=in_prefix)
-        + warp_partial("+", "acc2", "part2", 3) +
-        "        sync()\n"
-        f"        for t in par(0, {threads}) @ THREADS:\n"
-        + block_total(threads, "+", "part2", "total", 3)
+        + block_step(threads, "+", "acc2", "part2", "total")
         + strided(threads, "n", "out[i, {j}] = select({j} < prefix[0], "
                   "exp(x[i, {j}] - mx[t]) / total, x[i, {j}])", 3))
     # f16/bf16 rows: read widened, computed in f32, each output rounded once
@@ -124,20 +118,14 @@ def sliced_softmax_registers(rs: RowShape) -> Proc:
         + chunk_loop(rs, load_row(rs, "x[i, {e}]"), 3)
         + chunk_loop(rs, each(rs, f"if {inp}:\n"
                               "    acc = max(acc, xr[t, c, v])"), 3)
-        + warp_partial("max", "acc", "part", 3) +
-        "        sync()\n"
-        f"        for t in par(0, {T}) @ THREADS:\n"
-        + block_total(T, "max", "part", "m", 3) +
+        + block_step(T, "max", "acc", "part", "m") +
         "            acc2: f32\n"
         "            acc2 = 0.0\n"
         + chunk_loop(rs, each(rs, "e: f32\n"
                               f"e = exp(select({inp}, xr[t, c, v] - m, 0.0))\n"
                               f"xr[t, c, v] = select({inp}, e, xr[t, c, v])\n"
                               f"acc2 += select({inp}, e, 0.0)"), 3)
-        + warp_partial("+", "acc2", "part2", 3) +
-        "        sync()\n"
-        f"        for t in par(0, {T}) @ THREADS:\n"
-        + block_total(T, "+", "part2", "total", 3) +
+        + block_step(T, "+", "acc2", "part2", "total") +
         "            inv: f32\n"
         "            inv = 1.0 / total\n"
         + chunk_loop(rs, f"o: f32[{rs.vec}]\n"
@@ -154,10 +142,7 @@ def plan_sliced_softmax(n: int, dt: str = "f32") -> Proc:
     rs = plan_row(n) if dt == "f32" else None
     if rs is not None:
         return sliced_softmax_registers(rs)
-    threads = 32
-    while threads < THREADS_PER_ROW and threads < n:
-        threads *= 2
-    return sliced_softmax_kernel(threads, dt)
+    return sliced_softmax_kernel(row_threads(n), dt)
 
 
 @lru_cache(maxsize=None)
@@ -190,18 +175,12 @@ def softmax_kernel(threads: int, dt: str = "f32", causal: bool = False,
         "            acc: f32\n"
         "            acc = -inf\n"
         + strided(threads, "n", f"acc = max(acc, {z})", 3, guard=keep)
-        + warp_partial("max", "acc", "part", 3) +
-        "        sync()\n"
-        f"        for t in par(0, {threads}) @ THREADS:\n"
-        + block_total(threads, "max", "part", "top", 3) +
+        + block_step(threads, "max", "acc", "part", "top") +
         "            mx[t] = top\n"
         "            acc2: f32\n"
         "            acc2 = 0.0\n"
         + strided(threads, "n", f"acc2 += exp({z} - mx[t])", 3, guard=keep)
-        + warp_partial("+", "acc2", "part2", 3) +
-        "        sync()\n"
-        f"        for t in par(0, {threads}) @ THREADS:\n"
-        + block_total(threads, "+", "part2", "total", 3)
+        + block_step(threads, "+", "acc2", "part2", "total")
         + strided(threads, "n", "out[i, {j}] = " + store(
             f"select({keep or 'True'}, exp({z} - mx[t]) / total, 0.0)", dt), 3))
     return make_proc("softmax", text)
@@ -210,10 +189,7 @@ def softmax_kernel(threads: int, dt: str = "f32", causal: bool = False,
 def plan_softmax(n: int, dt: str = "f32", causal: bool = False,
                  mdt: str | None = None) -> Proc:
     """The kernel for rows of ``n`` entries: 32 to 256 threads (a power of two)."""
-    threads = 32
-    while threads < THREADS_PER_ROW and threads < n:
-        threads *= 2
-    return softmax_kernel(threads, dt, causal, mdt)
+    return softmax_kernel(row_threads(n), dt, causal, mdt)
 
 
 __all__ = ["sliced_softmax_rows", "sliced_softmax_kernel", "sliced_softmax_registers",

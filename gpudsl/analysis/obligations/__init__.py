@@ -134,6 +134,24 @@ class Ctx:
         got = getattr(t, "placed", {}).get(id(e))
         return got if got is not None else t.expr(e)
 
+    def two_threads(self, a1: KernelAccess, a2: KernelAccess, width: int | None = None):
+        """Two symbolic threads, ``1`` executing ``a1`` and ``2`` executing ``a2``, on
+        one element: ``(t1, t2, constraints, i1, i2)`` (``i1``, ``i2``: the indices).
+        With ``width``, ``a2``'s element lies in the ``width`` elements from ``a1``'s
+        along the last dimension (an async copy's run), the other indices equal.
+        Raises Unsupported."""
+        t1, t2 = self.thread("1"), self.thread("2")
+        cons = self.place(t1, a1) + self.place(t2, a2)
+        i1 = [self.term(t1, e) for e in a1.idx]
+        i2 = [self.term(t2, e) for e in a2.idx]
+        if width is None:
+            cons += [x == y for x, y in zip(i1, i2)]
+        else:
+            cons += [x == y for x, y in zip(i1[:-1], i2[:-1])]
+            if i1:
+                cons += [i2[-1] - i1[-1] >= 0, i2[-1] - i1[-1] < width]
+        return t1, t2, cons, i1, i2
+
     # ------------------------------------------------------------------ solving
 
     def out_of_time(self) -> bool:
@@ -157,6 +175,12 @@ class Ctx:
             "unknown", f"could not prove {what}: {reason}", list(locs), {},
             "bind sizes (check(n=...)) or simplify the index expressions; a larger "
             "timeout may help (check(timeout=seconds))", list(notes)))
+
+    def undecided(self, what: str, locs, reason: str) -> Diagnostic:
+        """The "unknown" diagnostic of a question asked for a pair of accesses, returned
+        to the caller (which decides where it goes), counted as :meth:`unknown` does."""
+        self.unknown(what, locs, reason)
+        return self.diagnostics.pop()
 
     def thread_witness(self, t: ThreadEnv, a: KernelAccess, model) -> dict:
         out = {"block": {}, "thread": {}, "loops": {}}

@@ -130,27 +130,19 @@ def _same_run(tpath, d) -> list:
 
 
 def _query(ctx, c, x, width, seq_before, same_run=(), fam=COPIES):
-    t1, t2 = ctx.thread("1"), ctx.thread("2")
     what = f"that {x.describe()} waits for the {fam.name}"
     try:
-        cons = ctx.place(t1, c) + ctx.place(t2, x)
-        i1 = [t1.expr(e) for e in c.idx]
-        i2 = [t2.expr(e) for e in x.idx]
-        cons += [a == b for a, b in zip(i1[:-1], i2[:-1])]
-        if i1:
-            cons += [i2[-1] - i1[-1] >= 0, i2[-1] - i1[-1] < width]
+        t1, t2, cons, i1, i2 = ctx.two_threads(c, x, width)
         ki = ctx.eff.kernels[c.kernel]
         cons += [t1.var(lp.iter) == t2.var(lp.iter) for lp in ki.block_loops]
         cons += [a == b for a, b in zip(t1.tc, t2.tc)]
         cons += [t1.var(it) == t2.var(it) for it in same_run]
         cons.append(seq_before(c.tpath, x.tpath, t1, t2))
     except Unsupported as e:
-        ctx.unknown(what, [c.loc, x.loc], str(e) or "unsupported expression")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(what, [c.loc, x.loc], str(e) or "unsupported expression")
     r = ctx.solve(cons)
     if r.status == UNKNOWN:
-        ctx.unknown(what, [c.loc, x.loc], f"solver: {r.reason or 'unknown'}")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(what, [c.loc, x.loc], f"solver: {r.reason or 'unknown'}")
     if r.status != SAT:
         return None
     element = ctx.eval_ints(r.model, i2)

@@ -276,18 +276,11 @@ def _pair(ctx: Ctx, ac: AsyncCounts, c, x, fam=COPIES):
         exprs += [ac.commits(x.path), ac.synced(c.path)]
     what = f"that {x.describe()} waits for the {fam.name} `{_text(c, fam)}`"
     if any(e is None or has_unknown(e) for e in exprs):
-        ctx.unknown(what, [c.loc, x.loc], f"the number of {fam.commit_text} or barriers "
-                    "before them depends on loop variables")
-        return ctx.diagnostics.pop()
-    t1, t2 = ctx.thread("1"), ctx.thread("2")
+        return ctx.undecided(what, [c.loc, x.loc], f"the number of {fam.commit_text} or barriers "
+                           "before them depends on loop variables")
     ctx.enc.data_dependent = False
     try:
-        cons = ctx.place(t1, c) + ctx.place(t2, x)
-        i1 = [t1.expr(e) for e in c.idx]
-        i2 = [t2.expr(e) for e in x.idx]
-        cons += [a == b for a, b in zip(i1[:-1], i2[:-1])]
-        off = i2[-1] - i1[-1] if i1 else z3.IntVal(0)
-        cons += [off >= 0, off < width]
+        t1, t2, cons, i1, i2 = ctx.two_threads(c, x, width)
         ki = ctx.eff.kernels[c.kernel]
         cons += [t1.var(l.iter) == t2.var(l.iter) for l in ki.block_loops]
         for l in ctx.eff.kernels[c.kernel].host_loops:
@@ -306,12 +299,10 @@ def _pair(ctx: Ctx, ac: AsyncCounts, c, x, fam=COPIES):
                              *_split_unordered(ctx, ac, c, x, t1, t2, gv))
         cons.append(z3.Or(early_same, early_other))
     except Unsupported as e:
-        ctx.unknown(what, [c.loc, x.loc], str(e) or "unsupported expression")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(what, [c.loc, x.loc], str(e) or "unsupported expression")
     r = ctx.solve(cons)
     if r.status == UNKNOWN:
-        ctx.unknown(what, [c.loc, x.loc], f"solver: {r.reason or 'unknown'}")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(what, [c.loc, x.loc], f"solver: {r.reason or 'unknown'}")
     if r.status != SAT:
         return None
     return _race(ctx, c, x, t1, t2, i2, early_same, r.model, fam)

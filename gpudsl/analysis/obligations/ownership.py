@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import z3
 
-from ...ir.types import REGISTER
 from ..report import Diagnostic
 from ...ir.smt import SAT, UNKNOWN, Unsupported
 from . import Ctx
@@ -15,7 +14,7 @@ def check_ownership(ctx: Ctx):
     eff = ctx.eff
     for a in eff.accesses:
         info = eff.arrays[a.array]
-        if info.mem != REGISTER or info.level != "block" or a.kernel is None:
+        if not info.mem.per_thread or info.level != "block" or a.kernel is None:
             continue
         k = info.thread_dims
         if a.level != "thread":

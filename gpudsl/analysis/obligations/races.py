@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import z3
 
-from ...ir.types import BLOCKS, GLOBAL, REGISTER, THREADS
+from ...ir.types import BLOCKS, THREADS
 from ...ir.nodes import Const, For, Sync
 from ..effects import KernelAccess, loops_prefix
 from ..report import Diagnostic
@@ -128,7 +128,7 @@ def _pairs(eff):
                         _conflict(a1, a2):
                     yield info, a1, a2, None
         host_par = any(l.is_unmapped_par and l.level == "host" for a in accs for l in a.loops)
-        if len(buckets) > 1 and (info.mem == GLOBAL or host_par):
+        if len(buckets) > 1 and (info.mem.scope == "grid" or host_par):
             classes: dict = {}
             for a in accs:
                 if _segment(a) is not None:
@@ -289,7 +289,7 @@ def _modes(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess) -> list:
     common = loops_prefix(a1.loops, a2.loops)
     host = _host_loops(common)
     same_kernel = a1.kernel is not None and a1.kernel == a2.kernel
-    block_reg = info.mem == REGISTER and info.level == "block"
+    block_reg = info.mem.per_thread and info.level == "block"
     alloc_threads = any(l.mapping == THREADS for l in info.loops)
     alloc_blocks = any(l.mapping == BLOCKS for l in info.loops)
     modes = []
@@ -327,13 +327,9 @@ def _pair_at(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only, relays):
         return None
     if "host" not in modes:
         host_par = []
-    t1, t2 = ctx.thread("1"), ctx.thread("2")
     ctx.enc.data_dependent = False
     try:
-        cons = ctx.place(t1, a1) + ctx.place(t2, a2)
-        i1 = [ctx.term(t1, e) for e in a1.idx]
-        i2 = [ctx.term(t2, e) for e in a2.idx]
-        cons += [x == y for x, y in zip(i1, i2)]
+        t1, t2, cons, i1, i2 = ctx.two_threads(a1, a2)
         # the same allocation instance
         for l in info.loops:
             if l.is_par:
@@ -375,21 +371,18 @@ def _pair_at(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only, relays):
         if same_kernel and (t1.tickets or t2.tickets):
             cons += ticket_facts(t1, t2, [_v(t1, l.iter) == _v(t2, l.iter) for l in host])
     except Unsupported as e:
-        ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
-                    [a1.loc, a2.loc], str(e) or "unsupported expression")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(f"that {a1.describe()} and {a2.describe()} do not race",
+                           [a1.loc, a2.loc], str(e) or "unsupported expression")
     r = ctx.solve(cons, CHAIN_TIME if relays else 1)
     if r.status == SAT and not _exact_order(ctx, a1, a2):
-        ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
-                    [a1.loc, a2.loc], "the number of ranged or split barrier instances "
-                    "between them depends on loop variables")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(f"that {a1.describe()} and {a2.describe()} do not race",
+                           [a1.loc, a2.loc], "the number of ranged or split barrier instances "
+                           "between them depends on loop variables")
     if r.status == SAT:
         return _race(ctx, info, a1, a2, t1, t2, i1, alts, tags, r.model)
     if r.status == UNKNOWN:
-        ctx.unknown(f"that {a1.describe()} and {a2.describe()} do not race",
-                    [a1.loc, a2.loc], f"solver: {r.reason or 'unknown'}")
-        return ctx.diagnostics.pop()
+        return ctx.undecided(f"that {a1.describe()} and {a2.describe()} do not race",
+                           [a1.loc, a2.loc], f"solver: {r.reason or 'unknown'}")
     return None
 
 
