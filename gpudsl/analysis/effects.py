@@ -306,13 +306,15 @@ class _Collector(Walker):
         if st["kernel"] is None or st["level"] != "thread":
             self.issue("mapping", "tma_load outside any @ THREADS loop of a kernel: each copy "
                        "is started by one thread", [s.loc], "put it inside a THREADS loop")
-        for w, mem in ((s.dst, SHARED), (s.src, GLOBAL)):
+        for w, end in ((s.dst, "async_destination"), (s.src, "async_source")):
             key = self.lookup(w.name)
-            if key is not None and self.eff.arrays[key].mem != mem:
+            if key is not None and not getattr(self.eff.arrays[key].mem, end):
                 info = self.eff.arrays[key]
-                self.issue("mapping", f"tma_load copies a GLOBAL box into SHARED memory; "
-                           f"'{w.name}' is in {info.mem.name}", [s.loc, info.loc],
-                           f"keep '{w.name}' in {mem.name} memory")
+                want = memory_with(**{end: True})
+                self.issue("mapping", f"tma_load copies a {memory_with(async_source=True)} box "
+                           f"into {memory_with(async_destination=True)} memory; '{w.name}' is "
+                           f"in {info.mem.name}", [s.loc, info.loc],
+                           f"keep '{w.name}' in {want} memory")
         self._tma_unswizzled(s.dst, s)
         key = self.lookup(s.src.name)
         if (key is not None and not self.eff.arrays[key].is_param) or any(

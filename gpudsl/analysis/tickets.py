@@ -160,9 +160,9 @@ def _counter_copy(counter, allocs, params):
         return None
     if not sites:
         mem = params.get(counter, GLOBAL)
-        return ((), None) if mem == GLOBAL else None
+        return ((), None) if mem.scope == "grid" else None
     stmts, i, loops, al, c = sites[0]
-    if al.mem not in (GLOBAL, SHARED):
+    if al.mem.scope not in ("grid", "block") or not al.mem.writable:   # one shared copy
         return None
     return tuple(l.iter for l in loops), sites[0]
 
@@ -203,7 +203,7 @@ def _counter_counts(counter, writes, allocs, site):
 def _resets_apart(adds, resets, site) -> bool:
     """Every reset (a write other than a counted ``atomic_add``) happens outside the
     span of the atomics of one copy in one launch (module docstring, "Resets")."""
-    if site is None or site[3].mem == GLOBAL:
+    if site is None or site[3].mem.scope == "grid":
         if site is not None and site[4]["kernel"] is not None:
             return False          # a GLOBAL array inside a kernel: a mapping error anyway
         kernels = {id(c["kernel"]) for s, kl, c in adds}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 
 from ..ir.nodes import Const, Interval, TmaCommit, TmaLoad, TmaStore, TmaWait, WindowArg
-from ..ir.types import GLOBAL, INDEX, SHARED
+from ..ir.types import INDEX
 from ..ir.tma import box, dst_problem, src_problem
 from .sync_stmts import _ring_index
 
@@ -64,7 +64,7 @@ def parse_tma_call(parser, s: ast.stmt, v: ast.Call, fname: str):
                          "GLOBAL source box", _FORM)
     dst, dsym = _window(parser, v.args[0])
     src, ssym = _window(parser, v.args[1])
-    if ssym.mem != GLOBAL or dsym.mem != SHARED:
+    if not ssym.mem.async_source or not dsym.mem.async_destination:
         raise parser.err(v, f"tma_load copies a GLOBAL box into SHARED memory; '{src.name}' is "
                          f"in {ssym.mem.name}, '{dst.name}' in {dsym.mem.name}", _FORM)
     if src.ty != dst.ty:
@@ -93,7 +93,7 @@ def _store(parser, v: ast.Call, loc):
                          "SHARED source", _STORE_FORM)
     dst, dsym = _window(parser, v.args[0])
     src, ssym = _window(parser, v.args[1])
-    if dsym.mem != GLOBAL or ssym.mem != SHARED:
+    if not dsym.mem.async_source or not ssym.mem.async_destination:
         raise parser.err(v, f"tma_store copies a SHARED tile to a GLOBAL box; '{dst.name}' is "
                          f"in {dsym.mem.name}, '{src.name}' in {ssym.mem.name}", _STORE_FORM)
     if src.ty != dst.ty:
