@@ -4,10 +4,8 @@ that stays refused and whose race the detector (the interpreter) replays.
 
 Sources: https://github.com/mc-imperial/gpuverify (commit 49219770, folder
 ``testsuite/``).  GPUVerify checks races and barrier divergence, not array bounds, so a
-port that must also be in bounds says so where it adds a guard or an assert.  The two
-``barrier_invariants`` kernels stay refused (GPUVerify proves them only with the
-user's barrier invariants; see docs/decisions.md, "Issue 39: GPUVerify's false
-alarms")."""
+port that must also be in bounds says so where it adds a guard or an assert.  The
+rules each rests on are in docs/decisions.md, "Issue 39: GPUVerify's false alarms"."""
 from __future__ import annotations
 
 import numpy as np
