@@ -34,6 +34,7 @@ reported, by the earliest-failure argument of :func:`.effects._first_impure`.)
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import z3
@@ -167,13 +168,14 @@ def summary_facts(ctx, t, a, reads) -> list:
     return out
 
 
-_n = [0]
+_writers = itertools.count()
 
 
 def _fact(ctx, t, sm, terms, v):
+    """``v`` (thread ``t``'s read of ``A[terms]``) is ``g`` of the one writer, when it
+    exists; the writer is a thread env sharing ``t``'s launch and block."""
     w = sm.write
-    _n[0] += 1
-    wt = ctx.enc.thread(f"{t.tag}>w{_n[0]}")
+    wt = ctx.enc.thread(f"{t.tag}>w{next(_writers)}")
     for l in w.loops:
         if l.mapping != THREADS:     # the reader's launch and block
             wt.vars[l.iter] = t.vars[l.iter]
