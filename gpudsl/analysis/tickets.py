@@ -212,8 +212,9 @@ def _resets_apart(adds, resets, site) -> bool:
     stmts, i, loops, al, c = site
     if stmts is not c["body"]:
         return False              # allocated in a loop or if of the block's code
-    if any(x["top"] is None for x in [r[1] for r in resets] + [a[2] for a in adds]):
-        return False
+    if any(x["top"] is None or x["body"] is not stmts
+           for x in [r[1] for r in resets] + [a[2] for a in adds]):
+        return False              # not all in the allocation's own statement list
     last = max(x["top"] for _, x in resets)
     first = min(x["top"] for _, _, x in adds)
     return any(isinstance(stmts[j], Sync) and not stmts[j].ranged

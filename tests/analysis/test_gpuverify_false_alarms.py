@@ -4,10 +4,8 @@ that stays refused and whose race the detector (the interpreter) replays.
 
 Sources: https://github.com/mc-imperial/gpuverify (commit 49219770, folder
 ``testsuite/``).  GPUVerify checks races and barrier divergence, not array bounds, so a
-port that must also be in bounds says so where it adds a guard or an assert.  The two
-``barrier_invariants`` kernels stay refused (GPUVerify proves them only with the
-user's barrier invariants; see docs/decisions.md, "Issue 39: GPUVerify's false
-alarms")."""
+port that must also be in bounds says so where it adds a guard or an assert.  The
+rules each rests on are in docs/decisions.md, "Issue 39: GPUVerify's false alarms"."""
 from __future__ import annotations
 
 import numpy as np
@@ -344,11 +342,10 @@ def test_compaction_without_the_range_guard_stays_a_bounds_refusal():
 
 # --------------------------------------------------------------------------------
 # testsuite/OpenCL/barrier_invariants/wrap_around/kernel.cl and .../ternary/kernel.cl
-# (--local_size=8 --num_groups=1).  Race-free, but GPUVerify proves them only with
-# the user's __barrier_invariant_2(A[tid] == ..., tid, (tid+1)%N): what A holds after
-# the barrier.  check() treats values read from written memory as unknown, so B's
-# index is unknown: both stay refused (docs/decisions.md), and the detector runs
-# them clean.
+# (--local_size=8 --num_groups=1).  GPUVerify proves them with the user's
+# __barrier_invariant_2(A[tid] == f(tid), tid, (tid+1)%N); check() infers it: A's one
+# write A[t] = f(t), once per thread, before the barrier (gpudsl/analysis/summaries.py).
+# The __assert(B[...] == tid) are checked by running the kernel.
 
 WRAP_AROUND = '''
 def wrap_around(out: i32[8]):
@@ -357,6 +354,7 @@ def wrap_around(out: i32[8]):
         B: i32[8] @ SHARED
         for t in par(0, 8) @ THREADS:
             A[t] = {value}
+{extra}
         sync()
         for t in par(0, 8) @ THREADS:
             B[A[(t + 1) % 8]] = t
@@ -364,17 +362,55 @@ def wrap_around(out: i32[8]):
         for t in par(0, 8) @ THREADS:
             out[t] = B[{where}]
 '''
+WRAP = dict(value="t", where="(t + 1) % 8", extra="")
+TERNARY = dict(value="select(t % 2 == 0, (t + 2) % 8, t)",
+               where="(t + select(t % 2 == 0, 1, 3)) % 8", extra="")
 
 
-@pytest.mark.parametrize("value, where, want", [
-    ("t", "(t + 1) % 8", list(range(8))),                                   # wrap_around
-    ("select(t % 2 == 0, (t + 2) % 8, t)", "(t + select(t % 2 == 0, 1, 3)) % 8",
-     list(range(8))),                                                       # ternary
-])
-def test_barrier_invariant_kernels_stay_refused_but_run_clean(value, where, want):
-    p = _p(WRAP_AROUND.format(value=value, where=where))
-    kinds = p.check().kinds()
-    assert "race" in kinds and "bounds" in kinds
+@pytest.mark.parametrize("kw", [WRAP, TERNARY], ids=["wrap_around", "ternary"])
+def test_barrier_invariant_kernels_are_proved(kw):
+    p = _p(WRAP_AROUND.format(**kw))
+    assert p.check().ok, str(p.check())
     out = np.zeros(8, np.int32)
     gpudsl.interpret(p, detect_races=True, out=out)
-    assert out.tolist() == want    # GPUVerify's __assert(B[...] == tid)
+    assert out.tolist() == list(range(8))    # GPUVerify's __assert(B[...] == tid)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(WRAP, value="t % 4"),            # not a permutation: the summary shows it
+    dict(WRAP, value="(t + 1) % 8 // 2"),
+    dict(WRAP, extra="        sync()\n        for t in par(0, 8) @ THREADS:\n"
+                     "            if t == 0:\n                A[5] = 0"),   # a second write
+], ids=["mod4", "halves", "second-write"])
+def test_barrier_invariant_twins_race(kw):
+    p = _p(WRAP_AROUND.format(**kw))
+    d = _refused(p)
+    assert d.witness["array"] == "B"
+    _race(p, out=np.zeros(8, np.int32))
+
+
+def test_a_write_in_a_loop_gives_no_summary():
+    # the last of several writes is in force: A[t] = 0 for all, every thread writes B[0]
+    p = _p(WRAP_AROUND.format(**dict(WRAP, value="0")).replace(
+        "            A[t] = 0", "            for i in seq(0, 2):\n"
+        "                A[t] = select(i == 0, t, 0)"))
+    _refused(p)
+    _race(p, out=np.zeros(8, np.int32))
+
+
+def test_reads_before_the_barrier_get_no_summary():
+    # the same write and read with no barrier between: a race on A itself
+    p = _p(WRAP_AROUND.format(**WRAP).replace("            A[t] = t\n\n        sync()",
+                                                "            A[t] = t"))
+    d = _refused(p)
+    assert d.witness["array"] == "A"
+    _race(p, out=np.zeros(8, np.int32))
+
+
+def test_a_read_before_the_write_gets_no_summary():
+    # each thread reads its A[t] before writing it (fresh memory: all read 0)
+    p = _p(WRAP_AROUND.format(**WRAP).replace(
+        "            A[t] = t\n", "            B[A[t]] = t\n            A[t] = t\n"))
+    d = _refused(p)
+    assert d.witness["array"] == "B"
+    _race(p, out=np.zeros(8, np.int32))

@@ -15,6 +15,7 @@ import z3
 from ...ir.nodes import Const
 from ...ir.types import BLOCKS, GLOBAL, THREADS
 from ..effects import KernelAccess, Effects
+from ..summaries import find_summaries, summary_facts, tag_readers
 from ..report import Diagnostic
 from ...ir.smt import SAT, UNKNOWN, UNSAT, Encoder, Result, ThreadEnv, Unsupported, solve
 from ...targets import target
@@ -34,6 +35,8 @@ class Ctx:
 
         self.enc.tickets = find_tickets(eff.body, {q.name: q.mem or GLOBAL
                                                    for q in eff.proc.params if q.is_array})
+        self.summaries = find_summaries(eff)
+        tag_readers(eff, self.summaries)
         self.premises = self.enc.premises()
         self.diagnostics: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []
@@ -110,19 +113,21 @@ class Ctx:
             # a thread nest that leaves a block dimension unused runs on index 0 of it
             cons += [tc[d] == 0 for d in range(3) if d not in used]
         start = a.same_from if a.same_from is not None else len(a.guards)
-        for g in a.guards[:start]:
-            cons.append(t.cond(g))
         t.placed = {}
         t.region = []
         try:
+            for g in a.guards[:start]:
+                cons.append(t.cond(g))
+            reads, t.region = t.region, []
             for g in a.guards[start:]:
                 cons.append(t.cond(g))
             if not a.same_access:
                 cons += _same_values(t.region)
-                t.region = []
+                reads, t.region = reads + t.region, []
             for e in a.idx:   # read at the access: one region of their own at least
                 t.placed[id(e)] = t.expr(e)
             cons += _same_values(t.region)
+            cons += summary_facts(self, t, a, reads + t.region)
         finally:
             t.region = None
         return cons

@@ -266,7 +266,7 @@ def _shape(a: KernelAccess):
             else:
                 loops.append((l.iter, repr(l.lo), repr(l.hi), l.kind, repr(l.mapping), l.dim))
         k = (a.kind, a.reduce, repr(a.idx), repr(a.guards), tuple(loops), a.kernel,
-             a.same_from, a.same_access)
+             a.same_from, a.same_access, a.__dict__.get("summary_at"))
         a.__dict__["_shape"] = k
     return k
 
