@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import z3
 
 from ..ir.nodes import Assign, BinOp, Const, For, Read, Sync, Var
-from ..ir.types import BLOCKS, SHARED, THREADS
+from ..ir.types import BLOCKS, THREADS
 from ..ir.visitor import walk
 
 _BITS = {"i32": 32, "i64": 64}
@@ -76,7 +76,7 @@ def find_summaries(eff) -> dict:
 
 
 def _summary(info, ws):
-    if info.mem != SHARED or info.level != "block" or len(ws) != 1:
+    if not info.mem.per_block or info.level != "block" or len(ws) != 1:
         return None
     if any(l.mapping != BLOCKS for l in info.loops if l.level != "host"):
         return None
