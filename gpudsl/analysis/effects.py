@@ -301,53 +301,45 @@ class _Collector(Walker):
         super().wgmma(s, st)
 
     def tma_load(self, s, st):
-        """A bulk tensor copy (docs/hopper.md): started by one thread of a kernel, from a
+        """A bulk tensor load (docs/hopper.md): started by one thread of a kernel, from a
         GLOBAL parameter to SHARED memory (mapping); its meaning's accesses."""
+        self._bulk_rules("tma_load", s, st, s.src, s.dst)
+        super().tma_load(s, st)
+
+    def tma_store(self, s, st):
+        """A bulk tensor store: one thread, SHARED to a GLOBAL array parameter (mapping);
+        its meaning's accesses."""
+        self._bulk_rules("tma_store", s, st, s.dst, s.src)
+        super().tma_store(s, st)
+
+    def _bulk_rules(self, what: str, s, st, glob, tile) -> None:
+        """Where a bulk tensor copy stands and what it copies: in a thread loop of a kernel,
+        between a whole GLOBAL array parameter (``glob``: the tensor map is made from the
+        argument at launch) and an unswizzled SHARED tile."""
         if st["kernel"] is None or st["level"] != "thread":
-            self.issue("mapping", "tma_load outside any @ THREADS loop of a kernel: each copy "
+            self.issue("mapping", f"{what} outside any @ THREADS loop of a kernel: each copy "
                        "is started by one thread", [s.loc], "put it inside a THREADS loop")
-        for w, end in ((s.dst, "async_destination"), (s.src, "async_source")):
+        for w, end in ((tile, "async_destination"), (glob, "async_source")):
             key = self.lookup(w.name)
             if key is not None and not getattr(self.eff.arrays[key].mem, end):
                 info = self.eff.arrays[key]
-                want = memory_with(**{end: True})
-                self.issue("mapping", f"tma_load copies a {memory_with(async_source=True)} box "
-                           f"into {memory_with(async_destination=True)} memory; '{w.name}' is "
-                           f"in {info.mem.name}", [s.loc, info.loc],
-                           f"keep '{w.name}' in {want} memory")
-        self._tma_unswizzled(s.dst, s)
-        key = self.lookup(s.src.name)
-        if (key is not None and not self.eff.arrays[key].is_param) or any(
-                q.name == s.src.name and q.kind == "window" for q in self.eff.proc.params):
-            self.issue("mapping", f"the source '{s.src.name}' of tma_load is not a whole array "
-                       "parameter: the tensor map the hardware reads is made from the "
-                       "argument's address, dimensions and strides at launch", [s.loc],
-                       "pass the array itself as a parameter of the kernel's proc")
-        super().tma_load(s, st)
-
-    def _tma_unswizzled(self, w, s):
-        key = self.lookup(w.name)
+                self.issue("mapping", f"{what} copies between a {memory_with(async_source=True)} "
+                           f"box and a {memory_with(async_destination=True)} tile; '{w.name}' "
+                           f"is in {info.mem.name}", [s.loc, info.loc],
+                           f"keep '{w.name}' in {memory_with(**{end: True})} memory")
+        key = self.lookup(tile.name)
         if key is not None and self.eff.arrays[key].swizzle:
-            self.issue("mapping", f"the SHARED tile '{w.name}' of a bulk tensor copy is "
+            self.issue("mapping", f"the SHARED tile '{tile.name}' of a bulk tensor copy is "
                        "swizzled: TMA boxes with a swizzle mode are not supported yet (the "
                        "copy would lay the box out unswizzled)", [s.loc],
                        "copy into an unswizzled tile")
-
-    def tma_store(self, s, st):
-        """A bulk tensor store (docs/hopper.md): one thread, SHARED to a GLOBAL array
-        parameter (mapping); its meaning's accesses."""
-        if st["kernel"] is None or st["level"] != "thread":
-            self.issue("mapping", "tma_store outside any @ THREADS loop of a kernel: each copy "
-                       "is started by one thread", [s.loc], "put it inside a THREADS loop")
-        self._tma_unswizzled(s.src, s)
-        key = self.lookup(s.dst.name)
+        key = self.lookup(glob.name)
         if (key is not None and not self.eff.arrays[key].is_param) or any(
-                q.name == s.dst.name and q.kind == "window" for q in self.eff.proc.params):
-            self.issue("mapping", f"the destination '{s.dst.name}' of tma_store is not a whole "
-                       "array parameter: the tensor map the hardware writes through is made "
-                       "from the argument at launch", [s.loc],
+                q.name == glob.name and q.kind == "window" for q in self.eff.proc.params):
+            self.issue("mapping", f"the GLOBAL array '{glob.name}' of {what} is not a whole "
+                       "array parameter: the tensor map the hardware uses is made from the "
+                       "argument's address, dimensions and strides at launch", [s.loc],
                        "pass the array itself as a parameter of the kernel's proc")
-        super().tma_store(s, st)
 
     def _wgmma_layout(self, s):
         """The operands are windows in the layout the hardware reads (a primitive that

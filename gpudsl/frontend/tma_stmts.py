@@ -62,24 +62,9 @@ def parse_tma_call(parser, s: ast.stmt, v: ast.Call, fname: str):
     if len(v.args) != 2:
         raise parser.err(v, "tma_load(dst, src, bar=b) takes the SHARED destination and the "
                          "GLOBAL source box", _FORM)
-    dst, dsym = _window(parser, v.args[0])
-    src, ssym = _window(parser, v.args[1])
-    if not ssym.mem.async_source or not dsym.mem.async_destination:
-        raise parser.err(v, f"tma_load copies a GLOBAL box into SHARED memory; '{src.name}' is "
-                         f"in {ssym.mem.name}, '{dst.name}' in {dsym.mem.name}", _FORM)
-    if src.ty != dst.ty:
-        raise parser.err(v, f"tma_load copies without converting: '{src.name}' holds "
-                         f"{src.ty.name}, '{dst.name}' {dst.ty.name}")
-    why = src_problem(src, len(ssym.shape))
-    if why is not None:
-        raise parser.err(v.args[1], f"the source `{ast.unparse(v.args[1])}` of tma_load is not "
-                         f"a box a tensor map reads: {why}", _FORM)
-    why = dst_problem(dst, tuple(dsym.shape), box(src))
-    if why is not None:
-        raise parser.err(v.args[0], f"the destination `{ast.unparse(v.args[0])}` of tma_load "
-                         f"is not where the box lands: {why}", _FORM)
+    dst, src, shape = _box_and_tile(parser, v, "tma_load", glob_arg=1, form=_FORM)
     name, index = _barrier(parser, v)
-    return TmaLoad(dst, src, name, tuple(ssym.shape), loc, index)
+    return TmaLoad(dst, src, name, shape, loc, index)
 
 
 _STORE_FORM = ("tma_store(dst[r0:r0 + 64, c0:c0 + 64], src_s[0:64, 0:64]): one thread copies the "
@@ -91,23 +76,33 @@ def _store(parser, v: ast.Call, loc):
     if len(v.args) != 2 or v.keywords:
         raise parser.err(v, "tma_store(dst, src) takes the GLOBAL destination box and the "
                          "SHARED source", _STORE_FORM)
+    dst, src, shape = _box_and_tile(parser, v, "tma_store", glob_arg=0, form=_STORE_FORM)
+    return TmaStore(dst, src, shape, loc)
+
+
+def _box_and_tile(parser, v: ast.Call, what: str, glob_arg: int, form: str):
+    """``(dst, src, the GLOBAL array's shape)`` of ``what``'s two windows (argument
+    ``glob_arg`` the GLOBAL box, the other the SHARED tile), checked."""
     dst, dsym = _window(parser, v.args[0])
     src, ssym = _window(parser, v.args[1])
-    if not dsym.mem.async_source or not ssym.mem.async_destination:
-        raise parser.err(v, f"tma_store copies a SHARED tile to a GLOBAL box; '{dst.name}' is "
-                         f"in {dsym.mem.name}, '{src.name}' in {ssym.mem.name}", _STORE_FORM)
+    (g, gsym), (t, tsym) = ((dst, dsym), (src, ssym)) if glob_arg == 0 else \
+        ((src, ssym), (dst, dsym))
+    gnode, tnode = v.args[glob_arg], v.args[1 - glob_arg]
+    if not gsym.mem.async_source or not tsym.mem.async_destination:
+        raise parser.err(v, f"{what} copies between a GLOBAL box and a SHARED tile; '{g.name}' "
+                         f"is in {gsym.mem.name}, '{t.name}' in {tsym.mem.name}", form)
     if src.ty != dst.ty:
-        raise parser.err(v, f"tma_store copies without converting: '{src.name}' holds "
+        raise parser.err(v, f"{what} copies without converting: '{src.name}' holds "
                          f"{src.ty.name}, '{dst.name}' {dst.ty.name}")
-    why = src_problem(dst, len(dsym.shape))
+    why = src_problem(g, len(gsym.shape))
     if why is not None:
-        raise parser.err(v.args[0], f"the destination `{ast.unparse(v.args[0])}` of tma_store "
-                         f"is not a box a tensor map writes: {why}", _STORE_FORM)
-    why = dst_problem(src, tuple(ssym.shape), box(dst))
+        raise parser.err(gnode, f"`{ast.unparse(gnode)}` of {what} is not a box a tensor map "
+                         f"describes: {why}", form)
+    why = dst_problem(t, tuple(tsym.shape), box(g))
     if why is not None:
-        raise parser.err(v.args[1], f"the source `{ast.unparse(v.args[1])}` of tma_store is "
-                         f"not the tile the box is read from: {why}", _STORE_FORM)
-    return TmaStore(dst, src, tuple(dsym.shape), loc)
+        raise parser.err(tnode, f"`{ast.unparse(tnode)}` of {what} is not the tile of the "
+                         f"box: {why}", form)
+    return dst, src, tuple(gsym.shape)
 
 
 __all__ = ["TMA_FUNCS", "parse_tma_call"]

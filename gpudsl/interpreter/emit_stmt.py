@@ -392,10 +392,19 @@ class ProcEmitter(ExprEmitter):
                   f"{{{', '.join(dims)}}})")
 
     def _TmaLoad(self, s: TmaLoad):
-        """A bulk tensor copy (:mod:`gpudsl.ir.tma`): its box read here, its elements
-        held in flight until the barrier phase it completes (:mod:`.tma_copies`)."""
-        text = _stmt_text(s)
-        site = self.access(s.loc, text, "bulk tensor copy", s.dst.name)
+        """A bulk tensor load (:mod:`gpudsl.ir.tma`): its box read here, its elements held
+        in flight until the barrier phase it completes (:mod:`.tma_copies`)."""
+        self._bulk(s, "bulk tensor copy", tma_elements(s), tma_copies.issue)
+
+    def _TmaStore(self, s):
+        """A bulk tensor store: its tile read here, held in flight until the tma_wait
+        that completes its group (:mod:`.tma_copies`)."""
+        self._bulk(s, "bulk tensor store", store_elements(s), tma_copies.store)
+
+    def _bulk(self, s, how: str, meaning, issue) -> None:
+        """A bulk tensor copy's elements (``meaning``) noted by the issuing thread, then
+        ``issue(_asy, thread, site, [barrier,] dst, items, src, race, shapes)``."""
+        site = self.access(s.loc, _stmt_text(s), how, s.dst.name)
         if not self.tnames:
             self.line(f"_async_outside({site})")
             return
@@ -403,45 +412,23 @@ class ProcEmitter(ExprEmitter):
         self.line(f"{items} = []")
         self.tma = items
         try:
-            self.block(tma_elements(s))
+            self.block(meaning)
         finally:
             self.tma = None
-        bar = f"b_{s.name}"
-        if s.index is not None:
-            el = self.const(sync_order.ring_element, "_F")
-            bar = f"{el}(b_{s.name}, {self.ex(s.index)}, {site})"
+        bar = ""
+        if isinstance(s, TmaLoad):
+            bar = f"b_{s.name}, "
+            if s.index is not None:
+                el = self.const(sync_order.ring_element, "_F")
+                bar = f"{el}(b_{s.name}, {self.ex(s.index)}, {site}), "
         race = f"_ctx, (tr_{s.dst.name}, tr_{s.src.name})" if self.race else "_ctx, None"
         shapes = []
         for name in (s.dst.name, s.src.name):
             info = self.arrays[name]
             dims = ", ".join(info.dim(k) for k in range(info.ndim))
             shapes.append(f"({dims}{',' if info.ndim == 1 else ''})")
-        f = self.const(tma_copies.issue, "_F")
-        self.line(f"{f}(_asy, {self._tkey()}, {site}, {bar}, a_{s.dst.name}, {items}, "
-                  f"a_{s.src.name}, {race}, ({shapes[0]}, {shapes[1]}))")
-
-    def _TmaStore(self, s):
-        """A bulk tensor store: its tile read here, held in flight until the tma_wait
-        that completes its group (:mod:`.tma_copies`)."""
-        site = self.access(s.loc, _stmt_text(s), "bulk tensor store", s.dst.name)
-        if not self.tnames:
-            self.line(f"_async_outside({site})")
-            return
-        items = self.fresh("_tsl")
-        self.line(f"{items} = []")
-        self.tma = items
-        try:
-            self.block(store_elements(s))
-        finally:
-            self.tma = None
-        race = f"_ctx, (tr_{s.dst.name}, tr_{s.src.name})" if self.race else "_ctx, None"
-        shapes = []
-        for name in (s.dst.name, s.src.name):
-            info = self.arrays[name]
-            dims = ", ".join(info.dim(k) for k in range(info.ndim))
-            shapes.append(f"({dims}{',' if info.ndim == 1 else ''})")
-        f = self.const(tma_copies.store, "_F")
-        self.line(f"{f}(_asy, {self._tkey()}, {site}, a_{s.dst.name}, {items}, "
+        f = self.const(issue, "_F")
+        self.line(f"{f}(_asy, {self._tkey()}, {site}, {bar}a_{s.dst.name}, {items}, "
                   f"a_{s.src.name}, {race}, ({shapes[0]}, {shapes[1]}))")
 
     def _TmaCommit(self, s):

@@ -109,7 +109,7 @@ def test_misaligned_rows_and_destinations_are_refused():
     ("tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64])", "bar="),
     ("tma_load(s[0:16, 0:60], a[16 * b:16 * b + 16, 0:60], bar=bar)", "multiple of 16"),
     ("tma_load(s[0:8, 0:64], a[16 * b:16 * b + 16, 0:64], bar=bar)", "extents"),
-    ("tma_load(a[0:16, 0:64], s[0:16, 0:64], bar=bar)", "GLOBAL box into SHARED"),
+    ("tma_load(a[0:16, 0:64], s[0:16, 0:64], bar=bar)", "between a GLOBAL box and a SHARED tile"),
 ])
 def test_malformed_copies_are_refused_by_the_parser(bad, why):
     src = TILE.replace("tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64], bar=bar)", bad)
