@@ -22,16 +22,13 @@ MAP_WORDS = 18   # the emulator's record: ptr, rank, dims[5], strides[5], box[5]
 
 TMA = r"""
 // tma_load: bulk tensor copies completing on an mbarrier (sm_90a); the emulator copies at once
-template <int R>
-__device__ __forceinline__ void gpudsl_tma_load(void* dst, const unsigned long long* map,
-                                                unsigned long long* bar, unsigned bytes,
-                                                int c0, int c1 = 0, int c2 = 0, int c3 = 0,
-                                                int c4 = 0) {
 #ifdef GPUDSL_EMULATOR
-  const int c[5] = {c0, c1, c2, c3, c4};
-  const unsigned char* base = (const unsigned char*)map[0];
+// the box at coordinates c (innermost first) between the array a map describes and a
+// contiguous tile: loaded (elements outside the array: zeros) or stored (not written)
+inline void gpudsl_tma_emulate(const unsigned long long* map, const int* c, int R,
+                               unsigned char* tile, bool load) {
+  unsigned char* base = (unsigned char*)map[0];
   const unsigned long long es = map[17];
-  unsigned char* out = (unsigned char*)dst;
   long long n = 1;
   for (int k = 0; k < R; ++k) n *= (long long)map[12 + k];
   for (long long q = 0; q < n; ++q) {
@@ -43,8 +40,21 @@ __device__ __forceinline__ void gpudsl_tma_load(void* dst, const unsigned long l
       if (x < 0 || x >= (long long)map[2 + k]) in = false;
       else off += x * (long long)map[7 + k];
     }
-    for (unsigned long long b = 0; b < es; ++b) out[q * es + b] = in ? base[off + b] : 0;
+    for (unsigned long long b = 0; b < es; ++b) {
+      if (load) tile[q * es + b] = in ? base[off + b] : 0;
+      else if (in) base[off + b] = tile[q * es + b];
+    }
   }
+}
+#endif
+template <int R>
+__device__ __forceinline__ void gpudsl_tma_load(void* dst, const unsigned long long* map,
+                                                unsigned long long* bar, unsigned bytes,
+                                                int c0, int c1 = 0, int c2 = 0, int c3 = 0,
+                                                int c4 = 0) {
+#ifdef GPUDSL_EMULATOR
+  const int c[5] = {c0, c1, c2, c3, c4};
+  gpudsl_tma_emulate(map, c, R, (unsigned char*)dst, true);
   (void)bar; (void)bytes;
 #else
   const unsigned d = gpudsl_smem_addr(dst), m = gpudsl_smem_addr(bar);
@@ -78,23 +88,7 @@ __device__ __forceinline__ void gpudsl_tma_store(const unsigned long long* map, 
                                                  int c4 = 0) {
 #ifdef GPUDSL_EMULATOR
   const int c[5] = {c0, c1, c2, c3, c4};
-  unsigned char* base = (unsigned char*)map[0];
-  const unsigned long long es = map[17];
-  const unsigned char* in = (const unsigned char*)src;
-  long long n = 1;
-  for (int k = 0; k < R; ++k) n *= (long long)map[12 + k];
-  for (long long q = 0; q < n; ++q) {
-    long long r = q, off = 0;
-    bool inside = true;
-    for (int k = 0; k < R; ++k) {
-      long long x = (long long)c[k] + r % (long long)map[12 + k];
-      r /= (long long)map[12 + k];
-      if (x < 0 || x >= (long long)map[2 + k]) inside = false;
-      else off += x * (long long)map[7 + k];
-    }
-    if (inside)
-      for (unsigned long long b = 0; b < es; ++b) base[off + b] = in[q * es + b];
-  }
+  gpudsl_tma_emulate(map, c, R, (unsigned char*)src, false);
 #else
   const unsigned s = gpudsl_smem_addr(src);
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
