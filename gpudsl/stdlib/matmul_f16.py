@@ -64,7 +64,7 @@ from ..schedule import (divide_loop, insert_sync, pad_dim, parallelize_loop,
                         replace, set_unroll, simplify, vectorize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
-from .matmul_tf32 import _calls, _const, fragments_and_tiles, map_warp_lanes
+from .matmul_tf32 import _calls, _const, fragments_and_tiles, map_warp_lanes, tile_divisible
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bm=64, bn=128, bk=32, wm=32, wn=64)  # sm_80: 96 registers, sm_90: 126
@@ -323,16 +323,8 @@ def matmul_half_kernel(a_shape, b_shape, dt: str, **opts):
     """(proc, bindings) of the tensor-core kernel for ``a @ b`` (2-D ``dt`` arrays,
     ``m % bm == 0``, ``n % bk == 0``, ``k % bn == 0``); ``NodeError`` otherwise."""
     o = dict(DEFAULTS, **opts)
-    a_shape = tuple(int(d) for d in a_shape)
-    b_shape = tuple(int(d) for d in b_shape)
-    require(len(a_shape) == 2 and len(b_shape) == 2,
-            f"the {dt} matmul takes [m, n] @ [n, k]; got {a_shape} and {b_shape}")
-    require(a_shape[1] == b_shape[0], f"inner dimensions differ: a {a_shape} and b {b_shape}")
-    m, n, k = a_shape[0], a_shape[1], b_shape[1]
-    require(m % o["bm"] == 0 and k % o["bn"] == 0 and n % o["bk"] == 0,
-            f"the {dt} tensor-core matmul needs m % {o['bm']} == 0, n % {o['bk']} == 0 and "
-            f"k % {o['bn']} == 0; got m={m}, n={n}, k={k}",
-            "pad the operands, or convert them to float32")
+    m, n, k = tile_divisible(dt, a_shape, b_shape, o,
+                             "pad the operands, or convert them to float32")
     return half_kernel(dt, o["bm"], o["bn"], o["bk"], o["wm"], o["wn"]), dict(m=m, n=n, k=k)
 
 

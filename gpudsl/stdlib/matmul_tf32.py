@@ -492,20 +492,28 @@ class Tf32Build:
         return "Tf32Build()"
 
 
+def tile_divisible(what: str, a_shape, b_shape, o: dict, hint: str) -> tuple:
+    """``(m, n, k)`` of a 2-D tensor-core matmul ``a @ b`` whose tiles (``o``: ``bm``,
+    ``bk``, ``bn``) divide its shape; ``NodeError`` otherwise (``what``: the kernel's
+    name in the message, ``hint``: what to do instead)."""
+    a_shape = tuple(int(d) for d in a_shape)
+    b_shape = tuple(int(d) for d in b_shape)
+    require(len(a_shape) == 2 and len(b_shape) == 2,
+            f"the {what} matmul takes [m, n] @ [n, k]; got {a_shape} and {b_shape}")
+    require(a_shape[1] == b_shape[0], f"inner dimensions differ: a {a_shape} and b {b_shape}")
+    m, n, k = a_shape[0], a_shape[1], b_shape[1]
+    require(m % o["bm"] == 0 and k % o["bn"] == 0 and n % o["bk"] == 0,
+            f"the {what} tensor-core matmul needs m % {o['bm']} == 0, n % {o['bk']} == 0 and "
+            f"k % {o['bn']} == 0; got m={m}, n={n}, k={k}", hint)
+    return m, n, k
+
+
 def matmul_tf32_kernel(a_shape, b_shape, **opts):
     """(proc, bindings) of the TF32 tensor-core kernel for ``a @ b`` (2-D float32,
     ``m % bm == 0``, ``n % bk == 0``, ``k % bn == 0``); ``NodeError`` otherwise."""
     o = dict(DEFAULTS, **opts)
-    a_shape = tuple(int(d) for d in a_shape)
-    b_shape = tuple(int(d) for d in b_shape)
-    require(len(a_shape) == 2 and len(b_shape) == 2,
-            f"the tf32 matmul takes [m, n] @ [n, k]; got {a_shape} and {b_shape}")
-    require(a_shape[1] == b_shape[0], f"inner dimensions differ: a {a_shape} and b {b_shape}")
-    m, n, k = a_shape[0], a_shape[1], b_shape[1]
-    require(m % o["bm"] == 0 and k % o["bn"] == 0 and n % o["bk"] == 0,
-            f"the tf32 tensor-core matmul needs m % {o['bm']} == 0, n % {o['bk']} == 0 and "
-            f"k % {o['bn']} == 0; got m={m}, n={n}, k={k}",
-            "use precision='fp32' (the default) for other shapes")
+    m, n, k = tile_divisible("tf32", a_shape, b_shape, o,
+                             "use precision='fp32' (the default) for other shapes")
     return tf32_kernel(o["bm"], o["bn"], o["bk"], o["wm"], o["wn"], o["double_buffer"],
                        o["async_stages"]), dict(m=m, n=n, k=k)
 
