@@ -443,7 +443,9 @@ register(Node("attention", rule.attention, _launch_attention, _attention, "Atten
 register(Node("paged_attention", rule.paged_attention, _launch_paged_attention,
               _paged_attention, "PagedAttentionNode",
               ((REF, "q"), (REF, "k"), (REF, "v"), (REF, "block_table"), (REF, "seq_lens"),
-               ("bool", "causal")), ("q", "k", "v", "block_table", "seq_lens")))
+               ("bool", "causal")), ("q", "k", "v", "block_table", "seq_lens"),
+              snapshots=(("paged_attention", _kernel("attention_paged", "paged_kernel", 128,
+                                                     True, 16)),)))
 
 # ------------------------------------------------------------------ plans
 
