@@ -210,7 +210,7 @@ class Timer:
     def run(self, warmup: int, reps: int) -> list[float]:
         from ..runtime.timing import measure
 
-        self.last = measure(self._call, target=self.backend, warmup=warmup, reps=reps,
+        self.last = measure(self._call, backend=self.backend, warmup=warmup, reps=reps,
                             restore=self._restore if self.written else None)
         return self.last.times_ms
 

@@ -76,7 +76,7 @@ class Run:
     def timed(self, fn, flush=True):
         from ..runtime.timing import measure
 
-        return measure(fn, target=self.target, warmup=self.warmup, reps=self.reps,
+        return measure(fn, backend=self.target, warmup=self.warmup, reps=self.reps,
                        flush=flush)
 
     def copy_rate(self, elements: int, flush: bool) -> dict:

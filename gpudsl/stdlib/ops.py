@@ -516,7 +516,7 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None, kv_heads=N
         q, k, v = _contig(q), _contig(k), _contig(v)
         out = _empty(q, qs, _NUMPY[dt])
         err = _zeros(q, (1,), np.int32)
-        p = plan_prefill(m, d, bool(causal), h, n, dt=dt, target=target())
+        p = plan_prefill(m, d, bool(causal), h, n, dt=dt, target=backend())
         _run(p, q=q, k=k, v=v,
              prefix=prefix, scale=np.float32(scale), out=out, err=err)
     else:
