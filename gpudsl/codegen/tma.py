@@ -18,7 +18,6 @@ from ..errors import CompileError
 from ..ir.nodes import Interval, TmaCommit, TmaLoad, TmaStore, TmaWait
 from ..ir.tma import box, box_bytes, global_side
 
-MAP_WORDS = 18   # the emulator's record: ptr, rank, dims[5], strides[5], box[5], bytes
 
 TMA = r"""
 // tma_load: bulk tensor copies completing on an mbarrier (sm_90a); the emulator copies at once
@@ -225,4 +224,4 @@ def _store(kw, s: TmaStore) -> None:
               f"&{kw.access(s.src.name, start, s.loc)}, {cs});", s.loc)
 
 
-__all__ = ["scan_stores", "store_writer_fence", "TMA", "MAP_WORDS", "tensor_map_params", "map_name", "src_box", "tma_dsts", "emit_tma"]
+__all__ = ["scan_stores", "store_writer_fence", "TMA", "tensor_map_params", "map_name", "src_box", "tma_dsts", "emit_tma"]

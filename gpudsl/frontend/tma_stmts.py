@@ -11,7 +11,7 @@ import ast
 
 from ..ir.nodes import Const, Interval, TmaCommit, TmaLoad, TmaStore, TmaWait, WindowArg
 from ..ir.types import INDEX
-from ..ir.tma import box, dst_problem, src_problem
+from ..ir.tma import ELEM_TYPES, box, dst_problem, src_problem
 from .sync_stmts import _ring_index
 
 TMA_FUNCS = ("tma_load", "tma_store", "tma_commit", "tma_wait")
@@ -94,6 +94,9 @@ def _box_and_tile(parser, v: ast.Call, what: str, glob_arg: int, form: str):
     if src.ty != dst.ty:
         raise parser.err(v, f"{what} copies without converting: '{src.name}' holds "
                          f"{src.ty.name}, '{dst.name}' {dst.ty.name}")
+    if g.ty.name not in ELEM_TYPES:
+        raise parser.err(v, f"{what} copies {', '.join(ELEM_TYPES)} elements (a tensor map's "
+                         f"types); '{g.name}' holds {g.ty.name}")
     why = src_problem(g, len(gsym.shape))
     if why is not None:
         raise parser.err(gnode, f"`{ast.unparse(gnode)}` of {what} is not a box a tensor map "

@@ -127,6 +127,7 @@ class AsyncState:
         self.block_commits = {"cp": 0, "wg": 0, "ts": 0}   # commits at block level (every thread)
         self.inflight: dict = {}  # (id(buffer), flat index) -> [(op, "dst" | "src"), ...]
         self.issued: dict = {}    # (site, warpgroup) -> lane -> wgmmas issued (wg_converged)
+        self.landings = 0         # bulk tensor copies' landing threads (.tma_copies)
 
     def block_end(self):
         """The block's code ends: an operation still in flight is an error (it lands

@@ -17,30 +17,23 @@ with the landing, as on the GPU.
 """
 from __future__ import annotations
 
-import itertools
-
 from ..errors import InterpError
 from .async_copies import READ, WRITE, _element
 
-_virtual = itertools.count()
-
-
 class TmaCopy:
     __slots__ = ("site", "bar", "phase", "issuer", "dst", "items", "src", "race", "dims",
-                 "vkey", "group", "asy")
+                 "vkey", "asy")
     family = "tma"
     hint = ("wait on the copy's barrier for the phase it completes (the phase of the "
             "issuing thread's next arrive) before touching its destination, or its source "
             "for writing")
 
-    def __init__(self, site, bar, issuer, dst, items, src, race, dims):
-        self.site, self.bar, self.issuer = site, bar, issuer
+    def __init__(self, asy, site, bar, issuer, dst, items, src, race, dims):
+        self.asy, self.site, self.bar, self.issuer = asy, site, bar, issuer
         self.phase = bar.phases          # the phase the issuer's next arrive completes
         self.dst, self.items, self.src = dst, items, src
         self.race, self.dims = race, dims
         self.vkey = None
-        self.group = 0
-        self.asy = None
 
     def arrived(self, lo: int, hi: int) -> None:
         """The arrive of ``[lo, hi)`` completed this copy's phase: it lands, unless its
@@ -152,10 +145,10 @@ def issue(asy, tkey, site, bar, dst, items, src, ctx=None, trackers=None, dims=N
     if ctx is not None and ctx.kernel:
         race = (ctx, ctx.tkey, ctx.tnames, ctx.tvals) + tuple(trackers)
     issuer = flat_thread(ctx, tkey) if ctx is not None and ctx.kernel else tkey
-    c = TmaCopy(site, bar, issuer, dst, items, src, race, dims)
-    c.asy = asy
-    if race is not None:
-        v = ctx.nthreads + 1 + next(_virtual) % (1 << 20)
+    c = TmaCopy(asy, site, bar, issuer, dst, items, src, race, dims)
+    if race is not None:   # the landing thread: past the block's threads, one per copy
+        asy.landings += 1
+        v = ctx.nthreads + asy.landings
         c.vkey = (0, 0, v)
         if ctx.partial:   # the landing is ordered after the issue
             ctx.order.events.append(("sync", (1 << issuer) | (1 << v)))

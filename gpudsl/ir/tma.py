@@ -40,7 +40,7 @@ INNER_BYTES = 16     # the innermost range's bytes: a multiple of this
 PITCH_BYTES = 16     # a global array's row pitch: a multiple of this
 DST_ALIGN = 128      # bytes: the shared destination's start
 I_VAR = "__tma_i"    # the loops of :func:`elements`: __tma_i0, __tma_i1, ...
-ELEM_TYPES = ("f16", "bf16", "f32", "f64", "i32", "i64", "u8", "i8", "u32")
+ELEM_TYPES = ("f16", "bf16", "f32", "f64", "i32", "i64")   # a tensor map's data types
 
 
 TMA_STMTS = (TmaLoad, TmaStore, TmaCommit, TmaWait)

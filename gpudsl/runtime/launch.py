@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import LaunchError
 from .signature import KernelSig
-from .tensor_maps import TensorMapRef, resolve_cuda, resolve_emulator
+from .tensor_maps import TensorMapRef, emulator_map, resolve_cuda
 
 
 @dataclass
@@ -83,7 +83,7 @@ def resolve(args, work: dict, tmap) -> list:
             tmap(a, work[a.name]) if isinstance(a, TensorMapRef) else a for a in args]
 
 
-def _launch_all(launch, launches, work: dict, tmap=resolve_emulator) -> None:
+def _launch_all(launch, launches, work: dict, tmap=emulator_map) -> None:
     for ln in launches:
         launch(ln.kernel, ln.grid, ln.block, resolve(ln.args, work, tmap),
                ln.dynamic_shared_bytes)

@@ -80,10 +80,10 @@ def emulator_map(ref: TensorMapRef, host: np.ndarray) -> np.ndarray:
     return np.array(out)
 
 
-def cuda_map(ref: TensorMapRef, ptr: int, encode) -> np.ndarray:
+def cuda_map(ref: TensorMapRef, ptr: int, encode, contiguous: bool = True) -> np.ndarray:
     """The 128-byte ``CUtensorMap`` of the device array at ``ptr`` (``encode``: the
     driver's ``cuTensorMapEncodeTiled``)."""
-    strides = _check(ref, ptr, True)
+    strides = _check(ref, ptr, contiguous)
     rank = len(ref.dims)
     u64, u32 = ctypes.c_uint64, ctypes.c_uint32
     dims = (u64 * rank)(*reversed(ref.dims))
@@ -103,10 +103,6 @@ def cuda_map(ref: TensorMapRef, ptr: int, encode) -> np.ndarray:
 
 
 
-def resolve_emulator(ref: TensorMapRef, host: np.ndarray) -> np.ndarray:
-    return emulator_map(ref, host)
-
-
 _CACHE: dict = {}
 _CACHE_MAX = 1024
 
@@ -118,14 +114,12 @@ def resolve_cuda(ref: TensorMapRef, dev):
     synchronization comes before an eviction (a queued kernel may still read it)."""
     from .device import DeviceBuffer, _cu, synchronize
     ptr = int(dev.ptr)
-    contiguous = bool(getattr(dev, "c_contiguous", True))
-    key = (ptr, ref.dims, ref.box, ref.dtype, contiguous)
-    buf = _CACHE.get(key)
+    key = (ptr, ref.dims, ref.box, ref.dtype)
+    buf = _CACHE.get(key) if getattr(dev, "c_contiguous", True) else None
     if buf is not None:
         return buf
     _cu()
-    encode = _encoder()
-    host = cuda_map(ref, ptr, encode) if contiguous else _check(ref, ptr, False)
+    host = cuda_map(ref, ptr, _encoder(), getattr(dev, "c_contiguous", True))
     if len(_CACHE) >= _CACHE_MAX:
         synchronize()
         _CACHE.clear()
@@ -149,5 +143,4 @@ def _encoder():
     return fn
 
 
-__all__ = ["MAP_WORDS", "TensorMapRef", "emulator_map", "cuda_map", "resolve_emulator",
-           "resolve_cuda"]
+__all__ = ["MAP_WORDS", "TensorMapRef", "emulator_map", "cuda_map", "resolve_cuda"]

@@ -72,7 +72,7 @@ def check_tma(ctx) -> None:
             _alignment(ctx, c, op)
             if not _lands(ctx, ks, c, op):
                 continue
-        if ks is None or c.path is None or x_none(c):
+        if ks is None or c.path is None or c.tpath is None:
             continue
         found = 0
         for x in by_array.get(c.array, ()):
@@ -91,10 +91,6 @@ def check_tma(ctx) -> None:
                 if d.kind == "race":
                     reported.add(key)
                     found += 1
-
-
-def x_none(c) -> bool:
-    return c.tpath is None
 
 
 def _edges_of(ks, op) -> list:
