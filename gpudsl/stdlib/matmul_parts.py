@@ -131,14 +131,16 @@ def _permute_nest(p, order, want):
     return p
 
 
-def _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi, scalar: bool = False):
+def _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi, scalar: bool = False,
+                       read_vec: int = 0):
     """The A tile ``As[bm, bk]`` stored transposed, ``[bk][bm + pad]``: each thread
     reads ``vec`` adjacent values of a row of A (float4, through registers ``ta``) and
     stores them down a column of ``As``; the pad puts the ``bk // vec`` column groups
     a warp stores on distinct banks.  ``scalar``: one element a copy, straight from
     global to shared memory (what ``make_async`` turns into 4-byte async copies), the
-    thread loops outermost.  Returns (proc, the vector width the register cache may
-    read ``As`` with)."""
+    thread loops outermost.  ``read_vec`` (0: ``vec``): the width the register cache
+    would read ``As`` with, which the pad keeps (``a_pad``).  Returns (proc, the vector
+    width the register cache may read ``As`` with)."""
     p = rearrange_dim(p, "As", [1, 0])
     vcols = bk // vec if vec > 1 and bk % vec == 0 and not scalar else 0
     if vcols:
@@ -150,18 +152,36 @@ def _transposed_a_copy(p, bm, bk, ty, tx, vec, tm, zi, scalar: bool = False):
         p = _spread(p, "As_in0", "i1o", bm * vcols, ty, tx, "ia")
     else:
         p = _spread(p, "As_in0", "As_in1", bm * bk, ty, tx, "ia")
-    # a warp stores rows_w = 32 // groups rows, each as `groups` column groups `vw`
-    # apart: pad so that (vw * pitch) % 32 == rows_w (a bank per lane)
     vw, groups = (vec, vcols) if vcols else (1, bk)
-    pad = 0
-    if groups > 1 and 32 % groups == 0:
-        want = 32 // groups
-        pad = next((d for d in range(32) if (vw * (bm + d)) % 32 == want), 0)
-        if pad:
-            p = pad_dim(p, "As", 1, bm + pad)
+    rv = read_vec or vec
+    pad = a_pad(bm, vw, groups, rv if rv > 1 and tm % rv == 0 else 1)
+    if pad:
+        p = pad_dim(p, "As", 1, bm + pad)
     pitch = bm + pad
     a_vec = vec if vec > 1 and pitch % vec == 0 and tm % vec == 0 else 1
     return p, a_vec
+
+
+def store_conflicts(pitch: int, vw: int, groups: int) -> int:
+    """The bank conflict degree of a warp's transposing store into the A tile of row
+    pitch ``pitch``: lane ``t`` stores element ``t // groups`` of column group
+    ``t % groups``, the groups ``vw`` rows of the tile apart."""
+    banks = [((t % groups) * vw * pitch + t // groups) % 32 for t in range(32)]
+    return max(banks.count(b) for b in set(banks))
+
+
+def a_pad(bm: int, vw: int, groups: int, read_vec: int) -> int:
+    """The pad of the transposed A tile's rows: the fewest bank conflicts of the
+    transposing stores (``store_conflicts``) among the pitches the register cache can
+    read ``read_vec`` wide (a multiple of ``read_vec``: a float4 read of a thread's rows
+    matters more than a conflict of the stores, 16 times fewer), the smallest pad of
+    those.  bk = 8 (two groups of float4): pitch bm + 4, no conflict; bk = 16 (four):
+    bm + 4, 2-way (a conflict-free pitch, bm + 2, would read the rows one float at a
+    time)."""
+    if groups <= 1 or 32 % groups:
+        return 0
+    ok = [d for d in range(32) if (bm + d) % read_vec == 0]
+    return min(ok, key=lambda d: (store_conflicts(bm + d, vw, groups), d))
 
 
 def _spread(p, r, c_, n, ty, tx, name):

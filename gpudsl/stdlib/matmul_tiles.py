@@ -79,7 +79,8 @@ def _a_tile_copy(t: Tiles):
     """The A tile's copy (``shared_tiles``' ``copy_a``): transposed and padded, scalar
     and guarded; the register cache reads it ``vec`` wide where the pitch allows."""
     def copy_a(p):
-        p, a_vec = _transposed_a_copy(p, t.bm, t.bk, t.ty, t.tx, 1, t.tm, t.zi)
+        p, a_vec = _transposed_a_copy(p, t.bm, t.bk, t.ty, t.tx, 1, t.tm, t.zi,
+                                      read_vec=t.vec)
         vec = t.vec
         wide = a_vec == 1 and vec > 1 and t.tm % vec == 0 and _pitch_ok(p, vec)
         return p, (vec if wide else a_vec)
