@@ -46,7 +46,7 @@ from .matmul_tiles import guarded_tiles_kernel, schedule_matmul_guarded_tiles  #
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0, stages=0,
-                async_stages=0)
+                async_stages=0, min_blocks=2)
 # wm, wn: the warp tile of the big-tile kernel (0, 0: none; see schedule_matmul's
 # warp_tile).  Off by default: the performance report's figures are the same either way
 # (docs/decisions.md, issue 15 wave 3).  stages: 2, double-buffered tiles with one
@@ -54,7 +54,11 @@ DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0, stages=0,
 # comparison; 0: the variant's default, 2 except for the batched kernel, which spills
 # 16 B with two stages (docs/decisions.md, issue 23).  async_stages: 2 to 4, the tiles
 # copied by async copies into a circular buffer of that depth (schedule_matmul's
-# async_stages, with stages=1); 0: off (the default until a GPU has timed it)
+# async_stages, with stages=1); 0: off (the default until a GPU has timed it).
+# min_blocks: the resident blocks per SM the big-tile kernel asks ptxas for
+# (__launch_bounds__; schedule_matmul's blocks_per_sm): 2 caps 256 threads at 128
+# registers; 1 lets 128x128x16 with two stages keep its next tile in registers
+# (147, no spill, against 76 B of spills at 2; docs/performance.md)
 
 
 
@@ -263,19 +267,21 @@ def _big_ok(m, n, k, o) -> bool:
 
 @lru_cache(maxsize=None)
 def big_kernel(batched: bool, bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0,
-               stages=0, async_stages=0) -> Proc:
+               stages=0, async_stages=0, min_blocks=2) -> Proc:
     default = 1 if batched else 2
+    tag = "" if min_blocks == 2 else f"_b{min_blocks}"
     if async_stages:
         p = schedule_matmul(matmul_algorithm(batched, (bm, bn, bk)), bm=bm, bn=bn, bk=bk,
                             tm=tm, tn=tn, vec=vec, warp_tile=(wm, wn) if wm else None,
-                            stages=1, async_stages=async_stages)
-        return rename(p, f"{p.name}_a{async_stages}")
+                            stages=1, async_stages=async_stages, blocks_per_sm=min_blocks)
+        return rename(p, f"{p.name}_a{async_stages}{tag}")
     if stages == 0:
         stages = default
     p = schedule_matmul(matmul_algorithm(batched, (bm, bn, bk)), bm=bm, bn=bn, bk=bk,
                         tm=tm, tn=tn, vec=vec, warp_tile=(wm, wn) if wm else None,
-                        stages=stages)
-    return rename(p, f"{p.name}_s{stages}") if stages != default else p
+                        stages=stages, blocks_per_sm=min_blocks)
+    name = p.name + (f"_s{stages}" if stages != default else "") + tag
+    return rename(p, name) if name != p.name else p
 
 
 @lru_cache(maxsize=None)
@@ -365,17 +371,18 @@ def matmul_variant(m: int, n: int, k: int, o: dict) -> tuple[str, int]:
 
 def matmul_space(bm=(32, 64, 128), bn=(32, 64, 128), bk=(8, 16), tm=(4, 8), tn=(4, 8),
                  wm=(0, 16, 32, 64), wn=(0, 16, 32, 64), stages=(1, 2),
-                 async_stages=(0, 2, 3, 4)):
+                 async_stages=(0, 2, 3, 4), min_blocks=(2, 1)):
     """The big-tile schedule's parameters as an autotuning space (docs/autotuning.md):
     tiles that divide, at most 1024 threads per block; a warp tile ``wm x wn`` (0 x 0:
     none) that divides the block tile and holds 32 thread tiles; 1 or 2 stages
     (double-buffered tiles), or a circular buffer of async copies 2 to 4 deep
-    (``async_stages``, with 1 stage)."""
+    (``async_stages``, with 1 stage); the resident blocks per SM asked of ptxas
+    (``min_blocks``, its register cap; a candidate that spills is pruned when built)."""
     from ..autotune.space import Space
 
     return Space(bm=list(bm), bn=list(bn), bk=list(bk), tm=list(tm), tn=list(tn),
                  wm=list(wm), wn=list(wn), stages=list(stages),
-                 async_stages=list(async_stages),
+                 async_stages=list(async_stages), min_blocks=list(min_blocks),
                  where=lambda c: c.bm % c.tm == 0 and c.bn % c.tn == 0
                  and 32 <= (c.bm // c.tm) * (c.bn // c.tn) <= 1024 and _warp_ok(c)
                  and not (c.get("async_stages", 0) and c.get("stages", 1) != 1))
@@ -385,11 +392,8 @@ def _warp_ok(c) -> bool:
     wm, wn = c.get("wm", 0), c.get("wn", 0)
     if not wm or not wn:
         return not wm and not wn
-    # wm > 32 with bk = 16: the padded A tile's pitch (bm + 2) is no multiple of 4, the
-    # register cache reads it one float at a time, and rows wm apart share a bank (a
-    # 2-way conflict in the report)
     return (c.bm % wm == 0 and c.bn % wn == 0 and wm % c.tm == 0 and wn % c.tn == 0
-            and (wm // c.tm) * (wn // c.tn) == 32 and (wm <= 32 or c.bk == 8))
+            and (wm // c.tm) * (wn // c.tn) == 32)
 
 
 def options_kernel(a_shape, b_shape, **opts):
@@ -398,17 +402,18 @@ def options_kernel(a_shape, b_shape, **opts):
     warp-tiled.  What ``MatmulBuild`` builds and ``ops.matmul`` runs for a tuned
     winner (one kernel for one configuration)."""
     wm, wn, stages = opts.pop("wm", 0), opts.pop("wn", 0), opts.pop("stages", 0)
-    asy = opts.pop("async_stages", 0)
+    asy, mb = opts.pop("async_stages", 0), opts.pop("min_blocks", 2)
     p, bind = matmul_kernel(a_shape, b_shape, **opts)
-    if (wm and wn) or stages or asy:
+    if (wm and wn) or stages or asy or mb != 2:
         o = dict(DEFAULTS, **opts)
         args = (len(a_shape) == 3, o["bm"], o["bn"], o["bk"], o["tm"], o["tn"], o["vec"])
         if p is big_kernel(*args):  # the picker's call (lru_cache: the same object)
             # (the same call as elsewhere: lru_cache keys on how it is called)
+            more = {} if mb == 2 else {"min_blocks": mb}
             if asy:
-                p = big_kernel(*args, wm, wn, 1, asy)
+                p = big_kernel(*args, wm, wn, 1, asy, **more)
             else:
-                p = big_kernel(*args, wm, wn, *((stages,) if stages else ()))
+                p = big_kernel(*args, wm, wn, *((stages,) if stages else ()), **more)
     return p, bind
 
 
@@ -429,6 +434,31 @@ class MatmulBuild:
         return f"MatmulBuild({self.a_shape}, {self.b_shape})"
 
 
+_COMPILED: dict = {}
+
+
+def matmul_with(a, b, **opts):
+    """``a @ b`` of float32 arrays (numpy or torch, 2-D or batched) by the kernel
+    :func:`options_kernel` builds with ``opts`` (any option of :data:`DEFAULTS`, e.g.
+    ``bk=16, min_blocks=1``), run where ``gpudsl.ops`` runs (``gpudsl bench``'s variant
+    rows time the big-tile kernel's options beside the default)."""
+    import numpy as np
+
+    from ..runtime.driver import driver_available
+    from .op_arguments import contig, empty
+
+    sa, sb = tuple(int(d) for d in a.shape), tuple(int(d) for d in b.shape)
+    p, binds = options_kernel(sa, sb, **opts)
+    a, b = contig(a), contig(b)
+    c = empty(a, sa[:-1] + sb[-1:], np.float32)
+    key = (p, "cuda" if driver_available() else "emulator")  # as gpudsl.ops.backend()
+    k = _COMPILED.get(key)
+    if k is None:
+        k = _COMPILED[key] = p.compile(key[1])
+    k(a=a, b=b, c=c, **binds)
+    return c
+
+
 def tuned_options(a_shape, b_shape, target: str) -> dict:
     """The tuning database's winner for these shapes on ``target``'s device, or ``{}``
     (the defaults).  Never tunes."""
@@ -445,7 +475,7 @@ def tuned_options(a_shape, b_shape, target: str) -> dict:
     return {k: v for k, v in (w or {}).items() if k in DEFAULTS}
 
 
-__all__ = ["matmul_space", "MatmulBuild", "options_kernel", "tuned_options", "schedule_matmul",
+__all__ = ["matmul_space", "MatmulBuild", "options_kernel", "matmul_with", "tuned_options", "schedule_matmul",
            "schedule_matmul_cut", "schedule_matmul_guarded",
            "schedule_matmul_guarded_tiles",
            "schedule_vecmat", "matmul_algorithm", "vecmat_algorithm", "matmul_kernel", "NodeError",

@@ -30,7 +30,7 @@ def test_cli_tune_then_ops_runs_the_tuned_kernel(tune_db, capsys):
     rc = main(["tune", "matmul", "--shape", "32x32", "--shape", "32x32", "--target",
                "emulator", "--param", "bm=32", "--param", "bn=32", "--param", "bk=8",
                "--param", "tm=4,8", "--param", "tn=4", "--param", "stages=1",
-               "--param", "async_stages=0", "--reps", "3",
+               "--param", "async_stages=0", "--param", "min_blocks=2", "--reps", "3",
                "--export", str(tune_db.parent / "x.json")])
     out = capsys.readouterr().out
     assert rc == 0, out

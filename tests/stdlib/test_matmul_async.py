@@ -60,7 +60,8 @@ def test_cp_async_in_the_machine_code(arch):
 
 
 def test_async_stages_in_the_tuning_space():
-    sp = matmul_space(bm=(128,), bn=(128,), bk=(8,), tm=(8,), tn=(8,), wm=(0,), wn=(0,))
+    sp = matmul_space(bm=(128,), bn=(128,), bk=(8,), tm=(8,), tn=(8,), wm=(0,), wn=(0,),
+                      min_blocks=(2,))
     pairs = sorted((c["stages"], c["async_stages"]) for c in sp)
     assert pairs == [(1, 0), (1, 2), (1, 3), (1, 4), (2, 0)]
 

@@ -60,7 +60,8 @@ def test_two_stages_compile_without_spills(arch):
 
 
 def test_stages_are_in_the_tuning_space_and_checked():
-    sp = matmul_space(bm=(128,), bn=(128,), bk=(8,), tm=(8,), tn=(8,), wm=(0,), wn=(0,))
+    sp = matmul_space(bm=(128,), bn=(128,), bk=(8,), tm=(8,), tn=(8,), wm=(0,), wn=(0,),
+                      min_blocks=(2,))
     assert sorted(c["stages"] for c in sp if not c["async_stages"]) == [1, 2]
     with pytest.raises(Exception, match="stages must be 1 or 2"):
         ops.matmul(np.ones((128, 8), np.float32), np.ones((8, 128), np.float32), stages=3)
