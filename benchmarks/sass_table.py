@@ -289,6 +289,46 @@ def half_rows(archs=("sm_80", "sm_90")):
     return rows
 
 
+FP32_MARK = ("<!-- sass-fp32: begin (benchmarks/sass_table.py --docs) -->",
+             "<!-- sass-fp32: end -->")
+FP32_COLUMNS = ["kernel", "arch", "loop instr", "FFMA", "FFMA share", "instr/FFMA", "LDS",
+                "LDG", "STS", "BAR per 1024 FFMA", "int", "LDG->use", "regs", "spills",
+                "shared", "occupancy"]
+# the fp32 big-tile kernel's options: today's default, then bk = 16 at 2 and 1 blocks/SM
+FP32_KERNELS = (("default: 128x128x8, 2 stages, 2 blocks/SM", {}),
+                ("128x128x16, 2 stages, 2 blocks/SM", {"bk": 16}),
+                ("128x128x16, 2 stages, 1 block/SM", {"bk": 16, "min_blocks": 1}),
+                ("128x128x16, 1 stage, 2 blocks/SM", {"bk": 16, "stages": 1}))
+
+
+def fp32_rows(archs=("sm_90", "sm_80")):
+    """The machine code of the fp32 SGEMM's main loop (per k tile, one thread) at
+    4096^3 for the options of ``FP32_KERNELS`` on each arch: the rows of the table of
+    docs/performance.md (issue 36)."""
+    from gpudsl.perf.sass import hot_loop
+    from gpudsl.stdlib.matmul import options_kernel
+
+    rows = []
+    for label, opts in FP32_KERNELS:
+        p, binds = options_kernel((MM, MM), (MM, MM), **opts)
+        kern = p.compile("emulator", check=False)
+        for arch in archs:
+            (k,) = kern.sass(arch, **binds).kernels
+            h = hot_loop(k.figures)
+            ff = h.count("FFMA")
+            d = sorted(u.distance for u in h.loads if u.distance is not None)
+            rows.append({
+                "kernel": label, "arch": arch, "loop instr": h.instructions, "FFMA": ff,
+                "FFMA share": f"{ff / h.instructions:.1%}",
+                "instr/FFMA": f"{h.instructions / ff:.3f}", "LDS": _widths(h, "LDS"),
+                "LDG": _widths(h, "LDG"), "STS": _widths(h, "STS"),
+                "BAR per 1024 FFMA": f"{1024 * h.count('BAR') / ff:g}", "int": h.count("int"),
+                "LDG->use": f"{d[0]}-{d[-1]}" if d else "-",
+                "regs": k.registers, "spills": k.spill_bytes, "shared": k.shared_bytes,
+                "occupancy": str(k.occupancy).split(" (")[0] if k.occupancy else "?"})
+    return rows
+
+
 def markdown(rows, columns=COLUMNS) -> str:
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
@@ -296,12 +336,14 @@ def markdown(rows, columns=COLUMNS) -> str:
     return "\n".join(out)
 
 
-def update_docs(path: str, rows, half=None) -> None:
+def update_docs(path: str, rows, half=None, fp32=None) -> None:
     """Replace the summary table between the markers of ``path`` (and the f16 GEMMs'
-    main-loop table between its own, when ``half`` rows are given)."""
+    and the fp32 SGEMM's main-loop tables between their own, when ``half`` / ``fp32``
+    rows are given)."""
     text = open(path).read()
     for (start, end), table in ((DOC_MARK, markdown(rows, DOC_COLUMNS)),
-                                (HALF_MARK, half and markdown(half, HALF_COLUMNS))):
+                                (HALF_MARK, half and markdown(half, HALF_COLUMNS)),
+                                (FP32_MARK, fp32 and markdown(fp32, FP32_COLUMNS))):
         if table:
             a, b = text.index(start), text.index(end)
             text = text[:a] + start + "\n" + table + "\n" + text[b:]
@@ -362,10 +404,14 @@ def main(argv=None) -> int:
         "",
     ]
     half = half_rows() if only is None or "matmul_f16" in only else None
+    fp32 = fp32_rows() if only is None or "matmul" in only else None
     body = [markdown(rows), ""]
     if half:
         body += ["## The f16 GEMMs' main loop (per k tile of 32, one warp)", "",
                  markdown(half, HALF_COLUMNS), ""]
+    if fp32:
+        body += ["## The fp32 SGEMM's main loop (per k tile, one thread)", "",
+                 markdown(fp32, FP32_COLUMNS), ""]
     body += ["## Per kernel and per loop", ""]
     for node, rep in details:
         body.append(f"### {node}")
@@ -383,7 +429,7 @@ def main(argv=None) -> int:
         body.append("")
     text = "\n".join(head + body)
     if ns.docs:
-        update_docs(ns.docs, rows, half)
+        update_docs(ns.docs, rows, half, fp32)
     if ns.out:
         with open(ns.out, "w") as f:
             f.write(text + "\n")
