@@ -33,10 +33,17 @@ def test_bk16_reads_the_a_tile_with_float4():
     src = p.cuda_source(m=4096, n=4096, k=4096)
     assert "reinterpret_cast<const float4*>(&As[" in src
     assert p.check().ok
-    # the one-kernel variant of any shape: the same pitch
+    # the one-kernel variant of any shape: the same pitch, proved for all sizes
     t = ms.guarded_tiles_kernel(False, bk=16)
     assert "As: f32[16, 132] @ SHARED" in str(t)
     assert "reinterpret_cast<const float4*>(&As[" in t.cuda_source()
+    assert t.check().ok
+
+
+def test_bk16_batched_and_one_block_variants_proved():
+    for p in (ms.big_kernel(True, bk=16), ms.big_kernel(False, bk=16, min_blocks=1),
+              ms.big_kernel(False, bk=16, wm=64, wn=32, min_blocks=1)):
+        assert p.check().ok, p.name
 
 
 @pytest.mark.parametrize("sa, sb", [((128, 16), (16, 128)), ((256, 48), (48, 128)),
