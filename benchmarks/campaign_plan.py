@@ -43,8 +43,8 @@ OUT_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 # against every SDPA backend)
 BENCH_NODES = ("matmul", "matmul_tf32", "matmul_f16", "matmul_bf16", "attention",
                "permute2d", "permute3d_021", "permute3d_210", "add", "silu", "rms_norm",
-               "sliced_softmax", "matmul_1stage", "matmul_async", "matmul_bk16",
-               "matmul_bk16_b1", "matmul_tf32_async")
+               "sliced_softmax", "matmul_1stage", "matmul_async", "matmul_w64",
+               "matmul_bk16", "matmul_bk16_b1", "matmul_tf32_async")
 SITE = "/tmp/gpudsl-site"     # where the carried wheels are installed on the machine
 WHEELS = ".whl"               # the carried wheels (benchmarks/wheels.sh fills it)
 

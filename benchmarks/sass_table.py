@@ -298,7 +298,10 @@ FP32_COLUMNS = ["kernel", "arch", "loop instr", "FFMA", "FFMA share", "instr/FFM
 FP32_KERNELS = (("default: 128x128x8, 2 stages, 2 blocks/SM", {}),
                 ("128x128x16, 2 stages, 2 blocks/SM", {"bk": 16}),
                 ("128x128x16, 2 stages, 1 block/SM", {"bk": 16, "min_blocks": 1}),
-                ("128x128x16, 1 stage, 2 blocks/SM", {"bk": 16, "stages": 1}))
+                ("128x128x16, 1 stage, 2 blocks/SM", {"bk": 16, "stages": 1}),
+                ("128x128x8, 4 warps of 64x64, 8x16/thread", {"tn": 16, "wm": 64, "wn": 64}),
+                ("128x128x16, 4 warps of 64x64, 8x16/thread (W64)",
+                 {"tn": 16, "bk": 16, "wm": 64, "wn": 64}))
 
 
 def fp32_rows(archs=("sm_90", "sm_80")):

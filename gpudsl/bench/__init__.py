@@ -245,11 +245,14 @@ def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) ->
        runner=lambda a, b: (lambda: ops.matmul(a, b, async_stages=2)))
     # bk = 16 (one barrier per 1024 FFMA), two stages: at 2 blocks per SM (ptxas spills
     # on sm_90 at the 128-register cap) and at 1 (147 registers, no spill)
-    from ..stdlib.matmul import matmul_with
+    from ..stdlib.matmul import W64, matmul_with
 
     for node, mb in (("matmul_bk16", 2), ("matmul_bk16_b1", 1)):
         mm(node, (m2, m2), (m2, m2), f"{m2}^3 bk16 {mb} block{'s' if mb > 1 else ''}/SM",
            runner=lambda a, b, mb=mb: (lambda: matmul_with(a, b, bk=16, min_blocks=mb)))
+    # 4 warps of 64x64, 8x16 outputs per thread, bk = 16 (cuBLAS's SIMT shape)
+    mm("matmul_w64", (m2, m2), (m2, m2), f"{m2}^3 64x64 warps 8x16",
+       runner=lambda a, b: (lambda: matmul_with(a, b, **W64)))
     mm("matmul_4000", (odd, odd), (odd, odd), f"{odd}^3")
     mm("bmatmul", (bt, bm, bm), (bt, bm, bm), f"{bt}x{bm}^3")
     mm("vecmat", (v,), (v, v), f"{v}@{v}x{v}")

@@ -369,7 +369,7 @@ def matmul_variant(m: int, n: int, k: int, o: dict) -> tuple[str, int]:
 # ---------------------------------------------------------------- tuning
 
 
-def matmul_space(bm=(32, 64, 128), bn=(32, 64, 128), bk=(8, 16), tm=(4, 8), tn=(4, 8),
+def matmul_space(bm=(32, 64, 128), bn=(32, 64, 128), bk=(8, 16), tm=(4, 8), tn=(4, 8, 16),
                  wm=(0, 16, 32, 64), wn=(0, 16, 32, 64), stages=(1, 2),
                  async_stages=(0, 2, 3, 4), min_blocks=(2, 1)):
     """The big-tile schedule's parameters as an autotuning space (docs/autotuning.md):
@@ -377,7 +377,9 @@ def matmul_space(bm=(32, 64, 128), bn=(32, 64, 128), bk=(8, 16), tm=(4, 8), tn=(
     none) that divides the block tile and holds 32 thread tiles; 1 or 2 stages
     (double-buffered tiles), or a circular buffer of async copies 2 to 4 deep
     (``async_stages``, with 1 stage); the resident blocks per SM asked of ptxas
-    (``min_blocks``, its register cap; a candidate that spills is pruned when built)."""
+    (``min_blocks``, its register cap; a candidate that spills is pruned when built).
+    ``tn=16`` with a 64x64 warp tile at 128x128 is the shape of cuBLAS's SIMT kernels:
+    4 warps, 8x16 outputs per thread (docs/performance.md)."""
     from ..autotune.space import Space
 
     return Space(bm=list(bm), bn=list(bn), bk=list(bk), tm=list(tm), tn=list(tn),
@@ -435,6 +437,9 @@ class MatmulBuild:
 
 
 _COMPILED: dict = {}
+# the options of 4 warps of 64x64 and 8x16 outputs per thread at 128x128x16: the shape of
+# cuBLAS's SIMT SGEMM (``gpudsl bench``'s row matmul_w64; docs/performance.md)
+W64 = dict(bm=128, bn=128, bk=16, tm=8, tn=16, wm=64, wn=64)
 
 
 def matmul_with(a, b, **opts):
@@ -475,7 +480,7 @@ def tuned_options(a_shape, b_shape, target: str) -> dict:
     return {k: v for k, v in (w or {}).items() if k in DEFAULTS}
 
 
-__all__ = ["matmul_space", "MatmulBuild", "options_kernel", "matmul_with", "tuned_options", "schedule_matmul",
+__all__ = ["matmul_space", "MatmulBuild", "options_kernel", "matmul_with", "W64", "tuned_options", "schedule_matmul",
            "schedule_matmul_cut", "schedule_matmul_guarded",
            "schedule_matmul_guarded_tiles",
            "schedule_vecmat", "matmul_algorithm", "vecmat_algorithm", "matmul_kernel", "NodeError",

@@ -382,7 +382,7 @@ register(Node("matmul", rule.matmul, _launch_matmul, lambda a, b: _f64(a) @ b, "
               ((REF, "a"), (REF, "b")), ("a", "b"), tuning=_matmul_task, tune_shapes=2,
               dtypes=FLOATS, half_rule=_half_matmul,
               bench=("matmul", "matmul_1stage", "matmul_async", "matmul_bk16",
-                     "matmul_bk16_b1", "matmul_4000", "bmatmul",
+                     "matmul_bk16_b1", "matmul_w64", "matmul_4000", "bmatmul",
                      "vecmat", "matmul_tf32", "matmul_tf32_async", "matmul_f16",
                      "matmul_bf16", "matmul_f16_sm80", "matmul_bf16_sm80"),
               snapshots=(("matmul", _kernel("matmul", "big_kernel", False)),

@@ -114,3 +114,54 @@ def test_bk16_main_loop_in_sass():
     assert f.count("BAR") == 1 and f.counts.get("LDG.128", 0) == 4
     assert f.count("FFMA") / f.instructions >= 0.89
     assert k.spill_bytes == 0
+
+
+# ---------------------------------------------------------------- 4 warps of 64x64 (W64)
+
+
+def test_w64_proved_and_in_the_space():
+    p, bind = ms.options_kernel((256, 32), (32, 256), **ms.W64)
+    assert p.check().ok
+    src = p.cuda_source(**bind)  # 4 warps of 32 lanes, 2 blocks per SM
+    assert "block (32, 4, 1)" in src and "__launch_bounds__(128, 2)" in src
+    cfgs = list(ms.matmul_space(bm=(128,), bn=(128,), bk=(16,), tm=(8,), tn=(16,),
+                                wm=(64,), wn=(64,), stages=(2,), async_stages=(0,),
+                                min_blocks=(2,)))
+    assert len(cfgs) == 1 and str(ms.MatmulBuild((256, 32), (32, 256))(cfgs[0])) == str(p)
+
+
+@pytest.mark.parametrize("sa, sb", [((256, 48), (48, 128)), ((2, 128, 32), (2, 32, 128)),
+                                    ((130, 40), (40, 129))], ids=str)
+def test_w64_equal_numpy_on_the_emulator(sa, sb):
+    g = np.random.default_rng(sum(sa) * 7 + sum(sb))
+    a = g.standard_normal(sa, np.float32)
+    b = g.standard_normal(sb, np.float32)
+    np.testing.assert_allclose(ms.matmul_with(a, b, **ms.W64), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_w64_compiles_without_spills(arch):
+    from gpudsl.codegen.generate import cuda_source
+    from gpudsl.runtime.nvrtc import compile_cubin
+
+    p, _ = ms.options_kernel((4096, 4096), (4096, 4096), **ms.W64)
+    (r,) = compile_cubin(cuda_source(p), arch).resources.values()
+    assert r.spill_stores_bytes == 0 and r.spill_loads_bytes == 0
+    assert r.registers <= 65536 // (128 * 2)  # 2 blocks of 128 threads per SM
+
+
+def test_w64_main_loop_in_sass():
+    """Per k tile of 16 (sm_90): 2048 FFMA, 96 LDS.128 (24 floats a k step for 128 FFMA),
+    one barrier, FFMA at least 92% of the loop (the default: 88%)."""
+    from gpudsl.perf import running_module
+    from gpudsl.perf.sass import have_disassembler, hot_loop
+    from gpudsl.perf.sass_report import sass_report
+
+    if not have_disassembler():
+        pytest.skip("needs nvdisasm (gpudsl[sass])")
+    p, bind = ms.options_kernel((4096, 4096), (4096, 4096), **ms.W64)
+    (k,) = sass_report(running_module(p.ir, bind), "sm_90").kernels
+    f = hot_loop(k.figures)
+    assert f.count("FFMA") == 2048 and f.counts.get("LDS.128", 0) == 96
+    assert f.count("BAR") == 1 and k.spill_bytes == 0
+    assert f.count("FFMA") / f.instructions >= 0.92
