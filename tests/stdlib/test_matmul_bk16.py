@@ -131,7 +131,7 @@ def test_w64_proved_and_in_the_space():
 
 
 @pytest.mark.parametrize("sa, sb", [((256, 48), (48, 128)), ((2, 128, 32), (2, 32, 128)),
-                                    ((130, 40), (40, 129))], ids=str)
+                                    ((130, 40), (40, 129)), ((128, 24), (24, 256))], ids=str)
 def test_w64_equal_numpy_on_the_emulator(sa, sb):
     g = np.random.default_rng(sum(sa) * 7 + sum(sb))
     a = g.standard_normal(sa, np.float32)
