@@ -9,8 +9,10 @@ are cut and its indices written, may be replaced by the wgmma: the primitive fin
 three windows (the accumulator's range, and the A and B tiles at the warpgroup's first
 lane) and proves with Z3 that, for every thread and every iteration, the nest reads
 and accumulates exactly the elements the wgmma's meaning names, in the same order.
-The wgmma then lands at a ``wgmma_commit(); wgmma_wait(0)`` placed right after the
-thread loop, so the sequential meaning is the nest's; check()'s wgmma obligations
+The wgmma then lands at a ``wgmma_commit(); wgmma_wait(0)`` placed after it in the
+thread loop (inside the warpgroup's branch: a commit or wait outside it, where other
+warps run too, makes ptxas serialize the wgmmas), so the sequential meaning is the
+nest's; check()'s wgmma obligations
 (whole converged warpgroups, one descriptor per operand, the layouts, nothing touched
 in flight) are asked of the result by the async guard of every primitive.
 """
@@ -83,6 +85,29 @@ def _split(loops, red: Reduce):
     return f_loops, k_loops
 
 
+def _steps(loops, red: Reduce, L: For):
+    """``(steps, rest)``: the outermost loops that the accumulator's index does not name
+    and whose extents multiply to the number of k16 steps (each step one wgmma, chained
+    on the accumulator), and the loops inside them."""
+    f_loops, k_loops = _split(loops, red)
+    total = 1
+    for f in k_loops:
+        total *= const_value(f.hi)
+    if total % K:
+        raise fail(f"the loops the accumulator's index does not name make {total} step(s) "
+                   f"of k, not a multiple of {K}", L.loc)
+    want, got, k = total // K, 1, 0
+    while got < want and k < len(loops) and loops[k] in k_loops:
+        got *= const_value(loops[k].hi)
+        k += 1
+    if got != want:
+        raise fail(f"{want} wgmmas are needed, one per 16 steps of k: the outermost loops of "
+                   f"the nest must be the {want} k16 steps (their extents multiplying to "
+                   f"{want}), inside them one wgmma's loops", L.loc,
+                   "divide the k loop by 16 and move the outer part outermost")
+    return loops[:k], loops[k:]
+
+
 def _acc_window(red: Reduce, names: set, i_expr, n_half: int) -> WindowArg:
     """The accumulator's window: its last index is ``base + i``, the others name no
     loop of the nest."""
@@ -115,12 +140,16 @@ def _tile_window(r: Read, at_lane0: dict, rows: int, ranges: dict) -> WindowArg:
 
 @primitive("make_wgmma", loop=LOOP)
 def make_wgmma(p, loop):
-    """Turn a warpgroup's product loops into one ``wgmma`` (docs/hopper.md), followed at
-    block level by ``wgmma_commit()`` and ``wgmma_wait(0)``.  ``loop`` is a thread loop
+    """Turn a warpgroup's product loops into one ``wgmma`` (docs/hopper.md), followed in
+    the thread loop by ``wgmma_commit()`` and ``wgmma_wait(0)``.  ``loop`` is a thread loop
     at block level whose body is a nest of seq loops (constant extents, from 0) around
     one ``acc[..., f] += f32(a[.., h, r, j]) * f32(b[.., h, c, j])``: the loops that the
     accumulator's index names are the fragment (``N / 2`` elements, its last index
     ``base + i`` with ``i`` their row-major index), the others the 16 steps of ``k``.
+
+    Outer loops of the nest that the accumulator does not name, with ``q`` iterations
+    in all, where the others make ``16 q`` steps of ``k``: ``q`` chained wgmmas (their
+    windows following those loops), in order.
 
     Legality: the thread loop covers whole warpgroups; the nest is, for every thread
     and every iteration, the wgmma's meaning: element ``i`` of the thread's fragment
@@ -140,7 +169,8 @@ def make_wgmma(p, loop):
                    f"bounds, multiples of {WARPGROUP})", L.loc)
     loops, red = _nest(L)
     ra, rb = _factors(red)
-    f_loops, k_loops = _split(loops, red)
+    steps, loops_in = _steps(loops, red, L)
+    f_loops, k_loops = _split(loops_in, red)
     i_expr, n_half = _flat(f_loops)
     k_expr, n_k = _flat(k_loops)
     n = 2 * n_half
@@ -152,8 +182,9 @@ def make_wgmma(p, loop):
     acc = _acc_window(red, names, i_expr, n_half)
     t = Var(L.iter, INDEX)
     at_lane0 = {L.iter: _b("*", _b("//", t, WARPGROUP), WARPGROUP),
-                **{f.iter: Const(0) for f in loops}}
+                **{f.iter: Const(0) for f in loops_in}}
     ranges = {L.iter: (lo, hi - 1)}
+    ranges.update({f.iter: (0, const_value(f.hi) - 1) for f in steps})
     a_w, a_base = _tile_window(ra, at_lane0, M, ranges)
     b_w, b_base = _tile_window(rb, at_lane0, n, ranges)
     lane = _b("%", t, WARPGROUP)
@@ -161,9 +192,11 @@ def make_wgmma(p, loop):
     want_a = _offsets(a_base, (h, row_expr(lane, i_expr), j))
     want_b = _offsets(b_base, (h, col_expr(lane, i_expr), j))
     _prove_meaning(p, c.addr, L, loops, ((ra, want_a), (rb, want_b)))
-    w = Wgmma(acc, a_w, b_w, n, red.loc)
-    new = (L.with_(body=(w,)), WgmmaCommit(L.loc), WgmmaWait(0, L.loc))
-    return replace(p.ir, c.addr, new, keep=[Into((), c.addr)])
+    body = (Wgmma(acc, a_w, b_w, n, red.loc),)
+    for f in reversed(steps):
+        body = (f.with_(body=body),)
+    body += (WgmmaCommit(L.loc), WgmmaWait(0, L.loc))
+    return replace(p.ir, c.addr, [L.with_(body=body)], keep=[Into((), c.addr)])
 
 
 def _offsets(base, tail) -> tuple:
