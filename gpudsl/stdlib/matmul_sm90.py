@@ -40,7 +40,7 @@ from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_syn
                         rearrange_dim, reorder_loops, simplify, stage_mem, warp_specialize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
-from .shapes import require
+from .shapes import NodeError, require
 
 DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4)
 
@@ -162,5 +162,48 @@ def sm90_space(smem_bytes: int = 227 * 1024) -> list[dict]:
     return out
 
 
-__all__ = ["matmul_nt_algorithm", "schedule_matmul_sm90", "sm90_kernel", "sm90_space",
+def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[Proc, dict]:
+    """The derived kernel for ``a[m, k] @ bt[n, k]^T`` and its size arguments: ``opts``
+    (a tile of :func:`sm90_space`), else the 128 x 256 tile where it divides, else
+    64 x 128; a shape no tile divides is refused (the derived kernel does not clip)."""
+    require(dt in ("f16", "bf16"), f"the sm_90a GEMM multiplies f16 or bf16, not {dt}")
+    require(len(shape_a) == 2 and len(shape_bt) == 2 and shape_a[1] == shape_bt[1],
+            f"a[m, k] @ bt[n, k]^T: shapes {shape_a} and {shape_bt} do not match")
+    (m, k), n = shape_a, shape_bt[0]
+    tiles = [dict(DEFAULTS, **opts)] if opts else \
+        [dict(bn=256, wgs=2, bk=64, stages=3), dict(DEFAULTS)]
+    for t in tiles:
+        if m % (64 * t["wgs"]) == 0 and n % t["bn"] == 0 and k % t["bk"] == 0:
+            return sm90_kernel(dt, **t), dict(m=m, n=n, k=k)
+    raise NodeError(f"the sm_90a GEMM serves m % {64 * tiles[-1]['wgs']} == 0, n % "
+                    f"{tiles[-1]['bn']} == 0, k % {tiles[-1]['bk']} == 0; not {m}x{n}x{k}",
+                    None, "use gpudsl.ops.matmul, whose kernels take every shape")
+
+
+_COMPILED: dict = {}
+
+
+def matmul_nt_sm90(a, bt, **opts):
+    """``a @ bt^T`` of float16 or bfloat16 arrays (numpy or torch, ``a[m, k]``,
+    ``bt[n, k]``) by the derived sm_90a kernel (:func:`plan_matmul_sm90`), run where
+    ``gpudsl.ops`` runs (the GPU needs sm_90a: an H100 or H200; the emulator anywhere);
+    ``gpudsl bench``'s rows ``matmul_f16_sm90`` and ``matmul_bf16_sm90`` time it."""
+    from ..runtime.driver import driver_available
+    from .halves import NUMPY, common_dtype
+    from .op_arguments import contig, empty
+
+    dt = common_dtype("matmul", a=a, b=bt)
+    sa, sb = tuple(int(d) for d in a.shape), tuple(int(d) for d in bt.shape)
+    p, binds = plan_matmul_sm90(sa, sb, dt, **opts)
+    a, bt = contig(a), contig(bt)
+    c = empty(a, (sa[0], sb[0]), NUMPY[dt])
+    key = (p, "cuda" if driver_available() else "emulator")   # as gpudsl.ops.backend()
+    kern = _COMPILED.get(key)
+    if kern is None:
+        kern = _COMPILED[key] = p.compile(key[1])
+    kern(a=a, bt=bt, c=c, **binds)
+    return c
+
+
+__all__ = ["matmul_nt_algorithm", "plan_matmul_sm90", "matmul_nt_sm90", "schedule_matmul_sm90", "sm90_kernel", "sm90_space",
            "DEFAULTS"]

@@ -124,3 +124,24 @@ def test_on_the_gpu(cfg):
     c = np.zeros((256, 512), np.float16)
     sm90_kernel("f16", **cfg).compile("cuda")(a=a, bt=bt, c=c)
     assert (c == want.astype(np.float16)).all()
+
+
+def test_matmul_nt_sm90_runs_where_ops_runs_and_refuses_what_it_does_not_serve():
+    from gpudsl import bench
+    from gpudsl.stdlib.matmul_sm90 import matmul_nt_sm90, plan_matmul_sm90
+    from gpudsl.stdlib.shapes import NodeError
+
+    a, bt, want = _operands(128, 256, 64, seed=7)
+    c = matmul_nt_sm90(a, bt, **SMALL)
+    assert c.dtype == np.float16 and (c == want.astype(np.float16)).all()
+    p, binds = plan_matmul_sm90((256, 512), (1024, 512), "f16")
+    assert p is sm90_kernel("f16", **WIDE) and binds == dict(m=256, n=1024, k=512)
+    with pytest.raises(NodeError, match="serves"):
+        plan_matmul_sm90((70, 64), (128, 64), "f16")
+    with pytest.raises(NodeError, match="f16 or bf16"):
+        plan_matmul_sm90((64, 64), (128, 64), "f32")
+    nodes = {"matmul_f16_sm90", "matmul_bf16_sm90"}
+    assert nodes <= set(bench.NODES) and nodes <= bench.MATMULS
+    cases = bench._matmul_cases(bench._Env("emulator"), True, nodes, variants=True)
+    assert sorted(c_.node for c_ in cases) == sorted(nodes)
+    assert all("sm90" in c_.size and c_.tol == 1e-2 for c_ in cases)
