@@ -307,10 +307,24 @@ def _vars(e) -> set:
 # ------------------------------------------------------------------ one step per primitive
 
 
+# Primitives only the family programs give something to work on (the tma and wgmma
+# families' plain copy and product nests): drawn, often, where the proc has a candidate.
+FAMILY_ONLY = {"make_tma": "tma", "make_wgmma": "wgmma"}
+
+
+def _candidates(t, prim) -> bool:
+    n = 1 if prim == "make_tma" else 128
+    body = Reduce if prim == "make_wgmma" else Assign
+    return any(_is_threads(s) and _const_bounds(s) and s.hi.val - s.lo.val == n and
+               any(isinstance(x, body) for x in _walk(s.body)) for _, s in t.loops)
+
+
 def random_step(r: random.Random, p, instrs: dict) -> Step:
     t = Targets(p.ir)
     prims = PRIMITIVES
-    prim = r.choices(prims, [WEIGHTS.get(x, 1) for x in prims])[0]
+    weights = [WEIGHTS.get(x, 1) if x not in FAMILY_ONLY else
+               (30 if _candidates(t, x) else 0.2) for x in prims]
+    prim = r.choices(prims, weights)[0]
     return make_step(r, prim, t, instrs)
 
 
