@@ -323,7 +323,7 @@ def random_step(r: random.Random, p, instrs: dict) -> Step:
     t = Targets(p.ir)
     prims = PRIMITIVES
     weights = [WEIGHTS.get(x, 1) if x not in FAMILY_ONLY else
-               (30 if _candidates(t, x) else 0.2) for x in prims]
+               (30 if _candidates(t, x) else WEIGHTS[x]) for x in prims]
     prim = r.choices(prims, weights)[0]
     return make_step(r, prim, t, instrs)
 
