@@ -220,7 +220,7 @@ def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) ->
         flops *= sb[-1]
         run = runner(a, b) if runner is not None else (lambda: ops.matmul(a, b))
         lib = "numpy" if env.backend != "cuda" else GEMMS.get(
-            node.replace("_async", "").replace("_sm80", ""),
+            node.replace("_async", "").replace("_sm80", "").replace("_sm90", ""),
             GEMMS["matmul_tf32" if tf32 else "matmul"])[2]
         ref = Ref("torch.matmul" if env.backend == "cuda" else "numpy matmul", lib,
                   lambda: env.matmul(a, b, tf32))
@@ -268,7 +268,22 @@ def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) ->
             node = f"matmul_{'f16' if dtype == 'float16' else 'bf16'}_sm80"
             mm(node, (n, n), (n, n), f"{n}^3 sm80", dtype=dtype,
                runner=lambda a, b: (lambda: matmul_sm80(a, b)))
+    # the sm_90a GEMM derived by primitives (TMA, wgmma, barrier rings): a @ bt^T with
+    # bt = b^T made once, outside the timing (the reference multiplies a @ b)
+    from ..stdlib.matmul_sm90 import matmul_nt_sm90
+
+    for n in (EMU_GEMM_SIZES if small else GEMM_SIZES):
+        for dtype in ("float16", "bfloat16"):
+            node = f"matmul_{'f16' if dtype == 'float16' else 'bf16'}_sm90"
+            mm(node, (n, n), (n, n), f"{n}^3 sm90 (TMA + wgmma)", dtype=dtype,
+               runner=lambda a, b: _nt_runner(a, b, matmul_nt_sm90))
     return out
+
+
+def _nt_runner(a, b, fn):
+    """``fn(a, bt)`` with ``bt`` the contiguous transpose of ``b``, made once."""
+    bt = b.t().contiguous() if hasattr(b, "contiguous") else b.T.copy()
+    return lambda: fn(a, bt)
 
 
 def _bandwidth_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list[Case]:

@@ -180,7 +180,7 @@ def store_writer_fence(kw, body) -> None:
     threads that made them, before the barrier that orders them before the store."""
     from ..ir.inline import written_names
     srcs = getattr(kw, "tma_store_srcs", None)
-    if srcs and written_names(tuple(body)) & srcs:
+    if srcs and written_names(tuple(body), generic_only=True) & srcs:
         kw.use_helper("gpudsl_tma")
         kw.w.line("gpudsl_tma_fence();  // the generic proxy's writes, seen by tma_store")
 

@@ -270,7 +270,7 @@ def writer_fence(kw, body) -> None:
     from ..ir.inline import written_names
 
     ops = getattr(kw, "wg_operands", None)
-    if ops and written_names(tuple(body)) & ops:
+    if ops and written_names(tuple(body), generic_only=True) & ops:
         kw.use_helper("gpudsl_wgmma")
         kw.w.line("gpudsl_proxy_fence();  // the generic proxy's writes, seen by wgmma")
 

@@ -191,23 +191,25 @@ def compose_window(win: WindowArg, inner: WindowArg, fold: Callable = _same) -> 
     return WindowArg(win.name, tuple(out), win.ty, inner.loc)
 
 
-def written_names(body) -> set[str]:
+def written_names(body, generic_only: bool = False) -> set[str]:
     """Arrays and scalars written in ``body``, seeing through calls (the arguments
-    of the window parameters a callee writes)."""
+    of the window parameters a callee writes).  ``generic_only``: those written
+    through the generic proxy (not by a TMA load's bulk copy, which the async proxy
+    makes, as wgmma and TMA stores read)."""
     out: set[str] = set()
     for n in walk(body):
         if isinstance(n, AsyncCopy):
             out.add(n.dst)
         if isinstance(n, Wgmma):
             out.add(n.acc.name)
-        if isinstance(n, (TmaLoad, TmaStore)):
+        if isinstance(n, TmaStore) or isinstance(n, TmaLoad) and not generic_only:
             out.add(n.dst.name)
         if isinstance(n, (Assign, Reduce, Atomic)):
             out.add(n.name)
             if isinstance(n, Atomic) and n.result is not None:
                 out.add(n.result)  # the local receiving the old value
         elif isinstance(n, Call):
-            w = written_names(n.proc.body)
+            w = written_names(n.proc.body, generic_only)
             for p, a in zip(n.proc.params, n.args):
                 if isinstance(a, WindowArg) and p.name in w:
                     out.add(a.name)

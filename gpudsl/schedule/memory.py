@@ -1,5 +1,5 @@
 """Memory primitives: set_memory, lift_alloc, sink_alloc, expand_dim, pad_dim,
-rearrange_dim, bind_expr (and ``stage_mem``, in :mod:`.stage`).
+rearrange_dim, divide_dim, bind_expr (and ``stage_mem``, in :mod:`.stage`).
 
 Splitting or merging copies of an allocation (``sink_alloc``, ``expand_dim``,
 ``lift_alloc`` out of a loop) is proved to keep every read's value by
@@ -24,7 +24,7 @@ from .parallel import check_parallel, keep_mapping
 from .patterns import parse_at, scope_at
 from .primitive import (ALLOC, ANY, EXPR, NAME, NONNEG_INT, POSITIVE_INT, TEXT, choice,
                         current, fail, primitive)
-from .simplify import normalize
+from .simplify import const_value, normalize
 from .stage import stage_mem
 
 
@@ -150,6 +150,74 @@ def rearrange_dim(p, alloc, perm):
     rest = Re().visit_block(blk[a[-1] + 1:])
     new_alloc = s.with_(shape=permute(s.shape))
     out = update(p.ir, a, (new_alloc,) + rest)
+    keep_mapping(p.ir, out.ir, s.loc, a)
+    return out
+
+
+@primitive("divide_dim", alloc=ALLOC, dim=NONNEG_INT, quotient=POSITIVE_INT)
+def divide_dim(p, alloc, dim: int, quotient: int):
+    """Cut dimension ``dim`` of an allocation (a constant extent ``E``, a multiple of
+    ``quotient``) into two, ``E // quotient`` and ``quotient``: every index ``e`` of it
+    becomes ``e // quotient, e % quotient`` (e.g. a ``[64, 16]`` tile as ``[64, 2, 8]``,
+    the two 8-column halves a wgmma operand reads).
+
+    Legality: the elements keep their places in memory (row-major order is the same)
+    and every access names the same element, so the meaning is kept; ``quotient``
+    divides the extent; a window of the array (a call's, a wgmma's or a TMA copy's
+    argument) or an async copy along the cut dimension is refused (it would name a
+    range across the cut); inside a kernel the mapping rules stay kept.
+
+    Example: ``divide_dim(p, "As", 1, 8)``
+    """
+    c = alloc
+    s: Alloc = c.node()
+    if not (0 <= dim < len(s.shape)):
+        raise fail(f"'{s.name}' has no dimension {dim}", s.loc)
+    ext = const_value(s.shape[dim])
+    if ext is None or ext % quotient:
+        raise fail(f"dimension {dim} of '{s.name}' has extent {_pe(s.shape[dim])}, not a "
+                   f"constant multiple of {quotient}", s.loc)
+    q = Const(quotient)
+
+    def cut(idx):
+        e = idx[dim]
+        return idx[:dim] + (normalize(_e("//", e, q)), normalize(_e("%", e, q))) + idx[dim + 1:]
+
+    class Cut(Transformer):
+        def visit_Read(self, e):
+            e = self.generic(e)
+            return e.with_(idx=cut(e.idx)) if e.name == s.name else e
+
+        def _st(self, st):
+            if isinstance(st, Atomic) and st.result == s.name:
+                raise fail(f"'{s.name}' receives an atomic's old value", st.loc)
+            st = self.generic(st)
+            return st.with_(idx=cut(st.idx)) if st.name == s.name else st
+
+        visit_Assign = visit_Reduce = visit_Atomic = _st
+
+        def visit_AsyncCopy(self, st):
+            if s.name in (st.dst, st.src):
+                if dim == len(s.shape) - 1:
+                    raise fail(f"an async copy moves contiguous elements of '{s.name}' along "
+                               "the dimension to cut", st.loc, "cut another dimension")
+                if st.dst == s.name:
+                    st = st.with_(dst_idx=cut(st.dst_idx))
+                if st.src == s.name:
+                    st = st.with_(src_idx=cut(st.src_idx))
+            return st
+
+        def visit_WindowArg(self, e):
+            if e.name == s.name:
+                raise fail(f"a window of '{s.name}' is passed on (to a call, a wgmma or a "
+                           "TMA copy)", e.loc, "cut the dimension before making the window")
+            return e
+
+    a = c.addr
+    blk = block_of(p.ir, a[:-1])
+    rest = Cut().visit_block(blk[a[-1] + 1:])
+    shape = s.shape[:dim] + (Const(ext // quotient), q) + s.shape[dim + 1:]
+    out = update(p.ir, a, (s.with_(shape=shape),) + rest)
     keep_mapping(p.ir, out.ir, s.loc, a)
     return out
 
@@ -436,5 +504,5 @@ def bind_expr(p, expr, name: str):
     return update(p.ir, c.addr, [st2]).then(insert, c.addr, new[:2])
 
 
-__all__ = ["stage_mem", "set_memory", "pad_dim", "lift_alloc", "sink_alloc", "expand_dim",
+__all__ = ["stage_mem", "set_memory", "pad_dim", "divide_dim", "lift_alloc", "sink_alloc", "expand_dim",
            "bind_expr"]

@@ -345,6 +345,7 @@ def primitive(name: str, /, **kinds: Kind):
 # the sections of docs/primitives.md: module (under gpudsl.schedule) -> title
 SECTIONS = {"loops": "Loops", "fission": "Loops", "merge": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Sync",
             "asyncs": "Asynchronous copies", "producers": "Asynchronous copies",
+            "wgmma_from_loops": "Hopper", "tma_from_copies": "Hopper",
             "calls": "Calls", "hints": "Compiler hints", "asserts": "Preconditions"}
 
 

@@ -28,14 +28,16 @@ from .simplify import const_value, normalize
 
 
 def _range(value, what, loc):
-    """``(lo, hi)`` of two integer constants, ``0 <= lo < hi``, whole warps."""
+    """``(lo, hi)`` of two integer constants, ``0 <= lo < hi``: whole warps, or the
+    first thread of a warp (a producer that only issues TMA loads)."""
     if not (isinstance(value, (tuple, list)) and len(value) == 2 and
             all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
         raise fail(f"{what} must be a pair of integers (lo, hi), not {value!r}", loc)
     lo, hi = value
-    if not 0 <= lo < hi or lo % 32 or hi % 32:
+    if not 0 <= lo < hi or lo % 32 or (hi % 32 and hi != lo + 1):
         raise fail(f"{what}=({lo}, {hi}) must be a non-empty range of whole warps "
-                   "(0 <= lo < hi, both multiples of 32)", loc)
+                   "(0 <= lo < hi, both multiples of 32) or one thread starting a warp "
+                   "(lo, lo + 1)", loc)
     return lo, hi
 
 
@@ -121,7 +123,8 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
     finished the previous one; one pair per stage, as CUTLASS's pipelines.)
 
     Legality: the loop is a ``seq`` loop directly in a ``@ BLOCKS`` loop's body; the
-    ranges are disjoint whole warps, each thread loop fits its range; the copies write
+    ranges are disjoint whole warps (a producer range may be one thread starting a warp,
+    which issues TMA loads: ``make_tma``), each thread loop fits its range; the copies write
     only SHARED arrays allocated outside the loop, read nothing the loop writes, and
     the compute writes no staged buffer; the staged buffers are not used after the
     loop.  The same statements run in the same order (the sequential meaning is kept;

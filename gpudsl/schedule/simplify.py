@@ -174,6 +174,27 @@ def normalize(e: Expr, ranges: dict | None = None) -> Expr:
     return normalize_inner(e, ranges)
 
 
+def linear_form(e: Expr, names: set, ranges: dict | None = None):
+    """``(coefficients, rest)``: ``e`` as ``sum(c[v] * v for v in names) + rest`` with
+    integer coefficients and ``rest`` free of ``names`` (``//`` and ``%`` simplified
+    with ``ranges``), or None when ``e`` is not linear in ``names``."""
+    from ..ir.visitor import free_vars
+
+    ctx = _Ctx(ranges)
+    poly = _poly(e, ctx)
+    coef, rest = {}, {}
+    for m, c in poly.items():
+        inner = [k for k in m if k in names]
+        opaque = [k for k in m if k.startswith("~") and free_vars(ctx.atoms[k]) & names]
+        if opaque or len(inner) > 1 or (inner and len(m) > 1):
+            return None
+        if inner:
+            coef[inner[0]] = c
+        else:
+            rest[m] = c
+    return coef, _expr(rest, ctx)
+
+
 def normalize_inner(e: Expr, ranges=None) -> Expr:
     """Normalise the integer sub-expressions of ``e`` (``e`` itself kept)."""
     if isinstance(e, Read):

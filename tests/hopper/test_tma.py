@@ -264,6 +264,7 @@ def test_differential_tma_family():
     r.run(120, max_cases=16)
     assert not r.failures, r.failures[0].repro()
     assert sum(r.stats.accepted.values()) > 0, r.stats.table()
+    assert r.stats.accepted["make_tma"] > 0, r.stats.table()   # the family's plain nests
 
 
 STORE = '''

@@ -34,8 +34,12 @@ def runner():
 
 def test_every_primitive_is_accepted_sometimes(runner):
     """A primitive that only ever refuses is not tested at all."""
+    from tests.schedule.differential.apply import FAMILY_ONLY
+
     st = runner.stats
-    never = [p for p, n in st.accepted.items() if n == 0]
+    # make_tma and make_wgmma find work only in their families' programs (their tests:
+    # tests/hopper/test_tma.py, tests/wgmma/test_primitives.py)
+    never = [p for p, n in st.accepted.items() if n == 0 and p not in FAMILY_ONLY]
     assert not never, f"never accepted: {never}\n{st.table()}"
     assert st.skipped < st.cases / 2, "the frontend refused most generated procs"
 

@@ -95,3 +95,4 @@ def test_differential_wgmma_family():
     r.run(120, max_cases=16)
     assert not r.failures, r.failures[0].repro()
     assert sum(r.stats.accepted.values()) > 0, r.stats.table()
+    assert r.stats.accepted["make_wgmma"] > 0, r.stats.table()   # the family's plain nests

@@ -29,7 +29,7 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "bind_expr", "insert_sync", "delete_sync", "vectorize", "inline", "replace",
               "set_unroll", "set_blocks_per_sm", "merge_loops", "rearrange_dim",
               "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop",
-              "warp_specialize", "add_assert"]
+              "warp_specialize", "add_assert", "divide_dim", "make_tma", "make_wgmma"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
 WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
@@ -37,7 +37,8 @@ WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "insert_sync": 2, "simplify": 0.5, "rename": 0.5, "set_unroll": 0.5,
            "set_blocks_per_sm": 1, "merge_loops": 1, "rearrange_dim": 1, "fission": 4,
            "reorder_stmts": 3, "rotate_loop": 2, "make_async": 3, "pipeline_loop": 3,
-           "warp_specialize": 3, "add_assert": 1}
+           "warp_specialize": 3, "add_assert": 1, "divide_dim": 1, "make_tma": 2,
+           "make_wgmma": 2}
 
 CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
           (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
@@ -306,10 +307,24 @@ def _vars(e) -> set:
 # ------------------------------------------------------------------ one step per primitive
 
 
+# Primitives only the family programs give something to work on (the tma and wgmma
+# families' plain copy and product nests): drawn, often, where the proc has a candidate.
+FAMILY_ONLY = {"make_tma": "tma", "make_wgmma": "wgmma"}
+
+
+def _candidates(t, prim) -> bool:
+    n = 1 if prim == "make_tma" else 128
+    body = Reduce if prim == "make_wgmma" else Assign
+    return any(_is_threads(s) and _const_bounds(s) and s.hi.val - s.lo.val == n and
+               any(isinstance(x, body) for x in _walk(s.body)) for _, s in t.loops)
+
+
 def random_step(r: random.Random, p, instrs: dict) -> Step:
     t = Targets(p.ir)
     prims = PRIMITIVES
-    prim = r.choices(prims, [WEIGHTS.get(x, 1) for x in prims])[0]
+    weights = [WEIGHTS.get(x, 1) if x not in FAMILY_ONLY else
+               (30 if _candidates(t, x) else WEIGHTS[x]) for x in prims]
+    prim = r.choices(prims, weights)[0]
     return make_step(r, prim, t, instrs)
 
 
@@ -475,6 +490,20 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             perm = list(range(len(al.shape)))
             r.shuffle(perm)
         return Step(prim, [a, lit(perm)])
+    if prim == "divide_dim":
+        a = _alloc(r, t)
+        dim, q = r.choice([0, 0, 1, 1, 2, 5]), r.choice([2, 2, 4, 8, 3, 0, "2"])
+        if a.kind == "cursor" and r.random() < 0.6:
+            al = _block_at(t.pdef, a.value[1][:-1])[a.value[1][-1]]
+            if al.shape:
+                dim = r.randrange(len(al.shape))
+        return Step(prim, [a, lit(dim), lit(q)])
+    if prim in ("make_tma", "make_wgmma"):
+        # make_tma: one-thread loops; make_wgmma: thread loops over whole warpgroups
+        want = (lambda s: _is_threads(s) and s.hi.val - s.lo.val == 1) if prim == "make_tma" \
+            else (lambda s: _is_threads(s) and s.hi.val - s.lo.val == 128)
+        return Step(prim, [L(lambda s: _const_bounds(s) and want(s))
+                           if r.random() < 0.85 else L()])
     if prim == "bind_expr":
         ex = [e for e in _exprs(t) if not isinstance(e, Var)]
         if ex and r.random() < 0.9:
@@ -532,6 +561,10 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
         return Step(prim, [L(lambda s: s.mapping is not None or r.random() < 0.2),
                            lit(r.choice([0, 1, 2, -1, 2.5]))])
     raise AssertionError(prim)
+
+
+def _const_bounds(s) -> bool:
+    return hasattr(s.lo, "val") and hasattr(s.hi, "val")
 
 
 def _uses(stmts, name) -> bool:

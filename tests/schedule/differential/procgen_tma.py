@@ -33,9 +33,26 @@ def _use(r, row: str, rows: int) -> list:
             f"            y[{row} + r, t] {op} " + rhs.format(s="{slot} + r")]
 
 
+def _plain(r, lines, rows: int, slot: str, row: str):
+    """Now and then, the copy as a one-thread nest of element copies (what ``make_tma``
+    turns into the ``tma_load``): the boxes then stay inside ``x`` (``rows * n`` rows)."""
+    out = []
+    for ln in lines:
+        if "tma_load(" in ln:
+            pad = ln[:len(ln) - len(ln.lstrip())]
+            out += [pad + f"for r in seq(0, {rows}):",
+                    pad + "    for c in seq(0, 64):",
+                    pad + f"        s[{slot} + r, c] = x[{row} + r, c]"]
+        else:
+            out.append(ln.replace("< n:", f"< {rows} * n:"))
+    return out
+
+
 def tma_program(r: random.Random, name: str) -> Program:
     rows = r.choice([1, 2])
-    head = (f"def {name}(n: size, a: f32, x: f32[n, 64], y: f32[n, 64]):\n"
+    plain = r.random() < 0.4
+    lead = f"{rows} * n" if plain else "n"
+    head = (f"def {name}(n: size, a: f32, x: f32[{lead}, 64], y: f32[{lead}, 64]):\n"
             "    assert n >= 1\n")
     if r.random() < 0.5:   # one box per block
         body = [f"s: f32[{rows}, 64] @ SHARED", "full: barrier @ SHARED",
@@ -45,6 +62,8 @@ def tma_program(r: random.Random, name: str) -> Program:
                 "arrive(full, 0, 1)", "wait(full, 0, 64)"]
         body += [ln.replace("{slot}", "0") for ln in _use(r, f"{rows} * b", rows)]
         grid = f"(n + {rows - 1}) // {rows}"
+        if plain:
+            body, grid = _plain(r, body, rows, "0", f"{rows} * b"), "n"
     else:                  # a ring of two slots over the rows
         body = [f"s: f32[{2 * rows}, 64] @ SHARED", "full: barrier[2] @ SHARED",
                 "empty: barrier[2] @ SHARED",
@@ -59,6 +78,9 @@ def tma_program(r: random.Random, name: str) -> Program:
                  for ln in _use(r, f"{rows} * ks", rows)]
         body += ["    arrive(empty[ks % 2], 0, 64)"]
         grid = "1"
+        if plain:
+            body = [ln.replace(f"(n + {rows - 1}) // {rows}):", "n):") for ln in body]
+            body = _plain(r, body, rows, f"{rows} * (ks % 2)", f"{rows} * ks")
     body = _broken(r, body)
     lines = [f"    for b in par(0, {grid}) @ BLOCKS:"] + ["        " + ln for ln in body]
     return Program("tma", name, head + "\n".join(lines) + "\n",

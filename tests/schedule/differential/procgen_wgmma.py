@@ -21,9 +21,9 @@ def _fragment(n: int) -> str:
 
 
 def _broken(r, lines, p=0.15):
-    if r.random() >= p:
-        return lines
     idx = [k for k, ln in enumerate(lines) if ln.strip().startswith(("wgmma_wait", "sync()"))]
+    if r.random() >= p or not idx:
+        return lines
     k = r.choice(idx)
     if lines[k].strip().startswith("wgmma_wait") and r.random() < 0.5:
         return lines[:k] + [lines[k].replace("(0)", "(1)")] + lines[k + 1:]
@@ -58,11 +58,21 @@ def wgmma_program(r: random.Random, name: str) -> Program:
             "    sync()",
             "    for t in par(0, 128) @ THREADS:"]
     call = f"wgmma(acc[t, 0:{NH}], a_s[2 * s:2 * s + 2, 0:64, 0:8], b_s[2 * s:2 * s + 2, 0:{N}, 0:8])"
-    if form == "ktile":
+    plain = r.random() < 0.35   # the per-thread product loops that make_wgmma turns into it
+    if plain:
+        s0 = "2 * s + " if form == "ktile" else ""
+        nest = [f"for i in seq(0, {NH}):", "    for kk in seq(0, 16):",
+                f"        acc[t, i] += f32(a_s[{s0}kk // 8, 16 * (t // 32) + t % 32 // 4 + "
+                f"8 * (i // 2 % 2), kk % 8]) * f32(b_s[{s0}kk // 8, 8 * (i // 4) + 2 * (t % 4) "
+                "+ i % 2, kk % 8])"]
+        if form == "ktile":
+            nest = ["for s in seq(0, 2):"] + ["    " + ln for ln in nest]
+        body += ["        " + ln for ln in nest]
+    elif form == "ktile":
         body += ["        for s in seq(0, 2):", f"            {call}"]
     else:
         body += [f"        {call.replace('2 * s:2 * s + 2', '0:2')}"]
-    waits = ["wgmma_commit()", "wgmma_wait(0)"]
+    waits = [] if plain else ["wgmma_commit()", "wgmma_wait(0)"]
     if form == "local":
         body += ["        " + w for w in waits]
     else:

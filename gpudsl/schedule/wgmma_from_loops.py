@@ -1,0 +1,223 @@
+"""``make_wgmma``: a warpgroup's product loops, written per thread, become one ``wgmma``
+(docs/hopper.md, "Warpgroup MMA").
+
+A wgmma means, for each thread of its warpgroup, a nest of plain statements
+(:func:`gpudsl.ir.wgmma.elements`): element ``i`` of the thread's accumulator gets the
+16 products of row ``frag_row(lane, i)`` of A and column ``frag_col(lane, i)`` of B
+added in order of ``k``.  A thread loop whose body is such a nest, however its loops
+are cut and its indices written, may be replaced by the wgmma: the primitive finds the
+three windows (the accumulator's range, and the A and B tiles at the warpgroup's first
+lane) and proves with Z3 that, for every thread and every iteration, the nest reads
+and accumulates exactly the elements the wgmma's meaning names, in the same order.
+The wgmma then lands at a ``wgmma_commit(); wgmma_wait(0)`` placed after it in the
+thread loop (inside the warpgroup's branch: a commit or wait outside it, where other
+warps run too, makes ptxas serialize the wgmmas), so the sequential meaning is the
+nest's; check()'s wgmma obligations
+(whole converged warpgroups, one descriptor per operand, the layouts, nothing touched
+in flight) are asked of the result by the async guard of every primitive.
+"""
+from __future__ import annotations
+
+import z3
+
+from ..ir.nodes import (BinOp, Builtin, Const, For, Interval, Point, Read, Reduce, Var,
+                        Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
+from ..ir.types import INDEX, THREADS, f32
+from ..ir.visitor import free_vars, substitute
+from ..ir.wgmma import AB_TYPES, CORE, K, M, N_MAX, WARPGROUP, col_expr, row_expr
+from .cursors import Into
+from .edits import replace
+from .legality import prove
+from .primitive import LOOP, fail, primitive
+from .simplify import const_value, normalize
+
+
+def _b(op, a, b):
+    return BinOp(op, a, Const(b) if isinstance(b, int) else b, INDEX)
+
+
+def _nest(L: For):
+    """``(loops, reduce)``: the perfect nest of seq loops in ``L`` (constant extents,
+    from 0) and the one ``+=`` at its heart."""
+    loops, body = [], L.body
+    while len(body) == 1 and isinstance(body[0], For):
+        f = body[0]
+        if f.kind != "seq" or f.mapping is not None or const_value(f.lo) != 0 or \
+                const_value(f.hi) is None:
+            raise fail(f"loop {f.iter} is not a seq loop from 0 to a constant", f.loc)
+        loops.append(f)
+        body = f.body
+    if len(body) != 1 or not isinstance(body[0], Reduce) or body[0].op != "+":
+        raise fail(f"the body of thread loop {L.iter} is not a nest of seq loops around one "
+                   "`acc[...] += f32(a[...]) * f32(b[...])`", L.loc)
+    return loops, body[0]
+
+
+def _factors(red: Reduce):
+    """The two reads of ``f32(a[..]) * f32(b[..])``."""
+    e = red.rhs
+    ok = isinstance(e, BinOp) and e.op == "*" and all(
+        isinstance(x, Builtin) and x.name == f32.name and len(x.args) == 1 and
+        isinstance(x.args[0], Read) for x in (e.lhs, e.rhs))
+    if not ok:
+        raise fail("the product is not `f32(a[...]) * f32(b[...])`", red.loc)
+    ra, rb = e.lhs.args[0], e.rhs.args[0]
+    if ra.ty != rb.ty or ra.ty.name not in AB_TYPES:
+        raise fail(f"the operands hold {ra.ty.name} and {rb.ty.name}; wgmma multiplies "
+                   "f16 or bf16", red.loc)
+    return ra, rb
+
+
+def _flat(loops) -> tuple:
+    """The row-major index over ``loops`` (outer first) and their total extent."""
+    idx, total = Const(0), 1
+    for f in reversed(loops):
+        idx = _b("+", idx, _b("*", Const(total), Var(f.iter, INDEX)))
+        total *= const_value(f.hi)
+    return normalize(idx), total
+
+
+def _split(loops, red: Reduce):
+    """``(f_loops, k_loops)``: the loops the accumulator's index names, the others."""
+    named = set().union(*(free_vars(e) for e in red.idx)) if red.idx else set()
+    f_loops = [f for f in loops if f.iter in named]
+    k_loops = [f for f in loops if f.iter not in named]
+    return f_loops, k_loops
+
+
+def _steps(loops, red: Reduce, L: For):
+    """``(steps, rest)``: the outermost loops that the accumulator's index does not name
+    and whose extents multiply to the number of k16 steps (each step one wgmma, chained
+    on the accumulator), and the loops inside them."""
+    f_loops, k_loops = _split(loops, red)
+    total = 1
+    for f in k_loops:
+        total *= const_value(f.hi)
+    if total % K:
+        raise fail(f"the loops the accumulator's index does not name make {total} step(s) "
+                   f"of k, not a multiple of {K}", L.loc)
+    want, got, k = total // K, 1, 0
+    while got < want and k < len(loops) and loops[k] in k_loops:
+        got *= const_value(loops[k].hi)
+        k += 1
+    if got != want:
+        raise fail(f"{want} wgmmas are needed, one per 16 steps of k: the outermost loops of "
+                   f"the nest must be the {want} k16 steps (their extents multiplying to "
+                   f"{want}), inside them one wgmma's loops", L.loc,
+                   "divide the k loop by 16 and move the outer part outermost")
+    return loops[:k], loops[k:]
+
+
+def _acc_window(red: Reduce, names: set, i_expr, n_half: int) -> WindowArg:
+    """The accumulator's window: its last index is ``base + i``, the others name no
+    loop of the nest."""
+    if not red.idx:
+        raise fail(f"the accumulator '{red.name}' is a scalar", red.loc)
+    base = normalize(_b("-", red.idx[-1], i_expr))
+    for e in (base, *red.idx[:-1]):
+        if free_vars(e) & names:
+            raise fail(f"the accumulator's index must be `[..., base + i]` with i the "
+                       f"row-major index of the loops it names; `{red.name}` is not", red.loc,
+                       "merge the fragment loops into one (merge_loops) or order them "
+                       "as the fragment: element i = 4 (i // 4) + 2 (i // 2 % 2) + i % 2")
+    idx = tuple(Point(e) for e in red.idx[:-1]) + \
+        (Interval(base, normalize(_b("+", base, n_half))),)
+    return WindowArg(red.name, idx, f32, red.loc)
+
+
+def _tile_window(r: Read, at_lane0: dict, rows: int, ranges: dict) -> WindowArg:
+    """The operand's window: its last three indices from their values at the
+    warpgroup's first lane, iteration 0, as ``[2, rows, 8]`` ranges."""
+    if len(r.idx) < 3:
+        raise fail(f"'{r.name}' is read with {len(r.idx)} index(es); a wgmma operand is a "
+                   "[2, rows, 8] tile (divide_dim, rearrange_dim)", r.loc)
+    base = [normalize(substitute(e, at_lane0), ranges) for e in r.idx]
+    ext = (2, rows, CORE)
+    idx = tuple(Point(e) for e in base[:-3]) + tuple(
+        Interval(b, normalize(_b("+", b, x))) for b, x in zip(base[-3:], ext))
+    return WindowArg(r.name, idx, r.ty, r.loc), base
+
+
+@primitive("make_wgmma", loop=LOOP)
+def make_wgmma(p, loop):
+    """Turn a warpgroup's product loops into one ``wgmma`` (docs/hopper.md), followed in
+    the thread loop by ``wgmma_commit()`` and ``wgmma_wait(0)``.  ``loop`` is a thread loop
+    at block level whose body is a nest of seq loops (constant extents, from 0) around
+    one ``acc[..., f] += f32(a[.., h, r, j]) * f32(b[.., h, c, j])``: the loops that the
+    accumulator's index names are the fragment (``N / 2`` elements, its last index
+    ``base + i`` with ``i`` their row-major index), the others the 16 steps of ``k``.
+
+    Outer loops of the nest that the accumulator does not name, with ``q`` iterations
+    in all, where the others make ``16 q`` steps of ``k``: ``q`` chained wgmmas (their
+    windows following those loops), in order.
+
+    Legality: the thread loop covers whole warpgroups; the nest is, for every thread
+    and every iteration, the wgmma's meaning: element ``i`` of the thread's fragment
+    gets ``f32(A[m, k]) * f32(B[k, n])`` added for ``m = frag_row(lane, i)``,
+    ``n = frag_col(lane, i)`` and ``k`` in order (``A[m, k]`` the A window's element
+    ``[k // 8, m, k % 8]``, the windows those at the warpgroup's first lane), proved
+    with Z3; the result is checked like every rewrite of a proc with wgmmas (check()'s
+    wgmma obligations for sm_90a: layouts, whole warpgroups, nothing in flight).
+
+    Example: ``make_wgmma(p, "t #1")``
+    """
+    c = loop
+    L: For = c.node()
+    lo, hi = const_value(L.lo), const_value(L.hi)
+    if L.mapping != THREADS or lo is None or hi is None or lo % WARPGROUP or hi % WARPGROUP:
+        raise fail(f"loop {L.iter} is not a thread loop over whole warpgroups (constant "
+                   f"bounds, multiples of {WARPGROUP})", L.loc)
+    loops, red = _nest(L)
+    ra, rb = _factors(red)
+    steps, loops_in = _steps(loops, red, L)
+    f_loops, k_loops = _split(loops_in, red)
+    i_expr, n_half = _flat(f_loops)
+    k_expr, n_k = _flat(k_loops)
+    n = 2 * n_half
+    if n_k != K or n % 8 or not 8 <= n <= N_MAX:
+        raise fail(f"the nest makes {n_half} accumulator element(s) of {n_k} step(s) each; "
+                   f"a wgmma is N // 2 elements (N a multiple of 8 up to {N_MAX}) of {K} "
+                   "steps", L.loc)
+    names = {f.iter for f in loops}
+    acc = _acc_window(red, names, i_expr, n_half)
+    t = Var(L.iter, INDEX)
+    at_lane0 = {L.iter: _b("*", _b("//", t, WARPGROUP), WARPGROUP),
+                **{f.iter: Const(0) for f in loops_in}}
+    ranges = {L.iter: (lo, hi - 1)}
+    ranges.update({f.iter: (0, const_value(f.hi) - 1) for f in steps})
+    a_w, a_base = _tile_window(ra, at_lane0, M, ranges)
+    b_w, b_base = _tile_window(rb, at_lane0, n, ranges)
+    lane = _b("%", t, WARPGROUP)
+    h, j = _b("//", k_expr, CORE), _b("%", k_expr, CORE)
+    want_a = _offsets(a_base, (h, row_expr(lane, i_expr), j))
+    want_b = _offsets(b_base, (h, col_expr(lane, i_expr), j))
+    _prove_meaning(p, c.addr, L, loops, ((ra, want_a), (rb, want_b)))
+    body = (Wgmma(acc, a_w, b_w, n, red.loc),)
+    for f in reversed(steps):
+        body = (f.with_(body=body),)
+    body += (WgmmaCommit(L.loc), WgmmaWait(0, L.loc))
+    return replace(p.ir, c.addr, [L.with_(body=body)], keep=[Into((), c.addr)])
+
+
+def _offsets(base, tail) -> tuple:
+    """``base`` with its last three indices moved by ``tail``."""
+    return tuple(base[:-3]) + tuple(_b("+", b, x) for b, x in zip(base[-3:], tail))
+
+
+def _prove_meaning(p, addr, L: For, loops, pairs):
+    """Prove that each read of ``pairs`` (read, wanted index) reads the wanted element
+    for every thread of ``L`` and every iteration of ``loops``."""
+    def goal(sc, env):
+        inst = sc.instance([L, *loops], [], "_w", env)
+        eqs = [sc.int(got, inst.env) == sc.int(want, inst.env)
+               for r, want in pairs for got, want in zip(r.idx, want)]
+        return z3.Implies(z3.And(*inst.facts), z3.And(*eqs))
+
+    what = ("the nest reads, for every thread and step, the elements of A and B that the "
+            "wgmma's fragment layout gives that thread")
+    prove(p.ir, addr, goal, what, L.loc,
+          "the rows of A are frag_row(t % 128, i), the columns of B frag_col(t % 128, i), "
+          "k the row-major index of the other loops (docs/hopper.md)")
+
+
+__all__ = ["make_wgmma"]

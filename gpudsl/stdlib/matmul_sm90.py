@@ -1,0 +1,209 @@
+"""The sm_90a half-precision GEMM main loop (H100/H200), derived by primitives from the
+readable ``c = a @ bt^T`` (:func:`matmul_nt_algorithm`): TMA loads into a ring of
+shared tiles, warpgroup MMAs (wgmma) reading them by descriptor, a producer thread and
+one or two consumer warpgroups joined by two barrier rings.
+
+**The readable algorithm** is the TN GEMM of linear layers (PyTorch's ``Linear`` keeps
+its weight ``N x K``; CUTLASS's default Hopper GEMM): ``c[i, j] = sum_p a[i, p] *
+bt[j, p]``, f16 or bf16 products summed in f32, rounded once.  Both operands are then
+K-major, the layout wgmma reads without a transpose.
+
+**The derivation** (:func:`schedule_matmul_sm90`, every step a primitive; the proc is
+proved by check(target="sm_90a") for every size the algorithm's assertion admits):
+
+1. the wgmma fragment: ``i = bm bi + 64 wg + 16 w + 8 rm + g`` and ``j = bn bj + 8 ni +
+   2 t4 + rn`` (``divide_loop``), the lanes merged as ``t = 128 wg + 32 w + 4 g + t4``
+   and the fragment as ``f = 4 ni + 2 rm + rn`` (``merge_loops``): a thread's
+   accumulators are exactly the PTX ISA's wgmma fragment;
+2. the accumulators in registers (``expand_dim``, ``lift_alloc``), the k loop cut into
+   ``bk`` tiles (``divide_loop``, ``fission``, ``reorder_loops``);
+3. the tiles of A and B staged in SHARED (``stage_mem``) and cut into the canonical
+   layout, two 8-column halves per k16 step (``divide_dim``, ``rearrange_dim``);
+4. the staging loop split between a producer thread and the consumer warpgroups with
+   a ``stages``-deep ring of tiles and barrier rings ``full`` / ``empty``
+   (``warp_specialize(..., ring=True)``);
+5. the producer's copies become TMA loads completing on ``full[i % stages]``
+   (``make_tma``: one ``64 wgs x 8`` box per half of each operand), the consumers'
+   product loops one wgmma per k16 step (``make_wgmma``, ``bk / 16`` chained).
+
+It serves ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0``; :func:`sm90_space`
+is its autotuning space.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..ir.types import BLOCKS, SHARED, THREADS
+from ..proc import Proc
+from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_sync,
+                        lift_alloc, make_tma, make_wgmma, merge_loops, parallelize_loop,
+                        rearrange_dim, reorder_loops, simplify, stage_mem, warp_specialize)
+from .common import make_proc
+from .matmul_parts import _permute_nest
+from .shapes import NodeError, require
+
+DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4)
+
+
+def matmul_nt_algorithm(dt: str, divisible: tuple | None = None) -> Proc:
+    """``c[m, n] = a[m, k] @ bt[n, k]^T`` in ``dt`` (f16 or bf16), products summed in
+    f32 and rounded once; ``divisible = (dm, dn, dk)`` adds ``m % dm == 0 and ...``."""
+    line, tag = "", ""
+    if divisible is not None:
+        dm, dn, dk = divisible
+        line = f"    assert m % {dm} == 0 and n % {dn} == 0 and k % {dk} == 0\n"
+        tag = f"_{dm}x{dn}x{dk}"
+    name = f"matmul_nt_{dt}{tag}"
+    text = (f"def {name}(m: size, n: size, k: size, a: {dt}[m, k], bt: {dt}[n, k], "
+            f"c: {dt}[m, n]):\n" + line +
+            "    for i in seq(0, m):\n"
+            "        for j in seq(0, n):\n"
+            "            s: f32 @ REGISTER\n"
+            "            s = 0.0\n"
+            "            for p in seq(0, k):\n"
+            "                s += f32(a[i, p]) * f32(bt[j, p])\n"
+            f"            c[i, j] = {dt}(s)\n")
+    return make_proc(name, text)
+
+
+def _fragment(p, bm: int, bn: int, wgs: int):
+    """Step 1: the rows and columns cut into the wgmma fragment, the lanes merged into
+    ``t`` (128 per consumer warpgroup), the fragment into ``f``; blocks and threads."""
+    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
+    p = divide_loop(p, "ii", 16, ["w", "i16"], tail="perfect")
+    p = divide_loop(p, "i16", 8, ["rm", "g"], tail="perfect")
+    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
+    p = divide_loop(p, "jj", 8, ["ni", "j8"], tail="perfect")
+    p = divide_loop(p, "j8", 2, ["t4", "rn"], tail="perfect")
+    p = _permute_nest(p, ["bi", "w", "rm", "g", "bj", "ni", "t4", "rn"],
+                      ["bi", "bj", "w", "g", "t4", "ni", "rm", "rn"])
+    p = merge_loops(p, "w", "wg")      # 4 wgs warps: t // 32
+    p = merge_loops(p, "wg", "t")       # with the lanes: t = 32 w + 4 g + t4
+    p = merge_loops(p, "ni", "nr")
+    p = merge_loops(p, "nr", "f")       # f = 4 ni + 2 rm + rn
+    for lp, mapping in (("bi", BLOCKS), ("bj", BLOCKS), ("t", THREADS)):
+        p = parallelize_loop(p, lp, mapping)
+    return p
+
+
+def _accumulators_and_k(p, bn: int, wgs: int, bk: int):
+    """Step 2: the accumulators ``s[t, f]`` in registers at block level; the k loop as
+    ``po`` tiles of ``bk``, outside the threads, each ``bk / 16`` wgmma steps ``kq``."""
+    p = expand_dim(p, "s", bn // 2, "f")
+    p = expand_dim(p, "s", 128 * wgs, "t")
+    p = lift_alloc(p, "s", n_lifts=2)
+    p = divide_loop(p, "p", bk, ["po", "pi"], tail="perfect")
+    p = fission(p, p.find("s[_] = 0.0").after(), n_lifts=2)
+    p = fission(p, p.find_loop("po").after(), n_lifts=2)
+    p = reorder_loops(p, "f #1")
+    p = reorder_loops(p, "t #1")
+    p = divide_loop(p, "pi", 16, ["kq", "pk"], tail="perfect")
+    return reorder_loops(p, "f #1")     # the k16 steps outside the fragment
+
+
+def _tiles(p, bm: int, bn: int, bk: int):
+    """Step 3: the A and B tiles of a k step in SHARED, in the canonical layout
+    ``[bk / 8, rows, 8]``; their copies as one-thread loops (``X_o``) of boxes of one
+    8-column half (``X_h``)."""
+    compute = p.find_loop("t #1")
+    for buf, src, rows, blk in (("As", "a", bm, "bi"), ("Bs", "bt", bn, "bj")):
+        p = stage_mem(p, p.forward(compute),
+                      f"{src}[{rows} * {blk}:{rows} * {blk} + {rows}, {bk} * po:{bk} * po + {bk}]",
+                      buf, SHARED)
+        p = divide_dim(p, buf, 1, 8)
+        p = rearrange_dim(p, buf, [1, 0, 2])
+        p = divide_loop(p, f"{buf}_in1", 8, [f"{buf}_h", f"{buf}_j"], tail="perfect")
+        p = divide_loop(p, f"{buf}_in0", rows, [f"{buf}_o", f"{buf}_r"], tail="perfect")
+        p = parallelize_loop(p, f"{buf}_o", THREADS)
+        p = lift_alloc(p, buf)
+    p = insert_sync(p, p.find_loop("po").body().before())
+    return insert_sync(p, p.forward(compute).before())
+
+
+def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
+                         stages: int = 4) -> Proc:
+    """The sm_90a schedule of ``matmul_nt_algorithm(dt, (64 wgs, bn, bk))`` (module
+    docs): ``wgs`` consumer warpgroups of ``64 x bn`` each, ``bk`` columns of k per ring
+    slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer)."""
+    require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
+    require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
+    require(bk % 16 == 0 and 16 <= bk <= 128, f"bk={bk}: a multiple of 16 up to 128")
+    require(2 <= stages <= 8, f"stages={stages}: 2 to 8")
+    bm = 64 * wgs
+    p = _fragment(p, bm, bn, wgs)
+    p = _accumulators_and_k(p, bn, wgs, bk)
+    p = _tiles(p, bm, bn, bk)
+    producer = 128 * wgs
+    p = warp_specialize(p, "po", producers=(producer, producer + 1),
+                        consumers=(0, producer), stages=stages, ring=True)
+    p = make_tma(p, "As_o")
+    p = make_tma(p, "Bs_o")
+    p = make_wgmma(p, "t #1")
+    return simplify(p)
+
+
+@lru_cache(maxsize=None)
+def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4) -> Proc:
+    """The derived sm_90a GEMM for ``dt`` and the tile (cached)."""
+    algo = matmul_nt_algorithm(dt, (64 * wgs, bn, bk))
+    return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages)
+
+
+def sm90_space(smem_bytes: int = 227 * 1024) -> list[dict]:
+    """The autotuning space: tiles and stages whose ring fits ``smem_bytes``."""
+    out = []
+    for wgs in (1, 2):
+        for bn in (64, 128, 256):
+            for bk in (32, 64):
+                for stages in (2, 3, 4, 6):
+                    ring = stages * (64 * wgs + bn) * bk * 2
+                    if ring <= smem_bytes:
+                        out.append(dict(bn=bn, wgs=wgs, bk=bk, stages=stages))
+    return out
+
+
+def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[Proc, dict]:
+    """The derived kernel for ``a[m, k] @ bt[n, k]^T`` and its size arguments: ``opts``
+    (a tile of :func:`sm90_space`), else the 128 x 256 tile where it divides, else
+    64 x 128; a shape no tile divides is refused (the derived kernel does not clip)."""
+    require(dt in ("f16", "bf16"), f"the sm_90a GEMM multiplies f16 or bf16, not {dt}")
+    require(len(shape_a) == 2 and len(shape_bt) == 2 and shape_a[1] == shape_bt[1],
+            f"a[m, k] @ bt[n, k]^T: shapes {shape_a} and {shape_bt} do not match")
+    (m, k), n = shape_a, shape_bt[0]
+    tiles = [dict(DEFAULTS, **opts)] if opts else \
+        [dict(bn=256, wgs=2, bk=64, stages=3), dict(DEFAULTS)]
+    for t in tiles:
+        if m % (64 * t["wgs"]) == 0 and n % t["bn"] == 0 and k % t["bk"] == 0:
+            return sm90_kernel(dt, **t), dict(m=m, n=n, k=k)
+    raise NodeError(f"the sm_90a GEMM serves m % {64 * tiles[-1]['wgs']} == 0, n % "
+                    f"{tiles[-1]['bn']} == 0, k % {tiles[-1]['bk']} == 0; not {m}x{n}x{k}",
+                    None, "use gpudsl.ops.matmul, whose kernels take every shape")
+
+
+_COMPILED: dict = {}
+
+
+def matmul_nt_sm90(a, bt, **opts):
+    """``a @ bt^T`` of float16 or bfloat16 arrays (numpy or torch, ``a[m, k]``,
+    ``bt[n, k]``) by the derived sm_90a kernel (:func:`plan_matmul_sm90`), run where
+    ``gpudsl.ops`` runs (the GPU needs sm_90a: an H100 or H200; the emulator anywhere);
+    ``gpudsl bench``'s rows ``matmul_f16_sm90`` and ``matmul_bf16_sm90`` time it."""
+    from ..runtime.driver import driver_available
+    from .halves import NUMPY, common_dtype
+    from .op_arguments import contig, empty
+
+    dt = common_dtype("matmul", a=a, b=bt)
+    sa, sb = tuple(int(d) for d in a.shape), tuple(int(d) for d in bt.shape)
+    p, binds = plan_matmul_sm90(sa, sb, dt, **opts)
+    a, bt = contig(a), contig(bt)
+    c = empty(a, (sa[0], sb[0]), NUMPY[dt])
+    key = (p, "cuda" if driver_available() else "emulator")   # as gpudsl.ops.backend()
+    kern = _COMPILED.get(key)
+    if kern is None:
+        kern = _COMPILED[key] = p.compile(key[1])
+    kern(a=a, bt=bt, c=c, **binds)
+    return c
+
+
+__all__ = ["matmul_nt_algorithm", "plan_matmul_sm90", "matmul_nt_sm90", "schedule_matmul_sm90", "sm90_kernel", "sm90_space",
+           "DEFAULTS"]

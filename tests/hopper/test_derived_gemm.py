@@ -1,0 +1,147 @@
+"""The sm_90a GEMM main loop derived by primitives from the readable ``c = a @ bt^T``
+(gpudsl/stdlib/matmul_sm90.py, docs/hopper.md "A main loop derived by primitives"):
+TMA loads into a ring, wgmma from the ring's tiles, a producer thread and consumer
+warpgroups joined by barrier rings.  Proved for every size the algorithm admits, equal
+to numpy on the emulator, built by NVRTC for sm_90a with no spills and the machine code
+a Hopper main loop should have."""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import gpudsl
+from gpudsl.stdlib.matmul_sm90 import matmul_nt_algorithm, sm90_kernel, sm90_space
+
+SMALL = dict(bn=64, wgs=1, bk=32, stages=2)
+WIDE = dict(bn=256, wgs=2, bk=64, stages=3)
+
+
+def _operands(m, n, k, dt=np.float16, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-3, 4, (m, k)).astype(dt)
+    bt = rng.integers(-3, 4, (n, k)).astype(dt)
+    return a, bt, (a.astype(np.float32) @ bt.astype(np.float32).T)
+
+
+def test_the_derivation_ends_in_tma_wgmma_and_rings():
+    text = str(sm90_kernel("f16", **SMALL))
+    assert "tma_load(As[po % 2, As_h, 0:64, 0:8], a[64 * bi:64 * bi + 64" in text
+    assert "wgmma(s[t, 0:32], As[po % 2, 2 * kq:2 * kq + 2, 0:64, 0:8]" in text
+    assert "full: barrier[2] @ SHARED" in text and "wait(empty[po % 2], 128, 129)" in text
+    # the plain copies and the product loops are gone
+    assert "= a[" not in text and "+= f32(" not in text
+
+
+@pytest.mark.parametrize("cfg", [SMALL, WIDE], ids=["64x64", "128x256"])
+def test_the_derived_main_loop_is_proved_for_all_sizes(cfg):
+    r = sm90_kernel("f16", **cfg).check(target="sm_90a")
+    assert r.ok, r
+
+
+def test_the_readable_algorithm_is_the_meaning():
+    p = matmul_nt_algorithm("f16", (64, 64, 32))
+    a, bt, want = _operands(64, 128, 64)
+    c = np.zeros((64, 128), np.float16)
+    gpudsl.interpret(p, a=a, bt=bt, c=c)
+    assert (c == want.astype(np.float16)).all()
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+@pytest.mark.parametrize("shape", [(64, 64, 32), (128, 192, 96)])
+def test_the_derived_kernel_equals_numpy_on_the_emulator(dt, shape):
+    import ml_dtypes
+    npdt = np.float16 if dt == "f16" else ml_dtypes.bfloat16
+    a, bt, want = _operands(*shape, dt=npdt)
+    c = np.zeros(shape[:2], npdt)
+    sm90_kernel(dt, **SMALL).compile("emulator")(a=a, bt=bt, c=c)
+    assert (c == want.astype(npdt)).all()
+
+
+def test_the_wide_tile_equals_numpy_on_the_emulator():
+    a, bt, want = _operands(128, 256, 128, seed=3)
+    c = np.zeros((128, 256), np.float16)
+    sm90_kernel("f16", **WIDE).compile("emulator")(a=a, bt=bt, c=c)
+    assert (c == want.astype(np.float16)).all()
+
+
+def test_sizes_outside_the_assertion_are_refused():
+    a, bt, _ = _operands(70, 64, 32)
+    with pytest.raises(gpudsl.Error):
+        sm90_kernel("f16", **SMALL).compile("emulator")(a=a, bt=bt,
+                                                        c=np.zeros((70, 64), np.float16))
+
+
+def _sass_ops(text: str) -> Counter:
+    ops = Counter()
+    for ln in text.splitlines():
+        body = ln.split("*/", 1)[-1].strip() if ln.strip().startswith("/*") else ln.strip()
+        words = [w for w in body.split() if not w.startswith("@")]
+        if words and ";" in body:
+            ops[words[0].split(".")[0]] += 1
+            if words[0].startswith("WARPGROUP.DEPBAR"):
+                ops["DEPBAR"] += 1
+    return ops
+
+
+@pytest.mark.parametrize("cfg", [dict(bn=128, wgs=1, bk=64, stages=4), WIDE],
+                         ids=["64x128", "128x256"])
+def test_sm90a_build_feeds_hgmma_by_tma_with_one_wait_per_stage(cfg):
+    from gpudsl.codegen import generate
+    from gpudsl.perf import sass
+    from gpudsl.runtime.nvrtc import compile_cubin
+    r = compile_cubin(generate(sm90_kernel("f16", **cfg).ir, {}).source, "sm_90a")
+    (res,) = r.resources.values()
+    assert res.spill_stores_bytes == 0 and res.spill_loads_bytes == 0, res
+    if not sass.have_disassembler():
+        pytest.skip("no nvdisasm/cuobjdump")
+    ops = _sass_ops(sass.disassemble(r.cubin))
+    assert ops["HGMMA"] == cfg["bk"] // 16          # the k16 steps of a stage, chained
+    assert ops["UTMALDG"] == 2 * cfg["bk"] // 8     # one box per 8-column half
+    # the operands reach the tensor cores by descriptor: no thread loads or stores them
+    assert ops["LDS"] == ops["LDSM"] == ops["STS"] == ops["LDG"] == 0
+    # one wait for the stage's wgmmas (none between them: not serialized), no block
+    # barrier in the loop's fences (TMA writes through the async proxy)
+    assert ops["DEPBAR"] == 1 and ops["MEMBAR"] == 0
+
+
+def test_the_space_fits_the_shared_memory():
+    space = sm90_space()
+    assert dict(bn=256, wgs=2, bk=64, stages=3) in space
+    assert all(c["stages"] * (64 * c["wgs"] + c["bn"]) * c["bk"] * 2 <= 227 * 1024
+               for c in space)
+    assert len(sm90_space(64 * 1024)) < len(space)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg", [SMALL, WIDE], ids=["64x64", "128x256"])
+def test_on_the_gpu(cfg):
+    from gpudsl.runtime.driver import device_arch
+    if device_arch() != "sm_90a":
+        pytest.skip("needs an H100/H200")
+    a, bt, want = _operands(256, 512, 256, seed=5)
+    c = np.zeros((256, 512), np.float16)
+    sm90_kernel("f16", **cfg).compile("cuda")(a=a, bt=bt, c=c)
+    assert (c == want.astype(np.float16)).all()
+
+
+def test_matmul_nt_sm90_runs_where_ops_runs_and_refuses_what_it_does_not_serve():
+    from gpudsl import bench
+    from gpudsl.stdlib.matmul_sm90 import matmul_nt_sm90, plan_matmul_sm90
+    from gpudsl.stdlib.shapes import NodeError
+
+    a, bt, want = _operands(128, 256, 64, seed=7)
+    c = matmul_nt_sm90(a, bt, **SMALL)
+    assert c.dtype == np.float16 and (c == want.astype(np.float16)).all()
+    p, binds = plan_matmul_sm90((256, 512), (1024, 512), "f16")
+    assert p is sm90_kernel("f16", **WIDE) and binds == dict(m=256, n=1024, k=512)
+    with pytest.raises(NodeError, match="serves"):
+        plan_matmul_sm90((70, 64), (128, 64), "f16")
+    with pytest.raises(NodeError, match="f16 or bf16"):
+        plan_matmul_sm90((64, 64), (128, 64), "f32")
+    nodes = {"matmul_f16_sm90", "matmul_bf16_sm90"}
+    assert nodes <= set(bench.NODES) and nodes <= bench.MATMULS
+    cases = bench._matmul_cases(bench._Env("emulator"), True, nodes, variants=True)
+    assert sorted(c_.node for c_ in cases) == sorted(nodes)
+    assert all("sm90" in c_.size and c_.tol == 1e-2 for c_ in cases)
