@@ -26,7 +26,7 @@ template <int N>
 __device__ __forceinline__ void gpudsl_cp_async(void* dst, const void* src) {
 #ifdef GPUDSL_CP_ASYNC
   unsigned d;
-  asm("{\n .reg .u64 t;\n cvta.to.shared.u64 t, %1;\n cvt.u32.u64 %0, t;\n}" : "=r"(d) : "l"(dst));
+  d = (unsigned)__cvta_generic_to_shared(dst);  // folded by ptxas (an asm is not)
   if (N == 16)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
   else

@@ -40,7 +40,7 @@ MBARRIER = r"""
 #endif
 __device__ __forceinline__ unsigned gpudsl_smem_addr(const void* p) {
   unsigned a;
-  asm("{\n .reg .u64 t;\n cvta.to.shared.u64 t, %1;\n cvt.u32.u64 %0, t;\n}" : "=r"(a) : "l"(p));
+  a = (unsigned)__cvta_generic_to_shared(p);  // folded by ptxas (an asm is not)
   return a;
 }
 __device__ __forceinline__ void gpudsl_mbar_init(unsigned long long* bar, unsigned count) {
