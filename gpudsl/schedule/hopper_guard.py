@@ -58,12 +58,19 @@ def hopper_issues(pdef) -> list:
     return out
 
 
-def broken_hopper(old, new):
+def broken_hopper(old, new, allow_swizzle: bool = False):
     """None, or ``(message, loc, hint, witness)`` when ``new`` loses a setmaxnreg or a
-    swizzled layout of ``old``, or has a problem with them that ``old`` has not."""
+    swizzled layout of ``old``, or has a problem with them that ``old`` has not
+    (``allow_swizzle``: ``set_swizzle``, whose work is to change one tile's layout)."""
     if old is new:
         return None
     before, after = _marks(old), _marks(new)
+    if allow_swizzle and before != after:   # the one change asked for, then checked
+        keep = Counter({k: v for k, v in before.items() if k[0] != "swizzle"})
+        if keep != Counter({k: v for k, v in after.items() if k[0] != "swizzle"}):
+            return ("set_swizzle changed something else than a tile's swizzle", None, None,
+                    None)
+        before = after
     if not before and not after:
         return None
     if before != after:

@@ -79,7 +79,7 @@ def _keep_sync_orderings(old, new, name):
     if bad is not None:
         raise SchedulingError(name, *bad)
     from .hopper_guard import broken_hopper
-    bad = broken_hopper(old, new)
+    bad = broken_hopper(old, new, allow_swizzle=name == "set_swizzle")
     if bad is not None:
         raise SchedulingError(name, *bad)
 
@@ -345,7 +345,7 @@ def primitive(name: str, /, **kinds: Kind):
 # the sections of docs/primitives.md: module (under gpudsl.schedule) -> title
 SECTIONS = {"loops": "Loops", "fission": "Loops", "merge": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Sync",
             "asyncs": "Asynchronous copies", "producers": "Asynchronous copies",
-            "wgmma_from_loops": "Hopper", "tma_from_copies": "Hopper",
+            "wgmma_from_loops": "Hopper", "tma_from_copies": "Hopper", "swizzle_tiles": "Hopper",
             "calls": "Calls", "hints": "Compiler hints", "asserts": "Preconditions"}
 
 

@@ -29,7 +29,8 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "bind_expr", "insert_sync", "delete_sync", "vectorize", "inline", "replace",
               "set_unroll", "set_blocks_per_sm", "merge_loops", "rearrange_dim",
               "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop",
-              "warp_specialize", "add_assert", "divide_dim", "make_tma", "make_wgmma"]
+              "warp_specialize", "add_assert", "divide_dim", "make_tma", "make_wgmma",
+              "set_swizzle"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
 WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
@@ -38,7 +39,7 @@ WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "set_blocks_per_sm": 1, "merge_loops": 1, "rearrange_dim": 1, "fission": 4,
            "reorder_stmts": 3, "rotate_loop": 2, "make_async": 3, "pipeline_loop": 3,
            "warp_specialize": 3, "add_assert": 1, "divide_dim": 1, "make_tma": 2,
-           "make_wgmma": 2}
+           "make_wgmma": 2, "set_swizzle": 1}
 
 CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
           (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
@@ -490,6 +491,8 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             perm = list(range(len(al.shape)))
             r.shuffle(perm)
         return Step(prim, [a, lit(perm)])
+    if prim == "set_swizzle":
+        return Step(prim, [_alloc(r, t), lit(r.choice([128, 128, 64, 32, 0, 96, "128"]))])
     if prim == "divide_dim":
         a = _alloc(r, t)
         dim, q = r.choice([0, 0, 1, 1, 2, 5]), r.choice([2, 2, 4, 8, 3, 0, "2"])
