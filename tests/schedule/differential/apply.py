@@ -310,10 +310,15 @@ def _vars(e) -> set:
 
 # Primitives only the family programs give something to work on (the tma and wgmma
 # families' plain copy and product nests): drawn, often, where the proc has a candidate.
-FAMILY_ONLY = {"make_tma": "tma", "make_wgmma": "wgmma"}
+FAMILY_ONLY = {"make_tma": "tma", "make_wgmma": "wgmma", "set_swizzle": "tma"}
 
 
 def _candidates(t, prim) -> bool:
+    if prim == "set_swizzle":   # the tiles of TMA copies and wgmmas (and their plain forms)
+        from gpudsl.ir.tma import uses_tma
+        from gpudsl.ir.wgmma import uses_wgmma
+        return uses_tma(t.pdef) or uses_wgmma(t.pdef) or any(
+            _candidates(t, x) for x in ("make_tma", "make_wgmma"))
     n = 1 if prim == "make_tma" else 128
     body = Reduce if prim == "make_wgmma" else Assign
     return any(_is_threads(s) and _const_bounds(s) and s.hi.val - s.lo.val == n and
@@ -323,8 +328,11 @@ def _candidates(t, prim) -> bool:
 def random_step(r: random.Random, p, instrs: dict) -> Step:
     t = Targets(p.ir)
     prims = PRIMITIVES
+    # (no candidate: make_tma and make_wgmma keep their weight, set_swizzle, drawn last,
+    # none: the default run draws what it drew before they existed)
     weights = [WEIGHTS.get(x, 1) if x not in FAMILY_ONLY else
-               (30 if _candidates(t, x) else WEIGHTS[x]) for x in prims]
+               (30 if x != "set_swizzle" else 5) if _candidates(t, x) else
+               (WEIGHTS[x] if x != "set_swizzle" else 0) for x in prims]
     prim = r.choices(prims, weights)[0]
     return make_step(r, prim, t, instrs)
 
