@@ -70,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
 def _proc_parser(sub, name: str, help: str):
     """A subcommand on ``FILE[::PROC]`` with ``--bind NAME=VALUE`` options."""
     c = sub.add_parser(name, help=help)
-    c.add_argument("target")
+    c.add_argument("procs", metavar="FILE[::PROC]",
+                   help="a Python file, or one proc of it (FILE::NAME)")
     c.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE")
     return c
 
@@ -97,7 +98,7 @@ def _check_parser(sub):
 def _check(ns) -> int:
     from .check import run_check
 
-    return run_check(ns.target, _bindings(ns.bind))
+    return run_check(ns.procs, _bindings(ns.bind))
 
 
 def _cuda_parser(sub):
@@ -107,7 +108,7 @@ def _cuda_parser(sub):
 def _cuda(ns) -> int:
     from .cuda import run_cuda
 
-    return run_cuda(ns.target, _bindings(ns.bind))
+    return run_cuda(ns.procs, _bindings(ns.bind))
 
 
 def _run_parser(sub):
@@ -139,7 +140,7 @@ def _perf_parser(sub):
 def _perf(ns) -> int:
     from .perf import run_perf
 
-    return run_perf(ns.target, _bindings(ns.bind), ns.device, ns.sass, ns.arch)
+    return run_perf(ns.procs, _bindings(ns.bind), ns.device, ns.sass, ns.arch)
 
 
 def _bench_parser(sub):
