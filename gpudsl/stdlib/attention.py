@@ -116,10 +116,13 @@ def attention_rows(causal: bool = False, dt: str = "f32") -> Proc:
 
 
 def attention_reference(q, k, v, causal: bool = False, prefix: int | None = None,
-                        scale: float | None = None) -> np.ndarray:
+                        scale: float | None = None, window: int | None = None,
+                        softcap: float | None = None) -> np.ndarray:
     """The meaning in float64 numpy (float32 result): ``q [H, M, D]``, ``k, v [Hkv, N,
     D]`` with ``Hkv`` dividing ``H`` (grouped-query heads: query head ``h`` against KV
-    head ``h // (H / Hkv)``; ``Hkv == H`` is plain multi-head attention)."""
+    head ``h // (H / Hkv)``; ``Hkv == H`` is plain multi-head attention).  ``window``
+    (with ``causal``): row ``i`` at position ``p = i + L - M`` attends the keys ``p -
+    window < j <= p``; ``softcap``: the scores ``c * tanh(s / c)`` before the softmax."""
     q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
     if k.shape[0] != q.shape[0]:
         if q.shape[0] % k.shape[0]:
@@ -131,9 +134,13 @@ def attention_reference(q, k, v, causal: bool = False, prefix: int | None = None
     L = n if prefix is None else int(np.asarray(prefix).reshape(-1)[0])
     scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
     s = scale * np.einsum("hid,hjd->hij", q, k[:, :L])
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
+    i, j = np.arange(m)[:, None], np.arange(L)[None, :]
     if causal:
-        i, j = np.arange(m)[:, None], np.arange(L)[None, :]
         s = np.where(j <= i + (L - m), s, -np.inf)
+    if window:
+        s = np.where(j > i + (L - m) - window, s, -np.inf)
     s = s - s.max(-1, keepdims=True)
     p = np.exp(s)
     p /= p.sum(-1, keepdims=True)

@@ -77,7 +77,8 @@ def _block(lines: str, indent: int) -> str:
     return "".join(f"{pad}{ln}\n" if ln else "\n" for ln in lines.strip("\n").split("\n"))
 
 
-def _sig(d: int, page: int, dt: str, idx: str = "i32") -> str:
+def sig_text(d, page: int, dt: str, idx: str = "i32", softcap: bool = False) -> str:
+    """The parameters (``cap: f32`` after ``scale`` with ``softcap``)."""
     if page:
         kv = f"{dt}[pages, {page}, hk, {d}]"
         extra = "pages: size, mp: size, "
@@ -88,7 +89,8 @@ def _sig(d: int, page: int, dt: str, idx: str = "i32") -> str:
         table = ""
     return (f"(bt: size, hk: size, g: size, m: size, {extra}"
             f"q: f32[bt, hk, g, m, {d}], k: {kv}, v: {kv}, {table}lens: {idx}[bt], "
-            f"scale: f32, out: f32[bt, hk, g, m, {d}], err: i32[1]):\n")
+            "scale: f32, " + ("cap: f32, " if softcap else "") +
+            f"out: f32[bt, hk, g, m, {d}], err: i32[1]):\n")
 
 
 def _cap(page: int) -> str:
@@ -102,9 +104,27 @@ def _row(page: int, j: str, e: str) -> str:
     return f"b, kh, {j}, {e}"
 
 
-def _attended(j: str, causal: bool, i: str) -> str:
+def attended(j: str, causal: bool, i: str, window: int = 0) -> str:
+    """Key ``j`` of sequence ``b`` is attended by query row ``i`` (position ``i + L_b -
+    M``): below the length; with ``causal`` at most the position; with ``window`` (and
+    causal) above the position less the window."""
     c = f"{j} < lens[b]"
-    return c + (f" and {j} <= {i} + lens[b] - m" if causal else "")
+    if causal:
+        c += f" and {j} <= {i} + lens[b] - m"
+    if window:
+        c += f" and {j} > {i} + lens[b] - m - {window}"
+    return c
+
+
+def some_attended(first: str, width: int, causal: bool, i: str, window: int = 0) -> str:
+    """Some key of ``first .. first + width - 1`` is attended by row ``i``."""
+    c = attended(first, causal, i)
+    return c + (f" and {first} + {width - 1} > {i} + lens[b] - m - {window}" if window else "")
+
+
+def capped(score: str, softcap: bool) -> str:
+    """The score soft-capped (``cap * tanh(s / cap)``, ``cap`` the run-time argument)."""
+    return f"cap * tanh({score} / cap)" if softcap else score
 
 
 def kernel_name(d, causal, page, dt, chunk, wg, wi, idx="i32", wk=1) -> str:
@@ -162,8 +182,8 @@ for kk in seq(0, {CH // W}):
 {_block(pg_fault, 2)}{_block(copy("ks", "k", "xk") + copy("vs", "v", "xv"), 2)}    else:
 {_block(copy("ks", "", "xz") + copy("vs", "", "xw"), 2)}"""
     kj = f"{CH} * sb + {part}{U} * st + u"
-    ok = _attended(kj, causal, i)
-    step_live = _attended(f"{CH} * sb + {part}{U} * st", causal, i)
+    ok = attended(kj, causal, i)
+    step_live = attended(f"{CH} * sb + {part}{U} * st", causal, i)
     rows = f"""
 for a in seq(0, (g + {wg - 1}) // {wg}):
   for it in seq(0, (m + {wi - 1}) // {wi}):
@@ -213,7 +233,7 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
     fault = (f"if kh == 0 and sb == 0 and w == 0 and l == 0 and "
              f"(lens[b] < {low} or lens[b] > {cap}):\n    atomic_max(err[0], 1)\n")
     threads = f"for w in par(0, {W}) @ THREADS:\n    for l in par(0, {WARP}) @ THREADS:\n"
-    p_live = _attended(f"{SC} * p", causal, "i")
+    p_live = attended(f"{SC} * p", causal, "i")
     combine = f"""
 mx: f32
 mx = {NEG}
@@ -233,7 +253,7 @@ for p in seq(0, {nparts}):
 out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
 """
     text = (
-        f"def {name}" + _sig(d, page, dt, idx) +
+        f"def {name}" + sig_text(d, page, dt, idx) +
         f"    pm: f32[bt, hk, g, m, {nparts}]\n"
         f"    pl: f32[bt, hk, g, m, {nparts}]\n"
         f"    po: f32[bt, hk, g, m, {nparts}, {d}]\n"
@@ -274,8 +294,8 @@ def paged_rows(causal: bool = False, page: int = 0, dt: str = "f32") -> Proc:
     low = "m" if causal else "1"
     name = "attention_gqa_rows" + ("_causal" if causal else "") + \
         (f"_paged{page}" if page else "") + ("" if dt == "f32" else f"_{dt}")
-    sig = _sig("d", page, dt).replace("(bt: size,", "(d: size, bt: size,", 1)
-    ok = _attended("j", causal, "i")
+    sig = sig_text("d", page, dt).replace("(bt: size,", "(d: size, bt: size,", 1)
+    ok = attended("j", causal, "i")
     kj, vj = (load_of(f"{a}[" + _row(page, "j", "e") + "]", dt) for a in ("k", "v"))
     bad_page = (f"if table[b, j // {page}] < 0 or table[b, j // {page}] >= pages:\n"
                 "    err[0] = 2\n" if page else "")
@@ -371,11 +391,13 @@ def plan_gqa(d: int, causal: bool, group: int, m: int, page: int = 0,
     return paged_kernel(d, bool(causal), page, dt, CHUNK, wg, wi, idx, wk)
 
 
-def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None):
+def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None,
+                  window=None, softcap=None):
     """The meaning in float64 (float32 result): ``q [B, H, M, D]``; ``k, v`` contiguous
     ``[B, Hkv, N, D]`` or (``table``) paged ``[pages, P, Hkv, D]``; sequence ``b`` is
     :func:`.attention.attention_reference` (grouped heads: query head ``h`` against KV
-    head ``h // (H / Hkv)``) over its first ``lens[b]`` keys."""
+    head ``h // (H / Hkv)``) over its first ``lens[b]`` keys (``window``, ``softcap``
+    as there)."""
     q = np.asarray(q)
     k, v = np.asarray(k), np.asarray(v)
     bt = q.shape[0]
@@ -389,7 +411,7 @@ def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None):
             pages = [int(x) for x in np.asarray(table)[b, :-(-L // p)]]
             kb = np.concatenate([k[x] for x in pages], 0)[:L].transpose(1, 0, 2)
             vb = np.concatenate([v[x] for x in pages], 0)[:L].transpose(1, 0, 2)
-        out[b] = attention_reference(q[b], kb, vb, causal, L, scale)
+        out[b] = attention_reference(q[b], kb, vb, causal, L, scale, window, softcap)
     return out
 
 
