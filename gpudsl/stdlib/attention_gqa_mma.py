@@ -13,9 +13,10 @@ Shapes and arguments are :mod:`.attention_paged`'s (``q [B, Hkv, G, M, D]``, con
    ``b``'s keys for KV head ``kh`` is copied ONCE into SHARED (16-byte vector copies,
    through the clamped block table when paged, zeros past the length), one barrier;
    then warp ``w`` takes the keys ``16 w .. 16 w + 15`` of the chunk and, for each query
-   position ``i``, the query heads of the group in tiles of 16 (the mma's M rows; rows past ``G`` are zeros and never
-   written): lane ``l = 4 g + t`` holds rows ``g, g + 8`` (heads ``16 a + g + 8 rm``).
-   ``S = Q K^T`` is ``D / 16`` :data:`.attention_mma.MMA_QK` calls (two n8 pieces: the
+   position ``i``, the query heads of the group in tiles of 16 (the mma's M rows): lane ``l = 4 g + t`` holds rows ``g, g + 8`` (heads ``16 a + g + 8 rm``).
+   ``S = Q K^T`` is ``D / 16`` :data:`.attention_mma.MMA_QK` calls (each on a 16-wide
+   piece of Q loaded just before by 32-bit copies: few registers live; rows past ``G``
+   read head ``G - 1`` again, their results, never written, touch no other row) (two n8 pieces: the
    warp's 16 keys), scaled (and soft-capped), masked, its row maximum over the quad by
    two ``shfl_xor``, ``P = exp(S - max)`` in place (0 where not attended), the row sum
    over the quad, then ``O = P V`` by ``D / 16`` :data:`.attention_mma.MMA_PV` calls
@@ -93,14 +94,6 @@ def _group(d: int, causal: bool, dt: str, window: int, softcap: bool) -> str:
     sc = capped("scale * s[l, nt, rm, rn]", softcap)
     slot = f"{WARPS} * sb + l // 32"
     return f"""
-for c in seq(0, {d // 16}, unroll=True):
-    for hq in seq(0, 2, unroll=True):
-        for rm in seq(0, 2, unroll=True):
-            for rn in seq(0, 2, unroll=True):
-                if {_head()} < g:
-                    qf[l, c, hq, rm, rn] = q[b, kh, {_head()}, i, 16 * c + 8 * hq + 2 * ({_T}) + rn]
-                else:
-                    qf[l, c, hq, rm, rn] = 0.0
 for nt in seq(0, 2, unroll=True):
     for rm in seq(0, 2, unroll=True):
         for rn in seq(0, 2, unroll=True):
@@ -110,7 +103,11 @@ for dn in seq(0, {d // 8}, unroll=True):
         for rn in seq(0, 2, unroll=True):
             o[l, dn, rm, rn] = 0.0
 for c in seq(0, {d // 16}, unroll=True):
-    mma_qk_{dt}(s[l, 0:2, 0:2, 0:2], qf[l, c, 0:2, 0:2, 0:2],
+    for hq in seq(0, 2, unroll=True):
+        for rm in seq(0, 2, unroll=True):
+            for rq in seq(0, 2):
+                qf[l, hq, rm, rq] = q[b, kh, min({_head()}, g - 1), i, 16 * c + 8 * hq + 2 * ({_T}) + rq]
+    mma_qk_{dt}(s[l, 0:2, 0:2, 0:2], qf[l, 0:2, 0:2, 0:2],
                 ks[{KW} * (l // 32) + 2 * ({_T}):{KW} * (l // 32) + 2 * ({_T}) + 10, 16 * c:16 * c + 16], {_G})
 for rm in seq(0, 2, unroll=True):
     mx: f32
@@ -204,7 +201,7 @@ def kernel_text(d: int = 128, causal: bool = False, page: int = 0, dt: str = "f1
         f"            for sb in par(0, {ns}) @ BLOCKS:\n"
         f"                ks: {dt}[{CH}, {d + 8}] @ SHARED\n"
         f"                vs: {dt}[{CH}, {d + 8}] @ SHARED\n"
-        f"                qf: {dt}[{WARPS * 32}, {d // 16}, 2, 2, 2] @ REGISTER\n"
+        f"                qf: {dt}[{WARPS * 32}, 2, 2, 2] @ REGISTER\n"
         f"                s: f32[{WARPS * 32}, 2, 2, 2] @ REGISTER\n"
         f"                o: f32[{WARPS * 32}, {d // 8}, 2, 2] @ REGISTER\n"
         + _indent(threads, 4) + _indent(fault, 5) +
@@ -225,6 +222,7 @@ def gqa_mma_kernel(d: int = 128, causal: bool = False, page: int = 0, dt: str = 
     p = proc_of(kernel_text(d, causal, page, dt, idx, window, softcap))
     for loop in ("xk", "xv"):
         p = vectorize(p, loop, 8)
+    p = vectorize(p, "rq", 2)
     assert register_mma_preconditions_hold(p), p.name
     return p
 
