@@ -40,9 +40,9 @@ import numpy as np
 
 from ..proc import Proc
 from ..schedule import vectorize
-from .attention import attention_tolerance
+from .attention import attention_tolerance, capped, check_options, options_suffix
 from .attention_mma import MMA_QK, _indent, proc_of, register_mma_preconditions_hold
-from .attention_paged import (NEG, PAGE_SIZES, _cap, _row, attended, capped, sig_text,
+from .attention_paged import (NEG, PAGE_SIZES, _cap, _row, attended, sig_text,
                               gqa_reference, some_attended)
 from .halves import unit_roundoff
 
@@ -58,8 +58,7 @@ _T = "l % 4"
 def kernel_name(d: int, causal: bool, page: int, dt: str, idx: str = "i32",
                 window: int = 0, softcap: bool = False) -> str:
     return (f"attention_gqa_mma_d{d}" + ("_causal" if causal else "") +
-            (f"_paged{page}" if page else "") + (f"_win{window}" if window else "") +
-            ("_softcap" if softcap else "") + f"_{dt}" + ("" if idx == "i32" else f"_{idx}"))
+            (f"_paged{page}" if page else "") + options_suffix(window, softcap) + f"_{dt}" + ("" if idx == "i32" else f"_{idx}"))
 
 
 def _copy(page: int, d: int) -> str:
@@ -177,8 +176,7 @@ def kernel_text(d: int = 128, causal: bool = False, page: int = 0, dt: str = "f1
         raise ValueError(f"the tensor-core decode takes f16 or bf16, not {dt}")
     if page and page not in PAGE_SIZES:
         raise ValueError(f"page size {page} is not one of {PAGE_SIZES}")
-    if window and not causal:
-        raise ValueError("a sliding window needs causal=True")
+    check_options(causal, window, softcap)
     cap = _cap(page)
     ns = f"({cap} + {CH - 1}) // {CH}"
     nparts = f"{WARPS} * {ns}"

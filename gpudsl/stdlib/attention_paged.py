@@ -57,7 +57,7 @@ import numpy as np
 
 from ..proc import Proc
 from ..schedule import vectorize
-from .attention import attention_reference
+from .attention import attention_reference, capped, check_options, options_suffix
 from .attention_split import lanes
 from .common import make_proc
 from .halves import halve_text
@@ -121,21 +121,6 @@ def some_attended(first: str, width: int, causal: bool, i: str, window: int = 0)
     c = attended(first, causal, i)
     return c + (f" and {first} + {width - 1} > {i} + lens[b] - m - {window}" if window else "")
 
-
-def capped(score: str, softcap: bool) -> str:
-    """The score soft-capped (``cap * tanh(s / cap)``, ``cap`` the run-time argument)."""
-    return f"cap * tanh({score} / cap)" if softcap else score
-
-
-def options_suffix(window: int = 0, softcap: bool = False) -> str:
-    return (f"_win{window}" if window else "") + ("_softcap" if softcap else "")
-
-
-def check_options(causal: bool, window: int, softcap: bool) -> None:
-    if window and not causal:
-        raise ValueError("a sliding window needs causal=True")
-    if window < 0:
-        raise ValueError(f"the window {window} is negative")
 
 
 def kernel_name(d, causal, page, dt, chunk, wg, wi, idx="i32", wk=1, window=0,
