@@ -319,6 +319,10 @@ def _shape_text(shape) -> str:
 def _script_args(n: Node, ref) -> list[str]:
     """The script arguments of computing node ``n``, by its declaration."""
     out, inputs = [], iter(n.inputs)
+    unwritable = set(n.attrs) - {name for _, name in by_graph(n.op).script}
+    if unwritable:  # (AttentionNode's window / softcap): dropping them changes the meaning
+        raise GraphError(f"{n.op} with {', '.join(sorted(unwritable))} has no script form "
+                         "(the script language writes only its declared arguments)")
     for kind, name in by_graph(n.op).script:
         if kind == "ref" or (kind == "ref|int" and name not in n.attrs):
             out.append(ref(next(inputs)))

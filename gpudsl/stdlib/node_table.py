@@ -282,7 +282,7 @@ def _attention(q, k, v, prefix=None, causal=False, scale=None, window=None, soft
     return attention_reference(q, k, v, causal, prefix, scale, window, softcap)
 
 
-def _paged_attention(q, k, v, block_table, seq_lens, causal=False):
+def _paged_attention(q, k, v, block_table, seq_lens, causal=False, window=None, softcap=None):
     from .attention_paged import gqa_reference
 
     table = np.asarray(block_table)
@@ -290,7 +290,7 @@ def _paged_attention(q, k, v, block_table, seq_lens, causal=False):
     kv = (k.shape[0], k.shape[1], k.shape[2] // d, d)
     q4 = np.reshape(q, (bt, -1) + tuple(q.shape[1:]))
     out = gqa_reference(q4, np.reshape(k, kv), np.reshape(v, kv), np.asarray(seq_lens),
-                        causal, table)
+                        causal, table, None, window, softcap)
     return out.reshape(q.shape)
 
 
