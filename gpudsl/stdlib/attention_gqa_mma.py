@@ -134,8 +134,8 @@ for dp in seq(0, {d // 16}, unroll=True):
 for rm in seq(0, 2, unroll=True):
     if {_head()} < g:
         for dn in seq(0, {d // 8}, unroll=True):
-            for rn in seq(0, 2, unroll=True):
-                po[b, kh, {_head()}, i, {slot}, 8 * dn + 2 * ({_T}) + rn] = o[l, dn, rm, rn]"""
+            for rw in seq(0, 2):
+                po[b, kh, {_head()}, i, {slot}, 8 * dn + 2 * ({_T}) + rw] = o[l, dn, rm, rw]"""
 
 
 def combine_text(d: int, nparts: str, part: int, causal: bool, window: int, dt: str) -> str:
@@ -221,6 +221,7 @@ def gqa_mma_kernel(d: int = 128, causal: bool = False, page: int = 0, dt: str = 
     for loop in ("xk", "xv"):
         p = vectorize(p, loop, 8)
     p = vectorize(p, "rq", 2)
+    p = vectorize(p, "rw", 2)  # (the partials: 64-bit stores)
     assert register_mma_preconditions_hold(p), p.name
     return p
 

@@ -197,6 +197,7 @@ def attention(ops, attrs):
     dims = HEAD_DIMS if q.shape[0] == k.shape[0] else GQA_DIMS
     _head_dim(q.shape[2], dims)
     _causal(attrs, 4)
+    _options(attrs)
     m, n = q.shape[1], k.shape[1]
     if len(ops) == 4:
         index_operand(ops[3], 3, "the prefix")
@@ -207,6 +208,16 @@ def attention(ops, attrs):
                              "keys" + (", at least the query rows when causal" if
                                        attrs["causal"] else "") + ")", 3)
     return dt, tuple(q.shape)
+
+
+def _options(attrs):
+    """``window`` (0: none; else at least 1, with causal) and ``softcap`` (positive)."""
+    window, cap = attrs.get("window") or 0, attrs.get("softcap")
+    if window < 0 or (window and not attrs.get("causal")):
+        raise ShapeError(f"window={window}: a sliding window is a positive integer and "
+                         "needs causal", 5)
+    if cap is not None and not (math.isfinite(cap) and cap > 0):
+        raise ShapeError(f"softcap={cap} must be a positive number", 6)
 
 
 def _three_axes(ops, what):

@@ -449,7 +449,8 @@ register(Node("sliced_softmax", rule.sliced_softmax, _launch_sliced_softmax, _so
                   "``prefix`` is an int64 node of one element (an input: it changes between "
                   "evaluations) or an int (checked against the axis now)."))
 register(Node("attention", rule.attention, _launch_attention, _attention, "AttentionNode",
-              ((REF, "q"), (REF, "k"), (REF, "v"), ("ref|int", "prefix"), ("bool", "causal")),
+              ((REF, "q"), (REF, "k"), (REF, "v"), ("ref|int", "prefix"), ("bool", "causal"),
+               ("int?", "window"), ("float?", "softcap")),
               ("q", "k", "v", "prefix"), dtypes=FLOATS, bench=("attention", "attention_suite"),
               snapshots=(("attention_causal", _kernel("attention", "attention_kernel", 128,
                                                       True, 4)),)))
