@@ -458,8 +458,11 @@ register(Node("paged_attention", rule.paged_attention, _launch_paged_attention,
               _paged_attention, "PagedAttentionNode",
               ((REF, "q"), (REF, "k"), (REF, "v"), (REF, "block_table"), (REF, "seq_lens"),
                ("bool", "causal")), ("q", "k", "v", "block_table", "seq_lens"),
+              bench=("attention_gqa_decode",),
               snapshots=(("paged_attention", _kernel("attention_paged", "paged_kernel", 128,
-                                                     True, 16)),)))
+                                                     True, 16)),
+                         ("paged_attention_mma", _kernel("attention_gqa_mma",
+                                                         "gqa_mma_kernel", 128, True, 16)))))
 
 # ------------------------------------------------------------------ plans
 
