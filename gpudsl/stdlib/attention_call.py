@@ -22,7 +22,8 @@ import math
 
 import numpy as np
 
-from .attention_paged import HEAD_DIMS, PAGE_SIZES, plan_gqa
+from .attention_gqa_mma import plan_grouped
+from .attention_paged import HEAD_DIMS, PAGE_SIZES
 from .halves import NUMPY, common_dtype
 from .op_arguments import (_ANY_FLOAT, _is_array, _is_device, _is_scalar, as_int,
                            check_tensor, contig, empty, index_tensor, is_host_int)
@@ -189,8 +190,8 @@ def gqa_call(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens, wi
     elif f.host_len is not None:
         require(low <= f.host_len <= f.cap, f"prefix {f.host_len} is outside [{low}, "
                 f"{f.cap}]" + (" (causal: at least the query rows)" if causal else ""))
-    p = plan_gqa(d, bool(causal), G, f.M, f.page, dt, _idx(f.lens), window, softcap is not None,
-                 target)
+    p = plan_grouped(d, bool(causal), G, f.M, f.page, dt, _idx(f.lens), window,
+                     softcap is not None, target)
     out = empty(q, (f.B, f.hkv, G, f.M, d), NUMPY[dt])
     err = empty(q, (1,), np.int32)
     err[...] = 0

@@ -43,7 +43,7 @@ from ..schedule import vectorize
 from .attention import attention_tolerance, capped, check_options, options_suffix
 from .attention_mma import MMA_QK, _indent, proc_of, register_mma_preconditions_hold
 from .attention_paged import (NEG, PAGE_SIZES, _cap, _row, attended, sig_text,
-                              gqa_reference, some_attended)
+                              gqa_reference, plan_gqa, some_attended)
 from .halves import unit_roundoff
 
 HEAD_DIMS = (64, 128)
@@ -232,6 +232,18 @@ def takes(d: int, group: int, dt: str) -> bool:
     return dt in MMA_QK and d in HEAD_DIMS and group >= 4
 
 
+def plan_grouped(d: int, causal: bool, group: int, m: int, page: int = 0, dt: str = "f32",
+                 idx: str = "i32", window: int = 0, softcap: bool = False,
+                 target: str | None = None) -> Proc:
+    """The grouped / paged attention proc for these shapes on ``target``: on ``"cuda"`` a
+    half-precision decode (``m == 1``) with ``group >= 4`` and ``D`` 64 or 128 runs on
+    tensor cores (:func:`gqa_mma_kernel`); everything else (and every shape on the
+    emulator) :func:`.attention_paged.plan_gqa`'s choice."""
+    if target == "cuda" and m == 1 and takes(d, group, dt):
+        return gqa_mma_kernel(d, bool(causal), page, dt, idx, window, bool(softcap))
+    return plan_gqa(d, causal, group, m, page, dt, idx, window, softcap)
+
+
 def gqa_mma_tolerance(q, k, v, lens, causal=False, table=None, scale=None, window=None,
                       softcap=None, dt: str = "f16") -> np.ndarray:
     """The elementwise bound on ``|kernel - gqa_reference|``: as
@@ -245,5 +257,5 @@ def gqa_mma_tolerance(q, k, v, lens, causal=False, table=None, scale=None, windo
     return atol + rtol * np.abs(ref) + (unit_roundoff(dt) + n * 2.0 ** -23) * mag
 
 
-__all__ = ["gqa_mma_kernel", "gqa_mma_tolerance", "kernel_text", "combine_text", "kernel_name", "takes",
+__all__ = ["gqa_mma_kernel", "gqa_mma_tolerance", "plan_grouped", "kernel_text", "combine_text", "kernel_name", "takes",
            "HEAD_DIMS", "CH"]

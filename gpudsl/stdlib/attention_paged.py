@@ -387,20 +387,15 @@ def _pow2_at_most(x: int, cap: int) -> int:
 
 
 def plan_gqa(d: int, causal: bool, group: int, m: int, page: int = 0,
-             dt: str = "f32", idx: str = "i32", window: int = 0, softcap: bool = False,
-             target: str | None = None) -> Proc:
+             dt: str = "f32", idx: str = "i32", window: int = 0,
+             softcap: bool = False) -> Proc:
     """The proc for ``group`` query heads per KV head and ``m`` query rows: warps over
     the group's heads (``wg``, the power of two up to ``group``, at most 8), then over
     the positions up to 4 warps (``wi``), so that one staged chunk serves ``wg x wi``
     rows at once; a block of fewer than 4 such warps (a small group's decode) splits
     the chunk's keys over ``wk`` warps instead (4 in all), each with its own partial.
-    On ``target="cuda"`` a half-precision decode (``m == 1``) of at least 4 heads per
-    group with ``D`` 64 or 128 runs on tensor cores instead
-    (:func:`.attention_gqa_mma.gqa_mma_kernel`)."""
-    from .attention_gqa_mma import gqa_mma_kernel, takes
-
-    if target == "cuda" and m == 1 and takes(d, group, dt):
-        return gqa_mma_kernel(d, bool(causal), page, dt, idx, window, bool(softcap))
+    (:func:`.attention_gqa_mma.plan_grouped` is the choice with the tensor-core decode
+    on CUDA.)"""
     wg = _pow2_at_most(group, MAX_WARPS)
     wi = 1 if m == 1 else max(1, _pow2_at_most(m, max(1, 4 // wg)))
     wk = max(1, 4 // (wg * wi))

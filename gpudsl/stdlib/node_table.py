@@ -217,15 +217,15 @@ def _launch_gqa(shapes, attrs, scale, paged=False, target=None):
     :mod:`.attention_paged`'s kernel (on CUDA a half decode of 4 or more heads per
     group: :mod:`.attention_gqa_mma`'s), int64 table and lengths; ``window`` and
     ``softcap`` from the attributes."""
-    from .attention_paged import plan_gqa
+    from .attention_gqa_mma import plan_grouped
 
     q, k = shapes[0], shapes[1]
     m, d = q[1], q[2]
     bt = shapes[3][0] if paged else 1
     hk = k[2] // d if paged else k[0]
     g = q[0] // bt // hk
-    p = plan_gqa(d, bool(attrs.get("causal")), g, m, k[1] if paged else 0, _dt(attrs),
-                 "i64", attrs.get("window") or 0, attrs.get("softcap") is not None, target)
+    p = plan_grouped(d, bool(attrs.get("causal")), g, m, k[1] if paged else 0, _dt(attrs),
+                     "i64", attrs.get("window") or 0, attrs.get("softcap") is not None, target)
     kv = (k[0], k[1], hk, d) if paged else (1,) + tuple(k)
     args = [("q", ("in", 0, (bt, hk, g, m, d))), ("k", ("in", 1, kv)), ("v", ("in", 2, kv)),
             ("lens", ("in", 4, None) if paged else ("index", 3, "prefix")),

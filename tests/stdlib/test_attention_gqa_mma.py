@@ -4,7 +4,7 @@ proved for all sizes and all table and length contents; equal to the float64 ref
 16 / 6, paged and contiguous caches, odd lengths, one and several query rows, and in the
 interpreter (which equals the emulator); racy twins refused; NVRTC builds it for sm_80
 and sm_90 without spills with HMMA for both products in the decode loop (none in the
-CUDA-core kernel it replaces); ``plan_gqa`` and ``ops.attention`` pick it for a half
+CUDA-core kernel it replaces); ``plan_grouped`` and ``ops.attention`` pick it for a half
 decode with 4 or more heads per KV head on CUDA only."""
 from __future__ import annotations
 
@@ -179,17 +179,17 @@ def test_nvrtc_builds_it_without_spills_with_hmma_for_both_products(arch, d, cau
 # ---------------------------------------------------------------- the choice
 
 
-def test_plan_gqa_picks_it_for_a_half_decode_on_cuda_only():
-    assert plan_gqa(128, True, 8, 1, 16, "f16", target="cuda").name == \
+def test_plan_grouped_picks_it_for_a_half_decode_on_cuda_only():
+    assert gm.plan_grouped(128, True, 8, 1, 16, "f16", target="cuda").name == \
         "attention_gqa_mma_d128_causal_paged16_f16"
-    assert plan_gqa(64, False, 4, 1, 0, "bf16", "i64", target="cuda").name == \
+    assert gm.plan_grouped(64, False, 4, 1, 0, "bf16", "i64", target="cuda").name == \
         "attention_gqa_mma_d64_bf16_i64"
     for args, kw in (((128, True, 8, 1, 16, "f16"), {}),                    # the emulator
                      ((128, True, 8, 1, 16, "f32"), dict(target="cuda")),    # f32
                      ((128, True, 2, 1, 16, "f16"), dict(target="cuda")),    # G < 4
                      ((48, True, 8, 1, 16, "f16"), dict(target="cuda")),     # D 48
                      ((128, True, 8, 5, 16, "f16"), dict(target="cuda"))):   # prefill
-        assert not plan_gqa(*args, **kw).name.startswith("attention_gqa_mma"), args
+        assert not gm.plan_grouped(*args, **kw).name.startswith("attention_gqa_mma"), args
 
 
 def test_ops_attention_runs_it_on_cuda(monkeypatch):

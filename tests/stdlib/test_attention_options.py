@@ -179,7 +179,7 @@ def test_the_planners_pass_the_options():
     assert plan_attention(2, 64, True, window=8).name == "attention_d64_causal_r2_win8"
     assert am.plan_prefill(100, 128, True, dt="f16", target="cuda", window=8,
                            softcap=True).name == "attention_mma_d128_causal_win8_softcap_f16"
-    assert plan_gqa(64, True, 8, 1, 16, "bf16", "i32", 64, True, "cuda").name == \
+    assert gm.plan_grouped(64, True, 8, 1, 16, "bf16", "i32", 64, True, "cuda").name == \
         "attention_gqa_mma_d64_causal_paged16_win64_softcap_bf16"
     with pytest.raises(ValueError, match="causal"):
         attention_kernel(32, False, 1, "f32", 4)
