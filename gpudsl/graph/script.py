@@ -336,6 +336,10 @@ def _script_args(n: Node, ref) -> list[str]:
     """The script arguments of computing node ``n``, by its declaration."""
     out, inputs = [], iter(n.inputs)
     script = by_graph(n.op).script
+    unwritable = set(n.attrs) - {name for _, name in script}
+    if unwritable:  # dropping them would change the meaning
+        raise GraphError(f"{n.op} with {', '.join(sorted(unwritable))} has no script form "
+                         "(the script language writes only its declared arguments)")
     given = [i for i, (kind, name) in enumerate(script)
              if not kind.endswith("?") or name in n.attrs]
     for kind, name in script[:given[-1] + 1 if given else 0]:  # (absent trailing options)

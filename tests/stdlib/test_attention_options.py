@@ -238,3 +238,51 @@ def test_attention_node_takes_both(emulator):
         graph.AttentionNode(q, k, v, window=9)
     with pytest.raises(gpudsl.GraphError, match="softcap"):
         graph.AttentionNode(q, k, v, softcap=-1.0)
+
+
+def test_paged_attention_node_takes_both(emulator):
+    from .test_attention_paged import make as make_paged
+
+    q, k, v, table, ln = make_paged(2, 1, 4, 1, 32, [37, 20], 16)
+    bt, h, m, d = q.shape
+    kv = k.reshape(k.shape[0], 16, d)
+    node = graph.AttentionNode(graph.InputTensor("q", "float32", [bt * h, m, d]), kv,
+                               v.reshape(kv.shape), causal=True, window=12, softcap=2.0,
+                               block_table=graph.InputTensor("t", "int64", table.shape),
+                               seq_lens=graph.InputTensor("n", "int64", [bt]))
+    assert node.op == "PagedAttentionNode"
+    assert ", 1, 12, 2.0);" in graph.to_script(node).script
+    got = graph.compile(node).evaluate({"q": q.reshape(bt * h, m, d),
+                                        "t": table.astype(np.int64), "n": ln.astype(np.int64)})
+    want = gqa_reference(q, k, v, ln, True, table, None, 12, 2.0)
+    close(np.asarray(got, np.float64).reshape(q.shape), want, "f32")
+
+
+_SCRIPT = ("$1 = InputTensor(q, float32, [2, 1, 32]);\n"
+           "$2 = InputTensor(k, float32, [2, 40, 32]);\n"
+           "$3 = AttentionNode($1, $2, $2, 30, {args});\nresult = $3;\n")
+
+
+def test_scripts_take_the_options_as_optional_trailing_arguments(emulator):
+    q, k, _ = inputs(2, 1, 40, 32)
+    for args, window, softcap in (("1", None, None), ("1, 8", 8, None), ("1, 8, 2.5", 8, 2.5),
+                                  ("0, 0, 3", None, 3.0), ("1, 0, 1e+01", None, 10.0)):
+        model = graph.compile(_SCRIPT.format(args=args))
+        got = model.evaluate({"q": q, "k": k})
+        want = attention_reference(q, k, k, args[0] == "1", 30, None, window, softcap)
+        close(np.asarray(got, np.float64), want, "f32")
+    for args, match in (("0, 8", "needs causal"), ("1, 8, 0.0", "positive"),
+                        ("1, 8, 2.5, 1", "extra"), ("1, 2.5", "integer")):
+        with pytest.raises(gpudsl.GraphError, match=match) as e:
+            graph.parse(_SCRIPT.format(args=args))
+        assert e.value.line == 3, args
+
+
+def test_to_script_refuses_an_attribute_it_cannot_write():
+    from gpudsl.graph.nodes import Node
+
+    q = graph.InputTensor("q", "float32", [2, 1, 32])
+    k = graph.InputTensor("k", "float32", [2, 40, 32])
+    node = Node("AttentionNode", (q, k, k), {"causal": True, "prefix": 30, "alibi": 1})
+    with pytest.raises(gpudsl.GraphError, match="alibi"):
+        graph.to_script(node)
