@@ -12,17 +12,19 @@ Shapes and arguments are :mod:`.attention_paged`'s (``q [B, Hkv, G, M, D]``, con
 1. blocks ``(b, kh, sb)``, 4 warps: the chunk ``[64 sb, 64 sb + 64)`` of sequence
    ``b``'s keys for KV head ``kh`` is copied ONCE into SHARED (16-byte vector copies,
    through the clamped block table when paged, zeros past the length), one barrier;
-   then warp ``w`` takes the keys ``16 w .. 16 w + 15`` of the chunk and, for each query
-   position ``i``, the query heads of the group in tiles of 16 (the mma's M rows): lane ``l = 4 g + t`` holds rows ``g, g + 8`` (heads ``16 a + g + 8 rm``).
-   ``S = Q K^T`` is ``D / 16`` :data:`.attention_mma.MMA_QK` calls (each on a 16-wide
-   piece of Q loaded just before by 32-bit copies: few registers live; rows past ``G``
-   read head ``G - 1`` again, their results, never written, touch no other row) (two n8 pieces: the
-   warp's 16 keys), scaled (and soft-capped), masked, its row maximum over the quad by
-   two ``shfl_xor``, ``P = exp(S - max)`` in place (0 where not attended), the row sum
-   over the quad, then ``O = P V`` by ``D / 16`` :data:`.attention_mma.MMA_PV` calls
-   whose A operand is ``P`` in registers.  Each warp writes its partial ``(m, l, O)``
-   (slot ``4 sb + w``).  A chunk no row attends is skipped by a block-uniform ``if``
-   (past the length, before the first row's window).
+   then warp ``w`` takes the keys ``16 w .. 16 w + 15`` of the chunk and, for each
+   query position ``i``, the query heads of the group in tiles of 16 (the mma's M
+   rows): lane ``l = 4 g + t`` holds rows ``g, g + 8`` (heads ``16 a + g + 8 rm``;
+   rows past ``G`` read head ``G - 1`` again, and their results, never written, touch
+   no other row).  ``S = Q K^T`` (the warp's 16 keys: two n8 pieces) is ``D / 16``
+   :data:`.attention_mma.MMA_QK` calls, each on a 16-wide piece of Q loaded just
+   before by 32-bit copies (few registers live); then scaled (and soft-capped),
+   masked, its row maximum over the quad by two ``shfl_xor``, ``P = exp(S - max)`` in
+   place (0 where not attended), the row sum over the quad, and ``O = P V`` by ``D /
+   16`` :data:`.attention_mma.MMA_PV` calls whose A operand is ``P`` in registers.
+   Each warp writes its partial ``(m, l, O)`` (slot ``4 sb + w``; ``O`` by 64-bit
+   stores).  A chunk no row attends is skipped by a block-uniform ``if`` (past the
+   length, before the first row's window).
 2. the combine of :mod:`.attention_paged`: one block per ``(b, kh, i)``, ``D`` threads,
    the partials of the 16-key parts holding an attended key merged.
 
@@ -58,7 +60,8 @@ _T = "l % 4"
 def kernel_name(d: int, causal: bool, page: int, dt: str, idx: str = "i32",
                 window: int = 0, softcap: bool = False) -> str:
     return (f"attention_gqa_mma_d{d}" + ("_causal" if causal else "") +
-            (f"_paged{page}" if page else "") + options_suffix(window, softcap) + f"_{dt}" + ("" if idx == "i32" else f"_{idx}"))
+            (f"_paged{page}" if page else "") + options_suffix(window, softcap) + f"_{dt}" +
+            ("" if idx == "i32" else f"_{idx}"))
 
 
 def _copy(page: int, d: int) -> str:
@@ -257,5 +260,5 @@ def gqa_mma_tolerance(q, k, v, lens, causal=False, table=None, scale=None, windo
     return atol + rtol * np.abs(ref) + (unit_roundoff(dt) + n * 2.0 ** -23) * mag
 
 
-__all__ = ["gqa_mma_kernel", "gqa_mma_tolerance", "plan_grouped", "kernel_text", "combine_text", "kernel_name", "takes",
-           "HEAD_DIMS", "CH"]
+__all__ = ["gqa_mma_kernel", "gqa_mma_tolerance", "plan_grouped", "kernel_text",
+           "combine_text", "kernel_name", "takes", "HEAD_DIMS", "CH"]
