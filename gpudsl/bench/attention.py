@@ -19,6 +19,10 @@ bytes (``copy_fraction``): decode attention is bandwidth-bound.
 seqlen``), hidden size 2048 (``H = 2048 / D``), head dim 64 and 128, seqlen 512 to 8192,
 causal and not, float16 and bfloat16, in ascending seqlen (a run stopped by its time
 limit keeps the smaller ones).
+``attention_gqa_decode``: one decode step of grouped-query attention (LLaMA-3 8B's
+heads: 32 query heads on 8 KV heads, D 128) over 4096 and 16384 cached keys, float16
+and bfloat16 (on CUDA the tensor-core GQA decode), against SDPA with ``enable_gqa``;
+a fraction of the copy rate too.
 """
 from __future__ import annotations
 
@@ -54,7 +58,53 @@ def attention_cases(env, small: bool, nodes: set) -> list:
                     for dt in ("float16", "bfloat16"):
                         shape = (tokens // s, hidden // d, s, s, d, causal)
                         out.append(_case(env, "attention_suite", shape, dt))
+    if "attention_gqa_decode" in nodes:
+        shapes = [(8, 2, 64, 64)] if small else [(32, 8, 4096, 128), (32, 8, 16384, 128)]
+        out += [_gqa_case(env, s, dt) for s in shapes for dt in ("float16", "bfloat16")]
     return out
+
+
+def _gqa_case(env, shape: tuple, dtype: str):
+    """``ops.attention`` on ``q [H, 1, D]`` and ``k, v [Hkv, N, D]``."""
+    from .run import Case, Ref
+    from ..stdlib import ops
+    from ..stdlib.attention import attention_reference
+
+    h, hkv, n, d = shape
+    q = env.cast(env.randn(h, 1, d), dtype)
+    k, v = (env.cast(env.randn(hkv, n, d), dtype) for _ in range(2))
+    nbytes = 2 * d * (2 * h + 2 * hkv * n)
+    if env.backend != "cuda":
+        want = lambda: attention_reference(q, k, v)  # noqa: E731
+        refs = [Ref("numpy float64 reference", "numpy", want)]
+    else:
+        q4, k4, v4 = (a.view(1, *a.shape) for a in (q, k, v))
+        sdpa = env.torch.nn.functional.scaled_dot_product_attention
+
+        def want():
+            wide = [a.float() for a in (q4, k4, v4)]
+            return sdpa(*wide, enable_gqa=True).reshape(q.shape)
+        refs = [Ref("torch SDPA", name, _gqa_sdpa(env.torch, name, q4, k4, v4),
+                    view=lambda r, shape=q.shape: r.reshape(shape))
+                for name in SDPA_BACKENDS]
+    return Case("attention_gqa_decode", f"{h}/{hkv}x1x{n}x{d} {dtype}", "flops",
+                flops(1, h, 1, n, d, False), lambda: ops.attention(q, k, v), want, None,
+                elements=nbytes // 8, tol=1e-2, refs=refs,
+                extra={"dtype": dtype, "causal": False, "heads": h, "kv_heads": hkv,
+                       "bytes": nbytes,
+                       "flops_convention": "FlashAttention: 4 B H M N D"})
+
+
+def _gqa_sdpa(torch, backend: str, q4, k4, v4):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    which = getattr(SDPBackend, backend)
+
+    def call():
+        with sdpa_kernel([which]):
+            return sdpa(q4, k4, v4, enable_gqa=True)
+    return call
 
 
 def _case(env, node: str, shape: tuple, dtype: str):

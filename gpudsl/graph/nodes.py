@@ -265,7 +265,7 @@ def constructor(graph: str):
 
 
 def AttentionNode(q, k, v, prefix=None, causal: bool = False, kv_heads=None,  # noqa: N802
-                  block_table=None, seq_lens=None):
+                  block_table=None, seq_lens=None, window=None, softcap=None):
     """``softmax(q k^T / sqrt(D)) v`` per head (``q [H, M, D]``, ``k, v [Hkv, N, D]``,
     ``Hkv`` dividing ``H``: query head ``h`` reads KV head ``h // (H / Hkv)``) over the
     first ``prefix`` keys: an int64 node of one element (an input: it changes
@@ -277,12 +277,14 @@ def AttentionNode(q, k, v, prefix=None, causal: bool = False, kv_heads=None,  # 
     max_pages]``) and ``seq_lens`` (int64 ``[B]``), both nodes (inputs: they change
     between evaluations); query row ``i`` of sequence ``b`` is its position ``i +
     seq_lens[b] - M``; the result is ``[B * H, M, D]`` (the script's
-    ``PagedAttentionNode(q, k, v, block_table, seq_lens, causal)``).  One fused kernel
+    ``PagedAttentionNode(q, k, v, block_table, seq_lens, causal)``).  ``window`` (an
+    int, with ``causal``) and ``softcap`` (a positive number) as ``gpudsl.ops.attention``
+    (a graph with them has no script form: ``to_script`` refuses it).  One fused kernel
     (:mod:`gpudsl.stdlib.attention`, :mod:`gpudsl.stdlib.attention_paged`)."""
     q, k, v = _wrap(q), _wrap(k), _wrap(v)
     if not isinstance(causal, (bool, np.bool_)):
         raise GraphError(f"causal must be a bool, not {causal!r}")
-    attrs = dict(causal=bool(causal))
+    attrs = dict(causal=bool(causal), **_attention_options(causal, window, softcap))
     if kv_heads is not None and len(k.shape) == 3 and len(q.shape) == 3:
         heads = k.shape[2] // q.shape[2] if block_table is not None else k.shape[0]
         if heads != _int("kv_heads", kv_heads):
@@ -300,6 +302,23 @@ def AttentionNode(q, k, v, prefix=None, causal: bool = False, kv_heads=None,  # 
         prefix = k.shape[1] if len(k.shape) == 3 else 1
     attrs["prefix"] = _int("prefix", prefix)
     return Node("AttentionNode", (q, k, v), attrs)
+
+
+def _attention_options(causal, window, softcap) -> dict:
+    """AttentionNode's ``window`` and ``softcap`` attributes (none when not given)."""
+    out = {}
+    if window is not None and _int("window", window):
+        if window < 0 or not causal:
+            raise GraphError(f"window={window}: a sliding window is a positive int and "
+                             "needs causal=True")
+        out["window"] = int(window)
+    if softcap is not None:
+        ok = isinstance(softcap, (int, float, np.integer, np.floating)) and \
+            not isinstance(softcap, (bool, np.bool_))
+        if not ok or not np.isfinite(float(softcap)) or float(softcap) <= 0:
+            raise GraphError(f"softcap must be a positive number, not {softcap!r}")
+        out["softcap"] = float(softcap)
+    return out
 
 
 def _int(what, v) -> int:

@@ -40,10 +40,21 @@ SIGNATURES: dict[str, tuple[str, ...]] = dict(LEAF_SIGNATURES, **{
 _KIND_TEXT = {"ref": "a node reference $N", "name": "a tensor name", "dtype":
               "a dtype (float32, float16, bfloat16 or int64)", "list": "a list of integers [..]",
               "int": "an integer", "ref|int": "an integer or a node reference $N",
-              "bool": "an integer"}
+              "bool": "an integer", "float": "a number"}
+#: an optional trailing argument's kind ends in "?" ("int?", "float?"): it may be left
+#: out (with the ones after it); ``to_script`` writes it only when the node has it
 
-_TOKEN = re.compile(r"\s*(?:(?P<ref>\$\d+)|(?P<int>-?\d+)|(?P<ident>[A-Za-z_]\w*)"
-                    r"|(?P<punct>[=(),;\[\]]))")
+_TOKEN = re.compile(r"\s*(?:(?P<ref>\$\d+)|(?P<float>-?\d+(?:\.\d*)?[eE][-+]?\d+|-?\d+\.\d*)"
+                    r"|(?P<int>-?\d+)|(?P<ident>[A-Za-z_]\w*)|(?P<punct>[=(),;\[\]]))")
+
+
+def _kind_text(kind: str) -> str:
+    return _KIND_TEXT[kind.rstrip("?")] + (" (optional)" if kind.endswith("?") else "")
+
+
+def _required(sig) -> int:
+    """How many of the arguments ``sig`` must be given (the optional ones trail)."""
+    return sum(1 for kind in sig if not kind.endswith("?"))
 
 
 @dataclass
@@ -214,9 +225,9 @@ def _parse(text: str) -> Graph:
             cols.append(t.col)
             args.append(_argument(ln, op, kind, len(args), defined))
         ln.expect(")", "',' or ')'")
-        if len(args) < len(sig):
-            raise ln.error(f"{op} takes {len(sig)} argument(s), got {len(args)}: missing "
-                           f"{_KIND_TEXT[sig[len(args)]]}", ln.toks[ln.i - 1])
+        if len(args) < _required(sig):
+            raise ln.error(f"{op} takes {_required(sig)} argument(s), got {len(args)}: missing "
+                           f"{_kind_text(sig[len(args)])}", ln.toks[ln.i - 1])
         ln.end()
         if op in LATER:
             raise ln.error(f"{op} is not implemented yet in gpudsl.graph", name_tok)
@@ -237,7 +248,7 @@ def _argument(ln: _Line, op, kind, index, defined):
     t = ln.peek()
     if kind == "list":
         if t.text != "[":
-            raise ln.error(f"argument {index + 1} of {op} must be {_KIND_TEXT[kind]}, "
+            raise ln.error(f"argument {index + 1} of {op} must be {_kind_text(kind)}, "
                            f"not {t.text!r}", t)
         return _parse_list(ln)
     ln.i += 1
@@ -249,6 +260,11 @@ def _argument(ln: _Line, op, kind, index, defined):
         return defined[t.text]
     if t.kind == "int" and ("int" in kind or kind == "bool"):
         return _int(ln, t)
+    if t.kind in ("int", "float") and kind.startswith("float"):
+        value = float(t.text)
+        if not np.isfinite(value):
+            raise ln.error(f"the number {t.text} is not finite", t)
+        return value
     if t.kind == "ident" and kind == "name":
         return t.text
     if t.kind == "ident" and kind == "dtype":
@@ -256,7 +272,7 @@ def _argument(ln: _Line, op, kind, index, defined):
             raise ln.error(f"unknown dtype {t.text!r}; graphs hold float32, float16, "
                            "bfloat16 or int64", t)
         return t.text
-    raise ln.error(f"argument {index + 1} of {op} must be {_KIND_TEXT[kind]}, not "
+    raise ln.error(f"argument {index + 1} of {op} must be {_kind_text(kind)}, not "
                    f"{t.text!r}", t)
 
 
@@ -319,11 +335,23 @@ def _shape_text(shape) -> str:
 def _script_args(n: Node, ref) -> list[str]:
     """The script arguments of computing node ``n``, by its declaration."""
     out, inputs = [], iter(n.inputs)
-    for kind, name in by_graph(n.op).script:
+    script = by_graph(n.op).script
+    unwritable = set(n.attrs) - {name for _, name in script}
+    if unwritable:  # dropping them would change the meaning
+        raise GraphError(f"{n.op} with {', '.join(sorted(unwritable))} has no script form "
+                         "(the script language writes only its declared arguments)")
+    given = [i for i, (kind, name) in enumerate(script)
+             if not kind.endswith("?") or name in n.attrs]
+    for kind, name in script[:given[-1] + 1 if given else 0]:  # (absent trailing options)
+        if kind.endswith("?") and name not in n.attrs:
+            out.append("0")  # an absent option before a given one: its "none"
+            continue
         if kind == "ref" or (kind == "ref|int" and name not in n.attrs):
             out.append(ref(next(inputs)))
         elif kind == "list":
             out.append(_shape_text(n.attrs[name]))
+        elif kind.startswith("float"):
+            out.append(repr(float(n.attrs[name])))
         else:  # int, bool, ref|int given as an integer
             out.append(str(int(n.attrs[name])))
     return out

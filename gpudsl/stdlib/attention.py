@@ -39,6 +39,31 @@ _SIG = ("(hh: size, m: size, n: size, {d}q: f32[hh, m, {D}], k: f32[hh, n, {D}],
         "err: i32[1]):\n")
 
 
+def sig(d: str, D, softcap: bool = False) -> str:
+    """:data:`_SIG` with the run-time ``cap: f32`` after ``scale`` when ``softcap``."""
+    text = _SIG.format(d=d, D=D)
+    return text.replace("scale: f32, ", "scale: f32, cap: f32, ") if softcap else text
+
+
+def options_suffix(window: int = 0, softcap: bool = False) -> str:
+    """The kernel name's mark of the options."""
+    return (f"_win{window}" if window else "") + ("_softcap" if softcap else "")
+
+
+def check_options(causal: bool, window: int = 0, softcap: bool = False) -> None:
+    """A sliding window needs ``causal`` (it is ``(p - window, p]`` of the row's position
+    ``p``) and is at least 1 (0: none)."""
+    if window and not causal:
+        raise ValueError("a sliding window needs causal=True")
+    if window < 0:
+        raise ValueError(f"the window {window} is negative")
+
+
+def capped(score: str, softcap: bool) -> str:
+    """The score soft-capped (``cap * tanh(s / cap)``, ``cap`` the run-time argument)."""
+    return f"cap * tanh({score} / cap)" if softcap else score
+
+
 def _bad_prefix(causal: bool) -> str:
     """The condition of the fault flag: a prefix outside ``[1, n]`` (or below ``m``
     with ``causal``: a row would attend no key)."""
@@ -46,10 +71,21 @@ def _bad_prefix(causal: bool) -> str:
     return f"prefix[0] < {low} or prefix[0] > n"
 
 
-def _valid(j: str, causal: bool, i: str = "i") -> str:
-    """Key ``j`` is attended by query row ``i``."""
+def _valid(j: str, causal: bool, i: str = "i", window: int = 0) -> str:
+    """Key ``j`` is attended by query row ``i`` (with ``window``: above the row's
+    position ``i + prefix - m`` less the window)."""
     c = f"{j} < prefix[0]"
-    return c + (f" and {j} <= {i} + prefix[0] - m" if causal else "")
+    c += f" and {j} <= {i} + prefix[0] - m" if causal else ""
+    return c + (f" and {j} > {i} + prefix[0] - m - {window}" if window else "")
+
+
+def some_valid(first: str, width: int, causal: bool, last_row: str, first_row: str,
+               window: int = 0) -> str:
+    """Some key of ``first .. first + width - 1`` is attended by some row of
+    ``first_row .. last_row``."""
+    c = _valid(first, causal, last_row)
+    return c + (f" and {first} + {width - 1} > {first_row} + prefix[0] - m - {window}"
+                if window else "")
 
 
 def _dt_suffix(dt: str) -> str:
@@ -74,16 +110,21 @@ def attention_tolerance(dt: str = "f32") -> tuple[float, float]:
 
 
 @lru_cache(maxsize=None)
-def attention_rows(causal: bool = False, dt: str = "f32") -> Proc:
+def attention_rows(causal: bool = False, dt: str = "f32", window: int = 0,
+                   softcap: bool = False) -> Proc:
     """The algorithm: for each head and query row, the scores of the attended keys
     (``scale * q . k``), their maximum, ``exp(score - max)`` and its sum, then each
     output entry the weighted sum of the values divided by the sum.  Scores of keys
     not attended are never read.  ``dt`` f16/bf16: q, k, v read widened to f32, the
-    output rounded once."""
-    name = "attention_rows" + ("_causal" if causal else "") + _dt_suffix(dt)
-    ok = _valid("j", causal)
+    output rounded once.  ``window`` (with ``causal``): row ``i`` attends only the keys
+    above its position less ``window``; ``softcap``: each score becomes ``cap *
+    tanh(score / cap)`` (``cap`` a run-time argument)."""
+    check_options(causal, window, softcap)
+    name = "attention_rows" + ("_causal" if causal else "") + options_suffix(window, softcap) \
+        + _dt_suffix(dt)
+    ok = _valid("j", causal, "i", window)
     text = (
-        f"def {name}" + _SIG.format(d="d: size, ", D="d") +
+        f"def {name}" + sig("d: size, ", "d", softcap) +
         f"    if {_bad_prefix(causal)}:\n"
         "        err[0] = 1\n"
         "    for h in seq(0, hh):\n"
@@ -97,7 +138,7 @@ def attention_rows(causal: bool = False, dt: str = "f32") -> Proc:
         "                    dot = 0.0\n"
         "                    for e in seq(0, d):\n"
         "                        dot += q[h, i, e] * k[h, j, e]\n"
-        "                    sc[j] = scale * dot\n"
+        f"                    sc[j] = {capped('scale * dot', softcap)}\n"
         "                    mx = max(mx, sc[j])\n"
         "            total: f32\n"
         "            total = 0.0\n"
@@ -116,10 +157,13 @@ def attention_rows(causal: bool = False, dt: str = "f32") -> Proc:
 
 
 def attention_reference(q, k, v, causal: bool = False, prefix: int | None = None,
-                        scale: float | None = None) -> np.ndarray:
+                        scale: float | None = None, window: int | None = None,
+                        softcap: float | None = None) -> np.ndarray:
     """The meaning in float64 numpy (float32 result): ``q [H, M, D]``, ``k, v [Hkv, N,
     D]`` with ``Hkv`` dividing ``H`` (grouped-query heads: query head ``h`` against KV
-    head ``h // (H / Hkv)``; ``Hkv == H`` is plain multi-head attention)."""
+    head ``h // (H / Hkv)``; ``Hkv == H`` is plain multi-head attention).  ``window``
+    (with ``causal``): row ``i`` at position ``p = i + L - M`` attends the keys ``p -
+    window < j <= p``; ``softcap``: the scores ``c * tanh(s / c)`` before the softmax."""
     q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
     if k.shape[0] != q.shape[0]:
         if q.shape[0] % k.shape[0]:
@@ -131,9 +175,13 @@ def attention_reference(q, k, v, causal: bool = False, prefix: int | None = None
     L = n if prefix is None else int(np.asarray(prefix).reshape(-1)[0])
     scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
     s = scale * np.einsum("hid,hjd->hij", q, k[:, :L])
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
+    i, j = np.arange(m)[:, None], np.arange(L)[None, :]
     if causal:
-        i, j = np.arange(m)[:, None], np.arange(L)[None, :]
         s = np.where(j <= i + (L - m), s, -np.inf)
+    if window:
+        s = np.where(j > i + (L - m) - window, s, -np.inf)
     s = s - s.max(-1, keepdims=True)
     p = np.exp(s)
     p /= p.sum(-1, keepdims=True)
@@ -167,7 +215,7 @@ def _row_tree(rows: int, combine: str, indent: int) -> str:
 
 @lru_cache(maxsize=None)
 def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1,
-                     dt: str = "f32") -> Proc:
+                     dt: str = "f32", window: int = 0, softcap: bool = False) -> Proc:
     """One block per (head ``h``, ``rows`` query rows ``i = rows * ib + r``), ``rows``
     times ``d`` threads; thread ``(r, t)`` owns output entry ``t`` of its row.  Per tile
     of :data:`TILE` keys starting at ``j0 = 32 jt``:
@@ -192,7 +240,9 @@ def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1,
     output is ``acc / l`` for the rows below ``m``.  Thread 0 of block (0, 0) reports a
     bad prefix (see :func:`_bad_prefix`).  ``dt`` f16/bf16: ``q``, ``k`` and ``v`` are
     widened to f32 as they are read (the SHARED tiles hold f32), the output entry
-    rounded once."""
+    rounded once.  ``window`` and ``softcap`` as :func:`attention_rows`: a tile no row
+    of the block attends (before the first row's window) is skipped as well."""
+    check_options(causal, window, softcap)
     if d not in TILED_HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {TILED_HEAD_DIMS}")
     if rows not in ROW_CHOICES or rows * d > MAX_THREADS:
@@ -200,12 +250,12 @@ def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1,
                          f"{MAX_THREADS}, not {rows} (d = {d})")
     T, G, R = TILE, d // TILE, rows
     name = (f"attention_d{d}" + ("_causal" if causal else "") + (f"_r{R}" if R > 1 else "")
-            + _dt_suffix(dt))
+            + options_suffix(window, softcap) + _dt_suffix(dt))
     row = f"{R} * ib + r"
-    ok = _valid(f"{T} * jt + t", causal, row)
-    first = _valid(f"{T} * jt", causal, f"{R} * ib + {R - 1}")
+    ok = _valid(f"{T} * jt + t", causal, row, window)
+    first = some_valid(f"{T} * jt", T, causal, f"{R} * ib + {R - 1}", f"{R} * ib", window)
     text = (
-        f"def {name}" + _SIG.format(d="", D=d) +
+        f"def {name}" + sig("", d, softcap) +
         "    for h in par(0, hh) @ BLOCKS:\n"
         f"        for ib in par(0, (m + {R - 1}) // {R}) @ BLOCKS:\n"
         f"            qs: f32[{R}, {d}] @ SHARED\n"
@@ -251,7 +301,7 @@ sc: f32
 sc = 0.0
 for g in seq(0, {G}):
     sc += part_dot[r, g, t]
-sc = select({ok}, sc, {NEG})
+sc = select({ok}, {capped("sc", softcap)}, {NEG})
 mnew: f32
 mnew = max(mr[r, t], warp_max(sc))
 pe: f32
@@ -278,7 +328,8 @@ if {row} < m:
 
 
 def plan_attention(m: int, d: int, causal: bool = False, heads: int | None = None,
-                   keys: int | None = None, layout: str = "hnd", dt: str = "f32") -> Proc:
+                   keys: int | None = None, layout: str = "hnd", dt: str = "f32",
+                   window: int = 0, softcap: bool = False) -> Proc:
     """The kernel for ``heads`` x ``m`` query rows of ``d`` entries against ``keys`` keys.
 
     Decode shapes (``m <= SPLIT_MAX_ROWS``), head dimensions the tiled kernel does not
@@ -288,17 +339,30 @@ def plan_attention(m: int, d: int, causal: bool = False, heads: int | None = Non
     when the shape is not given).  Else
     the tiled kernel with the power of two covering ``m`` rows per block up to
     ``MAX_THREADS / d`` threads (K and V tiles are read once per block, shared by its
-    rows).  ``dt``: the tensors' precision (f32, f16, bf16)."""
+    rows).  ``dt``: the tensors' precision (f32, f16, bf16).  With ``window`` or
+    ``softcap`` the tiled kernel (any ``m``; the split-key kernel takes neither), a
+    ``ValueError`` where it cannot run (:func:`takes_options`)."""
     from .attention_split import plan_split
 
-    if m <= SPLIT_MAX_ROWS or d not in TILED_HEAD_DIMS or layout != "hnd":
+    if window or softcap:
+        if not takes_options(d, layout):
+            raise ValueError(f"window= and softcap= need a head dimension of "
+                             f"{TILED_HEAD_DIMS} and the [H, N, D] layout")
+    elif m <= SPLIT_MAX_ROWS or d not in TILED_HEAD_DIMS or layout != "hnd":
         return plan_split(d, causal, heads, m, keys, layout, dt=dt)
     rows = 1
     while rows < m and rows * 2 in ROW_CHOICES and rows * 2 * d <= PLAN_THREADS:
         rows *= 2
-    return attention_kernel(d, causal, rows, dt)
+    return attention_kernel(d, causal, rows, dt, window, bool(softcap))
+
+
+def takes_options(d: int, layout: str = "hnd") -> bool:
+    """Whether :func:`attention_kernel` runs ``window=`` / ``softcap=`` for this head
+    dimension and layout."""
+    return d in TILED_HEAD_DIMS and layout == "hnd"
 
 
 __all__ = ["attention_rows", "attention_reference", "attention_tolerance", "halve",
-           "attention_kernel", "plan_attention", "TILE",
+           "attention_kernel", "plan_attention", "takes_options", "sig", "some_valid",
+           "check_options", "capped", "options_suffix", "TILE",
            "HEAD_DIMS", "TILED_HEAD_DIMS", "ROW_CHOICES", "SPLIT_MAX_ROWS"]

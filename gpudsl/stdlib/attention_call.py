@@ -22,19 +22,43 @@ import math
 
 import numpy as np
 
-from .attention_paged import HEAD_DIMS, PAGE_SIZES, plan_gqa
+from .attention_gqa_mma import plan_grouped
+from .attention_paged import HEAD_DIMS, PAGE_SIZES
 from .halves import NUMPY, common_dtype
 from .op_arguments import (_ANY_FLOAT, _is_array, _is_device, _is_scalar, as_int,
                            check_tensor, contig, empty, index_tensor, is_host_int)
 from .shapes import require
 
 
-def wants_gqa(q, k, kv_heads, block_table, seq_lens) -> bool:
-    """Whether the call needs the grouped/paged kernel (else the plain ``attention``)."""
+def wants_gqa(q, k, kv_heads, block_table, seq_lens, window=0, softcap=None) -> bool:
+    """Whether the call needs the grouped/paged kernel (else the plain ``attention``):
+    grouped heads, a batch or a paged cache; or ``window`` / ``softcap`` where the plain
+    kernels take neither (a decode, ``M <= SPLIT_MAX_ROWS``, or a head dimension the
+    tiled kernel does not take)."""
+    from .attention import SPLIT_MAX_ROWS, takes_options
+
     if block_table is not None or seq_lens is not None or kv_heads is not None:
         return True
     qs, ks = getattr(q, "shape", ()), getattr(k, "shape", ())
-    return len(qs) != 3 or len(ks) != 3 or qs[0] != ks[0]
+    if len(qs) != 3 or len(ks) != 3 or qs[0] != ks[0]:
+        return True
+    return bool(window or softcap) and (qs[1] <= SPLIT_MAX_ROWS or not takes_options(qs[2]))
+
+
+def options(causal, window, softcap) -> tuple[int, float | None]:
+    """``window`` (None or 0: none; an int >= 1, with ``causal``) and ``softcap`` (None:
+    none; a positive finite number) checked: ``(window or 0, softcap)``."""
+    if window is not None:
+        window = as_int("window", window)
+        require(window >= 0, f"window={window} is negative (0 or None: no window)")
+        require(window == 0 or bool(causal), "window= needs causal=True: row i attends the "
+                "keys (p - window, p] of its position p")
+    if softcap is not None:
+        require(_is_scalar(softcap) and not _is_array(softcap) and
+                math.isfinite(float(softcap)) and float(softcap) > 0,
+                f"softcap must be a positive number, not {softcap!r:.40}")
+        softcap = float(softcap)
+    return window or 0, softcap
 
 
 def _int_array(name, x, shape):
@@ -138,8 +162,11 @@ def _contiguous(q, k, v, qs, ks, d, prefix, kv_heads, seq_lens) -> _Form:
     return _Form(q, k, v, B, H, M, hkv, n, lens, host_len=host_len)
 
 
-def gqa_call(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens):
-    """``(proc, keyword arguments, result, fault flag, host_checked)``."""
+def gqa_call(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens, window=0,
+             softcap=None, target=None):
+    """``(proc, keyword arguments, result, fault flag, host_checked)``; ``window`` and
+    ``softcap`` as :func:`options` gives them; ``target``: the backend (``"cuda"``: a
+    half decode of 4 or more heads per KV head runs on tensor cores)."""
     qs, ks, vs = (check_tensor(name, a, ranks=(3, 4), dtypes=_ANY_FLOAT) for name, a in
                   (("q", q), ("k", k), ("v", v)))
     dt = common_dtype("attention", q=q, k=k, v=v)
@@ -163,15 +190,18 @@ def gqa_call(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens):
     elif f.host_len is not None:
         require(low <= f.host_len <= f.cap, f"prefix {f.host_len} is outside [{low}, "
                 f"{f.cap}]" + (" (causal: at least the query rows)" if causal else ""))
-    p = plan_gqa(d, bool(causal), G, f.M, f.page, dt, _idx(f.lens))
+    p = plan_grouped(d, bool(causal), G, f.M, f.page, dt, _idx(f.lens), window,
+                     softcap is not None, target)
     out = empty(q, (f.B, f.hkv, G, f.M, d), NUMPY[dt])
     err = empty(q, (1,), np.int32)
     err[...] = 0
     args = dict(q=f.q.reshape(f.B, f.hkv, G, f.M, d), k=f.k, v=f.v, lens=f.lens,
                 scale=np.float32(scale), out=out, err=err)
+    if softcap is not None:
+        args["cap"] = np.float32(softcap)
     if f.table is not None:
         args["table"] = f.table
     return p, args, out.reshape(tuple(qs)), err, host or f.host_len is not None
 
 
-__all__ = ["gqa_call", "wants_gqa"]
+__all__ = ["gqa_call", "wants_gqa", "options"]

@@ -58,8 +58,9 @@ import numpy as np
 from ..ir.types import REGISTER, SHARED
 from ..language import bf16, f16, f32, index, seq, shfl  # noqa: F401  (@instr bodies)
 from ..proc import Proc, instr
-from .attention import (NEG, SPLIT_MAX_ROWS, _SIG, _bad_prefix, _valid, attention_reference,
-                        attention_tolerance, plan_attention)
+from .attention import (NEG, SPLIT_MAX_ROWS, _bad_prefix, _valid, attention_reference,
+                        attention_tolerance, capped, check_options, options_suffix,
+                        plan_attention, sig, some_valid)
 from .halves import unit_roundoff
 
 HEAD_DIMS = (64, 128)
@@ -227,13 +228,14 @@ for it in seq(0, {BN // rpi}, unroll=True):
             {dst}[{row}, {col} + e] = 0.0"""
 
 
-def _softmax(d: int, causal: bool, masked: bool) -> str:
+def _softmax(d: int, causal: bool, masked: bool, window: int = 0,
+             softcap: bool = False) -> str:
     """The online softmax on lane ``l``'s S accumulators (its rows ``rm``): scaled
     scores (masked: ``-3e38`` where not attended), the row maximum over the quad,
     ``alpha``, ``p = exp(s - m)`` in place (masked: 0 where not attended), the lane's
     share of the row sum, ``o *= alpha``."""
-    ok = _valid(_key(), causal, _row())
-    sc = "scale * s[l, nt, rm, rn]"
+    ok = _valid(_key(), causal, _row(), window)
+    sc = capped("scale * s[l, nt, rm, rn]", softcap)
     pe = "exp(s[l, nt, rm, rn] - mnew)"
     if masked:
         sc, pe = f"select({ok}, {sc}, {NEG})", f"select({ok}, {pe}, 0.0)"
@@ -269,15 +271,20 @@ def _threads(body: str, indent: int) -> str:
         _indent(body, indent + 1)
 
 
-def kernel_text(d: int, causal: bool, dt: str) -> str:
+def kernel_text(d: int, causal: bool, dt: str, window: int = 0, softcap: bool = False) -> str:
     """The text of :func:`attention_mma_kernel`."""
-    name = f"attention_mma_d{d}" + ("_causal" if causal else "") + f"_{dt}"
-    sig = _SIG.format(d="", D=d)
+    check_options(causal, window, softcap)
+    name = f"attention_mma_d{d}" + ("_causal" if causal else "") + \
+        options_suffix(window, softcap) + f"_{dt}"
+    text = sig("", d, softcap)
     for a in ("q", "k", "v", "out"):
-        sig = sig.replace(f"{a}: f32[", f"{a}: {dt}[")
-    attended = _valid(f"{BN} * jt", causal, f"{BM} * ib + {BM - 1}")
-    attended_next = _valid(f"{BN} * (jt + 1)", causal, f"{BM} * ib + {BM - 1}")
-    full = _valid(f"{BN} * jt + {BN - 1}", causal, f"{BM} * ib")
+        text = text.replace(f"{a}: f32[", f"{a}: {dt}[")
+    first, last = f"{BM} * ib", f"{BM} * ib + {BM - 1}"
+    attended = some_valid(f"{BN} * jt", BN, causal, last, first, window)
+    attended_next = some_valid(f"{BN} * (jt + 1)", BN, causal, last, first, window)
+    full = _valid(f"{BN} * jt + {BN - 1}", causal, first)
+    if window:  # the tile's first key inside the last row's window
+        full += f" and {BN} * jt > {last} + prefix[0] - m - {window}"
     t, g = _LANE_T, _LANE_G
     setup = f"""
 if h == 0 and ib == 0 and l == 0 and ({_bad_prefix(causal)}):
@@ -306,8 +313,8 @@ for c in seq(0, {d // 16}, unroll=True):
         mma_qk_{dt}(s[l, 2 * jp:2 * jp + 2, 0:2, 0:2], qf[l, c, 0:2, 0:2, 0:2],
                     ks[16 * jp + 2 * ({t}):16 * jp + 2 * ({t}) + 10, 16 * c:16 * c + 16], {g})
 if {full}:
-""" + _indent(_softmax(d, causal, False), 1) + "else:\n" + \
-        _indent(_softmax(d, causal, True), 1)
+""" + _indent(_softmax(d, causal, False, window, softcap), 1) + "else:\n" + \
+        _indent(_softmax(d, causal, True, window, softcap), 1)
     products = f"""
 for kc in seq(0, {BN // 16}, unroll=True):
     for dp in seq(0, {d // 16}, unroll=True):
@@ -323,7 +330,7 @@ for rm in seq(0, 2, unroll=True):
             for rn in seq(0, 2, unroll=True):
                 out[h, {_row()}, 8 * dn + 2 * ({t}) + rn] = {dt}(o[l, dn, rm, rn] / tot)"""
     return (
-        f"def {name}" + sig +
+        f"def {name}" + text +
         "    for h in par(0, hh) @ BLOCKS:\n"
         f"        for ib in par(0, (m + {BM - 1}) // {BM}) @ BLOCKS:\n"
         f"            ks: {dt}[{BN}, {d + 8}] @ SHARED\n"
@@ -355,14 +362,17 @@ for rm in seq(0, 2, unroll=True):
 
 
 @lru_cache(maxsize=None)
-def attention_mma_kernel(d: int = 128, causal: bool = False, dt: str = "f16") -> Proc:
+def attention_mma_kernel(d: int = 128, causal: bool = False, dt: str = "f16",
+                         window: int = 0, softcap: bool = False) -> Proc:
     """The tensor-core prefill kernel (module docs) for head dimension ``d`` (64 or
-    128) on ``dt`` (f16 or bf16) tensors."""
+    128) on ``dt`` (f16 or bf16) tensors; ``window`` and ``softcap`` as
+    :func:`.attention.attention_rows` (tiles no row of the block attends skipped, the
+    mask applied only where some row attends part of the tile)."""
     if d not in HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {HEAD_DIMS}")
     if dt not in MMA_QK:
         raise ValueError(f"the tensor-core attention takes f16 or bf16, not {dt}")
-    p = proc_of(kernel_text(d, causal, dt))
+    p = proc_of(kernel_text(d, causal, dt, window, softcap))
     assert register_mma_preconditions_hold(p), p.name
     return p
 
@@ -440,15 +450,19 @@ def register_mma_preconditions_hold(p: Proc) -> bool:
 
 
 def attention_mma_tolerance(q, k, v, causal: bool = False, prefix: int | None = None,
-                            scale: float | None = None, dt: str = "f16") -> np.ndarray:
+                            scale: float | None = None, dt: str = "f16",
+                            window: int | None = None,
+                            softcap: float | None = None) -> np.ndarray:
     """The elementwise bound on ``|kernel - attention_reference|`` (module docs):
     :func:`.attention.attention_tolerance`'s ``atol + rtol |ref|`` plus
     ``(u + n 2**-23) sum_j p_j |v_j|`` for ``P`` rounded to ``dt`` (``u`` its unit
     roundoff) and summed in f32 in the tensor cores' order (``p`` the float64
     normalized weights, ``n`` the keys)."""
     atol, rtol = attention_tolerance(dt)
-    ref = attention_reference(q, k, v, causal, prefix, scale).astype(np.float64)
-    mag = attention_reference(q, k, np.abs(np.asarray(v, np.float64)), causal, prefix, scale)
+    ref = attention_reference(q, k, v, causal, prefix, scale, window,
+                              softcap).astype(np.float64)
+    mag = attention_reference(q, k, np.abs(np.asarray(v, np.float64)), causal, prefix, scale,
+                              window, softcap)
     n = k.shape[1] if prefix is None else int(np.asarray(prefix).reshape(-1)[0])
     return atol + rtol * np.abs(ref) + (unit_roundoff(dt) + n * 2.0 ** -23) * \
         np.asarray(mag, np.float64)
@@ -456,15 +470,17 @@ def attention_mma_tolerance(q, k, v, causal: bool = False, prefix: int | None = 
 
 def plan_prefill(m: int, d: int, causal: bool = False, heads: int | None = None,
                  keys: int | None = None, layout: str = "hnd", dt: str = "f32",
-                 target: str | None = None) -> Proc:
+                 target: str | None = None, window: int = 0, softcap: bool = False) -> Proc:
     """The attention kernel for these shapes on ``target``: on ``"cuda"``, f16/bf16
     prefill (more than :data:`.attention.SPLIT_MAX_ROWS` rows, ``d`` 64 or 128,
     ``[H, N, D]`` keys) runs :func:`attention_mma_kernel`; everything else (and every
-    shape on the emulator) :func:`.attention.plan_attention`'s choice."""
+    shape on the emulator) :func:`.attention.plan_attention`'s choice (``window``,
+    ``softcap`` passed on)."""
     if (target == "cuda" and dt in MMA_QK and d in HEAD_DIMS and m > SPLIT_MAX_ROWS
             and layout == "hnd"):
-        return attention_mma_kernel(d, causal, dt)
-    return plan_attention(m, d, causal, heads, keys, layout, dt=dt)
+        return attention_mma_kernel(d, causal, dt, window, bool(softcap))
+    return plan_attention(m, d, causal, heads, keys, layout, dt=dt, window=window,
+                          softcap=softcap)
 
 
 __all__ = ["attention_mma_kernel", "plan_prefill", "attention_mma_tolerance", "kernel_text",

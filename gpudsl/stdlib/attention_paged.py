@@ -57,7 +57,7 @@ import numpy as np
 
 from ..proc import Proc
 from ..schedule import vectorize
-from .attention import attention_reference
+from .attention import attention_reference, capped, check_options, options_suffix
 from .attention_split import lanes
 from .common import make_proc
 from .halves import halve_text
@@ -77,7 +77,8 @@ def _block(lines: str, indent: int) -> str:
     return "".join(f"{pad}{ln}\n" if ln else "\n" for ln in lines.strip("\n").split("\n"))
 
 
-def _sig(d: int, page: int, dt: str, idx: str = "i32") -> str:
+def sig_text(d, page: int, dt: str, idx: str = "i32", softcap: bool = False) -> str:
+    """The parameters (``cap: f32`` after ``scale`` with ``softcap``)."""
     if page:
         kv = f"{dt}[pages, {page}, hk, {d}]"
         extra = "pages: size, mp: size, "
@@ -88,7 +89,8 @@ def _sig(d: int, page: int, dt: str, idx: str = "i32") -> str:
         table = ""
     return (f"(bt: size, hk: size, g: size, m: size, {extra}"
             f"q: f32[bt, hk, g, m, {d}], k: {kv}, v: {kv}, {table}lens: {idx}[bt], "
-            f"scale: f32, out: f32[bt, hk, g, m, {d}], err: i32[1]):\n")
+            "scale: f32, " + ("cap: f32, " if softcap else "") +
+            f"out: f32[bt, hk, g, m, {d}], err: i32[1]):\n")
 
 
 def _cap(page: int) -> str:
@@ -102,27 +104,46 @@ def _row(page: int, j: str, e: str) -> str:
     return f"b, kh, {j}, {e}"
 
 
-def _attended(j: str, causal: bool, i: str) -> str:
+def attended(j: str, causal: bool, i: str, window: int = 0) -> str:
+    """Key ``j`` of sequence ``b`` is attended by query row ``i`` (position ``i + L_b -
+    M``): below the length; with ``causal`` at most the position; with ``window`` (and
+    causal) above the position less the window."""
     c = f"{j} < lens[b]"
-    return c + (f" and {j} <= {i} + lens[b] - m" if causal else "")
+    if causal:
+        c += f" and {j} <= {i} + lens[b] - m"
+    if window:
+        c += f" and {j} > {i} + lens[b] - m - {window}"
+    return c
 
 
-def kernel_name(d, causal, page, dt, chunk, wg, wi, idx="i32", wk=1) -> str:
+def some_attended(first: str, width: int, causal: bool, i: str, window: int = 0) -> str:
+    """Some key of ``first .. first + width - 1`` is attended by row ``i``."""
+    c = attended(first, causal, i)
+    return c + (f" and {first} + {width - 1} > {i} + lens[b] - m - {window}" if window else "")
+
+
+
+def kernel_name(d, causal, page, dt, chunk, wg, wi, idx="i32", wk=1, window=0,
+                softcap=False) -> str:
     return (f"attention_gqa_d{d}" + ("_causal" if causal else "") +
-            (f"_paged{page}" if page else "") + f"_c{chunk}_w{wg}x{wi}" +
+            (f"_paged{page}" if page else "") + options_suffix(window, softcap) +
+            f"_c{chunk}_w{wg}x{wi}" +
             (f"x{wk}" if wk > 1 else "") +
             ("" if dt == "f32" else f"_{dt}") + ("" if idx == "i32" else f"_{idx}"))
 
 
 def paged_text(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
                chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32",
-               wk: int = 1) -> str:
+               wk: int = 1, window: int = 0, softcap: bool = False) -> str:
     """The source of :func:`paged_kernel` (see the module's text): ``wg x wi x wk``
     warps per block (``wg`` over the group's heads, ``wi`` over positions, ``wk`` over
     the chunk's keys: warp ``w``'s key part is ``w // (wg wi)``, a partial of its own),
     ``chunk`` keys staged per block; ``idx``: the type of ``table`` and ``lens``
     (``"i32"``, or ``"i64"``: the graph's integers and the one-sequence ``prefix``
-    tensor)."""
+    tensor); ``window`` (static, with ``causal``) and ``softcap`` (the run-time argument
+    ``cap``) as :func:`attended` and :func:`capped` say: chunks and steps no row
+    attends (before the window) are skipped."""
+    check_options(causal, window, softcap)
     if idx not in ("i32", "i64"):
         raise ValueError(f"the table and lengths are i32 or i64, not {idx!r}")
     if d not in HEAD_DIMS:
@@ -139,13 +160,14 @@ def paged_text(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32"
     ns = f"({cap} + {CH - 1}) // {CH}"
     nparts = ns if wk == 1 else f"{wk} * {ns}"
     low = "m" if causal else "1"
-    name = kernel_name(d, causal, page, dt, chunk, wg, wi, idx, wk)
+    name = kernel_name(d, causal, page, dt, chunk, wg, wi, idx, wk, window, softcap)
     key = f"{CH} * sb + {W} * kk + w"
     rw = "w" if wk == 1 else f"w % {R}"  # the warp's rows; its key part w // R
     gg, i = f"{wg} * a + w % {wg}", f"{wi} * it + {rw} // {wg}"
     part = "" if wk == 1 else f"{SC} * (w // {R}) + "  # the key part's first row
     slot = "sb" if wk == 1 else f"{wk} * sb + w // {R}"
-    live = f"{CH} * sb < lens[b]"  # (causal: the last row attends the first L_b keys)
+    # (causal: the last row attends the first L_b keys; the first row's window is lowest)
+    live = some_attended(f"{CH} * sb", CH, False, "0", window)
     pg_fault = (f"if l == 0 and (table[b, ({key}) // {page}] < 0 or "
                 f"table[b, ({key}) // {page}] >= pages):\n    atomic_max(err[0], 2)\n"
                 if page else "")
@@ -162,8 +184,8 @@ for kk in seq(0, {CH // W}):
 {_block(pg_fault, 2)}{_block(copy("ks", "k", "xk") + copy("vs", "v", "xv"), 2)}    else:
 {_block(copy("ks", "", "xz") + copy("vs", "", "xw"), 2)}"""
     kj = f"{CH} * sb + {part}{U} * st + u"
-    ok = _attended(kj, causal, i)
-    step_live = _attended(f"{CH} * sb + {part}{U} * st", causal, i)
+    ok = attended(kj, causal, i, window)
+    step_live = some_attended(f"{CH} * sb + {part}{U} * st", U, causal, i, window)
     rows = f"""
 for a in seq(0, (g + {wg - 1}) // {wg}):
   for it in seq(0, (m + {wi - 1}) // {wi}):
@@ -188,7 +210,7 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
                     for c in seq(0, {C}):
                         dot += qr[c] * {load_of(f"ks[{part}{U} * st + u, 32 * c + l]", dt)}
                     s[u] = warp_sum(dot)
-                    s[u] = select({ok}, s[u], {NEG})
+                    s[u] = select({ok}, {capped("s[u]", softcap)}, {NEG})
                     tmax = max(tmax, s[u])
                 mnew: f32
                 mnew = max(mr, tmax)
@@ -213,7 +235,7 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
     fault = (f"if kh == 0 and sb == 0 and w == 0 and l == 0 and "
              f"(lens[b] < {low} or lens[b] > {cap}):\n    atomic_max(err[0], 1)\n")
     threads = f"for w in par(0, {W}) @ THREADS:\n    for l in par(0, {WARP}) @ THREADS:\n"
-    p_live = _attended(f"{SC} * p", causal, "i")
+    p_live = some_attended(f"{SC} * p", SC, causal, "i", window)
     combine = f"""
 mx: f32
 mx = {NEG}
@@ -233,7 +255,7 @@ for p in seq(0, {nparts}):
 out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
 """
     text = (
-        f"def {name}" + _sig(d, page, dt, idx) +
+        f"def {name}" + sig_text(d, page, dt, idx, softcap) +
         f"    pm: f32[bt, hk, g, m, {nparts}]\n"
         f"    pl: f32[bt, hk, g, m, {nparts}]\n"
         f"    po: f32[bt, hk, g, m, {nparts}, {d}]\n"
@@ -261,21 +283,26 @@ out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
 
 
 @lru_cache(maxsize=None)
-def paged_rows(causal: bool = False, page: int = 0, dt: str = "f32") -> Proc:
+def paged_rows(causal: bool = False, page: int = 0, dt: str = "f32", window: int = 0,
+               softcap: bool = False) -> Proc:
     """The algorithm (plain loops; it defines what :func:`paged_kernel` computes): for
     each sequence, KV head, query head of its group and query row, the scores of the
     attended keys read through the table (clamped as the kernel's), their maximum,
     ``exp(score - max)`` and its sum, each output entry the weighted sum of the values
     divided by the sum.  A length outside its bounds sets ``err`` to 1, a used table
-    entry outside the cache to 2.  ``d`` is a size here (any head dimension)."""
+    entry outside the cache to 2.  ``d`` is a size here (any head dimension).
+    ``window`` (with ``causal``): only the keys above the row's position less the
+    window are attended; ``softcap``: each score ``cap * tanh(score / cap)``."""
+    check_options(causal, window, softcap)
     if page and page not in PAGE_SIZES:
         raise ValueError(f"page size {page} is not one of {PAGE_SIZES}")
     cap = _cap(page)
     low = "m" if causal else "1"
     name = "attention_gqa_rows" + ("_causal" if causal else "") + \
-        (f"_paged{page}" if page else "") + ("" if dt == "f32" else f"_{dt}")
-    sig = _sig("d", page, dt).replace("(bt: size,", "(d: size, bt: size,", 1)
-    ok = _attended("j", causal, "i")
+        (f"_paged{page}" if page else "") + options_suffix(window, softcap) + \
+        ("" if dt == "f32" else f"_{dt}")
+    sig = sig_text("d", page, dt, "i32", softcap).replace("(bt: size,", "(d: size, bt: size,", 1)
+    ok = attended("j", causal, "i", window)
     kj, vj = (load_of(f"{a}[" + _row(page, "j", "e") + "]", dt) for a in ("k", "v"))
     bad_page = (f"if table[b, j // {page}] < 0 or table[b, j // {page}] >= pages:\n"
                 "    err[0] = 2\n" if page else "")
@@ -297,7 +324,7 @@ for j in seq(0, {cap}):
         dot = 0.0
         for e in seq(0, d):
             dot += q[b, kh, gg, i, e] * {kj}
-        sc[j] = scale * dot
+        sc[j] = {capped("scale * dot", softcap)}
         mx = max(mx, sc[j])
 total: f32
 total = 0.0
@@ -338,11 +365,12 @@ def _guard_lanes(text: str, d: int) -> str:
 @lru_cache(maxsize=None)
 def paged_kernel(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
                  chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32",
-                 wk: int = 1) -> Proc:
+                 wk: int = 1, window: int = 0, softcap: bool = False) -> Proc:
     """The grouped-query, paged or contiguous attention proc (see the module's text):
     the staging copies of ``V`` entries a lane made ``V``-wide vector copies
     (``vectorize``: 128-bit loads of f32 at ``D = 128``)."""
-    p = make_proc("attention", paged_text(d, causal, page, dt, chunk, wg, wi, idx, wk))
+    p = make_proc("attention", paged_text(d, causal, page, dt, chunk, wg, wi, idx, wk,
+                                          window, softcap))
     vec = lanes(d)[0]
     if vec > 1:
         for loop in ("xk", "xv"):  # (the zero fill past the length stays scalar)
@@ -359,23 +387,29 @@ def _pow2_at_most(x: int, cap: int) -> int:
 
 
 def plan_gqa(d: int, causal: bool, group: int, m: int, page: int = 0,
-             dt: str = "f32", idx: str = "i32") -> Proc:
+             dt: str = "f32", idx: str = "i32", window: int = 0,
+             softcap: bool = False) -> Proc:
     """The proc for ``group`` query heads per KV head and ``m`` query rows: warps over
     the group's heads (``wg``, the power of two up to ``group``, at most 8), then over
     the positions up to 4 warps (``wi``), so that one staged chunk serves ``wg x wi``
     rows at once; a block of fewer than 4 such warps (a small group's decode) splits
-    the chunk's keys over ``wk`` warps instead (4 in all), each with its own partial."""
+    the chunk's keys over ``wk`` warps instead (4 in all), each with its own partial.
+    (:func:`.attention_gqa_mma.plan_grouped` is the choice with the tensor-core decode
+    on CUDA.)"""
     wg = _pow2_at_most(group, MAX_WARPS)
     wi = 1 if m == 1 else max(1, _pow2_at_most(m, max(1, 4 // wg)))
     wk = max(1, 4 // (wg * wi))
-    return paged_kernel(d, bool(causal), page, dt, CHUNK, wg, wi, idx, wk)
+    return paged_kernel(d, bool(causal), page, dt, CHUNK, wg, wi, idx, wk, window,
+                        bool(softcap))
 
 
-def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None):
+def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None,
+                  window=None, softcap=None):
     """The meaning in float64 (float32 result): ``q [B, H, M, D]``; ``k, v`` contiguous
     ``[B, Hkv, N, D]`` or (``table``) paged ``[pages, P, Hkv, D]``; sequence ``b`` is
     :func:`.attention.attention_reference` (grouped heads: query head ``h`` against KV
-    head ``h // (H / Hkv)``) over its first ``lens[b]`` keys."""
+    head ``h // (H / Hkv)``) over its first ``lens[b]`` keys (``window``, ``softcap``
+    as there)."""
     q = np.asarray(q)
     k, v = np.asarray(k), np.asarray(v)
     bt = q.shape[0]
@@ -389,7 +423,7 @@ def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None):
             pages = [int(x) for x in np.asarray(table)[b, :-(-L // p)]]
             kb = np.concatenate([k[x] for x in pages], 0)[:L].transpose(1, 0, 2)
             vb = np.concatenate([v[x] for x in pages], 0)[:L].transpose(1, 0, 2)
-        out[b] = attention_reference(q[b], kb, vb, causal, L, scale)
+        out[b] = attention_reference(q[b], kb, vb, causal, L, scale, window, softcap)
     return out
 
 

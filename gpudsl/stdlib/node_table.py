@@ -182,42 +182,55 @@ def _launch_sliced_softmax(shapes, attrs, backend):
 
 
 def _launch_attention(shapes, attrs, backend):
+    from .attention import SPLIT_MAX_ROWS, takes_options
     from .attention_mma import plan_prefill
 
     (h, m, d), n = shapes[0], shapes[1][1]
     scale = attrs.get("scale")
     scale = np.float32(1 / math.sqrt(d) if scale is None else scale)
-    if h != shapes[1][0]:
-        return _launch_gqa(shapes, attrs, scale)
-    p = plan_prefill(m, d, bool(attrs["causal"]), h, n, dt=_dt(attrs), target=backend)
+    window, softcap = attrs.get("window") or 0, attrs.get("softcap")
+    if h != shapes[1][0] or ((window or softcap is not None) and
+                             (m <= SPLIT_MAX_ROWS or not takes_options(d))):
+        return _launch_gqa(shapes, attrs, scale, target=backend)
+    p = plan_prefill(m, d, bool(attrs["causal"]), h, n, dt=_dt(attrs), target=backend,
+                     window=window, softcap=softcap is not None)
     return Launch(p, (("q", ("in", 0, None)), ("k", ("in", 1, None)), ("v", ("in", 2, None)),
                       ("prefix", ("index", 3, "prefix")), ("scale", ("value", scale)),
-                      ("out", ("out", None)), ("err", ("err",))), shapes[0])
+                      *_cap(attrs), ("out", ("out", None)), ("err", ("err",))), shapes[0])
+
+
+def _cap(attrs) -> tuple:
+    """The run-time ``cap`` argument of a soft-capped attention kernel (none without)."""
+    cap = attrs.get("softcap")
+    return () if cap is None else (("cap", ("value", np.float32(cap))),)
 
 
 def _launch_paged_attention(shapes, attrs, target):
     d = shapes[0][2]
-    return _launch_gqa(shapes, attrs, np.float32(1 / math.sqrt(d)), paged=True)
+    return _launch_gqa(shapes, attrs, np.float32(1 / math.sqrt(d)), paged=True, target=target)
 
 
-def _launch_gqa(shapes, attrs, scale, paged=False):
+def _launch_gqa(shapes, attrs, scale, paged=False, target=None):
     """Grouped query heads (``q [H, M, D]``, ``k, v [Hkv, N, D]``: one sequence whose
     length is the prefix) or a paged cache (``q [B * H, M, D]``, ``k, v [pages, P, Hkv
     * D]``, operands 4 and 5: the block table and the lengths):
-    :mod:`.attention_paged`'s kernel, int64 table and lengths."""
-    from .attention_paged import plan_gqa
+    :mod:`.attention_paged`'s kernel (on CUDA a half decode of 4 or more heads per
+    group: :mod:`.attention_gqa_mma`'s), int64 table and lengths; ``window`` and
+    ``softcap`` from the attributes."""
+    from .attention_gqa_mma import plan_grouped
 
     q, k = shapes[0], shapes[1]
     m, d = q[1], q[2]
     bt = shapes[3][0] if paged else 1
     hk = k[2] // d if paged else k[0]
     g = q[0] // bt // hk
-    p = plan_gqa(d, bool(attrs.get("causal")), g, m, k[1] if paged else 0, _dt(attrs),
-                 "i64")
+    p = plan_grouped(d, bool(attrs.get("causal")), g, m, k[1] if paged else 0, _dt(attrs),
+                     "i64", attrs.get("window") or 0, attrs.get("softcap") is not None, target)
     kv = (k[0], k[1], hk, d) if paged else (1,) + tuple(k)
     args = [("q", ("in", 0, (bt, hk, g, m, d))), ("k", ("in", 1, kv)), ("v", ("in", 2, kv)),
             ("lens", ("in", 4, None) if paged else ("index", 3, "prefix")),
-            ("scale", ("value", scale)), ("out", ("out", (bt, hk, g, m, d))), ("err", ("err",))]
+            ("scale", ("value", scale)), *_cap(attrs), ("out", ("out", (bt, hk, g, m, d))),
+            ("err", ("err",))]
     if paged:
         args.append(("table", ("in", 3, None)))
     return Launch(p, tuple(args), tuple(q))
@@ -263,13 +276,13 @@ def _softmax(x, prefix):
     return out
 
 
-def _attention(q, k, v, prefix=None, causal=False, scale=None):
+def _attention(q, k, v, prefix=None, causal=False, scale=None, window=None, softcap=None):
     from .attention import attention_reference
 
-    return attention_reference(q, k, v, causal, prefix, scale)
+    return attention_reference(q, k, v, causal, prefix, scale, window, softcap)
 
 
-def _paged_attention(q, k, v, block_table, seq_lens, causal=False):
+def _paged_attention(q, k, v, block_table, seq_lens, causal=False, window=None, softcap=None):
     from .attention_paged import gqa_reference
 
     table = np.asarray(block_table)
@@ -277,7 +290,7 @@ def _paged_attention(q, k, v, block_table, seq_lens, causal=False):
     kv = (k.shape[0], k.shape[1], k.shape[2] // d, d)
     q4 = np.reshape(q, (bt, -1) + tuple(q.shape[1:]))
     out = gqa_reference(q4, np.reshape(k, kv), np.reshape(v, kv), np.asarray(seq_lens),
-                        causal, table)
+                        causal, table, None, window, softcap)
     return out.reshape(q.shape)
 
 
@@ -438,16 +451,21 @@ register(Node("sliced_softmax", rule.sliced_softmax, _launch_sliced_softmax, _so
                   "``prefix`` is an int64 node of one element (an input: it changes between "
                   "evaluations) or an int (checked against the axis now)."))
 register(Node("attention", rule.attention, _launch_attention, _attention, "AttentionNode",
-              ((REF, "q"), (REF, "k"), (REF, "v"), ("ref|int", "prefix"), ("bool", "causal")),
+              ((REF, "q"), (REF, "k"), (REF, "v"), ("ref|int", "prefix"), ("bool", "causal"),
+               ("int?", "window"), ("float?", "softcap")),
               ("q", "k", "v", "prefix"), dtypes=FLOATS, bench=("attention", "attention_suite"),
               snapshots=(("attention_causal", _kernel("attention", "attention_kernel", 128,
                                                       True, 4)),)))
 register(Node("paged_attention", rule.paged_attention, _launch_paged_attention,
               _paged_attention, "PagedAttentionNode",
               ((REF, "q"), (REF, "k"), (REF, "v"), (REF, "block_table"), (REF, "seq_lens"),
-               ("bool", "causal")), ("q", "k", "v", "block_table", "seq_lens"),
+               ("bool", "causal"), ("int?", "window"), ("float?", "softcap")),
+              ("q", "k", "v", "block_table", "seq_lens"),
+              bench=("attention_gqa_decode",),
               snapshots=(("paged_attention", _kernel("attention_paged", "paged_kernel", 128,
-                                                     True, 16)),)))
+                                                     True, 16)),
+                         ("paged_attention_mma", _kernel("attention_gqa_mma",
+                                                         "gqa_mma_kernel", 128, True, 16)))))
 
 # ------------------------------------------------------------------ plans
 

@@ -455,7 +455,7 @@ def sliced_softmax(x, prefix):
 
 @_op
 def attention(q, k, v, causal: bool = False, prefix=None, scale=None, kv_heads=None,
-              block_table=None, seq_lens=None):
+              block_table=None, seq_lens=None, window=None, softcap=None):
     """``softmax(scale * q k^T) v`` per head, fused in one kernel (online softmax over
     key tiles in SHARED; ``gpudsl.stdlib.attention``).  ``q`` is ``[H, M, D]``,
     ``k`` and ``v`` are ``[H, N, D]`` (the KV cache), ``D`` one of 32, 48, 64, 96, 128.
@@ -474,12 +474,22 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None, kv_heads=N
     ``[pages, P, Hkv * D]``); a batch ``q [B, H, M, D]``, ``k, v [B, Hkv, N, D]`` with
     ``seq_lens`` (int32 ``[B]``, each sequence's length; query row ``i`` is position
     ``i + L_b - M``); a paged cache ``k, v [pages, P, Hkv, D]`` (``P`` 16..256, a power
-    of two) read through ``block_table`` (int32 ``[B, max_pages]``) with ``seq_lens``."""
-    from .attention_call import gqa_call, wants_gqa
+    of two) read through ``block_table`` (int32 ``[B, max_pages]``) with ``seq_lens``.
+    On CUDA a float16/bfloat16 decode with 4 or more query heads per KV head and ``D``
+    64 or 128 runs on tensor cores (``gpudsl.stdlib.attention_gqa_mma``).
 
-    if wants_gqa(q, k, kv_heads, block_table, seq_lens):
+    ``window`` (an int, with ``causal``; Mistral's sliding window): the row at position
+    ``p`` attends only the keys ``p - window < j <= p``; ``softcap`` (a positive
+    number; Gemma 2): the scores become ``softcap * tanh(score / softcap)`` before the
+    softmax.  Every kernel above takes both (the decode of plain heads through the
+    grouped kernel)."""
+    from .attention_call import gqa_call, options, wants_gqa
+
+    window, softcap = options(causal, window, softcap)
+    if wants_gqa(q, k, kv_heads, block_table, seq_lens, window, softcap):
         p, args, out, err, host_checked = gqa_call(q, k, v, causal, prefix, scale, kv_heads,
-                                                   block_table, seq_lens)
+                                                   block_table, seq_lens, window, softcap,
+                                                   backend())
         _run(p, **args)
         if not host_checked:
             _raise_on_fault(err, "a sequence length read from the device is outside its "
@@ -492,7 +502,8 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None, kv_heads=N
     h, m, d = qs
     n = ks[1]
     # the prefix is checked below, as an int or a tensor: the rule sees the full one
-    _table_rule("attention", (q, k, v), {"causal": bool(causal), "prefix": n})
+    _table_rule("attention", (q, k, v), {"causal": bool(causal), "prefix": n,
+                                         "window": window, "softcap": softcap})
     low = m if causal else 1
     if prefix is None:
         prefix = n
@@ -516,12 +527,15 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None, kv_heads=N
         q, k, v = _contig(q), _contig(k), _contig(v)
         out = _empty(q, qs, _NUMPY[dt])
         err = _zeros(q, (1,), np.int32)
-        p = plan_prefill(m, d, bool(causal), h, n, dt=dt, target=backend())
+        p = plan_prefill(m, d, bool(causal), h, n, dt=dt, target=backend(), window=window,
+                         softcap=softcap is not None)
+        cap = {} if softcap is None else {"cap": np.float32(softcap)}
         _run(p, q=q, k=k, v=v,
-             prefix=prefix, scale=np.float32(scale), out=out, err=err)
+             prefix=prefix, scale=np.float32(scale), out=out, err=err, **cap)
     else:
         out, err = _launch("attention", (_contig(q), _contig(k), _contig(v), prefix),
-                           {"causal": bool(causal), "scale": np.float32(scale)})
+                           {"causal": bool(causal), "scale": np.float32(scale),
+                            "window": window, "softcap": softcap})
     if not on_host:
         _raise_on_fault(err, f"the prefix read from the device is outside [{low}, {n}]"
                         + (" (causal: at least the query rows)" if causal else ""))
