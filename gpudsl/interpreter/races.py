@@ -239,11 +239,18 @@ class Tracker:
                    "(barriers do not order blocks)")
         else:
             why = "two threads of one block touch it between the same two barriers"
+        landing = [a.text.startswith("tma_load(") for a in (a1, a2)]
         msg = (f"data race on {self.mem.name} {elem}: {why}\n"
-               f"  {_KIND[kind1]} `{a1.text}` at {a1.where()} by {_who(b1, td1, t1)}\n"
-               f"  {_KIND[kind2]} `{a2.text}` at {a2.where()} by {_who(b2, td2, t2)}")
+               f"  {_KIND[kind1]} `{a1.text}` at {a1.where()} by "
+               f"{_who(b1, td1, t1, landing[0])}\n"
+               f"  {_KIND[kind2]} `{a2.text}` at {a2.where()} by "
+               f"{_who(b2, td2, t2, landing[1])}")
         hint = ("separate the accesses with sync()" if not across_blocks else
                 "give each block its own elements, use atomics, or split the kernel")
+        if any(landing) and not across_blocks:
+            hint = ("a bulk copy lands when the phase of its barrier completes: wait for that "
+                    "phase before touching its tile, and have the issuing thread wait for "
+                    "the tile's release before it refills it")
         err = RaceError(msg, a2.loc, hint, accesses=(a1, a2), element=(self.name, el))
         # For programs comparing with the detector: ((block, thread), (block, thread)),
         # blocks as ((name, value), ...), threads as (z, y, x) or None (all threads).
@@ -313,7 +320,9 @@ def _block(bkey) -> str:
     return "block (" + ", ".join(f"{n}={v}" for n, v in bkey) + ")"
 
 
-def _who(bkey, tdesc, t) -> str:
+def _who(bkey, tdesc, t, landing: bool = False) -> str:
     if t is None:
         return f"{_block(bkey)}, all threads (block-level code)"
+    if landing:   # a bulk copy: its thread issues it, it lands with a barrier's phase
+        return f"{_block(bkey)}, the bulk copy issued by thread {_thread(tdesc, t)}"
     return f"{_block(bkey)}, thread {_thread(tdesc, t)}"

@@ -397,3 +397,15 @@ def test_a_type_no_tensor_map_holds_is_refused_by_the_parser():
     src = TILE.replace("f16[m, n]", "bool[m, n]").replace("f16[16, 64]", "bool[16, 64]")
     with pytest.raises(Error, match="a tensor map's types"):
         proc_from_source(src)
+
+
+def test_the_detector_names_the_bulk_copy_and_its_barrier():
+    """The race detector's report on a TMA twin says the write is the bulk copy's (issued
+    by a thread, landing with a phase), and its hint is the barrier's, not sync()."""
+    old, new = RING_TWINS["no wait for the tile"]
+    p = proc_from_source(RING.replace(old, new))
+    a, bt, _ = _operands(64, 64, 96)
+    with pytest.raises(RaceError) as e:
+        gpudsl.interpret(p, a=a, bt=bt, c=np.zeros((64, 64), np.float32), detect_races=True)
+    assert "the bulk copy issued by thread (t=128)" in str(e.value)
+    assert "phase of its barrier" in e.value.hint and "sync()" not in e.value.hint
