@@ -66,7 +66,7 @@ def cpu_cases():
 
     if "record" not in BACKENDS:
         register_backend("record", RecordingBackend)
-    ops.target = lambda: "record"   # gpudsl.ops compiles and runs for the recorder
+    ops.backend = lambda: "record"   # gpudsl.ops compiles and runs for the recorder
 
     k = _saxpy().compile("record")
     x = np.arange(1024, dtype=np.float32)
