@@ -106,6 +106,8 @@ class DeviceExecutor:
                       for k, v in ll.temps.items()}
         self.stream = Stream()
         self.graph = None
+        if unit is not None and hasattr(unit.backend, "load"):
+            unit.backend.load()   # the module loaded now, not while a capture runs
         # every step bound once: (work buffers by name, launches)
         self.prepared = []
         for s in ll.steps:
@@ -126,6 +128,13 @@ class DeviceExecutor:
                 "temp": lambda: self.temps[r.key]}[r.kind]()
         return DeviceArray(base.ptr + r.offset, tuple(r.shape), np.dtype(_NP[r.dtype]),
                            owner=base)
+
+    def update_constant(self, name: str, value: np.ndarray) -> None:
+        """Overwrite constant ``name``'s device copy in place (the captured graph and
+        the prepared launches read it where it is)."""
+        self.stream.copy_to_device(self.constants[name].ptr,
+                                   np.ascontiguousarray(value).reshape(-1).view(np.uint8))
+        self.stream.synchronize()
 
     # the buffer state's protocol: the buffers' bytes in and out, in place
     def upload(self, host: list[np.ndarray]) -> None:

@@ -5,8 +5,8 @@ host path on a machine without a GPU.
 (``device._cu``, ``driver.libcuda``, the driver's probe and the device's architecture),
 and restores the real ones on exit.  Every driver function then returns success and
 hands out fresh handles and non-overlapping device addresses through its
-out-parameters; nothing runs and no memory is touched (a copy to the host leaves the
-host array as it was).  What the fake keeps:
+out-parameters; nothing runs and no device memory exists (a copy to the host writes
+zeros).  What the fake keeps:
 
 - ``calls``: every driver function called, by name, in order;
 - ``launches``: each ``cuLaunchKernel`` as a :class:`Launched` (function handle, grid,
@@ -73,6 +73,8 @@ class FakeDriver:
             self.capturing = False
         elif name == "cuGraphLaunch":
             self.replays += 1
+        elif name.startswith("cuMemcpyDtoH"):   # device memory reads as zeros
+            ctypes.memset(int(args[0]), 0, int(args[2]))
         elif name == "cuMemAlloc_v2":
             args[0]._obj.value = self._address
             self._address += -(-max(int(args[1]), 1) // 4096) * 4096

@@ -282,6 +282,14 @@ class CudaBackend:
         return prepare(self._dev, launches, temporaries, arrays, ref=ArrayRef, alloc=alloc,
                        blocking=launch_blocking())
 
+    def load(self):
+        """The cubin loaded into the device's context (once): its ``DeviceModule``."""
+        from .device import DeviceModule
+
+        if self._dev is None:
+            self._dev = DeviceModule(self.cubin, self.sigs, self.arch)
+        return self._dev
+
     def enqueue(self, work: dict, launches, stream) -> None:
         """Enqueue ``launches`` on ``stream`` (a ``CUstream`` handle or a
         :class:`~gpudsl.runtime.graphs.Stream`) with the device buffers in ``work`` by name:
