@@ -201,10 +201,22 @@ class Model:
         """Every ReplaceSliceNode's [begin, end) and every SlicedSoftmaxNode's and
         AttentionNode's prefix given as a tensor, before any kernel runs, so that a bad value changes no buffer
         (the kernels check again on the device)."""
-        for node in self.graph.nodes:
+        nodes = self.__dict__.get("_range_nodes")
+        if nodes is None:   # the graph's nodes with a range to check, found once
+            nodes = self._range_nodes = [n for n in self.graph.nodes if n.op in (
+                "ReplaceSliceNode", "SlicedSoftmaxNode", "PagedAttentionNode",
+                "AttentionNode")]
+        memo: dict = {}
+
+        def int64(t):   # each int64 input read once per evaluation
+            v = memo.get(id(t))
+            if v is None:
+                v = memo[id(t)] = self._int64(t, values)
+            return v
+        for node in nodes:
             if node.op == "ReplaceSliceNode":
                 a, r, b, e = node.inputs
-                begin, end = self._int64(b, values), self._int64(e, values)
+                begin, end = int64(b), int64(e)
                 if not (0 <= begin <= end <= a.shape[0] and end - begin == r.shape[0]):
                     raise _at(node, f"ReplaceSliceNode: the range [{begin}, {end}) is "
                               f"outside the first axis of length {a.shape[0]} or does not "
@@ -212,7 +224,7 @@ class Model:
                               "written")
             elif node.op == "SlicedSoftmaxNode" and len(node.inputs) == 2:
                 n = node.inputs[0].shape[-1]
-                prefix = self._int64(node.inputs[1], values)
+                prefix = int64(node.inputs[1])
                 if not 0 <= prefix <= n:
                     raise _at(node, f"SlicedSoftmaxNode: the prefix {prefix} is outside "
                               f"[0, {n}], the last axis; nothing was written")
@@ -221,7 +233,7 @@ class Model:
             elif node.op == "AttentionNode" and len(node.inputs) == 4:
                 m, n = node.inputs[0].shape[1], node.inputs[1].shape[1]
                 low = m if node.attrs["causal"] else 1
-                prefix = self._int64(node.inputs[3], values)
+                prefix = int64(node.inputs[3])
                 if not low <= prefix <= n:
                     raise _at(node, f"AttentionNode: the prefix {prefix} is outside "
                               f"[{low}, {n}] (the keys" + (", at least the query rows "
