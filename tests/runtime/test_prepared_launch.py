@@ -131,3 +131,47 @@ def test_a_failed_prepared_launch_is_a_launch_error_naming_the_kernel(fake):
     k(1024, 2.0, x, y)
     with pytest.raises(LaunchError, match="launching saxpy"):
         k(1024, 2.0, x, y)
+
+
+def test_the_stream_is_torchs_current_one_read_at_each_call(monkeypatch):
+    import sys
+    import types
+
+    from gpudsl.runtime.prepared import pointer_getter, stream_getter
+
+    class Tensor:
+        device = types.SimpleNamespace(index=1, type="cuda")
+        is_cuda = True
+
+        def data_ptr(self):
+            return 0xABC00
+    current = {1: 0xBEEF}
+    fake = types.SimpleNamespace(Tensor=Tensor, _C=types.SimpleNamespace(
+        _cuda_getCurrentRawStream=lambda index: current[index]))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    stream = stream_getter([Tensor()])
+    assert stream() == 0xBEEF
+    current[1] = 0   # torch's default stream: the legacy one
+    assert stream() is None
+    assert pointer_getter(Tensor())(Tensor()) == 0xABC00
+    assert stream_getter([DeviceBuffer.__new__(DeviceBuffer)])() is None
+    assert pointer_getter(np.zeros(2)) is None
+
+
+@pytest.mark.gpu
+def test_torch_cuda_tensors_on_the_prepared_path_honour_the_current_stream():
+    torch = pytest.importorskip("torch")
+    k = saxpy.compile("cuda")
+    x = torch.arange(1024, dtype=torch.float32, device="cuda")
+    y = torch.ones_like(x)
+    k(1024, 2.0, x, y)
+    k(1024, 2.0, x, y)
+    assert len(k._fast) == 1
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        k(1024, 1.0, x, y)
+    s.synchronize()
+    torch.testing.assert_close(y, 1 + 5 * x)
+    with pytest.raises(LaunchError):
+        k(1024, 1.0, x.double(), y)
