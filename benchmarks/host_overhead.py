@@ -11,9 +11,9 @@ signature (the full path, which fills the cache), and Python function calls per 
 Times per call are the best and the median of 7 rounds of ``--calls`` calls, and
 the best round's CPU time (the process's own: what a loaded machine does not inflate).
 
-Without ``--cpu`` (a GPU and PyTorch): host time per ``gpudsl.ops`` call with CUDA
-tensors against PyTorch's own operation (calls enqueued, then one synchronize), and a
-cProfile of ``ops.add``.
+Without ``--cpu`` (a GPU and PyTorch): host time per compiled-kernel call and per
+``gpudsl.ops`` call with CUDA tensors against PyTorch's own operation (calls enqueued,
+then one synchronize), and a cProfile of ``ops.add``.
 """
 from __future__ import annotations
 
@@ -157,7 +157,10 @@ def run_gpu() -> None:
     x = torch.randn(1024, 1024, device="cuda")
     y = torch.randn(1024, 1024, device="cuda")
     a = torch.randn(256, 256, device="cuda")
-    cases = [("add", lambda: ops.add(x, y), lambda: x + y),
+    k = _saxpy().compile("cuda")
+    v, w = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    cases = [("kernel saxpy", lambda: k(1 << 20, 2.0, v, w), lambda: w.add_(v, alpha=2.0)),
+             ("add", lambda: ops.add(x, y), lambda: x + y),
              ("silu", lambda: ops.silu(x), lambda: torch.nn.functional.silu(x)),
              ("permute", lambda: ops.permute(x, (1, 0)), lambda: x.t().contiguous()),
              ("matmul256", lambda: ops.matmul(a, a), lambda: a @ a),

@@ -21,6 +21,8 @@ import numpy as np
 from ..compiler.fast_call import describe
 from .halves import common_dtype
 from .node_table import get, plan
+from .op_arguments import _is_device as is_device
+from .op_arguments import torch_dtype
 from .nodes import db_stamp
 from .shapes import require
 
@@ -201,6 +203,9 @@ def allocator(like, dtype=np.float32):
     if type(like) is np.ndarray:
         dtype = np.dtype(dtype)
         return lambda like, shape: np.empty(shape, dtype)
+    if hasattr(like, "new_empty") and is_device(like):   # torch CUDA: its dtype found once
+        tdt = torch_dtype(dtype)
+        return lambda like, shape: like.new_empty(shape, dtype=tdt)
     return lambda like, shape: _ops()._empty(like, shape, dtype)
 
 

@@ -242,3 +242,20 @@ def test_a_replaced_node_drops_the_recipes(planned):
         register(decl)
     ops.relu(a)
     assert planned == ["x", "x", "x"]
+
+
+def test_a_recipe_allocates_cuda_results_with_the_dtype_found_once():
+    """The result of a recipe on CUDA tensors: ``new_empty`` with the torch dtype the
+    first call found (a stand-in tensor: no GPU here); CPU-side arrays as before."""
+    torch = pytest.importorskip("torch")
+
+    class Cuda:
+        is_cuda = True
+
+        def new_empty(self, shape, dtype):
+            return ("empty", shape, dtype)
+    alloc = ops_fast.allocator(Cuda(), np.float16)
+    assert alloc(Cuda(), (2, 3)) == ("empty", (2, 3), torch.float16)
+    assert ops_fast.allocator(Cuda(), ml_dtypes.bfloat16)(Cuda(), (4,))[2] == torch.bfloat16
+    out = ops_fast.allocator(np.zeros(2, np.float32), np.float32)(None, (5,))
+    assert type(out) is np.ndarray and out.shape == (5,) and out.dtype == np.float32
