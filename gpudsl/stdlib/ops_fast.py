@@ -18,7 +18,8 @@ import sys
 
 import numpy as np
 
-from ..compiler.fast_call import describe
+from ..compiler.fast_call import Miss, describe
+from ..compiler.kernel import _print
 from .halves import common_dtype
 from .node_table import get, plan
 from .op_arguments import _is_device as is_device
@@ -175,7 +176,7 @@ def executor(launch, operands: tuple, like):
     shaped_ins = tuple((names.index(p), i, shape) for p, i, shape in ins if shape is not None)
     out_at = tuple((names.index(p), shape) for p, shape in outs)
     own_run = ops_mod._OWN_RUN
-    kernel = []   # the compiled kernel, looked up at the first call
+    kernel = []   # the compiled kernel and its fast-path entry, found at the first call
 
     def execute(*operands):
         out = np.empty(out_shape, dtype) if numpy_out else alloc(operands[0], out_shape)
@@ -188,14 +189,36 @@ def executor(launch, operands: tuple, like):
             args[at] = out if shape is None else out.reshape(shape)
         if ops_mod._run is not own_run:   # replaced (instrumented): called by name
             ops_mod._run(proc, **{n: v for n, v in zip(names, args) if v is not None})
-        elif kernel:
-            kernel[0](*args)
+        elif len(kernel) == 2:
+            _enter(kernel, args)
         else:   # the kernel of the recipe's backend (part of its key), kept
             k = ops_mod._kernel(proc)
             k(*args)
-            kernel.append(k)
+            kernel[:] = [k, *_entry_of(k, args)]
         return out
     return execute
+
+
+def _entry_of(k, args: list) -> list:
+    """``[entry]``: the fast-path entry kernel ``k`` kept for a call of ``args`` (one
+    whose signature every later call of the recipe shares: operands of the recipe's
+    signature, viewed the same way, and a new result of one shape and dtype), or ``[]``
+    when it kept none (that call then goes through ``k`` each time)."""
+    key, _ = k._key(tuple(args), {})
+    hit = k._fast.get(key) if key is not None and k.trace is None else None
+    return [] if hit is None else [hit[0]]
+
+
+def _enter(kernel: list, args: list) -> None:
+    """Run the kept entry on ``args``; a call it cannot take (:class:`Miss`: e.g. a
+    written operand overlapping another) goes through the kernel: its full path judges."""
+    try:
+        printed = kernel[1](args)
+    except Miss:
+        kernel[0](*args)
+    else:
+        if printed:
+            _print(printed)
 
 
 def allocator(like, dtype=np.float32):
