@@ -23,6 +23,7 @@ from ..errors import GraphError
 from ..runtime.device import DeviceBuffer
 from ..runtime.graphs import CapturedGraph
 from ..runtime.interop import as_device_array
+from ..runtime.launch import caller_stream
 from ..runtime.torch_tensors import check_grad, host_view, is_torch
 from .launches import _NP, LaunchList, Ref, at, check_faults
 
@@ -164,6 +165,9 @@ class DeviceExecutor:
         """``values``: input name -> numpy array or device array (checked by the
         model).  Returns the result: a new device buffer, or a numpy array."""
         keep = []  # the buffers are here: Model._run_on handed them over
+        devices = [v for v in values.values() if not isinstance(v, np.ndarray)]
+        if devices:   # device inputs: read after the caller's stream wrote them
+            self.stream.wait_for(caller_stream(devices))
         for name, ptr, nbytes in self.destinations:
             v = values[name]
             if isinstance(v, np.ndarray):

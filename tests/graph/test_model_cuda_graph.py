@@ -149,3 +149,21 @@ def test_the_llama_example_flag_launches_every_kernel(fake, capsys):
     assert "launched kernel by kernel" in capsys.readouterr().out
     llama.main(argv)
     assert fake.replays == 3 and "one CUDA graph replayed" in capsys.readouterr().out
+
+
+def test_device_inputs_are_copied_after_the_callers_stream_wrote_them(fake):
+    """The model's stream is non-blocking: before it copies a device input it waits
+    (an event, no host synchronization) for the work the caller's stream holds now."""
+    from gpudsl.runtime.device import DeviceBuffer
+
+    model = graph.compile(_graph(np.ones((8, 8), np.float32)))
+    x = DeviceBuffer((4, 8))
+    for _ in range(2):
+        n = len(fake.calls)
+        out = model.evaluate({"x": x})
+        calls = fake.calls[n:]
+        assert calls.index("cuEventRecord") < calls.index("cuStreamWaitEvent") < \
+            calls.index("cuMemcpyDtoDAsync_v2") < calls.index("cuGraphLaunch")
+        assert isinstance(out, DeviceBuffer) and out.shape == (4, 8)
+    model.evaluate({"x": np.ones((4, 8), np.float32)})   # host inputs: no wait needed
+    assert fake.calls.count("cuStreamWaitEvent") == 2
