@@ -6,7 +6,10 @@ what is timed is gpudsl's host Python alone: argument checks, the launch plan an
 their cache; one case ("cuda (fake)") calls a kernel compiled for the CUDA backend on
 gpudsl device buffers with the driver replaced by a fake
 (``gpudsl/runtime/fake_driver.py``): the prepared launcher's path up to
-``cuLaunchKernel``.  ``--only TEXT`` runs the cases whose name contains it.  Printed per case: microseconds per call, the first call of a new
+``cuLaunchKernel``; one ("Model llama step") evaluates the LLaMA decode step of
+``examples/llama.py`` compiled for the GPU under the fake driver: the inputs checked
+and copied in, one CUDA graph replay, the logits copied out.  ``--only TEXT`` runs the
+cases whose name contains it.  Printed per case: microseconds per call, the first call of a new
 signature (the full path, which fills the cache), and Python function calls per call (cProfile's count over 1,000 calls).
 Times per call are the best and the median of 7 rounds of ``--calls`` calls, and
 the best round's CPU time (the process's own: what a loaded machine does not inflate).
@@ -114,10 +117,43 @@ def _on_fake_driver():
     from gpudsl.runtime.device import DeviceBuffer
 
     global _FAKE
-    _FAKE = fake_driver.installed()   # kept: for the rest of the process
-    fake = _FAKE.__enter__()
-    fake.cuLaunchKernel = lambda *args: 0
+    if _FAKE is None:
+        _FAKE = fake_driver.installed()   # kept: for the rest of the process
+        _FAKE.__enter__().cuLaunchKernel = lambda *args: 0
     return _saxpy().compile("cuda"), DeviceBuffer(1024), DeviceBuffer(1024)
+
+
+def model_case(layers: int = 6):
+    """(name, call, fresh-call maker): one LLaMA decode step (examples/llama.py,
+    stories15M sizes with a 512-word vocabulary) as ``Model.evaluate`` on numpy
+    inputs, compiled for the GPU under the fake driver: the checks, the copies in,
+    one ``cuGraphLaunch`` and the copy out (driver calls recorded, not run)."""
+    import importlib.util
+    import pathlib
+    import sys
+    from dataclasses import replace
+
+    from gpudsl import graph
+
+    _on_fake_driver()
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "llama.py"
+    spec = importlib.util.spec_from_file_location("llama_example", path)
+    llama = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = llama
+    spec.loader.exec_module(llama)
+    cfg = replace(llama.STORIES15M, n_layers=layers, vocab_size=512)
+    w = llama.random_weights(cfg)
+    from gpudsl.stdlib import ops
+
+    backend, ops.backend = ops.backend, lambda: "cuda"   # compiled for the GPU
+    try:
+        model = graph.compile(llama.build_graph(cfg, w))
+    finally:
+        ops.backend = backend
+    assert model.device == "cuda"
+    inputs = llama.step_inputs(cfg, w, 1, 3)
+    step = lambda: model.evaluate(inputs)  # noqa: E731
+    return (f"Model llama step ({layers} layers)", step, lambda: step)
 
 
 def _saxpy():
@@ -139,7 +175,10 @@ def run_cpu(calls: int, only: str = "") -> None:
     best, median, cpu = per_call_us(lambda: x + x, calls)
     print(f"@@host {'numpy x + x (64x64)':28} {best:6.2f} us/call (median {median:6.2f}, "
           f"CPU {cpu:6.2f})")
-    for name, f, fresh in cpu_cases():
+    cases = cpu_cases()
+    if only in "Model llama step":
+        cases.append(model_case())
+    for name, f, fresh in cases:
         if only not in name:
             continue
         best, median, cpu = per_call_us(f, calls)
