@@ -6,9 +6,13 @@ generating tokens with its KV cache in ``BufferTensor``s written by
     python examples/llama.py --layers 2 --tokens 4 --vocab 512
     python examples/llama.py --dtype float16     # f16 weights, activations and cache
     python examples/llama.py --kv-heads 2 --page-size 16   # GQA, a paged KV cache
+    python examples/llama.py --no-cuda-graph     # GPU: every kernel launched per token
 
 Random weights made here from a seed (no download).  Runs on the GPU when there is
-one, else on the CPU emulator.  With PyTorch installed, the same model in PyTorch
+one, else on the CPU emulator.  On a GPU the decode step (the model's evaluation) is
+captured as one CUDA graph at the first token and replayed for every later one (the
+inputs copied in, the logits copied out); ``--no-cuda-graph`` launches its kernels one
+by one instead.  With PyTorch installed, the same model in PyTorch
 eager (torch.matmul etc., float32) is timed too, one pass; ``benchmarks/llama_bench.py``
 is the benchmark (the same dtype, eager, CUDA graphs and torch.compile, median of passes).
 
@@ -343,6 +347,9 @@ def main(argv=None) -> int:
                          "a paged cache (--page-size, default 16)")
     ap.add_argument("--page-size", type=int, default=0,
                     help="a paged KV cache of pages of this many rows (16..256)")
+    ap.add_argument("--no-cuda-graph", action="store_true",
+                    help="on a GPU, launch every kernel at every token instead of "
+                         "replaying the step captured as one CUDA graph")
     args = ap.parse_args(argv)
     page = args.page_size or (16 if args.kv_heads else 0)
     cfg = replace(STORIES15M, n_layers=args.layers, dim=args.dim, hidden_dim=args.hidden,
@@ -350,9 +357,12 @@ def main(argv=None) -> int:
                   n_kv_heads=args.kv_heads, page_size=page)
     w = in_dtype(random_weights(cfg, args.seed), args.dtype)
     t0 = time.perf_counter()
-    model = graph.compile(build_graph(cfg, w))
+    model = graph.compile(build_graph(cfg, w), cuda_graph=not args.no_cuda_graph)
+    how = "" if model.device != "cuda" else \
+        "; one CUDA graph replayed per token" if model.cuda_graph else \
+        "; launched kernel by kernel"
     print(f"{cfg}\n{args.dtype}: compiled on {model.device} in {time.perf_counter() - t0:.1f}"
-          f" s; {model.memory}; {len(model.kernels)} launches per token")
+          f" s; {model.memory}; {len(model.kernels)} launches per token{how}")
     _timed(gpudsl_stepper(cfg, w, model), cfg, 1)  # warm-up: kernels built and loaded
     model.reset_buffers()
     tokens, logits, tps = _timed(gpudsl_stepper(cfg, w, model), cfg, args.tokens)

@@ -2,8 +2,9 @@
 
 A call's *signature* is everything about its arguments that the checks and the launch
 plan depend on: per argument its Python type, and for an array its shape, strides,
-dtype and writability (numpy) or shape, strides, dtype, device, layout and whether it
-needs a gradient (PyTorch); the values of size and index parameters; which parameters
+dtype and writability (numpy), shape, strides, dtype, device, layout and whether it
+needs a gradient (PyTorch), or shape, strides, dtype and writability (gpudsl's
+``DeviceBuffer`` / ``DeviceArray``); the values of size and index parameters; which parameters
 were given and how (positionally, by name).  The first call of a signature takes the
 full path (``bind_arguments``: every check; the launch plan) and, when it succeeds,
 leaves an *entry*: the launch plan with the sizes and launch geometry filled in and the
@@ -18,11 +19,14 @@ path: their key is unhashable.
 """
 from __future__ import annotations
 
+import math
 import operator
 import sys
 
 import numpy as np
 
+from ..runtime.device import DeviceBuffer
+from ..runtime.interop import DeviceArray
 from ..runtime.launch import ArrayRef, Launch
 
 _ND = np.ndarray
@@ -59,6 +63,10 @@ def describe(v):
     if torch is not None and t is torch.Tensor:
         grad = v.requires_grad and torch.is_grad_enabled()
         return (t, v.shape, v.stride(), v.dtype, v.device, v.layout, grad)
+    if t is DeviceBuffer:   # gpudsl's own device memory: C-contiguous, writable
+        return (t, v.shape, v.dtype)
+    if t is DeviceArray:
+        return (t, v.shape, v.strides, v.dtype, v.readonly, v.bfloat16)
     return _UNCACHEABLE
 
 
@@ -152,6 +160,11 @@ def _overlap(a, b) -> bool:
 
 
 def _byte_range(v) -> tuple[int, int]:
+    t = type(v)
+    if t is DeviceBuffer:
+        return v.ptr, v.ptr + v.nbytes
+    if t is DeviceArray:   # its nbytes property goes through numpy: slower
+        return v.ptr, v.ptr + math.prod(v.shape) * v.dtype.itemsize
     if hasattr(v, "data_ptr"):   # torch
         lo = v.data_ptr()
         return lo, lo + v.numel() * v.element_size()

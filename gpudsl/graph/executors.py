@@ -15,9 +15,15 @@ buffers' one state, and the checks of evaluation inputs.
 """
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 
 from ..errors import GraphError
+from ..runtime.device import DeviceBuffer
+from ..runtime.graphs import CapturedGraph
+from ..runtime.interop import as_device_array
+from ..runtime.launch import caller_stream
 from ..runtime.torch_tensors import check_grad, host_view, is_torch
 from .launches import _NP, LaunchList, Ref, at, check_faults
 
@@ -106,6 +112,12 @@ class DeviceExecutor:
                       for k, v in ll.temps.items()}
         self.stream = Stream()
         self.graph = None
+        #: where each input is copied to, and the result's view: fixed
+        self.destinations = [(name, self.view(r).ptr, r.nbytes)
+                             for name, r in ll.inputs.items()]
+        self.result = self.view(ll.result)
+        if unit is not None and hasattr(unit.backend, "load"):
+            unit.backend.load()   # the module loaded now, not while a capture runs
         # every step bound once: (work buffers by name, launches)
         self.prepared = []
         for s in ll.steps:
@@ -127,6 +139,13 @@ class DeviceExecutor:
         return DeviceArray(base.ptr + r.offset, tuple(r.shape), np.dtype(_NP[r.dtype]),
                            owner=base)
 
+    def update_constant(self, name: str, value: np.ndarray) -> None:
+        """Overwrite constant ``name``'s device copy in place (the captured graph and
+        the prepared launches read it where it is)."""
+        self.stream.copy_to_device(self.constants[name].ptr,
+                                   np.ascontiguousarray(value).reshape(-1).view(np.uint8))
+        self.stream.synchronize()
+
     # the buffer state's protocol: the buffers' bytes in and out, in place
     def upload(self, host: list[np.ndarray]) -> None:
         for d, h in zip(self.buffers, host):
@@ -145,26 +164,25 @@ class DeviceExecutor:
     def run(self, values: dict, device_out: bool):
         """``values``: input name -> numpy array or device array (checked by the
         model).  Returns the result: a new device buffer, or a numpy array."""
-        from ..runtime.device import DeviceBuffer
-        from ..runtime.graphs import CapturedGraph
-        from ..runtime.interop import as_device_array
-
         keep = []  # the buffers are here: Model._run_on handed them over
-        for name, r in self.ll.inputs.items():
-            v, dst = values[name], self.view(r)
+        devices = [v for v in values.values() if not isinstance(v, np.ndarray)]
+        if devices:   # device inputs: read after the caller's stream wrote them
+            self.stream.wait_for(caller_stream(devices))
+        for name, ptr, nbytes in self.destinations:
+            v = values[name]
             if isinstance(v, np.ndarray):
                 v = np.ascontiguousarray(v)
                 keep.append(v)
-                self.stream.copy_to_device(dst.ptr, v)
+                self.stream.copy_to_device(ptr, v)
             else:
-                self.stream.copy_device(dst.ptr, as_device_array(v).ptr, r.nbytes)
+                self.stream.copy_device(ptr, as_device_array(v).ptr, nbytes)
         if self.cuda_graph:
             if self.graph is None:
                 self.graph = CapturedGraph(self.stream, self._enqueue)
             self.graph.replay()
         else:
             self._enqueue(self.stream)
-        res = self.view(self.ll.result)
+        res = self.result
         if device_out:
             out = DeviceBuffer(res.shape, res.dtype)
             self.stream.copy_device(out.ptr, res.ptr, res.nbytes)
@@ -196,14 +214,19 @@ def check_inputs(model, inputs) -> dict[str, np.ndarray]:
         if is_torch(v):
             v = host_view(f"input {name!r}", v, GraphError)
         v = np.asarray(v)
-        if v.dtype.name != node.dtype:
+        if v.dtype not in _NAMED[node.dtype] and v.dtype.name != node.dtype:
             raise at(node, f"input {name!r} is {v.dtype.name}; the graph declares "
                      f"{node.dtype}", f"convert with .astype(np.{node.dtype})")
         if tuple(v.shape) != node.shape:
             raise at(node, f"input {name!r} has shape {list(v.shape)}; the graph "
                      f"declares {list(node.shape)}")
+        _NAMED[node.dtype].add(v.dtype)
         out[name] = v
     return out
+
+
+#: dtype name -> the numpy dtypes seen to have that name (``dtype.name`` is slow)
+_NAMED: dict = collections.defaultdict(set)
 
 
 def check_device_inputs(model, inputs) -> tuple[dict, dict]:
@@ -236,9 +259,13 @@ def _declared(model, inputs) -> dict:
     if not isinstance(inputs, dict):
         raise GraphError(f"evaluate takes a dict of inputs by name, not "
                          f"{type(inputs).__name__}")
-    declared = {n.attrs["name"]: n for n in model.graph.nodes if n.op == "InputTensor"}
-    # inputs the script declares but the result does not use may be given (ignored)
-    known = set(declared) | set(getattr(model.graph, "inputs", None) or ())
+    hit = model.__dict__.get("_declared_inputs")
+    if hit is None:   # the graph's inputs, found once
+        declared = {n.attrs["name"]: n for n in model.graph.nodes if n.op == "InputTensor"}
+        # inputs the script declares but the result does not use may be given (ignored)
+        known = set(declared) | set(getattr(model.graph, "inputs", None) or ())
+        hit = model._declared_inputs = (declared, frozenset(known))
+    declared, known = hit
     extra = sorted(set(inputs) - known, key=repr)  # keys of any type: no TypeError
     if extra:
         raise GraphError(f"unknown input(s) {', '.join(map(repr, extra))}",

@@ -43,8 +43,11 @@ class Model:
     model from several threads take turns (a lock per model, held for the whole
     evaluation); evaluations of different models run concurrently."""
 
-    def __init__(self, graph: Graph, constants: dict, device: str):
+    def __init__(self, graph: Graph, constants: dict, device: str, cuda_graph: bool = True):
         self._lock = threading.RLock()
+        #: on a GPU, the evaluation is captured as one CUDA graph at its first call and
+        #: replayed after (False: every kernel launched at every call)
+        self.cuda_graph = bool(cuda_graph)
         try:
             self._init(graph, constants, device)
         except GraphError as e:
@@ -67,7 +70,7 @@ class Model:
                 raise _at(node, f"constant {name!r} is {arr.dtype.name} "
                           f"{list(arr.shape)}; the script declares {node.dtype} "
                           f"{list(node.shape)}")
-            self.constants[name] = arr
+            self.constants[name] = _owned(arr, constants[name])
         for node in graph.nodes:
             if node.op == "ReplaceSliceNode":
                 root = node.inputs[0]
@@ -87,8 +90,9 @@ class Model:
         self._host = HostExecutor(self, self.launches, self.unit)
         self._device_exec = None
 
-    #: what the disk cache keeps of a compile (gpudsl.graph.cache)
-    _PRODUCTS = ("groups", "unfused", "_fused", "plan", "launches", "unit")
+    #: what the disk cache keeps of a compile (gpudsl.graph.cache); ``_baked``: the
+    #: constants whose values the compile read (built into the kernels or the plan)
+    _PRODUCTS = ("groups", "unfused", "_fused", "plan", "launches", "unit", "_baked")
 
     def _compile(self, graph: Graph, key: str):
         constants, self.constants = self.constants, graph_cache.Reads(self.constants)
@@ -104,6 +108,7 @@ class Model:
                 self.unit = self._compile_unit()
             finally:
                 read, self.constants = self.constants.read, constants
+                self._baked = frozenset(read)
         graph_cache.store(key, {k: getattr(self, k) for k in self._PRODUCTS}, lookups,
                           constants, read)
 
@@ -196,10 +201,22 @@ class Model:
         """Every ReplaceSliceNode's [begin, end) and every SlicedSoftmaxNode's and
         AttentionNode's prefix given as a tensor, before any kernel runs, so that a bad value changes no buffer
         (the kernels check again on the device)."""
-        for node in self.graph.nodes:
+        nodes = self.__dict__.get("_range_nodes")
+        if nodes is None:   # the graph's nodes with a range to check, found once
+            nodes = self._range_nodes = [n for n in self.graph.nodes if n.op in (
+                "ReplaceSliceNode", "SlicedSoftmaxNode", "PagedAttentionNode",
+                "AttentionNode")]
+        memo: dict = {}
+
+        def int64(t):   # each int64 input read once per evaluation
+            v = memo.get(id(t))
+            if v is None:
+                v = memo[id(t)] = self._int64(t, values)
+            return v
+        for node in nodes:
             if node.op == "ReplaceSliceNode":
                 a, r, b, e = node.inputs
-                begin, end = self._int64(b, values), self._int64(e, values)
+                begin, end = int64(b), int64(e)
                 if not (0 <= begin <= end <= a.shape[0] and end - begin == r.shape[0]):
                     raise _at(node, f"ReplaceSliceNode: the range [{begin}, {end}) is "
                               f"outside the first axis of length {a.shape[0]} or does not "
@@ -207,7 +224,7 @@ class Model:
                               "written")
             elif node.op == "SlicedSoftmaxNode" and len(node.inputs) == 2:
                 n = node.inputs[0].shape[-1]
-                prefix = self._int64(node.inputs[1], values)
+                prefix = int64(node.inputs[1])
                 if not 0 <= prefix <= n:
                     raise _at(node, f"SlicedSoftmaxNode: the prefix {prefix} is outside "
                               f"[0, {n}], the last axis; nothing was written")
@@ -216,7 +233,7 @@ class Model:
             elif node.op == "AttentionNode" and len(node.inputs) == 4:
                 m, n = node.inputs[0].shape[1], node.inputs[1].shape[1]
                 low = m if node.attrs["causal"] else 1
-                prefix = self._int64(node.inputs[3], values)
+                prefix = int64(node.inputs[3])
                 if not low <= prefix <= n:
                     raise _at(node, f"AttentionNode: the prefix {prefix} is outside "
                               f"[{low}, {n}] (the keys" + (", at least the query rows "
@@ -259,20 +276,52 @@ class Model:
         except GraphError as e:
             raise refile(e, self.graph.file) from None
 
-    def _evaluate_device(self, inputs: dict, cuda_graph: bool = True):
+    def _evaluate_device(self, inputs: dict):
         if self.device != "cuda":
             raise GraphError("device arrays were passed but this model runs on the "
                              "emulator", hint="pass numpy arrays")
         values, host = check_device_inputs(self, inputs)
         self._check_ranges(host)
-        return self._run_on(self._device_executor(cuda_graph), values)
+        return self._run_on(self._device_executor(), values)
 
-    def _device_executor(self, cuda_graph: bool = True):
+    def _device_executor(self):
         if self._device_exec is None:
             from .executors import DeviceExecutor
 
-            self._device_exec = DeviceExecutor(self, self.launches, self.unit, cuda_graph)
+            self._device_exec = DeviceExecutor(self, self.launches, self.unit,
+                                               self.cuda_graph)
+        self._device_exec.cuda_graph = self.cuda_graph
         return self._device_exec
+
+    def update_constants(self, values: dict) -> None:
+        """Give ConstantTensors new values (name -> array of the declared dtype and
+        shape), for the next evaluations: the model's copies are replaced, and on a GPU
+        the device copies are overwritten in place, so the captured CUDA graph (which
+        reads them where they are) stays valid and is replayed as before.  A constant
+        whose values the compile read (built into a kernel or the plan) is refused:
+        compile a new model.  The model's constants are its own read-only copies, so
+        this is the only way they change."""
+        with self._lock:
+            new = {}
+            for name, value in values.items():
+                node = self.graph.constants.get(name)
+                if node is None or name not in self.constants:
+                    raise GraphError(f"update_constants: the model has no constant {name!r}",
+                                     hint="its constants: " + ", ".join(self.constants))
+                arr = as_host_array(value)
+                if arr.dtype.name != node.dtype or tuple(arr.shape) != node.shape:
+                    raise _at(node, f"update_constants: {name!r} is {arr.dtype.name} "
+                              f"{list(arr.shape)}; the script declares {node.dtype} "
+                              f"{list(node.shape)}")
+                if name in self._baked:
+                    raise _at(node, f"update_constants: the compile read the values of "
+                              f"{name!r} (they are built into its kernels or plan)",
+                              "compile a new model with the new values")
+                new[name] = _owned(arr, value)
+            for name, arr in new.items():
+                self.constants[name] = arr
+                if self._device_exec is not None:
+                    self._device_exec.update_constant(name, arr)
 
     def _run_on(self, ex, values: dict, device_out: bool = True):
         """Run on a device executor ``ex`` (checked ``values``), the buffers handed to
@@ -288,6 +337,16 @@ class Model:
                 b[...] = 0
 
 
+def _owned(arr: np.ndarray, given) -> np.ndarray:
+    """The model's read-only copy of a constant (``arr``, made from ``given``): a
+    change to the caller's array cannot reach the model behind its back (on a GPU the
+    constants are uploaded once)."""
+    if arr is given or arr.base is not None:   # the caller's memory (numpy, a tensor's)
+        arr = arr.copy()
+    arr.flags.writeable = False
+    return arr
+
+
 def _first_tensor(inputs):
     """The first PyTorch tensor among the inputs (the result is a tensor), or None."""
     if not isinstance(inputs, dict) or torch_module() is None:
@@ -296,11 +355,13 @@ def _first_tensor(inputs):
 
 
 def compile(graph, constants: dict | None = None, device: str | None = None,  # noqa: A001
-            file: str = "<script>") -> Model:
+            file: str = "<script>", cuda_graph: bool = True) -> Model:
     """Compile a graph (a node built with the Python API, or script text) into a
     ``Model``.  ``constants`` gives the script's ConstantTensors by name (a node's
     own constants are taken from it).  ``device``: ``"cuda"``, ``"emulator"`` or None
-    (the GPU when there is one, else the emulator)."""
+    (the GPU when there is one, else the emulator).  ``cuda_graph``: on a GPU, capture
+    the evaluation as one CUDA graph at the first call and replay it (the default),
+    or launch every kernel at every call (``model.cuda_graph`` can be changed later)."""
     consts = dict(constants or {})
     if isinstance(graph, Node):
         text, own = to_script(graph)
@@ -320,4 +381,4 @@ def compile(graph, constants: dict | None = None, device: str | None = None,  # 
         raise GraphError("device='emulator' on a machine with a GPU is not supported in "
                          "this version: gpudsl.ops runs on the GPU there",
                          hint="use device=None or 'cuda'")
-    return Model(parse(text, file), consts, where)
+    return Model(parse(text, file), consts, where, cuda_graph)

@@ -37,7 +37,12 @@ _SIGNATURES = {
     "cuMemcpyHtoDAsync_v2": [_u64, _vp, ctypes.c_size_t, _vp],
     "cuMemcpyDtoHAsync_v2": [_vp, _u64, ctypes.c_size_t, _vp],
     "cuMemcpyDtoDAsync_v2": [_u64, _u64, ctypes.c_size_t, _vp],
+    "cuEventCreate": [_P(_vp), _c_uint],
+    "cuEventRecord": [_vp, _vp],
+    "cuEventDestroy_v2": [_vp],
+    "cuStreamWaitEvent": [_vp, _vp, _c_uint],
 }
+CU_EVENT_DISABLE_TIMING = 2
 CU_STREAM_NON_BLOCKING = 1
 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
 
@@ -75,6 +80,20 @@ class Stream:
     def synchronize(self) -> None:
         check(_api().cuStreamSynchronize(self.handle), "kernel execution (cuStreamSynchronize)")
 
+    def wait_for(self, other: int | None) -> None:
+        """Order this stream's later work after what is enqueued now on stream
+        ``other`` (a ``CUstream`` handle; None or 0: the legacy default stream): an event
+        recorded there, waited for here, no host synchronization.  This stream is
+        non-blocking, so without it a copy here could read an input that the caller's
+        stream has not finished writing."""
+        cu = _api()
+        if getattr(self, "_event", None) is None:
+            self._event = _vp(0)
+            check(cu.cuEventCreate(ctypes.byref(self._event), CU_EVENT_DISABLE_TIMING),
+                  "cuEventCreate")
+        check(cu.cuEventRecord(self._event, _vp(other or 0)), "cuEventRecord")
+        check(cu.cuStreamWaitEvent(self.handle, self._event, 0), "cuStreamWaitEvent")
+
     def copy_to_device(self, dst_ptr: int, host_array) -> None:
         """Host → device on this stream (``host_array`` must stay alive until the stream
         is synchronized)."""
@@ -96,6 +115,9 @@ class Stream:
 
     def __del__(self):
         try:
+            event = getattr(self, "_event", None)
+            if event is not None and event.value:
+                _api().cuEventDestroy_v2(event)
             if self.handle.value:
                 _api().cuStreamDestroy_v2(self.handle)
         except Exception:

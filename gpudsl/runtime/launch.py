@@ -270,6 +270,26 @@ class CudaBackend:
             device.synchronize()
         return ""
 
+    def launcher(self, launches, temporaries, arrays: dict[str, ArrayArg]):
+        """The fast path's launcher (``compiler/fast_call.py``): the launch list prepared
+        once for this signature (``runtime/prepared.py``), or None (the full path)."""
+        if self._dev is None or self.capture_output:
+            return None
+        from .prepared import prepare
+
+        alloc = stream_ordered_zeros(a.value for a in arrays.values()) if temporaries \
+            else None
+        return prepare(self._dev, launches, temporaries, arrays, ref=ArrayRef, alloc=alloc,
+                       blocking=launch_blocking())
+
+    def load(self):
+        """The cubin loaded into the device's context (once): its ``DeviceModule``."""
+        from .device import DeviceModule
+
+        if self._dev is None:
+            self._dev = DeviceModule(self.cubin, self.sigs, self.arch)
+        return self._dev
+
     def enqueue(self, work: dict, launches, stream) -> None:
         """Enqueue ``launches`` on ``stream`` (a ``CUstream`` handle or a
         :class:`~gpudsl.runtime.graphs.Stream`) with the device buffers in ``work`` by name:

@@ -123,15 +123,19 @@ def empty(like, shape, dtype=np.float32):
     """An uninitialised array of ``shape`` where ``like`` lives (numpy, torch, CuPy)."""
     if _is_device(like):
         if hasattr(like, "new_empty"):  # torch
-            import torch
-
-            tdt = {"float32": torch.float32, "int32": torch.int32, "float16": torch.float16,
-                   "bfloat16": torch.bfloat16, "int64": torch.int64}[np.dtype(dtype).name]
-            return like.new_empty(tuple(shape), dtype=tdt)
+            return like.new_empty(tuple(shape), dtype=torch_dtype(dtype))
         import cupy  # noqa: F401  (device arrays that are not torch are CuPy's here)
 
         return cupy.empty(tuple(shape), dtype=dtype)
     return np.empty(tuple(shape), dtype=dtype)
+
+
+def torch_dtype(dtype):
+    """The torch dtype of the numpy ``dtype`` (one the ops give results in)."""
+    import torch
+
+    return {"float32": torch.float32, "int32": torch.int32, "float16": torch.float16,
+            "bfloat16": torch.bfloat16, "int64": torch.int64}[np.dtype(dtype).name]
 
 
 def index_tensor(like, name, v):

@@ -104,6 +104,9 @@ def _run(p, **args):
     (_kernel(p) if k is None else k)(**args)
 
 
+_OWN_RUN = _run   # a recipe (ops_fast) calls its kernel itself unless _run was replaced
+
+
 # ------------------------------------------------------------------ elementwise
 
 

@@ -242,3 +242,52 @@ def test_a_replaced_node_drops_the_recipes(planned):
         register(decl)
     ops.relu(a)
     assert planned == ["x", "x", "x"]
+
+
+def test_a_recipe_allocates_cuda_results_with_the_dtype_found_once():
+    """The result of a recipe on CUDA tensors: ``new_empty`` with the torch dtype the
+    first call found (a stand-in tensor: no GPU here); CPU-side arrays as before."""
+    torch = pytest.importorskip("torch")
+
+    class Cuda:
+        is_cuda = True
+
+        def new_empty(self, shape, dtype):
+            return ("empty", shape, dtype)
+    alloc = ops_fast.allocator(Cuda(), np.float16)
+    assert alloc(Cuda(), (2, 3)) == ("empty", (2, 3), torch.float16)
+    assert ops_fast.allocator(Cuda(), ml_dtypes.bfloat16)(Cuda(), (4,))[2] == torch.bfloat16
+    out = ops_fast.allocator(np.zeros(2, np.float32), np.float32)(None, (5,))
+    assert type(out) is np.ndarray and out.shape == (5,) and out.dtype == np.float32
+
+
+def test_a_replay_runs_the_kernels_kept_entry_and_falls_back_on_a_miss(planned, monkeypatch):
+    """From the second call of a signature, a recipe runs the entry its kernel kept for
+    the first call (skipping the kernel's own key), with results as before; when the
+    entry cannot take a call (Miss), the kernel's full call runs."""
+    from gpudsl.compiler.fast_call import Miss
+    from gpudsl.compiler.kernel import Kernel
+
+    a, b = _rand(4, 64), _rand(4, 64)
+    np.testing.assert_array_equal(ops.add(a, b), a + b)   # planned, its recipe kept
+    np.testing.assert_array_equal(ops.add(a, b), a + b)   # the kernel's entry found
+    calls = []
+    real = Kernel.__call__
+    monkeypatch.setattr(Kernel, "__call__", lambda self, *args, **kw: (
+        calls.append(len(args)), real(self, *args, **kw))[1])
+    for _ in range(3):
+        c = _rand(4, 64)
+        np.testing.assert_array_equal(ops.add(a, c), a + c)
+    assert calls == []
+    recipe = ops_fast.lookup("add", ops_mod.backend(), (a, b))
+    kept = next(cell.cell_contents for cell in recipe.__closure__
+                if isinstance(cell.cell_contents, list) and len(cell.cell_contents) == 2)
+    entry = kept[1]
+
+    def miss(args):
+        raise Miss
+    kept[1] = miss
+    np.testing.assert_array_equal(ops.add(a, b), a + b)
+    assert len(calls) == 1   # through the kernel
+    kept[1] = entry
+    assert planned == ["a", "b"]
