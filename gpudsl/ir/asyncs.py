@@ -114,24 +114,6 @@ def bar_copy_of(stmt) -> Optional[AsyncCopy]:
     return c if c is not None and c.bar is not None else None
 
 
-def landing_of(stmt):
-    """The copy that lands with a barrier phase (a ``tma_load``, or an ``async_copy`` with
-    ``bar=``) an access's statement belongs to, else None: the one rule of
-    :mod:`gpudsl.ir.tma` ("Completion") serves both."""
-    from .tma import tma_of
-    return tma_of(stmt) or bar_copy_of(stmt)
-
-
-def landing_barrier(op) -> tuple:
-    """``(barrier name, ring index or None)`` of a copy :func:`landing_of` returns."""
-    return (op.bar, op.index) if isinstance(op, AsyncCopy) else (op.name, op.index)
-
-
-def landing_dst(op) -> str:
-    """The array a copy :func:`landing_of` returns writes."""
-    return op.dst if isinstance(op, AsyncCopy) else op.dst.name
-
-
 @dataclass(frozen=True)
 class Family:
     """A family of asynchronous operations with groups of their own, as check() and the
@@ -163,4 +145,4 @@ COPIES = Family("async copy", AsyncCommit, AsyncWait, "async_commit", "async_wai
                  lambda op: op.n, "destination", "source")
 
 __all__ = ["Family", "COPIES", "ASYNC_STMTS", "COPY_BYTES", "CopyElement", "is_async", "uses_async", "shifted",
-           "elements", "copy_of", "bar_copy_of", "landing_of", "landing_barrier", "landing_dst", "stmt_text", "const_extent"]
+           "elements", "copy_of", "bar_copy_of", "stmt_text", "const_extent"]

@@ -1,6 +1,6 @@
 """Copies that land with a barrier phase: bulk tensor copies (``tma_load``, docs/hopper.md "TMA
 loads"; meaning :mod:`gpudsl.ir.tma`) and async copies with ``bar=`` (``async_copy(dst, src,
-bar=b)``, the same rule: :func:`gpudsl.ir.asyncs.landing_of`).
+bar=b)``, the same rule: :mod:`gpudsl.ir.landings`).
 
 A copy ``c`` issued by thread ``t1`` at block-level position ``p`` on barrier ``b``
 (element ``e``) lands with the phase ``NA(t1, p)`` of ``b[e]``: the one the issuer's next
@@ -30,7 +30,8 @@ import z3
 
 from ...ir.nodes import AsyncCopy, BinOp, Const
 from ...ir.smt import SAT, UNKNOWN, Unsupported
-from ...ir.asyncs import bar_copy_of, landing_barrier, landing_dst, landing_of
+from ...ir.asyncs import bar_copy_of
+from ...ir.landings import landing_barrier, landing_dst, landing_of
 from ...ir.tma import (DST_ALIGN, PITCH_BYTES, I_VAR, global_side, shared_side, store_of)
 from ...ir.types import INDEX
 from ..phases import PhaseRelation
