@@ -11,8 +11,7 @@ split barriers as mbarriers.
   the number of its waits (``gpudsl_phase_<bar>``): its k-th wait waits on parity k % 2.
 - ``arrive``: ``mbarrier.arrive``; ``arrive(..., count=c)``: ``mbarrier.arrive.release.cta.
   shared::cta.b64 _, [bar], c`` on sm_90 (the count operand needs sm_90), on sm_80
-  ``mbarrier.arrive.noComplete`` of ``c - 1`` (it cannot complete the phase: the
-  thread's last arrival is still pending) then a plain arrive; the barrier's expected
+  ``c`` plain arrives; the barrier's expected
   count is the arrive range's width times ``c``.  ``async_copy(..., bar=b)`` is followed
   by ``cp.async.mbarrier.arrive.shared.b64 [b]`` (docs/decisions.md: the form without
   ``.noinc``);  ``wait``: a loop on ``mbarrier.test_wait.parity``
@@ -62,10 +61,10 @@ __device__ __forceinline__ void gpudsl_mbar_arrive_n(unsigned long long* bar, un
   asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.release.cta.shared::cta.b64 st, [%0], %1;\n}"
                :: "r"(gpudsl_smem_addr(bar)), "r"(count) : "memory");
 #else
-  if (count > 1)  // count - 1 arrivals that cannot complete the phase, then the last one
-    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.noComplete.shared.b64 st, [%0], %1;\n}"
-                 :: "r"(gpudsl_smem_addr(bar)), "r"(count - 1) : "memory");
-  gpudsl_mbar_arrive(bar);
+  // sm_80: the count operand needs sm_90 (or .noComplete, undefined should it complete
+  // the phase); c plain arrivals mean the same
+#pragma unroll 1
+  for (unsigned k = 0; k < count; ++k) gpudsl_mbar_arrive(bar);
 #endif
 }
 // async_copy(..., bar=b): the pending count of b's current phase grows by one now and
