@@ -147,6 +147,29 @@ def p(x: f32[64], y: f32[64]):
         gpudsl.interpret(p, x=np.ones(64, np.float32), y=np.zeros(64, np.float32))
 
 
+def test_a_copy_on_a_barrier_nobody_arrives_on_has_a_witness_that_replays():
+    """Found by the async soundness generator: "never lands" had no witness (no sizes)."""
+    p = proc_from_source("""
+@proc
+def p(n: size, x: f32[n, 64], y: f32[64]):
+    assert n <= 3
+    for b in par(0, 1) @ BLOCKS:
+        s: f32[2, 64] @ SHARED
+        bar: barrier @ SHARED
+        if n > 1:
+            for t in par(0, 16) @ THREADS:
+                async_copy(s[0, 4 * t:4 * t + 4], x[0, 4 * t:4 * t + 4], bar=bar)
+""")
+    d = next(d for d in p.check().diagnostics if "never lands" in d.message)
+    n = d.witness["sizes"]["n"]
+    assert n > 1 and d.witness["thread1"]
+    with pytest.raises(InterpError, match="still in flight"):
+        gpudsl.interpret(p, n=n, x=np.ones((n, 64), np.float32), y=np.zeros(64, np.float32))
+    # the copy never runs: nothing to land, nothing refused
+    q = proc_from_source(str(p).replace("if n > 1:", "if n > 3:"))
+    assert not any("never lands" in d.message for d in q.check().diagnostics)
+
+
 def test_a_misaligned_barrier_copy_is_refused():
     p = proc_from_source(RING.replace("s[i % 2, 4 * t:4 * t + 4], x[i, 4 * t:4 * t + 4]",
                                       "s[i % 2, 4 * t:4 * t + 4], x[i, 4 * t + 1:4 * t + 5]")

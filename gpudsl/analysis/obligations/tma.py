@@ -29,7 +29,7 @@ from __future__ import annotations
 import z3
 
 from ...ir.nodes import AsyncCopy, BinOp, Const
-from ...ir.smt import SAT, UNKNOWN, Unsupported
+from ...ir.smt import SAT, UNKNOWN, UNSAT, Unsupported
 from ...ir.asyncs import bar_copy_of
 from ...ir.landings import landing_barrier, landing_dst, landing_of
 from ...ir.tma import (DST_ALIGN, PITCH_BYTES, I_VAR, global_side, shared_side, store_of)
@@ -128,10 +128,12 @@ def _lands(ctx, ks, c, op) -> bool:
     what = f"that the {kind} `{_text(c)}` lands"
     es = _edges_of(ks, op) if ks is not None else []
     if not es:
-        ctx.diagnostics.append(Diagnostic(
-            "race", f"the {kind} `{_text(c)}` never lands: no arrive on "
-            f"'{bar}' (with one thread range) completes a phase of it", [c.loc], {},
-            f"arrive on {bar} with the issuing thread in the range after the {_stmt(op)}"))
+        w = _issued(ctx, c)
+        if w is not None:
+            ctx.diagnostics.append(Diagnostic(
+                "race", f"the {kind} `{_text(c)}` never lands: no arrive on "
+                f"'{bar}' (with one thread range) completes a phase of it", [c.loc], w,
+                f"arrive on {bar} with the issuing thread in the range after the {_stmt(op)}"))
         return False
     t = ctx.thread("1")
     ch = chains(ks)
@@ -163,6 +165,20 @@ def _lands(ctx, ks, c, op) -> bool:
         ctx.unknown(what, [c.loc], f"solver: {r.reason or 'unknown'}")
         return False
     return True
+
+
+def _issued(ctx, c):
+    """A witness (sizes, the issuing thread) that copy ``c`` is issued; None when it never
+    is (nothing to land); ``{}`` when the solver cannot tell."""
+    t = ctx.thread("1")
+    try:
+        r = ctx.solve(ctx.place(t, c))
+    except Unsupported:
+        return {}
+    if r.status == SAT:
+        return {"sizes": ctx.enc.size_values(r.model),
+                "thread1": ctx.thread_witness(t, c, r.model), "between": "async"}
+    return None if r.status == UNSAT else {}
 
 
 def _landed_unordered(ch, ks, op, t1, pc: Pos, px: Pos, relays: int) -> list:
