@@ -13,7 +13,11 @@ unknown otherwise.
   ``[lo, hi)`` and the counts of that range at the two positions differ (an instance
   lies between them).
 - split barrier ``bar`` (arrive range ``A``): thread ``T``'s k-th wait waits for phase
-  k, which the k-th arrive completes.  Each element of a barrier ring
+  k, which the k-th arrive completes.  Phases are counted in arrivals: an arrive brings
+  ``|A| * count`` of them (``arrive(bar, lo, hi, count=c)``), the barrier's expected
+  count; every arrive on ``bar`` names one range and one count (:mod:`.obligations.barriers`),
+  so each arrive statement completes exactly one phase and counting statements is
+  counting phases.  Each element of a barrier ring
   (``bar: barrier[k] @ SHARED``) keeps its own phases: its counts are those of the
   statements on that element (:mod:`.ring_counts`).  An access by ``t1`` before an access by ``t2``
   is ordered when ``t1`` is in ``A`` and ``t2`` has waited on ``bar`` more times before
@@ -99,11 +103,14 @@ class KernelSyncs:
         self.ranges = sorted({(s.lo.val, s.hi.val) for s in stmts
                               if isinstance(s, Sync) and s.ranged})
         self.bars: dict = {}
+        self.arrive_counts: dict = {}
         self.rings = {a.name: a.shape[0].val for a in self.allocs if a.shape}
         for s in stmts:
             if isinstance(s, (Arrive, Wait)):
                 b = self.bars.setdefault(s.name, {"arrive": set(), "wait": set()})
                 b["arrive" if isinstance(s, Arrive) else "wait"].add((s.lo.val, s.hi.val))
+                if isinstance(s, Arrive):   # the count= of its arrives
+                    self.arrive_counts.setdefault(s.name, set()).add(s.count)
         self._counters: dict = {}
         self.block_size = self._block_size(ki)
 

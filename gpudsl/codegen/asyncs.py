@@ -3,6 +3,9 @@
 - ``async_copy(dst, src)`` of 4, 8 or 16 bytes: ``cp.async.ca.shared.global`` (4 and 8
   bytes) or ``cp.async.cg.shared.global`` (16 bytes, past L1) on sm_80 and newer; a plain
   copy on older targets and on the emulator.
+- ``async_copy(dst, src, bar=b)``: the same copy, then ``cp.async.mbarrier.arrive.shared.b64
+  [b]`` (:mod:`.syncs`' ``gpudsl_cp_async_mbar_arrive``): ``b``'s current phase waits for
+  the thread's copies to land (on the emulator, where copies are plain, nothing).
 - ``async_commit()``: ``cp.async.commit_group``; ``async_wait(n)``:
   ``cp.async.wait_group n``; nothing where the copies are plain (they landed already).
 
@@ -84,6 +87,12 @@ def emit_async(kw, s, level: str) -> None:
     nbytes = s.n * dst.dtype.bits // 8
     w.line(f"gpudsl_cp_async<{nbytes}>(&{kw.access(s.dst, s.dst_idx, s.loc)}, "
            f"&{kw.access(s.src, s.src_idx, s.loc)});", s.loc)
+    if s.bar is not None:
+        kw.use_helper("gpudsl_mbar")
+        bar = kw.lookup(s.bar, s.loc).cname
+        if s.index is not None:
+            bar = f"{bar}[(unsigned)({kw.expr(s.index)})]"
+        w.line(f"gpudsl_cp_async_mbar_arrive(&{bar});", s.loc)
 
 
 __all__ = ["ASYNC_COPY", "emit_async"]

@@ -9,7 +9,12 @@ split barriers as mbarriers.
   (``mbarrier.init``) with the width of the barrier's arrive range, then the block
   synchronises so that every thread sees the initialised barrier.  Each thread keeps
   the number of its waits (``gpudsl_phase_<bar>``): its k-th wait waits on parity k % 2.
-- ``arrive``: ``mbarrier.arrive``; ``wait``: a loop on ``mbarrier.test_wait.parity``
+- ``arrive``: ``mbarrier.arrive``; ``arrive(..., count=c)``: ``mbarrier.arrive.release.cta.
+  shared::cta.b64 _, [bar], c`` on sm_90 (the count operand needs sm_90), on sm_80
+  ``c`` plain arrives; the barrier's expected
+  count is the arrive range's width times ``c``.  ``async_copy(..., bar=b)`` is followed
+  by ``cp.async.mbarrier.arrive.shared.b64 [b]`` (docs/decisions.md: the form without
+  ``.noinc``);  ``wait``: a loop on ``mbarrier.test_wait.parity``
   (``try_wait.parity`` on sm_90, which may suspend the thread).  mbarriers need sm_80:
   compiling for an older target stops with a clear ``#error``.
 
@@ -51,6 +56,23 @@ __device__ __forceinline__ void gpudsl_mbar_arrive(unsigned long long* bar) {
   asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0];\n}"
                :: "r"(gpudsl_smem_addr(bar)) : "memory");
 }
+__device__ __forceinline__ void gpudsl_mbar_arrive_n(unsigned long long* bar, unsigned count) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.release.cta.shared::cta.b64 st, [%0], %1;\n}"
+               :: "r"(gpudsl_smem_addr(bar)), "r"(count) : "memory");
+#else
+  // sm_80: the count operand needs sm_90 (or .noComplete, undefined should it complete
+  // the phase); c plain arrivals mean the same
+#pragma unroll 1
+  for (unsigned k = 0; k < count; ++k) gpudsl_mbar_arrive(bar);
+#endif
+}
+// async_copy(..., bar=b): the pending count of b's current phase grows by one now and
+// drops by one when the thread's earlier cp.async copies have landed
+__device__ __forceinline__ void gpudsl_cp_async_mbar_arrive(unsigned long long* bar) {
+  asm volatile("cp.async.mbarrier.arrive.shared.b64 [%0];" :: "r"(gpudsl_smem_addr(bar))
+               : "memory");
+}
 __device__ __forceinline__ void gpudsl_mbar_wait(unsigned long long* bar, unsigned parity) {
   unsigned a = gpudsl_smem_addr(bar), done = 0;
   while (!done) {
@@ -80,10 +102,11 @@ class SyncWriter:
         self.counts: dict = {}
         for s in walk(tuple(body)):
             if isinstance(s, Arrive):
-                r = s.hi.val - s.lo.val
+                r = (s.hi.val - s.lo.val) * s.count
                 if self.counts.setdefault(s.name, r) != r:
-                    raise _err(f"the arrives on '{s.name}' name ranges of different widths: a "
-                               "split barrier expects the same number of arrivals each phase",
+                    raise _err(f"the arrives on '{s.name}' bring different numbers of "
+                               "arrivals (range width times count): a split barrier expects "
+                               "the same number of arrivals each phase",
                                s.loc, "use one split barrier per group of arriving threads")
 
     def nthreads(self) -> int:
@@ -153,7 +176,7 @@ class SyncWriter:
         if s.index is not None:
             return self._ring(s, name)
         if isinstance(s, Arrive):
-            w.line(f"{self.guard(s)} gpudsl_mbar_arrive(&{name});".lstrip(), s.loc)
+            w.line(f"{self.guard(s)} {_arrive(s, '&' + name)}".lstrip(), s.loc)
         else:
             assert isinstance(s, Wait)
             w.line(f"{self.guard(s)} gpudsl_mbar_wait(&{name}, gpudsl_phase_{name}++ & 1u);"
@@ -168,13 +191,20 @@ class SyncWriter:
         w.indent += 1
         w.line(f"const unsigned gpudsl_e = (unsigned)({e});", s.loc)
         if isinstance(s, Arrive):
-            w.line(f"gpudsl_mbar_arrive(&{name}[gpudsl_e]);", s.loc)
+            w.line(_arrive(s, f"&{name}[gpudsl_e]"), s.loc)
         else:
             w.line(f"gpudsl_mbar_wait(&{name}[gpudsl_e], (gpudsl_phase_{name} >> gpudsl_e) & 1u);",
                    s.loc)
             w.line(f"gpudsl_phase_{name} ^= 1u << gpudsl_e;", s.loc)
         w.indent -= 1
         w.line("}", s.loc)
+
+
+def _arrive(s: Arrive, bar: str) -> str:
+    """The call of one thread's arrive (``count=``: that many arrivals)."""
+    if s.count == 1:
+        return f"gpudsl_mbar_arrive({bar});"
+    return f"gpudsl_mbar_arrive_n({bar}, {s.count}u);"
 
 
 __all__ = ["NAMED_BARRIER", "MBARRIER", "SyncWriter"]

@@ -4,6 +4,8 @@
 ``dst`` is an element or a window ``s[i, j:j + n]`` of a SHARED array, ``src`` one of
 a GLOBAL array with the same element type and the same number of elements; only the
 last index may be a range, of a constant length, and the copy moves 4, 8 or 16 bytes.
+``async_copy(dst, src, bar=b)`` (``bar=full[e]`` for a ring element) completes on the split
+barrier ``b`` instead of a group (docs/hopper.md).
 """
 from __future__ import annotations
 
@@ -57,8 +59,10 @@ def _side(parser, node, what, mem):
 
 def parse_async_call(parser, s: ast.stmt, v: ast.Call, fname: str):
     loc = parser.src.loc(s)
-    if v.keywords:
-        raise parser.err(v, f"{fname}() takes no keyword arguments")
+    if v.keywords and (fname != "async_copy" or [k.arg for k in v.keywords] != ["bar"]):
+        what = "takes only bar= as a keyword" if fname == "async_copy" else \
+            "takes no keyword arguments"
+        raise parser.err(v, f"{fname}() {what}")
     if fname == "async_commit":
         if v.args:
             raise parser.err(v, "async_commit() takes no arguments")
@@ -85,4 +89,9 @@ def parse_async_call(parser, s: ast.stmt, v: ast.Call, fname: str):
         raise parser.err(v, f"an async copy moves 4, 8 or 16 bytes; this one moves {nbytes} "
                          f"({dn} x {dty.name})", f"copy {16 // max(dty.bits // 8, 1)} "
                          f"{dty.name} elements at most, e.g. s[i, j:j + 4]")
-    return AsyncCopy(dst, didx, src, sidx, dn, loc)
+    bar = index = None
+    if v.keywords:
+        from .sync_stmts import barrier_ref
+        bar, index = barrier_ref(parser, v.keywords[0].value, "async_copy",
+                                 "e.g. async_copy(s[t], x[t], bar=full[i % 2])")
+    return AsyncCopy(dst, didx, src, sidx, dn, loc, bar, index)

@@ -486,7 +486,11 @@ assert handoff.check().ok
     _E("Statements", "Arrive", "`arrive(bar, lo, hi)`", "A split barrier's arrive: the "
        "threads `lo <= t < hi` signal the mbarrier `bar` (of the type `barrier`: `bar: barrier @ SHARED` "
        "at block level) and go on without waiting. Every arrive on one barrier names the "
-       "same range; each completes one phase.", '''
+       "same range (and the same `count=`); each completes one phase. "
+       "`arrive(bar, lo, hi, count=c)`: each thread of the range stands for `c` arrivals "
+       "(a constant, 1 to 2^20 - 1; the phase expects `(hi - lo) * c`), e.g. one elected "
+       "thread arriving for its warp, `arrive(bar, 0, 1, count=32)`; its arrive orders only "
+       "its own accesses. See [Hopper](hopper.md#copies-and-arrivals-on-a-barrier).", '''
 @proc
 def early(n: size, x: f32[n, 64], y: f32[n, 64]):
     for b in par(0, 1) @ BLOCKS:
@@ -558,7 +562,11 @@ assert ring.check().ok
        "written (an error in the interpreter, a race in `check()`), and other threads read "
        "it after a barrier that follows that wait. Both windows start at a multiple of the "
        "copy's length. `cp.async` on sm_80+, a plain copy elsewhere. See "
-       "[asynchronous copies](async_copies.md).", '''
+       "[asynchronous copies](async_copies.md). `async_copy(dst, src, bar=b)` (`b` a split "
+       "barrier or ring element `b[e]`) joins no group: it lands, as a `tma_load` does, with "
+       "the phase of `b` that the issuing thread's next arrive on `b` completes "
+       "(`cp.async.mbarrier.arrive` after the copy); see "
+       "[Hopper](hopper.md#copies-and-arrivals-on-a-barrier).", '''
 @proc
 def stage(n: size, x: f32[n, 64], y: f32[n, 64]):
     for b in par(0, n) @ BLOCKS:

@@ -1,5 +1,7 @@
 """The synchronization statements of docs/language.md (synchronization): ``sync(lo, hi)``, the split barrier
-allocation ``bar: barrier @ SHARED``, ``arrive(bar, lo, hi)`` and ``wait(bar, lo, hi)``.
+allocation ``bar: barrier @ SHARED``, ``arrive(bar, lo, hi)`` (``arrive(bar, lo, hi,
+count=c)``: each thread of the range stands for ``c`` arrivals, docs/hopper.md) and
+``wait(bar, lo, hi)``.
 
 Ranges are integer constants with ``0 <= lo < hi``; whether a range fits the block
 (and is made of whole warps) is a question of the kernel, answered by check().
@@ -26,8 +28,29 @@ def _const(parser, node, what):
     return -v.value if neg else v.value
 
 
-def _range(parser, v: ast.Call, args, fn):
-    if len(args) != 2 or v.keywords:
+MAX_COUNT = (1 << 20) - 1   # an mbarrier's expected arrival count (PTX: 2^20 - 1 at most)
+
+
+def _count(parser, v: ast.Call, fname: str) -> int:
+    """The ``count=`` of an arrive (1 when not written)."""
+    kws = {k.arg: k.value for k in v.keywords}
+    if (fname != "arrive" and kws) or set(kws) - {"count"}:
+        what = "takes only count= as a keyword" if fname == "arrive" else "takes no keyword"
+        raise parser.err(v, f"{fname}() {what}", "e.g. arrive(bar, 0, 1, count=32)"
+                         if fname == "arrive" else f"e.g. {fname}(bar, 0, 64)")
+    if "count" not in kws:
+        return 1
+    node = kws["count"]
+    if not (isinstance(node, ast.Constant) and type(node.value) is int and
+            1 <= node.value <= MAX_COUNT):
+        raise parser.err(node, "count= of an arrive is an integer constant, 1 to "
+                         f"{MAX_COUNT}: the arrivals each thread of the range stands for",
+                         "e.g. arrive(bar, 0, 1, count=32): one thread arrives for a warp")
+    return node.value
+
+
+def _range(parser, v: ast.Call, args, fn, keywords_ok=False):
+    if len(args) != 2 or (v.keywords and not keywords_ok):
         what = "takes no arguments (the whole block) or" if fn == "sync" else "takes"
         raise parser.err(v, f"{fn}() {what} a thread range (lo, hi)",
                          f"e.g. {fn}({'bar, ' if fn != 'sync' else ''}0, 64)")
@@ -59,8 +82,21 @@ def parse_sync_call(parser, s: ast.stmt, v: ast.Call, fname: str):
         raise parser.err(node, f"'{name}' is not a split barrier",
                          f"allocate it at block level: `{name}: barrier @ SHARED`")
     index = _ring_index(parser, first, sym, fname)
-    lo, hi = _range(parser, v, v.args[1:], fname)
-    return (Arrive if fname == "arrive" else Wait)(name, lo, hi, loc, index)
+    lo, hi = _range(parser, v, v.args[1:], fname, keywords_ok=True)
+    count = _count(parser, v, fname)
+    if fname == "arrive":
+        return Arrive(name, lo, hi, loc, index, count)
+    return Wait(name, lo, hi, loc, index)
+
+
+def barrier_ref(parser, first, fname: str, form: str):
+    """``(name, ring index or None)`` of the split barrier named by ``bar=`` (``first``)."""
+    node = first.value if isinstance(first, ast.Subscript) else first
+    sym = parser.scope.lookup(node.id) if isinstance(node, ast.Name) else None
+    if sym is None or sym.kind != "barrier":
+        raise parser.err(first, "bar= names a split barrier (`bar: barrier @ SHARED`) or an "
+                         "element of a ring (`full[i % 4]`)", form)
+    return node.id, _ring_index(parser, first, sym, fname)
 
 
 def _ring_index(parser, first, sym, fname):

@@ -162,7 +162,8 @@ class ProcEmitter(ExprEmitter):
         if s.index is not None:
             el = self.const(sync_order.ring_element, "_F")
             bar = f"{el}(b_{s.name}, {self.ex(s.index)}, {acc})"
-        self.line(f"{f}(_ctx, {bar}, {self.ex(s.lo)}, {self.ex(s.hi)}, {acc})")
+        count = f", {s.count}" if isinstance(s, Arrive) and s.count != 1 else ""
+        self.line(f"{f}(_ctx, {bar}, {self.ex(s.lo)}, {self.ex(s.hi)}, {acc}{count})")
 
     def _If(self, s: If):
         self.line(f"if {self.ex(s.cond)}:")
@@ -352,14 +353,31 @@ class ProcEmitter(ExprEmitter):
             sks.append(self.flat(s.src, shifted(s.src_idx, k), acc, READ))
         d = ", ".join(dks) + ("," if len(dks) == 1 else "")
         r = ", ".join(sks) + ("," if len(sks) == 1 else "")
-        race = f"_ctx, (tr_{s.dst}, tr_{s.src})" if self.race else "None, None"
         shapes = []
         for name in (s.dst, s.src):
             info = self.arrays[name]
             dims = ", ".join(info.dim(k) for k in range(info.ndim))
             shapes.append(f"({dims}{',' if info.ndim == 1 else ''})")
+        if s.bar is not None:
+            return self._bar_copy(s, acc, dks, sks, shapes)
+        race = f"_ctx, (tr_{s.dst}, tr_{s.src})" if self.race else "None, None"
         self.line(f"_asy.copy({self._tkey()}, {acc}, a_{s.dst}, ({d}), a_{s.src}, ({r}), "
                   f"{race}, ({shapes[0]}, {shapes[1]}))")
+
+    def _bar_copy(self, s: AsyncCopy, acc, dks, sks, shapes) -> None:
+        """``async_copy(..., bar=b)``: held in flight until the phase of ``b`` the thread's
+        next arrive completes, as a bulk tensor copy (:mod:`.tma_copies`)."""
+        items = self.fresh("_bcl")
+        pairs = ", ".join(f"({d}, {r}, a_{s.src}[{r}])" for d, r in zip(dks, sks))
+        self.line(f"{items} = [{pairs}]")
+        bar = f"b_{s.bar}"
+        if s.index is not None:
+            el = self.const(sync_order.ring_element, "_F")
+            bar = f"{el}(b_{s.bar}, {self.ex(s.index)}, {acc})"
+        race = f"_ctx, (tr_{s.dst}, tr_{s.src})" if self.race else "_ctx, None"
+        f = self.const(tma_copies.issue, "_F")
+        self.line(f"{f}(_asy, {self._tkey()}, {acc}, {bar}, a_{s.dst}, {items}, a_{s.src}, "
+                  f"{race}, ({shapes[0]}, {shapes[1]}), 'async copy')")
 
     def access(self, loc, text: str, how: str, name: str) -> str:
         if self.wg is not None:   # an access of a wgmma's meaning: quote the wgmma

@@ -4,8 +4,9 @@ A synchronization statement never changes the sequential meaning; it only orders
 parallel execution.  Two things live here:
 
 * :class:`SplitBarrier`, the sequential state of one ``bar: barrier @ SHARED``: every
-  ``arrive(bar, lo, hi)`` completes one phase (the barrier expects ``hi - lo``
-  arrivals, so all arrives of one barrier name the same range); a thread's k-th
+  ``arrive(bar, lo, hi, count=c)`` completes one phase (the barrier expects
+  ``(hi - lo) * c`` arrivals, so all arrives of one barrier name the same range and
+  count); a thread's k-th
   ``wait`` waits for phase k.  A wait for a phase that has not completed at that
   point of the program never returns (the interpreter reports the deadlock), and a
   wait for phase k after phase k + 1 has completed too cannot be told apart from a
@@ -44,15 +45,19 @@ class SplitBarrier:
         self.waiters: dict = {}  # phase -> [(mask, event index, epoch)]
         self.tma = None  # phase -> bulk tensor copies it lands (:mod:`.tma_copies`)
 
-    def arrive(self, lo: int, hi: int, acc) -> int:
-        """Phase ``P`` completes (returned)."""
+    def arrive(self, lo: int, hi: int, acc, count: int = 1) -> int:
+        """Phase ``P`` completes (returned): the threads of ``[lo, hi)`` bring ``count``
+        arrivals each, the barrier's expected count (the same in every phase)."""
         if self.range is None:
-            self.range = (lo, hi)
-        elif self.range != (lo, hi):
+            self.range = (lo, hi, count)
+        elif self.range != (lo, hi, count):
+            c = f", count={count}" if count != 1 else ""
+            was = ", ".join(map(str, self.range[:2])) + \
+                (f", count={self.range[2]}" if self.range[2] != 1 else "")
             raise InterpError(
-                f"arrive({self.name}, {lo}, {hi}) names another range than an earlier arrive "
-                f"on {self.name} ({self.range[0]}, {self.range[1]}): a split barrier expects "
-                "the same threads in every phase", acc.loc,
+                f"arrive({self.name}, {lo}, {hi}{c}) names another range or count than an "
+                f"earlier arrive on {self.name} ({was}): a split barrier expects the same "
+                "arrivals in every phase", acc.loc,
                 "use one barrier per group of arriving threads")
         self.phases += 1
         return self.phases - 1
@@ -176,15 +181,15 @@ def sync_range(ctx, lo: int, hi: int, acc):
     ctx.order.events.append(("sync", _mask(lo, hi)))
 
 
-def arrive(ctx, bar: SplitBarrier, lo: int, hi: int, acc):
-    what = f"arrive({bar.name}, {lo}, {hi})"
+def arrive(ctx, bar: SplitBarrier, lo: int, hi: int, acc, count: int = 1):
+    what = f"arrive({bar.name}, {lo}, {hi}{f', count={count}' if count != 1 else ''})"
     if ctx is None or ctx.kernel == 0:
-        p = bar.arrive(lo, hi, acc)
+        p = bar.arrive(lo, hi, acc, count)
         _land_tma(bar, p, lo, hi)
         return p
     _block_level(ctx, what, acc)
     _check_range(ctx, what, lo, hi, acc)
-    p = bar.arrive(lo, hi, acc)
+    p = bar.arrive(lo, hi, acc, count)
     order = ctx.order
     ka = len(order.events)
     m = _mask(lo, hi)
@@ -204,7 +209,8 @@ def arrive(ctx, bar: SplitBarrier, lo: int, hi: int, acc):
 
 
 def _land_tma(bar, p, lo, hi):
-    """The bulk tensor copies of phase ``p`` land (:mod:`.tma_copies`)."""
+    """The copies of phase ``p`` (bulk tensor copies, async copies with ``bar=``) land
+    (:mod:`.tma_copies`)."""
     if bar.tma and p in bar.tma:
         for c in bar.tma.pop(p):
             c.arrived(lo, hi)

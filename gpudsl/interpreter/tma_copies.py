@@ -1,5 +1,6 @@
 """The interpreter's meaning of the bulk tensor copies (``tma_load``; the rules are in
-:mod:`gpudsl.ir.tma`).
+:mod:`gpudsl.ir.tma`), and of the async copies that complete on a barrier
+(``async_copy(dst, src, bar=b)``), which follow the same rule.
 
 A copy reads its box where it is issued (zeros outside the source) and holds its elements
 in flight (:class:`gpudsl.interpreter.async_copies.AsyncState`'s table: the destination
@@ -22,14 +23,16 @@ from .async_copies import READ, WRITE, _element
 
 class TmaCopy:
     __slots__ = ("site", "bar", "phase", "issuer", "dst", "items", "src", "race", "dims",
-                 "vkey", "asy")
+                 "vkey", "asy", "what")
     family = "tma"
     hint = ("wait on the copy's barrier for the phase it completes (the phase of the "
             "issuing thread's next arrive) before touching its destination, or its source "
             "for writing")
 
-    def __init__(self, asy, site, bar, issuer, dst, items, src, race, dims):
+    def __init__(self, asy, site, bar, issuer, dst, items, src, race, dims,
+                 what="bulk tensor copy"):
         self.asy, self.site, self.bar, self.issuer = asy, site, bar, issuer
+        self.what = what                 # "bulk tensor copy" or "async copy"
         self.phase = bar.phases          # the phase the issuer's next arrive completes
         self.dst, self.items, self.src = dst, items, src
         self.race, self.dims = race, dims
@@ -48,11 +51,11 @@ class TmaCopy:
 
     def unlanded(self) -> InterpError:
         return InterpError(
-            f"the bulk tensor copy `{self.site.text}` at {self.site.where()} is still in "
+            f"the {self.what} `{self.site.text}` at {self.site.where()} is still in "
             f"flight where the block's code ends: the issuing thread made no arrive on "
             f"{self.bar.name} after it, so no phase completes it", self.site.loc,
             f"arrive on {self.bar.name} (with the issuing thread in the range) after the "
-            "tma_load")
+            f"{self.site.text.split('(')[0]}")
 
     def keys(self):
         return [((self.dst, dk), "dst") for dk, _, _ in self.items] + \
@@ -82,7 +85,7 @@ class TmaCopy:
         what = "destination" if side == "dst" else "source"
         shape = self.dims[0 if side == "dst" else 1] if self.dims else None
         name = self.site.name if side == "dst" else acc.name
-        return (f"{name}{_element(k, shape, buf)}, the {what} of the bulk tensor copy "
+        return (f"{name}{_element(k, shape, buf)}, the {what} of the {self.what} "
                 f"`{self.site.text}` at {self.site.where()}, before the phase of "
                 f"{self.bar.name} it completes (phase {self.phase}) has completed")
 
@@ -137,15 +140,17 @@ def store(asy, tkey, site, dst, items, src, ctx=None, trackers=None, dims=None):
                               src, race, dims))
 
 
-def issue(asy, tkey, site, bar, dst, items, src, ctx=None, trackers=None, dims=None):
-    """``tma_load`` by thread ``tkey``: ``items`` lists ``(dst flat index, src flat index or
-    None, value)`` of the box (read here, checked in bounds and against what is in flight)."""
+def issue(asy, tkey, site, bar, dst, items, src, ctx=None, trackers=None, dims=None,
+          what="bulk tensor copy"):
+    """``tma_load`` (or ``async_copy(..., bar=)``, ``what="async copy"``) by thread ``tkey``:
+    ``items`` lists ``(dst flat index, src flat index or None, value)`` of the box (read
+    here, checked in bounds and against what is in flight)."""
     from .sync_order import flat_thread
     race = None
     if ctx is not None and ctx.kernel:
         race = (ctx, ctx.tkey, ctx.tnames, ctx.tvals) + tuple(trackers)
     issuer = flat_thread(ctx, tkey) if ctx is not None and ctx.kernel else tkey
-    c = TmaCopy(asy, site, bar, issuer, dst, items, src, race, dims)
+    c = TmaCopy(asy, site, bar, issuer, dst, items, src, race, dims, what)
     if race is not None:   # the landing thread: past the block's threads, one per copy
         asy.landings += 1
         v = ctx.nthreads + asy.landings

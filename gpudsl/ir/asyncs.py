@@ -103,8 +103,15 @@ def const_extent(lo, hi):
 
 
 def copy_of(stmt) -> Optional[AsyncCopy]:
-    """The async copy an access's statement belongs to, else None."""
-    return stmt.copy if isinstance(stmt, CopyElement) else None
+    """The async copy of a group (no ``bar=``) an access's statement belongs to, else None."""
+    c = stmt.copy if isinstance(stmt, CopyElement) else None
+    return c if c is not None and c.bar is None else None
+
+
+def bar_copy_of(stmt) -> Optional[AsyncCopy]:
+    """The async copy completing on a barrier (``bar=``) an access's statement belongs to."""
+    c = stmt.copy if isinstance(stmt, CopyElement) else None
+    return c if c is not None and c.bar is not None else None
 
 
 @dataclass(frozen=True)
@@ -138,4 +145,4 @@ COPIES = Family("async copy", AsyncCommit, AsyncWait, "async_commit", "async_wai
                  lambda op: op.n, "destination", "source")
 
 __all__ = ["Family", "COPIES", "ASYNC_STMTS", "COPY_BYTES", "CopyElement", "is_async", "uses_async", "shifted",
-           "elements", "copy_of", "stmt_text", "const_extent"]
+           "elements", "copy_of", "bar_copy_of", "stmt_text", "const_extent"]

@@ -271,13 +271,15 @@ class Arrive(Stmt):
     """``arrive(bar, lo, hi)`` at block level: the threads of ``[lo, hi)`` signal the
     split barrier ``bar`` (a ``barrier @ SHARED`` allocation) and go on.  ``index``: the
     element of a barrier ring (``bar: barrier[k] @ SHARED``, ``arrive(bar[e], lo, hi)``),
-    None for a single barrier."""
+    None for a single barrier.  ``count``: the arrivals each thread of the range contributes
+    (``arrive(bar, lo, hi, count=c)``, a positive constant; 1 when not written)."""
 
     name: str
     lo: Expr
     hi: Expr
     loc: Optional[SrcLoc] = field(**_LOC)
     index: Optional[Expr] = None
+    count: int = 1
 
 
 @dataclass(frozen=True)
@@ -300,7 +302,10 @@ class AsyncCopy(Stmt):
     bytes) from the GLOBAL array ``src`` to the SHARED array ``dst`` without waiting.
     ``dst_idx`` / ``src_idx`` index the first element; the last index runs over
     ``n`` elements (``n == 1`` prints as a plain element ``dst[i]``).  The copy lands
-    when the ``async_wait`` that completes its group runs (:mod:`gpudsl.ir.asyncs`)."""
+    when the ``async_wait`` that completes its group runs (:mod:`gpudsl.ir.asyncs`); with
+    ``bar`` (``async_copy(dst, src, bar=b)``, element ``index`` of a ring) it joins no group
+    and lands with the phase of ``bar`` that the thread's next arrive on it completes, as a
+    ``tma_load`` does (:mod:`gpudsl.ir.tma`)."""
 
     dst: str
     dst_idx: tuple[Expr, ...]
@@ -308,6 +313,8 @@ class AsyncCopy(Stmt):
     src_idx: tuple[Expr, ...]
     n: int = 1
     loc: Optional[SrcLoc] = field(**_LOC)
+    bar: Optional[str] = None
+    index: Optional[Expr] = None
 
 
 @dataclass(frozen=True)

@@ -158,10 +158,14 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
     if isinstance(s, (Arrive, Wait)):
         fn = "arrive" if isinstance(s, Arrive) else "wait"
         bar = s.name if s.index is None else f"{s.name}[{print_expr(s.index)}]"
-        return [f"{pad}{fn}({bar}, {print_expr(s.lo)}, {print_expr(s.hi)})"]
+        count = f", count={s.count}" if isinstance(s, Arrive) and s.count != 1 else ""
+        return [f"{pad}{fn}({bar}, {print_expr(s.lo)}, {print_expr(s.hi)}{count})"]
     if isinstance(s, AsyncCopy):
+        bar = ""
+        if s.bar is not None:
+            bar = f", bar={s.bar if s.index is None else f'{s.bar}[{print_expr(s.index)}]'}"
         return [f"{pad}async_copy({print_copy_window(s.dst, s.dst_idx, s.n)}, "
-                f"{print_copy_window(s.src, s.src_idx, s.n)})"]
+                f"{print_copy_window(s.src, s.src_idx, s.n)}{bar})"]
     if isinstance(s, SetMaxNReg):
         return [f"{pad}setmaxnreg({s.regs}, {print_expr(s.lo)}, {print_expr(s.hi)})"]
     if isinstance(s, AsyncCommit):

@@ -174,7 +174,8 @@ class _Renamer(Transformer):
 
     def visit_AsyncCopy(self, s):
         s = self.generic(s)
-        return replace(s, dst=self._n(s.dst), src=self._n(s.src))
+        bar = None if s.bar is None else self._n(s.bar)
+        return replace(s, dst=self._n(s.dst), src=self._n(s.src), bar=bar)
 
     def visit_Atomic(self, s):
         s = self._named_stmt(s)
@@ -203,6 +204,8 @@ def free_vars(node) -> set[str]:
                 out.add(n.result)
         elif isinstance(n, AsyncCopy):
             out.update((n.dst, n.src))
+            if n.bar is not None:
+                out.add(n.bar)
     return out
 
 

@@ -340,6 +340,9 @@ static inline float atomicExch(float* p, float v) { return gpudsl_atomic_fp(p, [
 #define gpudsl_bar_sync(id, n) gpudsl_emu::named_barrier((id), (n), __FILE__, __LINE__)
 #define gpudsl_mbar_init(p, n) gpudsl_emu::mbar_init((p), (n))
 #define gpudsl_mbar_arrive(p) gpudsl_emu::mbar_arrive((p), __FILE__, __LINE__)
+#define gpudsl_mbar_arrive_n(p, n) gpudsl_emu::mbar_arrive_n((p), (n), __FILE__, __LINE__)
+// cp.async copies are plain copies here (landed already): nothing is left to track
+#define gpudsl_cp_async_mbar_arrive(p) ((void)(p))
 #define gpudsl_mbar_wait(p, par) gpudsl_emu::mbar_wait((p), (par), __FILE__, __LINE__)
 
 static inline unsigned int __activemask() { return gpudsl_emu::active_mask(); }

@@ -5,8 +5,8 @@
 //   barrier `id` (0..15); the last one releases them and the barrier starts afresh.
 // * an mbarrier is a 64-bit word in __shared__ memory: bits 0-31 the arrivals still
 //   pending in the current phase, bits 32-62 the expected count, bit 63 the phase parity.
-//   gpudsl_mbar_arrive counts one arrival; the last one of a phase resets the pending count
-//   and flips the parity.  gpudsl_mbar_wait(bar, parity) returns once the phase of that
+//   gpudsl_mbar_arrive counts one arrival (gpudsl_mbar_arrive_n: n of them, an arrive with
+//   count=n); the last one of a phase resets the pending count and flips the parity.  gpudsl_mbar_wait(bar, parity) returns once the phase of that
 //   parity has completed (the current parity differs), blocking the fiber until then.
 //
 // A thread blocked on either that can never be released (every other thread exited or
@@ -54,18 +54,26 @@ static inline void mbar_init(unsigned long long* bar, unsigned count) {
   *bar = ((unsigned long long)(count & 0x7fffffffu) << 32) | count;
 }
 
-static inline void mbar_arrive(unsigned long long* bar, const char* file, int line) {
+static inline void mbar_arrive_n(unsigned long long* bar, unsigned n, const char* file,
+                                 int line) {
   Fiber* f = self();
   unsigned long long v = *bar;
   unsigned pending = (unsigned)v, expected = (unsigned)(v >> 32) & 0x7fffffffu;
   unsigned long long parity = v >> 63;
   if (pending == 0 || expected == 0) trap("mbarrier arrive on a barrier that was not initialised", file, line);
-  if (--pending == 0) {
+  if (n == 0 || n > pending)  // PTX: undefined; check() proves it never happens
+    trap("mbarrier arrive with a count above the arrivals pending in the phase", file, line);
+  pending -= n;
+  if (pending == 0) {
     pending = expected;
     parity ^= 1ull;
     release_blocked(f->blk, AT_MBAR, -1, bar);
   }
   *bar = (parity << 63) | ((unsigned long long)expected << 32) | pending;
+}
+
+static inline void mbar_arrive(unsigned long long* bar, const char* file, int line) {
+  mbar_arrive_n(bar, 1u, file, line);
 }
 
 static inline void mbar_wait(unsigned long long* bar, unsigned parity, const char* file, int line) {

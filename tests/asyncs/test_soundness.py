@@ -6,7 +6,9 @@ symbolic is not ok.
 Blocks of 64 threads; copies of one or four elements of a row of ``x`` into
 ``s[row]``, ``async_commit()``, ``async_wait(0..2)``, ``sync()``, thread loops that
 read or write ``s`` (over the block or one half), block-level ``seq`` loops and uniform
-``if``s, and (in some) a split barrier's arrive/wait pairs.
+``if``s, and (in some) a split barrier's arrive/wait pairs, with copies that complete on it
+(``async_copy(..., bar=bar)``, issue 35) and arrives of one elected thread standing for
+many (``count=``).
 
 ``GPUDSL_ASYNC_EXAMPLES`` sets the number of examples (default 100 for CI);
 ``GPUDSL_HYPOTHESIS_STATS=1`` prints what was found.
@@ -31,15 +33,16 @@ STATS: Counter = Counter()
 
 
 @st.composite
-def copy_loop(draw, tv, kv):
+def copy_loop(draw, tv, kv, arrive=None):
+    bar = ", bar=bar" if arrive and draw(st.integers(0, 2)) == 0 else ""
     row = draw(st.sampled_from(["0", "1"] + ([f"{kv} % 2", f"({kv} + 1) % 2"] if kv else [])))
     src = draw(st.sampled_from(["0", "n - 1"] + ([f"{kv} % n"] if kv else [])))
     if draw(st.booleans()):
         return [f"for {tv} in par(0, 16) @ THREADS:",
                 f"    async_copy(s[{row}, 4 * {tv}:4 * {tv} + 4], "
-                f"x[{src}, 4 * {tv}:4 * {tv} + 4])"]
+                f"x[{src}, 4 * {tv}:4 * {tv} + 4]{bar})"]
     col = draw(st.sampled_from([tv, f"63 - {tv}", f"({tv} + 32) % 64"]))
-    body = [f"    async_copy(s[{row}, {col}], x[{src}, {tv}])"]
+    body = [f"    async_copy(s[{row}, {col}], x[{src}, {tv}]{bar})"]
     if draw(st.integers(0, 3)) == 0:   # committed and waited for in the thread loop
         body += draw(st.sampled_from([
             ["    async_commit()", "    async_wait(0)"],
@@ -70,7 +73,7 @@ def items(draw, depth, kv, counter, arrive=None):
         counter[0] += 1
         tv = f"t{counter[0]}"
         if kind == "copy":
-            out += draw(copy_loop(tv, kv))
+            out += draw(copy_loop(tv, kv, arrive))
         elif kind == "use":
             out += draw(use_loop(tv, kv))
         elif kind == "commit":
@@ -81,7 +84,8 @@ def items(draw, depth, kv, counter, arrive=None):
             out.append("sync()")
         elif kind == "split":
             lo, hi = draw(st.sampled_from(RANGES[1:]))
-            out += [f"arrive(bar, {arrive[0]}, {arrive[1]})", f"wait(bar, {lo}, {hi})"]
+            c = f", count={arrive[2]}" if arrive[2] != 1 else ""
+            out += [f"arrive(bar, {arrive[0]}, {arrive[1]}{c})", f"wait(bar, {lo}, {hi})"]
         elif kind == "seq":
             k = f"k{counter[0]}"
             trips = draw(st.sampled_from(["2", "n"]))
@@ -97,7 +101,8 @@ def items(draw, depth, kv, counter, arrive=None):
 
 @st.composite
 def async_proc(draw):
-    arrive = draw(st.sampled_from([None, None, (0, 32), (32, 64), (0, 64)]))
+    arrive = draw(st.sampled_from([None, None, (0, 32, 1), (32, 64, 1), (0, 64, 1),
+                                   (0, 1, 64), (32, 33, 32)]))
     body = draw(items(0, None, [0], arrive))
     lines = ["@proc", "def rand(n: size, x: f32[n, 64], y: f32[64]):", "    assert n <= 3",
              "    for b in par(0, 1) @ BLOCKS:", "        s: f32[2, 64] @ SHARED"] + \

@@ -7,7 +7,10 @@ Blocks of 64 threads (two warps); thread loops over the whole block or one warp;
 barriers ``sync()``, ``sync(0, 32)``, ``sync(32, 64)``, ``sync(0, 64)``; one or two split
 barriers and a ring of two (``rg[k % 2]``) whose arrive ranges are drawn once per proc
 (several: chains through relay threads), with arrive/wait pairs (work in
-between) and lone arrives or waits; block-level ``seq`` loops and uniform ``if``s.
+between) and lone arrives or waits; block-level ``seq`` loops and uniform ``if``s.  An
+arrive range may be one elected thread standing for a warp or the block
+(``arrive(bar, 32, 33, count=32)``); a lone arrive now and then gives another count
+(a phase of another size: refused).
 
 ``GPUDSL_SYNC_EXAMPLES`` sets the number of examples (default 100 for CI);
 ``GPUDSL_HYPOTHESIS_STATS=1`` prints what was found.
@@ -27,6 +30,13 @@ from gpudsl import proc_from_source
 N_EXAMPLES = int(os.environ.get("GPUDSL_SYNC_EXAMPLES", "100"))
 STATS: Counter = Counter()
 RANGES = [(0, 64), (0, 32), (32, 64)]
+# arrive ranges (lo, hi, count): whole ranges, or one thread arriving for many (issue 35)
+ARRIVES = [(0, 64, 1), (0, 32, 1), (32, 64, 1), (0, 1, 32), (32, 33, 32), (0, 1, 64)]
+
+
+def _arrive(el, r, count=None) -> str:
+    c = r[2] if count is None else count
+    return f"arrive({el}, {r[0]}, {r[1]}{f', count={c}' if c != 1 else ''})"
 
 
 @st.composite
@@ -69,7 +79,7 @@ def items(draw, depth, kv, counter, arrive):
         elif kind == "split":
             lo, hi = draw(st.sampled_from(RANGES))
             bar = draw(st.sampled_from(sorted(arrive)))
-            out.append(f"arrive({draw(element(bar, kv))}, {arrive[bar][0]}, {arrive[bar][1]})")
+            out.append(_arrive(draw(element(bar, kv)), arrive[bar]))
             if draw(st.booleans()):
                 out += draw(thread_loop(f"t{counter[0]}", kv))
             out.append(f"wait({draw(element(bar, kv))}, {lo}, {hi})")
@@ -77,8 +87,9 @@ def items(draw, depth, kv, counter, arrive):
             lo, hi = draw(st.sampled_from(RANGES))
             bar = draw(element(draw(st.sampled_from(sorted(arrive))), kv))
             r = arrive[bar.split("[")[0]]
-            out.append(draw(st.sampled_from([f"arrive({bar}, {r[0]}, {r[1]})",
-                                             f"wait({bar}, {lo}, {hi})"])))
+            out.append(draw(st.sampled_from([_arrive(bar, r), f"wait({bar}, {lo}, {hi})",
+                                             _arrive(bar, r), f"wait({bar}, {lo}, {hi})",
+                                             _arrive(bar, r, r[2] + 1)])))
         elif kind == "seq":
             k = f"k{counter[0]}"
             trips = draw(st.sampled_from(["2", "n"] + ([kv] if kv else [])))
@@ -98,7 +109,7 @@ def sync_proc(draw):
     # compose through relay threads (issue 35)
     bars = ["bar"] + (["bar2"] if draw(st.booleans()) else []) + \
         (["rg"] if draw(st.booleans()) else [])
-    arrive = {b: draw(st.sampled_from(RANGES)) for b in bars}
+    arrive = {b: draw(st.sampled_from(ARRIVES)) for b in bars}
     body = draw(items(0, None, [0], arrive))
     lines = ["def rand(n: size, x: f32[64], y: f32[2, 64]):", "    assert n <= 3",
              f"    for b in par(0, {nb}) @ BLOCKS:", "        s: f32[2, 64] @ SHARED"] + \

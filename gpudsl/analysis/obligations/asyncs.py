@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import z3
 
-from ...ir.asyncs import COPIES, copy_of
+from ...ir.asyncs import COPIES, stmt_text
 from ...ir.tma import STORES
 from ...ir.wgmma import FAMILIES, chained
 from ...ir.nodes import BinOp, For
@@ -150,8 +150,9 @@ def _uncountable(ctx, c, fam=COPIES) -> str | None:
 
 
 def _alignment(ctx: Ctx, c):
-    """Both first elements at offsets that are multiples of the copy's length."""
-    cp = copy_of(c.stmt)
+    """Both first elements at offsets that are multiples of the copy's length (``c``: the
+    first destination write of a copy of a group or of one completing on a barrier)."""
+    cp = c.stmt.copy
     if cp.n == 1:
         return
     for name, idx in ((cp.dst, cp.dst_idx), (cp.src, cp.src_idx)):
@@ -162,7 +163,7 @@ def _alignment(ctx: Ctx, c):
             continue
         if info.is_param and any(q.name == name and q.kind == "window"
                                  for q in ctx.eff.proc.params):
-            ctx.unknown(f"that the async copy `{_text(c)}` is aligned", [c.loc],
+            ctx.unknown(f"that the async copy `{stmt_text(cp)}` is aligned", [c.loc],
                         f"'{name}' is a window parameter: its start is the caller's")
             continue
         flat = idx[0]
@@ -174,7 +175,7 @@ def _alignment(ctx: Ctx, c):
         try:
             cons = ctx.place(t, c) + [t.expr(flat) % cp.n != 0]
         except Unsupported as e:
-            ctx.unknown(f"that the async copy `{_text(c)}` is aligned", [c.loc], str(e))
+            ctx.unknown(f"that the async copy `{stmt_text(cp)}` is aligned", [c.loc], str(e))
             continue
         r = ctx.solve(cons)
         if r.status == SAT:
@@ -182,13 +183,13 @@ def _alignment(ctx: Ctx, c):
                  "offset": ctx.eval_ints(r.model, [t.expr(flat)])[0],
                  "thread1": ctx.thread_witness(t, c, r.model)}
             ctx.diagnostics.append(Diagnostic(
-                "bounds", f"the async copy `{_text(c)}` moves {cp.n} elements of '{name}' "
+                "bounds", f"the async copy `{stmt_text(cp)}` moves {cp.n} elements of '{name}' "
                 f"from element offset {w['offset']}, not a multiple of {cp.n}: the hardware "
                 "copies aligned windows only", [c.loc], w,
                 f"start the window at a multiple of {cp.n} (and keep row lengths multiples "
                 f"of {cp.n})"))
         elif r.status == UNKNOWN:
-            ctx.unknown(f"that the async copy `{_text(c)}` is aligned", [c.loc],
+            ctx.unknown(f"that the async copy `{stmt_text(cp)}` is aligned", [c.loc],
                         f"solver: {r.reason or 'unknown'}")
 
 

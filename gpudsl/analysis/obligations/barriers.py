@@ -12,8 +12,8 @@ of times; what is left to prove, with the counts of :mod:`..sync_counts`:
   exist never arrives); a ranged barrier covers whole warps (``bar.sync`` counts
   warps) unless it is the whole block;
 - a split barrier is allocated at the top of the block's code (its phases are
-  counted from the block's start) and all its arrives name one range (the expected
-  arrival count of every phase);
+  counted from the block's start) and all its arrives name one range and one ``count=``
+  (the expected arrival count of every phase is the range's width times the count);
 - every wait completes: a thread's k-th wait on ``bar`` stands where exactly k + 1
   arrives on ``bar`` have run (fewer: the phase never completes; more: the phase
   parity the hardware waits on no longer tells phase k from phase k + 2);
@@ -136,6 +136,15 @@ def _shapes(ctx, ks, syncs) -> bool:
             _div(ctx, f"the arrives on '{bar}' name different thread ranges ({rs}): a split "
                  "barrier expects the same number of arrivals in every phase", locs,
                  "use one split barrier per group of arriving threads")
+            ok = False
+        if len(ks.arrive_counts.get(bar, ())) > 1:
+            cs = ", ".join(map(str, sorted(ks.arrive_counts[bar])))
+            locs = [si.loc for si in syncs if isinstance(si.stmt, Arrive) and
+                    si.stmt.name == bar]
+            _div(ctx, f"the arrives on '{bar}' give different counts (count={cs}): a split "
+                 "barrier expects the same number of arrivals in every phase", locs,
+                 "give every arrive on the barrier the same range and count, or use one "
+                 "split barrier per kind of arrive")
             ok = False
     return ok
 

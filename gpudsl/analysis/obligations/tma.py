@@ -1,4 +1,6 @@
-"""Bulk tensor copies (``tma_load``, docs/hopper.md "TMA loads"; meaning :mod:`gpudsl.ir.tma`).
+"""Copies that land with a barrier phase: bulk tensor copies (``tma_load``, docs/hopper.md "TMA
+loads"; meaning :mod:`gpudsl.ir.tma`) and async copies with ``bar=`` (``async_copy(dst, src,
+bar=b)``, the same rule: :mod:`gpudsl.ir.landings`).
 
 A copy ``c`` issued by thread ``t1`` at block-level position ``p`` on barrier ``b``
 (element ``e``) lands with the phase ``NA(t1, p)`` of ``b[e]``: the one the issuer's next
@@ -16,7 +18,8 @@ arrive completes.  Obligations:
   issuer's other edges (its arrive does not wait for the bytes), nor by block barriers
   (conservative);
 - **alignment** ("bounds"): the source's rows are a multiple of 16 bytes apart and the
-  destination starts at a multiple of 128 bytes in its array (the hardware's rules).
+  destination starts at a multiple of 128 bytes in its array (the hardware's rules); an
+  async copy's both sides at multiples of its length (:mod:`.asyncs`).
 
 The issue-point accesses (the box read and written by ``t1`` at ``p``) are the race and
 bounds obligations' like any other access; out-of-range box elements are guarded zeros.
@@ -25,16 +28,17 @@ from __future__ import annotations
 
 import z3
 
-from ...ir.nodes import BinOp, Const
-from ...ir.smt import SAT, UNKNOWN, Unsupported
-from ...ir.tma import (DST_ALIGN, PITCH_BYTES, I_VAR, global_side, shared_side, store_of,
-                       tma_of)
+from ...ir.nodes import AsyncCopy, BinOp, Const
+from ...ir.smt import SAT, UNKNOWN, UNSAT, Unsupported
+from ...ir.asyncs import bar_copy_of
+from ...ir.landings import landing_barrier, landing_dst, landing_of
+from ...ir.tma import (DST_ALIGN, PITCH_BYTES, I_VAR, global_side, shared_side, store_of)
 from ...ir.types import INDEX
 from ..phases import PhaseRelation
 from ..report import Diagnostic
 from ..sync_chains import MAX_RELAYS, CHAIN_TIME, Pos, block_body, chains, thread_span
 from ..sync_counts import kernel_syncs
-from .asyncs import _seq_before
+from .asyncs import _alignment as _copy_alignment, _seq_before
 
 _PHASES = PhaseRelation()
 _MAX_PER_COPY = 2
@@ -42,15 +46,24 @@ _MAX_PER_COPY = 2
 
 def _text(c) -> str:
     from ...ir.printer import print_stmt
-    return print_stmt(c.stmt.tma)[0].strip()
+    op = bar_copy_of(c.stmt) or c.stmt.tma
+    return print_stmt(op)[0].strip()
+
+
+def _what(op) -> str:
+    return "async copy" if isinstance(op, AsyncCopy) else "bulk tensor copy"
+
+
+def _stmt(op) -> str:
+    return "async_copy" if isinstance(op, AsyncCopy) else "tma_load"
 
 
 def copies(ctx) -> list:
     """The access records of each copy's destination writes and source reads."""
     out = []
     for a in ctx.eff.accesses:
-        op = tma_of(a.stmt)
-        if op is not None and ((a.kind == "write") == (a.name == op.dst.name)):
+        op = landing_of(a.stmt)
+        if op is not None and ((a.kind == "write") == (a.name == landing_dst(op))):
             out.append(a)
     return out
 
@@ -65,11 +78,14 @@ def check_tma(ctx) -> None:
     seen_stmt: set = set()
     reported: set = set()
     for c in recs:
-        op = tma_of(c.stmt)
+        op = landing_of(c.stmt)
         ks = kernel_syncs(ctx, c.kernel)
         if c.kind == "write" and id(op) not in seen_stmt:
             seen_stmt.add(id(op))
-            _alignment(ctx, c, op)
+            if bar_copy_of(c.stmt) is not None:
+                _copy_alignment(ctx, c)
+            else:
+                _alignment(ctx, c, op)
             if not _lands(ctx, ks, c, op):
                 continue
         if ks is None or c.path is None or c.tpath is None:
@@ -80,7 +96,7 @@ def check_tma(ctx) -> None:
                 break
             if x.kernel != c.kernel or (c.kind == "read" and not x.is_write):
                 continue
-            if tma_of(x.stmt) is op and x.kind != "write":
+            if landing_of(x.stmt) is op and x.kind != "write":
                 continue
             key = (op.loc, x.loc, c.kind)
             if key in reported:
@@ -94,25 +110,30 @@ def check_tma(ctx) -> None:
 
 
 def _edges_of(ks, op) -> list:
-    return [e for e in chains(ks).edges if e.send_key[:2] == ("arrive", op.name)]
+    bar = landing_barrier(op)[0]
+    return [e for e in chains(ks).edges if e.send_key[:2] == ("arrive", bar)]
 
 
 def _element(t, op, e):
     """The copy's barrier element is ``e``'s (True for a single barrier)."""
-    if e.element is None or op.index is None:
+    index = landing_barrier(op)[1]
+    if e.element is None or index is None:
         return z3.BoolVal(True)
-    return t.expr(op.index) == e.element.val
+    return t.expr(index) == e.element.val
 
 
 def _lands(ctx, ks, c, op) -> bool:
     """The issuer arrives on the copy's barrier after the issue; False if refused."""
-    what = f"that the bulk tensor copy `{_text(c)}` lands"
+    bar, kind = landing_barrier(op)[0], _what(op)
+    what = f"that the {kind} `{_text(c)}` lands"
     es = _edges_of(ks, op) if ks is not None else []
     if not es:
-        ctx.diagnostics.append(Diagnostic(
-            "race", f"the bulk tensor copy `{_text(c)}` never lands: no arrive on "
-            f"'{op.name}' (with one thread range) completes a phase of it", [c.loc], {},
-            f"arrive on {op.name} with the issuing thread in the range after the tma_load"))
+        w = _issued(ctx, c)
+        if w is not None:
+            ctx.diagnostics.append(Diagnostic(
+                "race", f"the {kind} `{_text(c)}` never lands: no arrive on "
+                f"'{bar}' (with one thread range) completes a phase of it", [c.loc], w,
+                f"arrive on {bar} with the issuing thread in the range after the {_stmt(op)}"))
         return False
     t = ctx.thread("1")
     ch = chains(ks)
@@ -134,16 +155,30 @@ def _lands(ctx, ks, c, op) -> bool:
         w = {"sizes": ctx.enc.size_values(r.model), "thread1": ctx.thread_witness(t, c, r.model),
              "between": "async"}
         ctx.diagnostics.append(Diagnostic(
-            "race", f"the bulk tensor copy `{_text(c)}` may still be in flight when the "
-            f"block's code ends: its issuing thread makes no arrive on {op.name} after it "
+            "race", f"the {kind} `{_text(c)}` may still be in flight when the "
+            f"block's code ends: its issuing thread makes no arrive on {bar} after it "
             "(the copy lands with the phase the issuer's next arrive completes)", [c.loc], w,
-            f"issue it from a thread of {op.name}'s arrive range, before that thread's "
+            f"issue it from a thread of {bar}'s arrive range, before that thread's "
             "arrive"))
         return False
     if r.status == UNKNOWN:
         ctx.unknown(what, [c.loc], f"solver: {r.reason or 'unknown'}")
         return False
     return True
+
+
+def _issued(ctx, c):
+    """A witness (sizes, the issuing thread) that copy ``c`` is issued; None when it never
+    is (nothing to land); ``{}`` when the solver cannot tell."""
+    t = ctx.thread("1")
+    try:
+        r = ctx.solve(ctx.place(t, c))
+    except Unsupported:
+        return {}
+    if r.status == SAT:
+        return {"sizes": ctx.enc.size_values(r.model),
+                "thread1": ctx.thread_witness(t, c, r.model), "between": "async"}
+    return None if r.status == UNSAT else {}
 
 
 def _landed_unordered(ch, ks, op, t1, pc: Pos, px: Pos, relays: int) -> list:
@@ -169,7 +204,8 @@ def _pair(ctx, ks, c, x, op):
 
 
 def _ask(ctx, ks, c, x, op, relays: int):
-    what = f"that {x.describe()} waits for the bulk tensor copy `{_text(c)}`"
+    bar, kind = landing_barrier(op)[0], _what(op)
+    what = f"that {x.describe()} waits for the {kind} `{_text(c)}`"
     t1, t2 = ctx.thread("1"), ctx.thread("2")
     ch = chains(ks)
     try:
@@ -179,7 +215,7 @@ def _ask(ctx, ks, c, x, op, relays: int):
         cons += [t1.var(l.iter) == t2.var(l.iter) for l in ki.block_loops]
         cons += [t1.var(l.iter) == t2.var(l.iter) for l in ki.host_loops]
         same = z3.And(*[a == b for a, b in zip(t1.tc, t2.tc)])
-        if tma_of(x.stmt) is op:   # another instance of the same copy, not this one
+        if landing_of(x.stmt) is op:   # another instance of the same copy, not this one
             outer = [l for l in c.loops if not l.iter.startswith(I_VAR)]
             cons.append(z3.Not(z3.And(same, *[t1.var(l.iter) == t2.var(l.iter)
                                                for l in outer])))
@@ -205,16 +241,16 @@ def _ask(ctx, ks, c, x, op, relays: int):
     info = ctx.eff.arrays[x.array]
     el = f"{info.name}[{', '.join(str(v) for v in element)}]" if element else info.name
     side = "destination" if c.kind == "write" else "source"
-    msg = (f"data race on {info.mem.name} array '{info.name}': the bulk tensor copy "
+    msg = (f"data race on {info.mem.name} array '{info.name}': the {kind} "
            f"`{_text(c)}` ({side} {el}) may still be in flight: {x.describe()} is ordered "
-           f"neither before its issue nor after the phase of {op.name} it completes")
+           f"neither before its issue nor after the phase of {bar} it completes")
     w = {"sizes": ctx.enc.size_values(r.model), "array": info.name, "element": element,
          "thread1": ctx.thread_witness(t1, c, r.model),
          "thread2": ctx.thread_witness(t2, x, r.model), "between": "async"}
     return Diagnostic("race", msg, [c.loc, x.loc], w,
-                      f"wait on {op.name} for that phase before the access (or order the "
-                      "access before the tma_load)",
-                      ["bulk tensor copy, thread 1", f"{x.describe()}, thread 2"])
+                      f"wait on {bar} for that phase before the access (or order the "
+                      f"access before the {_stmt(op)})",
+                      [f"{kind}, thread 1", f"{x.describe()}, thread 2"])
 
 
 def check_store_alignment(ctx) -> None:

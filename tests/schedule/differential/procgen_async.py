@@ -3,7 +3,8 @@ the primitives: a block of 64 threads staging rows of ``x`` into SHARED memory w
 ``async_copy`` (1 or 4 elements a copy), one stage per iteration (copy, commit,
 wait, barrier, use) or double-buffered (a prologue copy, then each iteration issues
 the next row's copy into ``buf[(i + 1) % 2]`` before waiting for its own with
-``async_wait(1)``).  Some are broken on purpose (no wait, the wrong depth, no barrier
+``async_wait(1)``), or completing on a barrier ring (``async_copy(..., bar=full[i % 2])``,
+the copying threads' arrive, sometimes one counting for several: ``count=``).  Some are broken on purpose (no wait, the wrong depth, no barrier
 after the wait, one buffer instead of two): the primitives must not turn a proved
 kernel into one with an access in flight, and must keep every meaning, faults
 included."""
@@ -16,13 +17,14 @@ from .procgen import Program, pick_sizes
 HEAD = "def {name}(n: size, a: f32, x: f32[n, 64], y: f32[n, 64]):\n    assert n >= 1\n"
 
 
-def _copy(r, buf, row, tv):
-    """A thread loop of copies of row ``row`` of x into ``buf``."""
+def _copy(r, buf, row, tv, bar=""):
+    """A thread loop of copies of row ``row`` of x into ``buf`` (``bar``: ``, bar=...``)."""
     if r.random() < 0.5:
         return [f"for {tv} in par(0, 16) @ THREADS:",
-                f"    async_copy({buf}4 * {tv}:4 * {tv} + 4], x[{row}, 4 * {tv}:4 * {tv} + 4])"]
+                f"    async_copy({buf}4 * {tv}:4 * {tv} + 4], x[{row}, 4 * {tv}:4 * {tv} + 4]"
+                f"{bar})"]
     return [f"for {tv} in par(0, 64) @ THREADS:",
-            f"    async_copy({buf}{tv}], x[{row}, {tv}])"]
+            f"    async_copy({buf}{tv}], x[{row}, {tv}]{bar})"]
 
 
 def _use(r, buf, row, tv):
@@ -86,8 +88,24 @@ def _local(r):
     return [], body + ["sync()"]
 
 
+def _on_barrier(r):
+    """Copies completing on a ring element (issue 35): the copying threads arrive (one
+    thread for all 64 with count=, after a barrier, now and then), everybody waits, then
+    uses the slot; sometimes the wait, the barrier or the copiers' arrive is missing."""
+    cp = _copy(r, "s[i % 2, ", "i", "t", ", bar=full[i % 2]")
+    width = int(cp[0].split("par(0, ")[1].split(")")[0])
+    arrive = r.choice([f"arrive(full[i % 2], 0, {width})", f"arrive(full[i % 2], 0, {width})",
+                       f"arrive(full[i % 2], 0, {width}, count=2)",
+                       f"arrive(full[i % 2], 0, {width // 2})"])
+    wait = "wait(full[i % 2], 0, 64)" if r.random() < 0.9 else "pass"
+    tail = ["sync()"] if r.random() < 0.9 else []
+    body = cp + [arrive, wait] + _use(r, "s[i % 2, ", "i", "u") + tail
+    return ["full: barrier[2] @ SHARED"], body
+
+
 def async_program(r: random.Random, name: str) -> Program:
-    pre, body = r.choice([_single, _double, _plain, _plain, _plain, _local])(r)
+    pre, body = r.choice([_single, _double, _plain, _plain, _plain, _local, _on_barrier,
+                          _on_barrier])(r)
     pre, body = _broken(r, pre), _broken(r, body)
     lines = ["    for b in par(0, 1) @ BLOCKS:", "        s: f32[2, 64] @ SHARED"]
     lines += ["        " + ln for ln in pre]

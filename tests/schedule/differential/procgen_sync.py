@@ -1,7 +1,9 @@
 """Random kernels with the synchronization of docs/language.md (synchronization) for the differential test of
 the primitives: a block of 64 threads, producers (threads 0-31) and consumers
 (32-63) over a double buffer ``buf[i % 2]`` behind ranged barriers or split barriers
-(``arrive``/``wait``) or barrier rings (``full[i % 2]``), all threads exchanging through a split barrier with work
+(``arrive``/``wait``) or barrier rings (``full[i % 2]``; the consumers hand a slot back
+through one thread counting for all, ``arrive(empty, 32, 33, count=32)``, now and then),
+all threads exchanging through a split barrier with work
 between arrive and wait, or two halves each behind its own ranged barrier.  Some are
 broken on purpose (a barrier missing, the wrong range, one buffer instead of two):
 the primitives must not turn a proved kernel into a racy one either way."""
@@ -35,14 +37,24 @@ def _ranged(r):
     return [], body
 
 
+def _handback(r):
+    """How the consumers arrive on ``empty``: ``(arrive's tail, lines before it)``; one
+    elected thread for all 32 (count=) after their ranged barrier, which is sometimes
+    missing (a race)."""
+    if r.random() < 0.5:
+        return "32, 64)", []
+    return "32, 33, count=32)", (["sync(32, 64)"] if r.random() < 0.85 else [])
+
+
 def _split(r):
     buf = "i % 2" if r.random() < 0.85 else "0"
     empty = r.random() < 0.85
-    pre = ["full: barrier @ SHARED"] + (["empty: barrier @ SHARED", "arrive(empty, 32, 64)"]
+    back, before = _handback(r)
+    pre = ["full: barrier @ SHARED"] + ([f"empty: barrier @ SHARED", f"arrive(empty, {back}"]
                                         if empty else [])
     body = (["wait(empty, 0, 32)"] if empty else []) + _producer(r, "t", buf) + \
         ["arrive(full, 0, 32)", "wait(full, 32, 64)"] + _consumer(r, "u", buf) + \
-        (["arrive(empty, 32, 64)"] if empty else [])
+        (before + [f"arrive(empty, {back}"] if empty else [])
     return pre, body
 
 
@@ -51,11 +63,12 @@ def _ring(r):
     ``empty[i % 2]``, each element its own split barrier; sometimes the wrong element."""
     buf = "i % 2" if r.random() < 0.9 else "0"
     el = "i % 2" if r.random() < 0.9 else "(i + 1) % 2"
+    back, before = _handback(r)
     pre = ["full: barrier[2] @ SHARED", "empty: barrier[2] @ SHARED",
-           "for j in seq(0, 2):", "    arrive(empty[j], 32, 64)"]
+           "for j in seq(0, 2):", f"    arrive(empty[j], {back}"]
     body = ["wait(empty[i % 2], 0, 32)"] + _producer(r, "t", buf) + \
         ["arrive(full[i % 2], 0, 32)", f"wait(full[{el}], 32, 64)"] + _consumer(r, "u", buf) + \
-        ["arrive(empty[i % 2], 32, 64)"]
+        before + [f"arrive(empty[i % 2], {back}"]
     return pre, body
 
 
