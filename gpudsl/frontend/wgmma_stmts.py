@@ -62,7 +62,8 @@ def _ab(parser, node, what: str, rows: int):
                          f"bf16; '{w.name}' is a {sym.mem.name} array of {sym.ty.name}",
                          "stage the tile into SHARED memory")
     last = sym.shape[-1].val if sym.shape and isinstance(sym.shape[-1], Const) else None
-    why = operand_problem(w, len(sym.shape), last, sym.ty.bits // 8, None, rows)
+    why = operand_problem(w, len(sym.shape), last, sym.ty.bits // 8,
+                          getattr(sym, "swizzle", None), rows)
     if why is not None:
         raise parser.err(node, f"the {what} operand `{ast.unparse(node)}` of wgmma is not a "
                          f"[2, {rows}, {CORE}] or [{rows}, {K}] window in a layout the "
