@@ -149,10 +149,15 @@ def map_name(src: str, extents, swizzle: int = 0) -> str:
 
 
 def tile_swizzles(body) -> dict:
-    """The swizzle width of each SHARED array allocated in ``body`` (0: none)."""
+    """The swizzle widths of the SHARED arrays allocated in ``body`` under each name (0:
+    none; two allocations of one name in different scopes may differ)."""
     from ..ir.nodes import Alloc
     from ..ir.visitor import walk
-    return {n.name: n.swizzle for n in walk(tuple(body)) if isinstance(n, Alloc)}
+    out: dict = {}
+    for n in walk(tuple(body)):
+        if isinstance(n, Alloc):
+            out.setdefault(n.name, []).append(n.swizzle)
+    return {k: sorted(set(v)) for k, v in out.items()}
 
 
 def src_box(s) -> tuple:
@@ -181,13 +186,13 @@ def tensor_map_params(stmts, proc) -> list:
     for n in walk(tuple(stmts)):
         if isinstance(n, (TmaLoad, TmaStore)):
             ext, g = src_box(n), global_side(n)
-            w = swz.get(shared_side(n).name, 0)
-            name = map_name(g.name, ext, w)
-            if name not in seen:
-                seen.add(name)
-                out.append(KernelParam(name, name, "tensormap", g.ty,
-                                       "const unsigned long long* __restrict__", False, False,
-                                       (g.name, ext, shapes.get(g.name, n.shape), w)))
+            for w in swz.get(shared_side(n).name, [0]):
+                name = map_name(g.name, ext, w)
+                if name not in seen:
+                    seen.add(name)
+                    out.append(KernelParam(name, name, "tensormap", g.ty,
+                                           "const unsigned long long* __restrict__", False,
+                                           False, (g.name, ext, shapes.get(g.name, n.shape), w)))
     return out
 
 

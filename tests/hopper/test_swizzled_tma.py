@@ -149,3 +149,37 @@ def test_a_copy_off_the_swizzle_period_is_refused_with_a_witness():
     store = store.replace("s[0:16, 0:32])", "s[4:20, 0:32])")
     rep = proc_from_source(store).check(target="sm_90a")
     assert "bounds" in rep.kinds() and "1024 bytes" in str(rep)
+
+
+def test_a_name_allocated_plain_and_swizzled_in_two_scopes_gets_both_maps():
+    """Regression: the kernel's tensor map parameters took one swizzle per tile name, so
+    the copy into the other scope's tile named a map the kernel did not have."""
+    p = proc_from_source('''
+@proc
+def two(a: f16[32, 64], y: f16[32, 64]):
+    for b in par(0, 2) @ BLOCKS:
+        bar: barrier @ SHARED
+        if b == 0:
+            s: f16[16, 64] @ SHARED
+            for t in par(0, 1) @ THREADS:
+                tma_load(s[0:16, 0:64], a[0:16, 0:64], bar=bar)
+            arrive(bar, 0, 1)
+            wait(bar, 0, 64)
+            for t in par(0, 64) @ THREADS:
+                for r in seq(0, 16):
+                    y[r, t] = s[r, t]
+        else:
+            s: f16[16, 64] @ SHARED(swizzle=128)
+            for t in par(0, 1) @ THREADS:
+                tma_load(s[0:16, 0:64], a[16:32, 0:64], bar=bar)
+            arrive(bar, 0, 1)
+            wait(bar, 0, 64)
+            for t in par(0, 64) @ THREADS:
+                for r in seq(0, 16):
+                    y[16 + r, t] = s[r, t]
+''')
+    assert p.check(target="sm_90a").ok
+    a = (np.arange(32 * 64).reshape(32, 64) % 251).astype(np.float16)
+    y = np.zeros_like(a)
+    p.compile("emulator")(a=a, y=y)
+    assert (y == a).all()
