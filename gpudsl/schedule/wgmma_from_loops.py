@@ -29,7 +29,7 @@ from .cursors import Into
 from .edits import replace
 from .legality import prove
 from .primitive import LOOP, fail, primitive
-from .simplify import const_value, normalize
+from .simplify import const_seq_nest, const_value, normalize
 
 
 def _b(op, a, b):
@@ -39,17 +39,10 @@ def _b(op, a, b):
 def _nest(L: For):
     """``(loops, reduce)``: the perfect nest of seq loops in ``L`` (constant extents,
     from 0) and the one ``+=`` at its heart."""
-    loops, body = [], L.body
-    while len(body) == 1 and isinstance(body[0], For):
-        f = body[0]
-        if f.kind != "seq" or f.mapping is not None or const_value(f.lo) != 0 or \
-                const_value(f.hi) is None:
-            raise fail(f"loop {f.iter} is not a seq loop from 0 to a constant", f.loc)
-        loops.append(f)
-        body = f.body
+    loops, body = const_seq_nest(L)
     if len(body) != 1 or not isinstance(body[0], Reduce) or body[0].op != "+":
-        raise fail(f"the body of thread loop {L.iter} is not a nest of seq loops around one "
-                   "`acc[...] += f32(a[...]) * f32(b[...])`", L.loc)
+        raise fail(f"the body of thread loop {L.iter} is not a nest of seq loops (from 0 to "
+                   "constants) around one `acc[...] += f32(a[...]) * f32(b[...])`", L.loc)
     return loops, body[0]
 
 

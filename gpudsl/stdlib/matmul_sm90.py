@@ -191,28 +191,20 @@ def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[
                     None, "use gpudsl.ops.matmul, whose kernels take every shape")
 
 
-_COMPILED: dict = {}
-
-
 def matmul_nt_sm90(a, bt, **opts):
     """``a @ bt^T`` of float16 or bfloat16 arrays (numpy or torch, ``a[m, k]``,
     ``bt[n, k]``) by the derived sm_90a kernel (:func:`plan_matmul_sm90`), run where
     ``gpudsl.ops`` runs (the GPU needs sm_90a: an H100 or H200; the emulator anywhere);
     ``gpudsl bench``'s rows ``matmul_f16_sm90`` and ``matmul_bf16_sm90`` time it."""
-    from ..runtime.driver import driver_available
     from .halves import NUMPY, common_dtype
-    from .op_arguments import contig, empty
+    from .op_arguments import contig, empty, run_where_ops_run
 
     dt = common_dtype("matmul", a=a, b=bt)
     sa, sb = tuple(int(d) for d in a.shape), tuple(int(d) for d in bt.shape)
     p, binds = plan_matmul_sm90(sa, sb, dt, **opts)
     a, bt = contig(a), contig(bt)
     c = empty(a, (sa[0], sb[0]), NUMPY[dt])
-    key = (p, "cuda" if driver_available() else "emulator")   # as gpudsl.ops.backend()
-    kern = _COMPILED.get(key)
-    if kern is None:
-        kern = _COMPILED[key] = p.compile(key[1])
-    kern(a=a, bt=bt, c=c, **binds)
+    run_where_ops_run(p, a=a, bt=bt, c=c, **binds)
     return c
 
 
