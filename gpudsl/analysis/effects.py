@@ -315,7 +315,9 @@ class _Collector(Walker):
     def _bulk_rules(self, what: str, s, st, glob, tile) -> None:
         """Where a bulk tensor copy stands and what it copies: in a thread loop of a kernel,
         between a whole GLOBAL array parameter (``glob``: the tensor map is made from the
-        argument at launch) and an unswizzled SHARED tile."""
+        argument at launch) and a SHARED tile; a swizzled tile's box rows fit its swizzle
+        (:func:`gpudsl.ir.tma.swizzle_problem`; the alignment is proved in
+        :mod:`.obligations.tma`)."""
         if st["kernel"] is None or st["level"] != "thread":
             self.issue("mapping", f"{what} outside any @ THREADS loop of a kernel: each copy "
                        "is started by one thread", [s.loc], "put it inside a THREADS loop")
@@ -329,10 +331,13 @@ class _Collector(Walker):
                            f"keep '{w.name}' in {memory_with(**{end: True})} memory")
         key = self.lookup(tile.name)
         if key is not None and self.eff.arrays[key].swizzle:
-            self.issue("mapping", f"the SHARED tile '{tile.name}' of a bulk tensor copy is "
-                       "swizzled: TMA boxes with a swizzle mode are not supported yet (the "
-                       "copy would lay the box out unswizzled)", [s.loc],
-                       "copy into an unswizzled tile")
+            from ..ir.tma import swizzle_problem
+            why = swizzle_problem(s, self.eff.arrays[key].swizzle)
+            if why is not None:
+                self.issue("mapping", f"the bulk tensor copy into or out of the swizzled tile "
+                           f"'{tile.name}' cannot use the hardware's swizzle mode: {why}",
+                           [s.loc], "copy boxes whose innermost range is the tile's whole "
+                           "row of exactly the swizzle's width")
         key = self.lookup(glob.name)
         if (key is not None and not self.eff.arrays[key].is_param) or any(
                 q.name == glob.name and q.kind == "window" for q in self.eff.proc.params):
@@ -342,9 +347,10 @@ class _Collector(Walker):
                        "pass the array itself as a parameter of the kernel's proc")
 
     def _wgmma_layout(self, s):
-        """The operands are windows in the layout the hardware reads (a primitive that
-        reshapes an array may break it)."""
-        from ..ir.wgmma import CORE, M, extents, layout_problem
+        """The operands are windows in a layout the hardware reads: the canonical
+        ``[2, rows, 8]`` of a plain tile or ``[rows, 16]`` of a tile swizzled with rows of
+        its width (a primitive that reshapes an array may break it)."""
+        from ..ir.wgmma import CORE, K, M, extents, operand_problem
 
         if extents(s.acc) != [s.n // 2]:
             self.issue("mapping", f"the accumulator of wgmma is not one range of {s.n // 2} "
@@ -353,12 +359,15 @@ class _Collector(Walker):
             key = self.lookup(w.name)
             if key is None:
                 continue
-            shape = self.eff.arrays[key].shape
+            info = self.eff.arrays[key]
+            shape = info.shape
             last = shape[-1].val if shape and isinstance(shape[-1], Const) else None
-            why = layout_problem(w, len(shape), last, (2, rows, CORE))
+            why = operand_problem(w, len(shape), last, max(1, w.ty.bits // 8),
+                                  info.swizzle, rows)
             if why is not None:
                 self.issue("mapping", f"the operand '{w.name}' of wgmma is not a [2, {rows}, "
-                           f"{CORE}] window in the layout the hardware reads: {why}", [s.loc])
+                           f"{CORE}] or [{rows}, {K}] window in a layout the hardware reads: "
+                           f"{why}", [s.loc])
 
     def alloc(self, s: Alloc, st):
         super().alloc(s, st)

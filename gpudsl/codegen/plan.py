@@ -46,7 +46,7 @@ class KernelParam:
     ctype: str
     written: bool = False
     temporary: bool = False
-    tmap: tuple | None = None   # "tensormap": (array, box extents, the array's shape)
+    tmap: tuple | None = None   # "tensormap": (array, box extents, the array's shape, swizzle)
 
 
 @dataclass(frozen=True)

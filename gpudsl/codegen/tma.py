@@ -11,6 +11,12 @@ GPU, gpudsl's own record on the emulator).  ``tma_load(dst, src, bar=b)`` become
 current phase, then ``cp.async.bulk.tensor.Rd ... mbarrier::complete_tx::bytes``.  The
 emulator copies the box at once (zeros outside the array), a valid timing of the same
 meaning.  Destinations are 128-byte aligned (the kernel writer aligns their arrays).
+
+A copy into or out of a tile ``@ SHARED(swizzle=W)`` has a tensor map of its own
+(``gpudsl_tmap_<a>_<box>_s<W>``) with the hardware's ``W``-byte swizzle mode; the
+emulator's record holds the width too, and its copy moves each element to or from its
+swizzled offset in the tile (:mod:`gpudsl.ir.swizzle`, the function ``gpudsl_swz``
+applies), so that the tile's other accesses find it where the GPU puts it.
 """
 from __future__ import annotations
 
@@ -28,6 +34,10 @@ inline void gpudsl_tma_emulate(const unsigned long long* map, const int* c, int 
                                unsigned char* tile, bool load) {
   unsigned char* base = (unsigned char*)map[0];
   const unsigned long long es = map[17];
+  // a swizzled tile (map[18]: its width W in bytes, 0: none): the 16-byte chunk of each
+  // byte offset XOR its 128-byte line modulo W / 16, as gpudsl_swz (the copy starts at
+  // a multiple of the pattern's period in the tile)
+  const unsigned long long wmask = map[18] ? map[18] / 16 - 1 : 0;
   long long n = 1;
   for (int k = 0; k < R; ++k) n *= (long long)map[12 + k];
   for (long long q = 0; q < n; ++q) {
@@ -40,8 +50,10 @@ inline void gpudsl_tma_emulate(const unsigned long long* map, const int* c, int 
       else off += x * (long long)map[7 + k];
     }
     for (unsigned long long b = 0; b < es; ++b) {
-      if (load) tile[q * es + b] = in ? base[off + b] : 0;
-      else if (in) base[off + b] = tile[q * es + b];
+      unsigned long long o = (unsigned long long)q * es + b;
+      o ^= ((o >> 7) & wmask) << 4;
+      if (load) tile[o] = in ? base[off + b] : 0;
+      else if (in) base[off + b] = tile[o];
     }
   }
 }
@@ -128,11 +140,24 @@ __device__ __forceinline__ void gpudsl_tma_fence() {
 """
 
 
-def map_name(src: str, extents) -> str:
+def map_name(src: str, extents, swizzle: int = 0) -> str:
     """The kernel parameter holding the tensor map of ``src`` read in boxes of
-    ``extents``."""
+    ``extents`` (into tiles swizzled with ``swizzle`` bytes)."""
     from .cexpr import cname
-    return f"gpudsl_tmap_{cname(src)}_{'x'.join(map(str, extents))}"
+    tail = f"_s{swizzle}" if swizzle else ""
+    return f"gpudsl_tmap_{cname(src)}_{'x'.join(map(str, extents))}{tail}"
+
+
+def tile_swizzles(body) -> dict:
+    """The swizzle widths of the SHARED arrays allocated in ``body`` under each name (0:
+    none; two allocations of one name in different scopes may differ)."""
+    from ..ir.nodes import Alloc
+    from ..ir.visitor import walk
+    out: dict = {}
+    for n in walk(tuple(body)):
+        if isinstance(n, Alloc):
+            out.setdefault(n.name, []).append(n.swizzle)
+    return {k: sorted(set(v)) for k, v in out.items()}
 
 
 def src_box(s) -> tuple:
@@ -154,17 +179,20 @@ def tensor_map_params(stmts, proc) -> list:
     array and box, in the order the copies first name them."""
     from ..ir.visitor import walk
     from .plan import KernelParam
+    from ..ir.tma import shared_side
     shapes = {q.name: tuple(q.shape) for q in proc.params if q.is_array}
+    swz = tile_swizzles(stmts)
     out, seen = [], set()
     for n in walk(tuple(stmts)):
         if isinstance(n, (TmaLoad, TmaStore)):
             ext, g = src_box(n), global_side(n)
-            name = map_name(g.name, ext)
-            if name not in seen:
-                seen.add(name)
-                out.append(KernelParam(name, name, "tensormap", g.ty,
-                                       "const unsigned long long* __restrict__", False, False,
-                                       (g.name, ext, shapes.get(g.name, n.shape))))
+            for w in swz.get(shared_side(n).name, [0]):
+                name = map_name(g.name, ext, w)
+                if name not in seen:
+                    seen.add(name)
+                    out.append(KernelParam(name, name, "tensormap", g.ty,
+                                           "const unsigned long long* __restrict__", False,
+                                           False, (g.name, ext, shapes.get(g.name, n.shape), w)))
     return out
 
 
@@ -199,13 +227,15 @@ def emit_tma(kw, s, level: str) -> None:
         raise CompileError("tma_load stands outside any @ THREADS loop: each copy is started "
                            "by one thread", s.loc, "put it inside a THREADS loop")
     from ..ir.tma import shared_side
+    from ..ir.tma import swizzle_problem
     tile = kw.lookup(shared_side(s).name, s.loc)
-    if tile.swizzle:
-        raise CompileError(f"the SHARED tile '{shared_side(s).name}' of a bulk tensor copy is "
-                           "swizzled: TMA boxes with a swizzle mode are not supported yet",
-                           s.loc, "copy into an unswizzled tile (check() refuses it too)")
+    why = swizzle_problem(s, tile.swizzle) if tile.swizzle else None
+    if why is not None:
+        raise CompileError(f"the bulk tensor copy into or out of the swizzled tile "
+                           f"'{shared_side(s).name}' cannot use the hardware's swizzle mode: "
+                           f"{why}", s.loc, "check() refuses it too")
     if isinstance(s, TmaStore):
-        return _store(kw, s)
+        return _store(kw, s, tile.swizzle)
     w = kw.w
     start = tuple(p.lo if isinstance(p, Interval) else p.pt for p in s.dst.idx)
     coords = [p.lo if isinstance(p, Interval) else p.pt for p in s.src.idx]
@@ -213,14 +243,15 @@ def emit_tma(kw, s, level: str) -> None:
     bar = kw.lookup(s.name, s.loc).cname
     bar = f"&{bar}" if s.index is None else f"&{bar}[(unsigned)({kw.expr(s.index)})]"
     w.line(f"gpudsl_tma_load<{len(coords)}>(&{kw.access(s.dst.name, start, s.loc)}, "
-           f"{map_name(s.src.name, src_box(s))}, {bar}, {box_bytes(s)}u, {cs});", s.loc)
+           f"{map_name(s.src.name, src_box(s), tile.swizzle)}, {bar}, {box_bytes(s)}u, {cs});",
+           s.loc)
 
 
-def _store(kw, s: TmaStore) -> None:
+def _store(kw, s: TmaStore, swizzle: int) -> None:
     start = tuple(p.lo if isinstance(p, Interval) else p.pt for p in s.src.idx)
     coords = [p.lo if isinstance(p, Interval) else p.pt for p in s.dst.idx]
     cs = ", ".join(f"(int)({kw.expr(c)})" for c in reversed(coords))
-    kw.w.line(f"gpudsl_tma_store<{len(coords)}>({map_name(s.dst.name, src_box(s))}, "
+    kw.w.line(f"gpudsl_tma_store<{len(coords)}>({map_name(s.dst.name, src_box(s), swizzle)}, "
               f"&{kw.access(s.src.name, start, s.loc)}, {cs});", s.loc)
 
 

@@ -4,7 +4,11 @@
   (``gpudsl_wgmma_make_desc``: start address, leading-dimension byte offset = the stride
   of the window's first range (the two 8-column halves of K), stride-dimension byte offset
   = 128 (8 rows of 16 bytes), no swizzle: the PTX ISA's canonical K-major layout
-  ``((8, m), (8, 2)) : ((8, SBO), (1, LBO))`` in halves), then
+  ``((8, m), (8, 2)) : ((8, SBO), (1, LBO))`` in halves); of a ``[rows, 16]`` window of
+  a tile swizzled with ``W`` bytes (rows of ``W`` bytes), the swizzle mode (layout type
+  bits 62-63: 1 = 128B, 2 = 64B, 3 = 32B), SBO = ``8 * W`` (8 rows), LBO unused (1), the
+  start address the row's (a multiple of the period ``8 * W``, proved) plus the window's
+  column offset in bytes (CUTLASS's advance along K inside a swizzle atom); then
   ``wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16}`` with the thread's
   ``N / 2`` accumulator registers (``"+f"``), scale-d 1 (accumulate), no negation, both
   operands K-major (``imm-trans-a = imm-trans-b = 0``).
@@ -35,7 +39,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir.nodes import Const, For, Interval, Wgmma, WgmmaCommit, WgmmaWait
 from ..ir.visitor import walk
-from ..ir.wgmma import CORE, intervals, layout_problem
+from ..ir.wgmma import CORE, intervals, is_swizzled_form, operand_problem
 
 PREFIX = "gpudsl_wgmma_m64n"
 
@@ -48,7 +52,8 @@ WGMMA_COMMON = r"""
 #define GPUDSL_WGMMA_PTX 1
 #endif
 #ifdef GPUDSL_EMULATOR
-struct gpudsl_wgmma_desc { const unsigned char* p; unsigned lbo, sbo; };
+// w: a swizzled tile's width (0: none); col: the start's byte offset in its row
+struct gpudsl_wgmma_desc { const unsigned char* p; unsigned lbo, sbo, w, col; };
 #else
 typedef unsigned long long gpudsl_wgmma_desc;
 #endif
@@ -56,13 +61,34 @@ typedef unsigned long long gpudsl_wgmma_desc;
 __device__ __forceinline__ gpudsl_wgmma_desc gpudsl_wgmma_make_desc(const void* p, unsigned lbo,
                                                                    unsigned sbo) {
 #ifdef GPUDSL_EMULATOR
-  return gpudsl_wgmma_desc{(const unsigned char*)p, lbo, sbo};
+  return gpudsl_wgmma_desc{(const unsigned char*)p, lbo, sbo, 0u, 0u};
 #else
   unsigned a;
   asm("{\n .reg .u64 t;\n cvta.to.shared.u64 t, %1;\n cvt.u32.u64 %0, t;\n}" : "=r"(a) : "l"(p));
   return (unsigned long long)((a & 0x3FFFFu) >> 4)
        | ((unsigned long long)((lbo & 0x3FFFFu) >> 4) << 16)
        | ((unsigned long long)((sbo & 0x3FFFFu) >> 4) << 32);
+#endif
+}
+// a descriptor of a K-major operand in a tile swizzled with W bytes (rows of W bytes):
+// row0 the first element of the window's first row at column 0 (a multiple of the
+// pattern's period 8 * W in the tile), col the window's column offset in bytes; the start
+// address is row0 + col (as CUTLASS advances a descriptor along K inside a swizzle atom),
+// LBO unused (1), SBO = 8 rows of W bytes, layout type 1 (128B), 2 (64B), 3 (32B)
+template <int W>
+__device__ __forceinline__ gpudsl_wgmma_desc gpudsl_wgmma_make_desc_swz(const void* row0,
+                                                                       unsigned col) {
+#ifdef GPUDSL_EMULATOR
+  return gpudsl_wgmma_desc{(const unsigned char*)row0, 1u, 8u * W, (unsigned)W, col};
+#else
+  unsigned a;
+  asm("{\n .reg .u64 t;\n cvta.to.shared.u64 t, %1;\n cvt.u32.u64 %0, t;\n}" : "=r"(a) : "l"(row0));
+  a += col;
+  const unsigned long long mode = W == 128 ? 1ull : W == 64 ? 2ull : 3ull;
+  return (unsigned long long)((a & 0x3FFFFu) >> 4)
+       | (1ull << 16)
+       | ((unsigned long long)(((8u * W) & 0x3FFFFu) >> 4) << 32)
+       | (mode << 62);
 #endif
 }
 __device__ __forceinline__ void gpudsl_wgmma_fence() {
@@ -93,8 +119,19 @@ __device__ __forceinline__ void gpudsl_reg_fence(float& r) {
 #endif
 }
 #ifdef GPUDSL_EMULATOR
-// one thread's share of D += A @ B (m64nNk16), read through the descriptors in the
-// canonical layout: element (r, k) at p + (k / 8) * lbo + (r / 8) * sbo + (r % 8) * 16 + (k % 8) * 2
+// element (r, k) of an operand through its descriptor: the canonical layout at
+// p + (k / 8) * lbo + (r / 8) * sbo + (r % 8) * 16 + (k % 8) * 2; a swizzled one's
+// row-major offset (r / 8) * sbo + (r % 8) * w + col + 2 * k from the period-aligned row0,
+// swizzled as gpudsl_swz does (the 16-byte chunk XOR the 128-byte line modulo w / 16)
+template <class T>
+static inline T gpudsl_wgmma_elem(const gpudsl_wgmma_desc& d, int r, int k) {
+  if (!d.w)
+    return *(const T*)(d.p + (k / 8) * d.lbo + (r / 8) * d.sbo + (r % 8) * 16 + (k % 8) * 2);
+  unsigned long long o = (unsigned long long)((r / 8) * d.sbo + (r % 8) * d.w + d.col + k * sizeof(T));
+  o ^= ((o >> 7) & (unsigned long long)(d.w / 16 - 1)) << 4;
+  return *(const T*)(d.p + o);
+}
+// one thread's share of D += A @ B (m64nNk16), read through the descriptors
 template <class T>
 static inline void gpudsl_wgmma_emu(float* const* d, int n, gpudsl_wgmma_desc da,
                                     gpudsl_wgmma_desc db) {
@@ -105,8 +142,8 @@ static inline void gpudsl_wgmma_emu(float* const* d, int n, gpudsl_wgmma_desc da
     const int c = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
     float s = *d[i];
     for (int k = 0; k < 16; ++k) {
-      const T a = *(const T*)(da.p + (k / 8) * da.lbo + (r / 8) * da.sbo + (r % 8) * 16 + (k % 8) * 2);
-      const T b = *(const T*)(db.p + (k / 8) * db.lbo + (c / 8) * db.sbo + (c % 8) * 16 + (k % 8) * 2);
+      const T a = gpudsl_wgmma_elem<T>(da, r, k);
+      const T b = gpudsl_wgmma_elem<T>(db, c, k);
       s += (float)a * (float)b;
     }
     *d[i] = s;
@@ -170,20 +207,26 @@ def _fences(kw, loc):
 
 
 def _descriptor(kw, w, s: Wgmma, rows: int) -> str:
-    """``gpudsl_wgmma_make_desc(&first element, LBO, SBO)`` of operand window ``w``."""
+    """``gpudsl_wgmma_make_desc(&first element, LBO, SBO)`` of operand window ``w`` (of a
+    swizzled tile: ``gpudsl_wgmma_make_desc_swz<W>(&row start, column bytes)``)."""
     info = kw.lookup(w.name, s.loc)
-    why = layout_problem(w, len(info.shape), info.shape[-1] if info.shape else None,
-                         (2, rows, CORE))
+    nbytes = w.ty.bits // 8
+    last = int(info.shape[-1]) if info.shape else None
+    why = operand_problem(w, len(info.shape), last, nbytes, info.swizzle, rows)
     if why is not None or info.pointer:
-        raise _err(f"the operand `{w.name}[...]` of wgmma is not a canonical [2, {rows}, 8] "
-                   f"window of a SHARED array here: {why or 'it is not a SHARED array'}",
+        raise _err(f"the operand `{w.name}[...]` of wgmma is not a [2, {rows}, 8] window of a "
+                   f"plain SHARED tile nor a [{rows}, 16] one of a swizzled tile here: "
+                   f"{why or 'it is not a SHARED array'}",
                    s.loc, "pass whole SHARED arrays (or windows of them) to wgmma")
     first = tuple(p.lo if isinstance(p, Interval) else p.pt for p in w.idx)
+    if is_swizzled_form(w):
+        row0 = first[:-1] + (Const(0),)
+        return (f"gpudsl_wgmma_make_desc_swz<{info.swizzle}>(&{kw.access(w.name, row0, s.loc)}, "
+                f"(unsigned)({kw.expr(first[-1])}) * {nbytes}u)")
     k0 = intervals(w)[0][0]
     stride = 1
     for d in info.shape[k0 + 1:]:
         stride *= int(d)
-    nbytes = w.ty.bits // 8
     return (f"gpudsl_wgmma_make_desc(&{kw.access(w.name, first, s.loc)}, "
             f"{stride * nbytes}u, {CORE * CORE * nbytes}u)")
 

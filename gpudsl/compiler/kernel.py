@@ -490,11 +490,11 @@ def _launch(module, k, grid, kenv, b: Bound, scalars_by_name: bool = False) -> L
 def _tensor_map(p, env) -> TensorMapRef:
     """The tensor map argument of a ``"tensormap"`` parameter: the array's dimensions
     for this call, the box its copies read."""
-    name, box, shape = p.tmap
+    name, box, shape, swizzle = p.tmap
     dims = tuple(int(evaluate(d, env)) for d in shape)
     dt = p.dtype.numpy or "uint16"
     return TensorMapRef(name, dims, tuple(box), p.dtype.bits // 8,
-                        "bfloat16" if p.dtype.name == "bf16" else np.dtype(dt).name)
+                        "bfloat16" if p.dtype.name == "bf16" else np.dtype(dt).name, swizzle)
 
 
 def compile_proc(proc, backend: str | None = None, check: bool = True,

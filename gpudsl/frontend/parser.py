@@ -272,7 +272,7 @@ class ProcParser:
             return parse_barrier_alloc(self, s, name, shape, mem, loc)
         ty = self.dtype(tname)
         kind = "local" if not shape else "array"
-        sym = Sym(name, kind, ty, shape, mem, loc)
+        sym = Sym(name, kind, ty, shape, mem, loc, swizzle=swizzle)
         self.scope.bind(sym, loc)
         if not mem.allocated_at:
             raise self.err(s.annotation.right,

@@ -231,7 +231,8 @@ assert reverse32.check().ok
 '''),
     _E("Memories", "swizzle", "`SHARED(swizzle=128)`", "A SHARED tile stored swizzled "
        "(32, 64 or 128 bytes: the layout TMA and wgmma read): each 16-byte chunk of a row "
-       "moves inside its 32/64/128-byte segment (XOR with the row's 128-byte line index). "
+       "moves inside its 32/64/128-byte segment (XOR with the row's 128-byte line index); "
+       "`tma_load`/`tma_store` boxes and `wgmma` operands may be swizzled tiles. "
        "Only addresses change, never meaning; rows must be a multiple of the width in "
        "bytes. The performance report shows the bank conflicts it removes. See "
        "[Hopper](hopper.md#swizzled-shared-tiles).", '''
@@ -665,7 +666,10 @@ assert y[0] == 510.0
        "t % 128` is D[16 (l // 32) + l % 32 // 4 + 8 (i // 2 % 2), 8 (i // 4) + 2 (l % 4) + "
        "i % 2], the PTX ISA's fragment. `a` is a SHARED `[2, 64, 8]` window with `a[h, m, j]` "
        "= A[m, 8 h + j], `b` a `[2, N, 8]` one with `b[h, n, j]` = B[8 h + j, n] (B stored N x "
-       "K). Asynchronous: the accumulator may not be touched, nor the operands written, until "
+       "K); or, from tiles `@ SHARED(swizzle=W)` with rows of exactly W bytes, `a` a `[64, 16]` "
+       "window (`a_s[r0:r0 + 64, c0:c0 + 16]`, `a[m, kk]` = A[m, kk]) and `b` an `[N, 16]` one "
+       "(`b[n, kk]` = B[kk, n]), `r0` at the swizzle's period and `c0` a multiple of 16 "
+       "(proved). Asynchronous: the accumulator may not be touched, nor the operands written, until "
        "the `wgmma_wait` that completes its group. See [Hopper](hopper.md#warpgroup-mma-wgmma).",
        '''
 @proc
@@ -764,7 +768,9 @@ assert d.kind == "race" and "before the wgmma_wait" in d.message
        "it. Box elements outside `src` land as zeros (clipped edges). Until it lands the "
        "destination may not be touched nor the source written (`check()`: race; the "
        "interpreter: error). `check()` also proves the issuer arrives after it, the source's "
-       "rows are 16 bytes apart and the destination starts at a multiple of 128 bytes. "
+       "rows are 16 bytes apart and the destination starts at a multiple of 128 bytes. A "
+       "swizzled tile (`@ SHARED(swizzle=W)`) gets the tensor map's swizzle mode: the box's "
+       "rows at most W bytes, the tile's side at a multiple of 8 W bytes. "
        "Lowered to `cp.async.bulk.tensor` with a tensor map the launch builds. See "
        "[Hopper](hopper.md#tma-loads).", '''
 @proc

@@ -44,6 +44,7 @@ class Sym:
     loc: SrcLoc | None = None
     mapping: Mapping | None = None  # loops: BLOCKS / THREADS / None
     param: bool = False
+    swizzle: int | None = None      # an allocation's swizzle width (0: none; None: unknown)
 
     @property
     def is_int_control(self) -> bool:

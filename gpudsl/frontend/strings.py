@@ -43,7 +43,8 @@ def param_sym(p: Param) -> Sym:
 def stmt_sym(s) -> Sym:
     """The name an allocation or a loop brings into scope."""
     if isinstance(s, Alloc):
-        return Sym(s.name, "array" if s.shape else "local", s.ty, s.shape, s.mem, s.loc)
+        return Sym(s.name, "array" if s.shape else "local", s.ty, s.shape, s.mem, s.loc,
+                   swizzle=s.swizzle)
     assert isinstance(s, For)
     return Sym(s.iter, "loop", INDEX, loc=s.loc, mapping=s.mapping)
 

@@ -4,7 +4,10 @@
 ``acc`` is a window of one range of ``N / 2`` f32 elements of a REGISTER array (the
 thread's part of the accumulator), ``a`` a window ``[2, 64, 8]`` and ``b`` one
 ``[2, N, 8]`` of SHARED f16 or bf16 arrays whose last dimension is 8 (a whole array of
-that shape may be named alone); N is a multiple of 8 from 8 to 256.
+that shape may be named alone), or, from a tile ``@ SHARED(swizzle=W)`` with rows of
+exactly ``W`` bytes, windows ``[64, 16]`` and ``[N, 16]`` (``a_s[r0:r0 + 64, c0:c0 + 16]``:
+the swizzled K-major form, whose tile check() and codegen verify); N is a multiple of 8
+from 8 to 256.
 """
 from __future__ import annotations
 
@@ -12,12 +15,15 @@ import ast
 
 from ..ir.nodes import Const, Interval, Wgmma, WgmmaCommit, WgmmaWait, WindowArg
 from ..ir.types import INDEX, f32
-from ..ir.wgmma import AB_TYPES, CORE, M, N_MAX, extents, layout_problem
+from ..ir.wgmma import AB_TYPES, CORE, K, M, N_MAX, extents, operand_problem
 
 WGMMA_FUNCS = ("wgmma", "wgmma_commit", "wgmma_wait")
 
 _FORM = ("wgmma(acc[t, 0:N // 2], a[0:2, 0:64, 0:8], b[0:2, 0:N, 0:8]): acc += A @ B, "
-         "a[h, m, j] = A[m, 8h + j], b[h, n, j] = B[8h + j, n]")
+         "a[h, m, j] = A[m, 8h + j], b[h, n, j] = B[8h + j, n]; or, from tiles "
+         "@ SHARED(swizzle=W) with rows of W bytes, wgmma(acc[t, 0:N // 2], "
+         "a_s[r0:r0 + 64, c0:c0 + 16], b_s[n0:n0 + N, c0:c0 + 16]): a[m, kk] = A[m, kk], "
+         "b[n, kk] = B[kk, n]")
 
 
 def _operand(parser, node):
@@ -56,11 +62,12 @@ def _ab(parser, node, what: str, rows: int):
                          f"bf16; '{w.name}' is a {sym.mem.name} array of {sym.ty.name}",
                          "stage the tile into SHARED memory")
     last = sym.shape[-1].val if sym.shape and isinstance(sym.shape[-1], Const) else None
-    why = layout_problem(w, len(sym.shape), last, (2, rows, CORE))
+    why = operand_problem(w, len(sym.shape), last, sym.ty.bits // 8,
+                          getattr(sym, "swizzle", None), rows)
     if why is not None:
         raise parser.err(node, f"the {what} operand `{ast.unparse(node)}` of wgmma is not a "
-                         f"[2, {rows}, {CORE}] window in the layout the hardware reads: {why}",
-                         _FORM)
+                         f"[2, {rows}, {CORE}] or [{rows}, {K}] window in a layout the "
+                         f"hardware reads: {why}", _FORM)
     return w
 
 

@@ -21,6 +21,14 @@ copy.  A copy whose issuing thread never arrives on ``b`` after it lands nowhere
 :func:`elements` gives the meaning as statements (a ``seq`` loop per range around one
 guarded :class:`TmaElement` assignment): the effect collector, check() and the
 interpreter see a copy's accesses through it.
+
+**Swizzled tiles.**  The SHARED tile may be ``@ SHARED(swizzle=W)``
+(:mod:`gpudsl.ir.swizzle`): the tensor map then has the hardware's ``W``-byte swizzle
+mode, and the copy writes (or reads) each element at its swizzled offset, exactly where
+the tile's other accesses find it; the meaning is unchanged.  The hardware's rules: the
+box's innermost range holds at most ``W`` bytes (:func:`swizzle_problem`; with a tile of
+rows of ``W`` bytes, the whole row), and the tile starts at a multiple of the pattern's
+period, ``8 * W`` bytes (:func:`dst_align`, which check() proves).
 """
 from __future__ import annotations
 
@@ -94,6 +102,29 @@ def src_problem(w: WindowArg, rank: int) -> Optional[str]:
     if ext[-1] * w.ty.bits // 8 % INNER_BYTES:
         return (f"its last range holds {ext[-1] * w.ty.bits // 8} bytes, not a multiple of "
                 f"{INNER_BYTES}")
+    return None
+
+
+def dst_align(swizzle: int) -> int:
+    """The bytes the shared side of a copy starts at a multiple of: 128, or the period
+    ``8 * W`` of a tile swizzled with ``W`` bytes (the hardware's swizzle follows the
+    address, the tile's layout its offset: they agree from a period's start)."""
+    from .swizzle import repeat_bytes
+    return max(DST_ALIGN, repeat_bytes(swizzle)) if swizzle else DST_ALIGN
+
+
+def swizzle_problem(s, swizzle: int) -> Optional[str]:
+    """Why copy ``s`` cannot move its box through a tile swizzled with ``swizzle`` bytes
+    (the hardware's swizzle modes take an innermost box range of at most that many
+    bytes), or None."""
+    ext = box(global_side(s))
+    if not ext or ext[-1] is None:
+        return None
+    inner = ext[-1] * global_side(s).ty.bits // 8
+    if inner > swizzle:
+        return (f"the box's innermost range holds {inner} bytes, more than the {swizzle}-byte "
+                f"swizzle (the hardware's limit: at most {swizzle * 8 // global_side(s).ty.bits} "
+                f"elements of {global_side(s).ty.name})")
     return None
 
 
@@ -188,6 +219,6 @@ def store_elements(s: TmaStore) -> tuple:
 STORES = Family("bulk tensor store", TmaCommit, TmaWait, "tma_commit", "tma_wait", store_of,
                 lambda op: 1, "destination", "source")
 
-__all__ = ["TMA_STMTS", "STORES", "store_of", "store_elements", "global_side", "shared_side", "BOX_MAX", "RANK_MAX", "INNER_BYTES", "PITCH_BYTES", "DST_ALIGN", "ELEM_TYPES",
+__all__ = ["dst_align", "swizzle_problem", "TMA_STMTS", "STORES", "store_of", "store_elements", "global_side", "shared_side", "BOX_MAX", "RANK_MAX", "INNER_BYTES", "PITCH_BYTES", "DST_ALIGN", "ELEM_TYPES",
            "uses_tma", "box", "box_bytes", "src_problem", "dst_problem", "TmaElement",
            "tma_of", "elements"]

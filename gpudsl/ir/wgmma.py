@@ -22,6 +22,15 @@ whole dimension of 8 halves (16 bytes): that is the PTX ISA's canonical no-swizz
 layout of 8 x 16-byte core matrices, which code generation describes to the hardware with
 a matrix descriptor (:func:`layout_problem` says why a window is not one).
 
+**Swizzled operands.**  ``a`` may instead be two intervals ``[64, 16]`` of a tile
+``@ SHARED(swizzle=W)`` whose rows are exactly ``W`` bytes (``f16[rows, W / 2]``),
+``a[m, kk]`` being ``A[m, kk]``; ``b`` likewise ``[N, 16]``, ``b[n, kk]`` being
+``B[kk, n]``: the K-major layout of the hardware's ``W``-byte swizzle modes (a descriptor
+with the swizzle mode, the stride of 8 rows, the start advanced by the window's column
+offset).  :func:`swizzled_problem` says why a window is not one; check() proves the
+rest (the column offset a multiple of 16 elements, the rows' start at a multiple of the
+pattern's period ``8 * W`` bytes).
+
 **Asynchrony** (as :mod:`gpudsl.ir.asyncs`, a family of its own): ``wgmma`` adds its
 operation to the thread's open wgmma group; ``wgmma_commit`` closes it; ``wgmma_wait(n)``
 completes every committed group but the ``n`` most recent.  Between a wgmma and the wait
@@ -106,6 +115,54 @@ def layout_problem(w: WindowArg, rank: int, last: Optional[int], want: tuple) ->
     return None
 
 
+def swizzled_problem(w: WindowArg, rank: int, last: Optional[int], elem_bytes: int,
+                     swizzle: Optional[int], rows: int) -> Optional[str]:
+    """Why window ``w`` of an array of ``rank`` dimensions (the last of extent ``last``)
+    is not a ``[rows, 16]`` K-major operand of a tile swizzled with ``swizzle`` bytes
+    (None: not known yet, the shape only), or None."""
+    iv = intervals(w)
+    if len(iv) != 2:
+        return f"it has {len(iv)} range(s); a swizzled operand of wgmma has 2: [rows, {K}]"
+    got = extents(w)
+    if tuple(got) != (rows, K):
+        shown = ", ".join("?" if g is None else str(g) for g in got)
+        return f"its ranges have extents [{shown}], not [{rows}, {K}]"
+    (k0, _), (k1, _) = iv
+    if k1 != rank - 1 or k0 != rank - 2:
+        return "its two ranges must be the array's last two dimensions"
+    if swizzle is None:
+        return None
+    if not swizzle:
+        return ("a [rows, 16] window is the swizzled K-major form: its tile must be "
+                "`@ SHARED(swizzle=W)` with rows of W bytes (or use the [2, rows, 8] form)")
+    if last is None or last * elem_bytes != swizzle:
+        got_b = "?" if last is None else str(last * elem_bytes)
+        return (f"its tile's rows hold {got_b} bytes; a swizzled operand's rows are exactly "
+                f"the swizzle's {swizzle} bytes ({swizzle // elem_bytes} elements)")
+    return None
+
+
+def operand_problem(w: WindowArg, rank: int, last: Optional[int], elem_bytes: int,
+                    swizzle: Optional[int], rows: int) -> Optional[str]:
+    """Why ``w`` is neither a canonical ``[2, rows, 8]`` operand of a plain tile nor a
+    swizzled ``[rows, 16]`` one (``swizzle`` None: the shape only), or None."""
+    if len(intervals(w)) == 2:
+        return swizzled_problem(w, rank, last, elem_bytes, swizzle, rows)
+    if swizzle:
+        return (f"its tile is swizzled ({swizzle} bytes): name a [{rows}, {K}] window of it "
+                f"(rows of exactly {swizzle} bytes)")
+    why = layout_problem(w, rank, last, (2, rows, CORE))
+    if why is not None and len(intervals(w)) != 3:
+        return (f"it has {len(intervals(w))} range(s): an operand is [2, {rows}, {CORE}] "
+                f"(a plain tile) or [{rows}, {K}] (a swizzled tile)")
+    return why
+
+
+def is_swizzled_form(w: WindowArg) -> bool:
+    """A ``[rows, 16]`` window (the swizzled K-major form)."""
+    return len(intervals(w)) == 2
+
+
 def _at(w: WindowArg, vals) -> tuple:
     """The index of ``w``'s element at window coordinates ``vals`` (one per interval)."""
     out, it = [], iter(vals)
@@ -158,8 +215,9 @@ def elements(s: Wgmma, lane) -> tuple:
     i, k = Var(I_VAR, INDEX), Var(K_VAR, INDEX)
     h, j = _b("//", k, CORE), _b("%", k, CORE)
     ty = s.a.ty
-    ra = Read(s.a.name, _at(s.a, (h, row_expr(lane, i), j)), ty, s.loc)
-    rb = Read(s.b.name, _at(s.b, (h, col_expr(lane, i), j)), ty, s.loc)
+    row, col = row_expr(lane, i), col_expr(lane, i)
+    ra = Read(s.a.name, _at(s.a, (row, k) if is_swizzled_form(s.a) else (h, row, j)), ty, s.loc)
+    rb = Read(s.b.name, _at(s.b, (col, k) if is_swizzled_form(s.b) else (h, col, j)), ty, s.loc)
     prod = BinOp("*", Builtin(f32.name, (ra,), f32, s.loc), Builtin(f32.name, (rb,), f32, s.loc),
                  f32, s.loc)
     red = WgmmaElement(s.acc.name, _at(s.acc, (i,)), "+", prod, s.loc, wgmma=s)
@@ -193,5 +251,6 @@ FAMILIES = (COPIES, WGMMAS)
 
 __all__ = ["chained", "WGMMAS", "FAMILIES", "WARPGROUP", "M", "K", "CORE", "N_MAX", "AB_TYPES", "WGMMA_STMTS", "uses_wgmma",
            "n_values", "frag_row", "frag_col", "intervals", "extents", "layout_problem",
+           "swizzled_problem", "operand_problem", "is_swizzled_form",
            "row_expr", "col_expr", "lane_of", "WgmmaElement", "elements", "wgmma_of",
            "same_shape"]

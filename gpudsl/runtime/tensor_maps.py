@@ -7,10 +7,11 @@ backend resolves it once it knows where the array lives:
 
 - **emulator**: a host record of :data:`MAP_WORDS` 64-bit words that the emulated
   ``gpudsl_tma_load`` reads (address, rank, dimensions, byte strides and box, innermost
-  first, and the element size);
+  first, the element size and the swizzle width);
 - **cuda**: the 128-byte ``CUtensorMap`` that ``cuTensorMapEncodeTiled`` writes (tiled,
-  no interleave, no swizzle, zeros outside the array), copied to device memory (the
-  kernel reads it from global memory).
+  no interleave, zeros outside the array, the swizzle mode of the shared tile:
+  ``CU_TENSOR_MAP_SWIZZLE_32B/64B/128B`` or none), copied to device memory (the kernel
+  reads it from global memory).
 
 Both refuse what the hardware refuses, so a launch behaves the same on either: an
 address not 16-byte aligned, a row pitch not a multiple of 16 bytes (check() proves
@@ -25,8 +26,9 @@ import numpy as np
 
 from ..errors import LaunchError
 
-MAP_WORDS = 18
+MAP_WORDS = 19
 L2_PROMOTION_128B = 2   # CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+SWIZZLE_MODES = {0: 0, 32: 1, 64: 2, 128: 3}   # CU_TENSOR_MAP_SWIZZLE_NONE/32B/64B/128B
 _CU_DTYPE = {"uint8": 0, "int8": 0, "uint16": 1, "uint32": 2, "int32": 3, "uint64": 4,
              "int64": 5, "float16": 6, "float32": 7, "float64": 8, "bfloat16": 9}
 
@@ -34,13 +36,15 @@ _CU_DTYPE = {"uint8": 0, "int8": 0, "uint16": 1, "uint32": 2, "int32": 3, "uint6
 @dataclass(frozen=True)
 class TensorMapRef:
     """A launch argument: the tensor map of array ``name`` (``dims`` outermost first)
-    read in boxes of ``box`` elements of ``itemsize`` bytes (``dtype``: its name)."""
+    read in boxes of ``box`` elements of ``itemsize`` bytes (``dtype``: its name), into
+    or out of SHARED tiles swizzled with ``swizzle`` bytes (0: none)."""
 
     name: str
     dims: tuple
     box: tuple
     itemsize: int
     dtype: str
+    swizzle: int = 0
 
 
 def _check(ref: TensorMapRef, ptr: int, contiguous: bool) -> list:
@@ -72,7 +76,7 @@ def emulator_map(ref: TensorMapRef, host: np.ndarray) -> np.ndarray:
     strides = _check(ref, ptr, host.flags.c_contiguous)
     rank = len(ref.dims)
     out = np.zeros(MAP_WORDS, np.uint64)
-    out[0], out[1], out[17] = ptr, rank, ref.itemsize
+    out[0], out[1], out[17], out[18] = ptr, rank, ref.itemsize, ref.swizzle
     for k in range(rank):   # innermost first
         out[2 + k] = ref.dims[rank - 1 - k]
         out[7 + k] = strides[rank - 1 - k]
@@ -94,10 +98,12 @@ def cuda_map(ref: TensorMapRef, ptr: int, encode, contiguous: bool = True) -> np
     skip = (-raw.ctypes.data % 64) // 8
     out = raw[skip:skip + 16]
     r = encode(out.ctypes.data_as(ctypes.c_void_p), _CU_DTYPE[ref.dtype], rank,
-               ctypes.c_void_p(ptr), dims, gstrides, box, ones, 0, 0, L2_PROMOTION_128B, 0)
+               ctypes.c_void_p(ptr), dims, gstrides, box, ones, 0, SWIZZLE_MODES[ref.swizzle],
+               L2_PROMOTION_128B, 0)
     if r != 0:
         raise LaunchError(f"cuTensorMapEncodeTiled refused the tensor map of '{ref.name}' "
-                          f"(CUresult {r}): dims {list(ref.dims)}, box {list(ref.box)}")
+                          f"(CUresult {r}): dims {list(ref.dims)}, box {list(ref.box)}, swizzle "
+                          f"{ref.swizzle or 'none'}")
     return np.array(out)
 
 
@@ -109,12 +115,13 @@ _CACHE_MAX = 1024
 
 def resolve_cuda(ref: TensorMapRef, dev):
     """A device buffer holding the map of the device array ``dev`` (a DeviceBuffer or
-    DeviceArray).  A map depends only on its key (address, dimensions, box, type), so one
+    DeviceArray).  A map depends only on its key (address, dimensions, box, type,
+    swizzle), so one
     buffer serves every launch with that key; the cache is bounded, and a full device
     synchronization comes before an eviction (a queued kernel may still read it)."""
     from .device import DeviceBuffer, _cu, synchronize
     ptr = int(dev.ptr)
-    key = (ptr, ref.dims, ref.box, ref.dtype)
+    key = (ptr, ref.dims, ref.box, ref.dtype, ref.swizzle)
     buf = _CACHE.get(key) if getattr(dev, "c_contiguous", True) else None
     if buf is not None:
         return buf

@@ -86,6 +86,55 @@ def pad_dim(p, alloc, dim: int, size):
     return update(p.ir, c.addr, [s.with_(shape=shape)])
 
 
+class _Reindex(Transformer):
+    """Every access of the array ``s`` after its allocation with its index tuple
+    rewritten by ``fn`` (a layout change: the same elements, named anew).  ``moves_last``:
+    the change moves the last dimension (an async copy's contiguous run: refused, as
+    ``atomic`` results and windows passed on, which would see another layout)."""
+
+    def __init__(self, s: Alloc, fn, moves_last: str | None, window_hint: str):
+        self.s, self.fn, self.moves_last, self.window_hint = s, fn, moves_last, window_hint
+
+    def visit_Read(self, e):
+        e = self.generic(e)
+        return e.with_(idx=self.fn(e.idx)) if e.name == self.s.name else e
+
+    def _st(self, st):
+        if isinstance(st, Atomic) and st.result == self.s.name:
+            raise fail(f"'{self.s.name}' receives an atomic's old value", st.loc)
+        st = self.generic(st)
+        return st.with_(idx=self.fn(st.idx)) if st.name == self.s.name else st
+
+    visit_Assign = visit_Reduce = visit_Atomic = _st
+
+    def visit_AsyncCopy(self, st):
+        name = self.s.name
+        if name in (st.dst, st.src) and self.moves_last:
+            raise fail(f"an async copy moves contiguous elements of '{name}' along its last "
+                       f"dimension, which {self.moves_last}", st.loc)
+        if st.dst == name:
+            st = st.with_(dst_idx=self.fn(st.dst_idx))
+        if st.src == name:
+            st = st.with_(src_idx=self.fn(st.src_idx))
+        return st
+
+    def visit_WindowArg(self, e):
+        if e.name == self.s.name:
+            raise fail(f"a window of '{e.name}' is passed on (to a call, a wgmma or a TMA "
+                       "copy)", e.loc, self.window_hint)
+        return e
+
+
+def _reindexed(p, c, s: Alloc, new_alloc: Alloc, re: _Reindex):
+    """The allocation at cursor ``c`` replaced by ``new_alloc`` and every later access
+    rewritten by ``re``, the mapping rules kept."""
+    a = c.addr
+    rest = re.visit_block(block_of(p.ir, a[:-1])[a[-1] + 1:])
+    out = update(p.ir, a, (new_alloc,) + rest)
+    keep_mapping(p.ir, out.ir, s.loc, a)
+    return out
+
+
 @primitive("rearrange_dim", alloc=ALLOC, perm=ANY)
 def rearrange_dim(p, alloc, perm):
     """Permute the dimensions of an allocation: dimension ``d`` of the new layout
@@ -109,49 +158,14 @@ def rearrange_dim(p, alloc, perm):
         raise fail(f"perm must be a permutation of 0..{rank - 1} (the dimensions of "
                    f"'{s.name}'), not {perm!r}", s.loc)
     perm = tuple(perm)
-    a = c.addr
-    baddr = a[:-1]
 
     def permute(idx):
         return tuple(idx[d] for d in perm)
 
-    class Re(Transformer):
-        def visit_Read(self, e):
-            e = self.generic(e)
-            return e.with_(idx=permute(e.idx)) if e.name == s.name else e
-
-        def _st(self, st):
-            if isinstance(st, Atomic) and st.result == s.name:
-                raise fail(f"'{s.name}' receives an atomic's old value", st.loc)
-            st = self.generic(st)
-            return st.with_(idx=permute(st.idx)) if st.name == s.name else st
-
-        visit_Assign = visit_Reduce = visit_Atomic = _st
-
-        def visit_AsyncCopy(self, st):
-            if s.name in (st.dst, st.src) and perm[-1] != rank - 1:
-                raise fail(f"an async copy moves contiguous elements of '{s.name}' along its "
-                           "last dimension, which this permutation moves", st.loc,
-                           "keep the last dimension last")
-            if st.dst == s.name:
-                st = st.with_(dst_idx=permute(st.dst_idx))
-            if st.src == s.name:
-                st = st.with_(src_idx=permute(st.src_idx))
-            return st
-
-        def visit_WindowArg(self, e):
-            if e.name == s.name:
-                raise fail(f"a window of '{s.name}' is passed to a call", e.loc,
-                           "rearrange the allocation before vectorizing or replacing its "
-                           "copies")
-            return e
-
-    blk = block_of(p.ir, baddr)
-    rest = Re().visit_block(blk[a[-1] + 1:])
-    new_alloc = s.with_(shape=permute(s.shape))
-    out = update(p.ir, a, (new_alloc,) + rest)
-    keep_mapping(p.ir, out.ir, s.loc, a)
-    return out
+    moves = "this permutation moves" if perm[-1] != rank - 1 else None
+    re = _Reindex(s, permute, moves, "rearrange the allocation before vectorizing or "
+                  "replacing its copies")
+    return _reindexed(p, c, s, s.with_(shape=permute(s.shape)), re)
 
 
 @primitive("divide_dim", alloc=ALLOC, dim=NONNEG_INT, quotient=POSITIVE_INT)
@@ -183,43 +197,10 @@ def divide_dim(p, alloc, dim: int, quotient: int):
         e = idx[dim]
         return idx[:dim] + (normalize(_e("//", e, q)), normalize(_e("%", e, q))) + idx[dim + 1:]
 
-    class Cut(Transformer):
-        def visit_Read(self, e):
-            e = self.generic(e)
-            return e.with_(idx=cut(e.idx)) if e.name == s.name else e
-
-        def _st(self, st):
-            if isinstance(st, Atomic) and st.result == s.name:
-                raise fail(f"'{s.name}' receives an atomic's old value", st.loc)
-            st = self.generic(st)
-            return st.with_(idx=cut(st.idx)) if st.name == s.name else st
-
-        visit_Assign = visit_Reduce = visit_Atomic = _st
-
-        def visit_AsyncCopy(self, st):
-            if s.name in (st.dst, st.src):
-                if dim == len(s.shape) - 1:
-                    raise fail(f"an async copy moves contiguous elements of '{s.name}' along "
-                               "the dimension to cut", st.loc, "cut another dimension")
-                if st.dst == s.name:
-                    st = st.with_(dst_idx=cut(st.dst_idx))
-                if st.src == s.name:
-                    st = st.with_(src_idx=cut(st.src_idx))
-            return st
-
-        def visit_WindowArg(self, e):
-            if e.name == s.name:
-                raise fail(f"a window of '{s.name}' is passed on (to a call, a wgmma or a "
-                           "TMA copy)", e.loc, "cut the dimension before making the window")
-            return e
-
-    a = c.addr
-    blk = block_of(p.ir, a[:-1])
-    rest = Cut().visit_block(blk[a[-1] + 1:])
+    moves = "the cut divides" if dim == len(s.shape) - 1 else None
+    re = _Reindex(s, cut, moves, "cut the dimension before making the window")
     shape = s.shape[:dim] + (Const(ext // quotient), q) + s.shape[dim + 1:]
-    out = update(p.ir, a, (s.with_(shape=shape),) + rest)
-    keep_mapping(p.ir, out.ir, s.loc, a)
-    return out
+    return _reindexed(p, c, s, s.with_(shape=shape), re)
 
 
 # ------------------------------------------------------------------ lift / sink

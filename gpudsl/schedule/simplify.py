@@ -255,6 +255,22 @@ def _fold_bool(e: BinOp, ranges) -> Expr:
     return e
 
 
+def const_seq_nest(L: For):
+    """``(loops, body)``: the perfect nest of ``seq`` loops in ``L``'s body (each the only
+    statement of the one before, unmapped, from 0 to a constant) and what it holds;
+    ``loops`` stops at the first statement that is not such a loop, and a loop that is
+    not one (a par loop, a bound that is not constant) is returned as the body."""
+    loops, body = [], L.body
+    while len(body) == 1 and isinstance(body[0], For):
+        f = body[0]
+        if f.kind != "seq" or f.mapping is not None or const_value(f.lo) != 0 or \
+                const_value(f.hi) is None:
+            break
+        loops.append(f)
+        body = f.body
+    return loops, body
+
+
 def const_value(e: Expr):
     """The integer value of ``e`` if it is constant, else None."""
     n = normalize(e)

@@ -27,23 +27,16 @@ from .cursors import Into, block_of
 from .edits import replace
 from .legality import prove
 from .primitive import LOOP, fail, primitive
-from .simplify import const_value, linear_form, normalize
+from .simplify import const_seq_nest, const_value, linear_form, normalize
 
 
 def _nest(L: For):
     """``(loops, copy)``: the perfect nest of seq loops in ``L`` and its one copy."""
-    loops, body = [], L.body
-    while len(body) == 1 and isinstance(body[0], For):
-        f = body[0]
-        if f.kind != "seq" or f.mapping is not None or const_value(f.lo) != 0 or \
-                const_value(f.hi) is None:
-            raise fail(f"loop {f.iter} is not a seq loop from 0 to a constant", f.loc)
-        loops.append(f)
-        body = f.body
+    loops, body = const_seq_nest(L)
     s = body[0] if len(body) == 1 else None
     if not (isinstance(s, Assign) and isinstance(s.rhs, Read) and s.idx and s.rhs.idx):
-        raise fail(f"the body of thread loop {L.iter} is not a nest of seq loops around one "
-                   "copy `dst[...] = src[...]`", L.loc)
+        raise fail(f"the body of thread loop {L.iter} is not a nest of seq loops (from 0 to "
+                   "constants) around one copy `dst[...] = src[...]`", L.loc)
     return loops, s
 
 

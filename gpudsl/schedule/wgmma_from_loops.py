@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import z3
 
-from ..ir.nodes import (BinOp, Builtin, Const, For, Interval, Point, Read, Reduce, Var,
+from ..ir.nodes import (Alloc, BinOp, Builtin, Const, For, Interval, Point, Read, Reduce, Var,
                         Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
 from ..ir.types import INDEX, THREADS, f32
-from ..ir.visitor import free_vars, substitute
+from ..ir.visitor import free_vars, substitute, walk
 from ..ir.wgmma import AB_TYPES, CORE, K, M, N_MAX, WARPGROUP, col_expr, row_expr
 from .cursors import Into
 from .edits import replace
 from .legality import prove
 from .primitive import LOOP, fail, primitive
-from .simplify import const_value, normalize
+from .simplify import const_seq_nest, const_value, normalize
 
 
 def _b(op, a, b):
@@ -39,17 +39,10 @@ def _b(op, a, b):
 def _nest(L: For):
     """``(loops, reduce)``: the perfect nest of seq loops in ``L`` (constant extents,
     from 0) and the one ``+=`` at its heart."""
-    loops, body = [], L.body
-    while len(body) == 1 and isinstance(body[0], For):
-        f = body[0]
-        if f.kind != "seq" or f.mapping is not None or const_value(f.lo) != 0 or \
-                const_value(f.hi) is None:
-            raise fail(f"loop {f.iter} is not a seq loop from 0 to a constant", f.loc)
-        loops.append(f)
-        body = f.body
+    loops, body = const_seq_nest(L)
     if len(body) != 1 or not isinstance(body[0], Reduce) or body[0].op != "+":
-        raise fail(f"the body of thread loop {L.iter} is not a nest of seq loops around one "
-                   "`acc[...] += f32(a[...]) * f32(b[...])`", L.loc)
+        raise fail(f"the body of thread loop {L.iter} is not a nest of seq loops (from 0 to "
+                   "constants) around one `acc[...] += f32(a[...]) * f32(b[...])`", L.loc)
     return loops, body[0]
 
 
@@ -125,16 +118,20 @@ def _acc_window(red: Reduce, names: set, i_expr, n_half: int) -> WindowArg:
     return WindowArg(red.name, idx, f32, red.loc)
 
 
-def _tile_window(r: Read, at_lane0: dict, rows: int, ranges: dict) -> WindowArg:
-    """The operand's window: its last three indices from their values at the
-    warpgroup's first lane, iteration 0, as ``[2, rows, 8]`` ranges."""
-    if len(r.idx) < 3:
+def _tile_window(r: Read, at_lane0: dict, rows: int, ranges: dict,
+                 swizzled: bool) -> WindowArg:
+    """The operand's window: its last indices from their values at the warpgroup's
+    first lane, iteration 0: ``[2, rows, 8]`` ranges of a plain tile, ``[rows, 16]`` of
+    a swizzled one (docs/hopper.md)."""
+    ext = (rows, K) if swizzled else (2, rows, CORE)
+    if len(r.idx) < len(ext):
         raise fail(f"'{r.name}' is read with {len(r.idx)} index(es); a wgmma operand is a "
-                   "[2, rows, 8] tile (divide_dim, rearrange_dim)", r.loc)
+                   "[2, rows, 8] tile (divide_dim, rearrange_dim) or a [rows, 16] window of "
+                   "a swizzled one (set_swizzle)", r.loc)
     base = [normalize(substitute(e, at_lane0), ranges) for e in r.idx]
-    ext = (2, rows, CORE)
-    idx = tuple(Point(e) for e in base[:-3]) + tuple(
-        Interval(b, normalize(_b("+", b, x))) for b, x in zip(base[-3:], ext))
+    n = len(ext)
+    idx = tuple(Point(e) for e in base[:-n]) + tuple(
+        Interval(b, normalize(_b("+", b, x))) for b, x in zip(base[-n:], ext))
     return WindowArg(r.name, idx, r.ty, r.loc), base
 
 
@@ -143,7 +140,8 @@ def make_wgmma(p, loop):
     """Turn a warpgroup's product loops into one ``wgmma`` (docs/hopper.md), followed in
     the thread loop by ``wgmma_commit()`` and ``wgmma_wait(0)``.  ``loop`` is a thread loop
     at block level whose body is a nest of seq loops (constant extents, from 0) around
-    one ``acc[..., f] += f32(a[.., h, r, j]) * f32(b[.., h, c, j])``: the loops that the
+    one ``acc[..., f] += f32(a[.., h, r, j]) * f32(b[.., h, c, j])`` (of swizzled tiles:
+    ``f32(a[.., r, k]) * f32(b[.., c, k])``): the loops that the
     accumulator's index names are the fragment (``N / 2`` elements, its last index
     ``base + i`` with ``i`` their row-major index), the others the 16 steps of ``k``.
 
@@ -155,7 +153,8 @@ def make_wgmma(p, loop):
     and every iteration, the wgmma's meaning: element ``i`` of the thread's fragment
     gets ``f32(A[m, k]) * f32(B[k, n])`` added for ``m = frag_row(lane, i)``,
     ``n = frag_col(lane, i)`` and ``k`` in order (``A[m, k]`` the A window's element
-    ``[k // 8, m, k % 8]``, the windows those at the warpgroup's first lane), proved
+    ``[k // 8, m, k % 8]``, of a swizzled one ``[m, k]``; the windows those at the
+    warpgroup's first lane), proved
     with Z3; the result is checked like every rewrite of a proc with wgmmas (check()'s
     wgmma obligations for sm_90a: layouts, whole warpgroups, nothing in flight).
 
@@ -185,12 +184,15 @@ def make_wgmma(p, loop):
                 **{f.iter: Const(0) for f in loops_in}}
     ranges = {L.iter: (lo, hi - 1)}
     ranges.update({f.iter: (0, const_value(f.hi) - 1) for f in steps})
-    a_w, a_base = _tile_window(ra, at_lane0, M, ranges)
-    b_w, b_base = _tile_window(rb, at_lane0, n, ranges)
+    swz = {x.name: x.swizzle for x in walk(p.ir.body) if isinstance(x, Alloc)}
+    sa, sb = bool(swz.get(ra.name)), bool(swz.get(rb.name))
+    a_w, a_base = _tile_window(ra, at_lane0, M, ranges, sa)
+    b_w, b_base = _tile_window(rb, at_lane0, n, ranges, sb)
     lane = _b("%", t, WARPGROUP)
     h, j = _b("//", k_expr, CORE), _b("%", k_expr, CORE)
-    want_a = _offsets(a_base, (h, row_expr(lane, i_expr), j))
-    want_b = _offsets(b_base, (h, col_expr(lane, i_expr), j))
+    row, col = row_expr(lane, i_expr), col_expr(lane, i_expr)
+    want_a = _offsets(a_base, (row, k_expr) if sa else (h, row, j))
+    want_b = _offsets(b_base, (col, k_expr) if sb else (h, col, j))
     _prove_meaning(p, c.addr, L, loops, ((ra, want_a), (rb, want_b)))
     body = (Wgmma(acc, a_w, b_w, n, red.loc),)
     for f in reversed(steps):
@@ -200,8 +202,9 @@ def make_wgmma(p, loop):
 
 
 def _offsets(base, tail) -> tuple:
-    """``base`` with its last three indices moved by ``tail``."""
-    return tuple(base[:-3]) + tuple(_b("+", b, x) for b, x in zip(base[-3:], tail))
+    """``base`` with its last ``len(tail)`` indices moved by ``tail``."""
+    n = len(tail)
+    return tuple(base[:-n]) + tuple(_b("+", b, x) for b, x in zip(base[-n:], tail))
 
 
 def _prove_meaning(p, addr, L: For, loops, pairs):

@@ -436,7 +436,6 @@ class MatmulBuild:
         return f"MatmulBuild({self.a_shape}, {self.b_shape})"
 
 
-_COMPILED: dict = {}
 # the options of 4 warps of 64x64 and 8x16 outputs per thread at 128x128x16: the shape of
 # cuBLAS's SIMT SGEMM (``gpudsl bench``'s row matmul_w64; docs/performance.md)
 W64 = dict(bm=128, bn=128, bk=16, tm=8, tn=16, wm=64, wn=64)
@@ -449,18 +448,13 @@ def matmul_with(a, b, **opts):
     rows time the big-tile kernel's options beside the default)."""
     import numpy as np
 
-    from ..runtime.driver import driver_available
-    from .op_arguments import contig, empty
+    from .op_arguments import contig, empty, run_where_ops_run
 
     sa, sb = tuple(int(d) for d in a.shape), tuple(int(d) for d in b.shape)
     p, binds = options_kernel(sa, sb, **opts)
     a, b = contig(a), contig(b)
     c = empty(a, sa[:-1] + sb[-1:], np.float32)
-    key = (p, "cuda" if driver_available() else "emulator")  # as gpudsl.ops.backend()
-    k = _COMPILED.get(key)
-    if k is None:
-        k = _COMPILED[key] = p.compile(key[1])
-    k(a=a, b=b, c=c, **binds)
+    run_where_ops_run(p, a=a, b=b, c=c, **binds)
     return c
 
 

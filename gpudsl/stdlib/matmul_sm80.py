@@ -455,17 +455,13 @@ def plan_matmul_half_for(a_shape, b_shape, dt: str, target=None):
     return plan_matmul_half(a_shape, b_shape, dt)
 
 
-_COMPILED: dict = {}
-
-
 def matmul_sm80(a, b, **opts):
     """``a @ b`` of float16 or bfloat16 arrays (numpy or torch, 2-D or batched) by
     :func:`plan_matmul_sm80` for sm_80 (``opts``: its tile and stages), run where
     ``gpudsl.ops`` runs: the sm_80 kernel on whatever device is there (``gpudsl bench``'s
     rows ``matmul_f16_sm80``, ``matmul_bf16_sm80`` time it on an H100 too)."""
     from .halves import NUMPY, common_dtype
-    from ..runtime.driver import driver_available
-    from .op_arguments import contig, empty
+    from .op_arguments import contig, empty, run_where_ops_run
 
     dt = common_dtype("matmul", a=a, b=b)
     require(dt in ("f16", "bf16"), f"matmul_sm80 takes float16 or bfloat16 arrays, not {dt}")
@@ -473,11 +469,7 @@ def matmul_sm80(a, b, **opts):
     p, binds = plan_matmul_sm80(sa, sb, dt, "sm_80", **opts)
     a, b = contig(a), contig(b)
     c = empty(a, sa[:-1] + sb[-1:], NUMPY[dt])
-    key = (p, "cuda" if driver_available() else "emulator")   # as gpudsl.ops.backend()
-    k = _COMPILED.get(key)
-    if k is None:
-        k = _COMPILED[key] = p.compile(key[1])
-    k(a=a, b=b, c=c, **binds)
+    run_where_ops_run(p, a=a, b=b, c=c, **binds)
     return c
 
 

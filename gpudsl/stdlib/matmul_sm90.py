@@ -17,14 +17,17 @@ proved by check(target="sm_90a") for every size the algorithm's assertion admits
    accumulators are exactly the PTX ISA's wgmma fragment;
 2. the accumulators in registers (``expand_dim``, ``lift_alloc``), the k loop cut into
    ``bk`` tiles (``divide_loop``, ``fission``, ``reorder_loops``);
-3. the tiles of A and B staged in SHARED (``stage_mem``) and cut into the canonical
-   layout, two 8-column halves per k16 step (``divide_dim``, ``rearrange_dim``);
+3. the tiles of A and B staged in SHARED (``stage_mem``) with rows of ``bk`` halves in
+   the hardware's swizzled layout (``set_swizzle``: 128 bytes for ``bk = 64``); or, with
+   ``swizzle=False``, cut into the canonical layout, two 8-column halves per k16 step
+   (``divide_dim``, ``rearrange_dim``);
 4. the staging loop split between a producer thread and the consumer warpgroups with
    a ``stages``-deep ring of tiles and barrier rings ``full`` / ``empty``
    (``warp_specialize(..., ring=True)``);
 5. the producer's copies become TMA loads completing on ``full[i % stages]``
-   (``make_tma``: one ``64 wgs x 8`` box per half of each operand), the consumers'
-   product loops one wgmma per k16 step (``make_wgmma``, ``bk / 16`` chained).
+   (``make_tma``: one ``rows x bk`` box per operand, or one ``rows x 8`` box per half
+   unswizzled), the consumers' product loops one wgmma per k16 step (``make_wgmma``,
+   ``bk / 16`` chained, reading ``[rows, 16]`` windows of the swizzled tiles).
 
 It serves ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0``; :func:`sm90_space`
 is its autotuning space.
@@ -37,12 +40,14 @@ from ..ir.types import BLOCKS, SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_sync,
                         lift_alloc, make_tma, make_wgmma, merge_loops, parallelize_loop,
-                        rearrange_dim, reorder_loops, simplify, stage_mem, warp_specialize)
+                        rearrange_dim, reorder_loops, set_swizzle, simplify, stage_mem,
+                        warp_specialize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
 from .shapes import NodeError, require
 
-DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4)
+DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4, swizzle=True)
+WIDE = dict(bn=256, wgs=2, bk=64, stages=4, swizzle=True)   # CUTLASS's 128 x 256 tile
 
 
 def matmul_nt_algorithm(dt: str, divisible: tuple | None = None) -> Proc:
@@ -101,18 +106,21 @@ def _accumulators_and_k(p, bn: int, wgs: int, bk: int):
     return reorder_loops(p, "f #1")     # the k16 steps outside the fragment
 
 
-def _tiles(p, bm: int, bn: int, bk: int):
-    """Step 3: the A and B tiles of a k step in SHARED, in the canonical layout
-    ``[bk / 8, rows, 8]``; their copies as one-thread loops (``X_o``) of boxes of one
-    8-column half (``X_h``)."""
+def _tiles(p, bm: int, bn: int, bk: int, swizzle: bool):
+    """Step 3: the A and B tiles of a k step in SHARED: swizzled rows of ``bk`` halves
+    (``2 bk`` bytes: one box per operand), or the canonical layout ``[bk / 8, rows, 8]``
+    (a box per 8-column half, ``X_h``); their copies as one-thread loops (``X_o``)."""
     compute = p.find_loop("t #1")
     for buf, src, rows, blk in (("As", "a", bm, "bi"), ("Bs", "bt", bn, "bj")):
         p = stage_mem(p, p.forward(compute),
                       f"{src}[{rows} * {blk}:{rows} * {blk} + {rows}, {bk} * po:{bk} * po + {bk}]",
                       buf, SHARED)
-        p = divide_dim(p, buf, 1, 8)
-        p = rearrange_dim(p, buf, [1, 0, 2])
-        p = divide_loop(p, f"{buf}_in1", 8, [f"{buf}_h", f"{buf}_j"], tail="perfect")
+        if swizzle:
+            p = set_swizzle(p, buf, 2 * bk)
+        else:
+            p = divide_dim(p, buf, 1, 8)
+            p = rearrange_dim(p, buf, [1, 0, 2])
+            p = divide_loop(p, f"{buf}_in1", 8, [f"{buf}_h", f"{buf}_j"], tail="perfect")
         p = divide_loop(p, f"{buf}_in0", rows, [f"{buf}_o", f"{buf}_r"], tail="perfect")
         p = parallelize_loop(p, f"{buf}_o", THREADS)
         p = lift_alloc(p, buf)
@@ -121,7 +129,7 @@ def _tiles(p, bm: int, bn: int, bk: int):
 
 
 def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
-                         stages: int = 4) -> Proc:
+                         stages: int = 4, swizzle: bool = True) -> Proc:
     """The sm_90a schedule of ``matmul_nt_algorithm(dt, (64 wgs, bn, bk))`` (module
     docs): ``wgs`` consumer warpgroups of ``64 x bn`` each, ``bk`` columns of k per ring
     slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer)."""
@@ -129,10 +137,12 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
     require(bk % 16 == 0 and 16 <= bk <= 128, f"bk={bk}: a multiple of 16 up to 128")
     require(2 <= stages <= 8, f"stages={stages}: 2 to 8")
+    require(not swizzle or 2 * bk in (32, 64, 128),
+            f"bk={bk}: a swizzled tile's rows are 16, 32 or 64 halves (swizzle=False: any)")
     bm = 64 * wgs
     p = _fragment(p, bm, bn, wgs)
     p = _accumulators_and_k(p, bn, wgs, bk)
-    p = _tiles(p, bm, bn, bk)
+    p = _tiles(p, bm, bn, bk, swizzle)
     producer = 128 * wgs
     p = warp_specialize(p, "po", producers=(producer, producer + 1),
                         consumers=(0, producer), stages=stages, ring=True)
@@ -143,10 +153,11 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
 
 
 @lru_cache(maxsize=None)
-def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4) -> Proc:
+def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4,
+                swizzle: bool = True) -> Proc:
     """The derived sm_90a GEMM for ``dt`` and the tile (cached)."""
     algo = matmul_nt_algorithm(dt, (64 * wgs, bn, bk))
-    return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages)
+    return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle)
 
 
 def sm90_space(smem_bytes: int = 227 * 1024) -> list[dict]:
@@ -158,7 +169,7 @@ def sm90_space(smem_bytes: int = 227 * 1024) -> list[dict]:
                 for stages in (2, 3, 4, 6):
                     ring = stages * (64 * wgs + bn) * bk * 2
                     if ring <= smem_bytes:
-                        out.append(dict(bn=bn, wgs=wgs, bk=bk, stages=stages))
+                        out.append(dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True))
     return out
 
 
@@ -171,7 +182,7 @@ def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[
             f"a[m, k] @ bt[n, k]^T: shapes {shape_a} and {shape_bt} do not match")
     (m, k), n = shape_a, shape_bt[0]
     tiles = [dict(DEFAULTS, **opts)] if opts else \
-        [dict(bn=256, wgs=2, bk=64, stages=3), dict(DEFAULTS)]
+        [dict(WIDE), dict(DEFAULTS)]
     for t in tiles:
         if m % (64 * t["wgs"]) == 0 and n % t["bn"] == 0 and k % t["bk"] == 0:
             return sm90_kernel(dt, **t), dict(m=m, n=n, k=k)
@@ -180,28 +191,20 @@ def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[
                     None, "use gpudsl.ops.matmul, whose kernels take every shape")
 
 
-_COMPILED: dict = {}
-
-
 def matmul_nt_sm90(a, bt, **opts):
     """``a @ bt^T`` of float16 or bfloat16 arrays (numpy or torch, ``a[m, k]``,
     ``bt[n, k]``) by the derived sm_90a kernel (:func:`plan_matmul_sm90`), run where
     ``gpudsl.ops`` runs (the GPU needs sm_90a: an H100 or H200; the emulator anywhere);
     ``gpudsl bench``'s rows ``matmul_f16_sm90`` and ``matmul_bf16_sm90`` time it."""
-    from ..runtime.driver import driver_available
     from .halves import NUMPY, common_dtype
-    from .op_arguments import contig, empty
+    from .op_arguments import contig, empty, run_where_ops_run
 
     dt = common_dtype("matmul", a=a, b=bt)
     sa, sb = tuple(int(d) for d in a.shape), tuple(int(d) for d in bt.shape)
     p, binds = plan_matmul_sm90(sa, sb, dt, **opts)
     a, bt = contig(a), contig(bt)
     c = empty(a, (sa[0], sb[0]), NUMPY[dt])
-    key = (p, "cuda" if driver_available() else "emulator")   # as gpudsl.ops.backend()
-    kern = _COMPILED.get(key)
-    if kern is None:
-        kern = _COMPILED[key] = p.compile(key[1])
-    kern(a=a, bt=bt, c=c, **binds)
+    run_where_ops_run(p, a=a, bt=bt, c=c, **binds)
     return c
 
 

@@ -197,5 +197,21 @@ def table_rule(name: str, operands: tuple, attrs: dict | None = None) -> str:
     return dtype
 
 
+_COMPILED: dict = {}
+
+
+def run_where_ops_run(p, **args) -> None:
+    """Run the proc ``p`` on ``args`` where ``gpudsl.ops`` runs (the GPU when a driver is
+    there, else the emulator), compiled once per proc and backend."""
+    from ..runtime.driver import driver_available
+
+    key = (p, "cuda" if driver_available() else "emulator")   # as gpudsl.ops.backend()
+    k = _COMPILED.get(key)
+    if k is None:
+        k = _COMPILED[key] = p.compile(key[1])
+    k(**args)
+
+
 __all__ = ["check_tensor", "as_int", "axis", "torch_call", "RANKS", "contig", "empty",
-           "index_tensor", "is_int64", "is_host_int", "table_rule"]
+           "index_tensor", "is_int64", "is_host_int", "table_rule", "run_where_ops_run"]
+

@@ -14,8 +14,9 @@ import pytest
 import gpudsl
 from gpudsl.stdlib.matmul_sm90 import matmul_nt_algorithm, sm90_kernel, sm90_space
 
-SMALL = dict(bn=64, wgs=1, bk=32, stages=2)
-WIDE = dict(bn=256, wgs=2, bk=64, stages=3)
+SMALL = dict(bn=64, wgs=1, bk=32, stages=2)                 # 64-byte swizzled tiles
+WIDE = dict(bn=256, wgs=2, bk=64, stages=4)                 # 128-byte swizzled tiles
+PLAIN = dict(bn=64, wgs=1, bk=32, stages=2, swizzle=False)  # the canonical layout
 
 
 def _operands(m, n, k, dt=np.float16, seed=0):
@@ -27,14 +28,18 @@ def _operands(m, n, k, dt=np.float16, seed=0):
 
 def test_the_derivation_ends_in_tma_wgmma_and_rings():
     text = str(sm90_kernel("f16", **SMALL))
-    assert "tma_load(As[po % 2, As_h, 0:64, 0:8], a[64 * bi:64 * bi + 64" in text
-    assert "wgmma(s[t, 0:32], As[po % 2, 2 * kq:2 * kq + 2, 0:64, 0:8]" in text
+    assert "As: f16[2, 64, 32] @ SHARED(swizzle=64)" in text
+    assert "tma_load(As[po % 2, 0:64, 0:32], a[64 * bi:64 * bi + 64, 32 * po:32 * po + 32]" in text
+    assert "wgmma(s[t, 0:32], As[po % 2, 0:64, 16 * kq:16 * kq + 16]" in text
     assert "full: barrier[2] @ SHARED" in text and "wait(empty[po % 2], 128, 129)" in text
     # the plain copies and the product loops are gone
     assert "= a[" not in text and "+= f32(" not in text
+    plain = str(sm90_kernel("f16", **PLAIN))
+    assert "tma_load(As[po % 2, As_h, 0:64, 0:8]" in plain
+    assert "wgmma(s[t, 0:32], As[po % 2, 2 * kq:2 * kq + 2, 0:64, 0:8]" in plain
 
 
-@pytest.mark.parametrize("cfg", [SMALL, WIDE], ids=["64x64", "128x256"])
+@pytest.mark.parametrize("cfg", [SMALL, WIDE, PLAIN], ids=["64x64", "128x256", "plain"])
 def test_the_derived_main_loop_is_proved_for_all_sizes(cfg):
     r = sm90_kernel("f16", **cfg).check(target="sm_90a")
     assert r.ok, r
@@ -48,14 +53,15 @@ def test_the_readable_algorithm_is_the_meaning():
     assert (c == want.astype(np.float16)).all()
 
 
+@pytest.mark.parametrize("cfg", [SMALL, PLAIN], ids=["swizzled", "plain"])
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
 @pytest.mark.parametrize("shape", [(64, 64, 32), (128, 192, 96)])
-def test_the_derived_kernel_equals_numpy_on_the_emulator(dt, shape):
+def test_the_derived_kernel_equals_numpy_on_the_emulator(dt, shape, cfg):
     import ml_dtypes
     npdt = np.float16 if dt == "f16" else ml_dtypes.bfloat16
     a, bt, want = _operands(*shape, dt=npdt)
     c = np.zeros(shape[:2], npdt)
-    sm90_kernel(dt, **SMALL).compile("emulator")(a=a, bt=bt, c=c)
+    sm90_kernel(dt, **cfg).compile("emulator")(a=a, bt=bt, c=c)
     assert (c == want.astype(npdt)).all()
 
 
@@ -85,8 +91,9 @@ def _sass_ops(text: str) -> Counter:
     return ops
 
 
-@pytest.mark.parametrize("cfg", [dict(bn=128, wgs=1, bk=64, stages=4), WIDE],
-                         ids=["64x128", "128x256"])
+@pytest.mark.parametrize("cfg", [dict(bn=128, wgs=1, bk=64, stages=4), WIDE,
+                                 dict(bn=128, wgs=1, bk=64, stages=4, swizzle=False)],
+                         ids=["64x128", "128x256", "64x128-plain"])
 def test_sm90a_build_feeds_hgmma_by_tma_with_one_wait_per_stage(cfg):
     from gpudsl.codegen import generate
     from gpudsl.perf import sass
@@ -98,7 +105,8 @@ def test_sm90a_build_feeds_hgmma_by_tma_with_one_wait_per_stage(cfg):
         pytest.skip("no nvdisasm/cuobjdump")
     ops = _sass_ops(sass.disassemble(r.cubin))
     assert ops["HGMMA"] == cfg["bk"] // 16          # the k16 steps of a stage, chained
-    assert ops["UTMALDG"] == 2 * cfg["bk"] // 8     # one box per 8-column half
+    # one box per operand of the swizzled tiles, one per 8-column half of the plain ones
+    assert ops["UTMALDG"] == (2 if cfg.get("swizzle", True) else 2 * cfg["bk"] // 8)
     # the operands reach the tensor cores by descriptor: no thread loads or stores them
     assert ops["LDS"] == ops["LDSM"] == ops["STS"] == ops["LDG"] == 0
     # one wait for the stage's wgmmas (none between them: not serialized), no block
@@ -108,7 +116,7 @@ def test_sm90a_build_feeds_hgmma_by_tma_with_one_wait_per_stage(cfg):
 
 def test_the_space_fits_the_shared_memory():
     space = sm90_space()
-    assert dict(bn=256, wgs=2, bk=64, stages=3) in space
+    assert dict(WIDE, swizzle=True) in space
     assert all(c["stages"] * (64 * c["wgs"] + c["bn"]) * c["bk"] * 2 <= 227 * 1024
                for c in space)
     assert len(sm90_space(64 * 1024)) < len(space)
@@ -135,7 +143,9 @@ def test_matmul_nt_sm90_runs_where_ops_runs_and_refuses_what_it_does_not_serve()
     c = matmul_nt_sm90(a, bt, **SMALL)
     assert c.dtype == np.float16 and (c == want.astype(np.float16)).all()
     p, binds = plan_matmul_sm90((256, 512), (1024, 512), "f16")
-    assert p is sm90_kernel("f16", **WIDE) and binds == dict(m=256, n=1024, k=512)
+    from gpudsl.stdlib import matmul_sm90
+    assert p is sm90_kernel("f16", **matmul_sm90.WIDE) and binds == dict(m=256, n=1024, k=512)
+    assert matmul_sm90.WIDE == dict(WIDE, swizzle=True)
     with pytest.raises(NodeError, match="serves"):
         plan_matmul_sm90((70, 64), (128, 64), "f16")
     with pytest.raises(NodeError, match="f16 or bf16"):

@@ -384,15 +384,6 @@ def again(n: size, x: f32[n, 64], y: f32[64]):
                          detect_races=True)
 
 
-def test_a_swizzled_tile_is_refused_until_swizzled_boxes_exist():
-    src = TILE.replace("s: f16[16, 64] @ SHARED", "s: f16[16, 64] @ SHARED(swizzle=128)")
-    p = proc_from_source(src)
-    rep = p.check(target="sm_90a")
-    assert "mapping" in rep.kinds() and "swizzled" in str(rep)
-    with pytest.raises(Error, match="swizzled"):
-        p.compile("emulator", check=False)
-
-
 def test_a_type_no_tensor_map_holds_is_refused_by_the_parser():
     src = TILE.replace("f16[m, n]", "bool[m, n]").replace("f16[16, 64]", "bool[16, 64]")
     with pytest.raises(Error, match="a tensor map's types"):

@@ -9,7 +9,9 @@ phase: the copy by the first thread of the barrier's range, its arrive, a wait);
 waits on both (ranges over the block or one half), stores of a row of ``s`` to ``z``
 (``tma_store``, ``tma_commit``, ``tma_wait``, in the issuing thread or at block level),
 ``sync()``, thread loops that read or
-write ``s``, block-level ``seq`` loops and uniform ``if``s.
+write ``s``, block-level ``seq`` loops and uniform ``if``s.  The tile is plain (rows of 64
+f32) or swizzled (``@ SHARED(swizzle=W)``, rows of ``W`` bytes, boxes of one row, copies
+at rows 0 and 8: the swizzle's period, now and then at row 1: refused as misaligned).
 
 ``GPUDSL_TMA_EXAMPLES`` sets the number of examples (default 60 for CI);
 ``GPUDSL_HYPOTHESIS_STATS=1`` prints what was found.
@@ -29,6 +31,18 @@ from gpudsl import proc_from_source
 N_EXAMPLES = int(os.environ.get("GPUDSL_TMA_EXAMPLES", "60"))
 RANGES = [(0, 64), (0, 32), (32, 64)]
 STATS: Counter = Counter()
+# (columns of the tile and its boxes, swizzle width, rows between copy slots)
+LAYOUTS = [(64, 0, 1), (64, 0, 1), (32, 128, 8), (16, 64, 8), (8, 32, 8)]
+LAYOUT = {"cw": 64, "slot": 1}   # the layout of the proc being drawn
+
+
+def _row(draw, kv) -> str:
+    """A copy's first row: slot 0 or 1 (slots of 8 rows in a swizzled tile, whose copies
+    start at a multiple of its period; now and then row 1 there: misaligned)."""
+    slot = draw(st.sampled_from(["0", "1"] + ([f"{kv} % 2"] if kv else [])))
+    if LAYOUT["slot"] == 1 or slot == "0" or not draw(st.integers(0, 7)):
+        return slot
+    return f"8 * ({slot})"
 
 
 @st.composite
@@ -36,18 +50,21 @@ def copy_loop(draw, tv, kv, arrives, bar=None, who=None):
     bar = bar or draw(st.sampled_from(sorted(arrives)))
     who = draw(st.sampled_from([0, 32])) if who is None else who
     src = draw(st.sampled_from(["0", "n - 1"] + ([f"{kv} % n"] if kv else [])))
+    cw = LAYOUT["cw"]
     if draw(st.booleans()):
-        row = draw(st.sampled_from(["0", "1"] + ([f"{kv} % 2"] if kv else [])))
-        copy = f"tma_load(s[{row}, 0:64], x[{src}, 0:64], bar={bar})"
+        copy = f"tma_load(s[{_row(draw, kv)}, 0:{cw}], x[{src}, 0:{cw}], bar={bar})"
     else:
-        copy = f"tma_load(s[0:2, 0:64], x[{src}:{src} + 2, 0:64], bar={bar})"
+        copy = f"tma_load(s[0:2, 0:{cw}], x[{src}:{src} + 2, 0:{cw}], bar={bar})"
     return [f"for {tv} in par({who}, {who + 1}) @ THREADS:", "    " + copy]
 
 
 @st.composite
 def use_loop(draw, tv, kv):
-    row = draw(st.sampled_from(["0", "1"] + ([f"{kv} % 2"] if kv else [])))
-    i = draw(st.sampled_from([tv, f"63 - {tv}", f"({tv} + 1) % 64"]))
+    cw = LAYOUT["cw"]
+    row = draw(st.sampled_from(["0", "1", "8" if cw < 64 else "0"] +
+                               ([f"{kv} % 2"] if kv else [])))
+    i = draw(st.sampled_from([f"{tv} % {cw}", f"{cw - 1} - {tv} % {cw}",
+                              f"({tv} + 1) % {cw}"]))
     op = draw(st.sampled_from([f"y[{tv}] += s[{row}, {i}]", f"y[{tv}] += s[{row}, {i}]",
                                f"s[{row}, {i}] = 1.0"]))
     lo, hi = draw(st.sampled_from(RANGES))
@@ -77,9 +94,10 @@ def items(draw, depth, kv, counter, arrives):
             out += draw(use_loop(tv, kv))
         elif kind == "store":   # a row of s to a row of z, grouped by tma_commit/tma_wait
             who = draw(st.sampled_from([0, 32]))
-            row = draw(st.sampled_from(["0", "1"] + ([f"{kv} % 2"] if kv else [])))
+            row = _row(draw, kv)
             dst = draw(st.sampled_from(["0", "n - 1"] + ([f"{kv} % n"] if kv else [])))
-            body = [f"    tma_store(z[{dst}, 0:64], s[{row}, 0:64])"]
+            cw = LAYOUT["cw"]
+            body = [f"    tma_store(z[{dst}, 0:{cw}], s[{row}, 0:{cw}])"]
             body += draw(st.sampled_from([[], ["    tma_commit()", "    tma_wait(0)"],
                                           ["    tma_commit()"]]))
             out += [f"for {tv} in par({who}, {who + 1}) @ THREADS:"] + body
@@ -112,10 +130,14 @@ def items(draw, depth, kv, counter, arrives):
 def tma_proc(draw):
     arrives = {"bar": draw(st.sampled_from([(0, 1), (0, 32), (32, 33), (0, 64)])),
                "other": draw(st.sampled_from([(0, 32), (32, 64), (0, 64)]))}
+    cw, swz, slot = draw(st.sampled_from(LAYOUTS))
+    LAYOUT.update(cw=cw, slot=slot)
     body = draw(items(0, None, [0], arrives))
+    STATS[f"swizzle {swz}" if swz else "plain"] += 1
+    mem = f"SHARED(swizzle={swz})" if swz else "SHARED"
     lines = ["@proc", "def rand(n: size, x: f32[n, 64], y: f32[64], z: f32[n, 64]):",
              "    assert n <= 3",
-             "    for b in par(0, 1) @ BLOCKS:", "        s: f32[2, 64] @ SHARED",
+             "    for b in par(0, 1) @ BLOCKS:", f"        s: f32[{2 * slot}, {cw}] @ {mem}",
              "        bar: barrier @ SHARED", "        other: barrier @ SHARED"]
     return "\n".join(lines + ["        " + ln for ln in body]) + "\n"
 

@@ -55,7 +55,8 @@ _HEAD = ("@proc\ndef bad(x: f16[64, 16], y: f32[64, 64]):\n"
 BAD = [
     ("wgmma(acc[t, 0:32], a_s)", "takes the accumulator and the two SHARED"),
     ("wgmma(acc[t, 0:31], a_s, b_s)", "N = 62 is not a multiple of 8"),
-    ("wgmma(acc[t, 0:32], g, b_s)", "3: [2, rows, 8]"),
+    ("wgmma(acc[t, 0:32], g, b_s)", "the swizzled K-major form: its tile must be"),   # [64, 16]
+    ("wgmma(acc[t, 0:32], g[0:64, 0:8], b_s)", "or [64, 16] window in a layout the hardware reads"),
     ("wgmma(acc[t, 0:32], a_s[0:2, 0:64, 0:4], b_s)", "extents [2, 64, 4]"),
     ("wgmma(acc[t, 0:32], a3[0:2, 0:64, 0:8], b_s[0:2, 0:32, 0:8])", "not [2, 64, 8]"),
     ("wgmma(acc[t, 0:32], a_s, z)", "hold one type"),

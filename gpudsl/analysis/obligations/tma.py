@@ -18,8 +18,10 @@ arrive completes.  Obligations:
   issuer's other edges (its arrive does not wait for the bytes), nor by block barriers
   (conservative);
 - **alignment** ("bounds"): the source's rows are a multiple of 16 bytes apart and the
-  destination starts at a multiple of 128 bytes in its array (the hardware's rules); an
-  async copy's both sides at multiples of its length (:mod:`.asyncs`).
+  destination starts at a multiple of 128 bytes in its array (the hardware's rules), of
+  the swizzle's period ``8 * W`` bytes in a tile swizzled with ``W`` bytes (1024 for 128:
+  the hardware swizzles by address, the tile's layout by offset); an async copy's both
+  sides at multiples of its length (:mod:`.asyncs`).
 
 The issue-point accesses (the box read and written by ``t1`` at ``p``) are the race and
 bounds obligations' like any other access; out-of-range box elements are guarded zeros.
@@ -32,7 +34,7 @@ from ...ir.nodes import AsyncCopy, BinOp, Const
 from ...ir.smt import SAT, UNKNOWN, UNSAT, Unsupported
 from ...ir.asyncs import bar_copy_of
 from ...ir.landings import landing_barrier, landing_dst, landing_of
-from ...ir.tma import (DST_ALIGN, PITCH_BYTES, I_VAR, global_side, shared_side, store_of)
+from ...ir.tma import (PITCH_BYTES, I_VAR, dst_align, global_side, shared_side, store_of)
 from ...ir.types import INDEX
 from ..phases import PhaseRelation
 from ..report import Diagnostic
@@ -286,9 +288,11 @@ def _alignment(ctx, c, op) -> None:
     flat = start[0] if start else Const(0)
     for e, ext in zip(start[1:], info.shape[1:]):
         flat = BinOp("+", BinOp("*", flat, ext, INDEX), e, INDEX)
-    per = DST_ALIGN * 8 // sh.ty.bits
+    align = dst_align(getattr(info, "swizzle", 0))
+    per = align * 8 // sh.ty.bits
+    what = f" (the period of its {info.swizzle}-byte swizzle)" if info.swizzle else ""
     checks.append((flat, per, f"the shared tile of the copy does not start at a multiple "
-                   f"of {DST_ALIGN} bytes in '{sh.name}'",
+                   f"of {align} bytes in '{sh.name}'{what}",
                    f"start the shared window at a multiple of {per} elements"))
     for expr, n, why, hint in checks:
         t = ctx.thread("1")

@@ -16,6 +16,11 @@ warpgroup is 128 consecutive values of ``L``'s variable from a multiple of 128):
   windows (their starts are equal for two lanes of one warpgroup at one point of the
   enclosing loops), since the hardware reads one matrix descriptor per operand.
 
+* a swizzled operand (``[rows, 16]`` of a tile ``@ SHARED(swizzle=W)``, ``"mapping"``):
+  its first row starts at a multiple of the pattern's period ``8 * W`` bytes in the tile
+  (the descriptor's start address; whole groups of 8 rows) and its column offset is a
+  multiple of 16 elements (the start advances by 32 bytes per k16 step inside a row).
+
 The asynchronous side (no access to what is in flight) is the async obligation's
 (:mod:`.asyncs`, the wgmma family).  Anything not encodable, or a solver timeout, is
 ``"unknown"``.
@@ -24,10 +29,11 @@ from __future__ import annotations
 
 import z3
 
-from ...ir.nodes import Interval
+from ...ir.nodes import BinOp, Const, Interval
 from ...ir.printer import print_stmt
 from ...ir.smt import SAT, UNKNOWN, Unsupported
-from ...ir.wgmma import WARPGROUP
+from ...ir.types import INDEX
+from ...ir.wgmma import K, WARPGROUP, is_swizzled_form, wgmma_of
 from ...targets import WGMMA
 from ..report import Diagnostic
 from . import Ctx
@@ -58,6 +64,7 @@ def check_wgmma(ctx: Ctx):
             done.add(site.loops[k].uid)
         _uniform(ctx, site, k, text, WARPGROUP, "wgmma", _HINT)
         _same_operands(ctx, site, k, text)
+        _swizzled_operands(ctx, site, text)
 
 
 def _target(ctx: Ctx):
@@ -112,6 +119,56 @@ def _same_operands(ctx: Ctx, site, k: int, text: str):
     elif r.status == UNKNOWN:
         ctx.unknown(f"that every lane of a warpgroup names the same operands of `{text}`",
                     [site.loc], f"solver: {r.reason or 'unknown'}")
+
+
+def _swizzled_operands(ctx: Ctx, site, text: str):
+    """Each ``[rows, 16]`` operand of a swizzled tile starts its rows at a multiple of the
+    pattern's period and its columns at a multiple of 16 elements, for every size."""
+    for name in dict.fromkeys(w.name for w in (site.node.a, site.node.b)
+                              if is_swizzled_form(w)):
+        acc = next((a for a in ctx.eff.accesses if a.name == name and a.kind == "read"
+                    and wgmma_of(a.stmt) in (site.node, site.stmt)), None)
+        info = ctx.eff.arrays[acc.array] if acc is not None else None
+        if info is None or not info.swizzle:
+            continue   # a mapping issue already (effects)
+        op = wgmma_of(acc.stmt)
+        for w in (op.a, op.b):
+            if w.name == name:
+                _swizzled_window(ctx, acc, info, w, text)
+
+
+def _swizzled_window(ctx: Ctx, acc, info, w, text: str):
+    nbytes = max(1, w.ty.bits // 8)
+    starts = _starts(w)
+    flat = starts[0] if len(starts) > 1 else Const(0)
+    for e, ext in zip(starts[1:-1] + [Const(0)], info.shape[1:]):
+        flat = BinOp("+", BinOp("*", flat, ext, INDEX), e, INDEX)
+    period = 8 * info.swizzle
+    checks = [(flat, period // nbytes, f"its first row does not start at a multiple of "
+               f"{period} bytes in '{info.name}' (the period of its {info.swizzle}-byte "
+               "swizzle: the rows come in whole groups of 8)",
+               "start the window at a row that is a multiple of 8 (in a tile whose slots "
+               "are whole groups of 8 rows)"),
+              (starts[-1], K, f"its column offset is not a multiple of {K} elements "
+               f"({K * nbytes} bytes: one k16 step inside the swizzled row)",
+               f"take the columns as c0:c0 + {K} with c0 a multiple of {K}")]
+    for expr, n, why, hint in checks:
+        t = ctx.thread("1")
+        what = f"that the swizzled operand '{w.name}' of `{text}` is aligned"
+        try:
+            cons = ctx.place(t, acc) + [t.expr(expr) % n != 0]
+        except Unsupported as e:
+            ctx.unknown(what, [acc.loc], str(e))
+            continue
+        r = ctx.solve(cons)
+        if r.status == SAT:
+            ctx.diagnostics.append(Diagnostic(
+                "mapping", f"the swizzled operand '{w.name}' of `{text}`: {why}; the "
+                "hardware's descriptor cannot describe it", [acc.loc],
+                {"sizes": ctx.enc.size_values(r.model),
+                 "thread1": ctx.thread_witness(t, acc, r.model)}, hint))
+        elif r.status == UNKNOWN:
+            ctx.unknown(what, [acc.loc], f"solver: {r.reason or 'unknown'}")
 
 
 __all__ = ["check_wgmma"]

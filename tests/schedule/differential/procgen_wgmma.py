@@ -2,7 +2,9 @@
 primitives: one warpgroup stages a 64 x 16 slice of ``x`` and an N x 16 slice of ``w`` into
 SHARED tiles per step and accumulates ``x @ w.T`` with ``wgmma`` (N = 8 or 16), committing
 and waiting in the wgmma's thread loop or at block level, or staging 32 columns and
-issuing two chained wgmmas per step; the epilogue stores (or adds) the fragment.  Now
+issuing two chained wgmmas per step, or staging into tiles swizzled with 32 bytes (16
+columns, one wgmma per step) or 64 bytes (32 columns, two chained wgmmas on windows
+``[rows, 16]`` at columns 0 and 16); the epilogue stores (or adds) the fragment.  Now
 and then one is broken on purpose (no wait, a wait that leaves the group in flight, no
 barrier after the wait): the primitives must not turn a proved kernel into one that
 touches a wgmma in flight, must not regroup its warpgroup, and must keep every meaning,
@@ -21,9 +23,9 @@ def _fragment(n: int) -> str:
 
 
 def _broken(r, lines, p=0.15):
-    idx = [k for k, ln in enumerate(lines) if ln.strip().startswith(("wgmma_wait", "sync()"))]
-    if r.random() >= p or not idx:
+    if r.random() >= p:
         return lines
+    idx = [k for k, ln in enumerate(lines) if ln.strip().startswith(("wgmma_wait", "sync()"))]
     k = r.choice(idx)
     if lines[k].strip().startswith("wgmma_wait") and r.random() < 0.5:
         return lines[:k] + [lines[k].replace("(0)", "(1)")] + lines[k + 1:]
@@ -33,14 +35,16 @@ def _broken(r, lines, p=0.15):
 def wgmma_program(r: random.Random, name: str) -> Program:
     N = r.choice([8, 16])
     NH = N // 2
-    form = r.choice(["local", "block", "ktile"])
-    kh = 4 if form == "ktile" else 2            # halves of 8 columns per step
+    form = r.choice(["local", "block", "ktile", "swz32", "swz64"])
+    kh = 4 if form in ("ktile", "swz64") else 2   # halves of 8 columns per step
+    swz = 16 * kh if form.startswith("swz") else 0   # rows of exactly the swizzle's bytes
     head = (f"def {name}(n: size, a: f32, x: f16[64, {8 * kh} * n], w: f16[{N}, {8 * kh} * n], "
             f"y: f32[64, {N}]):\n    assert n >= 1\n")
     init = r.choice(["0.0", "a", "f32(x[t // 2, 0])"])
-    body = [f"acc: f32[128, {NH}] @ REGISTER",
-            f"a_s: f16[{kh}, 64, 8] @ SHARED",
-            f"b_s: f16[{kh}, {N}, 8] @ SHARED",
+    tiles = ([f"a_s: f16[64, {8 * kh}] @ SHARED(swizzle={swz})",
+              f"b_s: f16[{N}, {8 * kh}] @ SHARED(swizzle={swz})"] if swz else
+             [f"a_s: f16[{kh}, 64, 8] @ SHARED", f"b_s: f16[{kh}, {N}, 8] @ SHARED"])
+    body = [f"acc: f32[128, {NH}] @ REGISTER"] + tiles + [
             "for t in par(0, 128) @ THREADS:",
             f"    for i in seq(0, {NH}):",
             f"        acc[t, i] = {init}",
@@ -59,12 +63,26 @@ def wgmma_program(r: random.Random, name: str) -> Program:
             "    for t in par(0, 128) @ THREADS:"]
     call = f"wgmma(acc[t, 0:{NH}], a_s[2 * s:2 * s + 2, 0:64, 0:8], b_s[2 * s:2 * s + 2, 0:{N}, 0:8])"
     plain = r.random() < 0.35   # the per-thread product loops that make_wgmma turns into it
-    if plain:
+    row = "16 * (t // 32) + t % 32 // 4 + 8 * (i // 2 % 2)"
+    col = "8 * (i // 4) + 2 * (t % 4) + i % 2"
+    if swz:
+        body = [ln.replace("a_s[2 * h + t % 2, t // 2, j]", "a_s[t // 2, 16 * h + 8 * (t % 2) + j]")
+                .replace("b_s[2 * h + t % 2, t // 2, j]", "b_s[t // 2, 16 * h + 8 * (t % 2) + j]")
+                for ln in body]
+        call = (f"wgmma(acc[t, 0:{NH}], a_s[0:64, 16 * s:16 * s + 16], "
+                f"b_s[0:{N}, 16 * s:16 * s + 16])")
+        if plain:
+            body += [f"        for s in seq(0, {kh // 2}):", f"            for i in seq(0, {NH}):",
+                     "                for kk in seq(0, 16):",
+                     f"                    acc[t, i] += f32(a_s[{row}, 16 * s + kk]) * "
+                     f"f32(b_s[{col}, 16 * s + kk])"]
+        else:
+            body += [f"        for s in seq(0, {kh // 2}):", f"            {call}"]
+    elif plain:
         s0 = "2 * s + " if form == "ktile" else ""
         nest = [f"for i in seq(0, {NH}):", "    for kk in seq(0, 16):",
-                f"        acc[t, i] += f32(a_s[{s0}kk // 8, 16 * (t // 32) + t % 32 // 4 + "
-                f"8 * (i // 2 % 2), kk % 8]) * f32(b_s[{s0}kk // 8, 8 * (i // 4) + 2 * (t % 4) "
-                "+ i % 2, kk % 8])"]
+                f"        acc[t, i] += f32(a_s[{s0}kk // 8, {row}, kk % 8]) * "
+                f"f32(b_s[{s0}kk // 8, {col}, kk % 8])"]
         if form == "ktile":
             nest = ["for s in seq(0, 2):"] + ["    " + ln for ln in nest]
         body += ["        " + ln for ln in nest]
