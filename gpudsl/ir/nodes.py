@@ -391,7 +391,7 @@ class TmaLoad(Stmt):
     dst: WindowArg
     src: WindowArg
     name: str
-    shape: tuple[Expr, ...]
+    shape: tuple[Expr, ...] = field(compare=False)   # derived: the array's declared shape
     loc: Optional[SrcLoc] = field(**_LOC)
     index: Optional[Expr] = None
 
@@ -406,7 +406,7 @@ class TmaStore(Stmt):
 
     dst: WindowArg
     src: WindowArg
-    shape: tuple[Expr, ...]
+    shape: tuple[Expr, ...] = field(compare=False)   # derived: the array's declared shape
     loc: Optional[SrcLoc] = field(**_LOC)
 
 

@@ -276,3 +276,29 @@ def flip(x: f32[32, 32], y: f32[32, 32]):
                               .replace("y[t, r] = s[r, t]", "y[t, r] = s[r, t % 10]"))
     with pytest.raises(SchedulingError, match="swizzle"):
         set_swizzle(narrow, "s", 128)
+
+
+def test_a_rewritten_tma_copy_prints_and_parses_back_equal():
+    """Regression (differential test, tma family, case 8 of seed 0): rotate_loop normalized
+    the array shape a TMA statement keeps (``1 * n`` -> ``n``), which the printer does not
+    write, so ``str(p)`` parsed back to a proc that compared unequal."""
+    from gpudsl.schedule import rotate_loop
+
+    p = proc_from_source('''
+@proc
+def rows(n: size, x: f32[1 * n, 64], y: f32[1 * n, 64]):
+    assert n >= 1
+    for b in par(0, 1) @ BLOCKS:
+        o: f32[8, 32] @ SHARED
+        for ks in seq(0, n):
+            for t in par(0, 32) @ THREADS:
+                o[0, t] = x[ks, t]
+            sync()
+            for t in par(0, 1) @ THREADS:
+                tma_store(y[1 * ks:1 * ks + 1, 32:64], o[0:1, 0:32])
+                tma_commit()
+                tma_wait(0)
+            sync()
+''')
+    q = rotate_loop(p, "ks", 1)
+    assert proc_from_source(str(q)).ir == q.ir
