@@ -511,8 +511,9 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
         return Step(prim, [a, lit(dim), lit(q)])
     if prim in ("make_tma", "make_wgmma"):
         # make_tma: one-thread loops; make_wgmma: thread loops over whole warpgroups
-        want = (lambda s: _is_threads(s) and s.hi.val - s.lo.val == 1) if prim == "make_tma" \
-            else (lambda s: _is_threads(s) and s.hi.val - s.lo.val == 128)
+        n, body = (1, Assign) if prim == "make_tma" else (128, Reduce)
+        want = (lambda s: _is_threads(s) and s.hi.val - s.lo.val == n and
+                any(isinstance(x, body) for x in _walk(s.body)))
         return Step(prim, [L(lambda s: _const_bounds(s) and want(s))
                            if r.random() < 0.85 else L()])
     if prim == "bind_expr":
