@@ -46,7 +46,7 @@ def gpudsl_state() -> dict:
     try:
         import gpudsl  # noqa: F401
         from gpudsl.runtime.driver import driver_available
-        from gpudsl.stdlib.ops import target
+        from gpudsl.stdlib.array_ops import target
         return {"gpudsl_imports": True, "driver_available": bool(driver_available()),
                 "ops_target": target()}
     except Exception as e:  # reported, and the step fails

@@ -166,7 +166,7 @@ def main(argv=None) -> int:
             print(kind, name)
         return 0
     if target == "emulator":
-        import gpudsl.stdlib.ops as ops_mod
+        import gpudsl.stdlib.array_ops as ops_mod
 
         if ops_mod.target() != "emulator":
             print("--target emulator: set GPUDSL_NO_GPU=1 on a GPU machine", file=sys.stderr)

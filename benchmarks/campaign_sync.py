@@ -23,7 +23,7 @@ from tests.sync.cases import pc_split, pc_sync  # noqa: E402
 
 
 def _target() -> str:
-    from gpudsl.stdlib.ops import target
+    from gpudsl.stdlib.array_ops import target
 
     return target()
 

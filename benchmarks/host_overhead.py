@@ -71,7 +71,7 @@ def cpu_cases():
 
     from gpudsl.runtime.backends import BACKENDS, register_backend
     from gpudsl.runtime.recording import RecordingBackend
-    from gpudsl.stdlib import ops
+    from gpudsl.stdlib import array_ops as ops
 
     if "record" not in BACKENDS:
         register_backend("record", RecordingBackend)
@@ -143,7 +143,7 @@ def model_case(layers: int = 6):
     spec.loader.exec_module(llama)
     cfg = replace(llama.STORIES15M, n_layers=layers, vocab_size=512)
     w = llama.random_weights(cfg)
-    from gpudsl.stdlib import ops
+    from gpudsl.stdlib import array_ops as ops
 
     backend, ops.backend = ops.backend, lambda: "cuda"   # compiled for the GPU
     try:
@@ -192,7 +192,7 @@ def run_cpu(calls: int, only: str = "") -> None:
 def run_gpu() -> None:
     import torch
 
-    from gpudsl.stdlib import ops
+    from gpudsl.stdlib import array_ops as ops
     x = torch.randn(1024, 1024, device="cuda")
     y = torch.randn(1024, 1024, device="cuda")
     a = torch.randn(256, 256, device="cuda")

@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=64)
     ns = ap.parse_args(argv)
     from gpudsl.bench.meta import finish, provenance
-    from gpudsl.stdlib.ops import target
+    from gpudsl.stdlib.array_ops import target
 
     mod = _example()
     quick = ns.quick or target() != "cuda"

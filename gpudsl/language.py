@@ -115,7 +115,7 @@ cos = _only_in_procs("cos")
 erf = _only_in_procs("erf")
 rsqrt = _only_in_procs("rsqrt")
 # pow(x, y) and x ** y: Python's own pow keeps its name outside procs
-# warp collectives (docs/language.md (synchronization); the table is gpudsl.ir.collectives)
+# warp collectives (docs/language.md (synchronization); the table is gpudsl.ir.collective_meaning)
 shfl = _only_in_procs("shfl")
 shfl_xor = _only_in_procs("shfl_xor")
 shfl_down = _only_in_procs("shfl_down")

@@ -1,6 +1,6 @@
-"""``gpudsl.ops`` is :mod:`gpudsl.stdlib.ops` (the graph nodes on arrays)."""
+"""``gpudsl.ops`` is :mod:`gpudsl.stdlib.array_ops` (the graph nodes on arrays)."""
 import sys
 
-from .stdlib import ops as _ops
+from .stdlib import array_ops as _ops
 
 sys.modules[__name__] = _ops

@@ -19,7 +19,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# The disk cache of compiled graphs (gpudsl.graph.cache) is off in the tests: many patch
+# The disk cache of compiled graphs (gpudsl.graph.graph_cache) is off in the tests: many patch
 # the compile path (fusion, kernels) and must see it run.  tests/graph/test_graph_cache.py
 # turns it on where it is the subject.
 import os  # noqa: E402

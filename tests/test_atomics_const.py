@@ -315,7 +315,7 @@ def test_schedule_primitives_see_the_old_value():
     """Moving the read of the old value above the atomic is refused; the inliner
     renames the old value's local with the rest of the callee."""
     from gpudsl.errors import SchedulingError
-    from gpudsl.ir.effects import collect
+    from gpudsl.ir.stmt_effects import collect
     from gpudsl.ir.inline import written_names
 
     @proc

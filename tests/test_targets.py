@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import gpudsl
-from gpudsl.autotune.pipeline import Limits
+from gpudsl.autotune.candidate_pipeline import Limits
 from gpudsl.compiler.unit import compile_unit
 from gpudsl.perf.devices import device, occupancy
 from gpudsl.targets import (MBARRIER, NAMED_BARRIERS, TARGETS, Target, register_target,

@@ -1,7 +1,7 @@
 """``check()``: prove GPU procs free of races, divergence and out-of-bounds accesses.
 
 - ``check`` (``proc.check(**bindings)``) → ``Report`` (docs/checking.md).
-- ``effects`` (accesses with their context, on ``gpudsl.ir.effects``) is
+- ``effects`` (accesses with their context, on ``gpudsl.ir.stmt_effects``) is
   reusable; the Z3 encoding and the shared solver are ``gpudsl.ir.smt``.
 - ``phases`` barrier counts, ``mapping`` docs/language.md (meaning) rules and uniformity,
   ``obligations`` races / bounds / register ownership, ``resources`` limits,
@@ -10,6 +10,6 @@
 from __future__ import annotations
 
 from .check import check
-from .report import Diagnostic, DiagnosticKind, Report
+from .check_report import Diagnostic, DiagnosticKind, Report
 
 __all__ = ["check", "Report", "Diagnostic", "DiagnosticKind"]

@@ -18,21 +18,21 @@ from collections import OrderedDict
 from ..ir.locations import location_key
 from ..errors import Error
 from ..ir.inline import InlineRefused
-from .effects import collect
+from .proc_effects import collect
 from .mapping import check_uniformity, issues_to_diagnostics
 from .obligations import Ctx
-from .obligations.asyncs import check_asyncs
-from .obligations.wgmma import check_wgmma
-from .obligations.tma import check_store_alignment, check_tma
+from .obligations.async_copy_obligations import check_asyncs
+from .obligations.wgmma_obligations import check_wgmma
+from .obligations.tma_obligations import check_store_alignment, check_tma
 from .obligations.barriers import check_barriers
 from .obligations.bounds import check_bounds
-from .obligations.collectives import check_collectives
+from .obligations.collective_obligations import check_collectives
 from .obligations.features import check_features
-from .obligations.layouts import check_layouts
-from .obligations.registers import check_setmaxnreg
+from .obligations.swizzle_obligations import check_layouts
+from .obligations.setmaxnreg_obligations import check_setmaxnreg
 from .obligations.ownership import check_ownership
-from .obligations.races import check_races
-from .report import Diagnostic, Report
+from .obligations.race_obligations import check_races
+from .check_report import Diagnostic, Report
 from .resources import check_resources
 from ..ir.smt import DEFAULT_TIMEOUT_MS, SAT
 from ..ir.smt_interrupt import ctrl_c_guard

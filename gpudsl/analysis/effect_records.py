@@ -1,4 +1,4 @@
-"""The records of check()'s effect walk (:mod:`gpudsl.analysis.effects`, whose
+"""The records of check()'s effect walk (:mod:`gpudsl.analysis.proc_effects`, whose
 docstring describes each field): loops, arrays, accesses, barriers, collectives,
 kernels, mapping issues, and :class:`Effects`, which holds them all."""
 from __future__ import annotations

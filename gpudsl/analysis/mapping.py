@@ -20,7 +20,7 @@ from ..ir.nodes import For, If, Read
 from ..ir.printer import print_expr
 from ..ir.types import BLOCKS, THREADS
 from ..ir.visitor import walk
-from .report import Diagnostic
+from .check_report import Diagnostic
 
 
 def issues_to_diagnostics(eff, diagnostics: list, warnings: list):
@@ -83,6 +83,6 @@ def check_uniformity(eff, diagnostics: list):
 
 
 def _has_sync(s) -> bool:
-    from ..ir.syncs import is_sync
+    from ..ir.sync_meaning import is_sync
 
     return any(is_sync(n) for n in walk(s))

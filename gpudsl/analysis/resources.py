@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import z3
 
-from .report import Diagnostic
-from ..ir.swizzle import repeat_bytes
+from .check_report import Diagnostic
+from ..ir.swizzle_meaning import repeat_bytes
 from ..ir.smt import SAT, UNKNOWN, Unsupported
 
 

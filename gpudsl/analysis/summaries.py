@@ -109,7 +109,7 @@ def _summary(info, ws):
 def tag_readers(eff, sums: dict) -> None:
     """Mark each access whose conditions or indices read a summarized array with its
     top-level position (``a.summary_at``): race questions asked once per class of
-    accesses (``obligations.races._shape``) must not share an answer between a read
+    accesses (``obligations.race_obligations._shape``) must not share an answer between a read
     after the barrier (with facts) and one before it (without)."""
     if not sums:
         return

@@ -34,7 +34,7 @@ import z3
 
 from ..ir.nodes import Alloc, Arrive, Const, For, Sync, Wait
 from ..ir.smt import Unsupported
-from ..ir.syncs import is_partial_sync, is_sync
+from ..ir.sync_meaning import is_partial_sync, is_sync
 from ..ir.types import BARRIER, BLOCKS
 from ..ir.visitor import walk
 from .phases import PhaseCounter, add

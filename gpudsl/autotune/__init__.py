@@ -11,7 +11,7 @@ winners.
 This package sits between ``proc`` and ``stdlib``: the standard library exposes its
 schedule parameters as ``Space`` s and looks winners up here."""
 from .db import Database, lookup_winner
-from .pipeline import Limits
+from .candidate_pipeline import Limits
 from .space import Budget, Config, Space
 from .distributed import RayExecutor
 from .result import Best, Result

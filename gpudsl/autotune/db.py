@@ -45,7 +45,7 @@ def default_path() -> Path | str:
     env = os.environ.get("GPUDSL_TUNE_DB")
     if env:
         return env if "://" in env else Path(env)
-    from ..runtime.cache import cache_dir
+    from ..runtime.artifact_cache import cache_dir
 
     return cache_dir() / "tune.optuna.sqlite"
 
@@ -67,7 +67,7 @@ def to_url(where) -> str:
     if "://" in where:
         return where
     p = Path(where).expanduser().resolve()
-    from ..runtime.cache import make_private_dir
+    from ..runtime.artifact_cache import make_private_dir
 
     make_private_dir(p.parent)
     if not p.exists():  # a new store is the owner's only (SQLite keeps the mode)
@@ -321,7 +321,7 @@ WRITES = 0  # winners this process wrote (gpudsl.ops re-reads the database after
 
 
 def wrote() -> None:
-    """Count a write of a winner: ``stdlib.nodes.db_stamp`` changes at once."""
+    """Count a write of a winner: ``stdlib.node_registry.db_stamp`` changes at once."""
     global WRITES
     WRITES += 1
 
@@ -457,7 +457,7 @@ def _lookup_winner(task, shapes, env, db):
             stamp = path.stat().st_mtime_ns
         except OSError:
             return None
-        from ..runtime.cache import untrusted, warn_once
+        from ..runtime.artifact_cache import untrusted, warn_once
 
         why = untrusted(path) or untrusted(path.parent)
         if why is not None:  # anyone who can write it would choose the kernels run

@@ -7,7 +7,7 @@ import math
 
 from ..errors import Error
 from ..proc import Proc
-from . import pipeline as pl
+from . import candidate_pipeline as pl
 from .space import Config
 
 

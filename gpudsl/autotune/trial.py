@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from . import pipeline as pl
+from . import candidate_pipeline as pl
 
 
 def sizes_of(proc, args: dict) -> dict:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..backend_names import backend_keyword
 from ..errors import Error
-from . import pipeline as pl
+from . import candidate_pipeline as pl
 from . import trial as tr
 from .db import Database, digest, shapes_key
 from .env import env_key, environment

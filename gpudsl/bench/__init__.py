@@ -6,10 +6,10 @@ Each row has the node's achieved TFLOP/s (matmul family, attention) or GB/s
 (:mod:`gpudsl.perf.devices`: FP32 on CUDA cores, tensor cores for TF32 and halves, HBM
 bandwidth), and the ratio to its reference timed in the same run the same way.  Every
 row names its reference, the backend that ran it and (GPU) the kernels it launched
-(:mod:`gpudsl.bench.run`): the GEMMs (4096^3 and 8192^3 in fp32 with TF32 off, TF32,
+(:mod:`gpudsl.bench.case_timing`): the GEMMs (4096^3 and 8192^3 in fp32 with TF32 off, TF32,
 float16 and bfloat16) against ``torch.matmul`` (cuBLAS) in the same precision;
 attention against ``scaled_dot_product_attention`` on 4-D tensors under each SDPA
-backend, the fastest correct one kept (:mod:`gpudsl.bench.attention`); bandwidth nodes
+backend, the fastest correct one kept (:mod:`gpudsl.bench.attention_cases`); bandwidth nodes
 against a device-to-device copy of the same number of bytes, at 4 MB, 16 MB and 256 MB
 per array, each timed with the L2 flushed before every repetition (``cold``) and not
 (``warm``), all reported.  Decode attention carries its bytes/s against such a copy
@@ -43,7 +43,7 @@ import subprocess
 import sys
 
 from ..backend_names import backend_keyword
-from .run import Case, Ref, Run
+from .case_timing import Case, Ref, Run
 
 
 def bench_nodes() -> list[str]:
@@ -206,7 +206,7 @@ GEMMS = {"matmul": ("fp32", "float32", "cuBLAS SGEMM (TF32 off)"),
 
 def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) -> list[Case]:
     """The four GEMMs at both sizes, or (``variants``) the kernel variants after them."""
-    from ..stdlib import ops
+    from ..stdlib import array_ops as ops
 
     out = []
 
@@ -287,7 +287,7 @@ def _nt_runner(a, b, fn):
 
 
 def _bandwidth_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list[Case]:
-    from ..stdlib import ops
+    from ..stdlib import array_ops as ops
 
     out = []
     sizes, cubes = (EMU_SIZES, EMU_CUBES) if small else (GPU_SIZES, GPU_CUBES)
@@ -356,7 +356,7 @@ def _table_cases(env: _Env, small: bool, nodes: set, l2: int | None) -> list[Cas
     cols)``), against its reference; bytes: its operands and its result, once."""
     import numpy as np
 
-    from ..stdlib import ops
+    from ..stdlib import array_ops as ops
     from ..stdlib.node_table import get
 
     out = []
@@ -420,7 +420,7 @@ def run_bench(backend: str | None = None, nodes: list[str] | None = None, reps: 
     deprecated spelling); the results as a dict (what ``--out`` writes).
     ``on_rows(res)`` is called with the results so far after each case (``--out``
     writes them as the run goes: a run stopped by a time limit keeps what it had)."""
-    from .attention import attention_cases
+    from .attention_cases import attention_cases
     from .meta import finish, provenance
 
     backend = backend_keyword(backend, target, "gpudsl.bench.run_bench")
@@ -502,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     ns.backend = ns.backend or ns.target or "cuda"
     emu = ns.backend == "emulator"
     if emu:
-        from ..stdlib.ops import backend
+        from ..stdlib.array_ops import backend
 
         if backend() != "emulator":
             print("gpudsl bench: --backend emulator needs ops to run on the emulator; set "

@@ -1,5 +1,5 @@
-"""The ``gpudsl`` command line: demo, check (``check.py``), cuda (``cuda.py``), perf
-(``perf.py``), run (``run.py``, graph scripts), tune (``tune.py``), bench
+"""The ``gpudsl`` command line: demo, check (``check_command.py``), cuda (``cuda_command.py``), perf
+(``perf_command.py``), run (``run_command.py``, graph scripts), tune (``tune_command.py``), bench
 (``gpudsl/bench/``).  ``DESCRIPTION`` is what ``gpudsl --help`` prints: plain text."""
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def _check_parser(sub):
 
 
 def _check(ns) -> int:
-    from .check import run_check
+    from .check_command import run_check
 
     return run_check(ns.procs, _bindings(ns.bind))
 
@@ -106,7 +106,7 @@ def _cuda_parser(sub):
 
 
 def _cuda(ns) -> int:
-    from .cuda import run_cuda
+    from .cuda_command import run_cuda
 
     return run_cuda(ns.procs, _bindings(ns.bind))
 
@@ -122,7 +122,7 @@ def _run_parser(sub):
 
 
 def _run(ns) -> int:
-    from .run import run_script
+    from .run_command import run_script
 
     return run_script(ns.script, ns.input, ns.constants, ns.output)
 
@@ -138,7 +138,7 @@ def _perf_parser(sub):
 
 
 def _perf(ns) -> int:
-    from .perf import run_perf
+    from .perf_command import run_perf
 
     return run_perf(ns.procs, _bindings(ns.bind), ns.device, ns.sass, ns.arch)
 
@@ -157,7 +157,7 @@ def _bench(ns) -> int:
 def _tune_parser(sub):
     t = sub.add_parser("tune", help="tune a standard-library node: gpudsl tune matmul "
                        "--shape 4096x4096 --shape 4096x4096")
-    from .tune import tunable
+    from .tune_command import tunable
 
     t.add_argument("node", choices=tunable())
     t.add_argument("--shape", action="append", required=True, metavar="DxD[xD]",
@@ -187,7 +187,7 @@ def _tune_parser(sub):
 
 def _tune(ns) -> int:
     from ..errors import Error
-    from .tune import run_tune
+    from .tune_command import run_tune
 
     try:
         return run_tune(ns)

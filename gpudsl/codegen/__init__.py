@@ -8,7 +8,7 @@ launch program, temporaries).  See docs/codegen.md.
 from __future__ import annotations
 
 from .generate import cuda_source, generate, index_bits_for
-from .plan import (CudaModule, HostIf, HostLoop, KernelInfo, KernelParam, LaunchStep,
+from .host_plan import (CudaModule, HostIf, HostLoop, KernelInfo, KernelParam, LaunchStep,
                    NeedsBinding, Temporary, evaluate, walk_program)
 
 __all__ = ["cuda_source", "generate", "index_bits_for", "CudaModule", "KernelInfo",

@@ -16,7 +16,7 @@ import struct
 
 from ..errors import CompileError
 from ..ir.nodes import BinOp, Builtin, Collective, Const, Expr, Read, UnOp, Var, WindowArg
-from .collectives import collective_c
+from .collective_cuda import collective_c
 from ..ir.types import DTYPES, INDEX, DType, bool_, f16, f32, f64, bf16, i64
 
 # C precedence, higher binds tighter.

@@ -20,11 +20,11 @@ from ..ir.printer import print_expr
 from ..ir.types import INDEX, f16, bf16
 from ..ir.visitor import bound_names, walk
 from .cexpr import cname
-from .tma import tensor_map_params
+from .tma_cuda import tensor_map_params
 from .helpers import features_of, helper_source
 from .hoist import Hoister
-from .kernel import ArrayInfo, KernelWriter
-from .plan import (CudaModule, HostIf, HostLoop, HostSplitter, KernelInfo, KernelParam, NotConstant,
+from .kernel_cuda import ArrayInfo, KernelWriter
+from .host_plan import (CudaModule, HostIf, HostLoop, HostSplitter, KernelInfo, KernelParam, NotConstant,
                    evaluate, walk_program)
 from .writer import Writer
 

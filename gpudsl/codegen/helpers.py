@@ -2,14 +2,14 @@
 when the generated code uses them."""
 from __future__ import annotations
 
-from .collectives import WARP_COMMENT, WARP_HELPERS
-from .asyncs import ASYNC_COPY
-from .registers import SETMAXNREG
+from .collective_cuda import WARP_COMMENT, WARP_HELPERS
+from .async_copy_cuda import ASYNC_COPY
+from .setmaxnreg_cuda import SETMAXNREG
 from ..targets import SETMAXNREG as SETMAXNREG_FEATURE, TMA as TMA_FEATURE, WGMMA as WGMMA_FEATURE
-from .tma import TMA as TMA_TEXT
-from .swizzle import SWIZZLE
-from .wgmma import PREFIX as _WGMMA_PREFIX, WGMMA_COMMON, shape_helper
-from .syncs import MBARRIER, NAMED_BARRIER
+from .tma_cuda import TMA as TMA_TEXT
+from .swizzle_cuda import SWIZZLE
+from .wgmma_cuda import PREFIX as _WGMMA_PREFIX, WGMMA_COMMON, shape_helper
+from .sync_cuda import MBARRIER, NAMED_BARRIER
 
 _FLOOR = """\
 // Python's floor division and modulo (C's / and % truncate toward zero).

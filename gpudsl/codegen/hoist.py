@@ -20,7 +20,7 @@ before the loop when all of these hold:
   condition (or only when the loop runs) is left in the loop.
 
 The meaning is unchanged: the same value is read, once instead of on each
-iteration.  :class:`Hoister` decides; :class:`gpudsl.codegen.kernel.KernelWriter`
+iteration.  :class:`Hoister` decides; :class:`gpudsl.codegen.kernel_cuda.KernelWriter`
 emits ``const T gpudsl_hN = x[...];`` before the loop and the local wherever the
 loop reads that element.
 """
@@ -99,7 +99,7 @@ class Hoister:
     def plan(self, loop: For, written: set, lookup, taken) -> list[Read]:
         """The reads of ``loop``'s body to load once before it: one per element, in
         first-read order.  ``lookup(name)`` gives the array's
-        :class:`~gpudsl.codegen.kernel.ArrayInfo` (or None); ``taken`` holds the keys
+        :class:`~gpudsl.codegen.kernel_cuda.ArrayInfo` (or None); ``taken`` holds the keys
         an enclosing loop already hoisted."""
         addr = self.addr.get(id(loop))
         if addr is None:

@@ -2,6 +2,6 @@
 ``Kernel`` that binds its arguments (``gpudsl.ir.binding``), computes its
 launches and runs them through ``gpudsl.runtime`` (NVRTC or the CPU emulator)."""
 from .arguments import bind_arguments
-from .kernel import BACKENDS, Kernel, compile_proc, signatures
+from .compiled_kernel import BACKENDS, Kernel, compile_proc, signatures
 
 __all__ = ["Kernel", "compile_proc", "bind_arguments", "BACKENDS", "signatures"]

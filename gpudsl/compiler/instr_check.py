@@ -82,7 +82,7 @@ def check_instr(instr, *, trials: int = 8, seed: int = 0, backend: str | None = 
     ir = as_procdef(instr)
     if ir is None or ir.instr is None:
         raise CompileError(f"check_instr takes an @instr, not {instr!r:.60}")
-    from .kernel import Kernel
+    from .compiled_kernel import Kernel
 
     missing = [q.name for q in ir.params if q.kind == "size" and q.name not in sizes]
     if missing:

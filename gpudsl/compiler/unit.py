@@ -3,7 +3,7 @@
 A model runs many kernels; compiling each proc into its own CUDA source means one NVRTC
 (or g++) run and one module per proc.  A ``Unit`` puts the kernels of all its procs
 into ONE source, compiled once (one cubin, one emulator shared object) and cached on
-disk by a key over the whole source (``gpudsl.runtime.cache``), and in memory by the
+disk by a key over the whole source (``gpudsl.runtime.artifact_cache``), and in memory by the
 same key, so a second ``compile_unit`` of the same procs builds nothing.
 
     unit = compile_unit([add_proc, (matmul_proc, dict(n=784)), relu_proc], "emulator")
@@ -45,7 +45,7 @@ from ..runtime.launch import Launch
 from ..runtime.signature import KernelSig
 from .arguments import bind_arguments
 from .. import targets
-from .kernel import (_print, backend_and_target, plan_launches, proof_or_refusal,
+from .compiled_kernel import (_print, backend_and_target, plan_launches, proof_or_refusal,
                      temporary_shapes)
 
 _INCLUDE_BLOCK = re.compile(r"#ifndef GPUDSL_EMULATOR\n(?:#include <[^>]+>\n)+#endif\n?")
@@ -179,7 +179,7 @@ class Unit:
 
     def __getstate__(self):
         # the compiled code stays behind (a loaded module): an unpickled unit loads it
-        # again by its key, from memory or the disk cache (gpudsl.graph.cache)
+        # again by its key, from memory or the disk cache (gpudsl.graph.graph_cache)
         state = dict(self.__dict__)
         state.pop("backend", None)
         return state

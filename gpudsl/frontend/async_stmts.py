@@ -1,5 +1,5 @@
 """The asynchronous copies (docs/async_copies.md): ``async_copy(dst, src)``, ``async_commit()`` and
-``async_wait(n)`` (meaning: :mod:`gpudsl.ir.asyncs`).
+``async_wait(n)`` (meaning: :mod:`gpudsl.ir.async_copy_meaning`).
 
 ``dst`` is an element or a window ``s[i, j:j + n]`` of a SHARED array, ``src`` one of
 a GLOBAL array with the same element type and the same number of elements; only the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from ..ir.asyncs import COPY_BYTES, const_extent as _extent
+from ..ir.async_copy_meaning import COPY_BYTES, const_extent as _extent
 from ..ir.nodes import AsyncCommit, AsyncCopy, AsyncWait
 from ..ir.types import GLOBAL, SHARED
 

@@ -9,8 +9,8 @@ from ..ir.nodes import (ATOMIC_OPS, BUILTINS, BinOp, Builtin, Const, Expr, Inter
                         Read, UnOp, Var, WindowArg)
 from ..ir.types import DTYPES, INDEX, DType, bool_, f32, join_numeric
 from .scope import Scope
-from ..ir.collectives import COLLECTIVES
-from .collectives import collective
+from ..ir.collective_meaning import COLLECTIVES
+from .collective_exprs import collective
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",

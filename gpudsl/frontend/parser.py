@@ -21,7 +21,7 @@ from .async_stmts import ASYNC_FUNCS, parse_async_call
 from .wgmma_stmts import WGMMA_FUNCS, parse_wgmma_call
 from .tma_stmts import TMA_FUNCS, parse_tma_call
 from .sync_stmts import SYNC_FUNCS, parse_barrier_alloc, parse_sync_call
-from .layouts import check_swizzle, parse_memory
+from .memory_layouts import check_swizzle, parse_memory
 from .setmaxnreg import SETMAXNREG_FUNCS, parse_setmaxnreg
 
 _LOOP_FUNCS = ("seq", "range", "par")

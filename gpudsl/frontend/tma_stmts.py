@@ -1,5 +1,5 @@
 """The bulk tensor copy statement (docs/hopper.md "TMA loads"): ``tma_load(dst, src, bar=b)``
-(meaning: :mod:`gpudsl.ir.tma`).
+(meaning: :mod:`gpudsl.ir.tma_meaning`).
 
 ``src`` is a window of a GLOBAL array naming every dimension (points and constant ranges:
 the box), ``dst`` a contiguous window of a SHARED array with the same range extents,
@@ -11,7 +11,7 @@ import ast
 
 from ..ir.nodes import Const, Interval, TmaCommit, TmaLoad, TmaStore, TmaWait, WindowArg
 from ..ir.types import INDEX
-from ..ir.tma import ELEM_TYPES, box, dst_problem, src_problem
+from ..ir.tma_meaning import ELEM_TYPES, box, dst_problem, src_problem
 from .sync_stmts import _ring_index
 
 TMA_FUNCS = ("tma_load", "tma_store", "tma_commit", "tma_wait")

@@ -1,5 +1,5 @@
 """The warpgroup MMA statements (docs/hopper.md): ``wgmma(acc, a, b)``, ``wgmma_commit()`` and
-``wgmma_wait(n)`` (meaning: :mod:`gpudsl.ir.wgmma`).
+``wgmma_wait(n)`` (meaning: :mod:`gpudsl.ir.wgmma_meaning`).
 
 ``acc`` is a window of one range of ``N / 2`` f32 elements of a REGISTER array (the
 thread's part of the accumulator), ``a`` a window ``[2, 64, 8]`` and ``b`` one
@@ -15,7 +15,7 @@ import ast
 
 from ..ir.nodes import Const, Interval, Wgmma, WgmmaCommit, WgmmaWait, WindowArg
 from ..ir.types import INDEX, f32
-from ..ir.wgmma import AB_TYPES, CORE, K, M, N_MAX, extents, operand_problem
+from ..ir.wgmma_meaning import AB_TYPES, CORE, K, M, N_MAX, extents, operand_problem
 
 WGMMA_FUNCS = ("wgmma", "wgmma_commit", "wgmma_wait")
 

@@ -20,10 +20,10 @@ HamKaas's names (``InputTensor``, ``ConstantTensor``, ``BufferTensor``, ``SumNod
 from __future__ import annotations
 
 from ..errors import GraphError
-from .model import Model, compile  # noqa: A004
-from .nodes import (CONSTRUCTORS, BufferTensor, ConstantTensor, InputTensor, Node,
+from .compiled_model import Model, compile  # noqa: A004
+from .graph_nodes import (CONSTRUCTORS, BufferTensor, ConstantTensor, InputTensor, Node,
                     constructor)
-from .plan import Memory, Plan
+from .memory_plan import Memory, Plan
 from .script import Graph, Script, parse, to_script
 
 from ..stdlib.node_table import by_graph as _by_graph

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 
-from .nodes import Node, is_view
+from .graph_nodes import Node, is_view
 
 
 def _root(n: Node) -> Node:
@@ -199,7 +199,7 @@ def fused_kernel(group, nodes):
     arrays, and a fault flag."""
     import numpy as np
 
-    from ..compiler.kernel import prove
+    from ..compiler.compiled_kernel import prove
     from ..errors import CheckError
     from ..stdlib.attention_split import plan_split
     from .launches import _NP

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..stdlib.node_table import by_graph
-from .nodes import Node
+from .graph_nodes import Node
 
 
 def pointwise_op(op: str) -> str | None:
@@ -155,7 +155,7 @@ class _PlanNode:
 
 
 def planner_view(nodes: list[Node], result: Node, gs: list[Group]):
-    """``(nodes, result)`` for ``gpudsl.graph.plan.plan`` with the groups folded:
+    """``(nodes, result)`` for ``gpudsl.graph.memory_plan.plan`` with the groups folded:
     the same positions, each group's last node reading every external operand, and
     the intermediates views of the first external operand (no memory of their own,
     alive no longer than the group)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..compiler.kernel import prove
+from ..compiler.compiled_kernel import prove
 from ..errors import CheckError
 from ..stdlib.fused import (CHAIN_LEAF, inline_and_fuse, matmul_group_proc,  # noqa: F401
                             matmul_proc, matmul_variant, merge_axes, pointwise_group_proc,

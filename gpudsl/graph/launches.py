@@ -166,7 +166,7 @@ def _err(out: LaunchList, i: int) -> Ref:
 
 
 def _args(out: LaunchList, launch, ins: list, me: Ref, node, i: int) -> dict:
-    """The step's arguments, as the node table's launch says (``gpudsl.stdlib.nodes``):
+    """The step's arguments, as the node table's launch says (``gpudsl.stdlib.node_registry``):
     operands and the result reshaped, an integer attribute made an array of the list."""
     args = {}
     for param, spec in launch.args:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import GraphError
 from ..stdlib.node_table import all_nodes, by_graph
-from .nodes import DTYPES, LATER, Node, ShapeError, infer  # noqa: F401
+from .graph_nodes import DTYPES, LATER, Node, ShapeError, infer  # noqa: F401
 
 # argument kinds: "ref" ($N), "name" (identifier), "dtype", "list" ([ints]), "int",
 # "ref|int", "bool" (0 or 1); a computing node's come from its declaration in the node

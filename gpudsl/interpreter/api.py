@@ -10,8 +10,8 @@ from ..ir.nodes import Expr, ProcDef
 from ..ir.printer import print_expr
 from ..ir.procdef import as_procdef
 from .compiler import compiled, run
-from .races import RaceContext
-from ..ir.syncs import uses_partial_sync
+from .race_detector import RaceContext
+from ..ir.sync_meaning import uses_partial_sync
 
 
 def interpret(p, /, **args) -> None:

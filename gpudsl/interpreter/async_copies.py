@@ -1,5 +1,5 @@
 """The interpreter's meaning of the asynchronous copies (docs/async_copies.md; the rules are in
-:mod:`gpudsl.ir.asyncs`).
+:mod:`gpudsl.ir.async_copy_meaning`).
 
 One :class:`AsyncState` per run of a proc that holds async copies.  Per block it keeps,
 for each thread, the groups of its copies; a copy's elements are *in flight* from
@@ -9,7 +9,7 @@ writing a destination element, or writing a source element, stops the run with a
 :class:`InterpError` naming the access and the copy; so does a copy still in flight
 where the block's code ends (it would land nowhere).
 
-The warpgroup MMAs (docs/hopper.md, :mod:`gpudsl.ir.wgmma`) are a second family with groups
+The warpgroup MMAs (docs/hopper.md, :mod:`gpudsl.ir.wgmma_meaning`) are a second family with groups
 of their own (``wgmma_commit`` / ``wgmma_wait``): a wgmma computes where it is issued
 (its thread's share of ``acc += a @ b``) and stays in flight until the wait that
 completes its group: its ``acc`` elements may not be touched, nor its ``a`` / ``b``
@@ -24,7 +24,7 @@ errors already, so every conflicting access unordered with the copy is seen.
 from __future__ import annotations
 
 from ..errors import InterpError
-from ..ir.wgmma import WARPGROUP
+from ..ir.wgmma_meaning import WARPGROUP
 
 READ, WRITE = 1, 2
 
@@ -276,7 +276,7 @@ class AsyncState:
 
 def _chained(c, mma) -> bool:
     """A later wgmma of the same shape on the same accumulator: ordered by the hardware."""
-    from ..ir.wgmma import same_shape
+    from ..ir.wgmma_meaning import same_shape
     return same_shape(c.node, mma)
 
 

@@ -18,7 +18,7 @@ from ..ir.numeric import shift_left, shift_right
 from ..ir.procdef import as_procdef
 from ..ir.types import DTYPES
 from . import runtime as rt
-from . import warps
+from . import warp_execution as warps
 from .emit_stmt import ProcEmitter, _async_outside
 
 _CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()

@@ -20,7 +20,7 @@ from ..ir.numeric import in_width
 from ..ir.printer import print_expr
 from ..ir.types import DType, INDEX
 from .runtime import AccessSite, wrap_expr
-from .warps import Site
+from .warp_execution import Site
 
 READ, WRITE, ATOMIC = 1, 2, 3
 

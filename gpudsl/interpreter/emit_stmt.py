@@ -10,17 +10,17 @@ inside (a division by zero, say) is reported at the user's line.
 from __future__ import annotations
 
 from . import async_copies, sync_order
-from ..ir.asyncs import shifted, uses_async
+from ..ir.async_copy_meaning import shifted, uses_async
 from ..ir.nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign,
                         Atomic, Call, For, If, Pass, Point, ProcDef, Reduce, Stmt, Sync, Var,
                         Read, TmaLoad, TmaStore, Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
-from ..ir.wgmma import elements as wgmma_elements, lane_of, uses_wgmma
-from ..ir.tma import elements as tma_elements, store_elements, uses_tma
+from ..ir.wgmma_meaning import elements as wgmma_elements, lane_of, uses_wgmma
+from ..ir.tma_meaning import elements as tma_elements, store_elements, uses_tma
 from . import tma_copies
 from ..ir.printer import print_expr, print_stmt
 from ..ir.types import BARRIER, BLOCKS, INDEX, THREADS
 from ..ir.visitor import substitute, walk
-from .warps import Site, holds_collective
+from .warp_execution import Site, holds_collective
 from .emit_expr import ATOMIC, READ, WRITE, ArrInfo, ExprEmitter
 from ..ir.nests import block_shape
 from .runtime import fill_value, wrap_expr
@@ -385,7 +385,7 @@ class ProcEmitter(ExprEmitter):
         return super().access(loc, text, how, name)
 
     def _Wgmma(self, s: Wgmma):
-        """A wgmma (:mod:`gpudsl.ir.wgmma`): the thread's share computed here, its accesses
+        """A wgmma (:mod:`gpudsl.ir.wgmma_meaning`): the thread's share computed here, its accesses
         noted and held in flight until the wgmma_wait that completes its group."""
         text = _stmt_text(s)
         if not self.tnames:
@@ -410,7 +410,7 @@ class ProcEmitter(ExprEmitter):
                   f"{{{', '.join(dims)}}})")
 
     def _TmaLoad(self, s: TmaLoad):
-        """A bulk tensor load (:mod:`gpudsl.ir.tma`): its box read here, its elements held
+        """A bulk tensor load (:mod:`gpudsl.ir.tma_meaning`): its box read here, its elements held
         in flight until the barrier phase it completes (:mod:`.tma_copies`)."""
         self._bulk(s, "bulk tensor copy", tma_elements(s), tma_copies.issue)
 

@@ -1,5 +1,5 @@
 """The interpreter's meaning of the bulk tensor copies (``tma_load``; the rules are in
-:mod:`gpudsl.ir.tma`), and of the async copies that complete on a barrier
+:mod:`gpudsl.ir.tma_meaning`), and of the async copies that complete on a barrier
 (``async_copy(dst, src, bar=b)``), which follow the same rule.
 
 A copy reads its box where it is issued (zeros outside the source) and holds its elements

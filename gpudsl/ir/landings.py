@@ -1,14 +1,14 @@
 """Copies that land with a split barrier's phase, in one place: a ``tma_load``
-(:mod:`gpudsl.ir.tma`) and an ``async_copy(dst, src, bar=b)`` (:mod:`gpudsl.ir.asyncs`).
-One rule serves both (:mod:`gpudsl.ir.tma`, "Completion"): the copy lands with the phase of
+(:mod:`gpudsl.ir.tma_meaning`) and an ``async_copy(dst, src, bar=b)`` (:mod:`gpudsl.ir.async_copy_meaning`).
+One rule serves both (:mod:`gpudsl.ir.tma_meaning`, "Completion"): the copy lands with the phase of
 its barrier that the issuing thread's next arrive on it completes.  check()
-(analysis/obligations/tma.py) and the interpreter (interpreter/tma_copies.py) ask the
+(analysis/obligations/tma_obligations.py) and the interpreter (interpreter/tma_copies.py) ask the
 questions below of either kind alike."""
 from __future__ import annotations
 
-from .asyncs import bar_copy_of
+from .async_copy_meaning import bar_copy_of
 from .nodes import AsyncCopy
-from .tma import tma_of
+from .tma_meaning import tma_of
 
 
 def landing_of(stmt):

@@ -36,7 +36,7 @@ def nest_dim(inner: int) -> int:
     """The dimension (0 = x, 1 = y, 2 = z) of a ``@ THREADS`` loop with ``inner``
     loops of its nest directly below it: the innermost is x (as :func:`nest_dims`);
     in a nest deeper than 3 (a mapping error, reported by check()) the outer loops
-    share z.  check()'s collector (gpudsl.analysis.effects) numbers its loops with
+    share z.  check()'s collector (gpudsl.analysis.proc_effects) numbers its loops with
     it and finds nests with :func:`direct_nest`."""
     return min(inner, 2)
 

@@ -108,7 +108,7 @@ class Builtin(Expr):
 @dataclass(frozen=True)
 class Collective(Expr):
     """A warp collective (docs/language.md (synchronization)): ``shfl(v, lane)``, ``ballot(c)``, ``warp_sum(v)``...
-    ``name`` is a key of :data:`gpudsl.ir.collectives.COLLECTIVES` (the one table);
+    ``name`` is a key of :data:`gpudsl.ir.collective_meaning.COLLECTIVES` (the one table);
     ``args`` the operand, then the lane argument where the collective has one."""
 
     name: str
@@ -214,7 +214,7 @@ class Atomic(Stmt):
 class Alloc(Stmt):
     """``s: f32[4, 4] @ SHARED``; a scalar has ``shape == ()``.  ``swizzle`` (32, 64 or
     128; 0: none) is the byte width of a SHARED tile's swizzled layout
-    (``@ SHARED(swizzle=128)``, :mod:`gpudsl.ir.swizzle`): addresses only, never meaning."""
+    (``@ SHARED(swizzle=128)``, :mod:`gpudsl.ir.swizzle_meaning`): addresses only, never meaning."""
 
     name: str
     ty: DType
@@ -302,10 +302,10 @@ class AsyncCopy(Stmt):
     bytes) from the GLOBAL array ``src`` to the SHARED array ``dst`` without waiting.
     ``dst_idx`` / ``src_idx`` index the first element; the last index runs over
     ``n`` elements (``n == 1`` prints as a plain element ``dst[i]``).  The copy lands
-    when the ``async_wait`` that completes its group runs (:mod:`gpudsl.ir.asyncs`); with
+    when the ``async_wait`` that completes its group runs (:mod:`gpudsl.ir.async_copy_meaning`); with
     ``bar`` (``async_copy(dst, src, bar=b)``, element ``index`` of a ring) it joins no group
     and lands with the phase of ``bar`` that the thread's next arrive on it completes, as a
-    ``tma_load`` does (:mod:`gpudsl.ir.tma`)."""
+    ``tma_load`` does (:mod:`gpudsl.ir.tma_meaning`)."""
 
     dst: str
     dst_idx: tuple[Expr, ...]
@@ -353,7 +353,7 @@ class Wgmma(Stmt):
     elements of a REGISTER array, the PTX ISA's fragment), ``a`` a SHARED window
     ``[2, 64, 8]`` (``a[h, m, j]`` is A[m, 8 h + j]) and ``b`` one ``[2, N, 8]``
     (``b[h, n, j]`` is B[8 h + j, n]).  It lands at the ``wgmma_wait`` that completes its
-    group (:mod:`gpudsl.ir.wgmma`)."""
+    group (:mod:`gpudsl.ir.wgmma_meaning`)."""
 
     acc: WindowArg
     a: WindowArg
@@ -386,7 +386,7 @@ class TmaLoad(Stmt):
     extents), completing on the split barrier ``name`` (element ``index`` of a ring):
     the copy lands when the phase that the thread's next arrive on it completes, has
     completed.  Elements of the box outside ``src`` land as zeros.  ``shape``: the
-    dimensions of ``src`` (the box is clipped to them).  Meaning: :mod:`gpudsl.ir.tma`."""
+    dimensions of ``src`` (the box is clipped to them).  Meaning: :mod:`gpudsl.ir.tma_meaning`."""
 
     dst: WindowArg
     src: WindowArg
@@ -402,7 +402,7 @@ class TmaStore(Stmt):
     bulk tensor copy of the contiguous SHARED window ``src`` to the box ``dst`` of a GLOBAL
     array (elements of the box outside it are not written).  It joins the thread's open
     group of stores; it lands at the ``tma_wait`` that completes its group.  ``shape``: the
-    dimensions of ``dst``.  Meaning: :mod:`gpudsl.ir.tma`."""
+    dimensions of ``dst``.  Meaning: :mod:`gpudsl.ir.tma_meaning`."""
 
     dst: WindowArg
     src: WindowArg

@@ -97,7 +97,7 @@ class Memory:
     - ``async_source`` / ``async_destination``: the two ends of ``async_copy``.
     - ``holds_barriers``: where a split barrier (``bar: barrier @ SHARED``) lives.
     - ``swizzles``: whether an allocation may have a swizzled layout
-      (``@ SHARED(swizzle=128)``, :mod:`gpudsl.ir.swizzle`).
+      (``@ SHARED(swizzle=128)``, :mod:`gpudsl.ir.swizzle_meaning`).
     - ``warp_access``: how the performance model (:mod:`gpudsl.perf`) counts one warp's
       access: ``"sectors"`` (32-byte sectors of DRAM traffic), ``"banks"`` (bank
       conflicts), ``""`` not counted (registers; CONST, read through the read-only path).

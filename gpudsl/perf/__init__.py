@@ -13,7 +13,7 @@ geometry and NVRTC for ptxas' figures); nothing below ``proc.py`` imports it.
 from __future__ import annotations
 
 from ..codegen import NeedsBinding, generate
-from ..codegen.plan import HostSplitter, walk_program
+from ..codegen.host_plan import HostSplitter, walk_program
 from ..errors import Error
 from ..ir.control import NotConstant, evaluate
 from ..ir.inline import inline_calls
@@ -21,8 +21,8 @@ from ..ir.procdef import as_procdef
 from ..ir.types import GLOBAL, param_memory
 from .counts import Counter
 from .devices import DEVICES, Device, device, occupancy
-from .model import add_machine_terms
-from .report import AccessPerf, KernelPerf, PerfReport
+from .perf_model import add_machine_terms
+from .perf_report import AccessPerf, KernelPerf, PerfReport
 from .warp import Buffer, WarpWalker, bank_conflict, elem_bytes, sectors, vector_width
 
 
@@ -136,7 +136,7 @@ def perf(proc, device_name: "str | Device" = "H100", sass: bool = True,
         r = res.get(hk.name)
         regs = r.registers if r is not None else None
         # static shared memory from ptxas, plus the dynamic shared memory of arrays
-        # above 48 KiB (codegen/plan.py), which ptxas does not count
+        # above 48 KiB (codegen/host_plan.py), which ptxas does not count
         shared = (r.shared_bytes + (getattr(info, "dynamic_shared_bytes", 0) or 0)
                   if r is not None else _shared_bytes(records, counter))
         spills = (r.spill_stores_bytes + r.spill_loads_bytes) if r is not None else None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.control import NotConstant, control_names, evaluate
-from ..ir.effects import Walker
+from ..ir.stmt_effects import Walker
 from ..ir.nodes import Assign, BinOp, Builtin, Collective, UnOp
 from ..ir.printer import print_expr
 from ..ir.visitor import walk
@@ -152,7 +152,7 @@ class Counter(Walker):
 
     def exprs(self, es, s, ctx):
         super().exprs(es, s, ctx)
-        from ..codegen.collectives import count_shuffles
+        from ..codegen.collective_cuda import count_shuffles
 
         for e in es:
             if e is not None:

@@ -26,7 +26,7 @@ class Device:
     fp32_flops: float  # FLOP/s, FMA counted as 2
     bandwidth: float  # bytes/s, HBM peak
     copy_bandwidth: float  # bytes/s a device-to-device copy reaches
-    # the issue-slot and loads-in-flight terms of the model (perf/model.py): boost
+    # the issue-slot and loads-in-flight terms of the model (perf/perf_model.py): boost
     # clock, warp schedulers per SM (one instruction per clock each), and the DRAM
     # latency under load (notes/machine-code.md: 500-900 ns; the central figure)
     clock_hz: float = 1.98e9

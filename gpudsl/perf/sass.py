@@ -56,7 +56,7 @@ def disassemble(cubin: bytes, key: str = "") -> str:
     disk cache next to the cubin."""
     cache = None
     if key:
-        from ..runtime.cache import cache_key, default_cache
+        from ..runtime.artifact_cache import cache_key, default_cache
 
         cache = default_cache()
         # an entry of its own (the cubin's key holds the cubin's metadata)

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.asyncs import elements
+from ..ir.async_copy_meaning import elements
 from ..ir.control import NotConstant
 from ..ir.control import evaluate as _evaluate
-from ..ir.effects import Walker, inline_call
+from ..ir.stmt_effects import Walker, inline_call
 from ..ir.nests import direct_nest, nest_dims
 from ..ir.printer import print_expr, print_stmt
 from ..ir.inline import written_names
@@ -28,7 +28,7 @@ from ..ir.nodes import Assign, For, Interval, Point, WindowArg
 from ..ir.numeric import shift_left, shift_right
 from ..ir.types import BLOCKS, THREADS
 from .templates import lane_env, template_reads
-from ..ir.swizzle import swizzled_element
+from ..ir.swizzle_meaning import swizzled_element
 
 SEQ_SAMPLE = 8
 _COMPILED: dict = {}  # id(expr) -> (expr, code object or None)
@@ -400,7 +400,7 @@ class WarpWalker(Walker):
             except (NotConstant, ZeroDivisionError, TypeError):
                 rec.unknown = True
                 return
-        if buf.swizzle:   # where the swizzled tile stores each element (gpudsl.ir.swizzle)
+        if buf.swizzle:   # where the swizzled tile stores each element (gpudsl.ir.swizzle_meaning)
             offs = {lane: [swizzled_element(o, buf.elem_bytes, buf.swizzle) for o in os_]
                     for lane, os_ in offs.items()}
         if vec is not None:

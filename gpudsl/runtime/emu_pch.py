@@ -27,7 +27,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from gpudsl.runtime.cache import Cache, cache_key
+from gpudsl.runtime.artifact_cache import Cache, cache_key
 
 SYS_HEADER = "gpudsl_emu_sys.h"
 _lock = threading.Lock()

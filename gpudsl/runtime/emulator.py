@@ -6,7 +6,7 @@ appended (``gpudsl_emu_kernel(name)``, see gpudsl_emu_sched.h), and loaded with 
 Each block's threads run as fibers on one OS thread; ``__syncthreads()`` switches fibers.
 Blocks are spread over ``workers`` OS threads (``__shared__`` is thread_local storage).
 Barrier divergence and warp-collective deadlocks are reported as :class:`LaunchError`,
-never a hang.  Compiled shared objects are cached like cubins (:mod:`gpudsl.runtime.cache`).
+never a hang.  Compiled shared objects are cached like cubins (:mod:`gpudsl.runtime.artifact_cache`).
 
 API::
 
@@ -51,7 +51,7 @@ from typing import Any, Iterable
 
 from gpudsl.errors import CompileError, LaunchError
 from gpudsl.runtime import emu_pch
-from gpudsl.runtime.cache import Cache, cache_key, default_cache
+from gpudsl.runtime.artifact_cache import Cache, cache_key, default_cache
 from gpudsl.runtime.private_lib import PREFIX as _LIB_PREFIX, load_library
 from gpudsl.runtime.signature import KernelSig, host_pointer, pack_args
 

@@ -2,7 +2,7 @@
 
 ``compile_cubin(source, arch)`` returns a :class:`CubinResult` with the cubin bytes, the
 compile log and per-kernel :class:`Resources` parsed from ptxas' verbose output
-(``--ptxas-options=-v``).  Results are cached on disk (:mod:`gpudsl.runtime.cache`).
+(``--ptxas-options=-v``).  Results are cached on disk (:mod:`gpudsl.runtime.artifact_cache`).
 Errors raise :class:`gpudsl.errors.CompileError` carrying the NVRTC log, whose lines read
 ``file.py(line): error: ...`` thanks to the ``#line`` directives codegen emits.
 """
@@ -12,7 +12,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from gpudsl.errors import CompileError
-from gpudsl.runtime.cache import Cache, cache_key, default_cache
+from gpudsl.runtime.artifact_cache import Cache, cache_key, default_cache
 
 DEFAULT_OPTIONS = ("--ptxas-options=-v", "-lineinfo", "--std=c++17")
 

@@ -5,7 +5,7 @@ an async copy as a plain copy where it stands.  Its real meaning also depends on
 the copy stands relative to the ``async_commit`` / ``async_wait`` that complete it and to
 the barriers after them.  For a proc that holds async statements, every primitive's
 result is compared with its input through check()'s own async obligations
-(:mod:`gpudsl.analysis.obligations.asyncs`): the result may have no in-flight access,
+(:mod:`gpudsl.analysis.obligations.async_copy_obligations`): the result may have no in-flight access,
 misaligned copy or unproved copy that the input does not have.  The wgmmas are asked the
 same (the async obligations of their family) and, besides, check()'s warpgroup
 obligations (whole, converged warpgroups naming one pair of operands) and its mapping
@@ -13,15 +13,15 @@ rules about them (memories, the operands' layout), for the sm_90a target.
 """
 from __future__ import annotations
 
-from ..analysis.effects import collect
+from ..analysis.proc_effects import collect
 from ..analysis.obligations import Ctx
-from ..analysis.obligations.asyncs import check_asyncs
-from ..analysis.obligations.wgmma import check_wgmma
-from ..analysis.obligations.tma import check_tma
-from ..ir.tma import uses_tma
-from ..ir.asyncs import uses_async
+from ..analysis.obligations.async_copy_obligations import check_asyncs
+from ..analysis.obligations.wgmma_obligations import check_wgmma
+from ..analysis.obligations.tma_obligations import check_tma
+from ..ir.tma_meaning import uses_tma
+from ..ir.async_copy_meaning import uses_async
 from ..ir.smt import DEFAULT_TIMEOUT_MS
-from ..ir.wgmma import uses_wgmma
+from ..ir.wgmma_meaning import uses_wgmma
 
 
 def async_issues(pdef) -> list:

@@ -6,7 +6,7 @@ returning the new IR and the cursor forwarding.
 from __future__ import annotations
 
 from ..ir.nodes import Alloc, Assign, BinOp, Const, For, If, Sync, Var
-from ..ir.syncs import is_sync
+from ..ir.sync_meaning import is_sync
 from ..ir.types import BLOCKS
 from ..ir.visitor import bound_names, free_vars, rename as rename_names, walk
 from .cursors import ancestors, block_of
@@ -48,7 +48,7 @@ def _barriers_still_order(old, new, gap):
     if not any(x.mapping == BLOCKS for x in loops) or \
             not any(isinstance(n, Sync) for x in loops for n in walk(x.body)):
         return
-    from ..analysis.obligations.races import added_races
+    from ..analysis.obligations.race_obligations import added_races
 
     for d in added_races(old, new):
         raise fail(f"the split loops' barriers would no longer order their accesses: "

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..analysis.effects import collect
+from ..analysis.proc_effects import collect
 from ..analysis.obligations import Ctx
-from ..analysis.obligations.layouts import check_layouts
-from ..analysis.obligations.registers import check_setmaxnreg
+from ..analysis.obligations.swizzle_obligations import check_layouts
+from ..analysis.obligations.setmaxnreg_obligations import check_setmaxnreg
 from ..ir.nodes import Alloc, Call, SetMaxNReg, WindowArg
 from ..ir.smt import DEFAULT_TIMEOUT_MS
 from ..ir.visitor import walk

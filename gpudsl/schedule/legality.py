@@ -1,5 +1,5 @@
 """Legality checks of the rewrite primitives, decided by the one SMT layer
-(:mod:`gpudsl.ir.smt`) on the one effect collector (:mod:`gpudsl.ir.effects`).
+(:mod:`gpudsl.ir.smt`) on the one effect collector (:mod:`gpudsl.ir.stmt_effects`).
 
 Two kinds of questions:
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import z3
 
 from ..errors import SchedulingError
-from ..ir.effects import RegionAccess, collect, conflicts
+from ..ir.stmt_effects import RegionAccess, collect, conflicts
 from ..ir.nodes import ProcDef
 from ..ir.residues import residue
 from ..ir.smt import SAT, UNSAT, Unsupported

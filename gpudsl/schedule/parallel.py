@@ -31,7 +31,7 @@ def _mapping_issues(pdef, strict: bool) -> set:
 
 
 def _all_mapping_issues(pdef) -> list:
-    from ..analysis.effects import collect as collect_effects
+    from ..analysis.proc_effects import collect as collect_effects
 
     return [(i.kind, i.message, tuple(f"{x.file}:{x.line}:{x.col}" for x in i.locs if x))
             for i in collect_effects(pdef, mapping_only=True).issues
@@ -59,7 +59,7 @@ def keep_mapping(old, new, loc, addr):
     from ..analysis.mapping import check_uniformity, issues_to_diagnostics
 
     def diags(ir):
-        from ..analysis.effects import collect as effects
+        from ..analysis.proc_effects import collect as effects
         from ..analysis.obligations import Ctx
         from ..analysis.obligations.ownership import check_ownership
         from ..ir.smt import DEFAULT_TIMEOUT_MS

@@ -41,7 +41,7 @@ from ..ir.smt_interrupt import ctrl_c_guard
 from .edits import Rewrite, same_shape
 from .memo import alias
 from .provenance import stamp
-from .warps import keep_warps as _KEEP_WARPS
+from .warp_rewrites import keep_warps as _KEEP_WARPS
 
 _CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("primitive", default=None)
 
@@ -344,9 +344,9 @@ def primitive(name: str, /, **kinds: Kind):
 
 # the sections of docs/primitives.md: module (under gpudsl.schedule) -> title
 SECTIONS = {"loops": "Loops", "fission": "Loops", "merge": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Sync",
-            "asyncs": "Asynchronous copies", "producers": "Asynchronous copies",
+            "async_copy_primitives": "Asynchronous copies", "producers": "Asynchronous copies",
             "wgmma_from_loops": "Hopper", "tma_from_copies": "Hopper", "swizzle_tiles": "Hopper",
-            "calls": "Calls", "hints": "Compiler hints", "asserts": "Preconditions"}
+            "call_primitives": "Calls", "hints": "Compiler hints", "asserts": "Preconditions"}
 
 
 def render(prims: dict | None = None) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..ir.nodes import Alloc, Arrive, BinOp, Const, For, If, Sync, Var, Wait
 from ..ir.types import BARRIER, BLOCKS, INDEX, SHARED, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
-from .asyncs import _no_new_races, _used_after, circular_buffers
+from .async_copy_primitives import _no_new_races, _used_after, circular_buffers
 from .cursors import block_of
 from .edits import Into, replace
 from .fresh import proc_names

@@ -12,7 +12,7 @@ checked by the Hopper guard every primitive runs, with this one change allowed.
 from __future__ import annotations
 
 from ..ir.nodes import Alloc
-from ..ir.swizzle import WIDTHS
+from ..ir.swizzle_meaning import WIDTHS
 from .edits import update
 from .primitive import ALLOC, NONNEG_INT, fail, primitive
 

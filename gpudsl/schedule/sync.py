@@ -5,14 +5,14 @@ gap is at block level (inside a ``@ BLOCKS`` loop, outside any ``@ THREADS``
 loop), where the mapping rules allow a ``sync()``.
 
 ``delete_sync`` proves through check()'s race obligation itself
-(:func:`gpudsl.analysis.obligations.races.added_races`): the proc without the
+(:func:`gpudsl.analysis.obligations.race_obligations.added_races`): the proc without the
 barrier has no race between threads of one block that the proc with it does not
 have.  The barrier counts of the analysis follow control flow, so code before a
 loop, its iterations and code after it are all covered.
 """
 from __future__ import annotations
 
-from ..analysis.obligations.races import added_races
+from ..analysis.obligations.race_obligations import added_races
 from ..ir.nodes import Const, For, Pass, Sync
 from ..ir.types import BLOCKS, THREADS
 from .cursors import block_of, stmt_at

@@ -11,8 +11,8 @@ is moved across such a barrier without that proof.
 from __future__ import annotations
 
 from ..analysis.obligations.barriers import barrier_issues
-from ..analysis.obligations.races import added_races
-from ..ir.syncs import uses_partial_sync
+from ..analysis.obligations.race_obligations import added_races
+from ..ir.sync_meaning import uses_partial_sync
 
 
 def broken_sync_orderings(old, new):

@@ -1,7 +1,7 @@
 """``make_tma``: a thread's element copies of a box become TMA loads (docs/hopper.md,
 "TMA loads").
 
-A ``tma_load`` means the copy of its box (:func:`gpudsl.ir.tma.elements`), landing with
+A ``tma_load`` means the copy of its box (:func:`gpudsl.ir.tma_meaning.elements`), landing with
 the phase that the issuing thread's next arrive on its barrier completes.  A one-thread
 loop whose body is a nest of seq loops around ``dst[...] = src[...]`` (SHARED from a
 GLOBAL array) copies boxes when its indices are linear in the loops: a loop that moves
@@ -20,7 +20,7 @@ from __future__ import annotations
 import z3
 
 from ..ir.nodes import Arrive, Assign, Const, For, Interval, Point, Read, TmaLoad, WindowArg
-from ..ir.tma import ELEM_TYPES, dst_problem, src_problem
+from ..ir.tma_meaning import ELEM_TYPES, dst_problem, src_problem
 from ..ir.types import THREADS
 from ..ir.visitor import substitute
 from .cursors import Into, block_of

@@ -2,7 +2,7 @@
 (docs/hopper.md, "Warpgroup MMA").
 
 A wgmma means, for each thread of its warpgroup, a nest of plain statements
-(:func:`gpudsl.ir.wgmma.elements`): element ``i`` of the thread's accumulator gets the
+(:func:`gpudsl.ir.wgmma_meaning.elements`): element ``i`` of the thread's accumulator gets the
 16 products of row ``frag_row(lane, i)`` of A and column ``frag_col(lane, i)`` of B
 added in order of ``k``.  A thread loop whose body is such a nest, however its loops
 are cut and its indices written, may be replaced by the wgmma: the primitive finds the
@@ -24,7 +24,7 @@ from ..ir.nodes import (Alloc, BinOp, Builtin, Const, For, Interval, Point, Read
                         Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
 from ..ir.types import INDEX, THREADS, f32
 from ..ir.visitor import free_vars, substitute, walk
-from ..ir.wgmma import AB_TYPES, CORE, K, M, N_MAX, WARPGROUP, col_expr, row_expr
+from ..ir.wgmma_meaning import AB_TYPES, CORE, K, M, N_MAX, WARPGROUP, col_expr, row_expr
 from .cursors import Into
 from .edits import replace
 from .legality import prove

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from .nodes import FLOATS, ShapeError
+from .node_registry import FLOATS, ShapeError
 
 
 def dims_of(shape, what="shape", arg=None) -> tuple[int, ...]:

@@ -1,4 +1,4 @@
-"""The built-in nodes of the node table (``gpudsl.stdlib.nodes``), each declared once:
+"""The built-in nodes of the node table (``gpudsl.stdlib.node_registry``), each declared once:
 its shape rule (``node_shapes``) and dtypes, its meaning (the kernel choice: the tuning
 database's winner, else the default of its family module, with its arguments'
 reshapes; a pointwise node's element expression), graph and script name, numpy
@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from . import node_shapes as rule
-from .nodes import (FLOATS, Launch, Node, ShapeError, all_nodes, array_params, by_graph,
+from .node_registry import (FLOATS, Launch, Node, ShapeError, all_nodes, array_params, by_graph,
                     db_stamp, get, register, tuned, unregister)
 
 # ------------------------------------------------------------------ kernel choices

@@ -9,7 +9,7 @@ import operator
 import numpy as np
 
 from ..runtime.torch_tensors import check_grad, from_host, host_view, is_torch, torch_module
-from .nodes import ShapeError, get
+from .node_registry import ShapeError, get
 from .shapes import NodeError, require  # noqa: F401
 from .shapes import check_tensor as _check_tensor
 

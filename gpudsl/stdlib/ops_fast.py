@@ -19,12 +19,12 @@ import sys
 import numpy as np
 
 from ..compiler.fast_call import Miss, describe
-from ..compiler.kernel import _print
+from ..compiler.compiled_kernel import _print
 from .halves import common_dtype
 from .node_table import get, plan
 from .op_arguments import _is_device as is_device
 from .op_arguments import torch_dtype
-from .nodes import db_stamp
+from .node_registry import db_stamp
 from .shapes import require
 
 _ND = np.ndarray
@@ -85,9 +85,9 @@ def forget() -> None:
 
 
 def _ops():
-    """``gpudsl.stdlib.ops``, whose helpers (``_run``, ``_empty``, ``_contig``) a recipe
+    """``gpudsl.stdlib.array_ops``, whose helpers (``_run``, ``_empty``, ``_contig``) a recipe
     calls through the module at each call, as the ops themselves do."""
-    return sys.modules["gpudsl.stdlib.ops"]
+    return sys.modules["gpudsl.stdlib.array_ops"]
 
 
 def _attrs(dt: str) -> dict:

@@ -11,7 +11,7 @@ from functools import lru_cache
 from ..proc import Proc
 from .common import dims, loops, make_proc, vec_assert
 from .halves import is_half, load, store
-from .nodes import all_nodes, get
+from .node_registry import all_nodes, get
 from .shapes import Broadcast, broadcast_pattern, require
 from .stream_schedule import THREADS_PER_BLOCK, pick_vec, schedule_stream
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .matmul import MatmulBuild
-from .nodes import get, tuned
+from .node_registry import get, tuned
 from .permute import (TILE, moves_inner, permute_algorithm, schedule_copy,
                       schedule_transpose, schedule_transpose_cut)
 from .pointwise import binary_kernel, unary_kernel

@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     raise ImportError("gpudsl.torch needs PyTorch: pip install 'gpudsl[torch]'") from None
 
 from .models import model
-from .nodes import node
+from .node_operator import node
 from .register import backward, op
 
 __all__ = ["op", "backward", "node", "model"]

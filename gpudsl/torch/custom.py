@@ -18,7 +18,7 @@ import torch
 from ..errors import Error
 from ..ir.binding import Bound, infer_sizes
 from ..ir.control import NotConstant, control_names, evaluate
-from ..ir.effects import collect
+from ..ir.stmt_effects import collect
 from ..ir.inline import inline_calls
 from ..ir.nodes import Var
 from ..ir.printer import print_expr

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from ..stdlib import ops as _ops
+from ..stdlib import array_ops as _ops
 from ..stdlib.rms_norm import DEFAULT_EPS
-from .nodes import node
+from .node_operator import node
 from .register import backward
 
 _LIB = "gpudsl"

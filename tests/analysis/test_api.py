@@ -9,7 +9,7 @@ import pytest
 import gpudsl
 from gpudsl import BLOCKS, SHARED, THREADS, f32, par, proc, seq, size, sync
 from gpudsl.analysis import Diagnostic, Report, check
-from gpudsl.cli.check import run_check
+from gpudsl.cli.check_command import run_check
 
 from .corpus import matmul_tiled, neighbour_sum_one_phase, own_slot, tree_reduction
 
@@ -135,7 +135,7 @@ def test_cli(tmp_path):
 
 
 def test_effects_api():
-    from gpudsl.analysis.effects import collect
+    from gpudsl.analysis.proc_effects import collect
 
     eff = collect(tree_reduction)
     names = {a.name for a in eff.accesses}

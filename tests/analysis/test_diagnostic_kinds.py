@@ -2,7 +2,7 @@
 import pytest
 
 from gpudsl.analysis import Diagnostic, DiagnosticKind
-from gpudsl.analysis.report import KINDS
+from gpudsl.analysis.check_report import KINDS
 
 
 def test_kinds_are_the_spec_kinds():

@@ -1,6 +1,6 @@
-"""One effect collector (issue 11): gpudsl.ir.effects.Walker is the only walk of
-statements for memory effects; ir.effects.collect is a thin use of it and check()'s
-collector (gpudsl.analysis.effects) extends it, each keeping its access order."""
+"""One effect collector (issue 11): gpudsl.ir.stmt_effects.Walker is the only walk of
+statements for memory effects; ir.stmt_effects.collect is a thin use of it and check()'s
+collector (gpudsl.analysis.proc_effects) extends it, each keeping its access order."""
 from __future__ import annotations
 
 import ast
@@ -8,8 +8,8 @@ import pathlib
 
 import gpudsl
 from gpudsl import BLOCKS, SHARED, THREADS, f32, i32, par, proc, seq, size, sync
-from gpudsl.analysis import effects as aeff
-from gpudsl.ir import effects as ieff
+from gpudsl.analysis import proc_effects as aeff
+from gpudsl.ir import stmt_effects as ieff
 
 ROOT = pathlib.Path(gpudsl.__file__).resolve().parent
 
@@ -92,12 +92,12 @@ def test_hooks_see_syncs_loops_and_barrier_steps():
 
 
 def test_no_second_effect_collector():
-    """Outside ir/effects.py, no module reads expressions for effects itself
+    """Outside ir/stmt_effects.py, no module reads expressions for effects itself
     (``reads_of``) and every collector class extends the one Walker."""
     found = []
     for path in sorted(ROOT.rglob("*.py")):
         rel = str(path.relative_to(ROOT))
-        if rel == "ir/effects.py":
+        if rel == "ir/stmt_effects.py":
             continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

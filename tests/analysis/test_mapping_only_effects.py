@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from gpudsl import proc_from_source
-from gpudsl.analysis.effects import collect
+from gpudsl.analysis.proc_effects import collect
 from tests.analysis.corpus import CASES
 from tests.regressions.test_issue11_check_crash import _gen
 

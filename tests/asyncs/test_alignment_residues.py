@@ -2,7 +2,7 @@
 pipelined matmul start at ``128 * bj + 4 * ((16 * iby + ibx) % 32)``; asked of the solver
 as one nonlinear question, z3 4.15 answered "canceled" and check() refused the kernel.
 Every such copy is now decided from residues, with linear questions about atoms only."""
-from gpudsl.analysis.obligations import asyncs as obligation
+from gpudsl.analysis.obligations import async_copy_obligations as obligation
 from gpudsl.ir.nodes import BinOp, Const, Var
 from gpudsl.ir.residues import residue
 from gpudsl.ir.types import INDEX

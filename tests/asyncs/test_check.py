@@ -97,7 +97,7 @@ def test_wrong_memories_are_refused():
     p = PROCS["staged"]
     with pytest.raises(gpudsl.SchedulingError):
         set_memory(p, "s", gpudsl.REGISTER)
-    from gpudsl.analysis.effects import collect
+    from gpudsl.analysis.proc_effects import collect
     from gpudsl.ir.nodes import Alloc
     from gpudsl.ir.visitor import Transformer
 

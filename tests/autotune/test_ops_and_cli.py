@@ -6,7 +6,7 @@ import pytest
 
 from gpudsl import autotune, ops
 from gpudsl.cli import main
-from gpudsl.stdlib import ops as ops_mod
+from gpudsl.stdlib import array_ops as ops_mod
 from gpudsl.stdlib.matmul import MatmulBuild, matmul_kernel
 
 pytest.importorskip("optuna")  # the tuning database is an Optuna study (the tune extra)

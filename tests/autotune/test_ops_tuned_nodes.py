@@ -8,7 +8,7 @@ import pytest
 
 from gpudsl import ops
 from gpudsl.cli import main
-from gpudsl.stdlib import ops as ops_mod
+from gpudsl.stdlib import array_ops as ops_mod
 from gpudsl.stdlib import tuning
 from gpudsl.stdlib.permute import permute_kernel
 from gpudsl.stdlib.pointwise import binary_kernel, plan_binary, plan_unary, unary_kernel

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpudsl import autotune
-from gpudsl.autotune import pipeline as pl
+from gpudsl.autotune import candidate_pipeline as pl
 
 from .test_tune import args, full_build, reference, space
 

@@ -195,7 +195,7 @@ def test_concurrent_schema_creation(tmp_path):
 
 
 def test_a_store_others_can_write_is_not_read(tmp_path, monkeypatch):
-    from gpudsl.runtime.cache import CacheWarning
+    from gpudsl.runtime.artifact_cache import CacheWarning
 
     d = tmp_path / "team"
     d.mkdir()
@@ -217,7 +217,7 @@ def test_a_store_url_others_can_write_is_not_read_whatever_the_driver(tmp_path, 
                                                                      scheme):
     # issue 39: only sqlite:/// was recognised as a file, so a store written
     # sqlite+pysqlite:/// was read whoever could write it (URLs now go through make_url)
-    from gpudsl.runtime.cache import CacheWarning
+    from gpudsl.runtime.artifact_cache import CacheWarning
 
     store = tmp_path / "team" / "tune.sqlite"
     store.parent.mkdir()

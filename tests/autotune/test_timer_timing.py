@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpudsl import BLOCKS, THREADS, f32, par, proc
-from gpudsl.autotune import pipeline as pl
+from gpudsl.autotune import candidate_pipeline as pl
 from gpudsl.runtime import timing
 
 

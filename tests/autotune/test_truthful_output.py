@@ -109,7 +109,7 @@ def test_source_of_an_importable_build_imports_it():
 
 
 def test_the_db_message_says_whether_ops_reads_it(tmp_path, monkeypatch):
-    from gpudsl.cli.tune import where_ops_reads
+    from gpudsl.cli.tune_command import where_ops_reads
 
     monkeypatch.setenv("GPUDSL_TUNE_DB", str(tmp_path / "ops.sqlite"))
     assert where_ops_reads(None).startswith("gpudsl.ops uses it")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpudsl import Error, autotune
-from gpudsl.autotune import pipeline as pl
+from gpudsl.autotune import candidate_pipeline as pl
 
 from .kernels import build, reference
 

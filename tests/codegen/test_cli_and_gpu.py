@@ -17,7 +17,7 @@ PROCS = os.path.join(HERE, "procs.py")
 
 
 def test_cli_prints_cuda(capsys):
-    from gpudsl.cli.cuda import run_cuda
+    from gpudsl.cli.cuda_command import run_cuda
 
     assert run_cuda(f"{PROCS}::saxpy", {"n": 4096}) == 0
     out = capsys.readouterr().out

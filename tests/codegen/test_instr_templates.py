@@ -13,7 +13,7 @@ import pytest
 import gpudsl
 import gpudsl.stdlib
 from gpudsl.ir.types import GLOBAL, REGISTER, SHARED
-from gpudsl.schedule.calls import vector_copy_instr
+from gpudsl.schedule.call_primitives import vector_copy_instr
 
 NS = vars(gpudsl)
 

@@ -6,7 +6,7 @@ import pytest
 
 import gpudsl
 from gpudsl import ProcError, proc_from_source
-from gpudsl.ir.collectives import COLLECTIVES
+from gpudsl.ir.collective_meaning import COLLECTIVES
 from gpudsl.ir.nodes import Collective
 from gpudsl.ir.visitor import walk
 

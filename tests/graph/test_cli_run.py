@@ -100,7 +100,7 @@ def test_ctrl_c_in_a_command_is_one_line_and_status_130(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys, gpudsl.cli.tune as t\n"
+    code = ("import sys, gpudsl.cli.tune_command as t\n"
             "def stop(ns): raise KeyboardInterrupt\n"
             "t.run_tune = stop\n"
             "from gpudsl.cli import main\n"

@@ -15,7 +15,7 @@ import pytest
 
 from gpudsl import graph
 from gpudsl.compiler.unit import compile_unit
-from gpudsl.stdlib import ops
+from gpudsl.stdlib import array_ops as ops
 from gpudsl.runtime import graphs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from gpudsl import graph
-from gpudsl.compiler import kernel as kernel_mod
+from gpudsl.compiler import compiled_kernel as kernel_mod
 from gpudsl.compiler import unit as unit_mod
 from gpudsl.graph import fusion
 from gpudsl.graph import kernels as fk
-from gpudsl.graph import plan as planner
+from gpudsl.graph import memory_plan as planner
 from gpudsl.runtime import launch as launch_mod
-from gpudsl.stdlib import ops as ops_mod
+from gpudsl.stdlib import array_ops as ops_mod
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 rng = np.random.default_rng(17)

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from gpudsl import graph
-from gpudsl.graph import cache as graph_cache
-from gpudsl.graph.model import Model
-from gpudsl.runtime.cache import CacheWarning, digest
+from gpudsl.graph import graph_cache
+from gpudsl.graph.compiled_model import Model
+from gpudsl.runtime.artifact_cache import CacheWarning, digest
 
 ROOT = Path(__file__).resolve().parents[2]
 posix = pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners")
@@ -265,7 +265,7 @@ CHILD = textwrap.dedent('''
     import json, resource, sys, time
     import numpy as np
     from gpudsl import graph
-    from gpudsl.graph.model import Model
+    from gpudsl.graph.compiled_model import Model
 
     def cpu():
         r = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]

@@ -10,7 +10,7 @@ import pytest
 
 import gpudsl
 from gpudsl import graph, ops
-from gpudsl.graph.nodes import dtype_name
+from gpudsl.graph.graph_nodes import dtype_name
 from gpudsl.stdlib.attention import attention_reference, attention_tolerance
 
 BF16 = ml_dtypes.bfloat16

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gpudsl import graph
-from gpudsl.graph import plan as planner
+from gpudsl.graph import memory_plan as planner
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MNIST_SCRIPT = """$1 = InputTensor(input, float32, [128, 28, 28]);

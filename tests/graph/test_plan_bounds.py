@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gpudsl import graph
-from gpudsl.graph import plan as planner
+from gpudsl.graph import memory_plan as planner
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ITEM = {"float32": 4, "int64": 8}
@@ -63,7 +63,7 @@ def check_plan(nodes, result, p):
         if kind != "arena":
             continue
         base[i] = key
-        assert off % planner.ALIGN == 0 or n.op in graph.nodes.VIEWS, (i, off)
+        assert off % planner.ALIGN == 0 or n.op in graph.graph_nodes.VIEWS, (i, off)
     size = {i: math.prod(n.shape) * ITEM[n.dtype] for i, n in enumerate(nodes)}
     # a root's bytes, and every view's bytes inside its root's
     span = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpudsl.graph.nodes import DTYPES
+from gpudsl.graph.graph_nodes import DTYPES
 from gpudsl.graph.script import SIGNATURES
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "graph_script.md"

@@ -11,7 +11,7 @@ from gpudsl import graph
 from gpudsl.compiler import unit as unit_mod
 from gpudsl.compiler.unit import clear_memory_cache, compile_unit
 from gpudsl.errors import LaunchError
-from gpudsl.stdlib import ops
+from gpudsl.stdlib import array_ops as ops
 from gpudsl.stdlib.pointwise import plan_binary, plan_unary
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -138,7 +138,7 @@ def test_model_kernels_come_from_one_unit_compiled_once(fresh_cache, monkeypatch
     def no_own_kernels(*a, **k):  # a kernel compiled on its own would be a second unit
         raise AssertionError("a proc compiled outside the model's unit")
     monkeypatch.setattr(ops, "_kernel", no_own_kernels)
-    from gpudsl.compiler import kernel as kernel_mod
+    from gpudsl.compiler import compiled_kernel as kernel_mod
     monkeypatch.setattr(kernel_mod, "Kernel", no_own_kernels)
     images = np.random.default_rng(1).standard_normal((128, 28, 28)).astype(np.float32)
     out = model.evaluate({"input": images})

@@ -9,9 +9,9 @@ import pytest
 
 import gpudsl
 from gpudsl import CompileError, ProcError, SchedulingError, proc_from_source
-from gpudsl.codegen.swizzle import SWIZZLE
-from gpudsl.ir.swizzle import WIDTHS, prove_permutation, repeat_bytes, swizzled
-from gpudsl.runtime.cache import Cache
+from gpudsl.codegen.swizzle_cuda import SWIZZLE
+from gpudsl.ir.swizzle_meaning import WIDTHS, prove_permutation, repeat_bytes, swizzled
+from gpudsl.runtime.artifact_cache import Cache
 from gpudsl.runtime.emulator import build_emulator_module
 from gpudsl.runtime.nvrtc import compile_cubin
 from gpudsl.runtime.signature import KernelSig
@@ -41,7 +41,7 @@ def test_the_128_byte_pattern_is_chunk_xor_row():
 
 def test_the_generated_helper_is_the_python_meaning(tmp_path):
     """The C helper codegen emits (and the emulator compiles) puts every element where
-    ``gpudsl.ir.swizzle`` says, for each width and element size."""
+    ``gpudsl.ir.swizzle_meaning`` says, for each width and element size."""
     src = SWIZZLE + r"""
 extern "C" __global__ void offsets(long long* out, int w, int es, int n) {
   for (int i = 0; i < n; i++) {

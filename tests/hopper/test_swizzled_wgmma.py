@@ -135,7 +135,7 @@ def test_sm90a_build_issues_utmaldg_and_hgmma_with_no_shared_loads():
 
 
 def test_the_descriptor_has_the_swizzle_mode_and_the_stride_of_8_rows():
-    from gpudsl.codegen.wgmma import WGMMA_COMMON
+    from gpudsl.codegen.wgmma_cuda import WGMMA_COMMON
     body = WGMMA_COMMON[WGMMA_COMMON.index("gpudsl_wgmma_make_desc_swz"):]
     body = body[:body.index("#endif")]
     assert "W == 128 ? 1ull : W == 64 ? 2ull : 3ull" in body and "(mode << 62)" in body
@@ -177,7 +177,7 @@ def one(a: f16[64, {k}], bt: f16[{n}, {k}], c: f32[128, {n // 2}]):
 
 
 def _frag(d: np.ndarray, n: int) -> np.ndarray:
-    from gpudsl.ir.wgmma import frag_col, frag_row
+    from gpudsl.ir.wgmma_meaning import frag_col, frag_row
     return np.array([[d[frag_row(l, i), frag_col(l, i)] for i in range(n // 2)]
                      for l in range(128)], np.float32)
 

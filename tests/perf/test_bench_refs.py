@@ -9,9 +9,9 @@ import types
 import pytest
 
 from gpudsl import bench
-from gpudsl.bench import attention as bench_attention
+from gpudsl.bench import attention_cases as bench_attention
 from gpudsl.bench import meta as bench_meta
-from gpudsl.bench.run import Run
+from gpudsl.bench.case_timing import Run
 from gpudsl.cli import main as cli_main
 
 NODES = "matmul,matmul_bf16,attention,add,permute3d_021"

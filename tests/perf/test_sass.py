@@ -1,5 +1,5 @@
 """The machine-code report (gpudsl/perf/sass.py, sass_report.py) and the model's
-issue-slot and loads-in-flight terms (perf/model.py).
+issue-slot and loads-in-flight terms (perf/perf_model.py).
 
 The parser and the counts are tested on a fixed nvdisasm text; the end-to-end tests
 need the disassembler (``pip install 'gpudsl[sass]'``, part of the ``test`` extra) and

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gpudsl
-from gpudsl.stdlib.nodes import Node, register, unregister
+from gpudsl.stdlib.node_registry import Node, register, unregister
 from tests.stdlib import toy_node
 
 torch = pytest.importorskip("torch")

@@ -10,7 +10,7 @@ import pytest
 
 from gpudsl import proc_from_source
 from gpudsl.analysis import check
-from gpudsl.analysis.report import Report
+from gpudsl.analysis.check_report import Report
 from gpudsl.schedule import parallelize_loop
 
 HEAD = "@proc\ndef f(n: size, x: f32[8, 8, 8, 8, 8], y: f32[8, 8, 8, 8, 8]):\n    assert n <= 8\n"

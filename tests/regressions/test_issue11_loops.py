@@ -14,7 +14,7 @@ from gpudsl import (BLOCKS, THREADS, SHARED, SchedulingError, f32, par, proc, se
 from gpudsl.proc import proc_from_source
 from gpudsl.schedule import (fission, fuse, parallelize_loop, remove_loop, replace, simplify,
                              specialize, unroll_loop, vectorize)
-from gpudsl.schedule.calls import vector_copy_instr
+from gpudsl.schedule.call_primitives import vector_copy_instr
 
 from tests.schedule.helpers import _shape
 

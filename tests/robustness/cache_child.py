@@ -19,7 +19,7 @@ extern "C" __global__ void other(int* x) { x[threadIdx.x] = 7; }
 
 
 def build(cache_dir, src=SRC, name="twice"):
-    from gpudsl.runtime.cache import Cache
+    from gpudsl.runtime.artifact_cache import Cache
     from gpudsl.runtime.emulator import build_emulator_module
     from gpudsl.runtime.signature import KernelSig
 

@@ -43,7 +43,7 @@ def literal_out_of_range(n: size, x: f32[n]):
 
 def main(name: str) -> int:
     import gpudsl
-    from gpudsl.compiler.kernel import Kernel
+    from gpudsl.compiler.compiled_kernel import Kernel
     from gpudsl.runtime import emulator
 
     x = np.zeros(8, np.float32)

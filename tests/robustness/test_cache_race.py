@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpudsl.graph import cache as graph_cache
-from gpudsl.runtime import cache as cache_mod
-from gpudsl.runtime.cache import Cache, CacheWarning, digest
+from gpudsl.graph import graph_cache
+from gpudsl.runtime import artifact_cache as cache_mod
+from gpudsl.runtime.artifact_cache import Cache, CacheWarning, digest
 from gpudsl.runtime.emulator import build_emulator_module
 from gpudsl.runtime.signature import KernelSig
 

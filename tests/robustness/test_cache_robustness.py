@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
 
 def test_entries_record_a_content_hash(tmp_path):
-    from gpudsl.runtime.cache import Cache, digest
+    from gpudsl.runtime.artifact_cache import Cache, digest
 
     c = Cache(tmp_path)
     c.put("k", "bin", b"abc", {"x": 1})
@@ -37,7 +37,7 @@ def test_entries_record_a_content_hash(tmp_path):
 
 
 def test_an_entry_without_a_hash_is_not_trusted(tmp_path):
-    from gpudsl.runtime.cache import Cache, CacheWarning
+    from gpudsl.runtime.artifact_cache import Cache, CacheWarning
 
     (tmp_path / "k.bin").write_bytes(b"abc")
     (tmp_path / "k.json").write_text("{}")
@@ -65,7 +65,7 @@ def test_a_damaged_entry_is_removed_reported_once_and_rebuilt(tmp_path, how):
 
 
 def test_an_unwritable_cache_warns_once_and_still_compiles(tmp_path):
-    from gpudsl.runtime.cache import Cache, CacheWarning
+    from gpudsl.runtime.artifact_cache import Cache, CacheWarning
     from gpudsl.runtime.emulator import build_emulator_module
     from gpudsl.runtime.signature import KernelSig
 
@@ -88,7 +88,7 @@ def test_an_unwritable_cache_warns_once_and_still_compiles(tmp_path):
 def test_metadata_that_is_not_a_json_object_is_a_damaged_entry(tmp_path, meta):
     # issue 39: valid JSON that is not an object (5, true) raised TypeError on every
     # compile until the entry was deleted by hand
-    from gpudsl.runtime.cache import Cache, CacheWarning
+    from gpudsl.runtime.artifact_cache import Cache, CacheWarning
     from gpudsl.runtime.emulator import build_emulator_module
     from gpudsl.runtime.signature import KernelSig
 
@@ -112,7 +112,7 @@ def test_metadata_that_is_not_a_json_object_is_a_damaged_entry(tmp_path, meta):
 
 def test_temporaries_of_a_writer_killed_mid_write_are_swept(tmp_path):
     # issue 39: a kill -9 mid-write left .<key>.*.tmp files that nothing swept
-    from gpudsl.runtime.cache import Cache
+    from gpudsl.runtime.artifact_cache import Cache
 
     key = "cd" * 32
     writer = subprocess.Popen([sys.executable, "-c", f"""
@@ -155,7 +155,7 @@ cache.Cache({str(tmp_path)!r}).put({key!r}, "so", b"half")
 SLOW_COMPILE = r"""
 import sys, os
 from pathlib import Path
-from gpudsl.runtime.cache import Cache
+from gpudsl.runtime.artifact_cache import Cache
 from gpudsl.runtime.emulator import build_emulator_module
 from gpudsl.runtime.signature import KernelSig
 # templates instantiated recursively: g++ works for many seconds

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
-from gpudsl.runtime.cache import Cache, CacheWarning, digest
+from gpudsl.runtime.artifact_cache import Cache, CacheWarning, digest
 from gpudsl.runtime.emulator import build_emulator_module
 from gpudsl.runtime.signature import KernelSig
 

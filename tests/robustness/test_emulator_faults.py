@@ -64,7 +64,7 @@ extern "C" __global__ void k(int* x, int d) {
   x[threadIdx.x] = 100 / d;
 }
 """
-    from gpudsl.runtime.cache import Cache
+    from gpudsl.runtime.artifact_cache import Cache
     mod = build_emulator_module(src, [KernelSig("k", ["int*", "int"])], cache=Cache(tmp_path))
     x = np.zeros(4, np.int32)
     with pytest.raises(LaunchError, match=r"kernel k failed: .*division \(or remainder\) by zero"):
@@ -75,7 +75,7 @@ extern "C" __global__ void k(int* x, int d) {
 
 def test_the_bounds_checked_build_traps_a_register_array_overrun(tmp_path):
     from gpudsl.errors import LaunchError
-    from gpudsl.runtime.cache import Cache
+    from gpudsl.runtime.artifact_cache import Cache
     from gpudsl.runtime.emulator import build_emulator_module
     from gpudsl.runtime.signature import KernelSig
 

@@ -135,7 +135,7 @@ def test_plain_names_are_not_mangled():
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 def test_relu_propagates_nan():
-    from gpudsl.stdlib import ops
+    from gpudsl.stdlib import array_ops as ops
 
     a = np.array([np.nan, -1, 2, -0.0, np.inf, -np.inf, 0.5, -3], np.float32)
     out = ops.relu(a)

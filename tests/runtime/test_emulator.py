@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from gpudsl.errors import CompileError, LaunchError
-from gpudsl.runtime.cache import Cache
+from gpudsl.runtime.artifact_cache import Cache
 from gpudsl.runtime.emulator import build_emulator_module
 from gpudsl.runtime.signature import KernelSig
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gpudsl.runtime import emu_pch, emulator
-from gpudsl.runtime.cache import Cache
+from gpudsl.runtime.artifact_cache import Cache
 from gpudsl.runtime.emulator import build_emulator_module
 
 from .kernels import SIGS, SOURCE

@@ -49,7 +49,7 @@ def _full_path_calls(monkeypatch) -> list:
     def counted(*a, **k):
         calls.append(1)
         return bind(*a, **k)
-    import gpudsl.compiler.kernel as kernel_mod
+    import gpudsl.compiler.compiled_kernel as kernel_mod
     monkeypatch.setattr(kernel_mod, "bind_arguments", counted)
     return calls
 

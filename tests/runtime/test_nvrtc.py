@@ -5,8 +5,8 @@ import time
 import pytest
 
 from gpudsl.errors import CompileError
-from gpudsl.runtime import cache as cache_mod
-from gpudsl.runtime.cache import Cache, atomic_write, cache_key
+from gpudsl.runtime import artifact_cache as cache_mod
+from gpudsl.runtime.artifact_cache import Cache, atomic_write, cache_key
 from gpudsl.runtime.nvrtc import Resources, compile_cubin, compiler_version, parse_resources
 
 from .kernels import SOURCE

@@ -28,7 +28,7 @@ EXPECTED = {"divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", "s
             "sink_alloc", "expand_dim", "pad_dim", "bind_expr", "insert_sync",
             "delete_sync", "vectorize", "inline", "replace", "merge_loops", "rearrange_dim",
             "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop", "warp_specialize",
-            "add_assert"}
+            "add_assert", "divide_dim", "make_tma", "make_wgmma", "set_swizzle"}
 
 
 @pytest.fixture
@@ -137,7 +137,7 @@ def test_the_first_argument_must_be_a_proc():
 
 def test_errors_of_a_nested_primitive_name_the_outermost(monkeypatch):
     """vectorize ends with replace: a refusal there is vectorize's."""
-    import gpudsl.schedule.calls as calls
+    import gpudsl.schedule.call_primitives as calls
 
     real = calls.vector_copy_instr
     # an instr whose parameters expect SHARED memory: replace refuses the GLOBAL arrays

@@ -9,7 +9,7 @@ import pytest
 
 import gpudsl
 from gpudsl import SchedulingError
-from gpudsl.schedule import calls, vectorize
+from gpudsl.schedule import call_primitives as calls, vectorize
 
 NS = vars(gpudsl)
 

@@ -193,7 +193,7 @@ def test_plan_grouped_picks_it_for_a_half_decode_on_cuda_only():
 
 
 def test_ops_attention_runs_it_on_cuda(monkeypatch):
-    from gpudsl.stdlib import ops as ops_mod
+    from gpudsl.stdlib import array_ops as ops_mod
 
     seen = []
     monkeypatch.setattr(ops_mod, "backend", lambda: "cuda")

@@ -192,7 +192,7 @@ def test_the_planners_pass_the_options():
 
 @pytest.fixture()
 def emulator(monkeypatch):
-    from gpudsl.stdlib import ops as ops_mod
+    from gpudsl.stdlib import array_ops as ops_mod
 
     monkeypatch.setattr(ops_mod, "backend", lambda: "emulator")
 
@@ -279,7 +279,7 @@ def test_scripts_take_the_options_as_optional_trailing_arguments(emulator):
 
 
 def test_to_script_refuses_an_attribute_it_cannot_write():
-    from gpudsl.graph.nodes import Node
+    from gpudsl.graph.graph_nodes import Node
 
     q = graph.InputTensor("q", "float32", [2, 1, 32])
     k = graph.InputTensor("k", "float32", [2, 40, 32])

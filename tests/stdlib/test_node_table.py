@@ -11,9 +11,9 @@ import pytest
 import gpudsl
 from gpudsl import graph, ops
 from gpudsl.cli import main
-from gpudsl.stdlib import node_table, nodes
-from gpudsl.stdlib import ops as ops_mod
-from gpudsl.stdlib.nodes import Node, register, unregister
+from gpudsl.stdlib import node_table, node_registry as nodes
+from gpudsl.stdlib import array_ops as ops_mod
+from gpudsl.stdlib.node_registry import Node, register, unregister
 
 from . import toy_node
 

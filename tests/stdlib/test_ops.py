@@ -108,7 +108,7 @@ def test_host_int_indices_are_checked_on_the_host_and_never_read_back(monkeypatc
     cannot be set and is not read back: on a GPU that read waits for the kernel (the
     first campaign: sliced_softmax and attention synchronized on every call).  A
     tensor the kernel reads at run time is still read back."""
-    from gpudsl.stdlib import ops as stdlib_ops
+    from gpudsl.stdlib import array_ops as stdlib_ops
 
     reads = []
     real = stdlib_ops._raise_on_fault

@@ -9,7 +9,7 @@ import pytest
 
 import gpudsl
 from gpudsl import ops
-from gpudsl.stdlib import ops as ops_mod
+from gpudsl.stdlib import array_ops as ops_mod
 from gpudsl.stdlib import ops_fast
 
 RNG = np.random.default_rng(0)
@@ -225,7 +225,7 @@ def test_a_failed_call_keeps_no_recipe(planned, monkeypatch):
 def test_a_replaced_node_drops_the_recipes(planned):
     import dataclasses
 
-    from gpudsl.stdlib.nodes import get, register
+    from gpudsl.stdlib.node_registry import get, register
 
     a = _rand(4, 64)
     ops.relu(a)
@@ -266,7 +266,7 @@ def test_a_replay_runs_the_kernels_kept_entry_and_falls_back_on_a_miss(planned, 
     the first call (skipping the kernel's own key), with results as before; when the
     entry cannot take a call (Miss), the kernel's full call runs."""
     from gpudsl.compiler.fast_call import Miss
-    from gpudsl.compiler.kernel import Kernel
+    from gpudsl.compiler.compiled_kernel import Kernel
 
     a, b = _rand(4, 64), _rand(4, 64)
     np.testing.assert_array_equal(ops.add(a, b), a + b)   # planned, its recipe kept

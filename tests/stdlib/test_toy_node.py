@@ -16,9 +16,9 @@ import pytest
 import gpudsl
 from gpudsl import graph, ops
 from gpudsl.cli import main
-from gpudsl.stdlib import ops as ops_mod
+from gpudsl.stdlib import array_ops as ops_mod
 from gpudsl.stdlib.node_table import pointwise_node
-from gpudsl.stdlib.nodes import get, register, unregister
+from gpudsl.stdlib.node_registry import get, register, unregister
 from gpudsl.stdlib.pointwise import unary_kernel
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from gpudsl.stdlib.common import make_proc, vec_assert
 from gpudsl.stdlib.node_shapes import floats
 from gpudsl.stdlib.node_table import tuned_proc
-from gpudsl.stdlib.nodes import Launch, ShapeError
+from gpudsl.stdlib.node_registry import Launch, ShapeError
 from gpudsl.stdlib.stream_schedule import pick_vec, schedule_stream
 from gpudsl.stdlib.tuning import NodeTask, stream_space
 

@@ -9,7 +9,7 @@ import pytest
 import gpudsl
 from gpudsl import CompileError, LaunchError, proc_from_source
 from gpudsl.codegen import generate
-from gpudsl.runtime.cache import Cache
+from gpudsl.runtime.artifact_cache import Cache
 from gpudsl.runtime.emulator import build_emulator_module
 from gpudsl.runtime.nvrtc import compile_cubin
 from gpudsl.runtime.signature import KernelSig

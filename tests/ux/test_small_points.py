@@ -31,7 +31,7 @@ def vec_copy(n: size, x: f32[n], y: f32[n]):
 
 
 def test_cli_check_does_not_check_an_instr_alone(tmp_path):
-    from gpudsl.cli.check import run_check
+    from gpudsl.cli.check_command import run_check
 
     f = tmp_path / "k.py"
     f.write_text(FILE)
@@ -45,7 +45,7 @@ def test_cli_check_does_not_check_an_instr_alone(tmp_path):
 
 
 def test_cli_check_compares_an_instr_template_with_its_body(tmp_path):
-    from gpudsl.cli.check import run_check
+    from gpudsl.cli.check_command import run_check
 
     f = tmp_path / "k.py"
     f.write_text(FILE.replace("*(float4*){dst_data} = *(const float4*){src_data};",
@@ -58,7 +58,7 @@ def test_cli_check_compares_an_instr_template_with_its_body(tmp_path):
 
 
 def test_cli_perf_without_sizes_hints_at_bind(tmp_path):
-    from gpudsl.cli.perf import run_perf
+    from gpudsl.cli.perf_command import run_perf
 
     f = tmp_path / "k.py"
     f.write_text(FILE)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import gpudsl
-from gpudsl.ir.wgmma import frag_col, frag_row
+from gpudsl.ir.wgmma_meaning import frag_col, frag_row
 
 
 _GEMM = """\

@@ -9,7 +9,7 @@ import pytest
 
 import gpudsl
 from gpudsl import InterpError, ProcError, proc_from_source
-from gpudsl.ir.wgmma import frag_col, frag_row
+from gpudsl.ir.wgmma_meaning import frag_col, frag_row
 
 from .cases import expected, fragment_table, gemm, operands, twin
 

@@ -3,7 +3,7 @@ proof, or refuses.  A wgmma's meaning for a thread depends on its lane and on wh
 group completes, which the primitives' own legality does not see: every result is
 compared with its input through check()'s async and warpgroup obligations and its
 wgmma mapping rules (schedule/async_guard.py), and the thread loops holding a wgmma
-keep their bounds and nest (schedule/warps.py)."""
+keep their bounds and nest (schedule/warp_rewrites.py)."""
 from __future__ import annotations
 
 import numpy as np

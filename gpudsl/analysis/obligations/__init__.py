@@ -14,9 +14,9 @@ import z3
 
 from ...ir.nodes import Const
 from ...ir.types import BLOCKS, GLOBAL, THREADS
-from ..effects import KernelAccess, Effects
+from ..proc_effects import KernelAccess, Effects
 from ..summaries import find_summaries, summary_facts, tag_readers
-from ..report import Diagnostic
+from ..check_report import Diagnostic
 from ...ir.smt import SAT, UNKNOWN, UNSAT, Encoder, Result, ThreadEnv, Unsupported, solve
 from ...targets import target
 

@@ -15,12 +15,12 @@ thread leaves each loop with no copy in flight.
 """
 from __future__ import annotations
 
-from ...ir.asyncs import COPIES
-from ...ir.wgmma import chained
+from ...ir.async_copy_meaning import COPIES
+from ...ir.wgmma_meaning import chained
 from ...ir.nodes import For
 from ...ir.smt import SAT, UNKNOWN, Unsupported
 from ...ir.types import BLOCKS, THREADS
-from ..report import Diagnostic
+from ..check_report import Diagnostic
 
 
 def thread_body(tpath, depth: int):
@@ -161,7 +161,7 @@ def _query(ctx, c, x, width, seq_before, same_run=(), fam=COPIES):
 
 
 def _stmt(op) -> str:
-    from ...ir.asyncs import stmt_text
+    from ...ir.async_copy_meaning import stmt_text
     return stmt_text(op)
 
 

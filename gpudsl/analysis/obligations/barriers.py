@@ -29,7 +29,7 @@ from ...ir.smt import SAT, UNKNOWN, UNSAT, Unsupported
 from ...ir.types import BLOCKS
 from ...ir.visitor import walk
 from ...targets import MBARRIER, NAMED_BARRIERS
-from ..report import Diagnostic
+from ..check_report import Diagnostic
 from ..sync_chains import CHAIN_TIME, first_direct
 from ..sync_counts import kernel_syncs
 
@@ -301,7 +301,7 @@ __all__ = ["check_barriers", "barrier_issues"]
 def barrier_issues(ir) -> list:
     """The diagnostics of :func:`check_barriers` alone for a proc (for the rewrite
     primitives: a rewrite may not add one)."""
-    from ..effects import collect
+    from ..proc_effects import collect
     from . import Ctx
 
     ctx = Ctx(collect(ir), {}, 3000)

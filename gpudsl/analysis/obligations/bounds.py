@@ -9,7 +9,7 @@ import z3
 
 from ...ir.nodes import Point
 from ...ir.printer import print_expr
-from ..report import Diagnostic
+from ..check_report import Diagnostic
 from ...ir.smt import SAT, UNKNOWN, Unsupported
 from ..overflow import explain, wrapped_at
 from ..quick import in_bounds

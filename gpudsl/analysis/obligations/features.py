@@ -6,9 +6,9 @@ architecture-specific construct is one row (the feature, how it is named in the 
 and where the proc's effects hold its uses)."""
 from __future__ import annotations
 
-from ...ir.tma import TmaElement
+from ...ir.tma_meaning import TmaElement
 from ...targets import SETMAXNREG, TARGETS, TMA
-from ..report import Diagnostic
+from ..check_report import Diagnostic
 
 # (feature, the construct's name, effects -> locations of its uses)
 USES = [

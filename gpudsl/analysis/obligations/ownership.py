@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import z3
 
-from ..report import Diagnostic
+from ..check_report import Diagnostic
 from ...ir.smt import SAT, UNKNOWN, Unsupported
 from . import Ctx
 

@@ -315,8 +315,8 @@ FAMILY_ONLY = {"make_tma": "tma", "make_wgmma": "wgmma", "set_swizzle": "tma"}
 
 def _candidates(t, prim) -> bool:
     if prim == "set_swizzle":   # the tiles of TMA copies and wgmmas (and their plain forms)
-        from gpudsl.ir.tma import uses_tma
-        from gpudsl.ir.wgmma import uses_wgmma
+        from gpudsl.ir.tma_meaning import uses_tma
+        from gpudsl.ir.wgmma_meaning import uses_wgmma
         return uses_tma(t.pdef) or uses_wgmma(t.pdef) or any(
             _candidates(t, x) for x in ("make_tma", "make_wgmma"))
     n = 1 if prim == "make_tma" else 128
@@ -453,7 +453,7 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             return Step(prim, [Arg("cursor", ("block", baddr + (i,), j))])
         return Step(prim, [_block(r, t)])
     if prim == "pipeline_loop":
-        from gpudsl.schedule.asyncs import _copy_part
+        from gpudsl.schedule.async_copy_primitives import _copy_part
         ready = [(a, s) for a, s in t.loops if s.kind == "seq" and _copy_part(s.body)]
         if ready and r.random() < 0.8:
             loop = Arg("cursor", ("stmt", r.choice(ready)[0], None))
