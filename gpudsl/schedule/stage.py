@@ -34,7 +34,7 @@ import z3
 
 from ..errors import SchedulingError
 from ..ir.nodes import (Alloc, Assign, AsyncCopy, Atomic, Wgmma, BinOp, Call, Const, For, If,
-                        Interval, Point, Read, Stmt, Var, WindowArg)
+                        Interval, Point, Read, Stmt, TmaLoad, TmaStore, Var, WindowArg)
 from ..ir.types import GLOBAL, INDEX, REGISTER, SHARED, bool_
 from ..ir.visitor import Transformer, fresh_name, walk
 from .cursors import block_of, stmt_at
@@ -229,7 +229,7 @@ def _window(pdef, addr, window: str, env, loc):
 
 def _accesses(stmts, buf: str, loc) -> list:
     """The block's accesses of ``buf`` (not of a local copy); a call taking it, an
-    async copy of it or an atomic on it is refused."""
+    async or TMA copy of it, a wgmma on it or an atomic on it is refused."""
     accs = collect(stmts)
     for n in walk(tuple(stmts)):
         if isinstance(n, Call) and any(isinstance(a, WindowArg) and a.name == buf
@@ -239,6 +239,11 @@ def _accesses(stmts, buf: str, loc) -> list:
             raise fail(f"an async copy in the block copies '{buf}': it lands where its "
                        "wait runs, not where the staged copies are made", n.loc,
                        "stage a block without async copies of it")
+        if isinstance(n, (TmaLoad, TmaStore)) and buf in (n.dst.name, n.src.name):
+            raise fail(f"a TMA copy in the block copies '{buf}': a tensor map describes the "
+                       "array itself, and the copy lands with its barrier's phase or its "
+                       "group's wait, not where the staged copies are made", n.loc,
+                       "stage a block without TMA copies of it")
         if isinstance(n, Wgmma) and buf in (n.acc.name, n.a.name, n.b.name):
             raise fail(f"a wgmma in the block uses '{buf}': it reads and writes it until its "
                        "wgmma_wait, and its operands keep their hardware layout", n.loc,

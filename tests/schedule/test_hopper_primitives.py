@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gpudsl
-from gpudsl import SchedulingError, proc_from_source
+from gpudsl import REGISTER, SchedulingError, proc_from_source
 from gpudsl.schedule import divide_dim, make_tma, make_wgmma, warp_specialize
 
 ROW = "16 * (t // 32) + t % 32 // 4 + 8 * (i // 2 % 2)"
@@ -302,3 +302,28 @@ def rows(n: size, x: f32[1 * n, 64], y: f32[1 * n, 64]):
 ''')
     q = rotate_loop(p, "ks", 1)
     assert proc_from_source(str(q)).ir == q.ir
+
+
+def test_stage_mem_refuses_an_array_a_tma_copy_uses():
+    """Regression (differential test, tma family, seed 7401 case 878): stage_mem staged
+    ``y`` around a block whose ``tma_store`` writes ``y`` itself; the store was left on
+    ``y`` and the copy-out then overwrote what it stored with the stale staged values."""
+    from gpudsl.schedule import stage_mem
+    from gpudsl.schedule.cursors import Cursor
+
+    p = proc_from_source('''
+@proc
+def store(n: size, x: f32[n, 64], y: f32[n, 64]):
+    for b in par(0, 1) @ BLOCKS:
+        o: f32[8, 8] @ SHARED(swizzle=32)
+        for t in par(0, 8) @ THREADS:
+            o[0, t] = 1.0
+        sync()
+        for ks in seq(0, n):
+            for t in par(0, 1) @ THREADS:
+                tma_store(y[ks:ks + 1, 0:8], o[0:1, 0:8])
+                tma_commit()
+                tma_wait(0)
+''')
+    with pytest.raises(SchedulingError, match="TMA copy in the block copies 'y'"):
+        stage_mem(p, Cursor(p, "block", (0,), 1), "y", "st0", REGISTER)
