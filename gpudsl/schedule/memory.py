@@ -11,7 +11,7 @@ from __future__ import annotations
 import z3
 
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
-                        Pass, Point, Read, Reduce, Var, WindowArg)
+                        Pass, Point, Read, Reduce, TmaLoad, TmaStore, Var, Wgmma, WindowArg)
 from ..ir.types import BLOCKS, GLOBAL, INDEX, REGISTER, SHARED, param_memory
 from ..ir.visitor import Transformer, bound_names, free_vars, fresh_name, rename, walk
 from .cursors import ancestors, block_of, iter_stmts, stmt_at
@@ -70,7 +70,9 @@ def pad_dim(p, alloc, dim: int, size):
 
     Legality: proves that the new extent is at least the old one, so every
     access stays in bounds; ``size`` is an extent an allocation may have (sizes,
-    index parameters and constants).
+    index parameters and constants); a tile that a TMA copy or a wgmma reads or
+    writes keeps its shape (their windows must stay contiguous, in the layout the
+    hardware reads).
 
     Example: ``pad_dim(p, "tile", 1, "33")``
     """
@@ -78,6 +80,13 @@ def pad_dim(p, alloc, dim: int, size):
     s: Alloc = c.node()
     if not (0 <= dim < len(s.shape)):
         raise fail(f"'{s.name}' has no dimension {dim}", s.loc)
+    for n in walk(block_of(p.ir, c.addr[:-1])[c.addr[-1] + 1:]):
+        if isinstance(n, (TmaLoad, TmaStore, Wgmma)) and s.name in {
+                w.name for w in (getattr(n, f, None) for f in ("dst", "src", "acc", "a", "b"))
+                if w is not None}:
+            raise fail(f"a TMA copy or a wgmma uses '{s.name}': its window must stay a "
+                       "contiguous box in the layout the hardware reads", n.loc,
+                       "pad a tile that only plain accesses use")
     new = normalize(parse_at(p.ir, c.addr, size, current(), "shape", s.loc, "the new extent"))
     old = s.shape[dim]
     prove(p.ir, c.addr, lambda enc, env: enc.int(new, env) >= enc.int(old, env),

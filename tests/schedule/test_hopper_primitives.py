@@ -327,3 +327,31 @@ def store(n: size, x: f32[n, 64], y: f32[n, 64]):
 ''')
     with pytest.raises(SchedulingError, match="TMA copy in the block copies 'y'"):
         stage_mem(p, Cursor(p, "block", (0,), 1), "y", "st0", REGISTER)
+
+
+def test_pad_dim_refuses_a_tile_a_tma_copy_uses():
+    """Regression (differential test, tma family, seed 7501 case 2268): pad_dim grew the
+    rows of a tile that a tma_store reads, so its window was no longer contiguous and the
+    result did not parse."""
+    from gpudsl.schedule import pad_dim
+    from gpudsl.schedule.cursors import Cursor
+
+    p = proc_from_source('''
+@proc
+def rows(n: size, y: f32[n, 64]):
+    for b in par(0, n) @ BLOCKS:
+        o: f32[1, 64] @ SHARED
+        for t in par(0, 64) @ THREADS:
+            o[0, t] = 1.0
+        sync()
+        for t in par(0, 1) @ THREADS:
+            tma_store(y[b:b + 1, 0:64], o[0:1, 0:64])
+            tma_commit()
+            tma_wait(0)
+''')
+    with pytest.raises(SchedulingError, match="TMA copy or a wgmma uses 'o'"):
+        pad_dim(p, Cursor(p, "stmt", (0, "body", 0), None), 1, "65")
+    q = proc_from_source(str(p).replace("tma_store(y[b:b + 1, 0:64], o[0:1, 0:64])\n"
+                                        "            tma_commit()\n            tma_wait(0)",
+                                        "y[b, 0] = o[0, 0]"))
+    assert "o: f32[1, 65]" in str(pad_dim(q, Cursor(q, "stmt", (0, "body", 0), None), 1, "65"))
