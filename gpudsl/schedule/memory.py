@@ -171,7 +171,7 @@ def rearrange_dim(p, alloc, perm):
     def permute(idx):
         return tuple(idx[d] for d in perm)
 
-    moves = "this permutation moves" if perm[-1] != rank - 1 else None
+    moves = "this permutation moves" if perm and perm[-1] != rank - 1 else None
     re = _Reindex(s, permute, moves, "rearrange the allocation before vectorizing or "
                   "replacing its copies")
     return _reindexed(p, c, s, s.with_(shape=permute(s.shape)), re)

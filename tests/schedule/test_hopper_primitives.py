@@ -355,3 +355,21 @@ def rows(n: size, y: f32[n, 64]):
                                         "            tma_commit()\n            tma_wait(0)",
                                         "y[b, 0] = o[0, 0]"))
     assert "o: f32[1, 65]" in str(pad_dim(q, Cursor(q, "stmt", (0, "body", 0), None), 1, "65"))
+
+
+def test_rearrange_dim_of_a_scalar_is_the_identity():
+    """Regression (the differential test in CI, seed 0 case 99): after rearrange_dim and
+    divide_dim shared one reindexing transformer, an empty permutation (a scalar) raised
+    IndexError instead of leaving the proc as it was."""
+    from gpudsl.schedule import rearrange_dim
+
+    p = proc_from_source('''
+@proc
+def scalar(n: size, x: f32[n], y: f32[n]):
+    for i in seq(0, n):
+        acc: f32
+        acc = x[i] + 1.0
+        y[i] = acc
+''')
+    q = rearrange_dim(p, "acc", [])
+    assert str(q) == str(p)
