@@ -118,7 +118,7 @@ def test_temporaries_of_a_writer_killed_mid_write_are_swept(tmp_path):
     writer = subprocess.Popen([sys.executable, "-c", f"""
 import os, sys, time
 from pathlib import Path
-from gpudsl.runtime import cache
+from gpudsl.runtime import artifact_cache as cache
 os.replace = lambda *a: (print("writing", flush=True), time.sleep(600))
 cache.Cache({str(tmp_path)!r}).put({key!r}, "so", b"half")
 """], stdout=subprocess.PIPE, text=True, env=child_env())
