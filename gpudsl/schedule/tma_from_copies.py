@@ -140,11 +140,17 @@ def _plus(rest, coef, skip):
 def _next_arrive(p, addr, thread: int, loc):
     """``(name, index)`` of the first arrive after the statement at ``addr`` in its block
     whose threads include ``thread``."""
+    from .patterns import scope_at
+
     blk = block_of(p.ir, addr[:-1])
     for st in blk[addr[-1] + 1:]:
         if isinstance(st, Arrive):
             lo, hi = const_value(st.lo), const_value(st.hi)
             if lo is not None and hi is not None and lo <= thread < hi:
+                if st.name not in scope_at(p.ir, addr):
+                    raise fail(f"the barrier '{st.name}' the thread arrives on next is "
+                               "allocated after the loop: the copy could not name it", loc,
+                               "allocate the barrier before the copies")
                 return st.name, st.index
     raise fail(f"thread {thread} arrives on no barrier after the loop: a TMA load completes "
                "on the barrier its thread arrives on next", loc,

@@ -373,3 +373,23 @@ def scalar(n: size, x: f32[n], y: f32[n]):
 ''')
     q = rearrange_dim(p, "acc", [])
     assert str(q) == str(p)
+
+
+def test_make_tma_refuses_a_barrier_allocated_after_the_copies():
+    """Regression (differential test, tma family, seed 7601 case 467): after reorder_stmts
+    put the barrier's allocation after the copy loop, make_tma named a barrier not yet
+    allocated (the result faulted and did not parse)."""
+    p = proc_from_source('''
+@proc
+def late(n: size, x: f32[2 * n, 64], y: f32[2 * n, 64]):
+    for b in par(0, n) @ BLOCKS:
+        s: f32[8, 8] @ SHARED
+        for t in par(0, 1) @ THREADS:
+            for r in seq(0, 2):
+                for c in seq(0, 8):
+                    s[r, c] = x[2 * b + r, 56 + c]
+        full: barrier @ SHARED
+        arrive(full, 0, 1)
+''')
+    with pytest.raises(SchedulingError, match="allocated after the loop"):
+        make_tma(p, "t")
