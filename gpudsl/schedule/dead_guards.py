@@ -27,7 +27,6 @@ from ..ir.nodes import Alloc, Assign, For, If, Pass, Reduce, Stmt
 from ..ir.stmt_effects import collect
 from ..ir.smt import SAT, UNSAT, Unsupported
 from ..ir.smt_scope import Scope
-from ..ir.types import REGISTER
 from ..ir.visitor import walk
 from .cursors import Moved, MovedRange, block_of
 from .edits import replace
@@ -92,9 +91,9 @@ def _written(p, addr, g: If) -> dict:
             raise fail(f"the if's body writes '{name}', which is not allocated around it "
                        "(a parameter, or allocated inside): its values would be seen", g.loc)
         node, at = a
-        if node.mem != REGISTER:
+        if not node.mem.per_thread:
             raise fail(f"the if's body writes '{name}' in {node.mem.name}; only a thread's "
-                       "REGISTER elements may be computed and dropped", g.loc)
+                       "own (REGISTER) elements may be computed and dropped", g.loc)
         out[name] = at
     return out
 

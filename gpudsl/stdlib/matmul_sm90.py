@@ -29,7 +29,17 @@ proved by check(target="sm_90a") for every size the algorithm's assertion admits
    unswizzled), the consumers' product loops one wgmma per k16 step (``make_wgmma``,
    ``bk / 16`` chained, reading ``[rows, 16]`` windows of the swizzled tiles).
 
-It serves ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0``; :func:`sm90_space`
+**Edges** (``clip=True``, the algorithm asserting only ``k % bk == 0``): the block tiles
+are guarded (``divide_loop(tail="guard")``, the guards moved inside the fragment by
+``reorder_loops``), the tiles staged with zeros past the array's edge
+(``stage_mem(..., zeros=True)``: exactly what a TMA box reads there, so ``make_tma``
+makes the same boxes), and the guards leave the accumulators' initialization and the
+product (``remove_guard``: the rows and columns past the edge are computed and
+dropped, which it proves: only the guarded epilogue reads them).  The main loop is the
+unclipped one's; the epilogue keeps its guards.
+
+It serves ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0`` (``clip``: every m and
+n, ``k % bk == 0``); :func:`sm90_space`
 is its autotuning space.
 """
 from __future__ import annotations
@@ -100,8 +110,7 @@ def _fragment(p, bm: int, bn: int, wgs: int, clip: bool = False):
 def _accumulators_and_k(p, bn: int, wgs: int, bk: int, clip: bool = False):
     """Step 2: the accumulators ``s[t, f]`` in registers at block level; the k loop as
     ``po`` tiles of ``bk``, outside the threads, each ``bk / 16`` wgmma steps ``kq``.
-    ``clip``: the last ``k % bk`` columns of k in a loop of their own (``tail="cut"``),
-    which stays with the guarded epilogue."""
+    ``clip``: through the edge guards."""
     lifts = 4 if clip else 2       # the loops f and t, and the edge guards
     p = expand_dim(p, "s", bn // 2, "f")
     p = expand_dim(p, "s", 128 * wgs, "t")

@@ -129,3 +129,15 @@ def test_make_tma_takes_a_zero_filled_copy_as_a_clipped_box():
     text = str(sm90_kernel("f16", bn=64, wgs=1, bk=32, stages=2, clip=True))
     assert "tma_load(As[po % 2, 0:64, 0:32], a[64 * bi:64 * bi + 64, 32 * po:32 * po + 32]" in text
     assert "if 64 * bi" in text and "= 0.0" not in text.split("for po")[1].split("sync()")[0]
+
+
+def test_differential_edge_family():
+    """A short run of the differential test on the edge family (the long one:
+    ``GPUDSL_DIFF_FAMILY=edge python -m tests.schedule.differential --seconds 1200``)."""
+    from tests.schedule.differential.run import Runner
+
+    r = Runner(seed=0, family="edge")
+    r.run(120, max_cases=60)
+    assert not r.failures, r.failures[0].repro()
+    assert r.stats.accepted["remove_guard"] > 0, r.stats.table()
+    assert r.stats.refused["remove_guard"] > 0, r.stats.table()   # live reads are seen
