@@ -277,3 +277,59 @@ def test_the_nn_gemm_equals_numpy_on_an_h100():
     c = np.zeros((128, 8), np.float32)
     one(a=a, b=b, c=c)
     assert (c == want).all()
+
+
+ROW = "16 * (t // 32) + t % 32 // 4 + 8 * (i // 2 % 2)"
+COL = "8 * (i // 4) + 2 * (t % 4) + i % 2"
+
+
+def nest_src(w: int, n: int, b_read: str) -> str:
+    """``mn_src`` with the wgmmas written as the per-thread product loops."""
+    src = mn_src(w, n, two=n == (w // 2 if w else 8))
+    head, rest = src.split("            for kk in seq(0, 4):\n", 1)
+    tail = rest.split("        wgmma_wait(0)\n", 1)[1]
+    nest = (f"            for s in seq(0, 4):\n"
+            f"                for i in seq(0, {n // 2}):\n"
+            f"                    for kk in seq(0, 16):\n"
+            f"                        acc[t, i] += f32(a_s[{ROW}, 16 * s + kk]) * "
+            f"f32({b_read})\n")
+    return head + nest + tail
+
+
+NESTS = {
+    "128B, [16, N]": (128, 64, f"b_s[16 * s + kk, {COL}]",
+                      'b_s[16 * s:16 * s + 16, 0:64], b_major="mn")'),
+    "128B, [2, 16, 64]": (128, 128, f"b_s[({COL}) // 64, 16 * s + kk, ({COL}) % 64]",
+                          'b_s[0:2, 16 * s:16 * s + 16, 0:64], b_major="mn")'),
+    "plain, [2, 16, 8]": (0, 16, f"b_s[({COL}) // 8, 16 * s + kk, ({COL}) % 8]",
+                          'b_s[0:2, 16 * s:16 * s + 16, 0:8], b_major="mn")'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTS))
+def test_make_wgmma_recognizes_an_mn_major_b(name):
+    from gpudsl.schedule import make_wgmma
+    w, n, read, want = NESTS[name]
+    p = proc_from_source(nest_src(w, n, read))
+    q = make_wgmma(p, "t #1")
+    assert want in str(q), str(q)
+    assert q.check(target="sm_90a").ok
+    a, b, _ = _run(None, n, 5)
+    outs = []
+    for r in (p, q):
+        c = np.zeros((128, n // 2), np.float32)
+        gpudsl.interpret(r, a=a, b=b, c=c)
+        outs.append(c)
+    c = np.zeros((128, n // 2), np.float32)
+    q.compile("emulator")(a=a, b=b, c=c)
+    assert (outs[0] == outs[1]).all() and (c == outs[0]).all()
+
+
+def test_make_wgmma_refuses_an_mn_major_b_read_off_the_fragment():
+    from gpudsl import SchedulingError
+    from gpudsl.schedule import make_wgmma
+    # the column's pair swapped: B[k, n ^ 1] is not the fragment's column
+    p = proc_from_source(nest_src(128, 64, "b_s[16 * s + kk, 8 * (i // 4) + 2 * (t % 4) + "
+                                           "1 - i % 2]"))
+    with pytest.raises(SchedulingError, match="fails for the witness"):
+        make_wgmma(p, "t #1")
