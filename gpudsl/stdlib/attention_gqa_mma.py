@@ -44,7 +44,7 @@ from ..proc import Proc
 from ..schedule import vectorize
 from .attention import attention_tolerance, capped, check_options, options_suffix
 from .attention_mma import MMA_QK, _indent, proc_of, register_mma_preconditions_hold
-from .attention_paged import (NEG, PAGE_SIZES, _cap, _row, attended, sig_text,
+from .attention_paged import (NEG, PAGE_SIZES, _cap, _row, attended, combine_text, sig_text,
                               gqa_reference, plan_gqa, some_attended)
 from .halves import unit_roundoff
 
@@ -141,35 +141,6 @@ for rm in seq(0, 2, unroll=True):
                 po[b, kh, {_head()}, i, {slot}, 8 * dn + 2 * ({_T}) + rw] = o[l, dn, rm, rw]"""
 
 
-def combine_text(d: int, nparts: str, part: int, causal: bool, window: int, dt: str) -> str:
-    """The second kernel: per ``(b, kh, i)`` and head, the partials of the ``part``-key
-    parts holding a key the row attends merged, rounded to ``dt``."""
-    live = some_attended(f"{part} * p", part, causal, "i", window)
-    cast = (lambda e: e) if dt == "f32" else (lambda e: f"{dt}({e})")
-    return f"""
-for b in par(0, bt) @ BLOCKS:
-    for kh in par(0, hk) @ BLOCKS:
-        for i in par(0, m) @ BLOCKS:
-            for t in par(0, {d}) @ THREADS:
-                for gg in seq(0, g):
-                    mx: f32
-                    mx = {NEG}
-                    for p in seq(0, {nparts}):
-                        if {live}:
-                            mx = max(mx, pm[b, kh, gg, i, p])
-                    tot: f32
-                    tot = 0.0
-                    o: f32
-                    o = 0.0
-                    for p in seq(0, {nparts}):
-                        if {live}:
-                            wp: f32
-                            wp = exp(pm[b, kh, gg, i, p] - mx)
-                            tot += wp * pl[b, kh, gg, i, p]
-                            o += wp * po[b, kh, gg, i, p, t]
-                    out[b, kh, gg, i, t] = {cast("select(tot > 0.0, o / tot, 0.0)")}"""
-
-
 def kernel_text(d: int = 128, causal: bool = False, page: int = 0, dt: str = "f16",
                 idx: str = "i32", window: int = 0, softcap: bool = False) -> str:
     """The source of :func:`gqa_mma_kernel`."""
@@ -212,7 +183,8 @@ def kernel_text(d: int = 128, causal: bool = False, page: int = 0, dt: str = "f1
         + _indent(threads, 5) +
         _indent("for a in seq(0, (g + 15) // 16):\n    for i in seq(0, m):", 6) +
         _indent(_group(d, causal, dt, window, softcap), 8) +
-        _indent(combine_text(d, nparts, KW, causal, window, dt), 1))
+        _indent(combine_text(d, nparts, some_attended(f"{KW} * p", KW, causal, "i", window),
+                             None if dt == "f32" else lambda e: f"{dt}({e})"), 1))
 
 
 @lru_cache(maxsize=None)

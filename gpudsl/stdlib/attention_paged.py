@@ -123,6 +123,38 @@ def some_attended(first: str, width: int, causal: bool, i: str, window: int = 0)
 
 
 
+def combine_text(d: int, nparts: str, live: str, cast=None) -> str:
+    """The split-KV combine (the second kernel of :func:`paged_text` and of
+    :mod:`.attention_gqa_mma`'s kernel): one block per ``(b, kh, i)``, ``d`` threads,
+    the group's heads ``gg`` in turn; the partials ``p < nparts`` for which ``live``
+    holds (a key of the part is attended by row ``i``: it was written) merged, the
+    largest maximum first.  ``cast``: the output's rounding (``None``: the f32 value,
+    left to :func:`.halves.halve_text`)."""
+    res = "select(tot > 0.0, o / tot, 0.0)"
+    return f"""
+for b in par(0, bt) @ BLOCKS:
+    for kh in par(0, hk) @ BLOCKS:
+        for i in par(0, m) @ BLOCKS:
+            for t in par(0, {d}) @ THREADS:
+                for gg in seq(0, g):
+                    mx: f32
+                    mx = {NEG}
+                    for p in seq(0, {nparts}):
+                        if {live}:
+                            mx = max(mx, pm[b, kh, gg, i, p])
+                    tot: f32
+                    tot = 0.0
+                    o: f32
+                    o = 0.0
+                    for p in seq(0, {nparts}):
+                        if {live}:
+                            wp: f32
+                            wp = exp(pm[b, kh, gg, i, p] - mx)
+                            tot += wp * pl[b, kh, gg, i, p]
+                            o += wp * po[b, kh, gg, i, p, t]
+                    out[b, kh, gg, i, t] = {cast(res) if cast else res}"""
+
+
 def kernel_name(d, causal, page, dt, chunk, wg, wi, idx="i32", wk=1, window=0,
                 softcap=False) -> str:
     return (f"attention_gqa_d{d}" + ("_causal" if causal else "") +
@@ -235,25 +267,7 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
     fault = (f"if kh == 0 and sb == 0 and w == 0 and l == 0 and "
              f"(lens[b] < {low} or lens[b] > {cap}):\n    atomic_max(err[0], 1)\n")
     threads = f"for w in par(0, {W}) @ THREADS:\n    for l in par(0, {WARP}) @ THREADS:\n"
-    p_live = some_attended(f"{SC} * p", SC, causal, "i", window)
-    combine = f"""
-mx: f32
-mx = {NEG}
-for p in seq(0, {nparts}):
-    if {p_live}:
-        mx = max(mx, pm[b, kh, gg, i, p])
-tot: f32
-tot = 0.0
-o: f32
-o = 0.0
-for p in seq(0, {nparts}):
-    if {p_live}:
-        wp: f32
-        wp = exp(pm[b, kh, gg, i, p] - mx)
-        tot += wp * pl[b, kh, gg, i, p]
-        o += wp * po[b, kh, gg, i, p, t]
-out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
-"""
+    combine = combine_text(d, nparts, some_attended(f"{SC} * p", SC, causal, "i", window))
     text = (
         f"def {name}" + sig_text(d, page, dt, idx, softcap) +
         f"    pm: f32[bt, hk, g, m, {nparts}]\n"
@@ -268,13 +282,7 @@ out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
         f"                if {live}:\n"
         + _block(threads + _block(load, 2), 5) +
         "                    sync()\n"
-        + _block(threads + _block(rows, 2), 5) +
-        "    for b in par(0, bt) @ BLOCKS:\n"
-        "        for kh in par(0, hk) @ BLOCKS:\n"
-        "            for i in par(0, m) @ BLOCKS:\n"
-        f"                for t in par(0, {d}) @ THREADS:\n"
-        "                    for gg in seq(0, g):\n"
-        + _block(combine, 6))
+        + _block(threads + _block(rows, 2), 5) + _block(combine, 1))
     if d % WARP:
         text = _guard_lanes(text, d)
     # k and v are declared dt by _sig and widened where read (their indices nest
@@ -427,5 +435,5 @@ def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None,
     return out
 
 
-__all__ = ["paged_rows", "paged_kernel", "paged_text", "plan_gqa", "gqa_reference", "kernel_name",
+__all__ = ["paged_rows", "paged_kernel", "paged_text", "combine_text", "plan_gqa", "gqa_reference", "kernel_name",
            "HEAD_DIMS", "PAGE_SIZES", "CHUNK"]
