@@ -143,10 +143,25 @@ def _execute(launch, operands: tuple, like):
             args[param] = out if spec[1] is None else out.reshape(spec[1])
         elif kind == "value":
             args[param] = spec[1]
+        elif kind == "array":  # a literal array, where the operands live
+            args[param] = _like(like, spec[1])
         else:
             err = args[param] = _zeros(like, (1,), np.int32)
     _run(launch.proc, **args)
     return (operands[0] if out is None else out), err
+
+
+def _like(like, host: np.ndarray):
+    """The numpy array ``host`` where ``like`` lives (a copy on a device)."""
+    if not _is_device(like):
+        return host
+    if hasattr(like, "new_empty"):  # torch
+        import torch
+
+        return torch.as_tensor(host, device=like.device)
+    import cupy
+
+    return cupy.asarray(host)
 
 
 def _with_dtype(attrs: dict, dt: str) -> dict:
