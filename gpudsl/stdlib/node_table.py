@@ -467,7 +467,8 @@ register(Node("sliced_softmax", rule.sliced_softmax, _launch_sliced_softmax, _so
 register(Node("attention", rule.attention, _launch_attention, _attention, "AttentionNode",
               ((REF, "q"), (REF, "k"), (REF, "v"), ("ref|int", "prefix"), ("bool", "causal"),
                ("int?", "window"), ("float?", "softcap"), ("floats?", "alibi")),
-              ("q", "k", "v", "prefix"), dtypes=FLOATS, bench=("attention", "attention_suite"),
+              ("q", "k", "v", "prefix"), dtypes=FLOATS,
+              bench=("attention", "attention_suite", "attention_options"),
               snapshots=(("attention_causal", _kernel("attention", "attention_kernel", 128,
                                                       True, 4)),)))
 register(Node("paged_attention", rule.paged_attention, _launch_paged_attention,
