@@ -235,3 +235,35 @@ def test_the_split_kv_combine_is_one_text():
     text = gm.kernel_text(64, True, 16, "f16")
     assert text.count("wp = exp(pm[b, kh, gg, i, p] - mx)") == 1
     assert ap.paged_text(64, True, 16, "f32").count("wp = exp(pm[b, kh, gg, i, p] - mx)") == 1
+
+
+# ---------------------------------------------------------------- machine code
+
+
+def _sass(p, arch):
+    try:
+        from gpudsl.runtime.nvrtc import compiler_version
+
+        compiler_version()
+    except Exception as e:  # pragma: no cover - environments without NVRTC
+        pytest.skip(f"NVRTC not available: {e}")
+    from gpudsl.perf.sass import have_disassembler
+
+    if not have_disassembler():
+        pytest.skip("no nvdisasm")
+    return p.compile("cuda", check=False).sass(arch).kernels
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_nvrtc_builds_the_alibi_kernels_without_spills(arch):
+    """The tensor-core prefill and GQA decode keep both products on HMMA with the bias;
+    the tiled prefill and the split-KV kernel compile without spills too."""
+    prefill = _sass(am.attention_mma_kernel(128, True, "f16", 0, False, True), arch)[0]
+    decode = _sass(gm.gqa_mma_kernel(128, True, 16, "bf16", "i32", 0, False, True), arch)[0]
+    for ks, hmma in ((prefill, 128), (decode, 128 // 16 * 4)):
+        assert ks.spill_bytes == 0 and ks.registers <= 255, ks.name
+        assert max(f.count("HMMA") for f in ks.figures) == hmma, ks.name
+    for p in (attention_kernel(64, True, 4, "bf16", 0, True, True),
+              plan_gqa(128, False, 4, 1, 16, "f32", "i32", 0, False, True)):
+        for ks in _sass(p, arch):
+            assert ks.spill_bytes == 0, (p.name, ks.name)
