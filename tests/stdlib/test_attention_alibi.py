@@ -267,3 +267,20 @@ def test_nvrtc_builds_the_alibi_kernels_without_spills(arch):
               plan_gqa(128, False, 4, 1, 16, "f32", "i32", 0, False, True)):
         for ks in _sass(p, arch):
             assert ks.spill_bytes == 0, (p.name, ks.name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_on_the_gpu_through_ops(dt):
+    """On CUDA: the tensor-core prefill and GQA decode with ALiBi (and the window),
+    within their stated bounds of the float64 reference."""
+    for h, hk, m, n, prefix, causal, window in ((4, 4, 300, 700, 650, True, 100),
+                                                (4, 4, 200, 200, 200, False, 0),
+                                                (8, 2, 1, 1000, 901, True, 0)):
+        q, k, v = inputs(h, m, n, 128, dt, hk=hk)
+        got = ops.attention(q, k, v, causal=causal, prefix=prefix, window=window or None,
+                            alibi_slopes=SLOPES[:h])
+        args = (causal, prefix, None, window or None, None)
+        want = attention_reference(q, k, v, *args, SLOPES[:h])
+        tol = am.attention_mma_tolerance(q, k, v, *args[:3], dt, *args[3:], SLOPES[:h])
+        assert (np.abs(np.asarray(got, np.float64) - want) <= tol).all(), (h, m, n)
