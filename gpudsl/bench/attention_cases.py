@@ -113,7 +113,9 @@ def _options_case(env, shape: tuple, dtype: str):
     slopes = [2.0 ** (-8.0 * (i + 1) / h) for i in range(h)]  # ALiBi's geometric slopes
     if env.backend != "cuda":
         alibi = slopes
-        want = lambda: attention_reference(q, k, v, True, None, None, window, None, slopes)  # noqa: E731
+
+        def want():
+            return attention_reference(q, k, v, True, None, None, window, None, slopes)
         refs = [Ref("numpy float64 reference", "numpy", want)]
     else:
         torch = env.torch

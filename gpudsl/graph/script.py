@@ -17,8 +17,8 @@ from ..stdlib.node_table import all_nodes, by_graph
 from .graph_nodes import DTYPES, LATER, Node, ShapeError, infer  # noqa: F401
 
 # argument kinds: "ref" ($N), "name" (identifier), "dtype", "list" ([ints]), "int",
-# "ref|int", "bool" (0 or 1), "float", "floats" ([numbers]); a computing node's come from its declaration in the node
-# table (``gpudsl.stdlib.node_table``)
+# "ref|int", "bool" (0 or 1), "float", "floats" ([numbers]); a computing node's come
+# from its declaration in the node table (``gpudsl.stdlib.node_table``)
 LEAF_SIGNATURES: dict[str, tuple[str, ...]] = {
     "InputTensor": ("name", "dtype", "list"),
     "ConstantTensor": ("name", "dtype", "list"),

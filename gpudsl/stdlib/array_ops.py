@@ -26,6 +26,7 @@ from .node_registry import db_stamp
 from .op_arguments import (_ANY_FLOAT, RANKS, _is_array, _is_device, _is_scalar, as_int,
                            axis, check_tensor, torch_call)
 from .op_arguments import table_rule as _table_rule
+from .op_arguments import array_like as _array_like
 from .op_arguments import contig as _contig
 from .op_arguments import empty as _empty
 from .op_arguments import index_tensor as _index_tensor
@@ -144,24 +145,11 @@ def _execute(launch, operands: tuple, like):
         elif kind == "value":
             args[param] = spec[1]
         elif kind == "array":  # a literal array, where the operands live
-            args[param] = _like(like, spec[1])
+            args[param] = _array_like(like, spec[1])
         else:
             err = args[param] = _zeros(like, (1,), np.int32)
     _run(launch.proc, **args)
     return (operands[0] if out is None else out), err
-
-
-def _like(like, host: np.ndarray):
-    """The numpy array ``host`` where ``like`` lives (a copy on a device)."""
-    if not _is_device(like):
-        return host
-    if hasattr(like, "new_empty"):  # torch
-        import torch
-
-        return torch.as_tensor(host, device=like.device)
-    import cupy
-
-    return cupy.asarray(host)
 
 
 def _with_dtype(attrs: dict, dt: str) -> dict:

@@ -317,7 +317,8 @@ def paged_rows(causal: bool = False, page: int = 0, dt: str = "f32", window: int
     name = "attention_gqa_rows" + ("_causal" if causal else "") + \
         (f"_paged{page}" if page else "") + options_suffix(window, softcap, alibi) + \
         ("" if dt == "f32" else f"_{dt}")
-    sig = sig_text("d", page, dt, "i32", softcap, alibi).replace("(bt: size,", "(d: size, bt: size,", 1)
+    sig = sig_text("d", page, dt, "i32", softcap, alibi).replace(
+        "(bt: size,", "(d: size, bt: size,", 1)
     ok = attended("j", causal, "i", window)
     kj, vj = (load_of(f"{a}[" + _row(page, "j", "e") + "]", dt) for a in ("k", "v"))
     bad_page = (f"if table[b, j // {page}] < 0 or table[b, j // {page}] >= pages:\n"
@@ -445,5 +446,6 @@ def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None,
     return out
 
 
-__all__ = ["paged_rows", "paged_kernel", "paged_text", "combine_text", "plan_gqa", "gqa_reference", "kernel_name",
+__all__ = ["paged_rows", "paged_kernel", "paged_text", "combine_text", "plan_gqa",
+           "gqa_reference", "kernel_name",
            "HEAD_DIMS", "PAGE_SIZES", "CHUNK"]

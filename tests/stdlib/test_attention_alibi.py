@@ -223,8 +223,10 @@ def test_scripts_take_the_slopes_as_an_optional_trailing_list(emulator):
         got = graph.compile(_SCRIPT.format(args=args)).evaluate({"q": q, "k": k})
         want = attention_reference(q, k, k, args[0] == "1", 30, None, window, softcap, slopes)
         close(np.asarray(got, np.float64), want, "f32")
-    for args, match in (("1, 0, 0, [0.5]", "2 finite slopes"), ("1, 0, 0, 0.5", "list of numbers"),
-                        ("1, 0, 0, [0.5, x]", "finite number"), ("1, 0, 0, [0.5, 1e999]", "finite")):
+    for args, match in (("1, 0, 0, [0.5]", "2 finite slopes"),
+                        ("1, 0, 0, 0.5", "list of numbers"),
+                        ("1, 0, 0, [0.5, x]", "finite number"),
+                        ("1, 0, 0, [0.5, 1e999]", "finite")):
         with pytest.raises(gpudsl.GraphError, match=match) as e:
             graph.parse(_SCRIPT.format(args=args))
         assert e.value.line == 3, args
