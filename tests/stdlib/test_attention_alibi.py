@@ -201,6 +201,21 @@ def test_attention_node_takes_alibi(emulator):
         graph.AttentionNode(q, k, v, alibi_slopes=[np.inf] * 8)
 
 
+def test_paged_attention_node_takes_alibi(emulator):
+    q, k, v, table, ln = make(2, 1, 4, 1, 32, [37, 20], 16)
+    bt, h, m, d = q.shape
+    kv = k.reshape(k.shape[0], 16, d)
+    node = graph.AttentionNode(graph.InputTensor("q", "float32", [bt * h, m, d]), kv,
+                               v.reshape(kv.shape), causal=True, alibi_slopes=SLOPES[:4],
+                               block_table=graph.InputTensor("t", "int64", table.shape),
+                               seq_lens=graph.InputTensor("n", "int64", [bt]))
+    assert ", 1, 0, 0, [0.5, 0.25, 0.125, 0.0625]);" in graph.to_script(node).script
+    got = graph.compile(node).evaluate({"q": q.reshape(bt * h, m, d),
+                                        "t": table.astype(np.int64), "n": ln.astype(np.int64)})
+    want = gqa_reference(q, k, v, ln, True, table, None, None, None, SLOPES[:4])
+    close(np.asarray(got, np.float64).reshape(q.shape), want, "f32")
+
+
 def test_prefill_node_takes_alibi(emulator):
     q, k, v = inputs(2, 9, 40, 32)
     node = graph.AttentionNode(graph.InputTensor("q", "float32", q.shape), k, v,
