@@ -68,6 +68,8 @@ def alibi_arg(q, heads: int, slopes):
     shape = check_tensor("alibi_slopes", slopes, ranks=(1,), dtypes=("float32",))
     require(tuple(shape) == (heads,), f"alibi_slopes has shape {tuple(shape)}, expected "
             f"({heads},): one slope a query head")
+    require(_is_device(slopes) == _is_device(q), "alibi_slopes must live where q does "
+            f"(q {'on a device' if _is_device(q) else 'on the host'})")
     return contig(slopes)
 
 

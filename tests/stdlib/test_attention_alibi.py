@@ -185,6 +185,18 @@ def test_ops_attention_refuses_bad_slopes(slopes, match):
         ops.attention(q, k, v, alibi_slopes=slopes)
 
 
+def test_ops_attention_refuses_slopes_elsewhere_than_q():
+    """Slopes on a device for host q (or the reverse) would be read through a pointer
+    of the other memory: refused before any kernel runs."""
+    class OnDevice:  # a float32 [2] array that says it lives on a CUDA device
+        shape, dtype = (2,), np.dtype(np.float32)
+        __cuda_array_interface__ = {}
+
+    q, k, v = inputs(2, 1, 10, 64)
+    with pytest.raises(gpudsl.Error, match="where q does"):
+        ops.attention(q, k, v, alibi_slopes=OnDevice())
+
+
 def test_attention_node_takes_alibi(emulator):
     q, k, v = inputs(8, 1, 40, 64, hk=2)
     node = graph.AttentionNode(graph.InputTensor("q", "float32", q.shape), k, v,
