@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
+
 from ..ir.types import SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, insert_sync, lift_alloc, make_tma,
@@ -91,10 +93,10 @@ def sm90_nn_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: i
     return schedule_matmul_sm90_nn(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, clip=clip)
 
 
-def plan_matmul_sm90_nn(shape_a: tuple, shape_b: tuple, dt: str, **opts) -> tuple[Proc, dict]:
-    """The derived kernel for ``a[m, n] @ b[n, k]`` and its size arguments: ``opts``,
-    else the 128 x 256 tile where it divides the shape, else 64 x 128, else a clipped
-    kernel whose ``bk`` (64, 32 or 16) divides the reduction ``n``; refused otherwise."""
+def choose_sm90_nn(shape_a: tuple, shape_b: tuple, dt: str, **opts) -> tuple[dict, bool]:
+    """``(tile, clip)`` for ``a[m, n] @ b[n, k]``: ``opts``, else the 128 x 256 tile where
+    it divides the shape, else 64 x 128, else a clipped kernel whose ``bk`` (64, 32 or 16)
+    divides the reduction ``n`` (``k`` a multiple of 8); refused otherwise."""
     require(dt in ("f16", "bf16"), f"the sm_90a GEMM multiplies f16 or bf16, not {dt}")
     require(len(shape_a) == 2 and len(shape_b) == 2 and shape_a[1] == shape_b[0],
             f"a[m, n] @ b[n, k]: shapes {shape_a} and {shape_b} do not match")
@@ -103,19 +105,63 @@ def plan_matmul_sm90_nn(shape_a: tuple, shape_b: tuple, dt: str, **opts) -> tupl
     clip = opts.pop("clip", None)
     tiles = [dict(DEFAULTS, **opts)] if opts else [dict(WIDE), dict(DEFAULTS)]
     tiles = [{x: v for x, v in t.items() if x != "swizzle"} for t in tiles]
-    binds = dict(m=m, n=n, k=k)
     if not clip:
         for t in tiles:
             if m % (64 * t["wgs"]) == 0 and k % t["bn"] == 0 and n % t["bk"] == 0:
-                return sm90_nn_kernel(dt, **t), binds
+                return t, False
     ks = [tiles[0]["bk"]] if opts.get("bk") else [64, 32, 16]
     for bk in ks:
         if n % bk == 0 and k % 8 == 0:
-            return sm90_nn_kernel(dt, **dict(tiles[0], bk=bk), clip=True), binds
+            return dict(tiles[0], bk=bk), True
     raise NodeError(f"the sm_90a GEMM needs the reduction a multiple of "
                     f"{' or '.join(map(str, ks))} and the columns of 8; not {m}x{n} @ "
-                    f"{n}x{k}", None,
-                    "gpudsl.ops.matmul takes every shape")
+                    f"{n}x{k}", None, "gpudsl.ops.matmul takes every shape")
 
 
-__all__ = ["schedule_matmul_sm90_nn", "sm90_nn_kernel", "plan_matmul_sm90_nn"]
+def plan_matmul_sm90_nn(shape_a: tuple, shape_b: tuple, dt: str, **opts) -> tuple[Proc, dict]:
+    """The derived kernel for ``a[m, n] @ b[n, k]`` (:func:`choose_sm90_nn`) and its size
+    arguments."""
+    tile, clip = choose_sm90_nn(shape_a, shape_b, dt, **opts)
+    (m, n), k = shape_a, shape_b[1]
+    return sm90_nn_kernel(dt, **tile, clip=clip), dict(m=m, n=n, k=k)
+
+
+def small_shape(tile: dict, clip: bool) -> tuple:
+    """A small ``(m, n, k)`` the kernel of ``tile`` serves: two block tiles (plus an
+    edge when ``clip``), three k tiles; sums of small integers there are exact."""
+    m, k = 128 * tile["wgs"], 2 * tile["bn"]
+    return (m + 5 * clip, 3 * tile["bk"], k + 8 * clip)
+
+
+def plan_on_device(shape_a: tuple, shape_b: tuple, dt: str):
+    """``(proc, bindings)`` of the derived kernel for this shape on the current sm_90a
+    GPU, or None: none serves the shape, or its first run there, on a small exact case,
+    did not equal numpy (:func:`gpudsl.stdlib.first_run.checked_on_device`: a warning
+    says so once, and the caller keeps its other kernels)."""
+    from .first_run import checked_on_device
+
+    try:
+        tile, clip = choose_sm90_nn(shape_a, shape_b, dt)
+    except NodeError:
+        return None
+    p = sm90_nn_kernel(dt, **tile, clip=clip)
+    m, n, k = small_shape(tile, clip)
+    if not checked_on_device(p, lambda: _case(dt, m, n, k)):
+        return None
+    (m, n), k = shape_a, shape_b[1]
+    return p, dict(m=m, n=n, k=k)
+
+
+def _case(dt: str, m: int, n: int, k: int):
+    import ml_dtypes
+
+    rng = np.random.default_rng(17)
+    npdt = np.float16 if dt == "f16" else ml_dtypes.bfloat16
+    a = rng.integers(-3, 4, (m, n)).astype(npdt)
+    b = rng.integers(-3, 4, (n, k)).astype(npdt)
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(npdt)
+    return dict(a=a, b=b, c=np.zeros((m, k), npdt)), {"c": want}
+
+
+__all__ = ["schedule_matmul_sm90_nn", "sm90_nn_kernel", "plan_matmul_sm90_nn", "choose_sm90_nn",
+           "small_shape", "plan_on_device"]
