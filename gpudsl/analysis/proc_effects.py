@@ -350,7 +350,7 @@ class _Collector(Walker):
         """The operands are windows in a layout the hardware reads: the canonical
         ``[2, rows, 8]`` of a plain tile or ``[rows, 16]`` of a tile swizzled with rows of
         its width (a primitive that reshapes an array may break it)."""
-        from ..ir.wgmma_meaning import CORE, K, M, extents, mn_problem, operand_problem
+        from ..ir.wgmma_meaning import M, core_of, extents, k_of, mn_problem, operand_problem
 
         if extents(s.acc) != [s.n // 2]:
             self.issue("mapping", f"the accumulator of wgmma is not one range of {s.n // 2} "
@@ -372,9 +372,10 @@ class _Collector(Walker):
             why = operand_problem(w, len(shape), last, max(1, w.ty.bits // 8),
                                   info.swizzle, rows)
             if why is not None:
+                nb = max(1, w.ty.bits // 8)
                 self.issue("mapping", f"the operand '{w.name}' of wgmma is not a [2, {rows}, "
-                           f"{CORE}] or [{rows}, {K}] window in a layout the hardware reads: "
-                           f"{why}", [s.loc])
+                           f"{core_of(nb)}] or [{rows}, {k_of(nb)}] window in a layout the "
+                           f"hardware reads: {why}", [s.loc])
 
     def alloc(self, s: Alloc, st):
         super().alloc(s, st)

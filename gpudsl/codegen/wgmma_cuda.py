@@ -39,8 +39,8 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir.nodes import Const, For, Interval, Wgmma, WgmmaCommit, WgmmaWait
 from ..ir.visitor import walk
-from ..ir.wgmma_meaning import (CORE, CORE_BYTES, intervals, is_swizzled_form, mn_problem,
-                                operand_problem)
+from ..ir.wgmma_meaning import (CORE_BYTES, core_of, intervals, is_swizzled_form, k_of,
+                                mn_problem, operand_problem)
 
 PREFIX = "gpudsl_wgmma_m64n"
 
@@ -140,13 +140,16 @@ __device__ __forceinline__ void gpudsl_reg_fence(float& r) {
 }
 #ifdef GPUDSL_EMULATOR
 // element (r, k) of an operand through its descriptor: the canonical layout at
-// p + (k / 8) * lbo + (r / 8) * sbo + (r % 8) * 16 + (k % 8) * 2; a swizzled one's
-// row-major offset (r / 8) * sbo + (r % 8) * w + col + 2 * k from the period-aligned row0,
-// swizzled as gpudsl_swz does (the 16-byte chunk XOR the 128-byte line modulo w / 16)
+// p + (k / c) * lbo + (r / 8) * sbo + (r % 8) * 16 + (k % c) * size (c = 16 / size: the
+// elements of a 16-byte core-matrix row); a swizzled one's row-major offset
+// (r / 8) * sbo + (r % 8) * w + col + size * k from the period-aligned row0, swizzled as
+// gpudsl_swz does (the 16-byte chunk XOR the 128-byte line modulo w / 16)
 template <class T>
 static inline T gpudsl_wgmma_elem(const gpudsl_wgmma_desc& d, int r, int k) {
+  const int c = 16 / (int)sizeof(T);
   if (!d.w)
-    return *(const T*)(d.p + (k / 8) * d.lbo + (r / 8) * d.sbo + (r % 8) * 16 + (k % 8) * 2);
+    return *(const T*)(d.p + (k / c) * d.lbo + (r / 8) * d.sbo + (r % 8) * 16
+                       + (k % c) * (int)sizeof(T));
   unsigned long long o = (unsigned long long)((r / 8) * d.sbo + (r % 8) * d.w + d.col + k * sizeof(T));
   o ^= ((o >> 7) & (unsigned long long)(d.w / 16 - 1)) << 4;
   return *(const T*)(d.p + o);
@@ -169,8 +172,19 @@ static inline T gpudsl_wgmma_elem_mn(const gpudsl_wgmma_desc& d, int n, int k) {
   o ^= ((o >> 7) & (unsigned long long)(d.w / 16 - 1)) << 4;
   return *(const T*)(d.p + o);
 }
-// one thread's share of D += A @ B (m64nNk16), read through the descriptors (MN: B is
-// MN-major, imm-trans-b = 1)
+// an operand as the tensor cores read it: a half widened; an f32 as tf32, its low 13
+// mantissa bits dropped (gpudsl.ir.wgmma_meaning.tf32_truncate)
+static inline float gpudsl_wgmma_in(__half x) { return (float)x; }
+static inline float gpudsl_wgmma_in(__nv_bfloat16 x) { return (float)x; }
+static inline float gpudsl_wgmma_in(float x) {
+  unsigned u;
+  __builtin_memcpy(&u, &x, 4);
+  u &= 0xffffe000u;
+  __builtin_memcpy(&x, &u, 4);
+  return x;
+}
+// one thread's share of D += A @ B (m64nNk16; k8 of f32 read as tf32), read through the
+// descriptors (MN: B is MN-major, imm-trans-b = 1)
 template <class T, bool MN = false>
 static inline void gpudsl_wgmma_emu(float* const* d, int n, gpudsl_wgmma_desc da,
                                     gpudsl_wgmma_desc db) {
@@ -180,10 +194,10 @@ static inline void gpudsl_wgmma_emu(float* const* d, int n, gpudsl_wgmma_desc da
     const int r = 16 * (lane / 32) + (lane % 32) / 4 + 8 * ((i / 2) % 2);
     const int c = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
     float s = *d[i];
-    for (int k = 0; k < 16; ++k) {
+    for (int k = 0; k < 32 / (int)sizeof(T); ++k) {
       const T a = gpudsl_wgmma_elem<T>(da, r, k);
       const T b = MN ? gpudsl_wgmma_elem_mn<T>(db, c, k) : gpudsl_wgmma_elem<T>(db, c, k);
-      s += (float)a * (float)b;
+      s += gpudsl_wgmma_in(a) * gpudsl_wgmma_in(b);
     }
     *d[i] = s;
   }
@@ -196,27 +210,32 @@ MN_SUFFIX = "_mn"
 
 
 def helper_name(n: int, ty, b_major: str = "k") -> str:
+    if ty.name == "f32":
+        return f"{PREFIX}{n}k8_tf32"
     return f"{PREFIX}{n}k16_{ty.name}" + (MN_SUFFIX if b_major == "mn" else "")
 
 
 def shape_helper(name: str) -> str:
     """The C text of ``gpudsl_wgmma_m64n<N>k16_<f16|bf16>[_mn]`` (``_mn``: B MN-major,
-    ``imm-trans-b = 1``)."""
+    ``imm-trans-b = 1``) or ``gpudsl_wgmma_m64n<N>k8_tf32`` (f32 operands read as tf32,
+    both K-major: the tf32 form has no transpose immediates)."""
     mn = name.endswith(MN_SUFFIX)
-    n, ty = name[len(PREFIX):len(name) - (len(MN_SUFFIX) if mn else 0)].split("k16_")
+    tail = name[len(PREFIX):len(name) - (len(MN_SUFFIX) if mn else 0)]
+    n, ty = tail.split("k8_") if tail.endswith("k8_tf32") else tail.split("k16_")
     n = int(n)
+    kdim, trans = (8, "") if ty == "tf32" else (16, f", 0, {int(mn)}")
     regs = n // 2
     params = ", ".join(f"float& d{i}" for i in range(regs))
     outs = ", ".join(f'"+f"(d{i})' for i in range(regs))
     dlist = ", ".join(f"%{i}" for i in range(regs))
-    emu_t = "__half" if ty == "f16" else "__nv_bfloat16"
+    emu_t = {"f16": "__half", "bf16": "__nv_bfloat16", "tf32": "float"}[ty]
     ptrs = ", ".join(f"&d{i}" for i in range(regs))
     return (f"__device__ __forceinline__ void {name}(gpudsl_wgmma_desc da, gpudsl_wgmma_desc db, "
             f"{params}) {{\n"
             "#ifdef GPUDSL_WGMMA_PTX\n"
             f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 2}, 0;\\n"\n'
-            f'               " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} '
-            f'{{{dlist}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, {int(mn)};\\n}}\\n"\n'
+            f'               " wgmma.mma_async.sync.aligned.m64n{n}k{kdim}.f32.{ty}.{ty} '
+            f'{{{dlist}}}, %{regs}, %{regs + 1}, p, 1, 1{trans};\\n}}\\n"\n'
             f"               : {outs}\n"
             f'               : "l"(da), "l"(db), "r"(1));\n'
             "#else\n"
@@ -260,8 +279,9 @@ def _descriptor(kw, w, s: Wgmma, rows: int) -> str:
         return _mn_descriptor(kw, w, s, info, nbytes, last)
     why = operand_problem(w, len(info.shape), last, nbytes, info.swizzle, rows)
     if why is not None or info.pointer:
-        raise _err(f"the operand `{w.name}[...]` of wgmma is not a [2, {rows}, 8] window of a "
-                   f"plain SHARED tile nor a [{rows}, 16] one of a swizzled tile here: "
+        raise _err(f"the operand `{w.name}[...]` of wgmma is not a [2, {rows}, "
+                   f"{core_of(nbytes)}] window of a plain SHARED tile nor a [{rows}, "
+                   f"{k_of(nbytes)}] one of a swizzled tile here: "
                    f"{why or 'it is not a SHARED array'}",
                    s.loc, "pass whole SHARED arrays (or windows of them) to wgmma")
     first = tuple(p.lo if isinstance(p, Interval) else p.pt for p in w.idx)
@@ -274,7 +294,7 @@ def _descriptor(kw, w, s: Wgmma, rows: int) -> str:
     for d in info.shape[k0 + 1:]:
         stride *= int(d)
     return (f"gpudsl_wgmma_make_desc(&{kw.access(w.name, first, s.loc)}, "
-            f"{stride * nbytes}u, {CORE * CORE * nbytes}u)")
+            f"{stride * nbytes}u, {8 * CORE_BYTES}u)")
 
 
 def _mn_descriptor(kw, w, s: Wgmma, info, nbytes: int, last) -> str:

@@ -672,7 +672,9 @@ assert y[0] == 510.0
        "(proved). `wgmma(acc, a, b, b_major=\"mn\")` takes B stored K x N (N contiguous, the "
        "PTX ISA's transposed B): `b` a `[N // E, 16, E]` window (`b[c, kk, j]` = B[kk, E c + j]; "
        "`[16, N]` when N = E) whose last range is a whole row of E elements, 8 of a plain tile "
-       "or W / 2 of a swizzled one, its rows at the swizzle's period (proved). Asynchronous: "
+       "or W / 2 of a swizzled one, its rows at the swizzle's period (proved). f32 operands "
+       "make the TF32 wgmma (m64nNk8, K-major only: windows `[2, rows, 4]` or `[rows, 8]`), "
+       "each operand read as tf32 (its low 13 mantissa bits dropped). Asynchronous: "
        "the accumulator may not be touched, nor the operands written, until "
        "the `wgmma_wait` that completes its group. See [Hopper](hopper.md#warpgroup-mma-wgmma).",
        '''

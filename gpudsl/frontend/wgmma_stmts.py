@@ -9,7 +9,9 @@ exactly ``W`` bytes, windows ``[64, 16]`` and ``[N, 16]`` (``a_s[r0:r0 + 64, c0:
 the swizzled K-major form, whose tile check() and codegen verify); N is a multiple of 8
 from 8 to 256.  ``wgmma(acc, a, b, b_major="mn")`` takes B stored K x N (N contiguous):
 ``b_s[c0:c0 + N // E, k0:k0 + 16, 0:E]`` (or ``b_s[k0:k0 + 16, 0:N]`` when N = E), E the
-elements of a row of ``b_s`` (8 of a plain tile, ``W // 2`` of a swizzled one).
+elements of a row of ``b_s`` (8 of a plain tile, ``W // 2`` of a swizzled one).  f32
+operands make a tf32 wgmma (k8: windows ``[2, 64, 4]`` / ``[2, N, 4]``, or ``[64, 8]`` /
+``[N, 8]`` of swizzled tiles), K-major only.
 """
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ import ast
 
 from ..ir.nodes import Const, Interval, Wgmma, WgmmaCommit, WgmmaWait, WindowArg
 from ..ir.types import INDEX, f32
-from ..ir.wgmma_meaning import (AB_TYPES, B_MAJORS, CORE, K, M, N_MAX, extents, mn_problem,
-                                 operand_problem)
+from ..ir.wgmma_meaning import (AB_TYPES, B_MAJORS, HALF_TYPES, M, N_MAX, core_of, extents,
+                                 k_of, mn_problem, operand_problem)
 
 WGMMA_FUNCS = ("wgmma", "wgmma_commit", "wgmma_wait")
 
@@ -61,16 +63,16 @@ def _acc(parser, node):
 def _ab(parser, node, what: str, rows: int):
     w, sym = _operand(parser, node)
     if not sym.mem.per_block or sym.ty.name not in AB_TYPES:
-        raise parser.err(node, f"the {what} operand of wgmma is a SHARED array of f16 or "
-                         f"bf16; '{w.name}' is a {sym.mem.name} array of {sym.ty.name}",
-                         "stage the tile into SHARED memory")
+        raise parser.err(node, f"the {what} operand of wgmma is a SHARED array of f16, bf16 "
+                         f"or f32 (read as tf32); '{w.name}' is a {sym.mem.name} array of "
+                         f"{sym.ty.name}", "stage the tile into SHARED memory")
     last = sym.shape[-1].val if sym.shape and isinstance(sym.shape[-1], Const) else None
-    why = operand_problem(w, len(sym.shape), last, sym.ty.bits // 8,
-                          getattr(sym, "swizzle", None), rows)
+    nb = sym.ty.bits // 8
+    why = operand_problem(w, len(sym.shape), last, nb, getattr(sym, "swizzle", None), rows)
     if why is not None:
         raise parser.err(node, f"the {what} operand `{ast.unparse(node)}` of wgmma is not a "
-                         f"[2, {rows}, {CORE}] or [{rows}, {K}] window in a layout the "
-                         f"hardware reads: {why}", _FORM)
+                         f"[2, {rows}, {core_of(nb)}] or [{rows}, {k_of(nb)}] window in a "
+                         f"layout the hardware reads: {why}", _FORM)
     return w
 
 
@@ -95,10 +97,11 @@ def _b_major(parser, v: ast.Call, fname: str) -> str:
 
 def _b_mn(parser, node, n: int):
     w, sym = _operand(parser, node)
-    if not sym.mem.per_block or sym.ty.name not in AB_TYPES:
-        raise parser.err(node, f"the B operand of wgmma is a SHARED array of f16 or bf16; "
-                         f"'{w.name}' is a {sym.mem.name} array of {sym.ty.name}",
-                         "stage the tile into SHARED memory")
+    if not sym.mem.per_block or sym.ty.name not in HALF_TYPES:
+        raise parser.err(node, f"an MN-major B operand of wgmma is a SHARED array of f16 or "
+                         f"bf16 (a tf32 wgmma reads K-major operands only); '{w.name}' is a "
+                         f"{sym.mem.name} array of {sym.ty.name}",
+                         "stage the tile into SHARED memory (f32: store B N x K, K-major)")
     last = sym.shape[-1].val if sym.shape and isinstance(sym.shape[-1], Const) else None
     why = mn_problem(w, len(sym.shape), last, sym.ty.bits // 8,
                      getattr(sym, "swizzle", None), n)

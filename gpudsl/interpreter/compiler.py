@@ -17,6 +17,7 @@ from ..ir.nodes import ProcDef
 from ..ir.numeric import shift_left, shift_right
 from ..ir.procdef import as_procdef
 from ..ir.types import DTYPES
+from ..ir.wgmma_meaning import tf32_truncate
 from . import runtime as rt
 from . import warp_execution as warps
 from .emit_stmt import ProcEmitter, _async_outside
@@ -38,6 +39,7 @@ def _base_env() -> dict:
         "_callee_assert": rt.callee_assert, "_bad_dim": rt.bad_dim,
         "_const_write": rt.const_write, "_warp_loop": warps.warp_loop,
         "_no_warp": warps.no_warp, "_async_outside": _async_outside,
+        "_tf32": tf32_truncate,   # a tf32 wgmma's operands (gpudsl.ir.wgmma_meaning)
     }
     for name, ty in DTYPES.items():
         if ty.numpy is not None:

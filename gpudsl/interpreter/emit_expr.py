@@ -19,6 +19,7 @@ from ..ir.nodes import BinOp, Builtin, Collective, Const, Expr, Read, UnOp, Var
 from ..ir.numeric import in_width
 from ..ir.printer import print_expr
 from ..ir.types import DType, INDEX
+from ..ir.wgmma_meaning import TF32
 from .runtime import AccessSite, wrap_expr
 from .warp_execution import Site
 
@@ -200,6 +201,8 @@ class ExprEmitter:
             return wrap_expr(out, ty.bits) if ty.kind == "int" else out
         if n in ("exp", "log", "sqrt", "tanh", "sin", "cos", "erf", "rsqrt", "pow"):
             return f"_np_{n}({', '.join(self.ex_as(a, ty) for a in e.args)})"
+        if n == TF32:   # an f32 operand of a tf32 wgmma, as the tensor cores read it
+            return f"_tf32({self.ex(e.args[0])})"
         if n == "select":
             c, a, b = e.args
             return f"({self.ex_as(a, ty)} if {self.ex(c)} else {self.ex_as(b, ty)})"

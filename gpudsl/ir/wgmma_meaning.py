@@ -43,6 +43,14 @@ three ranges are the array's last three dimensions (the two, its last two).
 tiles (the rows start at a multiple of the period, and the blocks of ``E`` columns lie
 a whole number of periods apart).
 
+**TF32** (f32 operands): ``a`` and ``b`` SHARED f32 arrays make the PTX ISA's
+``wgmma.mma_async .m64nNk8.f32.tf32.tf32``: K = 8 per wgmma, K-major only, the canonical
+windows ``[2, 64, 4]`` / ``[2, N, 4]`` (core-matrix rows of 4 f32, 16 bytes) or the
+swizzled ``[64, 8]`` / ``[N, 8]`` of tiles with rows of ``W`` bytes (``f32[rows, W / 4]``).
+Each operand is read as tf32, its low 13 mantissa bits dropped (:func:`tf32_truncate`, the
+tensor cores' reading; values already rounded to tf32 pass unchanged), then multiplied
+and summed in f32 as above.
+
 **Asynchrony** (as :mod:`gpudsl.ir.async_copy_meaning`, a family of its own): ``wgmma`` adds its
 operation to the thread's open wgmma group; ``wgmma_commit`` closes it; ``wgmma_wait(n)``
 completes every committed group but the ``n`` most recent.  Between a wgmma and the wait
@@ -72,7 +80,9 @@ CORE = 8              # halves in a 16-byte core-matrix row
 CORE_BYTES = 16       # bytes in a row of a core matrix
 B_MAJORS = ("k", "mn")   # how B is stored: N x K (K contiguous) or K x N (N contiguous)
 N_MAX = 256
-AB_TYPES = ("f16", "bf16")
+HALF_TYPES = ("f16", "bf16")
+AB_TYPES = HALF_TYPES + ("f32",)   # f32: read as tf32 (m64nNk8)
+TF32 = "tf32"         # the meaning's rounding of an f32 operand (:func:`tf32_truncate`)
 WGMMA_STMTS = (Wgmma, WgmmaCommit, WgmmaWait)
 I_VAR, K_VAR = "__wg_i", "__wg_k"   # the loops of :func:`elements`
 
@@ -109,10 +119,20 @@ def extents(w: WindowArg) -> list:
     return [const_extent(p.lo, p.hi) for _, p in intervals(w)]
 
 
+def k_of(elem_bytes: int) -> int:
+    """K of one wgmma: 32 bytes of elements (16 halves; 8 f32 read as tf32)."""
+    return 2 * CORE_BYTES // elem_bytes
+
+
+def core_of(elem_bytes: int) -> int:
+    """The elements of a 16-byte core-matrix row (8 halves, 4 f32)."""
+    return CORE_BYTES // elem_bytes
+
+
 def layout_problem(w: WindowArg, rank: int, last: Optional[int], want: tuple) -> Optional[str]:
     """Why window ``w`` of an array of ``rank`` dimensions (the last of extent ``last``,
-    None if not constant) is not a ``want``-shaped (``(2, R, 8)``) canonical operand, or
-    None."""
+    None if not constant) is not a ``want``-shaped (``(2, R, 8)``; of f32, ``(2, R, 4)``)
+    canonical operand, or None."""
     iv = intervals(w)
     if len(iv) != 3:
         return f"it has {len(iv)} range(s); an operand of wgmma has 3: [2, rows, 8]"
@@ -123,8 +143,9 @@ def layout_problem(w: WindowArg, rank: int, last: Optional[int], want: tuple) ->
     (k0, _), (k1, _), (k2, p2) = iv
     if k2 != rank - 1 or k1 != rank - 2:
         return "its last two ranges must be the array's last two dimensions"
-    if last != CORE or p2.lo != Const(0) or not (isinstance(p2.hi, Const) and p2.hi.val == CORE):
-        return (f"its last range must be a whole last dimension of {CORE} elements (`0:{CORE}`,"
+    core = want[2]
+    if last != core or p2.lo != Const(0) or not (isinstance(p2.hi, Const) and p2.hi.val == core):
+        return (f"its last range must be a whole last dimension of {core} elements (`0:{core}`,"
                 " 16 bytes: one row of a core matrix)")
     return None
 
@@ -135,12 +156,13 @@ def swizzled_problem(w: WindowArg, rank: int, last: Optional[int], elem_bytes: i
     is not a ``[rows, 16]`` K-major operand of a tile swizzled with ``swizzle`` bytes
     (None: not known yet, the shape only), or None."""
     iv = intervals(w)
+    k = k_of(elem_bytes)
     if len(iv) != 2:
-        return f"it has {len(iv)} range(s); a swizzled operand of wgmma has 2: [rows, {K}]"
+        return f"it has {len(iv)} range(s); a swizzled operand of wgmma has 2: [rows, {k}]"
     got = extents(w)
-    if tuple(got) != (rows, K):
+    if tuple(got) != (rows, k):
         shown = ", ".join("?" if g is None else str(g) for g in got)
-        return f"its ranges have extents [{shown}], not [{rows}, {K}]"
+        return f"its ranges have extents [{shown}], not [{rows}, {k}]"
     (k0, _), (k1, _) = iv
     if k1 != rank - 1 or k0 != rank - 2:
         return "its two ranges must be the array's last two dimensions"
@@ -160,15 +182,16 @@ def operand_problem(w: WindowArg, rank: int, last: Optional[int], elem_bytes: in
                     swizzle: Optional[int], rows: int) -> Optional[str]:
     """Why ``w`` is neither a canonical ``[2, rows, 8]`` operand of a plain tile nor a
     swizzled ``[rows, 16]`` one (``swizzle`` None: the shape only), or None."""
+    k, core = k_of(elem_bytes), core_of(elem_bytes)
     if len(intervals(w)) == 2:
         return swizzled_problem(w, rank, last, elem_bytes, swizzle, rows)
     if swizzle:
-        return (f"its tile is swizzled ({swizzle} bytes): name a [{rows}, {K}] window of it "
+        return (f"its tile is swizzled ({swizzle} bytes): name a [{rows}, {k}] window of it "
                 f"(rows of exactly {swizzle} bytes)")
-    why = layout_problem(w, rank, last, (2, rows, CORE))
+    why = layout_problem(w, rank, last, (2, rows, core))
     if why is not None and len(intervals(w)) != 3:
-        return (f"it has {len(intervals(w))} range(s): an operand is [2, {rows}, {CORE}] "
-                f"(a plain tile) or [{rows}, {K}] (a swizzled tile)")
+        return (f"it has {len(intervals(w))} range(s): an operand is [2, {rows}, {core}] "
+                f"(a plain tile) or [{rows}, {k}] (a swizzled tile)")
     return why
 
 
@@ -275,15 +298,18 @@ class WgmmaElement(Reduce):
 def elements(s: Wgmma, lane) -> tuple:
     """The meaning of ``s`` for the thread of lane ``lane`` (an index expression)."""
     i, k = Var(I_VAR, INDEX), Var(K_VAR, INDEX)
-    h, j = _b("//", k, CORE), _b("%", k, CORE)
     ty = s.a.ty
+    core = core_of(ty.bits // 8)
+    h, j = _b("//", k, core), _b("%", k, core)
     row, col = row_expr(lane, i), col_expr(lane, i)
     ra = Read(s.a.name, _at(s.a, (row, k) if is_swizzled_form(s.a) else (h, row, j)), ty, s.loc)
     rb = Read(s.b.name, _at(s.b, b_coords(s, col, k)), ty, s.loc)
-    prod = BinOp("*", Builtin(f32.name, (ra,), f32, s.loc), Builtin(f32.name, (rb,), f32, s.loc),
+    cast = TF32 if ty == f32 else f32.name     # f32 operands are read as tf32
+    prod = BinOp("*", Builtin(cast, (ra,), f32, s.loc), Builtin(cast, (rb,), f32, s.loc),
                  f32, s.loc)
     red = WgmmaElement(s.acc.name, _at(s.acc, (i,)), "+", prod, s.loc, wgmma=s)
-    inner = For(K_VAR, Const(0), Const(K), (red,), "seq", None, False, s.loc)
+    inner = For(K_VAR, Const(0), Const(k_of(ty.bits // 8)), (red,), "seq", None, False,
+                s.loc)
     return (For(I_VAR, Const(0), Const(s.n // 2), (inner,), "seq", None, False, s.loc),)
 
 
@@ -296,7 +322,19 @@ def b_coords(s: Wgmma, col, k) -> tuple:
         return (_b("//", col, e), k, _b("%", col, e))
     if is_swizzled_form(s.b):
         return (col, k)
-    return (_b("//", k, CORE), col, _b("%", k, CORE))
+    core = core_of(s.b.ty.bits // 8)
+    return (_b("//", k, core), col, _b("%", k, core))
+
+
+def tf32_truncate(x):
+    """``x`` (f32, numpy scalar or array) as the tensor cores read an f32 operand of a
+    tf32 MMA: its low 13 mantissa bits dropped (sign, exponent and 10 mantissa bits kept),
+    as the stdlib's mma.sync tf32 kernels' meaning (``gpudsl.stdlib.matmul_tf32``) and the
+    emulator do."""
+    import numpy as np
+    a = np.asarray(x, dtype=np.float32)
+    out = (a.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    return out if out.ndim else np.float32(out)
 
 
 def wgmma_of(stmt) -> Optional[Wgmma]:
@@ -326,6 +364,7 @@ FAMILIES = (COPIES, WGMMAS)
 __all__ = ["chained", "WGMMAS", "FAMILIES", "WARPGROUP", "M", "K", "CORE", "N_MAX", "AB_TYPES", "WGMMA_STMTS", "uses_wgmma",
            "n_values", "frag_row", "frag_col", "intervals", "extents", "layout_problem",
            "swizzled_problem", "operand_problem", "is_swizzled_form", "mn_problem",
-           "b_problem", "b_coords", "row_elements", "CORE_BYTES", "B_MAJORS",
+           "b_problem", "b_coords", "row_elements", "CORE_BYTES", "B_MAJORS", "HALF_TYPES",
+           "TF32", "tf32_truncate", "k_of", "core_of",
            "row_expr", "col_expr", "lane_of", "WgmmaElement", "elements", "wgmma_of",
            "same_shape"]

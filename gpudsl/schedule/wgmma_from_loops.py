@@ -24,7 +24,7 @@ from ..ir.nodes import (Alloc, BinOp, Builtin, Const, For, Interval, Point, Read
                         Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
 from ..ir.types import INDEX, THREADS, f32
 from ..ir.visitor import free_vars, substitute, walk
-from ..ir.wgmma_meaning import AB_TYPES, CORE, K, M, N_MAX, WARPGROUP, col_expr, row_expr
+from ..ir.wgmma_meaning import CORE, HALF_TYPES, K, M, N_MAX, WARPGROUP, col_expr, row_expr
 from .cursors import Into
 from .edits import replace
 from .legality import prove
@@ -55,9 +55,11 @@ def _factors(red: Reduce):
     if not ok:
         raise fail("the product is not `f32(a[...]) * f32(b[...])`", red.loc)
     ra, rb = e.lhs.args[0], e.rhs.args[0]
-    if ra.ty != rb.ty or ra.ty.name not in AB_TYPES:
-        raise fail(f"the operands hold {ra.ty.name} and {rb.ty.name}; wgmma multiplies "
-                   "f16 or bf16", red.loc)
+    if ra.ty != rb.ty or ra.ty.name not in HALF_TYPES:
+        raise fail(f"the operands hold {ra.ty.name} and {rb.ty.name}; make_wgmma makes "
+                   "wgmmas of f16 or bf16 (a tf32 wgmma reads f32 operands as tf32, a "
+                   "rounding a nest of f32 products does not make)", red.loc,
+                   "write the tf32 wgmma itself (docs/hopper.md)")
     return ra, rb
 
 

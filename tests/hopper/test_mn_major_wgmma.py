@@ -333,3 +333,16 @@ def test_make_wgmma_refuses_an_mn_major_b_read_off_the_fragment():
                                            "1 - i % 2]"))
     with pytest.raises(SchedulingError, match="fails for the witness"):
         make_wgmma(p, "t #1")
+
+
+def test_primitives_keep_an_mn_major_operand_or_refuse():
+    from gpudsl import SchedulingError
+    from gpudsl import schedule as S
+    p = proc_from_source(mn_src(128, 128))
+    q = S.unroll_loop(p, "kk")                       # four wgmmas, each still MN-major
+    assert str(q).count('b_major="mn"') == 4 and q.check(target="sm_90a").ok
+    for width in (0, 64):                            # rows of 128 bytes fit only the 128B swizzle
+        with pytest.raises(SchedulingError, match="MN-major B operand"):
+            S.set_swizzle(p, "b_s", width)
+    with pytest.raises(SchedulingError, match="wgmma"):
+        S.pad_dim(p, "b_s", 1, 8)

@@ -61,7 +61,7 @@ BAD = [
     ("wgmma(acc[t, 0:32], a3[0:2, 0:64, 0:8], b_s[0:2, 0:32, 0:8])", "not [2, 64, 8]"),
     ("wgmma(acc[t, 0:32], a_s, z)", "hold one type"),
     ("wgmma(x[0:2, 0:16], a_s, b_s)", "REGISTER array of f32"),
-    ("wgmma(acc[t, 0:32], x, b_s)", "SHARED array of f16 or bf16"),
+    ("wgmma(acc[t, 0:32], x, b_s)", "SHARED array of f16, bf16 or f32"),
     ("wgmma(acc[t, 0:t], a_s, b_s)", "one range of N // 2"),
     ("wgmma_wait(t)", "integer constant"),
     ("wgmma_commit(1)", "no arguments"),

@@ -36,7 +36,7 @@ from ...ir.nodes import BinOp, Const, Interval
 from ...ir.printer import print_stmt
 from ...ir.smt import SAT, UNKNOWN, Unsupported
 from ...ir.types import INDEX
-from ...ir.wgmma_meaning import K, WARPGROUP, is_swizzled_form, wgmma_of
+from ...ir.wgmma_meaning import WARPGROUP, is_swizzled_form, k_of, wgmma_of
 from ...targets import WGMMA
 from ..check_report import Diagnostic
 from . import Ctx
@@ -162,9 +162,10 @@ def _swizzled_window(ctx: Ctx, acc, info, w, text: str, mn: bool = False):
                        "block come in whole groups of 8)",
                        "give the tile's next-to-last dimension a multiple of 8 rows"))
     elif not mn:
-        checks.append((starts[-1], K, f"its column offset is not a multiple of {K} elements "
-                       f"({K * nbytes} bytes: one k16 step inside the swizzled row)",
-                       f"take the columns as c0:c0 + {K} with c0 a multiple of {K}"))
+        k = k_of(nbytes)
+        checks.append((starts[-1], k, f"its column offset is not a multiple of {k} elements "
+                       f"({k * nbytes} bytes: one k{k} step inside the swizzled row)",
+                       f"take the columns as c0:c0 + {k} with c0 a multiple of {k}"))
     for expr, n, why, hint in checks:
         t = ctx.thread("1")
         what = f"that the swizzled operand '{w.name}' of `{text}` is aligned"

@@ -5,8 +5,8 @@ and waiting in the wgmma's thread loop or at block level, or staging 32 columns 
 issuing two chained wgmmas per step, or staging into tiles swizzled with 32 bytes (16
 columns, one wgmma per step) or 64 bytes (32 columns, two chained wgmmas on windows
 ``[rows, 16]`` at columns 0 and 16), or with B stored K x N (``b_major="mn"``: a plain
-tile of rows of 8, or one swizzled with 32 bytes); the epilogue stores (or adds) the
-fragment.  Now
+tile of rows of 8, or one swizzled with 32 bytes), or of f32 operands (a tf32 wgmma, k8);
+the epilogue stores (or adds) the fragment.  Now
 and then one is broken on purpose (no wait, a wait that leaves the group in flight, no
 barrier after the wait): the primitives must not turn a proved kernel into one that
 touches a wgmma in flight, must not regroup its warpgroup, and must keep every meaning,
@@ -65,9 +65,28 @@ def _mn_major(body: list, n: int, swz: bool) -> list:
     return out
 
 
+_TF32 = (("for j in seq(0, 8):", "for j in seq(0, 4):"),
+         ("16 * ks + 16 * h + 8 * (t % 2) + j", "8 * ks + 8 * h + 4 * (t % 2) + j"),
+         ("0:64, 0:8]", "0:64, 0:4]"))
+
+
+def _tf32(body: list, head: str, n: int):
+    """The "block" form in f32: a tf32 wgmma (k8, windows [2, rows, 4])."""
+    pairs = _TF32 + (("f16[2, 64, 8]", "f32[2, 64, 4]"), (f"f16[2, {n}, 8]", f"f32[2, {n}, 4]"),
+                     (f"0:{n}, 0:8]", f"0:{n}, 0:4]"))
+    out = []
+    for ln in body:
+        for old, new in pairs:
+            ln = ln.replace(old, new)
+        out.append(ln)
+    head = head.replace("f16[64, 16 * n]", "f32[64, 8 * n]").replace(
+        f"f16[{n}, 16 * n]", f"f32[{n}, 8 * n]")
+    return out, head
+
+
 def wgmma_program(r: random.Random, name: str) -> Program:
     N = r.choice([8, 16])
-    form = r.choice(["local", "block", "ktile", "swz32", "swz64", "mn", "mn32"])
+    form = r.choice(["local", "block", "ktile", "swz32", "swz64", "mn", "mn32", "tf32"])
     if form == "mn32":
         N = 16       # whole rows of 16 halves (32 bytes)
     NH = N // 2
@@ -97,7 +116,7 @@ def wgmma_program(r: random.Random, name: str) -> Program:
             "    sync()",
             "    for t in par(0, 128) @ THREADS:"]
     call = f"wgmma(acc[t, 0:{NH}], a_s[2 * s:2 * s + 2, 0:64, 0:8], b_s[2 * s:2 * s + 2, 0:{N}, 0:8])"
-    plain = r.random() < 0.35   # the per-thread product loops that make_wgmma turns into it
+    plain = r.random() < 0.35 and form != "tf32"   # the product loops make_wgmma turns into it
     row = "16 * (t // 32) + t % 32 // 4 + 8 * (i // 2 % 2)"
     col = "8 * (i // 4) + 2 * (t % 4) + i % 2"
     if swz:
@@ -137,6 +156,8 @@ def wgmma_program(r: random.Random, name: str) -> Program:
              + r.choice(["", " * 2.0", " + a"])]
     if form.startswith("mn"):
         body = _mn_major(body, N, form == "mn32")
+    if form == "tf32":
+        body, head = _tf32(body, head, N)
     body = _broken(r, body)
     lines = ["    for b in par(0, 1) @ BLOCKS:"] + ["        " + ln for ln in body]
     return Program("wgmma", name, head + "\n".join(lines) + "\n",
