@@ -444,20 +444,19 @@ def uses_sm80(target) -> bool:
 def plan_matmul_half_for(a_shape, b_shape, dt: str, target=None):
     """(proc, bindings) of the half matmul ``ops.matmul`` and graphs run on ``target``
     (``"cuda"``, ``"emulator"`` or an architecture, :func:`arch_of`):
-    :func:`plan_matmul_sm80` where the architecture has no wgmma (:func:`uses_sm80`);
-    on an sm_90a GPU (``"cuda"``), 2-D, the wgmma kernel
-    (:func:`~gpudsl.stdlib.matmul_sm90_nn.plan_on_device`) where it serves the shape
-    and passed its first run on the device; else today's
-    :func:`~gpudsl.stdlib.matmul_f16.plan_matmul_half` (2-D; batched shapes:
-    :func:`plan_matmul_sm80`)."""
-    if uses_sm80(arch_of(target)) or len(a_shape) == 3:
-        return plan_matmul_sm80(a_shape, b_shape, dt, target)
+    on an sm_90a GPU (``"cuda"``), the wgmma kernel
+    (:func:`~gpudsl.stdlib.matmul_sm90_nn.plan_on_device`, 2-D or batched) where it
+    serves the shape and passed its first run on the device; else
+    :func:`plan_matmul_sm80` where the architecture has no wgmma (:func:`uses_sm80`) or
+    for batched shapes; else today's :func:`~gpudsl.stdlib.matmul_f16.plan_matmul_half`."""
     if target == "cuda" and _has_wgmma(arch_of(target)):
         from .matmul_sm90_nn import plan_on_device
 
         plan = plan_on_device(tuple(a_shape), tuple(b_shape), dt)
         if plan is not None:
             return plan
+    if uses_sm80(arch_of(target)) or len(a_shape) == 3:
+        return plan_matmul_sm80(a_shape, b_shape, dt, target)
     from .matmul_f16 import plan_matmul_half
 
     return plan_matmul_half(a_shape, b_shape, dt)

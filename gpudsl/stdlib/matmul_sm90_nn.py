@@ -8,7 +8,7 @@ columns (``divide_dim``, ``rearrange_dim``: ``Bs[bn / E, bk, E]``), each row of 
 loads it (``make_tma``), and the wgmma reads it MN-major (``b_major="mn"``, the PTX ISA's
 transposed B: ``make_wgmma`` recognizes the product nest reading ``Bs[n // E, k, n % E]``).
 
-Sizes: ``m`` any and ``k`` (the columns) a multiple of 8 with ``clip=True`` (the rows of
+2-D or batched (``[nb, m, n] @ [nb, n, k]``, blocks over the batch too).  Sizes: ``m`` any and ``k`` (the columns) a multiple of 8 with ``clip=True`` (the rows of
 a TMA box are 16 bytes apart; edges clipped as in :mod:`~gpudsl.stdlib.matmul_sm90`),
 the reduction ``n`` a multiple of ``bk``; without
 ``clip``, ``m % (64 wgs) == 0`` and ``k % bn == 0`` too.  ``plan_matmul_sm90_nn`` picks
@@ -20,7 +20,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..ir.types import SHARED, THREADS
+from ..ir.nodes import For
+from ..ir.types import BLOCKS, SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, insert_sync, lift_alloc, make_tma,
                         make_wgmma, parallelize_loop, rearrange_dim, set_swizzle, simplify,
@@ -30,17 +31,19 @@ from .matmul_sm90 import DEFAULTS, WIDE, _accumulators_and_k, _fragment, _unguar
 from .shapes import NodeError, require
 
 
-def _tile_a(p, compute, bm: int, bk: int, clip: bool):
-    p = stage_mem(p, p.forward(compute), f"a[{bm} * bi:{bm} * bi + {bm}, {bk} * po:{bk} * po + {bk}]",
+def _tile_a(p, compute, bm: int, bk: int, clip: bool, zi: str = ""):
+    p = stage_mem(p, p.forward(compute),
+                  f"a[{zi}{bm} * bi:{bm} * bi + {bm}, {bk} * po:{bk} * po + {bk}]",
                   "As", SHARED, zeros=clip)
     return set_swizzle(p, "As", 2 * bk)
 
 
-def _tile_b(p, compute, bn: int, bk: int, clip: bool):
+def _tile_b(p, compute, bn: int, bk: int, clip: bool, zi: str = ""):
     """B's tile as it lies (``bk`` rows of ``bn`` columns), in blocks of ``E`` columns
     whose ``2 E``-byte rows are swizzled: ``Bs[bn / E, bk, E]``, a box per block."""
     e = min(bn, 64)
-    p = stage_mem(p, p.forward(compute), f"b[{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]",
+    p = stage_mem(p, p.forward(compute),
+                  f"b[{zi}{bk} * po:{bk} * po + {bk}, {bn} * bj:{bn} * bj + {bn}]",
                   "Bs", SHARED, zeros=clip)
     p = divide_dim(p, "Bs", 1, e)
     p = rearrange_dim(p, "Bs", [1, 0, 2])
@@ -48,10 +51,10 @@ def _tile_b(p, compute, bn: int, bk: int, clip: bool):
     return divide_loop(p, "Bs_in1", e, ["Bs_c", "Bs_j"], tail="perfect")
 
 
-def _tiles_nn(p, bm: int, bn: int, bk: int, clip: bool):
+def _tiles_nn(p, bm: int, bn: int, bk: int, clip: bool, zi: str = ""):
     compute = p.find_loop("t #1")
-    p = _tile_a(p, compute, bm, bk, clip)
-    p = _tile_b(p, compute, bn, bk, clip)
+    p = _tile_a(p, compute, bm, bk, clip, zi)
+    p = _tile_b(p, compute, bn, bk, clip, zi)
     for buf, rows in (("As", bm), ("Bs", bk)):
         p = divide_loop(p, f"{buf}_in0", rows, [f"{buf}_o", f"{buf}_r"], tail="perfect")
         p = parallelize_loop(p, f"{buf}_o", THREADS)
@@ -71,9 +74,12 @@ def schedule_matmul_sm90_nn(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 6
     require(bk in (16, 32, 64), f"bk={bk}: 16, 32 or 64 (A's rows are swizzled)")
     require(2 <= stages <= 8, f"stages={stages}: 2 to 8")
     bm = 64 * wgs
+    zi = "z, " if any(s.iter == "z" for s in p.ir.body if isinstance(s, For)) else ""
+    if zi:     # batched: blocks over the batch too
+        p = parallelize_loop(p, "z", BLOCKS)
     p = _fragment(p, bm, bn, wgs, clip)
     p = _accumulators_and_k(p, bn, wgs, bk, clip)
-    p = _tiles_nn(p, bm, bn, bk, clip)
+    p = _tiles_nn(p, bm, bn, bk, clip, zi)
     if clip:
         p = _unguard(p)
     producer = 128 * wgs
@@ -85,11 +91,16 @@ def schedule_matmul_sm90_nn(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 6
     return simplify(p)
 
 
-@lru_cache(maxsize=None)
 def sm90_nn_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4,
-                   clip: bool = False) -> Proc:
-    """The derived sm_90a ``a @ b`` for ``dt`` and the tile (cached)."""
-    algo = matmul_half_algorithm(dt, (1, 8, bk) if clip else (64 * wgs, bn, bk))
+                   clip: bool = False, batched: bool = False) -> Proc:
+    """The derived sm_90a ``a @ b`` for ``dt`` and the tile (cached); ``batched``:
+    ``[nb, m, n] @ [nb, n, k]``, blocks over the batch too."""
+    return _kernel(dt, bn, wgs, bk, stages, bool(clip), bool(batched))
+
+
+@lru_cache(maxsize=None)
+def _kernel(dt, bn, wgs, bk, stages, clip, batched) -> Proc:
+    algo = matmul_half_algorithm(dt, (1, 8, bk) if clip else (64 * wgs, bn, bk), batched)
     return schedule_matmul_sm90_nn(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, clip=clip)
 
 
@@ -98,9 +109,10 @@ def choose_sm90_nn(shape_a: tuple, shape_b: tuple, dt: str, **opts) -> tuple[dic
     it divides the shape, else 64 x 128, else a clipped kernel whose ``bk`` (64, 32 or 16)
     divides the reduction ``n`` (``k`` a multiple of 8); refused otherwise."""
     require(dt in ("f16", "bf16"), f"the sm_90a GEMM multiplies f16 or bf16, not {dt}")
-    require(len(shape_a) == 2 and len(shape_b) == 2 and shape_a[1] == shape_b[0],
-            f"a[m, n] @ b[n, k]: shapes {shape_a} and {shape_b} do not match")
-    (m, n), k = shape_a, shape_b[1]
+    require(len(shape_a) == len(shape_b) in (2, 3) and shape_a[-1] == shape_b[-2] and
+            shape_a[:-2] == shape_b[:-2],
+            f"a[m, n] @ b[n, k] (or batched alike): shapes {shape_a} and {shape_b} do not match")
+    (m, n), k = shape_a[-2:], shape_b[-1]
     opts = {x: v for x, v in opts.items() if x != "swizzle"}
     clip = opts.pop("clip", None)
     tiles = [dict(DEFAULTS, **opts)] if opts else [dict(WIDE), dict(DEFAULTS)]
@@ -119,11 +131,16 @@ def choose_sm90_nn(shape_a: tuple, shape_b: tuple, dt: str, **opts) -> tuple[dic
 
 
 def plan_matmul_sm90_nn(shape_a: tuple, shape_b: tuple, dt: str, **opts) -> tuple[Proc, dict]:
-    """The derived kernel for ``a[m, n] @ b[n, k]`` (:func:`choose_sm90_nn`) and its size
-    arguments."""
+    """The derived kernel for ``a[m, n] @ b[n, k]`` (or ``[nb, m, n] @ [nb, n, k]``,
+    :func:`choose_sm90_nn`) and its size arguments."""
     tile, clip = choose_sm90_nn(shape_a, shape_b, dt, **opts)
-    (m, n), k = shape_a, shape_b[1]
-    return sm90_nn_kernel(dt, **tile, clip=clip), dict(m=m, n=n, k=k)
+    return sm90_nn_kernel(dt, **tile, clip=clip, batched=len(shape_a) == 3), \
+        _binds(shape_a, shape_b)
+
+
+def _binds(shape_a, shape_b) -> dict:
+    (m, n), k = shape_a[-2:], shape_b[-1]
+    return dict(m=m, n=n, k=k, **({"nb": shape_a[0]} if len(shape_a) == 3 else {}))
 
 
 def small_shape(tile: dict, clip: bool) -> tuple:
@@ -144,23 +161,24 @@ def plan_on_device(shape_a: tuple, shape_b: tuple, dt: str):
         tile, clip = choose_sm90_nn(shape_a, shape_b, dt)
     except NodeError:
         return None
-    p = sm90_nn_kernel(dt, **tile, clip=clip)
+    batched = len(shape_a) == 3
+    p = sm90_nn_kernel(dt, **tile, clip=clip, batched=batched)
     m, n, k = small_shape(tile, clip)
-    if not checked_on_device(p, lambda: _case(dt, m, n, k)):
+    if not checked_on_device(p, lambda: _case(dt, m, n, k, 2 if batched else 0)):
         return None
-    (m, n), k = shape_a, shape_b[1]
-    return p, dict(m=m, n=n, k=k)
+    return p, _binds(shape_a, shape_b)
 
 
-def _case(dt: str, m: int, n: int, k: int):
+def _case(dt: str, m: int, n: int, k: int, nb: int = 0):
     import ml_dtypes
 
     rng = np.random.default_rng(17)
     npdt = np.float16 if dt == "f16" else ml_dtypes.bfloat16
-    a = rng.integers(-3, 4, (m, n)).astype(npdt)
-    b = rng.integers(-3, 4, (n, k)).astype(npdt)
+    lead = (nb,) if nb else ()
+    a = rng.integers(-3, 4, lead + (m, n)).astype(npdt)
+    b = rng.integers(-3, 4, lead + (n, k)).astype(npdt)
     want = (a.astype(np.float32) @ b.astype(np.float32)).astype(npdt)
-    return dict(a=a, b=b, c=np.zeros((m, k), npdt)), {"c": want}
+    return dict(a=a, b=b, c=np.zeros(lead + (m, k), npdt)), {"c": want}
 
 
 __all__ = ["schedule_matmul_sm90_nn", "sm90_nn_kernel", "plan_matmul_sm90_nn", "choose_sm90_nn",

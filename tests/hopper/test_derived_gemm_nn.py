@@ -60,6 +60,21 @@ def test_sm90a_build_reads_b_transposed_by_tma_and_hgmma(clip):
     assert ops["LDS"] == ops["LDSM"] == ops["STS"] == ops["LDG"] == ops["DEPBAR"] - 1 == 0
 
 
+@pytest.mark.parametrize("clip,shape", [(False, (2, 64, 64, 64)), (True, (3, 70, 32, 40))])
+def test_batched_is_proved_and_equal_to_numpy(clip, shape):
+    p = sm90_nn_kernel("f16", **SMALL, clip=clip, batched=True)
+    assert "for z in par(0, nb) @ BLOCKS" in str(p) and "tma_load(As[po % 2, 0:64, 0:32], a[z, " in str(p)
+    r = p.check(target="sm_90a")
+    assert r.ok, r
+    nb, m, n, k = shape
+    rng = np.random.default_rng(nb)
+    a = rng.integers(-3, 4, (nb, m, n)).astype(np.float16)
+    b = rng.integers(-3, 4, (nb, n, k)).astype(np.float16)
+    c = np.full((nb, m, k), 5, np.float16)
+    p.compile("emulator")(a=a, b=b, c=c)
+    assert (c == (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)).all()
+
+
 def test_plans():
     from gpudsl.stdlib import matmul_sm90
     from gpudsl.stdlib.shapes import NodeError
@@ -109,6 +124,10 @@ def test_ops_matmul_takes_the_wgmma_kernel_on_sm90a_after_its_first_run(h100):
     p, binds = plan_matmul_half_for((70, 64), (64, 40), "f16", target="cuda")
     assert p is sm90_nn_kernel("f16", bn=256, wgs=2, bk=64, stages=4, clip=True)
     assert binds == dict(m=70, n=64, k=40)
+    pb, bb = plan_matmul_half_for((2, 64, 64), (2, 64, 256), "f16", target="cuda")
+    assert pb is sm90_nn_kernel("f16", bn=256, wgs=1, bk=64, stages=4, batched=True) or \
+        pb.name.startswith("bmatmul") and 'b_major="mn"' in str(pb)
+    assert bb == dict(m=64, n=64, k=256, nb=2)
     # where it does not serve the shape, the other kernels do
     q, _ = plan_matmul_half_for((70, 42), (42, 40), "f16", target="cuda")
     assert "sm90" not in q.name and 'b_major' not in str(q)
