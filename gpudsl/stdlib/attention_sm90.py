@@ -113,7 +113,7 @@ def _transpose_v(d: int, nthreads: int) -> str:
     ``vt[e, key] = v_s[slot, key, e]``."""
     per = BN * d // nthreads
     return f"""
-for r in seq(0, {per}, unroll=True):
+for r in seq(0, {per}):
     vt[({nthreads} * r + t) % {d}, ({nthreads} * r + t) // {d}] = v_s[jt % stages_, ({nthreads} * r + t) // {d}, ({nthreads} * r + t) % {d}]"""
 
 
