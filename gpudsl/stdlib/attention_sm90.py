@@ -229,4 +229,48 @@ def attention_sm90_kernel(d: int = 128, causal: bool = False, dt: str = "f16", w
                             file="<gpudsl.stdlib.attention_sm90>")
 
 
-__all__ = ["attention_sm90_kernel", "kernel_text", "HEAD_DIMS", "DTYPES", "BN", "TARGET"]
+#: the tile ``plan_prefill`` runs: two consumer warpgroups (128 query rows a block, as
+#: FlashAttention-3's forward) and a two-deep ring of K/V tiles
+PLAN = dict(wgs=2, stages=2)
+
+
+def takes(m: int, d: int, dt: str, layout: str = "hnd", window: int = 0,
+          softcap: bool = False) -> bool:
+    """Whether the kernel serves this call: a prefill (more than
+    :data:`.attention.SPLIT_MAX_ROWS` query rows) on f16/bf16 ``[H, N, D]`` tensors with
+    ``D`` 64 or 128, no sliding window and no soft cap."""
+    return (dt in DTYPES and d in HEAD_DIMS and m > SPLIT_MAX_ROWS and layout == "hnd"
+            and not window and not softcap)
+
+
+def arch_of(target: str | None) -> str | None:
+    """The architecture a ``target`` names: ``"cuda"`` is the GPU's own
+    (``gpudsl.runtime.driver.device_arch``: ``"sm_90a"`` on an H100/H200, the default
+    target without a GPU); an ``sm_XY`` name is itself; anything else (the emulator,
+    None) is None."""
+    if target == "cuda":
+        from ..runtime.driver import device_arch
+
+        return device_arch()
+    return target if isinstance(target, str) and target.startswith("sm_") else None
+
+
+def plan_prefill(m: int, d: int, causal: bool = False, heads: int | None = None,
+                 keys: int | None = None, layout: str = "hnd", dt: str = "f32",
+                 target: str | None = None, window: int = 0, softcap: bool = False) -> Proc:
+    """The attention kernel for these shapes on ``target`` (``"cuda"``, an architecture
+    name such as ``"sm_90a"``, ``"emulator"`` or None): where the architecture is
+    ``sm_90a`` and :func:`takes` holds, :func:`attention_sm90_kernel` (with
+    :data:`PLAN`'s tile); else :func:`.attention_mma.plan_prefill`'s choice, the
+    architecture names counting as ``"cuda"`` (mma.sync on tensor cores)."""
+    from .attention_mma import plan_prefill as plan_sm80
+
+    arch = arch_of(target)
+    if arch == TARGET and takes(m, d, dt, layout, window, softcap):
+        return attention_sm90_kernel(d, bool(causal), dt, **PLAN)
+    return plan_sm80(m, d, causal, heads, keys, layout, dt, "cuda" if arch else target,
+                     window, softcap)
+
+
+__all__ = ["attention_sm90_kernel", "kernel_text", "plan_prefill", "takes", "arch_of",
+           "HEAD_DIMS", "DTYPES", "BN", "TARGET", "PLAN"]
