@@ -13,12 +13,13 @@ an online softmax; see docs/decisions.md): one block per (head, ``64 wgs`` query
   waits for a free slot of a ``stages``-deep ring (``empty``), and loads the K tile
   (``D / 64`` swizzled boxes) and the V tile (one box) into it, completing on
   ``full[jt % stages]``; rows past ``n`` land as zeros (TMA clipping);
-- the consumers wait for the slot, compute ``S = Q K^T`` by ``4 D / 64`` chained
+- the consumers wait for the slot, start ``S = Q K^T`` as ``4 D / 64`` chained
   ``wgmma`` (m64n64k16; both operands K-major, from the swizzled tiles) into ``s``,
   the wgmma accumulator fragment (element ``i`` of lane ``l``: row ``16 (l // 32) +
   l % 32 // 4 + 8 (i // 2 % 2)``, key ``8 (i // 4) + 2 (l % 4) + i % 2``), copy the V
-  tile transposed into ``vt`` (the B operand of the second product must be K-major:
-  ``vt[e, key]``), and hand the slot back; then the online softmax on the fragment:
+  tile transposed into ``vt`` while they run (the B operand of the second product must
+  be K-major: ``vt[e, key]``), wait for them and hand the slot back; then the online
+  softmax on the fragment:
   the row maximum over the lane's 16 values and its quad (``shfl_xor`` 1, 2),
   ``alpha = exp(m_old - m_new)``, ``p = exp(s - m_new)`` rounded to the half type into
   ``p_s`` (the wgmma A layout: a 128-byte swizzled ``[64, 64]`` tile per warpgroup),
@@ -153,8 +154,7 @@ for f in seq(0, {BN // 2}, unroll=True):
 for c in seq(0, {dc}, unroll=True):
     for kk in seq(0, 4, unroll=True):
         wgmma(s[t, 0:{BN // 2}], q_s[c, 64 * (t // 128):64 * (t // 128) + 64, 16 * kk:16 * kk + 16], k_s[{slot}, c, 0:{BN}, 16 * kk:16 * kk + 16])
-wgmma_commit()
-wgmma_wait(0)""" + _transpose_v(d, nth)
+wgmma_commit()""" + _transpose_v(d, nth) + "\nwgmma_wait(0)"
     soft = (f"if {full}:\n" + _indent(_softmax(d, bm, causal, False, dt), 1) + "else:\n" +
             _indent(_softmax(d, bm, causal, True, dt), 1))
     products = f"""
@@ -229,9 +229,11 @@ def attention_sm90_kernel(d: int = 128, causal: bool = False, dt: str = "f16", w
                             file="<gpudsl.stdlib.attention_sm90>")
 
 
-#: the tile ``plan_prefill`` runs: two consumer warpgroups (128 query rows a block, as
-#: FlashAttention-3's forward) and a two-deep ring of K/V tiles
-PLAN = dict(wgs=2, stages=2)
+#: the tile ``plan_prefill`` runs per head dimension: for D 128 two consumer
+#: warpgroups (128 query rows a block, as FlashAttention-3's forward) and a two-deep
+#: ring of K/V tiles; for D 64 one warpgroup and three slots (two spill 12 bytes on
+#: sm_90a non-causal: 257 threads get 168 registers)
+PLAN = {64: dict(wgs=1, stages=3), 128: dict(wgs=2, stages=2)}
 
 
 def takes(m: int, d: int, dt: str, layout: str = "hnd", window: int = 0,
@@ -261,13 +263,13 @@ def plan_prefill(m: int, d: int, causal: bool = False, heads: int | None = None,
     """The attention kernel for these shapes on ``target`` (``"cuda"``, an architecture
     name such as ``"sm_90a"``, ``"emulator"`` or None): where the architecture is
     ``sm_90a`` and :func:`takes` holds, :func:`attention_sm90_kernel` (with
-    :data:`PLAN`'s tile); else :func:`.attention_mma.plan_prefill`'s choice, the
+    :data:`PLAN`'s tile for ``d``); else :func:`.attention_mma.plan_prefill`'s choice, the
     architecture names counting as ``"cuda"`` (mma.sync on tensor cores)."""
     from .attention_mma import plan_prefill as plan_sm80
 
     arch = arch_of(target)
     if arch == TARGET and takes(m, d, dt, layout, window, softcap):
-        return attention_sm90_kernel(d, bool(causal), dt, **PLAN)
+        return attention_sm90_kernel(d, bool(causal), dt, **PLAN[d])
     return plan_sm80(m, d, causal, heads, keys, layout, dt, "cuda" if arch else target,
                      window, softcap)
 

@@ -63,7 +63,7 @@ SHAPES = [(1, 64, 64, 64), (2, 70, 70, 70), (3, 129, 200, 200), (1, 33, 97, 97),
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
 @pytest.mark.parametrize("d,causal", [(64, False), (64, True), (128, False), (128, True)])
 def test_equal_to_the_reference_on_the_emulator(d, causal, dt):
-    p = a90.attention_sm90_kernel(d, causal, dt, **a90.PLAN)
+    p = a90.attention_sm90_kernel(d, causal, dt, **a90.PLAN[d])
     for h, m, n, prefix in SHAPES:
         if causal and m > prefix:
             continue
@@ -105,11 +105,10 @@ TWINS = {
     "no wait for the tile": ("                wait(full[jt % 2], 0, 128)\n", ""),
     # the block's Q rows read before their copy lands
     "no wait for Q": ("            wait(qbar, 0, 128)\n", ""),
-    # the slot handed back before S = Q K^T has landed (the wgmma still reads K)
-    "S in flight at the release": ("                    wgmma_commit()\n"
-                                   "                    wgmma_wait(0)\n"
-                                   "                    for r in",
-                                   "                    for r in"),
+    # no wait for S = Q K^T: the slot handed back (and S read) while the wgmma runs
+    "S in flight at the release": ("                    wgmma_wait(0)\n"
+                                   "                arrive(empty",
+                                   "                arrive(empty"),
     # P and V^T read by the wgmma before every thread has written them
     "no barrier before P V": ("                sync(0, 128)\n"
                               "                for t in par(0, 128) @ THREADS:\n"
@@ -173,10 +172,12 @@ def _key_loop(d, causal, dt, wgs, stages):
     return res, Counter(i.base for i in body), ops
 
 
-@pytest.mark.parametrize("d,causal,dt", [(64, True, "f16"), (128, False, "bf16")])
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+@pytest.mark.parametrize("d,causal", [(64, False), (64, True), (128, False), (128, True)])
 def test_nvrtc_sm90a_no_spills_hgmma_for_both_products(d, causal, dt):
+    """Every kernel ``plan_prefill`` picks."""
     try:
-        res, base, ops = _key_loop(d, causal, dt, **a90.PLAN)
+        res, base, ops = _key_loop(d, causal, dt, **a90.PLAN[d])
     except ImportError as e:  # pragma: no cover - environments without NVRTC
         pytest.skip(f"NVRTC not available: {e}")
     assert res.spill_stores_bytes == 0 and res.spill_loads_bytes == 0, res
@@ -199,7 +200,7 @@ def test_plan_prefill_picks_it_for_sm90a_only():
     assert a90.plan_prefill(64, 128, True, 8, 64, dt="f16", target="sm_90a").name == \
         "attention_sm90_d128_causal_w2s2_f16"
     assert a90.plan_prefill(300, 64, False, dt="bf16", target="sm_90a").name == \
-        "attention_sm90_d64_w2s2_bf16"
+        "attention_sm90_d64_w1s3_bf16"
     # other architectures: the mma.sync kernel; not a prefill, f32, other head
     # dimensions, options: the kernels that take them
     assert a90.plan_prefill(64, 128, True, dt="f16", target="sm_80").name == \
