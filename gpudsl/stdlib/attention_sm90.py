@@ -50,6 +50,9 @@ HEAD_DIMS = (64, 128)
 DTYPES = ("f16", "bf16")
 BN = 64  # keys per tile: one m64n64 wgmma per k16 step of S
 TARGET = "sm_90a"
+#: how the second product reads V: "k", a transposed copy (``vt``), until wgmma's
+#: MN-major B operand is in the language; then "mn", the TMA-loaded tile itself
+V_MAJOR = "k"
 
 
 def _indent(text: str, n: int) -> str:
@@ -119,8 +122,11 @@ for r in seq(0, {per}):
 
 
 def kernel_text(d: int = 128, causal: bool = False, dt: str = "f16", wgs: int = 1,
-                stages: int = 2) -> str:
+                stages: int = 2, v_major: str | None = None) -> str:
     """The text of :func:`attention_sm90_kernel`."""
+    v_major = V_MAJOR if v_major is None else v_major
+    if v_major not in ("k", "mn"):
+        raise ValueError(f"v_major={v_major!r}: 'k' (V transposed by the consumers) or 'mn'")
     if d not in HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {HEAD_DIMS}")
     if dt not in DTYPES:
@@ -128,7 +134,9 @@ def kernel_text(d: int = 128, causal: bool = False, dt: str = "f16", wgs: int = 
     if wgs not in (1, 2) or not 1 <= stages <= 8:
         raise ValueError(f"wgs={wgs} (1 or 2) or stages={stages} (1 to 8) out of range")
     bm, nth, dc = 64 * wgs, 128 * wgs, d // 64
-    name = f"attention_sm90_d{d}" + ("_causal" if causal else "") + f"_w{wgs}s{stages}_{dt}"
+    mn = v_major == "mn"
+    name = f"attention_sm90_d{d}" + ("_causal" if causal else "") + f"_w{wgs}s{stages}" + \
+        ("" if mn else "_vt") + f"_{dt}"
     text = sig("", d)
     for a in ("q", "k", "v", "out"):
         text = text.replace(f"{a}: f32[", f"{a}: {dt}[")
@@ -147,19 +155,23 @@ for f in seq(0, {d // 2}, unroll=True):
     loads = f"""
 for c in seq(0, {dc}, unroll=True):
     tma_load(k_s[{slot}, c, 0:{BN}, 0:64], k[h, {BN} * jt:{BN} * jt + {BN}, 64 * c:64 * c + 64], bar=full[{slot}])
-tma_load(v_s[{slot}, 0:{BN}, 0:{d}], v[h, {BN} * jt:{BN} * jt + {BN}, 0:{d}], bar=full[{slot}])"""
+""" + (f"""for c in seq(0, {dc}, unroll=True):
+    tma_load(v_s[{slot}, c, 0:{BN}, 0:64], v[h, {BN} * jt:{BN} * jt + {BN}, 64 * c:64 * c + 64], bar=full[{slot}])"""
+             if mn else f"""tma_load(v_s[{slot}, 0:{BN}, 0:{d}], v[h, {BN} * jt:{BN} * jt + {BN}, 0:{d}], bar=full[{slot}])""")
     scores = f"""
 for f in seq(0, {BN // 2}, unroll=True):
     s[t, f] = 0.0
 for c in seq(0, {dc}, unroll=True):
     for kk in seq(0, 4, unroll=True):
         wgmma(s[t, 0:{BN // 2}], q_s[c, 64 * (t // 128):64 * (t // 128) + 64, 16 * kk:16 * kk + 16], k_s[{slot}, c, 0:{BN}, 16 * kk:16 * kk + 16])
-wgmma_commit()""" + _transpose_v(d, nth) + "\nwgmma_wait(0)"
+wgmma_commit()""" + ("" if mn else _transpose_v(d, nth)) + "\nwgmma_wait(0)"
     soft = (f"if {full}:\n" + _indent(_softmax(d, bm, causal, False, dt), 1) + "else:\n" +
             _indent(_softmax(d, bm, causal, True, dt), 1))
+    vwin = (f"v_s[{slot}, 0:{dc}, 16 * kk:16 * kk + 16, 0:64], b_major=\"mn\"" if mn else
+            f"vt[0:{d}, 16 * kk:16 * kk + 16]")
     products = f"""
 for kk in seq(0, 4, unroll=True):
-    wgmma(o[t, 0:{d // 2}], p_s[t // 128, 0:64, 16 * kk:16 * kk + 16], vt[0:{d}, 16 * kk:16 * kk + 16])
+    wgmma(o[t, 0:{d // 2}], p_s[t // 128, 0:64, 16 * kk:16 * kk + 16], {vwin})
 wgmma_commit()
 wgmma_wait(0)"""
     final = f"""
@@ -172,6 +184,12 @@ for rm in seq(0, 2, unroll=True):
             for rn in seq(0, 2, unroll=True):
                 out[h, {_row(bm)}, 8 * dn + 2 * (t % 4) + rn] = {dt}(o[t, {_frag("dn")}] / tot)"""
 
+    # mn: the slot holds V until P V has landed; the consumer barriers are each
+    # warpgroup's own (its P tile is all they order); k: vt is shared by the warpgroups
+    release = f"                arrive(empty[{slot}], 0, {nth})\n"
+    syncs = "".join(f"                sync({128 * w}, {128 * w + 128})\n" for w in range(wgs)) \
+        if mn else f"                sync(0, {nth})\n"
+
     def threads(body: str, lo: int, hi: int, ind: int) -> str:
         return _indent(f"for t in par({lo}, {hi}) @ THREADS:", ind) + _indent(body, ind + 1)
 
@@ -182,8 +200,9 @@ for rm in seq(0, 2, unroll=True):
         f"        for ib in par(0, (m + {bm - 1}) // {bm}) @ BLOCKS:\n"
         f"            q_s: {dt}[{dc}, {bm}, 64] @ SHARED(swizzle=128)\n"
         f"            k_s: {dt}[{st}, {dc}, {BN}, 64] @ SHARED(swizzle=128)\n"
-        f"            v_s: {dt}[{st}, {BN}, {d}] @ SHARED\n"
-        f"            vt: {dt}[{d}, {BN}] @ SHARED(swizzle=128)\n"
+        + (f"            v_s: {dt}[{st}, {dc}, {BN}, 64] @ SHARED(swizzle=128)\n" if mn else
+           f"            v_s: {dt}[{st}, {BN}, {d}] @ SHARED\n"
+           f"            vt: {dt}[{d}, {BN}] @ SHARED(swizzle=128)\n") +
         f"            p_s: {dt}[{wgs}, 64, {BN}] @ SHARED(swizzle=128)\n"
         f"            s: f32[{nth}, {BN // 2}] @ REGISTER\n"
         f"            o: f32[{nth}, {d // 2}] @ REGISTER\n"
@@ -207,33 +226,36 @@ for c in seq(0, {dc}, unroll=True):
         f"                arrive(full[{slot}], {nth}, {nth + 1})\n"
         f"                wait(full[{slot}], 0, {nth})\n"
         + threads(scores, 0, nth, 4) +
-        f"                arrive(empty[{slot}], 0, {nth})\n"
-        + threads(soft, 0, nth, 4) +
-        f"                sync(0, {nth})\n"
-        + threads(products, 0, nth, 4) +
-        f"                sync(0, {nth})\n"
+        ("" if mn else release)
+        + threads(soft, 0, nth, 4) + syncs
+        + threads(products, 0, nth, 4) + (release if mn else "") + syncs
         + threads(final, 0, nth, 3)).replace("stages_", str(st))
 
 
 @lru_cache(maxsize=None)
 def attention_sm90_kernel(d: int = 128, causal: bool = False, dt: str = "f16", wgs: int = 1,
-                          stages: int = 2) -> Proc:
+                          stages: int = 2, v_major: str | None = None) -> Proc:
     """The sm_90a prefill kernel (module docs) for head dimension ``d`` (64 or 128) on
     ``dt`` (f16 or bf16) tensors, ``wgs`` consumer warpgroups (64 query rows each) and
-    a ``stages``-deep ring of K/V tiles."""
+    a ``stages``-deep ring of K/V tiles; ``v_major`` (default :data:`V_MAJOR`): ``"mn"``
+    reads the V tile as TMA lands it (wgmma's MN-major B), ``"k"`` copies it transposed
+    first (``vt``: the K-major B)."""
     import gpudsl
     from ..proc import proc_from_source
 
     ns = {k: getattr(gpudsl, k) for k in gpudsl.__all__}
-    return proc_from_source(kernel_text(d, causal, dt, wgs, stages), ns,
+    return proc_from_source(kernel_text(d, causal, dt, wgs, stages, v_major), ns,
                             file="<gpudsl.stdlib.attention_sm90>")
 
 
-#: the tile ``plan_prefill`` runs per head dimension: for D 128 two consumer
-#: warpgroups (128 query rows a block, as FlashAttention-3's forward) and a two-deep
-#: ring of K/V tiles; for D 64 one warpgroup and three slots (two spill 12 bytes on
-#: sm_90a non-causal: 257 threads get 168 registers)
-PLAN = {64: dict(wgs=1, stages=3), 128: dict(wgs=2, stages=2)}
+#: the tile ``plan_prefill`` runs per head dimension, the one without spills on sm_90a
+#: (a block of ``128 wgs + 1`` threads gets 255 registers with one consumer warpgroup,
+#: 168 with two; the non-causal kernel spilled 12 bytes with two warpgroups for D 64
+#: with V transposed, for D 128 with V MN-major): two warpgroups give 128 query rows a
+#: block, as FlashAttention-3's forward
+PLANS = {"k": {64: dict(wgs=1, stages=3), 128: dict(wgs=2, stages=2)},
+         "mn": {64: dict(wgs=2, stages=2), 128: dict(wgs=1, stages=2)}}
+PLAN = PLANS[V_MAJOR]
 
 
 def takes(m: int, d: int, dt: str, layout: str = "hnd", window: int = 0,
@@ -275,4 +297,5 @@ def plan_prefill(m: int, d: int, causal: bool = False, heads: int | None = None,
 
 
 __all__ = ["attention_sm90_kernel", "kernel_text", "plan_prefill", "takes", "arch_of",
-           "HEAD_DIMS", "DTYPES", "BN", "TARGET", "PLAN"]
+           "HEAD_DIMS", "DTYPES", "BN", "TARGET", "PLAN", "PLANS",
+           "V_MAJOR"]

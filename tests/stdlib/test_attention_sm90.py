@@ -10,6 +10,7 @@ runs it and equals torch's SDPA."""
 from __future__ import annotations
 
 import re
+import types
 from collections import Counter
 
 import ml_dtypes
@@ -98,38 +99,53 @@ def test_a_prefix_outside_its_bounds_raises_the_fault_flag():
 # ---------------------------------------------------------------- twins
 
 _W1 = dict(d=64, causal=True, dt="f16", wgs=1, stages=2)
+_PV = ("                for t in par(0, 128) @ THREADS:\n"
+       "                    for kk")
+_RELEASE = "                arrive(empty[jt % 2], 0, 128)\n"
+# (what the twin replaces: (old, new) pairs) per way of reading V
 TWINS = {
     # the producer refills a slot the consumers may still read
-    "no wait for a free slot": ("                wait(empty[jt % 2], 128, 129)\n", ""),
+    "no wait for a free slot": [("                wait(empty[jt % 2], 128, 129)\n", "")],
     # the consumers read a slot whose copies have not landed
-    "no wait for the tile": ("                wait(full[jt % 2], 0, 128)\n", ""),
+    "no wait for the tile": [("                wait(full[jt % 2], 0, 128)\n", "")],
     # the block's Q rows read before their copy lands
-    "no wait for Q": ("            wait(qbar, 0, 128)\n", ""),
-    # no wait for S = Q K^T: the slot handed back (and S read) while the wgmma runs
-    "S in flight at the release": ("                    wgmma_wait(0)\n"
-                                   "                arrive(empty",
-                                   "                arrive(empty"),
-    # P and V^T read by the wgmma before every thread has written them
-    "no barrier before P V": ("                sync(0, 128)\n"
-                              "                for t in par(0, 128) @ THREADS:\n"
-                              "                    for kk",
-                              "                for t in par(0, 128) @ THREADS:\n"
-                              "                    for kk"),
-    # the next tile's P and V^T written while another warp's P V wgmma reads them
-    "no barrier after P V": ("                    wgmma_wait(0)\n"
-                             "                sync(0, 128)\n",
-                             "                    wgmma_wait(0)\n"),
+    "no wait for Q": [("            wait(qbar, 0, 128)\n", "")],
+    # P (and V^T) read by the wgmma before every thread of the warpgroup wrote them
+    "no barrier before P V": [("                sync(0, 128)\n" + _PV, _PV)],
+}
+TWINS_OF = {
+    "k": {**TWINS,
+          # no wait for S = Q K^T: the slot handed back (and S read) while it runs
+          "S in flight": [("                    wgmma_wait(0)\n" + _RELEASE, _RELEASE)],
+          # the next tile's P and V^T written while the P V wgmma may read them
+          "no barrier after P V": [("                    wgmma_wait(0)\n"
+                                    "                sync(0, 128)\n",
+                                    "                    wgmma_wait(0)\n")]},
+    "mn": {**TWINS,
+           # no wait for S = Q K^T before the softmax reads it
+           "S in flight": [("                    wgmma_wait(0)\n"
+                            "                for t in par(0, 128) @ THREADS:\n"
+                            "                    if ",
+                            "                for t in par(0, 128) @ THREADS:\n"
+                            "                    if ")],
+           # the slot (V) handed back before the P V wgmma that reads it
+           "V released before P V": [(_RELEASE + "                sync(0, 128)\n",
+                                      "                sync(0, 128)\n"),
+                                     ("                sync(0, 128)\n" + _PV,
+                                      "                sync(0, 128)\n" + _RELEASE + _PV)],
+           # the next tile's P written while the P V wgmma may read it
+           "no barrier after P V": [(_RELEASE + "                sync(0, 128)\n", _RELEASE)]},
 }
 
 
-@pytest.mark.parametrize("twin", sorted(TWINS))
+@pytest.mark.parametrize("twin", sorted(TWINS_OF[a90.V_MAJOR]))
 def test_twins_without_an_edge_are_refused(twin):
-    old, new = TWINS[twin]
     text = a90.kernel_text(**_W1)
-    assert text.count(old) == 1
     assert a90.attention_sm90_kernel(**_W1).check(target="sm_90a").ok
-    p = gpudsl.proc_from_source(text.replace(old, new),
-                                {k: getattr(gpudsl, k) for k in gpudsl.__all__})
+    for old, new in TWINS_OF[a90.V_MAJOR][twin]:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    p = gpudsl.proc_from_source(text, {k: getattr(gpudsl, k) for k in gpudsl.__all__})
     assert "race" in p.check(target="sm_90a").kinds()
 
 
@@ -187,7 +203,8 @@ def test_nvrtc_sm90a_no_spills_hgmma_for_both_products(d, causal, dt):
     want = Counter({f"HGMMA.64x64x16.F32{t}": 4 * d // 64})
     want[f"HGMMA.64x{d}x16.F32{t}"] += 4
     assert {k: v for k, v in ops.items() if k.startswith("HGMMA")} == dict(want)
-    assert base["UTMALDG"] == d // 64 + 1          # the K boxes and the V box
+    # the K boxes and the V box(es): one for V^T's copy, D / 64 swizzled MN-major
+    assert base["UTMALDG"] == d // 64 + (1 if a90.V_MAJOR == "k" else d // 64)
     assert base["MUFU"] >= 2 * (32 + 2)            # p and alpha, masked and not
     assert base["SHFL"] == 8                       # the row maxima, two branches
     assert base["LDSM"] == 0                       # the products read by descriptor
@@ -198,9 +215,9 @@ def test_nvrtc_sm90a_no_spills_hgmma_for_both_products(d, causal, dt):
 
 def test_plan_prefill_picks_it_for_sm90a_only():
     assert a90.plan_prefill(64, 128, True, 8, 64, dt="f16", target="sm_90a").name == \
-        "attention_sm90_d128_causal_w2s2_f16"
+        a90.attention_sm90_kernel(128, True, "f16", **a90.PLAN[128]).name
     assert a90.plan_prefill(300, 64, False, dt="bf16", target="sm_90a").name == \
-        "attention_sm90_d64_w1s3_bf16"
+        a90.attention_sm90_kernel(64, False, "bf16", **a90.PLAN[64]).name
     # other architectures: the mma.sync kernel; not a prefill, f32, other head
     # dimensions, options: the kernels that take them
     assert a90.plan_prefill(64, 128, True, dt="f16", target="sm_80").name == \
@@ -222,9 +239,21 @@ def test_ops_and_the_graph_node_plan_through_it(monkeypatch):
     monkeypatch.setattr(drv, "_arch", "sm_90a")
     assert a90.plan_prefill(128, 64, False, dt="f16", target="cuda").name.startswith(
         "attention_sm90")
+    from gpudsl.bench.attention_cases import attention_cases, planned_kernel
+
+    fa3 = (1, 16, 4096, 4096, 128, True)        # the bench's half prefill row
+    assert planned_kernel("cuda", fa3, "float16") == \
+        a90.attention_sm90_kernel(128, True, "f16", **a90.PLAN[128]).name
     monkeypatch.setattr(drv, "_arch", "sm_80")
     assert a90.plan_prefill(128, 64, False, dt="f16", target="cuda").name.startswith(
         "attention_mma")
+    assert planned_kernel("cuda", fa3, "float16") == "attention_mma_d128_causal_f16"
+    assert planned_kernel("emulator", fa3, "float32") is None
+    env = types.SimpleNamespace(backend="emulator", randn=lambda *s: None,
+                                cast=lambda x, dt: x)
+    rows = attention_cases(env, False, {"attention"})
+    assert [(c.extra["dtype"], c.extra["kernel"]) for c in rows][-1] == \
+        ("float16", "attention_d128_causal_r4_f16")
     import inspect
 
     from gpudsl.stdlib import array_ops, node_table
