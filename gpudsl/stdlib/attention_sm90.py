@@ -32,7 +32,9 @@ an online softmax; see docs/decisions.md): one block per (head, ``64 wgs`` query
 Scores are masked only in tiles some row of the block does not fully attend (the
 causal diagonal, the prefix's end: a block-uniform ``if``); with ``causal`` the key
 loop stops after the last tile the block's last row can attend (``j <= i + n - m``
-holds for every admitted prefix, so the bound needs no run-time value).  No assertion
+holds for every admitted prefix, so the bound needs no run-time value), and the grid
+runs the query blocks last to first (``ib = (m + 64 wgs - 1) // (64 wgs) - 1 - ibr``):
+the blocks with the most key tiles start first, as FlashAttention-2 orders them.  No assertion
 on the sizes: every ``hh``, ``m``, ``n`` is proved.
 
 **Precision**: that of :func:`.attention_mma.attention_mma_tolerance` (products of
@@ -41,6 +43,7 @@ product, the row sums from the f32 ``P``).
 """
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from ..proc import Proc
@@ -194,7 +197,7 @@ for rm in seq(0, 2, unroll=True):
         return _indent(f"for t in par({lo}, {hi}) @ THREADS:", ind) + _indent(body, ind + 1)
 
     st = stages
-    return (
+    text = (
         f"def {name}" + text.replace("err: i32[1]):", f"err: i32[1]):") +
         "    for h in par(0, hh) @ BLOCKS:\n"
         f"        for ib in par(0, (m + {bm - 1}) // {bm}) @ BLOCKS:\n"
@@ -230,6 +233,10 @@ for c in seq(0, {dc}, unroll=True):
         + threads(soft, 0, nth, 4) + syncs
         + threads(products, 0, nth, 4) + (release if mn else "") + syncs
         + threads(final, 0, nth, 3)).replace("stages_", str(st))
+    if causal:  # the blocks with the most key tiles first (the grid runs ibr upwards)
+        text = text.replace("for ib in par", "for ibr in par")
+        text = re.sub(r"\bib\b", f"((m + {bm - 1}) // {bm} - 1 - ibr)", text)
+    return text
 
 
 @lru_cache(maxsize=None)
