@@ -350,7 +350,7 @@ class _Collector(Walker):
         """The operands are windows in a layout the hardware reads: the canonical
         ``[2, rows, 8]`` of a plain tile or ``[rows, 16]`` of a tile swizzled with rows of
         its width (a primitive that reshapes an array may break it)."""
-        from ..ir.wgmma_meaning import CORE, K, M, extents, operand_problem
+        from ..ir.wgmma_meaning import CORE, K, M, extents, mn_problem, operand_problem
 
         if extents(s.acc) != [s.n // 2]:
             self.issue("mapping", f"the accumulator of wgmma is not one range of {s.n // 2} "
@@ -362,6 +362,13 @@ class _Collector(Walker):
             info = self.eff.arrays[key]
             shape = info.shape
             last = shape[-1].val if shape and isinstance(shape[-1], Const) else None
+            if w is s.b and s.b_major == "mn":
+                why = mn_problem(w, len(shape), last, max(1, w.ty.bits // 8), info.swizzle,
+                                 rows)
+                if why is not None:
+                    self.issue("mapping", f"the MN-major B operand '{w.name}' of wgmma is not "
+                               f"a window in a layout the hardware reads: {why}", [s.loc])
+                continue
             why = operand_problem(w, len(shape), last, max(1, w.ty.bits // 8),
                                   info.swizzle, rows)
             if why is not None:

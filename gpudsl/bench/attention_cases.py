@@ -25,6 +25,10 @@ limit keeps the smaller ones).
 heads: 32 query heads on 8 KV heads, D 128) over 4096 and 16384 cached keys, float16
 and bfloat16 (on CUDA the tensor-core GQA decode), against SDPA with ``enable_gqa``;
 a fraction of the copy rate too.
+``attention_options``: a causal prefill with a sliding window and ALiBi (32 heads,
+seqlen 2048, D 128, window 512, float16 and bfloat16), against SDPA given the same
+meaning as an explicit float mask (its only form of either option; a backend that
+refuses the mask is recorded with its reason). FLOPs counted as the causal case's.
 """
 from __future__ import annotations
 
@@ -63,6 +67,9 @@ def attention_cases(env, small: bool, nodes: set) -> list:
                     for dt in ("float16", "bfloat16"):
                         shape = (tokens // s, hidden // d, s, s, d, causal)
                         out.append(_case(env, "attention_suite", shape, dt))
+    if "attention_options" in nodes:
+        shape = (2, 32, 64, 8) if small else (32, 2048, 128, 512)
+        out += [_options_case(env, shape, dt) for dt in ("float16", "bfloat16")]
     if "attention_gqa_decode" in nodes:
         shapes = [(8, 2, 64, 64)] if small else [(32, 8, 4096, 128), (32, 8, 16384, 128)]
         out += [_gqa_case(env, s, dt) for s in shapes for dt in ("float16", "bfloat16")]
@@ -98,6 +105,60 @@ def _gqa_case(env, shape: tuple, dtype: str):
                 extra={"dtype": dtype, "causal": False, "heads": h, "kv_heads": hkv,
                        "bytes": nbytes,
                        "flops_convention": "FlashAttention: 4 B H M N D"})
+
+
+def _options_case(env, shape: tuple, dtype: str):
+    """``ops.attention(causal=True, window=, alibi_slopes=)`` on ``q, k, v [H, S, D]``."""
+    from .case_timing import Case, Ref
+    from ..stdlib import array_ops as ops
+    from ..stdlib.attention import attention_reference
+
+    h, s, d, window = shape
+    q, k, v = (env.cast(env.randn(h, s, d), dtype) for _ in range(3))
+    slopes = [2.0 ** (-8.0 * (i + 1) / h) for i in range(h)]  # ALiBi's geometric slopes
+    if env.backend != "cuda":
+        alibi = slopes
+
+        def want():
+            return attention_reference(q, k, v, True, None, None, window, None, slopes)
+        refs = [Ref("numpy float64 reference", "numpy", want)]
+    else:
+        torch = env.torch
+        alibi = torch.tensor(slopes, dtype=torch.float32, device=q.device)
+        pos = torch.arange(s, device=q.device)
+        dist = (pos[:, None] - pos[None, :]).float()
+        keep = (dist >= 0) & (dist < window)
+        mask = (-alibi[:, None, None] * dist.abs()).masked_fill(~keep, float("-inf"))[None]
+        q4, k4, v4 = (a.view(1, h, s, d) for a in (q, k, v))
+
+        def want():
+            return _masked_sdpa(torch, None, q4.float(), k4.float(), v4.float(),
+                                mask)().reshape(q.shape)
+        refs = [Ref("torch SDPA", name, _masked_sdpa(torch, name, q4, k4, v4,
+                                                     mask.to(q.dtype)),
+                    view=lambda r, shape=q.shape: r.reshape(shape))
+                for name in SDPA_BACKENDS]
+    return Case("attention_options", f"{h}x{s}x{s}x{d} causal window {window} alibi {dtype}",
+                "flops", flops(1, h, s, s, d, True),
+                lambda: ops.attention(q, k, v, causal=True, window=window, alibi_slopes=alibi),
+                want, None, tol=1e-2, refs=refs,
+                extra={"dtype": dtype, "causal": True, "heads": h, "window": window,
+                       "alibi": True,
+                       "flops_convention": "FlashAttention: 4 B H M N D, halved when causal"})
+
+
+def _masked_sdpa(torch, backend, q4, k4, v4, mask):
+    """SDPA with the float ``mask`` (``backend`` None: torch's choice)."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def call():
+        if backend is None:
+            return sdpa(q4, k4, v4, attn_mask=mask)
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel([getattr(SDPBackend, backend)]):
+            return sdpa(q4, k4, v4, attn_mask=mask)
+    return call
 
 
 def _gqa_sdpa(torch, backend: str, q4, k4, v4):

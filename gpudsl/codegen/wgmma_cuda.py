@@ -39,7 +39,8 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir.nodes import Const, For, Interval, Wgmma, WgmmaCommit, WgmmaWait
 from ..ir.visitor import walk
-from ..ir.wgmma_meaning import CORE, intervals, is_swizzled_form, operand_problem
+from ..ir.wgmma_meaning import (CORE, CORE_BYTES, intervals, is_swizzled_form, mn_problem,
+                                operand_problem)
 
 PREFIX = "gpudsl_wgmma_m64n"
 
@@ -91,6 +92,25 @@ __device__ __forceinline__ gpudsl_wgmma_desc gpudsl_wgmma_make_desc_swz(const vo
        | (mode << 62);
 #endif
 }
+// a descriptor of an MN-major B operand (imm-trans-b = 1) in a tile swizzled with W bytes
+// (rows of W bytes, N contiguous): start the first element (a multiple of the period
+// 8 * W), LBO the bytes between blocks of W bytes of N, SBO = 8 rows of W bytes (the PTX
+// ISA's ((T, W / 16, m), (8, k)) : ((1, T, LBO), (W / 16 T, SBO)))
+template <int W>
+__device__ __forceinline__ gpudsl_wgmma_desc gpudsl_wgmma_make_desc_mn(const void* p,
+                                                                      unsigned lbo) {
+#ifdef GPUDSL_EMULATOR
+  return gpudsl_wgmma_desc{(const unsigned char*)p, lbo, 8u * W, (unsigned)W, 0u};
+#else
+  unsigned a;
+  a = (unsigned)__cvta_generic_to_shared(p);  // folded by ptxas (an asm is not)
+  const unsigned long long mode = W == 128 ? 1ull : W == 64 ? 2ull : 3ull;
+  return (unsigned long long)((a & 0x3FFFFu) >> 4)
+       | ((unsigned long long)((lbo & 0x3FFFFu) >> 4) << 16)
+       | ((unsigned long long)(((8u * W) & 0x3FFFFu) >> 4) << 32)
+       | (mode << 62);
+#endif
+}
 __device__ __forceinline__ void gpudsl_wgmma_fence() {
 #ifdef GPUDSL_WGMMA_PTX
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -131,8 +151,27 @@ static inline T gpudsl_wgmma_elem(const gpudsl_wgmma_desc& d, int r, int k) {
   o ^= ((o >> 7) & (unsigned long long)(d.w / 16 - 1)) << 4;
   return *(const T*)(d.p + o);
 }
-// one thread's share of D += A @ B (m64nNk16), read through the descriptors
+// element B[k, n] of an MN-major B operand (imm-trans-b = 1) through its descriptor: no
+// swizzle, ((T, 1, m), (8, k)) : ((1, T, SBO), (T, LBO)) with T the elements of 16 bytes, at
+// p + (n / T) * sbo + (n % T) * size + (k / 8) * lbo + (k % 8) * 16; swizzled with w bytes
+// (rows of E = w / size elements), ((T, w / 16, m), (8, k)) : ((1, T, LBO), (E, SBO)): the
+// offset (n / E) * lbo + (k / 8) * sbo + (k % 8) * w + (n % E) * size from the
+// period-aligned start, swizzled as gpudsl_swz does
 template <class T>
+static inline T gpudsl_wgmma_elem_mn(const gpudsl_wgmma_desc& d, int n, int k) {
+  const int sz = (int)sizeof(T);
+  if (!d.w)
+    return *(const T*)(d.p + (n / (16 / sz)) * d.sbo + (n % (16 / sz)) * sz + (k / 8) * d.lbo
+                       + (k % 8) * 16);
+  const int e = (int)d.w / sz;
+  unsigned long long o = (unsigned long long)((n / e) * d.lbo + (k / 8) * d.sbo + (k % 8) * d.w
+                                              + (n % e) * sz);
+  o ^= ((o >> 7) & (unsigned long long)(d.w / 16 - 1)) << 4;
+  return *(const T*)(d.p + o);
+}
+// one thread's share of D += A @ B (m64nNk16), read through the descriptors (MN: B is
+// MN-major, imm-trans-b = 1)
+template <class T, bool MN = false>
 static inline void gpudsl_wgmma_emu(float* const* d, int n, gpudsl_wgmma_desc da,
                                     gpudsl_wgmma_desc db) {
   const unsigned flat = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
@@ -143,7 +182,7 @@ static inline void gpudsl_wgmma_emu(float* const* d, int n, gpudsl_wgmma_desc da
     float s = *d[i];
     for (int k = 0; k < 16; ++k) {
       const T a = gpudsl_wgmma_elem<T>(da, r, k);
-      const T b = gpudsl_wgmma_elem<T>(db, c, k);
+      const T b = MN ? gpudsl_wgmma_elem_mn<T>(db, c, k) : gpudsl_wgmma_elem<T>(db, c, k);
       s += (float)a * (float)b;
     }
     *d[i] = s;
@@ -153,13 +192,18 @@ static inline void gpudsl_wgmma_emu(float* const* d, int n, gpudsl_wgmma_desc da
 """
 
 
-def helper_name(n: int, ty) -> str:
-    return f"{PREFIX}{n}k16_{ty.name}"
+MN_SUFFIX = "_mn"
+
+
+def helper_name(n: int, ty, b_major: str = "k") -> str:
+    return f"{PREFIX}{n}k16_{ty.name}" + (MN_SUFFIX if b_major == "mn" else "")
 
 
 def shape_helper(name: str) -> str:
-    """The C text of ``gpudsl_wgmma_m64n<N>k16_<f16|bf16>``."""
-    n, ty = name[len(PREFIX):].split("k16_")
+    """The C text of ``gpudsl_wgmma_m64n<N>k16_<f16|bf16>[_mn]`` (``_mn``: B MN-major,
+    ``imm-trans-b = 1``)."""
+    mn = name.endswith(MN_SUFFIX)
+    n, ty = name[len(PREFIX):len(name) - (len(MN_SUFFIX) if mn else 0)].split("k16_")
     n = int(n)
     regs = n // 2
     params = ", ".join(f"float& d{i}" for i in range(regs))
@@ -172,12 +216,12 @@ def shape_helper(name: str) -> str:
             "#ifdef GPUDSL_WGMMA_PTX\n"
             f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 2}, 0;\\n"\n'
             f'               " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} '
-            f'{{{dlist}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
+            f'{{{dlist}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, {int(mn)};\\n}}\\n"\n'
             f"               : {outs}\n"
             f'               : "l"(da), "l"(db), "r"(1));\n'
             "#else\n"
             f"  float* const d[{regs}] = {{{ptrs}}};\n"
-            f"  gpudsl_wgmma_emu<{emu_t}>(d, {n}, da, db);\n"
+            f"  gpudsl_wgmma_emu<{emu_t}, {'true' if mn else 'false'}>(d, {n}, da, db);\n"
             "#endif\n"
             "}\n")
 
@@ -212,6 +256,8 @@ def _descriptor(kw, w, s: Wgmma, rows: int) -> str:
     info = kw.lookup(w.name, s.loc)
     nbytes = w.ty.bits // 8
     last = int(info.shape[-1]) if info.shape else None
+    if w is s.b and s.b_major == "mn":
+        return _mn_descriptor(kw, w, s, info, nbytes, last)
     why = operand_problem(w, len(info.shape), last, nbytes, info.swizzle, rows)
     if why is not None or info.pointer:
         raise _err(f"the operand `{w.name}[...]` of wgmma is not a [2, {rows}, 8] window of a "
@@ -229,6 +275,24 @@ def _descriptor(kw, w, s: Wgmma, rows: int) -> str:
         stride *= int(d)
     return (f"gpudsl_wgmma_make_desc(&{kw.access(w.name, first, s.loc)}, "
             f"{stride * nbytes}u, {CORE * CORE * nbytes}u)")
+
+
+def _mn_descriptor(kw, w, s: Wgmma, info, nbytes: int, last) -> str:
+    """The descriptor of an MN-major B window ``[N // E, 16, E]`` (or ``[16, E]``): its
+    first element; LBO the bytes between two k8 row groups (8 rows of 16 bytes) of a plain
+    tile, between two blocks of E columns of a swizzled one; SBO the other."""
+    why = mn_problem(w, len(info.shape), last, nbytes, info.swizzle, s.n)
+    if why is not None or info.pointer:
+        raise _err(f"the MN-major B operand `{w.name}[...]` of wgmma is not a window in a "
+                   f"layout the hardware reads here: {why or 'it is not a SHARED array'}",
+                   s.loc, "pass SHARED tiles (or windows of them) to wgmma")
+    first = tuple(p.lo if isinstance(p, Interval) else p.pt for p in w.idx)
+    row = int(info.shape[-1]) * nbytes                  # bytes of one row (E elements)
+    block = (int(info.shape[-2]) * row) if len(intervals(w)) == 3 else 8 * row * 2
+    at = f"&{kw.access(w.name, first, s.loc)}"
+    if info.swizzle:
+        return f"gpudsl_wgmma_make_desc_mn<{info.swizzle}>({at}, {block}u)"
+    return f"gpudsl_wgmma_make_desc({at}, {8 * CORE_BYTES}u, {block}u)"
 
 
 def _acc_elements(kw, s: Wgmma) -> list:
@@ -267,7 +331,7 @@ def emit_wgmma(kw, s, level: str) -> None:
     if level != "thread":
         raise _err("wgmma stands outside any @ THREADS loop: the 128 threads of a warpgroup "
                    "issue it", s.loc, "put it inside a THREADS loop of 128 threads")
-    name = helper_name(s.n, s.a.ty)
+    name = helper_name(s.n, s.a.ty, s.b_major)
     kw.use_helper(name)
     if not getattr(kw, "wg_fenced", False) and not is_run(getattr(kw, "prev", None)):
         _fences(kw, s.loc)

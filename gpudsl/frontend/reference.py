@@ -669,7 +669,11 @@ assert y[0] == 510.0
        "K); or, from tiles `@ SHARED(swizzle=W)` with rows of exactly W bytes, `a` a `[64, 16]` "
        "window (`a_s[r0:r0 + 64, c0:c0 + 16]`, `a[m, kk]` = A[m, kk]) and `b` an `[N, 16]` one "
        "(`b[n, kk]` = B[kk, n]), `r0` at the swizzle's period and `c0` a multiple of 16 "
-       "(proved). Asynchronous: the accumulator may not be touched, nor the operands written, until "
+       "(proved). `wgmma(acc, a, b, b_major=\"mn\")` takes B stored K x N (N contiguous, the "
+       "PTX ISA's transposed B): `b` a `[N // E, 16, E]` window (`b[c, kk, j]` = B[kk, E c + j]; "
+       "`[16, N]` when N = E) whose last range is a whole row of E elements, 8 of a plain tile "
+       "or W / 2 of a swizzled one, its rows at the swizzle's period (proved). Asynchronous: "
+       "the accumulator may not be touched, nor the operands written, until "
        "the `wgmma_wait` that completes its group. See [Hopper](hopper.md#warpgroup-mma-wgmma).",
        '''
 @proc

@@ -7,7 +7,9 @@ thread's part of the accumulator), ``a`` a window ``[2, 64, 8]`` and ``b`` one
 that shape may be named alone), or, from a tile ``@ SHARED(swizzle=W)`` with rows of
 exactly ``W`` bytes, windows ``[64, 16]`` and ``[N, 16]`` (``a_s[r0:r0 + 64, c0:c0 + 16]``:
 the swizzled K-major form, whose tile check() and codegen verify); N is a multiple of 8
-from 8 to 256.
+from 8 to 256.  ``wgmma(acc, a, b, b_major="mn")`` takes B stored K x N (N contiguous):
+``b_s[c0:c0 + N // E, k0:k0 + 16, 0:E]`` (or ``b_s[k0:k0 + 16, 0:N]`` when N = E), E the
+elements of a row of ``b_s`` (8 of a plain tile, ``W // 2`` of a swizzled one).
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import ast
 
 from ..ir.nodes import Const, Interval, Wgmma, WgmmaCommit, WgmmaWait, WindowArg
 from ..ir.types import INDEX, f32
-from ..ir.wgmma_meaning import AB_TYPES, CORE, K, M, N_MAX, extents, operand_problem
+from ..ir.wgmma_meaning import (AB_TYPES, B_MAJORS, CORE, K, M, N_MAX, extents, mn_problem,
+                                 operand_problem)
 
 WGMMA_FUNCS = ("wgmma", "wgmma_commit", "wgmma_wait")
 
@@ -71,10 +74,43 @@ def _ab(parser, node, what: str, rows: int):
     return w
 
 
+_MN_FORM = ("wgmma(acc[t, 0:N // 2], a, b_s[c0:c0 + N // E, k0:k0 + 16, 0:E], b_major=\"mn\"): "
+            "B stored K x N, b[c, kk, j] = B[kk, E c + j], E the elements of a row of b_s "
+            "(8 of a plain tile, W // 2 of a tile @ SHARED(swizzle=W)); with N = E, "
+            "b_s[k0:k0 + 16, 0:N]")
+
+
+def _b_major(parser, v: ast.Call, fname: str) -> str:
+    """The ``b_major=`` keyword of ``wgmma`` (``"k"`` without it)."""
+    major = "k"
+    for kw in v.keywords:
+        ok = isinstance(kw.value, ast.Constant) and kw.value.value in B_MAJORS
+        if fname != "wgmma" or kw.arg != "b_major" or not ok:
+            raise parser.err(v, f"{fname}() takes no keyword arguments" if fname != "wgmma"
+                             else "wgmma takes one keyword, b_major=\"k\" (B stored N x K, "
+                             "the default) or b_major=\"mn\" (B stored K x N)", _MN_FORM)
+        major = kw.value.value
+    return major
+
+
+def _b_mn(parser, node, n: int):
+    w, sym = _operand(parser, node)
+    if not sym.mem.per_block or sym.ty.name not in AB_TYPES:
+        raise parser.err(node, f"the B operand of wgmma is a SHARED array of f16 or bf16; "
+                         f"'{w.name}' is a {sym.mem.name} array of {sym.ty.name}",
+                         "stage the tile into SHARED memory")
+    last = sym.shape[-1].val if sym.shape and isinstance(sym.shape[-1], Const) else None
+    why = mn_problem(w, len(sym.shape), last, sym.ty.bits // 8,
+                     getattr(sym, "swizzle", None), n)
+    if why is not None:
+        raise parser.err(node, f"the MN-major B operand `{ast.unparse(node)}` of wgmma is not "
+                         f"a window in a layout the hardware reads: {why}", _MN_FORM)
+    return w
+
+
 def parse_wgmma_call(parser, s: ast.stmt, v: ast.Call, fname: str):
     loc = parser.src.loc(s)
-    if v.keywords:
-        raise parser.err(v, f"{fname}() takes no keyword arguments")
+    major = _b_major(parser, v, fname)
     if fname == "wgmma_commit":
         if v.args:
             raise parser.err(v, "wgmma_commit() takes no arguments")
@@ -91,11 +127,11 @@ def parse_wgmma_call(parser, s: ast.stmt, v: ast.Call, fname: str):
                          "operands", _FORM)
     acc, n = _acc(parser, v.args[0])
     a = _ab(parser, v.args[1], "A", M)
-    b = _ab(parser, v.args[2], "B", n)
+    b = _b_mn(parser, v.args[2], n) if major == "mn" else _ab(parser, v.args[2], "B", n)
     if a.ty != b.ty:
         raise parser.err(v, f"the operands of wgmma hold one type; A holds {a.ty.name}, B "
                          f"{b.ty.name}")
-    return Wgmma(acc, a, b, n, loc)
+    return Wgmma(acc, a, b, n, loc, major)
 
 
 __all__ = ["WGMMA_FUNCS", "parse_wgmma_call"]

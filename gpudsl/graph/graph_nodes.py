@@ -265,7 +265,8 @@ def constructor(graph: str):
 
 
 def AttentionNode(q, k, v, prefix=None, causal: bool = False, kv_heads=None,  # noqa: N802
-                  block_table=None, seq_lens=None, window=None, softcap=None):
+                  block_table=None, seq_lens=None, window=None, softcap=None,
+                  alibi_slopes=None):
     """``softmax(q k^T / sqrt(D)) v`` per head (``q [H, M, D]``, ``k, v [Hkv, N, D]``,
     ``Hkv`` dividing ``H``: query head ``h`` reads KV head ``h // (H / Hkv)``) over the
     first ``prefix`` keys: an int64 node of one element (an input: it changes
@@ -278,13 +279,16 @@ def AttentionNode(q, k, v, prefix=None, causal: bool = False, kv_heads=None,  # 
     between evaluations); query row ``i`` of sequence ``b`` is its position ``i +
     seq_lens[b] - M``; the result is ``[B * H, M, D]`` (the script's
     ``PagedAttentionNode(q, k, v, block_table, seq_lens, causal)``).  ``window`` (an
-    int, with ``causal``) and ``softcap`` (a positive number) as ``gpudsl.ops.attention``
-    (a graph with them has no script form: ``to_script`` refuses it).  One fused kernel
+    int, with ``causal``), ``softcap`` (a positive number) and ``alibi_slopes`` (numbers,
+    one a query head: the attribute ``alibi``, constants of the graph) as
+    ``gpudsl.ops.attention`` (the script's optional trailing arguments ``WINDOW,
+    SOFTCAP, [SLOPES]``).  One fused kernel
     (:mod:`gpudsl.stdlib.attention`, :mod:`gpudsl.stdlib.attention_paged`)."""
     q, k, v = _wrap(q), _wrap(k), _wrap(v)
     if not isinstance(causal, (bool, np.bool_)):
         raise GraphError(f"causal must be a bool, not {causal!r}")
-    attrs = dict(causal=bool(causal), **_attention_options(causal, window, softcap))
+    attrs = dict(causal=bool(causal), **_attention_options(causal, window, softcap,
+                                                           alibi_slopes))
     if kv_heads is not None and len(k.shape) == 3 and len(q.shape) == 3:
         heads = k.shape[2] // q.shape[2] if block_table is not None else k.shape[0]
         if heads != _int("kv_heads", kv_heads):
@@ -304,9 +308,18 @@ def AttentionNode(q, k, v, prefix=None, causal: bool = False, kv_heads=None,  # 
     return Node("AttentionNode", (q, k, v), attrs)
 
 
-def _attention_options(causal, window, softcap) -> dict:
-    """AttentionNode's ``window`` and ``softcap`` attributes (none when not given)."""
+def _attention_options(causal, window, softcap, alibi=None) -> dict:
+    """AttentionNode's ``window``, ``softcap`` and ``alibi`` attributes (none when not
+    given; the slopes' count is the shape rule's)."""
     out = {}
+    if alibi is not None:
+        try:
+            slopes = tuple(float(x) for x in np.asarray(alibi, np.float64).reshape(-1))
+        except (TypeError, ValueError):
+            raise GraphError(f"alibi_slopes must be numbers, not {alibi!r:.60}") from None
+        if not np.isfinite(slopes).all():
+            raise GraphError(f"alibi_slopes must be finite, not {list(slopes)}")
+        out["alibi"] = slopes
     if window is not None and _int("window", window):
         if window < 0 or not causal:
             raise GraphError(f"window={window}: a sliding window is a positive int and "

@@ -183,6 +183,9 @@ def _args(out: LaunchList, launch, ins: list, me: Ref, node, i: int) -> dict:
                 args[param] = Ref("temp", f"{spec[2]}{i}", 0, (1,), "int64")
         elif kind == "value":
             args[param] = spec[1]
+        elif kind == "array":  # a literal array: a temporary of the list
+            out.temps[f"{param}{i}"] = spec[1]
+            args[param] = Ref("temp", f"{param}{i}", 0, spec[1].shape, spec[1].dtype.name)
         else:
             args[param] = _err(out, i)
     return args

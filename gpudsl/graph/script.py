@@ -17,8 +17,8 @@ from ..stdlib.node_table import all_nodes, by_graph
 from .graph_nodes import DTYPES, LATER, Node, ShapeError, infer  # noqa: F401
 
 # argument kinds: "ref" ($N), "name" (identifier), "dtype", "list" ([ints]), "int",
-# "ref|int", "bool" (0 or 1); a computing node's come from its declaration in the node
-# table (``gpudsl.stdlib.node_table``)
+# "ref|int", "bool" (0 or 1), "float", "floats" ([numbers]); a computing node's come
+# from its declaration in the node table (``gpudsl.stdlib.node_table``)
 LEAF_SIGNATURES: dict[str, tuple[str, ...]] = {
     "InputTensor": ("name", "dtype", "list"),
     "ConstantTensor": ("name", "dtype", "list"),
@@ -40,7 +40,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = dict(LEAF_SIGNATURES, **{
 _KIND_TEXT = {"ref": "a node reference $N", "name": "a tensor name", "dtype":
               "a dtype (float32, float16, bfloat16 or int64)", "list": "a list of integers [..]",
               "int": "an integer", "ref|int": "an integer or a node reference $N",
-              "bool": "an integer", "float": "a number"}
+              "bool": "an integer", "float": "a number", "floats": "a list of numbers [..]"}
 #: an optional trailing argument's kind ends in "?" ("int?", "float?"): it may be left
 #: out (with the ones after it); ``to_script`` writes it only when the node has it
 
@@ -154,6 +154,22 @@ def _parse_list(ln: _Line):
             raise ln.error(f"expected ',' or ']' in the list, found {t.text!r}", t)
 
 
+def _parse_numbers(ln: _Line) -> list:
+    """``[x, y, ...]``: finite numbers (integers or floats), as floats."""
+    ln.expect("[")
+    items = []
+    while True:
+        t = ln.next("a number")
+        if t.kind not in ("int", "float") or not np.isfinite(float(t.text)):
+            raise ln.error(f"expected a finite number in the list, found {t.text!r}", t)
+        items.append(float(t.text))
+        t = ln.next("',' or ']'")
+        if t.text == "]":
+            return items
+        if t.text != ",":
+            raise ln.error(f"expected ',' or ']' in the list, found {t.text!r}", t)
+
+
 def parse(text: str, file: str = "<script>") -> Graph:
     """Parse a HamKaas script into a ``Graph`` (shapes inferred and checked);
     errors name ``file`` (default ``<script>``), line and column."""
@@ -246,6 +262,11 @@ def _parse(text: str) -> Graph:
 
 def _argument(ln: _Line, op, kind, index, defined):
     t = ln.peek()
+    if kind.startswith("floats"):
+        if t.text != "[":
+            raise ln.error(f"argument {index + 1} of {op} must be {_kind_text(kind)}, "
+                           f"not {t.text!r}", t)
+        return _parse_numbers(ln)
     if kind == "list":
         if t.text != "[":
             raise ln.error(f"argument {index + 1} of {op} must be {_kind_text(kind)}, "
@@ -260,6 +281,8 @@ def _argument(ln: _Line, op, kind, index, defined):
         return defined[t.text]
     if t.kind == "int" and ("int" in kind or kind == "bool"):
         return _int(ln, t)
+    if t.kind == "int" and kind == "float?" and int(t.text) == 0:
+        return None  # an absent option before a given one (as to_script writes it)
     if t.kind in ("int", "float") and kind.startswith("float"):
         value = float(t.text)
         if not np.isfinite(value):
@@ -297,6 +320,8 @@ def _build(op, args, where, g: Graph, ln: _Line) -> Node:
         return node
     inputs, attrs = [], {}
     for (kind, name), v in zip(by_graph(op).script, args):
+        if v is None:  # an absent option
+            continue
         if isinstance(v, Node):
             inputs.append(v)
         elif kind == "bool":
@@ -350,6 +375,8 @@ def _script_args(n: Node, ref) -> list[str]:
             out.append(ref(next(inputs)))
         elif kind == "list":
             out.append(_shape_text(n.attrs[name]))
+        elif kind.startswith("floats"):
+            out.append("[" + ", ".join(repr(float(x)) for x in n.attrs[name]) + "]")
         elif kind.startswith("float"):
             out.append(repr(float(n.attrs[name])))
         else:  # int, bool, ref|int given as an integer

@@ -352,7 +352,9 @@ class Wgmma(Stmt):
     waiting.  ``acc`` is the thread's part of the accumulator (a window of ``N / 2`` f32
     elements of a REGISTER array, the PTX ISA's fragment), ``a`` a SHARED window
     ``[2, 64, 8]`` (``a[h, m, j]`` is A[m, 8 h + j]) and ``b`` one ``[2, N, 8]``
-    (``b[h, n, j]`` is B[8 h + j, n]).  It lands at the ``wgmma_wait`` that completes its
+    (``b[h, n, j]`` is B[8 h + j, n]).  With ``b_major="mn"`` (``wgmma(acc, a, b,
+    b_major="mn")``) B is stored K x N instead (N contiguous: ``b[kk, n]`` or
+    ``b[c, kk, j]`` = B[kk, E c + j]).  It lands at the ``wgmma_wait`` that completes its
     group (:mod:`gpudsl.ir.wgmma_meaning`)."""
 
     acc: WindowArg
@@ -360,6 +362,7 @@ class Wgmma(Stmt):
     b: WindowArg
     n: int
     loc: Optional[SrcLoc] = field(**_LOC)
+    b_major: str = "k"
 
 
 @dataclass(frozen=True)

@@ -173,7 +173,8 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
     if isinstance(s, AsyncWait):
         return [f"{pad}async_wait({s.depth})"]
     if isinstance(s, Wgmma):
-        return [f"{pad}wgmma({print_expr(s.acc)}, {print_expr(s.a)}, {print_expr(s.b)})"]
+        major = "" if s.b_major == "k" else f', b_major="{s.b_major}"'
+        return [f"{pad}wgmma({print_expr(s.acc)}, {print_expr(s.a)}, {print_expr(s.b)}{major})"]
     if isinstance(s, TmaStore):
         return [f"{pad}tma_store({print_expr(s.dst)}, {print_expr(s.src)})"]
     if isinstance(s, TmaCommit):

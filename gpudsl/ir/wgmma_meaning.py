@@ -31,6 +31,18 @@ offset).  :func:`swizzled_problem` says why a window is not one; check() proves 
 rest (the column offset a multiple of 16 elements, the rows' start at a multiple of the
 pattern's period ``8 * W`` bytes).
 
+**MN-major B** (``wgmma(acc, a, b, b_major="mn")``, the PTX ISA's ``imm-trans-b = 1``):
+B stored K x N with N contiguous (attention's V, ``a @ b`` of a row-major ``b``).  Its
+window is ``[N // E, 16, E]``, ``b[c, kk, j]`` being ``B[kk, E c + j]``, whose last range is
+the array's whole last dimension of ``E`` elements (a row): ``E`` = 8 halves (16 bytes, a
+core matrix's row) of a plain tile, or ``W / 2`` halves of a tile ``@ SHARED(swizzle=W)``
+(rows of exactly ``W`` bytes, the layout a TMA box of ``W``-byte rows lands in); with one
+block (``N == E``) the window may be ``[16, N]``, ``b[kk, n]`` being ``B[kk, n]``.  The
+three ranges are the array's last three dimensions (the two, its last two).
+:func:`mn_problem` says why a window is not one; check() proves the rest for swizzled
+tiles (the rows start at a multiple of the period, and the blocks of ``E`` columns lie
+a whole number of periods apart).
+
 **Asynchrony** (as :mod:`gpudsl.ir.async_copy_meaning`, a family of its own): ``wgmma`` adds its
 operation to the thread's open wgmma group; ``wgmma_commit`` closes it; ``wgmma_wait(n)``
 completes every committed group but the ``n`` most recent.  Between a wgmma and the wait
@@ -57,6 +69,8 @@ WARPGROUP = 128
 M = 64
 K = 16
 CORE = 8              # halves in a 16-byte core-matrix row
+CORE_BYTES = 16       # bytes in a row of a core matrix
+B_MAJORS = ("k", "mn")   # how B is stored: N x K (K contiguous) or K x N (N contiguous)
 N_MAX = 256
 AB_TYPES = ("f16", "bf16")
 WGMMA_STMTS = (Wgmma, WgmmaCommit, WgmmaWait)
@@ -158,6 +172,54 @@ def operand_problem(w: WindowArg, rank: int, last: Optional[int], elem_bytes: in
     return why
 
 
+def row_elements(elem_bytes: int, swizzle: int) -> int:
+    """``E``: the elements of one row of an MN-major B operand (16 bytes, or the swizzle's)."""
+    return (swizzle or CORE_BYTES) // elem_bytes
+
+
+def mn_problem(w: WindowArg, rank: int, last: Optional[int], elem_bytes: int,
+               swizzle: Optional[int], n: int) -> Optional[str]:
+    """Why ``w`` (of an array of ``rank`` dimensions, the last of extent ``last``, in a tile
+    swizzled with ``swizzle`` bytes: 0 none, None not known yet) is not an MN-major B
+    operand of ``n`` columns, ``[n // E, 16, E]`` or (``n == E``) ``[16, E]``, or None."""
+    iv = intervals(w)
+    if len(iv) not in (2, 3):
+        return (f"it has {len(iv)} range(s); an MN-major B operand is [N // E, {K}, E] or, "
+                f"with N = E, [{K}, N] (E the elements of a row of its tile)")
+    if any(k != rank - len(iv) + j for j, (k, _) in enumerate(iv)):
+        return f"its {len(iv)} ranges must be the array's last {len(iv)} dimensions"
+    if swizzle is None:
+        return None
+    e = row_elements(elem_bytes, swizzle)
+    kind = (f"a row of its {swizzle}-byte swizzled tile" if swizzle else
+            f"a {CORE_BYTES}-byte row of a core matrix (its tile is not swizzled)")
+    if last != e:
+        got_b = "?" if last is None else str(last * elem_bytes)
+        return (f"its tile's rows hold {got_b} bytes; an MN-major operand's rows are {kind}: "
+                f"exactly {e * elem_bytes} bytes ({e} elements)")
+    if n % e:
+        return (f"N = {n} is not a multiple of the {e} elements of {kind}: the hardware "
+                f"reads whole rows")
+    want = (K, e) if len(iv) == 2 else (n // e, K, e)
+    got = extents(w)
+    if tuple(got) != want:
+        shown = ", ".join("?" if g is None else str(g) for g in got)
+        return (f"its ranges have extents [{shown}], not [{', '.join(map(str, want))}]"
+                + ("" if len(iv) == 3 or n == e else
+                   f" (N = {n} spans {n // e} rows of {e}: name [{n // e}, {K}, {e}])"))
+    if iv[-1][1].lo != Const(0):
+        return f"its last range must be a whole row `0:{e}`"
+    return None
+
+
+def b_problem(s: Wgmma, rank: int, last: Optional[int], elem_bytes: int,
+              swizzle: Optional[int]) -> Optional[str]:
+    """Why the B window of ``s`` is not an operand of its majorness, or None."""
+    if s.b_major == "mn":
+        return mn_problem(s.b, rank, last, elem_bytes, swizzle, s.n)
+    return operand_problem(s.b, rank, last, elem_bytes, swizzle, s.n)
+
+
 def is_swizzled_form(w: WindowArg) -> bool:
     """A ``[rows, 16]`` window (the swizzled K-major form)."""
     return len(intervals(w)) == 2
@@ -217,12 +279,24 @@ def elements(s: Wgmma, lane) -> tuple:
     ty = s.a.ty
     row, col = row_expr(lane, i), col_expr(lane, i)
     ra = Read(s.a.name, _at(s.a, (row, k) if is_swizzled_form(s.a) else (h, row, j)), ty, s.loc)
-    rb = Read(s.b.name, _at(s.b, (col, k) if is_swizzled_form(s.b) else (h, col, j)), ty, s.loc)
+    rb = Read(s.b.name, _at(s.b, b_coords(s, col, k)), ty, s.loc)
     prod = BinOp("*", Builtin(f32.name, (ra,), f32, s.loc), Builtin(f32.name, (rb,), f32, s.loc),
                  f32, s.loc)
     red = WgmmaElement(s.acc.name, _at(s.acc, (i,)), "+", prod, s.loc, wgmma=s)
     inner = For(K_VAR, Const(0), Const(K), (red,), "seq", None, False, s.loc)
     return (For(I_VAR, Const(0), Const(s.n // 2), (inner,), "seq", None, False, s.loc),)
+
+
+def b_coords(s: Wgmma, col, k) -> tuple:
+    """The window coordinates of ``B[k, col]`` in the B operand of ``s``."""
+    if s.b_major == "mn":
+        if len(intervals(s.b)) == 2:
+            return (k, col)
+        e = extents(s.b)[-1]
+        return (_b("//", col, e), k, _b("%", col, e))
+    if is_swizzled_form(s.b):
+        return (col, k)
+    return (_b("//", k, CORE), col, _b("%", k, CORE))
 
 
 def wgmma_of(stmt) -> Optional[Wgmma]:
@@ -251,6 +325,7 @@ FAMILIES = (COPIES, WGMMAS)
 
 __all__ = ["chained", "WGMMAS", "FAMILIES", "WARPGROUP", "M", "K", "CORE", "N_MAX", "AB_TYPES", "WGMMA_STMTS", "uses_wgmma",
            "n_values", "frag_row", "frag_col", "intervals", "extents", "layout_problem",
-           "swizzled_problem", "operand_problem", "is_swizzled_form",
+           "swizzled_problem", "operand_problem", "is_swizzled_form", "mn_problem",
+           "b_problem", "b_coords", "row_elements", "CORE_BYTES", "B_MAJORS",
            "row_expr", "col_expr", "lane_of", "WgmmaElement", "elements", "wgmma_of",
            "same_shape"]

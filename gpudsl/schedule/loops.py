@@ -125,8 +125,9 @@ def _pe(e):
 @primitive("reorder_loops", outer=LOOP)
 def reorder_loops(p, outer):
     """Swap loop ``outer`` with the loop directly (and only) nested in it, or nested
-    in an ``if`` that is its whole body: ``for a: if g: for b: S`` becomes ``for b:
-    for a: if g: S`` (the guards of ``divide_loop(tail="guard")`` move inwards).
+    in ``if`` statements each the whole body of the one before: ``for a: if g: for b:
+    S`` becomes ``for b: for a: if g: S`` (the guards of ``divide_loop(tail="guard")``
+    move inwards).
 
     Legality: a guard between the loops reads no array and not the inner variable;
     the inner loop's bounds do not use the outer variable, and no two
@@ -137,9 +138,9 @@ def reorder_loops(p, outer):
     """
     c = outer
     s: For = c.node()
-    guard = _lone_guard(s)
-    if guard is not None:
-        return _reorder_through_guard(p, c, s, guard)
+    chain = _lone_guard(s)
+    if chain is not None:
+        return _reorder_through_guard(p, c, s, chain)
     if len(s.body) != 1 or not isinstance(s.body[0], For):
         raise fail(f"loop {s.iter} must contain exactly one statement, a loop, to be "
                    "reordered with it", s.loc,
@@ -170,39 +171,46 @@ def _check_no_reversed_dependence(p, c, s: For, t: For) -> None:
 
 
 def _lone_guard(s: For):
-    """The ``if`` that is the whole body of ``s`` and whose whole body is a loop
-    (``for a: if g: for b: ...``, a guard of ``divide_loop(tail="guard")``), else None."""
-    if len(s.body) != 1 or not isinstance(s.body[0], If):
+    """The chain of ``if`` statements between ``s`` and a loop (``for a: if g1: if g2:
+    for b: ...``: each the whole body of the one before, without ``else``; the guards
+    of ``divide_loop(tail="guard")``), else None."""
+    chain, blk = [], s.body
+    while len(blk) == 1 and isinstance(blk[0], If) and not blk[0].orelse:
+        chain.append(blk[0])
+        blk = blk[0].body
+    if not chain or len(blk) != 1 or not isinstance(blk[0], For):
         return None
-    g = s.body[0]
-    if g.orelse or len(g.body) != 1 or not isinstance(g.body[0], For):
-        return None
-    return g
+    return chain
 
 
-def _reorder_through_guard(p, c, s: For, g: If):
-    """``for a: if g: for b: S`` → ``for b: for a: if g: S``.  The guard reads no
-    array and not ``b`` (it is outside ``b``), so it selects the same ``(a, b)`` pairs
-    in both nests; the pairs whose order changes are checked as without the guard
-    (every pair of ``S``'s accesses, a superset of those that run)."""
+def _reorder_through_guard(p, c, s: For, chain: list):
+    """``for a: if g1: ... if gn: for b: S`` → ``for b: for a: if g1: ... if gn: S``.
+    The guards read no array and not ``b`` (they are outside ``b``), so they select
+    the same ``(a, b)`` pairs in both nests; the pairs whose order changes are checked
+    as without the guards (every pair of ``S``'s accesses, a superset of those that
+    run)."""
     from ..ir.nodes import Read
 
-    t: For = g.body[0]
-    if any(isinstance(x, Read) for x in walk(g.cond)) or t.iter in free_vars(g.cond):
-        raise fail(f"the condition between loops {s.iter} and {t.iter} reads an array",
-                   g.loc)
+    t: For = chain[-1].body[0]
+    for g in chain:
+        if any(isinstance(x, Read) for x in walk(g.cond)) or t.iter in free_vars(g.cond):
+            raise fail(f"the condition between loops {s.iter} and {t.iter} reads an array",
+                       g.loc)
     if s.iter in free_vars((t.lo, t.hi)):
         raise fail(f"the bounds of loop {t.iter} depend on {s.iter}", t.loc)
     _check_no_reversed_dependence(p, c, s, t)
-    new = t.with_(body=(s.with_(body=(g.with_(body=t.body),)),))
+    inner = t.body
+    for g in reversed(chain):
+        inner = (g.with_(body=inner),)
+    new = t.with_(body=(s.with_(body=inner),))
     a = c.addr
-
-    inner_body = ("body", 0, "body", 0, "body")
-    return replace(p.ir, a, [new], keep=[
-        Moved((0,), a + ("body", 0)),                      # the old outer loop
-        Moved((0, "body", 0), a + ("body", 0, "body", 0)),  # the guard
-        Moved((0, "body", 0, "body", 0), a),                # the old inner loop
-        Moved((0,) + inner_body, a + inner_body)])
+    depth = ("body", 0) * len(chain)           # from a loop to its innermost guard
+    keep = [Moved((0,), a + ("body", 0))]      # the old outer loop
+    for k in range(len(chain)):                # the guards
+        keep.append(Moved((0,) + ("body", 0) * (k + 1), a + ("body", 0) + ("body", 0) * (k + 1)))
+    keep.append(Moved((0,) + depth + ("body", 0), a))          # the old inner loop
+    keep.append(Moved((0,) + depth + ("body", 0, "body"), a + ("body", 0) + depth + ("body",)))
+    return replace(p.ir, a, [new], keep=keep)
 
 
 # ------------------------------------------------------------------ fission

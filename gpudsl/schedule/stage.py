@@ -44,7 +44,7 @@ from .legality import collect, describe, find_bad as _find_bad, holds, prove
 from .loops import _pe
 from .memflow import reads_covered
 from .patterns import parse_at, scope_at
-from .primitive import BLOCK, NAME, TEXT, choice, current, fail, primitive
+from .primitive import BLOCK, BOOL, NAME, TEXT, choice, current, fail, primitive
 from .simplify import const_value, normalize
 
 
@@ -149,8 +149,8 @@ def _steps(window: str, loc):
 
 
 @primitive("stage_mem", block=BLOCK, window=TEXT, name=NAME,
-           memory=choice(SHARED, REGISTER, GLOBAL))
-def stage_mem(p, block, window, name: str, memory=SHARED):
+           memory=choice(SHARED, REGISTER, GLOBAL), zeros=BOOL)
+def stage_mem(p, block, window, name: str, memory=SHARED, zeros: bool = False):
     """Stage ``window`` of an array (``"x[i, 0:m]"``) into a new array ``name`` in
     ``memory`` around ``block``: copied in before it (unless the block writes every
     element it or the copy back reads before reading it: a write-only output), the
@@ -161,7 +161,9 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
     ``NAME_in0, NAME_in1, ...`` (the copy in) and ``NAME_out0, NAME_out1, ...``
     (the copy back; ``_1`` is added where a name is taken), the user's to map and to
     separate with ``insert_sync``. A window that may reach outside the array gets guarded
-    copies. A range may have a step (``"As[ti:ti + 49:16, ki]"``: every 16th row, a
+    copies; with ``zeros=True`` the copy in writes 0 where the window leaves the array
+    (what a TMA box reads there: ``make_tma`` then makes one box of it), elements the
+    block never reads. A range may have a step (``"As[ti:ti + 49:16, ki]"``: every 16th row, a
     thread's strided register fragment).
 
     Legality: proves which accesses the window covers in every instance (on a
@@ -188,7 +190,7 @@ def stage_mem(p, block, window, name: str, memory=SHARED):
     shown = window.strip() if steps else _pe(win)  # a stepped window as the user wrote it
     staged, cov, guards = _covered(p.ir, c.addr, mine, win, steps, shape, shown, loc)
     # rewrite
-    cp = _Copies(p.ir, buf, name, ty, shape, win, steps, guards, loc)
+    cp = _Copies(p.ir, buf, name, ty, shape, win, steps, guards, loc, zeros)
     writes = any(a.writes for a in cov)
     alloc = Alloc(name, ty, tuple(cp.ext), memory, loc)
     a0 = c.addr
@@ -280,8 +282,9 @@ class _Copies:
     range, of the range's extent; ``_1``, ... added where a name is taken),
     guarded where the window may leave the array (``guards``, from :func:`_bounds`)."""
 
-    def __init__(self, pdef, buf, name, ty, shape, win, steps, guards, loc):
+    def __init__(self, pdef, buf, name, ty, shape, win, steps, guards, loc, zeros=False):
         self.buf, self.name, self.ty, self.shape = buf, name, ty, shape
+        self.zeros = zeros
         self.win, self.guards, self.loc = win, guards, loc
         self.stp = steps or (1,) * len(win.idx)
         self.ext = [normalize(_e("-", w.hi, w.lo) if s == 1 else
@@ -329,7 +332,9 @@ class _Copies:
             cond = conds[0]
             for x in conds[1:]:
                 cond = _c("and", cond, x)
-            st = If(cond, (st,), (), loc)
+            zero = (Assign(name, st_idx, Const(0.0 if ty.is_float else 0, ty), loc),) \
+                if into_stage and self.zeros else ()
+            st = If(cond, (st,), zero, loc)
         for v, x in reversed(list(zip(iters, self.ext))):
             st = For(v, Const(0), x, (st,), "seq", None, False, loc)
         return st

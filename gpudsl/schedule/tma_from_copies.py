@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import z3
 
-from ..ir.nodes import Arrive, Assign, Const, For, Interval, Point, Read, TmaLoad, WindowArg
+from ..ir.nodes import Arrive, Assign, Const, For, If, Interval, Point, Read, TmaLoad, WindowArg
 from ..ir.tma_meaning import ELEM_TYPES, dst_problem, src_problem
 from ..ir.types import THREADS
 from ..ir.visitor import substitute
@@ -31,13 +31,24 @@ from .simplify import const_seq_nest, const_value, linear_form, normalize
 
 
 def _nest(L: For):
-    """``(loops, copy)``: the perfect nest of seq loops in ``L`` and its one copy."""
+    """``(loops, copy, cond)``: the perfect nest of seq loops in ``L``, its one copy and
+    the copy's guard (None: unguarded): ``if cond: dst[...] = src[...]`` ``else:
+    dst[...] = 0`` (``stage_mem(..., zeros=True)``) is a copy that reads zeros past the
+    array's edge, as a TMA box does."""
     loops, body = const_seq_nest(L)
     s = body[0] if len(body) == 1 else None
+    cond = None
+    if isinstance(s, If) and len(s.body) == 1 and len(s.orelse) == 1:
+        copy, zero = s.body[0], s.orelse[0]
+        if isinstance(copy, Assign) and isinstance(zero, Assign) and \
+                zero.name == copy.name and zero.idx == copy.idx and \
+                isinstance(zero.rhs, Const) and zero.rhs.val == 0:
+            s, cond = copy, s.cond
     if not (isinstance(s, Assign) and isinstance(s.rhs, Read) and s.idx and s.rhs.idx):
         raise fail(f"the body of thread loop {L.iter} is not a nest of seq loops (from 0 to "
-                   "constants) around one copy `dst[...] = src[...]`", L.loc)
-    return loops, s
+                   "constants) around one copy `dst[...] = src[...]` (or `if inside: dst[...] "
+                   "= src[...]` `else: dst[...] = 0`)", L.loc)
+    return loops, s, cond
 
 
 def _sides(p, addr, s: Assign):
@@ -157,13 +168,17 @@ def _next_arrive(p, addr, thread: int, loc):
                "make the copies after warp_specialize, before the producers' arrive")
 
 
-def _prove_copies(p, addr, L: For, loops, s: Assign, shape):
-    """Every copy reads inside its array; no two iterations write one element."""
+def _prove_copies(p, addr, L: For, loops, s: Assign, shape, cond=None):
+    """Every copy reads inside its array (with a guard ``cond``: the guard holds exactly
+    where it does, and the copy writes 0 elsewhere, as the box does); no two iterations
+    write one element."""
     def inside(sc, env):
         inst = sc.instance([L, *loops], [], "_c", env)
-        ok = [z3.And(sc.int(e, inst.env) >= 0, sc.int(e, inst.env) < sc.int(n, inst.env))
-              for e, n in zip(s.rhs.idx, shape)]
-        return z3.Implies(z3.And(*inst.facts), z3.And(*ok))
+        ok = z3.And(*[z3.And(sc.int(e, inst.env) >= 0, sc.int(e, inst.env) < sc.int(n, inst.env))
+                      for e, n in zip(s.rhs.idx, shape)])
+        if cond is not None:
+            return z3.Implies(z3.And(*inst.facts), sc.cond(cond, inst.env) == ok)
+        return z3.Implies(z3.And(*inst.facts), ok)
 
     def once(sc, env):
         a = sc.instance([L, *loops], [], "_a", env)
@@ -173,8 +188,14 @@ def _prove_copies(p, addr, L: For, loops, s: Assign, shape):
             z3.BoolVal(False)
         return z3.Implies(z3.And(*a.facts, *b.facts, differ), z3.Not(z3.And(*same)))
 
-    prove(p.ir, addr, inside, "every copy reads inside its array (a TMA box reads zeros "
-          "past its edge)", s.loc, "copy only what lies inside, or keep the plain copies")
+    if cond is None:
+        prove(p.ir, addr, inside, "every copy reads inside its array (a TMA box reads zeros "
+              "past its edge)", s.loc, "copy only what lies inside, or stage the tile with "
+              "stage_mem(..., zeros=True)")
+    else:
+        prove(p.ir, addr, inside, "the copy's guard holds exactly where it reads inside its "
+              "array (a TMA box reads zeros elsewhere)", s.loc,
+              "guard the copy by its bounds: stage_mem(..., zeros=True)")
     prove(p.ir, addr, once, "no two copies write one element", s.loc)
 
 
@@ -187,8 +208,13 @@ def make_tma(p, loop):
     whose indices are linear in the loops: a loop moving one index of each side by 1
     runs along the box; the other loops stay, around the ``tma_load``, and pick the box.
 
+    The copy may be guarded by its bounds with 0 written elsewhere (``if inside:
+    dst[...] = src[...]`` ``else: dst[...] = 0``, from ``stage_mem(..., zeros=True)``):
+    that is what the box does at the array's edge.
+
     Legality: the thread's next arrive after the loop (in its block) names the barrier;
-    every copy reads inside its array and no two write one element (proved); the boxes
+    every copy reads inside its array (a guarded copy: its guard holds exactly there)
+    and no two write one element (proved); the boxes
     are boxes a tensor map describes (ranges in the array's order, at most 5 of at most
     256 elements, 16-byte rows) into contiguous tiles; the result is checked like every
     rewrite of a proc with TMA loads (check()'s obligations for sm_90a: aligned, nothing
@@ -203,7 +229,7 @@ def make_tma(p, loop):
         raise fail(f"loop {L.iter} is not a thread loop of one thread (a TMA load is issued "
                    "by one thread)", L.loc, "divide the copy's loop so that one thread "
                    "runs it: divide_loop, parallelize_loop on a loop of extent 1")
-    loops, s = _nest(L)
+    loops, s, cond = _nest(L)
     shape, tile = _sides(p, c.addr, s)
     names = {f.iter for f in loops}
     ranges = {f.iter: (0, const_value(f.hi) - 1) for f in loops}
@@ -224,7 +250,7 @@ def make_tma(p, loop):
         why = d and f"the tile `{_show_w(dst_w)}` is not the box's: {d}"
     if why is not None:
         raise fail(why, s.loc)
-    _prove_copies(p, c.addr, L, loops, s, shape)
+    _prove_copies(p, c.addr, L, loops, s, shape, cond)
     name, index = _next_arrive(p, c.addr, lo, L.loc)
     body = (TmaLoad(dst_w, src_w, name, shape, s.loc, index),)
     for f in reversed(sel):

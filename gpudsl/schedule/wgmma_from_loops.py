@@ -141,7 +141,9 @@ def make_wgmma(p, loop):
     the thread loop by ``wgmma_commit()`` and ``wgmma_wait(0)``.  ``loop`` is a thread loop
     at block level whose body is a nest of seq loops (constant extents, from 0) around
     one ``acc[..., f] += f32(a[.., h, r, j]) * f32(b[.., h, c, j])`` (of swizzled tiles:
-    ``f32(a[.., r, k]) * f32(b[.., c, k])``): the loops that the
+    ``f32(a[.., r, k]) * f32(b[.., c, k])``; B read as ``b[.., k, c]`` or
+    ``b[.., c // E, k, c % E]``, its last index naming the fragment: an MN-major B,
+    ``b_major="mn"``, E the tile's row): the loops that the
     accumulator's index names are the fragment (``N / 2`` elements, its last index
     ``base + i`` with ``i`` their row-major index), the others the 16 steps of ``k``.
 
@@ -153,7 +155,8 @@ def make_wgmma(p, loop):
     and every iteration, the wgmma's meaning: element ``i`` of the thread's fragment
     gets ``f32(A[m, k]) * f32(B[k, n])`` added for ``m = frag_row(lane, i)``,
     ``n = frag_col(lane, i)`` and ``k`` in order (``A[m, k]`` the A window's element
-    ``[k // 8, m, k % 8]``, of a swizzled one ``[m, k]``; the windows those at the
+    ``[k // 8, m, k % 8]``, of a swizzled one ``[m, k]``; ``B[k, n]`` of an MN-major B
+    ``[k, n]`` or ``[n // E, k, n % E]``; the windows those at the
     warpgroup's first lane), proved
     with Z3; the result is checked like every rewrite of a proc with wgmmas (check()'s
     wgmma obligations for sm_90a: layouts, whole warpgroups, nothing in flight).
@@ -184,21 +187,57 @@ def make_wgmma(p, loop):
                 **{f.iter: Const(0) for f in loops_in}}
     ranges = {L.iter: (lo, hi - 1)}
     ranges.update({f.iter: (0, const_value(f.hi) - 1) for f in steps})
-    swz = {x.name: x.swizzle for x in walk(p.ir.body) if isinstance(x, Alloc)}
-    sa, sb = bool(swz.get(ra.name)), bool(swz.get(rb.name))
+    allocs = {x.name: x for x in walk(p.ir.body) if isinstance(x, Alloc)}
+    sa = bool(getattr(allocs.get(ra.name), "swizzle", 0))
+    sb = bool(getattr(allocs.get(rb.name), "swizzle", 0))
     a_w, a_base = _tile_window(ra, at_lane0, M, ranges, sa)
-    b_w, b_base = _tile_window(rb, at_lane0, n, ranges, sb)
     lane = _b("%", t, WARPGROUP)
     h, j = _b("//", k_expr, CORE), _b("%", k_expr, CORE)
     row, col = row_expr(lane, i_expr), col_expr(lane, i_expr)
+    major = _b_major(rb, f_loops)
+    if major == "mn":
+        b_w, b_base, tail = _mn_window(rb, allocs.get(rb.name), at_lane0, n, ranges, col,
+                                       k_expr)
+        want_b = _offsets(b_base, tail)
+    else:
+        b_w, b_base = _tile_window(rb, at_lane0, n, ranges, sb)
+        want_b = _offsets(b_base, (col, k_expr) if sb else (h, col, j))
     want_a = _offsets(a_base, (row, k_expr) if sa else (h, row, j))
-    want_b = _offsets(b_base, (col, k_expr) if sb else (h, col, j))
     _prove_meaning(p, c.addr, L, loops, ((ra, want_a), (rb, want_b)))
-    body = (Wgmma(acc, a_w, b_w, n, red.loc),)
+    body = (Wgmma(acc, a_w, b_w, n, red.loc, major),)
     for f in reversed(steps):
         body = (f.with_(body=body),)
     body += (WgmmaCommit(L.loc), WgmmaWait(0, L.loc))
     return replace(p.ir, c.addr, [L.with_(body=body)], keep=[Into((), c.addr)])
+
+
+def _b_major(rb: Read, f_loops) -> str:
+    """``"mn"`` when B's last index names a fragment loop (its column ``n``: B stored K x N,
+    N contiguous), else ``"k"``."""
+    named = {f.iter for f in f_loops}
+    return "mn" if rb.idx and free_vars(rb.idx[-1]) & named else "k"
+
+
+def _mn_window(r: Read, alloc, at_lane0: dict, n: int, ranges: dict, col, k_expr):
+    """An MN-major B window (docs/hopper.md): ``[16, N]`` when N is the tile's row of E
+    elements, else ``[N // E, 16, E]``; with the tail of indices the wgmma's meaning reads
+    ``B[k, col]`` at."""
+    if alloc is None or not alloc.shape or const_value(alloc.shape[-1]) is None:
+        raise fail(f"'{r.name}' is not a SHARED tile of constant rows allocated in the proc",
+                   r.loc)
+    e = const_value(alloc.shape[-1])
+    two = n == e
+    ext = (K, e) if two else (n // e if n % e == 0 else 0, K, e)
+    if len(r.idx) < len(ext) or 0 in ext:
+        raise fail(f"'{r.name}' read as B[k, n] (N contiguous) is an MN-major operand: "
+                   f"[16, {e}] or [N // {e}, 16, {e}] with N a multiple of its rows of {e}",
+                   r.loc, "give B's tile rows of 8 elements (plain) or of the swizzle's width")
+    base = [normalize(substitute(x, at_lane0), ranges) for x in r.idx]
+    m = len(ext)
+    idx = tuple(Point(x) for x in base[:-m]) + tuple(
+        Interval(b, normalize(_b("+", b, x))) for b, x in zip(base[-m:], ext))
+    tail = (k_expr, col) if two else (_b("//", col, e), k_expr, _b("%", col, e))
+    return WindowArg(r.name, idx, r.ty, r.loc), base, tail
 
 
 def _offsets(base, tail) -> tuple:

@@ -26,6 +26,7 @@ from .node_registry import db_stamp
 from .op_arguments import (_ANY_FLOAT, RANKS, _is_array, _is_device, _is_scalar, as_int,
                            axis, check_tensor, torch_call)
 from .op_arguments import table_rule as _table_rule
+from .op_arguments import array_like as _array_like
 from .op_arguments import contig as _contig
 from .op_arguments import empty as _empty
 from .op_arguments import index_tensor as _index_tensor
@@ -143,6 +144,8 @@ def _execute(launch, operands: tuple, like):
             args[param] = out if spec[1] is None else out.reshape(spec[1])
         elif kind == "value":
             args[param] = spec[1]
+        elif kind == "array":  # a literal array, where the operands live
+            args[param] = _array_like(like, spec[1])
         else:
             err = args[param] = _zeros(like, (1,), np.int32)
     _run(launch.proc, **args)
@@ -458,7 +461,7 @@ def sliced_softmax(x, prefix):
 
 @_op
 def attention(q, k, v, causal: bool = False, prefix=None, scale=None, kv_heads=None,
-              block_table=None, seq_lens=None, window=None, softcap=None):
+              block_table=None, seq_lens=None, window=None, softcap=None, alibi_slopes=None):
     """``softmax(scale * q k^T) v`` per head, fused in one kernel (online softmax over
     key tiles in SHARED; ``gpudsl.stdlib.attention``).  ``q`` is ``[H, M, D]``,
     ``k`` and ``v`` are ``[H, N, D]`` (the KV cache), ``D`` one of 32, 48, 64, 96, 128.
@@ -485,15 +488,17 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None, kv_heads=N
     ``window`` (an int, with ``causal``; Mistral's sliding window): the row at position
     ``p`` attends only the keys ``p - window < j <= p``; ``softcap`` (a positive
     number; Gemma 2): the scores become ``softcap * tanh(score / softcap)`` before the
-    softmax.  Every kernel above takes both (the decode of plain heads through the
-    grouped kernel)."""
-    from .attention_call import gqa_call, options, wants_gqa
+    softmax; ``alibi_slopes`` (float32 ``[H]``, one a query head; FlashAttention's):
+    ``slope_h * |p - j|`` subtracted from the score of key ``j`` (after the softcap).
+    Every kernel above takes all three (the decode of plain heads through the grouped
+    kernel)."""
+    from .attention_call import alibi_arg, gqa_call, options, wants_gqa
 
     window, softcap = options(causal, window, softcap)
-    if wants_gqa(q, k, kv_heads, block_table, seq_lens, window, softcap):
+    if wants_gqa(q, k, kv_heads, block_table, seq_lens, window, softcap, alibi_slopes):
         p, args, out, err, host_checked = gqa_call(q, k, v, causal, prefix, scale, kv_heads,
                                                    block_table, seq_lens, window, softcap,
-                                                   backend())
+                                                   backend(), alibi_slopes)
         _run(p, **args)
         if not host_checked:
             _raise_on_fault(err, "a sequence length read from the device is outside its "
@@ -525,17 +530,20 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None, kv_heads=N
         scale = 1.0 / math.sqrt(d)
     require(_is_scalar(scale) and not _is_array(scale),
             f"scale must be a number, not {type(scale).__name__} {scale!r:.40}")
-    if dt != "f32":  # f16/bf16: read widened, f32 softmax and sums, rounded once
+    slopes = alibi_arg(q, h, alibi_slopes)
+    if dt != "f32" or slopes is not None:  # halves: read widened, f32 softmax, rounded once
         from .attention_sm90 import plan_prefill
 
         q, k, v = _contig(q), _contig(k), _contig(v)
         out = _empty(q, qs, _NUMPY[dt])
         err = _zeros(q, (1,), np.int32)
         p = plan_prefill(m, d, bool(causal), h, n, dt=dt, target=backend(), window=window,
-                         softcap=softcap is not None)
-        cap = {} if softcap is None else {"cap": np.float32(softcap)}
+                         softcap=softcap is not None, alibi=slopes is not None)
+        extra = {} if softcap is None else {"cap": np.float32(softcap)}
+        if slopes is not None:
+            extra["slopes"] = slopes
         _run(p, q=q, k=k, v=v,
-             prefix=prefix, scale=np.float32(scale), out=out, err=err, **cap)
+             prefix=prefix, scale=np.float32(scale), out=out, err=err, **extra)
     else:
         out, err = _launch("attention", (_contig(q), _contig(k), _contig(v), prefix),
                            {"causal": bool(causal), "scale": np.float32(scale),

@@ -39,15 +39,25 @@ _SIG = ("(hh: size, m: size, n: size, {d}q: f32[hh, m, {D}], k: f32[hh, n, {D}],
         "err: i32[1]):\n")
 
 
-def sig(d: str, D, softcap: bool = False) -> str:
-    """:data:`_SIG` with the run-time ``cap: f32`` after ``scale`` when ``softcap``."""
+def sig(d: str, D, softcap: bool = False, alibi: bool = False) -> str:
+    """:data:`_SIG` with the run-time ``cap: f32`` after ``scale`` when ``softcap``, then
+    the ALiBi slopes ``slopes: f32[hh]`` (one a query head) when ``alibi``."""
     text = _SIG.format(d=d, D=D)
-    return text.replace("scale: f32, ", "scale: f32, cap: f32, ") if softcap else text
+    extra = ("cap: f32, " if softcap else "") + ("slopes: f32[hh], " if alibi else "")
+    return text.replace("scale: f32, ", "scale: f32, " + extra)
 
 
-def options_suffix(window: int = 0, softcap: bool = False) -> str:
+def options_suffix(window: int = 0, softcap: bool = False, alibi: bool = False) -> str:
     """The kernel name's mark of the options."""
-    return (f"_win{window}" if window else "") + ("_softcap" if softcap else "")
+    return ((f"_win{window}" if window else "") + ("_softcap" if softcap else "")
+            + ("_alibi" if alibi else ""))
+
+
+def biased(score: str, alibi: bool, slope: str, pos: str, j: str) -> str:
+    """The score with the ALiBi bias (``alibi``): ``score - slope * |pos - j|``, ``pos``
+    the query row's position and ``j`` the key's (FlashAttention's ``alibi_slopes``: after
+    the softcap; with ``causal`` ``pos - j >= 0`` for every attended key)."""
+    return f"{score} - {slope} * f32(abs({pos} - ({j})))" if alibi else score
 
 
 def check_options(causal: bool, window: int = 0, softcap: bool = False) -> None:
@@ -111,20 +121,22 @@ def attention_tolerance(dt: str = "f32") -> tuple[float, float]:
 
 @lru_cache(maxsize=None)
 def attention_rows(causal: bool = False, dt: str = "f32", window: int = 0,
-                   softcap: bool = False) -> Proc:
+                   softcap: bool = False, alibi: bool = False) -> Proc:
     """The algorithm: for each head and query row, the scores of the attended keys
     (``scale * q . k``), their maximum, ``exp(score - max)`` and its sum, then each
     output entry the weighted sum of the values divided by the sum.  Scores of keys
     not attended are never read.  ``dt`` f16/bf16: q, k, v read widened to f32, the
     output rounded once.  ``window`` (with ``causal``): row ``i`` attends only the keys
     above its position less ``window``; ``softcap``: each score becomes ``cap *
-    tanh(score / cap)`` (``cap`` a run-time argument)."""
+    tanh(score / cap)`` (``cap`` a run-time argument); ``alibi``: then ``slopes[h] * |p -
+    j|`` subtracted, ``p = i + prefix - m`` the row's position (:func:`biased`)."""
     check_options(causal, window, softcap)
-    name = "attention_rows" + ("_causal" if causal else "") + options_suffix(window, softcap) \
-        + _dt_suffix(dt)
+    name = "attention_rows" + ("_causal" if causal else "") + \
+        options_suffix(window, softcap, alibi) + _dt_suffix(dt)
     ok = _valid("j", causal, "i", window)
+    score = biased(capped("scale * dot", softcap), alibi, "slopes[h]", "i + prefix[0] - m", "j")
     text = (
-        f"def {name}" + sig("d: size, ", "d", softcap) +
+        f"def {name}" + sig("d: size, ", "d", softcap, alibi) +
         f"    if {_bad_prefix(causal)}:\n"
         "        err[0] = 1\n"
         "    for h in seq(0, hh):\n"
@@ -138,7 +150,7 @@ def attention_rows(causal: bool = False, dt: str = "f32", window: int = 0,
         "                    dot = 0.0\n"
         "                    for e in seq(0, d):\n"
         "                        dot += q[h, i, e] * k[h, j, e]\n"
-        f"                    sc[j] = {capped('scale * dot', softcap)}\n"
+        f"                    sc[j] = {score}\n"
         "                    mx = max(mx, sc[j])\n"
         "            total: f32\n"
         "            total = 0.0\n"
@@ -158,12 +170,14 @@ def attention_rows(causal: bool = False, dt: str = "f32", window: int = 0,
 
 def attention_reference(q, k, v, causal: bool = False, prefix: int | None = None,
                         scale: float | None = None, window: int | None = None,
-                        softcap: float | None = None) -> np.ndarray:
+                        softcap: float | None = None, alibi=None) -> np.ndarray:
     """The meaning in float64 numpy (float32 result): ``q [H, M, D]``, ``k, v [Hkv, N,
     D]`` with ``Hkv`` dividing ``H`` (grouped-query heads: query head ``h`` against KV
     head ``h // (H / Hkv)``; ``Hkv == H`` is plain multi-head attention).  ``window``
     (with ``causal``): row ``i`` at position ``p = i + L - M`` attends the keys ``p -
-    window < j <= p``; ``softcap``: the scores ``c * tanh(s / c)`` before the softmax."""
+    window < j <= p``; ``softcap``: the scores ``c * tanh(s / c)`` before the softmax;
+    ``alibi`` (slopes ``[H]``, one a query head): then ``slopes[h] * |p - j|`` subtracted
+    (FlashAttention's ``alibi_slopes``)."""
     q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
     if k.shape[0] != q.shape[0]:
         if q.shape[0] % k.shape[0]:
@@ -178,6 +192,9 @@ def attention_reference(q, k, v, causal: bool = False, prefix: int | None = None
     if softcap:
         s = softcap * np.tanh(s / softcap)
     i, j = np.arange(m)[:, None], np.arange(L)[None, :]
+    if alibi is not None:
+        slopes = np.asarray(alibi, np.float64).reshape(-1, 1, 1)
+        s = s - slopes * np.abs(i + (L - m) - j)
     if causal:
         s = np.where(j <= i + (L - m), s, -np.inf)
     if window:
@@ -215,7 +232,8 @@ def _row_tree(rows: int, combine: str, indent: int) -> str:
 
 @lru_cache(maxsize=None)
 def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1,
-                     dt: str = "f32", window: int = 0, softcap: bool = False) -> Proc:
+                     dt: str = "f32", window: int = 0, softcap: bool = False,
+                     alibi: bool = False) -> Proc:
     """One block per (head ``h``, ``rows`` query rows ``i = rows * ib + r``), ``rows``
     times ``d`` threads; thread ``(r, t)`` owns output entry ``t`` of its row.  Per tile
     of :data:`TILE` keys starting at ``j0 = 32 jt``:
@@ -241,7 +259,8 @@ def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1,
     bad prefix (see :func:`_bad_prefix`).  ``dt`` f16/bf16: ``q``, ``k`` and ``v`` are
     widened to f32 as they are read (the SHARED tiles hold f32), the output entry
     rounded once.  ``window`` and ``softcap`` as :func:`attention_rows`: a tile no row
-    of the block attends (before the first row's window) is skipped as well."""
+    of the block attends (before the first row's window) is skipped as well; ``alibi``
+    as :func:`attention_rows` (the bias added where the score is made, step 3)."""
     check_options(causal, window, softcap)
     if d not in TILED_HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {TILED_HEAD_DIMS}")
@@ -250,12 +269,14 @@ def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1,
                          f"{MAX_THREADS}, not {rows} (d = {d})")
     T, G, R = TILE, d // TILE, rows
     name = (f"attention_d{d}" + ("_causal" if causal else "") + (f"_r{R}" if R > 1 else "")
-            + options_suffix(window, softcap) + _dt_suffix(dt))
+            + options_suffix(window, softcap, alibi) + _dt_suffix(dt))
     row = f"{R} * ib + r"
+    score = biased(capped("sc", softcap), alibi, "slopes[h]", f"{row} + prefix[0] - m",
+                   f"{T} * jt + t")
     ok = _valid(f"{T} * jt + t", causal, row, window)
     first = some_valid(f"{T} * jt", T, causal, f"{R} * ib + {R - 1}", f"{R} * ib", window)
     text = (
-        f"def {name}" + sig("", d, softcap) +
+        f"def {name}" + sig("", d, softcap, alibi) +
         "    for h in par(0, hh) @ BLOCKS:\n"
         f"        for ib in par(0, (m + {R - 1}) // {R}) @ BLOCKS:\n"
         f"            qs: f32[{R}, {d}] @ SHARED\n"
@@ -301,7 +322,7 @@ sc: f32
 sc = 0.0
 for g in seq(0, {G}):
     sc += part_dot[r, g, t]
-sc = select({ok}, {capped("sc", softcap)}, {NEG})
+sc = select({ok}, {score}, {NEG})
 mnew: f32
 mnew = max(mr[r, t], warp_max(sc))
 pe: f32
@@ -329,7 +350,7 @@ if {row} < m:
 
 def plan_attention(m: int, d: int, causal: bool = False, heads: int | None = None,
                    keys: int | None = None, layout: str = "hnd", dt: str = "f32",
-                   window: int = 0, softcap: bool = False) -> Proc:
+                   window: int = 0, softcap: bool = False, alibi: bool = False) -> Proc:
     """The kernel for ``heads`` x ``m`` query rows of ``d`` entries against ``keys`` keys.
 
     Decode shapes (``m <= SPLIT_MAX_ROWS``), head dimensions the tiled kernel does not
@@ -340,20 +361,20 @@ def plan_attention(m: int, d: int, causal: bool = False, heads: int | None = Non
     the tiled kernel with the power of two covering ``m`` rows per block up to
     ``MAX_THREADS / d`` threads (K and V tiles are read once per block, shared by its
     rows).  ``dt``: the tensors' precision (f32, f16, bf16).  With ``window`` or
-    ``softcap`` the tiled kernel (any ``m``; the split-key kernel takes neither), a
-    ``ValueError`` where it cannot run (:func:`takes_options`)."""
+    ``softcap`` or ``alibi`` the tiled kernel (any ``m``; the split-key kernel takes
+    none of them), a ``ValueError`` where it cannot run (:func:`takes_options`)."""
     from .attention_split import plan_split
 
-    if window or softcap:
+    if window or softcap or alibi:
         if not takes_options(d, layout):
-            raise ValueError(f"window= and softcap= need a head dimension of "
+            raise ValueError(f"window=, softcap= and alibi_slopes= need a head dimension of "
                              f"{TILED_HEAD_DIMS} and the [H, N, D] layout")
     elif m <= SPLIT_MAX_ROWS or d not in TILED_HEAD_DIMS or layout != "hnd":
         return plan_split(d, causal, heads, m, keys, layout, dt=dt)
     rows = 1
     while rows < m and rows * 2 in ROW_CHOICES and rows * 2 * d <= PLAN_THREADS:
         rows *= 2
-    return attention_kernel(d, causal, rows, dt, window, bool(softcap))
+    return attention_kernel(d, causal, rows, dt, window, bool(softcap), bool(alibi))
 
 
 def takes_options(d: int, layout: str = "hnd") -> bool:
@@ -364,5 +385,5 @@ def takes_options(d: int, layout: str = "hnd") -> bool:
 
 __all__ = ["attention_rows", "attention_reference", "attention_tolerance", "halve",
            "attention_kernel", "plan_attention", "takes_options", "sig", "some_valid",
-           "check_options", "capped", "options_suffix", "TILE",
+           "check_options", "capped", "biased", "options_suffix", "TILE",
            "HEAD_DIMS", "TILED_HEAD_DIMS", "ROW_CHOICES", "SPLIT_MAX_ROWS"]

@@ -30,11 +30,12 @@ from .op_arguments import (_ANY_FLOAT, _is_array, _is_device, _is_scalar, as_int
 from .shapes import require
 
 
-def wants_gqa(q, k, kv_heads, block_table, seq_lens, window=0, softcap=None) -> bool:
+def wants_gqa(q, k, kv_heads, block_table, seq_lens, window=0, softcap=None,
+              alibi=None) -> bool:
     """Whether the call needs the grouped/paged kernel (else the plain ``attention``):
-    grouped heads, a batch or a paged cache; or ``window`` / ``softcap`` where the plain
-    kernels take neither (a decode, ``M <= SPLIT_MAX_ROWS``, or a head dimension the
-    tiled kernel does not take)."""
+    grouped heads, a batch or a paged cache; or ``window`` / ``softcap`` / ``alibi``
+    where the plain kernels take none of them (a decode, ``M <= SPLIT_MAX_ROWS``, or a
+    head dimension the tiled kernel does not take)."""
     from .attention import SPLIT_MAX_ROWS, takes_options
 
     if block_table is not None or seq_lens is not None or kv_heads is not None:
@@ -42,7 +43,34 @@ def wants_gqa(q, k, kv_heads, block_table, seq_lens, window=0, softcap=None) -> 
     qs, ks = getattr(q, "shape", ()), getattr(k, "shape", ())
     if len(qs) != 3 or len(ks) != 3 or qs[0] != ks[0]:
         return True
-    return bool(window or softcap) and (qs[1] <= SPLIT_MAX_ROWS or not takes_options(qs[2]))
+    return bool(window or softcap or alibi is not None) and \
+        (qs[1] <= SPLIT_MAX_ROWS or not takes_options(qs[2]))
+
+
+def alibi_arg(q, heads: int, slopes):
+    """The ALiBi slopes checked: float32 ``[heads]`` (one a query head, as
+    FlashAttention's ``alibi_slopes``), contiguous, where ``q`` lives (a list or tuple
+    of numbers is made one); None stays None."""
+    if slopes is None:
+        return None
+    if isinstance(slopes, (list, tuple)):
+        require(all(_is_scalar(x) and not isinstance(x, bool) for x in slopes),
+                f"alibi_slopes must be numbers, not {slopes!r:.60}")
+        host = np.asarray(slopes, np.float32)
+        if hasattr(q, "new_empty"):  # torch
+            import torch
+
+            slopes = torch.as_tensor(host, device=q.device)
+        else:
+            require(not _is_device(q), "alibi_slopes as a list needs numpy q; give a "
+                    "float32 device array")
+            slopes = host
+    shape = check_tensor("alibi_slopes", slopes, ranks=(1,), dtypes=("float32",))
+    require(tuple(shape) == (heads,), f"alibi_slopes has shape {tuple(shape)}, expected "
+            f"({heads},): one slope a query head")
+    require(_is_device(slopes) == _is_device(q), "alibi_slopes must live where q does "
+            f"(q {'on a device' if _is_device(q) else 'on the host'})")
+    return contig(slopes)
 
 
 def options(causal, window, softcap) -> tuple[int, float | None]:
@@ -163,10 +191,11 @@ def _contiguous(q, k, v, qs, ks, d, prefix, kv_heads, seq_lens) -> _Form:
 
 
 def gqa_call(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens, window=0,
-             softcap=None, target=None):
+             softcap=None, target=None, alibi=None):
     """``(proc, keyword arguments, result, fault flag, host_checked)``; ``window`` and
-    ``softcap`` as :func:`options` gives them; ``target``: the backend (``"cuda"``: a
-    half decode of 4 or more heads per KV head runs on tensor cores)."""
+    ``softcap`` as :func:`options` gives them, ``alibi`` the slopes (``[H]``); ``target``:
+    the backend (``"cuda"``: a half decode of 4 or more heads per KV head runs on
+    tensor cores)."""
     qs, ks, vs = (check_tensor(name, a, ranks=(3, 4), dtypes=_ANY_FLOAT) for name, a in
                   (("q", q), ("k", k), ("v", v)))
     dt = common_dtype("attention", q=q, k=k, v=v)
@@ -190,8 +219,9 @@ def gqa_call(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens, wi
     elif f.host_len is not None:
         require(low <= f.host_len <= f.cap, f"prefix {f.host_len} is outside [{low}, "
                 f"{f.cap}]" + (" (causal: at least the query rows)" if causal else ""))
+    alibi = alibi_arg(q, f.H, alibi)
     p = plan_grouped(d, bool(causal), G, f.M, f.page, dt, _idx(f.lens), window,
-                     softcap is not None, target)
+                     softcap is not None, target, alibi is not None)
     out = empty(q, (f.B, f.hkv, G, f.M, d), NUMPY[dt])
     err = empty(q, (1,), np.int32)
     err[...] = 0
@@ -199,9 +229,11 @@ def gqa_call(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens, wi
                 scale=np.float32(scale), out=out, err=err)
     if softcap is not None:
         args["cap"] = np.float32(softcap)
+    if alibi is not None:
+        args["slopes"] = alibi.reshape(f.hkv, G)
     if f.table is not None:
         args["table"] = f.table
     return p, args, out.reshape(tuple(qs)), err, host or f.host_len is not None
 
 
-__all__ = ["gqa_call", "wants_gqa", "options"]
+__all__ = ["gqa_call", "wants_gqa", "options", "alibi_arg"]

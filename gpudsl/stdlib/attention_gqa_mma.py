@@ -30,7 +30,9 @@ Shapes and arguments are :mod:`.attention_paged`'s (``q [B, Hkv, G, M, D]``, con
 
 **Options**: ``window`` (static, with ``causal``): row ``i`` (position ``p = i + L_b -
 M``) attends the keys ``p - window < j <= p``; ``softcap`` (a run-time ``f32``
-argument ``cap``): the scores become ``cap * tanh(s / cap)`` before the softmax.
+argument ``cap``): the scores become ``cap * tanh(s / cap)`` before the softmax;
+``alibi`` (the run-time ``slopes: f32[hk, g]``): then ``slopes[kh, gg] * |p - j|``
+subtracted.
 
 **Precision**: :func:`.attention_mma.attention_mma_tolerance`'s: products of halves
 are exact in f32, ``P`` is rounded to the half type for the second product."""
@@ -42,9 +44,9 @@ import numpy as np
 
 from ..proc import Proc
 from ..schedule import vectorize
-from .attention import attention_tolerance, capped, check_options, options_suffix
+from .attention import attention_tolerance, biased, capped, check_options, options_suffix
 from .attention_mma import MMA_QK, _indent, proc_of, register_mma_preconditions_hold
-from .attention_paged import (NEG, PAGE_SIZES, _cap, _row, attended, sig_text,
+from .attention_paged import (NEG, PAGE_SIZES, _cap, _row, attended, combine_text, sig_text,
                               gqa_reference, plan_gqa, some_attended)
 from .halves import unit_roundoff
 
@@ -58,9 +60,10 @@ _T = "l % 4"
 
 
 def kernel_name(d: int, causal: bool, page: int, dt: str, idx: str = "i32",
-                window: int = 0, softcap: bool = False) -> str:
+                window: int = 0, softcap: bool = False, alibi: bool = False) -> str:
     return (f"attention_gqa_mma_d{d}" + ("_causal" if causal else "") +
-            (f"_paged{page}" if page else "") + options_suffix(window, softcap) + f"_{dt}" +
+            (f"_paged{page}" if page else "") + options_suffix(window, softcap, alibi) +
+            f"_{dt}" +
             ("" if idx == "i32" else f"_{idx}"))
 
 
@@ -89,11 +92,13 @@ def _head(rm: str = "rm") -> str:
     return f"16 * a + {_G} + 8 * {rm}"
 
 
-def _group(d: int, causal: bool, dt: str, window: int, softcap: bool) -> str:
+def _group(d: int, causal: bool, dt: str, window: int, softcap: bool,
+           alibi: bool = False) -> str:
     """One warp's work for the group's heads ``16 a .. 16 a + 15`` (module docs)."""
     key = f"{CH} * sb + {KW} * (l // 32) + 8 * nt + 2 * ({_T}) + rn"
     ok = attended(key, causal, "i", window)
-    sc = capped("scale * s[l, nt, rm, rn]", softcap)
+    sc = biased(capped("scale * s[l, nt, rm, rn]", softcap), alibi,
+                f"slopes[kh, min({_head()}, g - 1)]", "i + lens[b] - m", key)
     slot = f"{WARPS} * sb + l // 32"
     return f"""
 for nt in seq(0, 2, unroll=True):
@@ -141,37 +146,9 @@ for rm in seq(0, 2, unroll=True):
                 po[b, kh, {_head()}, i, {slot}, 8 * dn + 2 * ({_T}) + rw] = o[l, dn, rm, rw]"""
 
 
-def combine_text(d: int, nparts: str, part: int, causal: bool, window: int, dt: str) -> str:
-    """The second kernel: per ``(b, kh, i)`` and head, the partials of the ``part``-key
-    parts holding a key the row attends merged, rounded to ``dt``."""
-    live = some_attended(f"{part} * p", part, causal, "i", window)
-    cast = (lambda e: e) if dt == "f32" else (lambda e: f"{dt}({e})")
-    return f"""
-for b in par(0, bt) @ BLOCKS:
-    for kh in par(0, hk) @ BLOCKS:
-        for i in par(0, m) @ BLOCKS:
-            for t in par(0, {d}) @ THREADS:
-                for gg in seq(0, g):
-                    mx: f32
-                    mx = {NEG}
-                    for p in seq(0, {nparts}):
-                        if {live}:
-                            mx = max(mx, pm[b, kh, gg, i, p])
-                    tot: f32
-                    tot = 0.0
-                    o: f32
-                    o = 0.0
-                    for p in seq(0, {nparts}):
-                        if {live}:
-                            wp: f32
-                            wp = exp(pm[b, kh, gg, i, p] - mx)
-                            tot += wp * pl[b, kh, gg, i, p]
-                            o += wp * po[b, kh, gg, i, p, t]
-                    out[b, kh, gg, i, t] = {cast("select(tot > 0.0, o / tot, 0.0)")}"""
-
-
 def kernel_text(d: int = 128, causal: bool = False, page: int = 0, dt: str = "f16",
-                idx: str = "i32", window: int = 0, softcap: bool = False) -> str:
+                idx: str = "i32", window: int = 0, softcap: bool = False,
+                alibi: bool = False) -> str:
     """The source of :func:`gqa_mma_kernel`."""
     if d not in HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {HEAD_DIMS}")
@@ -186,14 +163,14 @@ def kernel_text(d: int = 128, causal: bool = False, page: int = 0, dt: str = "f1
     low = "m" if causal else "1"
     # some row attends a key of the chunk: the first row's window is the lowest
     live = some_attended(f"{CH} * sb", CH, False, "0", window)
-    sig = sig_text(d, page, dt, idx, softcap)
+    sig = sig_text(d, page, dt, idx, softcap, alibi)
     for a in ("q", "out"):
         sig = sig.replace(f"{a}: f32[", f"{a}: {dt}[")
     fault = (f"if kh == 0 and sb == 0 and l == 0 and "
              f"(lens[b] < {low} or lens[b] > {cap}):\n    atomic_max(err[0], 1)")
     threads = f"for l in par(0, {WARPS * 32}) @ THREADS:"
     return (
-        f"def {kernel_name(d, causal, page, dt, idx, window, softcap)}" + sig +
+        f"def {kernel_name(d, causal, page, dt, idx, window, softcap, alibi)}" + sig +
         f"    pm: f32[bt, hk, g, m, {nparts}]\n"
         f"    pl: f32[bt, hk, g, m, {nparts}]\n"
         f"    po: f32[bt, hk, g, m, {nparts}, {d}]\n"
@@ -211,16 +188,18 @@ def kernel_text(d: int = 128, causal: bool = False, page: int = 0, dt: str = "f1
         "                    sync()\n"
         + _indent(threads, 5) +
         _indent("for a in seq(0, (g + 15) // 16):\n    for i in seq(0, m):", 6) +
-        _indent(_group(d, causal, dt, window, softcap), 8) +
-        _indent(combine_text(d, nparts, KW, causal, window, dt), 1))
+        _indent(_group(d, causal, dt, window, softcap, alibi), 8) +
+        _indent(combine_text(d, nparts, some_attended(f"{KW} * p", KW, causal, "i", window),
+                             None if dt == "f32" else lambda e: f"{dt}({e})"), 1))
 
 
 @lru_cache(maxsize=None)
 def gqa_mma_kernel(d: int = 128, causal: bool = False, page: int = 0, dt: str = "f16",
-                   idx: str = "i32", window: int = 0, softcap: bool = False) -> Proc:
+                   idx: str = "i32", window: int = 0, softcap: bool = False,
+                   alibi: bool = False) -> Proc:
     """The tensor-core grouped-query decode proc (module docs): the chunk copies made
     16-byte vector copies (``vectorize``)."""
-    p = proc_of(kernel_text(d, causal, page, dt, idx, window, softcap))
+    p = proc_of(kernel_text(d, causal, page, dt, idx, window, softcap, alibi))
     for loop in ("xk", "xv"):
         p = vectorize(p, loop, 8)
     p = vectorize(p, "rq", 2)
@@ -237,23 +216,24 @@ def takes(d: int, group: int, dt: str) -> bool:
 
 def plan_grouped(d: int, causal: bool, group: int, m: int, page: int = 0, dt: str = "f32",
                  idx: str = "i32", window: int = 0, softcap: bool = False,
-                 target: str | None = None) -> Proc:
+                 target: str | None = None, alibi: bool = False) -> Proc:
     """The grouped / paged attention proc for these shapes on ``target``: on ``"cuda"`` a
     half-precision decode (``m == 1``) with ``group >= 4`` and ``D`` 64 or 128 runs on
     tensor cores (:func:`gqa_mma_kernel`); everything else (and every shape on the
     emulator) :func:`.attention_paged.plan_gqa`'s choice."""
     if target == "cuda" and m == 1 and takes(d, group, dt):
-        return gqa_mma_kernel(d, bool(causal), page, dt, idx, window, bool(softcap))
-    return plan_gqa(d, causal, group, m, page, dt, idx, window, softcap)
+        return gqa_mma_kernel(d, bool(causal), page, dt, idx, window, bool(softcap),
+                              bool(alibi))
+    return plan_gqa(d, causal, group, m, page, dt, idx, window, softcap, alibi)
 
 
 def gqa_mma_tolerance(q, k, v, lens, causal=False, table=None, scale=None, window=None,
-                      softcap=None, dt: str = "f16") -> np.ndarray:
+                      softcap=None, dt: str = "f16", alibi=None) -> np.ndarray:
     """The elementwise bound on ``|kernel - gqa_reference|``: as
     :func:`.attention_mma.attention_mma_tolerance` (``P`` rounded to ``dt`` for the
     second product) per sequence, ``n`` its capacity."""
     atol, rtol = attention_tolerance(dt)
-    args = (lens, causal, table, scale, window, softcap)
+    args = (lens, causal, table, scale, window, softcap, alibi)
     ref = gqa_reference(q, k, v, *args).astype(np.float64)
     mag = gqa_reference(q, k, np.abs(np.asarray(v, np.float64)), *args).astype(np.float64)
     n = int(np.max(lens))

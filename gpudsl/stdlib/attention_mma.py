@@ -59,7 +59,7 @@ from ..ir.types import REGISTER, SHARED
 from ..language import bf16, f16, f32, index, seq, shfl  # noqa: F401  (@instr bodies)
 from ..proc import Proc, instr
 from .attention import (NEG, SPLIT_MAX_ROWS, _bad_prefix, _valid, attention_reference,
-                        attention_tolerance, capped, check_options, options_suffix,
+                        attention_tolerance, biased, capped, check_options, options_suffix,
                         plan_attention, sig, some_valid)
 from .halves import unit_roundoff
 
@@ -229,13 +229,15 @@ for it in seq(0, {BN // rpi}, unroll=True):
 
 
 def _softmax(d: int, causal: bool, masked: bool, window: int = 0,
-             softcap: bool = False) -> str:
+             softcap: bool = False, alibi: bool = False) -> str:
     """The online softmax on lane ``l``'s S accumulators (its rows ``rm``): scaled
     scores (masked: ``-3e38`` where not attended), the row maximum over the quad,
     ``alpha``, ``p = exp(s - m)`` in place (masked: 0 where not attended), the lane's
-    share of the row sum, ``o *= alpha``."""
+    share of the row sum, ``o *= alpha``; ``alibi``: the bias of every score, masked
+    or not (:func:`.attention.biased`)."""
     ok = _valid(_key(), causal, _row(), window)
-    sc = capped("scale * s[l, nt, rm, rn]", softcap)
+    sc = biased(capped("scale * s[l, nt, rm, rn]", softcap), alibi, "slopes[h]",
+                f"{_row()} + prefix[0] - m", _key())
     pe = "exp(s[l, nt, rm, rn] - mnew)"
     if masked:
         sc, pe = f"select({ok}, {sc}, {NEG})", f"select({ok}, {pe}, 0.0)"
@@ -271,12 +273,13 @@ def _threads(body: str, indent: int) -> str:
         _indent(body, indent + 1)
 
 
-def kernel_text(d: int, causal: bool, dt: str, window: int = 0, softcap: bool = False) -> str:
+def kernel_text(d: int, causal: bool, dt: str, window: int = 0, softcap: bool = False,
+                alibi: bool = False) -> str:
     """The text of :func:`attention_mma_kernel`."""
     check_options(causal, window, softcap)
     name = f"attention_mma_d{d}" + ("_causal" if causal else "") + \
-        options_suffix(window, softcap) + f"_{dt}"
-    text = sig("", d, softcap)
+        options_suffix(window, softcap, alibi) + f"_{dt}"
+    text = sig("", d, softcap, alibi)
     for a in ("q", "k", "v", "out"):
         text = text.replace(f"{a}: f32[", f"{a}: {dt}[")
     first, last = f"{BM} * ib", f"{BM} * ib + {BM - 1}"
@@ -313,8 +316,8 @@ for c in seq(0, {d // 16}, unroll=True):
         mma_qk_{dt}(s[l, 2 * jp:2 * jp + 2, 0:2, 0:2], qf[l, c, 0:2, 0:2, 0:2],
                     ks[16 * jp + 2 * ({t}):16 * jp + 2 * ({t}) + 10, 16 * c:16 * c + 16], {g})
 if {full}:
-""" + _indent(_softmax(d, causal, False, window, softcap), 1) + "else:\n" + \
-        _indent(_softmax(d, causal, True, window, softcap), 1)
+""" + _indent(_softmax(d, causal, False, window, softcap, alibi), 1) + "else:\n" + \
+        _indent(_softmax(d, causal, True, window, softcap, alibi), 1)
     products = f"""
 for kc in seq(0, {BN // 16}, unroll=True):
     for dp in seq(0, {d // 16}, unroll=True):
@@ -363,16 +366,16 @@ for rm in seq(0, 2, unroll=True):
 
 @lru_cache(maxsize=None)
 def attention_mma_kernel(d: int = 128, causal: bool = False, dt: str = "f16",
-                         window: int = 0, softcap: bool = False) -> Proc:
+                         window: int = 0, softcap: bool = False, alibi: bool = False) -> Proc:
     """The tensor-core prefill kernel (module docs) for head dimension ``d`` (64 or
-    128) on ``dt`` (f16 or bf16) tensors; ``window`` and ``softcap`` as
+    128) on ``dt`` (f16 or bf16) tensors; ``window``, ``softcap`` and ``alibi`` as
     :func:`.attention.attention_rows` (tiles no row of the block attends skipped, the
     mask applied only where some row attends part of the tile)."""
     if d not in HEAD_DIMS:
         raise ValueError(f"head dimension {d} is not one of {HEAD_DIMS}")
     if dt not in MMA_QK:
         raise ValueError(f"the tensor-core attention takes f16 or bf16, not {dt}")
-    p = proc_of(kernel_text(d, causal, dt, window, softcap))
+    p = proc_of(kernel_text(d, causal, dt, window, softcap, alibi))
     assert register_mma_preconditions_hold(p), p.name
     return p
 
@@ -452,7 +455,7 @@ def register_mma_preconditions_hold(p: Proc) -> bool:
 def attention_mma_tolerance(q, k, v, causal: bool = False, prefix: int | None = None,
                             scale: float | None = None, dt: str = "f16",
                             window: int | None = None,
-                            softcap: float | None = None) -> np.ndarray:
+                            softcap: float | None = None, alibi=None) -> np.ndarray:
     """The elementwise bound on ``|kernel - attention_reference|`` (module docs):
     :func:`.attention.attention_tolerance`'s ``atol + rtol |ref|`` plus
     ``(u + n 2**-23) sum_j p_j |v_j|`` for ``P`` rounded to ``dt`` (``u`` its unit
@@ -460,9 +463,9 @@ def attention_mma_tolerance(q, k, v, causal: bool = False, prefix: int | None = 
     normalized weights, ``n`` the keys)."""
     atol, rtol = attention_tolerance(dt)
     ref = attention_reference(q, k, v, causal, prefix, scale, window,
-                              softcap).astype(np.float64)
+                              softcap, alibi).astype(np.float64)
     mag = attention_reference(q, k, np.abs(np.asarray(v, np.float64)), causal, prefix, scale,
-                              window, softcap)
+                              window, softcap, alibi)
     n = k.shape[1] if prefix is None else int(np.asarray(prefix).reshape(-1)[0])
     return atol + rtol * np.abs(ref) + (unit_roundoff(dt) + n * 2.0 ** -23) * \
         np.asarray(mag, np.float64)
@@ -470,17 +473,18 @@ def attention_mma_tolerance(q, k, v, causal: bool = False, prefix: int | None = 
 
 def plan_prefill(m: int, d: int, causal: bool = False, heads: int | None = None,
                  keys: int | None = None, layout: str = "hnd", dt: str = "f32",
-                 target: str | None = None, window: int = 0, softcap: bool = False) -> Proc:
+                 target: str | None = None, window: int = 0, softcap: bool = False,
+                 alibi: bool = False) -> Proc:
     """The attention kernel for these shapes on ``target``: on ``"cuda"``, f16/bf16
     prefill (more than :data:`.attention.SPLIT_MAX_ROWS` rows, ``d`` 64 or 128,
     ``[H, N, D]`` keys) runs :func:`attention_mma_kernel`; everything else (and every
     shape on the emulator) :func:`.attention.plan_attention`'s choice (``window``,
-    ``softcap`` passed on)."""
+    ``softcap``, ``alibi`` passed on)."""
     if (target == "cuda" and dt in MMA_QK and d in HEAD_DIMS and m > SPLIT_MAX_ROWS
             and layout == "hnd"):
-        return attention_mma_kernel(d, causal, dt, window, bool(softcap))
+        return attention_mma_kernel(d, causal, dt, window, bool(softcap), bool(alibi))
     return plan_attention(m, d, causal, heads, keys, layout, dt=dt, window=window,
-                          softcap=softcap)
+                          softcap=softcap, alibi=alibi)
 
 
 __all__ = ["attention_mma_kernel", "plan_prefill", "attention_mma_tolerance", "kernel_text",

@@ -57,7 +57,7 @@ import numpy as np
 
 from ..proc import Proc
 from ..schedule import vectorize
-from .attention import attention_reference, capped, check_options, options_suffix
+from .attention import attention_reference, biased, capped, check_options, options_suffix
 from .attention_split import lanes
 from .common import make_proc
 from .halves import halve_text
@@ -77,8 +77,10 @@ def _block(lines: str, indent: int) -> str:
     return "".join(f"{pad}{ln}\n" if ln else "\n" for ln in lines.strip("\n").split("\n"))
 
 
-def sig_text(d, page: int, dt: str, idx: str = "i32", softcap: bool = False) -> str:
-    """The parameters (``cap: f32`` after ``scale`` with ``softcap``)."""
+def sig_text(d, page: int, dt: str, idx: str = "i32", softcap: bool = False,
+             alibi: bool = False) -> str:
+    """The parameters (``cap: f32`` after ``scale`` with ``softcap``, then ``slopes:
+    f32[hk, g]`` with ``alibi``: query head ``(kh, gg)``'s ALiBi slope)."""
     if page:
         kv = f"{dt}[pages, {page}, hk, {d}]"
         extra = "pages: size, mp: size, "
@@ -90,6 +92,7 @@ def sig_text(d, page: int, dt: str, idx: str = "i32", softcap: bool = False) -> 
     return (f"(bt: size, hk: size, g: size, m: size, {extra}"
             f"q: f32[bt, hk, g, m, {d}], k: {kv}, v: {kv}, {table}lens: {idx}[bt], "
             "scale: f32, " + ("cap: f32, " if softcap else "") +
+            ("slopes: f32[hk, g], " if alibi else "") +
             f"out: f32[bt, hk, g, m, {d}], err: i32[1]):\n")
 
 
@@ -123,10 +126,42 @@ def some_attended(first: str, width: int, causal: bool, i: str, window: int = 0)
 
 
 
+def combine_text(d: int, nparts: str, live: str, cast=None) -> str:
+    """The split-KV combine (the second kernel of :func:`paged_text` and of
+    :mod:`.attention_gqa_mma`'s kernel): one block per ``(b, kh, i)``, ``d`` threads,
+    the group's heads ``gg`` in turn; the partials ``p < nparts`` for which ``live``
+    holds (a key of the part is attended by row ``i``: it was written) merged, the
+    largest maximum first.  ``cast``: the output's rounding (``None``: the f32 value,
+    left to :func:`.halves.halve_text`)."""
+    res = "select(tot > 0.0, o / tot, 0.0)"
+    return f"""
+for b in par(0, bt) @ BLOCKS:
+    for kh in par(0, hk) @ BLOCKS:
+        for i in par(0, m) @ BLOCKS:
+            for t in par(0, {d}) @ THREADS:
+                for gg in seq(0, g):
+                    mx: f32
+                    mx = {NEG}
+                    for p in seq(0, {nparts}):
+                        if {live}:
+                            mx = max(mx, pm[b, kh, gg, i, p])
+                    tot: f32
+                    tot = 0.0
+                    o: f32
+                    o = 0.0
+                    for p in seq(0, {nparts}):
+                        if {live}:
+                            wp: f32
+                            wp = exp(pm[b, kh, gg, i, p] - mx)
+                            tot += wp * pl[b, kh, gg, i, p]
+                            o += wp * po[b, kh, gg, i, p, t]
+                    out[b, kh, gg, i, t] = {cast(res) if cast else res}"""
+
+
 def kernel_name(d, causal, page, dt, chunk, wg, wi, idx="i32", wk=1, window=0,
-                softcap=False) -> str:
+                softcap=False, alibi=False) -> str:
     return (f"attention_gqa_d{d}" + ("_causal" if causal else "") +
-            (f"_paged{page}" if page else "") + options_suffix(window, softcap) +
+            (f"_paged{page}" if page else "") + options_suffix(window, softcap, alibi) +
             f"_c{chunk}_w{wg}x{wi}" +
             (f"x{wk}" if wk > 1 else "") +
             ("" if dt == "f32" else f"_{dt}") + ("" if idx == "i32" else f"_{idx}"))
@@ -134,7 +169,8 @@ def kernel_name(d, causal, page, dt, chunk, wg, wi, idx="i32", wk=1, window=0,
 
 def paged_text(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
                chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32",
-               wk: int = 1, window: int = 0, softcap: bool = False) -> str:
+               wk: int = 1, window: int = 0, softcap: bool = False,
+               alibi: bool = False) -> str:
     """The source of :func:`paged_kernel` (see the module's text): ``wg x wi x wk``
     warps per block (``wg`` over the group's heads, ``wi`` over positions, ``wk`` over
     the chunk's keys: warp ``w``'s key part is ``w // (wg wi)``, a partial of its own),
@@ -142,7 +178,8 @@ def paged_text(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32"
     (``"i32"``, or ``"i64"``: the graph's integers and the one-sequence ``prefix``
     tensor); ``window`` (static, with ``causal``) and ``softcap`` (the run-time argument
     ``cap``) as :func:`attended` and :func:`capped` say: chunks and steps no row
-    attends (before the window) are skipped."""
+    attends (before the window) are skipped; ``alibi``: the run-time ``slopes`` as
+    :func:`.attention.biased` (the row's position ``i + L_b - M``)."""
     check_options(causal, window, softcap)
     if idx not in ("i32", "i64"):
         raise ValueError(f"the table and lengths are i32 or i64, not {idx!r}")
@@ -160,7 +197,7 @@ def paged_text(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32"
     ns = f"({cap} + {CH - 1}) // {CH}"
     nparts = ns if wk == 1 else f"{wk} * {ns}"
     low = "m" if causal else "1"
-    name = kernel_name(d, causal, page, dt, chunk, wg, wi, idx, wk, window, softcap)
+    name = kernel_name(d, causal, page, dt, chunk, wg, wi, idx, wk, window, softcap, alibi)
     key = f"{CH} * sb + {W} * kk + w"
     rw = "w" if wk == 1 else f"w % {R}"  # the warp's rows; its key part w // R
     gg, i = f"{wg} * a + w % {wg}", f"{wi} * it + {rw} // {wg}"
@@ -185,6 +222,8 @@ for kk in seq(0, {CH // W}):
 {_block(copy("ks", "", "xz") + copy("vs", "", "xw"), 2)}"""
     kj = f"{CH} * sb + {part}{U} * st + u"
     ok = attended(kj, causal, i, window)
+    score = biased(capped("s[u]", softcap), alibi, f"slopes[kh, {gg}]", f"{i} + lens[b] - m",
+                   kj)
     step_live = some_attended(f"{CH} * sb + {part}{U} * st", U, causal, i, window)
     rows = f"""
 for a in seq(0, (g + {wg - 1}) // {wg}):
@@ -210,7 +249,7 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
                     for c in seq(0, {C}):
                         dot += qr[c] * {load_of(f"ks[{part}{U} * st + u, 32 * c + l]", dt)}
                     s[u] = warp_sum(dot)
-                    s[u] = select({ok}, {capped("s[u]", softcap)}, {NEG})
+                    s[u] = select({ok}, {score}, {NEG})
                     tmax = max(tmax, s[u])
                 mnew: f32
                 mnew = max(mr, tmax)
@@ -235,27 +274,9 @@ for a in seq(0, (g + {wg - 1}) // {wg}):
     fault = (f"if kh == 0 and sb == 0 and w == 0 and l == 0 and "
              f"(lens[b] < {low} or lens[b] > {cap}):\n    atomic_max(err[0], 1)\n")
     threads = f"for w in par(0, {W}) @ THREADS:\n    for l in par(0, {WARP}) @ THREADS:\n"
-    p_live = some_attended(f"{SC} * p", SC, causal, "i", window)
-    combine = f"""
-mx: f32
-mx = {NEG}
-for p in seq(0, {nparts}):
-    if {p_live}:
-        mx = max(mx, pm[b, kh, gg, i, p])
-tot: f32
-tot = 0.0
-o: f32
-o = 0.0
-for p in seq(0, {nparts}):
-    if {p_live}:
-        wp: f32
-        wp = exp(pm[b, kh, gg, i, p] - mx)
-        tot += wp * pl[b, kh, gg, i, p]
-        o += wp * po[b, kh, gg, i, p, t]
-out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
-"""
+    combine = combine_text(d, nparts, some_attended(f"{SC} * p", SC, causal, "i", window))
     text = (
-        f"def {name}" + sig_text(d, page, dt, idx, softcap) +
+        f"def {name}" + sig_text(d, page, dt, idx, softcap, alibi) +
         f"    pm: f32[bt, hk, g, m, {nparts}]\n"
         f"    pl: f32[bt, hk, g, m, {nparts}]\n"
         f"    po: f32[bt, hk, g, m, {nparts}, {d}]\n"
@@ -268,13 +289,7 @@ out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
         f"                if {live}:\n"
         + _block(threads + _block(load, 2), 5) +
         "                    sync()\n"
-        + _block(threads + _block(rows, 2), 5) +
-        "    for b in par(0, bt) @ BLOCKS:\n"
-        "        for kh in par(0, hk) @ BLOCKS:\n"
-        "            for i in par(0, m) @ BLOCKS:\n"
-        f"                for t in par(0, {d}) @ THREADS:\n"
-        "                    for gg in seq(0, g):\n"
-        + _block(combine, 6))
+        + _block(threads + _block(rows, 2), 5) + _block(combine, 1))
     if d % WARP:
         text = _guard_lanes(text, d)
     # k and v are declared dt by _sig and widened where read (their indices nest
@@ -284,7 +299,7 @@ out[b, kh, gg, i, t] = select(tot > 0.0, o / tot, 0.0)
 
 @lru_cache(maxsize=None)
 def paged_rows(causal: bool = False, page: int = 0, dt: str = "f32", window: int = 0,
-               softcap: bool = False) -> Proc:
+               softcap: bool = False, alibi: bool = False) -> Proc:
     """The algorithm (plain loops; it defines what :func:`paged_kernel` computes): for
     each sequence, KV head, query head of its group and query row, the scores of the
     attended keys read through the table (clamped as the kernel's), their maximum,
@@ -292,16 +307,18 @@ def paged_rows(causal: bool = False, page: int = 0, dt: str = "f32", window: int
     divided by the sum.  A length outside its bounds sets ``err`` to 1, a used table
     entry outside the cache to 2.  ``d`` is a size here (any head dimension).
     ``window`` (with ``causal``): only the keys above the row's position less the
-    window are attended; ``softcap``: each score ``cap * tanh(score / cap)``."""
+    window are attended; ``softcap``: each score ``cap * tanh(score / cap)``; ``alibi``:
+    then ``slopes[kh, gg] * |p - j|`` subtracted (``p`` the row's position)."""
     check_options(causal, window, softcap)
     if page and page not in PAGE_SIZES:
         raise ValueError(f"page size {page} is not one of {PAGE_SIZES}")
     cap = _cap(page)
     low = "m" if causal else "1"
     name = "attention_gqa_rows" + ("_causal" if causal else "") + \
-        (f"_paged{page}" if page else "") + options_suffix(window, softcap) + \
+        (f"_paged{page}" if page else "") + options_suffix(window, softcap, alibi) + \
         ("" if dt == "f32" else f"_{dt}")
-    sig = sig_text("d", page, dt, "i32", softcap).replace("(bt: size,", "(d: size, bt: size,", 1)
+    sig = sig_text("d", page, dt, "i32", softcap, alibi).replace(
+        "(bt: size,", "(d: size, bt: size,", 1)
     ok = attended("j", causal, "i", window)
     kj, vj = (load_of(f"{a}[" + _row(page, "j", "e") + "]", dt) for a in ("k", "v"))
     bad_page = (f"if table[b, j // {page}] < 0 or table[b, j // {page}] >= pages:\n"
@@ -324,7 +341,8 @@ for j in seq(0, {cap}):
         dot = 0.0
         for e in seq(0, d):
             dot += q[b, kh, gg, i, e] * {kj}
-        sc[j] = {capped("scale * dot", softcap)}
+        sc[j] = {biased(capped("scale * dot", softcap), alibi, "slopes[kh, gg]",
+                        "i + lens[b] - m", "j")}
         mx = max(mx, sc[j])
 total: f32
 total = 0.0
@@ -365,12 +383,13 @@ def _guard_lanes(text: str, d: int) -> str:
 @lru_cache(maxsize=None)
 def paged_kernel(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
                  chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32",
-                 wk: int = 1, window: int = 0, softcap: bool = False) -> Proc:
+                 wk: int = 1, window: int = 0, softcap: bool = False,
+                 alibi: bool = False) -> Proc:
     """The grouped-query, paged or contiguous attention proc (see the module's text):
     the staging copies of ``V`` entries a lane made ``V``-wide vector copies
     (``vectorize``: 128-bit loads of f32 at ``D = 128``)."""
     p = make_proc("attention", paged_text(d, causal, page, dt, chunk, wg, wi, idx, wk,
-                                          window, softcap))
+                                          window, softcap, alibi))
     vec = lanes(d)[0]
     if vec > 1:
         for loop in ("xk", "xv"):  # (the zero fill past the length stays scalar)
@@ -388,7 +407,7 @@ def _pow2_at_most(x: int, cap: int) -> int:
 
 def plan_gqa(d: int, causal: bool, group: int, m: int, page: int = 0,
              dt: str = "f32", idx: str = "i32", window: int = 0,
-             softcap: bool = False) -> Proc:
+             softcap: bool = False, alibi: bool = False) -> Proc:
     """The proc for ``group`` query heads per KV head and ``m`` query rows: warps over
     the group's heads (``wg``, the power of two up to ``group``, at most 8), then over
     the positions up to 4 warps (``wi``), so that one staged chunk serves ``wg x wi``
@@ -400,16 +419,16 @@ def plan_gqa(d: int, causal: bool, group: int, m: int, page: int = 0,
     wi = 1 if m == 1 else max(1, _pow2_at_most(m, max(1, 4 // wg)))
     wk = max(1, 4 // (wg * wi))
     return paged_kernel(d, bool(causal), page, dt, CHUNK, wg, wi, idx, wk, window,
-                        bool(softcap))
+                        bool(softcap), bool(alibi))
 
 
 def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None,
-                  window=None, softcap=None):
+                  window=None, softcap=None, alibi=None):
     """The meaning in float64 (float32 result): ``q [B, H, M, D]``; ``k, v`` contiguous
     ``[B, Hkv, N, D]`` or (``table``) paged ``[pages, P, Hkv, D]``; sequence ``b`` is
     :func:`.attention.attention_reference` (grouped heads: query head ``h`` against KV
     head ``h // (H / Hkv)``) over its first ``lens[b]`` keys (``window``, ``softcap``
-    as there)."""
+    as there; ``alibi``: the slopes ``[H]``)."""
     q = np.asarray(q)
     k, v = np.asarray(k), np.asarray(v)
     bt = q.shape[0]
@@ -423,9 +442,10 @@ def gqa_reference(q, k, v, lens, causal: bool = False, table=None, scale=None,
             pages = [int(x) for x in np.asarray(table)[b, :-(-L // p)]]
             kb = np.concatenate([k[x] for x in pages], 0)[:L].transpose(1, 0, 2)
             vb = np.concatenate([v[x] for x in pages], 0)[:L].transpose(1, 0, 2)
-        out[b] = attention_reference(q[b], kb, vb, causal, L, scale, window, softcap)
+        out[b] = attention_reference(q[b], kb, vb, causal, L, scale, window, softcap, alibi)
     return out
 
 
-__all__ = ["paged_rows", "paged_kernel", "paged_text", "plan_gqa", "gqa_reference", "kernel_name",
+__all__ = ["paged_rows", "paged_kernel", "paged_text", "combine_text", "plan_gqa",
+           "gqa_reference", "kernel_name",
            "HEAD_DIMS", "PAGE_SIZES", "CHUNK"]

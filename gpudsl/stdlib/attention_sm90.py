@@ -266,12 +266,12 @@ PLAN = PLANS[V_MAJOR]
 
 
 def takes(m: int, d: int, dt: str, layout: str = "hnd", window: int = 0,
-          softcap: bool = False) -> bool:
+          softcap: bool = False, alibi: bool = False) -> bool:
     """Whether the kernel serves this call: a prefill (more than
     :data:`.attention.SPLIT_MAX_ROWS` query rows) on f16/bf16 ``[H, N, D]`` tensors with
-    ``D`` 64 or 128, no sliding window and no soft cap."""
+    ``D`` 64 or 128, no sliding window, soft cap or ALiBi."""
     return (dt in DTYPES and d in HEAD_DIMS and m > SPLIT_MAX_ROWS and layout == "hnd"
-            and not window and not softcap)
+            and not window and not softcap and not alibi)
 
 
 def arch_of(target: str | None) -> str | None:
@@ -288,7 +288,8 @@ def arch_of(target: str | None) -> str | None:
 
 def plan_prefill(m: int, d: int, causal: bool = False, heads: int | None = None,
                  keys: int | None = None, layout: str = "hnd", dt: str = "f32",
-                 target: str | None = None, window: int = 0, softcap: bool = False) -> Proc:
+                 target: str | None = None, window: int = 0, softcap: bool = False,
+                 alibi: bool = False) -> Proc:
     """The attention kernel for these shapes on ``target`` (``"cuda"``, an architecture
     name such as ``"sm_90a"``, ``"emulator"`` or None): where the architecture is
     ``sm_90a`` and :func:`takes` holds, :func:`attention_sm90_kernel` (with
@@ -297,10 +298,10 @@ def plan_prefill(m: int, d: int, causal: bool = False, heads: int | None = None,
     from .attention_mma import plan_prefill as plan_sm80
 
     arch = arch_of(target)
-    if arch == TARGET and takes(m, d, dt, layout, window, softcap):
+    if arch == TARGET and takes(m, d, dt, layout, window, softcap, alibi):
         return attention_sm90_kernel(d, bool(causal), dt, **PLAN[d])
     return plan_sm80(m, d, causal, heads, keys, layout, dt, "cuda" if arch else target,
-                     window, softcap)
+                     window, softcap, alibi)
 
 
 __all__ = ["attention_sm90_kernel", "kernel_text", "plan_prefill", "takes", "arch_of",

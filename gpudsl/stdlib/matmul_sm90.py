@@ -29,7 +29,17 @@ proved by check(target="sm_90a") for every size the algorithm's assertion admits
    unswizzled), the consumers' product loops one wgmma per k16 step (``make_wgmma``,
    ``bk / 16`` chained, reading ``[rows, 16]`` windows of the swizzled tiles).
 
-It serves ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0``; :func:`sm90_space`
+**Edges** (``clip=True``, the algorithm asserting only ``k % bk == 0``): the block tiles
+are guarded (``divide_loop(tail="guard")``, the guards moved inside the fragment by
+``reorder_loops``), the tiles staged with zeros past the array's edge
+(``stage_mem(..., zeros=True)``: exactly what a TMA box reads there, so ``make_tma``
+makes the same boxes), and the guards leave the accumulators' initialization and the
+product (``remove_guard``: the rows and columns past the edge are computed and
+dropped, which it proves: only the guarded epilogue reads them).  The main loop is the
+unclipped one's; the epilogue keeps its guards.
+
+It serves ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0`` (``clip``: every m and
+n, ``k % bk == 0``); :func:`sm90_space`
 is its autotuning space.
 """
 from __future__ import annotations
@@ -40,8 +50,8 @@ from ..ir.types import BLOCKS, SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_sync,
                         lift_alloc, make_tma, make_wgmma, merge_loops, parallelize_loop,
-                        rearrange_dim, reorder_loops, set_swizzle, simplify, stage_mem,
-                        warp_specialize)
+                        rearrange_dim, remove_guard, reorder_loops, set_swizzle, simplify,
+                        stage_mem, warp_specialize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
 from .shapes import NodeError, require
@@ -71,17 +81,23 @@ def matmul_nt_algorithm(dt: str, divisible: tuple | None = None) -> Proc:
     return make_proc(name, text)
 
 
-def _fragment(p, bm: int, bn: int, wgs: int):
+def _fragment(p, bm: int, bn: int, wgs: int, clip: bool = False):
     """Step 1: the rows and columns cut into the wgmma fragment, the lanes merged into
-    ``t`` (128 per consumer warpgroup), the fragment into ``f``; blocks and threads."""
-    p = divide_loop(p, "i", bm, ["bi", "ii"], tail="perfect")
+    ``t`` (128 per consumer warpgroup), the fragment into ``f``; blocks and threads.
+    ``clip``: the block tiles guarded at the edges (``if i < m: if j < n:``, moved
+    inside the fragment's loops)."""
+    edge = "guard" if clip else "perfect"
+    p = divide_loop(p, "i", bm, ["bi", "ii"], tail=edge)
     p = divide_loop(p, "ii", 16, ["w", "i16"], tail="perfect")
     p = divide_loop(p, "i16", 8, ["rm", "g"], tail="perfect")
-    p = divide_loop(p, "j", bn, ["bj", "jj"], tail="perfect")
+    p = divide_loop(p, "j", bn, ["bj", "jj"], tail=edge)
     p = divide_loop(p, "jj", 8, ["ni", "j8"], tail="perfect")
     p = divide_loop(p, "j8", 2, ["t4", "rn"], tail="perfect")
     p = _permute_nest(p, ["bi", "w", "rm", "g", "bj", "ni", "t4", "rn"],
                       ["bi", "bj", "w", "g", "t4", "ni", "rm", "rn"])
+    if clip:   # the row guard sits between rm and rn: move it inside rn
+        p = reorder_loops(p, "rm")
+        p = reorder_loops(p, "rn")
     p = merge_loops(p, "w", "wg")      # 4 wgs warps: t // 32
     p = merge_loops(p, "wg", "t")       # with the lanes: t = 32 w + 4 g + t4
     p = merge_loops(p, "ni", "nr")
@@ -91,30 +107,33 @@ def _fragment(p, bm: int, bn: int, wgs: int):
     return p
 
 
-def _accumulators_and_k(p, bn: int, wgs: int, bk: int):
+def _accumulators_and_k(p, bn: int, wgs: int, bk: int, clip: bool = False):
     """Step 2: the accumulators ``s[t, f]`` in registers at block level; the k loop as
-    ``po`` tiles of ``bk``, outside the threads, each ``bk / 16`` wgmma steps ``kq``."""
+    ``po`` tiles of ``bk``, outside the threads, each ``bk / 16`` wgmma steps ``kq``.
+    ``clip``: through the edge guards."""
+    lifts = 4 if clip else 2       # the loops f and t, and the edge guards
     p = expand_dim(p, "s", bn // 2, "f")
     p = expand_dim(p, "s", 128 * wgs, "t")
-    p = lift_alloc(p, "s", n_lifts=2)
+    p = lift_alloc(p, "s", n_lifts=lifts)
     p = divide_loop(p, "p", bk, ["po", "pi"], tail="perfect")
-    p = fission(p, p.find("s[_] = 0.0").after(), n_lifts=2)
-    p = fission(p, p.find_loop("po").after(), n_lifts=2)
+    p = fission(p, p.find("s[_] = 0.0").after(), n_lifts=lifts)
+    p = fission(p, p.find_loop("po").after(), n_lifts=lifts)
     p = reorder_loops(p, "f #1")
     p = reorder_loops(p, "t #1")
     p = divide_loop(p, "pi", 16, ["kq", "pk"], tail="perfect")
     return reorder_loops(p, "f #1")     # the k16 steps outside the fragment
 
 
-def _tiles(p, bm: int, bn: int, bk: int, swizzle: bool):
+def _tiles(p, bm: int, bn: int, bk: int, swizzle: bool, clip: bool = False):
     """Step 3: the A and B tiles of a k step in SHARED: swizzled rows of ``bk`` halves
     (``2 bk`` bytes: one box per operand), or the canonical layout ``[bk / 8, rows, 8]``
-    (a box per 8-column half, ``X_h``); their copies as one-thread loops (``X_o``)."""
+    (a box per 8-column half, ``X_h``); their copies as one-thread loops (``X_o``).
+    ``clip``: rows past the array's edge read as zeros (``zeros=True``: a TMA box)."""
     compute = p.find_loop("t #1")
     for buf, src, rows, blk in (("As", "a", bm, "bi"), ("Bs", "bt", bn, "bj")):
         p = stage_mem(p, p.forward(compute),
                       f"{src}[{rows} * {blk}:{rows} * {blk} + {rows}, {bk} * po:{bk} * po + {bk}]",
-                      buf, SHARED)
+                      buf, SHARED, zeros=clip)
         if swizzle:
             p = set_swizzle(p, buf, 2 * bk)
         else:
@@ -128,11 +147,25 @@ def _tiles(p, bm: int, bn: int, bk: int, swizzle: bool):
     return insert_sync(p, p.forward(compute).before())
 
 
+def _unguard(p):
+    """Step 3b (``clip``): the accumulators of rows and columns past the edge are
+    computed and dropped: the edge guards leave the initialization and the main loop's
+    product (``remove_guard``: nothing reads those accumulators but the guarded
+    epilogue), so that a warpgroup MMA computes whole tiles."""
+    for anchor in ("s[_] = 0.0", "pk"):
+        for _ in range(2):
+            at = p.find_loop(anchor) if anchor == "pk" else p.find(anchor)
+            p = remove_guard(p, at.parent())
+    return p
+
+
 def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
-                         stages: int = 4, swizzle: bool = True) -> Proc:
+                         stages: int = 4, swizzle: bool = True, clip: bool = False) -> Proc:
     """The sm_90a schedule of ``matmul_nt_algorithm(dt, (64 wgs, bn, bk))`` (module
     docs): ``wgs`` consumer warpgroups of ``64 x bn`` each, ``bk`` columns of k per ring
-    slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer)."""
+    slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer).
+    ``clip=True`` schedules ``matmul_nt_algorithm(dt, (1, 1, bk))``: every m and n, the
+    tiles past the edges clipped (module docs)."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
     require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
     require(bk % 16 == 0 and 16 <= bk <= 128, f"bk={bk}: a multiple of 16 up to 128")
@@ -140,9 +173,11 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     require(not swizzle or 2 * bk in (32, 64, 128),
             f"bk={bk}: a swizzled tile's rows are 16, 32 or 64 halves (swizzle=False: any)")
     bm = 64 * wgs
-    p = _fragment(p, bm, bn, wgs)
-    p = _accumulators_and_k(p, bn, wgs, bk)
-    p = _tiles(p, bm, bn, bk, swizzle)
+    p = _fragment(p, bm, bn, wgs, clip)
+    p = _accumulators_and_k(p, bn, wgs, bk, clip)
+    p = _tiles(p, bm, bn, bk, swizzle, clip)
+    if clip:
+        p = _unguard(p)
     producer = 128 * wgs
     p = warp_specialize(p, "po", producers=(producer, producer + 1),
                         consumers=(0, producer), stages=stages, ring=True)
@@ -154,10 +189,12 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
 
 @lru_cache(maxsize=None)
 def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4,
-                swizzle: bool = True) -> Proc:
-    """The derived sm_90a GEMM for ``dt`` and the tile (cached)."""
-    algo = matmul_nt_algorithm(dt, (64 * wgs, bn, bk))
-    return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle)
+                swizzle: bool = True, clip: bool = False) -> Proc:
+    """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
+    and n (edges clipped)."""
+    algo = matmul_nt_algorithm(dt, (1, 1, bk) if clip else (64 * wgs, bn, bk))
+    return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
+                                clip=clip)
 
 
 def sm90_space(smem_bytes: int = 227 * 1024) -> list[dict]:
@@ -175,20 +212,30 @@ def sm90_space(smem_bytes: int = 227 * 1024) -> list[dict]:
 
 def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[Proc, dict]:
     """The derived kernel for ``a[m, k] @ bt[n, k]^T`` and its size arguments: ``opts``
-    (a tile of :func:`sm90_space`), else the 128 x 256 tile where it divides, else
-    64 x 128; a shape no tile divides is refused (the derived kernel does not clip)."""
+    (a tile of :func:`sm90_space`), else the 128 x 256 tile where it divides the shape,
+    else 64 x 128; a shape neither divides is served by a clipped kernel (``clip=True``:
+    edges guarded) whose ``bk`` (64, 32 or 16) divides ``k``; a ``k`` none divides is
+    refused (use ``gpudsl.ops.matmul``)."""
     require(dt in ("f16", "bf16"), f"the sm_90a GEMM multiplies f16 or bf16, not {dt}")
     require(len(shape_a) == 2 and len(shape_bt) == 2 and shape_a[1] == shape_bt[1],
             f"a[m, k] @ bt[n, k]^T: shapes {shape_a} and {shape_bt} do not match")
     (m, k), n = shape_a, shape_bt[0]
-    tiles = [dict(DEFAULTS, **opts)] if opts else \
-        [dict(WIDE), dict(DEFAULTS)]
-    for t in tiles:
-        if m % (64 * t["wgs"]) == 0 and n % t["bn"] == 0 and k % t["bk"] == 0:
-            return sm90_kernel(dt, **t), dict(m=m, n=n, k=k)
-    raise NodeError(f"the sm_90a GEMM serves m % {64 * tiles[-1]['wgs']} == 0, n % "
-                    f"{tiles[-1]['bn']} == 0, k % {tiles[-1]['bk']} == 0; not {m}x{n}x{k}",
-                    None, "use gpudsl.ops.matmul, whose kernels take every shape")
+    opts = dict(opts)
+    clip = opts.pop("clip", None)
+    tiles = [dict(DEFAULTS, **opts)] if opts else [dict(WIDE), dict(DEFAULTS)]
+    binds = dict(m=m, n=n, k=k)
+    if not clip:
+        for t in tiles:
+            if m % (64 * t["wgs"]) == 0 and n % t["bn"] == 0 and k % t["bk"] == 0:
+                return sm90_kernel(dt, **t), binds
+    tile = dict(tiles[0])
+    ks = [tile["bk"]] if opts.get("bk") else [64, 32, 16]
+    for bk in ks:
+        if k % bk == 0 and (tile["swizzle"] or bk % 16 == 0):
+            return sm90_kernel(dt, **dict(tile, bk=bk), clip=True), binds
+    raise NodeError(f"the sm_90a GEMM needs k a multiple of {' or '.join(map(str, ks))} (its "
+                    f"k tiles are not clipped); not {m}x{n}x{k}", None,
+                    "use gpudsl.ops.matmul, whose kernels take every shape")
 
 
 def matmul_nt_sm90(a, bt, **opts):

@@ -55,6 +55,8 @@ class ShapeError(Exception):
 #   ("index", i, attr)   an int64 tensor of one element: operand i when the node has
 #                        it, else the integer attribute ``attr`` made one
 #   ("value", v)         a literal scalar (a row index, a scale)
+#   ("array", a)         a literal numpy array (ALiBi slopes), copied where the
+#                        operands live
 #   ("err",)             a fault flag (int32, one element, zero before the launch)
 
 

@@ -197,7 +197,7 @@ def attention(ops, attrs):
     dims = HEAD_DIMS if q.shape[0] == k.shape[0] else GQA_DIMS
     _head_dim(q.shape[2], dims)
     _causal(attrs, 4)
-    _options(attrs, 5)
+    _options(attrs, 5, q.shape[0])
     m, n = q.shape[1], k.shape[1]
     if len(ops) == 4:
         index_operand(ops[3], 3, "the prefix")
@@ -210,10 +210,15 @@ def attention(ops, attrs):
     return dt, tuple(q.shape)
 
 
-def _options(attrs, arg):
-    """``window`` (0: none; else at least 1, with causal) and ``softcap`` (positive),
-    script arguments ``arg`` and ``arg + 1``."""
+def _options(attrs, arg, heads):
+    """``window`` (0: none; else at least 1, with causal), ``softcap`` (positive) and
+    ``alibi`` (``heads`` finite slopes, one a query head), script arguments ``arg``,
+    ``arg + 1`` and ``arg + 2``."""
     window, cap = attrs.get("window") or 0, attrs.get("softcap")
+    alibi = attrs.get("alibi")
+    if alibi is not None and (len(alibi) != heads or not np.isfinite(alibi).all()):
+        raise ShapeError(f"alibi must be {heads} finite slopes (one a query head), not "
+                         f"{list(alibi)}", arg + 2)
     if window < 0 or (window and not attrs.get("causal")):
         raise ShapeError(f"window={window}: a sliding window is a positive integer and "
                          "needs causal", arg)
@@ -267,7 +272,7 @@ def paged_attention(ops, attrs):
         raise ShapeError(f"the page size {k.shape[1]} (axis 1 of the cache) is not one of "
                          f"{PAGE_SIZES}", 1)
     _causal(attrs, 5, False)  # (gpudsl.ops.paged_attention: causal=False by default)
-    _options(attrs, 6)
+    _options(attrs, 6, q.shape[0] // b)
     return dt, tuple(q.shape)
 
 

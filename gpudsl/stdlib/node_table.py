@@ -189,20 +189,30 @@ def _launch_attention(shapes, attrs, backend):
     scale = attrs.get("scale")
     scale = np.float32(1 / math.sqrt(d) if scale is None else scale)
     window, softcap = attrs.get("window") or 0, attrs.get("softcap")
-    if h != shapes[1][0] or ((window or softcap is not None) and
+    alibi = attrs.get("alibi") is not None
+    if h != shapes[1][0] or ((window or softcap is not None or alibi) and
                              (m <= SPLIT_MAX_ROWS or not takes_options(d))):
         return _launch_gqa(shapes, attrs, scale, target=backend)
     p = plan_prefill(m, d, bool(attrs["causal"]), h, n, dt=_dt(attrs), target=backend,
-                     window=window, softcap=softcap is not None)
+                     window=window, softcap=softcap is not None, alibi=alibi)
     return Launch(p, (("q", ("in", 0, None)), ("k", ("in", 1, None)), ("v", ("in", 2, None)),
                       ("prefix", ("index", 3, "prefix")), ("scale", ("value", scale)),
-                      *_cap(attrs), ("out", ("out", None)), ("err", ("err",))), shapes[0])
+                      *_cap(attrs), *_slopes(attrs, (h,)), ("out", ("out", None)),
+                      ("err", ("err",))), shapes[0])
 
 
 def _cap(attrs) -> tuple:
     """The run-time ``cap`` argument of a soft-capped attention kernel (none without)."""
     cap = attrs.get("softcap")
     return () if cap is None else (("cap", ("value", np.float32(cap))),)
+
+
+def _slopes(attrs, shape) -> tuple:
+    """The ``slopes`` argument of an ALiBi attention kernel, the attribute's list as a
+    float32 array of ``shape`` (none without)."""
+    alibi = attrs.get("alibi")
+    return () if alibi is None else (("slopes", ("array", np.asarray(alibi, np.float32)
+                                                 .reshape(shape))),)
 
 
 def _launch_paged_attention(shapes, attrs, target):
@@ -225,11 +235,13 @@ def _launch_gqa(shapes, attrs, scale, paged=False, target=None):
     hk = k[2] // d if paged else k[0]
     g = q[0] // bt // hk
     p = plan_grouped(d, bool(attrs.get("causal")), g, m, k[1] if paged else 0, _dt(attrs),
-                     "i64", attrs.get("window") or 0, attrs.get("softcap") is not None, target)
+                     "i64", attrs.get("window") or 0, attrs.get("softcap") is not None, target,
+                     attrs.get("alibi") is not None)
     kv = (k[0], k[1], hk, d) if paged else (1,) + tuple(k)
     args = [("q", ("in", 0, (bt, hk, g, m, d))), ("k", ("in", 1, kv)), ("v", ("in", 2, kv)),
             ("lens", ("in", 4, None) if paged else ("index", 3, "prefix")),
-            ("scale", ("value", scale)), *_cap(attrs), ("out", ("out", (bt, hk, g, m, d))),
+            ("scale", ("value", scale)), *_cap(attrs), *_slopes(attrs, (hk, g)),
+            ("out", ("out", (bt, hk, g, m, d))),
             ("err", ("err",))]
     if paged:
         args.append(("table", ("in", 3, None)))
@@ -276,13 +288,15 @@ def _softmax(x, prefix):
     return out
 
 
-def _attention(q, k, v, prefix=None, causal=False, scale=None, window=None, softcap=None):
+def _attention(q, k, v, prefix=None, causal=False, scale=None, window=None, softcap=None,
+               alibi=None):
     from .attention import attention_reference
 
-    return attention_reference(q, k, v, causal, prefix, scale, window, softcap)
+    return attention_reference(q, k, v, causal, prefix, scale, window, softcap, alibi)
 
 
-def _paged_attention(q, k, v, block_table, seq_lens, causal=False, window=None, softcap=None):
+def _paged_attention(q, k, v, block_table, seq_lens, causal=False, window=None, softcap=None,
+                     alibi=None):
     from .attention_paged import gqa_reference
 
     table = np.asarray(block_table)
@@ -290,7 +304,7 @@ def _paged_attention(q, k, v, block_table, seq_lens, causal=False, window=None, 
     kv = (k.shape[0], k.shape[1], k.shape[2] // d, d)
     q4 = np.reshape(q, (bt, -1) + tuple(q.shape[1:]))
     out = gqa_reference(q4, np.reshape(k, kv), np.reshape(v, kv), np.asarray(seq_lens),
-                        causal, table, None, window, softcap)
+                        causal, table, None, window, softcap, alibi)
     return out.reshape(q.shape)
 
 
@@ -452,14 +466,16 @@ register(Node("sliced_softmax", rule.sliced_softmax, _launch_sliced_softmax, _so
                   "evaluations) or an int (checked against the axis now)."))
 register(Node("attention", rule.attention, _launch_attention, _attention, "AttentionNode",
               ((REF, "q"), (REF, "k"), (REF, "v"), ("ref|int", "prefix"), ("bool", "causal"),
-               ("int?", "window"), ("float?", "softcap")),
-              ("q", "k", "v", "prefix"), dtypes=FLOATS, bench=("attention", "attention_suite"),
+               ("int?", "window"), ("float?", "softcap"), ("floats?", "alibi")),
+              ("q", "k", "v", "prefix"), dtypes=FLOATS,
+              bench=("attention", "attention_suite", "attention_options"),
               snapshots=(("attention_causal", _kernel("attention", "attention_kernel", 128,
                                                       True, 4)),)))
 register(Node("paged_attention", rule.paged_attention, _launch_paged_attention,
               _paged_attention, "PagedAttentionNode",
               ((REF, "q"), (REF, "k"), (REF, "v"), (REF, "block_table"), (REF, "seq_lens"),
-               ("bool", "causal"), ("int?", "window"), ("float?", "softcap")),
+               ("bool", "causal"), ("int?", "window"), ("float?", "softcap"),
+               ("floats?", "alibi")),
               ("q", "k", "v", "block_table", "seq_lens"),
               bench=("attention_gqa_decode",),
               snapshots=(("paged_attention", _kernel("attention_paged", "paged_kernel", 128,

@@ -130,6 +130,19 @@ def empty(like, shape, dtype=np.float32):
     return np.empty(tuple(shape), dtype=dtype)
 
 
+def array_like(like, host: np.ndarray):
+    """The numpy array ``host`` where ``like`` lives (a copy on a device)."""
+    if not _is_device(like):
+        return host
+    if hasattr(like, "new_empty"):  # torch
+        import torch
+
+        return torch.as_tensor(host, device=like.device)
+    import cupy
+
+    return cupy.asarray(host)
+
+
 def torch_dtype(dtype):
     """The torch dtype of the numpy ``dtype`` (one the ops give results in)."""
     import torch
@@ -212,6 +225,6 @@ def run_where_ops_run(p, **args) -> None:
     k(**args)
 
 
-__all__ = ["check_tensor", "as_int", "axis", "torch_call", "RANKS", "contig", "empty",
+__all__ = ["check_tensor", "array_like", "as_int", "axis", "torch_call", "RANKS", "contig", "empty",
            "index_tensor", "is_int64", "is_host_int", "table_rule", "run_where_ops_run"]
 

@@ -174,32 +174,78 @@ def _complex_backward(ctx, g):
             "b": complex_hadamard_product(g, conj(ctx.a)).sum_to_size(ctx.b.shape)}
 
 
-def _attention_run(q, k, v, causal=False, scale=None):
-    return _ops.attention(q, k, v, causal=causal, scale=scale)
+_ATTENTION_SCHEMA = ("(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
+                     "int? window=None, float? softcap=None, Tensor? alibi_slopes=None) "
+                     "-> Tensor")
 
 
-attention = _define("attention",
-                    "(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) "
-                    "-> Tensor", _attention_run,
-                    lambda q, k, v, causal=False, scale=None: torch.empty_like(q))
+def _attention_run(q, k, v, causal=False, scale=None, window=None, softcap=None,
+                   alibi_slopes=None):
+    return _ops.attention(q, k, v, causal=causal, scale=scale, window=window,
+                          softcap=softcap, alibi_slopes=alibi_slopes)
+
+
+def _attention_fake(q, k, v, causal=False, scale=None, window=None, softcap=None,
+                    alibi_slopes=None):
+    return torch.empty_like(q)
+
+
+#: ``gpudsl::attention(q, k, v, causal, scale, window, softcap, alibi_slopes)``: as
+#: ``gpudsl.ops.attention`` over whole sequences: ``q [H, M, D]`` or ``[B, H, M, D]``,
+#: ``k, v`` with ``Hkv`` heads dividing ``H`` (grouped-query attention by shape)
+attention = _define("attention", _ATTENTION_SCHEMA, _attention_run, _attention_fake)
+
+
+def _scores(ctx, q, k):
+    """The scores as the forward makes them, ``[.., H, M, N]`` in float32: scaled,
+    soft-capped (with ``tanh`` of them, for the gradient), biased, masked."""
+    m, n = q.shape[-2], k.shape[-2]
+    scale = ctx.scale if ctx.scale is not None else q.shape[-1] ** -0.5
+    s = matmul(q.reshape(-1, m, q.shape[-1]), _transposed(k.reshape(-1, n, k.shape[-1])))
+    s = s.reshape(q.shape[:-1] + (n,)) * scale
+    th = None
+    if ctx.softcap is not None:
+        th = torch.tanh(s / ctx.softcap)
+        s = ctx.softcap * th
+    i = torch.arange(m, device=q.device).reshape(m, 1) + (n - m)  # the rows' positions
+    j = torch.arange(n, device=q.device).reshape(1, n)
+    if ctx.alibi_slopes is not None:
+        s = s - ctx.alibi_slopes.float().reshape(-1, 1, 1) * (i - j).abs()
+    keep = torch.ones(m, n, dtype=torch.bool, device=q.device)
+    if ctx.causal:  # row i attends the keys j <= i + n - m
+        keep &= j <= i
+    if ctx.window:
+        keep &= j > i - ctx.window
+    return s.masked_fill(~keep, float("-inf")), scale, th
 
 
 @backward(attention)
 def _attention_backward(ctx, g):
     q, k, v = ctx.q.float(), ctx.k.float(), ctx.v.float()
-    m, n = q.shape[1], k.shape[1]
-    scale = ctx.scale if ctx.scale is not None else q.shape[-1] ** -0.5
-    s = matmul(q, _transposed(k)) * scale
-    if ctx.causal:  # row i attends the keys j <= i + n - m
-        keep = torch.ones(m, n, dtype=torch.bool, device=q.device).tril(n - m)
-        s = s.masked_fill(~keep, float("-inf"))
-    p = softmax(s)
+    group = q.shape[-3] // k.shape[-3]  # query heads per KV head
+    ke, ve = (k, v) if group == 1 else (k.repeat_interleave(group, -3),
+                                        v.repeat_interleave(group, -3))
+    s, scale, th = _scores(ctx, q, ke)
+    m, n, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    p = softmax(s.reshape(-1, m, n)).reshape(s.shape)
     g32 = g.float()
-    gv = matmul(_transposed(p), g32)
-    gp = matmul(g32, _transposed(v))
+
+    def mm(a, b):  # a @ b over the flattened heads
+        return matmul(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:])).reshape(
+            a.shape[:-1] + b.shape[-1:])
+
+    gv = mm(_transposed(p.reshape(-1, m, n)).reshape(p.shape[:-2] + (n, m)), g32)
+    gp = mm(g32, _transposed(ve.reshape(-1, n, d)).reshape(ve.shape[:-2] + (d, n)))
     gs = p * (gp - (gp * p).sum(-1, keepdim=True)) * scale
-    return {"q": matmul(gs, k).to(ctx.q.dtype), "k": matmul(_transposed(gs), q).to(ctx.k.dtype),
-            "v": gv.to(ctx.v.dtype)}
+    if th is not None:
+        gs = gs * (1 - th * th)
+    gq = mm(gs, ke)
+    gk = mm(_transposed(gs.reshape(-1, m, n)).reshape(gs.shape[:-2] + (n, m)), q)
+
+    def fold(t):  # the group's query heads' gradients summed onto their KV head
+        return t if group == 1 else t.unflatten(-3, (-1, group)).sum(-3)
+    return {"q": gq.to(ctx.q.dtype), "k": fold(gk).to(ctx.k.dtype),
+            "v": fold(gv).to(ctx.v.dtype)}
 
 
 #: the operators above by name (each one is also ``torch.ops.gpudsl.NAME``)

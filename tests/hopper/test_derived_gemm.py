@@ -79,6 +79,42 @@ def test_sizes_outside_the_assertion_are_refused():
                                                         c=np.zeros((70, 64), np.float16))
 
 
+CLIPPED = dict(SMALL, clip=True)
+
+
+def test_the_clipped_kernel_is_proved_for_every_m_and_n():
+    p = sm90_kernel("f16", **CLIPPED)
+    assert "assert k % 32 == 0" in str(p) and "m %" not in str(p)
+    r = p.check(target="sm_90a")
+    assert r.ok, r
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+@pytest.mark.parametrize("shape", [(1, 1, 32), (65, 70, 64), (100, 130, 96), (128, 64, 32)])
+def test_the_clipped_kernel_equals_numpy_at_odd_and_even_shapes(dt, shape):
+    import ml_dtypes
+    npdt = np.float16 if dt == "f16" else ml_dtypes.bfloat16
+    a, bt, want = _operands(*shape, dt=npdt, seed=sum(shape))
+    c = np.full(shape[:2], 7, npdt)
+    sm90_kernel(dt, **CLIPPED).compile("emulator")(a=a, bt=bt, c=c)
+    assert (c == want.astype(npdt)).all()
+
+
+def test_the_clipped_wide_tile_keeps_the_main_loop():
+    from gpudsl.codegen import generate
+    from gpudsl.perf import sass
+    from gpudsl.runtime.nvrtc import compile_cubin
+    r = compile_cubin(generate(sm90_kernel("f16", **WIDE, clip=True).ir, {}).source, "sm_90a")
+    (res,) = r.resources.values()
+    assert res.spill_stores_bytes == res.spill_loads_bytes == res.stack_bytes == 0, res
+    if not sass.have_disassembler():
+        pytest.skip("no nvdisasm/cuobjdump")
+    ops = _sass_ops(sass.disassemble(r.cubin))
+    # the same main loop as the unclipped kernel: the boxes clip the edges
+    assert ops["HGMMA"] == 4 and ops["UTMALDG"] == 2 and ops["DEPBAR"] == 1
+    assert ops["LDS"] == ops["LDSM"] == ops["STS"] == ops["LDG"] == ops["LDL"] == 0
+
+
 def _sass_ops(text: str) -> Counter:
     ops = Counter()
     for ln in text.splitlines():
@@ -123,13 +159,15 @@ def test_the_space_fits_the_shared_memory():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cfg", [SMALL, WIDE], ids=["64x64", "128x256"])
-def test_on_the_gpu(cfg):
+@pytest.mark.parametrize("cfg,shape", [(SMALL, (256, 512, 256)), (WIDE, (256, 512, 256)),
+                                       (dict(WIDE, clip=True), (257, 500, 192))],
+                         ids=["64x64", "128x256", "128x256-clipped"])
+def test_on_the_gpu(cfg, shape):
     from gpudsl.runtime.driver import device_arch
     if device_arch() != "sm_90a":
         pytest.skip("needs an H100/H200")
-    a, bt, want = _operands(256, 512, 256, seed=5)
-    c = np.zeros((256, 512), np.float16)
+    a, bt, want = _operands(*shape, seed=5)
+    c = np.zeros(shape[:2], np.float16)
     sm90_kernel("f16", **cfg).compile("cuda")(a=a, bt=bt, c=c)
     assert (c == want.astype(np.float16)).all()
 
@@ -146,8 +184,12 @@ def test_matmul_nt_sm90_runs_where_ops_runs_and_refuses_what_it_does_not_serve()
     from gpudsl.stdlib import matmul_sm90
     assert p is sm90_kernel("f16", **matmul_sm90.WIDE) and binds == dict(m=256, n=1024, k=512)
     assert matmul_sm90.WIDE == dict(WIDE, swizzle=True)
-    with pytest.raises(NodeError, match="serves"):
-        plan_matmul_sm90((70, 64), (128, 64), "f16")
+    clipped, _ = plan_matmul_sm90((70, 64), (128, 64), "f16")
+    assert clipped is sm90_kernel("f16", **dict(matmul_sm90.WIDE, clip=True))
+    assert plan_matmul_sm90((70, 48), (128, 48), "f16")[0] is \
+        sm90_kernel("f16", **dict(matmul_sm90.WIDE, bk=16, clip=True))
+    with pytest.raises(NodeError, match="multiple of"):
+        plan_matmul_sm90((70, 40), (128, 40), "f16")
     with pytest.raises(NodeError, match="f16 or bf16"):
         plan_matmul_sm90((64, 64), (128, 64), "f32")
     nodes = {"matmul_f16_sm90", "matmul_bf16_sm90"}

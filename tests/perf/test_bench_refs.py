@@ -116,6 +116,28 @@ def test_every_sdpa_backend_is_tried_and_the_fastest_kept():
     assert row["ratio"] == pytest.approx(row["reference_median_ms"] / row["median_ms"])
 
 
+def test_attention_options_case_is_checked_against_sdpa_with_a_mask():
+    """The window-and-ALiBi prefill case (issue 37): on the 'cuda' path (here CPU torch)
+    SDPA gets the same meaning as a float mask under each backend; MATH takes it, and
+    the kernel's result agrees with it."""
+    torch = pytest.importorskip("torch")
+
+    def rel(a, b):
+        a, b = (torch.as_tensor(x).double() for x in (a, b))
+        return float((a - b).abs().max() / b.abs().max())
+    env = types.SimpleNamespace(backend="cuda", torch=torch, rel_error=rel,
+                                randn=lambda *s: torch.randn(*s),
+                                cast=lambda x, dt: x.to(getattr(torch, dt)))
+    cases = bench_attention.attention_cases(env, True, {"attention_options"})
+    assert [c.extra["dtype"] for c in cases] == ["float16", "bfloat16"]
+    assert all(c.extra["window"] and c.extra["alibi"] for c in cases)
+    run = Run("emulator", env, 2, 0, None, lambda *a: None, bench._peak)
+    (row,) = run.rows(cases[0])
+    assert row["status"] == "ok", row.get("reason")
+    by = {x["backend"]: x for x in row["references"]}
+    assert set(by) == set(bench_attention.SDPA_BACKENDS) and by["MATH"]["status"] == "ok"
+
+
 SMI = """==============NVSMI LOG==============
 
 Driver Version                            : 580.159.04

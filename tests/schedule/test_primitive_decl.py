@@ -28,7 +28,7 @@ EXPECTED = {"divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", "s
             "sink_alloc", "expand_dim", "pad_dim", "bind_expr", "insert_sync",
             "delete_sync", "vectorize", "inline", "replace", "merge_loops", "rearrange_dim",
             "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop", "warp_specialize",
-            "add_assert", "divide_dim", "make_tma", "make_wgmma", "set_swizzle"}
+            "add_assert", "divide_dim", "make_tma", "make_wgmma", "set_swizzle", "remove_guard"}
 
 
 @pytest.fixture
@@ -77,7 +77,7 @@ def test_public_signatures_are_kept():
     assert list(sig.parameters) == ["p", "loop", "factor", "names", "tail", "perfect"]
     assert sig.parameters["tail"].default == "guard"
     assert list(inspect.signature(stage_mem).parameters) == \
-        ["p", "block", "window", "name", "memory"]
+        ["p", "block", "window", "name", "memory", "zeros"]
     assert inspect.signature(stage_mem).parameters["memory"].default is SHARED
     assert PRIMITIVES["divide_loop"].signature == \
         "divide_loop(p, loop, factor, names, tail='guard', perfect=False)"

@@ -272,7 +272,7 @@ def test_scripts_take_the_options_as_optional_trailing_arguments(emulator):
         want = attention_reference(q, k, k, args[0] == "1", 30, None, window, softcap)
         close(np.asarray(got, np.float64), want, "f32")
     for args, match in (("0, 8", "needs causal"), ("1, 8, 0.0", "positive"),
-                        ("1, 8, 2.5, 1", "extra"), ("1, 2.5", "integer")):
+                        ("1, 8, 2.5, [0.5, 1], 1", "extra"), ("1, 2.5", "integer")):
         with pytest.raises(gpudsl.GraphError, match=match) as e:
             graph.parse(_SCRIPT.format(args=args))
         assert e.value.line == 3, args
@@ -283,6 +283,6 @@ def test_to_script_refuses_an_attribute_it_cannot_write():
 
     q = graph.InputTensor("q", "float32", [2, 1, 32])
     k = graph.InputTensor("k", "float32", [2, 40, 32])
-    node = Node("AttentionNode", (q, k, k), {"causal": True, "prefix": 30, "alibi": 1})
-    with pytest.raises(gpudsl.GraphError, match="alibi"):
+    node = Node("AttentionNode", (q, k, k), {"causal": True, "prefix": 30, "dropout": 1})
+    with pytest.raises(gpudsl.GraphError, match="dropout"):
         graph.to_script(node)

@@ -227,7 +227,8 @@ def test_plan_prefill_picks_it_for_sm90a_only():
                      ((64, 128, True), dict(target="sm_90a")),          # f32
                      ((64, 96, True), dict(dt="f16", target="sm_90a")),
                      ((3, 128, True), dict(dt="f16", target="sm_90a")),  # decode
-                     ((64, 128, True), dict(dt="f16", target="sm_90a", window=16))):
+                     ((64, 128, True), dict(dt="f16", target="sm_90a", window=16)),
+                     ((64, 128, True), dict(dt="f16", target="sm_90a", alibi=True))):
         assert not a90.plan_prefill(*args, **kw).name.startswith("attention_sm90")
 
 

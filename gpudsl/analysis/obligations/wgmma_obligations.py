@@ -19,7 +19,10 @@ warpgroup is 128 consecutive values of ``L``'s variable from a multiple of 128):
 * a swizzled operand (``[rows, 16]`` of a tile ``@ SHARED(swizzle=W)``, ``"mapping"``):
   its first row starts at a multiple of the pattern's period ``8 * W`` bytes in the tile
   (the descriptor's start address; whole groups of 8 rows) and its column offset is a
-  multiple of 16 elements (the start advances by 32 bytes per k16 step inside a row).
+  multiple of 16 elements (the start advances by 32 bytes per k16 step inside a row);
+  an MN-major B (``b_major="mn"``) of a swizzled tile: its first row starts at a multiple
+  of the period, and its blocks of ``W / 2`` columns (the tile's next-to-last dimension
+  of rows) lie a multiple of the period apart (the descriptor's leading byte offset).
 
 The asynchronous side (no access to what is in flight) is the async obligation's
 (:mod:`.asyncs`, the wgmma family).  Anything not encodable, or a solver timeout, is
@@ -124,20 +127,22 @@ def _same_operands(ctx: Ctx, site, k: int, text: str):
 def _swizzled_operands(ctx: Ctx, site, text: str):
     """Each ``[rows, 16]`` operand of a swizzled tile starts its rows at a multiple of the
     pattern's period and its columns at a multiple of 16 elements, for every size."""
-    for name in dict.fromkeys(w.name for w in (site.node.a, site.node.b)
-                              if is_swizzled_form(w)):
+    node = site.node
+    mn = getattr(node, "b_major", "k") == "mn"
+    for name in dict.fromkeys(w.name for w in (node.a, node.b)
+                              if is_swizzled_form(w) or (mn and w is node.b)):
         acc = next((a for a in ctx.eff.accesses if a.name == name and a.kind == "read"
                     and wgmma_of(a.stmt) in (site.node, site.stmt)), None)
         info = ctx.eff.arrays[acc.array] if acc is not None else None
         if info is None or not info.swizzle:
-            continue   # a mapping issue already (effects)
+            continue   # a mapping issue already (effects), or a plain MN-major tile
         op = wgmma_of(acc.stmt)
         for w in (op.a, op.b):
             if w.name == name:
-                _swizzled_window(ctx, acc, info, w, text)
+                _swizzled_window(ctx, acc, info, w, text, mn and w is op.b)
 
 
-def _swizzled_window(ctx: Ctx, acc, info, w, text: str):
+def _swizzled_window(ctx: Ctx, acc, info, w, text: str, mn: bool = False):
     nbytes = max(1, w.ty.bits // 8)
     starts = _starts(w)
     flat = starts[0] if len(starts) > 1 else Const(0)
@@ -148,10 +153,18 @@ def _swizzled_window(ctx: Ctx, acc, info, w, text: str):
                f"{period} bytes in '{info.name}' (the period of its {info.swizzle}-byte "
                "swizzle: the rows come in whole groups of 8)",
                "start the window at a row that is a multiple of 8 (in a tile whose slots "
-               "are whole groups of 8 rows)"),
-              (starts[-1], K, f"its column offset is not a multiple of {K} elements "
-               f"({K * nbytes} bytes: one k16 step inside the swizzled row)",
-               f"take the columns as c0:c0 + {K} with c0 a multiple of {K}")]
+               "are whole groups of 8 rows)")]
+    if mn and sum(isinstance(p, Interval) for p in w.idx) == 3:   # blocks of E columns: a whole number of periods apart
+        block = BinOp("*", info.shape[-2], info.shape[-1], INDEX)
+        checks.append((block, period // nbytes, f"its blocks of {info.swizzle // nbytes} "
+                       f"columns do not lie a multiple of {period} bytes apart in "
+                       f"'{info.name}' (the descriptor's leading byte offset: the rows of a "
+                       "block come in whole groups of 8)",
+                       "give the tile's next-to-last dimension a multiple of 8 rows"))
+    elif not mn:
+        checks.append((starts[-1], K, f"its column offset is not a multiple of {K} elements "
+                       f"({K * nbytes} bytes: one k16 step inside the swizzled row)",
+                       f"take the columns as c0:c0 + {K} with c0 a multiple of {K}"))
     for expr, n, why, hint in checks:
         t = ctx.thread("1")
         what = f"that the swizzled operand '{w.name}' of `{text}` is aligned"

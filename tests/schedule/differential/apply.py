@@ -30,7 +30,7 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "set_unroll", "set_blocks_per_sm", "merge_loops", "rearrange_dim",
               "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop",
               "warp_specialize", "add_assert", "divide_dim", "make_tma", "make_wgmma",
-              "set_swizzle"]
+              "set_swizzle", "remove_guard"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
 WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
@@ -39,7 +39,7 @@ WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "set_blocks_per_sm": 1, "merge_loops": 1, "rearrange_dim": 1, "fission": 4,
            "reorder_stmts": 3, "rotate_loop": 2, "make_async": 3, "pipeline_loop": 3,
            "warp_specialize": 3, "add_assert": 1, "divide_dim": 1, "make_tma": 2,
-           "make_wgmma": 2, "set_swizzle": 1}
+           "make_wgmma": 2, "set_swizzle": 1, "remove_guard": 20}
 
 CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
           (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
@@ -310,7 +310,8 @@ def _vars(e) -> set:
 
 # Primitives only the family programs give something to work on (the tma and wgmma
 # families' plain copy and product nests): drawn, often, where the proc has a candidate.
-FAMILY_ONLY = {"make_tma": "tma", "make_wgmma": "wgmma", "set_swizzle": "tma"}
+FAMILY_ONLY = {"make_tma": "tma", "make_wgmma": "wgmma", "set_swizzle": "tma",
+               "remove_guard": "edge"}
 
 
 def _candidates(t, prim) -> bool:
@@ -325,19 +326,22 @@ def _candidates(t, prim) -> bool:
                any(isinstance(x, body) for x in _walk(s.body)) for _, s in t.loops)
 
 
-def random_step(r: random.Random, p, instrs: dict) -> Step:
+def random_step(r: random.Random, p, instrs: dict, family: str = "") -> Step:
     t = Targets(p.ir)
     prims = PRIMITIVES
     # (no candidate: make_tma and make_wgmma keep their weight, set_swizzle, drawn last,
-    # none: the default run draws what it drew before they existed)
-    weights = [WEIGHTS.get(x, 1) if x not in FAMILY_ONLY else
+    # none: the default run draws what it drew before they existed; remove_guard, drawn
+    # after it, only in the edge family's programs)
+    edge = family.startswith("edge")
+    weights = [(WEIGHTS[x] if edge else 0) if x == "remove_guard" else
+               WEIGHTS.get(x, 1) if x not in FAMILY_ONLY else
                (30 if x != "set_swizzle" else 5) if _candidates(t, x) else
                (WEIGHTS[x] if x != "set_swizzle" else 0) for x in prims]
     prim = r.choices(prims, weights)[0]
-    return make_step(r, prim, t, instrs)
+    return make_step(r, prim, t, instrs, edge)
 
 
-def make_step(r, prim, t: Targets, instrs) -> Step:
+def make_step(r, prim, t: Targets, instrs, edge: bool = False) -> Step:
     L = lambda pred=None: _loop(r, t, pred)  # noqa: E731
     if prim == "divide_loop":
         factor = r.choice([2, 2, 4, 3, 8, 16]) if r.random() < 0.8 else _bad_int(r)
@@ -405,7 +409,13 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
             stmts = ()
         win = _window(r, t, stmts)
         mem = r.choice([SHARED, SHARED, REGISTER, GLOBAL])
-        return Step(prim, [blk, lit(win), lit(_fresh(r, t, "st")), lit(mem)])
+        kw = {"zeros": lit(True)} if edge and mem is SHARED else {}   # no draw: same stream
+        return Step(prim, [blk, lit(win), lit(_fresh(r, t, "st")), lit(mem)], kw)
+    if prim == "remove_guard":
+        ifs = [a for a, s in t.stmts if isinstance(s, If)]
+        if ifs and r.random() < 0.9:
+            return Step(prim, [Arg("cursor", ("stmt", r.choice(ifs), None))])
+        return Step(prim, [lit(r.choice(["if _: _", "y[_] = _", "zz"]))])
     if prim == "set_memory":
         return Step(prim, [_alloc(r, t), lit(r.choice([SHARED, REGISTER, GLOBAL, "SHARED"]))])
     if prim == "lift_alloc":

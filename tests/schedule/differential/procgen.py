@@ -21,7 +21,8 @@ Three families:
 - ``wgmma``: kernels with a warpgroup MMA (:mod:`.procgen_wgmma`), only with
   ``GPUDSL_DIFF_FAMILY=wgmma`` (``Gen(r, family="wgmma")``).
 - ``tma``: kernels with bulk tensor copies (:mod:`.procgen_tma`), only with
-  ``GPUDSL_DIFF_FAMILY=tma``.
+  ``GPUDSL_DIFF_FAMILY=tma``; guarded edges (``remove_guard``, ``stage_mem(zeros=True)``):
+  ``GPUDSL_DIFF_FAMILY=edge``.
 
 Values are small integers in float32, so sums are exact in any order.
 """
@@ -442,6 +443,9 @@ class Gen:
         if FAMILY == "tma":  # bulk tensor copies (docs/hopper.md): only when asked for
             from .procgen_tma import tma_program
             return tma_program(self.r, name)
+        if FAMILY == "edge":  # guarded edges, remove_guard (docs/hopper.md): when asked for
+            from .procgen_edges import edge_program
+            return edge_program(self.r, name)
         ch = self.r.random()
         if ch < 0.12 or FAMILY == "sync":  # ranged and split barriers (docs/language.md (synchronization))
             from .procgen_sync import sync_program

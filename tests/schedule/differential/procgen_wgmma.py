@@ -4,7 +4,9 @@ SHARED tiles per step and accumulates ``x @ w.T`` with ``wgmma`` (N = 8 or 16), 
 and waiting in the wgmma's thread loop or at block level, or staging 32 columns and
 issuing two chained wgmmas per step, or staging into tiles swizzled with 32 bytes (16
 columns, one wgmma per step) or 64 bytes (32 columns, two chained wgmmas on windows
-``[rows, 16]`` at columns 0 and 16); the epilogue stores (or adds) the fragment.  Now
+``[rows, 16]`` at columns 0 and 16), or with B stored K x N (``b_major="mn"``: a plain
+tile of rows of 8, or one swizzled with 32 bytes); the epilogue stores (or adds) the
+fragment.  Now
 and then one is broken on purpose (no wait, a wait that leaves the group in flight, no
 barrier after the wait): the primitives must not turn a proved kernel into one that
 touches a wgmma in flight, must not regroup its warpgroup, and must keep every meaning,
@@ -32,10 +34,43 @@ def _broken(r, lines, p=0.15):
     return lines[:k] + lines[k + 1:]
 
 
+def _mn_major(body: list, n: int, swz: bool) -> list:
+    """The "local" form with B stored K x N (``b_major="mn"``): a plain tile of rows of 8
+    (``[N // 8, 16, 8]``) or a 32-byte swizzled one of rows of 16 (``[16, 16]``)."""
+    tile = ("b_s: f16[16, 16] @ SHARED(swizzle=32)" if swz else
+            f"b_s: f16[{n // 8}, 16, 8] @ SHARED")
+    win = "b_s[0:16, 0:16]" if swz else f"b_s[0:{n // 8}, 0:16, 0:8]"
+    col = "8 * (i // 4) + 2 * (t % 4) + i % 2"
+    read = f"b_s[kk, {col}]" if swz else f"b_s[({col}) // 8, kk, ({col}) % 8]"
+    store = ("b_s[t, 8 * c + j] = w[8 * c + j, 16 * ks + t]" if swz else
+             "b_s[c, t, j] = w[8 * c + j, 16 * ks + t]")
+    out = []
+    k = 0
+    while k < len(body):
+        ln = body[k]
+        if ln.startswith("b_s:"):
+            out.append(tile)
+        elif ln.strip().startswith(f"if t < {2 * n}:"):
+            pad = ln[:len(ln) - len(ln.lstrip())]
+            out += [f"{pad}if t < 16:", f"{pad}    for c in seq(0, {n // 8}):",
+                    f"{pad}        for j in seq(0, 8):", f"{pad}            {store}"]
+            k += 3   # the K-major stores (3 lines)
+        elif "wgmma(acc" in ln:
+            out.append(ln[:ln.index("b_s[")] + f'{win}, b_major="mn")')
+        elif "f32(b_s[" in ln:
+            out.append(ln[:ln.index("f32(b_s[")] + f"f32({read})")
+        else:
+            out.append(ln)
+        k += 1
+    return out
+
+
 def wgmma_program(r: random.Random, name: str) -> Program:
     N = r.choice([8, 16])
+    form = r.choice(["local", "block", "ktile", "swz32", "swz64", "mn", "mn32"])
+    if form == "mn32":
+        N = 16       # whole rows of 16 halves (32 bytes)
     NH = N // 2
-    form = r.choice(["local", "block", "ktile", "swz32", "swz64"])
     kh = 4 if form in ("ktile", "swz64") else 2   # halves of 8 columns per step
     swz = 16 * kh if form.startswith("swz") else 0   # rows of exactly the swizzle's bytes
     head = (f"def {name}(n: size, a: f32, x: f16[64, {8 * kh} * n], w: f16[{N}, {8 * kh} * n], "
@@ -100,6 +135,8 @@ def wgmma_program(r: random.Random, name: str) -> Program:
              f"    for i in seq(0, {NH}):",
              f"        {_fragment(N)} {r.choice(['=', '+='])} acc[t, i]"
              + r.choice(["", " * 2.0", " + a"])]
+    if form.startswith("mn"):
+        body = _mn_major(body, N, form == "mn32")
     body = _broken(r, body)
     lines = ["    for b in par(0, 1) @ BLOCKS:"] + ["        " + ln for ln in body]
     return Program("wgmma", name, head + "\n".join(lines) + "\n",

@@ -144,7 +144,7 @@ class Runner:
         done: list[Step] = []
         found = []
         for _ in range(r.randint(1, 4)):
-            step = random_step(r, p, self.instrs)
+            step = random_step(r, p, self.instrs, prog.family)
             st = self.stats
             st.tried[step.prim] += 1
             try:
