@@ -53,9 +53,9 @@ HEAD_DIMS = (64, 128)
 DTYPES = ("f16", "bf16")
 BN = 64  # keys per tile: one m64n64 wgmma per k16 step of S
 TARGET = "sm_90a"
-#: how the second product reads V: "k", a transposed copy (``vt``), until wgmma's
-#: MN-major B operand is in the language; then "mn", the TMA-loaded tile itself
-V_MAJOR = "k"
+#: how the second product reads V: "mn", the TMA-loaded tile itself (wgmma's MN-major
+#: B); "k", a transposed copy (``vt``) as K-major B, the kernel before that operand
+V_MAJOR = "mn"
 
 
 def _indent(text: str, n: int) -> str:

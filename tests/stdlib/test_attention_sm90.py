@@ -88,6 +88,21 @@ def test_other_tiles_equal_the_reference(d, causal, wgs, stages):
                              <= tol).all()
 
 
+@pytest.mark.parametrize("d,causal,wgs,stages", [(64, True, 1, 3), (128, False, 2, 2)])
+def test_the_variant_with_v_transposed_is_proved_and_equal(d, causal, wgs, stages):
+    """``v_major="k"``: V copied transposed by the consumers, K-major B (the kernel
+    before wgmma read MN-major operands)."""
+    p = a90.attention_sm90_kernel(d, causal, "bf16", wgs, stages, "k")
+    assert p.name.endswith("_vt_bf16") and "vt[" in str(p)
+    assert p.check(target="sm_90a").ok
+    q, k, v = inputs(2, 100, 130, d, "bf16")
+    prefix = 120
+    got, err = run_emulator(p, q, k, v, prefix)
+    tol = attention_mma_tolerance(q, k, v, causal, prefix, dt="bf16")
+    want = attention_reference(q, k, v, causal, prefix)
+    assert err == 0 and (np.abs(got.astype(np.float64) - want) <= tol).all()
+
+
 def test_a_prefix_outside_its_bounds_raises_the_fault_flag():
     p = a90.attention_sm90_kernel(64, True, "f16", 1, 2)
     q, k, v = inputs(1, 70, 80, 64, "f16")
