@@ -10,22 +10,23 @@ an online softmax; see docs/decisions.md): one block per (head, ``64 wgs`` query
 
 - the producer loads the block's Q rows once by TMA (``D / 64`` boxes of 64 columns
   into a 128-byte swizzled tile, completing on ``qbar``), then for each tile of 64 keys
-  waits for a free slot of a ``stages``-deep ring (``empty``), and loads the K tile
-  (``D / 64`` swizzled boxes) and the V tile (one box) into it, completing on
-  ``full[jt % stages]``; rows past ``n`` land as zeros (TMA clipping);
-- the consumers wait for the slot, start ``S = Q K^T`` as ``4 D / 64`` chained
+  waits for a free slot of a ``stages``-deep ring (``empty``), and loads the K and V
+  tiles (``D / 64`` swizzled boxes each) into it, completing on ``full[jt % stages]``;
+  rows past ``n`` land as zeros (TMA clipping);
+- the consumers wait for the slot, compute ``S = Q K^T`` by ``4 D / 64`` chained
   ``wgmma`` (m64n64k16; both operands K-major, from the swizzled tiles) into ``s``,
   the wgmma accumulator fragment (element ``i`` of lane ``l``: row ``16 (l // 32) +
-  l % 32 // 4 + 8 (i // 2 % 2)``, key ``8 (i // 4) + 2 (l % 4) + i % 2``), copy the V
-  tile transposed into ``vt`` while they run (the B operand of the second product must
-  be K-major: ``vt[e, key]``), wait for them and hand the slot back; then the online
-  softmax on the fragment:
-  the row maximum over the lane's 16 values and its quad (``shfl_xor`` 1, 2),
-  ``alpha = exp(m_old - m_new)``, ``p = exp(s - m_new)`` rounded to the half type into
-  ``p_s`` (the wgmma A layout: a 128-byte swizzled ``[64, 64]`` tile per warpgroup),
-  the lane's share of the row sum, ``o *= alpha``; a barrier of the consumers, then
-  ``O += P V`` by 4 chained ``wgmma`` (m64nDk16) and a second barrier before the next
-  tile's writes of ``p_s`` and ``vt``;
+  l % 32 // 4 + 8 (i // 2 % 2)``, key ``8 (i // 4) + 2 (l % 4) + i % 2``); then the
+  online softmax on the fragment: the row maximum over the lane's 16 values and its
+  quad (``shfl_xor`` 1, 2), ``alpha = exp(m_old - m_new)``, ``p = exp(s - m_new)``
+  rounded to the half type into ``p_s`` (the wgmma A layout: a 128-byte swizzled
+  ``[64, 64]`` tile per warpgroup), the lane's share of the row sum, ``o *= alpha``; a
+  barrier of the warpgroup, then ``O += P V`` by 4 chained ``wgmma`` (m64nDk16) whose
+  B operand is the V tile as it landed, ``[key, e]``: wgmma's MN-major B; the slot
+  handed back, and a second barrier of the warpgroup before the next tile's writes of
+  ``p_s``.  (``v_major="k"``: the kernel before the MN-major B, which copies the V
+  tile transposed into ``vt[e, key]`` while ``S`` runs, hands the slot back after
+  ``S``, and whose barriers span the warpgroups sharing ``vt``);
 - at the end each quad adds its row sums (two ``shfl_xor``) and writes ``o / l``
   rounded once, rows below ``m``.
 
@@ -34,8 +35,8 @@ causal diagonal, the prefix's end: a block-uniform ``if``); with ``causal`` the 
 loop stops after the last tile the block's last row can attend (``j <= i + n - m``
 holds for every admitted prefix, so the bound needs no run-time value), and the grid
 runs the query blocks last to first (``ib = (m + 64 wgs - 1) // (64 wgs) - 1 - ibr``):
-the blocks with the most key tiles start first, as FlashAttention-2 orders them.  No assertion
-on the sizes: every ``hh``, ``m``, ``n`` is proved.
+the blocks with the most key tiles start first, as FlashAttention-2 orders them.  No
+assertion on the sizes: every ``hh``, ``m``, ``n`` is proved.
 
 **Precision**: that of :func:`.attention_mma.attention_mma_tolerance` (products of
 halves exact in f32, summed in f32; ``P`` rounded to the half type for the second
