@@ -299,6 +299,7 @@ def test_on_an_h100_through_ops_against_torch_sdpa(d, causal, dt):
         q64, k64, v64 = (x.float().cpu().numpy() for x in (q, k, v))
         tol = attention_mma_tolerance(q64, k64, v64, causal, m, dt=dt)
         ref = attention_reference(q64, k64, v64, causal, m)
-        assert (np.abs(got.float().cpu().numpy() - ref) <= tol).all(), (h, m)
-        # torch's own kernel within the same half bound of the float64 reference
-        assert (np.abs(want.float().cpu().numpy() - ref) <= 2 * tol).all(), (h, m)
+        got = got.float().cpu().numpy()
+        assert (np.abs(got - ref) <= tol).all(), (h, m)
+        # and torch's fused kernel (which rounds P to the half type too) agrees
+        assert (np.abs(got - want.float().cpu().numpy()) <= 4 * tol).all(), (h, m)
