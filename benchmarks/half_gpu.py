@@ -47,6 +47,7 @@ def main() -> int:
 
     from gpudsl import ops
     from gpudsl.runtime.timing import measure
+    from gpudsl.bench.attention_cases import planned_kernel
 
     quick = "--quick" in sys.argv or not torch.cuda.is_available()
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -68,7 +69,8 @@ def main() -> int:
             q, k, v = (torch.randn(s, generator=gen).to(dev, dtype)
                        for s in ((h, m, d), (h, n, d), (h, n, d)))
             row = dict(case=f"attention {label} {h}x{m}x{n}x{d}", dtype=name)
-            try:
+            try:  # the proc ops.attention runs (sm_90a: attention_sm90's)
+                row["kernel"] = planned_kernel(target, (1, h, m, n, d, causal), name)
                 want = F.scaled_dot_product_attention(
                     q.float()[None], k.float()[None], v.float()[None], is_causal=causal)[0]
                 got = _tensor(torch, ops.attention(q, k, v, causal=causal))

@@ -14,7 +14,9 @@ when causal (and M == N).  Decode rows (one query row) also carry the bytes they
 move (q, k, v and the output once) and their rate against a device copy of as many
 bytes (``copy_fraction``): decode attention is bandwidth-bound.
 
-``attention``: a decode shape and a causal prefill shape, float32.
+``attention``: a decode shape and a causal prefill shape, float32, and a causal prefill
+in float16 (16 heads, 4096 rows and keys, D 128: on an H100/H200 the sm_90a kernel).
+Half prefill rows name the proc that ran (``kernel``).
 ``attention_suite``: the FlashAttention papers' sweep: 16k tokens in all (``B = 16384 /
 seqlen``), hidden size 2048 (``H = 2048 / D``), head dim 64 and 128, seqlen 512 to 8192,
 causal and not, float16 and bfloat16, in ascending seqlen (a run stopped by its time
@@ -53,6 +55,9 @@ def attention_cases(env, small: bool, nodes: set) -> list:
         shapes = ([(1, 2, 1, 64, 64, False), (1, 2, 32, 32, 64, True)] if small else
                   [(1, 32, 1, 4096, 128, False), (1, 32, 1024, 1024, 128, True)])
         out += [_case(env, "attention", s, "float32") for s in shapes]
+        # a half prefill: on an H100/H200 the sm_90a kernel (TMA and wgmma), FA3's shape
+        half = (1, 2, 70, 70, 64, True) if small else (1, 16, 4096, 4096, 128, True)
+        out.append(_case(env, "attention", half, "float16"))
     if "attention_suite" in nodes:
         tokens, hidden, seqlens, dims = EMU_SUITE if small else (
             SUITE_TOKENS, SUITE_HIDDEN, SUITE_SEQLENS, (64, 128))
@@ -184,8 +189,22 @@ def _case(env, node: str, shape: tuple, dtype: str):
                 tol=1e-4 if dtype == "float32" else 1e-2,
                 refs=_references(env, (q, k, v), (b, h, m, n, d), causal),
                 extra={"dtype": dtype, "causal": causal, "batch": b, "heads": h,
+                       "kernel": planned_kernel(env.backend, shape, dtype),
                        "flops_convention": "FlashAttention: 4 B H M N D, halved when causal",
                        **({"bytes": io_bytes(b, h, m, n, d, itemsize)} if decode else {})})
+
+
+def planned_kernel(backend: str, shape: tuple, dtype: str) -> str | None:
+    """The proc ``ops.attention`` runs for a half prefill ``shape`` on ``backend``
+    (``"cuda"``: the device's architecture; sm_90a: ``attention_sm90``), None for the
+    other cases (their kernel is the node's plan, as for every node)."""
+    b, h, m, n, d, causal = shape
+    if dtype == "float32" or m == 1:
+        return None
+    from ..stdlib.attention_sm90 import plan_prefill
+
+    dt = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    return plan_prefill(m, d, causal, b * h, n, dt=dt, target=backend).name
 
 
 def _want(env, qkv, b: int, h: int, causal: bool):

@@ -472,7 +472,8 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None, kv_heads=N
     widened to float32, float32 softmax and sums, the output rounded once; on CUDA a
     prefill with ``D`` 64 or 128 runs on tensor cores instead
     (``gpudsl.stdlib.attention_mma``: the weights rounded to the half type for the
-    second product, within ``attention_mma_tolerance``).
+    second product, within ``attention_mma_tolerance``; on an H100/H200, sm_90a,
+    ``gpudsl.stdlib.attention_sm90``: TMA and wgmma, the same bound).
 
     Grouped-query attention (``gpudsl.stdlib.attention_paged``, ``D`` 32, 48, 64, 96,
     128): ``k, v [Hkv, N, D]`` with ``Hkv`` dividing ``H`` (query head ``h`` reads
@@ -531,7 +532,7 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None, kv_heads=N
             f"scale must be a number, not {type(scale).__name__} {scale!r:.40}")
     slopes = alibi_arg(q, h, alibi_slopes)
     if dt != "f32" or slopes is not None:  # halves: read widened, f32 softmax, rounded once
-        from .attention_mma import plan_prefill
+        from .attention_sm90 import plan_prefill
 
         q, k, v = _contig(q), _contig(k), _contig(v)
         out = _empty(q, qs, _NUMPY[dt])

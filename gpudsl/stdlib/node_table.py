@@ -183,7 +183,7 @@ def _launch_sliced_softmax(shapes, attrs, backend):
 
 def _launch_attention(shapes, attrs, backend):
     from .attention import SPLIT_MAX_ROWS, takes_options
-    from .attention_mma import plan_prefill
+    from .attention_sm90 import plan_prefill
 
     (h, m, d), n = shapes[0], shapes[1][1]
     scale = attrs.get("scale")
