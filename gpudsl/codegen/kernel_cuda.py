@@ -520,11 +520,11 @@ class KernelWriter(CallWriter, ExprEmitter):
         if "long long" in (self.cint(s.lo), self.cint(s.hi)):
             t = "long long"
         hoisted = self.hoist_reads(s) if level in ("thread", "serial") else ()
-        if s.unroll:  # directive for the line above, so the loop lands on its own line
+        fenced = loop_fence(self, s)   # a loop of wgmmas: fenced once, before it (and
+        if s.unroll:                   # before the directive, which names the next line)
             w.line("#pragma unroll", SrcLoc(s.loc.file, s.loc.line - 1) if s.loc else None)
         v = cname(s.iter)
         self.var_nonneg[s.iter] = self.nonneg(s.lo)
-        fenced = loop_fence(self, s)   # a loop of wgmmas: fenced once, before it
         w.line(f"for ({t} {v} = {self.expr(s.lo)}; {v} < {self.expr(s.hi, 10)}; {v}++) {{",
                s.loc)
         w.indent += 1

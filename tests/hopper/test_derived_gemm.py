@@ -197,3 +197,16 @@ def test_matmul_nt_sm90_runs_where_ops_runs_and_refuses_what_it_does_not_serve()
     cases = bench._matmul_cases(bench._Env("emulator"), True, nodes, variants=True)
     assert sorted(c_.node for c_ in cases) == sorted(nodes)
     assert all("sm90" in c_.size and c_.tol == 1e-2 for c_ in cases)
+
+
+def test_an_unrolled_loop_of_wgmmas_keeps_its_directive_on_the_loop():
+    """Regression (s12-fa3's report): the fences before a loop of wgmmas were written
+    between ``#pragma unroll`` and the loop, so the directive named the fence."""
+    import re
+    from gpudsl.codegen import generate
+    from gpudsl.schedule import set_unroll
+    q = set_unroll(sm90_kernel("f16", **SMALL), "kq")
+    src = generate(q.ir, {}).source
+    pragmas = [m.end() for m in re.finditer(r"#pragma unroll\n", src)]
+    assert pragmas and all(src[i:].lstrip().startswith("for (") for i in pragmas)
+    assert "gpudsl_wgmma_fence();" in src
