@@ -332,6 +332,61 @@ def fp32_rows(archs=("sm_90", "sm_80")):
     return rows
 
 
+HOPPER_MARK = ("<!-- sass-hopper: begin (benchmarks/sass_table.py --docs) -->",
+               "<!-- sass-hopper: end -->")
+HOPPER_COLUMNS = ["kernel", "instr", "HGMMA", "UTMALDG", "LDS", "LDSM", "STS", "LDG",
+                  "STG", "DEPBAR", "regs", "spills", "stack"]
+
+
+def hopper_kernels():
+    """(label, proc) of the sm_90a kernels (wgmma, TMA, barrier rings): the derived
+    GEMMs at their default tile, exact and clipped, and the attention prefill."""
+    from gpudsl.stdlib.attention_sm90 import plan_prefill
+    from gpudsl.stdlib.matmul_sm90 import WIDE, sm90_kernel
+    from gpudsl.stdlib.matmul_sm90_nn import sm90_nn_kernel
+
+    nn = {k: v for k, v in WIDE.items() if k != "swizzle"}
+    out = [("a @ bt^T (TN), 128x256x64, 4 slots", sm90_kernel("f16", **WIDE)),
+           ("a @ bt^T (TN), clipped edges", sm90_kernel("f16", **WIDE, clip=True)),
+           ("a @ b (NN, MN-major B), 128x256x64", sm90_nn_kernel("f16", **nn)),
+           ("a @ b (NN), clipped edges", sm90_nn_kernel("f16", **nn, clip=True)),
+           ("a @ b (NN), batched, clipped", sm90_nn_kernel("f16", **nn, clip=True,
+                                                          batched=True))]
+    for d, causal in ((128, False), (128, True)):
+        p = plan_prefill(4096, d, causal, heads=16, keys=4096, dt="f16", target="sm_90a")
+        out.append((f"attention prefill, d {d}{', causal' if causal else ''}", p))
+    return out
+
+
+def hopper_rows():
+    """Whole-kernel counts of the sm_90a kernels' machine code (NVRTC sm_90a): their
+    main loops are not unrolled, so HGMMA / UTMALDG / DEPBAR are per ring slot."""
+    from collections import Counter
+
+    from gpudsl.codegen import generate
+    from gpudsl.perf import sass
+    from gpudsl.runtime.nvrtc import compile_cubin
+
+    rows = []
+    for label, p in hopper_kernels():
+        r = compile_cubin(generate(p.ir, {}).source, "sm_90a")
+        (res,) = r.resources.values()
+        ops = Counter()
+        for ln in sass.disassemble(r.cubin).splitlines():
+            body = ln.split("*/", 1)[-1].strip() if ln.strip().startswith("/*") else ln.strip()
+            words = [w for w in body.split() if not w.startswith("@")]
+            if words and ";" in body:
+                ops[words[0].split(".")[0]] += 1
+                ops["DEPBAR"] += words[0].startswith("WARPGROUP.DEPBAR")
+        rows.append({"kernel": label, "instr": sum(v for k, v in ops.items() if k != "DEPBAR"),
+                     **{k: ops[k] for k in ("HGMMA", "UTMALDG", "LDS", "LDSM", "STS", "LDG",
+                                            "STG", "DEPBAR")},
+                     "regs": res.registers,
+                     "spills": res.spill_stores_bytes + res.spill_loads_bytes,
+                     "stack": res.stack_bytes})
+    return rows
+
+
 def markdown(rows, columns=COLUMNS) -> str:
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
@@ -339,14 +394,15 @@ def markdown(rows, columns=COLUMNS) -> str:
     return "\n".join(out)
 
 
-def update_docs(path: str, rows, half=None, fp32=None) -> None:
-    """Replace the summary table between the markers of ``path`` (and the f16 GEMMs'
-    and the fp32 SGEMM's main-loop tables between their own, when ``half`` / ``fp32``
-    rows are given)."""
+def update_docs(path: str, rows, half=None, fp32=None, hopper=None) -> None:
+    """Replace the summary table between the markers of ``path`` (and the f16 GEMMs',
+    the fp32 SGEMM's main-loop tables and the sm_90a kernels' between their own, when
+    ``half`` / ``fp32`` / ``hopper`` rows are given)."""
     text = open(path).read()
-    for (start, end), table in ((DOC_MARK, markdown(rows, DOC_COLUMNS)),
+    for (start, end), table in ((DOC_MARK, rows and markdown(rows, DOC_COLUMNS)),
                                 (HALF_MARK, half and markdown(half, HALF_COLUMNS)),
-                                (FP32_MARK, fp32 and markdown(fp32, FP32_COLUMNS))):
+                                (FP32_MARK, fp32 and markdown(fp32, FP32_COLUMNS)),
+                                (HOPPER_MARK, hopper and markdown(hopper, HOPPER_COLUMNS))):
         if table:
             a, b = text.index(start), text.index(end)
             text = text[:a] + start + "\n" + table + "\n" + text[b:]
@@ -358,6 +414,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=None, help="write the markdown table there")
     ap.add_argument("--nodes", default=None, help="comma-separated node names")
+    ap.add_argument("--hopper-only", action="store_true",
+                    help="only the sm_90a kernels' table (into --docs)")
     ap.add_argument("--docs", default=None, metavar="FILE.md",
                     help="also replace the summary table between the markers of FILE.md "
                     "(docs/performance.md)")
@@ -367,6 +425,12 @@ def main(argv=None) -> int:
     if not have_disassembler():
         print("sass_table: nvdisasm absent: pip install 'gpudsl[sass]'", file=sys.stderr)
         return 2
+    if ns.hopper_only:
+        hopper = hopper_rows()
+        print(markdown(hopper, HOPPER_COLUMNS))
+        if ns.docs:
+            update_docs(ns.docs, [], hopper=hopper)
+        return 0
     only = set(ns.nodes.split(",")) if ns.nodes else None
     rows, details = [], []
     t0 = time.time()
@@ -408,7 +472,11 @@ def main(argv=None) -> int:
     ]
     half = half_rows() if only is None or "matmul_f16" in only else None
     fp32 = fp32_rows() if only is None or "matmul" in only else None
+    hopper = hopper_rows() if only is None or "matmul_f16" in only else None
     body = [markdown(rows), ""]
+    if hopper:
+        body += ["## The sm_90a kernels (whole kernel; per ring slot for HGMMA, UTMALDG, "
+                 "DEPBAR)", "", markdown(hopper, HOPPER_COLUMNS), ""]
     if half:
         body += ["## The f16 GEMMs' main loop (per k tile of 32, one warp)", "",
                  markdown(half, HALF_COLUMNS), ""]
@@ -432,7 +500,7 @@ def main(argv=None) -> int:
         body.append("")
     text = "\n".join(head + body)
     if ns.docs:
-        update_docs(ns.docs, rows, half, fp32)
+        update_docs(ns.docs, rows, half, fp32, hopper)
     if ns.out:
         with open(ns.out, "w") as f:
             f.write(text + "\n")
