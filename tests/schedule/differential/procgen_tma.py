@@ -60,18 +60,25 @@ def _store(row: str, rows: int, cw: int, c0: int, slot: str) -> list:
 _LOAD = re.compile(r"tma_load\(s\[(.+?):.+?, 0:(\d+)\], x\[(.+?):.+?, (\d+):\d+\]")
 
 
-def _plain(lines, rows: int, grid: str):
+def _plain(lines, rows: int, grid: str, clipped: str = ""):
     """The copies as one-thread nests of element copies (what ``make_tma`` turns into the
-    ``tma_load``): ``x`` and ``y`` then hold ``rows * n`` rows, so no box runs past ``x``."""
+    ``tma_load``): ``x`` and ``y`` then hold ``rows * n`` rows, so no box runs past ``x``;
+    or, ``clipped``, the copies keep ``x``'s ``n`` rows, guarded, writing 0 past them
+    (``"zeros"``: what a box does, which make_tma takes) or nothing (``"guard"``: which
+    it refuses)."""
     out = []
     for ln in lines:
         m = _LOAD.search(ln)
         if m:
             pad = ln[:len(ln) - len(ln.lstrip())]
             slot, cw, row, c0 = m.groups()
-            out += [pad + f"for r in seq(0, {rows}):",
-                    pad + f"    for c in seq(0, {cw}):",
-                    pad + f"        s[{slot} + r, c] = x[{row} + r, {c0} + c]"]
+            copy = f"s[{slot} + r, c] = x[{row} + r, {c0} + c]"
+            inner = [copy] if not clipped else [f"if {row} + r < n:", f"    {copy}"] + (
+                ["else:", f"    s[{slot} + r, c] = 0.0"] if clipped == "zeros" else [])
+            out += [pad + f"for r in seq(0, {rows}):", pad + f"    for c in seq(0, {cw}):"]
+            out += [pad + "        " + x for x in inner]
+        elif clipped:
+            out.append(ln)
         else:
             out.append(ln.replace("< n:", f"< {rows} * n:")
                        .replace(f"(n + {rows - 1}) // {rows}", "n"))
@@ -117,10 +124,12 @@ def tma_program(r: random.Random, name: str) -> Program:
         body += [f"    arrive(empty[ks % 2], 0, {cw})"]
         grid = "1"
     if r.random() < 0.4:   # the plain copies make_tma turns into these loads
-        body = _plain(body, rows, grid)
-        grid = "n" if grid != "1" else grid
-        head = head.replace("x: f32[n, 64], y: f32[n, 64]",
-                            f"x: f32[{rows} * n, 64], y: f32[{rows} * n, 64]")
+        clipped = r.choice(["", "", "zeros", "guard"]) if rows > 1 else ""
+        body = _plain(body, rows, grid, clipped)
+        if not clipped:
+            grid = "n" if grid != "1" else grid
+            head = head.replace("x: f32[n, 64], y: f32[n, 64]",
+                                f"x: f32[{rows} * n, 64], y: f32[{rows} * n, 64]")
     body = _broken(r, body)
     lines = [f"    for b in par(0, {grid}) @ BLOCKS:"] + ["        " + ln for ln in body]
     return Program("tma", name, head + "\n".join(lines) + "\n",
