@@ -1,0 +1,33 @@
+"""A query that runs out of (wall-clock) time on a loaded machine, while the process got
+less than half of that time on a CPU, is asked once more with three times the time
+(gpudsl/ir/smt.py): a proof must not fail because other processes took the CPU
+(seen as "solver: canceled" in attention proofs under a load of 6)."""
+from __future__ import annotations
+
+import z3
+
+from gpudsl.ir import smt
+
+
+def _hard():
+    x, y, z = z3.Ints("x y z")
+    return [x * x * x + y * y * y == z * z * z, x > 1, y > 1, z > 1, x * y * z > 1000]
+
+
+def test_a_starved_timeout_is_asked_again_with_more_time(monkeypatch):
+    asked = []
+    real = smt._one_shot
+    monkeypatch.setattr(smt, "_starved", lambda cpu, ms: True)
+    monkeypatch.setattr(smt, "_one_shot", lambda c, ms: asked.append(ms) or real(c, ms))
+    r = smt.solve(_hard(), timeout_ms=50)
+    assert r.status == smt.UNKNOWN and asked == [150]
+
+
+def test_a_timeout_with_the_cpu_to_itself_is_not_asked_again(monkeypatch):
+    asked = []
+    real = smt._one_shot
+    monkeypatch.setattr(smt, "_starved", lambda cpu, ms: False)
+    monkeypatch.setattr(smt, "_one_shot", lambda c, ms: asked.append(ms) or real(c, ms))
+    assert smt.solve(_hard(), timeout_ms=50).status == smt.UNKNOWN and asked == []
+    x = z3.Int("x")
+    assert smt.solve([x > 1, x < 3]).status == smt.SAT and asked == []
