@@ -27,7 +27,10 @@ proved by check(target="sm_90a") for every size the algorithm's assertion admits
 5. the producer's copies become TMA loads completing on ``full[i % stages]``
    (``make_tma``: one ``rows x bk`` box per operand, or one ``rows x 8`` box per half
    unswizzled), the consumers' product loops one wgmma per k16 step (``make_wgmma``,
-   ``bk / 16`` chained, reading ``[rows, 16]`` windows of the swizzled tiles).
+   ``bk / 16`` chained, reading ``[rows, 16]`` windows of the swizzled tiles);
+6. with ``inflight`` (the default) the consumers keep one wgmma group in flight
+   (``pipeline_wgmma``): ``wgmma_wait(1)`` after a k tile's wgmmas, then the previous
+   slot released (CUTLASS's mainloop; the SASS waits ``WARPGROUP.DEPBAR.LE gsb0, 0x1``).
 
 It serves ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0``; :func:`sm90_space`
 is its autotuning space.
@@ -40,7 +43,7 @@ from ..ir.types import BLOCKS, SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_sync,
                         lift_alloc, make_tma, make_wgmma, merge_loops, parallelize_loop,
-                        rearrange_dim, reorder_loops, set_swizzle, simplify, stage_mem,
+                        pipeline_wgmma, rearrange_dim, reorder_loops, set_swizzle, simplify, stage_mem,
                         warp_specialize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
@@ -129,10 +132,12 @@ def _tiles(p, bm: int, bn: int, bk: int, swizzle: bool):
 
 
 def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
-                         stages: int = 4, swizzle: bool = True) -> Proc:
+                         stages: int = 4, swizzle: bool = True, inflight: bool = True) -> Proc:
     """The sm_90a schedule of ``matmul_nt_algorithm(dt, (64 wgs, bn, bk))`` (module
     docs): ``wgs`` consumer warpgroups of ``64 x bn`` each, ``bk`` columns of k per ring
-    slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer)."""
+    slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer).
+    ``inflight``: the consumers keep one wgmma group in flight (``wgmma_wait(1)``, the
+    previous slot released after it: ``pipeline_wgmma``), else wait for each k tile's."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
     require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
     require(bk % 16 == 0 and 16 <= bk <= 128, f"bk={bk}: a multiple of 16 up to 128")
@@ -149,15 +154,18 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     p = make_tma(p, "As_o")
     p = make_tma(p, "Bs_o")
     p = make_wgmma(p, "t #1")
+    if inflight:
+        p = pipeline_wgmma(p, "po")
     return simplify(p)
 
 
 @lru_cache(maxsize=None)
 def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4,
-                swizzle: bool = True) -> Proc:
+                swizzle: bool = True, inflight: bool = True) -> Proc:
     """The derived sm_90a GEMM for ``dt`` and the tile (cached)."""
     algo = matmul_nt_algorithm(dt, (64 * wgs, bn, bk))
-    return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle)
+    return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
+                                inflight=inflight)
 
 
 def sm90_space(smem_bytes: int = 227 * 1024) -> list[dict]:

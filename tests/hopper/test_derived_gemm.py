@@ -91,27 +91,54 @@ def _sass_ops(text: str) -> Counter:
     return ops
 
 
-@pytest.mark.parametrize("cfg", [dict(bn=128, wgs=1, bk=64, stages=4), WIDE,
-                                 dict(bn=128, wgs=1, bk=64, stages=4, swizzle=False)],
-                         ids=["64x128", "128x256", "64x128-plain"])
-def test_sm90a_build_feeds_hgmma_by_tma_with_one_wait_per_stage(cfg):
+def _sass(cfg, dt="f16"):
+    """``(resources, SASS text, ptxas log)`` of the derived kernel for sm_90a (NVRTC)."""
     from gpudsl.codegen import generate
     from gpudsl.perf import sass
     from gpudsl.runtime.nvrtc import compile_cubin
-    r = compile_cubin(generate(sm90_kernel("f16", **cfg).ir, {}).source, "sm_90a")
+    r = compile_cubin(generate(sm90_kernel(dt, **cfg).ir, {}).source, "sm_90a")
     (res,) = r.resources.values()
     assert res.spill_stores_bytes == 0 and res.spill_loads_bytes == 0, res
     if not sass.have_disassembler():
         pytest.skip("no nvdisasm/cuobjdump")
-    ops = _sass_ops(sass.disassemble(r.cubin))
+    return res, sass.disassemble(r.cubin), r.log
+
+
+def _k_tile(text: str) -> list:
+    """The instructions of a k tile's consumer from its first HGMMA to the release of a
+    ring slot (the first mbarrier arrive after its last HGMMA): the wgmmas, their wait."""
+    ins = []
+    for ln in text.splitlines():
+        body = ln.split("*/", 1)[-1].strip() if ln.strip().startswith("/*") else ln.strip()
+        if ";" in body:
+            ins.append(body.split(";")[0].strip())
+    first = next(i for i, x in enumerate(ins) if "HGMMA." in x)
+    last = max(i for i, x in enumerate(ins) if "HGMMA." in x)
+    end = next(i for i in range(last, len(ins)) if "SYNCS.ARRIVE" in ins[i])
+    return ins[first:end + 1]
+
+
+@pytest.mark.parametrize("cfg", [dict(bn=128, wgs=1, bk=64, stages=4), WIDE,
+                                 dict(bn=128, wgs=1, bk=64, stages=4, swizzle=False),
+                                 dict(bn=128, wgs=1, bk=64, stages=4, inflight=False)],
+                         ids=["64x128", "128x256", "64x128-plain", "64x128-wait0"])
+def test_sm90a_build_feeds_hgmma_by_tma_with_one_wait_per_stage(cfg):
+    res, text, log = _sass(cfg)
+    ops = _sass_ops(text)
     assert ops["HGMMA"] == cfg["bk"] // 16          # the k16 steps of a stage, chained
     # one box per operand of the swizzled tiles, one per 8-column half of the plain ones
     assert ops["UTMALDG"] == (2 if cfg.get("swizzle", True) else 2 * cfg["bk"] // 8)
     # the operands reach the tensor cores by descriptor: no thread loads or stores them
     assert ops["LDS"] == ops["LDSM"] == ops["STS"] == ops["LDG"] == 0
     # one wait for the stage's wgmmas (none between them: not serialized), no block
-    # barrier in the loop's fences (TMA writes through the async proxy)
-    assert ops["DEPBAR"] == 1 and ops["MEMBAR"] == 0
+    # barrier in the loop's fences (TMA writes through the async proxy); with a group
+    # in flight (the default) it leaves one pending, CUTLASS's mainloop
+    tile = _k_tile(text)
+    waits = [x for x in tile if x.startswith("WARPGROUP.DEPBAR")]
+    depth = "0x1" if cfg.get("inflight", True) else "0x0"
+    assert waits == [f"WARPGROUP.DEPBAR.LE gsb0, {depth}"], tile
+    assert sum("HGMMA." in x for x in tile) == cfg["bk"] // 16 and ops["MEMBAR"] == 0
+    assert "C7518" not in log and "serialized" not in log   # ptxas serializes no wgmma
 
 
 def test_the_space_fits_the_shared_memory():
