@@ -30,7 +30,7 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "set_unroll", "set_blocks_per_sm", "merge_loops", "rearrange_dim",
               "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop",
               "warp_specialize", "add_assert", "divide_dim", "make_tma", "make_wgmma",
-              "set_swizzle", "pipeline_wgmma"]
+              "set_swizzle", "pipeline_wgmma", "make_tma_store"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
 WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
@@ -39,7 +39,8 @@ WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "set_blocks_per_sm": 1, "merge_loops": 1, "rearrange_dim": 1, "fission": 4,
            "reorder_stmts": 3, "rotate_loop": 2, "make_async": 3, "pipeline_loop": 3,
            "warp_specialize": 3, "add_assert": 1, "divide_dim": 1, "make_tma": 2,
-           "make_wgmma": 2, "set_swizzle": 1, "pipeline_wgmma": 1}
+           "make_wgmma": 2, "set_swizzle": 1, "pipeline_wgmma": 1,
+           "make_tma_store": 2}
 
 CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
           (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
@@ -311,7 +312,7 @@ def _vars(e) -> set:
 # Primitives only the family programs give something to work on (the tma and wgmma
 # families' plain copy and product nests): drawn, often, where the proc has a candidate.
 FAMILY_ONLY = {"make_tma": "tma", "make_wgmma": "wgmma", "set_swizzle": "tma",
-               "pipeline_wgmma": "wgmma"}
+               "pipeline_wgmma": "wgmma", "make_tma_store": "tma"}
 
 
 def _candidates(t, prim) -> bool:
@@ -322,6 +323,8 @@ def _candidates(t, prim) -> bool:
             _candidates(t, x) for x in ("make_tma", "make_wgmma"))
     if prim == "pipeline_wgmma":   # a ring loop of wgmmas (the wgmma family's ring form)
         return any(_ring_loop(s) for _, s in t.loops)
+    if prim == "make_tma_store":   # one-thread copies into a parameter (the tma family's)
+        return any(_store_loop(t, s) for _, s in t.loops)
     n = 1 if prim == "make_tma" else 128
     body = Reduce if prim == "make_wgmma" else Assign
     return any(_is_threads(s) and _const_bounds(s) and s.hi.val - s.lo.val == n and
@@ -336,15 +339,22 @@ def _ring_loop(s) -> bool:
         any(isinstance(x, Arrive) for x in s.body)
 
 
+def _store_loop(t, s) -> bool:
+    """A one-thread loop copying into a parameter (what ``make_tma_store`` rewrites)."""
+    params = {q.name for q in t.pdef.params}
+    return _is_threads(s) and _const_bounds(s) and s.hi.val - s.lo.val == 1 and \
+        any(isinstance(x, Assign) and x.name in params for x in _walk(s.body))
+
+
 def random_step(r: random.Random, p, instrs: dict) -> Step:
     t = Targets(p.ir)
     prims = PRIMITIVES
     # (no candidate: make_tma and make_wgmma keep their weight, set_swizzle, drawn last,
     # none: the default run draws what it drew before they existed)
     # (pipeline_wgmma, drawn last too, likewise: weight 0 without a ring loop of wgmmas)
-    late = ("set_swizzle", "pipeline_wgmma")
+    late = ("set_swizzle", "pipeline_wgmma", "make_tma_store")
     weights = [WEIGHTS.get(x, 1) if x not in FAMILY_ONLY else
-               (30 if x not in late else 5) if _candidates(t, x) else
+               (30 if x != "set_swizzle" else 5) if _candidates(t, x) else
                (WEIGHTS[x] if x not in late else 0) for x in prims]
     prim = r.choices(prims, weights)[0]
     return make_step(r, prim, t, instrs)
@@ -524,6 +534,8 @@ def make_step(r, prim, t: Targets, instrs) -> Step:
         return Step(prim, [a, lit(dim), lit(q)])
     if prim == "pipeline_wgmma":
         return Step(prim, [L(_ring_loop) if r.random() < 0.85 else L()])
+    if prim == "make_tma_store":
+        return Step(prim, [L(lambda s: _store_loop(t, s)) if r.random() < 0.85 else L()])
     if prim in ("make_tma", "make_wgmma"):
         # make_tma: one-thread loops; make_wgmma: thread loops over whole warpgroups
         n, body = (1, Assign) if prim == "make_tma" else (128, Reduce)
