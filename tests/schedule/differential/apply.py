@@ -343,7 +343,8 @@ def _store_loop(t, s) -> bool:
     """A one-thread loop copying into a parameter (what ``make_tma_store`` rewrites)."""
     params = {q.name for q in t.pdef.params}
     return _is_threads(s) and _const_bounds(s) and s.hi.val - s.lo.val == 1 and \
-        any(isinstance(x, Assign) and x.name in params for x in _walk(s.body))
+        any(isinstance(x, Assign) and x.name in params and isinstance(x.rhs, Read) and
+            x.rhs.name not in params for x in _walk(s.body))
 
 
 def random_step(r: random.Random, p, instrs: dict) -> Step:
