@@ -35,6 +35,7 @@ from ..ir.types import BARRIER
 from .async_copy_cuda import emit_async
 from ..ir.tma_meaning import TMA_STMTS
 from .wgmma_cuda import emit_wgmma, loop_fence, scan_kernel, writer_fence
+from .warp_roles import declare_roles, lower, scan_roles, upper
 from .tma_cuda import emit_tma, scan_stores, store_writer_fence, tma_dsts
 from .call_cuda import CallWriter
 from .hoist import read_key
@@ -303,6 +304,7 @@ class KernelWriter(CallWriter, ExprEmitter):
         self.written = written_names(body)
         self.syncs = SyncWriter(self, body)
         scan_kernel(self, body)
+        scan_roles(self, body)
         scan_stores(self, body)
         nthreads = self.block_dim[0] * self.block_dim[1] * self.block_dim[2]
         w = self.w
@@ -315,6 +317,7 @@ class KernelWriter(CallWriter, ExprEmitter):
         if self.dyn_offsets:
             w.line(f"// {self.dynamic_shared_bytes} bytes of SHARED arrays: dynamic shared memory")
             w.line(f"extern __shared__ __align__({self.smem_align}) unsigned char gpudsl_smem[];")
+        declare_roles(self)
         grid = [Const(1, INDEX)] * 3
         strided = 0  # grid-stride loops opened for blockIdx.y / .z
         for b, d in zip(chain, nest_dims(len(chain))):
@@ -570,9 +573,9 @@ class KernelWriter(CallWriter, ExprEmitter):
             hi = self.const_int(g.hi, f"the bound of the @ THREADS loop '{g.iter}'", g.loc)
             full = self.block_dim[DIMS.index(d)]
             if lo > 0:
-                conds.append(f"{lo} <= threadIdx.{d}")
+                conds.append(lower(self, lo, f"threadIdx.{d}"))
             if hi < full or hi <= lo:
-                conds.append(f"threadIdx.{d} < {hi}")
+                conds.append(upper(self, hi, f"threadIdx.{d}"))
         for k, d in enumerate(DIMS):
             if d not in dims and self.block_dim[k] > 1:
                 conds.append(f"threadIdx.{d} == 0")

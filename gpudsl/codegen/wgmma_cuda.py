@@ -23,9 +23,12 @@
   proved proc always has such a barrier: every element of ``a`` and ``b`` is read by
   several threads, so the writes stand in an earlier thread loop.
 - ``wgmma_commit()``: ``wgmma.commit_group.sync.aligned``; ``wgmma_wait(n)``:
-  ``wgmma.wait_group.sync.aligned n``, then an empty ``asm volatile`` on every element
-  of the kernel's accumulators in scope, so that the C compiler moves no read of them
-  above the wait (CUTLASS's ``warpgroup_fence_operand``).
+  ``wgmma.wait_group.sync.aligned n``; after ``wgmma_wait(0)`` an empty ``asm volatile``
+  on every element of the kernel's accumulators in scope, so that the C compiler moves no
+  read of them above the wait (CUTLASS's ``warpgroup_fence_operand``); after a wait that
+  leaves groups in flight none (their registers are not to be touched; ptxas waits
+  before a read of a register a pending wgmma defines).  At block level both run in the
+  branch of the warps that issue wgmmas (:mod:`.warp_roles`).
 
 The emulator (``GPUDSL_EMULATOR``) compiles the same calls: a descriptor there keeps the
 start pointer and both byte offsets, and the wgmma is each thread's share of the product
@@ -39,8 +42,9 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir.nodes import Const, For, Interval, Wgmma, WgmmaCommit, WgmmaWait
 from ..ir.visitor import walk
-from ..ir.wgmma_meaning import (CORE_BYTES, core_of, intervals, is_swizzled_form, k_of,
+from ..ir.wgmma_meaning import (CORE, CORE_BYTES, core_of, intervals, is_swizzled_form, k_of,
                                 mn_problem, operand_problem)
+from .warp_roles import group_guard
 
 PREFIX = "gpudsl_wgmma_m64n"
 
@@ -340,12 +344,20 @@ def emit_wgmma(kw, s, level: str) -> None:
     """One wgmma statement into the kernel writer ``kw`` (at ``level``)."""
     kw.use_helper("gpudsl_wgmma")
     w = kw.w
+    guard = group_guard(kw, level)
     if isinstance(s, WgmmaCommit):
-        w.line("gpudsl_wgmma_commit();", s.loc)
+        w.line(f"{guard}gpudsl_wgmma_commit();", s.loc)
         return
     if isinstance(s, WgmmaWait):
-        w.line(f"gpudsl_wgmma_wait<{s.depth}>();", s.loc)
+        if s.depth:   # groups stay in flight: their registers are not to be touched
+            w.line(f"{guard}gpudsl_wgmma_wait<{s.depth}>();", s.loc)
+            return
+        w.line(f"{guard}{{" if guard else "{", s.loc)
+        w.indent += 1
+        w.line("gpudsl_wgmma_wait<0>();", s.loc)
         _register_fences(kw, s.loc)
+        w.indent -= 1
+        w.line("}")
         return
     assert isinstance(s, Wgmma)
     if level != "thread":

@@ -27,7 +27,13 @@ proved by check(target="sm_90a") for every size the algorithm's assertion admits
 5. the producer's copies become TMA loads completing on ``full[i % stages]``
    (``make_tma``: one ``rows x bk`` box per operand, or one ``rows x 8`` box per half
    unswizzled), the consumers' product loops one wgmma per k16 step (``make_wgmma``,
-   ``bk / 16`` chained, reading ``[rows, 16]`` windows of the swizzled tiles).
+   ``bk / 16`` chained, reading ``[rows, 16]`` windows of the swizzled tiles);
+6. with ``inflight`` (the default) the consumers keep one wgmma group in flight
+   (``pipeline_wgmma``): ``wgmma_wait(1)`` after a k tile's wgmmas, then the previous
+   slot released (CUTLASS's mainloop; the SASS waits ``WARPGROUP.DEPBAR.LE gsb0, 0x1``);
+7. with ``tma_store`` (the default) the epilogue goes through SHARED (:func:`_epilogue`):
+   the fragment's slabs of 64 columns rounded into a (swizzled) tile ``Cs`` by
+   ``stage_mem``, each stored by one thread's ``tma_store`` (``make_tma_store``).
 
 **Edges** (``clip=True``, the algorithm asserting only ``k % bk == 0``): the block tiles
 are guarded (``divide_loop(tail="guard")``, the guards moved inside the fragment by
@@ -49,9 +55,10 @@ from functools import lru_cache
 from ..ir.types import BLOCKS, SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_sync,
-                        lift_alloc, make_tma, make_wgmma, merge_loops, parallelize_loop,
-                        rearrange_dim, remove_guard, reorder_loops, set_swizzle, simplify,
-                        stage_mem, warp_specialize)
+                        lift_alloc, make_tma, make_tma_store, make_wgmma, merge_loops,
+                        parallelize_loop, pipeline_wgmma, rearrange_dim, remove_guard,
+                        reorder_loops, set_swizzle, set_unroll, simplify, stage_mem,
+                        warp_specialize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
 from .shapes import NodeError, require
@@ -159,13 +166,46 @@ def _unguard(p):
     return p
 
 
+def _epilogue(p, bm: int, bn: int, swizzled: bool):
+    """The accumulators leave through SHARED: slabs of ``w = min(bn, 64)`` columns (a
+    thread's ``w / 2`` elements of each), rounded to the half type in a tile
+    ``Cs[bm, w]``, a barrier, one thread's bulk tensor store of the slab
+    (``make_tma_store``), a barrier before the next slab's writes; the slab loop
+    unrolled (the registers are named by constants).  ``swizzled``: the tile swizzled
+    with ``2 w`` bytes where that is a swizzle (128 for ``w = 64``: the 8 rows a warp's
+    fragment writes at once fall in 8 groups of banks, not one)."""
+    w = min(bn, 64)
+    write = p.find("c[_] = _")
+    thread_loop, f_loop = write.parent().parent(), write.parent()
+    p = divide_loop(p, f_loop, w // 2, ["ch", "cf"], tail="perfect")
+    p = reorder_loops(p, p.forward(thread_loop))     # the slabs outside the threads
+    p = stage_mem(p, p.find_loop("ch").body(),
+                  f"c[{bm} * bi:{bm} * bi + {bm}, {bn} * bj + {w} * ch:{bn} * bj + {w} * ch + {w}]",
+                  "Cs", SHARED)
+    if swizzled and 2 * w in (32, 64, 128):
+        p = set_swizzle(p, "Cs", 2 * w)
+    p = divide_loop(p, "Cs_out0", bm, ["Cs_o", "Cs_r"], tail="perfect")
+    p = parallelize_loop(p, "Cs_o", THREADS)
+    p = insert_sync(p, p.find_loop("Cs_o").before())
+    p = insert_sync(p, p.find_loop("Cs_o").after())
+    p = lift_alloc(p, "Cs")
+    p = make_tma_store(p, "Cs_o")
+    return set_unroll(p, "ch", True)
+
+
 def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
-                         stages: int = 4, swizzle: bool = True, clip: bool = False) -> Proc:
+                         stages: int = 4, swizzle: bool = True, inflight: bool = True,
+                         tma_store: bool = True, clip: bool = False) -> Proc:
     """The sm_90a schedule of ``matmul_nt_algorithm(dt, (64 wgs, bn, bk))`` (module
     docs): ``wgs`` consumer warpgroups of ``64 x bn`` each, ``bk`` columns of k per ring
     slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer).
+    ``inflight``: the consumers keep one wgmma group in flight (``wgmma_wait(1)``, the
+    previous slot released after it: ``pipeline_wgmma``), else wait for each k tile's.
+    ``tma_store``: the epilogue through a swizzled SHARED tile and bulk tensor stores
+    (:func:`_epilogue`), else each thread stores its fragment to global memory.
     ``clip=True`` schedules ``matmul_nt_algorithm(dt, (1, 1, bk))``: every m and n, the
-    tiles past the edges clipped (module docs)."""
+    tiles past the edges clipped (module docs); its epilogue stores directly (guarded:
+    ``tma_store`` is ignored)."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
     require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
     require(bk % 16 == 0 and 16 <= bk <= 128, f"bk={bk}: a multiple of 16 up to 128")
@@ -178,34 +218,45 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     p = _tiles(p, bm, bn, bk, swizzle, clip)
     if clip:
         p = _unguard(p)
+    elif tma_store:   # two consumer warpgroups: 168 registers (257 threads), no room for
+        p = _epilogue(p, bm, bn, swizzled=wgs == 1)   # the swizzle's addresses (spills)
     producer = 128 * wgs
     p = warp_specialize(p, "po", producers=(producer, producer + 1),
                         consumers=(0, producer), stages=stages, ring=True)
     p = make_tma(p, "As_o")
     p = make_tma(p, "Bs_o")
     p = make_wgmma(p, "t #1")
+    if inflight:
+        p = pipeline_wgmma(p, "po")
     return simplify(p)
 
 
 @lru_cache(maxsize=None)
 def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4,
-                swizzle: bool = True, clip: bool = False) -> Proc:
+                swizzle: bool = True, inflight: bool = True, tma_store: bool = True,
+                clip: bool = False) -> Proc:
     """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
     and n (edges clipped)."""
     algo = matmul_nt_algorithm(dt, (1, 1, bk) if clip else (64 * wgs, bn, bk))
     return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
-                                clip=clip)
+                                inflight=inflight, tma_store=tma_store, clip=clip)
+
+
+def shared_bytes(bn: int, wgs: int, bk: int, stages: int, tma_store: bool = True, **_) -> int:
+    """The SHARED tiles of a configuration: the ring, and the epilogue's slab."""
+    ring = stages * (64 * wgs + bn) * bk * 2
+    return ring + (64 * wgs * min(bn, 64) * 2 if tma_store else 0)
 
 
 def sm90_space(smem_bytes: int = 227 * 1024) -> list[dict]:
-    """The autotuning space: tiles and stages whose ring fits ``smem_bytes``."""
+    """The autotuning space: tiles and stages whose ring (and epilogue slab) fits
+    ``smem_bytes``."""
     out = []
     for wgs in (1, 2):
         for bn in (64, 128, 256):
             for bk in (32, 64):
                 for stages in (2, 3, 4, 6):
-                    ring = stages * (64 * wgs + bn) * bk * 2
-                    if ring <= smem_bytes:
+                    if shared_bytes(bn, wgs, bk, stages) <= smem_bytes:
                         out.append(dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True))
     return out
 
@@ -256,4 +307,4 @@ def matmul_nt_sm90(a, bt, **opts):
 
 
 __all__ = ["matmul_nt_algorithm", "plan_matmul_sm90", "matmul_nt_sm90", "schedule_matmul_sm90", "sm90_kernel", "sm90_space",
-           "DEFAULTS"]
+           "shared_bytes", "DEFAULTS"]

@@ -39,7 +39,9 @@ def test_the_derivation_ends_in_tma_wgmma_and_rings():
     assert "wgmma(s[t, 0:32], As[po % 2, 2 * kq:2 * kq + 2, 0:64, 0:8]" in plain
 
 
-@pytest.mark.parametrize("cfg", [SMALL, WIDE, PLAIN], ids=["64x64", "128x256", "plain"])
+@pytest.mark.parametrize("cfg", [SMALL, WIDE, PLAIN,
+                                 dict(SMALL, inflight=False, tma_store=False)],
+                         ids=["64x64", "128x256", "plain", "64x64-wait0-direct"])
 def test_the_derived_main_loop_is_proved_for_all_sizes(cfg):
     r = sm90_kernel("f16", **cfg).check(target="sm_90a")
     assert r.ok, r
@@ -53,7 +55,8 @@ def test_the_readable_algorithm_is_the_meaning():
     assert (c == want.astype(np.float16)).all()
 
 
-@pytest.mark.parametrize("cfg", [SMALL, PLAIN], ids=["swizzled", "plain"])
+@pytest.mark.parametrize("cfg", [SMALL, PLAIN, dict(SMALL, tma_store=False)],
+                         ids=["swizzled", "plain", "direct"])
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
 @pytest.mark.parametrize("shape", [(64, 64, 32), (128, 192, 96)])
 def test_the_derived_kernel_equals_numpy_on_the_emulator(dt, shape, cfg):
@@ -127,34 +130,71 @@ def _sass_ops(text: str) -> Counter:
     return ops
 
 
-@pytest.mark.parametrize("cfg", [dict(bn=128, wgs=1, bk=64, stages=4), WIDE,
-                                 dict(bn=128, wgs=1, bk=64, stages=4, swizzle=False)],
-                         ids=["64x128", "128x256", "64x128-plain"])
-def test_sm90a_build_feeds_hgmma_by_tma_with_one_wait_per_stage(cfg):
+def _sass(cfg, dt="f16"):
+    """``(resources, SASS text, ptxas log)`` of the derived kernel for sm_90a (NVRTC)."""
     from gpudsl.codegen import generate
     from gpudsl.perf import sass
     from gpudsl.runtime.nvrtc import compile_cubin
-    r = compile_cubin(generate(sm90_kernel("f16", **cfg).ir, {}).source, "sm_90a")
+    r = compile_cubin(generate(sm90_kernel(dt, **cfg).ir, {}).source, "sm_90a")
     (res,) = r.resources.values()
     assert res.spill_stores_bytes == 0 and res.spill_loads_bytes == 0, res
     if not sass.have_disassembler():
         pytest.skip("no nvdisasm/cuobjdump")
-    ops = _sass_ops(sass.disassemble(r.cubin))
+    return res, sass.disassemble(r.cubin), r.log
+
+
+def _k_tile(text: str) -> list:
+    """The instructions of a k tile's consumer from its first HGMMA to the release of a
+    ring slot (the first mbarrier arrive after its last HGMMA): the wgmmas, their wait."""
+    ins = []
+    for ln in text.splitlines():
+        body = ln.split("*/", 1)[-1].strip() if ln.strip().startswith("/*") else ln.strip()
+        if ";" in body:
+            ins.append(body.split(";")[0].strip())
+    first = next(i for i, x in enumerate(ins) if "HGMMA." in x)
+    last = max(i for i, x in enumerate(ins) if "HGMMA." in x)
+    end = next(i for i in range(last, len(ins)) if "SYNCS.ARRIVE" in ins[i])
+    return ins[first:end + 1]
+
+
+@pytest.mark.parametrize("cfg", [dict(bn=128, wgs=1, bk=64, stages=4), WIDE,
+                                 dict(bn=128, wgs=1, bk=64, stages=4, swizzle=False),
+                                 dict(bn=128, wgs=1, bk=64, stages=4, inflight=False,
+                                      tma_store=False)],
+                         ids=["64x128", "128x256", "64x128-plain", "64x128-wait0-direct"])
+def test_sm90a_build_feeds_hgmma_by_tma_with_one_wait_per_stage(cfg):
+    res, text, log = _sass(cfg)
+    ops = _sass_ops(text)
     assert ops["HGMMA"] == cfg["bk"] // 16          # the k16 steps of a stage, chained
     # one box per operand of the swizzled tiles, one per 8-column half of the plain ones
     assert ops["UTMALDG"] == (2 if cfg.get("swizzle", True) else 2 * cfg["bk"] // 8)
     # the operands reach the tensor cores by descriptor: no thread loads or stores them
-    assert ops["LDS"] == ops["LDSM"] == ops["STS"] == ops["LDG"] == 0
+    # (the epilogue's tile aside: STS of the fragment, below)
+    assert ops["LDS"] == ops["LDSM"] == ops["LDG"] == 0
     # one wait for the stage's wgmmas (none between them: not serialized), no block
-    # barrier in the loop's fences (TMA writes through the async proxy)
-    assert ops["DEPBAR"] == 1 and ops["MEMBAR"] == 0
+    # barrier in the loop's fences (TMA writes through the async proxy); with a group
+    # in flight (the default) it leaves one pending, CUTLASS's mainloop
+    tile = _k_tile(text)
+    waits = [x for x in tile if x.startswith("WARPGROUP.DEPBAR")]
+    depth = "0x1" if cfg.get("inflight", True) else "0x0"
+    assert waits == [f"WARPGROUP.DEPBAR.LE gsb0, {depth}"], tile
+    assert sum("HGMMA." in x for x in tile) == cfg["bk"] // 16
+    assert not any(x.startswith(("STS", "LDS", "MEMBAR")) for x in tile)
+    assert "C7518" not in log and "serialized" not in log   # ptxas serializes no wgmma
+    # the epilogue (default): one bulk tensor store per 64-column slab, the fragment
+    # written to SHARED (no STG); else each thread's stores to global memory
+    slabs = cfg["bn"] // 64
+    if cfg.get("tma_store", True):
+        assert ops["UTMASTG"] == slabs and ops["STG"] == 0 and ops["STS"] > 0
+    else:
+        assert ops["UTMASTG"] == ops["STS"] == ops["MEMBAR"] == 0 and ops["STG"] > 0
 
 
 def test_the_space_fits_the_shared_memory():
     space = sm90_space()
     assert dict(WIDE, swizzle=True) in space
-    assert all(c["stages"] * (64 * c["wgs"] + c["bn"]) * c["bk"] * 2 <= 227 * 1024
-               for c in space)
+    assert all(c["stages"] * (64 * c["wgs"] + c["bn"]) * c["bk"] * 2 +
+               64 * c["wgs"] * min(c["bn"], 64) * 2 <= 227 * 1024 for c in space)
     assert len(sm90_space(64 * 1024)) < len(space)
 
 

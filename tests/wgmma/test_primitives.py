@@ -96,3 +96,4 @@ def test_differential_wgmma_family():
     assert not r.failures, r.failures[0].repro()
     assert sum(r.stats.accepted.values()) > 0, r.stats.table()
     assert r.stats.accepted["make_wgmma"] > 0, r.stats.table()   # the family's plain nests
+    assert r.stats.accepted["pipeline_wgmma"] > 0, r.stats.table()   # and its ring loops

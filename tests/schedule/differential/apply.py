@@ -30,7 +30,7 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "set_unroll", "set_blocks_per_sm", "merge_loops", "rearrange_dim",
               "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop",
               "warp_specialize", "add_assert", "divide_dim", "make_tma", "make_wgmma",
-              "set_swizzle", "remove_guard"]
+              "set_swizzle", "pipeline_wgmma", "make_tma_store", "remove_guard"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
 WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
@@ -39,7 +39,8 @@ WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "set_blocks_per_sm": 1, "merge_loops": 1, "rearrange_dim": 1, "fission": 4,
            "reorder_stmts": 3, "rotate_loop": 2, "make_async": 3, "pipeline_loop": 3,
            "warp_specialize": 3, "add_assert": 1, "divide_dim": 1, "make_tma": 2,
-           "make_wgmma": 2, "set_swizzle": 1, "remove_guard": 20}
+           "make_wgmma": 2, "set_swizzle": 1, "pipeline_wgmma": 1,
+           "make_tma_store": 2, "remove_guard": 20}
 
 CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
           (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
@@ -311,7 +312,7 @@ def _vars(e) -> set:
 # Primitives only the family programs give something to work on (the tma and wgmma
 # families' plain copy and product nests): drawn, often, where the proc has a candidate.
 FAMILY_ONLY = {"make_tma": "tma", "make_wgmma": "wgmma", "set_swizzle": "tma",
-               "remove_guard": "edge"}
+               "pipeline_wgmma": "wgmma", "make_tma_store": "tma", "remove_guard": "edge"}
 
 
 def _candidates(t, prim) -> bool:
@@ -320,23 +321,45 @@ def _candidates(t, prim) -> bool:
         from gpudsl.ir.wgmma_meaning import uses_wgmma
         return uses_tma(t.pdef) or uses_wgmma(t.pdef) or any(
             _candidates(t, x) for x in ("make_tma", "make_wgmma"))
+    if prim == "pipeline_wgmma":   # a ring loop of wgmmas (the wgmma family's ring form)
+        return any(_ring_loop(s) for _, s in t.loops)
+    if prim == "make_tma_store":   # one-thread copies into a parameter (the tma family's)
+        return any(_store_loop(t, s) for _, s in t.loops)
     n = 1 if prim == "make_tma" else 128
     body = Reduce if prim == "make_wgmma" else Assign
     return any(_is_threads(s) and _const_bounds(s) and s.hi.val - s.lo.val == n and
                any(isinstance(x, body) for x in _walk(s.body)) for _, s in t.loops)
 
 
+def _ring_loop(s) -> bool:
+    """A seq loop holding a wgmma and an arrive (what ``pipeline_wgmma`` rewrites)."""
+    from gpudsl.ir.nodes import Arrive, Wgmma
+    return isinstance(s, For) and s.mapping is None and s.kind == "seq" and \
+        any(isinstance(x, Wgmma) for x in _walk(s.body)) and \
+        any(isinstance(x, Arrive) for x in s.body)
+
+
+def _store_loop(t, s) -> bool:
+    """A one-thread loop copying into a parameter (what ``make_tma_store`` rewrites)."""
+    params = {q.name for q in t.pdef.params}
+    return _is_threads(s) and _const_bounds(s) and s.hi.val - s.lo.val == 1 and \
+        any(isinstance(x, Assign) and x.name in params and isinstance(x.rhs, Read) and
+            x.rhs.name not in params for x in _walk(s.body))
+
+
 def random_step(r: random.Random, p, instrs: dict, family: str = "") -> Step:
     t = Targets(p.ir)
     prims = PRIMITIVES
     # (no candidate: make_tma and make_wgmma keep their weight, set_swizzle, drawn last,
-    # none: the default run draws what it drew before they existed; remove_guard, drawn
-    # after it, only in the edge family's programs)
+    # none: the default run draws what it drew before they existed)
+    # (pipeline_wgmma, drawn last too, likewise: weight 0 without a ring loop of wgmmas;
+    # remove_guard, last of all, only in the edge family's programs)
+    late = ("set_swizzle", "pipeline_wgmma", "make_tma_store")
     edge = family.startswith("edge")
     weights = [(WEIGHTS[x] if edge else 0) if x == "remove_guard" else
                WEIGHTS.get(x, 1) if x not in FAMILY_ONLY else
                (30 if x != "set_swizzle" else 5) if _candidates(t, x) else
-               (WEIGHTS[x] if x != "set_swizzle" else 0) for x in prims]
+               (WEIGHTS[x] if x not in late else 0) for x in prims]
     prim = r.choices(prims, weights)[0]
     return make_step(r, prim, t, instrs, edge)
 
@@ -519,6 +542,10 @@ def make_step(r, prim, t: Targets, instrs, edge: bool = False) -> Step:
             if al.shape:
                 dim = r.randrange(len(al.shape))
         return Step(prim, [a, lit(dim), lit(q)])
+    if prim == "pipeline_wgmma":
+        return Step(prim, [L(_ring_loop) if r.random() < 0.85 else L()])
+    if prim == "make_tma_store":
+        return Step(prim, [L(lambda s: _store_loop(t, s)) if r.random() < 0.85 else L()])
     if prim in ("make_tma", "make_wgmma"):
         # make_tma: one-thread loops; make_wgmma: thread loops over whole warpgroups
         n, body = (1, Assign) if prim == "make_tma" else (128, Reduce)

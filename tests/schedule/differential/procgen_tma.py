@@ -58,18 +58,28 @@ def _store(row: str, rows: int, cw: int, c0: int, slot: str) -> list:
 
 
 _LOAD = re.compile(r"tma_load\(s\[(.+?):.+?, 0:(\d+)\], x\[(.+?):.+?, (\d+):\d+\]")
+_STORE = re.compile(r"tma_store\(y\[(.+?):.+?, (\d+):(\d+)\], o\[(.+?):.+?, 0:\d+\]\)")
 
 
 def _plain(lines, rows: int, grid: str, clipped: str = ""):
     """The copies as one-thread nests of element copies (what ``make_tma`` turns into the
-    ``tma_load``): ``x`` and ``y`` then hold ``rows * n`` rows, so no box runs past ``x``;
-    or, ``clipped``, the copies keep ``x``'s ``n`` rows, guarded, writing 0 past them
-    (``"zeros"``: what a box does, which make_tma takes) or nothing (``"guard"``: which
-    it refuses)."""
+    ``tma_load``, ``make_tma_store`` into the ``tma_store``): ``x`` and ``y`` then hold
+    ``rows * n`` rows, so no box runs past ``x``; or, ``clipped``, the copies keep
+    ``x``'s ``n`` rows, guarded, writing 0 past them (``"zeros"``: what a box does, which
+    make_tma takes) or nothing (``"guard"``: which it refuses)."""
     out = []
     for ln in lines:
         m = _LOAD.search(ln)
-        if m:
+        st = _STORE.search(ln)
+        if st:   # the store's copies (make_tma_store turns them into it)
+            pad = ln[:len(ln) - len(ln.lstrip())]
+            row, c0, c1, slot = st.groups()
+            out += [pad + f"for r in seq(0, {rows}):",
+                    pad + f"    for c in seq(0, {int(c1) - int(c0)}):",
+                    pad + f"        y[{row} + r, {c0} + c] = o[{slot} + r, c]"]
+        elif ln.strip() in ("tma_commit()", "tma_wait(0)") and out and "= o[" in out[-1]:
+            continue
+        elif m:
             pad = ln[:len(ln) - len(ln.lstrip())]
             slot, cw, row, c0 = m.groups()
             copy = f"s[{slot} + r, c] = x[{row} + r, {c0} + c]"

@@ -2,7 +2,8 @@
 primitives: one warpgroup stages a 64 x 16 slice of ``x`` and an N x 16 slice of ``w`` into
 SHARED tiles per step and accumulates ``x @ w.T`` with ``wgmma`` (N = 8 or 16), committing
 and waiting in the wgmma's thread loop or at block level, or staging 32 columns and
-issuing two chained wgmmas per step, or staging into tiles swizzled with 32 bytes (16
+issuing two chained wgmmas per step, or filled by a producer warp through a ring of two
+slots with barrier rings ``full`` / ``empty`` (what ``pipeline_wgmma`` rewrites), or staging into tiles swizzled with 32 bytes (16
 columns, one wgmma per step) or 64 bytes (32 columns, two chained wgmmas on windows
 ``[rows, 16]`` at columns 0 and 16), or with B stored K x N (``b_major="mn"``: a plain
 tile of rows of 8, or one swizzled with 32 bytes), or of f32 operands (a tf32 wgmma, k8);
@@ -84,8 +85,49 @@ def _tf32(body: list, head: str, n: int):
     return out, head
 
 
+def _ring(r, name: str, N: int) -> Program:
+    """A producer warp (threads 128-159) fills a ring of two slots with plain stores, the
+    warpgroup multiplies each with one wgmma and releases the slot (``empty``): what
+    ``pipeline_wgmma`` keeps a group in flight in; its commit and wait in the thread loop
+    or after it."""
+    NH = N // 2
+    head = (f"def {name}(n: size, a: f32, x: f16[64, 16 * n], w: f16[{N}, 16 * n], "
+            f"y: f32[64, {N}]):\n    assert n >= 1\n")
+    slot = "2 * (ks % 2)"
+    row = "2 * (t - 128) + r"
+    body = [f"acc: f32[128, {NH}] @ REGISTER", "a_s: f16[4, 64, 8] @ SHARED",
+            f"b_s: f16[4, {N}, 8] @ SHARED", "full: barrier[2] @ SHARED",
+            "empty: barrier[2] @ SHARED",
+            "for t in par(0, 128) @ THREADS:", f"    for i in seq(0, {NH}):",
+            f"        acc[t, i] = {r.choice(['0.0', 'a'])}",
+            "for j in seq(0, 2):", "    arrive(empty[j], 0, 128)",
+            "for ks in seq(0, n):", "    wait(empty[ks % 2], 128, 160)",
+            "    for t in par(128, 160) @ THREADS:",
+            "        for r in seq(0, 2):", "            for h in seq(0, 2):",
+            "                for j in seq(0, 8):",
+            f"                    a_s[{slot} + h, {row}, j] = x[{row}, 16 * ks + 8 * h + j]",
+            f"                    if {row} < {N}:",
+            f"                        b_s[{slot} + h, {row}, j] = w[{row}, 16 * ks + 8 * h + j]",
+            "    arrive(full[ks % 2], 128, 160)", "    wait(full[ks % 2], 0, 128)",
+            "    for t in par(0, 128) @ THREADS:",
+            f"        wgmma(acc[t, 0:{NH}], a_s[{slot}:{slot} + 2, 0:64, 0:8], "
+            f"b_s[{slot}:{slot} + 2, 0:{N}, 0:8])"]
+    pad = "        " if r.random() < 0.5 else "    "
+    body += [pad + "wgmma_commit()", pad + "wgmma_wait(0)", "    arrive(empty[ks % 2], 0, 128)"]
+    if r.random() < 0.1:   # the accumulator read in the loop: no group may stay in flight
+        body += ["    for t in par(0, 128) @ THREADS:", "        acc[t, 0] = acc[t, 0] * 2.0"]
+    body += ["sync()", "for t in par(0, 128) @ THREADS:", f"    for i in seq(0, {NH}):",
+             f"        {_fragment(N)} {r.choice(['=', '+='])} acc[t, i]"]
+    body = _broken(r, body)
+    lines = ["    for b in par(0, 1) @ BLOCKS:"] + ["        " + ln for ln in body]
+    return Program("wgmma", name, head + "\n".join(lines) + "\n",
+                   pick_sizes(r, ["n >= 1"], ["n"], lo=1, hi=3), [])
+
+
 def wgmma_program(r: random.Random, name: str) -> Program:
     N = r.choice([8, 16])
+    if r.random() < 0.2:
+        return _ring(r, name, N)
     form = r.choice(["local", "block", "ktile", "swz32", "swz64", "mn", "mn32", "tf32"])
     if form == "mn32":
         N = 16       # whole rows of 16 halves (32 bytes)

@@ -1,0 +1,133 @@
+"""``make_tma_store``: a thread's element copies of a SHARED tile into a box of a GLOBAL
+array become bulk tensor stores (docs/hopper.md, "TMA stores"), the other direction of
+:mod:`.tma_from_copies`.
+
+A ``tma_store`` means the copy of its box, landing at the ``tma_wait`` that completes its
+group; elements of the box outside the array are not written.  A one-thread loop whose
+body is a nest of seq loops around ``dst[...] = src[...]`` (a GLOBAL array from a SHARED
+tile), its indices linear in the loops, copies boxes: the box and selector loops are
+found as for loads, and the loop becomes a ``tma_store`` for each box (the selector
+loops around it) followed in the thread loop by ``tma_commit(); tma_wait(0)``, so that
+every store lands before the thread leaves the loop, as its plain copies did.  Proved: every copy writes inside its array (a box clips what lies past
+the edge, where the plain copy had no meaning) and no two iterations write one element
+(the boxes' order does not matter); the result is checked like every rewrite of a proc
+with TMA (check()'s obligations: the box's rules, nothing touched in flight).
+"""
+from __future__ import annotations
+
+import z3
+
+from ..ir.nodes import Assign, Const, For, Read, TmaCommit, TmaStore, TmaWait
+from ..ir.tma_meaning import ELEM_TYPES, dst_problem, src_problem
+from ..ir.types import THREADS
+from ..ir.visitor import substitute
+from .edits import Into, replace
+from .legality import prove
+from .primitive import LOOP, fail, primitive
+from .simplify import const_seq_nest, const_value, normalize
+from .tma_from_copies import _classify, _forms, _show_w, _windows
+
+
+def _nest(L: For):
+    loops, body = const_seq_nest(L)
+    s = body[0] if len(body) == 1 else None
+    if not (isinstance(s, Assign) and isinstance(s.rhs, Read) and s.idx and s.rhs.idx):
+        raise fail(f"the body of thread loop {L.iter} is not a nest of seq loops (from 0 to "
+                   "constants) around one copy `dst[...] = src[...]`", L.loc)
+    return loops, s
+
+
+def _sides(p, addr, s: Assign):
+    """A GLOBAL array from a SHARED tile, one type a tensor map holds: ``(array's shape,
+    tile's shape)``."""
+    from .patterns import string_scope
+
+    syms = {}
+    for f in string_scope(p.ir, addr).frames:
+        syms.update({n: sym for n, sym in f.items() if sym.kind == "array"})
+    d, r = syms.get(s.name), syms.get(s.rhs.name)
+    if d is None or r is None or not d.mem.async_source or not r.mem.async_destination:
+        raise fail(f"the copy `{s.name}[...] = {s.rhs.name}[...]` is not from a SHARED tile "
+                   "to a GLOBAL array", s.loc)
+    if d.ty != r.ty or r.ty.name not in ELEM_TYPES:
+        raise fail(f"the copy converts or moves {r.ty.name}; a TMA box copies "
+                   f"{', '.join(ELEM_TYPES)} unchanged", s.loc)
+    return tuple(d.shape), tuple(r.shape)
+
+
+def _prove_stores(p, addr, L: For, loops, s: Assign, shape):
+    """Every copy writes inside its array; no two iterations write one element."""
+    def inside(sc, env):
+        inst = sc.instance([L, *loops], [], "_c", env)
+        ok = [z3.And(sc.int(e, inst.env) >= 0, sc.int(e, inst.env) < sc.int(n, inst.env))
+              for e, n in zip(s.idx, shape)]
+        return z3.Implies(z3.And(*inst.facts), z3.And(*ok))
+
+    def once(sc, env):
+        a = sc.instance([L, *loops], [], "_a", env)
+        b = sc.instance([L, *loops], [], "_b", env)
+        same = [sc.int(e, a.env) == sc.int(e, b.env) for e in s.idx]
+        differ = z3.Or(*[a.env[f.iter] != b.env[f.iter] for f in loops]) if loops else \
+            z3.BoolVal(False)
+        return z3.Implies(z3.And(*a.facts, *b.facts, differ), z3.Not(z3.And(*same)))
+
+    prove(p.ir, addr, inside, "every copy writes inside its array (a TMA box clips what "
+          "lies past its edge)", s.loc, "copy only what lies inside, or keep the plain copies")
+    prove(p.ir, addr, once, "no two copies write one element", s.loc)
+
+
+@primitive("make_tma_store", loop=LOOP)
+def make_tma_store(p, loop):
+    """Turn a one-thread loop's element copies from a SHARED tile into a GLOBAL array
+    into bulk tensor stores (``tma_store``, docs/hopper.md), one per box, followed in
+    the thread loop by ``tma_commit(); tma_wait(0)``.  The loop's body is a nest of
+    seq loops (constant extents, from 0) around one ``dst[...] = src[...]`` whose indices
+    are linear in the loops: a loop moving one index of each side by 1 runs along the
+    box; the other loops stay, around the store, and pick the box.
+
+    Legality: every copy writes inside its array and no two write one element (proved);
+    the boxes are boxes a tensor map describes (ranges in the array's order, at most 5
+    of at most 256 elements, 16-byte rows) from contiguous tiles; the result is checked
+    like every rewrite of a proc with TMA (check()'s obligations for sm_90a: the tile
+    written before the store by other threads only behind a barrier, nothing touched
+    before the store lands).
+
+    Example: ``make_tma_store(p, "Cs_o")``
+    """
+    c = loop
+    L: For = c.node()
+    lo, hi = const_value(L.lo), const_value(L.hi)
+    if L.mapping != THREADS or lo is None or hi != lo + 1:
+        raise fail(f"loop {L.iter} is not a thread loop of one thread (a TMA store is "
+                   "issued by one thread)", L.loc, "divide the copy's loop so that one "
+                   "thread runs it: divide_loop, parallelize_loop on a loop of extent 1")
+    loops, s = _nest(L)
+    shape, tile = _sides(p, c.addr, s)
+    names = {f.iter for f in loops}
+    ranges = {f.iter: (0, const_value(f.hi) - 1) for f in loops}
+    ranges[L.iter] = (lo, lo)
+    one = {L.iter: Const(lo)}
+    dst = _forms(tuple(normalize(substitute(e, one)) for e in s.idx), names, ranges, s.loc)
+    src = _forms(tuple(normalize(substitute(e, one)) for e in s.rhs.idx), names, ranges,
+                 s.loc)
+    box, sel = _classify(loops, dst, src)
+    if not box:
+        raise fail("no loop runs along the copy's indices: nothing to make a box of", s.loc)
+    dst_w, src_w = _windows(s, box, dst, src, s.loc)
+    why = src_problem(dst_w, len(shape))
+    why = why and f"the box `{_show_w(dst_w)}` is not one a tensor map describes: {why}"
+    if why is None:
+        d = dst_problem(src_w, tile, [const_value(f.hi) for f, _, _ in
+                                      sorted(box, key=lambda x: x[1])])
+        why = d and f"the tile `{_show_w(src_w)}` is not the box's: {d}"
+    if why is not None:
+        raise fail(why, s.loc)
+    _prove_stores(p, c.addr, L, loops, s, shape)
+    body = (TmaStore(dst_w, src_w, shape, s.loc),)
+    for f in reversed(sel):
+        body = (f.with_(body=body),)
+    body += (TmaCommit(s.loc), TmaWait(0, s.loc))   # at the thread loop's top level
+    return replace(p.ir, c.addr, [L.with_(body=body)], keep=[Into((), c.addr)])
+
+
+__all__ = ["make_tma_store"]
