@@ -23,7 +23,7 @@ from ..ir.nodes import Assign, BinOp, Builtin, Collective, UnOp
 from ..ir.printer import print_expr
 from ..ir.visitor import walk
 
-_FLOAT_BUILTINS = ("exp", "log", "sqrt", "tanh", "sin", "cos", "erf", "rsqrt", "pow", "min",
+_FLOAT_BUILTINS = ("exp", "log", "sqrt", "tanh", "sin", "cos", "erf", "rsqrt", "pow", "tf32", "min",
                    "max", "abs")
 MAX_TUPLES = 1 << 24  # value tuples one guard's count may enumerate
 
