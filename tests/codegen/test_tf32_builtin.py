@@ -74,3 +74,13 @@ def test_a_non_f32_argument_is_refused_with_a_hint():
     with pytest.raises(gpudsl.ProcError, match=r"tf32\(\) reads an f32, got f16") as e:
         proc_from_source("def f(x: f16[2], y: f32[2]):\n    y[0] = tf32(x[0])\n", NS)
     assert "tf32(f32(" in str(e.value)
+
+
+def test_it_is_not_counted_as_a_flop():
+    """A GEMM's tf32 algorithm has the f32 one's 2 flops per product (the truncation is a
+    mask of the operand's bits)."""
+    from gpudsl.perf.counts import flops_of
+    p = proc_from_source("def f(x: f32[2], y: f32[2]):\n    y[0] += tf32(x[0]) * tf32(x[1])\n",
+                         NS)
+    (st,) = p.ir.body
+    assert flops_of(st.rhs) == 1
