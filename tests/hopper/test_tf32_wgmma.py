@@ -218,3 +218,15 @@ def test_make_wgmma_refuses_tf32_products_whose_steps_are_k16():
         "for kk in seq(0, 8)", "for kk in seq(0, 16)").replace("8 * kq + kk", "16 * kq + kk")
     with pytest.raises(SchedulingError, match="one per 8 steps of k"):
         make_wgmma(proc_from_source(src), "t #1")
+
+
+def test_make_wgmma_refuses_tf32_products_reading_b_mn_major():
+    """The tf32 wgmma reads K-major operands only: a nest reading ``b_s[k, n]`` (B stored
+    K x N) is refused, with the reason, where halves would make ``b_major="mn"``."""
+    from gpudsl.schedule import make_wgmma
+    col = "8 * (i // 4) + 2 * (t % 4) + i % 2"
+    src = _tf32_nest_src(128, 32).replace(f"b_s[{col}, 8 * kq + kk]", f"b_s[8 * kq + kk, {col}]")
+    p = proc_from_source(src)
+    assert p.check(target="sm_90a").ok
+    with pytest.raises(SchedulingError, match="K-major operands only"):
+        make_wgmma(p, "t #1")
