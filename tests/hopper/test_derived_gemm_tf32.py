@@ -42,7 +42,8 @@ def test_the_derivation_ends_in_tma_tf32_wgmma_and_rings():
     assert "tf32(" not in text and "= a[" not in text     # the products became wgmmas
 
 
-@pytest.mark.parametrize("cfg", [SMALL, dict(SMALL, clip=True)], ids=["64x64", "clipped"])
+@pytest.mark.parametrize("cfg", [SMALL, dict(SMALL, clip=True), dict(SMALL, bk=16, clip=True)],
+                         ids=["64x64", "clipped", "bk16-clipped"])
 def test_the_derived_kernel_is_proved_for_all_sizes(cfg):
     r = sm90_tf32_kernel(**cfg).check(target="sm_90a")
     assert r.ok, r
@@ -59,8 +60,10 @@ def test_the_readable_algorithm_reads_its_operands_as_tf32():
 
 @pytest.mark.parametrize("cfg,shape", [(SMALL, (64, 64, 32)), (SMALL, (128, 192, 96)),
                                        (dict(SMALL, clip=True), (70, 45, 64)),
-                                       (dict(SMALL, clip=True), (129, 8, 32))],
-                         ids=["one-tile", "2x3x3", "clipped-70x45", "clipped-129x8"])
+                                       (dict(SMALL, clip=True), (129, 8, 32)),
+                                       (dict(SMALL, bk=16, clip=True), (65, 20, 48))],
+                         ids=["one-tile", "2x3x3", "clipped-70x45", "clipped-129x8",
+                              "bk16-clipped"])
 def test_the_derived_kernel_equals_numpy_on_the_emulator(cfg, shape):
     m, n, k = shape
     f = sm90_tf32_kernel(**cfg).compile("emulator")
