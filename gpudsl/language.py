@@ -114,6 +114,7 @@ sin = _only_in_procs("sin")
 cos = _only_in_procs("cos")
 erf = _only_in_procs("erf")
 rsqrt = _only_in_procs("rsqrt")
+tf32 = _only_in_procs("tf32")   # f32 read as tf32: the low 13 mantissa bits cleared
 # pow(x, y) and x ** y: Python's own pow keeps its name outside procs
 # warp collectives (docs/language.md (synchronization); the table is gpudsl.ir.collective_meaning)
 shfl = _only_in_procs("shfl")
@@ -131,7 +132,7 @@ __all__ = ["constexpr", "inf", "nan", "BLOCKS", "THREADS", "GLOBAL", "SHARED", "
            "i32", "i64", "bool_", "size", "index", "par", "seq", "sync", "atomic_add",
            "atomic_min", "atomic_max", "atomic_sub", "atomic_exch", "atomic_cas", "atomic_and",
            "atomic_or", "atomic_xor", "atomic_inc", "select", "exp", "log", "sqrt", "tanh",
-           "sin", "cos", "erf", "rsqrt",
+           "sin", "cos", "erf", "rsqrt", "tf32",
            "arrive", "wait", "barrier", "async_copy", "async_commit", "async_wait",
            "setmaxnreg", "wgmma", "wgmma_commit", "wgmma_wait", "tma_load", "tma_store", "tma_commit", "tma_wait",
            "shfl", "shfl_xor", "shfl_down", "shfl_up", "ballot", "any_lanes", "all_lanes",

@@ -277,6 +277,13 @@ def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) ->
             node = f"matmul_{'f16' if dtype == 'float16' else 'bf16'}_sm90"
             mm(node, (n, n), (n, n), f"{n}^3 sm90 (TMA + wgmma)", dtype=dtype,
                runner=lambda a, b: _nt_runner(a, b, matmul_nt_sm90))
+    # its TF32 twin (f32 operands read as tf32, tf32 wgmma), against cuBLAS TF32
+    # (torch.matmul with allow_tf32) in the same run
+    from ..stdlib.matmul_sm90_tf32 import matmul_tf32_sm90
+
+    for n in (EMU_GEMM_SIZES if small else GEMM_SIZES):
+        mm("matmul_tf32_sm90", (n, n), (n, n), f"{n}^3 tf32 sm90 (TMA + wgmma)", tf32=True,
+           runner=lambda a, b: _nt_runner(a, b, matmul_tf32_sm90))
     return out
 
 

@@ -388,6 +388,9 @@ class ExprEmitter:
             if ty.is_integer:
                 a = self._widen(e, args[1], TERNARY + 1)
             return f"{c} ? {a} : {b}", TERNARY
+        if name == "tf32":   # the low 13 mantissa bits cleared (wgmma_meaning.tf32_truncate)
+            self.use_helper("gpudsl_tf32")
+            return f"gpudsl_tf32({self.expr(args[0])})", ATOM
         if ty.is_float:
             fname = {"min": "fmin", "max": "fmax", "abs": "fabs"}.get(name, name)
             if name in ("min", "max"):  # the GPU's meaning on the emulator too

@@ -89,6 +89,14 @@ def _fminmax(t: str, fn: str) -> str:
 _FMINMAX = {t: f"// {t} min/max as the GPU's: a NaN operand is ignored, -0.0 < +0.0.\n"
             + _fminmax(t, "min") + _fminmax(t, "max") for t in ("float", "double")}
 
+_TF32 = """\
+// tf32(x): x read as the tensor cores read a tf32 operand, its low 13 mantissa bits
+// cleared (gpudsl.ir.wgmma_meaning.tf32_truncate)
+__device__ __forceinline__ float gpudsl_tf32(float x) {
+  return __uint_as_float(__float_as_uint(x) & 0xffffe000u);
+}
+"""
+
 _WRAP = ("// i32 and i64 arithmetic wraps (two's complement), as in the interpreter.\n"
          + _wrapping("int", "unsigned int", 32)
          + _wrapping("long long", "unsigned long long", 64))
@@ -169,6 +177,7 @@ HELPERS = {
     "gpudsl_floormod": ("floor", _FLOOR),
     "gpudsl_wrap": ("wrap", _WRAP),
     "gpudsl_f2i": ("f2i", _F2I),
+    "gpudsl_tf32": ("tf32", _TF32),
     "gpudsl_fminmax:float": ("fminmax:float", _FMINMAX["float"]),
     "gpudsl_fminmax:double": ("fminmax:double", _FMINMAX["double"]),
     "gpudsl_atomic_f32": ("atomic_f32", _ATOMIC_F32),
@@ -177,7 +186,7 @@ HELPERS = {
 }
 HELPERS.update({name: (name, text) for name, text in WARP_HELPERS.items()})
 
-_ORDER = ("floor", "wrap", "f2i", "fminmax:float", "fminmax:double", "atomic_f32",
+_ORDER = ("floor", "wrap", "f2i", "tf32", "fminmax:float", "fminmax:double", "atomic_f32",
           "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "tma", "cp_async", "setmaxnreg", "swizzle",
           "wgmma") + \
     tuple(WARP_HELPERS)

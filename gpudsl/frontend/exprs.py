@@ -360,6 +360,13 @@ class ExprParser:
         if fname == "pow":
             return self.power(node, args[0], args[1])
         a = args[0]
+        if fname == "tf32":   # f32 -> f32, the low 13 mantissa bits cleared
+            if isinstance(a, Const) and a.ty != f32:
+                a = coerce(a, f32)
+            if a.ty != f32:
+                raise self.err(node, f"tf32() reads an f32, got {a.ty.name}",
+                               "cast first: tf32(f32(...))")
+            return Builtin(fname, (a,), f32, loc)
         if not a.ty.is_float:
             if isinstance(a, Const):
                 a = coerce(a, f32)

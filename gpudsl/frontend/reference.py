@@ -1216,6 +1216,20 @@ x = np.array([3, 4], np.float32)
 gpudsl.interpret(normalize, x=x, ss=np.array([25], np.float32))
 assert np.allclose(x, [0.6, 0.8])
 '''),
+    _E("Builtins", "tf32", "`tf32(a)`", "An f32 read as TF32, as the tensor cores read a "
+       "tf32 MMA's operand: its low 13 mantissa bits cleared (sign, exponent and 10 mantissa "
+       "bits kept; `gpudsl.ir.wgmma_meaning.tf32_truncate`). f32 to f32; a literal converts. "
+       "`acc += tf32(a[..]) * tf32(b[..])` nests over f32 SHARED tiles are what `make_wgmma` "
+       "turns into the TF32 wgmma (docs/hopper.md).", '''
+@proc
+def to_tf32(x: f32[2]):
+    x[0] = tf32(x[0])
+    x[1] = tf32(x[1])
+
+x = np.array([1 + 2 ** -10, 1 + 2 ** -11], np.float32)
+gpudsl.interpret(to_tf32, x=x)
+assert x.tolist() == [1 + 2 ** -10, 1.0]
+'''),
     _E("Builtins", "pow", "`a ** b`, `pow(a, b)`", "C's `pow` of floats (`powf` in f32; a "
        "literal converts; NaN for a negative base and a fractional power, `a ** 0.0 == 1`). "
        "Integer powers are refused: write the product.", '''

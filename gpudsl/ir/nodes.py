@@ -91,7 +91,7 @@ class UnOp(Expr):
 
 
 BUILTINS = ("min", "max", "abs", "exp", "log", "sqrt", "tanh", "sin", "cos", "erf", "rsqrt",
-            "pow", "select")
+            "pow", "select", "tf32")
 
 
 @dataclass(frozen=True)

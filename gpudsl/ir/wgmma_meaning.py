@@ -49,7 +49,8 @@ windows ``[2, 64, 4]`` / ``[2, N, 4]`` (core-matrix rows of 4 f32, 16 bytes) or 
 swizzled ``[64, 8]`` / ``[N, 8]`` of tiles with rows of ``W`` bytes (``f32[rows, W / 4]``).
 Each operand is read as tf32, its low 13 mantissa bits dropped (:func:`tf32_truncate`, the
 tensor cores' reading; values already rounded to tf32 pass unchanged), then multiplied
-and summed in f32 as above.
+and summed in f32 as above.  The language's builtin ``tf32(x)`` is that reading, so a
+nest of ``tf32(a[..]) * tf32(b[..])`` products states the meaning (``make_wgmma``).
 
 **Asynchrony** (as :mod:`gpudsl.ir.async_copy_meaning`, a family of its own): ``wgmma`` adds its
 operation to the thread's open wgmma group; ``wgmma_commit`` closes it; ``wgmma_wait(n)``

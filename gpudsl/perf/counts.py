@@ -23,6 +23,8 @@ from ..ir.nodes import Assign, BinOp, Builtin, Collective, UnOp
 from ..ir.printer import print_expr
 from ..ir.visitor import walk
 
+# (tf32(x), a mask of the operand's bits, is not a flop: a GEMM's readable tf32
+# algorithm counts 2 per product, as the f32 one)
 _FLOAT_BUILTINS = ("exp", "log", "sqrt", "tanh", "sin", "cos", "erf", "rsqrt", "pow", "min",
                    "max", "abs")
 MAX_TUPLES = 1 << 24  # value tuples one guard's count may enumerate

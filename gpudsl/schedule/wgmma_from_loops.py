@@ -24,7 +24,8 @@ from ..ir.nodes import (Alloc, BinOp, Builtin, Const, For, Interval, Point, Read
                         Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
 from ..ir.types import INDEX, THREADS, f32
 from ..ir.visitor import free_vars, substitute, walk
-from ..ir.wgmma_meaning import CORE, HALF_TYPES, K, M, N_MAX, WARPGROUP, col_expr, row_expr
+from ..ir.wgmma_meaning import (HALF_TYPES, K, M, N_MAX, TF32, WARPGROUP, col_expr, core_of, k_of,
+                                 row_expr)
 from .cursors import Into
 from .edits import replace
 from .legality import prove
@@ -47,19 +48,24 @@ def _nest(L: For):
 
 
 def _factors(red: Reduce):
-    """The two reads of ``f32(a[..]) * f32(b[..])``."""
+    """The two reads of ``f32(a[..]) * f32(b[..])`` (halves) or ``tf32(a[..]) *
+    tf32(b[..])`` (f32 read as tf32: the tf32 wgmma's meaning)."""
     e = red.rhs
     ok = isinstance(e, BinOp) and e.op == "*" and all(
-        isinstance(x, Builtin) and x.name == f32.name and len(x.args) == 1 and
-        isinstance(x.args[0], Read) for x in (e.lhs, e.rhs))
+        isinstance(x, Builtin) and x.name in (f32.name, TF32) and len(x.args) == 1 and
+        isinstance(x.args[0], Read) for x in (e.lhs, e.rhs)) and e.lhs.name == e.rhs.name
     if not ok:
-        raise fail("the product is not `f32(a[...]) * f32(b[...])`", red.loc)
+        raise fail("the product is not `f32(a[...]) * f32(b[...])` (halves) or "
+                   "`tf32(a[...]) * tf32(b[...])` (f32)", red.loc)
     ra, rb = e.lhs.args[0], e.rhs.args[0]
-    if ra.ty != rb.ty or ra.ty.name not in HALF_TYPES:
+    tf32 = e.lhs.name == TF32
+    if ra.ty != rb.ty or (ra.ty.name not in HALF_TYPES and not tf32) or \
+            (tf32 and ra.ty != f32):
         raise fail(f"the operands hold {ra.ty.name} and {rb.ty.name}; make_wgmma makes "
-                   "wgmmas of f16 or bf16 (a tf32 wgmma reads f32 operands as tf32, a "
-                   "rounding a nest of f32 products does not make)", red.loc,
-                   "write the tf32 wgmma itself (docs/hopper.md)")
+                   "wgmmas of f16 or bf16 products (`f32(a[..]) * f32(b[..])`) and of f32 "
+                   "read as tf32 (`tf32(a[..]) * tf32(b[..])`): a product of plain f32 "
+                   "does not round as the tf32 wgmma reads its operands", red.loc,
+                   "write the products as tf32(a[..]) * tf32(b[..]) (docs/hopper.md)")
     return ra, rb
 
 
@@ -80,9 +86,9 @@ def _split(loops, red: Reduce):
     return f_loops, k_loops
 
 
-def _steps(loops, red: Reduce, L: For):
+def _steps(loops, red: Reduce, L: For, K: int):
     """``(steps, rest)``: the outermost loops that the accumulator's index does not name
-    and whose extents multiply to the number of k16 steps (each step one wgmma, chained
+    and whose extents multiply to the number of k16 (tf32: k8) steps (each step one wgmma, chained
     on the accumulator), and the loops inside them."""
     f_loops, k_loops = _split(loops, red)
     total = 1
@@ -96,10 +102,10 @@ def _steps(loops, red: Reduce, L: For):
         got *= const_value(loops[k].hi)
         k += 1
     if got != want:
-        raise fail(f"{want} wgmmas are needed, one per 16 steps of k: the outermost loops of "
+        raise fail(f"{want} wgmmas are needed, one per {K} steps of k: the outermost loops of "
                    f"the nest must be the {want} k16 steps (their extents multiplying to "
                    f"{want}), inside them one wgmma's loops", L.loc,
-                   "divide the k loop by 16 and move the outer part outermost")
+                   f"divide the k loop by {K} and move the outer part outermost")
     return loops[:k], loops[k:]
 
 
@@ -121,15 +127,15 @@ def _acc_window(red: Reduce, names: set, i_expr, n_half: int) -> WindowArg:
 
 
 def _tile_window(r: Read, at_lane0: dict, rows: int, ranges: dict,
-                 swizzled: bool) -> WindowArg:
+                 swizzled: bool, K: int = 16, CORE: int = 8) -> WindowArg:
     """The operand's window: its last indices from their values at the warpgroup's
     first lane, iteration 0: ``[2, rows, 8]`` ranges of a plain tile, ``[rows, 16]`` of
-    a swizzled one (docs/hopper.md)."""
+    a swizzled one (docs/hopper.md; of f32, ``[2, rows, 4]`` and ``[rows, 8]``)."""
     ext = (rows, K) if swizzled else (2, rows, CORE)
     if len(r.idx) < len(ext):
         raise fail(f"'{r.name}' is read with {len(r.idx)} index(es); a wgmma operand is a "
-                   "[2, rows, 8] tile (divide_dim, rearrange_dim) or a [rows, 16] window of "
-                   "a swizzled one (set_swizzle)", r.loc)
+                   f"[2, rows, {CORE}] tile (divide_dim, rearrange_dim) or a [rows, {K}] "
+                   "window of a swizzled one (set_swizzle)", r.loc)
     base = [normalize(substitute(e, at_lane0), ranges) for e in r.idx]
     n = len(ext)
     idx = tuple(Point(e) for e in base[:-n]) + tuple(
@@ -148,6 +154,10 @@ def make_wgmma(p, loop):
     ``b_major="mn"``, E the tile's row): the loops that the
     accumulator's index names are the fragment (``N / 2`` elements, its last index
     ``base + i`` with ``i`` their row-major index), the others the 16 steps of ``k``.
+
+    Of f32 tiles the product is ``tf32(a[..]) * tf32(b[..])`` (each operand read as tf32,
+    the tf32 wgmma's meaning): K = 8 per wgmma, windows ``[2, rows, 4]`` / ``[rows, 8]``,
+    B K-major only; a plain f32 product is refused (it does not round).
 
     Outer loops of the nest that the accumulator does not name, with ``q`` iterations
     in all, where the others make ``16 q`` steps of ``k``: ``q`` chained wgmmas (their
@@ -173,7 +183,8 @@ def make_wgmma(p, loop):
                    f"bounds, multiples of {WARPGROUP})", L.loc)
     loops, red = _nest(L)
     ra, rb = _factors(red)
-    steps, loops_in = _steps(loops, red, L)
+    K, CORE = k_of(ra.ty.bits // 8), core_of(ra.ty.bits // 8)
+    steps, loops_in = _steps(loops, red, L, K)
     f_loops, k_loops = _split(loops_in, red)
     i_expr, n_half = _flat(f_loops)
     k_expr, n_k = _flat(k_loops)
@@ -192,17 +203,21 @@ def make_wgmma(p, loop):
     allocs = {x.name: x for x in walk(p.ir.body) if isinstance(x, Alloc)}
     sa = bool(getattr(allocs.get(ra.name), "swizzle", 0))
     sb = bool(getattr(allocs.get(rb.name), "swizzle", 0))
-    a_w, a_base = _tile_window(ra, at_lane0, M, ranges, sa)
+    a_w, a_base = _tile_window(ra, at_lane0, M, ranges, sa, K, CORE)
     lane = _b("%", t, WARPGROUP)
     h, j = _b("//", k_expr, CORE), _b("%", k_expr, CORE)
     row, col = row_expr(lane, i_expr), col_expr(lane, i_expr)
     major = _b_major(rb, f_loops)
+    if major == "mn" and ra.ty == f32:
+        raise fail("B is read MN-major (its last index names the fragment); the tf32 wgmma "
+                   "reads K-major operands only (the hardware has no transposed tf32 form)",
+                   rb.loc, "stage B as N x K (bt), its rows along k")
     if major == "mn":
         b_w, b_base, tail = _mn_window(rb, allocs.get(rb.name), at_lane0, n, ranges, col,
                                        k_expr)
         want_b = _offsets(b_base, tail)
     else:
-        b_w, b_base = _tile_window(rb, at_lane0, n, ranges, sb)
+        b_w, b_base = _tile_window(rb, at_lane0, n, ranges, sb, K, CORE)
         want_b = _offsets(b_base, (col, k_expr) if sb else (h, col, j))
     want_a = _offsets(a_base, (row, k_expr) if sa else (h, row, j))
     _prove_meaning(p, c.addr, L, loops, ((ra, want_a), (rb, want_b)))

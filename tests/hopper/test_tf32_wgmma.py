@@ -168,3 +168,65 @@ def test_tf32_wgmma_equals_numpy_on_an_h100():
         c = np.zeros((128, n // 2), np.float32)
         proc_from_source(tf_src(w, n)).compile("cuda")(a=a, bt=bt, c=c)
         assert (c == want).all(), (w, n)
+
+
+def _tf32_nest_src(w: int, n: int = 16, cast: str = "tf32") -> str:
+    """:func:`tf_src` with its wgmmas written as the readable nest of products,
+    ``acc += tf32(a_s[..]) * tf32(b_s[..])``, in four k8 steps ``kq`` (what
+    ``make_wgmma`` recognizes as the tf32 wgmma)."""
+    row = "16 * (t // 32) + t % 32 // 4 + 8 * (i // 2 % 2)"
+    col = "8 * (i // 4) + 2 * (t % 4) + i % 2"
+    if w:
+        ra, rb = f"a_s[{row}, 8 * kq + kk]", f"b_s[{col}, 8 * kq + kk]"
+    else:
+        ra = f"a_s[2 * kq + kk // 4, {row}, kk % 4]"
+        rb = f"b_s[2 * kq + kk // 4, {col}, kk % 4]"
+    nest = (f"            for kq in seq(0, 4):\n                for i in seq(0, {n // 2}):\n"
+            f"                    for kk in seq(0, 8):\n                        acc[t, i] += "
+            f"{cast}({ra}) * {cast}({rb})\n")
+    src = tf_src(w, n)
+    start = src.index("            for kk in seq(0, 4):")
+    end = src.index("        wgmma_commit()")
+    return src[:start] + nest + src[end:].replace("        wgmma_commit()\n        wgmma_wait(0)\n", "")
+
+
+@pytest.mark.parametrize("w,n", [(128, 16), (0, 8)])
+def test_make_wgmma_makes_the_tf32_wgmma_of_a_nest_of_tf32_products(w, n):
+    """``acc += tf32(a[..]) * tf32(b[..])`` of f32 SHARED tiles in k8 steps is the tf32
+    wgmma's meaning: make_wgmma makes it (proved), and it computes what the nest does."""
+    from gpudsl.schedule import make_wgmma
+    nest = proc_from_source(_tf32_nest_src(w, n))
+    assert nest.check(target="sm_90a").ok
+    made = make_wgmma(nest, "t #1")
+    text = str(made)
+    assert text.count("wgmma(") == 1 and "tf32(" not in text, text
+    assert made.check(target="sm_90a").ok
+    a, bt, want = _operands(n)
+    for p in (nest, made):
+        c = np.zeros((128, n // 2), np.float32)
+        gpudsl.interpret(p, a=a, bt=bt, c=c)
+        assert (c == want).all()
+    c = np.zeros((128, n // 2), np.float32)
+    made.compile("emulator")(a=a, bt=bt, c=c)
+    assert (c == want).all()
+
+
+def test_make_wgmma_refuses_tf32_products_whose_steps_are_k16():
+    """Sixteen steps of k per wgmma are the halves' K: of f32 the nest must be k8 steps."""
+    from gpudsl.schedule import make_wgmma
+    src = _tf32_nest_src(128).replace("for kq in seq(0, 4)", "for kq in seq(0, 2)").replace(
+        "for kk in seq(0, 8)", "for kk in seq(0, 16)").replace("8 * kq + kk", "16 * kq + kk")
+    with pytest.raises(SchedulingError, match="one per 8 steps of k"):
+        make_wgmma(proc_from_source(src), "t #1")
+
+
+def test_make_wgmma_refuses_tf32_products_reading_b_mn_major():
+    """The tf32 wgmma reads K-major operands only: a nest reading ``b_s[k, n]`` (B stored
+    K x N) is refused, with the reason, where halves would make ``b_major="mn"``."""
+    from gpudsl.schedule import make_wgmma
+    col = "8 * (i // 4) + 2 * (t % 4) + i % 2"
+    src = _tf32_nest_src(128, 32).replace(f"b_s[{col}, 8 * kq + kk]", f"b_s[8 * kq + kk, {col}]")
+    p = proc_from_source(src)
+    assert p.check(target="sm_90a").ok
+    with pytest.raises(SchedulingError, match="K-major operands only"):
+        make_wgmma(p, "t #1")

@@ -6,7 +6,7 @@ issuing two chained wgmmas per step, or filled by a producer warp through a ring
 slots with barrier rings ``full`` / ``empty`` (what ``pipeline_wgmma`` rewrites), or staging into tiles swizzled with 32 bytes (16
 columns, one wgmma per step) or 64 bytes (32 columns, two chained wgmmas on windows
 ``[rows, 16]`` at columns 0 and 16), or with B stored K x N (``b_major="mn"``: a plain
-tile of rows of 8, or one swizzled with 32 bytes), or of f32 operands (a tf32 wgmma, k8);
+tile of rows of 8, or one swizzled with 32 bytes), or of f32 operands (a tf32 wgmma, k8, or its nest of ``tf32(..) * tf32(..)`` products);
 the epilogue stores (or adds) the fragment.  Now
 and then one is broken on purpose (no wait, a wait that leaves the group in flight, no
 barrier after the wait): the primitives must not turn a proved kernel into one that
@@ -71,9 +71,14 @@ _TF32 = (("for j in seq(0, 8):", "for j in seq(0, 4):"),
          ("0:64, 0:8]", "0:64, 0:4]"))
 
 
+_TF32_NEST = (("for kk in seq(0, 16):", "for kk in seq(0, 8):"), ("kk // 8", "kk // 4"),
+              ("kk % 8", "kk % 4"), ("f32(a_s[", "tf32(a_s["), ("f32(b_s[", "tf32(b_s["))
+
+
 def _tf32(body: list, head: str, n: int):
-    """The "block" form in f32: a tf32 wgmma (k8, windows [2, rows, 4])."""
-    pairs = _TF32 + (("f16[2, 64, 8]", "f32[2, 64, 4]"), (f"f16[2, {n}, 8]", f"f32[2, {n}, 4]"),
+    """The "block" form in f32: a tf32 wgmma (k8, windows [2, rows, 4]), or its product
+    loops ``acc += tf32(a_s[..]) * tf32(b_s[..])`` (what make_wgmma turns into it)."""
+    pairs = _TF32 + _TF32_NEST + (("f16[2, 64, 8]", "f32[2, 64, 4]"), (f"f16[2, {n}, 8]", f"f32[2, {n}, 4]"),
                      (f"0:{n}, 0:8]", f"0:{n}, 0:4]"))
     out = []
     for ln in body:
@@ -158,7 +163,7 @@ def wgmma_program(r: random.Random, name: str) -> Program:
             "    sync()",
             "    for t in par(0, 128) @ THREADS:"]
     call = f"wgmma(acc[t, 0:{NH}], a_s[2 * s:2 * s + 2, 0:64, 0:8], b_s[2 * s:2 * s + 2, 0:{N}, 0:8])"
-    plain = r.random() < 0.35 and form != "tf32"   # the product loops make_wgmma turns into it
+    plain = r.random() < 0.35   # the product loops make_wgmma turns into it
     row = "16 * (t // 32) + t % 32 // 4 + 8 * (i // 2 % 2)"
     col = "8 * (i // 4) + 2 * (t % 4) + i % 2"
     if swz:
