@@ -24,10 +24,10 @@ from ..ir.nodes import For
 from ..ir.types import BLOCKS, SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, insert_sync, lift_alloc, make_tma,
-                        make_wgmma, parallelize_loop, rearrange_dim, set_swizzle, simplify,
-                        stage_mem, warp_specialize)
+                        make_wgmma, parallelize_loop, pipeline_wgmma, rearrange_dim,
+                        set_swizzle, simplify, stage_mem, warp_specialize)
 from .matmul_f16 import matmul_half_algorithm
-from .matmul_sm90 import DEFAULTS, WIDE, _accumulators_and_k, _fragment, _unguard
+from .matmul_sm90 import DEFAULTS, WIDE, _accumulators_and_k, _epilogue, _fragment, _unguard
 from .shapes import NodeError, require
 
 
@@ -82,12 +82,15 @@ def schedule_matmul_sm90_nn(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 6
     p = _tiles_nn(p, bm, bn, bk, clip, zi)
     if clip:
         p = _unguard(p)
+    elif not zi:   # the epilogue through SHARED and TMA stores, as the TN kernel's
+        p = _epilogue(p, bm, bn, swizzled=wgs == 1)
     producer = 128 * wgs
     p = warp_specialize(p, "po", producers=(producer, producer + 1),
                         consumers=(0, producer), stages=stages, ring=True)
     p = make_tma(p, "As_o")
     p = make_tma(p, "Bs_o")
     p = make_wgmma(p, "t #1")
+    p = pipeline_wgmma(p, "po")     # one wgmma group in flight, as the TN kernel
     return simplify(p)
 
 

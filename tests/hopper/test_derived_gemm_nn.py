@@ -53,11 +53,18 @@ def test_sm90a_build_reads_b_transposed_by_tma_and_hgmma(clip):
     assert res.spill_stores_bytes == res.spill_loads_bytes == res.stack_bytes == 0, res
     if not sass.have_disassembler():
         pytest.skip("no nvdisasm/cuobjdump")
+    from tests.hopper.test_derived_gemm import _k_tile
     text = sass.disassemble(r.cubin)
     ops = _sass_ops(text)
     assert ops["HGMMA"] == 4 and text.count(".tnspB") == 4
     assert ops["UTMALDG"] == 1 + 4          # A's 128 x 64 box, B's four 64 x 64 blocks
-    assert ops["LDS"] == ops["LDSM"] == ops["STS"] == ops["LDG"] == ops["DEPBAR"] - 1 == 0
+    tile = _k_tile(text)                    # one group in flight, nothing through SHARED
+    assert [x for x in tile if x.startswith("WARPGROUP.DEPBAR")] == \
+        ["WARPGROUP.DEPBAR.LE gsb0, 0x1"]
+    assert not any(x.startswith(("STS", "LDS", "MEMBAR")) for x in tile)
+    assert ops["LDS"] == ops["LDSM"] == ops["LDG"] == 0
+    # the epilogue: TMA stores of 64-column slabs (exact), guarded stores (clipped)
+    assert (ops["UTMASTG"], ops["STG"] > 0) == ((0, True) if clip else (4, False))
 
 
 @pytest.mark.parametrize("clip,shape", [(False, (2, 64, 64, 64)), (True, (3, 70, 32, 40))])
