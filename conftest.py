@@ -8,8 +8,12 @@ before it (an HTML comment: invisible on GitHub and in the MkDocs site); a block
 imports torch is skipped where torch is not installed."""
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import os
 import re
+import shutil
+import tempfile
 
 import pytest
 from sybil import Sybil
@@ -43,3 +47,13 @@ pytest_collect_file = Sybil(
     parsers=[CodeBlockParser("python", _run_alone), SkipParser()],
     patterns=["README.md", "docs/*.md"],
 ).pytest()
+
+
+# Each test process tunes into a database of its own, not the user's
+# (~/.cache/gpudsl/tune.optuna.sqlite): the suite runs in several processes at once
+# (pytest-xdist, README), and tests and examples that tune must neither race on one
+# SQLite file nor read winners an earlier run left.  A GPUDSL_TUNE_DB already set wins.
+if not os.environ.get("GPUDSL_TUNE_DB"):
+    _TUNE_DIR = tempfile.mkdtemp(prefix="gpudsl-tests-tune-")
+    os.environ["GPUDSL_TUNE_DB"] = os.path.join(_TUNE_DIR, "tune.optuna.sqlite")
+    atexit.register(shutil.rmtree, _TUNE_DIR, ignore_errors=True)

@@ -1,4 +1,5 @@
 """Shared pytest configuration: tests marked ``gpu`` are skipped without a CUDA driver."""
+import os
 import sys
 from pathlib import Path
 
@@ -10,6 +11,10 @@ if _ROOT not in sys.path:  # run from a source tree without `pip install -e .`
 
 
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # under pytest-xdist only: the heaviest files first (HEAVY_FIRST, below; a stable
+        # sort: a file's own tests keep their order)
+        items.sort(key=_heavy_rank)
     from gpudsl.runtime.driver import driver_available
     if driver_available():
         return
@@ -22,6 +27,47 @@ def pytest_collection_modifyitems(config, items):
 # The disk cache of compiled graphs (gpudsl.graph.graph_cache) is off in the tests: many patch
 # the compile path (fusion, kernels) and must see it run.  tests/graph/test_graph_cache.py
 # turns it on where it is the subject.
-import os  # noqa: E402
-
 os.environ.setdefault("GPUDSL_GRAPH_CACHE", "0")
+
+
+# The files that take longest (seconds of `pytest --durations` on 2 cores, 2026-11-29),
+# heaviest first.  Under pytest-xdist (`-n auto --dist loadfile`: README) a process takes
+# whole files in collection order, so these go first and the cheap files fill in around
+# them; xdist's own order (by number of tests) would leave the differential test, two
+# tests and five minutes, to run alone at the end.  The order changes no test's outcome,
+# and a file missing from the list only runs later.
+HEAVY_FIRST = [
+    "tests/hopper/test_swizzled_wgmma.py",        # 414
+    "tests/schedule/test_differential.py",        # 300 (its time cap, loaded)
+    "tests/stdlib/test_matmul_tf32_async.py",     # 211
+    "tests/stdlib/test_matmul_sm80.py",           # 177
+    "tests/stdlib/test_attention_paged.py",       # 168
+    "tests/hopper/test_derived_gemm.py",          # 155
+    "tests/hopper/test_tma.py",                   # 153
+    "tests/stdlib/test_attention_split.py",       # 131
+    "tests/stdlib/test_attention.py",             # 129
+    "tests/stdlib/test_attention_gqa_mma.py",     # 117
+    "tests/stdlib/test_attention_mma.py",         # 114
+    "tests/ux/test_notebooks.py",                 # 114
+    "tests/stdlib/test_attention_options.py",     # 97
+    "docs/hopper.md",                             # 83
+    "tests/hopper/test_ring_gemm.py",             # 81
+    "tests/robustness/test_cache_robustness.py",  # 79
+    "tests/sync/test_soundness.py",               # 65
+    "tests/schedule/test_warp_specialize.py",     # 62
+    "tests/stdlib/test_matmul_async.py",          # 59
+    "tests/wgmma/test_check.py",                  # 56
+]
+
+
+def _heavy_rank(item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    return HEAVY_FIRST.index(path) if path in HEAVY_FIRST else len(HEAVY_FIRST)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    # under xdist, keep the collection order (the heaviest files first, below) rather
+    # than xdist's order by number of tests per file
+    if getattr(config.option, "dist", "no") in ("loadfile", "loadscope"):
+        config.option.loadscopereorder = False

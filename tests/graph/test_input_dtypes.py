@@ -20,25 +20,31 @@ class _TorchDtype:
         return f"torch.{self.name}"
 
 
+def _id(dtype) -> str:
+    """The test id: the same in every process (pytest-xdist compares them), so never
+    the default repr with an address."""
+    return f"<{dtype}>" if isinstance(dtype, _TorchDtype) else repr(dtype)
+
+
 FLOAT32 = [np.float32, np.dtype("float32"), "float32", "f4", "<f4", "single",
            "torch.float32", "torch.float", _TorchDtype("float32"), gpudsl.f32, "f32"]
 INT64 = [np.int64, np.dtype("int64"), "int64", "i8", "torch.int64", "torch.long",
          _TorchDtype("int64"), gpudsl.i64, "i64"]
 
 
-@pytest.mark.parametrize("dtype", FLOAT32, ids=repr)
+@pytest.mark.parametrize("dtype", FLOAT32, ids=_id)
 def test_float32_spellings(dtype):
     x = graph.InputTensor("x", dtype, [3])
     assert x.attrs["dtype"] == "float32"
 
 
-@pytest.mark.parametrize("dtype", INT64, ids=repr)
+@pytest.mark.parametrize("dtype", INT64, ids=_id)
 def test_int64_spellings(dtype):
     assert graph.InputTensor("i", dtype, [3]).attrs["dtype"] == "int64"
 
 
 @pytest.mark.parametrize("dtype", [np.float64, "float64", float, "bogus", None,
-                                   _TorchDtype("float64"), gpudsl.f64, gpudsl.i32], ids=repr)
+                                   _TorchDtype("float64"), gpudsl.f64, gpudsl.i32], ids=_id)
 def test_other_dtypes_are_refused(dtype):
     with pytest.raises(GraphError, match="not supported; graphs hold float32, float16, "
                        "bfloat16 or int64"):

@@ -19,9 +19,11 @@ from tests.schedule.differential.run import Runner
 
 # A fixed number of cases (about a minute here), so that the run, and which
 # primitives it sees accepted, does not depend on the machine's speed; the time
-# cap only guards against a machine many times slower.
+# cap only guards against a machine many times slower.  (300 s was not enough on the
+# shared 2-core machine at a load of 6: 1126 cases, and vectorize, first accepted
+# later, counted as never accepted.)
 CASES = int(os.environ.get("GPUDSL_DIFFERENTIAL_CASES", "1500"))
-SECONDS = float(os.environ.get("GPUDSL_DIFFERENTIAL_SECONDS", "300"))
+SECONDS = float(os.environ.get("GPUDSL_DIFFERENTIAL_SECONDS", "1200"))
 
 
 @pytest.fixture(scope="module")

@@ -44,9 +44,9 @@ def test_no_primitive_writes_a_forwarding_by_hand():
     assert found == [], "\n".join(found)
 
 
-def test_the_scan_sees_a_hand_forwarding():
+def test_the_scan_sees_a_hand_forwarding(tmp_path):
     src = "from .cursors import fwd_splice\nx = Rewrite(ir, fwd_splice(a, 1))\n"
-    path = Path("/tmp/_gpudsl_hand_fwd.py")
+    path = tmp_path / "_gpudsl_hand_fwd.py"
     path.write_text(src)
     assert len(_hand_forwardings(path)) == 3
 
