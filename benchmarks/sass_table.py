@@ -334,8 +334,8 @@ def fp32_rows(archs=("sm_90", "sm_80")):
 
 HOPPER_MARK = ("<!-- sass-hopper: begin (benchmarks/sass_table.py --docs) -->",
                "<!-- sass-hopper: end -->")
-HOPPER_COLUMNS = ["kernel", "instr", "HGMMA", "UTMALDG", "LDS", "LDSM", "STS", "LDG",
-                  "STG", "DEPBAR", "regs", "spills", "stack"]
+HOPPER_COLUMNS = ["kernel", "instr", "HGMMA", "UTMALDG", "UTMASTG", "LDS", "LDSM", "STS",
+                  "LDG", "STG", "DEPBAR", "regs", "spills", "stack"]
 
 
 def hopper_kernels():
@@ -344,6 +344,7 @@ def hopper_kernels():
     from gpudsl.stdlib.attention_sm90 import plan_prefill
     from gpudsl.stdlib.matmul_sm90 import WIDE, sm90_kernel
     from gpudsl.stdlib.matmul_sm90_nn import sm90_nn_kernel
+    from gpudsl.stdlib.matmul_sm90_tf32 import sm90_tf32_kernel
 
     nn = {k: v for k, v in WIDE.items() if k != "swizzle"}
     out = [("a @ bt^T (TN), 128x256x64, 4 slots", sm90_kernel("f16", **WIDE)),
@@ -351,7 +352,8 @@ def hopper_kernels():
            ("a @ b (NN, MN-major B), 128x256x64", sm90_nn_kernel("f16", **nn)),
            ("a @ b (NN), clipped edges", sm90_nn_kernel("f16", **nn, clip=True)),
            ("a @ b (NN), batched, clipped", sm90_nn_kernel("f16", **nn, clip=True,
-                                                          batched=True))]
+                                                          batched=True)),
+           ("TF32 a @ bt^T, 128x256x32", sm90_tf32_kernel(bn=256, wgs=2))]
     for d, causal in ((128, False), (128, True)):
         p = plan_prefill(4096, d, causal, heads=16, keys=4096, dt="f16", target="sm_90a")
         out.append((f"attention prefill, d {d}{', causal' if causal else ''}", p))
@@ -379,8 +381,8 @@ def hopper_rows():
                 ops[words[0].split(".")[0]] += 1
                 ops["DEPBAR"] += words[0].startswith("WARPGROUP.DEPBAR")
         rows.append({"kernel": label, "instr": sum(v for k, v in ops.items() if k != "DEPBAR"),
-                     **{k: ops[k] for k in ("HGMMA", "UTMALDG", "LDS", "LDSM", "STS", "LDG",
-                                            "STG", "DEPBAR")},
+                     **{k: ops[k] for k in ("HGMMA", "UTMALDG", "UTMASTG", "LDS", "LDSM",
+                                            "STS", "LDG", "STG", "DEPBAR")},
                      "regs": res.registers,
                      "spills": res.spill_stores_bytes + res.spill_loads_bytes,
                      "stack": res.stack_bytes})
