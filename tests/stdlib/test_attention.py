@@ -269,8 +269,10 @@ def test_bench_rows_on_the_emulator():
     assert "attention" in NODES
     res = run_bench("emulator", ["attention"], reps=1, warmup=0, log=lambda *a: None)
     rows = res["results"]
-    assert [r["status"] for r in rows] == ["ok", "ok"], rows
-    assert {r["size"] for r in rows} == {"2x1x64x64", "2x32x32x64 causal"}
-    for r in rows:
-        assert r["unit"] == "FLOP/s" and r["rel_error"] <= 1e-4
+    assert [r["status"] for r in rows] == ["ok", "ok", "ok"], rows
+    assert {r["size"] for r in rows} == {"2x1x64x64", "2x32x32x64 causal",
+                                         "2x70x70x64 causal float16"}
+    for r in rows:   # the half prefill row (the sm_90a kernel on a GPU) within 1e-2
+        assert r["unit"] == "FLOP/s" and \
+            r["rel_error"] <= (1e-2 if "float16" in r["size"] else 1e-4)
         assert r["reference"] == "numpy float64 reference"
