@@ -148,6 +148,23 @@ def _plus(rest, coef, skip):
     return normalize(out)
 
 
+def box_windows(L: For, lo: int, loops, s: Assign):
+    """``(box loops, selector loops, dst window, src window)`` of the one-thread loop
+    ``L`` (thread ``lo``) around the nest ``loops`` of the copy ``s`` (for loads and
+    stores alike)."""
+    names = {f.iter for f in loops}
+    ranges = {f.iter: (0, const_value(f.hi) - 1) for f in loops}
+    ranges[L.iter] = (lo, lo)
+    one = {L.iter: Const(lo)}  # the one thread's index, in the boxes
+    dst = _forms(tuple(normalize(substitute(e, one)) for e in s.idx), names, ranges, s.loc)
+    src = _forms(tuple(normalize(substitute(e, one)) for e in s.rhs.idx), names, ranges,
+                 s.loc)
+    box, sel = _classify(loops, dst, src)
+    if not box:
+        raise fail("no loop runs along the copy's indices: nothing to make a box of", s.loc)
+    return (box, sel) + _windows(s, box, dst, src, s.loc)
+
+
 def _next_arrive(p, addr, thread: int, loc):
     """``(name, index)`` of the first arrive after the statement at ``addr`` in its block
     whose threads include ``thread``."""
@@ -231,17 +248,7 @@ def make_tma(p, loop):
                    "runs it: divide_loop, parallelize_loop on a loop of extent 1")
     loops, s, cond = _nest(L)
     shape, tile = _sides(p, c.addr, s)
-    names = {f.iter for f in loops}
-    ranges = {f.iter: (0, const_value(f.hi) - 1) for f in loops}
-    ranges[L.iter] = (lo, lo)
-    one = {L.iter: Const(lo)}  # the one thread's index, in the boxes
-    dst = _forms(tuple(normalize(substitute(e, one)) for e in s.idx), names, ranges, s.loc)
-    src = _forms(tuple(normalize(substitute(e, one)) for e in s.rhs.idx), names, ranges,
-                 s.loc)
-    box, sel = _classify(loops, dst, src)
-    if not box:
-        raise fail("no loop runs along the copy's indices: nothing to make a box of", s.loc)
-    dst_w, src_w = _windows(s, box, dst, src, s.loc)
+    box, sel, dst_w, src_w = box_windows(L, lo, loops, s)
     why = src_problem(src_w, len(shape))
     why = why and f"the box `{_show_w(src_w)}` is not one a tensor map describes: {why}"
     if why is None:

@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import z3
 
-from ..ir.nodes import Assign, Const, For, Read, TmaCommit, TmaStore, TmaWait
+from ..ir.nodes import Assign, For, Read, TmaCommit, TmaStore, TmaWait
 from ..ir.tma_meaning import ELEM_TYPES, dst_problem, src_problem
 from ..ir.types import THREADS
-from ..ir.visitor import substitute
 from .edits import Into, replace
 from .legality import prove
 from .primitive import LOOP, fail, primitive
-from .simplify import const_seq_nest, const_value, normalize
-from .tma_from_copies import _classify, _forms, _show_w, _windows
+from .simplify import const_seq_nest, const_value
+from .tma_from_copies import _show_w, box_windows
 
 
 def _nest(L: For):
@@ -103,17 +102,7 @@ def make_tma_store(p, loop):
                    "thread runs it: divide_loop, parallelize_loop on a loop of extent 1")
     loops, s = _nest(L)
     shape, tile = _sides(p, c.addr, s)
-    names = {f.iter for f in loops}
-    ranges = {f.iter: (0, const_value(f.hi) - 1) for f in loops}
-    ranges[L.iter] = (lo, lo)
-    one = {L.iter: Const(lo)}
-    dst = _forms(tuple(normalize(substitute(e, one)) for e in s.idx), names, ranges, s.loc)
-    src = _forms(tuple(normalize(substitute(e, one)) for e in s.rhs.idx), names, ranges,
-                 s.loc)
-    box, sel = _classify(loops, dst, src)
-    if not box:
-        raise fail("no loop runs along the copy's indices: nothing to make a box of", s.loc)
-    dst_w, src_w = _windows(s, box, dst, src, s.loc)
+    box, sel, dst_w, src_w = box_windows(L, lo, loops, s)
     why = src_problem(dst_w, len(shape))
     why = why and f"the box `{_show_w(dst_w)}` is not one a tensor map describes: {why}"
     if why is None:
