@@ -167,6 +167,9 @@ def _tune_parser(sub):
                    "else the emulator (a dry run)")
     t.add_argument("--target", choices=["cuda", "emulator"], default=None,
                    help=argparse.SUPPRESS)  # the old name of --backend
+    t.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32",
+                   help="matmul: the operands' dtype; float16/bfloat16 tune the half GEMM "
+                   "ops.matmul runs on this device (sm_90a: the wgmma kernel, else sm_80's)")
     t.add_argument("--strategy", choices=["grid", "random", "tpe"], default="grid")
     t.add_argument("--trials", type=int, default=None)
     t.add_argument("--seconds", type=float, default=None)

@@ -35,7 +35,7 @@ def tunable() -> list[str]:
     return [n.name for n in all_nodes() if n.tuning is not None]
 
 
-def _task(ns, params):
+def _task(ns, params, backend=None):
     """The node's tuning task (its declaration in the node table), its space restricted
     by ``params``, the arguments, the reference and what turns a time into a rate."""
     from ..stdlib.node_table import get
@@ -48,7 +48,12 @@ def _task(ns, params):
     if len(shapes) != decl.tune_shapes:
         raise SystemExit(f"gpudsl tune {ns.node}: give {decl.tune_shapes} --shape")
     perm = None if ns.perm is None else tuple(int(p) for p in ns.perm.split(","))
-    t = decl.tuning(shapes, dict(perm=perm, begin=ns.begin, end=ns.end))
+    dtype = getattr(ns, "dtype", None) or "float32"
+    if dtype != "float32" and ns.node != "matmul":
+        raise SystemExit(f"gpudsl tune {ns.node}: --dtype {dtype} is for matmul only (the "
+                         "other nodes tune their float32 kernels)")
+    t = decl.tuning(shapes, dict(perm=perm, begin=ns.begin, end=ns.end, dtype=dtype,
+                                 backend=backend))
     try:
         space = t.space(**{k: list(v) for k, v in params.items()})
     except TypeError as e:
@@ -81,6 +86,16 @@ def _backend(ns) -> str | None:
     return old
 
 
+def _resolved(backend: str | None) -> str:
+    """``--backend``, else cuda when a GPU is present, else the emulator (what
+    ``autotune.tune`` picks)."""
+    if backend is not None:
+        return backend
+    from ..runtime.driver import driver_available
+
+    return "cuda" if driver_available() else "emulator"
+
+
 def run_tune(ns) -> int:
     from .. import autotune
     from ..errors import Error
@@ -88,7 +103,7 @@ def run_tune(ns) -> int:
     backend = _backend(ns)
     params = _params(ns.param)
     try:
-        build, space, args, ref, rate = _task(ns, params)
+        build, space, args, ref, rate = _task(ns, params, _resolved(backend))
     except Error as e:
         raise SystemExit(f"gpudsl tune {ns.node}: {e}") from None
     res = autotune.tune(build, space, args, reference=ref, backend=backend,

@@ -16,6 +16,7 @@ the tile; :func:`gpudsl.stdlib.matmul_sm80.plan_matmul_half_for` uses it on sm_9
 """
 from __future__ import annotations
 
+import inspect
 from functools import lru_cache
 
 import numpy as np
@@ -155,21 +156,65 @@ def small_shape(tile: dict, clip: bool) -> tuple:
 
 def plan_on_device(shape_a: tuple, shape_b: tuple, dt: str):
     """``(proc, bindings)`` of the derived kernel for this shape on the current sm_90a
-    GPU, or None: none serves the shape, or its first run there, on a small exact case,
+    GPU (the tuning store's tile for it, :mod:`~gpudsl.stdlib.half_tuning`, else the
+    defaults), or None: none serves the shape, or its first run there, on a small exact case,
     did not equal numpy (:func:`gpudsl.stdlib.first_run.checked_on_device`: a warning
     says so once, and the caller keeps its other kernels)."""
     from .first_run import checked_on_device
 
     try:
-        tile, clip = choose_sm90_nn(shape_a, shape_b, dt)
-    except NodeError:
-        return None
+        tile, clip = choose_sm90_nn(shape_a, shape_b, dt,
+                                    **tuned_sm90_nn_options(shape_a, shape_b, dt))
+    except NodeError:   # a tuned tile that does not serve the shape: the defaults'
+        try:
+            tile, clip = choose_sm90_nn(shape_a, shape_b, dt)
+        except NodeError:
+            return None
     batched = len(shape_a) == 3
     p = sm90_nn_kernel(dt, **tile, clip=clip, batched=batched)
     m, n, k = small_shape(tile, clip)
     if not checked_on_device(p, lambda: _case(dt, m, n, k, 2 if batched else 0)):
         return None
     return p, _binds(shape_a, shape_b)
+
+
+# ------------------------------------------------------------ the tuning store's tile
+# (``gpudsl tune matmul --dtype float16`` writes it: gpudsl/stdlib/half_tuning.py)
+
+SM90_NN_TASK = "matmul_sm90_nn"
+
+
+def nn_keywords() -> set:
+    """The tile parameters :func:`sm90_nn_kernel` takes (what a tuned winner holds)."""
+    return set(inspect.signature(sm90_nn_kernel).parameters) - {"dt", "clip", "batched"}
+
+
+def tuning_shapes(a_shape, b_shape, dt: str) -> dict:
+    """The tuning store's key of the shapes: ``{name: (shape, numpy dtype name)}``."""
+    ty = {"f16": "float16", "bf16": "bfloat16"}[dt]
+    out = tuple(a_shape[:-1]) + (b_shape[-1],)
+    return {"a": (tuple(a_shape), ty), "b": (tuple(b_shape), ty), "c": (out, ty)}
+
+
+def tuned_sm90_nn_options(a_shape, b_shape, dt: str) -> dict:
+    """The tuning store's winner for these shapes on this GPU, as
+    :func:`choose_sm90_nn`'s keywords, or ``{}`` (the defaults: no winner, an unreadable
+    store, a winner of other parameters).  Read once per store version; never tunes."""
+    from ..autotune.db import lookup_winner
+    from ..autotune.env import env_key
+    from .node_registry import tuned
+
+    def look():
+        try:
+            return lookup_winner(SM90_NN_TASK, tuning_shapes(a_shape, b_shape, dt),
+                                 env_key("cuda"))
+        except Exception:  # an unreadable store never stops a matmul: the defaults
+            return None
+
+    w = tuned(("sm90_nn", tuple(a_shape), tuple(b_shape), dt), look)
+    if not w or not set(w) <= nn_keywords():
+        return {}
+    return dict(w)
 
 
 def _case(dt: str, m: int, n: int, k: int, nb: int = 0):
@@ -185,4 +230,5 @@ def _case(dt: str, m: int, n: int, k: int, nb: int = 0):
 
 
 __all__ = ["schedule_matmul_sm90_nn", "sm90_nn_kernel", "plan_matmul_sm90_nn", "choose_sm90_nn",
-           "small_shape", "plan_on_device"]
+           "small_shape", "plan_on_device", "tuned_sm90_nn_options", "nn_keywords",
+           "tuning_shapes", "SM90_NN_TASK"]

@@ -339,8 +339,12 @@ def _slice_task(replace: bool):
 
 
 def _matmul_task(shapes, options):
+    from .half_tuning import HALF_DTYPES, HalfMatmulTask
     from .tuning import MatmulTask
 
+    dtype = options.get("dtype") or "float32"
+    if dtype in HALF_DTYPES:   # the half kernel ops.matmul runs on the backend's device
+        return HalfMatmulTask(*shapes, HALF_DTYPES[dtype], options.get("backend") or "cuda")
     return MatmulTask(*shapes)
 
 
