@@ -363,8 +363,6 @@ def hopper_kernels():
 def hopper_rows():
     """Whole-kernel counts of the sm_90a kernels' machine code (NVRTC sm_90a): their
     main loops are not unrolled, so HGMMA / UTMALDG / DEPBAR are per ring slot."""
-    from collections import Counter
-
     from gpudsl.codegen import generate
     from gpudsl.perf import sass
     from gpudsl.runtime.nvrtc import compile_cubin
@@ -373,13 +371,7 @@ def hopper_rows():
     for label, p in hopper_kernels():
         r = compile_cubin(generate(p.ir, {}).source, "sm_90a")
         (res,) = r.resources.values()
-        ops = Counter()
-        for ln in sass.disassemble(r.cubin).splitlines():
-            body = ln.split("*/", 1)[-1].strip() if ln.strip().startswith("/*") else ln.strip()
-            words = [w for w in body.split() if not w.startswith("@")]
-            if words and ";" in body:
-                ops[words[0].split(".")[0]] += 1
-                ops["DEPBAR"] += words[0].startswith("WARPGROUP.DEPBAR")
+        ops = sass.opcode_counts(sass.disassemble(r.cubin))
         rows.append({"kernel": label, "instr": sum(v for k, v in ops.items() if k != "DEPBAR"),
                      **{k: ops[k] for k in ("HGMMA", "UTMALDG", "UTMASTG", "LDS", "LDSM",
                                             "STS", "LDG", "STG", "DEPBAR")},

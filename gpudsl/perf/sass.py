@@ -106,7 +106,7 @@ class Instr:
         return self.op.split(".", 1)[0]
 
 
-_INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*(.*?)\s*;")
+_INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)\s*(.*?)\s*;")
 _FILE = re.compile(r'//## File "([^"]*)", line (\d+)')
 _FUNC = re.compile(r"^\s*//-+ \.text\.(\S+)\s+-+")
 _LABEL = re.compile(r"^((?:\.L_|\$)[\w$.]+):")
@@ -170,6 +170,21 @@ def parse_sass(text: str) -> dict:
             if isinstance(ins.target, str):
                 ins.target = all_labels[name].get(ins.target)
     return funcs
+
+
+def opcode_counts(text: str, full: bool = False) -> "Counter":
+    """How many instructions of each base opcode (``"HGMMA"``, ``"UTMALDG"``; ``full``:
+    each whole opcode, ``"HGMMA.64x256x16.F32"``) the SASS ``text`` holds, over all its
+    kernels, predicated ones included; ``"DEPBAR"`` counts the warpgroup MMA waits
+    (``WARPGROUP.DEPBAR``) besides."""
+    from collections import Counter
+
+    ops = Counter()
+    for instrs in parse_sass(text).values():
+        for ins in instrs:
+            ops[ins.op if full else ins.base] += 1
+            ops["DEPBAR"] += ins.op.startswith("WARPGROUP.DEPBAR")
+    return ops
 
 
 # ------------------------------------------------------------------ classes
@@ -454,5 +469,5 @@ def hot_loop(figs: list):
     return max(inner, key=lambda f: (f.flops > 0, f.flops, f.global_bytes, f.depth))
 
 
-__all__ = ["disassemble", "parse_sass", "kernel_figures", "hot_loop", "LoopFigures",
+__all__ = ["disassemble", "parse_sass", "opcode_counts", "kernel_figures", "hot_loop", "LoopFigures",
            "LoadUse", "Instr", "klass", "have_disassembler", "nvdisasm_path", "EXTRA_HINT"]

@@ -98,13 +98,7 @@ def test_interpreter_and_emulator_equal_numpy(w, n, two):
 
 def _ops(cubin) -> Counter:
     from gpudsl.perf import sass
-    ops = Counter()
-    for ln in sass.disassemble(cubin).splitlines():
-        body = ln.split("*/", 1)[-1].strip() if ln.strip().startswith("/*") else ln.strip()
-        words = [w for w in body.split() if not w.startswith("@")]
-        if words and ";" in body:
-            ops[words[0]] += 1
-    return ops
+    return sass.opcode_counts(sass.disassemble(cubin), full=True)
 
 
 def test_sm90a_build_issues_hgmma_with_b_transposed():

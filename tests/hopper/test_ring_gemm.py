@@ -9,7 +9,6 @@ HGMMA in the SASS and no shared-memory loads feeding it.  (TMA loads are not in 
 language yet: the producer copies with plain loads.)"""
 from __future__ import annotations
 
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -122,12 +121,7 @@ def test_sm90a_build_issues_hgmma_fed_by_no_shared_loads():
     assert res.spill_stores_bytes == 0 and res.spill_loads_bytes == 0, res
     if not sass.have_disassembler():
         pytest.skip("no nvdisasm/cuobjdump")
-    ops = Counter()
-    for ln in sass.disassemble(r.cubin).splitlines():
-        body = ln.split("*/", 1)[-1].strip() if ln.strip().startswith("/*") else ln.strip()
-        words = [w for w in body.split() if not w.startswith("@")]
-        if words and ";" in body:
-            ops[words[0].split(".")[0]] += 1
+    ops = sass.opcode_counts(sass.disassemble(r.cubin))
     assert ops["HGMMA"] >= 1 and ops["SYNCS"] >= 4      # wgmma; mbarrier arrive and wait
     assert ops["LDS"] == 0 and ops["LDSM"] == 0          # operands go by descriptor
 

@@ -110,13 +110,7 @@ def test_ring_twins_are_refused(twin):
 
 def _ops(cubin) -> Counter:
     from gpudsl.perf import sass
-    ops = Counter()
-    for ln in sass.disassemble(cubin).splitlines():
-        body = ln.split("*/", 1)[-1].strip() if ln.strip().startswith("/*") else ln.strip()
-        words = [w for w in body.split() if not w.startswith("@")]
-        if words and ";" in body:
-            ops[words[0].split(".")[0]] += 1
-    return ops
+    return sass.opcode_counts(sass.disassemble(cubin))
 
 
 def test_sm90a_build_issues_utmaldg_and_hgmma_with_no_shared_loads():
