@@ -30,6 +30,7 @@ from .op_arguments import array_like as _array_like
 from .op_arguments import contig as _contig
 from .op_arguments import empty as _empty
 from .op_arguments import index_tensor as _index_tensor
+from .op_arguments import transpose_if_contiguous as _transpose_if_contiguous
 from .op_arguments import is_host_int as _is_host_int
 from .op_arguments import is_int64 as _is_int64
 from .rms_norm import DEFAULT_EPS
@@ -358,6 +359,16 @@ def _matmul_half(a, b, sa, sb, dt, plan):
     require(len(sb) == 2 and len(sa) in (1, 2),
             f"the {dt} matmul takes [m, n] or [n] @ [n, k]; got {sa} and {sb}")
     a2 = (1,) + sa if len(sa) == 1 else sa
+    bt = _transpose_if_contiguous(b)   # w.T of a contiguous w: the TN kernel, no copy
+    if bt is not None:
+        from .matmul_sm80 import plan_matmul_half_nt_for
+
+        hit = plan_matmul_half_nt_for(a2, tuple(bt.shape), dt, backend())
+        if hit is not None:
+            a = _contig(a)
+            out = _empty(a, sa[:-1] + (sb[-1],), _NUMPY[dt])
+            _run(hit[0], a=a.reshape(a2), bt=bt, c=out.reshape(a2[0], sb[-1]), **hit[1])
+            return out
     p, binds = plan(a2, sb, dt)
     a, b = _contig(a), _contig(b)
     out = _empty(a, sa[:-1] + (sb[-1],), _NUMPY[dt])

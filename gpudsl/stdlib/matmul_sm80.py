@@ -462,6 +462,19 @@ def plan_matmul_half_for(a_shape, b_shape, dt: str, target=None):
     return plan_matmul_half(a_shape, b_shape, dt)
 
 
+def plan_matmul_half_nt_for(a_shape, bt_shape, dt: str, target=None):
+    """(proc, bindings) of ``a @ bt^T`` (``bt[n, k]`` contiguous: ``ops.matmul(a, w.T)``)
+    on an sm_90a GPU (``"cuda"``): the derived TN wgmma kernel where it serves the shape
+    and passed its first run on the device
+    (:func:`~gpudsl.stdlib.matmul_sm90.plan_on_device`); else None (the caller makes
+    ``b`` contiguous and takes :func:`plan_matmul_half_for`)."""
+    if target != "cuda" or len(a_shape) != 2 or not _has_wgmma(arch_of(target)):
+        return None
+    from .matmul_sm90 import plan_on_device
+
+    return plan_on_device(tuple(a_shape), tuple(bt_shape), dt)
+
+
 def _has_wgmma(arch: str) -> bool:
     from ..targets import WGMMA, target as get_target
 
@@ -490,4 +503,5 @@ __all__ = ["matmul_sm80", "schedule_matmul_sm80", "sm80_kernel", "stage_bytes", 
            "warp_mma", "sm80_preconditions_hold", "fits", "sm80_space", "Sm80Build",
            "config_options", "tuned_sm80_options", "matmul_sm80_kernel",
            "batched_simple_kernel", "plan_matmul_sm80", "uses_sm80", "plan_matmul_half_for",
+           "plan_matmul_half_nt_for",
            "arch_of"]

@@ -238,8 +238,13 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
     """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
     and n (edges clipped)."""
     algo = matmul_nt_algorithm(dt, (1, 1, bk) if clip else (64 * wgs, bn, bk))
-    return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
-                                inflight=inflight, tma_store=tma_store, clip=clip)
+    p = schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
+                             inflight=inflight, tma_store=tma_store, clip=clip)
+    _TILES[p] = dict(bn=bn, wgs=wgs, bk=bk, clip=bool(clip))
+    return p
+
+
+_TILES: dict = {}   # sm90_kernel's procs -> their tile (the first run's case)
 
 
 def shared_bytes(bn: int, wgs: int, bk: int, stages: int, tma_store: bool = True, **_) -> int:
@@ -306,5 +311,40 @@ def matmul_nt_sm90(a, bt, **opts):
     return c
 
 
-__all__ = ["matmul_nt_algorithm", "plan_matmul_sm90", "matmul_nt_sm90", "schedule_matmul_sm90", "sm90_kernel", "sm90_space",
+def plan_on_device(shape_a: tuple, shape_bt: tuple, dt: str):
+    """``(proc, bindings)`` of the derived TN kernel for ``a[m, k] @ bt[n, k]^T`` on the
+    current sm_90a GPU, or None: none serves the shape, or its first run there, on a
+    small exact case, did not equal numpy (:mod:`~gpudsl.stdlib.first_run`: a warning
+    says so once).  ``ops.matmul(a, b)`` takes it where ``b`` is the transpose of a
+    contiguous array (``w.T``: a linear layer's weight), with no copy of ``b``."""
+    from .first_run import checked_on_device
+
+    try:
+        p, binds = plan_matmul_sm90(tuple(shape_a), tuple(shape_bt), dt)
+    except NodeError:
+        return None
+    if not checked_on_device(p, lambda: _first_case(p, dt)):
+        return None
+    return p, binds
+
+
+def _first_case(p, dt: str):
+    """A small exact case of the TN kernel ``p``: two block tiles each way (plus an
+    edge where it clips), three k tiles; products and sums of small integers."""
+    import ml_dtypes
+    import numpy as np
+
+    t = _TILES[p]
+    m = 128 * t["wgs"] + 5 * t["clip"]
+    n = 2 * t["bn"] + 8 * t["clip"]
+    k = 3 * t["bk"]
+    npdt = np.float16 if dt == "f16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(19)
+    a = rng.integers(-3, 4, (m, k)).astype(npdt)
+    bt = rng.integers(-3, 4, (n, k)).astype(npdt)
+    want = (a.astype(np.float32) @ bt.astype(np.float32).T).astype(npdt)
+    return dict(a=a, bt=bt, c=np.zeros((m, n), npdt)), {"c": want}
+
+
+__all__ = ["plan_on_device", "matmul_nt_algorithm", "plan_matmul_sm90", "matmul_nt_sm90", "schedule_matmul_sm90", "sm90_kernel", "sm90_space",
            "shared_bytes", "DEFAULTS"]

@@ -119,6 +119,21 @@ def contig(x):
     return np.ascontiguousarray(x)
 
 
+def transpose_if_contiguous(x):
+    """``x``'s transpose as a contiguous view, where ``x`` is a 2-D array that is not
+    contiguous but whose transpose is (``w.T`` of a contiguous ``w``); else None."""
+    if len(getattr(x, "shape", ())) != 2:
+        return None
+    if _is_device(x):
+        if not hasattr(x, "is_contiguous") or x.is_contiguous():
+            return None
+        t = x.transpose(0, 1)
+        return t if t.is_contiguous() else None
+    if not isinstance(x, np.ndarray) or x.flags.c_contiguous:
+        return None
+    return x.T if x.T.flags.c_contiguous else None
+
+
 def empty(like, shape, dtype=np.float32):
     """An uninitialised array of ``shape`` where ``like`` lives (numpy, torch, CuPy)."""
     if _is_device(like):
