@@ -57,8 +57,8 @@ from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_sync,
                         lift_alloc, make_tma, make_tma_store, make_wgmma, merge_loops,
                         parallelize_loop, pipeline_wgmma, rearrange_dim, remove_guard,
-                        reorder_loops, set_swizzle, set_unroll, simplify, stage_mem,
-                        warp_specialize)
+                        reorder_loops, set_registers, set_swizzle, set_unroll, simplify,
+                        stage_mem, warp_specialize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
 from .shapes import NodeError, require
@@ -195,7 +195,8 @@ def _epilogue(p, bm: int, bn: int, swizzled: bool):
 
 def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
                          stages: int = 4, swizzle: bool = True, inflight: bool = True,
-                         tma_store: bool = True, clip: bool = False) -> Proc:
+                         tma_store: bool = True, clip: bool = False,
+                         producer: str = "thread", registers: bool = True) -> Proc:
     """The sm_90a schedule of ``matmul_nt_algorithm(dt, (64 wgs, bn, bk))`` (module
     docs): ``wgs`` consumer warpgroups of ``64 x bn`` each, ``bk`` columns of k per ring
     slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer).
@@ -205,8 +206,14 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     (:func:`_epilogue`), else each thread stores its fragment to global memory.
     ``clip=True`` schedules ``matmul_nt_algorithm(dt, (1, 1, bk))``: every m and n, the
     tiles past the edges clipped (module docs); its epilogue stores directly (guarded:
-    ``tma_store`` is ignored)."""
+    ``tma_store`` is ignored).
+    ``producer="warpgroup"``: the producer is a whole warpgroup (threads ``128 wgs`` to
+    ``128 wgs + 128``; its first thread issues the loads, the others idle), and with
+    ``registers`` (the default) ``setmaxnreg`` moves registers from it to the consumers
+    (:func:`register_split`: 40 and 232 for two consumer warpgroups)."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
+    require(producer in ("thread", "warpgroup"),
+            f"producer={producer!r}: 'thread' or 'warpgroup'")
     require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
     require(bk % 16 == 0 and 16 <= bk <= 128, f"bk={bk}: a multiple of 16 up to 128")
     require(2 <= stages <= 8, f"stages={stages}: 2 to 8")
@@ -218,28 +225,66 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     p = _tiles(p, bm, bn, bk, swizzle, clip)
     if clip:
         p = _unguard(p)
-    elif tma_store:   # two consumer warpgroups: 168 registers (257 threads), no room for
-        p = _epilogue(p, bm, bn, swizzled=wgs == 1)   # the swizzle's addresses (spills)
-    producer = 128 * wgs
-    p = warp_specialize(p, "po", producers=(producer, producer + 1),
-                        consumers=(0, producer), stages=stages, ring=True)
+    elif tma_store:
+        p = _epilogue(p, bm, bn, swizzled=_swizzled_slab(wgs, producer, registers))
+    first = 128 * wgs                  # the producer's first thread
+    width = 128 if producer == "warpgroup" else 1
+    p = warp_specialize(p, "po", producers=(first, first + width), issuers=(first, first + 1),
+                        consumers=(0, first), stages=stages, ring=True)
     p = make_tma(p, "As_o")
     p = make_tma(p, "Bs_o")
     p = make_wgmma(p, "t #1")
     if inflight:
         p = pipeline_wgmma(p, "po")
+    if producer == "warpgroup" and registers:
+        p = _set_registers(p, wgs)
     return simplify(p)
+
+
+def register_split(wgs: int, target: str = "sm_90a") -> tuple[int, int] | None:
+    """``(producer, consumers)`` registers per thread for a block of a producer warpgroup
+    and ``wgs`` consumer warpgroups: the producer keeps 40 (it only issues TMA loads),
+    the consumers share the rest of the block's registers (the launch's count times the
+    warpgroups: 3 x 168 for 384 threads), a multiple of 8, at most 256: 232 for two.
+    None where that raises the consumers by less than 8 (one consumer warpgroup: a block
+    of 256 threads starts with 255 registers each)."""
+    from ..targets import target as get_target
+
+    start = get_target(target).launch_registers(128 * (wgs + 1))
+    mine = 40
+    theirs = min(256, (start * (wgs + 1) - mine) // wgs // 8 * 8)
+    return (mine, theirs) if theirs >= start + 8 else None
+
+
+def _set_registers(p, wgs: int):
+    """setmaxnreg at the top of the block's code: the producer warpgroup's registers
+    lowered, then the consumers' raised (``set_registers``; check() proves the sums)."""
+    split = register_split(wgs)
+    if split is None:
+        return p
+    mine, theirs = split
+    p = set_registers(p, "bj", mine, 128 * wgs, 128 * wgs + 128)
+    return set_registers(p, "bj", theirs, 0, 128 * wgs)
+
+
+def _swizzled_slab(wgs: int, producer: str, registers: bool) -> bool:
+    """Whether the epilogue's slab tile is swizzled: with one consumer warpgroup, or with
+    two whose registers setmaxnreg raises (232); two at the launch's 168 registers (257
+    threads) spilled the swizzle's addresses (docs/decisions.md)."""
+    return wgs == 1 or (producer == "warpgroup" and registers and
+                        register_split(wgs) is not None)
 
 
 @lru_cache(maxsize=None)
 def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4,
                 swizzle: bool = True, inflight: bool = True, tma_store: bool = True,
-                clip: bool = False) -> Proc:
+                clip: bool = False, producer: str = "thread", registers: bool = True) -> Proc:
     """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
     and n (edges clipped)."""
     algo = matmul_nt_algorithm(dt, (1, 1, bk) if clip else (64 * wgs, bn, bk))
     return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
-                                inflight=inflight, tma_store=tma_store, clip=clip)
+                                inflight=inflight, tma_store=tma_store, clip=clip,
+                                producer=producer, registers=registers)
 
 
 def shared_bytes(bn: int, wgs: int, bk: int, stages: int, tma_store: bool = True, **_) -> int:
