@@ -21,7 +21,9 @@ both branches name the same bytes.
 """
 from __future__ import annotations
 
-from ..ir.nodes import SetMaxNReg
+from ..ir.nodes import Arrive, For, SetMaxNReg, Wait
+from ..ir.types import THREADS
+from ..ir.visitor import walk
 
 WARPGROUP = 128
 
@@ -29,7 +31,10 @@ WARPGROUP = 128
 def role_ranges(kw, body) -> list | None:
     """The roles ``[(lo, hi), ...]`` covering the block, or None (no split): the block
     code's leading setmaxnreg statements, whole warpgroups, disjoint, and the threads
-    between them."""
+    between them; without setmaxnreg, the warps that issue the wgmmas and the others,
+    where some thread range of the others is not whole warps (one producer thread in a
+    block of whole warps: its branch on ``threadIdx.x`` is not warp-uniform, and a wgmma
+    group in flight across it would be serialized, ``C7518``)."""
     if not getattr(kw, "uniform_roles", False):
         return None
     lead = []
@@ -38,7 +43,9 @@ def role_ranges(kw, body) -> list | None:
             break
         lead.append((s.lo.val, s.hi.val))
     n = kw.block_dim[0]
-    if not lead or n % WARPGROUP:
+    if not lead:
+        return _wgmma_roles(kw, body, n)
+    if n % WARPGROUP:
         return None
     lead.sort()
     if any(lo % WARPGROUP or hi % WARPGROUP or hi > n for lo, hi in lead) or \
@@ -53,6 +60,20 @@ def role_ranges(kw, body) -> list | None:
     if at < n:
         out.append((at, n))
     return out if len(out) > 1 else None
+
+
+def _wgmma_roles(kw, body, n: int) -> list | None:
+    ww = getattr(kw, "wg_warps", None)
+    if ww is None or n % 32 or ww == (0, n):
+        return None
+    bounds = set()
+    for s in walk(tuple(body)):
+        if isinstance(s, For) and s.mapping == THREADS or isinstance(s, (Arrive, Wait)):
+            bounds |= {getattr(e, "val", None) for e in (s.lo, s.hi)}
+    if all(isinstance(b, int) and (b % 32 == 0 or b >= n) for b in bounds):
+        return None
+    cuts = sorted({0, ww[0], ww[1], n})
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if a < b]
 
 
 def emit_roles(kw, roles, emit):

@@ -196,7 +196,7 @@ def _epilogue(p, bm: int, bn: int, swizzled: bool):
 def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
                          stages: int = 4, swizzle: bool = True, inflight: bool = True,
                          tma_store: bool = True, clip: bool = False,
-                         producer: str = "thread", registers: bool = True) -> Proc:
+                         producer: str | None = None, registers: bool = True) -> Proc:
     """The sm_90a schedule of ``matmul_nt_algorithm(dt, (64 wgs, bn, bk))`` (module
     docs): ``wgs`` consumer warpgroups of ``64 x bn`` each, ``bk`` columns of k per ring
     slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer).
@@ -210,8 +210,12 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     ``producer="warpgroup"``: the producer is a whole warpgroup (threads ``128 wgs`` to
     ``128 wgs + 128``; its first thread issues the loads, the others idle), and with
     ``registers`` (the default) ``setmaxnreg`` moves registers from it to the consumers
-    (:func:`register_split`: 40 and 232 for two consumer warpgroups)."""
+    (:func:`register_split`: 40 and 232 for two consumer warpgroups); ``"thread"``: one
+    producer thread (``128 wgs + 1`` threads).  The default (None) is the warpgroup where
+    setmaxnreg gains the consumers registers (two consumer warpgroups), else the thread
+    (docs/performance.md has the machine code of both)."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
+    producer = producer or ("warpgroup" if register_split(wgs) else "thread")
     require(producer in ("thread", "warpgroup"),
             f"producer={producer!r}: 'thread' or 'warpgroup'")
     require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
@@ -275,12 +279,22 @@ def _swizzled_slab(wgs: int, producer: str, registers: bool) -> bool:
                         register_split(wgs) is not None)
 
 
-@lru_cache(maxsize=None)
 def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4,
                 swizzle: bool = True, inflight: bool = True, tma_store: bool = True,
-                clip: bool = False, producer: str = "thread", registers: bool = True) -> Proc:
+                clip: bool = False, producer: str | None = None,
+                registers: bool = True) -> Proc:
     """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
-    and n (edges clipped)."""
+    and n (edges clipped); ``producer``: a thread or a warpgroup (None: the
+    warpgroup where setmaxnreg gains registers, :func:`schedule_matmul_sm90`)."""
+    producer = producer or ("warpgroup" if register_split(wgs) else "thread")
+    registers = registers and producer == "warpgroup"
+    return _sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight, tma_store, clip,
+                        producer, registers)
+
+
+@lru_cache(maxsize=None)
+def _sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight, tma_store, clip, producer,
+                 registers) -> Proc:
     algo = matmul_nt_algorithm(dt, (1, 1, bk) if clip else (64 * wgs, bn, bk))
     return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
                                 inflight=inflight, tma_store=tma_store, clip=clip,
@@ -295,14 +309,18 @@ def shared_bytes(bn: int, wgs: int, bk: int, stages: int, tma_store: bool = True
 
 def sm90_space(smem_bytes: int = 227 * 1024) -> list[dict]:
     """The autotuning space: tiles and stages whose ring (and epilogue slab) fits
-    ``smem_bytes``."""
+    ``smem_bytes``; with two consumer warpgroups both producers (the default, a
+    warpgroup with setmaxnreg, and ``producer="thread"``)."""
     out = []
     for wgs in (1, 2):
         for bn in (64, 128, 256):
             for bk in (32, 64):
                 for stages in (2, 3, 4, 6):
                     if shared_bytes(bn, wgs, bk, stages) <= smem_bytes:
-                        out.append(dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True))
+                        cfg = dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True)
+                        out.append(cfg)
+                        if register_split(wgs) is not None:
+                            out.append(dict(cfg, producer="thread"))
     return out
 
 
