@@ -60,6 +60,7 @@ def test_the_producer_warpgroup_is_derived_and_proved():
     regs = [(s.regs, s.lo.val, s.hi.val) for s in walk(wide.ir.body) if isinstance(s, SetMaxNReg)]
     assert regs == [(40, 256, 384), (232, 0, 256)]
     assert "Cs: f16[128, 64] @ SHARED(swizzle=128)" in str(wide)   # the slab swizzled
+    assert "Cs: f16[128, 64] @ SHARED\n" in str(sm90_kernel("f16", **dict(WIDE_WG, producer="thread")))
     for p in (sm90_kernel("f16", **SMALL_WG), wide):
         r = p.check(target="sm_90a")
         assert r.ok, r
