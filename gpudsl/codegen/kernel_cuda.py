@@ -323,7 +323,7 @@ class KernelWriter(CallWriter, ExprEmitter):
             w.line(f"extern __shared__ __align__({self.smem_align}) unsigned char gpudsl_smem[];")
         declare_roles(self)
         if roles:
-            grid = emit_roles(self, roles, lambda: self._blocks_nest(chain, body))
+            grid = emit_roles(self, roles, lambda: self._blocks_nest(chain, body), WARP_NAME)
         else:
             grid = self._blocks_nest(chain, body)
         w.indent -= 1

@@ -76,13 +76,12 @@ def _wgmma_roles(kw, body, n: int) -> list | None:
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if a < b]
 
 
-def emit_roles(kw, roles, emit):
-    """``if (role 0) { emit() } else if (role 1) { emit() } ... else { emit() }``, each
-    written with ``kw.role`` set (the writer's per-statement state restored between
-    them); returns what the last ``emit()`` returned."""
-    from .warp_roles import NAME
-
-    w, out = kw.w, None
+def emit_roles(kw, roles, emit, warp: str):
+    """``if (role 0) { emit() } else if (role 1) { emit() } ... else { emit() }`` on the
+    warp-uniform index ``warp``, each written with ``kw.role`` set (the writer's
+    per-statement state restored between them); returns what the last ``emit()``
+    returned."""
+    w, out, NAME = kw.w, None, warp
     for i, (lo, hi) in enumerate(roles):
         cond = f"{lo // 32} <= {NAME} && {NAME} < {hi // 32}"
         head = "if" if i == 0 else "} else if"
