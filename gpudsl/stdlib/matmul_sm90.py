@@ -34,6 +34,10 @@ proved by check(target="sm_90a") for every size the algorithm's assertion admits
 7. with ``tma_store`` (the default) the epilogue goes through SHARED (:func:`_epilogue`):
    the fragment's slabs of 64 columns rounded into a (swizzled) tile ``Cs`` by
    ``stage_mem``, each stored by one thread's ``tma_store`` (``make_tma_store``).
+8. with ``producer="warpgroup"`` (the default for two consumer warpgroups) the producer
+   is a whole warpgroup, one thread of it issuing (``warp_specialize(..., issuers=)``),
+   and ``setmaxnreg`` gives the consumers its registers (``set_registers``: 40 and 232,
+   :func:`register_split`); code generation writes each role's code apart.
 
 **Edges** (``clip=True``, the algorithm asserting only ``k % bk == 0``): the block tiles
 are guarded (``divide_loop(tail="guard")``, the guards moved inside the fragment by
