@@ -35,7 +35,8 @@ from ..ir.types import BARRIER
 from .async_copy_cuda import emit_async
 from ..ir.tma_meaning import TMA_STMTS
 from .wgmma_cuda import emit_wgmma, loop_fence, scan_kernel, writer_fence
-from .warp_roles import declare_roles, lower, scan_roles, upper
+from .role_split import conjunction, emit_roles, role_ranges
+from .warp_roles import NAME as WARP_NAME, declare_roles, lower, scan_roles, upper
 from .tma_cuda import emit_tma, scan_stores, store_writer_fence, tma_dsts
 from .call_cuda import CallWriter
 from .hoist import read_key
@@ -253,7 +254,7 @@ class KernelWriter(CallWriter, ExprEmitter):
                        f"{tuple(self.block_dim)}); CUDA allows 1024", body[0].loc if body
                        else None, "use smaller @ THREADS loops")
 
-    def _plan_shared(self, body) -> None:
+    def _plan_shared(self, body, force: bool = False) -> None:
         """SHARED arrays are static ``__shared__`` arrays up to the target's static limit
         (``Target.static_shared_bytes``: 48 KiB on every architecture NVIDIA makes, so one
         source serves them all); above it they are carved out of dynamic shared memory
@@ -269,7 +270,7 @@ class KernelWriter(CallWriter, ExprEmitter):
             total = (total + align - 1) // align * align
             offsets[id(a)] = total
             total += n
-        if total > self.m.target.static_shared_bytes:
+        if allocs and (force or total > self.m.target.static_shared_bytes):
             self.dyn_offsets = offsets
             self.dynamic_shared_bytes = (total + 15) // 16 * 16
             self.smem_align = max([self.shared_align(a) for a in allocs] + [16])
@@ -308,6 +309,9 @@ class KernelWriter(CallWriter, ExprEmitter):
         scan_stores(self, body)
         nthreads = self.block_dim[0] * self.block_dim[1] * self.block_dim[2]
         w = self.w
+        roles = role_ranges(self, body)   # one branch per setmaxnreg range (role_split)
+        if roles and not self.dyn_offsets:
+            self._plan_shared(body, force=True)
         self.blocks_per_sm = launch_blocks(body, chain[0].blocks_per_sm)
         per_sm = f", {self.blocks_per_sm}" if self.blocks_per_sm else ""
         w.line(f'extern "C" __global__ void __launch_bounds__({nthreads}{per_sm})')
@@ -318,6 +322,18 @@ class KernelWriter(CallWriter, ExprEmitter):
             w.line(f"// {self.dynamic_shared_bytes} bytes of SHARED arrays: dynamic shared memory")
             w.line(f"extern __shared__ __align__({self.smem_align}) unsigned char gpudsl_smem[];")
         declare_roles(self)
+        if roles:
+            grid = emit_roles(self, roles, lambda: self._blocks_nest(chain, body), WARP_NAME)
+        else:
+            grid = self._blocks_nest(chain, body)
+        w.indent -= 1
+        w.line("}")
+        return tuple(grid), tuple(self.block_dim)
+
+    def _blocks_nest(self, chain, body) -> list:
+        """The BLOCKS loops (``blockIdx``, grid-stride loops) around the block's code;
+        returns the grid."""
+        w = self.w
         grid = [Const(1, INDEX)] * 3
         strided = 0  # grid-stride loops opened for blockIdx.y / .z
         for b, d in zip(chain, nest_dims(len(chain))):
@@ -347,9 +363,7 @@ class KernelWriter(CallWriter, ExprEmitter):
         for _ in range(strided):
             w.indent -= 1
             w.line("}")
-        w.indent -= 1
-        w.line("}")
-        return tuple(grid), tuple(self.block_dim)
+        return grid
 
     def emit_serial_kernel(self, stmts: tuple, params_text: str, loc) -> None:
         w = self.w
@@ -579,7 +593,8 @@ class KernelWriter(CallWriter, ExprEmitter):
         for k, d in enumerate(DIMS):
             if d not in dims and self.block_dim[k] > 1:
                 conds.append(f"threadIdx.{d} == 0")
-        head = f"if ({' && '.join(conds)})" if conds else ""
+        conds = conjunction(conds)
+        head = f"if ({conds})" if conds else ""
         self.w.line(f"{head} {{" if head else "{", f.loc)
         self.w.indent += 1
         saved = self.nest

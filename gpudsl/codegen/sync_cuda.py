@@ -26,6 +26,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir.nodes import Arrive, Sync, Wait
 from ..ir.visitor import walk
+from .role_split import conjunction
 from .warp_roles import lower, upper
 
 TID = "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
@@ -121,9 +122,9 @@ class SyncWriter:
     def guard(self, s) -> str:
         """The condition that the thread is in the statement's range."""
         lo, hi, tid = s.lo.val, s.hi.val, self.tid()
-        conds = ([lower(self.kw, lo, tid)] if lo else []) + \
-            ([upper(self.kw, hi, tid)] if hi < self.nthreads() else [])
-        return f"if ({' && '.join(conds)})" if conds else ""
+        conds = conjunction(([lower(self.kw, lo, tid)] if lo else []) +
+                            ([upper(self.kw, hi, tid)] if hi < self.nthreads() else []))
+        return f"if ({conds})" if conds else ""
 
     def ranged(self, s: Sync) -> None:
         w, n = self.kw.w, self.nthreads()

@@ -28,6 +28,7 @@ from __future__ import annotations
 from ..ir.nodes import For, Wgmma
 from ..ir.types import THREADS
 from ..ir.visitor import walk
+from .role_split import conjunction, decided
 
 WARP = 32
 NAME = "gpudsl_warp"
@@ -69,14 +70,22 @@ def declare_roles(kw) -> None:
 
 
 def lower(kw, lo: int, tid: str) -> str:
-    """The condition ``lo <= tid`` (warp-uniform where it can be)."""
+    """The condition ``lo <= tid`` (warp-uniform where it can be; ``true`` / ``false``
+    in a role branch that decides it: :mod:`.role_split`)."""
+    known = decided(kw, tid, lo=lo)
+    if known is not None:
+        return known
     if getattr(kw, "uniform_roles", False) and tid == "threadIdx.x" and lo % WARP == 0:
         return f"{lo // WARP} <= {NAME}"
     return f"{lo} <= {tid}"
 
 
 def upper(kw, hi: int, tid: str) -> str:
-    """The condition ``tid < hi`` (warp-uniform where it can be)."""
+    """The condition ``tid < hi`` (warp-uniform where it can be; decided in a role
+    branch)."""
+    known = decided(kw, tid, hi=hi)
+    if known is not None:
+        return known
     if getattr(kw, "uniform_roles", False) and tid == "threadIdx.x" and hi % WARP == 0:
         return f"{NAME} < {hi // WARP}"
     return f"{tid} < {hi}"
@@ -88,9 +97,9 @@ def group_guard(kw, level: str) -> str:
     if level != "block" or not getattr(kw, "uniform_roles", False) or kw.wg_warps is None:
         return ""
     lo, hi = kw.wg_warps
-    conds = ([lower(kw, lo, "threadIdx.x")] if lo else []) + \
-        ([upper(kw, hi, "threadIdx.x")] if hi < kw.block_dim[0] else [])
-    return f"if ({' && '.join(conds)}) " if conds else ""
+    conds = conjunction(([lower(kw, lo, "threadIdx.x")] if lo else []) +
+                        ([upper(kw, hi, "threadIdx.x")] if hi < kw.block_dim[0] else []))
+    return f"if ({conds}) " if conds else ""
 
 
 __all__ = ["scan_roles", "declare_roles", "lower", "upper", "group_guard"]

@@ -58,13 +58,21 @@ def hopper_issues(pdef) -> list:
     return out
 
 
-def broken_hopper(old, new, allow_swizzle: bool = False):
+def broken_hopper(old, new, allow_swizzle: bool = False, allow_registers: bool = False):
     """None, or ``(message, loc, hint, witness)`` when ``new`` loses a setmaxnreg or a
     swizzled layout of ``old``, or has a problem with them that ``old`` has not
-    (``allow_swizzle``: ``set_swizzle``, whose work is to change one tile's layout)."""
+    (``allow_swizzle``: ``set_swizzle``, whose work is to change one tile's layout;
+    ``allow_registers``: ``set_registers``, whose work is to add one setmaxnreg)."""
     if old is new:
         return None
     before, after = _marks(old), _marks(new)
+    if allow_registers and before != after:
+        added = after - before
+        if before - after or sum(added.values()) != 1 or \
+                next(iter(added))[0] != "setmaxnreg":
+            return ("set_registers changed something else than one added setmaxnreg", None,
+                    None, None)
+        before = after
     if allow_swizzle and before != after:   # the one change asked for, then checked
         keep = Counter({k: v for k, v in before.items() if k[0] != "swizzle"})
         if keep != Counter({k: v for k, v in after.items() if k[0] != "swizzle"}):

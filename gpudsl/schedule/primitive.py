@@ -79,7 +79,8 @@ def _keep_sync_orderings(old, new, name):
     if bad is not None:
         raise SchedulingError(name, *bad)
     from .hopper_guard import broken_hopper
-    bad = broken_hopper(old, new, allow_swizzle=name == "set_swizzle")
+    bad = broken_hopper(old, new, allow_swizzle=name == "set_swizzle",
+                        allow_registers=name == "set_registers")
     if bad is not None:
         raise SchedulingError(name, *bad)
 

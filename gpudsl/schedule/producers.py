@@ -14,7 +14,7 @@ or an unknown obligation that check() did not report for the input.
 """
 from __future__ import annotations
 
-from ..ir.nodes import Alloc, Arrive, BinOp, Const, For, If, Sync, Var, Wait
+from ..ir.nodes import Alloc, Arrive, BinOp, Const, For, If, Pass, Sync, Var, Wait
 from ..ir.types import BARRIER, BLOCKS, INDEX, SHARED, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
 from .async_copy_primitives import _no_new_races, _used_after, circular_buffers
@@ -93,7 +93,7 @@ def _onto(loop: For, lo: int, hi: int, what: str):
 
 @primitive("warp_specialize", loop=LOOP, producers=ANY, consumers=ANY, stages=POSITIVE_INT)
 def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int = 2,
-                    ring: bool = False):
+                    ring: bool = False, issuers=None):
     """Split a staged loop into a producer thread range that fills a ``stages``-slot
     circular buffer and a consumer thread range that computes on it, joined by split
     barriers.  The loop's body must read
@@ -114,7 +114,12 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
             wait(full{s}, consumers); compute(i); arrive(empty{s}, consumers)
         the last trips % stages steps the same way, then sync()
 
-    (``stages=1``: one pair, ``full`` and ``empty``.)  With ``ring=True`` the barriers
+    (``stages=1``: one pair, ``full`` and ``empty``.)  With ``issuers=(lo, hi)``, a
+    range inside ``producers``, only those threads wait, copy and arrive (a TMA
+    producer: one thread), and the rest of ``producers`` idles: a thread loop
+    ``for idle in par(*producers) @ THREADS: pass`` before the loop keeps the whole
+    range in the block (a producer *warpgroup*, whose registers ``set_registers``
+    can lower).  With ``ring=True`` the barriers
     are two rings (``full: barrier[stages]``, ``empty``) and the loop is not unrolled:
     step ``i`` waits and arrives on element ``i % stages`` of each (docs/hopper.md).
     The producers run up to
@@ -138,6 +143,7 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
     L: For = c.node()
     k = stages
     P, C = _ranges(k, producers, consumers, L.loc)
+    P, idle = _issuers(P, issuers, L.loc)
     lead, prod, cons = _staged_loop(p, c.addr, L)
     staged = _staged_buffers(p, c.addr, L, prod, cons, k)
     _fit(prod, cons, P, C)  # each thread loop fits its range
@@ -152,6 +158,9 @@ def warp_specialize(p, loop, producers=(0, 32), consumers=(32, 64), stages: int 
     else:
         out = _specialized(q, L, L2, lead, prod, cons, k, P, C)
         n_main = next(j for j, s in enumerate(out) if isinstance(s, For))
+    if idle is not None:     # the producers' other threads, before the main loop
+        out.insert(n_main, _idle_loop(q, idle, L.loc))
+        n_main += 1
     a = q.forward(c).addr
     # expand_dim moves no statement: addresses of p are addresses of q; the loop and
     # all it held became the main loop
@@ -178,6 +187,26 @@ def _ranges(k: int, producers, consumers, loc):
                    "overlap", loc, "one thread range fills, another computes: "
                    "pipeline_loop pipelines a loop run by all threads")
     return (plo, phi), (clo, chi)
+
+
+def _issuers(P, issuers, loc):
+    """``(threads that wait, copy and arrive, idle range or None)``: ``issuers`` must be
+    a range inside the producers' ``P``."""
+    if issuers is None or tuple(issuers) == P:
+        return P, None
+    ilo, ihi = _range(issuers, "issuers", loc)
+    if not P[0] <= ilo < ihi <= P[1]:
+        raise fail(f"issuers=({ilo}, {ihi}) must lie inside producers={P}", loc,
+                   "e.g. producers=(128, 256), issuers=(128, 129): one thread of the "
+                   "producer warpgroup issues the TMA loads")
+    return (ilo, ihi), P
+
+
+def _idle_loop(q, idle, loc) -> For:
+    """``for idle in par(lo, hi) @ THREADS: pass``: threads of the block that run
+    nothing here (the block size is the largest thread loop's bound)."""
+    name = _fresh("idle", proc_names(q.ir))
+    return For(name, Const(idle[0]), Const(idle[1]), (Pass(loc),), "par", THREADS, loc=loc)
 
 
 def _staged_loop(p, addr, L: For):

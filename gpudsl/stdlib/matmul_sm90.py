@@ -34,6 +34,10 @@ proved by check(target="sm_90a") for every size the algorithm's assertion admits
 7. with ``tma_store`` (the default) the epilogue goes through SHARED (:func:`_epilogue`):
    the fragment's slabs of 64 columns rounded into a (swizzled) tile ``Cs`` by
    ``stage_mem``, each stored by one thread's ``tma_store`` (``make_tma_store``).
+8. with ``producer="warpgroup"`` (the default for two consumer warpgroups) the producer
+   is a whole warpgroup, one thread of it issuing (``warp_specialize(..., issuers=)``),
+   and ``setmaxnreg`` gives the consumers its registers (``set_registers``: 40 and 232,
+   :func:`register_split`); code generation writes each role's code apart.
 
 **Edges** (``clip=True``, the algorithm asserting only ``k % bk == 0``): the block tiles
 are guarded (``divide_loop(tail="guard")``, the guards moved inside the fragment by
@@ -57,8 +61,8 @@ from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_sync,
                         lift_alloc, make_tma, make_tma_store, make_wgmma, merge_loops,
                         parallelize_loop, pipeline_wgmma, rearrange_dim, remove_guard,
-                        reorder_loops, set_swizzle, set_unroll, simplify, stage_mem,
-                        warp_specialize)
+                        reorder_loops, set_registers, set_swizzle, set_unroll, simplify,
+                        stage_mem, warp_specialize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
 from .shapes import NodeError, require
@@ -195,7 +199,8 @@ def _epilogue(p, bm: int, bn: int, swizzled: bool):
 
 def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
                          stages: int = 4, swizzle: bool = True, inflight: bool = True,
-                         tma_store: bool = True, clip: bool = False) -> Proc:
+                         tma_store: bool = True, clip: bool = False,
+                         producer: str | None = None, registers: bool = True) -> Proc:
     """The sm_90a schedule of ``matmul_nt_algorithm(dt, (64 wgs, bn, bk))`` (module
     docs): ``wgs`` consumer warpgroups of ``64 x bn`` each, ``bk`` columns of k per ring
     slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer).
@@ -205,8 +210,18 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     (:func:`_epilogue`), else each thread stores its fragment to global memory.
     ``clip=True`` schedules ``matmul_nt_algorithm(dt, (1, 1, bk))``: every m and n, the
     tiles past the edges clipped (module docs); its epilogue stores directly (guarded:
-    ``tma_store`` is ignored)."""
+    ``tma_store`` is ignored).
+    ``producer="warpgroup"``: the producer is a whole warpgroup (threads ``128 wgs`` to
+    ``128 wgs + 128``; its first thread issues the loads, the others idle), and with
+    ``registers`` (the default) ``setmaxnreg`` moves registers from it to the consumers
+    (:func:`register_split`: 40 and 232 for two consumer warpgroups); ``"thread"``: one
+    producer thread (``128 wgs + 1`` threads).  The default (None) is the warpgroup where
+    setmaxnreg gains the consumers registers (two consumer warpgroups), else the thread
+    (docs/performance.md has the machine code of both)."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
+    producer = producer or ("warpgroup" if register_split(wgs) else "thread")
+    require(producer in ("thread", "warpgroup"),
+            f"producer={producer!r}: 'thread' or 'warpgroup'")
     require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
     require(bk % 16 == 0 and 16 <= bk <= 128, f"bk={bk}: a multiple of 16 up to 128")
     require(2 <= stages <= 8, f"stages={stages}: 2 to 8")
@@ -218,28 +233,76 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     p = _tiles(p, bm, bn, bk, swizzle, clip)
     if clip:
         p = _unguard(p)
-    elif tma_store:   # two consumer warpgroups: 168 registers (257 threads), no room for
-        p = _epilogue(p, bm, bn, swizzled=wgs == 1)   # the swizzle's addresses (spills)
-    producer = 128 * wgs
-    p = warp_specialize(p, "po", producers=(producer, producer + 1),
-                        consumers=(0, producer), stages=stages, ring=True)
+    elif tma_store:
+        p = _epilogue(p, bm, bn, swizzled=_swizzled_slab(wgs, producer, registers))
+    first = 128 * wgs                  # the producer's first thread
+    width = 128 if producer == "warpgroup" else 1
+    p = warp_specialize(p, "po", producers=(first, first + width), issuers=(first, first + 1),
+                        consumers=(0, first), stages=stages, ring=True)
     p = make_tma(p, "As_o")
     p = make_tma(p, "Bs_o")
     p = make_wgmma(p, "t #1")
     if inflight:
         p = pipeline_wgmma(p, "po")
+    if producer == "warpgroup" and registers:
+        p = _set_registers(p, wgs)
     return simplify(p)
 
 
-@lru_cache(maxsize=None)
+def register_split(wgs: int, target: str = "sm_90a") -> tuple[int, int] | None:
+    """``(producer, consumers)`` registers per thread for a block of a producer warpgroup
+    and ``wgs`` consumer warpgroups: the producer keeps 40 (it only issues TMA loads),
+    the consumers share the rest of the block's registers (the launch's count times the
+    warpgroups: 3 x 168 for 384 threads), a multiple of 8, at most 256: 232 for two.
+    None where that raises the consumers by less than 8 (one consumer warpgroup: a block
+    of 256 threads starts with 255 registers each)."""
+    from ..targets import target as get_target
+
+    start = get_target(target).launch_registers(128 * (wgs + 1))
+    mine = 40
+    theirs = min(256, (start * (wgs + 1) - mine) // wgs // 8 * 8)
+    return (mine, theirs) if theirs >= start + 8 else None
+
+
+def _set_registers(p, wgs: int):
+    """setmaxnreg at the top of the block's code: the producer warpgroup's registers
+    lowered, then the consumers' raised (``set_registers``; check() proves the sums)."""
+    split = register_split(wgs)
+    if split is None:
+        return p
+    mine, theirs = split
+    p = set_registers(p, "bj", mine, 128 * wgs, 128 * wgs + 128)
+    return set_registers(p, "bj", theirs, 0, 128 * wgs)
+
+
+def _swizzled_slab(wgs: int, producer: str, registers: bool) -> bool:
+    """Whether the epilogue's slab tile is swizzled: with one consumer warpgroup, or
+    with a producer warpgroup (its roles written apart: no spills at 168 registers, and
+    none at 232 with setmaxnreg); two consumer warpgroups and a producer thread (257
+    threads, one body) spilled the swizzle's addresses (docs/decisions.md)."""
+    return wgs == 1 or producer == "warpgroup"
+
+
 def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4,
                 swizzle: bool = True, inflight: bool = True, tma_store: bool = True,
-                clip: bool = False) -> Proc:
+                clip: bool = False, producer: str | None = None,
+                registers: bool = True) -> Proc:
     """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
-    and n (edges clipped)."""
+    and n (edges clipped); ``producer``: a thread or a warpgroup (None: the
+    warpgroup where setmaxnreg gains registers, :func:`schedule_matmul_sm90`)."""
+    producer = producer or ("warpgroup" if register_split(wgs) else "thread")
+    registers = registers and producer == "warpgroup"
+    return _sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight, tma_store, clip,
+                        producer, registers)
+
+
+@lru_cache(maxsize=None)
+def _sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight, tma_store, clip, producer,
+                 registers) -> Proc:
     algo = matmul_nt_algorithm(dt, (1, 1, bk) if clip else (64 * wgs, bn, bk))
     p = schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
-                             inflight=inflight, tma_store=tma_store, clip=clip)
+                             inflight=inflight, tma_store=tma_store, clip=clip,
+                             producer=producer, registers=registers)
     _TILES[p] = dict(bn=bn, wgs=wgs, bk=bk, clip=bool(clip))
     return p
 
@@ -255,14 +318,18 @@ def shared_bytes(bn: int, wgs: int, bk: int, stages: int, tma_store: bool = True
 
 def sm90_space(smem_bytes: int = 227 * 1024) -> list[dict]:
     """The autotuning space: tiles and stages whose ring (and epilogue slab) fits
-    ``smem_bytes``."""
+    ``smem_bytes``; with two consumer warpgroups both producers (the default, a
+    warpgroup with setmaxnreg, and ``producer="thread"``)."""
     out = []
     for wgs in (1, 2):
         for bn in (64, 128, 256):
             for bk in (32, 64):
                 for stages in (2, 3, 4, 6):
                     if shared_bytes(bn, wgs, bk, stages) <= smem_bytes:
-                        out.append(dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True))
+                        cfg = dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True)
+                        out.append(cfg)
+                        if register_split(wgs) is not None:
+                            out.append(dict(cfg, producer="thread"))
     return out
 
 

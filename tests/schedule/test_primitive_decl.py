@@ -28,7 +28,7 @@ EXPECTED = {"divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", "s
             "sink_alloc", "expand_dim", "pad_dim", "bind_expr", "insert_sync",
             "delete_sync", "vectorize", "inline", "replace", "merge_loops", "rearrange_dim",
             "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop", "warp_specialize",
-            "add_assert", "divide_dim", "make_tma", "make_wgmma", "set_swizzle",
+            "add_assert", "divide_dim", "make_tma", "make_wgmma", "set_swizzle", "set_registers",
             "pipeline_wgmma", "make_tma_store", "remove_guard"}
 
 

@@ -30,7 +30,8 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "set_unroll", "set_blocks_per_sm", "merge_loops", "rearrange_dim",
               "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop",
               "warp_specialize", "add_assert", "divide_dim", "make_tma", "make_wgmma",
-              "set_swizzle", "pipeline_wgmma", "make_tma_store", "remove_guard"]
+              "set_swizzle", "pipeline_wgmma", "make_tma_store", "remove_guard",
+              "set_registers"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
 WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
@@ -312,10 +313,20 @@ def _vars(e) -> set:
 # Primitives only the family programs give something to work on (the tma and wgmma
 # families' plain copy and product nests): drawn, often, where the proc has a candidate.
 FAMILY_ONLY = {"make_tma": "tma", "make_wgmma": "wgmma", "set_swizzle": "tma",
-               "pipeline_wgmma": "wgmma", "make_tma_store": "tma", "remove_guard": "edge"}
+               "pipeline_wgmma": "wgmma", "make_tma_store": "tma", "remove_guard": "edge",
+               "set_registers": "whole warpgroups"}
+
+
+def _block_threads(t) -> int:
+    """The largest constant bound of the proc's thread loops (its block size, in 1-D)."""
+    his = [s.hi.val for _, s in t.loops if _is_threads(s) and _const_bounds(s)]
+    return max(his, default=0)
 
 
 def _candidates(t, prim) -> bool:
+    if prim == "set_registers":   # a block of two or more whole warpgroups
+        n = _block_threads(t)
+        return n >= 256 and n % 128 == 0
     if prim == "set_swizzle":   # the tiles of TMA copies and wgmmas (and their plain forms)
         from gpudsl.ir.tma_meaning import uses_tma
         from gpudsl.ir.wgmma_meaning import uses_wgmma
@@ -354,11 +365,12 @@ def random_step(r: random.Random, p, instrs: dict, family: str = "") -> Step:
     # none: the default run draws what it drew before they existed)
     # (pipeline_wgmma, drawn last too, likewise: weight 0 without a ring loop of wgmmas;
     # remove_guard, last of all, only in the edge family's programs)
-    late = ("set_swizzle", "pipeline_wgmma", "make_tma_store")
+    late = ("set_swizzle", "pipeline_wgmma", "make_tma_store", "set_registers")
     edge = family.startswith("edge")
     weights = [(WEIGHTS[x] if edge else 0) if x == "remove_guard" else
                WEIGHTS.get(x, 1) if x not in FAMILY_ONLY else
-               (30 if x != "set_swizzle" else 5) if _candidates(t, x) else
+               (30 if x not in ("set_swizzle", "set_registers") else 5)
+               if _candidates(t, x) else
                (WEIGHTS[x] if x not in late else 0) for x in prims]
     prim = r.choices(prims, weights)[0]
     return make_step(r, prim, t, instrs, edge)
@@ -519,7 +531,16 @@ def make_step(r, prim, t: Targets, instrs, edge: bool = False) -> Step:
               "stages": lit(r.choice([1, 2, 2, 3, 4, 0, 9]))}
         if r.random() < 0.5:  # barrier rings instead of unrolled barrier pairs
             kw["ring"] = lit(True)
+            if fit is not None and prod[0] >= cons[1]:   # (no draw: the stream is kept)
+                # a producer warpgroup whose first thread waits, copies and arrives
+                kw["producers"] = lit((prod[0], prod[0] + 128))
+                kw["issuers"] = lit(prod)
         return Step(prim, [loop], kw)
+    if prim == "set_registers":
+        n = _block_threads(t)
+        lo, hi = r.choice([(0, 128), (128, 256), (0, 256), (n - 128, n), (0, n), (0, 100)])
+        regs = r.choice([40, 232, 24, 256, 168, 100, 0, "40"])
+        return Step(prim, [L(lambda s: s.mapping == BLOCKS), lit(regs), lit(lo), lit(hi)])
     if prim == "rotate_loop":
         loop = L(lambda s: len(s.body) >= 2) if r.random() < 0.85 else L()
         return Step(prim, [loop, lit(r.choice([1, 1, 2, 1, 3, 0, -1, "1", 9]))])
