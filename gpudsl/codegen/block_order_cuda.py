@@ -71,20 +71,21 @@ def emit_grouped(kw, o: For, i: For) -> None:
     if mc is not None and 0 < mc < g:    # one group of all rows (and G N cannot overflow)
         g = mc
     p = f"gpudsl_{cname(o.iter)}"
-    pid = "blockIdx.x" if t == "int" else "(long long)blockIdx.x"
+    u = "unsigned" if t == "int" else "unsigned long long"   # all >= 0: unsigned divisions
     w.line(f"// grouped block order: {g} rows of {o.iter} at a time, walked along {i.iter}",
            o.loc)
-    w.line(f"const {t} {p}_pid = {pid};")
-    w.line(f"const {t} {p}_span = {g} * ({kw.expr(n)});")
-    w.line(f"const {t} {p}_first = {p}_pid / {p}_span * {g};")
-    w.line(f"const {t} {p}_in = {p}_pid % {p}_span;")
+    w.line(f"const {u} {p}_pid = blockIdx.x;")
+    w.line(f"const {u} {p}_span = {g}u * ({u})({kw.expr(n)});")
+    w.line(f"const {u} {p}_first = {p}_pid / {p}_span * {g}u;")
+    w.line(f"const {u} {p}_in = {p}_pid % {p}_span;")
     if mc is not None and mc % g == 0:   # every group is full: divisions by a constant
-        rows = str(g)
+        rows = f"{g}u"
     else:
         rows = f"{p}_rows"
-        w.line(f"const {t} {rows} = ({kw.expr(m)}) - {p}_first < {g} ? "
-               f"({kw.expr(m)}) - {p}_first : {g};")
+        w.line(f"const {u} {p}_left = ({u})({kw.expr(m)}) - {p}_first;")
+        w.line(f"const {u} {rows} = {p}_left < {g}u ? {p}_left : {g}u;")
     for b, val in ((o, f"{p}_first + {p}_in % {rows}"), (i, f"{p}_in / {rows}")):
+        val = f"({t})({val})"
         if not (isinstance(b.lo, Const) and b.lo.val == 0):
             val = f"{kw.expr(b.lo, 12)} + {val}"
         w.line(f"const {t} {cname(b.iter)} = {val};", b.loc)

@@ -61,6 +61,7 @@ from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_syn
                         warp_specialize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
+from .raster import RASTER, RASTERS, with_raster
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4, swizzle=True)
@@ -195,7 +196,8 @@ def _epilogue(p, bm: int, bn: int, swizzled: bool):
 
 def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
                          stages: int = 4, swizzle: bool = True, inflight: bool = True,
-                         tma_store: bool = True, clip: bool = False) -> Proc:
+                         tma_store: bool = True, clip: bool = False,
+                         raster: int = RASTER) -> Proc:
     """The sm_90a schedule of ``matmul_nt_algorithm(dt, (64 wgs, bn, bk))`` (module
     docs): ``wgs`` consumer warpgroups of ``64 x bn`` each, ``bk`` columns of k per ring
     slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer).
@@ -205,7 +207,8 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     (:func:`_epilogue`), else each thread stores its fragment to global memory.
     ``clip=True`` schedules ``matmul_nt_algorithm(dt, (1, 1, bk))``: every m and n, the
     tiles past the edges clipped (module docs); its epilogue stores directly (guarded:
-    ``tma_store`` is ignored)."""
+    ``tma_store`` is ignored).  ``raster``: the block order's group of rows of tiles
+    (``set_block_order``, :mod:`.raster`; 0: row order)."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
     require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
     require(bk % 16 == 0 and 16 <= bk <= 128, f"bk={bk}: a multiple of 16 up to 128")
@@ -228,18 +231,22 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     p = make_wgmma(p, "t #1")
     if inflight:
         p = pipeline_wgmma(p, "po")
-    return simplify(p)
+    return with_raster(simplify(p), raster)
 
 
 @lru_cache(maxsize=None)
 def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4,
                 swizzle: bool = True, inflight: bool = True, tma_store: bool = True,
-                clip: bool = False) -> Proc:
+                clip: bool = False, raster: int = RASTER) -> Proc:
     """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
-    and n (edges clipped)."""
+    and n (edges clipped); ``raster``: the block order (:mod:`.raster`)."""
+    if raster:   # the same derivation (cached), then the hint
+        return with_raster(sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight,
+                                       tma_store, clip, 0), raster)
     algo = matmul_nt_algorithm(dt, (1, 1, bk) if clip else (64 * wgs, bn, bk))
     return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
-                                inflight=inflight, tma_store=tma_store, clip=clip)
+                                inflight=inflight, tma_store=tma_store, clip=clip,
+                                raster=0)
 
 
 def shared_bytes(bn: int, wgs: int, bk: int, stages: int, tma_store: bool = True, **_) -> int:
@@ -248,16 +255,17 @@ def shared_bytes(bn: int, wgs: int, bk: int, stages: int, tma_store: bool = True
     return ring + (64 * wgs * min(bn, 64) * 2 if tma_store else 0)
 
 
-def sm90_space(smem_bytes: int = 227 * 1024) -> list[dict]:
+def sm90_space(smem_bytes: int = 227 * 1024, rasters=RASTERS) -> list[dict]:
     """The autotuning space: tiles and stages whose ring (and epilogue slab) fits
-    ``smem_bytes``."""
+    ``smem_bytes``, each in the block orders ``rasters`` (:mod:`.raster`)."""
     out = []
     for wgs in (1, 2):
         for bn in (64, 128, 256):
             for bk in (32, 64):
                 for stages in (2, 3, 4, 6):
                     if shared_bytes(bn, wgs, bk, stages) <= smem_bytes:
-                        out.append(dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True))
+                        out += [dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True,
+                                     raster=r) for r in rasters]
     return out
 
 
