@@ -35,8 +35,9 @@ def set_block_order(p, outer_loop, inner_loop, group: int = 8):
     with ``M`` rows and ``N`` columns, ``first = pid / (G N) * G``, ``rows = min(M -
     first, G)``, ``outer = first + pid % (G N) % rows``, ``inner = pid % (G N) / rows``.
     Tiles of a group that run at once share A's rows and B's columns in L2.  A
-    primitive that later breaks the pair (reorders, divides or separates the loops)
-    drops the hint.
+    primitive that later breaks the pair (reorders the loops, cuts the inner one,
+    puts a statement between them) drops the hint; calling it again on the pair
+    changes ``group``.
 
     Legality: none needed, the meaning does not change (a hint: ``par`` iterations
     are order-free, and the index mapping is a bijection by construction); both loops

@@ -187,3 +187,9 @@ def test_too_many_blocks_for_x_is_refused():
     q = set_block_order(_proc(TILES), "bi", "bj", group=2)
     with pytest.raises(CompileError, match="blockIdx.x takes at most"):
         q.cuda_source(m=70000, n=70000)
+
+
+def test_setting_it_again_changes_the_group():
+    q = set_block_order(set_block_order(_proc(TILES), "bi", "bj", group=3), "bi", "bj", group=5)
+    assert "group=5" in str(q) and "group=3" not in str(q)
+    assert "5 rows of bi" in q.cuda_source()
