@@ -193,3 +193,17 @@ def test_setting_it_again_changes_the_group():
     q = set_block_order(set_block_order(_proc(TILES), "bi", "bj", group=3), "bi", "bj", group=5)
     assert "group=5" in str(q) and "group=3" not in str(q)
     assert "5 rows of bi" in q.cuda_source()
+
+
+def test_differential_tiles_family():
+    """A short run of the differential test on grids of tiles (the long one:
+    ``GPUDSL_DIFF_FAMILY=tiles python -m tests.schedule.differential --seconds 1200``):
+    set_block_order and every primitive after it keep the meaning and parse back."""
+    from tests.schedule.differential.run import Runner
+
+    r = Runner(seed=0, family="tiles")
+    r.run(300, max_cases=150)
+    assert not r.failures, r.failures[0].repro()
+    assert r.stats.accepted["set_block_order"] > 0, r.stats.table()
+    assert r.stats.refused["set_block_order"] > 0, r.stats.table()
+    assert r.stats.skipped < r.stats.cases / 4, r.stats.table()

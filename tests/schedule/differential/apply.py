@@ -313,7 +313,8 @@ def _vars(e) -> set:
 # Primitives only the family programs give something to work on (the tma and wgmma
 # families' plain copy and product nests): drawn, often, where the proc has a candidate.
 FAMILY_ONLY = {"make_tma": "tma", "make_wgmma": "wgmma", "set_swizzle": "tma",
-               "pipeline_wgmma": "wgmma", "make_tma_store": "tma", "remove_guard": "edge"}
+               "pipeline_wgmma": "wgmma", "make_tma_store": "tma", "remove_guard": "edge",
+               "set_block_order": "tiles"}
 
 
 def _candidates(t, prim) -> bool:
@@ -359,7 +360,8 @@ def random_step(r: random.Random, p, instrs: dict, family: str = "") -> Step:
     edge = family.startswith("edge")
     # (set_block_order, last: weight 0 without a BLOCKS loop around a BLOCKS loop, so the
     # programs without one draw what they drew before it existed)
-    weights = [(WEIGHTS[x] if _block_pairs(t) else 0) if x == "set_block_order" else
+    tiles = 10 if family.startswith("tiles") else 1
+    weights = [(tiles * WEIGHTS[x] if _block_pairs(t) else 0) if x == "set_block_order" else
                (WEIGHTS[x] if edge else 0) if x == "remove_guard" else
                WEIGHTS.get(x, 1) if x not in FAMILY_ONLY else
                (30 if x != "set_swizzle" else 5) if _candidates(t, x) else
