@@ -207,3 +207,20 @@ def test_differential_tiles_family():
     assert r.stats.accepted["set_block_order"] > 0, r.stats.table()
     assert r.stats.refused["set_block_order"] > 0, r.stats.table()
     assert r.stats.skipped < r.stats.cases / 4, r.stats.table()
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+def test_nvrtc_builds_the_mapping_at_both_index_widths(bits):
+    from gpudsl.codegen import generate
+
+    nvrtc = pytest.importorskip("gpudsl.runtime.nvrtc")
+    try:
+        nvrtc.compiler_version()
+    except Exception as e:  # pragma: no cover - NVRTC is part of the test extras
+        pytest.skip(f"NVRTC not available: {e}")
+    q = set_block_order(_proc(TILES), "bi", "bj", group=3)
+    src = generate(q.ir, {}, bits).source
+    u, t = ("unsigned", "int") if bits == 32 else ("unsigned long long", "long long")
+    assert f"const {u} gpudsl_bi_pid = blockIdx.x;" in src
+    assert f"const {t} bi = ({t})(gpudsl_bi_first" in src
+    nvrtc.compile_cubin(src, "sm_80")
