@@ -5,7 +5,8 @@ rows of tiles, column by column (Triton's ``GROUP_SIZE_M`` order).
 With ``M`` rows (the outer loop's iterations), ``N`` columns and ``pid = blockIdx.x`` in
 ``[0, M N)``::
 
-    span  = G * N                       // the blocks of one full group
+    G     = min(G, M)                   // one group when M < G (G N would wrap)
+    span  = G * N                       // the blocks of one full group (<= M N)
     first = pid / span * G              // the group's first row
     rows  = min(M - first, G)           // the last group is shorter when G does not divide M
     outer = lo_o + first + pid % span % rows
@@ -68,22 +69,27 @@ def emit_grouped(kw, o: For, i: For) -> None:
                            f"blocks; blockIdx.x takes at most {X_LIMIT}", o.loc,
                            "use larger tiles, or leave the block order alone")
     mc = _constant(kw, m)
-    if mc is not None and 0 < mc < g:    # one group of all rows (and G N cannot overflow)
+    if mc is not None and 0 < mc < g:    # one group of all rows (G N cannot wrap)
         g = mc
     p = f"gpudsl_{cname(o.iter)}"
     u = "unsigned" if t == "int" else "unsigned long long"   # all >= 0: unsigned divisions
     w.line(f"// grouped block order: {g} rows of {o.iter} at a time, walked along {i.iter}",
            o.loc)
     w.line(f"const {u} {p}_pid = blockIdx.x;")
-    w.line(f"const {u} {p}_span = {g}u * ({u})({kw.expr(n)});")
-    w.line(f"const {u} {p}_first = {p}_pid / {p}_span * {g}u;")
+    if mc is not None:                   # G <= M: the span G N <= M N cannot wrap
+        gs = f"{g}u"
+    else:                                # G > M would wrap G N: one group of M rows
+        gs = f"{p}_g"
+        w.line(f"const {u} {gs} = ({u})({kw.expr(m)}) < {g}u ? ({u})({kw.expr(m)}) : {g}u;")
+    w.line(f"const {u} {p}_span = {gs} * ({u})({kw.expr(n)});")
+    w.line(f"const {u} {p}_first = {p}_pid / {p}_span * {gs};")
     w.line(f"const {u} {p}_in = {p}_pid % {p}_span;")
     if mc is not None and mc % g == 0:   # every group is full: divisions by a constant
-        rows = f"{g}u"
+        rows = gs
     else:
         rows = f"{p}_rows"
         w.line(f"const {u} {p}_left = ({u})({kw.expr(m)}) - {p}_first;")
-        w.line(f"const {u} {rows} = {p}_left < {g}u ? {p}_left : {g}u;")
+        w.line(f"const {u} {rows} = {p}_left < {gs} ? {p}_left : {gs};")
     for b, val in ((o, f"{p}_first + {p}_in % {rows}"), (i, f"{p}_in / {rows}")):
         val = f"({t})({val})"
         if not (isinstance(b.lo, Const) and b.lo.val == 0):

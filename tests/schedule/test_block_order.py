@@ -224,3 +224,29 @@ def test_nvrtc_builds_the_mapping_at_both_index_widths(bits):
     assert f"const {u} gpudsl_bi_pid = blockIdx.x;" in src
     assert f"const {t} bi = ({t})(gpudsl_bi_first" in src
     nvrtc.compile_cubin(src, "sm_80")
+
+
+def test_the_span_cannot_wrap_when_the_group_exceeds_the_rows():
+    """G N in 32-bit unsigned wrapped for M < G with N near 2^31 / G (M N still a legal
+    grid): the span is min(G, M) N <= M N, at run time where M is a size."""
+    q = set_block_order(_proc(TILES), "bi", "bj", group=5)
+    src = q.cuda_source()
+    assert "const unsigned gpudsl_bi_g = (unsigned)(m) < 5u ? (unsigned)(m) : 5u;" in src
+    assert "const unsigned gpudsl_bi_span = gpudsl_bi_g * (unsigned)(n);" in src
+    fixed = q.cuda_source(m=2)                  # a constant M below G: G is M
+    assert "gpudsl_bi_span = 2u * (unsigned)(n);" in fixed
+
+
+def test_a_grid_beyond_blockidx_x_is_refused_at_launch():
+    """Runtime sizes: the launch computes the grid (M N) and refuses it before running."""
+    p = _proc("""
+def big(m: size, n: size, out: i32[1]):
+    for bi in par(0, m) @ BLOCKS:
+        for bj in par(0, n) @ BLOCKS:
+            for t in par(0, 1) @ THREADS:
+                if bi == 0 and bj == 0:
+                    out[0] = 1
+""")
+    k = set_block_order(p, "bi", "bj", group=4).compile("emulator")
+    with pytest.raises(gpudsl.LaunchError, match="gridDim.x"):
+        k(m=70000, n=70000, out=np.zeros(1, np.int32))
