@@ -6,7 +6,8 @@ Mapping (docs/language.md (meaning)):
   the loop variable is ``lo + blockIdx.x``; for ``y`` and ``z``, which CUDA limits
   to 65535 blocks, a grid-stride loop from ``lo + blockIdx.*`` by ``gridDim.*``
   (the launch asks for at most 65535; a barrier ends each iteration of a kernel
-  with SHARED arrays);
+  with SHARED arrays); a grouped pair (``group=G``, :mod:`.block_order_cuda`) shares
+  ``blockIdx.x``, a third loop then takes ``y``;
 - up to 3 directly nested THREADS loops → ``threadIdx.z/y/x``; the block size in
   each dimension is the largest ``hi`` among the kernel's thread loops; the loop
   variable *is* ``threadIdx.*``, and a loop narrower than the block is predicated
@@ -43,6 +44,7 @@ from .hoist import read_key
 from ..ir.inline import written_names
 from .sync_cuda import SyncWriter
 from .setmaxnreg_cuda import emit_setmaxnreg, launch_blocks
+from .block_order_cuda import block_units, emit_grouped, grid_extent
 from .swizzle_cuda import swizzled_access
 from ..ir.swizzle_meaning import repeat_bytes
 from ..ir.printer import print_expr
@@ -336,13 +338,18 @@ class KernelWriter(CallWriter, ExprEmitter):
         w = self.w
         grid = [Const(1, INDEX)] * 3
         strided = 0  # grid-stride loops opened for blockIdx.y / .z
-        for b, d in zip(chain, nest_dims(len(chain))):
+        for b in chain:
             for e in (b.lo, b.hi):
                 if any(isinstance(n, Read) for n in walk(e)):
                     raise _err(f"the bounds of the @ BLOCKS loop '{b.iter}' read memory",
                                b.loc, "grid sizes use sizes and index parameters only")
-            grid[DIMS.index(d)] = BinOp("-", b.hi, b.lo, INDEX) if not (
-                isinstance(b.lo, Const) and b.lo.val == 0) else b.hi
+        units = block_units(chain)
+        for u, d in zip(units, nest_dims(len(units))):
+            grid[DIMS.index(d)] = grid_extent(u)
+            if len(u) == 2:      # a grouped pair (set_block_order): always x
+                emit_grouped(self, *u)
+                continue
+            b = u[0]
             ix = f"blockIdx.{d}" if self.index_ctype == "int" else \
                 f"(long long)blockIdx.{d}"
             val = ix if (isinstance(b.lo, Const) and b.lo.val == 0) else \

@@ -314,17 +314,19 @@ class ProcParser:
         if mapping is not None and kind != "par":
             raise self.err(s.iter, f"only par loops can be mapped to {mapping.name}",
                            f"write par(lo, hi) @ {mapping.name}")
-        unroll, per_sm = False, 0
+        unroll, per_sm, group = False, 0, 0
         for kw in it.keywords:
             if kw.arg == "unroll" and isinstance(kw.value, ast.Constant):
                 unroll = bool(kw.value.value)
             elif kw.arg == "blocks_per_sm" and mapping == BLOCKS and not self.in_blocks \
-                    and isinstance(kw.value, ast.Constant) and type(kw.value.value) is int \
-                    and kw.value.value >= 0:
+                    and _int_at_least(kw.value, 0):
                 per_sm = kw.value.value
+            elif kw.arg == "group" and mapping == BLOCKS and _int_at_least(kw.value, 1):
+                group = kw.value.value
             else:
                 raise self.err(kw, f"{it.func.id}() takes only the keywords unroll=True and, "
-                               "on the outermost BLOCKS loop, blocks_per_sm=<int>")
+                               "on the outermost BLOCKS loop, blocks_per_sm=<int>; on a "
+                               "BLOCKS loop around a BLOCKS loop, group=<int >= 1>")
         if len(it.args) == 1:
             lo, hi = Const(0, INDEX, loc), self.ex.int_expr(it.args[0], "a loop bound")
         elif len(it.args) == 2:
@@ -343,7 +345,12 @@ class ProcParser:
         finally:
             self.in_blocks -= mapping == BLOCKS
             self.scope.pop()
-        return For(name, lo, hi, body, kind, mapping, unroll, loc, per_sm)
+        if group and not (len(body) == 1 and isinstance(body[0], For)
+                          and body[0].mapping == BLOCKS):
+            raise self.err(s.iter, "group= (the grouped block order) needs a BLOCKS loop "
+                           "whose only statement is a BLOCKS loop",
+                           "the two loops share one linear block index")
+        return For(name, lo, hi, body, kind, mapping, unroll, loc, per_sm, group)
 
     def _If(self, s: ast.If):
         cond = self.ex.bool_expr(s.test, "an if condition")
@@ -491,3 +498,8 @@ def _const_value(e):
             return None
         return {"+": a + b, "-": a - b, "*": a * b}[e.op]
     return None
+
+
+def _int_at_least(node, least: int) -> bool:
+    """``node`` is an integer literal ``>= least`` (a hint's value)."""
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= least

@@ -45,7 +45,7 @@ def required_keys() -> dict[str, set[str]]:
     return {
         "Types": set(DTYPES) | {"size", "index", "tensor", "window"},
         "Memories": set(MEMORIES),
-        "Loops": set(_LOOP_FUNCS) | set(MAPPINGS) | {"unroll", "blocks_per_sm"},
+        "Loops": set(_LOOP_FUNCS) | set(MAPPINGS) | {"unroll", "blocks_per_sm", "group"},
         "Statements": stmts | {"assert", "scalar"},
         "Expressions": exprs | {"cast"},
         "Builtins": set(BUILTINS),
@@ -365,6 +365,22 @@ def copy(n: size, x: f32[n, 128], y: f32[n, 128]):
             y[b, t] = x[b, t]
 
 assert "__launch_bounds__(128, 4)" in copy.cuda_source(n=2)
+'''),
+    _E("Loops", "group", "`par(lo, hi, group=G) @ BLOCKS`", "On a `BLOCKS` loop whose "
+       "only statement is a `BLOCKS` loop: the two share one linear block index "
+       "(`blockIdx.x`), walked in groups of `G` of the outer loop's iterations (rows of "
+       "tiles), column by column, so that the blocks running together share operand tiles "
+       "in L2 (Triton's `GROUP_SIZE_M`). It does not change the meaning (`par` iterations "
+       "are order-free). The `set_block_order` primitive sets it.", '''
+@proc
+def fill(m: size, n: size, x: f32[m, n, 32]):
+    for bi in par(0, m, group=8) @ BLOCKS:
+        for bj in par(0, n) @ BLOCKS:
+            for t in par(0, 32) @ THREADS:
+                x[bi, bj, t] = 1.0
+
+assert "grouped block order" in fill.cuda_source(m=20, n=3)
+assert fill.check().ok
 '''),
     # ------------------------------------------------------------------ statements
     _E("Statements", "Assign", "Assignment `x[i] = e`", "Stores one element (a scalar "

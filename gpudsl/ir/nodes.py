@@ -230,7 +230,11 @@ class For(Stmt):
     or THREADS (only for ``par``); ``unroll`` asks code generation for
     ``#pragma unroll``; ``blocks_per_sm`` (outermost BLOCKS loop of a kernel
     only, 0 = no hint) asks for that many resident blocks per multiprocessor
-    (``__launch_bounds__(threads, blocks_per_sm)``: ptxas limits registers)."""
+    (``__launch_bounds__(threads, blocks_per_sm)``: ptxas limits registers);
+    ``group`` (a BLOCKS loop whose only statement is a BLOCKS loop, 0 = no hint) asks
+    for the grouped block order of the two (``set_block_order``): one linear block
+    index, ``group`` consecutive iterations of this loop walked along the inner one.
+    Hints never change the meaning."""
 
     iter: str
     lo: Expr
@@ -241,6 +245,7 @@ class For(Stmt):
     unroll: bool = False
     loc: Optional[SrcLoc] = field(**_LOC)
     blocks_per_sm: int = 0
+    group: int = 0
 
 
 @dataclass(frozen=True)

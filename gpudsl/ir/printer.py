@@ -139,6 +139,8 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
         hints = ", unroll=True" if s.unroll else ""
         if s.blocks_per_sm:
             hints += f", blocks_per_sm={s.blocks_per_sm}"
+        if s.group:
+            hints += f", group={s.group}"
         rng = f"{s.kind}({print_expr(s.lo)}, {print_expr(s.hi)}{hints})"
         if s.mapping is not None:
             rng += f" @ {s.mapping.name}"

@@ -241,7 +241,8 @@ def _loop_header(pat, s: For) -> bool:
                                            (s.kind == "seq" and _name(pat.func, "range")))):
         return False
     hints = ([("unroll", True)] if s.unroll else []) + \
-        ([("blocks_per_sm", s.blocks_per_sm)] if s.blocks_per_sm else [])
+        ([("blocks_per_sm", s.blocks_per_sm)] if s.blocks_per_sm else []) + \
+        ([("group", s.group)] if s.group else [])
     return _all(pat.args, (s.lo, s.hi), match_expr) and \
         len(pat.keywords) == len(hints) and \
         all(k.arg == name and (is_hole(k.value) or _value(k.value, v))

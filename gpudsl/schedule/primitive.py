@@ -38,6 +38,7 @@ from typing import Callable
 
 from ..errors import SchedulingError
 from ..ir.smt_interrupt import ctrl_c_guard
+from .block_order_kept import kept_block_orders
 from .edits import Rewrite, same_shape
 from .memo import alias
 from .provenance import stamp
@@ -325,11 +326,13 @@ def primitive(name: str, /, **kinds: Kind):
                 _keep_sync_orderings(p.ir, getattr(out, "ir", None), name)
             if isinstance(out, Rewrite):
                 ir = stamp(p.ir, out.ir, name) if outermost else out.ir
+                if outermost and name != "set_block_order":
+                    ir = kept_block_orders(p.ir, ir)
                 alias(ir, out.ir)
                 return p._derive(ir, out.forward)
             if outermost and hasattr(out, "ir") and hasattr(out, "_origin"):
                 # a proc already derived from p (a primitive built on others)
-                ir = stamp(p.ir, out.ir, name)
+                ir = kept_block_orders(p.ir, stamp(p.ir, out.ir, name))
                 if ir is not out.ir:  # same statements, new locations
                     return out._derive(ir, same_shape(out.ir, ir).forward)
             return out
@@ -347,7 +350,7 @@ def primitive(name: str, /, **kinds: Kind):
 SECTIONS = {"loops": "Loops", "fission": "Loops", "merge": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Sync",
             "async_copy_primitives": "Asynchronous copies", "producers": "Asynchronous copies",
             "wgmma_from_loops": "Hopper", "wgmma_pipeline": "Hopper", "tma_store_from_copies": "Hopper", "tma_from_copies": "Hopper", "swizzle_tiles": "Hopper",
-            "call_primitives": "Calls", "hints": "Compiler hints", "asserts": "Preconditions"}
+            "call_primitives": "Calls", "hints": "Compiler hints", "block_order": "Compiler hints", "asserts": "Preconditions"}
 
 
 def render(prims: dict | None = None) -> str:

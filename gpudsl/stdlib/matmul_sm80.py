@@ -49,6 +49,7 @@ from ..schedule import (divide_loop, insert_sync, merge_loops, pad_dim, parallel
 from .matmul_f16 import matmul_half_algorithm
 from .matmul_parts import _has_loop, _permute_nest
 from .matmul_tf32 import fragments_and_tiles, map_warp_lanes
+from .raster import RASTER, RASTERS, with_raster
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bm=128, bn=256, bk=32, wm=64, wn=64, stages=3)
@@ -139,9 +140,11 @@ def stage_bytes(bm: int, bn: int, bk: int) -> int:
 
 
 def schedule_matmul_sm80(p: Proc, dt: str, *, bm: int = 128, bn: int = 256, bk: int = 32,
-                         wm: int = 64, wn: int = 64, stages: int = 3) -> Proc:
+                         wm: int = 64, wn: int = 64, stages: int = 3,
+                         raster: int = RASTER) -> Proc:
     """The sm_80 schedule of ``matmul_half_algorithm(dt, (bm, bn, bk))`` (module docs).
-    Threads per block: ``32 * (bm // wm) * (bn // wn)``, as ``(4, 8, warps)``."""
+    Threads per block: ``32 * (bm // wm) * (bn // wn)``, as ``(4, 8, warps)``;
+    ``raster``: the block order of the tiles (:mod:`.raster`; 0: row order)."""
     warps = (bm // wm) * (bn // wn)
     threads = 32 * warps
     require(bm % wm == 0 and bn % wn == 0 and wm % 16 == 0 and wn % 8 == 0 and
@@ -177,7 +180,7 @@ def schedule_matmul_sm80(p: Proc, dt: str, *, bm: int = 128, bn: int = 256, bk: 
     # 7. the copies async, a `stages`-deep ring, one barrier per k tile (last: every
     #    rewrite of a proc with async copies re-proves their obligations)
     p = _pipeline(p, stages)
-    return simplify(p)
+    return with_raster(simplify(p), raster)
 
 
 def _copy_chunks(p, tile: str, cols: int, warps: int):
@@ -251,19 +254,22 @@ def _paired_epilogue(p, bm, bn, wm, wn, nwn, zi):
 
 
 def sm80_kernel(dt: str, bm=128, bn=256, bk=32, wm=64, wn=64, stages=3,
-                batched: bool = False) -> Proc:
+                batched: bool = False, raster: int = RASTER) -> Proc:
     """The scheduled kernel (cached whatever the arguments' form), named
-    ``[b]matmul_{dt}_sm80_{bm}x{bn}x{bk}_s{stages}``."""
+    ``[b]matmul_{dt}_sm80_{bm}x{bn}x{bk}_s{stages}``; ``raster``: the block order
+    (:mod:`.raster`)."""
     return _sm80_kernel(dt, int(bm), int(bn), int(bk), int(wm), int(wn), int(stages),
-                        bool(batched))
+                        bool(batched), int(raster))
 
 
 @lru_cache(maxsize=None)
-def _sm80_kernel(dt, bm, bn, bk, wm, wn, stages, batched) -> Proc:
+def _sm80_kernel(dt, bm, bn, bk, wm, wn, stages, batched, raster=0) -> Proc:
     from ..schedule import rename
 
+    if raster:   # the same derivation (cached), then the hint
+        return with_raster(_sm80_kernel(dt, bm, bn, bk, wm, wn, stages, batched, 0), raster)
     p = schedule_matmul_sm80(matmul_half_algorithm(dt, (bm, bn, bk), batched), dt, bm=bm,
-                             bn=bn, bk=bk, wm=wm, wn=wn, stages=stages)
+                             bn=bn, bk=bk, wm=wm, wn=wn, stages=stages, raster=0)
     return rename(p, f"{'b' if batched else ''}matmul_{dt}_sm80_{bm}x{bn}x{bk}_s{stages}")
 
 
@@ -295,20 +301,21 @@ def fits(target, bm: int, bn: int, bk: int, wm: int, wn: int, stages: int) -> bo
 
 
 def sm80_space(tiles=((128, 256), (256, 128), (128, 128)), warp=((64, 64), (64, 32)),
-               bk=(32, 64), stages=(2, 3, 4), target: str = "sm_80"):
+               bk=(32, 64), stages=(2, 3, 4), target: str = "sm_80", raster=RASTERS):
     """The sm_80 kernel's parameters as an autotuning space: block tile, warp tile,
-    k depth and ring depth, pruned to what fits ``target`` (:func:`fits`)."""
+    k depth, ring depth and block order (:mod:`.raster`), pruned to what fits ``target``
+    (:func:`fits`)."""
     from ..autotune.space import Space
 
     return Space(tile=[list(t) for t in tiles], warp=[list(w) for w in warp], bk=list(bk),
-                 stages=list(stages),
+                 stages=list(stages), raster=list(raster),
                  where=lambda c: fits(target, *c.tile, c.bk, *c.warp, c.stages))
 
 
 def config_options(c) -> dict:
     """A configuration of :func:`sm80_space` as :func:`sm80_kernel`'s keywords."""
     return dict(bm=c["tile"][0], bn=c["tile"][1], bk=c["bk"], wm=c["warp"][0],
-                wn=c["warp"][1], stages=c["stages"])
+                wn=c["warp"][1], stages=c["stages"], raster=dict(c).get("raster", RASTER))
 
 
 class Sm80Build:

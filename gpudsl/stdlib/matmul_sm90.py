@@ -65,6 +65,7 @@ from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_syn
                         stage_mem, warp_specialize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
+from .raster import RASTER, RASTERS, with_raster
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4, swizzle=True)
@@ -200,7 +201,8 @@ def _epilogue(p, bm: int, bn: int, swizzled: bool):
 def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
                          stages: int = 4, swizzle: bool = True, inflight: bool = True,
                          tma_store: bool = True, clip: bool = False,
-                         producer: str | None = None, registers: bool = True) -> Proc:
+                         producer: str | None = None, registers: bool = True,
+                         raster: int = RASTER) -> Proc:
     """The sm_90a schedule of ``matmul_nt_algorithm(dt, (64 wgs, bn, bk))`` (module
     docs): ``wgs`` consumer warpgroups of ``64 x bn`` each, ``bk`` columns of k per ring
     slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer).
@@ -217,7 +219,9 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     (:func:`register_split`: 40 and 232 for two consumer warpgroups); ``"thread"``: one
     producer thread (``128 wgs + 1`` threads).  The default (None) is the warpgroup where
     setmaxnreg gains the consumers registers (two consumer warpgroups), else the thread
-    (docs/performance.md has the machine code of both)."""
+    (docs/performance.md has the machine code of both).
+    ``raster``: the block order's group of rows of tiles (``set_block_order``,
+    :mod:`.raster`; 0: row order)."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
     producer = producer or ("warpgroup" if register_split(wgs) else "thread")
     require(producer in ("thread", "warpgroup"),
@@ -246,7 +250,7 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
         p = pipeline_wgmma(p, "po")
     if producer == "warpgroup" and registers:
         p = _set_registers(p, wgs)
-    return simplify(p)
+    return with_raster(simplify(p), raster)
 
 
 def register_split(wgs: int, target: str = "sm_90a") -> tuple[int, int] | None:
@@ -286,23 +290,29 @@ def _swizzled_slab(wgs: int, producer: str, registers: bool) -> bool:
 def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4,
                 swizzle: bool = True, inflight: bool = True, tma_store: bool = True,
                 clip: bool = False, producer: str | None = None,
-                registers: bool = True) -> Proc:
+                registers: bool = True, raster: int = RASTER) -> Proc:
     """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
     and n (edges clipped); ``producer``: a thread or a warpgroup (None: the
-    warpgroup where setmaxnreg gains registers, :func:`schedule_matmul_sm90`)."""
+    warpgroup where setmaxnreg gains registers, :func:`schedule_matmul_sm90`);
+    ``raster``: the block order (:mod:`.raster`)."""
     producer = producer or ("warpgroup" if register_split(wgs) else "thread")
     registers = registers and producer == "warpgroup"
     return _sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight, tma_store, clip,
-                        producer, registers)
+                        producer, registers, raster)
 
 
 @lru_cache(maxsize=None)
 def _sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight, tma_store, clip, producer,
-                 registers) -> Proc:
-    algo = matmul_nt_algorithm(dt, (1, 1, bk) if clip else (64 * wgs, bn, bk))
-    p = schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
-                             inflight=inflight, tma_store=tma_store, clip=clip,
-                             producer=producer, registers=registers)
+                 registers, raster) -> Proc:
+    if raster:   # the same derivation (cached), then the hint
+        p = with_raster(_sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight, tma_store,
+                                     clip, producer, registers, 0), raster)
+    else:
+        algo = matmul_nt_algorithm(dt, (1, 1, bk) if clip else (64 * wgs, bn, bk))
+        p = schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages,
+                                 swizzle=swizzle, inflight=inflight, tma_store=tma_store,
+                                 clip=clip, producer=producer, registers=registers,
+                                 raster=0)
     _TILES[p] = dict(bn=bn, wgs=wgs, bk=bk, clip=bool(clip))
     return p
 
@@ -316,20 +326,23 @@ def shared_bytes(bn: int, wgs: int, bk: int, stages: int, tma_store: bool = True
     return ring + (64 * wgs * min(bn, 64) * 2 if tma_store else 0)
 
 
-def sm90_space(smem_bytes: int = 227 * 1024) -> list[dict]:
+def sm90_space(smem_bytes: int = 227 * 1024, rasters=RASTERS) -> list[dict]:
     """The autotuning space: tiles and stages whose ring (and epilogue slab) fits
-    ``smem_bytes``; with two consumer warpgroups both producers (the default, a
-    warpgroup with setmaxnreg, and ``producer="thread"``)."""
+    ``smem_bytes``, each in the block orders ``rasters`` (:mod:`.raster`); with two
+    consumer warpgroups both producers (the default, a warpgroup with setmaxnreg, and
+    ``producer="thread"``)."""
     out = []
     for wgs in (1, 2):
         for bn in (64, 128, 256):
             for bk in (32, 64):
                 for stages in (2, 3, 4, 6):
                     if shared_bytes(bn, wgs, bk, stages) <= smem_bytes:
-                        cfg = dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True)
-                        out.append(cfg)
-                        if register_split(wgs) is not None:
-                            out.append(dict(cfg, producer="thread"))
+                        for r in rasters:
+                            cfg = dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True,
+                                       raster=r)
+                            out.append(cfg)
+                            if register_split(wgs) is not None:
+                                out.append(dict(cfg, producer="thread"))
     return out
 
 

@@ -29,6 +29,7 @@ from ..schedule import (divide_dim, divide_loop, insert_sync, lift_alloc, make_t
                         set_swizzle, simplify, stage_mem, warp_specialize)
 from .matmul_f16 import matmul_half_algorithm
 from .matmul_sm90 import DEFAULTS, WIDE, _accumulators_and_k, _epilogue, _fragment, _unguard
+from .raster import RASTER, with_raster
 from .shapes import NodeError, require
 
 
@@ -65,10 +66,12 @@ def _tiles_nn(p, bm: int, bn: int, bk: int, clip: bool, zi: str = ""):
 
 
 def schedule_matmul_sm90_nn(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
-                            stages: int = 4, clip: bool = False) -> Proc:
+                            stages: int = 4, clip: bool = False,
+                            raster: int = RASTER) -> Proc:
     """The sm_90a schedule of ``matmul_half_algorithm(dt, (64 wgs, bn, bk))`` (or
     ``(1, 8, bk)`` with ``clip``): ``wgs`` consumer warpgroups of ``64 x bn``, ``bk``
-    rows of B per ring slot, ``stages`` slots, a producer thread (module docs)."""
+    rows of B per ring slot, ``stages`` slots, a producer thread (module docs);
+    ``raster``: the block order of the tiles (:mod:`.raster`; 0: row order)."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
     require(bn in (16, 32) or (bn % 64 == 0 and bn <= 256),
             f"bn={bn}: 16, 32 or a multiple of 64 up to 256 (B's rows are swizzled blocks)")
@@ -92,20 +95,24 @@ def schedule_matmul_sm90_nn(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 6
     p = make_tma(p, "Bs_o")
     p = make_wgmma(p, "t #1")
     p = pipeline_wgmma(p, "po")     # one wgmma group in flight, as the TN kernel
-    return simplify(p)
+    return with_raster(simplify(p), raster)
 
 
 def sm90_nn_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4,
-                   clip: bool = False, batched: bool = False) -> Proc:
+                   clip: bool = False, batched: bool = False, raster: int = RASTER) -> Proc:
     """The derived sm_90a ``a @ b`` for ``dt`` and the tile (cached); ``batched``:
-    ``[nb, m, n] @ [nb, n, k]``, blocks over the batch too."""
-    return _kernel(dt, bn, wgs, bk, stages, bool(clip), bool(batched))
+    ``[nb, m, n] @ [nb, n, k]``, blocks over the batch too; ``raster``: the block order
+    (:mod:`.raster`)."""
+    return _kernel(dt, bn, wgs, bk, stages, bool(clip), bool(batched), int(raster))
 
 
 @lru_cache(maxsize=None)
-def _kernel(dt, bn, wgs, bk, stages, clip, batched) -> Proc:
+def _kernel(dt, bn, wgs, bk, stages, clip, batched, raster=0) -> Proc:
+    if raster:   # the same derivation (cached), then the hint
+        return with_raster(_kernel(dt, bn, wgs, bk, stages, clip, batched, 0), raster)
     algo = matmul_half_algorithm(dt, (1, 8, bk) if clip else (64 * wgs, bn, bk), batched)
-    return schedule_matmul_sm90_nn(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, clip=clip)
+    return schedule_matmul_sm90_nn(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, clip=clip,
+                                   raster=0)
 
 
 def choose_sm90_nn(shape_a: tuple, shape_b: tuple, dt: str, **opts) -> tuple[dict, bool]:

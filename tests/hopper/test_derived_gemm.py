@@ -196,7 +196,8 @@ def test_sm90a_build_feeds_hgmma_by_tma_with_one_wait_per_stage(cfg):
 
 def test_the_space_fits_the_shared_memory():
     space = sm90_space()
-    assert dict(WIDE, swizzle=True) in space
+    assert dict(WIDE, swizzle=True, raster=16) in space
+    assert dict(WIDE, swizzle=True, raster=0) in space
     assert all(c["stages"] * (64 * c["wgs"] + c["bn"]) * c["bk"] * 2 +
                64 * c["wgs"] * min(c["bn"], 64) * 2 <= 227 * 1024 for c in space)
     assert len(sm90_space(64 * 1024)) < len(space)

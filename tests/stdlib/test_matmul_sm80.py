@@ -225,7 +225,7 @@ def test_the_space_fits_each_target():
             assert shared <= target(t).max_shared_bytes
         assert {c["stages"] for c in configs} >= {2, 3}
     big = [dict(c) for c in m8.sm80_space(target="sm_80") if c["stages"] == 4]
-    assert {"tile": [128, 256], "warp": [64, 64], "bk": 32, "stages": 4} in big
+    assert {"tile": [128, 256], "warp": [64, 64], "bk": 32, "stages": 4, "raster": 16} in big
     small = [dict(c) for c in m8.sm80_space(target="sm_86") if c["stages"] == 4]
     assert all(c["tile"] == [128, 128] for c in small)  # 99 KB: no 4-stage 128 x 256
     p = m8.Sm80Build("f16")(dict(tile=[128, 128], warp=[64, 64], bk=32, stages=4))

@@ -31,7 +31,7 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop",
               "warp_specialize", "add_assert", "divide_dim", "make_tma", "make_wgmma",
               "set_swizzle", "pipeline_wgmma", "make_tma_store", "remove_guard",
-              "set_registers"]
+              "set_registers", "set_block_order"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
 WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
@@ -41,7 +41,7 @@ WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "reorder_stmts": 3, "rotate_loop": 2, "make_async": 3, "pipeline_loop": 3,
            "warp_specialize": 3, "add_assert": 1, "divide_dim": 1, "make_tma": 2,
            "make_wgmma": 2, "set_swizzle": 1, "pipeline_wgmma": 1,
-           "make_tma_store": 2, "remove_guard": 20}
+           "make_tma_store": 2, "remove_guard": 20, "set_block_order": 3}
 
 CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
           (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
@@ -314,7 +314,7 @@ def _vars(e) -> set:
 # families' plain copy and product nests): drawn, often, where the proc has a candidate.
 FAMILY_ONLY = {"make_tma": "tma", "make_wgmma": "wgmma", "set_swizzle": "tma",
                "pipeline_wgmma": "wgmma", "make_tma_store": "tma", "remove_guard": "edge",
-               "set_registers": "whole warpgroups"}
+               "set_registers": "whole warpgroups", "set_block_order": "tiles"}
 
 
 def _block_threads(t) -> int:
@@ -367,7 +367,11 @@ def random_step(r: random.Random, p, instrs: dict, family: str = "") -> Step:
     # remove_guard, last of all, only in the edge family's programs)
     late = ("set_swizzle", "pipeline_wgmma", "make_tma_store", "set_registers")
     edge = family.startswith("edge")
-    weights = [(WEIGHTS[x] if edge else 0) if x == "remove_guard" else
+    # (set_block_order, last: weight 0 without a BLOCKS loop around a BLOCKS loop, so the
+    # programs without one draw what they drew before it existed)
+    tiles = 10 if family.startswith("tiles") else 1
+    weights = [(tiles * WEIGHTS[x] if _block_pairs(t) else 0) if x == "set_block_order" else
+               (WEIGHTS[x] if edge else 0) if x == "remove_guard" else
                WEIGHTS.get(x, 1) if x not in FAMILY_ONLY else
                (30 if x not in ("set_swizzle", "set_registers") else 5)
                if _candidates(t, x) else
@@ -630,7 +634,21 @@ def make_step(r, prim, t: Targets, instrs, edge: bool = False) -> Step:
     if prim == "set_blocks_per_sm":
         return Step(prim, [L(lambda s: s.mapping is not None or r.random() < 0.2),
                            lit(r.choice([0, 1, 2, -1, 2.5]))])
+    if prim == "set_block_order":
+        group = {"group": lit(r.choice([1, 2, 3, 8, 0, -1, 2.5]))} if r.random() < 0.8 else {}
+        pairs = _block_pairs(t)
+        if pairs and r.random() < 0.8:   # a BLOCKS pair; else any two loops (mostly refused)
+            a, _s = r.choice(pairs)
+            return Step(prim, [Arg("cursor", ("stmt", a, None)),
+                               Arg("cursor", ("stmt", a + ("body", 0), None))], group)
+        return Step(prim, [L(), L()], group)
     raise AssertionError(prim)
+
+
+def _block_pairs(t) -> list:
+    """``(addr, loop)`` of the BLOCKS loops whose only statement is a BLOCKS loop."""
+    return [(a, s) for a, s in t.loops if s.mapping == BLOCKS and len(s.body) == 1 and
+            isinstance(s.body[0], For) and s.body[0].mapping == BLOCKS]
 
 
 def _const_bounds(s) -> bool:

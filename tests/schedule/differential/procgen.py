@@ -22,7 +22,8 @@ Three families:
   ``GPUDSL_DIFF_FAMILY=wgmma`` (``Gen(r, family="wgmma")``).
 - ``tma``: kernels with bulk tensor copies (:mod:`.procgen_tma`), only with
   ``GPUDSL_DIFF_FAMILY=tma``; guarded edges (``remove_guard``, ``stage_mem(zeros=True)``):
-  ``GPUDSL_DIFF_FAMILY=edge``.
+  ``GPUDSL_DIFF_FAMILY=edge``; grids of tiles (``set_block_order``, :mod:`.procgen_tiles`):
+  ``GPUDSL_DIFF_FAMILY=tiles``.
 
 Values are small integers in float32, so sums are exact in any order.
 """
@@ -446,6 +447,9 @@ class Gen:
         if FAMILY == "edge":  # guarded edges, remove_guard (docs/hopper.md): when asked for
             from .procgen_edges import edge_program
             return edge_program(self.r, name)
+        if FAMILY == "tiles":  # grids of tiles, set_block_order: when asked for
+            from .procgen_tiles import tiles_program
+            return tiles_program(self.r, name)
         ch = self.r.random()
         if ch < 0.12 or FAMILY == "sync":  # ranged and split barriers (docs/language.md (synchronization))
             from .procgen_sync import sync_program

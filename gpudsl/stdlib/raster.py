@@ -1,0 +1,54 @@
+"""The GEMMs' block order (``raster=G``): the grouped order of their tile loops ``bi`` (rows
+of C tiles) and ``bj`` (columns), set by ``set_block_order`` at the end of the sm_90a
+TN/NN and sm_80 schedules (docs/decisions.md, "the GEMMs' block order").
+
+Why a group of 16 rows by default: the blocks resident at once (a wave: one block of a
+big tile per multiprocessor, 132 on an H100) read the A panels of the rows and the B
+panels of the columns they cover; each panel comes from DRAM about once per wave when
+the wave's tiles share it in L2.  :func:`wave_bytes` counts those panels.  A wave of
+``S`` tiles covering ``r`` rows and ``S / r`` columns reads ``r bm K + (S / r) bn K``
+elements, least at ``r = sqrt(S bn / bm)``: 16.2 for 128 x 256 and 64 x 128 tiles on 132
+SMs, 14.7 for 128 x 256 on an A100's 108.  At 8192^3, f16, 128 x 256 tiles the first
+wave reads 138 MiB in row order (bj fastest: 5 rows, all 32 columns; more than the
+50 MiB L2), 84 MiB with groups of 8 and 68 MiB with 16; at 4096^3 41, 44 and 34 MiB.
+"""
+from __future__ import annotations
+
+import math
+
+from ..schedule import set_block_order
+
+RASTER = 16          # the default group: rows of tiles per group (0: row order)
+RASTERS = (0, 8, 16)  # the autotuning choices
+
+
+def with_raster(p, group: int):
+    """``p`` with its tile loops ``bi``/``bj`` in the grouped order (``group`` 0: as is)."""
+    if not group:
+        return p
+    return set_block_order(p, "bi", "bj", group=group)
+
+
+def tile_order(rows: int, cols: int, group: int):
+    """The ``(row, col)`` tiles in launch order: row order for ``group`` 0, else the
+    grouped order code generation emits (gpudsl/codegen/block_order_cuda.py)."""
+    for pid in range(rows * cols):
+        if not group:
+            yield divmod(pid, cols)
+            continue
+        first = pid // (group * cols) * group
+        size = min(rows - first, group)
+        q = pid % (group * cols)
+        yield first + q % size, q // size
+
+
+def wave_bytes(m: int, n: int, k: int, bm: int, bn: int, group: int, sms: int = 132,
+               elem: int = 2) -> int:
+    """Bytes of A and B panels the first wave of ``sms`` tiles reads (each once)."""
+    rows, cols = math.ceil(m / bm), math.ceil(n / bn)
+    wave = list(tile_order(rows, cols, group))[:sms]
+    r, c = len({t[0] for t in wave}), len({t[1] for t in wave})
+    return (r * bm + c * bn) * k * elem
+
+
+__all__ = ["RASTER", "RASTERS", "with_raster", "tile_order", "wave_bytes"]
