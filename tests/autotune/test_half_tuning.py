@@ -74,31 +74,31 @@ def test_ops_takes_the_tuned_tile_on_sm90a_and_the_defaults_without_one(h100):
         h100.setattr(node_registry, "_TUNED", {})
         h100.setattr(db, "lookup_winner", lookup)
         return plan_matmul_half_for(a, b, "f16", target="cuda")[0]
-    # (dt, bn, wgs, bk, stages, clip, batched)
-    assert plan((128, 64), (64, 256), winner) == ("kernel", "f16", 64, 1, 32, 2, False, False)
+    # (dt, bn, wgs, bk, stages, clip, batched, raster)
+    assert plan((128, 64), (64, 256), winner) == ("kernel", "f16", 64, 1, 32, 2, False, False, 16)
     assert seen[0][:2] == ("matmul_sm90_nn", ((128, 64), "float16"))
     # a winner that does not serve the shape (bk 64 does not divide 48): the defaults
     assert plan((128, 48), (48, 256), lambda *a, **k: dict(bn=64, wgs=1, bk=64, stages=2)) \
-        == ("kernel", "f16", 256, 2, 16, 4, True, False)
+        == ("kernel", "f16", 256, 2, 16, 4, True, False, 16)
     # a winner of other parameters (an older store): the defaults
     assert plan((128, 64), (64, 256), lambda *a, **k: dict(bm=64, tm=4)) \
-        == ("kernel", "f16", 256, 2, 64, 4, False, False)
+        == ("kernel", "f16", 256, 2, 64, 4, False, False, 16)
     # no store: the defaults
     assert plan((256, 64), (64, 512), lambda *a, **k: None) \
-        == ("kernel", "f16", 256, 2, 64, 4, False, False)
+        == ("kernel", "f16", 256, 2, 64, 4, False, False, 16)
 
 
 def test_emulated_dry_run_tunes_the_sm80_kernel_and_stores_it(tmp_path):
     dbp = tmp_path / "tune.sqlite"
     t = ht.HalfMatmulTask((128, 32), (32, 128), "f16", "emulator")
-    space = t.space(tile=[[128, 128]], warp=[[64, 64]], bk=[32], stages=[2])
+    space = t.space(tile=[[128, 128]], warp=[[64, 64]], bk=[32], stages=[2], raster=[16])
     res = autotune.tune(t, space, t.args(0), reference=t.reference, backend="emulator",
                         db=str(dbp), reps=1, rtol=1e-3, atol=1e-3, task=t.task, **t.rate)
     assert res.best is not None and len(res.records) == 1
     assert all(r["status"] == "ok" for r in res.records)
     w = autotune.Database(str(dbp)).winner(
         "matmul_sm80", autotune.db.shapes_key(t.shapes()), autotune.env.env_key("emulator"))
-    assert w == dict(tile=[128, 128], warp=[64, 64], bk=32, stages=2)
+    assert w == dict(tile=[128, 128], warp=[64, 64], bk=32, stages=2, raster=16)
 
 
 def test_cli_dtype_is_for_matmul_only(capsys):
