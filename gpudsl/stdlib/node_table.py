@@ -95,7 +95,12 @@ def _launch_matmul(shapes, attrs, backend):
                       + tuple((k, ("value", v)) for k, v in binds.items()),
                       tuple(sa[:-1]) + (sb[-1],))
     if attrs.get("precision", "fp32") == "tf32":
+        from .matmul_sm90_tf32 import launch_on_device   # sm_90a: the TF32 wgmma kernel
         from .matmul_tf32 import matmul_tf32_kernel
+
+        on_device = launch_on_device(tuple(sa), tuple(sb), backend)
+        if on_device is not None:
+            return on_device
 
         asy = attrs.get("async_stages")
         p, _ = matmul_tf32_kernel(sa, sb, **({"async_stages": asy} if asy else {}))
