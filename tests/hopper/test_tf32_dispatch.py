@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import gpudsl
+from gpudsl import ops
 from gpudsl.stdlib.matmul_sm90_tf32 import launch_on_device, sm90_tf32_kernel
 
 from .test_derived_gemm_nn import h100  # noqa: F401 - the fixture
 
-ops = gpudsl.ops
+
 ops_mod = importlib.import_module("gpudsl.stdlib.array_ops")
 
 
@@ -48,11 +49,14 @@ def test_ops_matmul_tf32_runs_the_wgmma_kernel_on_sm90a(cuda_ops, lead, shape):
     got = ops.matmul(a, b, precision="tf32")
     assert got.shape == want.shape and (got == want).all()
     assert not (a @ b == want).all()               # the product was read as tf32
-    first_run, transpose, gemm = cuda_ops          # the first run, then the two steps
-    assert first_run == gemm and gemm.startswith("bmatmul_nt_tf32" if lead else "matmul_nt_tf32")
+    transpose, gemm = cuda_ops                     # two steps: b transposed, the TN kernel
+    assert gemm.startswith("bmatmul_nt_tf32" if lead else "matmul_nt_tf32")
     assert transpose.startswith("permute")
+    from gpudsl.stdlib import first_run           # after its first run equalled numpy
+    assert [(p.name, ok) for p, ok in first_run._RESULTS.values()] == [(gemm, True)]
     again = ops.matmul(a, b, precision="tf32")     # checked once per process and device
-    assert (again == want).all() and cuda_ops[3:] == [transpose, gemm]
+    assert (again == want).all() and cuda_ops[2:] == [transpose, gemm]
+    assert len(first_run._RESULTS) == 1
 
 
 def test_a_vector_times_a_matrix_and_shapes_it_does_not_serve(cuda_ops):
@@ -60,7 +64,7 @@ def test_a_vector_times_a_matrix_and_shapes_it_does_not_serve(cuda_ops):
     got = ops.matmul(a[0], b, precision="tf32")
     assert got.shape == (24,) and (got == want[0]).all() and "matmul_nt_tf32" in cuda_ops[-1]
     # a reduction no k tile divides: the mma.sync kernel's refusal, as before
-    with pytest.raises(gpudsl.stdlib.shapes.NodeError):
+    with pytest.raises(gpudsl.Error):
         ops.matmul(*_exact((), 128, 40, 128)[:2], precision="tf32")
     assert launch_on_device((128, 40), (40, 128), "cuda") is None
     assert launch_on_device((128, 64), (64, 128), "emulator") is None
@@ -69,7 +73,7 @@ def test_a_vector_times_a_matrix_and_shapes_it_does_not_serve(cuda_ops):
 def test_the_launch_is_a_transpose_into_scratch_then_the_tn_kernel(h100):  # noqa: F811
     ln = launch_on_device((2, 64, 96), (2, 96, 40), "cuda")
     (first,) = ln.before
-    assert ln.proc is sm90_tf32_kernel(bn=128, wgs=1, bk=32, stages=4, clip=True, batched=True)
+    assert ln.proc is sm90_tf32_kernel(bn=256, wgs=2, bk=32, stages=4, clip=True, batched=True)
     assert ln.scratch == (("bt", (2, 40, 96)),) and ln.out == (2, 64, 40)
     assert [s for _, s in first.args][0][:2] == ("in", 1)        # b in, bt out
     assert [s for _, s in first.args][1][:2] == ("scratch", "bt")
@@ -87,19 +91,24 @@ def test_elsewhere_the_mma_sync_kernel_serves_unchanged(monkeypatch):
     assert len(ran) == 1 and "nt_tf32" not in ran[0] and "tf32" in ran[0]
 
 
-def test_a_graph_matmul_of_precision_tf32_takes_two_steps_on_sm90a(h100):  # noqa: F811
+def test_a_graph_launch_list_runs_the_transpose_then_the_tn_kernel_on_sm90a(h100):  # noqa: F811
+    """A matmul node of precision tf32 (graphs have no script form for it yet: the node's
+    attribute set after compiling) makes two steps on sm_90a, the scratch ``bt`` a
+    temporary of the list, run by the host executor."""
     from gpudsl import graph
-    from gpudsl.compiler import unit as unit_mod
-    from gpudsl.graph.graph_nodes import Node
-    real = unit_mod.compile_unit
-    h100.setattr(unit_mod, "compile_unit", lambda procs, device, *a, **kw:
-                 real(procs, "emulator" if device == "cuda" else device, *a, **kw))
+    from gpudsl.compiler.unit import compile_unit
+    from gpudsl.graph.executors import HostExecutor
+    from gpudsl.graph.launches import launch_list
     a, b, want = _exact((2,), 64, 32, 72, seed=9)
     x = graph.InputTensor("x", "float32", [2, 64, 32])
-    y = Node("MatMulNode", (x, graph.ConstantTensor(b)), {"precision": "tf32"}).relu()
-    model = graph.compile(y, device="cuda")
-    names = [k.name for k in model.kernels]
+    y = x @ graph.ConstantTensor(b)
+    model = graph.compile(y, device="emulator")
+    (mm,) = [n for n in model.graph.nodes if n.op == "MatMulNode"]
+    mm.attrs["precision"] = "tf32"
+    model.device = "cuda"
+    ll = launch_list(model)
+    names = [s.proc.name for s in ll.steps]
     assert names[0].startswith("permute") and names[1].startswith("bmatmul_nt_tf32"), names
-    model.device = "emulator"       # run its launch list on the host executor
-    got = model.evaluate({"x": a})
-    assert (got == np.maximum(want, 0)).all()
+    assert ll.temps[f"bt{model.graph.nodes.index(mm)}"].shape == (2, 72, 32)
+    got = HostExecutor(model, ll, compile_unit(ll.procs, "emulator")).run({"x": a})
+    assert (got == want).all()
