@@ -99,3 +99,15 @@ def test_the_plans_refuse_mismatched_batches():
         plan_matmul_sm90_tf32((2, 64, 64), (64, 64))
     with pytest.raises(NodeError, match=r"multiple of 32 or 16.*2 x 64x64x40"):
         plan_matmul_sm90_tf32((2, 64, 40), (2, 64, 40))
+
+
+def test_gpudsl_bench_rows_of_the_batched_kernels_run_on_the_emulator():
+    from gpudsl import bench
+    rows = {"bmatmul_f16_sm90", "bmatmul_tf32_sm90"}
+    assert rows <= bench.MATMULS
+    env = bench._Env("emulator")
+    cases = bench._matmul_cases(env, True, rows, variants=True)
+    assert [c.node for c in cases] == ["bmatmul_f16_sm90", "bmatmul_tf32_sm90"]
+    for c in cases:
+        assert c.size.startswith("2x32^3") and c.tol == 1e-2
+        assert env.rel_error(c.run(), c.want()) <= c.tol, c.node
