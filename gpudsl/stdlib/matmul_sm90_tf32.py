@@ -202,15 +202,16 @@ def _case(m: int, n: int, k: int, nb: int = 0):
     return dict(a=a, bt=bt, c=np.zeros(lead + (m, n), np.float32)), {"c": want}
 
 
-def launch_on_device(sa: tuple, sb: tuple, backend: str):
+def launch_on_device(sa: tuple, sb: tuple, backend: str, permute):
     """The node table's launch of ``a @ b`` (float32, ``precision="tf32"``; ``[m, n] @
     [n, k]``, ``[n] @ [n, k]`` or ``[nb, m, n] @ [nb, n, k]``) on an sm_90a GPU
     (``backend == "cuda"``): ``b`` transposed by the permute kernel into a scratch
     ``bt`` (the tf32 wgmma reads B K-major only: docs/decisions.md), then the TN kernel
-    (:func:`plan_on_device`); None where the device has no wgmma or no kernel serves."""
+    (:func:`plan_on_device`); None where the device has no wgmma or no kernel serves.
+    ``permute``: the node table's launch of the permute node, ``(shapes, attrs,
+    backend) -> Launch``."""
     from .matmul_sm80 import _has_wgmma, arch_of
     from .node_registry import Launch
-    from .node_table import _launch_permute
 
     a2 = (1,) + tuple(sa) if len(sa) == 1 else tuple(sa)
     sb = tuple(sb)
@@ -221,7 +222,7 @@ def launch_on_device(sa: tuple, sb: tuple, backend: str):
     if plan is None:
         return None
     p, binds = plan
-    t = _launch_permute((sb,), {"perm": (1, 0) if len(sb) == 2 else (0, 2, 1)}, backend)
+    t = permute((sb,), {"perm": (1, 0) if len(sb) == 2 else (0, 2, 1)}, backend)
     moved = {"in": lambda s: ("in", 1, s[2]), "out": lambda s: ("scratch", "bt", s[1])}
     transpose = Launch(t.proc, tuple((x, moved[s[0]](s)) for x, s in t.args))
     out = a2[:-1] + sb[-1:]

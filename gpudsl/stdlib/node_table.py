@@ -98,7 +98,7 @@ def _launch_matmul(shapes, attrs, backend):
         from .matmul_sm90_tf32 import launch_on_device   # sm_90a: the TF32 wgmma kernel
         from .matmul_tf32 import matmul_tf32_kernel
 
-        on_device = launch_on_device(tuple(sa), tuple(sb), backend)
+        on_device = launch_on_device(tuple(sa), tuple(sb), backend, _launch_permute)
         if on_device is not None:
             return on_device
 

@@ -13,6 +13,7 @@ import pytest
 import gpudsl
 from gpudsl import ops
 from gpudsl.stdlib.matmul_sm90_tf32 import launch_on_device, sm90_tf32_kernel
+from gpudsl.stdlib.node_table import _launch_permute
 
 from .test_derived_gemm_nn import h100  # noqa: F401 - the fixture
 
@@ -66,12 +67,12 @@ def test_a_vector_times_a_matrix_and_shapes_it_does_not_serve(cuda_ops):
     # a reduction no k tile divides: the mma.sync kernel's refusal, as before
     with pytest.raises(gpudsl.Error):
         ops.matmul(*_exact((), 128, 40, 128)[:2], precision="tf32")
-    assert launch_on_device((128, 40), (40, 128), "cuda") is None
-    assert launch_on_device((128, 64), (64, 128), "emulator") is None
+    assert launch_on_device((128, 40), (40, 128), "cuda", _launch_permute) is None
+    assert launch_on_device((128, 64), (64, 128), "emulator", _launch_permute) is None
 
 
 def test_the_launch_is_a_transpose_into_scratch_then_the_tn_kernel(h100):  # noqa: F811
-    ln = launch_on_device((2, 64, 96), (2, 96, 40), "cuda")
+    ln = launch_on_device((2, 64, 96), (2, 96, 40), "cuda", _launch_permute)
     (first,) = ln.before
     assert ln.proc is sm90_tf32_kernel(bn=256, wgs=2, bk=32, stages=4, clip=True, batched=True)
     assert ln.scratch == (("bt", (2, 40, 96)),) and ln.out == (2, 64, 40)
