@@ -111,3 +111,28 @@ def test_gpudsl_bench_rows_of_the_batched_kernels_run_on_the_emulator():
     for c in cases:
         assert c.size.startswith("2x32^3") and c.tol == 1e-2
         assert env.rel_error(c.run(), c.want()) <= c.tol, c.node
+
+
+@pytest.mark.parametrize("kind", ["f16", "tf32"])
+def test_batched_sm90a_builds_have_the_2d_main_loop_and_no_spills(kind):
+    """NVRTC for sm_90a: the 128 x 256 batched kernels keep the 2-D main loop (per slot 2
+    TMA boxes, 4 chained HGMMAs, one group in flight, no shared loads), no spills."""
+    from gpudsl.codegen import generate
+    from gpudsl.perf import sass
+    from gpudsl.runtime.nvrtc import compile_cubin
+
+    from .test_derived_gemm import _k_tile, _sass_ops
+    p = (sm90_kernel("f16", bn=256, wgs=2, bk=64, stages=4, batched=True) if kind == "f16"
+         else sm90_tf32_kernel(bn=256, wgs=2, bk=32, stages=4, batched=True))
+    r = compile_cubin(generate(p.ir, {}).source, "sm_90a")
+    (res,) = r.resources.values()
+    assert res.spill_stores_bytes == res.spill_loads_bytes == res.stack_bytes == 0, res
+    if not sass.have_disassembler():
+        pytest.skip("no nvdisasm/cuobjdump")
+    text = sass.disassemble(r.cubin)
+    ops = _sass_ops(text)
+    assert ops["HGMMA"] == 4 and ops["UTMALDG"] == 2, ops
+    assert ("HGMMA.64x256x8.F32.TF32" in text) == (kind == "tf32")
+    tile = _k_tile(text)
+    assert not any(x.startswith(("STS", "LDS", "LDG")) for x in tile)
+    assert ops["LDS"] == ops["LDSM"] == ops["LDG"] == 0
