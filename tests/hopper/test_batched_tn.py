@@ -136,3 +136,23 @@ def test_batched_sm90a_builds_have_the_2d_main_loop_and_no_spills(kind):
     tile = _k_tile(text)
     assert not any(x.startswith(("STS", "LDS", "LDG")) for x in tile)
     assert ops["LDS"] == ops["LDSM"] == ops["LDG"] == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("clip,shape", [(False, (3, 256, 512, 256)), (True, (2, 257, 500, 192))],
+                         ids=["128x256", "128x256-clipped"])
+def test_batched_on_the_gpu(clip, shape):
+    from gpudsl.runtime.driver import device_arch
+    if device_arch() != "sm_90a":
+        pytest.skip("needs an H100/H200")
+    nb, m, n, k = shape
+    a, bt, want = _halves(*shape, np.float16, 5)
+    c = np.zeros((nb, m, n), np.float16)
+    sm90_kernel("f16", bn=256, wgs=2, bk=64, stages=4, clip=clip, batched=True).compile("cuda")(
+        a=a, bt=bt, c=c)
+    assert (c == want).all()
+    a, bt, want = _tf32(*shape, seed=6)
+    c = np.zeros((nb, m, n), np.float32)
+    sm90_tf32_kernel(bn=256, wgs=2, bk=32, stages=4, clip=clip, batched=True).compile("cuda")(
+        a=a, bt=bt, c=c)
+    assert (c == want).all()

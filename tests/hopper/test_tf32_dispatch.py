@@ -113,3 +113,15 @@ def test_a_graph_launch_list_runs_the_transpose_then_the_tn_kernel_on_sm90a(h100
     assert ll.temps[f"bt{model.graph.nodes.index(mm)}"].shape == (2, 72, 32)
     got = HostExecutor(model, ll, compile_unit(ll.procs, "emulator")).run({"x": a})
     assert (got == want).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lead,shape", [((), (512, 256, 1024)), ((3,), (130, 96, 72))],
+                         ids=["2d", "batched-clipped"])
+def test_on_the_gpu_through_ops(lead, shape):
+    from gpudsl.runtime.driver import device_arch
+    if device_arch() != "sm_90a":
+        pytest.skip("needs an H100/H200")
+    a, b, want = _exact(lead, *shape, seed=11)
+    got = np.asarray(ops.matmul(a, b, precision="tf32"))
+    assert (got == want).all()
