@@ -332,7 +332,9 @@ def reshape(x, shape):
 def matmul(a, b, precision: str = "fp32", stages: int | None = None,
            async_stages: int | None = None):
     """``[m,n]@[n,k]``, ``[n]@[n,k]`` or ``[b,m,n]@[b,n,k]``.  ``precision="tf32"``:
-    the TF32 tensor-core kernel (2-D, tile-divisible shapes; see ``matmul_tf32``).
+    the TF32 tensor-core kernel (2-D, tile-divisible shapes; see ``matmul_tf32``; on an
+    sm_90a GPU the TF32 wgmma kernel, 2-D, ``[n] @ [n, k]`` or batched, the reduction a
+    multiple of 16, ``b`` transposed into a scratch array first: ``matmul_sm90_tf32``).
     ``stages`` (fp32): 2 (double-buffered tiles, one barrier per k step; the default)
     or 1 (the single-stage kernel) for the big-tile kernel, instead of the tuned or
     default choice; ``async_stages``: 2 to 4, the big-tile kernel's (or the TF32
