@@ -20,7 +20,7 @@ turns into chained tf32 wgmmas on ``[rows, 8]`` windows of the swizzled tiles.
 
 Sizes: ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0``; with ``clip=True`` every
 ``m`` and ``n`` (``k % bk == 0``); ``batched=True``: ``[nb, m, k] @ [nb, n, k]^T``, blocks
-over the batch too.  The tile choice is :mod:`~gpudsl.stdlib.sm90_plans`'.
+over the batch too.  The tile choice is :mod:`~gpudsl.stdlib.sm90_plans`'s.
 
 **What ``ops.matmul(a, b, precision="tf32")`` runs on an sm_90a GPU**
 (:func:`launch_on_device`): ``b`` (K x N, row-major) transposed by the permute kernel
