@@ -284,12 +284,19 @@ def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) ->
     for n in (EMU_GEMM_SIZES if small else GEMM_SIZES):
         mm("matmul_tf32_sm90", (n, n), (n, n), f"{n}^3 tf32 sm90 (TMA + wgmma)", tf32=True,
            runner=lambda a, b: _nt_runner(a, b, matmul_tf32_sm90))
+    # both batched (blocks over the batch): [bt, bm, bm] @ [bt, bm, bm]^T
+    mm("bmatmul_f16_sm90", (bt, bm, bm), (bt, bm, bm), f"{bt}x{bm}^3 f16 sm90", dtype="float16",
+       runner=lambda a, b: _nt_runner(a, b, matmul_nt_sm90))
+    mm("bmatmul_tf32_sm90", (bt, bm, bm), (bt, bm, bm), f"{bt}x{bm}^3 tf32 sm90", tf32=True,
+       runner=lambda a, b: _nt_runner(a, b, matmul_tf32_sm90))
     return out
 
 
 def _nt_runner(a, b, fn):
-    """``fn(a, bt)`` with ``bt`` the contiguous transpose of ``b``, made once."""
-    bt = b.t().contiguous() if hasattr(b, "contiguous") else b.T.copy()
+    """``fn(a, bt)`` with ``bt`` the contiguous transpose of ``b`` (its last two axes),
+    made once."""
+    bt = b.transpose(-1, -2).contiguous() if hasattr(b, "contiguous") else \
+        b.swapaxes(-1, -2).copy()
     return lambda: fn(a, bt)
 
 

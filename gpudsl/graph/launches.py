@@ -9,7 +9,9 @@ each value straight into its planned place (no copies):
 - every other computing node: one step, the kernel its declaration in the node table
   chooses for its shapes (``gpudsl.stdlib.node_table.plan``: the tuning database's
   winner, else the default; the kernel ``gpudsl.ops`` runs for the same shapes), its
-  arguments reshaped as the declaration says;
+  arguments reshaped as the declaration says; a launch with ``before`` launches (a
+  TF32 matmul on sm_90a: B transposed first) is a step each, their scratch arrays
+  temporaries of the list;
 - ``InputTensor``: a copy into the arena before the steps (``LaunchList.inputs``);
 - constants, buffers and views (``ReshapeNode``, ``SliceNode``): nothing.
 
@@ -150,8 +152,11 @@ def launch_list(model) -> LaunchList:
             if dt != "f32":
                 attrs = dict(attrs, dtype=dt)
             launch = plan_launch(decl, shapes, attrs, model.device)
-            out.steps.append(Step(launch.proc, _args(out, launch, ins, ref(i), node, i),
-                                  (i,), False))
+            for name, shape in launch.scratch:   # the node's scratch: arrays of the list
+                out.temps[f"{name}{i}"] = np.zeros(shape, _NP[node.dtype])
+            for ln in launch.before + (launch,):
+                out.steps.append(Step(ln.proc, _args(out, ln, ins, ref(i), node, i),
+                                      (i,), False))
     if out.errors:
         out.temps["err"] = np.zeros(len(out.errors), np.int32)
     out.result = ref(pos[id(model.graph.result)])
@@ -186,6 +191,10 @@ def _args(out: LaunchList, launch, ins: list, me: Ref, node, i: int) -> dict:
         elif kind == "array":  # a literal array: a temporary of the list
             out.temps[f"{param}{i}"] = spec[1]
             args[param] = Ref("temp", f"{param}{i}", 0, spec[1].shape, spec[1].dtype.name)
+        elif kind == "scratch":  # the node's scratch array (a temporary of the list)
+            whole = out.temps[f"{spec[1]}{i}"]
+            r = Ref("temp", f"{spec[1]}{i}", 0, whole.shape, node.dtype)
+            args[param] = r if spec[2] is None else r.reshape(spec[2])
         else:
             args[param] = _err(out, i)
     return args

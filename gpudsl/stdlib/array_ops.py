@@ -133,8 +133,19 @@ def _launch(name: str, operands: tuple, attrs: dict, like=None):
 def _execute(launch, operands: tuple, like):
     """Run the node table's ``launch`` on ``operands``, the result allocated like
     ``like`` (its dtype): the result (or ``operands[0]``, written in place) and the
-    fault flag."""
+    fault flag.  ``launch.before`` runs first, on the same operands and the launch's
+    scratch arrays (allocated like ``like``)."""
     out = None if launch.out is None else _empty(like, launch.out, _dtype_like(like))
+    scratch = {name: _empty(like, shape, _dtype_like(like)) for name, shape in launch.scratch}
+    for first in launch.before:
+        _run(first.proc, **_arguments(first, operands, None, scratch, like)[0])
+    args, err = _arguments(launch, operands, out, scratch, like)
+    _run(launch.proc, **args)
+    return (operands[0] if out is None else out), err
+
+
+def _arguments(launch, operands: tuple, out, scratch: dict, like) -> tuple[dict, object]:
+    """A launch's arguments (``gpudsl.stdlib.node_registry``) and its fault flag."""
     err, args = None, {}
     for param, spec in launch.args:
         kind = spec[0]
@@ -147,10 +158,12 @@ def _execute(launch, operands: tuple, like):
             args[param] = spec[1]
         elif kind == "array":  # a literal array, where the operands live
             args[param] = _array_like(like, spec[1])
+        elif kind == "scratch":
+            x = scratch[spec[1]]
+            args[param] = x if spec[2] is None else x.reshape(spec[2])
         else:
             err = args[param] = _zeros(like, (1,), np.int32)
-    _run(launch.proc, **args)
-    return (operands[0] if out is None else out), err
+    return args, err
 
 
 def _with_dtype(attrs: dict, dt: str) -> dict:
@@ -320,7 +333,9 @@ def reshape(x, shape):
 def matmul(a, b, precision: str = "fp32", stages: int | None = None,
            async_stages: int | None = None):
     """``[m,n]@[n,k]``, ``[n]@[n,k]`` or ``[b,m,n]@[b,n,k]``.  ``precision="tf32"``:
-    the TF32 tensor-core kernel (2-D, tile-divisible shapes; see ``matmul_tf32``).
+    the TF32 tensor-core kernel (2-D, tile-divisible shapes; see ``matmul_tf32``; on an
+    sm_90a GPU the TF32 wgmma kernel, 2-D, ``[n] @ [n, k]`` or batched, the reduction a
+    multiple of 16, ``b`` transposed into a scratch array first: ``matmul_sm90_tf32``).
     ``stages`` (fp32): 2 (double-buffered tiles, one barrier per k step; the default)
     or 1 (the single-stage kernel) for the big-tile kernel, instead of the tuned or
     default choice; ``async_stages``: 2 to 4, the big-tile kernel's (or the TF32

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from ..ir.nodes import For
 from ..ir.types import BLOCKS, SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_sync,
@@ -66,38 +67,56 @@ from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_syn
 from .common import make_proc
 from .matmul_parts import _permute_nest
 from .raster import RASTER, RASTERS, with_raster
-from .shapes import NodeError, require
+from .shapes import require
 
 DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4, swizzle=True)
 WIDE = dict(bn=256, wgs=2, bk=64, stages=4, swizzle=True)   # CUTLASS's 128 x 256 tile
 
 
-def matmul_nt_algorithm(dt: str, divisible: tuple | None = None) -> Proc:
+def matmul_nt_algorithm(dt: str, divisible: tuple | None = None,
+                        batched: bool = False) -> Proc:
     """``c[m, n] = a[m, k] @ bt[n, k]^T`` in ``dt`` (f16 or bf16), products summed in
-    f32 and rounded once; ``divisible = (dm, dn, dk)`` adds ``m % dm == 0 and ...``."""
+    f32 and rounded once; ``divisible = (dm, dn, dk)`` adds ``m % dm == 0 and ...``;
+    ``batched``: over a leading batch axis ``z`` of ``nb`` (``c[z] = a[z] @ bt[z]^T``)."""
     line, tag = "", ""
     if divisible is not None:
         dm, dn, dk = divisible
         line = f"    assert m % {dm} == 0 and n % {dn} == 0 and k % {dk} == 0\n"
         tag = f"_{dm}x{dn}x{dk}"
-    name = f"matmul_nt_{dt}{tag}"
-    text = (f"def {name}(m: size, n: size, k: size, a: {dt}[m, k], bt: {dt}[n, k], "
-            f"c: {dt}[m, n]):\n" + line +
-            "    for i in seq(0, m):\n"
-            "        for j in seq(0, n):\n"
-            "            s: f32 @ REGISTER\n"
-            "            s = 0.0\n"
-            "            for p in seq(0, k):\n"
-            "                s += f32(a[i, p]) * f32(bt[j, p])\n"
-            f"            c[i, j] = {dt}(s)\n")
-    return make_proc(name, text)
+    name = f"{'b' if batched else ''}matmul_nt_{dt}{tag}"
+    return make_proc(name, nt_text(name, dt, line, "f32(a[{z}i, p]) * f32(bt[{z}j, p])",
+                                   f"{dt}(s)", batched))
+
+
+def nt_text(name: str, dt: str, line: str, product: str, result: str, batched: bool) -> str:
+    """The text of a readable TN GEMM ``name``: ``product`` and ``result`` with ``{z}``
+    where the batch index goes (``z, `` when ``batched``)."""
+    nb, z, pad = ("nb: size, ", "z, ", "    ") if batched else ("", "", "")
+    lead = "nb, " if batched else ""
+    return (f"def {name}({nb}m: size, n: size, k: size, a: {dt}[{lead}m, k], "
+            f"bt: {dt}[{lead}n, k], c: {dt}[{lead}m, n]):\n" + line +
+            ("    for z in seq(0, nb):\n" if batched else "") +
+            f"{pad}    for i in seq(0, m):\n"
+            f"{pad}        for j in seq(0, n):\n"
+            f"{pad}            s: f32 @ REGISTER\n"
+            f"{pad}            s = 0.0\n"
+            f"{pad}            for p in seq(0, k):\n"
+            f"{pad}                s += {product.format(z=z)}\n"
+            f"{pad}            c[{z}i, j] = {result}\n")
+
+
+def batch_index(p) -> str:
+    """``"z, "`` when ``p`` runs over a leading batch loop ``z``, else ``""``."""
+    return "z, " if any(s.iter == "z" for s in p.ir.body if isinstance(s, For)) else ""
 
 
 def _fragment(p, bm: int, bn: int, wgs: int, clip: bool = False):
     """Step 1: the rows and columns cut into the wgmma fragment, the lanes merged into
     ``t`` (128 per consumer warpgroup), the fragment into ``f``; blocks and threads.
     ``clip``: the block tiles guarded at the edges (``if i < m: if j < n:``, moved
-    inside the fragment's loops)."""
+    inside the fragment's loops); a batch loop ``z`` runs over blocks too."""
+    if batch_index(p):
+        p = parallelize_loop(p, "z", BLOCKS)
     edge = "guard" if clip else "perfect"
     p = divide_loop(p, "i", bm, ["bi", "ii"], tail=edge)
     p = divide_loop(p, "ii", 16, ["w", "i16"], tail="perfect")
@@ -141,10 +160,10 @@ def _tiles(p, bm: int, bn: int, bk: int, swizzle: bool, clip: bool = False):
     (``2 bk`` bytes: one box per operand), or the canonical layout ``[bk / 8, rows, 8]``
     (a box per 8-column half, ``X_h``); their copies as one-thread loops (``X_o``).
     ``clip``: rows past the array's edge read as zeros (``zeros=True``: a TMA box)."""
-    compute = p.find_loop("t #1")
+    compute, zi = p.find_loop("t #1"), batch_index(p)
     for buf, src, rows, blk in (("As", "a", bm, "bi"), ("Bs", "bt", bn, "bj")):
         p = stage_mem(p, p.forward(compute),
-                      f"{src}[{rows} * {blk}:{rows} * {blk} + {rows}, {bk} * po:{bk} * po + {bk}]",
+                      f"{src}[{zi}{rows} * {blk}:{rows} * {blk} + {rows}, {bk} * po:{bk} * po + {bk}]",
                       buf, SHARED, zeros=clip)
         if swizzle:
             p = set_swizzle(p, buf, 2 * bk)
@@ -290,34 +309,31 @@ def _swizzled_slab(wgs: int, producer: str, registers: bool) -> bool:
 def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4,
                 swizzle: bool = True, inflight: bool = True, tma_store: bool = True,
                 clip: bool = False, producer: str | None = None,
-                registers: bool = True, raster: int = RASTER) -> Proc:
+                registers: bool = True, raster: int = RASTER, batched: bool = False) -> Proc:
     """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
     and n (edges clipped); ``producer``: a thread or a warpgroup (None: the
     warpgroup where setmaxnreg gains registers, :func:`schedule_matmul_sm90`);
-    ``raster``: the block order (:mod:`.raster`)."""
+    ``raster``: the block order (:mod:`.raster`); ``batched``: ``[nb, m, k] @ [nb, n,
+    k]^T``, blocks over the batch too (its epilogue stores directly: ``tma_store`` is
+    ignored)."""
     producer = producer or ("warpgroup" if register_split(wgs) else "thread")
-    registers = registers and producer == "warpgroup"
-    return _sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight, tma_store, clip,
-                        producer, registers, raster)
+    registers = bool(registers) and producer == "warpgroup"
+    return _sm90_kernel(dt, bn, wgs, bk, stages, bool(swizzle), bool(inflight),
+                        bool(tma_store) and not batched, bool(clip), producer, registers,
+                        int(raster), bool(batched))
 
 
 @lru_cache(maxsize=None)
 def _sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight, tma_store, clip, producer,
-                 registers, raster) -> Proc:
+                 registers, raster, batched) -> Proc:
     if raster:   # the same derivation (cached), then the hint
-        p = with_raster(_sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight, tma_store,
-                                     clip, producer, registers, 0), raster)
-    else:
-        algo = matmul_nt_algorithm(dt, (1, 1, bk) if clip else (64 * wgs, bn, bk))
-        p = schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages,
-                                 swizzle=swizzle, inflight=inflight, tma_store=tma_store,
-                                 clip=clip, producer=producer, registers=registers,
-                                 raster=0)
-    _TILES[p] = dict(bn=bn, wgs=wgs, bk=bk, clip=bool(clip))
-    return p
-
-
-_TILES: dict = {}   # sm90_kernel's procs -> their tile (the first run's case)
+        return with_raster(_sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight,
+                                        tma_store, clip, producer, registers, 0, batched),
+                           raster)
+    algo = matmul_nt_algorithm(dt, (1, 1, bk) if clip else (64 * wgs, bn, bk), batched)
+    return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
+                                inflight=inflight, tma_store=tma_store, clip=clip,
+                                producer=producer, registers=registers, raster=0)
 
 
 def shared_bytes(bn: int, wgs: int, bk: int, stages: int, tma_store: bool = True, **_) -> int:
@@ -347,36 +363,28 @@ def sm90_space(smem_bytes: int = 227 * 1024, rasters=RASTERS) -> list[dict]:
 
 
 def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[Proc, dict]:
-    """The derived kernel for ``a[m, k] @ bt[n, k]^T`` and its size arguments: ``opts``
-    (a tile of :func:`sm90_space`), else the 128 x 256 tile where it divides the shape,
-    else 64 x 128; a shape neither divides is served by a clipped kernel (``clip=True``:
-    edges guarded) whose ``bk`` (64, 32 or 16) divides ``k``; a ``k`` none divides is
-    refused (use ``gpudsl.ops.matmul``)."""
+    """The derived kernel for ``a[m, k] @ bt[n, k]^T`` (or batched, ``[nb, m, k] @ [nb,
+    n, k]^T``) and its size arguments: ``opts`` (a tile of :func:`sm90_space`), else the
+    128 x 256 tile where it divides the shape, else 64 x 128; a shape neither divides is
+    served by a clipped kernel (``clip=True``: edges guarded) whose ``bk`` (64, 32 or 16)
+    divides ``k``; a ``k`` none divides is refused (use ``gpudsl.ops.matmul``)
+    (:func:`gpudsl.stdlib.sm90_plans.choose_tile`)."""
+    from .sm90_plans import binds_of, choose_tile, operand_shapes, refused
+
     require(dt in ("f16", "bf16"), f"the sm_90a GEMM multiplies f16 or bf16, not {dt}")
-    require(len(shape_a) == 2 and len(shape_bt) == 2 and shape_a[1] == shape_bt[1],
-            f"a[m, k] @ bt[n, k]^T: shapes {shape_a} and {shape_bt} do not match")
-    (m, k), n = shape_a, shape_bt[0]
-    opts = dict(opts)
-    clip = opts.pop("clip", None)
-    tiles = [dict(DEFAULTS, **opts)] if opts else [dict(WIDE), dict(DEFAULTS)]
-    binds = dict(m=m, n=n, k=k)
-    if not clip:
-        for t in tiles:
-            if m % (64 * t["wgs"]) == 0 and n % t["bn"] == 0 and k % t["bk"] == 0:
-                return sm90_kernel(dt, **t), binds
-    tile = dict(tiles[0])
-    ks = [tile["bk"]] if opts.get("bk") else [64, 32, 16]
-    for bk in ks:
-        if k % bk == 0 and (tile["swizzle"] or bk % 16 == 0):
-            return sm90_kernel(dt, **dict(tile, bk=bk), clip=True), binds
-    raise NodeError(f"the sm_90a GEMM needs k a multiple of {' or '.join(map(str, ks))} (its "
-                    f"k tiles are not clipped); not {m}x{n}x{k}", None,
-                    "use gpudsl.ops.matmul, whose kernels take every shape")
+    dims = operand_shapes(shape_a, shape_bt, True, "the sm_90a GEMM")
+    ks = (opts["bk"],) if opts.get("bk") else (64, 32, 16)
+    got = choose_tile(dims, DEFAULTS, WIDE, opts, ks)
+    if got is None:
+        raise refused("the sm_90a GEMM", ks, dims, "use gpudsl.ops.matmul, whose kernels "
+                      "take every shape")
+    tile, clip = got
+    return sm90_kernel(dt, **tile, clip=clip, batched=dims[3] is not None), binds_of(dims)
 
 
 def matmul_nt_sm90(a, bt, **opts):
     """``a @ bt^T`` of float16 or bfloat16 arrays (numpy or torch, ``a[m, k]``,
-    ``bt[n, k]``) by the derived sm_90a kernel (:func:`plan_matmul_sm90`), run where
+    ``bt[n, k]``, or batched ``[nb, m, k]``, ``[nb, n, k]``) by the derived sm_90a kernel (:func:`plan_matmul_sm90`), run where
     ``gpudsl.ops`` runs (the GPU needs sm_90a: an H100 or H200; the emulator anywhere);
     ``gpudsl bench``'s rows ``matmul_f16_sm90`` and ``matmul_bf16_sm90`` time it."""
     from .halves import NUMPY, common_dtype
@@ -386,7 +394,7 @@ def matmul_nt_sm90(a, bt, **opts):
     sa, sb = tuple(int(d) for d in a.shape), tuple(int(d) for d in bt.shape)
     p, binds = plan_matmul_sm90(sa, sb, dt, **opts)
     a, bt = contig(a), contig(bt)
-    c = empty(a, (sa[0], sb[0]), NUMPY[dt])
+    c = empty(a, sa[:-1] + sb[-2:-1], NUMPY[dt])
     run_where_ops_run(p, a=a, bt=bt, c=c, **binds)
     return c
 
@@ -398,26 +406,24 @@ def plan_on_device(shape_a: tuple, shape_bt: tuple, dt: str):
     says so once).  ``ops.matmul(a, b)`` takes it where ``b`` is the transpose of a
     contiguous array (``w.T``: a linear layer's weight), with no copy of ``b``."""
     from .first_run import checked_on_device
+    from .sm90_plans import binds_of, choose_tile, operand_shapes, small_case_shape
 
-    try:
-        p, binds = plan_matmul_sm90(tuple(shape_a), tuple(shape_bt), dt)
-    except NodeError:
+    dims = operand_shapes(shape_a, shape_bt, True, "the sm_90a GEMM")
+    got = choose_tile(dims, DEFAULTS, WIDE, {}, (64, 32, 16))
+    if dt not in ("f16", "bf16") or got is None or dims[3] is not None:
         return None
-    if not checked_on_device(p, lambda: _first_case(p, dt)):
+    tile, clip = got
+    p = sm90_kernel(dt, **tile, clip=clip)
+    if not checked_on_device(p, lambda: _first_case(dt, *small_case_shape(tile, clip, 8))):
         return None
-    return p, binds
+    return p, binds_of(dims)
 
 
-def _first_case(p, dt: str):
-    """A small exact case of the TN kernel ``p``: two block tiles each way (plus an
-    edge where it clips), three k tiles; products and sums of small integers."""
+def _first_case(dt: str, m: int, n: int, k: int):
+    """A small exact case of a TN kernel: products and sums of small integers."""
     import ml_dtypes
     import numpy as np
 
-    t = _TILES[p]
-    m = 128 * t["wgs"] + 5 * t["clip"]
-    n = 2 * t["bn"] + 8 * t["clip"]
-    k = 3 * t["bk"]
     npdt = np.float16 if dt == "f16" else ml_dtypes.bfloat16
     rng = np.random.default_rng(19)
     a = rng.integers(-3, 4, (m, k)).astype(npdt)
@@ -426,5 +432,5 @@ def _first_case(p, dt: str):
     return dict(a=a, bt=bt, c=np.zeros((m, n), npdt)), {"c": want}
 
 
-__all__ = ["plan_on_device", "matmul_nt_algorithm", "plan_matmul_sm90", "matmul_nt_sm90", "schedule_matmul_sm90", "sm90_kernel", "sm90_space",
+__all__ = ["plan_on_device", "matmul_nt_algorithm", "nt_text", "batch_index", "plan_matmul_sm90", "matmul_nt_sm90", "schedule_matmul_sm90", "sm90_kernel", "sm90_space",
            "shared_bytes", "DEFAULTS"]

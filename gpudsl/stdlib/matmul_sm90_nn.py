@@ -21,14 +21,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..ir.nodes import For
-from ..ir.types import BLOCKS, SHARED, THREADS
+from ..ir.types import SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, insert_sync, lift_alloc, make_tma,
                         make_wgmma, parallelize_loop, pipeline_wgmma, rearrange_dim,
                         set_swizzle, simplify, stage_mem, warp_specialize)
 from .matmul_f16 import matmul_half_algorithm
-from .matmul_sm90 import DEFAULTS, WIDE, _accumulators_and_k, _epilogue, _fragment, _unguard
+from .matmul_sm90 import (DEFAULTS, WIDE, _accumulators_and_k, _epilogue, _fragment, _unguard,
+                          batch_index)
 from .raster import RASTER, with_raster
 from .shapes import NodeError, require
 
@@ -78,9 +78,7 @@ def schedule_matmul_sm90_nn(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 6
     require(bk in (16, 32, 64), f"bk={bk}: 16, 32 or 64 (A's rows are swizzled)")
     require(2 <= stages <= 8, f"stages={stages}: 2 to 8")
     bm = 64 * wgs
-    zi = "z, " if any(s.iter == "z" for s in p.ir.body if isinstance(s, For)) else ""
-    if zi:     # batched: blocks over the batch too
-        p = parallelize_loop(p, "z", BLOCKS)
+    zi = batch_index(p)     # batched: blocks over the batch too (_fragment)
     p = _fragment(p, bm, bn, wgs, clip)
     p = _accumulators_and_k(p, bn, wgs, bk, clip)
     p = _tiles_nn(p, bm, bn, bk, clip, zi)
@@ -118,27 +116,21 @@ def _kernel(dt, bn, wgs, bk, stages, clip, batched, raster=0) -> Proc:
 def choose_sm90_nn(shape_a: tuple, shape_b: tuple, dt: str, **opts) -> tuple[dict, bool]:
     """``(tile, clip)`` for ``a[m, n] @ b[n, k]``: ``opts``, else the 128 x 256 tile where
     it divides the shape, else 64 x 128, else a clipped kernel whose ``bk`` (64, 32 or 16)
-    divides the reduction ``n`` (``k`` a multiple of 8); refused otherwise."""
+    divides the reduction ``n`` (``k`` a multiple of 8); refused otherwise
+    (:func:`gpudsl.stdlib.sm90_plans.choose_tile`)."""
+    from .sm90_plans import choose_tile, operand_shapes, refused
+
     require(dt in ("f16", "bf16"), f"the sm_90a GEMM multiplies f16 or bf16, not {dt}")
-    require(len(shape_a) == len(shape_b) in (2, 3) and shape_a[-1] == shape_b[-2] and
-            shape_a[:-2] == shape_b[:-2],
-            f"a[m, n] @ b[n, k] (or batched alike): shapes {shape_a} and {shape_b} do not match")
-    (m, n), k = shape_a[-2:], shape_b[-1]
+    dims = operand_shapes(shape_a, shape_b, False, "the sm_90a GEMM")
     opts = {x: v for x, v in opts.items() if x != "swizzle"}
-    clip = opts.pop("clip", None)
-    tiles = [dict(DEFAULTS, **opts)] if opts else [dict(WIDE), dict(DEFAULTS)]
-    tiles = [{x: v for x, v in t.items() if x != "swizzle"} for t in tiles]
-    if not clip:
-        for t in tiles:
-            if m % (64 * t["wgs"]) == 0 and k % t["bn"] == 0 and n % t["bk"] == 0:
-                return t, False
-    ks = [tiles[0]["bk"]] if opts.get("bk") else [64, 32, 16]
-    for bk in ks:
-        if n % bk == 0 and k % 8 == 0:
-            return dict(tiles[0], bk=bk), True
-    raise NodeError(f"the sm_90a GEMM needs the reduction a multiple of "
-                    f"{' or '.join(map(str, ks))} and the columns of 8; not {m}x{n} @ "
-                    f"{n}x{k}", None, "gpudsl.ops.matmul takes every shape")
+    nn_defaults, nn_wide = ({x: v for x, v in t.items() if x != "swizzle"}
+                            for t in (DEFAULTS, WIDE))
+    ks = (opts["bk"],) if opts.get("bk") else (64, 32, 16)
+    got = choose_tile(dims, nn_defaults, nn_wide, opts, ks, lambda cols: cols % 8 == 0)
+    if got is None:
+        raise refused("the sm_90a GEMM", ks, dims, "gpudsl.ops.matmul takes every shape",
+                      " and the columns a multiple of 8")
+    return got
 
 
 def plan_matmul_sm90_nn(shape_a: tuple, shape_b: tuple, dt: str, **opts) -> tuple[Proc, dict]:
@@ -150,15 +142,19 @@ def plan_matmul_sm90_nn(shape_a: tuple, shape_b: tuple, dt: str, **opts) -> tupl
 
 
 def _binds(shape_a, shape_b) -> dict:
-    (m, n), k = shape_a[-2:], shape_b[-1]
-    return dict(m=m, n=n, k=k, **({"nb": shape_a[0]} if len(shape_a) == 3 else {}))
+    from .sm90_plans import binds_of, operand_shapes
+
+    return binds_of(operand_shapes(shape_a, shape_b, False, "the sm_90a GEMM"),
+                    ("m", "k", "n"))
 
 
 def small_shape(tile: dict, clip: bool) -> tuple:
     """A small ``(m, n, k)`` the kernel of ``tile`` serves: two block tiles (plus an
     edge when ``clip``), three k tiles; sums of small integers there are exact."""
-    m, k = 128 * tile["wgs"], 2 * tile["bn"]
-    return (m + 5 * clip, 3 * tile["bk"], k + 8 * clip)
+    from .sm90_plans import small_case_shape
+
+    m, k, n = small_case_shape(tile, clip, 8)
+    return (m, n, k)
 
 
 def plan_on_device(shape_a: tuple, shape_b: tuple, dt: str):

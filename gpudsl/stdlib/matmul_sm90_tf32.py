@@ -19,7 +19,13 @@ derivation cut in two k8 steps (``divide_loop``, ``reorder_loops``) that ``make_
 turns into chained tf32 wgmmas on ``[rows, 8]`` windows of the swizzled tiles.
 
 Sizes: ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0``; with ``clip=True`` every
-``m`` and ``n`` (``k % bk == 0``).
+``m`` and ``n`` (``k % bk == 0``); ``batched=True``: ``[nb, m, k] @ [nb, n, k]^T``, blocks
+over the batch too.  The tile choice is :mod:`~gpudsl.stdlib.sm90_plans`'s.
+
+**What ``ops.matmul(a, b, precision="tf32")`` runs on an sm_90a GPU**
+(:func:`launch_on_device`): ``b`` (K x N, row-major) transposed by the permute kernel
+into a scratch array, then this kernel, once its first run there equalled numpy
+(:func:`plan_on_device`); docs/decisions.md weighs the transpose's cost.
 """
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ from ..schedule import (divide_loop, insert_sync, lift_alloc, make_tma, make_wgm
                         parallelize_loop, reorder_loops, set_swizzle, simplify, stage_mem,
                         warp_specialize)
 from .common import make_proc
-from .matmul_sm90 import _accumulators_and_k, _fragment, _unguard
+from .matmul_sm90 import _accumulators_and_k, _fragment, _unguard, batch_index, nt_text
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bn=128, wgs=1, bk=32, stages=4)
@@ -39,33 +45,27 @@ WIDE = dict(bn=256, wgs=2, bk=32, stages=4)     # 128 x 256, as the halves' wide
 F32_BYTES = 4
 
 
-def matmul_nt_tf32_algorithm(divisible: tuple | None = None) -> Proc:
+def matmul_nt_tf32_algorithm(divisible: tuple | None = None, batched: bool = False) -> Proc:
     """``c[m, n] = a[m, k] @ bt[n, k]^T`` of f32, each operand read as tf32, the products
-    summed in f32; ``divisible = (dm, dn, dk)`` adds ``m % dm == 0 and ...``."""
+    summed in f32; ``divisible = (dm, dn, dk)`` adds ``m % dm == 0 and ...``;
+    ``batched``: over a leading batch axis ``z`` of ``nb``."""
     line, tag = "", ""
     if divisible is not None:
         dm, dn, dk = divisible
         line = f"    assert m % {dm} == 0 and n % {dn} == 0 and k % {dk} == 0\n"
         tag = f"_{dm}x{dn}x{dk}"
-    text = (f"def matmul_nt_tf32{tag}(m: size, n: size, k: size, a: f32[m, k], "
-            "bt: f32[n, k], c: f32[m, n]):\n" + line +
-            "    for i in seq(0, m):\n"
-            "        for j in seq(0, n):\n"
-            "            s: f32 @ REGISTER\n"
-            "            s = 0.0\n"
-            "            for p in seq(0, k):\n"
-            "                s += tf32(a[i, p]) * tf32(bt[j, p])\n"
-            "            c[i, j] = s\n")
-    return make_proc(f"matmul_nt_tf32{tag}", text)
+    name = f"{'b' if batched else ''}matmul_nt_tf32{tag}"
+    return make_proc(name, nt_text(name, "f32", line, "tf32(a[{z}i, p]) * tf32(bt[{z}j, p])",
+                                   "s", batched))
 
 
 def _tiles_tf32(p, bm: int, bn: int, bk: int, clip: bool):
     """The A and B tiles of a k step in SHARED, rows of ``bk`` f32 (``4 bk`` bytes)
     swizzled: one box per operand; their copies as one-thread loops (``X_o``)."""
-    compute = p.find_loop("t #1")
+    compute, zi = p.find_loop("t #1"), batch_index(p)
     for buf, src, rows, blk in (("As", "a", bm, "bi"), ("Bs", "bt", bn, "bj")):
         p = stage_mem(p, p.forward(compute),
-                      f"{src}[{rows} * {blk}:{rows} * {blk} + {rows}, {bk} * po:{bk} * po + {bk}]",
+                      f"{src}[{zi}{rows} * {blk}:{rows} * {blk} + {rows}, {bk} * po:{bk} * po + {bk}]",
                       buf, SHARED, zeros=clip)
         p = set_swizzle(p, buf, F32_BYTES * bk)
         p = divide_loop(p, f"{buf}_in0", rows, [f"{buf}_o", f"{buf}_r"], tail="perfect")
@@ -108,11 +108,16 @@ def schedule_matmul_sm90_tf32(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int =
     return simplify(p)
 
 
-@lru_cache(maxsize=None)
 def sm90_tf32_kernel(bn: int = 128, wgs: int = 1, bk: int = 32, stages: int = 4,
-                     clip: bool = False) -> Proc:
-    """The derived sm_90a TF32 GEMM for the tile (cached); ``clip``: every m and n."""
-    algo = matmul_nt_tf32_algorithm((1, 1, bk) if clip else (64 * wgs, bn, bk))
+                     clip: bool = False, batched: bool = False) -> Proc:
+    """The derived sm_90a TF32 GEMM for the tile (cached); ``clip``: every m and n;
+    ``batched``: ``[nb, m, k] @ [nb, n, k]^T``, blocks over the batch too."""
+    return _kernel(bn, wgs, bk, stages, bool(clip), bool(batched))
+
+
+@lru_cache(maxsize=None)
+def _kernel(bn, wgs, bk, stages, clip, batched) -> Proc:
+    algo = matmul_nt_tf32_algorithm((1, 1, bk) if clip else (64 * wgs, bn, bk), batched)
     return schedule_matmul_sm90_tf32(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, clip=clip)
 
 
@@ -127,33 +132,34 @@ def sm90_tf32_space(smem_bytes: int = 227 * 1024) -> list[dict]:
     return out
 
 
+def choose_sm90_tf32(shape_a: tuple, shape_bt: tuple, **opts) -> tuple[dict, bool, tuple]:
+    """``(tile, clip, dims)`` for ``a[m, k] @ bt[n, k]^T`` of f32 (or batched): ``opts``
+    (a tile of :func:`sm90_tf32_space`), else the 128 x 256 tile where it divides the
+    shape, else 64 x 128, else a clipped kernel whose ``bk`` (32 or 16) divides ``k``
+    (:func:`gpudsl.stdlib.sm90_plans.choose_tile`); a ``k`` neither divides is refused."""
+    from .sm90_plans import choose_tile, operand_shapes, refused
+
+    dims = operand_shapes(shape_a, shape_bt, True, "the sm_90a TF32 GEMM")
+    ks = (opts["bk"],) if opts.get("bk") else (32, 16)
+    got = choose_tile(dims, DEFAULTS, WIDE, opts, ks)
+    if got is None:
+        raise refused("the sm_90a TF32 GEMM", ks, dims, "use gpudsl.stdlib.matmul_tf32 "
+                      "(mma.sync), whose kernels take every shape")
+    return got + (dims,)
+
+
 def plan_matmul_sm90_tf32(shape_a: tuple, shape_bt: tuple, **opts) -> tuple[Proc, dict]:
-    """The derived kernel for ``a[m, k] @ bt[n, k]^T`` of f32 and its size arguments:
-    ``opts`` (a tile of :func:`sm90_tf32_space`), else the 128 x 256 tile where it
-    divides the shape, else 64 x 128, else a clipped kernel whose ``bk`` (32 or 16)
-    divides ``k``; a ``k`` neither divides is refused."""
-    require(len(shape_a) == 2 and len(shape_bt) == 2 and shape_a[1] == shape_bt[1],
-            f"a[m, k] @ bt[n, k]^T: shapes {shape_a} and {shape_bt} do not match")
-    (m, k), n = shape_a, shape_bt[0]
-    opts = dict(opts)
-    clip = opts.pop("clip", None)
-    tiles = [dict(DEFAULTS, **opts)] if opts else [dict(WIDE), dict(DEFAULTS)]
-    binds = dict(m=m, n=n, k=k)
-    if not clip:
-        for t in tiles:
-            if m % (64 * t["wgs"]) == 0 and n % t["bn"] == 0 and k % t["bk"] == 0:
-                return sm90_tf32_kernel(**t), binds
-    ks = [tiles[0]["bk"]] if opts.get("bk") else [32, 16]
-    for bk in ks:
-        if k % bk == 0:
-            return sm90_tf32_kernel(**dict(tiles[0], bk=bk), clip=True), binds
-    raise NodeError(f"the sm_90a TF32 GEMM needs k a multiple of {' or '.join(map(str, ks))} "
-                    f"(its k tiles are not clipped); not {m}x{n}x{k}", None,
-                    "use gpudsl.stdlib.matmul_tf32 (mma.sync), whose kernels take every shape")
+    """The derived kernel for ``a[m, k] @ bt[n, k]^T`` of f32 (or ``[nb, m, k] @ [nb, n,
+    k]^T``, :func:`choose_sm90_tf32`) and its size arguments."""
+    from .sm90_plans import binds_of
+
+    tile, clip, dims = choose_sm90_tf32(shape_a, shape_bt, **opts)
+    return sm90_tf32_kernel(**tile, clip=clip, batched=dims[3] is not None), binds_of(dims)
 
 
 def matmul_tf32_sm90(a, bt, **opts):
-    """``a @ bt^T`` of float32 arrays (numpy or torch, ``a[m, k]``, ``bt[n, k]``), each
+    """``a @ bt^T`` of float32 arrays (numpy or torch, ``a[m, k]``, ``bt[n, k]``, or
+    batched ``[nb, m, k]``, ``[nb, n, k]``), each
     operand read as tf32, by the derived sm_90a kernel (:func:`plan_matmul_sm90_tf32`),
     run where ``gpudsl.ops`` runs (the GPU needs sm_90a; the emulator anywhere);
     ``gpudsl bench``'s row ``matmul_tf32_sm90`` times it."""
@@ -164,10 +170,73 @@ def matmul_tf32_sm90(a, bt, **opts):
     sa, sb = tuple(int(d) for d in a.shape), tuple(int(d) for d in bt.shape)
     p, binds = plan_matmul_sm90_tf32(sa, sb, **opts)
     a, bt = contig(a), contig(bt)
-    c = empty(a, (sa[0], sb[0]), np.float32)
+    c = empty(a, sa[:-1] + sb[-2:-1], np.float32)
     run_where_ops_run(p, a=a, bt=bt, c=c, **binds)
     return c
 
 
+def plan_on_device(shape_a: tuple, shape_bt: tuple):
+    """``(proc, bindings)`` of the derived TN kernel for this shape on the current sm_90a
+    GPU, or None: none serves the shape, or its first run there, on a small exact case,
+    did not equal numpy (:func:`gpudsl.stdlib.first_run.checked_on_device`)."""
+    from .first_run import checked_on_device
+    from .sm90_plans import binds_of, small_case_shape
+
+    try:
+        tile, clip, dims = choose_sm90_tf32(shape_a, shape_bt)
+    except NodeError:
+        return None
+    nb = 0 if dims[3] is None else 2
+    p = sm90_tf32_kernel(**tile, clip=clip, batched=bool(nb))
+    m, n, k = small_case_shape(tile, clip)
+    if not checked_on_device(p, lambda: _case(m, n, k, nb)):
+        return None
+    return p, binds_of(dims)
+
+
+def _case(m: int, n: int, k: int, nb: int = 0):
+    """Small integers with bits below tf32's mantissa (dropped or rounded away by the
+    tensor cores: the product is the integers', exact in f32)."""
+    import numpy as np
+
+    rng = np.random.default_rng(19)
+    lead = (nb,) if nb else ()
+    ai = rng.integers(-3, 4, lead + (m, k)).astype(np.float32)
+    bi = rng.integers(-3, 4, lead + (n, k)).astype(np.float32)
+    want = ai @ np.swapaxes(bi, -1, -2)
+    a, bt = ai * np.float32(1 + 2.0 ** -13), bi * np.float32(1 + 2.0 ** -12)
+    return dict(a=a, bt=bt, c=np.zeros(lead + (m, n), np.float32)), {"c": want}
+
+
+def launch_on_device(sa: tuple, sb: tuple, backend: str, permute):
+    """The node table's launch of ``a @ b`` (float32, ``precision="tf32"``; ``[m, n] @
+    [n, k]``, ``[n] @ [n, k]`` or ``[nb, m, n] @ [nb, n, k]``) on an sm_90a GPU
+    (``backend == "cuda"``): ``b`` transposed by the permute kernel into a scratch
+    ``bt`` (the tf32 wgmma reads B K-major only: docs/decisions.md), then the TN kernel
+    (:func:`plan_on_device`); None where the device has no wgmma or no kernel serves.
+    ``permute``: the node table's launch of the permute node, ``(shapes, attrs,
+    backend) -> Launch``."""
+    from .matmul_sm80 import _has_wgmma, arch_of
+    from .node_registry import Launch
+
+    a2 = (1,) + tuple(sa) if len(sa) == 1 else tuple(sa)
+    sb = tuple(sb)
+    if backend != "cuda" or len(a2) != len(sb) or not _has_wgmma(arch_of(backend)):
+        return None
+    bt_shape = sb[:-2] + (sb[-1], sb[-2])
+    plan = plan_on_device(a2, bt_shape)
+    if plan is None:
+        return None
+    p, binds = plan
+    t = permute((sb,), {"perm": (1, 0) if len(sb) == 2 else (0, 2, 1)}, backend)
+    moved = {"in": lambda s: ("in", 1, s[2]), "out": lambda s: ("scratch", "bt", s[1])}
+    transpose = Launch(t.proc, tuple((x, moved[s[0]](s)) for x, s in t.args))
+    out = a2[:-1] + sb[-1:]
+    return Launch(p, (("a", ("in", 0, a2)), ("bt", ("scratch", "bt", None)), ("c", ("out", out)))
+                  + tuple((x, ("value", v)) for x, v in binds.items()),
+                  tuple(sa[:-1]) + sb[-1:], before=(transpose,), scratch=(("bt", bt_shape),))
+
+
 __all__ = ["matmul_nt_tf32_algorithm", "schedule_matmul_sm90_tf32", "sm90_tf32_kernel",
-           "sm90_tf32_space", "plan_matmul_sm90_tf32", "matmul_tf32_sm90", "DEFAULTS", "WIDE"]
+           "sm90_tf32_space", "choose_sm90_tf32", "plan_matmul_sm90_tf32", "matmul_tf32_sm90",
+           "plan_on_device", "launch_on_device", "DEFAULTS", "WIDE"]

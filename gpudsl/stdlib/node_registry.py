@@ -58,17 +58,23 @@ class ShapeError(Exception):
 #   ("array", a)         a literal numpy array (ALiBi slopes), copied where the
 #                        operands live
 #   ("err",)             a fault flag (int32, one element, zero before the launch)
+#   ("scratch", name, shape)  the node's scratch array ``name`` (``Launch.scratch``),
+#                        reshaped (None: as it is)
 
 
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch for a node: ``proc`` and where each parameter comes from
     (see above); ``out``: the result's shape, None when the node writes its first
-    operand in place."""
+    operand in place.  ``before``: launches run first, in order (their ``out`` unused;
+    e.g. an operand transposed into a scratch array); ``scratch``: ``(name, shape)`` of
+    the arrays of the node's dtype they share, their contents undefined before."""
 
     proc: object
     args: tuple[tuple[str, tuple], ...]
     out: tuple | None = None
+    before: tuple = ()
+    scratch: tuple = ()
 
     def arg_dict(self) -> dict:
         return dict(self.args)

@@ -95,7 +95,12 @@ def _launch_matmul(shapes, attrs, backend):
                       + tuple((k, ("value", v)) for k, v in binds.items()),
                       tuple(sa[:-1]) + (sb[-1],))
     if attrs.get("precision", "fp32") == "tf32":
+        from .matmul_sm90_tf32 import launch_on_device   # sm_90a: the TF32 wgmma kernel
         from .matmul_tf32 import matmul_tf32_kernel
+
+        on_device = launch_on_device(tuple(sa), tuple(sb), backend, _launch_permute)
+        if on_device is not None:
+            return on_device
 
         asy = attrs.get("async_stages")
         p, _ = matmul_tf32_kernel(sa, sb, **({"async_stages": asy} if asy else {}))
@@ -416,7 +421,8 @@ register(Node("matmul", rule.matmul, _launch_matmul, lambda a, b: _f64(a) @ b, "
                      "matmul_bk16_b1", "matmul_w64", "matmul_4000", "bmatmul",
                      "vecmat", "matmul_tf32", "matmul_tf32_async", "matmul_f16",
                      "matmul_bf16", "matmul_f16_sm80", "matmul_bf16_sm80",
-                     "matmul_f16_sm90", "matmul_bf16_sm90", "matmul_tf32_sm90"),
+                     "matmul_f16_sm90", "matmul_bf16_sm90", "matmul_tf32_sm90",
+                     "bmatmul_f16_sm90", "bmatmul_tf32_sm90"),
               snapshots=(("matmul", _kernel("matmul", "big_kernel", False)),
                          ("matmul_batched", _kernel("matmul", "big_kernel", True)),
                          ("matmul_any_shape", _kernel("matmul", "cut_kernel", False, 4)),

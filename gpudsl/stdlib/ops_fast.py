@@ -164,7 +164,7 @@ def executor(launch, operands: tuple, like):
             values[param] = spec[1]
         else:
             flags = True
-    if flags or launch.out is None:  # a fault flag, or written in place
+    if flags or launch.out is None or launch.before:  # a fault flag, in place, two steps
         return lambda *operands: _ops()._execute(launch, operands, operands[0])[0]
     ops_mod, out_shape, proc = _ops(), tuple(launch.out), launch.proc
     numpy_out = type(like) is np.ndarray
