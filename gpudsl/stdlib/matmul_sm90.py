@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from ..ir.nodes import For
 from ..ir.types import BLOCKS, SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_sync,
@@ -166,24 +167,33 @@ def _unguard(p):
     return p
 
 
-def _epilogue(p, bm: int, bn: int, swizzled: bool):
-    """The accumulators leave through SHARED: slabs of ``w = min(bn, 64)`` columns (a
-    thread's ``w / 2`` elements of each), rounded to the half type in a tile
-    ``Cs[bm, w]``, a barrier, one thread's bulk tensor store of the slab
-    (``make_tma_store``), a barrier before the next slab's writes; the slab loop
-    unrolled (the registers are named by constants).  ``swizzled``: the tile swizzled
-    with ``2 w`` bytes where that is a swizzle (128 for ``w = 64``: the 8 rows a warp's
-    fragment writes at once fall in 8 groups of banks, not one)."""
-    w = min(bn, 64)
-    write = p.find("c[_] = _")
-    thread_loop, f_loop = write.parent().parent(), write.parent()
+def _epilogue(p, bm: int, bn: int, swizzled: bool, eb: int = 2, lead: str = ""):
+    """The accumulators leave through SHARED: slabs of ``w = min(bn, 128 / eb)`` columns
+    (128-byte rows of ``eb``-byte elements; a thread's ``w / 2`` elements of each),
+    rounded to ``c``'s type in a tile ``Cs[bm, w]``, a barrier, one thread's bulk tensor
+    store of the slab (``make_tma_store``), a barrier before the next slab's writes; the
+    slab loop unrolled (the registers are named by constants).  ``swizzled``: the tile
+    swizzled with its ``eb w`` bytes where that is a swizzle (128 for a full slab: the 8
+    rows a warp's fragment writes at once fall in 8 groups of banks, not one).  ``lead``:
+    the window's leading points (``"z, "``: a batch's matrix).
+
+    Clipped (the writes guarded by ``if i < m: if j < n:``): the guards stay on the
+    writes into ``Cs``; ``stage_mem`` copies the slab out under the array's bounds (no
+    copy in: it proves the copy out reads only elements the guarded writes wrote), and
+    ``make_tma_store`` takes that guarded copy as a box the hardware clips (it proves the
+    guard is exactly "inside ``c``")."""
+    w = min(bn, 128 // eb)
+    f_loop = p.find("c[_] = _").parent()
+    while not isinstance(f_loop.node(), For):      # clipped: through the edge guards
+        f_loop = f_loop.parent()
+    thread_loop = f_loop.parent()
     p = divide_loop(p, f_loop, w // 2, ["ch", "cf"], tail="perfect")
     p = reorder_loops(p, p.forward(thread_loop))     # the slabs outside the threads
     p = stage_mem(p, p.find_loop("ch").body(),
-                  f"c[{bm} * bi:{bm} * bi + {bm}, {bn} * bj + {w} * ch:{bn} * bj + {w} * ch + {w}]",
+                  f"c[{lead}{bm} * bi:{bm} * bi + {bm}, {bn} * bj + {w} * ch:{bn} * bj + {w} * ch + {w}]",
                   "Cs", SHARED)
-    if swizzled and 2 * w in (32, 64, 128):
-        p = set_swizzle(p, "Cs", 2 * w)
+    if swizzled and eb * w in (32, 64, 128):
+        p = set_swizzle(p, "Cs", eb * w)
     p = divide_loop(p, "Cs_out0", bm, ["Cs_o", "Cs_r"], tail="perfect")
     p = parallelize_loop(p, "Cs_o", THREADS)
     p = insert_sync(p, p.find_loop("Cs_o").before())
@@ -203,9 +213,10 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     previous slot released after it: ``pipeline_wgmma``), else wait for each k tile's.
     ``tma_store``: the epilogue through a swizzled SHARED tile and bulk tensor stores
     (:func:`_epilogue`), else each thread stores its fragment to global memory.
-    ``clip=True`` schedules ``matmul_nt_algorithm(dt, (1, 1, bk))``: every m and n, the
-    tiles past the edges clipped (module docs); its epilogue stores directly (guarded:
-    ``tma_store`` is ignored)."""
+    ``clip=True`` schedules ``matmul_nt_algorithm(dt, (1, 8, bk))``: every m and n
+    with ``n % 8 == 0`` (the rows of ``c`` 16 bytes apart, as a tensor map needs), the
+    tiles past the edges clipped, the epilogue's TMA boxes too (module docs); with
+    ``tma_store=False``, ``(1, 1, bk)``: every m and n, the epilogue's stores guarded."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
     require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
     require(bk % 16 == 0 and 16 <= bk <= 128, f"bk={bk}: a multiple of 16 up to 128")
@@ -218,7 +229,7 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     p = _tiles(p, bm, bn, bk, swizzle, clip)
     if clip:
         p = _unguard(p)
-    elif tma_store:   # two consumer warpgroups: 168 registers (257 threads), no room for
+    if tma_store:   # two consumer warpgroups: 168 registers (257 threads), no room for
         p = _epilogue(p, bm, bn, swizzled=wgs == 1)   # the swizzle's addresses (spills)
     producer = 128 * wgs
     p = warp_specialize(p, "po", producers=(producer, producer + 1),
@@ -236,8 +247,9 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
                 swizzle: bool = True, inflight: bool = True, tma_store: bool = True,
                 clip: bool = False) -> Proc:
     """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
-    and n (edges clipped)."""
-    algo = matmul_nt_algorithm(dt, (1, 1, bk) if clip else (64 * wgs, bn, bk))
+    and n (edges clipped; with ``tma_store``, ``n % 8 == 0``)."""
+    edge = (1, 8 if tma_store else 1, bk)      # a tensor map's rows are 16 bytes apart
+    algo = matmul_nt_algorithm(dt, edge if clip else (64 * wgs, bn, bk))
     return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
                                 inflight=inflight, tma_store=tma_store, clip=clip)
 
@@ -281,6 +293,8 @@ def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[
                 return sm90_kernel(dt, **t), binds
     tile = dict(tiles[0])
     ks = [tile["bk"]] if opts.get("bk") else [64, 32, 16]
+    if n % 8:     # c's rows not 16 bytes apart: no tensor map, the epilogue's stores guarded
+        tile["tma_store"] = False
     for bk in ks:
         if k % bk == 0 and (tile["swizzle"] or bk % 16 == 0):
             return sm90_kernel(dt, **dict(tile, bk=bk), clip=True), binds
