@@ -19,7 +19,9 @@ derivation cut in two k8 steps (``divide_loop``, ``reorder_loops``) that ``make_
 turns into chained tf32 wgmmas on ``[rows, 8]`` windows of the swizzled tiles.
 
 Sizes: ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0``; with ``clip=True`` every
-``m`` and ``n`` (``k % bk == 0``).
+``m`` and ``n % 4 == 0`` (``k % bk == 0``), the epilogue through SHARED slabs of 32
+columns and TMA stores that the hardware clips at the edges (``_epilogue``); with
+``clip=True, tma_store=False`` every ``n``, the epilogue's stores guarded.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from ..schedule import (divide_loop, insert_sync, lift_alloc, make_tma, make_wgm
                         parallelize_loop, reorder_loops, set_swizzle, simplify, stage_mem,
                         warp_specialize)
 from .common import make_proc
-from .matmul_sm90 import _accumulators_and_k, _fragment, _unguard
+from .matmul_sm90 import _accumulators_and_k, _epilogue, _fragment, _unguard
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bn=128, wgs=1, bk=32, stages=4)
@@ -83,11 +85,15 @@ def _k8_steps(p):
 
 
 def schedule_matmul_sm90_tf32(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 32,
-                              stages: int = 4, clip: bool = False) -> Proc:
+                              stages: int = 4, clip: bool = False,
+                              tma_store: bool = True) -> Proc:
     """The sm_90a schedule of ``matmul_nt_tf32_algorithm((64 wgs, bn, bk))`` (or
-    ``(1, 1, bk)`` with ``clip``): ``wgs`` consumer warpgroups of ``64 x bn``, ``bk``
+    ``(1, 4, bk)`` with ``clip``): ``wgs`` consumer warpgroups of ``64 x bn``, ``bk``
     columns of k per ring slot (32: 128-byte swizzled rows; 16: 64-byte), ``stages``
-    slots, a producer thread (module docs)."""
+    slots, a producer thread (module docs).  ``clip`` with ``tma_store`` (the default):
+    the epilogue through SHARED slabs of 32 columns and clipped TMA stores (``c``'s rows
+    16 bytes apart: ``n % 4 == 0``); ``tma_store=False``: ``(1, 1, bk)``, guarded
+    stores."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
     require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
     require(bk in (16, 32), f"bk={bk}: 16 or 32 (a swizzled row of 64 or 128 bytes)")
@@ -98,6 +104,8 @@ def schedule_matmul_sm90_tf32(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int =
     p = _tiles_tf32(p, bm, bn, bk, clip)
     if clip:
         p = _unguard(p)
+        if tma_store:
+            p = _epilogue(p, bm, bn, swizzled=wgs == 1, eb=F32_BYTES)
     producer = 128 * wgs
     p = warp_specialize(p, "po", producers=(producer, producer + 1),
                         consumers=(0, producer), stages=stages, ring=True)
@@ -110,10 +118,13 @@ def schedule_matmul_sm90_tf32(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int =
 
 @lru_cache(maxsize=None)
 def sm90_tf32_kernel(bn: int = 128, wgs: int = 1, bk: int = 32, stages: int = 4,
-                     clip: bool = False) -> Proc:
-    """The derived sm_90a TF32 GEMM for the tile (cached); ``clip``: every m and n."""
-    algo = matmul_nt_tf32_algorithm((1, 1, bk) if clip else (64 * wgs, bn, bk))
-    return schedule_matmul_sm90_tf32(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, clip=clip)
+                     clip: bool = False, tma_store: bool = True) -> Proc:
+    """The derived sm_90a TF32 GEMM for the tile (cached); ``clip``: every m and n
+    (with ``tma_store``, the clipped epilogue's TMA stores, ``n % 4 == 0``)."""
+    edge = (1, 4 if tma_store else 1, bk)      # a tensor map's rows are 16 bytes apart
+    algo = matmul_nt_tf32_algorithm(edge if clip else (64 * wgs, bn, bk))
+    return schedule_matmul_sm90_tf32(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, clip=clip,
+                                     tma_store=tma_store)
 
 
 def sm90_tf32_space(smem_bytes: int = 227 * 1024) -> list[dict]:
@@ -144,9 +155,12 @@ def plan_matmul_sm90_tf32(shape_a: tuple, shape_bt: tuple, **opts) -> tuple[Proc
             if m % (64 * t["wgs"]) == 0 and n % t["bn"] == 0 and k % t["bk"] == 0:
                 return sm90_tf32_kernel(**t), binds
     ks = [tiles[0]["bk"]] if opts.get("bk") else [32, 16]
+    tile = dict(tiles[0])
+    if n % 4:     # c's rows not 16 bytes apart: no tensor map, the epilogue's stores guarded
+        tile["tma_store"] = False
     for bk in ks:
         if k % bk == 0:
-            return sm90_tf32_kernel(**dict(tiles[0], bk=bk), clip=True), binds
+            return sm90_tf32_kernel(**dict(tile, bk=bk), clip=True), binds
     raise NodeError(f"the sm_90a TF32 GEMM needs k a multiple of {' or '.join(map(str, ks))} "
                     f"(its k tiles are not clipped); not {m}x{n}x{k}", None,
                     "use gpudsl.stdlib.matmul_tf32 (mma.sync), whose kernels take every shape")
