@@ -42,10 +42,15 @@ are guarded (``divide_loop(tail="guard")``, the guards moved inside the fragment
 makes the same boxes), and the guards leave the accumulators' initialization and the
 product (``remove_guard``: the rows and columns past the edge are computed and
 dropped, which it proves: only the guarded epilogue reads them).  The main loop is the
-unclipped one's; the epilogue keeps its guards.
+unclipped one's.  With ``tma_store`` the epilogue is :func:`_epilogue` too: the writes
+into ``Cs`` keep their guards, ``stage_mem`` copies the slab out under ``c``'s bounds
+and ``make_tma_store`` makes that guarded copy a box the hardware clips (proving the
+guard is exactly "inside ``c``"); a tensor map's rows are 16 bytes apart, so the
+algorithm asserts ``n % 8 == 0`` (``(1, 8, bk)``); ``tma_store=False``: ``(1, 1, bk)``,
+every n, the stores guarded.
 
-It serves ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0`` (``clip``: every m and
-n, ``k % bk == 0``); :func:`sm90_space`
+It serves ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0`` (``clip``: every m,
+``n % 8 == 0``, ``k % bk == 0``; with ``tma_store=False`` every n); :func:`sm90_space`
 is its autotuning space.
 """
 from __future__ import annotations
@@ -277,7 +282,8 @@ def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[
     """The derived kernel for ``a[m, k] @ bt[n, k]^T`` and its size arguments: ``opts``
     (a tile of :func:`sm90_space`), else the 128 x 256 tile where it divides the shape,
     else 64 x 128; a shape neither divides is served by a clipped kernel (``clip=True``:
-    edges guarded) whose ``bk`` (64, 32 or 16) divides ``k``; a ``k`` none divides is
+    edges clipped) whose ``bk`` (64, 32 or 16) divides ``k``, its epilogue's stores
+    through TMA where ``n % 8 == 0`` (else ``tma_store=False``); a ``k`` none divides is
     refused (use ``gpudsl.ops.matmul``)."""
     require(dt in ("f16", "bf16"), f"the sm_90a GEMM multiplies f16 or bf16, not {dt}")
     require(len(shape_a) == 2 and len(shape_bt) == 2 and shape_a[1] == shape_bt[1],
