@@ -357,7 +357,8 @@ def hopper_kernels():
            ("a @ b (NN), clipped edges", sm90_nn_kernel("f16", **nn, clip=True)),
            ("a @ b (NN), batched, clipped", sm90_nn_kernel("f16", **nn, clip=True,
                                                           batched=True)),
-           ("TF32 a @ bt^T, 128x256x32", sm90_tf32_kernel(bn=256, wgs=2))]
+           ("TF32 a @ bt^T, 128x256x32", sm90_tf32_kernel(bn=256, wgs=2)),
+           ("TF32 a @ bt^T, clipped edges", sm90_tf32_kernel(bn=256, wgs=2, clip=True))]
     for d, causal in ((128, False), (128, True)):
         p = plan_prefill(4096, d, causal, heads=16, keys=4096, dt="f16", target="sm_90a")
         out.append((f"attention prefill, d {d}{', causal' if causal else ''}", p))

@@ -19,7 +19,13 @@ They are then the user's to map (``parallelize_loop``) and to separate with
   touch the window's elements when either side writes (or the order would change).
 - A window that may reach outside the array is accepted when every staged access is
   in the array: the copies are then guarded by the bounds conditions they need (so a
-  point staged under ``if i < n:`` is copied under ``i < n``).
+  point staged under ``if i < n:`` is copied under ``i < n``).  A *written* window past
+  the edge (a block's output tile in the last block) is copied back under those bounds,
+  the block's writes into the tile left as they are (guarded or not); the copy in is
+  left out only where every element the guarded copy back reads is proved written by
+  the block before, else the tile is first filled from the array (guarded too), so the
+  copy back never writes an element inside the array the block did not write.
+  ``make_tma_store`` takes that guarded copy back as a box the hardware clips.
 - A range may have a step, ``lo:hi:s`` with ``s`` a positive integer literal: the
   window holds ``lo, lo + s, ...`` below ``hi`` (``(hi - lo + s - 1) // s`` elements),
   element ``i`` staged at ``(i - lo) // s``; an access covers it only where
@@ -161,7 +167,8 @@ def stage_mem(p, block, window, name: str, memory=SHARED, zeros: bool = False):
     ``NAME_in0, NAME_in1, ...`` (the copy in) and ``NAME_out0, NAME_out1, ...``
     (the copy back; ``_1`` is added where a name is taken), the user's to map and to
     separate with ``insert_sync``. A window that may reach outside the array gets guarded
-    copies; with ``zeros=True`` the copy in writes 0 where the window leaves the array
+    copies (a written one: the copy back writes only elements inside the array, the
+    block's writes into the tile unchanged); with ``zeros=True`` the copy in writes 0 where the window leaves the array
     (what a TMA box reads there: ``make_tma`` then makes one box of it), elements the
     block never reads. A range may have a step (``"As[ti:ti + 49:16, ki]"``: every 16th row, a
     thread's strided register fragment).
@@ -172,8 +179,8 @@ def stage_mem(p, block, window, name: str, memory=SHARED, zeros: bool = False):
     access writes (the copy would reorder them); where the window may leave the
     array, every staged access is proved inside it; atomics and calls taking the
     array are refused. The copy in is left out only where every read of the staged
-    array (the copy back's too) is proved to read an element the block wrote
-    before.
+    array (the copy back's too, under its bounds guard) is proved to read an element
+    the block wrote before; otherwise the tile is filled from the array first.
 
     Example: ``stage_mem(p, p.find_loop("j"), "x[i, 0:m]", "row", SHARED)``
     """

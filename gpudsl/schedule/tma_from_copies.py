@@ -185,14 +185,19 @@ def _next_arrive(p, addr, thread: int, loc):
                "make the copies after warp_specialize, before the producers' arrive")
 
 
-def _prove_copies(p, addr, L: For, loops, s: Assign, shape, cond=None):
-    """Every copy reads inside its array (with a guard ``cond``: the guard holds exactly
-    where it does, and the copy writes 0 elsewhere, as the box does); no two iterations
-    write one element."""
+def prove_box_copies(p, addr, L: For, loops, s: Assign, shape, cond=None, store=False):
+    """The proofs of a copy nest a box replaces (loads and stores alike): every copy's
+    global side (the source of a load, the destination of a store: ``store``) lies
+    inside its array, or, with a guard ``cond``, the guard holds exactly where it does
+    (a load's box reads zeros elsewhere, where the copy writes 0; a store's box writes
+    nothing outside the array, where the guarded copy writes nothing); no two
+    iterations write one element (the order of the copies does not matter)."""
+    glob = s.idx if store else s.rhs.idx
+
     def inside(sc, env):
         inst = sc.instance([L, *loops], [], "_c", env)
         ok = z3.And(*[z3.And(sc.int(e, inst.env) >= 0, sc.int(e, inst.env) < sc.int(n, inst.env))
-                      for e, n in zip(s.rhs.idx, shape)])
+                      for e, n in zip(glob, shape)])
         if cond is not None:
             return z3.Implies(z3.And(*inst.facts), sc.cond(cond, inst.env) == ok)
         return z3.Implies(z3.And(*inst.facts), ok)
@@ -205,14 +210,16 @@ def _prove_copies(p, addr, L: For, loops, s: Assign, shape, cond=None):
             z3.BoolVal(False)
         return z3.Implies(z3.And(*a.facts, *b.facts, differ), z3.Not(z3.And(*same)))
 
+    verb, edge = ("writes", "writes nothing") if store else ("reads", "reads zeros")
+    fix = ("stage the tile's window with stage_mem: a window past the array's edge is "
+           "copied out under its bounds") if store else "stage the tile with stage_mem(..., zeros=True)"
     if cond is None:
-        prove(p.ir, addr, inside, "every copy reads inside its array (a TMA box reads zeros "
-              "past its edge)", s.loc, "copy only what lies inside, or stage the tile with "
-              "stage_mem(..., zeros=True)")
+        prove(p.ir, addr, inside, f"every copy {verb} inside its array (a TMA box {edge} "
+              "past its edge)", s.loc, f"copy only what lies inside, or {fix}")
     else:
-        prove(p.ir, addr, inside, "the copy's guard holds exactly where it reads inside its "
-              "array (a TMA box reads zeros elsewhere)", s.loc,
-              "guard the copy by its bounds: stage_mem(..., zeros=True)")
+        prove(p.ir, addr, inside, f"the copy's guard holds exactly where it {verb} inside "
+              f"its array (a TMA box {edge} elsewhere)", s.loc,
+              f"guard the copy by its bounds: {fix}")
     prove(p.ir, addr, once, "no two copies write one element", s.loc)
 
 
@@ -257,7 +264,7 @@ def make_tma(p, loop):
         why = d and f"the tile `{_show_w(dst_w)}` is not the box's: {d}"
     if why is not None:
         raise fail(why, s.loc)
-    _prove_copies(p, c.addr, L, loops, s, shape, cond)
+    prove_box_copies(p, c.addr, L, loops, s, shape, cond)
     name, index = _next_arrive(p, c.addr, lo, L.loc)
     body = (TmaLoad(dst_w, src_w, name, shape, s.loc, index),)
     for f in reversed(sel):
@@ -271,4 +278,4 @@ def _show_w(w: WindowArg) -> str:
     return f"{w.name}[{', '.join(parts)}]"
 
 
-__all__ = ["make_tma"]
+__all__ = ["make_tma", "box_windows", "prove_box_copies"]

@@ -8,32 +8,41 @@ body is a nest of seq loops around ``dst[...] = src[...]`` (a GLOBAL array from 
 tile), its indices linear in the loops, copies boxes: the box and selector loops are
 found as for loads, and the loop becomes a ``tma_store`` for each box (the selector
 loops around it) followed in the thread loop by ``tma_commit(); tma_wait(0)``, so that
-every store lands before the thread leaves the loop, as its plain copies did.  Proved: every copy writes inside its array (a box clips what lies past
-the edge, where the plain copy had no meaning) and no two iterations write one element
-(the boxes' order does not matter); the result is checked like every rewrite of a proc
+every store lands before the thread leaves the loop, as its plain copies did.  The copy
+may be guarded, ``if inside: dst[...] = src[...]`` with no else (``stage_mem``'s copy out
+of a window past the array's edge): a box that clips there.  Proved (with make_tma's
+helper, :func:`.tma_from_copies.prove_box_copies`): every copy writes inside its array,
+or, guarded, the guard holds exactly where it does (so the box writes what the copies
+wrote, and nothing where they wrote nothing); no two iterations write one element (the
+boxes' order does not matter); the result is checked like every rewrite of a proc
 with TMA (check()'s obligations: the box's rules, nothing touched in flight).
 """
 from __future__ import annotations
 
-import z3
-
-from ..ir.nodes import Assign, For, Read, TmaCommit, TmaStore, TmaWait
+from ..ir.nodes import Assign, For, If, Read, TmaCommit, TmaStore, TmaWait
 from ..ir.tma_meaning import ELEM_TYPES, dst_problem, src_problem
 from ..ir.types import THREADS
 from .edits import Into, replace
-from .legality import prove
 from .primitive import LOOP, fail, primitive
 from .simplify import const_seq_nest, const_value
-from .tma_from_copies import _show_w, box_windows
+from .tma_from_copies import _show_w, box_windows, prove_box_copies
 
 
 def _nest(L: For):
+    """``(loops, copy, cond)``: the perfect nest of seq loops in ``L``, its one copy and
+    the copy's guard (None: unguarded): ``if cond: dst[...] = src[...]`` (no else; a
+    window past the array's edge copied out by ``stage_mem``) writes nothing where the
+    guard fails, as a box does outside the array."""
     loops, body = const_seq_nest(L)
     s = body[0] if len(body) == 1 else None
+    cond = None
+    if isinstance(s, If) and len(s.body) == 1 and not s.orelse:
+        s, cond = s.body[0], s.cond
     if not (isinstance(s, Assign) and isinstance(s.rhs, Read) and s.idx and s.rhs.idx):
         raise fail(f"the body of thread loop {L.iter} is not a nest of seq loops (from 0 to "
-                   "constants) around one copy `dst[...] = src[...]`", L.loc)
-    return loops, s
+                   "constants) around one copy `dst[...] = src[...]` (or `if inside: "
+                   "dst[...] = src[...]`)", L.loc)
+    return loops, s, cond
 
 
 def _sides(p, addr, s: Assign):
@@ -54,27 +63,6 @@ def _sides(p, addr, s: Assign):
     return tuple(d.shape), tuple(r.shape)
 
 
-def _prove_stores(p, addr, L: For, loops, s: Assign, shape):
-    """Every copy writes inside its array; no two iterations write one element."""
-    def inside(sc, env):
-        inst = sc.instance([L, *loops], [], "_c", env)
-        ok = [z3.And(sc.int(e, inst.env) >= 0, sc.int(e, inst.env) < sc.int(n, inst.env))
-              for e, n in zip(s.idx, shape)]
-        return z3.Implies(z3.And(*inst.facts), z3.And(*ok))
-
-    def once(sc, env):
-        a = sc.instance([L, *loops], [], "_a", env)
-        b = sc.instance([L, *loops], [], "_b", env)
-        same = [sc.int(e, a.env) == sc.int(e, b.env) for e in s.idx]
-        differ = z3.Or(*[a.env[f.iter] != b.env[f.iter] for f in loops]) if loops else \
-            z3.BoolVal(False)
-        return z3.Implies(z3.And(*a.facts, *b.facts, differ), z3.Not(z3.And(*same)))
-
-    prove(p.ir, addr, inside, "every copy writes inside its array (a TMA box clips what "
-          "lies past its edge)", s.loc, "copy only what lies inside, or keep the plain copies")
-    prove(p.ir, addr, once, "no two copies write one element", s.loc)
-
-
 @primitive("make_tma_store", loop=LOOP)
 def make_tma_store(p, loop):
     """Turn a one-thread loop's element copies from a SHARED tile into a GLOBAL array
@@ -84,7 +72,12 @@ def make_tma_store(p, loop):
     are linear in the loops: a loop moving one index of each side by 1 runs along the
     box; the other loops stay, around the store, and pick the box.
 
-    Legality: every copy writes inside its array and no two write one element (proved);
+    The copy may be guarded by its bounds with nothing written elsewhere (``if inside:
+    dst[...] = src[...]``, from ``stage_mem`` of a window past the array's edge): that
+    is what the box does at the array's edge (it writes only its elements inside).
+
+    Legality: every copy writes inside its array (a guarded copy: its guard holds
+    exactly there, proved for every instance) and no two write one element (proved);
     the boxes are boxes a tensor map describes (ranges in the array's order, at most 5
     of at most 256 elements, 16-byte rows) from contiguous tiles; the result is checked
     like every rewrite of a proc with TMA (check()'s obligations for sm_90a: the tile
@@ -100,7 +93,7 @@ def make_tma_store(p, loop):
         raise fail(f"loop {L.iter} is not a thread loop of one thread (a TMA store is "
                    "issued by one thread)", L.loc, "divide the copy's loop so that one "
                    "thread runs it: divide_loop, parallelize_loop on a loop of extent 1")
-    loops, s = _nest(L)
+    loops, s, cond = _nest(L)
     shape, tile = _sides(p, c.addr, s)
     box, sel, dst_w, src_w = box_windows(L, lo, loops, s)
     why = src_problem(dst_w, len(shape))
@@ -111,7 +104,7 @@ def make_tma_store(p, loop):
         why = d and f"the tile `{_show_w(src_w)}` is not the box's: {d}"
     if why is not None:
         raise fail(why, s.loc)
-    _prove_stores(p, c.addr, L, loops, s, shape)
+    prove_box_copies(p, c.addr, L, loops, s, shape, cond, store=True)
     body = (TmaStore(dst_w, src_w, shape, s.loc),)
     for f in reversed(sel):
         body = (f.with_(body=body),)

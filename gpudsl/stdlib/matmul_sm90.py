@@ -46,10 +46,15 @@ are guarded (``divide_loop(tail="guard")``, the guards moved inside the fragment
 makes the same boxes), and the guards leave the accumulators' initialization and the
 product (``remove_guard``: the rows and columns past the edge are computed and
 dropped, which it proves: only the guarded epilogue reads them).  The main loop is the
-unclipped one's; the epilogue keeps its guards.
+unclipped one's.  With ``tma_store`` the epilogue is :func:`_epilogue` too: the writes
+into ``Cs`` keep their guards, ``stage_mem`` copies the slab out under ``c``'s bounds
+and ``make_tma_store`` makes that guarded copy a box the hardware clips (proving the
+guard is exactly "inside ``c``"); a tensor map's rows are 16 bytes apart, so the
+algorithm asserts ``n % 8 == 0`` (``(1, 8, bk)``); ``tma_store=False``: ``(1, 1, bk)``,
+every n, the stores guarded.
 
-It serves ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0`` (``clip``: every m and
-n, ``k % bk == 0``); :func:`sm90_space`
+It serves ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0`` (``clip``: every m,
+``n % 8 == 0``, ``k % bk == 0``; with ``tma_store=False`` every n); :func:`sm90_space`
 is its autotuning space.
 """
 from __future__ import annotations
@@ -67,7 +72,7 @@ from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_syn
 from .common import make_proc
 from .matmul_parts import _permute_nest
 from .raster import RASTER, RASTERS, with_raster
-from .shapes import require
+from .shapes import NodeError, require
 
 DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4, swizzle=True)
 WIDE = dict(bn=256, wgs=2, bk=64, stages=4, swizzle=True)   # CUTLASS's 128 x 256 tile
@@ -190,24 +195,33 @@ def _unguard(p):
     return p
 
 
-def _epilogue(p, bm: int, bn: int, swizzled: bool):
-    """The accumulators leave through SHARED: slabs of ``w = min(bn, 64)`` columns (a
-    thread's ``w / 2`` elements of each), rounded to the half type in a tile
-    ``Cs[bm, w]``, a barrier, one thread's bulk tensor store of the slab
-    (``make_tma_store``), a barrier before the next slab's writes; the slab loop
-    unrolled (the registers are named by constants).  ``swizzled``: the tile swizzled
-    with ``2 w`` bytes where that is a swizzle (128 for ``w = 64``: the 8 rows a warp's
-    fragment writes at once fall in 8 groups of banks, not one)."""
-    w = min(bn, 64)
-    write = p.find("c[_] = _")
-    thread_loop, f_loop = write.parent().parent(), write.parent()
+def _epilogue(p, bm: int, bn: int, swizzled: bool, eb: int = 2, lead: str = ""):
+    """The accumulators leave through SHARED: slabs of ``w = min(bn, 128 / eb)`` columns
+    (128-byte rows of ``eb``-byte elements; a thread's ``w / 2`` elements of each),
+    rounded to ``c``'s type in a tile ``Cs[bm, w]``, a barrier, one thread's bulk tensor
+    store of the slab (``make_tma_store``), a barrier before the next slab's writes; the
+    slab loop unrolled (the registers are named by constants).  ``swizzled``: the tile
+    swizzled with its ``eb w`` bytes where that is a swizzle (128 for a full slab: the 8
+    rows a warp's fragment writes at once fall in 8 groups of banks, not one).  ``lead``:
+    the window's leading points (``"z, "``: a batch's matrix).
+
+    Clipped (the writes guarded by ``if i < m: if j < n:``): the guards stay on the
+    writes into ``Cs``; ``stage_mem`` copies the slab out under the array's bounds (no
+    copy in: it proves the copy out reads only elements the guarded writes wrote), and
+    ``make_tma_store`` takes that guarded copy as a box the hardware clips (it proves the
+    guard is exactly "inside ``c``")."""
+    w = min(bn, 128 // eb)
+    f_loop = p.find("c[_] = _").parent()
+    while not isinstance(f_loop.node(), For):      # clipped: through the edge guards
+        f_loop = f_loop.parent()
+    thread_loop = f_loop.parent()
     p = divide_loop(p, f_loop, w // 2, ["ch", "cf"], tail="perfect")
     p = reorder_loops(p, p.forward(thread_loop))     # the slabs outside the threads
     p = stage_mem(p, p.find_loop("ch").body(),
-                  f"c[{bm} * bi:{bm} * bi + {bm}, {bn} * bj + {w} * ch:{bn} * bj + {w} * ch + {w}]",
+                  f"c[{lead}{bm} * bi:{bm} * bi + {bm}, {bn} * bj + {w} * ch:{bn} * bj + {w} * ch + {w}]",
                   "Cs", SHARED)
-    if swizzled and 2 * w in (32, 64, 128):
-        p = set_swizzle(p, "Cs", 2 * w)
+    if swizzled and eb * w in (32, 64, 128):
+        p = set_swizzle(p, "Cs", eb * w)
     p = divide_loop(p, "Cs_out0", bm, ["Cs_o", "Cs_r"], tail="perfect")
     p = parallelize_loop(p, "Cs_o", THREADS)
     p = insert_sync(p, p.find_loop("Cs_o").before())
@@ -229,9 +243,10 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     previous slot released after it: ``pipeline_wgmma``), else wait for each k tile's.
     ``tma_store``: the epilogue through a swizzled SHARED tile and bulk tensor stores
     (:func:`_epilogue`), else each thread stores its fragment to global memory.
-    ``clip=True`` schedules ``matmul_nt_algorithm(dt, (1, 1, bk))``: every m and n, the
-    tiles past the edges clipped (module docs); its epilogue stores directly (guarded:
-    ``tma_store`` is ignored).
+    ``clip=True`` schedules ``matmul_nt_algorithm(dt, (1, 8, bk))``: every m and n
+    with ``n % 8 == 0`` (the rows of ``c`` 16 bytes apart, as a tensor map needs), the
+    tiles past the edges clipped, the epilogue's TMA boxes too (module docs); with
+    ``tma_store=False``, ``(1, 1, bk)``: every m and n, the epilogue's stores guarded.
     ``producer="warpgroup"``: the producer is a whole warpgroup (threads ``128 wgs`` to
     ``128 wgs + 128``; its first thread issues the loads, the others idle), and with
     ``registers`` (the default) ``setmaxnreg`` moves registers from it to the consumers
@@ -256,7 +271,7 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     p = _tiles(p, bm, bn, bk, swizzle, clip)
     if clip:
         p = _unguard(p)
-    elif tma_store:
+    if tma_store:
         p = _epilogue(p, bm, bn, swizzled=_swizzled_slab(wgs, producer, registers))
     first = 128 * wgs                  # the producer's first thread
     width = 128 if producer == "warpgroup" else 1
@@ -330,7 +345,8 @@ def _sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight, tma_store, clip, pr
         return with_raster(_sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight,
                                         tma_store, clip, producer, registers, 0, batched),
                            raster)
-    algo = matmul_nt_algorithm(dt, (1, 1, bk) if clip else (64 * wgs, bn, bk), batched)
+    edge = (1, 8 if tma_store else 1, bk)      # a tensor map's rows are 16 bytes apart
+    algo = matmul_nt_algorithm(dt, edge if clip else (64 * wgs, bn, bk), batched)
     return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
                                 inflight=inflight, tma_store=tma_store, clip=clip,
                                 producer=producer, registers=registers, raster=0)
@@ -364,12 +380,21 @@ def sm90_space(smem_bytes: int = 227 * 1024, rasters=RASTERS) -> list[dict]:
 
 def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[Proc, dict]:
     """The derived kernel for ``a[m, k] @ bt[n, k]^T`` (or batched, ``[nb, m, k] @ [nb,
-    n, k]^T``) and its size arguments: ``opts`` (a tile of :func:`sm90_space`), else the
-    128 x 256 tile where it divides the shape, else 64 x 128; a shape neither divides is
-    served by a clipped kernel (``clip=True``: edges guarded) whose ``bk`` (64, 32 or 16)
-    divides ``k``; a ``k`` none divides is refused (use ``gpudsl.ops.matmul``)
-    (:func:`gpudsl.stdlib.sm90_plans.choose_tile`)."""
-    from .sm90_plans import binds_of, choose_tile, operand_shapes, refused
+    n, k]^T``) and its size arguments (:func:`choose_sm90`)."""
+    from .sm90_plans import binds_of
+
+    tile, clip, dims = choose_sm90(shape_a, shape_bt, dt, **opts)
+    return sm90_kernel(dt, **tile, clip=clip, batched=dims[3] is not None), binds_of(dims)
+
+
+def choose_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[dict, bool, tuple]:
+    """``(tile, clip, dims)`` for ``a[m, k] @ bt[n, k]^T`` (or batched): ``opts`` (a tile
+    of :func:`sm90_space`), else the 128 x 256 tile where it divides the shape, else 64 x
+    128; a shape neither divides is served by a clipped kernel (``clip=True``: edges
+    clipped) whose ``bk`` (64, 32 or 16) divides ``k``, its epilogue's stores through TMA
+    where ``n % 8 == 0`` (else ``tma_store=False``); a ``k`` none divides is refused (use
+    ``gpudsl.ops.matmul``) (:func:`gpudsl.stdlib.sm90_plans.choose_tile`)."""
+    from .sm90_plans import choose_tile, operand_shapes, refused
 
     require(dt in ("f16", "bf16"), f"the sm_90a GEMM multiplies f16 or bf16, not {dt}")
     dims = operand_shapes(shape_a, shape_bt, True, "the sm_90a GEMM")
@@ -379,7 +404,9 @@ def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[
         raise refused("the sm_90a GEMM", ks, dims, "use gpudsl.ops.matmul, whose kernels "
                       "take every shape")
     tile, clip = got
-    return sm90_kernel(dt, **tile, clip=clip, batched=dims[3] is not None), binds_of(dims)
+    if clip and dims[1] % 8:   # c's rows not 16 bytes apart: no tensor map, guarded stores
+        tile = dict(tile, tma_store=False)
+    return tile, clip, dims
 
 
 def matmul_nt_sm90(a, bt, **opts):
@@ -406,13 +433,14 @@ def plan_on_device(shape_a: tuple, shape_bt: tuple, dt: str):
     says so once).  ``ops.matmul(a, b)`` takes it where ``b`` is the transpose of a
     contiguous array (``w.T``: a linear layer's weight), with no copy of ``b``."""
     from .first_run import checked_on_device
-    from .sm90_plans import binds_of, choose_tile, operand_shapes, small_case_shape
+    from .sm90_plans import binds_of, small_case_shape
 
-    dims = operand_shapes(shape_a, shape_bt, True, "the sm_90a GEMM")
-    got = choose_tile(dims, DEFAULTS, WIDE, {}, (64, 32, 16))
-    if dt not in ("f16", "bf16") or got is None or dims[3] is not None:
+    if dt not in ("f16", "bf16") or len(shape_a) != 2:
         return None
-    tile, clip = got
+    try:
+        tile, clip, dims = choose_sm90(shape_a, shape_bt, dt)
+    except NodeError:
+        return None
     p = sm90_kernel(dt, **tile, clip=clip)
     if not checked_on_device(p, lambda: _first_case(dt, *small_case_shape(tile, clip, 8))):
         return None
@@ -432,5 +460,5 @@ def _first_case(dt: str, m: int, n: int, k: int):
     return dict(a=a, bt=bt, c=np.zeros((m, n), npdt)), {"c": want}
 
 
-__all__ = ["plan_on_device", "matmul_nt_algorithm", "nt_text", "batch_index", "plan_matmul_sm90", "matmul_nt_sm90", "schedule_matmul_sm90", "sm90_kernel", "sm90_space",
+__all__ = ["plan_on_device", "choose_sm90", "matmul_nt_algorithm", "nt_text", "batch_index", "plan_matmul_sm90", "matmul_nt_sm90", "schedule_matmul_sm90", "sm90_kernel", "sm90_space",
            "shared_bytes", "DEFAULTS"]

@@ -19,8 +19,11 @@ derivation cut in two k8 steps (``divide_loop``, ``reorder_loops``) that ``make_
 turns into chained tf32 wgmmas on ``[rows, 8]`` windows of the swizzled tiles.
 
 Sizes: ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0``; with ``clip=True`` every
-``m`` and ``n`` (``k % bk == 0``); ``batched=True``: ``[nb, m, k] @ [nb, n, k]^T``, blocks
-over the batch too.  The tile choice is :mod:`~gpudsl.stdlib.sm90_plans`'s.
+``m`` and ``n % 4 == 0`` (``k % bk == 0``), the epilogue through SHARED slabs of 32
+columns and TMA stores that the hardware clips at the edges (``_epilogue``); with
+``clip=True, tma_store=False`` every ``n``, the epilogue's stores guarded.
+``batched=True``: ``[nb, m, k] @ [nb, n, k]^T``, blocks over the batch too (its
+epilogue stores directly).  The tile choice is :mod:`~gpudsl.stdlib.sm90_plans`'s.
 
 **What ``ops.matmul(a, b, precision="tf32")`` runs on an sm_90a GPU**
 (:func:`launch_on_device`): ``b`` (K x N, row-major) transposed by the permute kernel
@@ -37,7 +40,7 @@ from ..schedule import (divide_loop, insert_sync, lift_alloc, make_tma, make_wgm
                         parallelize_loop, reorder_loops, set_swizzle, simplify, stage_mem,
                         warp_specialize)
 from .common import make_proc
-from .matmul_sm90 import _accumulators_and_k, _fragment, _unguard, batch_index, nt_text
+from .matmul_sm90 import _accumulators_and_k, _epilogue, _fragment, _unguard, batch_index, nt_text
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bn=128, wgs=1, bk=32, stages=4)
@@ -83,11 +86,15 @@ def _k8_steps(p):
 
 
 def schedule_matmul_sm90_tf32(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 32,
-                              stages: int = 4, clip: bool = False) -> Proc:
+                              stages: int = 4, clip: bool = False,
+                              tma_store: bool = True) -> Proc:
     """The sm_90a schedule of ``matmul_nt_tf32_algorithm((64 wgs, bn, bk))`` (or
-    ``(1, 1, bk)`` with ``clip``): ``wgs`` consumer warpgroups of ``64 x bn``, ``bk``
+    ``(1, 4, bk)`` with ``clip``): ``wgs`` consumer warpgroups of ``64 x bn``, ``bk``
     columns of k per ring slot (32: 128-byte swizzled rows; 16: 64-byte), ``stages``
-    slots, a producer thread (module docs)."""
+    slots, a producer thread (module docs).  ``clip`` with ``tma_store`` (the default):
+    the epilogue through SHARED slabs of 32 columns and clipped TMA stores (``c``'s rows
+    16 bytes apart: ``n % 4 == 0``); ``tma_store=False``: ``(1, 1, bk)``, guarded
+    stores."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
     require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
     require(bk in (16, 32), f"bk={bk}: 16 or 32 (a swizzled row of 64 or 128 bytes)")
@@ -98,6 +105,8 @@ def schedule_matmul_sm90_tf32(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int =
     p = _tiles_tf32(p, bm, bn, bk, clip)
     if clip:
         p = _unguard(p)
+        if tma_store:
+            p = _epilogue(p, bm, bn, swizzled=wgs == 1, eb=F32_BYTES)
     producer = 128 * wgs
     p = warp_specialize(p, "po", producers=(producer, producer + 1),
                         consumers=(0, producer), stages=stages, ring=True)
@@ -109,16 +118,22 @@ def schedule_matmul_sm90_tf32(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int =
 
 
 def sm90_tf32_kernel(bn: int = 128, wgs: int = 1, bk: int = 32, stages: int = 4,
-                     clip: bool = False, batched: bool = False) -> Proc:
-    """The derived sm_90a TF32 GEMM for the tile (cached); ``clip``: every m and n;
-    ``batched``: ``[nb, m, k] @ [nb, n, k]^T``, blocks over the batch too."""
-    return _kernel(bn, wgs, bk, stages, bool(clip), bool(batched))
+                     clip: bool = False, batched: bool = False,
+                     tma_store: bool = True) -> Proc:
+    """The derived sm_90a TF32 GEMM for the tile (cached); ``clip``: every m and n
+    (with ``tma_store``, the clipped epilogue's TMA stores, ``n % 4 == 0``);
+    ``batched``: ``[nb, m, k] @ [nb, n, k]^T``, blocks over the batch too (direct
+    stores)."""
+    return _kernel(bn, wgs, bk, stages, bool(clip), bool(batched),
+                   bool(tma_store) and bool(clip) and not batched)
 
 
 @lru_cache(maxsize=None)
-def _kernel(bn, wgs, bk, stages, clip, batched) -> Proc:
-    algo = matmul_nt_tf32_algorithm((1, 1, bk) if clip else (64 * wgs, bn, bk), batched)
-    return schedule_matmul_sm90_tf32(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, clip=clip)
+def _kernel(bn, wgs, bk, stages, clip, batched, tma_store) -> Proc:
+    edge = (1, 4 if tma_store else 1, bk)      # a tensor map's rows are 16 bytes apart
+    algo = matmul_nt_tf32_algorithm(edge if clip else (64 * wgs, bn, bk), batched)
+    return schedule_matmul_sm90_tf32(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, clip=clip,
+                                     tma_store=tma_store)
 
 
 def sm90_tf32_space(smem_bytes: int = 227 * 1024) -> list[dict]:
@@ -145,7 +160,10 @@ def choose_sm90_tf32(shape_a: tuple, shape_bt: tuple, **opts) -> tuple[dict, boo
     if got is None:
         raise refused("the sm_90a TF32 GEMM", ks, dims, "use gpudsl.stdlib.matmul_tf32 "
                       "(mma.sync), whose kernels take every shape")
-    return got + (dims,)
+    tile, clip = got
+    if clip and dims[1] % 4:   # c's rows not 16 bytes apart: no tensor map, guarded stores
+        tile = dict(tile, tma_store=False)
+    return tile, clip, dims
 
 
 def plan_matmul_sm90_tf32(shape_a: tuple, shape_bt: tuple, **opts) -> tuple[Proc, dict]:

@@ -83,31 +83,53 @@ def test_sizes_outside_the_assertion_are_refused():
 
 
 CLIPPED = dict(SMALL, clip=True)
+CLIPPED_DIRECT = dict(CLIPPED, tma_store=False)
 
 
-def test_the_clipped_kernel_is_proved_for_every_m_and_n():
-    p = sm90_kernel("f16", **CLIPPED)
-    assert "assert k % 32 == 0" in str(p) and "m %" not in str(p)
+@pytest.mark.parametrize("cfg, asserted", [(CLIPPED, "assert n % 8 == 0 and k % 32 == 0"),
+                                           (CLIPPED_DIRECT, "assert k % 32 == 0")],
+                         ids=["tma-store", "direct"])
+def test_the_clipped_kernel_is_proved_for_every_m_and_n(cfg, asserted):
+    p = sm90_kernel("f16", **cfg)
+    assert asserted in str(p) and "m %" not in str(p)
     r = p.check(target="sm_90a")
     assert r.ok, r
 
 
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
-@pytest.mark.parametrize("shape", [(1, 1, 32), (65, 70, 64), (100, 130, 96), (128, 64, 32)])
-def test_the_clipped_kernel_equals_numpy_at_odd_and_even_shapes(dt, shape):
+@pytest.mark.parametrize("cfg, shape", [
+    (CLIPPED, (1, 8, 32)), (CLIPPED, (65, 72, 64)), (CLIPPED, (100, 136, 96)),
+    (CLIPPED, (128, 64, 32)), (CLIPPED_DIRECT, (1, 1, 32)), (CLIPPED_DIRECT, (65, 70, 64)),
+    (CLIPPED_DIRECT, (100, 130, 96))], ids=lambda x: "x".join(map(str, x))
+    if isinstance(x, tuple) else ("tma" if x.get("tma_store", True) else "direct"))
+def test_the_clipped_kernel_equals_numpy_at_odd_and_even_shapes(dt, cfg, shape):
     import ml_dtypes
     npdt = np.float16 if dt == "f16" else ml_dtypes.bfloat16
     a, bt, want = _operands(*shape, dt=npdt, seed=sum(shape))
     c = np.full(shape[:2], 7, npdt)
-    sm90_kernel(dt, **CLIPPED).compile("emulator")(a=a, bt=bt, c=c)
+    sm90_kernel(dt, **cfg).compile("emulator")(a=a, bt=bt, c=c)
     assert (c == want.astype(npdt)).all()
 
 
-def test_the_clipped_wide_tile_keeps_the_main_loop():
+def test_the_clipped_epilogue_goes_through_a_clipped_tma_store():
+    """The slab's writes into ``Cs`` keep their edge guards; its copy out is one box the
+    hardware clips at the array's edge (issue 36)."""
+    text = str(sm90_kernel("f16", **CLIPPED))
+    assert "Cs: f16[64, 64] @ SHARED(swizzle=128)" in text
+    assert "tma_store(c[64 * bi:64 * bi + 64, 64 * bj + 64 * ch:64 * bj + 64 * ch + 64], " \
+           "Cs[0:64, 0:64])" in text
+    tail = text.split("wgmma_wait(0)")[-1]
+    assert "c[" not in tail.split("tma_store(")[0] and " < n:\n" in tail   # guarded writes
+    assert "tma_store" not in str(sm90_kernel("f16", **CLIPPED_DIRECT))
+
+
+@pytest.mark.parametrize("tma_store", [True, False], ids=["tma-store", "direct"])
+def test_the_clipped_wide_tile_keeps_the_main_loop(tma_store):
     from gpudsl.codegen import generate
     from gpudsl.perf import sass
     from gpudsl.runtime.nvrtc import compile_cubin
-    r = compile_cubin(generate(sm90_kernel("f16", **WIDE, clip=True).ir, {}).source, "sm_90a")
+    p = sm90_kernel("f16", **WIDE, clip=True, tma_store=tma_store)
+    r = compile_cubin(generate(p.ir, {}).source, "sm_90a")
     (res,) = r.resources.values()
     assert res.spill_stores_bytes == res.spill_loads_bytes == res.stack_bytes == 0, res
     if not sass.have_disassembler():
@@ -115,11 +137,17 @@ def test_the_clipped_wide_tile_keeps_the_main_loop():
     text = sass.disassemble(r.cubin)
     ops = _sass_ops(text)
     # the same main loop as the unclipped kernel: the boxes clip the edges; one wgmma
-    # group in flight; the epilogue's stores guarded (no TMA store)
-    assert ops["HGMMA"] == 4 and ops["UTMALDG"] == 2 and ops["UTMASTG"] == 0
+    # group in flight
+    assert ops["HGMMA"] == 4 and ops["UTMALDG"] == 2
     assert [x for x in _k_tile(text) if x.startswith("WARPGROUP.DEPBAR")] == \
         ["WARPGROUP.DEPBAR.LE gsb0, 0x1"]
-    assert ops["LDS"] == ops["LDSM"] == ops["STS"] == ops["LDG"] == ops["LDL"] == 0
+    assert ops["LDS"] == ops["LDSM"] == ops["LDG"] == ops["LDL"] == 0
+    # the epilogue: a clipped box per 64-column slab, the fragment written to SHARED (no
+    # STG); or, direct, guarded stores
+    if tma_store:
+        assert ops["UTMASTG"] == 4 and ops["STG"] == 0 and ops["STS"] > 0
+    else:
+        assert ops["UTMASTG"] == ops["STS"] == 0 and ops["STG"] > 0
 
 
 def _sass_ops(text: str) -> Counter:
@@ -205,8 +233,9 @@ def test_the_space_fits_the_shared_memory():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("cfg,shape", [(SMALL, (256, 512, 256)), (WIDE, (256, 512, 256)),
-                                       (dict(WIDE, clip=True), (257, 500, 192))],
-                         ids=["64x64", "128x256", "128x256-clipped"])
+                                       (dict(WIDE, clip=True), (257, 504, 192)),
+                                       (dict(WIDE, clip=True, tma_store=False), (257, 500, 192))],
+                         ids=["64x64", "128x256", "128x256-clipped", "128x256-clipped-direct"])
 def test_on_the_gpu(cfg, shape):
     from gpudsl.runtime.driver import device_arch
     if device_arch() != "sm_90a":
@@ -231,6 +260,11 @@ def test_matmul_nt_sm90_runs_where_ops_runs_and_refuses_what_it_does_not_serve()
     assert matmul_sm90.WIDE == dict(WIDE, swizzle=True)
     clipped, _ = plan_matmul_sm90((70, 64), (128, 64), "f16")
     assert clipped is sm90_kernel("f16", **dict(matmul_sm90.WIDE, clip=True))
+    # c's rows not 16 bytes apart: no tensor map, the clipped kernel's stores are direct
+    direct = plan_matmul_sm90((70, 64), (130, 64), "f16")[0]
+    assert str(direct) == str(sm90_kernel("f16", **dict(matmul_sm90.WIDE, clip=True,
+                                                         tma_store=False)))
+    assert "tma_store" not in str(direct) and "tma_store" in str(clipped)
     assert plan_matmul_sm90((70, 48), (128, 48), "f16")[0] is \
         sm90_kernel("f16", **dict(matmul_sm90.WIDE, bk=16, clip=True))
     with pytest.raises(NodeError, match="multiple of"):

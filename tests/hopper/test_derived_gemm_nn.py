@@ -31,7 +31,8 @@ def test_proved_for_all_sizes(clip):
 
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
 @pytest.mark.parametrize("clip,shape", [(False, (64, 64, 128)), (True, (1, 32, 8)),
-                                        (True, (70, 96, 72)), (True, (128, 64, 64))])
+                                        (True, (70, 96, 72)), (True, (128, 64, 64)),
+                                        (True, (65, 64, 72)), (True, (100, 96, 136))])
 def test_equal_to_numpy_on_the_emulator(dt, clip, shape):
     import ml_dtypes
     npdt = np.float16 if dt == "f16" else ml_dtypes.bfloat16
@@ -63,14 +64,18 @@ def test_sm90a_build_reads_b_transposed_by_tma_and_hgmma(clip):
         ["WARPGROUP.DEPBAR.LE gsb0, 0x1"]
     assert not any(x.startswith(("STS", "LDS", "MEMBAR")) for x in tile)
     assert ops["LDS"] == ops["LDSM"] == ops["LDG"] == 0
-    # the epilogue: TMA stores of 64-column slabs (exact), guarded stores (clipped)
-    assert (ops["UTMASTG"], ops["STG"] > 0) == ((0, True) if clip else (4, False))
+    # the epilogue: TMA stores of 64-column slabs, clipped at the edges (clipped: the
+    # fragment's writes into the slab guarded, the boxes clipped by the hardware)
+    assert ops["UTMASTG"] == 4 and ops["STG"] == 0 and ops["STS"] > 0
 
 
-@pytest.mark.parametrize("clip,shape", [(False, (2, 64, 64, 64)), (True, (3, 70, 32, 40))])
+@pytest.mark.parametrize("clip,shape", [(False, (2, 64, 64, 64)), (True, (3, 70, 32, 40)),
+                                        (True, (2, 1, 32, 8)), (True, (2, 65, 64, 136))])
 def test_batched_is_proved_and_equal_to_numpy(clip, shape):
     p = sm90_nn_kernel("f16", **SMALL, clip=clip, batched=True)
     assert "for z in par(0, nb) @ BLOCKS" in str(p) and "tma_load(As[po % 2, 0:64, 0:32], a[z, " in str(p)
+    # clipped: the epilogue through a batch's matrix, clipped boxes (issue 36)
+    assert ("tma_store(c[z, 64 * bi:64 * bi + 64, " in str(p)) == clip
     r = p.check(target="sm_90a")
     assert r.ok, r
     nb, m, n, k = shape

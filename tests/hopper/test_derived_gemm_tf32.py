@@ -42,8 +42,9 @@ def test_the_derivation_ends_in_tma_tf32_wgmma_and_rings():
     assert "tf32(" not in text and "= a[" not in text     # the products became wgmmas
 
 
-@pytest.mark.parametrize("cfg", [SMALL, dict(SMALL, clip=True), dict(SMALL, bk=16, clip=True)],
-                         ids=["64x64", "clipped", "bk16-clipped"])
+@pytest.mark.parametrize("cfg", [SMALL, dict(SMALL, clip=True), dict(SMALL, bk=16, clip=True),
+                                 dict(SMALL, clip=True, tma_store=False)],
+                         ids=["64x64", "clipped", "bk16-clipped", "clipped-direct"])
 def test_the_derived_kernel_is_proved_for_all_sizes(cfg):
     r = sm90_tf32_kernel(**cfg).check(target="sm_90a")
     assert r.ok, r
@@ -59,11 +60,16 @@ def test_the_readable_algorithm_reads_its_operands_as_tf32():
 
 
 @pytest.mark.parametrize("cfg,shape", [(SMALL, (64, 64, 32)), (SMALL, (128, 192, 96)),
-                                       (dict(SMALL, clip=True), (70, 45, 64)),
+                                       (dict(SMALL, clip=True), (70, 44, 64)),
                                        (dict(SMALL, clip=True), (129, 8, 32)),
-                                       (dict(SMALL, bk=16, clip=True), (65, 20, 48))],
-                         ids=["one-tile", "2x3x3", "clipped-70x45", "clipped-129x8",
-                              "bk16-clipped"])
+                                       (dict(SMALL, clip=True), (1, 4, 32)),
+                                       (dict(SMALL, clip=True), (100, 132, 32)),
+                                       (dict(SMALL, bk=16, clip=True), (65, 20, 48)),
+                                       (dict(SMALL, clip=True, tma_store=False), (70, 45, 64)),
+                                       (dict(SMALL, clip=True, tma_store=False), (1, 1, 32))],
+                         ids=["one-tile", "2x3x3", "clipped-70x44", "clipped-129x8",
+                              "clipped-1x4", "clipped-100x132", "bk16-clipped",
+                              "clipped-direct-70x45", "clipped-direct-1x1"])
 def test_the_derived_kernel_equals_numpy_on_the_emulator(cfg, shape):
     m, n, k = shape
     f = sm90_tf32_kernel(**cfg).compile("emulator")
@@ -101,6 +107,26 @@ def test_sm90a_build_feeds_tf32_hgmma_by_tma_with_one_wait_per_stage(cfg):
     assert ops["DEPBAR"] == 1 and ops["MEMBAR"] == 0
 
 
+@pytest.mark.parametrize("cfg", [dict(bn=128, wgs=1, bk=32, stages=4), WIDE],
+                         ids=["64x128", "128x256"])
+def test_the_clipped_epilogue_stores_through_clipped_tma_boxes(cfg):
+    """Clipped (issue 36): the fragment's guarded writes into a slab of 32 f32 columns,
+    one box per slab the hardware clips at the edges; no thread stores to global."""
+    from gpudsl.codegen import generate
+    from gpudsl.perf import sass
+    from gpudsl.runtime.nvrtc import compile_cubin
+    p = sm90_tf32_kernel(**cfg, clip=True)
+    assert "Cs: f32[" in str(p) and "tma_store(c[" in str(p)
+    r = compile_cubin(generate(p.ir, {}).source, "sm_90a")
+    (res,) = r.resources.values()
+    assert res.spill_stores_bytes == res.spill_loads_bytes == res.stack_bytes == 0, res
+    if not sass.have_disassembler():
+        pytest.skip("no nvdisasm/cuobjdump")
+    ops = _sass_ops(sass.disassemble(r.cubin))
+    assert ops["UTMASTG"] == cfg["bn"] // 32 and ops["STG"] == 0 and ops["STS"] > 0
+    assert ops["UTMALDG"] == 2 and ops["LDL"] == 0
+
+
 def test_the_space_fits_the_shared_memory():
     space = sm90_tf32_space()
     assert WIDE in space
@@ -120,6 +146,8 @@ def test_matmul_tf32_sm90_plans_runs_and_refuses():
     assert p is sm90_tf32_kernel(**WIDE) and binds == dict(m=256, n=1024, k=512)
     assert mod.plan_matmul_sm90_tf32((70, 48), (128, 48))[0] is \
         sm90_tf32_kernel(**dict(WIDE, bk=16, clip=True))
+    direct = mod.plan_matmul_sm90_tf32((70, 64), (130, 64))[0]   # c's rows: 520 bytes
+    assert "tma_store" not in str(direct) and "n % 4" not in str(direct)
     with pytest.raises(NodeError, match="multiple of 32 or 16"):
         mod.plan_matmul_sm90_tf32((70, 40), (128, 40))
     assert "matmul_tf32_sm90" in bench.NODES and "matmul_tf32_sm90" in bench.MATMULS

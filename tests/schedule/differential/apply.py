@@ -301,6 +301,22 @@ def _window(r, t: Targets, stmts):
     return f"{name}[{', '.join(parts)}]"
 
 
+def _output_tile(r, t: Targets, blk, win):
+    """The edge family's clipped output window: ``y``'s rows of the block
+    (``y[4 * bi:4 * bi + 4, 0:F]``, past ``m`` in the last block) around the thread
+    loop that stores them (or a shifted window, or ``(blk, win)`` unchanged where no
+    loop stores ``y``)."""
+    stores = [a for a, s in t.loops if _is_threads(s) and any(
+        isinstance(x, Assign) and x.name == "y" for x in _walk(s.body))]
+    shape = _shape_of(t, "y")
+    if not stores or shape is None:
+        return blk, win
+    lo = r.choice(["4 * bi", "4 * bi", "4 * bi", "4 * bi + 1", "4 * bi - 1"])
+    cols = print_expr(shape[1]) if len(shape) > 1 else None
+    w = f"y[{lo}:{lo} + 4, 0:{cols}]" if cols else f"y[{lo}:{lo} + 4]"
+    return Arg("cursor", ("stmt", r.choice(stores), None)), w
+
+
 def _vars(e) -> set:
     out = []
     _subexprs(e, out)
@@ -449,6 +465,8 @@ def make_step(r, prim, t: Targets, instrs, edge: bool = False) -> Step:
         win = _window(r, t, stmts)
         mem = r.choice([SHARED, SHARED, REGISTER, GLOBAL])
         kw = {"zeros": lit(True)} if edge and mem is SHARED else {}   # no draw: same stream
+        if edge and r.random() < 0.35:   # a block's output tile, past the edge (issue 36)
+            blk, win = _output_tile(r, t, blk, win)
         return Step(prim, [blk, lit(win), lit(_fresh(r, t, "st")), lit(mem)], kw)
     if prim == "remove_guard":
         ifs = [a for a, s in t.stmts if isinstance(s, If)]

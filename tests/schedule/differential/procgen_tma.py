@@ -3,7 +3,9 @@ test of the primitives: a block copies boxes of rows of ``x`` into SHARED tiles 
 ``tma_load`` issued by one thread on a split barrier (or a ring of two, with a second ring
 that frees the slots), waits for the phase, and computes ``y`` from the tile, directly or
 through a tile ``o`` that a bulk tensor store (``tma_store``, ``tma_commit``,
-``tma_wait``) copies to ``y``; boxes run past the last row (clipped to zeros).  The tiles
+``tma_wait``) copies to ``y``; boxes run past the last row (clipped to zeros).  In
+their plain form, clipped, the store's copies are guarded by the rows of ``y`` (or, now
+and then, one row short: ``make_tma_store`` must refuse).  The tiles
 are plain (rows of 64 f32) or swizzled (``@ SHARED(swizzle=W)``, rows of ``W`` bytes,
 slots of 8 rows: the swizzle's period) with boxes of one such row.  Now and then one is broken on purpose (no wait for
 the copy, no wait for the slot, the issuer outside the arrive range, no wait for the
@@ -61,12 +63,14 @@ _LOAD = re.compile(r"tma_load\(s\[(.+?):.+?, 0:(\d+)\], x\[(.+?):.+?, (\d+):\d+\
 _STORE = re.compile(r"tma_store\(y\[(.+?):.+?, (\d+):(\d+)\], o\[(.+?):.+?, 0:\d+\]\)")
 
 
-def _plain(lines, rows: int, grid: str, clipped: str = ""):
+def _plain(lines, rows: int, grid: str, clipped: str = "", edge: str = "n"):
     """The copies as one-thread nests of element copies (what ``make_tma`` turns into the
     ``tma_load``, ``make_tma_store`` into the ``tma_store``): ``x`` and ``y`` then hold
     ``rows * n`` rows, so no box runs past ``x``; or, ``clipped``, the copies keep
     ``x``'s ``n`` rows, guarded, writing 0 past them (``"zeros"``: what a box does, which
-    make_tma takes) or nothing (``"guard"``: which it refuses)."""
+    make_tma takes) or nothing (``"guard"``: which it refuses); the store's copies then
+    guarded by ``row < edge`` (``"n"``: exactly inside ``y``, a box make_tma_store takes;
+    ``"n - 1"``: one row short, which it refuses)."""
     out = []
     for ln in lines:
         m = _LOAD.search(ln)
@@ -74,9 +78,11 @@ def _plain(lines, rows: int, grid: str, clipped: str = ""):
         if st:   # the store's copies (make_tma_store turns them into it)
             pad = ln[:len(ln) - len(ln.lstrip())]
             row, c0, c1, slot = st.groups()
+            copy = f"y[{row} + r, {c0} + c] = o[{slot} + r, c]"
+            inner = [copy] if not clipped else [f"if {row} + r < {edge}:", f"    {copy}"]
             out += [pad + f"for r in seq(0, {rows}):",
-                    pad + f"    for c in seq(0, {int(c1) - int(c0)}):",
-                    pad + f"        y[{row} + r, {c0} + c] = o[{slot} + r, c]"]
+                    pad + f"    for c in seq(0, {int(c1) - int(c0)}):"]
+            out += [pad + "        " + x for x in inner]
         elif ln.strip() in ("tma_commit()", "tma_wait(0)") and out and "= o[" in out[-1]:
             continue
         elif m:
@@ -135,7 +141,8 @@ def tma_program(r: random.Random, name: str) -> Program:
         grid = "1"
     if r.random() < 0.4:   # the plain copies make_tma turns into these loads
         clipped = r.choice(["", "", "zeros", "guard"]) if rows > 1 else ""
-        body = _plain(body, rows, grid, clipped)
+        edge = r.choice(["n", "n", "n - 1"]) if clipped and store else "n"
+        body = _plain(body, rows, grid, clipped, edge)
         if not clipped:
             grid = "n" if grid != "1" else grid
             head = head.replace("x: f32[n, 64], y: f32[n, 64]",
