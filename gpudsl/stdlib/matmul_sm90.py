@@ -324,15 +324,25 @@ def _swizzled_slab(wgs: int, producer: str, registers: bool) -> bool:
 def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int = 4,
                 swizzle: bool = True, inflight: bool = True, tma_store: bool = True,
                 clip: bool = False, producer: str | None = None,
-                registers: bool = True, raster: int = RASTER, batched: bool = False) -> Proc:
+                registers: bool = True, raster: int | None = None,
+                batched: bool = False) -> Proc:
     """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
     and n (edges clipped); ``producer``: a thread or a warpgroup (None: the
     warpgroup where setmaxnreg gains registers, :func:`schedule_matmul_sm90`);
-    ``raster``: the block order (:mod:`.raster`); ``batched``: ``[nb, m, k] @ [nb, n,
-    k]^T``, blocks over the batch too (its epilogue stores directly: ``tma_store`` is
-    ignored)."""
+    ``raster``: the block order (:mod:`.raster`; None: :data:`RASTER`, except 0 for an
+    unclipped kernel whose roles codegen writes apart, below); ``batched``: ``[nb, m, k]
+    @ [nb, n, k]^T``, blocks over the batch too (its epilogue stores directly:
+    ``tma_store`` is ignored).
+
+    The unclipped 128 x 256 kernel with a producer warpgroup keeps the row order by
+    default: in the grouped order ptxas serializes its wgmmas (C7514: "non wgmma
+    instructions reading accumulator registers ... between start and end of the pipeline
+    stage"), which it does not in row order, nor for the clipped kernel or a producer
+    thread (docs/decisions.md)."""
     producer = producer or ("warpgroup" if register_split(wgs) else "thread")
     registers = bool(registers) and producer == "warpgroup"
+    if raster is None:
+        raster = 0 if producer == "warpgroup" and not clip else RASTER
     return _sm90_kernel(dt, bn, wgs, bk, stages, bool(swizzle), bool(inflight),
                         bool(tma_store) and not batched, bool(clip), producer, registers,
                         int(raster), bool(batched))

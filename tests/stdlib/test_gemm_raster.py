@@ -131,12 +131,31 @@ def test_sm90a_builds_and_the_prologue_is_short(sizes):
     """The main loop is untouched; the index mapping costs a few integer instructions
     once per block (two divisions by a size when the sizes are not fixed), and the row
     order's grid-stride loop over blockIdx.y, with its closing barrier, is gone."""
-    wide = dict(bn=256, wgs=2, bk=64, stages=4)
+    wide = dict(bn=256, wgs=2, bk=64, stages=4, producer="thread")
     o0, o1 = _orders(lambda g: sm90_kernel("f16", **wide, raster=g), "sm_90a", **sizes)
     for op in ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS"):
         assert o0[op] == o1[op], op
     assert o1["BAR"] == o0["BAR"] - 1
     assert _integer(o1) - _integer(o0) <= (80 if not sizes else 32), (o1 - o0, o0 - o1)
+
+
+def test_the_default_wide_kernel_keeps_the_row_order_where_ptxas_would_serialize():
+    """With a producer warpgroup (roles written apart) the grouped order made ptxas
+    serialize the unclipped 128 x 256 kernel's wgmmas (C7514); its default is the row
+    order, the clipped kernel's and a producer thread's the grouped one."""
+    import re
+
+    from gpudsl.codegen import generate
+    from gpudsl.runtime.nvrtc import compile_cubin
+    wide = dict(bn=256, wgs=2, bk=64, stages=4)
+    assert sm90_kernel("f16", **wide) is sm90_kernel("f16", **wide, raster=0)
+    assert sm90_kernel("f16", **wide, clip=True) is sm90_kernel("f16", **wide, clip=True,
+                                                                    raster=16)
+    assert sm90_kernel("f16", **wide, producer="thread") is \
+        sm90_kernel("f16", **wide, producer="thread", raster=16)
+    for p in (sm90_kernel("f16", **wide), sm90_kernel("f16", **wide, clip=True)):
+        log = compile_cubin(generate(p.ir, {}).source, "sm_90a").log
+        assert not re.search(r"C751[4689]", log), log
 
 
 def test_sm80_builds_and_the_prologue_is_short():
