@@ -151,15 +151,8 @@ def test_the_clipped_wide_tile_keeps_the_main_loop(tma_store):
 
 
 def _sass_ops(text: str) -> Counter:
-    ops = Counter()
-    for ln in text.splitlines():
-        body = ln.split("*/", 1)[-1].strip() if ln.strip().startswith("/*") else ln.strip()
-        words = [w for w in body.split() if not w.startswith("@")]
-        if words and ";" in body:
-            ops[words[0].split(".")[0]] += 1
-            if words[0].startswith("WARPGROUP.DEPBAR"):
-                ops["DEPBAR"] += 1
-    return ops
+    from gpudsl.perf.sass import opcode_counts
+    return opcode_counts(text)
 
 
 def _sass(cfg, dt="f16"):

@@ -124,15 +124,8 @@ def test_code_generation_writes_one_branch_per_role():
 
 
 def _ops(text: str) -> Counter:
-    ops = Counter()
-    for ln in text.splitlines():
-        body = ln.split("*/", 1)[-1].strip() if ln.strip().startswith("/*") else ln.strip()
-        words = [w for w in body.split() if not w.startswith("@")]
-        if words and ";" in body:
-            ops[words[0].split(".")[0]] += 1
-            if words[0].startswith("WARPGROUP.DEPBAR"):
-                ops["WGDEPBAR"] += 1
-    return ops
+    from gpudsl.perf.sass import opcode_counts
+    return opcode_counts(text)
 
 
 @pytest.mark.parametrize("cfg", [WIDE_WG, dict(WIDE_WG, tma_store=False),
