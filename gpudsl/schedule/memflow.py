@@ -270,22 +270,40 @@ def _witness(enc, w: _Site, r: _Site, ew, er):
     mixed-radix number, a sum of ``c * v``, ``c * (X // d)`` and ``c * (X % d)`` (``X``
     a loop variable or, recursively, such a sum: a flattened copy index) plus terms
     free of ``w``'s loops; a loop that indexes nothing is the same iteration of a loop
-    common to both.  Only a candidate: the question it is put in checks it.  None
-    when the shape does not fit."""
-    mine = {L.iter for L in w.acc.loops}
+    common to both.  Where that shape does not fit because a loop common to both
+    enters an index otherwise (``- 64 * ch``), the common loops are held at the read's
+    iteration and only the others are read off.  Only a candidate: the question it is
+    put in checks it.  None when no shape fits."""
+    common = _common(w, r)
+    for held in (0, common):
+        pairs = _read_off(enc, w, r, ew, er, common, held)
+        if pairs is not None:
+            return pairs
+    return None
+
+
+def _read_off(enc, w: _Site, r: _Site, ew, er, common: int, held: int):
+    """:func:`_witness` with ``w``'s first ``held`` loops (common to both) at the
+    read's iteration."""
+    mine = {L.iter for L in w.acc.loops[held:]}
     parts: dict = {}
     pending: dict = {}
     for wi, ri in zip(w.acc.idx, r.acc.idx):
         if not _invert(enc, wi, enc.int(ri, er), ew, mine, parts, pending):
             return None
     while pending:
-        _, halves = pending.popitem()
-        if "//" not in halves or "%" not in halves or halves["//"][0] != halves["%"][0]:
-            return None  # X // d without X % d (or other divisors): X is not determined
+        # an X whose two halves are both known: reading one off may give another X its
+        # missing half (``(32 ch + cf) // 2`` gives ``32 ch + cf`` its quotient), so
+        # the order is by readiness, not by when an X was first seen
+        key = next((k for k, h in pending.items() if "//" in h and "%" in h), None)
+        if key is None:
+            return None  # X // d without X % d: X is not determined
+        halves = pending.pop(key)
+        if halves["//"][0] != halves["%"][0]:
+            return None  # X // d and X % e with d != e: not a mixed-radix digit pair
         (d, quo), (_, rem) = halves["//"], halves["%"]
         if not _invert(enc, halves["expr"], d * quo + rem, ew, mine, parts, pending):
             return None
-    common = _common(w, r)
     pairs = []
     for k, L in enumerate(w.acc.loops):
         if L.iter in parts:

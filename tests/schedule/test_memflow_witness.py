@@ -64,3 +64,20 @@ def test_flattened_copy_index_is_inverted(monkeypatch):
     p = matmul_kernel((32, 32), (32, 32), bm=32, bn=32, bk=8, tm=8, tn=4, stages=1,
                       async_stages=0)[0]
     assert "As" in str(p) and not calls
+
+
+def test_wgmma_epilogue_staging_is_proved_without_an_existential(monkeypatch):
+    # the sm_90a GEMM stages its output tile: each thread writes Cs[16 * (t // 4 // 8) +
+    # 8 * ((32 ch + cf) // 2 % 2) + t // 4 % 8, 8 * ((32 ch + cf) // 2 // 2) + 2 * (t % 4)
+    # + (32 ch + cf) % 2 - 64 ch] (the wgmma accumulator's layout); `32 ch + cf` gets
+    # its quotient only once `(32 ch + cf) // 2` is read off. The inverse was given up
+    # when an X's halves came in the other order, the existential was asked, and on z3
+    # 4.13-4.16 the window was thought read: a copy in, then warp_specialize refused
+    # the derivation (a race on Cs) under .ci/oldest
+    from gpudsl.stdlib import matmul_sm90
+
+    matmul_sm90._sm90_kernel.cache_clear()
+    calls = _no_exists(monkeypatch)
+    p = matmul_sm90.sm90_kernel("f16", bn=64, wgs=1, bk=32, stages=2)
+    matmul_sm90._sm90_kernel.cache_clear()
+    assert "Cs[" in str(p) and "= c[" not in str(p) and not calls
