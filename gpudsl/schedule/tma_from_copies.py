@@ -244,7 +244,8 @@ def make_tma(p, loop):
     every copy reads inside its array (a guarded copy: its guard holds exactly there)
     and no two write one element (proved); the boxes
     are boxes a tensor map describes (ranges in the array's order, at most 5 of at most
-    256 elements, 16-byte rows) into contiguous tiles; the result is checked like every
+    256 elements, 16-byte rows) into contiguous tiles; the array's rows lie a multiple of
+    16 bytes apart (proved: check()'s rule, ``pitch_rule``); the result is checked like every
     rewrite of a proc with TMA loads (check()'s obligations for sm_90a: aligned, nothing
     read, written or refilled before the copy lands).
 
