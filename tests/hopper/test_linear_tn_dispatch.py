@@ -4,8 +4,6 @@ weight), after its first run on the device equals numpy; elsewhere, and where th
 kernel does not serve the shape, ``b`` is made contiguous and the NN path runs."""
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 
@@ -13,22 +11,6 @@ from gpudsl import ops
 from gpudsl.stdlib import array_ops as ops_mod
 from gpudsl.stdlib.matmul_sm90 import plan_matmul_sm90
 from gpudsl.stdlib.op_arguments import transpose_if_contiguous
-
-
-@pytest.fixture
-def h100(monkeypatch):
-    """An sm_90a "GPU" whose kernels run on the emulator (no driver here)."""
-    proc_mod = importlib.import_module("gpudsl.proc")
-    from gpudsl.runtime import driver
-    from gpudsl.stdlib import first_run
-    monkeypatch.setattr(driver, "device_arch", lambda device=0: "sm_90a")
-    monkeypatch.setattr(first_run, "_RESULTS", {})
-    monkeypatch.setattr(ops_mod, "backend", lambda: "cuda")
-    real = proc_mod.Proc.compile
-    monkeypatch.setattr(proc_mod.Proc, "compile",
-                        lambda self, backend=None, **kw: real(self, "emulator", **kw)
-                        if backend == "cuda" else real(self, backend, **kw))
-    return monkeypatch
 
 
 def test_transpose_if_contiguous():
