@@ -56,3 +56,14 @@ def test_linear_layer_on_an_h100():
     w = torch.randint(-3, 4, (264, 512), device="cuda").half()
     c = ops.matmul(x, w.T)
     assert torch.equal(c, (x.float() @ w.float().T).half())
+
+
+def test_the_shared_fake_h100_is_all_of_an_h100(h100):
+    """tests/conftest.py's ``h100``: the device's architecture, ops' backend and a fresh
+    first-run record and kernel cache (without the backend a shared copy of the fixture
+    sent ops to the emulator: the TN test above failed)."""
+    from gpudsl.runtime.driver import device_arch
+    from gpudsl.stdlib import first_run
+
+    assert device_arch() == "sm_90a" and ops.backend() == "cuda"
+    assert first_run._RESULTS == {} and ops_mod._compiled == {}
