@@ -71,3 +71,27 @@ def pytest_configure(config):
     # than xdist's order by number of tests per file
     if getattr(config.option, "dist", "no") in ("loadfile", "loadscope"):
         config.option.loadscopereorder = False
+
+
+@pytest.fixture
+def h100(monkeypatch):
+    """A faked sm_90a GPU (an H100/H200) whose kernels run on the emulator (no driver
+    here): ``device_arch`` says sm_90a, ``ops`` runs on the "cuda" backend, and
+    ``Proc.compile("cuda")`` builds for the emulator.  Every first run is checked afresh
+    (``first_run._RESULTS`` empty) and the ops kernel cache starts empty: a "cuda"
+    kernel cached by one test (perhaps a fake's broken one) is not another's.
+    Everything is undone after the test (``monkeypatch``, which it returns)."""
+    import importlib
+
+    proc_mod = importlib.import_module("gpudsl.proc")   # gpudsl.proc is the decorator
+    from gpudsl.runtime import driver
+    from gpudsl.stdlib import array_ops, first_run
+    monkeypatch.setattr(driver, "device_arch", lambda device=0: "sm_90a")
+    monkeypatch.setattr(first_run, "_RESULTS", {})
+    monkeypatch.setattr(array_ops, "backend", lambda: "cuda")
+    monkeypatch.setattr(array_ops, "_compiled", {})
+    real = proc_mod.Proc.compile
+    monkeypatch.setattr(proc_mod.Proc, "compile",
+                        lambda self, backend=None, **kw: real(self, "emulator", **kw)
+                        if backend == "cuda" else real(self, backend, **kw))
+    return monkeypatch

@@ -2,7 +2,10 @@
 check() is given another).  The figures below are sm_90's.
 
 - Threads per block: at most 1024 in all, x and y at most 1024, z at most 64 (error).
-- Grid: x below 2**31, y and z at most 65535 blocks (error).
+- Grid: x below 2**31 blocks (error).  A y or z extent has no limit: code generation
+  makes those loops grid-stride loops and the launch asks for at most the target's
+  y / z limit (gpudsl/codegen/kernel_cuda.py, ``plan_launches``), so a constant
+  70000-row loop on y is fine.
 - Shared memory per block: the sum of a kernel's SHARED allocations (a swizzled tile with
   the padding its alignment may take).  Above 227 KB
   (232448 bytes, the opt-in maximum of sm_90; 163 KB on sm_80) is an error of kind
@@ -85,9 +88,10 @@ def _check_grid(ctx, t, ki, solve):
     over = []
     for l, ext in gdims:
         ext = z3.simplify(ext)
-        if z3.is_int_value(ext):  # symbolic grids are checked at launch
-            # a fourth block dimension is a mapping error, reported there
-            over.append(ext > tgt.max_grid_dims[min(l.dim, 2)])
+        # y and z are grid-stride loops (no limit); symbolic grids are checked at
+        # launch; a fourth block dimension is a mapping error, reported there
+        if l.dim == 0 and z3.is_int_value(ext):
+            over.append(ext > tgt.max_grid_dims[0])
     if not over:
         return
     r = solve([z3.Or(*over)])
@@ -96,7 +100,7 @@ def _check_grid(ctx, t, ki, solve):
         g = tgt.max_grid_dims
         ctx.diagnostics.append(Diagnostic(
             "resource", f"the grid of this kernel is larger than {tgt} allows "
-            f"(x <= {g[0]}, y <= {g[1]}, z <= {g[2]} blocks)", [ki.loc],
+            f"(x <= {g[0]} blocks; y and z stride over the grid)", [ki.loc],
             {"sizes": ctx.enc.size_values(m),
              "grid": ctx.eval_ints(m, [e for _, e in gdims])},
             "make the innermost block loop the largest one"))

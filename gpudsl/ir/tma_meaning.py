@@ -105,6 +105,43 @@ def src_problem(w: WindowArg, rank: int) -> Optional[str]:
     return None
 
 
+@dataclass(frozen=True)
+class PitchRule:
+    """A tensor map's row pitch over the GLOBAL array ``name`` (rank > 1): its rows, the
+    last dimension's ``extent`` elements of ``ty_name``, lie a multiple of
+    :data:`PITCH_BYTES` bytes apart: ``extent % per == 0``.  The one home of the rule:
+    check() (:mod:`gpudsl.analysis.obligations.tma_obligations`) and ``make_tma`` /
+    ``make_tma_store`` (:func:`gpudsl.schedule.tma_from_copies.prove_box_copies`)."""
+
+    name: str
+    ty_name: str
+    extent: object   # Expr
+    per: int
+
+    def _subject(self) -> str:
+        return f"the rows of '{self.name}' ({self.ty_name})"
+
+    def broken(self) -> str:
+        return f"{self._subject()} are not a multiple of {PITCH_BYTES} bytes apart"
+
+    def holds(self) -> str:
+        return f"{self._subject()} are a multiple of {PITCH_BYTES} bytes apart " \
+               "(a tensor map's row pitch)"
+
+    def hint(self) -> str:
+        from .printer import print_expr
+        return f"keep the last dimension of '{self.name}' a multiple of {self.per} " \
+               f"(e.g. `assert {print_expr(self.extent)} % {self.per} == 0`)"
+
+
+def pitch_rule(name: str, ty, shape) -> Optional[PitchRule]:
+    """The row-pitch rule of a tensor map over the GLOBAL array ``name`` of element type
+    ``ty`` and ``shape`` (None for one dimension: no pitch)."""
+    if len(shape) <= 1:
+        return None
+    return PitchRule(name, ty.name, shape[-1], PITCH_BYTES * 8 // ty.bits)
+
+
 def dst_align(swizzle: int) -> int:
     """The bytes the shared side of a copy starts at a multiple of: 128, or the period
     ``8 * W`` of a tile swizzled with ``W`` bytes (the hardware's swizzle follows the
@@ -219,6 +256,6 @@ def store_elements(s: TmaStore) -> tuple:
 STORES = Family("bulk tensor store", TmaCommit, TmaWait, "tma_commit", "tma_wait", store_of,
                 lambda op: 1, "destination", "source")
 
-__all__ = ["dst_align", "swizzle_problem", "TMA_STMTS", "STORES", "store_of", "store_elements", "global_side", "shared_side", "BOX_MAX", "RANK_MAX", "INNER_BYTES", "PITCH_BYTES", "DST_ALIGN", "ELEM_TYPES",
+__all__ = ["dst_align", "PitchRule", "pitch_rule", "swizzle_problem", "TMA_STMTS", "STORES", "store_of", "store_elements", "global_side", "shared_side", "BOX_MAX", "RANK_MAX", "INNER_BYTES", "PITCH_BYTES", "DST_ALIGN", "ELEM_TYPES",
            "uses_tma", "box", "box_bytes", "src_problem", "dst_problem", "TmaElement",
            "tma_of", "elements"]

@@ -77,11 +77,37 @@ def cache_dir() -> Path:
     return Path(d)
 
 
+# The folder holding the gpudsl package (a checkout, or site-packages), as resolved and
+# as imported: the ``#line`` paths of generated code below it are keyed relative to it.
+PACKAGE_ROOTS = tuple(sorted({str(Path(__file__).resolve().parents[2]),
+                              str(Path(os.path.abspath(__file__)).parents[2])},
+                             key=len, reverse=True))
+
+
+def _c_string_body(text: str) -> str:
+    """``text`` as codegen writes it inside a C string literal (``#line`` file names)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def key_source(source: str, root: str | os.PathLike | None = None) -> str:
+    """``source`` as the cache key sees it: the file names of its ``#line`` directives
+    below ``root`` (default :data:`PACKAGE_ROOTS`, the folder holding the gpudsl package)
+    made relative to it, so two checkouts (or a moved virtual environment) of the same
+    code share their entries; the source compiled keeps its absolute paths (error
+    messages name the real files)."""
+    for r in (str(root),) if root is not None else PACKAGE_ROOTS:
+        body = re.escape(_c_string_body(r.rstrip("/\\")))
+        source = re.sub(rf'^(#line \d+ )"{body}(?:/|\\\\)', r'\1"<gpudsl root>/', source,
+                        flags=re.MULTILINE)
+    return source
+
+
 def cache_key(source: str, target: str, arch: str, options: list[str] | tuple[str, ...],
               compiler_version: str, extra: str = "") -> str:
-    """sha256 hex digest identifying one compilation."""
+    """sha256 hex digest identifying one compilation (the source's ``#line`` paths
+    relative to the package's folder: :func:`key_source`)."""
     h = hashlib.sha256()
-    for part in (source, target, arch, "\0".join(options), compiler_version,
+    for part in (key_source(source), target, arch, "\0".join(options), compiler_version,
                  gpudsl_version(), extra):
         data = part.encode("utf-8", "surrogateescape")
         h.update(len(data).to_bytes(8, "little"))

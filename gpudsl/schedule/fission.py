@@ -206,7 +206,8 @@ def fuse(p, loop1, loop2):
     clash = ({A.iter} | top_allocs(A.body)) & bound_names(B.body)
     bbody = freshen(tuple(B.body), clash, proc_names(p.ir))
     bbody = rename_names(bbody, {B.iter: A.iter}) if B.iter != A.iter else bbody
-    F = A.with_(body=A.body + bbody)
+    # one kernel now: the first loop's launch-bounds hint, else the second's
+    F = A.with_(body=A.body + bbody, blocks_per_sm=A.blocks_per_sm or B.blocks_per_sm)
     acc_a = collect(A.body, loops=(F,))
     acc_b = collect(bbody, loops=(F,))
     has_sync = any(is_sync(n) for n in walk(F.body))

@@ -36,7 +36,9 @@ def set_blocks_per_sm(p, loop, blocks: int):
     registers per thread within ``65536 / (threads * blocks)``.
 
     Legality: none needed, the meaning does not change (a hint); ``loop`` must be
-    the outermost BLOCKS loop of a kernel.
+    the outermost BLOCKS loop of a kernel.  Later primitives keep the hint there:
+    one that moves another loop outermost (``reorder_loops``, ``parallelize_loop``)
+    moves the hint onto it; ``fuse`` keeps the first loop's hint, else the second's.
 
     Example: ``set_blocks_per_sm(p, "bi", 4)``
     """

@@ -39,6 +39,7 @@ from typing import Callable
 from ..errors import SchedulingError
 from ..ir.smt_interrupt import ctrl_c_guard
 from .block_order_kept import kept_block_orders
+from .blocks_per_sm_kept import kept_blocks_per_sm
 from .edits import Rewrite, same_shape
 from .memo import alias
 from .provenance import stamp
@@ -328,11 +329,13 @@ def primitive(name: str, /, **kinds: Kind):
                 ir = stamp(p.ir, out.ir, name) if outermost else out.ir
                 if outermost and name != "set_block_order":
                     ir = kept_block_orders(p.ir, ir)
+                if outermost:
+                    ir = kept_blocks_per_sm(ir)
                 alias(ir, out.ir)
                 return p._derive(ir, out.forward)
             if outermost and hasattr(out, "ir") and hasattr(out, "_origin"):
                 # a proc already derived from p (a primitive built on others)
-                ir = kept_block_orders(p.ir, stamp(p.ir, out.ir, name))
+                ir = kept_blocks_per_sm(kept_block_orders(p.ir, stamp(p.ir, out.ir, name)))
                 if ir is not out.ir:  # same statements, new locations
                     return out._derive(ir, same_shape(out.ir, ir).forward)
             return out

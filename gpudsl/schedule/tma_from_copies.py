@@ -20,7 +20,7 @@ from __future__ import annotations
 import z3
 
 from ..ir.nodes import Arrive, Assign, Const, For, If, Interval, Point, Read, TmaLoad, WindowArg
-from ..ir.tma_meaning import ELEM_TYPES, dst_problem, src_problem
+from ..ir.tma_meaning import ELEM_TYPES, dst_problem, pitch_rule, src_problem
 from ..ir.types import THREADS
 from ..ir.visitor import substitute
 from .cursors import Into, block_of
@@ -193,6 +193,10 @@ def prove_box_copies(p, addr, L: For, loops, s: Assign, shape, cond=None, store=
     nothing outside the array, where the guarded copy writes nothing); no two
     iterations write one element (the order of the copies does not matter)."""
     glob = s.idx if store else s.rhs.idx
+    rule = pitch_rule(s.name if store else s.rhs.name, s.rhs.ty, shape)
+    if rule is not None:   # the rule check() applies to the box (tma_obligations)
+        prove(p.ir, addr, lambda sc, env: sc.int(rule.extent, env) % rule.per == 0,
+              rule.holds(), s.loc, rule.hint())
 
     def inside(sc, env):
         inst = sc.instance([L, *loops], [], "_c", env)
@@ -240,7 +244,8 @@ def make_tma(p, loop):
     every copy reads inside its array (a guarded copy: its guard holds exactly there)
     and no two write one element (proved); the boxes
     are boxes a tensor map describes (ranges in the array's order, at most 5 of at most
-    256 elements, 16-byte rows) into contiguous tiles; the result is checked like every
+    256 elements, 16-byte rows) into contiguous tiles; the array's rows lie a multiple of
+    16 bytes apart (proved: check()'s rule, ``pitch_rule``); the result is checked like every
     rewrite of a proc with TMA loads (check()'s obligations for sm_90a: aligned, nothing
     read, written or refilled before the copy lands).
 

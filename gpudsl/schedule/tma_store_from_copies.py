@@ -79,7 +79,8 @@ def make_tma_store(p, loop):
     Legality: every copy writes inside its array (a guarded copy: its guard holds
     exactly there, proved for every instance) and no two write one element (proved);
     the boxes are boxes a tensor map describes (ranges in the array's order, at most 5
-    of at most 256 elements, 16-byte rows) from contiguous tiles; the result is checked
+    of at most 256 elements, 16-byte rows) from contiguous tiles; the array's rows lie a
+    multiple of 16 bytes apart (proved: check()'s rule, ``pitch_rule``); the result is checked
     like every rewrite of a proc with TMA (check()'s obligations for sm_90a: the tile
     written before the store by other threads only behind a barrier, nothing touched
     before the store lands).

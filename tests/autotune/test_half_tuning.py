@@ -3,8 +3,6 @@ the device (gpudsl/stdlib/half_tuning.py): the sm_90a NN wgmma kernel's tiles on
 H100/H200, the sm_80 kernel's elsewhere; ``ops.matmul`` reads the winner."""
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 
@@ -14,21 +12,6 @@ from gpudsl.stdlib.matmul_sm90 import sm90_space
 from gpudsl.stdlib.matmul_sm90_nn import sm90_nn_kernel
 
 pytest.importorskip("optuna")
-
-
-@pytest.fixture
-def h100(monkeypatch):
-    """An sm_90a "GPU" whose kernels run on the emulator (no driver here)."""
-    proc_mod = importlib.import_module("gpudsl.proc")
-    from gpudsl.runtime import driver
-    from gpudsl.stdlib import first_run
-    monkeypatch.setattr(driver, "device_arch", lambda device=0: "sm_90a")
-    monkeypatch.setattr(first_run, "_RESULTS", {})
-    real = proc_mod.Proc.compile
-    monkeypatch.setattr(proc_mod.Proc, "compile",
-                        lambda self, backend=None, **kw: real(self, "emulator", **kw)
-                        if backend == "cuda" else real(self, backend, **kw))
-    return monkeypatch
 
 
 def test_the_sm90_space_is_sm90_space_reduced_to_the_nn_kernels_parameters():

@@ -76,3 +76,37 @@ def test_grid_x_limit_is_still_refused():
     with pytest.raises(gpudsl.LaunchError, match="gridDim.x"):
         k(x=np.zeros(5, np.float32))
     wide.compile("emulator")(x=np.zeros(5, np.float32))   # the emulator's own limits
+
+
+@proc
+def rows_70000(x: f32[70000, 4], y: f32[70000, 4]):
+    for r in par(0, 70000) @ BLOCKS:
+        for c in par(0, 1) @ BLOCKS:
+            for i in par(0, 4) @ THREADS:
+                y[r, i] = x[r, i] + 1.0
+
+
+def test_a_constant_y_extent_over_65535_is_proved_compiled_and_runs():
+    """check() allows what code generation grid-strides: a y (or z) extent beyond 65535
+    blocks is no resource error (it was, while codegen and the launch handled it)."""
+    r = rows_70000.check()
+    assert r.ok, r
+    assert not [d for d in r.diagnostics if d.kind == "resource"]
+    assert "r += gridDim.y" in rows_70000.cuda_source()
+    x = np.random.default_rng(0).standard_normal((70000, 4)).astype(np.float32)
+    y = np.zeros_like(x)
+    rows_70000.compile("emulator")(x=x, y=y)
+    np.testing.assert_array_equal(y, x + 1.0)
+
+
+def test_a_constant_x_extent_over_the_limit_is_still_a_resource_error():
+    @proc
+    def wide(x: f32[8]):
+        for b in par(0, 2147483648) @ BLOCKS:
+            for i in par(0, 1) @ THREADS:
+                if b < 8:
+                    x[b] = 1.0
+
+    r = wide.check()
+    assert not r.ok
+    assert [d for d in r.diagnostics if d.kind == "resource" and "x <=" in d.message]

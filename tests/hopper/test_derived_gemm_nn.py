@@ -115,22 +115,6 @@ def test_on_the_gpu(cfg, shape):
     assert (c == want.astype(np.float16)).all()
 
 
-@pytest.fixture
-def h100(monkeypatch):
-    """An sm_90a "GPU" whose kernels run on the emulator (no driver here)."""
-    import importlib
-    proc_mod = importlib.import_module("gpudsl.proc")
-    from gpudsl.runtime import driver
-    from gpudsl.stdlib import first_run
-    monkeypatch.setattr(driver, "device_arch", lambda device=0: "sm_90a")
-    monkeypatch.setattr(first_run, "_RESULTS", {})
-    real = proc_mod.Proc.compile
-    monkeypatch.setattr(proc_mod.Proc, "compile",
-                        lambda self, backend=None, **kw: real(self, "emulator", **kw)
-                        if backend == "cuda" else real(self, backend, **kw))
-    return monkeypatch
-
-
 def test_ops_matmul_takes_the_wgmma_kernel_on_sm90a_after_its_first_run(h100):
     from gpudsl.stdlib.matmul_sm80 import plan_matmul_half_for
     p, binds = plan_matmul_half_for((70, 64), (64, 40), "f16", target="cuda")

@@ -4,8 +4,6 @@ weight), after its first run on the device equals numpy; elsewhere, and where th
 kernel does not serve the shape, ``b`` is made contiguous and the NN path runs."""
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 
@@ -13,22 +11,6 @@ from gpudsl import ops
 from gpudsl.stdlib import array_ops as ops_mod
 from gpudsl.stdlib.matmul_sm90 import plan_matmul_sm90
 from gpudsl.stdlib.op_arguments import transpose_if_contiguous
-
-
-@pytest.fixture
-def h100(monkeypatch):
-    """An sm_90a "GPU" whose kernels run on the emulator (no driver here)."""
-    proc_mod = importlib.import_module("gpudsl.proc")
-    from gpudsl.runtime import driver
-    from gpudsl.stdlib import first_run
-    monkeypatch.setattr(driver, "device_arch", lambda device=0: "sm_90a")
-    monkeypatch.setattr(first_run, "_RESULTS", {})
-    monkeypatch.setattr(ops_mod, "backend", lambda: "cuda")
-    real = proc_mod.Proc.compile
-    monkeypatch.setattr(proc_mod.Proc, "compile",
-                        lambda self, backend=None, **kw: real(self, "emulator", **kw)
-                        if backend == "cuda" else real(self, backend, **kw))
-    return monkeypatch
 
 
 def test_transpose_if_contiguous():
@@ -74,3 +56,14 @@ def test_linear_layer_on_an_h100():
     w = torch.randint(-3, 4, (264, 512), device="cuda").half()
     c = ops.matmul(x, w.T)
     assert torch.equal(c, (x.float() @ w.float().T).half())
+
+
+def test_the_shared_fake_h100_is_all_of_an_h100(h100):
+    """tests/conftest.py's ``h100``: the device's architecture, ops' backend and a fresh
+    first-run record and kernel cache (without the backend a shared copy of the fixture
+    sent ops to the emulator: the TN test above failed)."""
+    from gpudsl.runtime.driver import device_arch
+    from gpudsl.stdlib import first_run
+
+    assert device_arch() == "sm_90a" and ops.backend() == "cuda"
+    assert first_run._RESULTS == {} and ops_mod._compiled == {}

@@ -89,3 +89,37 @@ def test_the_derived_gemm_stores_its_tile_through_shared_memory():
     assert "Cs: f16[128, 64] @ SHARED\n" in thread
     plain = str(sm90_kernel("f16", bn=128, wgs=1, bk=32, stages=2, tma_store=False))
     assert "tma_store" not in plain and "Cs" not in plain
+
+
+WIDE = COPY.replace("n: size,", "n: size, m: size,").replace(
+    "y: f32[16 * n, 32]", "y: f32[16 * n, m]").replace(
+    "    for b in", "    assert m >= 32\n    assert m % 4 == 0\n    for b in", 1)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("y: f32[16 * n, 32]", "y: f32[16 * n, 33]"),     # rows 132 bytes apart
+    ("    assert m % 4 == 0\n", ""),                   # m = 33 would break it
+])
+def test_rows_misaligned_for_a_tensor_map_are_refused_by_the_primitive(old, new):
+    """The row pitch rule is check()'s (gpudsl/ir/tma_meaning.py, ``pitch_rule``): the
+    primitive refuses with the reason and a witness instead of leaving it to check()."""
+    src = (COPY if "33" in new else WIDE).replace(old, new)
+    with pytest.raises(gpudsl.SchedulingError, match="rows of 'y' \\(f32\\) are a multiple "
+                       "of 16 bytes apart") as e:
+        make_tma_store(gpudsl.proc_from_source(src), "o")
+    assert e.value.primitive == "make_tma_store"
+    assert "% 4 == 0" in str(e.value)          # the hint names the fix
+
+
+def test_check_refuses_the_same_rows_with_the_same_words():
+    from gpudsl.ir.tma_meaning import pitch_rule
+    from gpudsl.ir.types import f32
+
+    q = make_tma_store(gpudsl.proc_from_source(WIDE), "o")   # m % 4 == 0: proved
+    assert q.check(target="sm_90a").ok
+    twin = gpudsl.proc_from_source(str(q).replace("    assert m % 4 == 0\n", ""))
+    r = twin.check(target="sm_90a")
+    rule = pitch_rule("y", f32, q.ir.param("y").shape)
+    msgs = [d.message for d in r.diagnostics]
+    assert not r.ok and any(rule.broken() in m for m in msgs), msgs
+    assert rule.broken() == "the rows of 'y' (f32) are not a multiple of 16 bytes apart"

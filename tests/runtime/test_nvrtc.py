@@ -1,4 +1,6 @@
 """NVRTC compiles to sm_90 cubins without a GPU; ptxas resources; errors; the disk cache."""
+from __future__ import annotations
+
 import os
 import time
 
@@ -103,3 +105,49 @@ def test_atomic_write_never_leaves_partial_files(tmp_path, monkeypatch):
 def test_bad_arch_is_refused():
     with pytest.raises(CompileError, match="architecture"):
         compile_cubin("", "ampere")
+
+
+
+def _moved(src: str, root: str, elsewhere: str) -> str:
+    """``src`` as another checkout of the same code at ``elsewhere`` generates it."""
+    return src.replace(f'"{root}/', f'"{elsewhere}/')
+
+
+def _doubled():
+    from gpudsl import BLOCKS, THREADS, par, proc
+
+    @proc
+    def doubled(n: size, x: f32[n, 32], y: f32[n, 32]):
+        for r in par(0, n) @ BLOCKS:
+            for i in par(0, 32) @ THREADS:
+                y[r, i] = 2.0 * x[r, i]
+
+    return doubled
+
+
+def test_the_key_does_not_depend_on_where_the_package_lies(tmp_path, monkeypatch):
+    """Two checkouts (or a moved venv) of one kernel: the #line paths differ only by the
+    folder holding the package; the key is the same, and the second checkout's compile
+    hits the first one's entry.  A changed kernel changes the key."""
+    from gpudsl.runtime.artifact_cache import PACKAGE_ROOTS, key_source
+
+    src = _doubled().cuda_source()
+    root = next(r for r in PACKAGE_ROOTS if f'"{r}/tests/runtime/test_nvrtc.py"' in src)
+    elsewhere = "/elsewhere/checkout-2"
+    other = _moved(src, root, elsewhere)          # what the other checkout generates
+    assert other != src
+    assert '"<gpudsl root>/tests/runtime/test_nvrtc.py"' in key_source(src)
+    base = ("cuda", "sm_90", ["-lineinfo"], "nvrtc-13.0")
+    here = cache_key(src, *base)
+    changed = src.replace("2.0f", "3.0f")
+    assert changed != src and cache_key(changed, *base) != here
+    # a file outside the package's folder keeps its path in the key
+    assert cache_key(_moved(src, root, "/tmp/user-a"), *base) != \
+        cache_key(_moved(src, root, "/tmp/user-b"), *base)
+    c = Cache(tmp_path)
+    first = compile_cubin(src, "sm_90", cache=c)
+    # the other checkout: its package lies in `elsewhere`
+    monkeypatch.setattr(cache_mod, "PACKAGE_ROOTS", (elsewhere,))
+    assert cache_key(other, *base) == here
+    second = compile_cubin(other, "sm_90", cache=c)
+    assert not first.cached and second.cached and second.key == first.key

@@ -183,6 +183,8 @@ def test_make_tma_keeps_selector_loops_around_the_boxes():
     ("            arrive(full[ks % 2], 64, 65)\n", "", "arrives on no barrier"),
     # two threads
     ("for q in par(64, 65) @ THREADS:", "for q in par(64, 66) @ THREADS:", "one thread"),
+    # rows 136 bytes apart: no tensor map's pitch (check()'s rule, gpudsl/ir/tma_meaning.py)
+    ("x: f16[2 * n, 64]", "x: f16[2 * n, 68]", "are a multiple of 16 bytes apart"),
 ])
 def test_make_tma_refuses_what_a_box_is_not(old, new, why):
     twin = proc_from_source(RING.replace(old, new, 1))

@@ -34,7 +34,8 @@ from ...ir.nodes import AsyncCopy, BinOp, Const
 from ...ir.smt import SAT, UNKNOWN, UNSAT, Unsupported
 from ...ir.async_copy_meaning import bar_copy_of
 from ...ir.landings import landing_barrier, landing_dst, landing_of
-from ...ir.tma_meaning import (PITCH_BYTES, I_VAR, dst_align, global_side, shared_side, store_of)
+from ...ir.tma_meaning import (I_VAR, dst_align, global_side, pitch_rule, shared_side,
+                               store_of)
 from ...ir.types import INDEX
 from ..phases import PhaseRelation
 from ..check_report import Diagnostic
@@ -273,14 +274,9 @@ def _alignment(ctx, c, op) -> None:
     glob = next((a for a in ctx.eff.accesses if a.stmt is not None and
                  getattr(a.stmt, "tma", None) is op and a.name == g.name), None)
     checks = []
-    if glob is not None:
-        shape = ctx.eff.arrays[glob.array].shape
-        if len(shape) > 1:
-            per = PITCH_BYTES * 8 // g.ty.bits
-            checks.append((shape[-1], per, f"the rows of '{g.name}' ({g.ty.name}) "
-                           f"are not a multiple of {PITCH_BYTES} bytes apart",
-                           f"keep the last dimension of '{g.name}' a multiple of {per} "
-                           f"(e.g. `assert {_name(shape[-1])} % {per} == 0`)"))
+    rule = glob and pitch_rule(g.name, g.ty, ctx.eff.arrays[glob.array].shape)
+    if rule is not None:
+        checks.append((rule.extent, rule.per, rule.broken(), rule.hint()))
     info = ctx.eff.arrays[c.array]
     zero = {l.iter: Const(0) for l in c.loops if l.iter.startswith(I_VAR)}
     from ...ir.visitor import substitute
@@ -311,11 +307,6 @@ def _alignment(ctx, c, op) -> None:
         elif r.status == UNKNOWN:
             ctx.unknown(f"that the bulk tensor copy `{_text(c)}` is aligned", [c.loc],
                         f"solver: {r.reason or 'unknown'}")
-
-
-def _name(e) -> str:
-    from ...ir.printer import print_expr
-    return print_expr(e)
 
 
 __all__ = ["check_tma", "check_store_alignment", "copies"]
