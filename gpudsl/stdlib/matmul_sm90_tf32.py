@@ -28,7 +28,9 @@ epilogue stores directly).  The tile choice is :mod:`~gpudsl.stdlib.sm90_plans`'
 **What ``ops.matmul(a, b, precision="tf32")`` runs on an sm_90a GPU**
 (:func:`launch_on_device`): ``b`` (K x N, row-major) transposed by the permute kernel
 into a scratch array, then this kernel, once its first run there equalled numpy
-(:func:`plan_on_device`); docs/decisions.md weighs the transpose's cost.
+(:func:`plan_on_device`); docs/decisions.md weighs the transpose's cost.  ``b = w.T``
+of a contiguous ``w`` (a ``Linear`` weight) is read as it lies: this kernel with ``bt =
+w``, no transpose (:func:`plan_nt_for`).
 """
 from __future__ import annotations
 
@@ -226,6 +228,18 @@ def _case(m: int, n: int, k: int, nb: int = 0):
     return dict(a=a, bt=bt, c=np.zeros(lead + (m, n), np.float32)), {"c": want}
 
 
+def plan_nt_for(shape_a: tuple, shape_bt: tuple, backend: str):
+    """``(proc, bindings)`` of ``a[m, k] @ bt[n, k]^T`` (``bt`` contiguous:
+    ``ops.matmul(a, w.T, precision="tf32")``) on an sm_90a GPU (``backend == "cuda"``):
+    the derived TN TF32 kernel where it serves the shape and passed its first run there
+    (:func:`plan_on_device`); else None (the caller takes the node table's launch)."""
+    from .matmul_sm80 import _has_wgmma, arch_of
+
+    if backend != "cuda" or len(shape_a) != 2 or not _has_wgmma(arch_of(backend)):
+        return None
+    return plan_on_device(tuple(shape_a), tuple(shape_bt))
+
+
 def launch_on_device(sa: tuple, sb: tuple, backend: str, permute):
     """The node table's launch of ``a @ b`` (float32, ``precision="tf32"``; ``[m, n] @
     [n, k]``, ``[n] @ [n, k]`` or ``[nb, m, n] @ [nb, n, k]``) on an sm_90a GPU
@@ -257,4 +271,4 @@ def launch_on_device(sa: tuple, sb: tuple, backend: str, permute):
 
 __all__ = ["matmul_nt_tf32_algorithm", "schedule_matmul_sm90_tf32", "sm90_tf32_kernel",
            "sm90_tf32_space", "choose_sm90_tf32", "plan_matmul_sm90_tf32", "matmul_tf32_sm90",
-           "plan_on_device", "launch_on_device", "DEFAULTS", "WIDE"]
+           "plan_on_device", "plan_nt_for", "launch_on_device", "DEFAULTS", "WIDE"]
