@@ -118,9 +118,10 @@ def test_elsewhere_the_mma_sync_kernel_serves_unchanged(monkeypatch):
 
 
 def test_a_graph_launch_list_runs_the_transpose_then_the_tn_kernel_on_sm90a(h100):  # noqa: F811
-    """A matmul node of precision tf32 (graphs have no script form for it yet: the node's
-    attribute set after compiling) makes two steps on sm_90a, the scratch ``bt`` a
-    temporary of the list, run by the host executor."""
+    """A matmul node of precision tf32 (``MatMulNode(x, b, precision="tf32")``; here the
+    attribute set after compiling on the emulator, whose mma.sync TF32 kernel takes no
+    batched shape) makes two steps on sm_90a, the scratch ``bt`` a temporary of the
+    list, run by the host executor."""
     from gpudsl import graph
     from gpudsl.compiler.unit import compile_unit
     from gpudsl.graph.executors import HostExecutor
