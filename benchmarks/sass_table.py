@@ -357,8 +357,11 @@ def hopper_kernels():
            ("a @ b (NN), clipped edges", sm90_nn_kernel("f16", **nn, clip=True)),
            ("a @ b (NN), batched, clipped", sm90_nn_kernel("f16", **nn, clip=True,
                                                           batched=True)),
+           ("a @ b (NN), batched", sm90_nn_kernel("f16", **nn, batched=True)),
+           ("a @ bt^T (TN), batched", sm90_kernel("f16", **WIDE, batched=True)),
            ("TF32 a @ bt^T, 128x256x32", sm90_tf32_kernel(bn=256, wgs=2)),
-           ("TF32 a @ bt^T, clipped edges", sm90_tf32_kernel(bn=256, wgs=2, clip=True))]
+           ("TF32 a @ bt^T, clipped edges", sm90_tf32_kernel(bn=256, wgs=2, clip=True)),
+           ("TF32 a @ bt^T, batched", sm90_tf32_kernel(bn=256, wgs=2, batched=True))]
     for d, causal in ((128, False), (128, True)):
         p = plan_prefill(4096, d, causal, heads=16, keys=4096, dt="f16", target="sm_90a")
         out.append((f"attention prefill, d {d}{', causal' if causal else ''}", p))

@@ -84,13 +84,19 @@ def _value_source(vp: Node, h: int, s: int, d: int):
     return None
 
 
+def _fp32_matmul(n: Node) -> bool:
+    """A MatMulNode of the default precision (a TF32 one keeps its own kernel: the
+    fused attention sums in float32)."""
+    return n.op == "MatMulNode" and n.attrs.get("precision", "fp32") == "fp32"
+
+
 def match(nodes: list[Node], pos: dict, uses: dict, i: int):
     """The attention group ending at node ``i`` (the values' MatMulNode), as
     ``(members, externals, roles)``, or None when the pattern does not hold."""
     from ..stdlib.attention_split import SPLIT_HEAD_DIMS
 
     out = nodes[i]
-    if out.op != "MatMulNode" or len(out.shape) != 3 or out.shape[2] != 1:
+    if not _fp32_matmul(out) or len(out.shape) != 3 or out.shape[2] != 1:
         return None
     vp, r2 = out.inputs
     h, d, s = vp.shape if len(vp.shape) == 3 else (0, 0, 0)
@@ -121,7 +127,7 @@ def match(nodes: list[Node], pos: dict, uses: dict, i: int):
         return None
     chain.append(x)
     scores = x.inputs[0]
-    if scores.op != "MatMulNode" or scores.shape != (h, s, 1):
+    if not _fp32_matmul(scores) or scores.shape != (h, s, 1):
         return None
     chain.append(scores)
     kp, qn = scores.inputs

@@ -96,6 +96,8 @@ def groups(nodes: list[Node], result: Node) -> list[Group]:
     for i, n in enumerate(nodes):
         if i in taken or (n.op != "MatMulNode" and pointwise_op(n.op) is None):
             continue
+        if n.attrs.get("precision", "fp32") != "fp32":   # TF32: its own kernel, unfused
+            continue
         chain = [i]
         cur = i
         while len(uses[cur]) == 1:

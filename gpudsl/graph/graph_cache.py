@@ -96,14 +96,14 @@ def _callable_text(fn) -> str:
 
 def table_digest() -> str:
     """sha256 over the node table's declarations: each node's names, script
-    arguments, element expression, dtypes and graph properties, and what its shape
+    arguments and keyword options, element expression, dtypes and graph properties, and what its shape
     rule, kernel choice and reference are (``_callable_text``)."""
     from ..stdlib.node_table import all_nodes
 
     h = hashlib.sha256()
     for n in all_nodes():
-        facts = (n.name, n.graph, n.script, n.expr, n.dtypes, n.aliases, n.graph_view,
-                 n.commutes)
+        facts = (n.name, n.graph, n.script, n.keywords, n.expr, n.dtypes, n.aliases,
+                 n.graph_view, n.commutes)
         parts = [repr(facts)] + [_callable_text(f) for f in (n.shape, n.launch,
                                                              n.half_rule)]
         h.update("\0".join(parts).encode("utf-8", "surrogateescape") + b"\1")

@@ -230,15 +230,35 @@ def _argument(kind: str, name: str, v, decl, first):
     return None, bool(v)
 
 
+def _options(graph: str, decl, given: dict) -> dict:
+    """The attributes of a constructor's keyword options (``precision="tf32"``): each
+    one of the declaration's ``keywords``, its value one of its words; the default
+    word (the first) is no attribute, as in a script."""
+    words = dict(decl.keywords)
+    out = {}
+    for name, v in given.items():
+        if name not in words:
+            raise GraphError(f"{graph} has no option {name!r}" + (
+                f" (its options: {', '.join(words)})" if words else ""))
+        if not isinstance(v, str) or v not in words[name]:
+            raise GraphError(f"{name} of {graph} is one of {', '.join(words[name])}, "
+                             f"not {v!r}")
+        if v != words[name][0]:
+            out[name] = v
+    return out
+
+
 def constructor(graph: str):
     """The Python constructor of the node called ``graph`` in the node table: its
     script arguments (``Node.script``) in order, operands as nodes (numbers and arrays
-    made constants), the others attributes.  Derived, never written by hand (the one
-    exception: ``AttentionNode``, whose ``prefix`` and ``causal`` have defaults)."""
+    made constants), the others attributes; its keyword options (``Node.keywords``) as
+    keywords (``MatMulNode(x, w, precision="tf32")``).  Derived, never written by hand
+    (the one exception: ``AttentionNode``, whose ``prefix`` and ``causal`` have
+    defaults)."""
     if graph in _OWN_CONSTRUCTORS:
         return _OWN_CONSTRUCTORS[graph]
 
-    def build(*args):
+    def build(*args, **options):
         decl = by_graph(graph)
         if decl is None:
             raise GraphError(f"{graph} is no longer a node of the node table")
@@ -254,7 +274,7 @@ def constructor(graph: str):
                 first = first or operand
             else:
                 attrs[name] = value
-        return Node(graph, tuple(inputs), attrs)
+        return Node(graph, tuple(inputs), dict(attrs, **_options(graph, decl, options)))
 
     decl = by_graph(graph)
     build.__name__ = build.__qualname__ = graph

@@ -1,7 +1,9 @@
 """HamKaas's script language: ``parse`` (script text → ``Graph``) and
 ``to_script`` (a node → the script and its constants).
 
-One statement per line, ``$N = Node(args);`` in topological order, then ``result = $N;``.
+One statement per line, ``$N = Node(args);`` in topological order, then ``result = $N;``;
+a node's keyword options (its declaration's ``keywords``) follow its arguments as
+``name=word`` (``MatMulNode($1, $2, precision=tf32)``).
 Every refusal is a ``gpudsl.GraphError`` at the script's line and column.
 """
 from __future__ import annotations
@@ -228,13 +230,20 @@ def _parse(text: str) -> Graph:
             raise ln.error(f"unknown node {name_tok.text!r}", name_tok, hint=f"nodes: {known}")
         op = name_tok.text
         ln.expect("(")
-        args, cols = [], []
+        args, cols, options = [], [], {}
         while ln.peek() is not None and ln.peek().text != ")":
-            if args:
+            if args or options:
                 ln.expect(",", "',' or ')'")
             t = ln.peek()
             if t is None:
                 break
+            if _at_keyword(ln):
+                name, word = _keyword(ln, op, options)
+                options[name] = word
+                continue
+            if options:
+                raise ln.error(f"an argument of {op} after its keyword options", t,
+                               hint="keyword options (name=word) come last")
             if len(args) >= len(sig):
                 raise ln.error(f"{op} takes {len(sig)} argument(s); this one is extra", t)
             kind = sig[len(args)]
@@ -248,7 +257,7 @@ def _parse(text: str) -> Graph:
         if op in LATER:
             raise ln.error(f"{op} is not implemented yet in gpudsl.graph", name_tok)
         where = (lineno, name_tok.col, source, cols)
-        node = _build(op, args, where, g, ln)
+        node = _build(op, args, where, g, ln, options)
         defined[head.text] = node
         nodes.append(node)
     if result is None:
@@ -258,6 +267,43 @@ def _parse(text: str) -> Graph:
     g.nodes = _reachable(nodes, result)
     g.result = result
     return g
+
+
+def _at_keyword(ln: _Line) -> bool:
+    """Whether the next tokens are ``name =`` (a keyword option)."""
+    t, after = ln.peek(), ln.toks[ln.i + 1] if ln.i + 1 < len(ln.toks) else None
+    return t.kind == "ident" and after is not None and after.text == "="
+
+
+def keyword_options(op: str) -> dict:
+    """``{name: words}`` of node ``op``'s keyword options (the first word the default)."""
+    decl = by_graph(op) if op not in LEAF_SIGNATURES else None
+    return dict(decl.keywords) if decl is not None else {}
+
+
+def options_text(op: str) -> str:
+    """The keyword options of node ``op`` as a hint (``precision=fp32|tf32``)."""
+    opts = keyword_options(op)
+    return ", ".join(f"{k}={'|'.join(w)}" for k, w in opts.items()) or "none"
+
+
+def _keyword(ln: _Line, op, given: dict) -> tuple:
+    """``name=word``: ``(name, word)``, None for the default word (no attribute)."""
+    opts = keyword_options(op)
+    name = ln.next("an option name")
+    if not opts:
+        raise ln.error(f"{op} takes no keyword options", name)
+    if name.text not in opts:
+        raise ln.error(f"{op} has no option {name.text!r}", name,
+                       hint=f"{op}'s keyword options: {options_text(op)}")
+    if name.text in given:
+        raise ln.error(f"the option {name.text} is given twice", name)
+    ln.expect("=")
+    word = ln.next(f"one of {', '.join(opts[name.text])}")
+    if word.kind != "ident" or word.text not in opts[name.text]:
+        raise ln.error(f"{name.text} of {op} is one of {', '.join(opts[name.text])}, "
+                       f"not {word.text!r}", word)
+    return name.text, word.text
 
 
 def _argument(ln: _Line, op, kind, index, defined):
@@ -299,7 +345,7 @@ def _argument(ln: _Line, op, kind, index, defined):
                    f"{t.text!r}", t)
 
 
-def _build(op, args, where, g: Graph, ln: _Line) -> Node:
+def _build(op, args, where, g: Graph, ln: _Line, options: dict) -> Node:
     line, col, source, cols = where
     if op in ("InputTensor", "ConstantTensor"):
         name, dtype, shape = args
@@ -328,6 +374,8 @@ def _build(op, args, where, g: Graph, ln: _Line) -> Node:
             attrs[name] = bool(v) if v in (0, 1) else v
         else:
             attrs[name] = tuple(v) if isinstance(v, list) else v
+    defaults = {k: words[0] for k, words in keyword_options(op).items()}
+    attrs.update((k, w) for k, w in options.items() if w != defaults[k])
     return Node(op, tuple(inputs), attrs, where)
 
 
@@ -360,8 +408,8 @@ def _shape_text(shape) -> str:
 def _script_args(n: Node, ref) -> list[str]:
     """The script arguments of computing node ``n``, by its declaration."""
     out, inputs = [], iter(n.inputs)
-    script = by_graph(n.op).script
-    unwritable = set(n.attrs) - {name for _, name in script}
+    script, options = by_graph(n.op).script, keyword_options(n.op)
+    unwritable = set(n.attrs) - {name for _, name in script} - set(options)
     if unwritable:  # dropping them would change the meaning
         raise GraphError(f"{n.op} with {', '.join(sorted(unwritable))} has no script form "
                          "(the script language writes only its declared arguments)")
@@ -381,7 +429,8 @@ def _script_args(n: Node, ref) -> list[str]:
             out.append(repr(float(n.attrs[name])))
         else:  # int, bool, ref|int given as an integer
             out.append(str(int(n.attrs[name])))
-    return out
+    return out + [f"{k}={n.attrs[k]}" for k, words in options.items()
+                  if n.attrs.get(k, words[0]) != words[0]]
 
 
 def to_script(node: Node) -> Script:

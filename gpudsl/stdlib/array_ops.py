@@ -335,7 +335,9 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
     """``[m,n]@[n,k]``, ``[n]@[n,k]`` or ``[b,m,n]@[b,n,k]``.  ``precision="tf32"``:
     the TF32 tensor-core kernel (2-D, tile-divisible shapes; see ``matmul_tf32``; on an
     sm_90a GPU the TF32 wgmma kernel, 2-D, ``[n] @ [n, k]`` or batched, the reduction a
-    multiple of 16, ``b`` transposed into a scratch array first: ``matmul_sm90_tf32``).
+    multiple of 16, ``b`` transposed into a scratch array first: ``matmul_sm90_tf32``;
+    ``b = w.T`` of a contiguous ``w``, 2-D or ``[n] @``: the kernel reads ``w``, no
+    transpose).
     ``stages`` (fp32): 2 (double-buffered tiles, one barrier per k step; the default)
     or 1 (the single-stage kernel) for the big-tile kernel, instead of the tuned or
     default choice; ``async_stages``: 2 to 4, the big-tile kernel's (or the TF32
@@ -354,6 +356,9 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
     if precision == "tf32":
         require(async_stages in (None, 0, 2, 3, 4),
                 f"async_stages must be 0 or 2 to 4, not {async_stages!r}")
+        done = _matmul_tf32_nt(a, b, sa, sb)   # w.T of a contiguous w on sm_90a: no copy
+        if done is not None:
+            return done
         attrs["precision"] = "tf32"
         if async_stages:
             attrs["async_stages"] = async_stages
@@ -367,6 +372,26 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
                     f"{async_stages!r}" + (f" with stages={stages}" if stages else ""))
             attrs["async_stages"] = async_stages
     return _launch("matmul", (_contig(a), _contig(b)), attrs)[0]
+
+
+def _matmul_tf32_nt(a, b, sa, sb):
+    """``a @ w.T`` in TF32 (``w`` contiguous ``[k, n]``, ``a`` ``[m, n]`` or ``[n]``) by
+    the TN TF32 wgmma kernel with ``bt = w`` as it lies, on an sm_90a GPU where it
+    serves the shape and passed its first run there; else None (the node table's
+    launch: ``b`` made contiguous, transposed into scratch on sm_90a)."""
+    bt = _transpose_if_contiguous(b)
+    if bt is None or len(sa) not in (1, 2):
+        return None
+    from .matmul_sm90_tf32 import plan_nt_for
+
+    a2 = (1,) + sa if len(sa) == 1 else sa
+    hit = plan_nt_for(a2, tuple(bt.shape), backend())
+    if hit is None:
+        return None
+    a = _contig(a)
+    out = _empty(a, sa[:-1] + (sb[-1],), np.float32)
+    _run(hit[0], a=a.reshape(a2), bt=bt, c=out.reshape(a2[0], sb[-1]), **hit[1])
+    return out
 
 
 def _matmul_half(a, b, sa, sb, dt, plan):

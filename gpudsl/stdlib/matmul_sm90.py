@@ -265,14 +265,14 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     require(2 <= stages <= 8, f"stages={stages}: 2 to 8")
     require(not swizzle or 2 * bk in (32, 64, 128),
             f"bk={bk}: a swizzled tile's rows are 16, 32 or 64 halves (swizzle=False: any)")
-    bm = 64 * wgs
+    bm, zi = 64 * wgs, batch_index(p)
     p = _fragment(p, bm, bn, wgs, clip)
     p = _accumulators_and_k(p, bn, wgs, bk, clip)
     p = _tiles(p, bm, bn, bk, swizzle, clip)
     if clip:
         p = _unguard(p)
-    if tma_store:
-        p = _epilogue(p, bm, bn, swizzled=_swizzled_slab(wgs, producer, registers))
+    if tma_store:     # batched: the slab's box at the block's matrix z
+        p = _epilogue(p, bm, bn, swizzled=_swizzled_slab(wgs, producer, registers), lead=zi)
     first = 128 * wgs                  # the producer's first thread
     width = 128 if producer == "warpgroup" else 1
     p = warp_specialize(p, "po", producers=(first, first + width), issuers=(first, first + 1),
@@ -331,8 +331,8 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
     warpgroup where setmaxnreg gains registers, :func:`schedule_matmul_sm90`);
     ``raster``: the block order (:mod:`.raster`; None: :data:`RASTER`, except 0 for an
     unclipped kernel whose roles codegen writes apart, below); ``batched``: ``[nb, m, k]
-    @ [nb, n, k]^T``, blocks over the batch too (its epilogue stores directly:
-    ``tma_store`` is ignored).
+    @ [nb, n, k]^T``, blocks over the batch too (the epilogue's boxes at the block's
+    matrix ``z``, as the 2-D kernel's).
 
     The unclipped 128 x 256 kernel with a producer warpgroup keeps the row order by
     default: in the grouped order ptxas serializes its wgmmas (C7514: "non wgmma
@@ -344,8 +344,8 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
     if raster is None:
         raster = 0 if producer == "warpgroup" and not clip else RASTER
     return _sm90_kernel(dt, bn, wgs, bk, stages, bool(swizzle), bool(inflight),
-                        bool(tma_store) and not batched, bool(clip), producer, registers,
-                        int(raster), bool(batched))
+                        bool(tma_store), bool(clip), producer, registers, int(raster),
+                        bool(batched))
 
 
 @lru_cache(maxsize=None)

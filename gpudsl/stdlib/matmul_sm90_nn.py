@@ -82,11 +82,10 @@ def schedule_matmul_sm90_nn(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 6
     p = _fragment(p, bm, bn, wgs, clip)
     p = _accumulators_and_k(p, bn, wgs, bk, clip)
     p = _tiles_nn(p, bm, bn, bk, clip, zi)
-    if clip:       # the clipped epilogue through SHARED and clipped TMA stores (the
-        p = _unguard(p)   # columns a multiple of 8: c's rows 16 bytes apart), batched too
-        p = _epilogue(p, bm, bn, swizzled=wgs == 1, lead=zi)
-    elif not zi:   # the epilogue through SHARED and TMA stores, as the TN kernel's
-        p = _epilogue(p, bm, bn, swizzled=wgs == 1)
+    if clip:       # clipped: TMA stores the hardware clips (the columns a multiple of 8:
+        p = _unguard(p)   # c's rows 16 bytes apart)
+    # the epilogue through SHARED and TMA stores, as the TN kernel's; batched too
+    p = _epilogue(p, bm, bn, swizzled=wgs == 1, lead=zi)
     producer = 128 * wgs
     p = warp_specialize(p, "po", producers=(producer, producer + 1),
                         consumers=(0, producer), stages=stages, ring=True)

@@ -19,16 +19,19 @@ derivation cut in two k8 steps (``divide_loop``, ``reorder_loops``) that ``make_
 turns into chained tf32 wgmmas on ``[rows, 8]`` windows of the swizzled tiles.
 
 Sizes: ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0``; with ``clip=True`` every
-``m`` and ``n % 4 == 0`` (``k % bk == 0``), the epilogue through SHARED slabs of 32
-columns and TMA stores that the hardware clips at the edges (``_epilogue``); with
-``clip=True, tma_store=False`` every ``n``, the epilogue's stores guarded.
-``batched=True``: ``[nb, m, k] @ [nb, n, k]^T``, blocks over the batch too (its
-epilogue stores directly).  The tile choice is :mod:`~gpudsl.stdlib.sm90_plans`'s.
+``m`` and ``n % 4 == 0`` (``k % bk == 0``).  The epilogue goes through SHARED slabs of
+32 columns (128-byte f32 rows) and TMA stores (``_epilogue``; clipped: boxes the
+hardware clips at the edges); ``tma_store=False``: each thread stores its fragment
+(clipped: every ``n``, the stores guarded).  ``batched=True``: ``[nb, m, k] @ [nb, n,
+k]^T``, blocks over the batch too (the slabs' boxes at the block's matrix ``z``).  The
+tile choice is :mod:`~gpudsl.stdlib.sm90_plans`'s.
 
 **What ``ops.matmul(a, b, precision="tf32")`` runs on an sm_90a GPU**
 (:func:`launch_on_device`): ``b`` (K x N, row-major) transposed by the permute kernel
 into a scratch array, then this kernel, once its first run there equalled numpy
-(:func:`plan_on_device`); docs/decisions.md weighs the transpose's cost.
+(:func:`plan_on_device`); docs/decisions.md weighs the transpose's cost.  ``b = w.T``
+of a contiguous ``w`` (a ``Linear`` weight) is read as it lies: this kernel with ``bt =
+w``, no transpose (:func:`plan_nt_for`).
 """
 from __future__ import annotations
 
@@ -91,22 +94,22 @@ def schedule_matmul_sm90_tf32(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int =
     """The sm_90a schedule of ``matmul_nt_tf32_algorithm((64 wgs, bn, bk))`` (or
     ``(1, 4, bk)`` with ``clip``): ``wgs`` consumer warpgroups of ``64 x bn``, ``bk``
     columns of k per ring slot (32: 128-byte swizzled rows; 16: 64-byte), ``stages``
-    slots, a producer thread (module docs).  ``clip`` with ``tma_store`` (the default):
-    the epilogue through SHARED slabs of 32 columns and clipped TMA stores (``c``'s rows
-    16 bytes apart: ``n % 4 == 0``); ``tma_store=False``: ``(1, 1, bk)``, guarded
-    stores."""
+    slots, a producer thread (module docs).  ``tma_store`` (the default): the epilogue
+    through SHARED slabs of 32 columns and TMA stores (clipped: boxes the hardware clips,
+    ``c``'s rows 16 bytes apart: ``n % 4 == 0``); ``tma_store=False``: each thread
+    stores its fragment (clipped: ``(1, 1, bk)``, guarded stores)."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
     require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
     require(bk in (16, 32), f"bk={bk}: 16 or 32 (a swizzled row of 64 or 128 bytes)")
     require(2 <= stages <= 8, f"stages={stages}: 2 to 8")
-    bm = 64 * wgs
+    bm, zi = 64 * wgs, batch_index(p)
     p = _fragment(p, bm, bn, wgs, clip)
     p = _accumulators_and_k(p, bn, wgs, bk, clip)
     p = _tiles_tf32(p, bm, bn, bk, clip)
     if clip:
         p = _unguard(p)
-        if tma_store:
-            p = _epilogue(p, bm, bn, swizzled=wgs == 1, eb=F32_BYTES)
+    if tma_store:     # slabs of 32 f32 columns; batched: boxes at the block's matrix z
+        p = _epilogue(p, bm, bn, swizzled=wgs == 1, eb=F32_BYTES, lead=zi)
     producer = 128 * wgs
     p = warp_specialize(p, "po", producers=(producer, producer + 1),
                         consumers=(0, producer), stages=stages, ring=True)
@@ -121,11 +124,10 @@ def sm90_tf32_kernel(bn: int = 128, wgs: int = 1, bk: int = 32, stages: int = 4,
                      clip: bool = False, batched: bool = False,
                      tma_store: bool = True) -> Proc:
     """The derived sm_90a TF32 GEMM for the tile (cached); ``clip``: every m and n
-    (with ``tma_store``, the clipped epilogue's TMA stores, ``n % 4 == 0``);
-    ``batched``: ``[nb, m, k] @ [nb, n, k]^T``, blocks over the batch too (direct
-    stores)."""
-    return _kernel(bn, wgs, bk, stages, bool(clip), bool(batched),
-                   bool(tma_store) and bool(clip) and not batched)
+    (with ``tma_store``, ``n % 4 == 0``); ``tma_store``: the epilogue through SHARED and
+    TMA stores, else direct stores; ``batched``: ``[nb, m, k] @ [nb, n, k]^T``, blocks
+    over the batch too."""
+    return _kernel(bn, wgs, bk, stages, bool(clip), bool(batched), bool(tma_store))
 
 
 @lru_cache(maxsize=None)
@@ -137,12 +139,14 @@ def _kernel(bn, wgs, bk, stages, clip, batched, tma_store) -> Proc:
 
 
 def sm90_tf32_space(smem_bytes: int = 227 * 1024) -> list[dict]:
-    """The autotuning space: tiles and stages whose ring fits ``smem_bytes``."""
+    """The autotuning space: tiles and stages whose ring and epilogue slab (``64 wgs``
+    rows of 32 f32) fit ``smem_bytes``."""
     out = []
     for wgs in (1, 2):
         for bn in (64, 128, 256):
             for stages in (2, 3, 4, 6):
-                if stages * (64 * wgs + bn) * 32 * F32_BYTES <= smem_bytes:
+                slab = 64 * wgs * 32 * F32_BYTES
+                if stages * (64 * wgs + bn) * 32 * F32_BYTES + slab <= smem_bytes:
                     out.append(dict(bn=bn, wgs=wgs, bk=32, stages=stages))
     return out
 
@@ -226,6 +230,18 @@ def _case(m: int, n: int, k: int, nb: int = 0):
     return dict(a=a, bt=bt, c=np.zeros(lead + (m, n), np.float32)), {"c": want}
 
 
+def plan_nt_for(shape_a: tuple, shape_bt: tuple, backend: str):
+    """``(proc, bindings)`` of ``a[m, k] @ bt[n, k]^T`` (``bt`` contiguous:
+    ``ops.matmul(a, w.T, precision="tf32")``) on an sm_90a GPU (``backend == "cuda"``):
+    the derived TN TF32 kernel where it serves the shape and passed its first run there
+    (:func:`plan_on_device`); else None (the caller takes the node table's launch)."""
+    from .matmul_sm80 import _has_wgmma, arch_of
+
+    if backend != "cuda" or len(shape_a) != 2 or not _has_wgmma(arch_of(backend)):
+        return None
+    return plan_on_device(tuple(shape_a), tuple(shape_bt))
+
+
 def launch_on_device(sa: tuple, sb: tuple, backend: str, permute):
     """The node table's launch of ``a @ b`` (float32, ``precision="tf32"``; ``[m, n] @
     [n, k]``, ``[n] @ [n, k]`` or ``[nb, m, n] @ [nb, n, k]``) on an sm_90a GPU
@@ -257,4 +273,4 @@ def launch_on_device(sa: tuple, sb: tuple, backend: str, permute):
 
 __all__ = ["matmul_nt_tf32_algorithm", "schedule_matmul_sm90_tf32", "sm90_tf32_kernel",
            "sm90_tf32_space", "choose_sm90_tf32", "plan_matmul_sm90_tf32", "matmul_tf32_sm90",
-           "plan_on_device", "launch_on_device", "DEFAULTS", "WIDE"]
+           "plan_on_device", "plan_nt_for", "launch_on_device", "DEFAULTS", "WIDE"]

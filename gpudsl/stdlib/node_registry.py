@@ -105,6 +105,10 @@ class Node:
     script: tuple = ()
     #: the operands' names, for messages of the generic op
     operands: tuple[str, ...] = ()
+    #: the script's keyword options after the arguments, ``(name, words)``: written
+    #: ``name=word`` (``MatMulNode($1, $2, precision=tf32)``), the first word the
+    #: default (an attribute only when another word is given)
+    keywords: tuple = ()
     #: in a graph: the value shares the first operand's memory (read when
     #: ``gpudsl.graph`` is imported: the built-in nodes' property)
     aliases: bool = False

@@ -104,6 +104,11 @@ def matmul(ops, attrs):
                          "[m,n]@[n,k], [n]@[n,k] or [b,m,n]@[b,n,k]", 1)
     if sa[-1] != sb[-2]:
         raise ShapeError(f"inner dimensions differ: {list(sa)} @ {list(sb)}", 1)
+    if attrs.get("precision", "fp32") not in ("fp32", "tf32"):
+        raise ShapeError(f"precision is fp32 or tf32, not {attrs['precision']!r}")
+    if attrs.get("precision", "fp32") != "fp32" and dt != "float32":
+        raise ShapeError(f"precision={attrs['precision']} reads float32 operands as tf32; "
+                         f"these are {dt} (the half kernels sum in float32 already)", 0)
     return dt, out
 
 

@@ -416,6 +416,7 @@ for _op, _graph, _expr, _ref, _bench, _snap in (
                                                         full, 4)) for n, full in _snap)))
 register(Node("matmul", rule.matmul, _launch_matmul, lambda a, b: _f64(a) @ b, "MatMulNode",
               ((REF, "a"), (REF, "b")), ("a", "b"), tuning=_matmul_task, tune_shapes=2,
+              keywords=(("precision", ("fp32", "tf32")),),
               dtypes=FLOATS, half_rule=_half_matmul,
               bench=("matmul", "matmul_1stage", "matmul_async", "matmul_bk16",
                      "matmul_bk16_b1", "matmul_w64", "matmul_4000", "bmatmul",

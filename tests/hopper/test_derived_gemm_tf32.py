@@ -43,8 +43,9 @@ def test_the_derivation_ends_in_tma_tf32_wgmma_and_rings():
 
 
 @pytest.mark.parametrize("cfg", [SMALL, dict(SMALL, clip=True), dict(SMALL, bk=16, clip=True),
-                                 dict(SMALL, clip=True, tma_store=False)],
-                         ids=["64x64", "clipped", "bk16-clipped", "clipped-direct"])
+                                 dict(SMALL, clip=True, tma_store=False),
+                                 dict(SMALL, tma_store=False)],
+                         ids=["64x64", "clipped", "bk16-clipped", "clipped-direct", "direct"])
 def test_the_derived_kernel_is_proved_for_all_sizes(cfg):
     r = sm90_tf32_kernel(**cfg).check(target="sm_90a")
     assert r.ok, r
@@ -66,10 +67,11 @@ def test_the_readable_algorithm_reads_its_operands_as_tf32():
                                        (dict(SMALL, clip=True), (100, 132, 32)),
                                        (dict(SMALL, bk=16, clip=True), (65, 20, 48)),
                                        (dict(SMALL, clip=True, tma_store=False), (70, 45, 64)),
-                                       (dict(SMALL, clip=True, tma_store=False), (1, 1, 32))],
+                                       (dict(SMALL, clip=True, tma_store=False), (1, 1, 32)),
+                                       (dict(SMALL, tma_store=False), (128, 64, 64))],
                          ids=["one-tile", "2x3x3", "clipped-70x44", "clipped-129x8",
                               "clipped-1x4", "clipped-100x132", "bk16-clipped",
-                              "clipped-direct-70x45", "clipped-direct-1x1"])
+                              "clipped-direct-70x45", "clipped-direct-1x1", "direct"])
 def test_the_derived_kernel_equals_numpy_on_the_emulator(cfg, shape):
     m, n, k = shape
     f = sm90_tf32_kernel(**cfg).compile("emulator")
@@ -96,6 +98,7 @@ def test_sm90a_build_feeds_tf32_hgmma_by_tma_with_one_wait_per_stage(cfg):
     r = compile_cubin(generate(sm90_tf32_kernel(**cfg).ir, {}).source, "sm_90a")
     (res,) = r.resources.values()
     assert res.spill_stores_bytes == res.spill_loads_bytes == res.stack_bytes == 0, res
+    assert "C7514" not in r.log and "C7519" not in r.log, r.log   # wgmmas not serialized
     if not sass.have_disassembler():
         pytest.skip("no nvdisasm/cuobjdump")
     text = sass.disassemble(r.cubin)
@@ -103,8 +106,15 @@ def test_sm90a_build_feeds_tf32_hgmma_by_tma_with_one_wait_per_stage(cfg):
     assert ops["HGMMA"] == cfg["bk"] // 8             # the k8 steps of a slot, chained
     assert f"HGMMA.64x{cfg['bn']}x8.F32.TF32" in text
     assert ops["UTMALDG"] == 2                        # one box per operand and slot
-    assert ops["LDS"] == ops["LDSM"] == ops["STS"] == ops["LDG"] == ops["LDL"] == 0
-    assert ops["DEPBAR"] == 1 and ops["MEMBAR"] == 0
+    assert ops["LDS"] == ops["LDSM"] == ops["LDG"] == ops["LDL"] == 0
+    assert text.count("WARPGROUP.DEPBAR") == 1                 # one wgmma wait
+    # the epilogue through SHARED slabs of 32 f32 columns and TMA stores (issue 36), a
+    # bulk-store wait (DEPBAR) after each, its proxy fences (MEMBAR) outside the loop
+    assert ops["UTMASTG"] == cfg["bn"] // 32 and ops["STG"] == 0 and ops["STS"] > 0
+    assert ops["DEPBAR"] == 1 + ops["UTMASTG"]
+    from .test_derived_gemm import _k_tile
+    assert not any(x.startswith(("STS", "LDS", "LDG", "STG", "MEMBAR"))
+                   for x in _k_tile(text))
 
 
 @pytest.mark.parametrize("cfg", [dict(bn=128, wgs=1, bk=32, stages=4), WIDE],
@@ -127,11 +137,22 @@ def test_the_clipped_epilogue_stores_through_clipped_tma_boxes(cfg):
     assert ops["UTMALDG"] == 2 and ops["LDL"] == 0
 
 
+def test_the_unclipped_epilogue_is_slabs_through_shared_and_tma_stores():
+    """Unclipped (issue 36): the fragment rounded into a slab ``Cs`` of 32 f32 columns,
+    one box per slab; ``tma_store=False``: each thread stores its fragment."""
+    text = str(sm90_tf32_kernel(**SMALL))
+    assert "Cs: f32[64, 32] @ SHARED(swizzle=128)" in text
+    assert "tma_store(c[64 * bi:64 * bi + 64, 64 * bj + 32 * ch:64 * bj + 32 * ch + 32], " \
+           "Cs[0:64, 0:32])" in text and "c[64 * bi + " not in text
+    direct = str(sm90_tf32_kernel(**SMALL, tma_store=False))
+    assert "tma_store" not in direct and "Cs" not in direct and "c[64 * bi + " in direct
+
+
 def test_the_space_fits_the_shared_memory():
     space = sm90_tf32_space()
     assert WIDE in space
-    assert all(c["stages"] * (64 * c["wgs"] + c["bn"]) * c["bk"] * 4 <= 227 * 1024
-               for c in space)
+    assert all(c["stages"] * (64 * c["wgs"] + c["bn"]) * c["bk"] * 4 +
+               64 * c["wgs"] * 32 * 4 <= 227 * 1024 for c in space)   # ring and slab
 
 
 def test_matmul_tf32_sm90_plans_runs_and_refuses():

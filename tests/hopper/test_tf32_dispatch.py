@@ -71,6 +71,31 @@ def test_a_vector_times_a_matrix_and_shapes_it_does_not_serve(cuda_ops):
     assert launch_on_device((128, 64), (64, 128), "emulator", _launch_permute) is None
 
 
+@pytest.mark.parametrize("m", [70, None], ids=["2d", "vector"])
+def test_a_linear_layer_runs_the_tn_kernel_on_w_with_no_transpose(cuda_ops, m):
+    """``a @ w.T`` (``w`` contiguous ``[k, n]``, a ``Linear`` weight): one launch, the
+    TN TF32 kernel reading ``w`` as it lies (before: a permute launch into scratch,
+    then the TN kernel), after its first run equalled numpy."""
+    a, wt, want = _exact((), m or 1, 48, 40, seed=5)
+    w = np.ascontiguousarray(wt.T)                    # [k, n], contiguous
+    got = ops.matmul(a if m else a[0], w.T, precision="tf32")
+    assert got.shape == (want.shape if m else want.shape[1:])
+    assert (got == (want if m else want[0])).all()
+    (gemm,) = cuda_ops                                # no permute launch
+    assert gemm.startswith("matmul_nt_tf32"), cuda_ops
+    from gpudsl.stdlib import first_run
+    assert [(p.name, ok) for p, ok in first_run._RESULTS.values()] == [(gemm, True)]
+
+
+def test_a_linear_layer_the_tn_kernel_does_not_serve_takes_the_launch(cuda_ops):
+    """A reduction no k tile divides (40): ``b`` made contiguous, the mma.sync kernel's
+    path, as before (and its refusal of the shape)."""
+    a, wt, _ = _exact((), 128, 40, 128, seed=6)
+    with pytest.raises(gpudsl.Error):
+        ops.matmul(a, np.ascontiguousarray(wt.T).T, precision="tf32")
+    assert not [x for x in cuda_ops if "nt_tf32" in x]
+
+
 def test_the_launch_is_a_transpose_into_scratch_then_the_tn_kernel(h100):  # noqa: F811
     ln = launch_on_device((2, 64, 96), (2, 96, 40), "cuda", _launch_permute)
     (first,) = ln.before
@@ -93,9 +118,10 @@ def test_elsewhere_the_mma_sync_kernel_serves_unchanged(monkeypatch):
 
 
 def test_a_graph_launch_list_runs_the_transpose_then_the_tn_kernel_on_sm90a(h100):  # noqa: F811
-    """A matmul node of precision tf32 (graphs have no script form for it yet: the node's
-    attribute set after compiling) makes two steps on sm_90a, the scratch ``bt`` a
-    temporary of the list, run by the host executor."""
+    """A matmul node of precision tf32 (``MatMulNode(x, b, precision="tf32")``; here the
+    attribute set after compiling on the emulator, whose mma.sync TF32 kernel takes no
+    batched shape) makes two steps on sm_90a, the scratch ``bt`` a temporary of the
+    list, run by the host executor."""
     from gpudsl import graph
     from gpudsl.compiler.unit import compile_unit
     from gpudsl.graph.executors import HostExecutor
