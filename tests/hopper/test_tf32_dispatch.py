@@ -15,9 +15,6 @@ from gpudsl import ops
 from gpudsl.stdlib.matmul_sm90_tf32 import launch_on_device, sm90_tf32_kernel
 from gpudsl.stdlib.node_table import _launch_permute
 
-from .test_derived_gemm_nn import h100  # noqa: F401 - the fixture
-
-
 ops_mod = importlib.import_module("gpudsl.stdlib.array_ops")
 
 
@@ -31,7 +28,7 @@ def _exact(lead, m, n, k, seed=0):
 
 
 @pytest.fixture
-def cuda_ops(h100):  # noqa: F811 - the fixture
+def cuda_ops(h100):
     """ops on the faked sm_90a device; the names of the procs each call runs."""
     from gpudsl.stdlib import node_table
     h100.setattr(ops_mod, "backend", lambda: "cuda")
@@ -96,7 +93,7 @@ def test_a_linear_layer_the_tn_kernel_does_not_serve_takes_the_launch(cuda_ops):
     assert not [x for x in cuda_ops if "nt_tf32" in x]
 
 
-def test_the_launch_is_a_transpose_into_scratch_then_the_tn_kernel(h100):  # noqa: F811
+def test_the_launch_is_a_transpose_into_scratch_then_the_tn_kernel(h100):
     ln = launch_on_device((2, 64, 96), (2, 96, 40), "cuda", _launch_permute)
     (first,) = ln.before
     assert ln.proc is sm90_tf32_kernel(bn=256, wgs=2, bk=32, stages=4, clip=True, batched=True)
@@ -117,10 +114,9 @@ def test_elsewhere_the_mma_sync_kernel_serves_unchanged(monkeypatch):
     assert len(ran) == 1 and "nt_tf32" not in ran[0] and "tf32" in ran[0]
 
 
-def test_a_graph_launch_list_runs_the_transpose_then_the_tn_kernel_on_sm90a(h100):  # noqa: F811
+def test_a_graph_launch_list_runs_the_transpose_then_the_tn_kernel_on_sm90a(h100):
     """A matmul node of precision tf32 (``MatMulNode(x, b, precision="tf32")``; here the
-    attribute set after compiling on the emulator, whose mma.sync TF32 kernel takes no
-    batched shape) makes two steps on sm_90a, the scratch ``bt`` a temporary of the
+    attribute set after compiling, as the plan of a float32 matmul) makes two steps on sm_90a, the scratch ``bt`` a temporary of the
     list, run by the host executor."""
     from gpudsl import graph
     from gpudsl.compiler.unit import compile_unit
@@ -129,10 +125,9 @@ def test_a_graph_launch_list_runs_the_transpose_then_the_tn_kernel_on_sm90a(h100
     a, b, want = _exact((2,), 64, 32, 72, seed=9)
     x = graph.InputTensor("x", "float32", [2, 64, 32])
     y = x @ graph.ConstantTensor(b)
-    model = graph.compile(y, device="emulator")
+    model = graph.compile(y)   # the faked H100: "cuda"
     (mm,) = [n for n in model.graph.nodes if n.op == "MatMulNode"]
     mm.attrs["precision"] = "tf32"
-    model.device = "cuda"
     ll = launch_list(model)
     names = [s.proc.name for s in ll.steps]
     assert names[0].startswith("permute") and names[1].startswith("bmatmul_nt_tf32"), names
