@@ -9,10 +9,10 @@ inside (a division by zero, say) is reported at the user's line.
 """
 from __future__ import annotations
 
-from . import async_copies, sync_order
+from . import async_copies, clusters, sync_order
 from ..ir.async_copy_meaning import shifted, uses_async
 from ..ir.nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign,
-                        Atomic, Call, For, If, Pass, Point, ProcDef, Reduce, Stmt, Sync, Var,
+                        Atomic, Call, For, If, Pass, Point, ProcDef, Reduce, Stmt, Sync, SyncCluster, Var,
                         Read, TmaLoad, TmaStore, Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
 from ..ir.wgmma_meaning import elements as wgmma_elements, lane_of, uses_wgmma
 from ..ir.tma_meaning import elements as tma_elements, store_elements, uses_tma
@@ -180,6 +180,8 @@ class ProcEmitter(ExprEmitter):
     def _For(self, s: For):
         if s.mapping == THREADS and holds_collective(s.body):
             return self._warp_loop(s)
+        if s.cluster and any(isinstance(n, SyncCluster) for n in walk(s.body)):
+            return self._cluster_loop(s)
         if s.mapping == BLOCKS:
             self.block_bodies.append(s.body)
         self.tdepth += s.mapping == THREADS
@@ -225,6 +227,61 @@ class ProcEmitter(ExprEmitter):
                   f"{self._block_x()})")
         if self.race:
             self.line(f"_ctx.thread_done({tl})")
+
+    def _cluster_loop(self, s: For):
+        """A CLUSTERS loop holding sync_cluster(): its body becomes a generator of one
+        block, the blocks of the cluster run together by :func:`.clusters.cluster_loop`
+        (each to its next sync_cluster(), in turn)."""
+        if self.asy:
+            raise InterpError("sync_cluster() in a proc with async copies, wgmma or bulk "
+                              "copies is not interpreted yet", s.loc,
+                              "docs/hopper.md (clusters)")
+        if self.race:
+            self.line("_ctx.kernel_enter()")
+        fn = self.fresh("_blk")
+        outer = set(self.scalars)
+        self.line(f"def {fn}(v_{s.iter}):")
+        self.depth += 1
+        assigned = sorted({n.name for n in walk(s.body) if isinstance(n, (Assign, Reduce))}
+                          | {n.result for n in walk(s.body) if isinstance(n, Atomic)
+                             and n.result is not None})
+        shared = [f"sc_{n}" for n in assigned if n in outer and n not in
+                  {a.name for a in walk(s.body) if isinstance(a, Alloc)}]
+        if shared:
+            self.line(f"nonlocal {', '.join(shared)}")
+        self.known.add(s.iter)
+        self.block_bodies.append(s.body)
+        if self.race:
+            dims, kd = block_shape(s.body, self.known)
+            ds = ", ".join(
+                "1" if not d else self.ex(d[0]) if len(d) == 1 else
+                f"max({', '.join(self.ex(x) for x in d)})" for d in dims)
+            self.line(f"_ctx.block_enter({s.iter!r}, v_{s.iter}, ({ds}), {kd})")
+        self.in_cluster = getattr(self, "in_cluster", 0) + 1
+        self.block(s.body)
+        self.in_cluster -= 1
+        self.block_bodies.pop()
+        self.loc = s.loc
+        if self.race:
+            self.line("_ctx.block_exit()")
+        self.line("return")
+        self.line("yield")
+        self.depth -= 1
+        self.known.discard(s.iter)
+        loop = self.const(clusters.cluster_loop, "_F")
+        self.line(f"{loop}(_ctx, {self.ex(s.lo)}, {self.ex(s.hi)}, {fn}, "
+                  f"{self.const(s.loc, '_K')})")
+        if self.race:
+            self.line("_ctx.kernel_exit()")
+
+    def _SyncCluster(self, s: SyncCluster):
+        if not getattr(self, "in_cluster", 0) or self.tdepth or self.in_warp:
+            bad = self.const(clusters.misplaced, "_F")
+            self.line(f"{bad}({self.const(s.loc, '_K')})")
+            return
+        if self.race:
+            self.line(f"_ctx.sync_cluster({self.access(s.loc, 'sync_cluster()', 'sync', '')})")
+        self.line("yield  # sync_cluster()")
 
     def _block_x(self) -> str:
         """The block's x extent where the warp loop is nested in a thread loop (a
