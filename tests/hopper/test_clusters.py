@@ -118,6 +118,7 @@ def test_check_finds_the_race_without_sync_cluster():
     r = _p(**NO_SYNC).check(**SM90A)
     races = [d for d in r.diagnostics if d.kind == "race"]
     assert races and races[0].witness["between"] == "blocks"
+    assert "two blocks of one cluster" in races[0].message and "sync_cluster()" in races[0].hint
     t1, t2 = races[0].witness["thread1"], races[0].witness["thread2"]
     assert t1["block"]["b"] == t2["block"]["b"] and t1["block"]["r"] != t2["block"]["r"]
 

@@ -236,6 +236,15 @@ def check_races(ctx: Ctx):
                 reported.add(pair)
 
 
+def _one_cluster(ctx, a1, w) -> bool:
+    """Whether a race's two threads (witness ``w``) are in two blocks of one cluster."""
+    loop = kernel_cluster(ctx, a1.kernel)[0] if a1.kernel is not None else None
+    if loop is None:
+        return False
+    b1, b2 = w["thread1"]["block"], w["thread2"]["block"]
+    return all(b1.get(k) == b2.get(k) for k in b1 if k != loop.iter)
+
+
 def _stmt_key(a: KernelAccess):
     """The statement an access belongs to (its source position; the object without)."""
     loc = a.loc
@@ -451,6 +460,11 @@ def _race(ctx, info, a1, a2, t1, t2, i1, alts, tags, model):
             "host": "make the iterations touch distinct elements, or use a seq loop",
             "iterations": "make the iterations touch distinct elements, or use a seq loop"}[
         mode]
+    if mode == "blocks" and _one_cluster(ctx, a1, w):
+        between = "threads of two blocks of one cluster between the same sync_cluster()s"
+        msg = msg.replace("threads of different blocks", between)
+        hint = ("order them with sync_cluster() between the write and the other block's "
+                "access (docs/hopper.md (clusters)), or give each block its own elements")
     if a1.kind == "atomic" or a2.kind == "atomic":
         hint = "an atomic and a plain access to one element conflict; make both atomic " \
                "or separate them with sync()"
