@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+from ..errors import CompileError
 from ..ir.nodes import For
 
 SYNC_CLUSTER = r"""
@@ -43,10 +44,8 @@ def cluster_attribute(chain: list) -> str:
 
 
 def emit_sync_cluster(kw, s, level: str) -> None:
-    from .kernel_cuda import _err
-
     if level != "block" or not getattr(kw, "cluster", 0):
-        raise _err("sync_cluster() stands outside the block-level code of a CLUSTERS loop",
+        raise CompileError("sync_cluster() stands outside the block-level code of a CLUSTERS loop",
                    s.loc, "put it inside `par(0, c) @ CLUSTERS`, outside THREADS loops")
     kw.use_helper("gpudsl_sync_cluster")
     kw.w.line("gpudsl_sync_cluster();", s.loc)

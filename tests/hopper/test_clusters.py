@@ -315,3 +315,35 @@ def test_primitives_keep_or_refuse_the_construct():
         pass
     else:
         assert not q.check(**SM90A).ok
+
+
+RING = '''
+@proc
+def ring(n: size, k: size, x: f32[n, 8], y: f32[n, 8]):
+    for b in par(0, n) @ BLOCKS:
+        for r in par(0, 2) @ CLUSTERS:
+            for it in seq(0, k):
+                for t in par(0, 4) @ THREADS:
+                    x[b, r * 4 + t] = x[b, r * 4 + t] * 2.0 + 1.0
+                sync_cluster()
+                for t in par(0, 4) @ THREADS:
+                    y[b, r * 4 + t] += x[b, (r + 1) % 2 * 4 + t]
+                sync_cluster()
+'''
+
+
+def test_rewrites_of_a_meeting_cluster_are_refused():
+    """Found by the differential test (GPUDSL_DIFF_FAMILY=clusters): fission, stage_mem and
+    cut_loop reason about one block's code and changed what a block reads from another."""
+    from gpudsl.schedule import cut_loop, fission
+
+    p = proc_from_source(RING, NS)
+    assert p.check(**SM90A).ok
+    with pytest.raises(SchedulingError, match="meet at sync_cluster"):
+        fission(p, p.find("sync_cluster()").after())
+    with pytest.raises(SchedulingError, match="meet at sync_cluster"):
+        cut_loop(p, "r", 1)
+    # without sync_cluster(), a cut that leaves a cluster of unknown size (reparse failed)
+    q = _p(**NO_SYNC)
+    with pytest.raises(SchedulingError, match="CLUSTERS loop 'r'"):
+        cut_loop(q, "r", "min(n // 256, 2)")
