@@ -12,10 +12,8 @@
 // that fails breaks its team, so the others stop too.
 #ifndef GPUDSL_EMU_CLUSTER_H
 #define GPUDSL_EMU_CLUSTER_H
+// (<chrono>, <condition_variable>, <algorithm>: gpudsl_emu_sys.h, outside the namespace)
 
-#include <chrono>
-#include <algorithm>
-#include <condition_variable>
 
 struct Team {
   std::mutex mu;
