@@ -229,59 +229,10 @@ class ProcEmitter(ExprEmitter):
             self.line(f"_ctx.thread_done({tl})")
 
     def _cluster_loop(self, s: For):
-        """A CLUSTERS loop holding sync_cluster(): its body becomes a generator of one
-        block, the blocks of the cluster run together by :func:`.clusters.cluster_loop`
-        (each to its next sync_cluster(), in turn)."""
-        if self.asy:
-            raise InterpError("sync_cluster() in a proc with async copies, wgmma or bulk "
-                              "copies is not interpreted yet", s.loc,
-                              "docs/hopper.md (clusters)")
-        if self.race:
-            self.line("_ctx.kernel_enter()")
-        fn = self.fresh("_blk")
-        outer = set(self.scalars)
-        self.line(f"def {fn}(v_{s.iter}):")
-        self.depth += 1
-        assigned = sorted({n.name for n in walk(s.body) if isinstance(n, (Assign, Reduce))}
-                          | {n.result for n in walk(s.body) if isinstance(n, Atomic)
-                             and n.result is not None})
-        shared = [f"sc_{n}" for n in assigned if n in outer and n not in
-                  {a.name for a in walk(s.body) if isinstance(a, Alloc)}]
-        if shared:
-            self.line(f"nonlocal {', '.join(shared)}")
-        self.known.add(s.iter)
-        self.block_bodies.append(s.body)
-        if self.race:
-            dims, kd = block_shape(s.body, self.known)
-            ds = ", ".join(
-                "1" if not d else self.ex(d[0]) if len(d) == 1 else
-                f"max({', '.join(self.ex(x) for x in d)})" for d in dims)
-            self.line(f"_ctx.block_enter({s.iter!r}, v_{s.iter}, ({ds}), {kd})")
-        self.in_cluster = getattr(self, "in_cluster", 0) + 1
-        self.block(s.body)
-        self.in_cluster -= 1
-        self.block_bodies.pop()
-        self.loc = s.loc
-        if self.race:
-            self.line("_ctx.block_exit()")
-        self.line("return")
-        self.line("yield")
-        self.depth -= 1
-        self.known.discard(s.iter)
-        loop = self.const(clusters.cluster_loop, "_F")
-        self.line(f"{loop}(_ctx, {self.ex(s.lo)}, {self.ex(s.hi)}, {fn}, "
-                  f"{self.const(s.loc, '_K')})")
-        if self.race:
-            self.line("_ctx.kernel_exit()")
+        clusters.emit_cluster_loop(self, s)
 
     def _SyncCluster(self, s: SyncCluster):
-        if not getattr(self, "in_cluster", 0) or self.tdepth or self.in_warp:
-            bad = self.const(clusters.misplaced, "_F")
-            self.line(f"{bad}({self.const(s.loc, '_K')})")
-            return
-        if self.race:
-            self.line(f"_ctx.sync_cluster({self.access(s.loc, 'sync_cluster()', 'sync', '')})")
-        self.line("yield  # sync_cluster()")
+        clusters.emit_sync_cluster(self, s)
 
     def _block_x(self) -> str:
         """The block's x extent where the warp loop is nested in a thread loop (a
