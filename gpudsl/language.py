@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .ir.types import (BLOCKS, CONST, GLOBAL, REGISTER, SHARED, THREADS, bf16, bool_, f16, f32,
                        f64, i32, i64, index, size)
-from .ir.types import BARRIER
+from .ir.types import BARRIER, CLUSTERS
 
 
 class constexpr:
@@ -83,6 +83,7 @@ seq = _only_in_procs("seq")
 sync = _only_in_procs("sync")
 arrive = _only_in_procs("arrive")
 wait = _only_in_procs("wait")
+sync_cluster = _only_in_procs("sync_cluster")  # docs/hopper.md (clusters)
 async_copy = _only_in_procs("async_copy")  # docs/async_copies.md
 async_commit = _only_in_procs("async_commit")
 async_wait = _only_in_procs("async_wait")
@@ -128,12 +129,12 @@ warp_sum = _only_in_procs("warp_sum")
 warp_max = _only_in_procs("warp_max")
 warp_min = _only_in_procs("warp_min")
 
-__all__ = ["constexpr", "inf", "nan", "BLOCKS", "THREADS", "GLOBAL", "SHARED", "REGISTER", "CONST", "f16", "bf16", "f32", "f64",
+__all__ = ["constexpr", "inf", "nan", "BLOCKS", "THREADS", "CLUSTERS", "GLOBAL", "SHARED", "REGISTER", "CONST", "f16", "bf16", "f32", "f64",
            "i32", "i64", "bool_", "size", "index", "par", "seq", "sync", "atomic_add",
            "atomic_min", "atomic_max", "atomic_sub", "atomic_exch", "atomic_cas", "atomic_and",
            "atomic_or", "atomic_xor", "atomic_inc", "select", "exp", "log", "sqrt", "tanh",
            "sin", "cos", "erf", "rsqrt", "tf32",
            "arrive", "wait", "barrier", "async_copy", "async_commit", "async_wait",
-           "setmaxnreg", "wgmma", "wgmma_commit", "wgmma_wait", "tma_load", "tma_store", "tma_commit", "tma_wait",
+           "setmaxnreg", "sync_cluster", "wgmma", "wgmma_commit", "wgmma_wait", "tma_load", "tma_store", "tma_commit", "tma_wait",
            "shfl", "shfl_xor", "shfl_down", "shfl_up", "ballot", "any_lanes", "all_lanes",
            "warp_sum", "warp_max", "warp_min"]

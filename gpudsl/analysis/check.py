@@ -27,6 +27,7 @@ from .obligations.tma_obligations import check_store_alignment, check_tma
 from .obligations.barriers import check_barriers
 from .obligations.bounds import check_bounds
 from .obligations.collective_obligations import check_collectives
+from .obligations.cluster_obligations import check_cluster_uniformity
 from .obligations.features import check_features
 from .obligations.swizzle_obligations import check_layouts
 from .obligations.setmaxnreg_obligations import check_setmaxnreg
@@ -127,6 +128,7 @@ def _run(ir, bindings, timeout_ms, tgt: Target) -> Report:
     check_uniformity(eff, ctx.diagnostics)
     check_resources(ctx)
     check_features(ctx)
+    check_cluster_uniformity(ctx)
     check_layouts(ctx)
     if eff.setmaxnregs:
         check_setmaxnreg(ctx)

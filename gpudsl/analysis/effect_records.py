@@ -22,6 +22,7 @@ class Loop:
     uid: int
     dim: int = -1
     loc: Optional[SrcLoc] = None
+    cluster: bool = False   # a ``@ CLUSTERS`` loop (a BLOCKS loop, docs/hopper.md (clusters))
 
     @property
     def is_par(self) -> bool:

@@ -206,6 +206,27 @@ def has_sync(s) -> bool:
 _has_sync_memo: dict = {}
 
 
+def has_leaf(s, leaf, memo: dict) -> bool:
+    """Does statement (or list) ``s`` hold a block-level statement ``leaf`` accepts (memoised
+    in ``memo``)?  :func:`has_sync` for another kind of barrier (``sync_cluster()``)."""
+    if isinstance(s, tuple):
+        return any(has_leaf(x, leaf, memo) for x in s)
+    r = memo.get(id(s))
+    if r is None or r[0] is not s:
+        if leaf(s):
+            v = True
+        elif isinstance(s, If):
+            v = has_leaf(s.body, leaf, memo) or has_leaf(s.orelse, leaf, memo)
+        elif isinstance(s, For):
+            v = s.mapping != THREADS and has_leaf(s.body, leaf, memo)
+        else:
+            v = False
+        if len(memo) > 200000:
+            memo.clear()
+        r = memo[id(s)] = (s, v)
+    return r[1]
+
+
 def _fold(xs, unit: bool, make):
     """``make(*xs)`` with Python booleans folded: ``unit`` (True for And, False for
     Or) drops out, its negation decides the whole."""
@@ -236,9 +257,17 @@ class PhaseRelation:
     condition for "no barrier between them" (see above).  Results are z3 booleans
     or Python ``True``/``False`` (decided without the solver)."""
 
-    def __init__(self):
+    def __init__(self, leaf=None):
+        """``leaf``: the barriers that end a phase (default: ``sync()``; the cluster's
+        phases are between ``sync_cluster()``, :mod:`.obligations.cluster_obligations`)."""
         from ..ir.smt import Unsupported
         self.Unsupported = Unsupported
+        self.leaf = leaf or _block_sync
+        if leaf is None:
+            self.has = has_sync
+        else:
+            memo: dict = {}
+            self.has = lambda s: has_leaf(s, leaf, memo)
 
     # -- expressions under a thread, some variables overridden
     def _env(self, t, over):
@@ -257,9 +286,9 @@ class PhaseRelation:
         no barrier."""
         parts = []
         for s in stmts:
-            if not has_sync(s):
+            if not self.has(s):
                 continue
-            if _block_sync(s):
+            if self.leaf(s):
                 return False
             parts.append(self._zero_stmt(s, t, depth))
             if parts[-1] is False:
@@ -310,7 +339,7 @@ class PhaseRelation:
             parts.append(self.zero(L[i + 1:] if after else L[:i], t))
             s = L[i]
             if j + 1 < len(path) and isinstance(s, For) and s.mapping != BLOCKS \
-                    and has_sync(s.body):
+                    and self.has(s.body):
                 parts.append(self._rest_iters(s, t, after=after))
             if parts[-1] is False:
                 return False
@@ -370,7 +399,7 @@ class PhaseRelation:
             return True
         if s.mapping == BLOCKS:
             return self._same(p1, p2, d + 1, t1, t2)
-        if s.mapping == THREADS or s.kind == "par" or not has_sync(s.body):
+        if s.mapping == THREADS or s.kind == "par" or not self.has(s.body):
             return True
         if d + 1 >= len(p1) or d + 1 >= len(p2):
             return True  # an access in the loop's bounds
@@ -387,7 +416,7 @@ class PhaseRelation:
         L, i = path[d]
         s = L[i]
         if d + 1 < len(path) and isinstance(s, For) and s.mapping != BLOCKS \
-                and has_sync(s.body):
+                and self.has(s.body):
             return self._rest_iters(s, t, after=after)
         return True
 

@@ -38,13 +38,14 @@ from __future__ import annotations
 from ..ir.inline import (PRED_CHECK, VALUE_CHECK, WINDOW_CHECK, Inliner, bind_value,
                          caller_names)
 from ..ir.nodes import (Alloc, Assign, Atomic, Collective, Const, For, If, Point,
-                        ProcDef, Read, Reduce, Stmt, Sync, UnOp, Var)
+                        ProcDef, Read, Reduce, Stmt, Sync, SyncCluster, UnOp, Var)
 from ..ir.types import BLOCKS, GLOBAL, THREADS, bool_, memory_with
 from ..ir.stmt_effects import Walker, innermost_lane
 from ..ir.nests import direct_nest, nest_dim
 from ..ir.visitor import walk
 from .effect_records import (ArrayInfo, CollectiveSite, Effects, Issue, KernelAccess,
                              KernelInfo, Loop, SyncInfo)
+from .cluster_rules import cluster_rules
 from .phases import PhaseCounter
 from .quick import interval, loop_ranges
 
@@ -225,7 +226,13 @@ class _Collector(Walker):
         at.path = st.get("path")
         self.eff.syncs.append(SyncInfo(s.loc, st["loops"], st["guards"], st["kernel"],
                                        st["level"], list(st["inside"]), s, at))
-        what = "sync()" if isinstance(s, Sync) else f"{type(s).__name__.lower()}()"
+        what = "sync_cluster()" if isinstance(s, SyncCluster) else \
+            "sync()" if isinstance(s, Sync) else f"{type(s).__name__.lower()}()"
+        if isinstance(s, SyncCluster) and st["kernel"] is not None and \
+                not any(l.cluster for l in st["loops"]):
+            self.issue("mapping", "sync_cluster() outside any @ CLUSTERS loop", [s.loc],
+                       "sync_cluster() meets the blocks of one cluster: put it inside the "
+                       "`par(0, c) @ CLUSTERS` loop, at block level")
         if st["kernel"] is None:
             self.issue("mapping", f"{what} outside any @ BLOCKS loop", [s.loc],
                        f"{what} orders the threads of one block; put it inside the block loop")
@@ -468,7 +475,9 @@ class _Collector(Walker):
         elif s.kind == "par" and level == "block":
             # an unmapped par loop at block level: every thread runs it (see access())
             new["level"] = "thread-ish"
-        loopv = Loop(s.iter, s.lo, s.hi, s.kind, s.mapping, level, uid, dim, s.loc)
+        if s.cluster:
+            cluster_rules(self, s, st)
+        loopv = Loop(s.iter, s.lo, s.hi, s.kind, s.mapping, level, uid, dim, s.loc, s.cluster)
         if s.mapping == BLOCKS and kernel is not None:
             ki = self.eff.kernels[kernel]
             ki.block_loops = ki.block_loops + (loopv,)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from .collective_cuda import WARP_COMMENT, WARP_HELPERS
 from .async_copy_cuda import ASYNC_COPY
 from .setmaxnreg_cuda import SETMAXNREG
-from ..targets import SETMAXNREG as SETMAXNREG_FEATURE, TMA as TMA_FEATURE, WGMMA as WGMMA_FEATURE
+from .cluster_cuda import SYNC_CLUSTER
+from ..targets import CLUSTERS as CLUSTERS_FEATURE, SETMAXNREG as SETMAXNREG_FEATURE, TMA as TMA_FEATURE, WGMMA as WGMMA_FEATURE
 from .tma_cuda import TMA as TMA_TEXT
 from .swizzle_cuda import SWIZZLE
 from .wgmma_cuda import PREFIX as _WGMMA_PREFIX, WGMMA_COMMON, shape_helper
@@ -170,6 +171,7 @@ HELPERS = {
     "gpudsl_mbar": ("mbarrier", MBARRIER),
     "gpudsl_cp_async": ("cp_async", ASYNC_COPY),
     "gpudsl_setmaxnreg": ("setmaxnreg", SETMAXNREG),
+    "gpudsl_sync_cluster": ("sync_cluster", SYNC_CLUSTER),
     "gpudsl_swizzle": ("swizzle", SWIZZLE),
     "gpudsl_wgmma": ("wgmma", WGMMA_COMMON),
     "gpudsl_tma": ("tma", TMA_TEXT),
@@ -187,7 +189,7 @@ HELPERS = {
 HELPERS.update({name: (name, text) for name, text in WARP_HELPERS.items()})
 
 _ORDER = ("floor", "wrap", "f2i", "tf32", "fminmax:float", "fminmax:double", "atomic_f32",
-          "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "tma", "cp_async", "setmaxnreg", "swizzle",
+          "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "tma", "cp_async", "setmaxnreg", "sync_cluster", "swizzle",
           "wgmma") + \
     tuple(WARP_HELPERS)
 
@@ -201,7 +203,7 @@ _NEEDS = {"atomic_f32": ("fminmax:float",), "atomic_f64": ("fminmax:double",),
 
 # the target features a helper's code needs (gpudsl.targets names)
 FEATURES = {"gpudsl_setmaxnreg": SETMAXNREG_FEATURE, "gpudsl_wgmma": WGMMA_FEATURE,
-            "gpudsl_tma": TMA_FEATURE}
+            "gpudsl_tma": TMA_FEATURE, "gpudsl_sync_cluster": CLUSTERS_FEATURE}
 
 
 def features_of(used: set[str]) -> frozenset:

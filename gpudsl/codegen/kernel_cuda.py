@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..errors import CompileError, SrcLoc
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If,
-                        Pass, Point, Read, Reduce, Stmt, Sync, Var, WindowArg, Arrive, Wait,
+                        Pass, Point, Read, Reduce, Stmt, Sync, SyncCluster, Var, WindowArg, Arrive, Wait,
                         AsyncCommit, AsyncCopy, AsyncWait, SetMaxNReg, TmaLoad, TmaStore, Wgmma, WgmmaCommit,
                         WgmmaWait)
 from ..ir.nests import DIMS, direct_nest, nest_dims
@@ -49,6 +49,7 @@ from .swizzle_cuda import swizzled_access
 from ..ir.swizzle_meaning import repeat_bytes
 from ..ir.printer import print_expr
 from ..ir.types import BLOCKS, INDEX, THREADS, DType, bool_, f16, bf16
+from .cluster_cuda import cluster_attribute, cluster_size, emit_sync_cluster
 from ..ir.visitor import walk
 from .cexpr import UNARY, ExprEmitter, cname
 from .host_plan import NeedsBinding, NotConstant, evaluate
@@ -316,7 +317,9 @@ class KernelWriter(CallWriter, ExprEmitter):
             self._plan_shared(body, force=True)
         self.blocks_per_sm = launch_blocks(body, chain[0].blocks_per_sm)
         per_sm = f", {self.blocks_per_sm}" if self.blocks_per_sm else ""
-        w.line(f'extern "C" __global__ void __launch_bounds__({nthreads}{per_sm})')
+        self.cluster = cluster_size(chain)
+        w.line(f'extern "C" __global__ void __launch_bounds__({nthreads}{per_sm})'
+               + cluster_attribute(chain))
         w.line(f"{self.name}({params_text})")
         w.line("{")
         w.indent += 1
@@ -426,6 +429,8 @@ class KernelWriter(CallWriter, ExprEmitter):
                 w.indent -= 1
             w.line("}")
             return
+        if isinstance(s, SyncCluster):
+            return emit_sync_cluster(self, s, level)
         if isinstance(s, Sync):
             if level != "block":
                 where = "inside a @ THREADS loop" if level == "thread" else \

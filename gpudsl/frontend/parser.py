@@ -20,7 +20,7 @@ from .source import Source
 from .async_stmts import ASYNC_FUNCS, parse_async_call
 from .wgmma_stmts import WGMMA_FUNCS, parse_wgmma_call
 from .tma_stmts import TMA_FUNCS, parse_tma_call
-from .sync_stmts import SYNC_FUNCS, parse_barrier_alloc, parse_sync_call
+from .sync_stmts import SYNC_FUNCS, check_cluster_extent, parse_barrier_alloc, parse_sync_call
 from .memory_layouts import check_swizzle, parse_memory
 from .setmaxnreg import SETMAXNREG_FUNCS, parse_setmaxnreg
 
@@ -297,14 +297,15 @@ class ProcParser:
         if not isinstance(s.target, ast.Name):
             raise self.err(s.target, "a loop variable is a single name")
         it = s.iter
-        mapping = None
+        mapping, cluster = None, False
         if isinstance(it, ast.BinOp) and isinstance(it.op, ast.MatMult):
             mname = it.right.attr if isinstance(it.right, ast.Attribute) else \
                 getattr(it.right, "id", None)
-            if mname not in MAPPINGS:
+            cluster = mname == "CLUSTERS"
+            if mname not in MAPPINGS and not cluster:
                 raise self.err(it.right, f"unknown loop annotation '{ast.unparse(it.right)}'",
-                               "par loops are mapped with @ BLOCKS or @ THREADS")
-            mapping = MAPPINGS[mname]
+                               "par loops are mapped with @ BLOCKS, @ THREADS or @ CLUSTERS")
+            mapping = BLOCKS if cluster else MAPPINGS[mname]
             it = it.left
         if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
                 and it.func.id in _LOOP_FUNCS):
@@ -315,6 +316,9 @@ class ProcParser:
             raise self.err(s.iter, f"only par loops can be mapped to {mapping.name}",
                            f"write par(lo, hi) @ {mapping.name}")
         unroll, per_sm, group = False, 0, 0
+        if cluster and it.keywords:
+            raise self.err(it.keywords[0], "a CLUSTERS loop takes no keywords",
+                           "write par(0, c) @ CLUSTERS with c a constant from 1 to 8")
         for kw in it.keywords:
             if kw.arg == "unroll" and isinstance(kw.value, ast.Constant):
                 unroll = bool(kw.value.value)
@@ -335,6 +339,8 @@ class ProcParser:
         else:
             raise self.err(it, f"{it.func.id}() takes (lo, hi)")
         lo, hi = coerce(lo, INDEX) or lo, coerce(hi, INDEX) or hi
+        if cluster:
+            check_cluster_extent(self, s.iter, lo, hi)
         name = s.target.id
         self.scope.push()
         try:
@@ -350,7 +356,7 @@ class ProcParser:
             raise self.err(s.iter, "group= (the grouped block order) needs a BLOCKS loop "
                            "whose only statement is a BLOCKS loop",
                            "the two loops share one linear block index")
-        return For(name, lo, hi, body, kind, mapping, unroll, loc, per_sm, group)
+        return For(name, lo, hi, body, kind, mapping, unroll, loc, per_sm, group, cluster)
 
     def _If(self, s: ast.If):
         cond = self.ex.bool_expr(s.test, "an if condition")

@@ -342,6 +342,25 @@ def tile(n: size, x: f32[n, 16, 8]):
 
 assert tile.check().ok
 '''),
+    _E("Loops", "CLUSTERS", "`par(0, c) @ CLUSTERS`", "The innermost loop of a kernel's "
+       "`BLOCKS` nest, `c` a constant from 1 to 8: its iterations are the `c` blocks of one "
+       "thread block cluster (the loop variable is the block's rank in it; the `BLOCKS` loops "
+       "around count clusters). Without `sync_cluster()` it means what `@ BLOCKS` means. It "
+       "is the grid's `x` dimension, the kernel is declared `__cluster_dims__(c, 1, 1)`; the "
+       "`parallelize_loop` primitive maps a loop to `CLUSTERS`. "
+       "`check()` needs a target with clusters (`target=\"sm_90a\"`; kind `target` "
+       "elsewhere). See [Hopper](hopper.md#clusters).", '''
+@proc
+def pairs(x: f32[512], y: f32[512]):
+    for b in par(0, 2) @ BLOCKS:              # 2 clusters
+        for r in par(0, 2) @ CLUSTERS:        # of 2 blocks each
+            for t in par(0, 128) @ THREADS:
+                y[b * 256 + r * 128 + t] = x[b * 256 + r * 128 + t] + 1.0
+
+assert pairs.check(target="sm_90a").ok
+assert pairs.check().kinds() == {"target"}    # gpudsl's sm_90 has no clusters
+assert "__cluster_dims__(2, 1, 1)" in pairs.cuda_source()
+'''),
     _E("Loops", "unroll", "`seq(lo, hi, unroll=True)`", "Asks code generation for "
        "`#pragma unroll` (the `set_unroll` primitive sets it on an existing loop). It "
        "does not change the meaning.", '''
@@ -673,6 +692,29 @@ assert roles.check().kinds() == {"target"}    # sm_90 has no setmaxnreg
 y = np.zeros(256, np.float32)
 gpudsl.interpret(roles, x=np.arange(256, dtype=np.float32), y=y)
 assert y[0] == 510.0
+'''),
+    _E("Statements", "SyncCluster", "`sync_cluster()`", "At block level inside a "
+       "`@ CLUSTERS` loop: a barrier of every thread of every block of the cluster, which "
+       "orders their accesses across it (GLOBAL memory included: a block reads what another "
+       "block of its cluster wrote before the barrier). It is also a block barrier "
+       "(`sync()`). Every block of a cluster must reach the same `sync_cluster()`s: "
+       "`check()` proves the ifs and seq loops around it uniform over the cluster or "
+       "refuses (kind `divergence`, with two ranks as witness). See "
+       "[Hopper](hopper.md#clusters).", '''
+@proc
+def swap(x: f32[256], y: f32[256]):
+    for b in par(0, 1) @ BLOCKS:
+        for r in par(0, 2) @ CLUSTERS:
+            for t in par(0, 128) @ THREADS:
+                x[r * 128 + t] = 1.0 * r
+            sync_cluster()                      # the partner's half is written
+            for t in par(0, 128) @ THREADS:
+                y[r * 128 + t] = x[(1 - r) * 128 + t]
+
+assert swap.check(target="sm_90a").ok
+y = np.zeros(256, np.float32)
+gpudsl.interpret(swap, x=np.zeros(256, np.float32), y=y)
+assert y[0] == 1.0 and y[128] == 0.0
 '''),
     _E("Statements", "Wgmma", "`wgmma(acc, a, b)`", "Warpgroup MMA (sm_90a): inside a "
        "`@ THREADS` loop whose warpgroups (128 consecutive threads from a multiple of 128) "

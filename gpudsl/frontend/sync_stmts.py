@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import ast
 
-from ..ir.nodes import Alloc, Arrive, Const, Sync, Wait
+from ..ir.nodes import Alloc, Arrive, Const, Sync, SyncCluster, Wait
+from ..ir.types import MAX_CLUSTER
 from ..ir.types import BARRIER, INDEX
 from .scope import Sym
 
-SYNC_FUNCS = ("sync", "arrive", "wait")
+SYNC_FUNCS = ("sync", "arrive", "wait", "sync_cluster")
 
 
 def _const(parser, node, what):
@@ -66,6 +67,11 @@ def _range(parser, v: ast.Call, args, fn, keywords_ok=False):
 def parse_sync_call(parser, s: ast.stmt, v: ast.Call, fname: str):
     """``sync()``, ``sync(lo, hi)``, ``arrive(bar, lo, hi)``, ``wait(bar, lo, hi)``."""
     loc = parser.src.loc(s)
+    if fname == "sync_cluster":
+        if v.args or v.keywords:
+            raise parser.err(v, "sync_cluster() takes no arguments (every thread of every "
+                             "block of the cluster)")
+        return SyncCluster(loc)
     if fname == "sync":
         if not v.args and not v.keywords:
             return Sync(loc)
@@ -136,3 +142,13 @@ def parse_barrier_alloc(parser, s: ast.AnnAssign, name, shape, mem, loc):
                          "@ BLOCKS loop", "move it into the BLOCKS loop, at block level")
     parser.scope.bind(Sym(name, "barrier", BARRIER, shape, mem, loc), loc)
     return Alloc(name, BARRIER, shape, mem, loc)
+
+
+def check_cluster_extent(parser, node, lo, hi) -> None:
+    """``par(lo, hi) @ CLUSTERS``: constant bounds, 1 to ``MAX_CLUSTER`` iterations (the
+    portable cluster size, docs/hopper.md (clusters))."""
+    if not (isinstance(lo, Const) and isinstance(hi, Const)) or \
+            not 1 <= hi.val - lo.val <= MAX_CLUSTER:
+        raise parser.err(node, f"a CLUSTERS loop runs a constant number of blocks from 1 to "
+                         f"{MAX_CLUSTER} (the portable cluster size)",
+                         "write par(0, c) @ CLUSTERS with c a constant, e.g. par(0, 2)")

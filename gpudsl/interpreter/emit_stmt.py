@@ -9,10 +9,10 @@ inside (a division by zero, say) is reported at the user's line.
 """
 from __future__ import annotations
 
-from . import async_copies, sync_order
+from . import async_copies, clusters, sync_order
 from ..ir.async_copy_meaning import shifted, uses_async
 from ..ir.nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Wait, Assign,
-                        Atomic, Call, For, If, Pass, Point, ProcDef, Reduce, Stmt, Sync, Var,
+                        Atomic, Call, For, If, Pass, Point, ProcDef, Reduce, Stmt, Sync, SyncCluster, Var,
                         Read, TmaLoad, TmaStore, Wgmma, WgmmaCommit, WgmmaWait, WindowArg)
 from ..ir.wgmma_meaning import elements as wgmma_elements, lane_of, uses_wgmma
 from ..ir.tma_meaning import elements as tma_elements, store_elements, uses_tma
@@ -180,6 +180,8 @@ class ProcEmitter(ExprEmitter):
     def _For(self, s: For):
         if s.mapping == THREADS and holds_collective(s.body):
             return self._warp_loop(s)
+        if s.cluster and any(isinstance(n, SyncCluster) for n in walk(s.body)):
+            return self._cluster_loop(s)
         if s.mapping == BLOCKS:
             self.block_bodies.append(s.body)
         self.tdepth += s.mapping == THREADS
@@ -225,6 +227,12 @@ class ProcEmitter(ExprEmitter):
                   f"{self._block_x()})")
         if self.race:
             self.line(f"_ctx.thread_done({tl})")
+
+    def _cluster_loop(self, s: For):
+        clusters.emit_cluster_loop(self, s)
+
+    def _SyncCluster(self, s: SyncCluster):
+        clusters.emit_sync_cluster(self, s)
 
     def _block_x(self) -> str:
         """The block's x extent where the warp loop is nested in a thread loop (a

@@ -58,6 +58,10 @@ class RaceContext:
         self.partial = False  # set when the proc uses them
         self.order = PartialOrder()
         self.bdims = (1, 1, 1)
+        # thread block clusters (:mod:`.clusters`): set once a cluster's blocks run together
+        self.clusters = False
+        self.in_cluster = False
+        self.cphase = 0   # sync_cluster()s the running block has passed
 
     # ------------------------------------------------------------ structure
 
@@ -118,6 +122,11 @@ class RaceContext:
                 acc.loc, "move the sync() out of the thread loop")
         self.phase += 1
         self.order.reset()
+
+    def sync_cluster(self, acc: AccessSite):
+        """``sync_cluster()``: a block barrier that also ends the cluster phase."""
+        self.sync(acc)
+        self.cphase += 1
 
     def sync_range(self, lo: int, hi: int, acc: AccessSite):
         sync_order.sync_range(self, lo, hi, acc)
@@ -202,6 +211,10 @@ class Tracker:
         if not self.is_global:
             return k
         # Blocks of one kernel, on global memory.
+        if ctx.clusters:
+            from .clusters import global_access
+            global_access(self, k, kind, entry, _CONFLICTS)
+            return k
         g = self.gcells.get(k)
         if g is None or g[0] != ctx.kernel:
             g = [ctx.kernel, None, None, None]

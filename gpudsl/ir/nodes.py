@@ -234,7 +234,10 @@ class For(Stmt):
     ``group`` (a BLOCKS loop whose only statement is a BLOCKS loop, 0 = no hint) asks
     for the grouped block order of the two (``set_block_order``): one linear block
     index, ``group`` consecutive iterations of this loop walked along the inner one.
-    Hints never change the meaning."""
+    Hints never change the meaning.  ``cluster`` (a ``par(0, c) @ CLUSTERS`` loop, SPEC 2.9,
+    docs/hopper.md (clusters)): a BLOCKS loop, the innermost of its nest, whose ``c``
+    iterations are the blocks of one thread block cluster (``sync_cluster()`` meets them);
+    everything that knows BLOCKS loops treats it as one (its mapping is BLOCKS)."""
 
     iter: str
     lo: Expr
@@ -246,6 +249,7 @@ class For(Stmt):
     loc: Optional[SrcLoc] = field(**_LOC)
     blocks_per_sm: int = 0
     group: int = 0
+    cluster: bool = False
 
 
 @dataclass(frozen=True)
@@ -269,6 +273,14 @@ class Sync(Stmt):
     @property
     def ranged(self) -> bool:
         return self.lo is not None
+
+
+@dataclass(frozen=True)
+class SyncCluster(Sync):
+    """``sync_cluster()`` at block level inside a ``@ CLUSTERS`` loop (docs/hopper.md
+    (clusters)): a barrier of every thread of every block of the cluster, ordering their
+    memory accesses (GLOBAL included) across it.  A subclass of :class:`Sync`: to every
+    rule about one block it is the block barrier ``sync()`` (which it implies)."""
 
 
 @dataclass(frozen=True)

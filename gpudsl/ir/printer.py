@@ -10,7 +10,7 @@ import math
 
 from .nodes import (Alloc, Arrive, AsyncCommit, AsyncCopy, AsyncWait, Assign, Atomic, BinOp,
                     Builtin, Call, Collective, Const, Expr, For, If, Param, Pass, Point,
-                    ProcDef, Read, Reduce, SetMaxNReg, Stmt, Sync, TmaCommit, TmaLoad, TmaStore, TmaWait, UnOp, Wait, Var, Wgmma,
+                    ProcDef, Read, Reduce, SetMaxNReg, Stmt, Sync, SyncCluster, TmaCommit, TmaLoad, TmaStore, TmaWait, UnOp, Wait, Var, Wgmma,
                     WgmmaCommit, WgmmaWait, WindowArg)
 from .types import INDEX, param_memory
 
@@ -143,7 +143,7 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
             hints += f", group={s.group}"
         rng = f"{s.kind}({print_expr(s.lo)}, {print_expr(s.hi)}{hints})"
         if s.mapping is not None:
-            rng += f" @ {s.mapping.name}"
+            rng += " @ CLUSTERS" if s.cluster else f" @ {s.mapping.name}"
         return [f"{pad}for {s.iter} in {rng}:"] + print_block(s.body, indent + 1)
     if isinstance(s, If):
         out = [f"{pad}if {print_expr(s.cond)}:"] + print_block(s.body, indent + 1)
@@ -153,6 +153,8 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
         if s.orelse:
             out += [f"{pad}else:"] + print_block(s.orelse, indent + 1)
         return out
+    if isinstance(s, SyncCluster):
+        return [f"{pad}sync_cluster()"]
     if isinstance(s, Sync):
         if s.ranged:
             return [f"{pad}sync({print_expr(s.lo)}, {print_expr(s.hi)})"]

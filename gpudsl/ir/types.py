@@ -176,6 +176,10 @@ class Mapping:
 BLOCKS = Mapping("BLOCKS")
 THREADS = Mapping("THREADS")
 MAPPINGS: dict[str, Mapping] = {m.name: m for m in (BLOCKS, THREADS)}
+# ``par(0, c) @ CLUSTERS`` (docs/hopper.md (clusters)): the IR keeps it as a BLOCKS loop
+# with ``For.cluster`` set, so only the language names it
+CLUSTERS = Mapping("CLUSTERS")
+MAX_CLUSTER = 8   # the portable cluster size (CUDA C Programming Guide, "Thread Block Clusters")
 
 
 class _ParamMarker:

@@ -56,7 +56,8 @@ from gpudsl.runtime.private_lib import PREFIX as _LIB_PREFIX, load_library
 from gpudsl.runtime.signature import KernelSig, host_pointer, pack_args
 
 HERE = Path(__file__).resolve().parent
-HEADERS = ("gpudsl_emu.h", "gpudsl_emu_sched.h", "gpudsl_emu_bars.h", "gpudsl_emu_sys.h")
+HEADERS = ("gpudsl_emu.h", "gpudsl_emu_sched.h", "gpudsl_emu_bars.h", "gpudsl_emu_sys.h",
+           "gpudsl_emu_cluster.h")
 BASE_FLAGS = ("-std=c++20", "-O2", "-shared", "-fPIC", "-pthread", "-fvisibility=hidden",
               "-fno-strict-aliasing", "-fno-math-errno", "-Wno-unknown-pragmas",
               "-Wno-unused-function", "-Wno-unused-variable",
@@ -111,8 +112,18 @@ def prepare_source(source: str, kernels: Iterable[KernelSig]) -> str:
     src = _EXTERN_SHARED.sub(
         lambda m: f"{m.group(1)}* {m.group(2)} = reinterpret_cast<{m.group(1)}*>"
                   f"(gpudsl_emu::dynamic_smem());", source)
-    launchers = "".join(f"gpudsl_emu_kernel({k.name})\n" for k in kernels)
+    launchers = "".join(_launcher(src, k.name) for k in kernels)
     return f"{src}\n#line 1 \"<gpudsl emulator launchers>\"\n{launchers}"
+
+
+def _launcher(src: str, name: str) -> str:
+    """The launcher of kernel ``name``: a kernel declared ``__cluster_dims__(c, 1, 1)`` runs
+    its clusters' blocks together (gpudsl_emu_cluster.h)."""
+    m = re.search(r"__cluster_dims__\(\s*(\d+)\s*,\s*1\s*,\s*1\s*\)\s*\n?\s*"
+                  + re.escape(name) + r"\s*\(", src)
+    if m and int(m.group(1)) > 1:
+        return f"gpudsl_emu_cluster_kernel({name}, {int(m.group(1))})\n"
+    return f"gpudsl_emu_kernel({name})\n"
 
 
 def default_workers() -> int:

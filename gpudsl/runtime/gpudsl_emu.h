@@ -30,6 +30,7 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
+#define __cluster_dims__(...)   // the launcher knows the cluster size (gpudsl_emu_cluster.h)
 #define __restrict__ __restrict
 #define __align__(n) __attribute__((aligned(n)))
 #define __grid_constant__
@@ -344,6 +345,7 @@ static inline float atomicExch(float* p, float v) { return gpudsl_atomic_fp(p, [
 // cp.async copies are plain copies here (landed already): nothing is left to track
 #define gpudsl_cp_async_mbar_arrive(p) ((void)(p))
 #define gpudsl_mbar_wait(p, par) gpudsl_emu::mbar_wait((p), (par), __FILE__, __LINE__)
+#define gpudsl_sync_cluster() gpudsl_emu::sync_cluster(__FILE__, __LINE__)
 
 static inline unsigned int __activemask() { return gpudsl_emu::active_mask(); }
 static inline unsigned int __lanemask_lt() { return (1u << gpudsl_emu::lane()) - 1u; }

@@ -64,6 +64,7 @@ struct Ctx {
 };
 
 struct Block;
+struct Team;                   // the blocks of one cluster (gpudsl_emu_cluster.h)
 
 struct Fiber {
   uint3 tid;
@@ -96,6 +97,9 @@ struct Block {
   int bar_kind, bar_accum, bar_result;
   bool failed;
   char* dyn_smem;
+  Team* team = nullptr;        // a cluster launch: this OS thread's team, its rank in it
+  int rank = 0;
+  long long cluster_q = 0;     // the next cluster the team runs
 };
 
 // ------------------------------------------------------------------ errors
@@ -551,6 +555,7 @@ static inline char* dynamic_smem() { return self()->blk->dyn_smem; }
 }
 
 #include "gpudsl_emu_bars.h"
+#include "gpudsl_emu_cluster.h"
 
 // ------------------------------------------------------------------ launching
 struct Launch {
@@ -563,6 +568,10 @@ struct Launch {
   std::atomic<long long> next{0};
   std::atomic<bool> failed{false};
   std::atomic<bool> interrupted{false};
+  int cluster = 1;             // blocks per cluster (__cluster_dims__), teams of that many workers
+  long long nteams = 0;
+  Team* teams = nullptr;
+  std::atomic<int> worker_no{0};
 };
 
 // The blocks loop of one worker, with faults and Ctrl-C caught.  Returns 0, or the signal
@@ -574,8 +583,17 @@ static int run_guarded(Launch* L, Block* b) {
   t_jmp = &jb;
   int n = b->n;
   for (;;) {
-    long long k = L->next.fetch_add(1);
-    if (k >= L->nblocks || L->failed.load(std::memory_order_relaxed) || g_abort.load(std::memory_order_relaxed)) break;
+    long long k;
+    if (b->team) {   // the team's clusters in turn, this worker's rank in each
+      long long q = b->cluster_q;
+      b->cluster_q += L->nteams;
+      if (q >= L->nblocks / L->cluster || L->failed.load(std::memory_order_relaxed) ||
+          g_abort.load(std::memory_order_relaxed)) break;
+      k = q * L->cluster + b->rank;
+    } else {
+      k = L->next.fetch_add(1);
+      if (k >= L->nblocks || L->failed.load(std::memory_order_relaxed) || g_abort.load(std::memory_order_relaxed)) break;
+    }
     b->block_idx = uint3{(unsigned)(k % L->grid.x), (unsigned)(k / L->grid.x % L->grid.y),
                          (unsigned)(k / ((long long)L->grid.x * L->grid.y))};
     for (int i = 0; i < n; ++i) init_fiber(b, i);
@@ -584,7 +602,15 @@ static int run_guarded(Launch* L, Block* b) {
     b->failed = false;
     switch_to(&b->main, &b->ctx[0]);
     if (b->failed) { L->failed = true; break; }
+    if (b->team) {   // the cluster's blocks finish together
+      int r = team_arrive(b->team, AT_CLUSTER_END);
+      if (r == 1)
+        fail(b, "cluster barrier divergence: the block finished while another block of its cluster "
+                "waits at a sync_cluster(); every block of a cluster must reach the same sync_cluster()s");
+      if (r != 0) { L->failed = true; break; }
+    }
   }
+  team_break(b->team);
   t_jmp = nullptr;
   return 0;
 }
@@ -652,6 +678,12 @@ static void run_blocks(Launch* L) {
   b.args = L->args;
   b.dyn_smem = reinterpret_cast<char*>(((uintptr_t)smem.data() + 15) & ~(uintptr_t)15);
   b.block_idx = uint3{0, 0, 0};
+  if (L->cluster > 1) {
+    int w = L->worker_no.fetch_add(1);
+    b.team = &L->teams[w / L->cluster];
+    b.rank = w % L->cluster;
+    b.cluster_q = w / L->cluster;
+  }
   for (int i = 0; i < n; ++i) {
     Fiber* f = b.fibers[i];
     f->blk = &b;
@@ -676,6 +708,7 @@ static void run_blocks(Launch* L) {
   }
   if (sig != 0) {
     L->failed = true;
+    team_break(b.team);
     if (sig == SIGINT) L->interrupted = true;
     else report_fault(L, &b, &pool);
   }
@@ -684,7 +717,8 @@ static void run_blocks(Launch* L) {
 
 // Run a whole grid; returns 0, or 1 with the reason in gpudsl_emu_last_error().
 static int launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                  unsigned long long dyn_smem, int workers, Thunk thunk, const uint64_t* args) {
+                  unsigned long long dyn_smem, int workers, Thunk thunk, const uint64_t* args,
+                  int cluster = 1) {
   t_last_error[0] = 0;
   unsigned long long nthreads = (unsigned long long)bx * by * bz;
   if (nthreads == 0 || nthreads > 1024 || bz > 64 || gx == 0 || gy == 0 || gz == 0 || gy > 65535 || gz > 65535) {
@@ -703,6 +737,22 @@ static int launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned b
   if (workers > L.nblocks) workers = (int)L.nblocks;
   if ((long long)nthreads * L.nblocks < 8192) workers = 1;  // not worth starting OS threads
   if (workers < 1) workers = 1;
+  std::vector<Team> teams;
+  if (cluster > 1) {   // teams of `cluster` workers, one cluster at a time each
+    if (gx % (unsigned)cluster != 0) {
+      snprintf(t_last_error, sizeof t_last_error,
+               "invalid launch configuration: grid x %u is not a multiple of the cluster size %d", gx,
+               cluster);
+      return 1;
+    }
+    long long nclusters = L.nblocks / cluster;
+    L.cluster = cluster;
+    L.nteams = std::max(1LL, std::min((long long)(workers / cluster), nclusters));
+    teams = std::vector<Team>((size_t)L.nteams);
+    for (auto& t : teams) t.c = cluster;
+    L.teams = teams.data();
+    workers = (int)(L.nteams * cluster);
+  }
   arm_signals();
   std::vector<std::thread> pool;
   for (int i = 1; i < workers; ++i) pool.emplace_back(run_blocks, &L);
@@ -779,12 +829,14 @@ GPUDSL_EXPORT const char* gpudsl_emu_last_error() { return gpudsl_emu::t_last_er
 // gpudsl_emu_kernel(name) defines, for an extern "C" kernel `name`:
 //   int gpudsl_launch_<name>(gx, gy, gz, bx, by, bz, dyn_smem, workers, const uint64_t* args)
 //   const char* gpudsl_sig_<name>()   -- parameter type codes, e.g. "*f,*f,i,"
-#define gpudsl_emu_kernel(name)                                                                   \
+// gpudsl_emu_cluster_kernel(name, c): the same for a kernel declared __cluster_dims__(c, 1, 1).
+#define gpudsl_emu_kernel(name) gpudsl_emu_cluster_kernel(name, 1)
+#define gpudsl_emu_cluster_kernel(name, c)                                                        \
   GPUDSL_EXPORT int gpudsl_launch_##name(unsigned gx, unsigned gy, unsigned gz, unsigned bx,      \
                                          unsigned by, unsigned bz, unsigned long long dyn_smem,   \
                                          int workers, const uint64_t* args) {                     \
     return gpudsl_emu::launch(gx, gy, gz, bx, by, bz, dyn_smem, workers,                          \
-                              [](const uint64_t* a) { gpudsl_emu::call(&name, a); }, args);       \
+                              [](const uint64_t* a) { gpudsl_emu::call(&name, a); }, args, (c));  \
   }                                                                                               \
   GPUDSL_EXPORT const char* gpudsl_sig_##name() {                                                 \
     static const std::string s = gpudsl_emu::signature(&name);                                    \

@@ -12,7 +12,7 @@ import z3
 
 from ..errors import SchedulingError
 from ..ir.nodes import Alloc, BinOp, Builtin, Const, For, If, Read, UnOp, Var
-from ..ir.types import BLOCKS, INDEX, REGISTER, THREADS, bool_
+from ..ir.types import BLOCKS, CLUSTERS, INDEX, REGISTER, THREADS, bool_
 from ..ir.visitor import bound_names, free_vars, substitute, walk
 from .cursors import ancestors, block_of
 from .edits import Moved, insert, replace, unwrap, update, with_proc, wrap
@@ -148,6 +148,9 @@ def reorder_loops(p, outer):
     t: For = s.body[0]
     if s.iter in free_vars((t.lo, t.hi)):
         raise fail(f"the bounds of loop {t.iter} depend on {s.iter}", t.loc)
+    if s.cluster or t.cluster:
+        raise fail("a CLUSTERS loop stays the innermost loop of its BLOCKS nest (its "
+                   "iterations are the blocks of one cluster)", s.loc)
     # legality: no dependence with direction (<, >)
     _check_no_reversed_dependence(p, c, s, t)
     new = t.with_(body=(s.with_(body=t.body),))
@@ -320,9 +323,12 @@ def remove_loop(p, loop):
 # ------------------------------------------------------------------ parallelize_loop
 
 
-@primitive("parallelize_loop", loop=LOOP, mapping=choice(None, BLOCKS, THREADS))
+@primitive("parallelize_loop", loop=LOOP, mapping=choice(None, BLOCKS, THREADS, CLUSTERS))
 def parallelize_loop(p, loop, mapping=None):
-    """Make ``loop`` a ``par`` loop mapped to ``mapping`` (BLOCKS, THREADS or None).
+    """Make ``loop`` a ``par`` loop mapped to ``mapping`` (BLOCKS, THREADS, CLUSTERS or None).
+    ``CLUSTERS`` (docs/hopper.md (clusters)) makes a loop of constant extent (1 to 8), the
+    innermost of a kernel's BLOCKS nest (e.g. the inner loop of ``divide_loop`` on a BLOCKS
+    loop), the blocks of one thread block cluster.
 
     A scalar local of the loop that only host code may hold (GLOBAL, the default outside
     kernels) becomes REGISTER: each iteration keeps its own.
@@ -337,13 +343,16 @@ def parallelize_loop(p, loop, mapping=None):
     c = loop
     s: For = c.node()
     check_parallel(p.ir, c.addr, s)
-    new = s.with_(kind="par", mapping=mapping)
+    cluster = mapping == CLUSTERS
+    if cluster:
+        mapping = BLOCKS
+    new = s.with_(kind="par", mapping=mapping, cluster=cluster)
     if mapping is not None:
         new = new.with_(body=_thread_scalars(new.body, mapping))
     out = update(p.ir, c.addr, [new])
     # mapping a loop for the first time may pass through a transient state; re-mapping
     # a mapped loop (or unmapping it) must not break any rule the input kept
-    refuse_new_mapping_issues(p.ir, out.ir, s.loc, strict=s.mapping is not None)
+    refuse_new_mapping_issues(p.ir, out.ir, s.loc, strict=s.mapping is not None or cluster)
     return out
 
 

@@ -14,7 +14,7 @@ import ast
 
 from ..ir.nodes import (Alloc, Assign, AsyncCommit, AsyncCopy, AsyncWait, Atomic, BinOp,
                         Wgmma, WgmmaCommit, WgmmaWait,
-                        Builtin, Call, Const, For, If, Interval, Pass, Point, Read, Reduce, Sync,
+                        Builtin, Call, Const, For, If, Interval, Pass, Point, Read, Reduce, Sync, SyncCluster,
                         UnOp, Var, WindowArg, Arrive, Wait, SetMaxNReg)
 
 _ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
@@ -173,6 +173,8 @@ def _barrier(pat, s) -> bool:
 def _call_stmt(pat: ast.Call, s) -> bool:
     if pat.keywords:
         return False
+    if isinstance(s, SyncCluster):
+        return _name(pat.func, "sync_cluster") and not pat.args
     if isinstance(s, Sync):
         return _name(pat.func, "sync") and \
             _all(pat.args, (s.lo, s.hi) if s.ranged else (), match_expr)

@@ -80,6 +80,10 @@ def _keep_sync_orderings(old, new, name):
     bad = broken_async(old, new)
     if bad is not None:
         raise SchedulingError(name, *bad)
+    from .cluster_guard import broken_clusters
+    bad = broken_clusters(old, new, name)
+    if bad is not None:
+        raise SchedulingError(name, *bad)
     from .hopper_guard import broken_hopper
     bad = broken_hopper(old, new, allow_swizzle=name == "set_swizzle",
                         allow_registers=name == "set_registers")

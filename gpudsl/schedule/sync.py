@@ -13,7 +13,7 @@ loop, its iterations and code after it are all covered.
 from __future__ import annotations
 
 from ..analysis.obligations.race_obligations import added_races
-from ..ir.nodes import Const, For, Pass, Sync
+from ..ir.nodes import Const, For, Pass, Sync, SyncCluster
 from ..ir.types import BLOCKS, THREADS
 from .cursors import block_of, stmt_at
 from .edits import delete, insert, replace
@@ -79,6 +79,10 @@ def delete_sync(p, sync):
     if not isinstance(s, Sync):
         raise fail("expected a sync() statement", s.loc,
                    "arrive and wait pair up by phases; they are not removed one by one")
+    if isinstance(s, SyncCluster):
+        raise fail("sync_cluster() orders the blocks of a cluster; delete_sync removes only "
+                   "barriers of one block (sync(), sync(lo, hi))", s.loc,
+                   "keep it, or edit the proc and check() it (docs/hopper.md (clusters))")
     a = c.addr
     _block_level(p.ir, a[:-1], s.loc)
     # a loop or if body the barrier was alone in keeps a `pass` (what the printer writes

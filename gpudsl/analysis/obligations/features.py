@@ -7,7 +7,8 @@ and where the proc's effects hold its uses)."""
 from __future__ import annotations
 
 from ...ir.tma_meaning import TmaElement
-from ...targets import SETMAXNREG, TARGETS, TMA
+from ...targets import CLUSTERS, SETMAXNREG, TARGETS, TMA
+from .cluster_obligations import cluster_uses
 from ..check_report import Diagnostic
 
 # (feature, the construct's name, effects -> locations of its uses)
@@ -15,6 +16,7 @@ USES = [
     (SETMAXNREG, "setmaxnreg()", lambda eff: [si.loc for si in eff.setmaxnregs]),
     (TMA, "tma_load/tma_store", lambda eff: list(dict.fromkeys(
         a.stmt.tma.loc for a in eff.accesses if isinstance(a.stmt, TmaElement)))),
+    (CLUSTERS, "a thread block cluster (@ CLUSTERS, sync_cluster())", cluster_uses),
 ]
 
 

@@ -30,6 +30,7 @@ from ..sync_chains import CHAIN_TIME, first_direct
 from ..sync_counts import kernel_syncs
 from ..tickets import ticket_facts
 from . import Ctx
+from .cluster_obligations import block_alternative, kernel_cluster
 
 _PHASES = PhaseRelation()
 
@@ -132,12 +133,26 @@ def _pairs(eff):
             classes: dict = {}
             for a in accs:
                 if _segment(a) is not None:
-                    classes.setdefault(_shape(a), []).append(a)
+                    # sync_cluster() orders blocks: an access's place matters, not its shape
+                    key = (_shape(a), id(a)) if _cluster_synced(eff, a.kernel) else _shape(a)
+                    classes.setdefault(key, []).append(a)
             reps = list(classes.values())
             for i, c1 in enumerate(reps):
                 for c2 in reps[i:]:
                     if _conflict(c1[0], c2[-1]):
                         yield info, c1[0], c2[-1], {"blocks", "host"}
+
+
+def _cluster_synced(eff, kernel) -> bool:
+    """Does the kernel hold a sync_cluster() (:mod:`.cluster_obligations`)?"""
+    if kernel is None:
+        return False
+    memo = eff.__dict__.setdefault("_cluster_synced", {})
+    if kernel not in memo:
+        from ...ir.nodes import SyncCluster
+        from ...ir.visitor import walk
+        memo[kernel] = any(isinstance(n, SyncCluster) for n in walk(eff.kernels[kernel].loop))
+    return memo[kernel]
 
 
 def _representatives(accs: list) -> list:
@@ -204,6 +219,8 @@ def check_races(ctx: Ctx):
                 modes.discard("blocks")
         for m in ("blocks", "host"):
             if m in modes:
+                if m == "blocks" and kernel_cluster(ctx, a1.kernel)[1]:
+                    continue   # the cluster's phases depend on the path, not the shape
                 key = (m, info.key) + tuple(sorted((_shape(a1), _shape(a2))))
                 if key in asked:
                     modes.discard(m)
@@ -217,6 +234,15 @@ def check_races(ctx: Ctx):
             found[info.key] = found.get(info.key, 0) + (d.kind == "race")
             if d.kind == "race":
                 reported.add(pair)
+
+
+def _one_cluster(ctx, a1, w) -> bool:
+    """Whether a race's two threads (witness ``w``) are in two blocks of one cluster."""
+    loop = kernel_cluster(ctx, a1.kernel)[0] if a1.kernel is not None else None
+    if loop is None:
+        return False
+    b1, b2 = w["thread1"]["block"], w["thread2"]["block"]
+    return all(b1.get(k) == b2.get(k) for k in b1 if k != loop.iter)
 
 
 def _stmt_key(a: KernelAccess):
@@ -347,7 +373,7 @@ def _pair_at(ctx: Ctx, info, a1: KernelAccess, a2: KernelAccess, only, relays):
             bl = [l for l in ki.block_loops]
             eq_block = [_v(t1, l.iter) == _v(t2, l.iter) for l in bl]
             if "blocks" in modes and bl:
-                alts.append(z3.And(*eq_host, z3.Not(z3.And(*eq_block))))
+                alts.append(z3.And(*eq_host, block_alternative(ctx, a1, a2, t1, t2, bl, _v)))
                 tags.append(("blocks", None))
             if "threads" in modes:
                 phase = []
@@ -434,6 +460,11 @@ def _race(ctx, info, a1, a2, t1, t2, i1, alts, tags, model):
             "host": "make the iterations touch distinct elements, or use a seq loop",
             "iterations": "make the iterations touch distinct elements, or use a seq loop"}[
         mode]
+    if mode == "blocks" and _one_cluster(ctx, a1, w):
+        between = "threads of two blocks of one cluster between the same sync_cluster()s"
+        msg = msg.replace("threads of different blocks", between)
+        hint = ("order them with sync_cluster() between the write and the other block's "
+                "access (docs/hopper.md (clusters)), or give each block its own elements")
     if a1.kind == "atomic" or a2.kind == "atomic":
         hint = "an atomic and a plain access to one element conflict; make both atomic " \
                "or separate them with sync()"

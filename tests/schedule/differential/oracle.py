@@ -191,7 +191,8 @@ class Oracle:
             r = run(after, make_args(before.ir, sizes[0], rng), races=True)
             if r[0] == "race":
                 out.append(("race-detected", r[1]))
-            elif r[0] == "fault" and "deadlock" in r[1]:  # ranged / split barriers
+            elif r[0] == "fault" and ("deadlock" in r[1] or "sync_cluster()" in r[1]):
+                # ranged / split barriers; a cluster's blocks not meeting at sync_cluster()
                 out.append(("deadlock-detected", r[1]))
         return out
 

@@ -23,7 +23,8 @@ Three families:
 - ``tma``: kernels with bulk tensor copies (:mod:`.procgen_tma`), only with
   ``GPUDSL_DIFF_FAMILY=tma``; guarded edges (``remove_guard``, ``stage_mem(zeros=True)``):
   ``GPUDSL_DIFF_FAMILY=edge``; grids of tiles (``set_block_order``, :mod:`.procgen_tiles`):
-  ``GPUDSL_DIFF_FAMILY=tiles``.
+  ``GPUDSL_DIFF_FAMILY=tiles``; thread block clusters (:mod:`.procgen_clusters`):
+  ``GPUDSL_DIFF_FAMILY=clusters``.
 
 Values are small integers in float32, so sums are exact in any order.
 """
@@ -447,6 +448,9 @@ class Gen:
         if FAMILY == "edge":  # guarded edges, remove_guard (docs/hopper.md): when asked for
             from .procgen_edges import edge_program
             return edge_program(self.r, name)
+        if FAMILY == "clusters":  # thread block clusters, sync_cluster(): when asked for
+            from .procgen_clusters import clusters_program
+            return clusters_program(self.r, name)
         if FAMILY == "tiles":  # grids of tiles, set_block_order: when asked for
             from .procgen_tiles import tiles_program
             return tiles_program(self.r, name)
