@@ -435,6 +435,14 @@ def recording_lookups(into: list | None = None):
         _LOOKUPS.reset(token)
 
 
+def replay_lookups(asked) -> None:
+    """Tell the recording around this call (:func:`recording_lookups`, if any) the
+    lookups ``asked`` (pairs as it records them), made earlier for a memoized result."""
+    seen = _LOOKUPS.get()
+    if seen is not None:
+        seen.extend(asked)
+
+
 def lookup_winner(task: str, shapes: dict, env: str, db: str | os.PathLike | None = None
                   ) -> dict | None:
     """The winning parameters of ``task`` for these shapes and environment, or None.

@@ -273,13 +273,35 @@ def tuned(key, lookup: Callable, stamp=None):
     stamp = db_stamp() if stamp is None else stamp
     hit = _TUNED.get(key)
     if hit is not None and hit[0] == stamp:
+        replay_lookups(hit[2])
         return hit[1]
-    value = lookup()
+    asked, value = recorded(lookup)
     if len(_TUNED) > 4096:
         _TUNED.clear()
-    _TUNED[key] = (stamp, value)
+    _TUNED[key] = (stamp, value, asked)
     return value
 
 
+def recorded(make: Callable):
+    """``(asked, make())``: the tuning lookups ``make`` asked (``autotune.db``'s
+    records), told to the recording around this call too, for a memo to keep."""
+    from ..autotune import db
+
+    with db.recording_lookups() as asked:
+        value = make()
+    db.replay_lookups(asked)
+    return tuple(asked), value
+
+
+def replay_lookups(asked: tuple) -> None:
+    """A memo's hit tells the recording around it (a graph compile's, whose cache
+    entry must list every lookup its choices rest on) the lookups its value rests on.
+    No recording is possible before ``autotune.db`` is imported."""
+    if asked:
+        db = sys.modules.get("gpudsl.autotune.db")
+        if db is not None:
+            db.replay_lookups(asked)
+
+
 __all__ = ["Node", "FLOATS", "Launch", "ShapeError", "register", "unregister", "get", "by_graph",
-           "all_nodes", "array_params", "tuned", "db_stamp"]
+           "all_nodes", "array_params", "tuned", "db_stamp", "recorded", "replay_lookups"]

@@ -14,7 +14,8 @@ import numpy as np
 
 from . import node_shapes as rule
 from .node_registry import (FLOATS, Launch, Node, ShapeError, all_nodes, array_params, by_graph,
-                    db_stamp, get, register, tuned, unregister)
+                    db_stamp, get, recorded, register, replay_lookups, tuned,
+                    unregister)
 
 # ------------------------------------------------------------------ kernel choices
 
@@ -502,7 +503,10 @@ _PLANS: dict = {}
 def plan(node: Node, shapes: tuple, attrs: dict, backend: str) -> Launch:
     """``node.launch(shapes, attrs, backend)``, looked up once per (node, shapes,
     attributes, backend) and tuning database version: the shape work and the kernel
-    choice of a repeated call cost a dictionary lookup and one ``stat``."""
+    choice of a repeated call cost a dictionary lookup and one ``stat``.  A hit tells
+    the tuning lookups the plan made to whoever records them now (a graph compile's
+    cache entry must list them, or a later change of the tuned winner would not
+    miss that entry)."""
     stamp = db_stamp()
     try:
         key = (node.name, shapes, tuple(attrs.items()), backend)
@@ -510,11 +514,12 @@ def plan(node: Node, shapes: tuple, attrs: dict, backend: str) -> Launch:
     except TypeError:  # an attribute that is not hashable: no cache
         return node.launch(shapes, attrs, backend)
     if hit is not None and hit[0] == stamp and hit[1] is node:
+        replay_lookups(hit[3])
         return hit[2]
-    launch = node.launch(shapes, attrs, backend)
+    asked, launch = recorded(lambda: node.launch(shapes, attrs, backend))
     if len(_PLANS) > 4096:
         _PLANS.clear()
-    _PLANS[key] = (stamp, node, launch)
+    _PLANS[key] = (stamp, node, launch, tuple(asked))
     return launch
 
 

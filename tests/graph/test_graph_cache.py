@@ -130,6 +130,31 @@ def test_a_changed_tuning_answer_misses(cache_on, compiles, monkeypatch):
     assert len(compiles) == 2
 
 
+def test_a_changed_tuning_answer_misses_when_the_plans_were_made_before(tmp_path, compiles,
+                                                                       monkeypatch):
+    """The kernel choices are memoized per process (``node_table.plan``); a graph
+    compiled after an uncached compile of the same shapes took its plans from the memo
+    and its cache entry listed no tuning lookups, so a changed winner did not miss
+    (seen in a CI run where another test had compiled the model first)."""
+    from gpudsl.autotune import db
+    from gpudsl.stdlib import node_table
+
+    monkeypatch.setattr(node_table, "_PLANS", {})
+    y, reference = _mnist()
+    monkeypatch.setenv("GPUDSL_GRAPH_CACHE", "0")
+    graph.compile(y, device="emulator")            # the plans are made (and memoized) here
+    monkeypatch.setenv("GPUDSL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GPUDSL_GRAPH_CACHE", "1")
+    graph.compile(y, device="emulator")            # stored, its plans from the memo
+    graph.compile(y, device="emulator")
+    assert len(compiles) == 2
+    real = db._lookup_winner
+    monkeypatch.setattr(db, "_lookup_winner",
+                        lambda task, *a: {"bm": 32} if task == "matmul" else real(task, *a))
+    graph.compile(y, device="emulator")
+    assert len(compiles) == 3
+
+
 def test_a_changed_constant_that_the_compile_read_misses():
     entry = {"constants": {"s": graph_cache.constant_digest(np.ones(1, np.float32))},
              "lookups": []}
