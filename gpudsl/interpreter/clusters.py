@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from ..errors import InterpError
 from ..ir.nests import block_shape
-from ..ir.nodes import Alloc, Assign, Atomic, Reduce
-from ..ir.visitor import walk
 
 _SAVED = ("bstack", "bkey", "bdims", "nthreads", "multi", "kdims", "tkey", "tnames", "tvals",
           "cphase")
@@ -115,13 +113,7 @@ def emit_cluster_loop(self, s) -> None:
     outer = set(self.scalars)
     self.line(f"def {fn}(v_{s.iter}):")
     self.depth += 1
-    assigned = sorted({n.name for n in walk(s.body) if isinstance(n, (Assign, Reduce))}
-                      | {n.result for n in walk(s.body) if isinstance(n, Atomic)
-                         and n.result is not None})
-    shared = [f"sc_{n}" for n in assigned if n in outer and n not in
-              {a.name for a in walk(s.body) if isinstance(a, Alloc)}]
-    if shared:
-        self.line(f"nonlocal {', '.join(shared)}")
+    self.nonlocal_scalars(s.body, outer)
     self.known.add(s.iter)
     self.block_bodies.append(s.body)
     if self.race:

@@ -203,13 +203,7 @@ class ProcEmitter(ExprEmitter):
         outer = set(self.scalars)
         self.line(f"def {fn}(v_{s.iter}):")
         self.depth += 1
-        assigned = sorted({n.name for n in walk(s.body) if isinstance(n, (Assign, Reduce))}
-                          | {n.result for n in walk(s.body) if isinstance(n, Atomic)
-                             and n.result is not None})
-        shared = [f"sc_{n}" for n in assigned if n in outer and n not in
-                  {a.name for a in walk(s.body) if isinstance(a, Alloc)}]
-        if shared:
-            self.line(f"nonlocal {', '.join(shared)}")
+        self.nonlocal_scalars(s.body, outer)
         saved, self.in_warp = self.in_warp, True
         self.known.add(s.iter)
         self.tdepth += 1
@@ -227,6 +221,17 @@ class ProcEmitter(ExprEmitter):
                   f"{self._block_x()})")
         if self.race:
             self.line(f"_ctx.thread_done({tl})")
+
+    def nonlocal_scalars(self, body, outer: set) -> None:
+        """The ``nonlocal`` line of a nested function (a thread's or a block's) that
+        assigns scalars of the enclosing code (``outer``) in ``body``."""
+        assigned = sorted({n.name for n in walk(body) if isinstance(n, (Assign, Reduce))}
+                          | {n.result for n in walk(body) if isinstance(n, Atomic)
+                             and n.result is not None})
+        shared = [f"sc_{n}" for n in assigned if n in outer and n not in
+                  {a.name for a in walk(body) if isinstance(a, Alloc)}]
+        if shared:
+            self.line(f"nonlocal {', '.join(shared)}")
 
     def _cluster_loop(self, s: For):
         clusters.emit_cluster_loop(self, s)
