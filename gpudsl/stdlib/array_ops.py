@@ -21,6 +21,7 @@ from .halves import dtype_of as _dtype_of
 from ..runtime import driver as _driver
 from ..runtime import torch_tensors as _torch_tensors
 from . import ops_fast as _fast
+from .node_shapes import matmul_precision_problem
 from .node_table import get, plan
 from .node_registry import db_stamp
 from .op_arguments import (_ANY_FLOAT, RANKS, _is_array, _is_device, _is_scalar, as_int,
@@ -337,16 +338,17 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
     sm_90a GPU the TF32 wgmma kernel, 2-D, ``[n] @ [n, k]`` or batched, the reduction a
     multiple of 16, ``b`` transposed into a scratch array first: ``matmul_sm90_tf32``;
     ``b = w.T`` of a contiguous ``w``, 2-D or ``[n] @``: the kernel reads ``w``, no
-    transpose).
+    transpose); refused on float16/bfloat16 operands, as by the graph's ``MatMulNode``
+    (``node_shapes.matmul_precision_problem``).
     ``stages`` (fp32): 2 (double-buffered tiles, one barrier per k step; the default)
     or 1 (the single-stage kernel) for the big-tile kernel, instead of the tuned or
     default choice; ``async_stages``: 2 to 4, the big-tile kernel's (or the TF32
     kernel's) tiles copied by asynchronous copies into a circular buffer that deep
     (``cp.async`` on sm_80+); other kernels ignore both."""
-    require(precision in ("fp32", "tf32"),
-            f"precision must be 'fp32' or 'tf32', not {precision!r}")
     sa, sb = check_tensor("a", a, dtypes=_ANY_FLOAT), check_tensor("b", b, dtypes=_ANY_FLOAT)
     dt = _common_dtype("matmul", a=a, b=b)
+    problem = matmul_precision_problem(precision, dt)   # the graph's MatMulNode's rule
+    require(problem is None, problem)
     if dt != "f32":  # f16/bf16: tensor cores (f32 accumulation) where the tiles divide
         from .matmul_sm80 import plan_matmul_half_for   # sm_80-class: the multistage kernel
 
