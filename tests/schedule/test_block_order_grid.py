@@ -57,3 +57,21 @@ def test_a_batch_inside_the_pair_takes_y_and_has_no_limit():
     src = q.cuda_source()
     assert "gridDim.y" in src                  # z strides over y
     assert not _grid_refusals(q), q.check()
+
+
+def test_sizes_given_to_check_are_tested_as_codegen_tests_them():
+    src = """
+def tiles(m: size, n: size, out: i32[1]):
+    for bi in par(0, m) @ BLOCKS:
+        for bj in par(0, n) @ BLOCKS:
+            for t in par(0, 1) @ THREADS:
+                if bi == 0 and bj == 0:
+                    out[0] = 1
+"""
+    q = set_block_order(proc_from_source(src.strip() + "\n", NS), "bi", "bj", group=8)
+    assert q.check().ok                       # symbolic: checked at launch
+    r = q.check(m=65536, n=65536)
+    assert not r.ok and "bi x bj (65536 x 65536 blocks)" in str(r)
+    with pytest.raises(CompileError, match="blockIdx.x takes at most"):
+        q.cuda_source(m=65536, n=65536)
+    assert q.check(m=40000, n=50000).ok
