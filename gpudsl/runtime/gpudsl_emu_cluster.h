@@ -24,6 +24,9 @@ struct Team {
   long long gen = 0;        // rounds completed
   bool mixed = false;       // the last round mixed sync_cluster() with a finished block
   bool broken = false;      // a member stopped: every wait returns 2
+  Block* members[16] = {};  // by rank (gpudsl_emu_dsmem.h)
+  long long arrivals = 0;   // arrives on cluster barriers so far
+  int idle = 0;             // members whose fibers all wait, since the last arrival
 };
 
 enum { AT_CLUSTER_SYNC = 1, AT_CLUSTER_END = 2 };
@@ -42,6 +45,11 @@ static int team_arrive(Team* t, int kind) {
     t->gen++;
     t->cv.notify_all();
     return t->mixed ? 1 : 0;
+  }
+  if (t->idle + t->arrived >= t->c) {   // the others idle: nobody will come
+    t->broken = true;
+    t->cv.notify_all();
+    return 2;
   }
   while (t->gen == g && !t->broken) {
     if (g_abort.load(std::memory_order_relaxed)) {
