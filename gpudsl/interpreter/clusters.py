@@ -50,8 +50,8 @@ class Team:
     blocks arrive on (``cluster=True``), by name and rank, and a count of the events that
     may unblock a block (an arrive, a barrier allocated)."""
 
-    def __init__(self, c: int):
-        self.c = c
+    def __init__(self, c: int, lo: int = 0):
+        self.c, self.lo = c, lo
         self.bars: dict = {}
         self.progress = 0
 
@@ -59,17 +59,55 @@ class Team:
         self.bars.setdefault(name, {})[rank] = bar
         self.progress += 1
 
+    def elements(self, rank: int) -> list:
+        """Block ``rank``'s barrier elements that the blocks arrive on, in a fixed order."""
+        out = []
+        for name in sorted(self.bars):
+            b = self.bars[name].get(rank)
+            if b is not None:
+                out += b if isinstance(b, list) else [b]
+        return out
 
-def cluster_arrive(team, name: str, e, rank: int, lo: int, hi: int, acc, count: int = 1):
+    def snapshot(self, rank: int) -> tuple:
+        """How many times block ``rank`` has arrived on each of its elements."""
+        return tuple(b.sent.get(rank, 0) for b in self.elements(rank))
+
+    def ordered(self, old_snap: tuple, old_t, rank: int, t) -> bool:
+        """Is an access of thread ``old_t`` of another block of the cluster, made when its
+        block had arrived ``old_snap`` times, ordered before thread ``t`` of block ``rank``
+        now: ``old_t`` in an element's arrive range, and ``t`` has waited on that element
+        (of its own block) more times (the direct edge check() uses)."""
+        if old_t is None or t is None or not old_snap:
+            return False
+        for n, b in zip(old_snap, self.elements(rank)):
+            rng = b.range
+            if rng is not None and rng[0] <= old_t < rng[1] and b.waits.get(t, 0) > n:
+                return True
+        return False
+
+
+def cluster_arrive(ctx, team, name: str, e, rank: int, lo: int, hi: int, acc,
+                   count: int = 1):
     """``arrive(bar[e], lo, hi, cluster=True)`` by block ``rank``: on the element of every
-    block's barrier; False (nothing done) while a block has not allocated it yet."""
-    from .sync_order import ring_element
+    block's barrier; False (nothing done) while a block has not allocated it yet.  With
+    the race detector, the block's own arrive is an event of its partial order."""
+    from .sync_order import _block_level, _check_range, _mask, ring_element
     mine = team.bars.get(name, {})
     if len(mine) < team.c:
         return False
+    if ctx is not None and ctx.kernel:
+        what = f"arrive({name}, {lo}, {hi}, cluster=True)"
+        _block_level(ctx, what, acc)
+        _check_range(ctx, what, lo, hi, acc)
+    own = None
     for q in sorted(mine):
         bar = mine[q] if e is None else ring_element(mine[q], e, acc)
+        k = bar.sent.get(rank, 0)
         bar.cluster_arrive(rank, lo, hi, acc, count, team.c)
+        if q == rank:
+            own = (bar, k)
+    if ctx is not None and ctx.kernel and own is not None:
+        ctx.order.events.append(("arrive", _mask(lo, hi), own[0], own[1]))
     team.progress += 1
     return True
 
@@ -79,13 +117,14 @@ def cluster_loop(ctx, lo: int, hi: int, fn, loc) -> None:
     until it reaches a sync_cluster() or blocks (a wait for a phase other blocks complete,
     a cluster arrive before every block allocated the barrier), in turn; a sync_cluster()
     passes when every block stands at it.  A round in which no block moves is a deadlock."""
-    team = Team(hi - lo)
+    team = Team(hi - lo, lo)
     gens = {r: fn(r, team) for r in range(lo, hi)}
     at_sync: set = set()
     done: set = set()
     base = None
     if ctx is not None:
         ctx.clusters = True
+        ctx.team = team
         base = _save(ctx)
         base["cphase"] = 0
         states = {}
@@ -138,8 +177,11 @@ def _leave(ctx, base) -> None:
 
 def global_access(tr, k: int, kind: int, entry, conflicts) -> None:
     """The race detector's check of a GLOBAL access against other blocks of the kernel,
-    where blocks of one cluster are ordered by ``sync_cluster()``: per element and kind, the
-    latest access of each block with its cluster and cluster phase."""
+    where blocks of one cluster are ordered by ``sync_cluster()`` (the same cluster phase
+    or not) and by arrives on every block's barrier (:meth:`Team.ordered`): per element
+    and kind, the latest access of each thread of each block with its cluster, cluster
+    phase and its block's arrive counts."""
+    from .sync_order import flat_thread
     ctx = tr.ctx
     g = tr.gcells.get(k)
     if g is None or g[0] != ctx.kernel or not isinstance(g[1], dict):
@@ -148,11 +190,19 @@ def global_access(tr, k: int, kind: int, entry, conflicts) -> None:
     b = ctx.bkey
     ck = b[:-1] if ctx.in_cluster and b else None
     cp = ctx.cphase
+    team = getattr(ctx, "team", None) if ck is not None else None
+    rank = b[-1][1] - team.lo if team is not None else None
+    t = flat_thread(ctx, ctx.tkey) if team is not None else None
     for c in conflicts[kind]:
-        for ob, (ock, ocp, e) in g[c].items():
-            if ob != b and not (ck is not None and ock == ck and ocp != cp):
-                tr._race(k, e, c, entry, kind, True)
-    g[kind][b] = (ck, cp, entry)
+        for (ob, ot), (ock, ocp, e, osnap) in g[c].items():
+            if ob == b:
+                continue
+            if ck is not None and ock == ck and (
+                    ocp != cp or (team is not None and team.ordered(osnap, ot, rank, t))):
+                continue
+            tr._race(k, e, c, entry, kind, True)
+    snap = team.snapshot(rank) if team is not None and team.bars else ()
+    g[kind][(b, t)] = (ck, cp, entry, snap)
 
 
 # ------------------------------------------------------------------ emitting
@@ -167,10 +217,6 @@ def emit_cluster_loop(self, s) -> None:
                           "copies is not interpreted yet", s.loc,
                           "docs/hopper.md (clusters)")
     bars = cluster_bars(s.body)
-    if self.race and bars:
-        raise InterpError("the race detector does not follow arrives on every block of a "
-                          "cluster (cluster=True) yet", s.loc,
-                          "interpret without detect_races; check() proves the kernel")
     if self.race:
         self.line("_ctx.kernel_enter()")
     fn = self.fresh("_blk")
@@ -249,7 +295,7 @@ def emit_cluster_split(self, s, acc: str, fn: str) -> bool:
             return False
         f = self.const(cluster_arrive, "_F")
         e = "None" if s.index is None else self.ex(s.index)
-        self.line(f"while not {f}(_team, {s.name!r}, {e}, v_{at[0]} - ({at[1]}), "
+        self.line(f"while not {f}(_ctx, _team, {s.name!r}, {e}, v_{at[0]} - ({at[1]}), "
                   f"{self.ex(s.lo)}, {self.ex(s.hi)}, {acc}, {s.count}):")
         self.line(f"    yield {BLOCKED}")
         return True

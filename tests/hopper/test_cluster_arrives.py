@@ -138,10 +138,28 @@ def test_interpreter_reports_an_arrive_for_the_phase_after():
         _run(_p(**ARRIVE_TWICE))
 
 
-def test_the_race_detector_refuses_it_for_now():
-    with pytest.raises(InterpError, match="race detector does not follow"):
-        gpudsl.interpret(_p(), n=256, x=np.zeros(256, np.float32), y=np.zeros(256, np.float32),
+def _races(p, n=512):
+    from gpudsl.errors import RaceError
+    try:
+        gpudsl.interpret(p, n=n, x=np.zeros(n, np.float32), y=np.zeros(n, np.float32),
                          detect_races=True)
+    except RaceError as e:
+        return str(e)
+    return None
+
+
+def test_the_race_detector_orders_blocks_by_cluster_arrives():
+    assert _races(_p()) is None
+    assert "GLOBAL x[" in _races(_p(**{", cluster=True": ""}))
+    # threads 64..127 read the partner's half without having waited
+    assert "GLOBAL x[" in _races(_p(**{"            wait(done, 0, 128)\n":
+                                       "            wait(done, 0, 64)\n"}))
+
+
+def test_the_race_detector_runs_the_rounds():
+    x, y = np.zeros(256, np.float32), np.zeros(256, np.float32)
+    gpudsl.interpret(_p(RING), n=256, k=3, x=x, y=y, detect_races=True)
+    assert np.array_equal(y, np.full(256, 6, np.float32))
 
 
 # ------------------------------------------------------------------ check()
