@@ -27,6 +27,7 @@ struct Team {
   Block* members[16] = {};  // by rank (gpudsl_emu_dsmem.h)
   long long arrivals = 0;   // arrives on cluster barriers so far
   int idle = 0;             // members whose fibers all wait, since the last arrival
+  bool deadlocked = false;  // broken because every member waits (gpudsl_emu_dsmem.h)
 };
 
 enum { AT_CLUSTER_SYNC = 1, AT_CLUSTER_END = 2 };
@@ -47,7 +48,7 @@ static int team_arrive(Team* t, int kind) {
     return t->mixed ? 1 : 0;
   }
   if (t->idle + t->arrived >= t->c) {   // the others idle: nobody will come
-    t->broken = true;
+    t->broken = t->deadlocked = true;
     t->cv.notify_all();
     return 2;
   }
@@ -82,6 +83,10 @@ static inline void sync_cluster(const char* file, int line) {
         snprintf(msg, sizeof msg, "cluster barrier divergence: the block waits at sync_cluster() at %s:%d "
                  "while another block of its cluster finished without reaching it; every block of a "
                  "cluster must reach the same sync_cluster()s", file, line);
+      else if (b->team->deadlocked)
+        snprintf(msg, sizeof msg, "deadlock: every block of the cluster waits (this one at "
+                 "sync_cluster() at %s:%d, others at mbarriers or named barriers) and none can "
+                 "complete what another waits for", file, line);
       else
         snprintf(msg, sizeof msg, "stopped at sync_cluster() at %s:%d: another block of the cluster "
                  "failed", file, line);

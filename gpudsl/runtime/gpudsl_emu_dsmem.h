@@ -107,30 +107,35 @@ static int release_completed(Block* b) {
   return n;
 }
 
+static void report_idle_deadlock(Block* b) {
+  char msg[512], w1[64];
+  Fiber* f = nullptr;
+  for (int j = 0; j < b->n && !f; ++j)
+    if (b->st[j] == AT_MBAR || b->st[j] == AT_NBAR) f = b->fibers[j];
+  snprintf(msg, sizeof msg, "deadlock: every block of the cluster waits (at mbarriers, named "
+           "barriers or sync_cluster(), or has finished) and none can complete what another "
+           "waits for, e.g. %s at %s:%d", f ? where(f, w1, sizeof w1) : "?",
+           f && f->file ? f->file : "?", f ? f->line : 0);
+  fail(b, msg);
+}
+
 // Every fiber of a team's block waits: 0 when some may run again, -1 on deadlock or failure.
 static int team_idle(Block* b) {
   Team* t = b->team;
   std::unique_lock<std::mutex> lk(t->mu);
   for (;;) {
     if (t->broken) {
-      fail(b, "stopped: another block of the cluster failed");
+      if (t->deadlocked) report_idle_deadlock(b);
+      else fail(b, "stopped: another block of the cluster failed");
       return -1;
     }
     if (release_completed(b)) return 0;
     long long g = t->arrivals;
     t->idle++;
     if (t->idle + t->arrived >= t->c) {
-      char msg[512], w1[64];
-      Fiber* f = nullptr;
-      for (int j = 0; j < b->n && !f; ++j)
-        if (b->st[j] == AT_MBAR || b->st[j] == AT_NBAR) f = b->fibers[j];
-      snprintf(msg, sizeof msg, "deadlock: every block of the cluster waits (at mbarriers, named "
-               "barriers or sync_cluster()) and none can complete what another waits for, e.g. %s "
-               "at %s:%d", f ? where(f, w1, sizeof w1) : "?", f && f->file ? f->file : "?",
-               f ? f->line : 0);
-      t->broken = true;
+      t->broken = t->deadlocked = true;
       t->cv.notify_all();
-      fail(b, msg);
+      report_idle_deadlock(b);
       return -1;
     }
     while (t->arrivals == g && !t->broken) {

@@ -317,3 +317,24 @@ def test_primitives_keep_or_refuse_it():
     why = broken_clusters(p.ir, moved.ir, "fission")
     assert why is not None and "arrive on each other's barriers" in why[0]
     assert broken_clusters(p.ir, moved.ir, "rename") is None
+
+
+def test_emulator_reports_a_block_that_waits_forever_in_a_cluster():
+    # rank 0 waits on a barrier nobody arrives on; rank 1 finishes (or waits at the
+    # closing sync_cluster()): a deadlock of the cluster, reported, never a hang
+    src = RELAY.replace("            arrive(done, 0, 128, cluster=True)\n", "").replace(
+        "            wait(done, 0, 128)\n",
+        "            if r == 0:\n                wait(done, 0, 128)\n")
+    for extra in ("", "            sync_cluster()\n"):
+        p = proc_from_source(src + extra, NS)
+        with pytest.raises(LaunchError, match="deadlock"):
+            p.compile("emulator", check=False)(n=512, x=np.zeros(512, np.float32),
+                                               y=np.zeros(512, np.float32))
+
+
+def test_check_refuses_a_phase_of_too_many_arrivals():
+    # 2 blocks x 128 threads x 5000 arrivals each: past an mbarrier's 2^20 - 1
+    r = _p(**{"cluster=True": "count=5000, cluster=True"}).check(**SM90A)
+    d = [d for d in r.diagnostics if d.kind == "resource"]
+    assert d and d[0].witness["arrivals"] == 2 * 128 * 5000, r
+    assert _p(**{"cluster=True": "count=4000, cluster=True"}).check(**SM90A).ok

@@ -94,7 +94,7 @@ def check_cluster_arrives(ctx) -> None:
             continue
         arrives = [si for si in ctx.eff.syncs if si.kernel == k and
                    isinstance(si.stmt, Arrive) and si.at is not None]
-        ok = _placement(ctx, arrives)
+        ok = _placement(ctx, arrives) and _expected_count(ctx, arrives)
         ks = kernel_syncs(ctx, k)
         if ok and ks is not None:
             for bar in sorted(cluster_bars(ctx, k)):
@@ -123,6 +123,27 @@ def _placement(ctx, arrives) -> bool:
                 "arrive with cluster=True everywhere on it, or use two barriers"))
             ok = False
     return ok
+
+
+def _expected_count(ctx, arrives) -> bool:
+    """A phase expects ``c * (hi - lo) * count`` arrivals: at most an mbarrier's 2^20 - 1
+    (kind ``"resource"``)."""
+    MAX_COUNT = (1 << 20) - 1   # PTX: an mbarrier expects at most this many arrivals
+    for si in arrives:
+        s = si.stmt
+        loop = next((l for l in si.loops if l.cluster), None)
+        if not s.cluster or loop is None or not hasattr(loop.hi, "val") or \
+                not hasattr(loop.lo, "val"):
+            continue
+        n = (loop.hi.val - loop.lo.val) * (s.hi.val - s.lo.val) * s.count
+        if n > MAX_COUNT:
+            ctx.diagnostics.append(Diagnostic(
+                "resource", f"`{_text(s)}`: each phase expects {n} arrivals (the cluster's "
+                f"blocks times the range times count=), more than an mbarrier's {MAX_COUNT}",
+                [si.loc], {"arrivals": n}, "arrive from fewer threads with a larger count, "
+                "e.g. one thread per warp"))
+            return False
+    return True
 
 
 def _sc_counter(ks) -> KeyCounter:
