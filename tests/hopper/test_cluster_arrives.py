@@ -183,6 +183,8 @@ def test_check_finds_the_race_of_threads_that_do_not_wait():
     r = proc_from_source(src, NS).check(**SM90A)
     races = [d for d in r.diagnostics if d.kind == "race"]
     assert races and races[0].witness["between"] == "blocks", r
+    assert "not ordered by an arrive on every block's barrier" in races[0].message
+    assert "cluster=True" in races[0].hint
     # the reading thread is one that did not wait
     reader = [t for t in (races[0].witness["thread1"], races[0].witness["thread2"])
               if t["thread"]["t"] >= 64]
