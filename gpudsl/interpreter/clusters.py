@@ -28,17 +28,32 @@ def misplaced(loc):
                       "put it inside `par(0, c) @ CLUSTERS`, outside THREADS loops")
 
 
-def _save(ctx) -> dict:
+def _save(ctx, own: bool = True) -> dict:
+    """The running block's place (``own``: with its phase and partial order)."""
     st = {k: getattr(ctx, k, None) for k in _SAVED}
     st["bstack"] = list(ctx.bstack)
+    if own:
+        st["phase"], st["order"] = ctx.phase, ctx.order
     return st
 
 
-def _restore(ctx, st: dict) -> None:
+def _restore(ctx, st: dict, resume: bool = False) -> None:
+    """The running block's place.  A turn that starts after a barrier (the block's first,
+    or after a sync_cluster()) starts a new barrier phase of the block with its own
+    partial order; a block that resumes where it waited for another block (``resume``)
+    goes on in its phase, with its partial order (so races inside the block across that
+    point are still seen)."""
+    from .sync_order import PartialOrder
     for k, v in st.items():
-        setattr(ctx, k, v)
+        if k not in ("phase", "order"):
+            setattr(ctx, k, v)
     ctx.bstack = list(st["bstack"])
-    ctx.phase += 1          # a new barrier phase: the turn starts after a barrier
+    if resume and st.get("order") is not None:
+        ctx.phase, ctx.order = st["phase"], st["order"]
+        return
+    ctx.new_phase()
+    order = st.get("order")
+    ctx.order = order if order is not None else PartialOrder()
     ctx.order.reset()
 
 
@@ -121,11 +136,13 @@ def cluster_loop(ctx, lo: int, hi: int, fn, loc) -> None:
     gens = {r: fn(r, team) for r in range(lo, hi)}
     at_sync: set = set()
     done: set = set()
-    base = None
+    blocked: set = set()   # blocks that yielded where they wait for another
+    base = outer_order = None
     if ctx is not None:
         ctx.clusters = True
         ctx.team = team
-        base = _save(ctx)
+        base = _save(ctx, own=False)
+        outer_order = ctx.order
         base["cphase"] = 0
         states = {}
     passed = 0
@@ -135,13 +152,16 @@ def cluster_loop(ctx, lo: int, hi: int, fn, loc) -> None:
             if r in at_sync or r in done:
                 continue
             if ctx is not None:
-                _restore(ctx, states.get(r, base))
+                _restore(ctx, states.get(r, base), resume=r in blocked)
                 ctx.in_cluster = True
             before = team.progress
             try:
                 kind = next(g)
+                blocked.discard(r)
                 if kind == SYNC:
                     at_sync.add(r)
+                else:
+                    blocked.add(r)
                 moved = moved or kind == SYNC or team.progress != before
             except StopIteration:
                 done.add(r)
@@ -150,7 +170,7 @@ def cluster_loop(ctx, lo: int, hi: int, fn, loc) -> None:
                 states[r] = _save(ctx)
         if at_sync and len(at_sync) + len(done) == len(gens):
             if done:
-                _leave(ctx, base)
+                _leave(ctx, base, outer_order)
                 raise InterpError(
                     f"divergence: block(s) {sorted(done)} of the cluster finished while "
                     f"block(s) {sorted(at_sync)} wait at their sync_cluster() number "
@@ -160,18 +180,21 @@ def cluster_loop(ctx, lo: int, hi: int, fn, loc) -> None:
             at_sync.clear()
         elif not moved:
             stuck = sorted(set(gens) - done - at_sync)
-            _leave(ctx, base)
+            _leave(ctx, base, outer_order)
             raise InterpError(
                 f"deadlock: block(s) {stuck} of the cluster wait for a barrier phase (or "
                 "for a block to allocate a barrier) that no block can complete any more",
                 loc, "every block's waits need arrives that every block of the cluster "
                 "reaches before them")
-    _leave(ctx, base)
+    _leave(ctx, base, outer_order)
 
 
-def _leave(ctx, base) -> None:
+def _leave(ctx, base, order=None) -> None:
     if ctx is not None:
         _restore(ctx, base)
+        if order is not None:
+            ctx.order = order
+            order.reset()
         ctx.in_cluster = False
 
 

@@ -340,3 +340,38 @@ def test_check_refuses_a_phase_of_too_many_arrivals():
     d = [d for d in r.diagnostics if d.kind == "resource"]
     assert d and d[0].witness["arrivals"] == 2 * 128 * 5000, r
     assert _p(**{"cluster=True": "count=4000, cluster=True"}).check(**SM90A).ok
+
+
+INNER = '''
+@proc
+def inner(n: size, x: f32[n] @ GLOBAL, y: f32[n] @ GLOBAL):
+    assert n % 256 == 0
+    for b in par(0, n // 256) @ BLOCKS:
+        for r in par(0, 2) @ CLUSTERS:
+            done: barrier @ SHARED
+            s: f32[128] @ SHARED
+            for t in par(0, 128) @ THREADS:
+                s[t] = x[b * 256 + r * 128 + t]
+            arrive(done, 0, 128, cluster=True)
+            wait(done, 0, 64)
+            for t in par(0, 128) @ THREADS:
+                y[b * 256 + r * 128 + t] = s[127 - t]
+'''
+
+
+def test_the_race_detector_sees_a_race_inside_a_block_across_its_wait_for_another():
+    # threads 64..127 did not wait: their reads of s meet the writes of threads 0..63.
+    # The block yields at the wait (the other block has not arrived yet) and resumes in
+    # the same barrier phase (a new phase at each turn hid the race)
+    from gpudsl.errors import RaceError
+
+    bad = _p(INNER)
+    assert "race" in bad.check(**SM90A).kinds()
+    with pytest.raises(RaceError, match="SHARED s"):
+        gpudsl.interpret(bad, n=512, x=np.arange(512, dtype=np.float32),
+                         y=np.zeros(512, np.float32), detect_races=True)
+    good = _p(INNER, **{"wait(done, 0, 64)": "wait(done, 0, 128)"})
+    assert good.check(**SM90A).ok
+    y = np.zeros(512, np.float32)
+    gpudsl.interpret(good, n=512, x=np.arange(512, dtype=np.float32), y=y, detect_races=True)
+    assert y[0] == 127.0 and y[128] == 255.0
