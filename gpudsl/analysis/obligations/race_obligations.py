@@ -144,14 +144,15 @@ def _pairs(eff):
 
 
 def _cluster_synced(eff, kernel) -> bool:
-    """Does the kernel hold a sync_cluster() (:mod:`.cluster_obligations`)?"""
+    """Does the kernel hold a sync_cluster() or an arrive on every block of the cluster
+    (:mod:`.cluster_obligations`: its blocks meet, so an access's place matters)?"""
     if kernel is None:
         return False
     memo = eff.__dict__.setdefault("_cluster_synced", {})
     if kernel not in memo:
-        from ...ir.nodes import SyncCluster
         from ...ir.visitor import walk
-        memo[kernel] = any(isinstance(n, SyncCluster) for n in walk(eff.kernels[kernel].loop))
+        from .cluster_obligations import _meets
+        memo[kernel] = any(_meets(n) for n in walk(eff.kernels[kernel].loop))
     return memo[kernel]
 
 
