@@ -148,6 +148,8 @@ class ProcEmitter(AsyncStmtEmitter, ExprEmitter):
     def _split(self, s, fn: str):
         """``arrive`` / ``wait`` on a split barrier (:mod:`.sync_order`)."""
         acc = self.access(s.loc, _stmt_text(s), fn, s.name)
+        if clusters.emit_cluster_split(self, s, acc, fn):
+            return
         f = self.const(getattr(sync_order, fn), "_F")
         bar = f"b_{s.name}"
         if s.index is not None:
@@ -171,7 +173,7 @@ class ProcEmitter(AsyncStmtEmitter, ExprEmitter):
     def _For(self, s: For):
         if s.mapping == THREADS and holds_collective(s.body):
             return self._warp_loop(s)
-        if s.cluster and any(isinstance(n, SyncCluster) for n in walk(s.body)):
+        if s.cluster and clusters.holds_meeting(s.body):
             return self._cluster_loop(s)
         if s.mapping == BLOCKS:
             self.block_bodies.append(s.body)
@@ -299,6 +301,7 @@ class ProcEmitter(AsyncStmtEmitter, ExprEmitter):
                 self.line(f"b_{n} = [{sb}({n!r} + '[' + str(j) + ']') for j in range({k})]")
             else:
                 self.line(f"b_{n} = {sb}({n!r})")
+            clusters.emit_register(self, n)
             return
         self._no_numpy(s.ty, s.loc)
         if not s.shape and not self.race:

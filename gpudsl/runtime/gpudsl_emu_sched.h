@@ -100,6 +100,8 @@ struct Block {
   Team* team = nullptr;        // a cluster launch: this OS thread's team, its rank in it
   int rank = 0;
   long long cluster_q = 0;     // the next cluster the team runs
+  char* anchor = nullptr;      // this OS thread's thread_local anchor (gpudsl_emu_dsmem.h)
+  size_t dyn_bytes = 0;
 };
 
 // ------------------------------------------------------------------ errors
@@ -428,6 +430,7 @@ static int resolve_warps(Block* b) {
 
 // End of a pass: nobody is runnable.  Returns the fiber to run next, or -1 (done or failed).
 static int blocked_deadlock(Block* b);
+static int team_idle(Block* b);
 static int resolve(Block* b) {
   char msg[1024], w1[64], w2[64];
   {  // threads released by a named barrier or an mbarrier during the pass
@@ -438,6 +441,13 @@ static int resolve(Block* b) {
     int r = resolve_warps(b);
     if (r < 0) return -1;
     if (r > 0) return first_runnable(b);
+  }
+  if (b->nblocked > 0 && b->team) {   // other blocks of the cluster may release them
+    for (;;) {
+      if (team_idle(b) < 0) return -1;
+      int j = first_runnable(b);
+      if (j >= 0) return j;
+    }
   }
   if (b->nblocked > 0) return blocked_deadlock(b);
   if (b->nbar > 0) {
@@ -556,6 +566,7 @@ static inline char* dynamic_smem() { return self()->blk->dyn_smem; }
 
 #include "gpudsl_emu_bars.h"
 #include "gpudsl_emu_cluster.h"
+#include "gpudsl_emu_dsmem.h"
 
 // ------------------------------------------------------------------ launching
 struct Launch {
@@ -683,6 +694,7 @@ static void run_blocks(Launch* L) {
     b.team = &L->teams[w / L->cluster];
     b.rank = w % L->cluster;
     b.cluster_q = w / L->cluster;
+    team_join(b.team, &b, (size_t)L->dyn_smem);
   }
   for (int i = 0; i < n; ++i) {
     Fiber* f = b.fibers[i];
