@@ -66,7 +66,7 @@ from ..ir.types import BLOCKS, SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_sync,
                         lift_alloc, make_tma, make_tma_store, make_wgmma, merge_loops,
-                        parallelize_loop, pipeline_wgmma, rearrange_dim, remove_guard,
+                        parallelize_loop, persist_blocks, pipeline_wgmma, rearrange_dim, remove_guard,
                         reorder_loops, set_registers, set_swizzle, set_unroll, simplify,
                         stage_mem, warp_specialize)
 from .common import make_proc
@@ -235,7 +235,7 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
                          stages: int = 4, swizzle: bool = True, inflight: bool = True,
                          tma_store: bool = True, clip: bool = False,
                          producer: str | None = None, registers: bool = True,
-                         raster: int = RASTER) -> Proc:
+                         raster: int = RASTER, persistent: int = 0) -> Proc:
     """The sm_90a schedule of ``matmul_nt_algorithm(dt, (64 wgs, bn, bk))`` (module
     docs): ``wgs`` consumer warpgroups of ``64 x bn`` each, ``bk`` columns of k per ring
     slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer).
@@ -255,7 +255,11 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     setmaxnreg gains the consumers registers (two consumer warpgroups), else the thread
     (docs/performance.md has the machine code of both).
     ``raster``: the block order's group of rows of tiles (``set_block_order``,
-    :mod:`.raster`; 0: row order)."""
+    :mod:`.raster`; 0: row order).  ``persistent=G`` (0: off): ``G`` blocks per column
+    of tiles, each walking the rows ``G ti + bi`` (``persist_blocks``: the ring set up
+    once per block, its steps padded to whole turns of the ring, the epilogue's
+    barriers the consumers' own, so the producer loads the next tile's first slots
+    while the consumers store this one's); the block order is then the grid's own."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
     producer = producer or ("warpgroup" if register_split(wgs) else "thread")
     require(producer in ("thread", "warpgroup"),
@@ -284,6 +288,9 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
         p = pipeline_wgmma(p, "po")
     if producer == "warpgroup" and registers:
         p = _set_registers(p, wgs)
+    if persistent:
+        require(not zi, "persistent blocks walk the tiles of one matrix (batched: no)")
+        return persist_blocks(simplify(p), "bi", persistent)
     return with_raster(simplify(p), raster)
 
 
