@@ -12,14 +12,20 @@ seq(0, R): arrive(empty[j], lo, hi)``) and runs one ``seq`` loop of ring steps `
             for ti in seq(0, (M - bi + G - 1) // G):    # row tile G ti + bi
                 <the rest of the body, bi replaced by G * ti + bi>
 
+(the tile's accumulators are set to zero again in each, as before).
+
 and in the repeated part:
 
-- the ring loop runs ``(K + S - 1) // S * S`` steps (``S``: the ring's slots): every tile
-  starts at slot 0, where the previous tile's last step left the consumers' release
-  (the shifted release of ``pipeline_wgmma`` releases slot ``S - 1`` at step 0, the
-  ring's first release the first time, the previous tile's last slot after); the steps
-  past ``K`` wait and arrive but their copies and wgmmas are guarded off (``if po < K``:
-  a step with no bytes);
+- the ring loop walks whole turns of the ring: ``for pt in seq(0, (K + S - 1) // S): for
+  ps in seq(0, S)`` (step ``po = S pt + ps``, its slot ``po % S`` named ``ps``; ``S``: the
+  ring's slots), so every tile starts at slot 0, where the previous tile's last step left
+  the consumers' release (the shifted release of ``pipeline_wgmma`` releases slot
+  ``S - 1`` at step 0: the ring's first release the first time, the previous tile's last
+  slot after); the steps past ``K`` wait and arrive, their copies and wgmmas guarded off
+  (``if S pt + ps < K``: a step with no bytes).  Naming the slot by the inner loop keeps a
+  turn's count of each ring statement a constant, which the solver needs (with ``po % S``
+  over padded steps the counts are right, but the producer's wait was not proved in the
+  primitives' time);
 - the block's barriers ``sync()`` become barriers of the consumers, ``sync(lo, hi)`` with
   the range of the ring's release: the producer then runs into the next tile's steps
   while the consumers write the epilogue (the point of persistence).
@@ -148,8 +154,8 @@ def persist_blocks(p, loop, blocks: int, ring: str = "empty", steps: str = "po")
     loop) with ``blocks`` blocks, block ``bi`` walking the tiles ``blocks * ti + bi``
     (module docs): the allocations, setmaxnreg, idle thread loops and the first release
     of the barrier ring ``ring`` stay once per block; the rest repeats per tile, its
-    ring loop ``steps`` padded to a multiple of the ring's slots (the extra steps' copies
-    and wgmmas guarded off) and its ``sync()`` turned into barriers of the ring's
+    ring loop ``steps`` walking whole turns of the ring (``pt``, ``ps``: the steps past
+    the loop's end guarded off) and its ``sync()`` turned into barriers of the ring's
     releasing threads.
 
     Legality: the values are unchanged (a ``par`` loop's iterations are order-free; a
