@@ -43,13 +43,16 @@ have.
 """
 from __future__ import annotations
 
-from ..ir.nodes import (Alloc, Arrive, BinOp, Const, For, If, Pass, SetMaxNReg, Sync,
-                        TmaLoad, Var, Wgmma)
+from ..ir.nodes import (Alloc, Arrive, BinOp, Const, For, If, Pass, SetMaxNReg, Sync, Var,
+                        Wait, WgmmaCommit, WgmmaWait)
 from ..ir.types import BLOCKS, INDEX, THREADS, bool_
 from ..ir.visitor import ExprMap, free_vars, substitute, walk
 from .edits import replace
 from .primitive import LOOP, POSITIVE_INT, fail, primitive
 from .simplify import const_value
+
+
+_CONTROL = (Arrive, Wait, Sync, WgmmaCommit, WgmmaWait)
 
 
 def _b(op, a, b, ty=INDEX):
@@ -82,13 +85,16 @@ def _ring_slots(body, ring: str):
 
 
 def _guard_work(stmts, cond):
-    """The copies and wgmmas of a ring step put under ``if cond``: each thread loop
-    holding one gets its body guarded."""
+    """A ring step's work put under ``if cond``: the body of each of its thread loops
+    (the copies, the products); its block-level statements are the ring's waits and
+    arrives and the wgmma groups' commits and waits, which move no data.  Any other
+    statement at block level: None (not rewritten)."""
     out = []
     for s in stmts:
-        if isinstance(s, For) and s.mapping == THREADS and \
-                any(isinstance(n, (TmaLoad, Wgmma)) for n in walk(s.body)):
+        if isinstance(s, For) and s.mapping == THREADS:
             s = s.with_(body=(If(cond, s.body, (), s.loc),))
+        elif not isinstance(s, _CONTROL):
+            return None
         out.append(s)
     return tuple(out)
 
@@ -128,6 +134,10 @@ def _turns(L: For, S: int, turn: str, slot: str):
     step = _b("+", _b("*", Const(S), Var(turn, INDEX)), ps)
     body = substitute(ExprMap(slots).visit_block(L.body), {po: step})
     body = _guard_work(body, _b("<", step, L.hi, bool_))
+    if body is None:
+        raise fail(f"a step of loop {po} has a statement at block level that is neither a "
+                   "thread loop nor a wait, arrive or wgmma commit/wait: a step past the "
+                   "loop's end could not be guarded off", L.loc)
     inner = For(slot, Const(0), Const(S), body, kind="seq", loc=L.loc)
     trips = _b("//", _b("+", L.hi, Const(S - 1)), Const(S))
     return For(turn, Const(0), trips, (inner,), kind="seq", loc=L.loc)

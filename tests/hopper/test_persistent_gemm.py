@@ -131,3 +131,59 @@ def test_on_the_gpu(cfg, shape):
     c = np.zeros(shape[:2], np.float16)
     sm90_kernel("f16", **cfg).compile("cuda")(a=a, bt=bt, c=c)
     assert (c == want).all()
+
+
+RING = """def ring(nb: size, n: size, x: f16[nb, 64, 16 * n], w: f16[8, 16 * n], y: f32[nb, 64, 8]):
+    for b in par(0, nb) @ BLOCKS:
+        for b2 in par(0, 1) @ BLOCKS:
+            acc: f32[128, 4] @ REGISTER
+            a_s: f16[4, 64, 8] @ SHARED
+            b_s: f16[4, 8, 8] @ SHARED
+            full: barrier[2] @ SHARED
+            empty: barrier[2] @ SHARED
+            for t in par(0, 128) @ THREADS:
+                for i in seq(0, 4):
+                    acc[t, i] = 0.0
+            for j in seq(0, 2):
+                arrive(empty[j], 0, 128)
+            for ks in seq(0, n):
+                wait(empty[ks % 2], 128, 160)
+                for t in par(128, 160) @ THREADS:
+                    for r in seq(0, 2):
+                        for h in seq(0, 2):
+                            for j in seq(0, 8):
+                                a_s[2 * (ks % 2) + h, 2 * (t - 128) + r, j] = x[b, 2 * (t - 128) + r, 16 * ks + 8 * h + j]
+                                if 2 * (t - 128) + r < 8:
+                                    b_s[2 * (ks % 2) + h, 2 * (t - 128) + r, j] = w[2 * (t - 128) + r, 16 * ks + 8 * h + j]
+                arrive(full[ks % 2], 128, 160)
+                wait(full[ks % 2], 0, 128)
+                for t in par(0, 128) @ THREADS:
+                    wgmma(acc[t, 0:4], a_s[2 * (ks % 2):2 * (ks % 2) + 2, 0:64, 0:8], b_s[2 * (ks % 2):2 * (ks % 2) + 2, 0:8, 0:8])
+                wgmma_commit()
+                wgmma_wait(0)
+                arrive(empty[ks % 2], 0, 128)
+            sync()
+            for t in par(0, 128) @ THREADS:
+                for i in seq(0, 4):
+                    y[b, 16 * (t // 32) + t % 32 // 4 + 8 * (i // 2 % 2), 8 * (i // 4) + 2 * (t % 4) + i % 2] = acc[t, i]
+"""
+
+
+def test_a_ring_of_plain_copies_walks_its_tiles_with_the_copies_guarded_off():
+    # regression: only thread loops holding a tma_load or a wgmma were guarded, so the
+    # producer's plain copies of a step past the end read x out of bounds (refused)
+    from gpudsl.stdlib.common import make_proc
+    p = make_proc("ring", RING)
+    q = persistent_mod.persist_blocks(p, "b", 2, steps="ks")
+    text = str(q)
+    assert "for b in par(0, 2) @ BLOCKS:" in text and "for ps in seq(0, 2):" in text
+    assert text.count("if 2 * pt + ps < n:") == 2
+    assert q.check(target="sm_90a").ok
+    rng = np.random.default_rng(1)
+    for nb, n in ((3, 3), (1, 2)):      # more tiles than blocks, odd steps; fewer
+        x = rng.integers(-3, 4, (nb, 64, 16 * n)).astype(np.float16)
+        w = rng.integers(-3, 4, (8, 16 * n)).astype(np.float16)
+        y0, y1 = (np.zeros((nb, 64, 8), np.float32) for _ in range(2))
+        gpudsl.interpret(p, nb=nb, n=n, x=x, w=w, y=y0)
+        gpudsl.interpret(q, nb=nb, n=n, x=x, w=w, y=y1)
+        assert (y0 == y1).all() and (y0 == x.astype(np.float32) @ w.astype(np.float32).T).all()
