@@ -6,6 +6,7 @@ from .collective_cuda import WARP_COMMENT, WARP_HELPERS
 from .async_copy_cuda import ASYNC_COPY
 from .setmaxnreg_cuda import SETMAXNREG
 from .cluster_cuda import SYNC_CLUSTER
+from ..ir.wgmma_meaning import tf32_truncate_c
 from ..targets import CLUSTERS as CLUSTERS_FEATURE, SETMAXNREG as SETMAXNREG_FEATURE, TMA as TMA_FEATURE, WGMMA as WGMMA_FEATURE
 from .tma_cuda import TMA as TMA_TEXT
 from .swizzle_cuda import SWIZZLE
@@ -90,13 +91,12 @@ def _fminmax(t: str, fn: str) -> str:
 _FMINMAX = {t: f"// {t} min/max as the GPU's: a NaN operand is ignored, -0.0 < +0.0.\n"
             + _fminmax(t, "min") + _fminmax(t, "max") for t in ("float", "double")}
 
-_TF32 = """\
-// tf32(x): x read as the tensor cores read a tf32 operand, its low 13 mantissa bits
-// cleared (gpudsl.ir.wgmma_meaning.tf32_truncate)
-__device__ __forceinline__ float gpudsl_tf32(float x) {
-  return __uint_as_float(__float_as_uint(x) & 0xffffe000u);
-}
-"""
+_TF32 = ("// tf32(x): x read as the tensor cores read a tf32 operand, its low 13 mantissa bits\n"
+         "// cleared, a NaN kept a NaN (gpudsl.ir.wgmma_meaning.tf32_truncate)\n"
+         "__device__ __forceinline__ float gpudsl_tf32(float x) {\n"
+         "  const unsigned u = __float_as_uint(x);\n"
+         f"  return __uint_as_float({tf32_truncate_c('u')});\n"
+         "}\n")
 
 _WRAP = ("// i32 and i64 arithmetic wraps (two's complement), as in the interpreter.\n"
          + _wrapping("int", "unsigned int", 32)

@@ -1276,7 +1276,8 @@ assert np.allclose(x, [0.6, 0.8])
 '''),
     _E("Builtins", "tf32", "`tf32(a)`", "An f32 read as TF32, as the tensor cores read a "
        "tf32 MMA's operand: its low 13 mantissa bits cleared (sign, exponent and 10 mantissa "
-       "bits kept; `gpudsl.ir.wgmma_meaning.tf32_truncate`). f32 to f32; a literal converts. "
+       "bits kept; a NaN stays a NaN, quieted; `gpudsl.ir.wgmma_meaning.tf32_truncate`). "
+       "f32 to f32; a literal converts. "
        "`acc += tf32(a[..]) * tf32(b[..])` nests over f32 SHARED tiles are what `make_wgmma` "
        "turns into the TF32 wgmma (docs/hopper.md).", '''
 @proc
