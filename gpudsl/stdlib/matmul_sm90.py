@@ -76,6 +76,9 @@ from .shapes import NodeError, require
 
 DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4, swizzle=True)
 WIDE = dict(bn=256, wgs=2, bk=64, stages=4, swizzle=True)   # CUTLASS's 128 x 256 tile
+# the ring depths whose persistent kernels check() proves in its time (6 slots: the
+# ordering of two TMA copies of one slot is "unknown", docs/decisions.md)
+PERSISTENT_STAGES = (2, 3, 4)
 
 
 def matmul_nt_algorithm(dt: str, divisible: tuple | None = None,
@@ -388,9 +391,9 @@ def shared_bytes(bn: int, wgs: int, bk: int, stages: int, tma_store: bool = True
 
 def sm90_space(smem_bytes: int = 227 * 1024, rasters=RASTERS) -> list[dict]:
     """The autotuning space: tiles and stages whose ring (and epilogue slab) fits
-    ``smem_bytes``, each in the block orders ``rasters`` (:mod:`.raster`) and persistent
-    (``persistent=True``: the blocks per column chosen for the shape,
-    :func:`plan_matmul_sm90`); with two consumer warpgroups both producers (the default,
+    ``smem_bytes``, each in the block orders ``rasters`` (:mod:`.raster`) and, for rings
+    of :data:`PERSISTENT_STAGES` slots, persistent (``persistent=True``: the blocks per
+    column chosen for the shape, :func:`plan_matmul_sm90`); with two consumer warpgroups both producers (the default,
     a warpgroup with setmaxnreg, and ``producer="thread"``)."""
     out = []
     for wgs in (1, 2):
@@ -398,7 +401,8 @@ def sm90_space(smem_bytes: int = 227 * 1024, rasters=RASTERS) -> list[dict]:
             for bk in (32, 64):
                 for stages in (2, 3, 4, 6):
                     if shared_bytes(bn, wgs, bk, stages) <= smem_bytes:
-                        for r in tuple(rasters) + ("persistent",):
+                        persist = ("persistent",) if stages in PERSISTENT_STAGES else ()
+                        for r in tuple(rasters) + persist:
                             cfg = dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True,
                                        raster=r)
                             if r == "persistent":

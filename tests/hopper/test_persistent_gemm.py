@@ -89,6 +89,7 @@ def test_the_space_and_the_plan_offer_persistent_blocks():
     space = sm90_space()
     wide = {k: v for k, v in WIDE.items() if k != "persistent"}
     assert dict(wide, swizzle=True, raster=0, persistent=True) in space
+    assert {c["stages"] for c in space if c.get("persistent")} == {2, 3, 4}
     p, binds = plan_matmul_sm90((1024, 128), (4096, 128), "f16", **WIDE | {"persistent": True})
     assert "for bi in par(0, 8) @ BLOCKS:" in str(p) and binds == dict(m=1024, n=4096, k=128)
     assert p is sm90_kernel("f16", **WIDE)
