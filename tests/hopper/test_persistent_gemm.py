@@ -113,6 +113,7 @@ def test_the_persistent_build_keeps_the_main_loop_and_the_registers():
     res0, ops0 = _resources_and_sass(dict(before, raster=0))
     res1, ops1 = _resources_and_sass(WIDE)
     assert res1.registers == res0.registers                 # 168 at launch, setmaxnreg
+    assert ops1["USETMAXREG"] == ops0["USETMAXREG"] == 2     # 40 / 232, at the top
     # ptxas unrolls the turn's constant slot loop: each slot's wgmmas and boxes at
     # constant addresses, the k16 steps chained as before
     assert ops1["HGMMA"] % (WIDE["bk"] // 16) == 0 and ops1["HGMMA"] >= ops0["HGMMA"]
