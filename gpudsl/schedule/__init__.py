@@ -11,7 +11,7 @@ the old one: ``new.forward(cursor)``.  ``docs/primitives.md`` lists them all.
 """
 from __future__ import annotations
 
-from . import asserts, async_copy_primitives as asyncs, block_order, call_primitives as calls, hints, loops, fission, memory, merge, software_pipelining as pipeline, producers, registers, stage, swizzle_tiles, sync, tma_from_copies, tma_store_from_copies, wgmma_from_loops, wgmma_pipeline, dead_guards  # noqa: F401,E501  (declare the primitives)
+from . import asserts, async_copy_primitives as asyncs, block_order, call_primitives as calls, hints, loops, fission, memory, merge, persistent, software_pipelining as pipeline, producers, registers, stage, swizzle_tiles, sync, tma_from_copies, tma_store_from_copies, wgmma_from_loops, wgmma_pipeline, dead_guards  # noqa: F401,E501  (declare the primitives)
 from .cursors import Cursor, body, find, find_alloc, find_loop, forward
 from .primitive import PRIMITIVES
 from .simplify import normalize

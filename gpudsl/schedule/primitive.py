@@ -356,7 +356,7 @@ def primitive(name: str, /, **kinds: Kind):
 # the sections of docs/primitives.md: module (under gpudsl.schedule) -> title
 SECTIONS = {"loops": "Loops", "fission": "Loops", "merge": "Loops", "memory": "Memory", "stage": "Memory", "sync": "Sync",
             "async_copy_primitives": "Asynchronous copies", "producers": "Asynchronous copies",
-            "wgmma_from_loops": "Hopper", "wgmma_pipeline": "Hopper", "tma_store_from_copies": "Hopper", "tma_from_copies": "Hopper", "swizzle_tiles": "Hopper",
+            "wgmma_from_loops": "Hopper", "wgmma_pipeline": "Hopper", "persistent": "Hopper", "tma_store_from_copies": "Hopper", "tma_from_copies": "Hopper", "swizzle_tiles": "Hopper",
             "call_primitives": "Calls", "hints": "Compiler hints", "block_order": "Compiler hints", "asserts": "Preconditions"}
 
 

@@ -66,16 +66,19 @@ from ..ir.types import BLOCKS, SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_sync,
                         lift_alloc, make_tma, make_tma_store, make_wgmma, merge_loops,
-                        parallelize_loop, pipeline_wgmma, rearrange_dim, remove_guard,
+                        parallelize_loop, persist_blocks, pipeline_wgmma, rearrange_dim, remove_guard,
                         reorder_loops, set_registers, set_swizzle, set_unroll, simplify,
                         stage_mem, warp_specialize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
-from .raster import RASTER, RASTERS, with_raster
+from .raster import RASTER, RASTERS, persistent_rows, with_raster
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4, swizzle=True)
 WIDE = dict(bn=256, wgs=2, bk=64, stages=4, swizzle=True)   # CUTLASS's 128 x 256 tile
+# the ring depths whose persistent kernels check() proves in its time (6 slots: the
+# ordering of two TMA copies of one slot is "unknown", docs/decisions.md)
+PERSISTENT_STAGES = (2, 3, 4)
 
 
 def matmul_nt_algorithm(dt: str, divisible: tuple | None = None,
@@ -235,7 +238,7 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
                          stages: int = 4, swizzle: bool = True, inflight: bool = True,
                          tma_store: bool = True, clip: bool = False,
                          producer: str | None = None, registers: bool = True,
-                         raster: int = RASTER) -> Proc:
+                         raster: int = RASTER, persistent: int = 0) -> Proc:
     """The sm_90a schedule of ``matmul_nt_algorithm(dt, (64 wgs, bn, bk))`` (module
     docs): ``wgs`` consumer warpgroups of ``64 x bn`` each, ``bk`` columns of k per ring
     slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer).
@@ -255,7 +258,11 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     setmaxnreg gains the consumers registers (two consumer warpgroups), else the thread
     (docs/performance.md has the machine code of both).
     ``raster``: the block order's group of rows of tiles (``set_block_order``,
-    :mod:`.raster`; 0: row order)."""
+    :mod:`.raster`; 0: row order).  ``persistent=G`` (0: off): ``G`` blocks per column
+    of tiles, each walking the rows ``G ti + bi`` (``persist_blocks``: the ring set up
+    once per block, its steps padded to whole turns of the ring, the epilogue's
+    barriers the consumers' own, so the producer loads the next tile's first slots
+    while the consumers store this one's); the block order is then the grid's own."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
     producer = producer or ("warpgroup" if register_split(wgs) else "thread")
     require(producer in ("thread", "warpgroup"),
@@ -284,6 +291,9 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
         p = pipeline_wgmma(p, "po")
     if producer == "warpgroup" and registers:
         p = _set_registers(p, wgs)
+    if persistent:
+        require(not zi, "persistent blocks walk the tiles of one matrix (batched: no)")
+        return persist_blocks(simplify(p), "bi", persistent)
     return with_raster(simplify(p), raster)
 
 
@@ -325,14 +335,16 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
                 swizzle: bool = True, inflight: bool = True, tma_store: bool = True,
                 clip: bool = False, producer: str | None = None,
                 registers: bool = True, raster: int | None = None,
-                batched: bool = False) -> Proc:
+                batched: bool = False, persistent: int = 0) -> Proc:
     """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
     and n (edges clipped); ``producer``: a thread or a warpgroup (None: the
     warpgroup where setmaxnreg gains registers, :func:`schedule_matmul_sm90`);
     ``raster``: the block order (:mod:`.raster`; None: :data:`RASTER`, except 0 for an
     unclipped kernel whose roles codegen writes apart, below); ``batched``: ``[nb, m, k]
     @ [nb, n, k]^T``, blocks over the batch too (the epilogue's boxes at the block's
-    matrix ``z``, as the 2-D kernel's).
+    matrix ``z``, as the 2-D kernel's); ``persistent=G``: ``G`` blocks per column of
+    tiles walking its rows (``persist_blocks``, :func:`schedule_matmul_sm90`; the block
+    order is then the grid's, ``raster`` ignored).
 
     The unclipped 128 x 256 kernel with a producer warpgroup keeps the row order by
     default: in the grouped order ptxas serializes its wgmmas (C7514: "non wgmma
@@ -343,9 +355,18 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
     registers = bool(registers) and producer == "warpgroup"
     if raster is None:
         raster = 0 if producer == "warpgroup" and not clip else RASTER
-    return _sm90_kernel(dt, bn, wgs, bk, stages, bool(swizzle), bool(inflight),
-                        bool(tma_store), bool(clip), producer, registers, int(raster),
-                        bool(batched))
+    args = (dt, bn, wgs, bk, stages, bool(swizzle), bool(inflight), bool(tma_store),
+            bool(clip), producer, registers)
+    if persistent:
+        require(not batched, "persistent blocks walk the tiles of one matrix (batched: no)")
+        return _persistent_kernel(args, int(persistent))
+    return _sm90_kernel(*args, int(raster), bool(batched))
+
+
+@lru_cache(maxsize=None)
+def _persistent_kernel(args: tuple, blocks: int) -> Proc:
+    """The derived kernel (row order), then ``persist_blocks`` (cached)."""
+    return persist_blocks(_sm90_kernel(*args, 0, False), "bi", blocks)
 
 
 @lru_cache(maxsize=None)
@@ -370,18 +391,22 @@ def shared_bytes(bn: int, wgs: int, bk: int, stages: int, tma_store: bool = True
 
 def sm90_space(smem_bytes: int = 227 * 1024, rasters=RASTERS) -> list[dict]:
     """The autotuning space: tiles and stages whose ring (and epilogue slab) fits
-    ``smem_bytes``, each in the block orders ``rasters`` (:mod:`.raster`); with two
-    consumer warpgroups both producers (the default, a warpgroup with setmaxnreg, and
-    ``producer="thread"``)."""
+    ``smem_bytes``, each in the block orders ``rasters`` (:mod:`.raster`) and, for rings
+    of :data:`PERSISTENT_STAGES` slots, persistent (``persistent=True``: the blocks per
+    column chosen for the shape, :func:`plan_matmul_sm90`); with two consumer warpgroups both producers (the default,
+    a warpgroup with setmaxnreg, and ``producer="thread"``)."""
     out = []
     for wgs in (1, 2):
         for bn in (64, 128, 256):
             for bk in (32, 64):
                 for stages in (2, 3, 4, 6):
                     if shared_bytes(bn, wgs, bk, stages) <= smem_bytes:
-                        for r in rasters:
+                        persist = ("persistent",) if stages in PERSISTENT_STAGES else ()
+                        for r in tuple(rasters) + persist:
                             cfg = dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True,
                                        raster=r)
+                            if r == "persistent":
+                                cfg = dict(cfg, raster=0, persistent=True)
                             out.append(cfg)
                             if register_split(wgs) is not None:
                                 out.append(dict(cfg, producer="thread"))
@@ -393,7 +418,14 @@ def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[
     n, k]^T``) and its size arguments (:func:`choose_sm90`)."""
     from .sm90_plans import binds_of
 
+    opts = dict(opts)
+    persistent = opts.pop("persistent", 0)
     tile, clip, dims = choose_sm90(shape_a, shape_bt, dt, **opts)
+    if persistent is True:    # as many blocks as fill the multiprocessors
+        persistent = persistent_rows(dims[0], dims[1], 64 * tile.get("wgs", 1),
+                                     tile.get("bn", DEFAULTS["bn"]))
+    if persistent and dims[3] is None:
+        tile = dict(tile, persistent=int(persistent))
     return sm90_kernel(dt, **tile, clip=clip, batched=dims[3] is not None), binds_of(dims)
 
 

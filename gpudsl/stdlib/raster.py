@@ -51,4 +51,14 @@ def wave_bytes(m: int, n: int, k: int, bm: int, bn: int, group: int, sms: int = 
     return (r * bm + c * bn) * k * elem
 
 
-__all__ = ["RASTER", "RASTERS", "with_raster", "tile_order", "wave_bytes"]
+def persistent_rows(m: int, n: int, bm: int, bn: int, sms: int = 132) -> int:
+    """The blocks per column of tiles of a persistent GEMM (``persist_blocks``): as many
+    as fill ``sms`` multiprocessors with one block each over the ``ceil(n / bn)``
+    columns (at least one, at most the rows of tiles).  A turn of the blocks then covers
+    that many rows and every column: at 4096^3 with 128 x 256 tiles, 8 rows x 16
+    columns (128 blocks), 40 MiB of panels; at 8192^3, 4 x 32, 136 MiB."""
+    rows, cols = math.ceil(m / bm), math.ceil(n / bn)
+    return max(1, min(rows, sms // cols))
+
+
+__all__ = ["RASTER", "RASTERS", "with_raster", "tile_order", "wave_bytes", "persistent_rows"]

@@ -30,7 +30,7 @@ EXPECTED = {"divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", "s
             "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop", "warp_specialize",
             "add_assert", "divide_dim", "make_tma", "make_wgmma", "set_swizzle", "set_registers",
             "pipeline_wgmma", "make_tma_store", "remove_guard",
-            "set_block_order"}
+            "set_block_order", "persist_blocks"}
 
 
 @pytest.fixture

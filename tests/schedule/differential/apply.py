@@ -31,7 +31,7 @@ PRIMITIVES = ["divide_loop", "reorder_loops", "fission", "fuse", "unroll_loop", 
               "reorder_stmts", "rotate_loop", "make_async", "pipeline_loop",
               "warp_specialize", "add_assert", "divide_dim", "make_tma", "make_wgmma",
               "set_swizzle", "pipeline_wgmma", "make_tma_store", "remove_guard",
-              "set_registers", "set_block_order"]
+              "set_registers", "set_block_order", "persist_blocks"]
 # Relative weights (primitives that are hard to get accepted are tried more often).
 WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "remove_loop": 2, "reorder_loops": 1.5, "inline": 2,
@@ -41,7 +41,7 @@ WEIGHTS = {"stage_mem": 3, "parallelize_loop": 3, "vectorize": 2, "replace": 3,
            "reorder_stmts": 3, "rotate_loop": 2, "make_async": 3, "pipeline_loop": 3,
            "warp_specialize": 3, "add_assert": 1, "divide_dim": 1, "make_tma": 2,
            "make_wgmma": 2, "set_swizzle": 1, "pipeline_wgmma": 1,
-           "make_tma_store": 2, "remove_guard": 20, "set_block_order": 3}
+           "make_tma_store": 2, "remove_guard": 20, "set_block_order": 3, "persist_blocks": 1}
 
 CONSTS = [(BLOCKS, "BLOCKS"), (THREADS, "THREADS"), (SHARED, "SHARED"),
           (REGISTER, "REGISTER"), (GLOBAL, "GLOBAL"), (None, "None")]
@@ -330,7 +330,8 @@ def _vars(e) -> set:
 # families' plain copy and product nests): drawn, often, where the proc has a candidate.
 FAMILY_ONLY = {"make_tma": "tma", "make_wgmma": "wgmma", "set_swizzle": "tma",
                "pipeline_wgmma": "wgmma", "make_tma_store": "tma", "remove_guard": "edge",
-               "set_registers": "whole warpgroups", "set_block_order": "tiles"}
+               "set_registers": "whole warpgroups", "set_block_order": "tiles",
+               "persist_blocks": "wgmma"}
 
 
 def _block_threads(t) -> int:
@@ -350,6 +351,8 @@ def _candidates(t, prim) -> bool:
             _candidates(t, x) for x in ("make_tma", "make_wgmma"))
     if prim == "pipeline_wgmma":   # a ring loop of wgmmas (the wgmma family's ring form)
         return any(_ring_loop(s) for _, s in t.loops)
+    if prim == "persist_blocks":   # a pair of BLOCKS loops around a ring loop of wgmmas
+        return any(_ring_loop(x) for _, s in _block_pairs(t) for x in s.body[0].body)
     if prim == "make_tma_store":   # one-thread copies into a parameter (the tma family's)
         return any(_store_loop(t, s) for _, s in t.loops)
     n = 1 if prim == "make_tma" else 128
@@ -381,7 +384,8 @@ def random_step(r: random.Random, p, instrs: dict, family: str = "") -> Step:
     # none: the default run draws what it drew before they existed)
     # (pipeline_wgmma, drawn last too, likewise: weight 0 without a ring loop of wgmmas;
     # remove_guard, last of all, only in the edge family's programs)
-    late = ("set_swizzle", "pipeline_wgmma", "make_tma_store", "set_registers")
+    late = ("set_swizzle", "pipeline_wgmma", "make_tma_store", "set_registers",
+            "persist_blocks")
     edge = family.startswith("edge")
     # (set_block_order, last: weight 0 without a BLOCKS loop around a BLOCKS loop, so the
     # programs without one draw what they drew before it existed)
@@ -660,6 +664,16 @@ def make_step(r, prim, t: Targets, instrs, edge: bool = False) -> Step:
             return Step(prim, [Arg("cursor", ("stmt", a, None)),
                                Arg("cursor", ("stmt", a + ("body", 0), None))], group)
         return Step(prim, [L(), L()], group)
+    if prim == "persist_blocks":
+        pairs = [(a, s) for a, s in _block_pairs(t)
+                 if any(_ring_loop(x) for x in s.body[0].body)] or _block_pairs(t)
+        blocks = lit(r.choice([1, 2, 3, 0, -1]))
+        if pairs and r.random() < 0.9:   # the pair's ring loop; else any loop (refused)
+            a, s = r.choice(pairs)
+            ring = next((x.iter for x in s.body[0].body if _ring_loop(x)), "po")
+            return Step(prim, [Arg("cursor", ("stmt", a, None)), blocks],
+                        {"steps": lit(ring if r.random() < 0.9 else "po")})
+        return Step(prim, [L(), blocks])
     raise AssertionError(prim)
 
 

@@ -94,7 +94,7 @@ def _ring(r, name: str, N: int) -> Program:
     """A producer warp (threads 128-159) fills a ring of two slots with plain stores, the
     warpgroup multiplies each with one wgmma and releases the slot (``empty``): what
     ``pipeline_wgmma`` keeps a group in flight in; its commit and wait in the thread loop
-    or after it."""
+    or after it; half of them in a pair of BLOCKS loops (what ``persist_blocks`` walks)."""
     NH = N // 2
     head = (f"def {name}(n: size, a: f32, x: f16[64, 16 * n], w: f16[{N}, 16 * n], "
             f"y: f32[64, {N}]):\n    assert n >= 1\n")
@@ -125,6 +125,9 @@ def _ring(r, name: str, N: int) -> Program:
              f"        {_fragment(N)} {r.choice(['=', '+='])} acc[t, i]"]
     body = _broken(r, body)
     lines = ["    for b in par(0, 1) @ BLOCKS:"] + ["        " + ln for ln in body]
+    if r.random() < 0.5:   # a pair of BLOCKS loops (persist_blocks walks the outer one)
+        lines = lines[:1] + ["        for b2 in par(0, 1) @ BLOCKS:"] + \
+            ["    " + ln for ln in lines[1:]]
     return Program("wgmma", name, head + "\n".join(lines) + "\n",
                    pick_sizes(r, ["n >= 1"], ["n"], lo=1, hi=3), [])
 
