@@ -156,16 +156,27 @@ class SyncWriter:
         w, name = self.kw.w, self.kw.lookup(s.name, s.loc).cname
         count = self.counts.get(s.name, 1)
         w.line("__syncthreads();  // nobody uses an earlier barrier in this word", s.loc)
+        # TMA loads complete on the barrier through the async proxy, which sees the
+        # generic proxy's mbarrier.init only after a proxy fence (as CUDA's TMA example)
+        fence = ""
+        if getattr(self.kw, "tma_loads", False):
+            self.kw.use_helper("gpudsl_tma")
+            fence = " gpudsl_tma_fence();"
         if s.shape:  # a ring: every element, and one parity bit per element
             k = s.shape[0].val
-            w.line(f"if ({self.tid()} == 0) for (int gpudsl_j = 0; gpudsl_j < {k}; ++gpudsl_j) "
+            w.line(f"if ({self.tid()} == 0) {{ for (int gpudsl_j = 0; gpudsl_j < {k}; "
+                   f"++gpudsl_j) gpudsl_mbar_init(&{name}[gpudsl_j], {count});{fence} }}"
+                   if fence else
+                   f"if ({self.tid()} == 0) for (int gpudsl_j = 0; gpudsl_j < {k}; ++gpudsl_j) "
                    f"gpudsl_mbar_init(&{name}[gpudsl_j], {count});", s.loc)
             w.line("__syncthreads();  // the initialised ring is visible to every thread",
                    s.loc)
             w.line(f"unsigned gpudsl_phase_{name} = 0;  // bit e: parity of the next wait on "
                    f"{s.name}[e]", s.loc)
             return
-        w.line(f"if ({self.tid()} == 0) gpudsl_mbar_init(&{name}, {count});", s.loc)
+        w.line(f"if ({self.tid()} == 0) {{ gpudsl_mbar_init(&{name}, {count});{fence} }}"
+               if fence else f"if ({self.tid()} == 0) gpudsl_mbar_init(&{name}, {count});",
+               s.loc)
         w.line("__syncthreads();  // the initialised barrier is visible to every thread", s.loc)
         w.line(f"unsigned gpudsl_phase_{name} = 0;  // waits done on {s.name}", s.loc)
 
