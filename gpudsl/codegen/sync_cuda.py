@@ -157,11 +157,11 @@ class SyncWriter:
         count = self.counts.get(s.name, 1)
         w.line("__syncthreads();  // nobody uses an earlier barrier in this word", s.loc)
         # TMA loads complete on the barrier through the async proxy, which sees the
-        # generic proxy's mbarrier.init only after a proxy fence (as CUDA's TMA example)
+        # mbarrier.init only after a fence (CUTLASS's fence_barrier_init)
         fence = ""
         if getattr(self.kw, "tma_loads", False):
             self.kw.use_helper("gpudsl_tma")
-            fence = " gpudsl_tma_fence();"
+            fence = " gpudsl_mbar_init_fence();"
         if s.shape:  # a ring: every element, and one parity bit per element
             k = s.shape[0].val
             w.line(f"if ({self.tid()} == 0) {{ for (int gpudsl_j = 0; gpudsl_j < {k}; "

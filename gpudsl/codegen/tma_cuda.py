@@ -137,6 +137,11 @@ __device__ __forceinline__ void gpudsl_tma_fence() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
+__device__ __forceinline__ void gpudsl_mbar_init_fence() {
+#ifndef GPUDSL_EMULATOR
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
 __device__ __forceinline__ void gpudsl_tma_fence_global() {
 #ifndef GPUDSL_EMULATOR
   asm volatile("fence.proxy.async.global;" ::: "memory");

@@ -47,6 +47,7 @@ def test_generic_global_writes_fence_before_a_tma_load_reads_them():
     fence = body.index("gpudsl_tma_fence_global();")
     assert body.index("x[t * 64 + j] =") < fence < body.index("__syncthreads();", fence)
     assert "fence.proxy.async.global;" in src
+    assert "fence.mbarrier_init.release.cluster;" in src
     from gpudsl.runtime.nvrtc import compile_cubin
     compile_cubin(src, "sm_90a")
     x = (np.arange(64 * 64).reshape(64, 64) % 7).astype(np.float16)
@@ -57,10 +58,10 @@ def test_generic_global_writes_fence_before_a_tma_load_reads_them():
 
 def test_mbarrier_init_is_fenced_for_the_async_proxy_where_tma_completes_on_it():
     _, src = _src(GLOBAL_THEN_TMA)
-    assert "gpudsl_mbar_init(&full, 1); gpudsl_tma_fence(); }" in src
+    assert "gpudsl_mbar_init(&full, 1); gpudsl_mbar_init_fence(); }" in src
     _, ring = _src(GLOBAL_THEN_TMA.replace("full: barrier @", "full: barrier[1] @").replace(
         "bar=full)", "bar=full[0])").replace("(full,", "(full[0],"))
-    assert re.search(r"gpudsl_mbar_init\(&full\[gpudsl_j\], 1\); gpudsl_tma_fence\(\); \}",
+    assert re.search(r"gpudsl_mbar_init\(&full\[gpudsl_j\], 1\); gpudsl_mbar_init_fence\(\); \}",
                      ring)
 
 
@@ -85,4 +86,4 @@ def ring2(n: size, x: f32[n, 32], y: f32[n, 32]):
             arrive(empty[i % 2], 32, 64)
 '''
     _, src = _src(ring)
-    assert "tma_fence" not in src
+    assert "tma_fence" not in src and "init_fence" not in src
