@@ -192,8 +192,20 @@ class SyncWriter:
             w.line(f"{self.guard(s)} {_arrive(s, '&' + name)}".lstrip(), s.loc)
         else:
             assert isinstance(s, Wait)
-            w.line(f"{self.guard(s)} gpudsl_mbar_wait(&{name}, gpudsl_phase_{name}++ & 1u);"
+            fence = self._copies_fence(s)
+            w.line(f"{self.guard(s)} {{ gpudsl_mbar_wait(&{name}, gpudsl_phase_{name}++ & 1u);"
+                   f" {fence} }}".lstrip() if fence else
+                   f"{self.guard(s)} gpudsl_mbar_wait(&{name}, gpudsl_phase_{name}++ & 1u);"
                    .lstrip(), s.loc)
+
+    def _copies_fence(self, s) -> str:
+        """After a wait for cp.async copies (``bar=``) into wgmma operands: the copies
+        were written through the generic proxy, wgmma reads through the async one, and
+        the issuing thread's fence ran before they landed (docs/hopper.md)."""
+        if s.name not in getattr(self.kw, "wait_fence_bars", ()):
+            return ""
+        self.kw.use_helper("gpudsl_wgmma")
+        return "gpudsl_proxy_fence();"
 
 
     def _ring(self, s, name) -> None:
@@ -209,6 +221,9 @@ class SyncWriter:
             w.line(f"gpudsl_mbar_wait(&{name}[gpudsl_e], (gpudsl_phase_{name} >> gpudsl_e) & 1u);",
                    s.loc)
             w.line(f"gpudsl_phase_{name} ^= 1u << gpudsl_e;", s.loc)
+            fence = self._copies_fence(s)
+            if fence:
+                w.line(fence + "  // the landed copies, seen by wgmma", s.loc)
         w.indent -= 1
         w.line("}", s.loc)
 

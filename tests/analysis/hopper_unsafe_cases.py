@@ -297,24 +297,20 @@ def exchange_loop(n: size, x: f32[512] @ GLOBAL, y: f32[n, 512] @ GLOBAL):
 '''
 BASES["exchange_loop"] = EXCHANGE_LOOP
 
-GLOBAL_THEN_TMA = '''
-def global_then_tma(x: f16[64, 64], y: f16[64, 64]):
-    for b in par(0, 1) @ BLOCKS:
-        s: f16[64, 64] @ SHARED
-        full: barrier @ SHARED
-        for t in par(0, 64) @ THREADS:
-            for j in seq(0, 64):
-                x[t, j] = x[t, j] * 2.0
-        sync()
-        for t in par(0, 1) @ THREADS:
-            tma_load(s[0:64, 0:64], x[0:64, 0:64], bar=full)
-        arrive(full, 0, 1)
-        wait(full, 0, 64)
-        for t in par(0, 64) @ THREADS:
-            for j in seq(0, 64):
-                y[t, j] = s[t, j]
-'''
-BASES["global_then_tma"] = GLOBAL_THEN_TMA
+MUTANTS += [
+    _m("ring_index_past_ring", "ring4", "full: barrier[4]", "full: barrier[2]", "bounds"),
+    _m("ring_double_wait", "ring4", "            wait(full[i % 4], 32, 64)\n",
+       "            wait(full[i % 4], 32, 64)\n            wait(full[i % 4], 32, 64)\n", "divergence"),
+    _m("wg_acc_other_lane", "gemm_wg", "wgmma(acc[t, 0:32]", "wgmma(acc[(t + 1) % 128, 0:32]", "mapping"),
+    _m("wg_acc_read_in_flight", "gemm_wg", "            wgmma_commit()\n            wgmma_wait(0)\n",
+       "            wgmma_commit()\n            for t in par(0, 128) @ THREADS:\n                c[0, 0] = acc[t, 0]\n            wgmma_wait(0)\n", "race"),
+    _m("swz_empty_wait_other_slot", "gemm_swz", "wait(empty[ks % 4], 128, 129)", "wait(empty[(ks + 1) % 4], 128, 129)", "divergence"),
+    _m("swz_release_every_other", "gemm_swz", "                arrive(empty[ks % 4], 0, 128)\n",
+       "                if ks % 2 == 0:\n                    arrive(empty[ks % 4], 0, 128)\n", "race"),
+    _m("cluster_sync_only_some_sizes", "exchange", "            sync_cluster()\n",
+       "            if n > 256:\n                sync_cluster()\n", "race"),
+]
+
 
 # twins refused when read (ProcError matching the last field)
 PARSE_REFUSED = [
