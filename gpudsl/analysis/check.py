@@ -27,6 +27,7 @@ from .obligations.tma_obligations import check_store_alignment, check_tma
 from .obligations.barriers import check_barriers
 from .obligations.bounds import check_bounds
 from .obligations.collective_obligations import check_collectives
+from .obligations.cluster_arrives import check_cluster_arrives
 from .obligations.cluster_obligations import check_cluster_uniformity
 from .obligations.features import check_features
 from .obligations.swizzle_obligations import check_layouts
@@ -129,6 +130,7 @@ def _run(ir, bindings, timeout_ms, tgt: Target) -> Report:
     check_resources(ctx)
     check_features(ctx)
     check_cluster_uniformity(ctx)
+    check_cluster_arrives(ctx)
     check_layouts(ctx)
     if eff.setmaxnregs:
         check_setmaxnreg(ctx)

@@ -2,7 +2,9 @@
 check() is given another).  The figures below are sm_90's.
 
 - Threads per block: at most 1024 in all, x and y at most 1024, z at most 64 (error).
-- Grid: x below 2**31 blocks (error).  A y or z extent has no limit: code generation
+- Grid: x below 2**31 blocks (error); x is the innermost BLOCKS loop, or a grouped
+  pair's product (``set_block_order``: ``gpudsl.ir.nests.block_units``, the grid code
+  generation launches).  A y or z extent has no limit: code generation
   makes those loops grid-stride loops and the launch asks for at most the target's
   y / z limit (gpudsl/codegen/kernel_cuda.py, ``plan_launches``), so a constant
   70000-row loop on y is fine.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import z3
 
 from .check_report import Diagnostic
+from ..ir.nests import block_units, direct_nest
 from ..ir.swizzle_meaning import repeat_bytes
 from ..ir.smt import SAT, UNKNOWN, Unsupported
 
@@ -83,26 +86,33 @@ def _check_block(ctx, t, ki, solve):
 
 
 def _check_grid(ctx, t, ki, solve):
+    """The grid code generation launches (:func:`gpudsl.ir.nests.block_units`): the
+    last unit takes x (a grouped pair: the product of its two extents), the others y
+    and z (grid-stride loops, no limit).  A constant x extent above the target's limit
+    is an error; a symbolic one is checked at launch."""
     tgt = ctx.target
-    gdims = [(l, t.expr(l.hi) - t.expr(l.lo)) for l in ki.block_loops]
-    over = []
-    for l, ext in gdims:
-        ext = z3.simplify(ext)
-        # y and z are grid-stride loops (no limit); symbolic grids are checked at
-        # launch; a fourth block dimension is a mapping error, reported there
-        if l.dim == 0 and z3.is_int_value(ext):
-            over.append(ext > tgt.max_grid_dims[0])
-    if not over:
+    chain = direct_nest(ki.loop)
+    units = block_units(chain)
+    ext = z3.IntVal(1)
+    for b in units[-1]:
+        ext = ext * (t.expr(b.hi) - t.expr(b.lo))
+    ext = z3.simplify(ext)
+    if len(units) > 3 or not z3.is_int_value(ext):  # > 3: a mapping error, reported there
         return
-    r = solve([z3.Or(*over)])
+    r = solve([ext > tgt.max_grid_dims[0]])
     if r.status == SAT:
         m = r.model
         g = tgt.max_grid_dims
+        x = " x ".join(b.iter for b in units[-1])
+        sizes = " x ".join(str(v) for v in ctx.eval_ints(
+            m, [t.expr(b.hi) - t.expr(b.lo) for b in units[-1]]))
         ctx.diagnostics.append(Diagnostic(
-            "resource", f"the grid of this kernel is larger than {tgt} allows "
-            f"(x <= {g[0]} blocks; y and z stride over the grid)", [ki.loc],
+            "resource", f"the grid of this kernel is larger than {tgt} allows: "
+            f"{x} ({sizes} blocks) on x (x <= {g[0]} blocks; y and z stride over the grid)",
+            [ki.loc],
             {"sizes": ctx.enc.size_values(m),
-             "grid": ctx.eval_ints(m, [e for _, e in gdims])},
+             "grid": ctx.eval_ints(m, [t.expr(b.hi) - t.expr(b.lo) for b in chain])},
+            "use larger tiles" if len(units[-1]) == 2 else
             "make the innermost block loop the largest one"))
 
 

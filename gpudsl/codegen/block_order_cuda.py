@@ -25,6 +25,7 @@ takes ``x`` (below ``2**31`` blocks), a third BLOCKS loop (a batch) the next dim
 from __future__ import annotations
 
 from ..errors import CompileError
+from ..ir.nests import block_units as ir_block_units
 from ..ir.nodes import BinOp, Const, For
 from ..ir.types import INDEX
 from .cexpr import cname
@@ -35,21 +36,14 @@ X_LIMIT = 2 ** 31 - 1
 
 def block_units(chain: list[For]) -> list[tuple[For, ...]]:
     """The nest's loops as units of one block dimension each, outer first: a grouped
-    pair ``(outer, inner)`` (moved innermost: it takes ``x``) or a single loop."""
-    units, i = [], 0
-    while i < len(chain):
-        b = chain[i]
-        if b.group and i + 1 < len(chain):
-            if chain[i + 1].group:
-                raise CompileError(f"the BLOCKS loops {b.iter} and {chain[i + 1].iter} are "
-                                   "both grouped: a block index groups two loops", b.loc)
-            units.append((b, chain[i + 1]))
-            i += 2
-        else:
-            units.append((b,))
-            i += 1
-    pairs = [u for u in units if len(u) == 2]
-    return [u for u in units if len(u) == 1] + pairs
+    pair ``(outer, inner)`` (moved innermost: it takes ``x``) or a single loop
+    (:func:`gpudsl.ir.nests.block_units`, the grid check() tests); two grouped loops
+    in a row are refused."""
+    for b, c in zip(chain, chain[1:]):
+        if b.group and c.group:
+            raise CompileError(f"the BLOCKS loops {b.iter} and {c.iter} are "
+                               "both grouped: a block index groups two loops", b.loc)
+    return ir_block_units(chain)
 
 
 def extent(b: For):

@@ -5,6 +5,15 @@
   ``x`` extent is ``c``, a multiple of ``c``); the kernel is declared
   ``__cluster_dims__(c, 1, 1)``: a compile-time cluster size, which a plain launch
   (``cuLaunchKernel``) honours, so the launcher needs nothing more.
+- ``arrive(bar[e], lo, hi, count=c, cluster=True)``: each thread of the range, for every
+  rank ``q`` of the cluster, maps the barrier's shared address into block ``q``'s window
+  (``mapa.shared::cluster``) and arrives there with ``mbarrier.arrive.release.cluster.
+  shared::cluster`` (``c`` arrivals); the barrier expects ``c`` times the width times the
+  cluster size.  Thread 0 initialises such a barrier, then ``fence.mbarrier_init.release.
+  cluster`` and a ``sync_cluster()`` (instead of the block barrier) make it visible to
+  every block before any arrives; waits on it acquire at cluster scope
+  (``mbarrier.try_wait.parity.acquire.cluster``), so what the other blocks wrote before
+  their arrive is seen.
 - ``sync_cluster()``: ``barrier.cluster.arrive.release`` then ``barrier.cluster.wait.acquire``
   by every thread (the helper ``gpudsl_sync_cluster``; the emulator's header defines it as
   a barrier over the cluster's blocks, which it runs together).  Both need sm_90: compiling
@@ -24,6 +33,39 @@ SYNC_CLUSTER = r"""
 __device__ __forceinline__ void gpudsl_sync_cluster() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
                "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+#endif
+"""
+
+
+CLUSTER_ARRIVE = r"""
+#ifndef GPUDSL_EMULATOR
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "gpudsl: arrives on every block of a cluster (cluster=True) need sm_90 or newer"
+#endif
+// arrive(bar, lo, hi, count=c, cluster=True): on the barrier at bar's offset in the shared
+// memory of the cluster's block `rank` (mapa), released at cluster scope
+__device__ __forceinline__ void gpudsl_mbar_arrive_cluster(unsigned long long* bar,
+                                                           unsigned rank, unsigned count) {
+  unsigned a = gpudsl_smem_addr(bar), r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], %1;"
+               :: "r"(r), "r"(count) : "memory");
+}
+// a wait on a barrier other blocks arrive on: acquires at cluster scope
+__device__ __forceinline__ void gpudsl_mbar_wait_cluster(unsigned long long* bar,
+                                                         unsigned parity) {
+  unsigned a = gpudsl_smem_addr(bar), done = 0;
+  while (!done) {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 "
+                 "p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(a), "r"(parity)
+                 : "memory");
+  }
+}
+// after mbarrier.init of a barrier other blocks arrive on, before the cluster barrier that
+// lets them
+__device__ __forceinline__ void gpudsl_mbar_init_fence_cluster() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 #endif
 """
@@ -51,4 +93,4 @@ def emit_sync_cluster(kw, s, level: str) -> None:
     kw.w.line("gpudsl_sync_cluster();", s.loc)
 
 
-__all__ = ["SYNC_CLUSTER", "cluster_attribute", "cluster_size", "emit_sync_cluster"]
+__all__ = ["CLUSTER_ARRIVE", "SYNC_CLUSTER", "cluster_attribute", "cluster_size", "emit_sync_cluster"]

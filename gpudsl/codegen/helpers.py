@@ -5,7 +5,8 @@ from __future__ import annotations
 from .collective_cuda import WARP_COMMENT, WARP_HELPERS
 from .async_copy_cuda import ASYNC_COPY
 from .setmaxnreg_cuda import SETMAXNREG
-from .cluster_cuda import SYNC_CLUSTER
+from .cluster_cuda import CLUSTER_ARRIVE, SYNC_CLUSTER
+from ..ir.wgmma_meaning import tf32_truncate_c
 from ..targets import CLUSTERS as CLUSTERS_FEATURE, SETMAXNREG as SETMAXNREG_FEATURE, TMA as TMA_FEATURE, WGMMA as WGMMA_FEATURE
 from .tma_cuda import TMA as TMA_TEXT
 from .swizzle_cuda import SWIZZLE
@@ -90,13 +91,12 @@ def _fminmax(t: str, fn: str) -> str:
 _FMINMAX = {t: f"// {t} min/max as the GPU's: a NaN operand is ignored, -0.0 < +0.0.\n"
             + _fminmax(t, "min") + _fminmax(t, "max") for t in ("float", "double")}
 
-_TF32 = """\
-// tf32(x): x read as the tensor cores read a tf32 operand, its low 13 mantissa bits
-// cleared (gpudsl.ir.wgmma_meaning.tf32_truncate)
-__device__ __forceinline__ float gpudsl_tf32(float x) {
-  return __uint_as_float(__float_as_uint(x) & 0xffffe000u);
-}
-"""
+_TF32 = ("// tf32(x): x read as the tensor cores read a tf32 operand, its low 13 mantissa bits\n"
+         "// cleared, a NaN kept a NaN (gpudsl.ir.wgmma_meaning.tf32_truncate)\n"
+         "__device__ __forceinline__ float gpudsl_tf32(float x) {\n"
+         "  const unsigned u = __float_as_uint(x);\n"
+         f"  return __uint_as_float({tf32_truncate_c('u')});\n"
+         "}\n")
 
 _WRAP = ("// i32 and i64 arithmetic wraps (two's complement), as in the interpreter.\n"
          + _wrapping("int", "unsigned int", 32)
@@ -172,6 +172,7 @@ HELPERS = {
     "gpudsl_cp_async": ("cp_async", ASYNC_COPY),
     "gpudsl_setmaxnreg": ("setmaxnreg", SETMAXNREG),
     "gpudsl_sync_cluster": ("sync_cluster", SYNC_CLUSTER),
+    "gpudsl_cluster_arrive": ("cluster_arrive", CLUSTER_ARRIVE),
     "gpudsl_swizzle": ("swizzle", SWIZZLE),
     "gpudsl_wgmma": ("wgmma", WGMMA_COMMON),
     "gpudsl_tma": ("tma", TMA_TEXT),
@@ -189,7 +190,7 @@ HELPERS = {
 HELPERS.update({name: (name, text) for name, text in WARP_HELPERS.items()})
 
 _ORDER = ("floor", "wrap", "f2i", "tf32", "fminmax:float", "fminmax:double", "atomic_f32",
-          "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "tma", "cp_async", "setmaxnreg", "sync_cluster", "swizzle",
+          "atomic_f64", "atomic_old", "named_barrier", "mbarrier", "tma", "cp_async", "setmaxnreg", "sync_cluster", "cluster_arrive", "swizzle",
           "wgmma") + \
     tuple(WARP_HELPERS)
 
@@ -198,12 +199,14 @@ _GROUP_TEXT = dict(HELPERS.values())
 # groups whose text calls another group's helpers (the compare-and-swap loops call
 # gpudsl_fmin / gpudsl_fmax)
 _NEEDS = {"atomic_f32": ("fminmax:float",), "atomic_f64": ("fminmax:double",),
-          "atomic_old": ("fminmax:float", "fminmax:double"), "tma": ("mbarrier",)}
+          "atomic_old": ("fminmax:float", "fminmax:double"), "tma": ("mbarrier",),
+          "cluster_arrive": ("mbarrier", "sync_cluster")}
 
 
 # the target features a helper's code needs (gpudsl.targets names)
 FEATURES = {"gpudsl_setmaxnreg": SETMAXNREG_FEATURE, "gpudsl_wgmma": WGMMA_FEATURE,
-            "gpudsl_tma": TMA_FEATURE, "gpudsl_sync_cluster": CLUSTERS_FEATURE}
+            "gpudsl_tma": TMA_FEATURE, "gpudsl_sync_cluster": CLUSTERS_FEATURE,
+            "gpudsl_cluster_arrive": CLUSTERS_FEATURE}
 
 
 def features_of(used: set[str]) -> frozenset:

@@ -367,6 +367,12 @@ class KernelWriter(CallWriter, ExprEmitter):
                 strided += 1
             self.var_nonneg[b.iter] = self.nonneg(b.lo)
         self.block(body, level="block")
+        if self.syncs.cluster_bars:
+            # other blocks arrive on this block's barriers: none leaves (or initialises
+            # them again) before every block of the cluster is done with them
+            self.use_helper("gpudsl_sync_cluster")
+            w.line("gpudsl_sync_cluster();  // no block leaves while others may arrive on its "
+                   "barriers")
         if strided and any(isinstance(n, Alloc) and n.mem.per_block for n in walk(body)):
             # the next iteration's writes of SHARED arrays wait for this one's reads
             w.line("__syncthreads();")

@@ -102,6 +102,8 @@ class SyncWriter:
         self.kw = kw
         self.ids: dict = {}
         self.counts: dict = {}
+        self.cluster_bars = {s.name for s in walk(tuple(body))
+                             if isinstance(s, Arrive) and s.cluster}
         for s in walk(tuple(body)):
             if isinstance(s, Arrive):
                 r = (s.hi.val - s.lo.val) * s.count
@@ -155,6 +157,8 @@ class SyncWriter:
         self.kw.use_helper("gpudsl_mbar")
         w, name = self.kw.w, self.kw.lookup(s.name, s.loc).cname
         count = self.counts.get(s.name, 1)
+        if s.name in self.cluster_bars:   # every block of the cluster arrives on each
+            count *= max(getattr(self.kw, "cluster", 0), 1)
         w.line("__syncthreads();  // nobody uses an earlier barrier in this word", s.loc)
         # TMA loads complete on the barrier through the async proxy, which sees the
         # mbarrier.init only after a fence (CUTLASS's fence_barrier_init)
@@ -169,16 +173,43 @@ class SyncWriter:
                    if fence else
                    f"if ({self.tid()} == 0) for (int gpudsl_j = 0; gpudsl_j < {k}; ++gpudsl_j) "
                    f"gpudsl_mbar_init(&{name}[gpudsl_j], {count});", s.loc)
-            w.line("__syncthreads();  // the initialised ring is visible to every thread",
-                   s.loc)
+            self._visible(s, "ring")
             w.line(f"unsigned gpudsl_phase_{name} = 0;  // bit e: parity of the next wait on "
                    f"{s.name}[e]", s.loc)
             return
         w.line(f"if ({self.tid()} == 0) {{ gpudsl_mbar_init(&{name}, {count});{fence} }}"
                if fence else f"if ({self.tid()} == 0) gpudsl_mbar_init(&{name}, {count});",
                s.loc)
-        w.line("__syncthreads();  // the initialised barrier is visible to every thread", s.loc)
+        self._visible(s, "barrier")
         w.line(f"unsigned gpudsl_phase_{name} = 0;  // waits done on {s.name}", s.loc)
+
+    def _visible(self, s, what: str) -> None:
+        """After the initialisation: every thread (of every block of the cluster, for a
+        barrier other blocks arrive on) sees the initialised barrier."""
+        w = self.kw.w
+        if s.name not in self.cluster_bars:
+            w.line(f"__syncthreads();  // the initialised {what} is visible to every thread",
+                   s.loc)
+            return
+        self.kw.use_helper("gpudsl_cluster_arrive")
+        self.kw.use_helper("gpudsl_sync_cluster")
+        w.line(f"if ({self.tid()} == 0) gpudsl_mbar_init_fence_cluster();", s.loc)
+        w.line(f"gpudsl_sync_cluster();  // the initialised {what} is visible to every "
+               "block of the cluster", s.loc)
+
+    def _arrive(self, s, bar: str) -> str:
+        if not s.cluster:
+            return _arrive(s, bar)
+        self.kw.use_helper("gpudsl_cluster_arrive")
+        c = max(getattr(self.kw, "cluster", 0), 1)
+        return (f"for (unsigned gpudsl_q = 0; gpudsl_q < {c}u; ++gpudsl_q) "
+                f"gpudsl_mbar_arrive_cluster({bar}, gpudsl_q, {s.count}u);")
+
+    def _wait_fn(self, s) -> str:
+        if s.name in self.cluster_bars:
+            self.kw.use_helper("gpudsl_cluster_arrive")
+            return "gpudsl_mbar_wait_cluster"
+        return "gpudsl_mbar_wait"
 
     def split(self, s) -> None:
         w, name = self.kw.w, self.kw.lookup(s.name, s.loc).cname
@@ -189,13 +220,13 @@ class SyncWriter:
         if s.index is not None:
             return self._ring(s, name)
         if isinstance(s, Arrive):
-            w.line(f"{self.guard(s)} {_arrive(s, '&' + name)}".lstrip(), s.loc)
+            w.line(f"{self.guard(s)} {self._arrive(s, '&' + name)}".lstrip(), s.loc)
         else:
             assert isinstance(s, Wait)
             fence = self._copies_fence(s)
-            w.line(f"{self.guard(s)} {{ gpudsl_mbar_wait(&{name}, gpudsl_phase_{name}++ & 1u);"
-                   f" {fence} }}".lstrip() if fence else
-                   f"{self.guard(s)} gpudsl_mbar_wait(&{name}, gpudsl_phase_{name}++ & 1u);"
+            wait = f"{self._wait_fn(s)}(&{name}, gpudsl_phase_{name}++ & 1u);"
+            w.line(f"{self.guard(s)} {{ {wait} {fence} }}".lstrip() if fence else
+                   f"{self.guard(s)} {wait}"
                    .lstrip(), s.loc)
 
     def _copies_fence(self, s) -> str:
@@ -216,10 +247,10 @@ class SyncWriter:
         w.indent += 1
         w.line(f"const unsigned gpudsl_e = (unsigned)({e});", s.loc)
         if isinstance(s, Arrive):
-            w.line(_arrive(s, f"&{name}[gpudsl_e]"), s.loc)
+            w.line(self._arrive(s, f"&{name}[gpudsl_e]"), s.loc)
         else:
-            w.line(f"gpudsl_mbar_wait(&{name}[gpudsl_e], (gpudsl_phase_{name} >> gpudsl_e) & 1u);",
-                   s.loc)
+            w.line(f"{self._wait_fn(s)}(&{name}[gpudsl_e], (gpudsl_phase_{name} >> gpudsl_e) "
+                   "& 1u);", s.loc)
             w.line(f"gpudsl_phase_{name} ^= 1u << gpudsl_e;", s.loc)
             fence = self._copies_fence(s)
             if fence:

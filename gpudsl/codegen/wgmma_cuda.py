@@ -42,7 +42,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir.nodes import AsyncCopy, Const, For, Interval, Wgmma, WgmmaCommit, WgmmaWait
 from ..ir.visitor import walk
-from ..ir.wgmma_meaning import (CORE, CORE_BYTES, core_of, intervals, is_swizzled_form, k_of,
+from ..ir.wgmma_meaning import (tf32_truncate_c, CORE, CORE_BYTES, core_of, intervals, is_swizzled_form, k_of,
                                 mn_problem, operand_problem)
 from .warp_roles import group_guard
 
@@ -177,13 +177,13 @@ static inline T gpudsl_wgmma_elem_mn(const gpudsl_wgmma_desc& d, int n, int k) {
   return *(const T*)(d.p + o);
 }
 // an operand as the tensor cores read it: a half widened; an f32 as tf32, its low 13
-// mantissa bits dropped (gpudsl.ir.wgmma_meaning.tf32_truncate)
+// mantissa bits dropped, a NaN kept a NaN (gpudsl.ir.wgmma_meaning.tf32_truncate)
 static inline float gpudsl_wgmma_in(__half x) { return (float)x; }
 static inline float gpudsl_wgmma_in(__nv_bfloat16 x) { return (float)x; }
 static inline float gpudsl_wgmma_in(float x) {
   unsigned u;
   __builtin_memcpy(&u, &x, 4);
-  u &= 0xffffe000u;
+  u = GPUDSL_TF32_BITS;
   __builtin_memcpy(&x, &u, 4);
   return x;
 }
@@ -207,7 +207,7 @@ static inline void gpudsl_wgmma_emu(float* const* d, int n, gpudsl_wgmma_desc da
   }
 }
 #endif
-"""
+""".replace("GPUDSL_TF32_BITS", tf32_truncate_c("u"))
 
 
 MN_SUFFIX = "_mn"

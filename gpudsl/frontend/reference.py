@@ -716,6 +716,35 @@ y = np.zeros(256, np.float32)
 gpudsl.interpret(swap, x=np.zeros(256, np.float32), y=y)
 assert y[0] == 1.0 and y[128] == 0.0
 '''),
+    _E("Statements", "ClusterArrive", "`arrive(bar, lo, hi, cluster=True)`", "At block "
+       "level inside a `@ CLUSTERS` loop: each thread of `[lo, hi)` arrives on `bar` (the "
+       "same element of a ring) of every block of its cluster, its own included; a phase of "
+       "each block's barrier then takes the arrivals of all `c` blocks, and a thread that "
+       "waited for it (on its own block's barrier) is ordered after what every block's "
+       "arriving threads did before their arrive (GLOBAL memory included). Every arrive on "
+       "the barrier has `cluster=True`; every block makes the same arrives (`check()` proves "
+       "the ifs and seq loops around them uniform); two consecutive arrives on one element "
+       "need a `sync_cluster()` between them for `check()` to prove that no block arrives "
+       "for the next phase before every block arrived for this one (`unknown` otherwise). "
+       "Code: `mapa` and `mbarrier.arrive.release.cluster.shared::cluster`. See "
+       "[Hopper](hopper.md#remote-arrives).", '''
+@proc
+def handoff(x: f32[256], y: f32[256]):
+    for b in par(0, 1) @ BLOCKS:
+        for r in par(0, 2) @ CLUSTERS:
+            done: barrier @ SHARED
+            for t in par(0, 128) @ THREADS:
+                x[r * 128 + t] = 1.0 * r
+            arrive(done, 0, 128, cluster=True)  # on both blocks' `done`
+            wait(done, 0, 128)                  # both blocks have arrived
+            for t in par(0, 128) @ THREADS:
+                y[r * 128 + t] = x[(1 - r) * 128 + t]
+
+assert handoff.check(target="sm_90a").ok
+y = np.zeros(256, np.float32)
+gpudsl.interpret(handoff, x=np.zeros(256, np.float32), y=y)
+assert y[0] == 1.0 and y[128] == 0.0
+'''),
     _E("Statements", "Wgmma", "`wgmma(acc, a, b)`", "Warpgroup MMA (sm_90a): inside a "
        "`@ THREADS` loop whose warpgroups (128 consecutive threads from a multiple of 128) "
        "issue it together, `acc += A @ B` for A 64 x 16 and B 16 x N (f16 or bf16, summed in "
@@ -1276,7 +1305,8 @@ assert np.allclose(x, [0.6, 0.8])
 '''),
     _E("Builtins", "tf32", "`tf32(a)`", "An f32 read as TF32, as the tensor cores read a "
        "tf32 MMA's operand: its low 13 mantissa bits cleared (sign, exponent and 10 mantissa "
-       "bits kept; `gpudsl.ir.wgmma_meaning.tf32_truncate`). f32 to f32; a literal converts. "
+       "bits kept; a NaN stays a NaN, quieted; `gpudsl.ir.wgmma_meaning.tf32_truncate`). "
+       "f32 to f32; a literal converts. "
        "`acc += tf32(a[..]) * tf32(b[..])` nests over f32 SHARED tiles are what `make_wgmma` "
        "turns into the TF32 wgmma (docs/hopper.md).", '''
 @proc

@@ -35,8 +35,9 @@ MAX_COUNT = (1 << 20) - 1   # an mbarrier's expected arrival count (PTX: 2^20 - 
 def _count(parser, v: ast.Call, fname: str) -> int:
     """The ``count=`` of an arrive (1 when not written)."""
     kws = {k.arg: k.value for k in v.keywords}
-    if (fname != "arrive" and kws) or set(kws) - {"count"}:
-        what = "takes only count= as a keyword" if fname == "arrive" else "takes no keyword"
+    if (fname != "arrive" and kws) or set(kws) - {"count", "cluster"}:
+        what = "takes only count= and cluster= as keywords" if fname == "arrive" else \
+            "takes no keyword"
         raise parser.err(v, f"{fname}() {what}", "e.g. arrive(bar, 0, 1, count=32)"
                          if fname == "arrive" else f"e.g. {fname}(bar, 0, 64)")
     if "count" not in kws:
@@ -47,6 +48,18 @@ def _count(parser, v: ast.Call, fname: str) -> int:
         raise parser.err(node, "count= of an arrive is an integer constant, 1 to "
                          f"{MAX_COUNT}: the arrivals each thread of the range stands for",
                          "e.g. arrive(bar, 0, 1, count=32): one thread arrives for a warp")
+    return node.value
+
+
+def _cluster_flag(parser, v: ast.Call) -> bool:
+    """The ``cluster=`` of an arrive: ``True`` (every block of the cluster) or ``False``."""
+    node = next((k.value for k in v.keywords if k.arg == "cluster"), None)
+    if node is None:
+        return False
+    if not (isinstance(node, ast.Constant) and type(node.value) is bool):
+        raise parser.err(node, "cluster= of an arrive is True or False",
+                         "e.g. arrive(empty[i % 4], 0, 128, cluster=True): the threads "
+                         "arrive on the element of every block of the cluster")
     return node.value
 
 
@@ -91,7 +104,7 @@ def parse_sync_call(parser, s: ast.stmt, v: ast.Call, fname: str):
     lo, hi = _range(parser, v, v.args[1:], fname, keywords_ok=True)
     count = _count(parser, v, fname)
     if fname == "arrive":
-        return Arrive(name, lo, hi, loc, index, count)
+        return Arrive(name, lo, hi, loc, index, count, _cluster_flag(parser, v))
     return Wait(name, lo, hi, loc, index)
 
 

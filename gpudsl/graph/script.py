@@ -433,9 +433,13 @@ def _script_args(n: Node, ref) -> list[str]:
                   if n.attrs.get(k, words[0]) != words[0]]
 
 
-def to_script(node: Node) -> Script:
-    """The script of the graph ending in ``node`` (a node used twice is emitted once)
-    and its constants by name (unnamed ones become ``constant_0``, ``constant_1``...)."""
+def to_script(node: Node | Graph) -> Script:
+    """The script of the graph ending in ``node`` (a node used twice is emitted once;
+    a parsed ``Graph``: its result) and its constants' values by name (unnamed ones
+    become ``constant_0``, ``constant_1``...; a parsed constant has no value and is
+    left out: ``graph.compile`` takes it by name)."""
+    if isinstance(node, Graph):
+        node = node.result
     if not isinstance(node, Node):
         raise GraphError(f"to_script takes a graph node, not {type(node).__name__}")
     order: list[Node] = []
@@ -474,7 +478,8 @@ def to_script(node: Node) -> Script:
                     counter += 1
                 name = f"constant_{counter}"
                 names[name] = id(n)
-            constants[name] = n.value
+            if hasattr(n, "value"):   # built from an array, not parsed
+                constants[name] = n.value
             expr = f"ConstantTensor({name}, {n.dtype}, {_shape_text(n.shape)})"
         elif n.op == "BufferTensor":
             expr = f"BufferTensor({n.dtype}, {_shape_text(n.shape)})"

@@ -45,6 +45,7 @@ class RaceContext:
         self._kernels = 0
         self._depth = 0  # nesting of @ BLOCKS loops
         self.phase = 0  # epoch of the running barrier phase (unique per block)
+        self._phase_ids = 0  # the last epoch given out (new_phase)
         self.bstack: list[tuple[str, int]] = []
         self.bkey: tuple | None = None
         self.tkey: tuple | None = None  # (z, y, x); None: all threads (block level)
@@ -65,6 +66,12 @@ class RaceContext:
 
     # ------------------------------------------------------------ structure
 
+    def new_phase(self) -> None:
+        """A new barrier phase of the running block, with an epoch never given before (a
+        cluster's blocks keep theirs across their turns, :mod:`.clusters`)."""
+        self._phase_ids += 1
+        self.phase = self._phase_ids
+
     def kernel_enter(self):
         """Before a ``@ BLOCKS`` loop; the outermost one starts a kernel."""
         self._depth += 1
@@ -80,7 +87,7 @@ class RaceContext:
     def block_enter(self, name: str, value: int, dims: tuple, kdims: int):
         self.bstack.append((name, value))
         self.bkey = tuple(self.bstack)
-        self.phase += 1
+        self.new_phase()
         self.order.reset()
         self.bdims = tuple(max(d, 1) for d in dims) + (1,) * (3 - len(dims))
         n = 1
@@ -93,7 +100,7 @@ class RaceContext:
     def block_exit(self):
         self.bstack.pop()
         self.bkey = tuple(self.bstack) if self.bstack else None
-        self.phase += 1
+        self.new_phase()
         self.order.reset()
 
     def thread_loop(self, name: str):
@@ -120,7 +127,7 @@ class RaceContext:
                 f"sync() inside a THREADS loop (thread {_thread(self.tnames, self.tkey)}): a barrier "
                 "must stand at block level, where every thread of the block reaches it",
                 acc.loc, "move the sync() out of the thread loop")
-        self.phase += 1
+        self.new_phase()
         self.order.reset()
 
     def sync_cluster(self, acc: AccessSite):

@@ -34,7 +34,8 @@ def _mask(lo: int, hi: int) -> int:
 class SplitBarrier:
     """The sequential state of one split barrier (one per block)."""
 
-    __slots__ = ("name", "range", "phases", "waits", "arrive_at", "waiters", "tma")
+    __slots__ = ("name", "range", "phases", "waits", "arrive_at", "waiters", "tma", "cl",
+                 "sent", "got")
 
     def __init__(self, name: str):
         self.name = name
@@ -44,6 +45,41 @@ class SplitBarrier:
         self.arrive_at: dict = {}  # phase -> (event index, epoch) of its completion
         self.waiters: dict = {}  # phase -> [(mask, event index, epoch)]
         self.tma = None  # phase -> bulk tensor copies it lands (:mod:`.tma_copies`)
+        self.cl = 0  # cluster arrives (:mod:`.clusters`): the cluster's size
+        self.sent: dict = {}  # block rank -> its arrives on this barrier so far
+        self.got: set = set()  # the ranks that arrived for the phase in progress
+
+    def cluster_arrive(self, rank: int, lo: int, hi: int, acc, count: int, c: int) -> bool:
+        """Block ``rank``'s arrive (``cluster=True``) on this barrier of a cluster of ``c``
+        blocks; True when it completes a phase.  A block's arrive for the phase after the
+        one in progress is an error: its arrivals would count toward the wrong phase."""
+        self.cl = c
+        k = self.sent.get(rank, 0)
+        if k > self.phases:
+            raise InterpError(
+                f"block {rank} of the cluster arrives on {self.name} for phase {k} while "
+                f"phase {self.phases} is still waiting for other blocks: its arrivals would "
+                "count toward that phase", acc.loc,
+                "order each block's next arrive after every block's previous one (a "
+                "sync_cluster() between them)")
+        self.sent[rank] = k + 1
+        self.got.add(rank)
+        if len(self.got) < c:
+            self._range_of(lo, hi, acc, count)
+            return False
+        self.got = set()
+        self.arrive(lo, hi, acc, count)
+        return True
+
+    def ready(self, lo: int, hi: int) -> bool:
+        """Has the phase the threads of ``[lo, hi)`` wait for next completed?"""
+        return self.phases > max(self.waits.get(t, 0) for t in range(lo, hi))
+
+    def _range_of(self, lo, hi, acc, count):
+        if self.range is None:
+            self.range = (lo, hi, count)
+        elif self.range != (lo, hi, count):
+            self.arrive(lo, hi, acc, count)   # reports the mismatch
 
     def arrive(self, lo: int, hi: int, acc, count: int = 1) -> int:
         """Phase ``P`` completes (returned): the threads of ``[lo, hi)`` bring ``count``

@@ -41,6 +41,24 @@ def nest_dim(inner: int) -> int:
     return min(inner, 2)
 
 
+def block_units(chain: list[For]) -> list[tuple[For, ...]]:
+    """The BLOCKS nest ``chain`` (outer first) as units of one grid dimension each, in
+    the order of :func:`nest_dims` (the last takes ``x``): a grouped pair ``(outer,
+    inner)`` (``par(lo, hi, group=G)`` around a BLOCKS loop, ``set_block_order``) shares
+    ``blockIdx.x`` (the product of its extents, below 2**31) and is moved last; the
+    other loops keep their order.  Code generation launches this grid and check()
+    tests it (a grouped loop followed by another grouped one is refused by codegen)."""
+    units, i = [], 0
+    while i < len(chain):
+        if chain[i].group and i + 1 < len(chain):
+            units.append((chain[i], chain[i + 1]))
+            i += 2
+        else:
+            units.append((chain[i],))
+            i += 1
+    return [u for u in units if len(u) == 1] + [u for u in units if len(u) == 2]
+
+
 def thread_nests(body: tuple[Stmt, ...]) -> list[list[Expr]]:
     """The ``hi`` bounds of every maximal nest of thread loops in ``body``
     (outermost first), seen through ``seq`` loops, ``if``s and calls (callee
@@ -99,4 +117,4 @@ def _computable(e: Expr, known: set[str]) -> bool:
     return True
 
 
-__all__ = ["DIMS", "direct_nest", "nest_dims", "thread_nests", "block_shape"]
+__all__ = ["DIMS", "direct_nest", "nest_dims", "block_units", "thread_nests", "block_shape"]

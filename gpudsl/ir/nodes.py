@@ -289,7 +289,11 @@ class Arrive(Stmt):
     split barrier ``bar`` (a ``barrier @ SHARED`` allocation) and go on.  ``index``: the
     element of a barrier ring (``bar: barrier[k] @ SHARED``, ``arrive(bar[e], lo, hi)``),
     None for a single barrier.  ``count``: the arrivals each thread of the range contributes
-    (``arrive(bar, lo, hi, count=c)``, a positive constant; 1 when not written)."""
+    (``arrive(bar, lo, hi, count=c)``, a positive constant; 1 when not written).
+    ``cluster``: ``arrive(bar, lo, hi, cluster=True)`` inside a ``@ CLUSTERS`` loop: each
+    thread of the range arrives on ``bar`` (the same element) of every block of its
+    cluster, its own included (docs/hopper.md (remote arrives)); a phase of each block's
+    barrier then takes the arrivals of all ``c`` blocks."""
 
     name: str
     lo: Expr
@@ -297,6 +301,7 @@ class Arrive(Stmt):
     loc: Optional[SrcLoc] = field(**_LOC)
     index: Optional[Expr] = None
     count: int = 1
+    cluster: bool = False
 
 
 @dataclass(frozen=True)

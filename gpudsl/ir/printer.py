@@ -163,6 +163,8 @@ def print_stmt(s: Stmt, indent: int = 0) -> list[str]:
         fn = "arrive" if isinstance(s, Arrive) else "wait"
         bar = s.name if s.index is None else f"{s.name}[{print_expr(s.index)}]"
         count = f", count={s.count}" if isinstance(s, Arrive) and s.count != 1 else ""
+        if isinstance(s, Arrive) and s.cluster:
+            count += ", cluster=True"
         return [f"{pad}{fn}({bar}, {print_expr(s.lo)}, {print_expr(s.hi)}{count})"]
     if isinstance(s, AsyncCopy):
         bar = ""

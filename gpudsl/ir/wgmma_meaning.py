@@ -327,14 +327,32 @@ def b_coords(s: Wgmma, col, k) -> tuple:
     return (_b("//", k, core), col, _b("%", k, core))
 
 
+#: ``tf32(x)`` on the bits of an f32 (an unsigned int named ``{u}``), as C: the low 13
+#: mantissa bits cleared; a NaN stays a NaN (quieted first: a payload only in the low
+#: bits would leave an infinity).  The one text of the rule the generated C (the
+#: builtin's helper, the wgmma and mma.sync CPU bodies) reads: :func:`tf32_truncate_c`.
+_TF32_C = "((((({u}) & 0x7fffffffu) > 0x7f800000u) ? (({u}) | 0x00400000u) : ({u})) & 0xffffe000u)"
+
+
+def tf32_truncate_c(u: str) -> str:
+    """The C expression of :func:`tf32_truncate` on the bits ``u`` (``unsigned``) of an
+    f32: the bits of the f32 read as tf32."""
+    return _TF32_C.format(u=u)
+
+
 def tf32_truncate(x):
     """``x`` (f32, numpy scalar or array) as the tensor cores read an f32 operand of a
     tf32 MMA: its low 13 mantissa bits dropped (sign, exponent and 10 mantissa bits kept),
     as the stdlib's mma.sync tf32 kernels' meaning (``gpudsl.stdlib.matmul_tf32``) and the
-    emulator do."""
+    emulator do (:func:`tf32_truncate_c`).  A NaN stays a NaN (the tensor cores read it
+    as one): its quiet bit set before the low bits go, so a payload only in those bits
+    does not leave an infinity."""
     import numpy as np
     a = np.asarray(x, dtype=np.float32)
-    out = (a.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    u = a.view(np.uint32)
+    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    u = np.where(nan, u | np.uint32(0x00400000), u).astype(np.uint32)
+    out = (u & np.uint32(0xFFFFE000)).view(np.float32)
     return out if out.ndim else np.float32(out)
 
 
@@ -366,6 +384,6 @@ __all__ = ["chained", "WGMMAS", "FAMILIES", "WARPGROUP", "M", "K", "CORE", "N_MA
            "n_values", "frag_row", "frag_col", "intervals", "extents", "layout_problem",
            "swizzled_problem", "operand_problem", "is_swizzled_form", "mn_problem",
            "b_problem", "b_coords", "row_elements", "CORE_BYTES", "B_MAJORS", "HALF_TYPES",
-           "TF32", "tf32_truncate", "k_of", "core_of",
+           "TF32", "tf32_truncate", "tf32_truncate_c", "k_of", "core_of",
            "row_expr", "col_expr", "lane_of", "WgmmaElement", "elements", "wgmma_of",
            "same_shape"]

@@ -57,7 +57,8 @@ from gpudsl.runtime.signature import KernelSig, host_pointer, pack_args
 
 HERE = Path(__file__).resolve().parent
 HEADERS = ("gpudsl_emu.h", "gpudsl_emu_sched.h", "gpudsl_emu_bars.h", "gpudsl_emu_sys.h",
-           "gpudsl_emu_cluster.h")
+           "gpudsl_emu_cluster.h", "gpudsl_emu_dsmem.h", "gpudsl_emu_faults.h",
+           "gpudsl_emu_launch.h")
 BASE_FLAGS = ("-std=c++20", "-O2", "-shared", "-fPIC", "-pthread", "-fvisibility=hidden",
               "-fno-strict-aliasing", "-fno-math-errno", "-Wno-unknown-pragmas",
               "-Wno-unused-function", "-Wno-unused-variable",

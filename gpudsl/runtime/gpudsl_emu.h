@@ -346,6 +346,9 @@ static inline float atomicExch(float* p, float v) { return gpudsl_atomic_fp(p, [
 #define gpudsl_cp_async_mbar_arrive(p) ((void)(p))
 #define gpudsl_mbar_wait(p, par) gpudsl_emu::mbar_wait((p), (par), __FILE__, __LINE__)
 #define gpudsl_sync_cluster() gpudsl_emu::sync_cluster(__FILE__, __LINE__)
+#define gpudsl_mbar_arrive_cluster(p, q, n) gpudsl_emu::mbar_arrive_cluster((p), (q), (n), __FILE__, __LINE__)
+#define gpudsl_mbar_wait_cluster(p, par) gpudsl_emu::mbar_wait_cluster((p), (par), __FILE__, __LINE__)
+#define gpudsl_mbar_init_fence_cluster() ((void)0)
 
 static inline unsigned int __activemask() { return gpudsl_emu::active_mask(); }
 static inline unsigned int __lanemask_lt() { return (1u << gpudsl_emu::lane()) - 1u; }

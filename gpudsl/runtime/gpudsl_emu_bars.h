@@ -80,6 +80,7 @@ static inline void mbar_wait(unsigned long long* bar, unsigned parity, const cha
   Fiber* f = self();
   while ((unsigned)(*bar >> 63) == (parity & 1u)) {
     f->mbar = bar;
+    f->op = (int)(parity & 1u);   // the parity it waits to leave (gpudsl_emu_dsmem.h)
     block_on(f, AT_MBAR, file, line);
   }
 }

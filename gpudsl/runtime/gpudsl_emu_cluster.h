@@ -24,6 +24,10 @@ struct Team {
   long long gen = 0;        // rounds completed
   bool mixed = false;       // the last round mixed sync_cluster() with a finished block
   bool broken = false;      // a member stopped: every wait returns 2
+  Block* members[16] = {};  // by rank (gpudsl_emu_dsmem.h)
+  long long arrivals = 0;   // arrives on cluster barriers so far
+  int idle = 0;             // members whose fibers all wait, since the last arrival
+  bool deadlocked = false;  // broken because every member waits (gpudsl_emu_dsmem.h)
 };
 
 enum { AT_CLUSTER_SYNC = 1, AT_CLUSTER_END = 2 };
@@ -42,6 +46,11 @@ static int team_arrive(Team* t, int kind) {
     t->gen++;
     t->cv.notify_all();
     return t->mixed ? 1 : 0;
+  }
+  if (t->idle + t->arrived >= t->c) {   // the others idle: nobody will come
+    t->broken = t->deadlocked = true;
+    t->cv.notify_all();
+    return 2;
   }
   while (t->gen == g && !t->broken) {
     if (g_abort.load(std::memory_order_relaxed)) {
@@ -74,6 +83,10 @@ static inline void sync_cluster(const char* file, int line) {
         snprintf(msg, sizeof msg, "cluster barrier divergence: the block waits at sync_cluster() at %s:%d "
                  "while another block of its cluster finished without reaching it; every block of a "
                  "cluster must reach the same sync_cluster()s", file, line);
+      else if (b->team->deadlocked)
+        snprintf(msg, sizeof msg, "deadlock: every block of the cluster waits (this one at "
+                 "sync_cluster() at %s:%d, others at mbarriers or named barriers) and none can "
+                 "complete what another waits for", file, line);
       else
         snprintf(msg, sizeof msg, "stopped at sync_cluster() at %s:%d: another block of the cluster "
                  "failed", file, line);

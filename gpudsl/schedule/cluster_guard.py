@@ -1,4 +1,5 @@
-"""Rewrites of kernels whose blocks meet at ``sync_cluster()`` (docs/hopper.md (clusters)).
+"""Rewrites of kernels whose blocks meet at ``sync_cluster()`` or at arrives on every block
+of the cluster (``cluster=True``) (docs/hopper.md (clusters)).
 
 Every primitive's legality rule reasons about one block's code run in order, other blocks
 being independent.  Blocks of a cluster that meet at ``sync_cluster()`` are not: a block
@@ -11,7 +12,7 @@ simplifying expressions, hints, a block barrier more, asserts).  The differentia
 ``clusters`` family (tests/schedule/differential) found the broken rewrites."""
 from __future__ import annotations
 
-from ..ir.nodes import Const, For, SyncCluster
+from ..ir.nodes import Arrive, Const, For, SyncCluster
 from ..ir.types import MAX_CLUSTER
 from ..ir.visitor import walk
 
@@ -21,7 +22,8 @@ SAFE = frozenset({"rename", "simplify", "insert_sync", "set_unroll", "set_blocks
 
 def _meeting_clusters(pdef) -> list:
     return [s for s in walk(pdef.body) if isinstance(s, For) and s.cluster
-            and any(isinstance(n, SyncCluster) for n in walk(s.body))]
+            and any(isinstance(n, SyncCluster) or (isinstance(n, Arrive) and n.cluster)
+                    for n in walk(s.body))]
 
 
 def broken_clusters(old, new, name: str):
@@ -39,7 +41,7 @@ def broken_clusters(old, new, name: str):
     if not before or before == _meeting_clusters(new):
         return None
     return (f"{name} reasons about one block's code, but the blocks of this cluster meet "
-            "at sync_cluster() and read each other's writes: the rewrite of their code is "
+            "at sync_cluster() (or arrive on each other's barriers) and read each other's writes: the rewrite of their code is "
             "not proved (docs/decisions.md)", before[0].loc,
             "schedule the kernel before adding the CLUSTERS loop and sync_cluster(), or "
             "edit the proc and check() it")

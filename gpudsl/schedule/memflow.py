@@ -26,6 +26,7 @@ from ..ir.printer import print_expr
 from ..ir.visitor import free_vars, walk
 from ..ir.smt_scope import Scope
 from .legality import RegionAccess, collect, find_conflict, prove, raise_conflict
+from .memflow_lanes import merge_lanes
 from .primitive import fail
 
 
@@ -137,8 +138,9 @@ def check_flow(pdef, addr, region: tuple, buf: str, ix, loc, why: str):
     reads = [s for s in sites if s.acc.mode != "w"]
     seen: dict = {}
     before = _Before(sites, writes)
+    lanes = merge_lanes(writes, _Site)
     for r in reads:
-        if _covered(pdef, addr, r, writes, split, seen, before):
+        if _covered(pdef, addr, r, lanes, split, seen, before):
             continue
         for w in writes:
             hit = find_conflict(
@@ -162,7 +164,8 @@ def reads_covered(pdef, addr, region: tuple, buf: str) -> bool:
         return not reads
     seen: dict = {}
     before = _Before(sites, writes)
-    return all(_covered(pdef, addr, r, writes, set(), seen, before) for r in reads)
+    lanes = merge_lanes(writes, _Site)
+    return all(_covered(pdef, addr, r, lanes, set(), seen, before) for r in reads)
 
 
 def _ix(pdef, ix, env):
@@ -199,6 +202,7 @@ class _Before:
 
 
 def _covered(pdef, addr, r: _Site, writes, split, seen: dict, before: _Before) -> bool:
+    # ``writes``: the writes with each vector copy's as one (memflow_lanes)
     # the nearest write of the same element before the read in the same loop body
     # usually covers it alone: one small question instead of one over every write
     # (a chain of N in-place updates asked N questions of N writes each).  The

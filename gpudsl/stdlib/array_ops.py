@@ -21,16 +21,17 @@ from .halves import dtype_of as _dtype_of
 from ..runtime import driver as _driver
 from ..runtime import torch_tensors as _torch_tensors
 from . import ops_fast as _fast
+from .matmul_call import matmul_half, matmul_tf32_nt
+from .node_shapes import matmul_precision_problem
 from .node_table import get, plan
 from .node_registry import db_stamp
-from .op_arguments import (_ANY_FLOAT, RANKS, _is_array, _is_device, _is_scalar, as_int,
+from .op_arguments import (_ANY_FLOAT, RANKS, _is_array, _is_scalar, as_int,
                            axis, check_tensor, torch_call)
 from .op_arguments import table_rule as _table_rule
 from .op_arguments import array_like as _array_like
 from .op_arguments import contig as _contig
 from .op_arguments import empty as _empty
 from .op_arguments import index_tensor as _index_tensor
-from .op_arguments import transpose_if_contiguous as _transpose_if_contiguous
 from .op_arguments import is_host_int as _is_host_int
 from .op_arguments import is_int64 as _is_int64
 from .rms_norm import DEFAULT_EPS
@@ -337,26 +338,27 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
     sm_90a GPU the TF32 wgmma kernel, 2-D, ``[n] @ [n, k]`` or batched, the reduction a
     multiple of 16, ``b`` transposed into a scratch array first: ``matmul_sm90_tf32``;
     ``b = w.T`` of a contiguous ``w``, 2-D or ``[n] @``: the kernel reads ``w``, no
-    transpose).
+    transpose); refused on float16/bfloat16 operands, as by the graph's ``MatMulNode``
+    (``node_shapes.matmul_precision_problem``).
     ``stages`` (fp32): 2 (double-buffered tiles, one barrier per k step; the default)
     or 1 (the single-stage kernel) for the big-tile kernel, instead of the tuned or
     default choice; ``async_stages``: 2 to 4, the big-tile kernel's (or the TF32
     kernel's) tiles copied by asynchronous copies into a circular buffer that deep
     (``cp.async`` on sm_80+); other kernels ignore both."""
-    require(precision in ("fp32", "tf32"),
-            f"precision must be 'fp32' or 'tf32', not {precision!r}")
     sa, sb = check_tensor("a", a, dtypes=_ANY_FLOAT), check_tensor("b", b, dtypes=_ANY_FLOAT)
     dt = _common_dtype("matmul", a=a, b=b)
+    problem = matmul_precision_problem(precision, dt)   # the graph's MatMulNode's rule
+    require(problem is None, problem)
     if dt != "f32":  # f16/bf16: tensor cores (f32 accumulation) where the tiles divide
         from .matmul_sm80 import plan_matmul_half_for   # sm_80-class: the multistage kernel
 
-        return _matmul_half(a, b, sa, sb, dt,
+        return matmul_half(a, b, sa, sb, dt,
                             lambda a2, sb_, dt_: plan_matmul_half_for(a2, sb_, dt_, backend()))
     attrs = {}
     if precision == "tf32":
         require(async_stages in (None, 0, 2, 3, 4),
                 f"async_stages must be 0 or 2 to 4, not {async_stages!r}")
-        done = _matmul_tf32_nt(a, b, sa, sb)   # w.T of a contiguous w on sm_90a: no copy
+        done = matmul_tf32_nt(a, b, sa, sb)   # w.T of a contiguous w on sm_90a: no copy
         if done is not None:
             return done
         attrs["precision"] = "tf32"
@@ -372,48 +374,6 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
                     f"{async_stages!r}" + (f" with stages={stages}" if stages else ""))
             attrs["async_stages"] = async_stages
     return _launch("matmul", (_contig(a), _contig(b)), attrs)[0]
-
-
-def _matmul_tf32_nt(a, b, sa, sb):
-    """``a @ w.T`` in TF32 (``w`` contiguous ``[k, n]``, ``a`` ``[m, n]`` or ``[n]``) by
-    the TN TF32 wgmma kernel with ``bt = w`` as it lies, on an sm_90a GPU where it
-    serves the shape and passed its first run there; else None (the node table's
-    launch: ``b`` made contiguous, transposed into scratch on sm_90a)."""
-    bt = _transpose_if_contiguous(b)
-    if bt is None or len(sa) not in (1, 2):
-        return None
-    from .matmul_sm90_tf32 import plan_nt_for
-
-    a2 = (1,) + sa if len(sa) == 1 else sa
-    hit = plan_nt_for(a2, tuple(bt.shape), backend())
-    if hit is None:
-        return None
-    a = _contig(a)
-    out = _empty(a, sa[:-1] + (sb[-1],), np.float32)
-    _run(hit[0], a=a.reshape(a2), bt=bt, c=out.reshape(a2[0], sb[-1]), **hit[1])
-    return out
-
-
-def _matmul_half(a, b, sa, sb, dt, plan):
-    """``[m,n]@[n,k]`` or ``[n]@[n,k]`` in half precision (matmul_f16)."""
-    require(len(sb) == 2 and len(sa) in (1, 2),
-            f"the {dt} matmul takes [m, n] or [n] @ [n, k]; got {sa} and {sb}")
-    a2 = (1,) + sa if len(sa) == 1 else sa
-    bt = _transpose_if_contiguous(b)   # w.T of a contiguous w: the TN kernel, no copy
-    if bt is not None:
-        from .matmul_sm80 import plan_matmul_half_nt_for
-
-        hit = plan_matmul_half_nt_for(a2, tuple(bt.shape), dt, backend())
-        if hit is not None:
-            a = _contig(a)
-            out = _empty(a, sa[:-1] + (sb[-1],), _NUMPY[dt])
-            _run(hit[0], a=a.reshape(a2), bt=bt, c=out.reshape(a2[0], sb[-1]), **hit[1])
-            return out
-    p, binds = plan(a2, sb, dt)
-    a, b = _contig(a), _contig(b)
-    out = _empty(a, sa[:-1] + (sb[-1],), _NUMPY[dt])
-    _run(p, a=a.reshape(a2), b=b, c=out.reshape(a2[0], sb[-1]), **binds)
-    return out
 
 
 @_op
@@ -543,66 +503,10 @@ def attention(q, k, v, causal: bool = False, prefix=None, scale=None, kv_heads=N
     ``slope_h * |p - j|`` subtracted from the score of key ``j`` (after the softcap).
     Every kernel above takes all three (the decode of plain heads through the grouped
     kernel)."""
-    from .attention_call import alibi_arg, gqa_call, options, wants_gqa
+    from .attention_op import run_attention
 
-    window, softcap = options(causal, window, softcap)
-    if wants_gqa(q, k, kv_heads, block_table, seq_lens, window, softcap, alibi_slopes):
-        p, args, out, err, host_checked = gqa_call(q, k, v, causal, prefix, scale, kv_heads,
-                                                   block_table, seq_lens, window, softcap,
-                                                   backend(), alibi_slopes)
-        _run(p, **args)
-        if not host_checked:
-            _raise_on_fault(err, "a sequence length read from the device is outside its "
-                            "bounds, or the block table names a page outside the cache")
-        return out
-    qs, ks, vs = (check_tensor(name, a, ranks=(3,), dtypes=_ANY_FLOAT) for name, a in
-                  (("q", q), ("k", k), ("v", v)))
-    dt = _common_dtype("attention", q=q, k=k, v=v)
-    require(isinstance(causal, (bool, np.bool_)), f"causal must be a bool, not {causal!r}")
-    h, m, d = qs
-    n = ks[1]
-    # the prefix is checked below, as an int or a tensor: the rule sees the full one
-    _table_rule("attention", (q, k, v), {"causal": bool(causal), "prefix": n,
-                                         "window": window, "softcap": softcap})
-    low = m if causal else 1
-    if prefix is None:
-        prefix = n
-    on_host = _is_host_int(prefix)
-    if on_host:
-        value = as_int("prefix", prefix)
-        require(1 <= value <= n, f"prefix {value} is outside [1, {n}], the keys")
-        require(value >= low, f"prefix {value} is below the {m} query rows; with "
-                "causal=True the first row would attend no key")
-    prefix = _index_tensor(q, "prefix", prefix)
-    require(tuple(prefix.shape) == (1,) and _is_int64(prefix),
-            f"prefix must be an int64 tensor of one element, got shape "
-            f"{tuple(prefix.shape)} and dtype {prefix.dtype}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    require(_is_scalar(scale) and not _is_array(scale),
-            f"scale must be a number, not {type(scale).__name__} {scale!r:.40}")
-    slopes = alibi_arg(q, h, alibi_slopes)
-    if dt != "f32" or slopes is not None:  # halves: read widened, f32 softmax, rounded once
-        from .attention_sm90 import plan_prefill
-
-        q, k, v = _contig(q), _contig(k), _contig(v)
-        out = _empty(q, qs, _NUMPY[dt])
-        err = _zeros(q, (1,), np.int32)
-        p = plan_prefill(m, d, bool(causal), h, n, dt=dt, target=backend(), window=window,
-                         softcap=softcap is not None, alibi=slopes is not None)
-        extra = {} if softcap is None else {"cap": np.float32(softcap)}
-        if slopes is not None:
-            extra["slopes"] = slopes
-        _run(p, q=q, k=k, v=v,
-             prefix=prefix, scale=np.float32(scale), out=out, err=err, **extra)
-    else:
-        out, err = _launch("attention", (_contig(q), _contig(k), _contig(v), prefix),
-                           {"causal": bool(causal), "scale": np.float32(scale),
-                            "window": window, "softcap": softcap})
-    if not on_host:
-        _raise_on_fault(err, f"the prefix read from the device is outside [{low}, {n}]"
-                        + (" (causal: at least the query rows)" if causal else ""))
-    return out
+    return run_attention(q, k, v, causal, prefix, scale, kv_heads, block_table, seq_lens,
+                         window, softcap, alibi_slopes)
 
 
 # ------------------------------------------------------------------ rows (no graph node)

@@ -71,6 +71,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..ir.types import BLOCKS, REGISTER, SHARED, THREADS
+from ..ir.wgmma_meaning import tf32_truncate_c
 from ..language import f32, seq  # noqa: F401  (names of the @instr bodies)
 from ..proc import Proc, instr
 from ..schedule import (divide_loop, expand_dim, fission, insert_sync, lift_alloc,
@@ -122,7 +123,7 @@ def store_tf32_x4(dst: [f32][4] @ SHARED, src: [f32][4] @ REGISTER):
 
 # the GPU path: three 64-bit fragment loads and one warp-wide mma.sync (sm_80+); the
 # fallback: the body per lane, inputs read as TF32 (the low 13 bits dropped, as the
-# tensor cores do)
+# tensor cores do; a NaN stays a NaN: gpudsl.ir.wgmma_meaning.tf32_truncate)
 _MMA_TEMPLATE = r"""{
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   unsigned gpudsl_l_;
@@ -144,7 +145,7 @@ _MMA_TEMPLATE = r"""{
   auto gpudsl_tf32_ = [](float x) -> float {
     unsigned u;
     __builtin_memcpy(&u, &x, 4);
-    u &= 0xffffe000u;
+    u = GPUDSL_TF32_BITS;
     __builtin_memcpy(&x, &u, 4);
     return x;
   };
@@ -155,7 +156,7 @@ _MMA_TEMPLATE = r"""{
             gpudsl_tf32_((&{a})[rm * {a_stride_0} + kk]) *
             gpudsl_tf32_((&{b})[kk * {b_stride_0} + rn]);
 #endif
-}"""
+}""".replace("GPUDSL_TF32_BITS", tf32_truncate_c("u"))
 
 
 

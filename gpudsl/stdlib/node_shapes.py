@@ -104,12 +104,24 @@ def matmul(ops, attrs):
                          "[m,n]@[n,k], [n]@[n,k] or [b,m,n]@[b,n,k]", 1)
     if sa[-1] != sb[-2]:
         raise ShapeError(f"inner dimensions differ: {list(sa)} @ {list(sb)}", 1)
-    if attrs.get("precision", "fp32") not in ("fp32", "tf32"):
-        raise ShapeError(f"precision is fp32 or tf32, not {attrs['precision']!r}")
-    if attrs.get("precision", "fp32") != "fp32" and dt != "float32":
-        raise ShapeError(f"precision={attrs['precision']} reads float32 operands as tf32; "
-                         f"these are {dt} (the half kernels sum in float32 already)", 0)
+    problem = matmul_precision_problem(attrs.get("precision", "fp32"), dt)
+    if problem is not None:
+        raise ShapeError(problem, 0 if "half" in problem else None)
     return dt, out
+
+
+def matmul_precision_problem(precision, dt: str) -> str | None:
+    """Why ``precision`` does not go with operands of dtype ``dt`` (``float32`` or
+    ``f32``...), else None: the one rule of ``MatMulNode`` and ``ops.matmul``.  ``tf32``
+    on float16/bfloat16 data is refused, not ignored: their kernels use the tensor cores
+    and sum in float32 already, so the request is most likely a mistake
+    (docs/decisions.md)."""
+    if precision not in ("fp32", "tf32"):
+        return f"precision is fp32 or tf32, not {precision!r}"
+    if precision == "tf32" and dt not in ("float32", "f32"):
+        return (f"precision=tf32 reads float32 operands as tf32; these are {dt} (the half "
+                "kernels use the tensor cores and sum in float32 already: drop precision=)")
+    return None
 
 
 def slice_rows(ops, attrs):

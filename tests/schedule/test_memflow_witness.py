@@ -11,6 +11,8 @@ import z3
 from gpudsl.schedule import memflow
 from gpudsl.ir.nodes import BinOp, Const, Var
 from gpudsl.ir.types import INDEX
+from gpudsl.ir.printer import print_expr
+from gpudsl.ir.stmt_effects import RegionAccess
 
 
 def _no_exists(monkeypatch):
@@ -81,3 +83,59 @@ def test_wgmma_epilogue_staging_is_proved_without_an_existential(monkeypatch):
     p = matmul_sm90.sm90_kernel("f16", bn=64, wgs=1, bk=32, stages=2)
     matmul_sm90._sm90_kernel.cache_clear()
     assert "Cs[" in str(p) and "= c[" not in str(p) and not calls
+
+
+def test_a_vector_copy_is_one_write_in_the_coverage_question(monkeypatch):
+    # the sm_80 half GEMM's tiles are copied 8 halves at a time (one statement, eight
+    # write effects): asked as eight alternatives, each with its own `(v - j) // 8`,
+    # the explicit question of the pipelined B tile took 21 s and timed out on z3 4.x
+    from gpudsl.stdlib import matmul_sm80
+
+    asked = []
+    orig = memflow._covered_by
+
+    def spy(pdef, addr, r, writes, split):
+        asked.append((len(writes), len({id(w.leaf) for w in writes})))
+        return orig(pdef, addr, r, writes, split)
+
+    monkeypatch.setattr(memflow, "_covered_by", spy)
+    matmul_sm80._sm80_kernel.cache_clear()
+    try:
+        p = matmul_sm80._sm80_kernel("f16", 64, 64, 32, 32, 32, 2, False)
+    finally:
+        matmul_sm80._sm80_kernel.cache_clear()
+    assert "Bs" in str(p) and asked
+    assert all(n == statements for n, statements in asked), asked
+
+
+def _site(idx, leaf, loops=()):
+    acc = RegionAccess("s", "w", tuple(idx), loops, (), leaf)
+    return memflow._Site(acc, (0,), (), leaf)
+
+
+def test_merge_lanes_only_merges_a_whole_run_of_offsets():
+    from gpudsl.schedule.memflow_lanes import merge_lanes
+
+    def B(op, a, b):
+        return BinOp(op, a, b, INDEX)
+
+    t, leaf = Var("t"), object()
+    base = B("*", Const(8), t)
+
+    def run(offsets, other=leaf):
+        return [_site((Var("r"), B("+", base, Const(c)) if c else base),
+                      leaf if c != 3 else other) for c in offsets]
+
+    whole = merge_lanes(run(range(8)), memflow._Site)
+    assert len(whole) == 1
+    (m,) = whole
+    assert m.acc.loops[-1].iter == "_lane" and m.acc.loops[-1].hi == Const(8)
+    assert "_lane" in print_expr(m.acc.idx[1])
+    # a lane missing (7 of 8) or a gap: the writes stay as they are
+    assert len(merge_lanes(run([0, 1, 2, 3, 4, 5, 7]), memflow._Site)) == 7
+    # writes of different statements are never one write
+    assert len(merge_lanes(run(range(8), other=object()), memflow._Site)) == 8
+    # two indices differing: not a vector copy
+    odd = [_site((B("+", Var("r"), Const(c)), B("+", base, Const(c)) if c else base), leaf)
+           for c in range(4)]
+    assert len(merge_lanes(odd, memflow._Site)) == 4

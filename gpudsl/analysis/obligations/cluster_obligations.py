@@ -2,7 +2,7 @@
 (clusters)): what check() proves of them.
 
 * uniformity (kind ``"divergence"``): every thread of every block of a cluster reaches the
-  same sequence of ``sync_cluster()``: the conditions of the block-level ifs and the bounds
+  same sequence of ``sync_cluster()`` and of arrives with ``cluster=True``: the conditions of the block-level ifs and the bounds
   of the block-level seq loops around a ``sync_cluster()`` (inside the CLUSTERS loop) are
   equal in any two blocks of one cluster (a Z3 query: two ranks, the other block loop
   variables and the enclosing seq loops' equal); a memory read there is refused (another
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import z3
 
-from ...ir.nodes import For, If, SyncCluster
+from ...ir.nodes import Arrive, For, If, SyncCluster
 from ...ir.printer import print_expr
 from ...ir.smt import SAT, UNSAT, Unsupported
 from ...ir.visitor import walk
@@ -33,10 +33,17 @@ def _is_cluster_sync(s) -> bool:
 _CLUSTER_PHASES = PhaseRelation(_is_cluster_sync)
 
 
+def _meets(s) -> bool:
+    """Does statement ``s`` make blocks of one cluster meet (sync_cluster(), or an
+    arrive on every block's barrier)?"""
+    return isinstance(s, SyncCluster) or (isinstance(s, Arrive) and s.cluster)
+
+
 def cluster_uses(eff) -> list:
     """Where the proc uses clusters: its CLUSTERS loops and sync_cluster()s."""
     return [s.loc for s in walk(tuple(eff.body))
-            if (isinstance(s, For) and s.cluster) or isinstance(s, SyncCluster)]
+            if (isinstance(s, For) and s.cluster) or isinstance(s, SyncCluster) or
+            (isinstance(s, Arrive) and s.cluster)]
 
 
 def kernel_cluster(ctx, kernel):
@@ -45,8 +52,7 @@ def kernel_cluster(ctx, kernel):
     if kernel not in memo:
         ki = ctx.eff.kernels[kernel]
         loop = next((l for l in ki.block_loops if l.cluster), None)
-        synced = loop is not None and any(isinstance(n, SyncCluster)
-                                          for n in walk(ki.loop))
+        synced = loop is not None and any(_meets(n) for n in walk(ki.loop))
         memo[kernel] = (loop, synced)
     return memo[kernel]
 
@@ -65,6 +71,8 @@ def block_alternative(ctx, a1, a2, t1, t2, block_loops, v):
     if same is False:
         return z3.Not(z3.And(*outer))
     ranks = v(t1, loop.iter) != v(t2, loop.iter)
+    from .cluster_arrives import cross_block_unordered
+    ranks = z3.And(ranks, *cross_block_unordered(ctx, a1, a2, t1, t2))
     one = z3.And(*outer, ranks) if same is True else z3.And(*outer, ranks, same)
     return z3.Or(z3.Not(z3.And(*outer)), one)
 
@@ -73,7 +81,7 @@ def check_cluster_uniformity(ctx) -> None:
     """Every sync_cluster() is reached alike by the blocks of its cluster (see above)."""
     seen = set()
     for si in ctx.eff.syncs:
-        if not isinstance(si.stmt, SyncCluster) or si.kernel is None:
+        if not _meets(si.stmt) or si.kernel is None:
             continue
         inside = list(si.inside)
         at = next((j for j, s in enumerate(inside) if isinstance(s, For) and s.cluster), None)
@@ -128,9 +136,10 @@ def _uneven(ctx, si, around, s) -> bool:
         if ctx.enc.data_dependent else ""
     ctx.diagnostics.append(Diagnostic(
         "divergence", f"{what} may differ between two blocks of one cluster{data}: some would "
-        "skip a sync_cluster() the others wait at (a deadlock)", [s.loc, si.loc],
+        "skip a sync_cluster() (or a cluster arrive) the others wait for (a deadlock)",
+        [s.loc, si.loc],
         {"sizes": ctx.enc.size_values(m), "block1": blocks[0], "block2": blocks[1]},
-        "branch and loop around sync_cluster() on sizes and the BLOCKS loops that count "
+        "branch and loop around sync_cluster() and cluster arrives on sizes and the BLOCKS loops that count "
         "clusters, not on the rank in the cluster or on memory"))
     return True
 

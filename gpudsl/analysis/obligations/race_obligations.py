@@ -144,14 +144,15 @@ def _pairs(eff):
 
 
 def _cluster_synced(eff, kernel) -> bool:
-    """Does the kernel hold a sync_cluster() (:mod:`.cluster_obligations`)?"""
+    """Does the kernel hold a sync_cluster() or an arrive on every block of the cluster
+    (:mod:`.cluster_obligations`: its blocks meet, so an access's place matters)?"""
     if kernel is None:
         return False
     memo = eff.__dict__.setdefault("_cluster_synced", {})
     if kernel not in memo:
-        from ...ir.nodes import SyncCluster
         from ...ir.visitor import walk
-        memo[kernel] = any(isinstance(n, SyncCluster) for n in walk(eff.kernels[kernel].loop))
+        from .cluster_obligations import _meets
+        memo[kernel] = any(_meets(n) for n in walk(eff.kernels[kernel].loop))
     return memo[kernel]
 
 
@@ -461,10 +462,16 @@ def _race(ctx, info, a1, a2, t1, t2, i1, alts, tags, model):
             "iterations": "make the iterations touch distinct elements, or use a seq loop"}[
         mode]
     if mode == "blocks" and _one_cluster(ctx, a1, w):
-        between = "threads of two blocks of one cluster between the same sync_cluster()s"
+        from .cluster_arrives import cluster_bars
+        arrived = bool(cluster_bars(ctx, a1.kernel))
+        between = "threads of two blocks of one cluster between the same sync_cluster()s" + \
+            (" and not ordered by an arrive on every block's barrier" if arrived else "")
         msg = msg.replace("threads of different blocks", between)
         hint = ("order them with sync_cluster() between the write and the other block's "
                 "access (docs/hopper.md (clusters)), or give each block its own elements")
+        if arrived:
+            hint += ("; or arrive with cluster=True after the write (the writing thread in "
+                     "the range) and wait on the block's own barrier before the access")
     if a1.kind == "atomic" or a2.kind == "atomic":
         hint = "an atomic and a plain access to one element conflict; make both atomic " \
                "or separate them with sync()"
