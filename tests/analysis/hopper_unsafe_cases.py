@@ -312,6 +312,50 @@ MUTANTS += [
 ]
 
 
+
+# remote arrives (docs/hopper.md#remote-arrives): every block of a cluster arrives on each
+RELAY = '''
+def relay(n: size, x: f32[n] @ GLOBAL, y: f32[n] @ GLOBAL):
+    assert n % 256 == 0
+    for b in par(0, n // 256) @ BLOCKS:
+        for r in par(0, 2) @ CLUSTERS:
+            done: barrier @ SHARED
+            for t in par(0, 128) @ THREADS:
+                x[b * 256 + r * 128 + t] = 1.0 * r
+            arrive(done, 0, 128, cluster=True)
+            wait(done, 0, 128)
+            for t in par(0, 128) @ THREADS:
+                y[b * 256 + r * 128 + t] = x[b * 256 + (1 - r) * 128 + t]
+'''
+
+RELAY_LOOP = '''
+def relay_loop(m: size, x: f32[256] @ GLOBAL, y: f32[m, 256] @ GLOBAL):
+    for b in par(0, 1) @ BLOCKS:
+        for r in par(0, 2) @ CLUSTERS:
+            done: barrier @ SHARED
+            for i in seq(0, m):
+                for t in par(0, 128) @ THREADS:
+                    x[r * 128 + t] = 1.0 * (r + i)
+                arrive(done, 0, 128, cluster=True)
+                wait(done, 0, 128)
+                for t in par(0, 128) @ THREADS:
+                    y[i, r * 128 + t] = x[(1 - r) * 128 + t]
+                sync_cluster()
+'''
+BASES.update(relay=RELAY, relay_loop=RELAY_LOOP)
+
+MUTANTS += [
+    _m("relay_arrive_half", "relay", "arrive(done, 0, 128, cluster=True)", "arrive(done, 0, 64, cluster=True)", "race"),
+    _m("relay_rank_arrive", "relay", "            arrive(done, 0, 128, cluster=True)\n",
+       "            if r == 0:\n                arrive(done, 0, 128, cluster=True)\n", "divergence"),
+    _m("relay_write_after_arrive", "relay",
+       "                x[b * 256 + r * 128 + t] = 1.0 * r\n            arrive(done, 0, 128, cluster=True)\n",
+       "                x[b * 256 + r * 128 + t] = 1.0 * r\n            arrive(done, 0, 128, cluster=True)\n"
+       "            for t in par(0, 128) @ THREADS:\n                x[b * 256 + r * 128 + t] = 2.0\n", "race"),
+    _m("relay_wait_fewer", "relay", "wait(done, 0, 128)", "wait(done, 0, 64)", "race"),
+    _m("relay_loop_no_sync_cluster", "relay_loop", "                sync_cluster()\n", "", "race"),
+]
+
 # twins refused when read (ProcError matching the last field)
 PARSE_REFUSED = [
     _m("swz_swizzle_mismatch", "gemm_swz", "a_s: f16[4, 64, 64] @ SHARED(swizzle=128)", "a_s: f16[4, 64, 64] @ SHARED(swizzle=64)", r"not a \[2, 64, 8\] or \[64, 16\] window"),
