@@ -356,6 +356,25 @@ MUTANTS += [
     _m("relay_loop_no_sync_cluster", "relay_loop", "                sync_cluster()\n", "", "race"),
 ]
 
+
+# each slot filled once: no empty barrier is needed while n <= 4 (symbolic n)
+RING_ONCE = '''
+def ring_once(n: size, x: f32[n, 32], y: f32[n, 32]):
+    assert n <= 4
+    for b in par(0, 1) @ BLOCKS:
+        buf: f32[4, 32] @ SHARED
+        full: barrier[4] @ SHARED
+        for i in seq(0, n):
+            for t in par(0, 32) @ THREADS:
+                buf[i % 4, t] = x[i, t]
+            arrive(full[i % 4], 0, 32)
+            wait(full[i % 4], 32, 64)
+            for t in par(32, 64) @ THREADS:
+                y[i, t - 32] = buf[i % 4, t - 32] * 2.0
+'''
+BASES["ring_once"] = RING_ONCE
+MUTANTS += [_m("ring_once_fifth_fill", "ring_once", "assert n <= 4", "assert n <= 5", "race")]
+
 # twins refused when read (ProcError matching the last field)
 PARSE_REFUSED = [
     _m("swz_swizzle_mismatch", "gemm_swz", "a_s: f16[4, 64, 64] @ SHARED(swizzle=128)", "a_s: f16[4, 64, 64] @ SHARED(swizzle=64)", r"not a \[2, 64, 8\] or \[64, 16\] window"),
