@@ -375,6 +375,41 @@ def ring_once(n: size, x: f32[n, 32], y: f32[n, 32]):
 BASES["ring_once"] = RING_ONCE
 MUTANTS += [_m("ring_once_fifth_fill", "ring_once", "assert n <= 4", "assert n <= 5", "race")]
 
+
+# warpgroup 0's wgmma reads a_s; warpgroup 1 overwrites a_s after the block barrier
+TWO_WG = '''
+def two(a: f16[2, 64, 8], b: f16[2, 8, 8], c: f32[128, 4]):
+    for blk in par(0, 1) @ BLOCKS:
+        acc: f32[128, 4] @ REGISTER
+        a_s: f16[2, 64, 8] @ SHARED
+        b_s: f16[2, 8, 8] @ SHARED
+        for t in par(0, 256) @ THREADS:
+            if t < 128:
+                for i in seq(0, 4):
+                    acc[t, i] = 0.0
+                for j in seq(0, 8):
+                    a_s[t % 2, t // 2, j] = a[t % 2, t // 2, j]
+                if t < 16:
+                    for j in seq(0, 8):
+                        b_s[t % 2, t // 2, j] = b[t % 2, t // 2, j]
+        sync()
+        for t in par(0, 128) @ THREADS:
+            wgmma(acc[t, 0:4], a_s, b_s)
+        wgmma_commit()
+        wgmma_wait(0)
+        sync()
+        for t in par(128, 256) @ THREADS:
+            for j in seq(0, 8):
+                a_s[t % 2, (t - 128) // 2, j] = 0.0
+        for t in par(0, 128) @ THREADS:
+            for i in seq(0, 4):
+                c[t, i] = acc[t, i]
+'''
+BASES["two_wg"] = TWO_WG
+MUTANTS += [
+    _m("two_wg_overwrite_in_flight", "two_wg", "        wgmma_wait(0)\n        sync()\n", "        sync()\n", "race"),
+]
+
 # twins refused when read (ProcError matching the last field)
 PARSE_REFUSED = [
     _m("swz_swizzle_mismatch", "gemm_swz", "a_s: f16[4, 64, 64] @ SHARED(swizzle=128)", "a_s: f16[4, 64, 64] @ SHARED(swizzle=64)", r"not a \[2, 64, 8\] or \[64, 16\] window"),
