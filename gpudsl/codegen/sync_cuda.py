@@ -160,15 +160,26 @@ class SyncWriter:
         if s.name in self.cluster_bars:   # every block of the cluster arrives on each
             count *= max(getattr(self.kw, "cluster", 0), 1)
         w.line("__syncthreads();  // nobody uses an earlier barrier in this word", s.loc)
+        # TMA loads complete on the barrier through the async proxy, which sees the
+        # mbarrier.init only after a fence (CUTLASS's fence_barrier_init)
+        fence = ""
+        if getattr(self.kw, "tma_loads", False):
+            self.kw.use_helper("gpudsl_tma")
+            fence = " gpudsl_mbar_init_fence();"
         if s.shape:  # a ring: every element, and one parity bit per element
             k = s.shape[0].val
-            w.line(f"if ({self.tid()} == 0) for (int gpudsl_j = 0; gpudsl_j < {k}; ++gpudsl_j) "
+            w.line(f"if ({self.tid()} == 0) {{ for (int gpudsl_j = 0; gpudsl_j < {k}; "
+                   f"++gpudsl_j) gpudsl_mbar_init(&{name}[gpudsl_j], {count});{fence} }}"
+                   if fence else
+                   f"if ({self.tid()} == 0) for (int gpudsl_j = 0; gpudsl_j < {k}; ++gpudsl_j) "
                    f"gpudsl_mbar_init(&{name}[gpudsl_j], {count});", s.loc)
             self._visible(s, "ring")
             w.line(f"unsigned gpudsl_phase_{name} = 0;  // bit e: parity of the next wait on "
                    f"{s.name}[e]", s.loc)
             return
-        w.line(f"if ({self.tid()} == 0) gpudsl_mbar_init(&{name}, {count});", s.loc)
+        w.line(f"if ({self.tid()} == 0) {{ gpudsl_mbar_init(&{name}, {count});{fence} }}"
+               if fence else f"if ({self.tid()} == 0) gpudsl_mbar_init(&{name}, {count});",
+               s.loc)
         self._visible(s, "barrier")
         w.line(f"unsigned gpudsl_phase_{name} = 0;  // waits done on {s.name}", s.loc)
 
@@ -212,8 +223,20 @@ class SyncWriter:
             w.line(f"{self.guard(s)} {self._arrive(s, '&' + name)}".lstrip(), s.loc)
         else:
             assert isinstance(s, Wait)
-            w.line(f"{self.guard(s)} {self._wait_fn(s)}(&{name}, gpudsl_phase_{name}++ & 1u);"
+            fence = self._copies_fence(s)
+            wait = f"{self._wait_fn(s)}(&{name}, gpudsl_phase_{name}++ & 1u);"
+            w.line(f"{self.guard(s)} {{ {wait} {fence} }}".lstrip() if fence else
+                   f"{self.guard(s)} {wait}"
                    .lstrip(), s.loc)
+
+    def _copies_fence(self, s) -> str:
+        """After a wait for cp.async copies (``bar=``) into wgmma operands: the copies
+        were written through the generic proxy, wgmma reads through the async one, and
+        the issuing thread's fence ran before they landed (docs/hopper.md)."""
+        if s.name not in getattr(self.kw, "wait_fence_bars", ()):
+            return ""
+        self.kw.use_helper("gpudsl_wgmma")
+        return "gpudsl_proxy_fence();"
 
 
     def _ring(self, s, name) -> None:
@@ -229,6 +252,9 @@ class SyncWriter:
             w.line(f"{self._wait_fn(s)}(&{name}[gpudsl_e], (gpudsl_phase_{name} >> gpudsl_e) "
                    "& 1u);", s.loc)
             w.line(f"gpudsl_phase_{name} ^= 1u << gpudsl_e;", s.loc)
+            fence = self._copies_fence(s)
+            if fence:
+                w.line(fence + "  // the landed copies, seen by wgmma", s.loc)
         w.indent -= 1
         w.line("}", s.loc)
 

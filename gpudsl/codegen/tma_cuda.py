@@ -137,6 +137,16 @@ __device__ __forceinline__ void gpudsl_tma_fence() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
+__device__ __forceinline__ void gpudsl_mbar_init_fence() {
+#ifndef GPUDSL_EMULATOR
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void gpudsl_tma_fence_global() {
+#ifndef GPUDSL_EMULATOR
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+#endif
+}
 """
 
 
@@ -197,9 +207,25 @@ def tensor_map_params(stmts, proc) -> list:
 
 
 def scan_stores(kw, body) -> None:
-    """The SHARED tiles the kernel's bulk tensor stores read (their writers fence)."""
+    """The SHARED tiles the kernel's bulk tensor stores read, and the GLOBAL arrays its
+    bulk tensor copies read or write (their generic writers fence)."""
     from ..ir.visitor import walk
-    kw.tma_store_srcs = {n.src.name for n in walk(tuple(body)) if isinstance(n, TmaStore)}
+    nodes = [n for n in walk(tuple(body)) if isinstance(n, (TmaStore, TmaLoad))]
+    kw.tma_store_srcs = {n.src.name for n in nodes if isinstance(n, TmaStore)}
+    kw.tma_globals = {(n.dst if isinstance(n, TmaStore) else n.src).name for n in nodes}
+    kw.tma_loads = any(isinstance(n, TmaLoad) for n in nodes)
+
+
+def _generic_writes(body) -> set:
+    """Arrays a thread loop's body writes through the generic proxy (not only by bulk
+    tensor stores, which written_names counts among the generic writes)."""
+    from ..ir.inline import written_names
+    from ..ir.nodes import Assign, Atomic, Reduce
+    from ..ir.visitor import walk
+    nodes = list(walk(tuple(body)))
+    stored = {n.dst.name for n in nodes if isinstance(n, TmaStore)}
+    plain = {n.name for n in nodes if isinstance(n, (Assign, Reduce, Atomic))}
+    return written_names(tuple(body), generic_only=True) - (stored - plain)
 
 
 def store_writer_fence(kw, body) -> None:
@@ -211,6 +237,12 @@ def store_writer_fence(kw, body) -> None:
     if srcs and written_names(tuple(body), generic_only=True) & srcs:
         kw.use_helper("gpudsl_tma")
         kw.w.line("gpudsl_tma_fence();  // the generic proxy's writes, seen by tma_store")
+    gl = getattr(kw, "tma_globals", None)
+    if gl and _generic_writes(body) & gl:
+        # a GLOBAL array that a bulk tensor copy of this kernel reads or writes, written
+        # here by threads: the async proxy sees those writes only after this fence
+        kw.use_helper("gpudsl_tma")
+        kw.w.line("gpudsl_tma_fence_global();  // the generic proxy's writes, seen by TMA")
 
 
 def emit_tma(kw, s, level: str) -> None:

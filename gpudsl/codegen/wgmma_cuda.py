@@ -40,7 +40,7 @@ kernel holding wgmma for a GPU without sm_90a's features stops with ``#error``.
 from __future__ import annotations
 
 from ..errors import CompileError
-from ..ir.nodes import Const, For, Interval, Wgmma, WgmmaCommit, WgmmaWait
+from ..ir.nodes import AsyncCopy, Const, For, Interval, Wgmma, WgmmaCommit, WgmmaWait
 from ..ir.visitor import walk
 from ..ir.wgmma_meaning import (tf32_truncate_c, CORE, CORE_BYTES, core_of, intervals, is_swizzled_form, k_of,
                                 mn_problem, operand_problem)
@@ -395,6 +395,10 @@ def scan_kernel(kw, body) -> None:
     wg = [n for n in walk(body) if isinstance(n, Wgmma)]
     kw.wg_accs = {s.acc.name for s in wg}
     kw.wg_operands = {w.name for s in wg for w in (s.a, s.b)}
+    # barriers that cp.async copies into wgmma operands complete on: the copies land
+    # after the issuing thread's fence, so the waiting threads fence (wait_fence_bars)
+    kw.wait_fence_bars = {n.bar for n in walk(body) if isinstance(n, AsyncCopy) and n.bar
+                          and n.dst in kw.wg_operands}
 
 
 def after_copies_fence(kw) -> None:
