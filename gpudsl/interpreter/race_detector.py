@@ -256,7 +256,8 @@ class Tracker:
         elem = f"{self.name}[{', '.join(map(str, el))}]" if el else self.name
         if across_blocks:
             why = (f"two blocks of one kernel touch the same {self.mem.name} element "
-                   "(barriers do not order blocks)")
+                   "(a block barrier does not order blocks; only sync_cluster() or a "
+                   "cluster arrive orders blocks of one cluster)")
         else:
             why = "two threads of one block touch it between the same two barriers"
         landing = [a.text.startswith("tma_load(") for a in (a1, a2)]

@@ -150,7 +150,11 @@ def _races(p, n=512):
 
 def test_the_race_detector_orders_blocks_by_cluster_arrives():
     assert _races(_p()) is None
-    assert "GLOBAL x[" in _races(_p(**{", cluster=True": ""}))
+    msg = _races(_p(**{", cluster=True": ""}))
+    assert "GLOBAL x[" in msg
+    # the reason names what orders blocks of one cluster (it said "barriers do not
+    # order blocks", wrong for a cluster's blocks)
+    assert "only sync_cluster() or a cluster arrive orders blocks of one cluster" in msg
     # threads 64..127 read the partner's half without having waited
     assert "GLOBAL x[" in _races(_p(**{"            wait(done, 0, 128)\n":
                                        "            wait(done, 0, 64)\n"}))
