@@ -16,6 +16,7 @@ faults included.  Only generated with ``GPUDSL_DIFF_FAMILY=wgmma`` (or
 from __future__ import annotations
 
 import random
+import zlib
 
 from .procgen import Program, pick_sizes
 
@@ -125,7 +126,9 @@ def _ring(r, name: str, N: int) -> Program:
              f"        {_fragment(N)} {r.choice(['=', '+='])} acc[t, i]"]
     body = _broken(r, body)
     lines = ["    for b in par(0, 1) @ BLOCKS:"] + ["        " + ln for ln in body]
-    if r.random() < 0.5:   # a pair of BLOCKS loops (persist_blocks walks the outer one)
+    # a pair of BLOCKS loops (persist_blocks walks the outer one) for half the names: not
+    # a draw, so the family's seeds generate the programs they generated before
+    if zlib.crc32(name.encode()) % 2:
         lines = lines[:1] + ["        for b2 in par(0, 1) @ BLOCKS:"] + \
             ["    " + ln for ln in lines[1:]]
     return Program("wgmma", name, head + "\n".join(lines) + "\n",
