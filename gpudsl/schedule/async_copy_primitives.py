@@ -16,6 +16,7 @@ from .cursors import block_of
 from .edits import Into, MovedRange, insert, replace, update
 from .patterns import scope_at
 from .primitive import BLOCK, LOOP, POSITIVE_INT, fail, primitive
+from .proved_as_before import refuse_new_findings
 from .simplify import const_value, normalize
 
 _VCOPY = "vcopy"
@@ -303,16 +304,9 @@ def _used_after(pdef, addr, names) -> bool:
 
 
 def _no_new_races(old, new, loc):
-    from ..analysis.check import check
-    before = check(old)
-    after = check(new)
-    for kind in ("race", "divergence", "bounds", "unknown"):
-        if len(after.of_kind(kind)) > len(before.of_kind(kind)):
-            d = after.of_kind(kind)[0]
-            raise fail(f"the pipelined loop is not proved: {d.message}",
-                       d.locations[0] if d.locations else loc,
-                       "the compute must read only the staged tile, and the copies "
-                       "only what the loop does not write", d.witness or None)
+    refuse_new_findings(old, new, loc, "the pipelined loop",
+                        "the compute must read only the staged tile, and the copies "
+                        "only what the loop does not write")
 
 
 __all__ = ["make_async", "pipeline_loop"]

@@ -49,6 +49,7 @@ from ..ir.types import BLOCKS, INDEX, THREADS, bool_
 from ..ir.visitor import ExprMap, free_vars, substitute, walk
 from .edits import replace
 from .primitive import LOOP, POSITIVE_INT, fail, primitive
+from .proved_as_before import refuse_new_findings
 from .simplify import const_value
 
 
@@ -218,16 +219,9 @@ def _fresh(p, base: str) -> str:
 
 
 def _proved_as_before(p, new_ir, loc):
-    from ..analysis.check import check
-    before = check(p.ir, target="sm_90a")
-    after = check(new_ir, target="sm_90a")
-    for kind in ("race", "divergence", "bounds", "unknown"):
-        if len(after.of_kind(kind)) > len(before.of_kind(kind)):
-            d = after.of_kind(kind)[0]
-            raise fail(f"the persistent blocks are not proved: {d.message}",
-                       d.locations[0] if d.locations else loc,
-                       "a ring stepped once per tile, released by the consumers, and "
-                       "a constant number of blocks", d.witness or None)
+    refuse_new_findings(p.ir, new_ir, loc, "the persistent blocks",
+                        "a ring stepped once per tile, released by the consumers, and "
+                        "a constant number of blocks", target="sm_90a")
 
 
 __all__ = ["persist_blocks"]

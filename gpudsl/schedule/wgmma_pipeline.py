@@ -29,6 +29,7 @@ from ..ir.visitor import walk
 from .cursors import block_of
 from .edits import replace
 from .primitive import LOOP, fail, primitive
+from .proved_as_before import refuse_new_findings
 from .simplify import const_value
 
 
@@ -130,16 +131,9 @@ def pipeline_wgmma(p, loop):
 
 
 def _proved_as_before(p, new_ir, loc):
-    from ..analysis.check import check
-    before = check(p.ir, target="sm_90a")
-    after = check(new_ir, target="sm_90a")
-    for kind in ("race", "divergence", "bounds", "unknown"):
-        if len(after.of_kind(kind)) > len(before.of_kind(kind)):
-            d = after.of_kind(kind)[0]
-            raise fail(f"the loop with a wgmma group in flight is not proved: {d.message}",
-                       d.locations[0] if d.locations else loc,
-                       "the ring's producer must wait on the slot the consumers release",
-                       d.witness or None)
+    refuse_new_findings(p.ir, new_ir, loc, "the loop with a wgmma group in flight",
+                        "the ring's producer must wait on the slot the consumers release",
+                        target="sm_90a")
 
 
 __all__ = ["pipeline_wgmma"]
