@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from ..ir.nodes import BinOp, Const, For, Var
 from ..ir.types import INDEX
+from ..ir.visitor import free_vars
 
 
 def _split_const(e):
@@ -49,6 +50,17 @@ def _lane_dim(group):
     return d, parts[0][0], offsets[0]
 
 
+def _lane_name(acc) -> str:
+    """``_lane``, or ``_lane1``, ... : a name none of the write's loops or indices uses
+    (an instance binds loop variables by name)."""
+    used = {L.iter for L in acc.loops} | {v for e in acc.idx for v in free_vars(e)}
+    name, i = "_lane", 0
+    while name in used:
+        i += 1
+        name = f"_lane{i}"
+    return name
+
+
 def merge_lanes(writes, site_type):
     """``writes`` with each vector copy's scalar writes replaced by one write whose
     lane is an innermost loop ``_lane`` (see the module's doc); the others unchanged."""
@@ -62,7 +74,7 @@ def merge_lanes(writes, site_type):
             out.extend(g)
             continue
         d, base, lo = found
-        lane = For("_lane", Const(0), Const(len(g)), ())
+        lane = For(_lane_name(g[0].acc), Const(0), Const(len(g)), ())
         shifted = BinOp("+", base, Const(lo), INDEX) if lo else base
         idx = list(g[0].acc.idx)
         idx[d] = BinOp("+", shifted, Var(lane.iter, INDEX), INDEX)

@@ -9,7 +9,7 @@ import types
 import z3
 
 from gpudsl.schedule import memflow
-from gpudsl.ir.nodes import BinOp, Const, Var
+from gpudsl.ir.nodes import BinOp, Const, For, Var
 from gpudsl.ir.types import INDEX
 from gpudsl.ir.printer import print_expr
 from gpudsl.ir.stmt_effects import RegionAccess
@@ -135,6 +135,12 @@ def test_merge_lanes_only_merges_a_whole_run_of_offsets():
     assert len(merge_lanes(run([0, 1, 2, 3, 4, 5, 7]), memflow._Site)) == 7
     # writes of different statements are never one write
     assert len(merge_lanes(run(range(8), other=object()), memflow._Site)) == 8
+    # a loop of the write already named _lane: the lane takes another name
+    own = For("_lane", Const(0), Const(2), ())
+    (m2,) = merge_lanes([_site((Var("_lane"), B("+", base, Const(c)) if c else base), leaf,
+                               (own,)) for c in range(8)], memflow._Site)
+    assert m2.acc.loops[-1].iter not in ("_lane", "t")
+    assert m2.acc.loops[-1].iter in print_expr(m2.acc.idx[1])
     # two indices differing: not a vector copy
     odd = [_site((B("+", Var("r"), Const(c)), B("+", base, Const(c)) if c else base), leaf)
            for c in range(4)]
