@@ -37,14 +37,20 @@ COMMAND_CHARS = 2000
 CARRY_PATHS = 8
 OUT_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
-# the nodes of the bench step (issue 26: fp32 and TF32 matmul against cuBLAS; permute,
-# pointwise, rms_norm and sliced_softmax against a device copy of the same bytes; issue
-# 34: the GEMMs in four precisions at 4096^3 and 8192^3, the 3-D permutes, attention
-# against every SDPA backend)
-BENCH_NODES = ("matmul", "matmul_tf32", "matmul_f16", "matmul_bf16", "attention",
+# the nodes of part 1's bench step (issue 36): the GEMMs the Hopper kernels are judged
+# by, each against cuBLAS in the same run: the derived sm_90a kernels (f16, bf16, TF32,
+# the persistent f16 variant), then fp32 SGEMM; they derive and prove their kernels on the
+# CPU first (~40 s each), so they run alone, before anything else can take their time
+GEMM_NODES = ("matmul_f16_sm90", "matmul_bf16_sm90", "matmul_tf32_sm90",
+              "matmul_f16_sm90_persistent", "matmul")
+# part 2's bench step (issues 26, 34): the ops.matmul GEMMs in the other precisions,
+# attention against every SDPA backend, the bandwidth nodes against a device copy of the
+# same bytes, the sm_80 half GEMM, then the fp32 kernel variants
+BENCH_NODES = ("matmul_tf32", "matmul_f16", "matmul_bf16", "attention",
                "permute2d", "permute3d_021", "permute3d_210", "add", "silu", "rms_norm",
-               "sliced_softmax", "matmul_1stage", "matmul_async", "matmul_w64",
-               "matmul_bk16", "matmul_bk16_b1", "matmul_tf32_async")
+               "sliced_softmax", "matmul_f16_sm80", "matmul_bf16_sm80", "matmul_1stage",
+               "matmul_async", "matmul_w64", "matmul_bk16", "matmul_bk16_b1",
+               "matmul_tf32_async")
 SITE = "/tmp/gpudsl-site"     # where the carried wheels are installed on the machine
 WHEELS = ".whl"               # the carried wheels (benchmarks/wheels.sh fills it)
 
@@ -93,26 +99,25 @@ COMMON = [
     Step("environment", ("{py}", "{root}/benchmarks/campaign_env.py"), 20),
 ]
 
+def _bench(nodes: tuple, limit: int) -> Step:
+    return Step("bench", ("{py}", "-m", "gpudsl.cli", "bench", "--nodes", ",".join(nodes),
+                          "--out", "{out}/bench.json"), limit, files=("bench.json",),
+                rehearse=("{py}", "-m", "gpudsl.cli", "bench", "--target", "emulator",
+                          "--nodes", ",".join(nodes), "--out", "{out}/bench.json"),
+                needs="torch")
+
+
 PART1 = COMMON + [
+    _bench(GEMM_NODES, 230),
     Step("smoke", ("{py}", KERNELS, "--stdlib", "--sync", "--target", "{target}"), 45),
-    Step("bench", ("{py}", "-m", "gpudsl.cli", "bench", "--nodes", ",".join(BENCH_NODES),
-                   "--out", "{out}/bench.json"), 180, files=("bench.json",),
-         rehearse=("{py}", "-m", "gpudsl.cli", "bench", "--target", "emulator",
-                   "--nodes", ",".join(BENCH_NODES), "--out", "{out}/bench.json"),
-         needs="torch"),
-    Step("pytest-gpu", ("{py}", "-m", "pytest", "-q", "-m", "gpu", "-rfE",
-                        "-p", "no:cacheprovider", "{root}/tests"), 105),
     Step("sanitizer-memcheck", (SANITIZER, "--tool", "memcheck", "--error-exitcode", "99",
                                 "{py}", KERNELS, "--stdlib"), 40,
          rehearse=("{py}", KERNELS, "--stdlib", "--target", "emulator")),
-    # FlashAttention's sweep, ascending seqlen, written row by row: it gets what is left
-    Step("attention-suite", ("{py}", "-m", "gpudsl.cli", "bench", "--nodes",
-                             "attention_suite", "--reps", "5", "--warmup", "1",
-                             "--out", "{out}/attention_suite.json"), 75,
-         files=("attention_suite.json",), needs="torch", rest=True,
-         rehearse=("{py}", "-m", "gpudsl.cli", "bench", "--target", "emulator", "--nodes",
-                   "attention_suite", "--reps", "1", "--warmup", "0",
-                   "--out", "{out}/attention_suite.json")),
+    # in 12 processes (the sm_90a tests derive and prove their kernels on the CPU first);
+    # whatever the part has left
+    Step("pytest-gpu", ("{py}", "-m", "pytest", "-q", "-m", "gpu", "-rfE", "-n", "12",
+                        "--dist", "loadfile", "-p", "no:cacheprovider", "{root}/tests"), 130,
+         rest=True),
 ]
 
 PART2 = COMMON + [
@@ -123,18 +128,11 @@ PART2 = COMMON + [
     Step("sanitizer-synccheck", (SANITIZER, "--tool", "synccheck", "--error-exitcode", "99",
                                  "{py}", KERNELS, "--corpus", "--sync"), 15,
          rehearse=None),
+    _bench(BENCH_NODES, 110),
     # gpudsl against PyTorch eager, CUDA graphs and torch.compile, each in gpudsl's dtype
-    Step("llama", ("{py}", "{root}/benchmarks/llama_bench.py", "--out", "{out}"), 100,
-         files=("llama.json",),
+    Step("llama", ("{py}", "{root}/benchmarks/llama_bench.py", "--out", "{out}"), 65,
+         files=("llama.json",), rest=True,
          rehearse=("{py}", "{root}/benchmarks/llama_bench.py", "--quick", "--out", "{out}")),
-    Step("tune", ("{py}", "-m", "gpudsl.cli", "tune", "matmul", "--shape", "2048x2048",
-                  "--shape", "2048x2048", "--strategy", "random", "--trials", "6",
-                  "--reps", "5", "--db", "{tmp}/gpudsl-tune.sqlite",
-                  "--export", "{out}/tune.json"), 75, files=("tune.json",), rest=True,
-         rehearse=("{py}", "-m", "gpudsl.cli", "tune", "matmul", "--target", "emulator",
-                   "--shape", "128x128", "--shape", "128x128", "--strategy", "random",
-                   "--trials", "2", "--reps", "1", "--db", "{tmp}/gpudsl-tune.sqlite",
-                   "--export", "{out}/tune.json")),
 ]
 
 PARTS = {1: PART1, 2: PART2}

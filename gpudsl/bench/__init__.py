@@ -219,9 +219,7 @@ def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) ->
             flops *= d
         flops *= sb[-1]
         run = runner(a, b) if runner is not None else (lambda: ops.matmul(a, b))
-        lib = "numpy" if env.backend != "cuda" else GEMMS.get(
-            node.replace("_async", "").replace("_sm80", "").replace("_sm90", ""),
-            GEMMS["matmul_tf32" if tf32 else "matmul"])[2]
+        lib = "numpy" if env.backend != "cuda" else _cublas_name(dtype, tf32)
         ref = Ref("torch.matmul" if env.backend == "cuda" else "numpy matmul", lib,
                   lambda: env.matmul(a, b, tf32))
         out.append(Case(node, label, "flops", flops, run, lambda: env.matmul(a, b, tf32),
@@ -284,12 +282,25 @@ def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) ->
     for n in (EMU_GEMM_SIZES if small else GEMM_SIZES):
         mm("matmul_tf32_sm90", (n, n), (n, n), f"{n}^3 tf32 sm90 (TMA + wgmma)", tf32=True,
            runner=lambda a, b: _nt_runner(a, b, matmul_tf32_sm90))
+    # the persistent tile scheduler (persist_blocks: as many blocks as fill the
+    # multiprocessors, each walking a column of tiles), f16
+    for n in (EMU_GEMM_SIZES if small else GEMM_SIZES):
+        mm("matmul_f16_sm90_persistent", (n, n), (n, n), f"{n}^3 sm90 persistent",
+           dtype="float16", runner=lambda a, b: _nt_runner(
+               a, b, lambda x, y: matmul_nt_sm90(x, y, persistent=True)))
     # both batched (blocks over the batch): [bt, bm, bm] @ [bt, bm, bm]^T
     mm("bmatmul_f16_sm90", (bt, bm, bm), (bt, bm, bm), f"{bt}x{bm}^3 f16 sm90", dtype="float16",
        runner=lambda a, b: _nt_runner(a, b, matmul_nt_sm90))
     mm("bmatmul_tf32_sm90", (bt, bm, bm), (bt, bm, bm), f"{bt}x{bm}^3 tf32 sm90", tf32=True,
        runner=lambda a, b: _nt_runner(a, b, matmul_tf32_sm90))
     return out
+
+
+def _cublas_name(dtype: str, tf32: bool) -> str:
+    """What cuBLAS runs for ``torch.matmul`` on operands of ``dtype``."""
+    key = {"float16": "matmul_f16", "bfloat16": "matmul_bf16"}.get(
+        dtype, "matmul_tf32" if tf32 else "matmul")
+    return GEMMS[key][2]
 
 
 def _nt_runner(a, b, fn):

@@ -424,6 +424,7 @@ register(Node("matmul", rule.matmul, _launch_matmul, lambda a, b: _f64(a) @ b, "
                      "vecmat", "matmul_tf32", "matmul_tf32_async", "matmul_f16",
                      "matmul_bf16", "matmul_f16_sm80", "matmul_bf16_sm80",
                      "matmul_f16_sm90", "matmul_bf16_sm90", "matmul_tf32_sm90",
+                     "matmul_f16_sm90_persistent",
                      "bmatmul_f16_sm90", "bmatmul_tf32_sm90"),
               snapshots=(("matmul", _kernel("matmul", "big_kernel", False)),
                          ("matmul_batched", _kernel("matmul", "big_kernel", True)),

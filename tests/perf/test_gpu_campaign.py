@@ -24,24 +24,28 @@ def _load(name):
 def test_part1_runs_the_issue_steps_in_priority_order(tmp_path):
     steps = _load("gpu_campaign").plan("python3", tmp_path, part=1)
     names = [s.name for s, _ in steps]
-    assert names == ["install", "environment", "smoke", "bench", "pytest-gpu",
-                     "sanitizer-memcheck", "attention-suite"]
+    assert names == ["install", "environment", "bench", "smoke", "sanitizer-memcheck",
+                     "pytest-gpu"]
     argv = {s.name: a for s, a in steps}
     assert "--no-index" in argv["install"] and "--target" in argv["install"]
     assert "-m" in argv["pytest-gpu"] and "gpu" in argv["pytest-gpu"]
+    assert "-n" in argv["pytest-gpu"]   # the sm_90a tests prove their kernels first
     mem = argv["sanitizer-memcheck"]
     assert mem[0].endswith("compute-sanitizer") and mem[1:3] == ["--tool", "memcheck"]
     bench = argv["bench"]
     nodes = bench[bench.index("--nodes") + 1].split(",")
-    assert {"matmul", "matmul_tf32", "permute2d", "rms_norm", "sliced_softmax"} <= set(nodes)
-    # issue 34: the GEMMs in four precisions, attention, the 3-D permutes, in that order
-    assert nodes[:5] == ["matmul", "matmul_tf32", "matmul_f16", "matmul_bf16", "attention"]
-    assert {"permute3d_021", "permute3d_210"} <= set(nodes)
-    suite = argv["attention-suite"]
-    assert suite[suite.index("--nodes") + 1] == "attention_suite"
-    part2 = [s.name for s, _ in _load("gpu_campaign").plan("python3", tmp_path, part=2)]
-    assert part2 == ["install", "environment", "sanitizer-racecheck", "sanitizer-synccheck",
-                     "llama", "tune"]
+    # issue 36: the derived sm_90a GEMMs first, each against cuBLAS, then fp32 SGEMM
+    assert nodes[:3] == ["matmul_f16_sm90", "matmul_bf16_sm90", "matmul_tf32_sm90"]
+    assert "matmul" in nodes
+    steps2 = _load("gpu_campaign").plan("python3", tmp_path, part=2)
+    assert [s.name for s, _ in steps2] == ["install", "environment", "sanitizer-racecheck",
+                                           "sanitizer-synccheck", "bench", "llama"]
+    bench2 = dict((s.name, a) for s, a in steps2)["bench"]
+    nodes2 = bench2[bench2.index("--nodes") + 1].split(",")
+    # issues 26 and 34: the other precisions, attention, the permutes and pointwise nodes
+    assert nodes2[:4] == ["matmul_tf32", "matmul_f16", "matmul_bf16", "attention"]
+    assert {"permute2d", "permute3d_021", "permute3d_210", "rms_norm",
+            "sliced_softmax"} <= set(nodes2)
 
 
 def test_plan_fits_the_lent_machines():
@@ -56,8 +60,8 @@ def test_plan_fits_the_lent_machines():
 
 
 def test_only_the_last_step_takes_the_rest_of_the_budget(monkeypatch):
-    """Issue 34: the attention sweep (part 1) and tune (part 2) run last and get what the
-    part has left; a step taking the rest anywhere else would starve the ones after."""
+    """The last step of each part (pytest -m gpu, LLaMA) gets what the part has left; a
+    step taking the rest anywhere else would starve the ones after."""
     cp = _load("campaign_plan")
     for part in cp.PARTS:
         assert [s.rest for s in cp.PARTS[part]] == [False] * (len(cp.PARTS[part]) - 1) + [True]
@@ -157,7 +161,7 @@ def test_dry_run_writes_the_results_json(tmp_path):
     assert {"device", "driver", "date", "command", "steps"} <= set(data)
     assert data["dry_run"] is True
     assert [s["status"] for s in data["steps"]] == ["dry-run"] * len(data["steps"])
-    assert len(data["steps"]) == 7
+    assert len(data["steps"]) == 6
 
 
 def test_sanitizer_program_lists_every_node():
