@@ -9,7 +9,8 @@ Reads ``part1/`` (``campaign.json``, ``bench.json``, ``attention_suite.json``) a
 clocks and power limit at start and end, the commands), each step's status and
 seconds, every bench row (no headline picked: every size, cold and warm L2) with its
 reference, the backend that ran it and the ratio, the attention sweep, and LLaMA
-tokens/s per implementation, variant and dtype.  ``--check`` writes nothing and exits
+tokens/s per implementation, variant and dtype; a hand-written ``NOTES.md`` beside them
+is quoted whole under its own heading (what the JSON cannot say).  ``--check`` writes nothing and exits
 1 when the committed README differs from what the JSON gives (a test runs it on every
 results folder but the legacy ones, which predate generation)."""
 from __future__ import annotations
@@ -129,6 +130,10 @@ def llama_table(data: dict) -> list[str]:
 def generate(folder: pathlib.Path) -> str:
     name = folder.name
     lines = [HEADER, "", f"# GPU campaign {name}", ""]
+    notes = folder / "NOTES.md"   # what the JSON cannot say, written by hand, quoted whole
+    if notes.is_file():
+        lines += ["## Notes (`NOTES.md`, written by hand)", "",
+                  notes.read_text().strip(), ""]
     for part in (1, 2):
         d = folder / f"part{part}"
         camp = _load(d / "campaign.json")

@@ -44,8 +44,8 @@ def tree_state(root: pathlib.Path = ROOT) -> dict:
     if rc == 0:  # a checkout of this tree (not some repository above a copy of it)
         rc2, status = _run(["git", "-C", str(root), "status", "--porcelain",
                             "--untracked-files=no"])
-        return {"commit": commit.strip(), "dirty": bool(status.strip()) if rc2 == 0
-                else None, "commit_from": "git"}
+        return _stamp_over_git(root, {"commit": commit.strip(), "dirty": bool(
+            status.strip()) if rc2 == 0 else None, "commit_from": "git"})
     stamp = root / STAMP
     if not stamp.is_file():
         return {"commit": None, "dirty": None, "commit_from": None,
@@ -54,6 +54,25 @@ def tree_state(root: pathlib.Path = ROOT) -> dict:
     same = _files_digest(root, data["files"]) == data["digest"]
     return {"commit": data["commit"], "dirty": bool(data["dirty"] or not same),
             "commit_from": STAMP, "changed_since_stamp": not same}
+
+
+def _stamp_over_git(root: pathlib.Path, state: dict) -> dict:
+    """A dirty checkout whose stamped files are exactly the stamp's (the device tool sent
+    the session's first commit as ``.git`` and the commits after it as uncommitted
+    changes: the 2026-11-29 H200 run reported that first commit, dirty): the stamped
+    commit, clean, and the checkout's HEAD beside it (``git_head``)."""
+    stamp = root / STAMP
+    if not state.get("dirty") or not stamp.is_file():
+        return state
+    try:
+        data = json.loads(stamp.read_text())
+        same = not data["dirty"] and _files_digest(root, data["files"]) == data["digest"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return state
+    if not same or data["commit"] == state["commit"]:
+        return state
+    return {"commit": data["commit"], "dirty": False, "commit_from": STAMP,
+            "git_head": state["commit"]}
 
 
 def _files_digest(root: pathlib.Path, names: list[str]) -> str:

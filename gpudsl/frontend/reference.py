@@ -1187,7 +1187,9 @@ assert a[:, 0].tolist() == [0, 1, 2]
     _E("Builtins", "min", "`min(a, b)`", "The smaller of two numbers "
        "of one type (literals convert). On floats as the GPU's `min`: a NaN operand is "
        "ignored (two NaNs give NaN) and -0.0 < +0.0, whatever the order: "
-       "`max(-0.0, 0.0)` is +0.0.", '''
+       "`max(-0.0, 0.0)` is +0.0. A NaN's payload bits are not part of a result's "
+       "meaning: in f16 and bf16 the GPU gives the canonical NaN (0x7fff), numpy keeps "
+       "its operand's.", '''
 @proc
 def clip(n: size, x: f32[n]):
     for i in seq(0, n):

@@ -244,8 +244,9 @@ def check_device_inputs(model, inputs) -> tuple[dict, dict]:
                 check_grad(f"input {name!r}", v, GraphError)
                 v = v.detach()
         d = np.asarray(v) if not on_device(v) else as_device_array(v)
-        if np.dtype(d.dtype).name != node.dtype or tuple(d.shape) != node.shape:
-            raise at(node, f"input {name!r} is {np.dtype(d.dtype).name} {list(d.shape)}; "
+        dtype = d.dtype_name if on_device(v) else np.dtype(d.dtype).name
+        if dtype != node.dtype or tuple(d.shape) != node.shape:
+            raise at(node, f"input {name!r} is {dtype} {list(d.shape)}; "
                      f"the graph declares {node.dtype} {list(node.shape)}")
         if on_device(v) and not d.c_contiguous:
             raise at(node, f"input {name!r} is not contiguous", "pass x.contiguous()")

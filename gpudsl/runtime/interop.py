@@ -38,6 +38,12 @@ class DeviceArray:
         return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
 
     @property
+    def dtype_name(self) -> str:
+        """The element type's name: ``"bfloat16"`` where ``dtype`` is the uint16
+        standing in for it."""
+        return "bfloat16" if self.bfloat16 else self.dtype.name
+
+    @property
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 

@@ -46,6 +46,16 @@ def _both(p, target, **arrays):
     return ref, emu
 
 
+def _same_bits_but_nan_payloads(got, want):
+    """Bit for bit (the sign of a zero counts), except that a NaN may be any NaN: the
+    GPU's conversions to f16 give the canonical NaN 0x7fff whatever the payload (an H200
+    gave 0x7fff for min(NaN, NaN) in f16 where numpy keeps 0x7e00); NaN payloads are not
+    part of the meaning (docs/decisions.md)."""
+    nan = np.isnan(want)
+    assert (np.isnan(got) == nan).all()
+    assert _bits(np.where(nan, 0, got)) == _bits(np.where(nan, 0, want))
+
+
 def _bits(a):
     return np.ascontiguousarray(a).view(np.uint8).tobytes()
 
@@ -156,7 +166,7 @@ def test_float_min_max_order_signed_zeros_and_ignore_nan(ty, npty, target):
                "        y[i, j, 4] = min(x[i], -0.0)", "        y[i, j, 5] = min(-0.0, x[j])"])
     x = np.array(ZEROS, npty)
     ref, emu = _both(p, target, x=x, y=np.zeros((n, n, 6), npty))
-    assert _bits(emu["y"]) == _bits(ref["y"])
+    _same_bits_but_nan_payloads(emu["y"], ref["y"])
     y = ref["y"]
     for i, a in enumerate(ZEROS):
         for j, b in enumerate(ZEROS):

@@ -56,3 +56,22 @@ def test_a_numpy_typed_input_evaluates():
     m = graph.compile(graph.SumNode(x, x))
     a = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(m.evaluate({"x": a}), 2 * a)
+
+
+def test_a_bfloat16_device_input_is_taken_as_bfloat16():
+    """On an H200, ``Model.evaluate`` of a bfloat16 CUDA tensor was refused ("input 'x'
+    is uint16; the graph declares bfloat16"): the device view holds bfloat16 as uint16
+    (no numpy bfloat16 in the array interface) and the check read that stand-in's name.
+    A device view with its bfloat16 flag is checked without a GPU (nothing is read
+    from its address)."""
+    from gpudsl.graph.executors import check_device_inputs
+    from gpudsl.runtime.interop import DeviceArray
+
+    x = graph.InputTensor("x", "bfloat16", (8, 32))
+    m = graph.compile(graph.ReLUNode(x))
+    view = DeviceArray(0x10000, (8, 32), np.dtype(np.uint16), bfloat16=True)
+    values, host = check_device_inputs(m, {"x": view})
+    assert values["x"] is view and host == {}
+    plain = DeviceArray(0x10000, (8, 32), np.dtype(np.uint16))   # a real uint16 array
+    with pytest.raises(GraphError, match="input 'x' is uint16"):
+        check_device_inputs(m, {"x": plain})

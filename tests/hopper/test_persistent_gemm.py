@@ -189,3 +189,33 @@ def test_a_ring_of_plain_copies_walks_its_tiles_with_the_copies_guarded_off():
         gpudsl.interpret(p, nb=nb, n=n, x=x, w=w, y=y0)
         gpudsl.interpret(q, nb=nb, n=n, x=x, w=w, y=y1)
         assert (y0 == y1).all() and (y0 == x.astype(np.float32) @ w.astype(np.float32).T).all()
+
+
+def test_a_rewrite_undecided_in_three_seconds_per_query_is_asked_again(monkeypatch):
+    """On an H200 running pytest in 12 processes, persist_blocks refused the clipped
+    128x256 GEMM with "solver: canceled" (one ordering query took more than check()'s 3 s);
+    an idle run proves it.  Here the rewritten proc's first check() gets 1 ms per query
+    (its orderings come back unknown, as there); the primitive asks again with a longer
+    budget instead of refusing (schedule/proved_as_before.py)."""
+    import importlib
+
+    from gpudsl.schedule import proved_as_before
+    check_mod = importlib.import_module("gpudsl.analysis.check")
+
+    real = check_mod.check
+    calls = []
+
+    def starved_once(ir, **kw):
+        calls.append(sorted(kw))
+        if len(calls) == 2:   # the rewritten proc, first look: starved
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(check_mod, "DEFAULT_TIMEOUT_MS", 1)
+                return real(ir, **kw)
+        return real(ir, **kw)
+
+    p = sm90_kernel("f16", bn=64, wgs=1, bk=32, stages=2, raster=0)
+    monkeypatch.setattr(check_mod, "check", starved_once)
+    q = persistent_mod.persist_blocks(p, "bi", 3)
+    assert "for bi in par(0, 3) @ BLOCKS:" in str(q)
+    assert "_timeout" in calls[2], calls   # the second look at the rewritten proc
+    assert proved_as_before.RETRY_S >= 60

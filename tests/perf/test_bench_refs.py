@@ -198,3 +198,30 @@ def test_gpu_sdpa_backends_are_forced_and_their_kernels_named():
     refused = {x["backend"]: x for x in row["references"]}["FLASH_ATTENTION"]
     assert refused["status"] == "unavailable" and refused["reason"]  # no float32 flash
     assert row["copy_fraction"] > 0
+
+
+def test_a_checkout_behind_the_stamp_reports_the_stamped_commit(tmp_path):
+    """The device tool of 2026-11-29 sent a .git at the session's first commit with the
+    later commits as uncommitted changes: the JSON said that first commit, dirty.  Where
+    the stamped files are exactly the stamp's, the stamped commit is the truth."""
+    import subprocess
+
+    def git(*a):
+        return subprocess.run(["git", "-C", str(tmp_path), *a], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    git("config", "user.email", "t@t"), git("config", "user.name", "t")
+    (tmp_path / "a.py").write_text("one\n")
+    git("add", "a.py"), git("commit", "-qm", "first")
+    first = git("rev-parse", "HEAD")
+    (tmp_path / "a.py").write_text("two\n")
+    git("commit", "-qam", "second")
+    second = git("rev-parse", "HEAD")
+    bench_meta.write_stamp(tmp_path)
+    git("reset", "-q", "--soft", first)   # the tree of `second`, HEAD at `first`
+    st = bench_meta.tree_state(tmp_path)
+    assert st["commit"] == second and st["dirty"] is False and st["git_head"] == first
+    (tmp_path / "a.py").write_text("three\n")   # changed since the stamp: git's word
+    st = bench_meta.tree_state(tmp_path)
+    assert st["commit"] == first and st["dirty"] is True and st["commit_from"] == "git"
