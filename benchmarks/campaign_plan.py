@@ -6,14 +6,14 @@ included; one command may run 10 minutes at most; from such a machine only the f
 '-'); the working tree that travels, carried wheels included, is at most 64 MiB; a
 command line is at most 2,000 characters.  The campaign is therefore two runs:
 
-* part 1 (at most 8 minutes, the first window's one call): offline install, a smoke
-  test of every stdlib node (and the synchronization kernels) on the GPU against numpy,
-  the core bench rows against references measured in the same process, ``pytest -m
-  gpu``, compute-sanitizer memcheck over the stdlib nodes, then FlashAttention's
-  attention sweep for whatever time the part has left;
+* part 1 (at most 8 minutes, the first window's one call): offline install, the bench
+  rows of the Hopper GEMMs against cuBLAS (they derive and prove their kernels first), a
+  smoke test of every stdlib node (and the synchronization kernels) on the GPU against
+  numpy, compute-sanitizer memcheck over the stdlib nodes, then ``pytest -m gpu`` in 12
+  processes for whatever time the part has left;
 * part 2 (at most 4 minutes, if the window has time left): racecheck and synccheck over
-  the checker's corpus, LLaMA tokens/s against PyTorch eager, CUDA graphs and
-  torch.compile, a short ``gpudsl tune matmul``.
+  the checker's corpus, the rest of the bench, LLaMA tokens/s against PyTorch eager, CUDA
+  graphs and torch.compile.
 
 Steps are declared here as data, in priority order: this module runs nothing, so CI
 checks the plan against the limits (``check_plan``) without a GPU or a network.
