@@ -46,9 +46,9 @@ def gpudsl_state() -> dict:
     try:
         import gpudsl  # noqa: F401
         from gpudsl.runtime.driver import driver_available
-        from gpudsl.stdlib.array_ops import target
+        from gpudsl.stdlib.array_ops import backend
         return {"gpudsl_imports": True, "driver_available": bool(driver_available()),
-                "ops_target": target()}
+                "ops_backend": backend()}
     except Exception as e:  # reported, and the step fails
         return {"gpudsl_imports": False, "error": f"{type(e).__name__}: {e}"[:400]}
 

@@ -168,7 +168,7 @@ def main(argv=None) -> int:
     if target == "emulator":
         import gpudsl.stdlib.array_ops as ops_mod
 
-        if ops_mod.target() != "emulator":
+        if ops_mod.backend() != "emulator":
             print("--target emulator: set GPUDSL_NO_GPU=1 on a GPU machine", file=sys.stderr)
             return 2
     from gpudsl.errors import CompileError

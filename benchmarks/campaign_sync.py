@@ -23,9 +23,9 @@ from tests.sync.cases import pc_split, pc_sync  # noqa: E402
 
 
 def _target() -> str:
-    from gpudsl.stdlib.array_ops import target
+    from gpudsl.stdlib.array_ops import backend
 
-    return target()
+    return backend()
 
 
 def cases():

@@ -141,10 +141,10 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=64)
     ns = ap.parse_args(argv)
     from gpudsl.bench.meta import finish, provenance
-    from gpudsl.stdlib.array_ops import target
+    from gpudsl.stdlib.array_ops import backend
 
     mod = _example()
-    quick = ns.quick or target() != "cuda"
+    quick = ns.quick or backend() != "cuda"
     cfg = replace(mod.STORIES15M, n_layers=1, vocab_size=512) if quick else mod.STORIES15M
     if quick:
         ns.passes, ns.prompt, ns.tokens = min(ns.passes, 2), min(ns.prompt, 4), min(ns.tokens, 3)
