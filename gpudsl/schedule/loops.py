@@ -58,7 +58,14 @@ def divide_loop(p, loop, factor: int, names, tail: str = "guard", perfect: bool 
     ``tail``: "guard" (an ``if`` around the body), "cut" (a remainder loop after
     the nest) or "perfect" (no remainder; ``perfect=True`` says the same).
 
-    Legality: the loop is not mapped, and the new names are free. "perfect":
+    A BLOCKS loop (ungrouped, not a cluster's) divides too, with "guard" or "perfect":
+    both new loops are BLOCKS loops, the outer one first, so code generation gives the
+    inner one the block dimension the loops inside it do not take (the grid's shape
+    sets the order in which the hardware starts the blocks; blocks are independent,
+    so the meaning is unchanged).
+
+    Legality: the loop is not mapped (or is a BLOCKS loop, above), and the new names are
+    free. "perfect":
     proves that ``factor`` divides ``hi - lo``; "cut": proves ``hi - lo >= 0``;
     "guard" needs no proof (every original iteration runs once, in order; a
     ``sync()`` in the body ends up under an ``if`` on sequential loop variables:
@@ -72,9 +79,12 @@ def divide_loop(p, loop, factor: int, names, tail: str = "guard", perfect: bool 
         tail = "perfect"
     outer, inner = names
     _check_new_names(p, c.addr, [outer, inner], s.loc, old=(s.iter,))
-    if s.mapping is not None:
+    if s.mapping is not None and (s.mapping is not BLOCKS or tail == "cut" or s.group
+                                  or s.cluster):
         raise fail(f"loop {s.iter} is mapped to {s.mapping.name}; divide it before mapping "
-                   "it", s.loc)
+                   "it" + (" (a BLOCKS loop divides with tail='guard' or 'perfect', "
+                           "ungrouped and outside clusters)" if s.mapping is BLOCKS else ""),
+                   s.loc)
     n = normalize(_e("-", s.hi, s.lo))
     # legality
     if tail == "perfect":
@@ -98,8 +108,8 @@ def divide_loop(p, loop, factor: int, names, tail: str = "guard", perfect: bool 
         body = (If(cond, body, (), s.loc),)
     else:
         n_out = normalize(_e("//", n, f))
-    inner_loop = For(inner, Const(0), f, body, s.kind, None, s.unroll, s.loc)
-    outer_loop = For(outer, Const(0), n_out, (inner_loop,), s.kind, None, False, s.loc)
+    inner_loop = For(inner, Const(0), f, body, s.kind, s.mapping, s.unroll, s.loc)
+    outer_loop = For(outer, Const(0), n_out, (inner_loop,), s.kind, s.mapping, False, s.loc)
     new = [outer_loop]
     if tail == "cut":
         base = normalize(_e("+", s.lo, _e("*", f, normalize(_e("//", n, f)))))

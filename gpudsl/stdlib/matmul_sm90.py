@@ -71,7 +71,7 @@ from ..schedule import (divide_dim, divide_loop, expand_dim, fission, insert_syn
                         stage_mem, warp_specialize)
 from .common import make_proc
 from .matmul_parts import _permute_nest
-from .raster import RASTER, RASTERS, persistent_rows, with_raster
+from .raster import COLUMNS, RASTER, RASTERS, persistent_rows, with_column_groups, with_raster
 from .shapes import NodeError, require
 
 DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4, swizzle=True)
@@ -335,7 +335,7 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
                 swizzle: bool = True, inflight: bool = True, tma_store: bool = True,
                 clip: bool = False, producer: str | None = None,
                 registers: bool = True, raster: int | None = None,
-                batched: bool = False, persistent: int = 0) -> Proc:
+                batched: bool = False, persistent: int = 0, columns: int = 0) -> Proc:
     """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
     and n (edges clipped); ``producer``: a thread or a warpgroup (None: the
     warpgroup where setmaxnreg gains registers, :func:`schedule_matmul_sm90`);
@@ -344,7 +344,9 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
     @ [nb, n, k]^T``, blocks over the batch too (the epilogue's boxes at the block's
     matrix ``z``, as the 2-D kernel's); ``persistent=G``: ``G`` blocks per column of
     tiles walking its rows (``persist_blocks``, :func:`schedule_matmul_sm90`; the block
-    order is then the grid's, ``raster`` ignored).
+    order is then the grid's, ``raster`` ignored); ``columns=G``: the tiles in column
+    groups of ``G`` set by the grid's shape (:func:`.raster.with_column_groups`; the
+    kernel then needs ``G`` to divide the columns of tiles; ``raster`` must be 0).
 
     The unclipped 128 x 256 kernel with a producer warpgroup keeps the row order by
     default: in the grouped order ptxas serializes its wgmmas (C7514: "non wgmma
@@ -353,6 +355,11 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
     thread (docs/decisions.md)."""
     producer = producer or ("warpgroup" if register_split(wgs) else "thread")
     registers = bool(registers) and producer == "warpgroup"
+    if columns:
+        require(not batched and not raster and not clip,
+                "column groups order the tiles of one unclipped matrix in row order "
+                "(batched, raster and clip: no)")
+        raster = 0
     if raster is None:
         raster = 0 if producer == "warpgroup" and not clip else RASTER
     args = (dt, bn, wgs, bk, stages, bool(swizzle), bool(inflight), bool(tma_store),
@@ -360,7 +367,15 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
     if persistent:
         require(not batched, "persistent blocks walk the tiles of one matrix (batched: no)")
         return _persistent_kernel(args, int(persistent))
+    if columns:
+        return _column_kernel(args, int(columns))
     return _sm90_kernel(*args, int(raster), bool(batched))
+
+
+@lru_cache(maxsize=None)
+def _column_kernel(args: tuple, columns: int) -> Proc:
+    """The derived kernel (row order), then its column groups (cached)."""
+    return with_column_groups(_sm90_kernel(*args, 0, False), columns)
 
 
 @lru_cache(maxsize=None)
@@ -424,7 +439,8 @@ def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[
     if persistent is True:    # as many blocks as fill the multiprocessors
         persistent = persistent_rows(dims[0], dims[1], 64 * tile.get("wgs", 1),
                                      tile.get("bn", DEFAULTS["bn"]))
-    if persistent and dims[3] is None:
+    if persistent and dims[3] is None:   # the walk is the order: no column groups
+        tile = {k: v for k, v in tile.items() if k != "columns"}
         tile = dict(tile, persistent=int(persistent))
     return sm90_kernel(dt, **tile, clip=clip, batched=dims[3] is not None), binds_of(dims)
 
@@ -448,7 +464,22 @@ def choose_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[dict,
     tile, clip = got
     if clip and dims[1] % 8:   # c's rows not 16 bytes apart: no tensor map, guarded stores
         tile = dict(tile, tma_store=False)
-    return tile, clip, dims
+    return column_groups(tile, clip, dims), clip, dims
+
+
+def column_groups(tile: dict, clip: bool, dims: tuple) -> dict:
+    """``tile`` with ``columns=COLUMNS`` where the kernel keeps the row order (the
+    unclipped 2-D 128 x 256 kernel with a producer warpgroup, whose grouped order ptxas
+    serializes) and the column groups divide its columns of tiles: the grid then orders
+    the blocks as the grouped order would (:func:`.raster.with_column_groups`); a tile
+    that names its own order (``raster``, ``persistent``, ``columns``) is kept."""
+    if clip or dims[3] is not None or {"raster", "persistent", "columns"} & set(tile):
+        return tile
+    producer = tile.get("producer") or ("warpgroup" if register_split(tile["wgs"])
+                                        else "thread")
+    if producer != "warpgroup" or (dims[1] // tile["bn"]) % COLUMNS:
+        return tile
+    return dict(tile, columns=COLUMNS)
 
 
 def matmul_nt_sm90(a, bt, **opts):
@@ -502,5 +533,5 @@ def _first_case(dt: str, m: int, n: int, k: int):
     return dict(a=a, bt=bt, c=np.zeros((m, n), npdt)), {"c": want}
 
 
-__all__ = ["plan_on_device", "choose_sm90", "matmul_nt_algorithm", "nt_text", "batch_index", "plan_matmul_sm90", "matmul_nt_sm90", "schedule_matmul_sm90", "sm90_kernel", "sm90_space",
+__all__ = ["plan_on_device", "choose_sm90", "column_groups", "matmul_nt_algorithm", "nt_text", "batch_index", "plan_matmul_sm90", "matmul_nt_sm90", "schedule_matmul_sm90", "sm90_kernel", "sm90_space",
            "shared_bytes", "DEFAULTS"]

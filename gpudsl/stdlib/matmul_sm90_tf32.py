@@ -45,6 +45,7 @@ from ..schedule import (divide_loop, insert_sync, lift_alloc, make_tma, make_wgm
 from .common import make_proc
 from .matmul_sm90 import _accumulators_and_k, _epilogue, _fragment, _unguard, batch_index, nt_text
 from .shapes import NodeError, require
+from .raster import COLUMNS, with_column_groups
 
 DEFAULTS = dict(bn=128, wgs=1, bk=32, stages=4)
 WIDE = dict(bn=256, wgs=2, bk=32, stages=4)     # 128 x 256, as the halves' wide tile
@@ -122,12 +123,23 @@ def schedule_matmul_sm90_tf32(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int =
 
 def sm90_tf32_kernel(bn: int = 128, wgs: int = 1, bk: int = 32, stages: int = 4,
                      clip: bool = False, batched: bool = False,
-                     tma_store: bool = True) -> Proc:
+                     tma_store: bool = True, columns: int = 0) -> Proc:
     """The derived sm_90a TF32 GEMM for the tile (cached); ``clip``: every m and n
     (with ``tma_store``, ``n % 4 == 0``); ``tma_store``: the epilogue through SHARED and
     TMA stores, else direct stores; ``batched``: ``[nb, m, k] @ [nb, n, k]^T``, blocks
-    over the batch too."""
+    over the batch too; ``columns=G``: the tiles in column groups of ``G`` set by the
+    grid's shape (:func:`gpudsl.stdlib.raster.with_column_groups`; ``G`` must divide
+    the columns of tiles), else row order."""
+    if columns:
+        require(not batched and not clip,
+                "column groups order the tiles of one unclipped matrix (batched, clip: no)")
+        return _columns(bn, wgs, bk, stages, bool(tma_store), int(columns))
     return _kernel(bn, wgs, bk, stages, bool(clip), bool(batched), bool(tma_store))
+
+
+@lru_cache(maxsize=None)
+def _columns(bn, wgs, bk, stages, tma_store, columns) -> Proc:
+    return with_column_groups(_kernel(bn, wgs, bk, stages, False, False, tma_store), columns)
 
 
 @lru_cache(maxsize=None)
@@ -167,6 +179,9 @@ def choose_sm90_tf32(shape_a: tuple, shape_bt: tuple, **opts) -> tuple[dict, boo
     tile, clip = got
     if clip and dims[1] % 4:   # c's rows not 16 bytes apart: no tensor map, guarded stores
         tile = dict(tile, tma_store=False)
+    if not clip and dims[3] is None and "columns" not in tile and \
+            (dims[1] // tile["bn"]) % COLUMNS == 0:   # the grid orders the tiles in groups
+        tile = dict(tile, columns=COLUMNS)
     return tile, clip, dims
 
 

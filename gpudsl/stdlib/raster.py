@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import math
 
-from ..schedule import set_block_order
+from ..schedule import add_assert, divide_loop, reorder_loops, set_block_order
 
 RASTER = 16          # the default group: rows of tiles per group (0: row order)
 RASTERS = (0, 8, 16)  # the autotuning choices
+COLUMNS = 8          # column groups: columns of tiles per group (the grid's x)
 
 
 def with_raster(p, group: int):
@@ -29,9 +30,36 @@ def with_raster(p, group: int):
     return set_block_order(p, "bi", "bj", group=group)
 
 
-def tile_order(rows: int, cols: int, group: int):
+def with_column_groups(p, cols: int):
+    """``p`` with its tile loops in column groups of ``cols`` (0: as is): ``bj`` divided
+    into ``bjo`` and ``bji`` (``cols`` columns of tiles), ``bjo`` made the outermost, so
+    the grid is ``(cols, rows, groups)`` and the hardware, starting blocks in x, y, z
+    order, walks ``cols`` columns down every row before the next group: a wave of 132
+    blocks covers 8 columns and 17 rows, the grouped order's footprint (66 MiB at
+    8192^3, 68 in groups of 16 rows, 138 in row order), with the row order's code shape (the grouped
+    order's index arithmetic makes ptxas serialize the 128 x 256 kernel's wgmmas,
+    docs/decisions.md).  Adds the precondition that ``cols`` divides the columns of
+    tiles (a guard around the block would put its barriers under an ``if``)."""
+    if not cols:
+        return p
+    from ..ir.printer import print_expr
+
+    hi = print_expr(p.find_loop("bj").node().hi)
+    p = add_assert(p, f"({hi}) % {cols} == 0")
+    p = divide_loop(p, "bj", cols, ["bjo", "bji"], tail="perfect")
+    return reorder_loops(p, "bi")
+
+
+def tile_order(rows: int, cols: int, group: int, columns: int = 0):
     """The ``(row, col)`` tiles in launch order: row order for ``group`` 0, else the
-    grouped order code generation emits (gpudsl/codegen/block_order_cuda.py)."""
+    grouped order code generation emits (gpudsl/codegen/block_order_cuda.py); with
+    ``columns``, the column groups' grid (:func:`with_column_groups`)."""
+    if columns:
+        for g in range(cols // columns):
+            for r in range(rows):
+                for c in range(columns):
+                    yield r, g * columns + c
+        return
     for pid in range(rows * cols):
         if not group:
             yield divmod(pid, cols)
@@ -43,10 +71,10 @@ def tile_order(rows: int, cols: int, group: int):
 
 
 def wave_bytes(m: int, n: int, k: int, bm: int, bn: int, group: int, sms: int = 132,
-               elem: int = 2) -> int:
+               elem: int = 2, columns: int = 0) -> int:
     """Bytes of A and B panels the first wave of ``sms`` tiles reads (each once)."""
     rows, cols = math.ceil(m / bm), math.ceil(n / bn)
-    wave = list(tile_order(rows, cols, group))[:sms]
+    wave = list(tile_order(rows, cols, group, columns))[:sms]
     r, c = len({t[0] for t in wave}), len({t[1] for t in wave})
     return (r * bm + c * bn) * k * elem
 
@@ -61,4 +89,5 @@ def persistent_rows(m: int, n: int, bm: int, bn: int, sms: int = 132) -> int:
     return max(1, min(rows, sms // cols))
 
 
-__all__ = ["RASTER", "RASTERS", "with_raster", "tile_order", "wave_bytes", "persistent_rows"]
+__all__ = ["RASTER", "RASTERS", "COLUMNS", "with_raster", "with_column_groups", "tile_order",
+           "wave_bytes", "persistent_rows"]

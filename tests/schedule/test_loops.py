@@ -166,3 +166,41 @@ def test_random_divides_keep_meaning(factor, tail, n, reorder):
     if reorder and tail == "guard":
         q = reorder_loops(q, "jo")
     assert_same_meaning(P.rowsum, q, seeds=(0,), n=3, m=n)
+
+
+@pytest.mark.parametrize("tail", ["guard", "perfect"])
+def test_a_blocks_loop_divides_into_two_blocks_loops(tail):
+    """The column groups of the sm_90a GEMM (a grid whose shape orders the blocks):
+    dividing a BLOCKS loop gives two BLOCKS loops; the meaning, the generated C on the
+    emulator and the proof stay."""
+    import numpy as np
+
+    import gpudsl
+    q = divide_loop(P.saxpy, "i", 16, ["b", "t"], tail="perfect")
+    q = parallelize_loop(q, "b", BLOCKS)
+    q = parallelize_loop(q, "t", THREADS)
+    if tail == "perfect":   # 4 divides the blocks' count: said by a precondition
+        from gpudsl.schedule import add_assert
+        q = add_assert(q, "n % 64 == 0")
+    r = divide_loop(q, "b", 4 if tail == "perfect" else 3, ["bo", "bi"], tail=tail)
+    text = str(r)
+    assert "for bo in par(" in text and "@ BLOCKS:\n" in text and "for bi in par(0, " in text
+    assert text.count("@ BLOCKS") == 2
+    n = 128 if tail == "perfect" else 80     # 8 or 5 blocks of 16: a short last group
+    assert_same_meaning(q, r, n=n)
+    assert r.check(n=n).ok
+    x = np.arange(n, dtype=np.float32)
+    want, got = np.ones(n, np.float32), np.ones(n, np.float32)
+    gpudsl.interpret(q, n=n, a=2.0, x=x, y=want)
+    r.compile("emulator")(n=n, a=2.0, x=x, y=got)
+    assert (got == want).all()
+
+
+def test_only_plain_blocks_loops_divide_once_mapped():
+    q = divide_loop(P.saxpy, "i", 16, ["b", "t"], tail="perfect")
+    q = parallelize_loop(q, "b", BLOCKS)
+    q = parallelize_loop(q, "t", THREADS)
+    with pytest.raises(SchedulingError, match="mapped to THREADS; divide it before"):
+        divide_loop(q, "t", 4, ["to", "ti"], tail="perfect")
+    with pytest.raises(SchedulingError, match="tail='guard' or 'perfect'"):
+        divide_loop(q, "b", 4, ["bo", "bi"], tail="cut")
