@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 from typing import NamedTuple
 
 _BYREF = type(ctypes.byref(ctypes.c_int()))
@@ -133,6 +134,10 @@ def installed(arch: str = "sm_90"):
     try:
         yield fake
     finally:
+        # what was made under the fake (streams, graphs, buffers in reference cycles)
+        # dies under it: collected later, its __del__ would call another driver (a
+        # fake address freed there, or a deadlock inside device._cu's first call)
+        gc.collect()
         (device._cu, device._api, driver.libcuda, driver._available, driver._arch,
          graphs._typed, tensor_maps._CACHE, tensor_maps._PINNED) = saved
         device._inflight.clear()
