@@ -6,8 +6,9 @@ buffers' one state, and the checks of evaluation inputs.
   emulator.  (On a GPU it would copy every array in and out around every launch; the
   model never uses it there.)
 - ``DeviceExecutor`` (GPU): arena, constants and buffers in device memory, every
-  step bound once (the pointers never move), run on a stream of its own: eagerly, or
-  captured once as a CUDA graph and replayed.  ``Model.evaluate`` on a GPU model,
+  step bound once (the pointers never move; TMA kernels' tensor maps are built then,
+  before any capture, and held by the executor), run on a stream of its own: eagerly,
+  or captured once as a CUDA graph and replayed.  ``Model.evaluate`` on a GPU model,
   with device arrays (a device result) or numpy arrays (a numpy result).
 - ``BufferState``: the model's ``BufferTensor`` s are ONE state, held by the
   host (``model.buffers``) or by a device executor; a path that needs them where they
@@ -23,7 +24,7 @@ from ..errors import GraphError
 from ..runtime.device import DeviceBuffer
 from ..runtime.graphs import CapturedGraph
 from ..runtime.interop import as_device_array
-from ..runtime.launch import caller_stream
+from ..runtime.launch import bind_tensor_maps, caller_stream
 from ..runtime.torch_tensors import check_grad, host_view, is_torch
 from .launches import _NP, LaunchList, Ref, at, check_faults
 
@@ -118,7 +119,9 @@ class DeviceExecutor:
         self.result = self.view(ll.result)
         if unit is not None and hasattr(unit.backend, "load"):
             unit.backend.load()   # the module loaded now, not while a capture runs
-        # every step bound once: (work buffers by name, launches)
+        # every step bound once: (work buffers by name, launches), the launches' tensor
+        # maps built now (never while a capture runs: that would allocate) and held by
+        # them as long as this executor and its captured graph live
         self.prepared = []
         for s in ll.steps:
             b, temporaries, launches = self.unit.prepare(
@@ -127,7 +130,7 @@ class DeviceExecutor:
             work = {name: a.device for name, a in b.arrays.items()}
             for name, shape, dt in temporaries:  # a proc's GLOBAL temporaries, kept
                 work[name] = DeviceBuffer.zeros(shape, dt)
-            self.prepared.append((work, launches))
+            self.prepared.append((work, bind_tensor_maps(launches, work, self.stream)))
 
     def view(self, r: Ref):
         """A device view (no copy) of the bytes ``r`` names."""

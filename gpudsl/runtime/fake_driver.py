@@ -12,7 +12,14 @@ zeros).  What the fake keeps:
 - ``launches``: each ``cuLaunchKernel`` as a :class:`Launched` (function handle, grid,
   block, dynamic shared bytes, stream, the parameter slots as 64-bit words read back
   from the ``void*[]`` array, and whether a stream capture was under way);
-- ``replays``: the number of ``cuGraphLaunch`` calls.
+- ``replays``: the number of ``cuGraphLaunch`` calls;
+- ``allocated`` / ``freed``: the device addresses ``cuMemAlloc`` handed out and
+  ``cuMemFree`` was given, in order (``DeviceBuffer.free`` reaches the fake too);
+  ``allocated_while_capturing``: the allocations made while a capture was under way
+  (a real driver refuses them: ``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``).
+
+A capture is under way from ``cuStreamBeginCapture`` to ``cuStreamEndCapture`` on that
+stream, and ``cuStreamIsCapturing`` says so for that stream only.
 
 Kernels are compiled for real (NVRTC needs no GPU), so a test sees the launches the
 CUDA backend would make: ``proc.compile("cuda")``, ``gpudsl.ops`` with
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 from typing import NamedTuple
 
 _BYREF = type(ctypes.byref(ctypes.c_int()))
@@ -45,6 +53,10 @@ class FakeDriver:
         self.launches: list[Launched] = []
         self.replays = 0
         self.capturing = False
+        self.capture_stream = None   # the handle of the stream being captured
+        self.allocated: list[int] = []
+        self.freed: list[int] = []
+        self.allocated_while_capturing: list[int] = []
         self._handle = 0x100
         self._address = 0x7F00_0000_0000
 
@@ -68,16 +80,25 @@ class FakeDriver:
                                           _value(stream), slots, self.capturing))
             return 0
         if name.startswith("cuStreamBeginCapture"):
-            self.capturing = True
+            self.capturing, self.capture_stream = True, _value(args[0])
         elif name == "cuStreamEndCapture":
-            self.capturing = False
+            self.capturing, self.capture_stream = False, None
+        elif name == "cuStreamIsCapturing":   # CU_STREAM_CAPTURE_STATUS_ACTIVE / NONE
+            args[1]._obj.value = int(self.capturing and _value(args[0]) == self.capture_stream)
+            return 0
         elif name == "cuGraphLaunch":
             self.replays += 1
         elif name.startswith("cuMemcpyDtoH"):   # device memory reads as zeros
             ctypes.memset(int(args[0]), 0, int(args[2]))
         elif name == "cuMemAlloc_v2":
             args[0]._obj.value = self._address
+            self.allocated.append(self._address)
+            if self.capturing:
+                self.allocated_while_capturing.append(self._address)
             self._address += -(-max(int(args[1]), 1) // 4096) * 4096
+            return 0
+        elif name == "cuMemFree_v2":
+            self.freed.append(_value(args[0]))
             return 0
         for a in args:  # out-parameters: a fresh handle
             if isinstance(a, _BYREF) and isinstance(a._obj, (ctypes.c_void_p,
@@ -101,16 +122,24 @@ def _value(handle) -> int:
 def installed(arch: str = "sm_90"):
     """Use a fresh :class:`FakeDriver` as the CUDA driver inside the ``with`` block
     (a device of architecture ``arch``); yields it."""
-    from . import device, driver, graphs
+    from . import device, driver, graphs, tensor_maps
 
     fake = FakeDriver()
-    saved = (device._cu, driver.libcuda, driver._available, driver._arch, graphs._typed)
-    device._cu, driver.libcuda = (lambda: fake), (lambda: fake)
+    saved = (device._cu, device._api, driver.libcuda, driver._available, driver._arch,
+             graphs._typed, tensor_maps._CACHE, tensor_maps._PINNED)
+    device._cu, device._api, driver.libcuda = (lambda: fake), fake, (lambda: fake)
     driver._available, driver._arch, graphs._typed = True, arch, False
+    # the fake's device memory is its own: no tensor map built on another device is found
+    tensor_maps._CACHE, tensor_maps._PINNED = {}, {}
     try:
         yield fake
     finally:
-        device._cu, driver.libcuda, driver._available, driver._arch, graphs._typed = saved
+        # what was made under the fake (streams, graphs, buffers in reference cycles)
+        # dies under it: collected later, its __del__ would call another driver (a
+        # fake address freed there, or a deadlock inside device._cu's first call)
+        gc.collect()
+        (device._cu, device._api, driver.libcuda, driver._available, driver._arch,
+         graphs._typed, tensor_maps._CACHE, tensor_maps._PINNED) = saved
         device._inflight.clear()
 
 

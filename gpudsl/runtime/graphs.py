@@ -30,6 +30,7 @@ _SIGNATURES = {
     "cuStreamSynchronize": [_vp],
     "cuStreamBeginCapture_v2": [_vp, _c_int],
     "cuStreamEndCapture": [_vp, _P(_vp)],
+    "cuStreamIsCapturing": [_vp, _P(_c_int)],
     "cuGraphInstantiateWithFlags": [_P(_vp), _vp, _u64],
     "cuGraphLaunch": [_vp, _vp],
     "cuGraphExecDestroy": [_vp],
@@ -45,6 +46,8 @@ _SIGNATURES = {
 CU_EVENT_DISABLE_TIMING = 2
 CU_STREAM_NON_BLOCKING = 1
 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+CU_STREAM_CAPTURE_STATUS_NONE = 0
+CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906
 
 _typed = False
 _lock = threading.Lock()
@@ -64,6 +67,20 @@ def _api():
                 fn.restype = ctypes.c_int
             _typed = True
     return lib
+
+
+def is_capturing(stream) -> bool:
+    """Whether ``stream`` (a ``CUstream`` handle, a :class:`Stream`, or None / 0: the
+    legacy default stream) is being captured into a CUDA graph now
+    (``cuStreamIsCapturing``; a capture already invalidated counts too).  The legacy
+    stream reports an error while a blocking stream captures: that counts as capturing
+    as well (work put there would join or break that capture)."""
+    status = _c_int(CU_STREAM_CAPTURE_STATUS_NONE)
+    res = _api().cuStreamIsCapturing(_vp(int(stream or 0)), ctypes.byref(status))
+    if res == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+        return True
+    check(res, "cuStreamIsCapturing")
+    return status.value != CU_STREAM_CAPTURE_STATUS_NONE
 
 
 class Stream:
@@ -175,4 +192,4 @@ class CapturedGraph:
             pass
 
 
-__all__ = ["Stream", "CapturedGraph"]
+__all__ = ["Stream", "CapturedGraph", "is_capturing"]

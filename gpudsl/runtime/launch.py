@@ -12,6 +12,7 @@ compile layer (:mod:`gpudsl.compiler`) computes the launches and hands over
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass
@@ -81,6 +82,20 @@ def resolve(args, work: dict, tmap) -> list:
     ``tmap(ref, buffer)`` (:class:`~gpudsl.runtime.tensor_maps.TensorMapRef`), values."""
     return [work[a.name] if isinstance(a, ArrayRef) else
             tmap(a, work[a.name]) if isinstance(a, TensorMapRef) else a for a in args]
+
+
+def bind_tensor_maps(launches, work: dict, stream=None) -> list:
+    """``launches`` with every tensor-map argument replaced by its device buffer, built
+    now (:func:`~gpudsl.runtime.tensor_maps.resolve_cuda` for ``stream``): launches
+    that hold their maps, so that enqueuing them allocates nothing (a CUDA graph may
+    capture them) and no eviction from the maps' cache can free a map they use while
+    they are held."""
+    from dataclasses import replace
+
+    return [replace(ln, args=tuple(resolve_cuda(a, work[a.name], stream)
+                                   if isinstance(a, TensorMapRef) else a for a in ln.args))
+            if any(isinstance(a, TensorMapRef) for a in ln.args) else ln
+            for ln in launches]
 
 
 def _launch_all(launch, launches, work: dict, tmap=emulator_map) -> None:
@@ -227,15 +242,16 @@ class CudaBackend:
                     copies.append((a.host, buf))
         for name, shape, dt in temporaries:
             work[name] = DeviceBuffer.zeros(shape, dt)
+        legacy = functools.partial(resolve_cuda, stream=None)   # the launches' stream
         if self.capture_output:
             with _captured_fd1() as got:
                 try:
-                    _launch_all(self._dev.launch, launches, work, resolve_cuda)
+                    _launch_all(self._dev.launch, launches, work, legacy)
                 finally:
                     synchronize()  # the driver writes the printf FIFO out here
             self.output = got[0]
         else:
-            _launch_all(self._dev.launch, launches, work, resolve_cuda)
+            _launch_all(self._dev.launch, launches, work, legacy)
             synchronize()
         for host, buf in copies:
             if host.flags.c_contiguous:
@@ -260,8 +276,9 @@ class CudaBackend:
             work = {name: a.device for name, a in arrays.items()}
             for name, shape, dt in temporaries:
                 work[name] = alloc(shape, dt)
+            tmap = functools.partial(resolve_cuda, stream=stream)
             for ln in launches:
-                args = resolve(ln.args, work, resolve_cuda)
+                args = resolve(ln.args, work, tmap)
                 self._dev.launch(ln.kernel, ln.grid, ln.block, args, ln.dynamic_shared_bytes,
                                  stream=stream)
         finally:
@@ -294,13 +311,16 @@ class CudaBackend:
         """Enqueue ``launches`` on ``stream`` (a ``CUstream`` handle or a
         :class:`~gpudsl.runtime.graphs.Stream`) with the device buffers in ``work`` by name:
         no copies, no allocation, no synchronization, so the calls can be captured into a
-        CUDA graph."""
+        CUDA graph.  Tensor maps: bind them first (:func:`bind_tensor_maps`, before the
+        capture); one left to resolve here must be built already when ``stream``
+        captures (else ``LaunchError``), and is then kept for the life of the process."""
         from .device import DeviceModule
 
         if self._dev is None:
             self._dev = DeviceModule(self.cubin, self.sigs, self.arch)
+        tmap = functools.partial(resolve_cuda, stream=int(stream))
         for ln in launches:
-            args = resolve(ln.args, work, resolve_cuda)
+            args = resolve(ln.args, work, tmap)
             self._dev.launch(ln.kernel, ln.grid, ln.block, args, ln.dynamic_shared_bytes,
                              stream=int(stream))
 
@@ -394,4 +414,4 @@ class _captured_fd1:
 
 
 __all__ = ["ArrayArg", "ArrayRef", "Launch", "arrays_overlap", "EmulatorBackend",
-           "CudaBackend"]
+           "CudaBackend", "bind_tensor_maps"]

@@ -109,25 +109,58 @@ def cuda_map(ref: TensorMapRef, ptr: int, encode, contiguous: bool = True) -> np
 
 
 
+#: key -> DeviceBuffer: the maps built so far; bounded (see resolve_cuda)
 _CACHE: dict = {}
 _CACHE_MAX = 1024
+#: key -> DeviceBuffer: maps a stream capture used; kept for the life of the process
+_PINNED: dict = {}
 
 
-def resolve_cuda(ref: TensorMapRef, dev):
+def resolve_cuda(ref: TensorMapRef, dev, stream=None):
     """A device buffer holding the map of the device array ``dev`` (a DeviceBuffer or
-    DeviceArray).  A map depends only on its key (address, dimensions, box, type,
-    swizzle), so one
-    buffer serves every launch with that key; the cache is bounded, and a full device
-    synchronization comes before an eviction (a queued kernel may still read it)."""
+    DeviceArray) for a launch on ``stream`` (a ``CUstream`` handle or a ``Stream``;
+    None: the legacy default stream).  A map depends only on its key (address,
+    dimensions, box, type, swizzle), so one buffer serves every launch with that key.
+
+    The cache is bounded: when full, a device synchronization (a queued kernel may
+    still read a map), then the buffers are freed.  A launch captured into a CUDA graph
+    keeps its map's address for as long as the graph lives, which gpudsl cannot know
+    (a user's ``torch.cuda.graph`` too), so while ``stream`` is capturing:
+
+    - a map already built is *pinned*: kept for the life of the process, never
+      evicted (docs/decisions.md, 2026-11-29);
+    - a map not built yet is refused (``LaunchError``): building it allocates device
+      memory, which a capture forbids.  The remedy is the usual warm-up: run the call
+      once before capturing, on the same arrays.
+    """
     from .device import DeviceBuffer, _cu, synchronize
+    from .graphs import is_capturing
+
     ptr = int(dev.ptr)
+    contiguous = getattr(dev, "c_contiguous", True)
     key = (ptr, ref.dims, ref.box, ref.dtype, ref.swizzle)
-    buf = _CACHE.get(key) if getattr(dev, "c_contiguous", True) else None
-    if buf is not None:
-        return buf
+    if contiguous:
+        buf = _PINNED.get(key)
+        if buf is not None:
+            return buf
     _cu()
-    host = cuda_map(ref, ptr, _encoder(), getattr(dev, "c_contiguous", True))
-    if len(_CACHE) >= _CACHE_MAX:
+    capturing = is_capturing(stream)
+    buf = _CACHE.get(key) if contiguous else None
+    if buf is not None:
+        if capturing:
+            _PINNED[key] = _CACHE.pop(key)
+        return buf
+    host = cuda_map(ref, ptr, _encoder(), contiguous)   # refuses a bad array first
+    if capturing:
+        raise LaunchError(
+            f"the tensor map of '{ref.name}' (dims {list(ref.dims)}, box {list(ref.box)}) "
+            "is needed by a launch on a stream that is being captured into a CUDA graph, "
+            "and it was not built before the capture: building it allocates device "
+            "memory, which a capture forbids",
+            hint="run the call once before capturing (as one warms up any CUDA graph), "
+                 "on the same arrays at the same addresses; a tma_load kernel cannot "
+                 "yet read an array first allocated inside the capture")
+    if len(_CACHE) >= _CACHE_MAX:   # not capturing here: synchronizing is allowed
         synchronize()
         _CACHE.clear()
     buf = _CACHE[key] = DeviceBuffer.from_numpy(host)
