@@ -1,6 +1,7 @@
 """``check(proc, **bindings)``: run every obligation and build the Report.
 
-``timeout=seconds`` (check()'s overall budget, default 60 s) may be passed among the
+``timeout=seconds`` (check()'s overall budget, default 60 s of this process's CPU time,
+so that a loaded machine does not change a verdict) may be passed among the
 bindings unless the proc has a parameter of that name (then use ``_timeout``); so may
 ``target=`` (``"sm_80"``, ``"sm_90"`` or a ``gpudsl.targets.Target``; ``_target``), the
 architecture whose limits the resource rules apply (default sm_90).  Each
