@@ -210,7 +210,8 @@ def test_pipeline_loop_and_make_async_forwarding():
 def test_guard_asks_each_proc_once(monkeypatch):
     """A schedule's result is asked again as the next primitive's input: the async
     guard answers it from memory (schedule/memo.py), with the same verdicts."""
-    from gpudsl.schedule import async_guard
+    from gpudsl.schedule import async_guard, memo
+    monkeypatch.setattr(memo, "_RECENT", [])   # answers of earlier tests
     asked = []
     real = async_guard._async_issues
     monkeypatch.setattr(async_guard, "_async_issues", lambda p: asked.append(p) or real(p))

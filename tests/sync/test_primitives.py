@@ -114,7 +114,8 @@ def test_guard_remembers_only_that_a_proc_has_no_barrier_issue(monkeypatch):
     """A schedule's result is asked again as the next primitive's input: the guard
     remembers that it has no barrier issue (schedule/memo.py); issues themselves are
     asked afresh each time, so their messages are the proc's own."""
-    from gpudsl.schedule import sync_guard
+    from gpudsl.schedule import memo, sync_guard
+    monkeypatch.setattr(memo, "_RECENT", [])   # answers of earlier tests
     asked = []
     real = sync_guard.barrier_issues
     monkeypatch.setattr(sync_guard, "barrier_issues", lambda ir: asked.append(ir) or real(ir))
