@@ -165,6 +165,22 @@ class KernelSyncs:
         return ok
 
     def _exact_at(self, path, after=False) -> bool:
+        """Exactness at one position; a True answer is kept: it is asked again for
+        each pair of accesses, and with every count at the position free of unknowns
+        the counts build again from the counters' memories alone, making no fresh
+        unknown (only a count that holds one makes one), so keeping it changes no
+        count's name.  False is asked again (it may make fresh unknowns)."""
+        memo = self.__dict__.setdefault("_exact_memo", {})
+        mkey = (tuple((id(L), i) for L, i in path), after)
+        held = memo.get(mkey)
+        if held is not None and all(a is L for a, (L, _) in zip(held, path)):
+            return True
+        if self._counts_exact(path, after):
+            memo[mkey] = tuple(L for L, _ in path)   # held: their ids stay theirs
+            return True
+        return False
+
+    def _counts_exact(self, path, after) -> bool:
         keys = [("sync", r) for r in self.ranges] + \
             [("arrive", b, e) for b in self.bars for e in self.elements(b)] + \
             [("wait", b, r, e) for b in self.bars for r in self.bars[b]["wait"]

@@ -58,7 +58,6 @@ are modelled; other arities are ``Unsupported``.
 """
 from __future__ import annotations
 
-import itertools
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -70,6 +69,7 @@ from .types import DTYPES
 from .smt_ints import (_BITS, _RING, _WRAPPING, Unsupported, _bits_const, _fits, _fold, _int_bits,
                        _mask_bits, _wrap, floordiv, floormod, shift)
 from .smt_interrupt import ctrl_c_guard, quiet, raise_if_interrupted, running
+from .smt_memo import EncodingMemo, FreshNames
 from .visitor import substitute, walk
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
@@ -187,7 +187,7 @@ def pushed(facts):
         s.pop()
 
 
-_ids = itertools.count()
+_ids = FreshNames()   # fresh names of unknowns: 0, 1, 2...
 
 
 class Encoder:
@@ -205,6 +205,7 @@ class Encoder:
         self.kinds = {q.name: q.kind for q in p.params}
         self.scalar_types = {q.name: q.ty for q in p.params if q.kind == "scalar"}
         self.funcs: dict = {}
+        self.memo = EncodingMemo(self.params)   # kept encodings (gpudsl.ir.smt_memo)
         for q in p.params:
             if q.is_control:
                 if q.name in self.bindings:
@@ -357,6 +358,19 @@ class ThreadEnv:
         return self._expr(e)
 
     def _expr(self, e: Expr):
+        memo = self.enc.memo
+        term, shape = memo.lookup(self, e)
+        if term is not None:
+            return term
+        if shape is None:
+            return self._encode(e)
+        fresh = _ids.n
+        term = self._encode(e)
+        if _ids.n == fresh:   # no fresh unknown: the same term every time (smt_memo)
+            memo.keep(self, shape, term)
+        return term
+
+    def _encode(self, e: Expr):
         if isinstance(e, Const):
             if isinstance(e.val, bool) or e.ty.kind == "bool":
                 return z3.BoolVal(bool(e.val))

@@ -22,11 +22,20 @@ from ..ir.tma_meaning import uses_tma
 from ..ir.async_copy_meaning import uses_async
 from ..ir.smt import DEFAULT_TIMEOUT_MS
 from ..ir.wgmma_meaning import uses_wgmma
+from .memo import recall
 
 
 def async_issues(pdef) -> list:
     """The diagnostics of check()'s async and wgmma obligations on ``pdef`` (and its
-    mapping issues about async statements and wgmmas)."""
+    mapping issues about async statements and wgmmas).  Asked once per IR object
+    (:mod:`.memo`): a schedule's result is asked as the next primitive's input, and a
+    result whose answer is not empty is refused, so only empty answers pass to the
+    stamped proc (:func:`.memo.alias`: the same statements, new locations and hints,
+    which add no async issue)."""
+    return list(recall(pdef, "async issues", _async_issues))
+
+
+def _async_issues(pdef) -> list:
     eff = collect(pdef)
     ctx = Ctx(eff, {}, DEFAULT_TIMEOUT_MS, 30.0, "sm_90a")
     check_asyncs(ctx)

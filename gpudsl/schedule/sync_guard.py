@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..analysis.obligations.barriers import barrier_issues
 from ..analysis.obligations.race_obligations import added_races
 from ..ir.sync_meaning import uses_partial_sync
+from .memo import recall
 
 
 def broken_sync_orderings(old, new):
@@ -20,8 +21,8 @@ def broken_sync_orderings(old, new):
     phase of a ranged or split barrier that ``old`` has."""
     if old is new or not (uses_partial_sync(old) or uses_partial_sync(new)):
         return None
-    before = {(str(d.kind), d.message) for d in barrier_issues(old)}
-    for d in barrier_issues(new):
+    before = {(str(d.kind), d.message) for d in _barrier_issues(old)}
+    for d in _barrier_issues(new):
         if (str(d.kind), d.message) not in before:
             return (f"the rewrite breaks a ranged or split barrier: {d.message}",
                     d.locations[0] if d.locations else None,
@@ -32,3 +33,19 @@ def broken_sync_orderings(old, new):
                 f"unordered: {d.message}", d.locations[0] if d.locations else None,
                 "keep the accesses on their side of the barriers", d.witness or None)
     return None
+
+
+def _barrier_issues(ir) -> list:
+    """:func:`barrier_issues` of ``ir``; that it has none is remembered (:mod:`.memo`:
+    a schedule's result is asked again as the next primitive's input, stamped with new
+    locations and hints, which add no barrier issue); issues are always asked afresh,
+    so their messages and locations are those of ``ir`` itself."""
+    found: list = []
+
+    def none(q) -> bool:
+        found.extend(barrier_issues(q))
+        return not found
+
+    if recall(ir, "no barrier issues", none):
+        return []
+    return found or barrier_issues(ir)

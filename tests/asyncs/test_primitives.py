@@ -205,3 +205,22 @@ def test_pipeline_loop_and_make_async_forwarding():
     stmt = q.find("y[_] = _")
     assert r.forward(stmt).addr == new_loop + ("body", 4, "body", 0)
     assert r.forward(q.find_alloc("buf")).addr == (0, "body", 0)
+
+
+def test_guard_asks_each_proc_once(monkeypatch):
+    """A schedule's result is asked again as the next primitive's input: the async
+    guard answers it from memory (schedule/memo.py), with the same verdicts."""
+    from gpudsl.schedule import async_guard, memo
+    monkeypatch.setattr(memo, "_RECENT", [])   # answers of earlier tests
+    asked = []
+    real = async_guard._async_issues
+    monkeypatch.setattr(async_guard, "_async_issues", lambda p: asked.append(p) or real(p))
+    p = PROCS["double_buffered"]
+    q = rotate_loop(p, "i", 1)
+    r = divide_loop(q, "i", 2, ["io", "ii"], tail="cut")
+    assert len(asked) == 3 and len({id(x) for x in asked}) == 3   # p, q's IR, r's IR
+    assert r.check().ok
+    _same(p, r, n=5)
+    why = async_guard.broken_async(PROCS["staged"].ir, PROCS["no_sync"].ir)
+    assert why is not None and "in flight" in why[0]   # a refusal is still one
+    assert async_guard.broken_async(PROCS["no_sync"].ir, PROCS["staged"].ir) is not None

@@ -108,3 +108,26 @@ def test_alloc_primitives_leave_split_barriers_alone(call):
     parse back (a barrier in GLOBAL memory, a barrier outside the block)."""
     with pytest.raises(SchedulingError, match="split barrier, not an array"):
         call(PROCS["pc_split"])
+
+
+def test_guard_remembers_only_that_a_proc_has_no_barrier_issue(monkeypatch):
+    """A schedule's result is asked again as the next primitive's input: the guard
+    remembers that it has no barrier issue (schedule/memo.py); issues themselves are
+    asked afresh each time, so their messages are the proc's own."""
+    from gpudsl.schedule import memo, sync_guard
+    monkeypatch.setattr(memo, "_RECENT", [])   # answers of earlier tests
+    asked = []
+    real = sync_guard.barrier_issues
+    monkeypatch.setattr(sync_guard, "barrier_issues", lambda ir: asked.append(ir) or real(ir))
+    p = PROCS["pc_split"]
+    q = set_unroll(p, "i", True)
+    r = divide_loop(q, "i", 2, ["io", "ii"], tail="cut")
+    assert len(asked) == 3 and len({id(x) for x in asked}) == 3   # p, q's IR, r's IR
+    assert check(r).ok
+    _same_meaning(p, r)
+    bad = PROCS["wait_never"]
+    assert real(bad.ir)   # a barrier issue: asked again each time, same answer
+    asked.clear()
+    first = sync_guard._barrier_issues(bad.ir)
+    again = sync_guard._barrier_issues(bad.ir)
+    assert len(asked) == 2 and first and [d.message for d in first] == [d.message for d in again]
