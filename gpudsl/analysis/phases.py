@@ -93,16 +93,19 @@ class PhaseCounter:
 
     def __init__(self, leaf=None):
         self.leaf = leaf or _block_sync
-        self.memo: dict[int, Expr] = {}
+        # id(s) -> (s, count): the statement kept alive beside its count, so that an id
+        # reused by a later statement (one built during the analysis and dropped) never
+        # returns another statement's count
+        self.memo: dict[int, tuple] = {}
         self.prefix: dict = {}
 
     def count(self, s: Stmt) -> Expr:
         """Number of block-level barriers executed by running ``s`` once."""
-        k = id(s)
-        if k in self.memo:
-            return self.memo[k]
+        hit = self.memo.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
         r = self._count(s)
-        self.memo[k] = r
+        self.memo[id(s)] = (s, r)
         return r
 
     def count_block(self, stmts) -> Expr:
