@@ -123,21 +123,28 @@ def solve(constraints, timeout_ms: int = DEFAULT_TIMEOUT_MS, first_ms: int | Non
 
 
 def _query(s, constraints, timeout_ms: int, first_ms: int | None) -> tuple:
-    """(z3 answer, the solver that gave it) of one query (see :func:`solve`).  A query
-    that ran out of time while the process got less than half of that time on a CPU
-    (a loaded machine: the timeout is wall-clock) is asked once more, of a one-shot
-    solver with three times the time, so that a verdict does not depend on the load."""
+    """(z3 answer, the solver that gave it) of one query (see :func:`solve`).  A verdict
+    must depend neither on what the process asked before nor on the machine's load:
+
+    * the shared solver's speed depends on its history (the same attention query took
+      0.6 s alone and 1.6 s after 2,700 others; under CI it ran out of its 3 s), so a
+      query it does not decide in time is asked again of a fresh one-shot solver;
+    * a query that ran out of time while the process got less than half of that time on
+      a CPU (the timeout is wall-clock) is asked once more with three times the time."""
     s.set("timeout", max(1, int(first_ms or timeout_ms)))
     for c in constraints:
         s.add(c)
     cpu = time.process_time()
     r, used = _check(s), s
-    if r == z3.unknown and first_ms is not None and timeout_ms > first_ms:
+    if r == z3.unknown and (_ran_out(s) or (first_ms is not None and timeout_ms > first_ms)):
         used, r, cpu = _one_shot(constraints, timeout_ms)
-    if r == z3.unknown and used.reason_unknown() in ("timeout", "canceled") and \
-            _starved(cpu, first_ms if used is s and first_ms else timeout_ms):
+    if r == z3.unknown and _ran_out(used) and _starved(cpu, timeout_ms):
         used, r, _ = _one_shot(constraints, 3 * timeout_ms)
     return r, used
+
+
+def _ran_out(solver) -> bool:
+    return solver.reason_unknown() in ("timeout", "canceled")
 
 
 def _one_shot(constraints, timeout_ms: int) -> tuple:

@@ -1,7 +1,8 @@
-"""A query that runs out of (wall-clock) time on a loaded machine, while the process got
-less than half of that time on a CPU, is asked once more with three times the time
-(gpudsl/ir/smt.py): a proof must not fail because other processes took the CPU
-(seen as "solver: canceled" in attention proofs under a load of 6)."""
+"""A verdict depends neither on the machine's load nor on the process's history
+(gpudsl/ir/smt.py): a query the shared solver does not decide in time is asked again of
+a fresh solver, and one that ran out of (wall-clock) time while the process got less
+than half of that time on a CPU is asked once more with three times the time (seen as
+"solver: canceled" in attention proofs under a load of 6, and in CI)."""
 from __future__ import annotations
 
 import z3
@@ -20,17 +21,37 @@ def test_a_starved_timeout_is_asked_again_with_more_time(monkeypatch):
     monkeypatch.setattr(smt, "_starved", lambda cpu, ms: True)
     monkeypatch.setattr(smt, "_one_shot", lambda c, ms: asked.append(ms) or real(c, ms))
     r = smt.solve(_hard(), timeout_ms=50)
-    assert r.status == smt.UNKNOWN and asked == [150]
+    assert r.status == smt.UNKNOWN and asked == [50, 150]
 
 
-def test_a_timeout_with_the_cpu_to_itself_is_not_asked_again(monkeypatch):
+def test_a_timeout_with_the_cpu_to_itself_is_asked_once_of_a_fresh_solver(monkeypatch):
     asked = []
     real = smt._one_shot
     monkeypatch.setattr(smt, "_starved", lambda cpu, ms: False)
     monkeypatch.setattr(smt, "_one_shot", lambda c, ms: asked.append(ms) or real(c, ms))
-    assert smt.solve(_hard(), timeout_ms=50).status == smt.UNKNOWN and asked == []
+    assert smt.solve(_hard(), timeout_ms=50).status == smt.UNKNOWN and asked == [50]
     x = z3.Int("x")
-    assert smt.solve([x > 1, x < 3]).status == smt.SAT and asked == []
+    assert smt.solve([x > 1, x < 3]).status == smt.SAT and asked == [50]
+
+
+def test_a_query_the_shared_solver_runs_out_on_is_decided_by_a_fresh_one(monkeypatch):
+    """CI (fresh clone, pytest -n auto): "could not prove that write of po[...] and write
+    of po[...] do not race: solver: canceled" for the bf16 GQA attention kernel, whose
+    slowest query takes 0.6 s in a fresh process and 1.6 s after 2,700 other queries:
+    the shared solver's speed depends on its history.  Here the shared solver is made
+    to run out (1 ms); the fresh one-shot solver decides the query."""
+    real = smt._check
+
+    def slow_shared(solver):
+        if solver is smt.shared_solver():
+            solver.set("timeout", 1)
+        return real(solver)
+
+    monkeypatch.setattr(smt, "_starved", lambda cpu, ms: False)
+    monkeypatch.setattr(smt, "_check", slow_shared)
+    a, b = z3.BitVecs("a b", 64)
+    hard = [a * b == 0x0123456789ABCDEF, a > 1, b > 1, z3.ULT(a, b)]
+    assert smt.solve(hard, timeout_ms=20000).status == smt.SAT
 
 
 def test_the_overall_budget_counts_cpu_seconds_not_wall_seconds(monkeypatch):

@@ -101,14 +101,21 @@ def test_legality_uses_the_shared_solver():
 def test_one_smt_layer():
     # the Z3 solvers and the encoder live in gpudsl/ir/smt.py only
     import pathlib
+    import re
 
     import gpudsl
     import gpudsl.schedule.legality as legality
 
     root = pathlib.Path(gpudsl.__file__).parent
-    users = sorted(str(f.relative_to(root)) for f in root.rglob("*.py")
-                   if "z3.Solver(" in f.read_text() or "class Enc" in f.read_text())
-    assert users == ["ir/smt.py"]
+    def defining(pattern):
+        return sorted(str(f.relative_to(root)) for f in root.rglob("*.py")
+                      if re.search(pattern, f.read_text(), re.M))
+
+    # the solvers and the encoder in ir/smt.py; its helpers (memo, ints, scope, interrupt)
+    # beside it in the same layer, never elsewhere
+    assert defining(r"z3\.Solver\(") == ["ir/smt.py"]
+    assert defining(r"^class Encoder\b") == ["ir/smt.py"]
+    assert all(f.startswith("ir/smt") for f in defining(r"^class Enc"))
     assert not hasattr(legality, "Enc")
     with pytest.raises(ImportError):
         import gpudsl.analysis.smt  # noqa: F401
