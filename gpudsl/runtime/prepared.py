@@ -14,9 +14,13 @@ caller's stream (PyTorch's current stream for torch tensors, read per call).  Th
 driver copies the parameters at the launch, so the slots are reused by the next call;
 a lock per launcher keeps two threads from writing them at once.
 
+A tensor-map argument (TMA) is resolved per call from its array's address, by the same
+rules as the full path's (``tensor_maps.map_address``: the map cache, pinned or refused
+while the stream captures); the signature fixed the array's shape and contiguity.
+
 Only launches of device arrays are prepared (host arrays need copies, the full path's
-work); a tensor-map argument, a call whose output is captured, or temporaries without
-PyTorch's stream-ordered allocator take the full path too (``prepare`` returns None).
+work); a call whose output is captured, or temporaries without PyTorch's
+stream-ordered allocator take the full path (``prepare`` returns None).
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ import threading
 import numpy as np
 
 from .signature import _scalar_bytes
-from .tensor_maps import TensorMapRef
+from .tensor_maps import TensorMapRef, map_address
 
 CUDA_ERROR_INVALID_CONTEXT = 201
 
@@ -93,9 +97,13 @@ class _Step:
         base = ctypes.addressof(self.slots)
         self.params = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
         self.pointers, self.scalars = [], []   # (slot, name, getter), (view, name)
+        self.maps = []   # (slot, TensorMapRef, getter of its array's address)
         for i, (p, a) in enumerate(zip(sig.params, ln.args)):
             if isinstance(a, TensorMapRef):
-                raise _NotPrepared
+                if not p.pointer or a.name not in getters:
+                    raise _NotPrepared
+                self.maps.append((i, a, getters[a.name]))
+                continue
             if isinstance(a, ref):
                 if p.pointer:
                     self.pointers.append((i, a.name, getters[a.name]))
@@ -119,6 +127,8 @@ class _Step:
             slots[i] = get(work[name])
         for view, name in self.scalars:
             view[0] = work[name]
+        for i, ref, get in self.maps:   # built on first use, pinned while capturing
+            slots[i] = map_address(ref, get(work[ref.name]), stream)
         res = launch(*self.head, stream, self.params, None)
         if res:
             _failed(res, launch, self, stream)

@@ -133,11 +133,21 @@ def resolve_cuda(ref: TensorMapRef, dev, stream=None):
       memory, which a capture forbids.  The remedy is the usual warm-up: run the call
       once before capturing, on the same arrays.
     """
+    return map_buffer(ref, int(dev.ptr), getattr(dev, "c_contiguous", True), stream)
+
+
+def map_address(ref: TensorMapRef, ptr: int, stream) -> int:
+    """The device address of the map of the contiguous array at ``ptr`` for a launch on
+    ``stream``: :func:`resolve_cuda`'s rules, for the prepared launcher (whose call
+    signature fixed the array's shape and contiguity; only its address changes)."""
+    return map_buffer(ref, ptr, True, stream).ptr
+
+
+def map_buffer(ref: TensorMapRef, ptr: int, contiguous: bool, stream):
+    """:func:`resolve_cuda` of the array at ``ptr``."""
     from .device import DeviceBuffer, _cu, synchronize
     from .graphs import is_capturing
 
-    ptr = int(dev.ptr)
-    contiguous = getattr(dev, "c_contiguous", True)
     key = (ptr, ref.dims, ref.box, ref.dtype, ref.swizzle)
     if contiguous:
         buf = _PINNED.get(key)
@@ -183,4 +193,5 @@ def _encoder():
     return fn
 
 
-__all__ = ["MAP_WORDS", "TensorMapRef", "emulator_map", "cuda_map", "resolve_cuda"]
+__all__ = ["MAP_WORDS", "TensorMapRef", "emulator_map", "cuda_map", "resolve_cuda",
+           "map_address"]
