@@ -86,15 +86,17 @@ def cpu_cases():
     row = np.random.rand(64).astype(np.float32)
 
     def forget():  # the fast path's caches (absent before it existed)
-        for obj in (k, cuda, *ops._compiled.values()):
+        for obj in (k, cuda, tma, *ops._compiled.values()):
             getattr(obj, "_fast", {}).clear()
         if hasattr(ops, "_fast"):
             ops._fast.forget()
 
     cuda, dx, dy = _on_fake_driver()
+    tma, ta, ty = _tma_on_fake_driver()
     cases = [
         ("kernel saxpy(a=, x=, y=)", lambda: k(a=2.0, x=x, y=y)),
         ("kernel saxpy cuda (fake)", lambda: cuda(1024, 2.0, dx, dy)),
+        ("kernel tma tile cuda (fake)", lambda: tma(a=ta, y=ty)),
         ("kernel saxpy positional", lambda: k(1024, 2.0, x, y)),
         ("ops.add 1024x1024", lambda: ops.add(a, b)),
         ("ops.add 64x64 + row", lambda: ops.add(small, row)),
@@ -118,9 +120,41 @@ def _on_fake_driver():
 
     global _FAKE
     if _FAKE is None:
-        _FAKE = fake_driver.installed()   # kept: for the rest of the process
+        _FAKE = fake_driver.installed("sm_90a")   # kept: for the rest of the process
         _FAKE.__enter__().cuLaunchKernel = lambda *args: 0
     return _saxpy().compile("cuda"), DeviceBuffer(1024), DeviceBuffer(1024)
+
+
+TMA_TILE = """
+@proc
+def tma_tile(m: size, n: size, a: f16[m, n], y: f16[m, n]):
+    assert n % 8 == 0
+    for b in par(0, (m + 15) // 16) @ BLOCKS:
+        s: f16[16, 64] @ SHARED
+        bar: barrier @ SHARED
+        for t in par(0, 1) @ THREADS:
+            tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64], bar=bar)
+        arrive(bar, 0, 1)
+        wait(bar, 0, 64)
+        for t in par(0, 64) @ THREADS:
+            for r in seq(0, 16):
+                if 16 * b + r < m and t < n:
+                    y[16 * b + r, t] = s[r, t]
+"""
+
+
+def _tma_on_fake_driver():
+    """A TMA tile copy compiled for the CUDA backend (sm_90a) and two device arrays,
+    under the fake driver: the prepared launch path with one tensor map looked up per
+    call (the sm_90a GEMMs have three)."""
+    import numpy as np
+
+    from gpudsl import proc_from_source
+    from gpudsl.runtime.device import DeviceBuffer
+
+    _on_fake_driver()
+    k = proc_from_source(TMA_TILE, file="<host_overhead>").compile("cuda")
+    return k, DeviceBuffer((64, 64), np.float16), DeviceBuffer((64, 64), np.float16)
 
 
 def model_case(layers: int = 6):

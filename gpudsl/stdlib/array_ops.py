@@ -21,7 +21,7 @@ from .halves import dtype_of as _dtype_of
 from ..runtime import driver as _driver
 from ..runtime import torch_tensors as _torch_tensors
 from . import ops_fast as _fast
-from .matmul_call import matmul_half, matmul_tf32_nt
+from .matmul_call import half_recipe, matmul_tf32_nt
 from .node_shapes import matmul_precision_problem
 from .node_table import get, plan
 from .node_registry import db_stamp
@@ -345,15 +345,28 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
     default choice; ``async_stages``: 2 to 4, the big-tile kernel's (or the TF32
     kernel's) tiles copied by asynchronous copies into a circular buffer that deep
     (``cp.async`` on sm_80+); other kernels ignore both."""
+    plain = precision == "fp32" and stages is None and async_stages is None
+    if plain:   # a recipe: this signature's kernel and views (torch CPU: numpy views here)
+        fast = _fast.lookup("matmul", backend(), (a, b))
+        if fast is not None:
+            return fast(a, b)
+        key, stamp = _fast.key_of("matmul", backend(), (a, b)), db_stamp()
     sa, sb = check_tensor("a", a, dtypes=_ANY_FLOAT), check_tensor("b", b, dtypes=_ANY_FLOAT)
     dt = _common_dtype("matmul", a=a, b=b)
     problem = matmul_precision_problem(precision, dt)   # the graph's MatMulNode's rule
     require(problem is None, problem)
-    if dt != "f32":  # f16/bf16: tensor cores (f32 accumulation) where the tiles divide
-        from .matmul_sm80 import plan_matmul_half_for   # sm_80-class: the multistage kernel
+    if dt != "f32" or plain:
+        if dt != "f32":  # f16/bf16: tensor cores (f32 accumulation) where the tiles divide
+            from .matmul_sm80 import plan_matmul_half_for   # sm_80-class: multistage
 
-        return matmul_half(a, b, sa, sb, dt,
-                            lambda a2, sb_, dt_: plan_matmul_half_for(a2, sb_, dt_, backend()))
+            run = half_recipe(a, b, sa, sb, dt, lambda a2, sb_, dt_: plan_matmul_half_for(
+                a2, sb_, dt_, backend()))
+        else:   # the tuning database's winner for this device and shape, else the default
+            run = _fast.matmul_recipe(a, b, sa, sb)
+        out = run(a, b)
+        if plain and key is not None:
+            _fast.remember(key, stamp, run)
+        return out
     attrs = {}
     if precision == "tf32":
         require(async_stages in (None, 0, 2, 3, 4),

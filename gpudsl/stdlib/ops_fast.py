@@ -121,6 +121,20 @@ def binary_recipe(op: str, a, b, sa: tuple, sb: tuple):
     return lambda a, b: execute(*operands(a, b))
 
 
+def matmul_recipe(a, b, sa: tuple, sb: tuple):
+    """``run(a, b)``: ``ops.matmul(a, b)`` of float32 arrays like ``a`` and ``b``
+    (checked: shapes ``sa``, ``sb``) through the node table's kernel choice (the tuning
+    database's winner, else the defaults), planned once."""
+    copy_a, copy_b = not contiguous(a), not contiguous(b)
+    if copy_a or copy_b:
+        a, b = _operands(None, None, False, copy_a, copy_b)(a, b)
+    execute = executor(plan(get("matmul"), (sa, sb), {}, _ops().backend()), (a, b), a)
+    if not (copy_a or copy_b):
+        return execute
+    operands = _operands(None, None, False, copy_a, copy_b)
+    return lambda a, b: execute(*operands(a, b))
+
+
 def _operands(lift_a, lift_b, swap: bool, copy_a: bool, copy_b: bool):
     """``a, b`` as the kernel takes them: lifted to the common rank, swapped, made
     contiguous, as the first call decided."""
