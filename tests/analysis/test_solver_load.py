@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import z3
 
-from gpudsl.ir import smt
+from gpudsl.ir import smt_solver as smt
 
 
 def _hard():
