@@ -11,7 +11,8 @@ running.  Exit status 1 on a wrong result or a failing case.  A corpus kernel th
 target cannot compile (check() proves a host-level ``par`` loop that codegen refuses; an
 ``@instr`` the emulator cannot build) prints ``SKIP`` and does not run.
 
-Which cases: ``--stdlib`` (the nodes), ``--corpus`` (the corpus's proved kernels),
+Which cases: ``--stdlib`` (the nodes), ``--hopper`` (the derived sm_90a GEMMs on
+clipped shapes; an sm_90a GPU or the emulator), ``--corpus`` (the corpus's proved kernels),
 ``--sync`` (user kernels with ranged/split barriers and warp collectives,
 ``benchmarks/campaign_sync.py``, once the language has them: otherwise one ``SKIP``
 line), ``--controls`` (the racy corpus kernels); with none of the first three, the
@@ -99,6 +100,30 @@ def cases():
     ]
 
 
+def hopper_cases():
+    """(name, case) of the derived sm_90a GEMMs (TMA + wgmma, barrier rings) on
+    clipped shapes, where the edges are guarded: ``c``'s rows 16 bytes apart (the
+    epilogue's TMA store) and not (guarded stores), f16 and bf16, and the TF32 twin.
+    Each derives and proves its kernel on the CPU first (10-25 s)."""
+    def nt(m, n, k, dt, tf32=False):
+        def f(g):
+            import ml_dtypes
+
+            from gpudsl.stdlib.matmul_sm90 import matmul_nt_sm90
+            from gpudsl.stdlib.matmul_sm90_tf32 import matmul_tf32_sm90
+
+            npdt = np.float32 if tf32 else {"f16": np.float16, "bf16": ml_dtypes.bfloat16}[dt]
+            a = g.integers(-3, 4, (m, k)).astype(npdt)     # exact in every precision
+            bt = g.integers(-3, 4, (n, k)).astype(npdt)
+            got = (matmul_tf32_sm90 if tf32 else matmul_nt_sm90)(a, bt)
+            return np.asarray(got, np.float32), a.astype(np.float32) @ bt.astype(np.float32).T
+        return f
+
+    return [("sm90 f16 200x136x64 (TMA store)", nt(200, 136, 64, "f16")),
+            ("sm90 bf16 130x100x64 (guarded stores)", nt(130, 100, 64, "bf16")),
+            ("sm90 tf32 136x72x32", nt(136, 72, 32, "f32", tf32=True))]
+
+
 def corpus_cases(controls: bool = False):
     """(kind, name, case) for each corpus kernel check() proves ("corpus") and, with
     ``controls``, each one it finds racy ("control")."""
@@ -130,9 +155,11 @@ def sync_cases():
 def select(argv) -> list:
     """The cases the flags ask for, in order: nodes, sync kernels, corpus, controls."""
     want = {f for f in ("--stdlib", "--corpus", "--sync") if f in argv}
-    if not want:
+    if not want and "--hopper" not in argv:
         want = {"--stdlib", "--corpus"}
     cs = [("stdlib", n, f) for n, f in cases()] if "--stdlib" in want else []
+    if "--hopper" in argv:
+        cs += [("stdlib", n, f) for n, f in hopper_cases()]
     if "--sync" in want:
         found, why = sync_cases()
         cs += found or [("skip", "sync kernels", why)]

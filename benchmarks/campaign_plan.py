@@ -12,7 +12,8 @@ command line is at most 2,000 characters.  The campaign is therefore two runs:
   numpy, compute-sanitizer memcheck over the stdlib nodes, then ``pytest -m gpu`` in 12
   processes for whatever time the part has left;
 * part 2 (at most 4 minutes, if the window has time left): racecheck and synccheck over
-  the checker's corpus, the rest of the bench, LLaMA tokens/s against PyTorch eager, CUDA
+  the checker's corpus, memcheck over the derived sm_90a GEMMs on clipped shapes, the
+  rest of the bench, LLaMA tokens/s against PyTorch eager, CUDA
   graphs and torch.compile.
 
 Steps are declared here as data, in priority order: this module runs nothing, so CI
@@ -130,7 +131,12 @@ PART2 = COMMON + [
     Step("sanitizer-synccheck", (SANITIZER, "--tool", "synccheck", "--error-exitcode", "99",
                                  "{py}", KERNELS, "--corpus", "--sync"), 15,
          rehearse=None),
-    _bench(BENCH_NODES, 110),
+    # the derived sm_90a GEMMs' clipped edges (guarded stores, TMA stores): each
+    # derives and proves its kernel first (about 10 s on the CPU)
+    Step("sanitizer-memcheck-sm90", (SANITIZER, "--tool", "memcheck", "--error-exitcode",
+                                     "99", "{py}", KERNELS, "--hopper"), 45,
+         rehearse=("{py}", KERNELS, "--hopper", "--target", "emulator")),
+    _bench(BENCH_NODES, 65),
     # gpudsl against PyTorch eager, CUDA graphs and torch.compile, each in gpudsl's dtype
     Step("llama", ("{py}", "{root}/benchmarks/llama_bench.py", "--out", "{out}"), 65,
          files=("llama.json",), rest=True,

@@ -106,7 +106,7 @@ def figures(name: str, output: str, out: pathlib.Path) -> dict:
             "passed" in ln or "failed" in ln or "skipped" in ln or "error" in ln)]
         return {"summary": tail[-1].strip("= ") if tail else None}
     if name.startswith("sanitizer-"):
-        return sanitizer_verdict(name.split("-", 1)[1], output)
+        return sanitizer_verdict(name.split("-")[1], output)   # sanitizer-TOOL[-what]
     if name == "attention-suite" and (out / "attention_suite.json").exists():
         return {"rows": bench_rows(json.loads((out / "attention_suite.json").read_text()))}
     if name == "llama" and (out / "llama.json").exists():

@@ -39,7 +39,10 @@ def test_part1_runs_the_issue_steps_in_priority_order(tmp_path):
     assert "matmul" in nodes
     steps2 = _load("gpu_campaign").plan("python3", tmp_path, part=2)
     assert [s.name for s, _ in steps2] == ["install", "environment", "sanitizer-racecheck",
-                                           "sanitizer-synccheck", "bench", "llama"]
+                                           "sanitizer-synccheck", "sanitizer-memcheck-sm90",
+                                           "bench", "llama"]
+    hop = dict((s.name, a) for s, a in steps2)["sanitizer-memcheck-sm90"]
+    assert hop[1:3] == ["--tool", "memcheck"] and hop[-1] == "--hopper"
     bench2 = dict((s.name, a) for s, a in steps2)["bench"]
     nodes2 = bench2[bench2.index("--nodes") + 1].split(",")
     # issues 26 and 34: the other precisions, attention, the permutes and pointwise nodes
