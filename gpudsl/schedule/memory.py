@@ -8,6 +8,8 @@ Splitting or merging copies of an allocation (``sink_alloc``, ``expand_dim``,
 """
 from __future__ import annotations
 
+import dataclasses
+
 import z3
 
 from ..ir.nodes import (Alloc, Assign, Atomic, BinOp, Call, Const, Expr, For, If, Interval,
@@ -436,21 +438,19 @@ class _Expand(Transformer):
 
 
 def _stmt_mentions(st, name) -> bool:
-    if isinstance(st, (Assign, Reduce, Atomic)) and st.name == name:
-        return True
-    if isinstance(st, Atomic) and (st.result == name or st.cmp is not None and any(
-            isinstance(n, (Read, WindowArg)) and n.name == name for n in walk(st.cmp))):
-        return True
+    """Whether ``st`` itself accesses ``name``: a loop or an ``if`` by its header (its
+    body's statements are asked one by one), any other statement by any of its parts
+    (an element, a window, an async copy's ``dst``/``src``, a TMA box, a wgmma operand,
+    an atomic's result: every statement kind, today's and tomorrow's)."""
     if isinstance(st, For):
         exprs = (st.lo, st.hi)
     elif isinstance(st, If):
         exprs = (st.cond,)
-    elif isinstance(st, (Assign, Reduce, Atomic)):
-        exprs = (st.rhs,) + st.idx
-    elif isinstance(st, Call):
-        exprs = st.args
     else:
-        return False
+        if any(isinstance(getattr(st, f.name), str) and getattr(st, f.name) == name
+               for f in dataclasses.fields(st)):
+            return True
+        exprs = (st,)
     return any(isinstance(n, (Read, WindowArg)) and n.name == name
                for e in exprs for n in walk(e))
 

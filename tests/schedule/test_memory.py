@@ -101,3 +101,53 @@ def test_bind_expr():
     with pytest.raises(SchedulingError) as e:
         bind_expr(P.scale2, "x[_] * a", "y")
     assert_refused(e, "bind_expr", "procs.py")
+
+
+ASYNC_INTO_S = '''
+@proc
+def async_into_s(n: size, x: f32[n, 64], y: f32[n, 64]):
+    assert n >= 1
+    for b in par(0, n) @ BLOCKS:
+        s: f32[2, 64] @ SHARED
+        for t in par(0, 64) @ THREADS:
+            async_copy(s[0, t], x[b, t])
+        async_commit()
+        async_wait(0)
+        sync()
+        for t in par(0, 64) @ THREADS:
+            y[b, t] = s[0, t]
+'''
+
+
+ASYNC_ONLY = '''
+@proc
+def async_only(n: size, a: f32, x: f32[n, 64], y: f32[n, 64]):
+    assert n >= 1
+    for b in par(0, n) @ BLOCKS:
+        s: f32[2, 64] @ SHARED
+        buf: f32[2, 32] @ SHARED
+        for t in par(0, 64) @ THREADS:
+            async_copy(s[0, t], x[b, t])
+        async_commit()
+        async_wait(0)
+'''
+
+
+def test_expand_dim_proves_the_bound_at_an_async_copy():
+    """Differential run (sync family, seed 1701, case 866): ``expand_dim(p, "s", "0",
+    "t")`` made ``s: f32[0, 2, 64]`` and accepted it: the bounds proof skipped the
+    statements it did not know (an async copy's ``dst`` is a name, not a read), and the
+    result faulted on the emulator.  Every statement kind is asked now."""
+    from gpudsl import proc_from_source
+
+    only = proc_from_source(ASYNC_ONLY, file="<expand_async_only>")   # case 866
+    for size in ("0", "32"):
+        with pytest.raises(SchedulingError, match="0 <= t <"):
+            expand_dim(only, "s", size, "t")
+    p = proc_from_source(ASYNC_INTO_S, file="<expand_async>")
+    for size in ("0", "32"):
+        with pytest.raises(SchedulingError, match="0 <= t <"):
+            expand_dim(p, "s", size, "t")
+    q = expand_dim(p, "s", "64", "t")    # in bounds: one copy per thread, same values
+    assert "s[t, 0, t]" in str(q) and q.check().ok
+    assert_same_meaning(p, q, n=2)
