@@ -125,35 +125,25 @@ def _on_fake_driver():
     return _saxpy().compile("cuda"), DeviceBuffer(1024), DeviceBuffer(1024)
 
 
-TMA_TILE = """
-@proc
-def tma_tile(m: size, n: size, a: f16[m, n], y: f16[m, n]):
-    assert n % 8 == 0
-    for b in par(0, (m + 15) // 16) @ BLOCKS:
-        s: f16[16, 64] @ SHARED
-        bar: barrier @ SHARED
-        for t in par(0, 1) @ THREADS:
-            tma_load(s[0:16, 0:64], a[16 * b:16 * b + 16, 0:64], bar=bar)
-        arrive(bar, 0, 1)
-        wait(bar, 0, 64)
-        for t in par(0, 64) @ THREADS:
-            for r in seq(0, 16):
-                if 16 * b + r < m and t < n:
-                    y[16 * b + r, t] = s[r, t]
-"""
-
-
 def _tma_on_fake_driver():
     """A TMA tile copy compiled for the CUDA backend (sm_90a) and two device arrays,
     under the fake driver: the prepared launch path with one tensor map looked up per
     call (the sm_90a GEMMs have three)."""
+    import pathlib
+    import sys
+
     import numpy as np
 
     from gpudsl import proc_from_source
     from gpudsl.runtime.device import DeviceBuffer
 
+    root = str(pathlib.Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from tests.hopper.test_tma import TILE   # the tile copy the TMA tests run
+
     _on_fake_driver()
-    k = proc_from_source(TMA_TILE, file="<host_overhead>").compile("cuda")
+    k = proc_from_source(TILE, file="<host_overhead>").compile("cuda")
     return k, DeviceBuffer((64, 64), np.float16), DeviceBuffer((64, 64), np.float16)
 
 
