@@ -355,14 +355,15 @@ def matmul(a, b, precision: str = "fp32", stages: int | None = None,
     dt = _common_dtype("matmul", a=a, b=b)
     problem = matmul_precision_problem(precision, dt)   # the graph's MatMulNode's rule
     require(problem is None, problem)
-    if dt != "f32" or plain:
-        if dt != "f32":  # f16/bf16: tensor cores (f32 accumulation) where the tiles divide
-            from .matmul_sm80 import plan_matmul_half_for   # sm_80-class: multistage
+    run = None
+    if dt != "f32":  # f16/bf16: tensor cores (f32 accumulation) where the tiles divide
+        from .matmul_sm80 import plan_matmul_half_for   # sm_80-class: multistage
 
-            run = half_recipe(a, b, sa, sb, dt, lambda a2, sb_, dt_: plan_matmul_half_for(
-                a2, sb_, dt_, backend()))
-        else:   # the tuning database's winner for this device and shape, else the default
-            run = _fast.matmul_recipe(a, b, sa, sb)
+        run = half_recipe(a, b, sa, sb, dt, lambda a2, sb_, dt_: plan_matmul_half_for(
+            a2, sb_, dt_, backend()))
+    elif plain:   # the tuning database's winner for this device and shape, else the default
+        run = _fast.matmul_recipe(a, b, sa, sb)
+    if run is not None:
         out = run(a, b)
         if plain and key is not None:
             _fast.remember(key, stamp, run)

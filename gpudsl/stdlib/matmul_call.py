@@ -40,8 +40,9 @@ def matmul_tf32_nt(a, b, sa, sb):
 
 
 def half_recipe(a, b, sa, sb, dt, plan):
-    """``run(a, b)``: ``[m,n]@[n,k]`` or ``[n]@[n,k]`` in half precision for operands of ``a``'s and ``b``'s signature
-    (``gpudsl.ops``' recipes, :mod:`.ops_fast`), the kernel chosen once: ``a @ w.T`` of
+    """``run(a, b)``: ``[m,n]@[n,k]`` or ``[n]@[n,k]`` in half precision for operands of
+    ``a``'s and ``b``'s signature (``gpudsl.ops``' recipes, :mod:`.ops_fast`), the
+    kernel chosen once: ``a @ w.T`` of
     a contiguous ``w`` by the TN kernel reading ``w`` where one serves the shape, else
     ``plan(a2, sb, dt)``'s kernel on ``b`` made contiguous."""
     from .ops_fast import allocator

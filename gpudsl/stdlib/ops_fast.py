@@ -126,12 +126,12 @@ def matmul_recipe(a, b, sa: tuple, sb: tuple):
     (checked: shapes ``sa``, ``sb``) through the node table's kernel choice (the tuning
     database's winner, else the defaults), planned once."""
     copy_a, copy_b = not contiguous(a), not contiguous(b)
-    if copy_a or copy_b:
-        a, b = _operands(None, None, False, copy_a, copy_b)(a, b)
+    operands = _operands(None, None, False, copy_a, copy_b) if copy_a or copy_b else None
+    if operands is not None:
+        a, b = operands(a, b)
     execute = executor(plan(get("matmul"), (sa, sb), {}, _ops().backend()), (a, b), a)
-    if not (copy_a or copy_b):
+    if operands is None:
         return execute
-    operands = _operands(None, None, False, copy_a, copy_b)
     return lambda a, b: execute(*operands(a, b))
 
 

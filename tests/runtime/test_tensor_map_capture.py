@@ -132,6 +132,21 @@ def test_an_unpinned_map_is_still_evicted(fake, monkeypatch):
     assert tensor_maps._PINNED == {}
 
 
+def _capture_pins_a_built_map_and_refuses_a_miss(fake, k, stream, a, y, fresh):
+    """While ``stream`` captures: ``k(a, y)``, whose map was built, pins it; ``k(fresh,
+    y)``, whose map was not, is refused with nothing allocated."""
+    fake.cuStreamBeginCapture_v2(stream.handle, 1)
+    try:
+        k(a=a, y=y)
+        assert len(tensor_maps._PINNED) == 1
+        n = len(fake.allocated)
+        with pytest.raises(LaunchError, match="not built before the capture"):
+            k(a=fresh, y=y)
+        assert len(fake.allocated) == n
+    finally:
+        fake.cuStreamEndCapture(stream.handle, None)
+
+
 def test_device_arrays_resolve_maps_for_the_callers_stream(fake, monkeypatch):
     """``_run_async`` (every argument on the device) launches on the caller's stream
     (PyTorch's current one): a capture there is seen, a miss refused."""
@@ -148,16 +163,7 @@ def test_device_arrays_resolve_maps_for_the_callers_stream(fake, monkeypatch):
     monkeypatch.setattr(prepared, "stream_getter", lambda values: lambda: int(stream))
     k(a=a, y=y)                                  # outside a capture: built
     assert fake.launches[-1].stream == int(stream)
-    fake.cuStreamBeginCapture_v2(stream.handle, 1)
-    try:
-        k(a=a, y=y)                              # found, pinned
-        assert len(tensor_maps._PINNED) == 1
-        n = len(fake.allocated)
-        with pytest.raises(LaunchError, match="not built before the capture"):
-            k(a=fresh, y=y)
-        assert len(fake.allocated) == n
-    finally:
-        fake.cuStreamEndCapture(stream.handle, None)
+    _capture_pins_a_built_map_and_refuses_a_miss(fake, k, stream, a, y, fresh)
 
 
 def test_the_legacy_stream_is_asked_on_the_full_path(fake):
@@ -205,13 +211,4 @@ def test_a_tma_kernel_takes_the_prepared_path(fake, monkeypatch):
     assert mine != _map_slot(fake, full) and len(fake.allocated) == n + 1
     k(a=other, y=y)
     assert _map_slot(fake, fake.launches[-1]) == mine and len(fake.allocated) == n + 1
-    fake.cuStreamBeginCapture_v2(stream.handle, 1)
-    try:
-        k(a=a, y=y)                   # found: pinned for the capture
-        assert len(tensor_maps._PINNED) == 1
-        n = len(fake.allocated)
-        with pytest.raises(LaunchError, match="not built before the capture"):
-            k(a=fresh, y=y)
-        assert len(fake.allocated) == n
-    finally:
-        fake.cuStreamEndCapture(stream.handle, None)
+    _capture_pins_a_built_map_and_refuses_a_miss(fake, k, stream, a, y, fresh)
