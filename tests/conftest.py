@@ -30,6 +30,27 @@ def pytest_collection_modifyitems(config, items):
 os.environ.setdefault("GPUDSL_GRAPH_CACHE", "0")
 
 
+# The disk cache of derived stdlib kernels (gpudsl.stdlib.derivation_cache) is one folder
+# per test run, made by the first process and shared with its xdist workers and the
+# subprocesses they start (the environment passes it on): a kernel derived by one
+# process is read back by the others, and no test reads an entry that an earlier run,
+# or a user's session, wrote.  Tests that watch a derivation run call the builder's
+# ``cache_clear()`` (this process then derives it afresh).
+_OWN_DERIVED = None
+if "GPUDSL_DERIVATION_CACHE" not in os.environ:
+    import tempfile
+
+    _OWN_DERIVED = tempfile.mkdtemp(prefix="gpudsl-derived-")
+    os.environ["GPUDSL_DERIVATION_CACHE"] = _OWN_DERIVED
+
+
+def pytest_unconfigure(config):
+    if _OWN_DERIVED is not None:
+        import shutil
+
+        shutil.rmtree(_OWN_DERIVED, ignore_errors=True)
+
+
 # The files that take longest (seconds of `pytest --durations` on 2 cores, 2026-11-29),
 # heaviest first.  Under pytest-xdist (`-n auto --dist loadfile`: README) a process takes
 # whole files in collection order, so these go first and the cheap files fill in around

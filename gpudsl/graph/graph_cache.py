@@ -32,16 +32,13 @@ proofs); the unit's machine code comes from the kernel cache as before
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import pickle
-import sys
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
-from ..runtime.artifact_cache import Cache, cache_dir, gpudsl_version, warn_once
+from ..runtime.artifact_cache import Cache, cache_dir, package_digest, warn_once
+from ..stdlib.derivation_cache import pickle_procs
 
 SUFFIX = "pickle"
 FORMAT = "gpudsl-graph-1"
@@ -57,23 +54,11 @@ def graph_cache() -> Cache:
     return Cache(cache_dir() / "graphs")
 
 
-@lru_cache(maxsize=1)
 def source_digest() -> str:
-    """sha256 over every source file of the installed gpudsl package (and the
-    versions of what the products are made with)."""
-    import z3
-
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for part in (FORMAT, gpudsl_version(), sys.version, np.__version__,
-                 z3.get_version_string()):
-        h.update(part.encode() + b"\0")
-    for f in sorted(root.rglob("*")):
-        if f.suffix in (".py", ".h") and "__pycache__" not in f.parts:
-            h.update(str(f.relative_to(root)).encode() + b"\0")
-            h.update(f.read_bytes())
-            h.update(b"\0")
-    return h.hexdigest()
+    """sha256 over every source file of the installed gpudsl package and the versions
+    of what the products are made with (:func:`~gpudsl.runtime.artifact_cache.package_digest`),
+    and this cache's format."""
+    return hashlib.sha256((FORMAT + "\0" + package_digest()).encode()).hexdigest()
 
 
 def _callable_text(fn) -> str:
@@ -164,17 +149,6 @@ class Reads(dict):
         return super().values()
 
 
-class _Pickler(pickle.Pickler):
-    """Procs go without their derivation history (cursor forwarding: closures)."""
-
-    def reducer_override(self, obj):
-        from ..proc import Proc
-
-        if type(obj) is Proc:
-            return Proc, (obj.ir,)
-        return NotImplemented
-
-
 def load(k: str, constants: dict, names: tuple) -> dict | None:
     """The products (``names`` -> value) stored under ``k``, when present, trusted,
     intact and still what a compile would read (tuning answers, constants); else
@@ -222,14 +196,13 @@ def store(k: str, products: dict, lookups: list, constants: dict, read: set) -> 
     entry = {"format": FORMAT, "products": products, "lookups": list(lookups),
              "constants": {n: constant_digest(constants[n]) for n in sorted(read)
                            if n in constants}}
-    buf = io.BytesIO()
     try:
-        _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(entry)
+        data = pickle_procs(entry)
     except Exception as e:  # noqa: BLE001 - an object of the products that cannot go
         warn_once(("unpicklable", type(e).__name__),
                   f"gpudsl: a compiled graph could not be cached ({type(e).__name__}: {e})")
         return
-    graph_cache().try_put(k, SUFFIX, buf.getvalue(), {"format": FORMAT})
+    graph_cache().try_put(k, SUFFIX, data, {"format": FORMAT})
 
 
 __all__ = ["enabled", "graph_cache", "source_digest", "table_digest", "key", "load", "store", "Reads",

@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 import warnings
+from functools import lru_cache
 from pathlib import Path
 
 from .safe_open import CHECKED, Untrusted, open_dir, read_at, untrusted  # noqa: F401
@@ -68,6 +69,29 @@ def gpudsl_version() -> str:
         return version("gpudsl")
     except Exception:
         return "dev"
+
+
+@lru_cache(maxsize=1)
+def package_digest() -> str:
+    """sha256 over every source file of the installed gpudsl package (its ``.py`` and
+    ``.h`` files, by path below the package) and the versions of gpudsl, Python, numpy
+    and z3: what the disk caches of derived products (graphs, derivations) key on, so
+    that any change of gpudsl's code misses."""
+    import sys
+
+    import numpy as np
+    import z3
+
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for part in (gpudsl_version(), sys.version, np.__version__, z3.get_version_string()):
+        h.update(part.encode() + b"\0")
+    for f in sorted(root.rglob("*")):
+        if f.suffix in (".py", ".h") and "__pycache__" not in f.parts:
+            h.update(str(f.relative_to(root)).encode() + b"\0")
+            h.update(f.read_bytes())
+            h.update(b"\0")
+    return h.hexdigest()
 
 
 def cache_dir() -> Path:

@@ -27,6 +27,7 @@ import numpy as np
 from ..proc import Proc
 from .common import make_proc
 from .halves import halve_text, unit_roundoff
+from .derivation_cache import derivation
 
 TILE = 32  # keys per tile: one warp's lanes in the score phase
 NEG = "-3.0e38"  # below every score: the masked keys' score, the running maximum's seed
@@ -230,7 +231,7 @@ def _row_tree(rows: int, combine: str, indent: int) -> str:
             f"{pad}    sync()\n")
 
 
-@lru_cache(maxsize=None)
+@derivation
 def attention_kernel(d: int = 64, causal: bool = False, rows: int = 1,
                      dt: str = "f32", window: int = 0, softcap: bool = False,
                      alibi: bool = False) -> Proc:

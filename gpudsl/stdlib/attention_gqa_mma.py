@@ -38,7 +38,6 @@ subtracted.
 are exact in f32, ``P`` is rounded to the half type for the second product."""
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
 
@@ -49,6 +48,7 @@ from .attention_mma import MMA_QK, _indent, proc_of, register_mma_preconditions_
 from .attention_paged import (NEG, PAGE_SIZES, _cap, _row, attended, combine_text, sig_text,
                               gqa_reference, plan_gqa, some_attended)
 from .halves import unit_roundoff
+from .derivation_cache import derivation
 
 HEAD_DIMS = (64, 128)
 CH = 64  # keys staged per block: 4 warps of 16
@@ -193,7 +193,7 @@ def kernel_text(d: int = 128, causal: bool = False, page: int = 0, dt: str = "f1
                              None if dt == "f32" else lambda e: f"{dt}({e})"), 1))
 
 
-@lru_cache(maxsize=None)
+@derivation
 def gqa_mma_kernel(d: int = 128, causal: bool = False, page: int = 0, dt: str = "f16",
                    idx: str = "i32", window: int = 0, softcap: bool = False,
                    alibi: bool = False) -> Proc:

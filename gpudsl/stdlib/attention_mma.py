@@ -51,7 +51,6 @@ unit roundoff, ``p`` the normalized weights) beyond :func:`.attention.attention_
 """
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
 
@@ -62,6 +61,7 @@ from .attention import (NEG, SPLIT_MAX_ROWS, _bad_prefix, _valid, attention_refe
                         attention_tolerance, biased, capped, check_options, options_suffix,
                         plan_attention, sig, some_valid)
 from .halves import unit_roundoff
+from .derivation_cache import derivation
 
 HEAD_DIMS = (64, 128)
 BM = 64  # query rows per block: 4 warps of 16
@@ -364,7 +364,7 @@ for rm in seq(0, 2, unroll=True):
         + _threads(final, 3))
 
 
-@lru_cache(maxsize=None)
+@derivation
 def attention_mma_kernel(d: int = 128, causal: bool = False, dt: str = "f16",
                          window: int = 0, softcap: bool = False, alibi: bool = False) -> Proc:
     """The tensor-core prefill kernel (module docs) for head dimension ``d`` (64 or

@@ -62,6 +62,7 @@ from .attention_split import lanes
 from .common import make_proc
 from .halves import halve_text
 from .halves import load as load_of
+from .derivation_cache import derivation
 
 NEG = "-3.0e38"
 WARP = 32
@@ -380,7 +381,7 @@ def _guard_lanes(text: str, d: int) -> str:
     return "\n".join(out)
 
 
-@lru_cache(maxsize=None)
+@derivation
 def paged_kernel(d: int = 64, causal: bool = False, page: int = 0, dt: str = "f32",
                  chunk: int = CHUNK, wg: int = 1, wi: int = 1, idx: str = "i32",
                  wk: int = 1, window: int = 0, softcap: bool = False,

@@ -45,10 +45,10 @@ product, the row sums from the f32 ``P``).
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 from ..proc import Proc
 from .attention import NEG, SPLIT_MAX_ROWS, _bad_prefix, _valid, sig
+from .derivation_cache import derivation
 
 HEAD_DIMS = (64, 128)
 DTYPES = ("f16", "bf16")
@@ -240,7 +240,7 @@ for c in seq(0, {dc}, unroll=True):
     return text
 
 
-@lru_cache(maxsize=None)
+@derivation
 def attention_sm90_kernel(d: int = 128, causal: bool = False, dt: str = "f16", wgs: int = 1,
                           stages: int = 2, v_major: str | None = None) -> Proc:
     """The sm_90a prefill kernel (module docs) for head dimension ``d`` (64 or 128) on

@@ -45,12 +45,12 @@ both kernels race-free, collective-uniform and in bounds for all sizes, and the 
 compare them with the float64 reference."""
 from __future__ import annotations
 
-from functools import lru_cache
 
 from ..proc import Proc
 from ..schedule import vectorize
 from .common import make_proc
 from .halves import halve_text
+from .derivation_cache import derivation
 
 NEG = "-3.0e38"
 WARP = 32
@@ -277,7 +277,7 @@ def _halve(text: str, dt: str) -> str:
     return halve_text(text, dt, ("q", "kr", "vr", "mask"), ("out",))
 
 
-@lru_cache(maxsize=None)
+@derivation
 def split_kernel(d: int = 128, causal: bool = False, chunk: int = 32, warps: int = 4,
                  layout: str = "hnd", step: int = STEP, sliced: bool = False,
                  one: bool = False, dt: str = "f32") -> Proc:

@@ -44,6 +44,7 @@ from .matmul_parts import (Tiles, _copy_threads, _has_loop, _thread_loops,
                            vecmat_algorithm)
 from .matmul_tiles import guarded_tiles_kernel, schedule_matmul_guarded_tiles  # noqa: F401
 from .shapes import NodeError, require
+from .derivation_cache import derivation
 
 DEFAULTS = dict(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0, stages=0,
                 async_stages=0, min_blocks=2)
@@ -265,7 +266,7 @@ def _big_ok(m, n, k, o) -> bool:
     return m % o["bm"] == 0 and k % o["bn"] == 0 and n % o["bk"] == 0
 
 
-@lru_cache(maxsize=None)
+@derivation
 def big_kernel(batched: bool, bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=0,
                stages=0, async_stages=0, min_blocks=2) -> Proc:
     default = 1 if batched else 2
@@ -284,7 +285,7 @@ def big_kernel(batched: bool, bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, wm=0, wn=
     return rename(p, name) if name != p.name else p
 
 
-@lru_cache(maxsize=None)
+@derivation
 def cut_kernel(batched: bool, vec: int, bm=128, bn=128, bk=8, tm=8, tn=8) -> Proc:
     alg = matmul_algorithm(batched, (1, vec, vec) if vec > 1 else None)
     p = schedule_matmul_cut(alg, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, vec=vec)

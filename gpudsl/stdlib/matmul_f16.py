@@ -66,6 +66,7 @@ from .common import make_proc
 from .matmul_parts import _permute_nest
 from .matmul_tf32 import _calls, _const, fragments_and_tiles, map_warp_lanes, tile_divisible
 from .shapes import NodeError, require
+from .derivation_cache import derivation
 
 DEFAULTS = dict(bm=64, bn=128, bk=32, wm=32, wn=64)  # sm_80: 96 registers, sm_90: 126
 
@@ -271,7 +272,7 @@ def _without_2t(col):
 # ---------------------------------------------------------------- choosing
 
 
-@lru_cache(maxsize=None)
+@derivation
 def half_kernel(dt: str, bm=64, bn=128, bk=32, wm=32, wn=64) -> Proc:
     from ..schedule import rename
 

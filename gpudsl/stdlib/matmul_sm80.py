@@ -51,6 +51,7 @@ from .matmul_parts import _has_loop, _permute_nest
 from .matmul_tf32 import fragments_and_tiles, map_warp_lanes
 from .raster import RASTER, RASTERS, with_raster
 from .shapes import NodeError, require
+from .derivation_cache import derivation
 
 DEFAULTS = dict(bm=128, bn=256, bk=32, wm=64, wn=64, stages=3)
 CHUNK = 8  # halves per 16-byte copy
@@ -262,7 +263,7 @@ def sm80_kernel(dt: str, bm=128, bn=256, bk=32, wm=64, wn=64, stages=3,
                         bool(batched), int(raster))
 
 
-@lru_cache(maxsize=None)
+@derivation
 def _sm80_kernel(dt, bm, bn, bk, wm, wn, stages, batched, raster=0) -> Proc:
     from ..schedule import rename
 

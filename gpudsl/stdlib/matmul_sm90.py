@@ -59,7 +59,6 @@ is its autotuning space.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 
 from ..ir.nodes import For
 from ..ir.types import BLOCKS, SHARED, THREADS
@@ -73,6 +72,7 @@ from .common import make_proc
 from .matmul_parts import _permute_nest
 from .raster import COLUMNS, RASTER, RASTERS, persistent_rows, with_column_groups, with_raster
 from .shapes import NodeError, require
+from .derivation_cache import derivation
 
 DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4, swizzle=True)
 WIDE = dict(bn=256, wgs=2, bk=64, stages=4, swizzle=True)   # CUTLASS's 128 x 256 tile
@@ -372,19 +372,19 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
     return _sm90_kernel(*args, int(raster), bool(batched))
 
 
-@lru_cache(maxsize=None)
+@derivation
 def _column_kernel(args: tuple, columns: int) -> Proc:
     """The derived kernel (row order), then its column groups (cached)."""
     return with_column_groups(_sm90_kernel(*args, 0, False), columns)
 
 
-@lru_cache(maxsize=None)
+@derivation
 def _persistent_kernel(args: tuple, blocks: int) -> Proc:
     """The derived kernel (row order), then ``persist_blocks`` (cached)."""
     return persist_blocks(_sm90_kernel(*args, 0, False), "bi", blocks)
 
 
-@lru_cache(maxsize=None)
+@derivation
 def _sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight, tma_store, clip, producer,
                  registers, raster, batched) -> Proc:
     if raster:   # the same derivation (cached), then the hint

@@ -17,7 +17,6 @@ the tile; :func:`gpudsl.stdlib.matmul_sm80.plan_matmul_half_for` uses it on sm_9
 from __future__ import annotations
 
 import inspect
-from functools import lru_cache
 
 import numpy as np
 
@@ -31,6 +30,7 @@ from .matmul_sm90 import (DEFAULTS, WIDE, _accumulators_and_k, _epilogue, _fragm
                           batch_index)
 from .raster import RASTER, with_raster
 from .shapes import NodeError, require
+from .derivation_cache import derivation
 
 
 def _tile_a(p, compute, bm: int, bk: int, clip: bool, zi: str = ""):
@@ -104,7 +104,7 @@ def sm90_nn_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: i
     return _kernel(dt, bn, wgs, bk, stages, bool(clip), bool(batched), int(raster))
 
 
-@lru_cache(maxsize=None)
+@derivation
 def _kernel(dt, bn, wgs, bk, stages, clip, batched, raster=0) -> Proc:
     if raster:   # the same derivation (cached), then the hint
         return with_raster(_kernel(dt, bn, wgs, bk, stages, clip, batched, 0), raster)

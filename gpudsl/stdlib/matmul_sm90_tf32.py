@@ -35,7 +35,6 @@ w``, no transpose (:func:`plan_nt_for`).
 """
 from __future__ import annotations
 
-from functools import lru_cache
 
 from ..ir.types import SHARED, THREADS
 from ..proc import Proc
@@ -46,6 +45,7 @@ from .common import make_proc
 from .matmul_sm90 import _accumulators_and_k, _epilogue, _fragment, _unguard, batch_index, nt_text
 from .shapes import NodeError, require
 from .raster import COLUMNS, with_column_groups
+from .derivation_cache import derivation
 
 DEFAULTS = dict(bn=128, wgs=1, bk=32, stages=4)
 WIDE = dict(bn=256, wgs=2, bk=32, stages=4)     # 128 x 256, as the halves' wide tile
@@ -137,12 +137,12 @@ def sm90_tf32_kernel(bn: int = 128, wgs: int = 1, bk: int = 32, stages: int = 4,
     return _kernel(bn, wgs, bk, stages, bool(clip), bool(batched), bool(tma_store))
 
 
-@lru_cache(maxsize=None)
+@derivation
 def _columns(bn, wgs, bk, stages, tma_store, columns) -> Proc:
     return with_column_groups(_kernel(bn, wgs, bk, stages, False, False, tma_store), columns)
 
 
-@lru_cache(maxsize=None)
+@derivation
 def _kernel(bn, wgs, bk, stages, clip, batched, tma_store) -> Proc:
     edge = (1, 4 if tma_store else 1, bk)      # a tensor map's rows are 16 bytes apart
     algo = matmul_nt_tf32_algorithm(edge if clip else (64 * wgs, bn, bk), batched)

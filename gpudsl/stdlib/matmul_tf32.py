@@ -66,7 +66,6 @@ elementwise (plus the fp32 sum's own ``n * 2**-24``); tests use
 """
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
 
@@ -80,6 +79,7 @@ from ..schedule import (divide_loop, expand_dim, fission, insert_sync, lift_allo
 from .matmul_parts import (_permute_nest, _vectorize_copy, double_buffer, matmul_algorithm,
                            stage_tiles)
 from .shapes import NodeError, require
+from .derivation_cache import derivation
 
 DEFAULTS = dict(bm=128, bn=128, bk=16, wm=64, wn=64, double_buffer=True, async_stages=0)
 
@@ -449,7 +449,7 @@ def _const(e):
 # ---------------------------------------------------------------- choosing
 
 
-@lru_cache(maxsize=None)
+@derivation
 def tf32_kernel(bm=128, bn=128, bk=16, wm=64, wn=64, double_buffer=True,
                 async_stages=0) -> Proc:
     """The scheduled kernel (cached); ``async_stages=k`` (2 to 4): the async-copy

@@ -3,13 +3,13 @@ the edges guarded inside it; :func:`gpudsl.stdlib.matmul.matmul_kernel` picks it
 the cut variant would launch more than one kernel."""
 from __future__ import annotations
 
-from functools import lru_cache
 
 from ..proc import Proc
 from ..schedule import cut_loop, rename, simplify
 from .matmul_parts import (Tiles, _thread_loops, _transposed_a_copy, cache_k_step,
                            matmul_algorithm, parallelize_tiles, shared_tiles, stage_acc,
                            tail_outside, tile_shape, unroll_k_step)
+from .derivation_cache import derivation
 
 # ---------------------------------------------------------------- any shape: one kernel
 # The big-tile matmul of any shape in ONE kernel (issue 17: the MNIST MLP as two
@@ -94,7 +94,7 @@ def _pitch_ok(p, vec) -> bool:
     return const_value(a.shape[-1]) is not None and const_value(a.shape[-1]) % vec == 0
 
 
-@lru_cache(maxsize=None)
+@derivation
 def guarded_tiles_kernel(batched: bool, bm=128, bn=128, bk=8, tm=8, tn=8, vec=4) -> Proc:
     p = schedule_matmul_guarded_tiles(matmul_algorithm(batched), bm=bm, bn=bn, bk=bk,
                                       tm=tm, tn=tn, vec=vec)

@@ -1,0 +1,167 @@
+"""The disk cache of the standard library's derivations: a kernel that a schedule
+function derived once (an sm_90a GEMM: 4-30 s of primitives, each proving that its step
+keeps the meaning) is read back by the next process instead of derived again.
+
+- Which: the kernel builders marked ``@derivation`` (the sm_90a, sm_80 and TF32 GEMMs,
+  the attention kernels, the big fp32 GEMM).  In a process each call is remembered as
+  by ``functools.lru_cache(maxsize=None)``: the same object for the same arguments.
+- Key: the function's module and name, its arguments, and a digest of every source file
+  of the installed gpudsl package and of the versions of Python, numpy and z3
+  (:func:`~gpudsl.runtime.artifact_cache.package_digest`): any change of gpudsl misses.
+  Only calls whose arguments are plain values (str, int, float, bool, None and tuples of
+  them) are stored; any other call is derived.
+- Entry: the proc's IR, pickled without its derivation history (the steps' cursors do
+  not forward into a proc read back), as ``<key>.pickle`` with ``<key>.json`` in
+  ``derived/`` under ``$GPUDSL_CACHE_DIR`` (default ``~/.cache/gpudsl``), through the
+  kernel cache's :class:`~gpudsl.runtime.artifact_cache.Cache`: folder and files
+  owner-only, read only when the current user owns them and nobody else may write them
+  or the folders above, and only when their sha256 is the one recorded at write; the
+  bytes unpickled are the bytes checked.  A damaged entry is a miss (removed, with a
+  warning), never an error.
+- What it does not skip: every compile proves the proc (``check()``) as it proves any
+  other; the cache saves the derivation, not the proof of safety.
+- ``GPUDSL_DERIVATION_CACHE=0`` turns it off; ``GPUDSL_DERIVATION_CACHE=/a/folder`` keeps
+  the entries there instead.  ``f.cache_clear()`` forgets the
+  process's answers and has this process derive every later call of ``f`` afresh
+  (nothing read from the disk or written to it): what a caller that watches a
+  derivation run means by it.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import os
+import pickle
+import time
+
+from ..runtime.artifact_cache import Cache, cache_dir, package_digest
+
+SUFFIX = "pickle"
+FORMAT = "gpudsl-derivation-1"
+_PLAIN = (str, int, float, bool, type(None))
+
+
+_OFF = ("0", "off", "no", "false")
+_ON = ("", "1", "on", "yes", "true")
+
+
+def enabled() -> bool:
+    return os.environ.get("GPUDSL_DERIVATION_CACHE", "1").strip().lower() not in _OFF
+
+
+def derivation_cache() -> Cache:
+    """The cache folder of derived kernels: ``derived/`` in the cache directory, or the
+    folder ``$GPUDSL_DERIVATION_CACHE`` names (the tests give each run its own)."""
+    setting = os.environ.get("GPUDSL_DERIVATION_CACHE", "").strip()
+    if setting.lower() in _ON:
+        return Cache(cache_dir() / "derived")
+    return Cache(setting)
+
+
+class _Pickler(pickle.Pickler):
+    """Procs go without their derivation history (cursor forwarding: closures)."""
+
+    def reducer_override(self, obj):
+        from ..proc import Proc
+
+        if type(obj) is Proc:
+            return Proc, (obj.ir,)
+        return NotImplemented
+
+
+def pickle_procs(obj) -> bytes:
+    """``obj`` pickled, each ``Proc`` in it as its IR alone (raises what pickle raises)."""
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
+def _plain(value) -> bool:
+    if isinstance(value, tuple):
+        return all(_plain(v) for v in value)
+    return type(value) in _PLAIN
+
+
+def entry_key(fn, args: tuple, kwargs: dict) -> str | None:
+    """The entry of ``fn(*args, **kwargs)``, or None when an argument is not a plain
+    value (``repr`` then may not name it)."""
+    if not (_plain(args) and all(_plain(v) for v in kwargs.values())):
+        return None
+    call = repr((args, sorted(kwargs.items())))
+    h = hashlib.sha256()
+    for part in (FORMAT, package_digest(), fn.__module__, fn.__qualname__, call):
+        data = part.encode("utf-8", "surrogateescape")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def load(key: str):
+    """The proc stored under ``key`` when present, trusted and intact; else None."""
+    from ..ir.nodes import ProcDef
+    from ..proc import Proc
+
+    c = derivation_cache()
+    hit = c.lookup(key, SUFFIX)  # the folders' and the entry's owners and modes, sha256
+    if hit is None:
+        return None
+    try:
+        entry = pickle.loads(hit[0])  # exactly the bytes verified
+        if not (isinstance(entry, dict) and entry.get("format") == FORMAT
+                and type(entry.get("proc")) is Proc
+                and isinstance(entry["proc"].ir, ProcDef)):
+            raise ValueError("not an entry of this version")
+    except Exception as e:  # noqa: BLE001 - whatever a damaged entry raises
+        c.discard(key, SUFFIX, f"it cannot be read back ({type(e).__name__}: {e})")
+        return None
+    return entry["proc"]
+
+
+def store(key: str, value, fn, seconds: float) -> None:
+    """Write ``value`` (a proc) under ``key``, owner-only; anything else, or a value
+    that cannot be pickled, is not stored."""
+    from ..proc import Proc
+
+    if type(value) is not Proc:
+        return
+    try:
+        data = pickle_procs({"format": FORMAT, "proc": value})
+    except Exception:  # noqa: BLE001 - an IR that does not pickle is derived each time
+        return
+    derivation_cache().try_put(key, SUFFIX, data, {
+        "format": FORMAT, "function": f"{fn.__module__}.{fn.__qualname__}",
+        "proc": value.name, "derive_seconds": round(seconds, 3)})
+
+
+def derivation(fn):
+    """Mark a kernel builder whose result (a ``Proc``) is kept per arguments, in the
+    process and on disk (the module's text); replaces ``@lru_cache(maxsize=None)``."""
+    fresh = []   # set by cache_clear(): this process derives every call afresh
+
+    @functools.lru_cache(maxsize=None)
+    @functools.wraps(fn)
+    def cached(*args, **kwargs):
+        key = None if fresh or not enabled() else entry_key(fn, args, kwargs)
+        if key is not None:
+            hit = load(key)
+            if hit is not None:
+                return hit
+        start = time.perf_counter()
+        value = fn(*args, **kwargs)
+        if key is not None:
+            store(key, value, fn, time.perf_counter() - start)
+        return value
+
+    clear = cached.cache_clear
+
+    def cache_clear():
+        fresh.append(True)
+        clear()
+
+    cached.cache_clear = cache_clear
+    return cached
+
+
+__all__ = ["derivation", "derivation_cache", "enabled", "entry_key", "load", "store",
+           "pickle_procs"]
