@@ -256,15 +256,32 @@ def instr(template: str):
 
 def proc_from_source(text: str, namespace: dict | None = None, file: str = "<string>",
                      first_line: int = 1) -> Proc:
-    """Parse a proc from source text, resolving callees in ``namespace``."""
-    import linecache
-
+    """Parse a proc from source text, resolving callees in ``namespace``.  A pseudo-file
+    name (``"<string>"``, the default) holds this text for error messages; when it
+    already holds another text in this process, this one is named
+    ``"<string#DIGEST>"`` instead, so that each proc's messages quote its own lines."""
     from .frontend import parse_source_text
 
     if file.startswith("<"):
-        linecache.cache[file] = (len(text), None, text.splitlines(True), file)
+        file = hold_source(file, text)
     instr_t = _instr_template(text)
     return Proc(parse_source_text(text, file, first_line, namespace or {}, instr_t))
+
+
+def hold_source(file: str, text: str) -> str:
+    """Keep ``text`` in ``linecache`` under the pseudo-file name ``file`` (``"<...>"``),
+    or, when that name holds another text, under ``file`` with the text's digest (the
+    same text always gets the same name); returns the name used."""
+    import hashlib
+    import linecache
+
+    lines = text.splitlines(True)
+    held = linecache.cache.get(file)
+    if held is not None and len(held) == 4 and held[2] != lines:
+        stem = file[:-1] if file.endswith(">") else file
+        file = f"{stem}#{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:12]}>"
+    linecache.cache[file] = (len(text), None, lines, file)
+    return file
 
 
 def _instr_template(text: str) -> str | None:

@@ -11,7 +11,9 @@ keeps the meaning) is read back by the next process instead of derived again.
   Only calls whose arguments are plain values (str, int, float, bool, None and tuples of
   them) are stored; any other call is derived.
 - Entry: the proc's IR, pickled without its derivation history (the steps' cursors do
-  not forward into a proc read back), as ``<key>.pickle`` with ``<key>.json`` in
+  not forward into a proc read back), with the texts of the pseudo-files its locations
+  name (``<gpudsl.stdlib.NAME>``, kept in ``linecache`` for messages; where this process
+  holds another text under such a name, the entry is a miss), as ``<key>.pickle`` with ``<key>.json`` in
   ``derived/`` under ``$GPUDSL_CACHE_DIR`` (default ``~/.cache/gpudsl``), through the
   kernel cache's :class:`~gpudsl.runtime.artifact_cache.Cache`: folder and files
   owner-only, read only when the current user owns them and nobody else may write them
@@ -110,12 +112,50 @@ def load(key: str):
         entry = pickle.loads(hit[0])  # exactly the bytes verified
         if not (isinstance(entry, dict) and entry.get("format") == FORMAT
                 and type(entry.get("proc")) is Proc
-                and isinstance(entry["proc"].ir, ProcDef)):
+                and isinstance(entry["proc"].ir, ProcDef)
+                and isinstance(entry.get("sources"), dict)
+                and all(isinstance(f, str) and isinstance(t, str)
+                        for f, t in entry["sources"].items())):
             raise ValueError("not an entry of this version")
     except Exception as e:  # noqa: BLE001 - whatever a damaged entry raises
         c.discard(key, SUFFIX, f"it cannot be read back ({type(e).__name__}: {e})")
         return None
-    return entry["proc"]
+    return entry["proc"] if _hold_sources(entry["sources"]) else None
+
+
+def _pseudo_files(p) -> set:
+    """The pseudo-file names (``<...>``: texts kept in ``linecache``) the locations of
+    ``p``'s nodes name."""
+    from ..ir.visitor import walk
+
+    files = set()
+    for node in walk(p.ir):
+        loc = getattr(node, "loc", None)
+        if loc is not None and str(loc.file).startswith("<"):
+            files.add(loc.file)
+    return files
+
+
+def _sources_of(p) -> dict:
+    """The texts of ``p``'s pseudo-files, which a new process needs for its messages."""
+    import linecache
+
+    return {f: "".join(linecache.cache[f][2]) for f in sorted(_pseudo_files(p))
+            if len(linecache.cache.get(f, ())) == 4}
+
+
+def _hold_sources(sources: dict) -> bool:
+    """Put an entry's texts in ``linecache``; False (a miss) where this process already
+    holds another text under one of the names (the messages would quote it)."""
+    import linecache
+
+    for f, text in sources.items():
+        held = linecache.cache.get(f)
+        if held is not None and len(held) == 4 and held[2] != text.splitlines(True):
+            return False
+    for f, text in sources.items():
+        linecache.cache[f] = (len(text), None, text.splitlines(True), f)
+    return True
 
 
 def store(key: str, value, fn, seconds: float) -> None:
@@ -126,7 +166,7 @@ def store(key: str, value, fn, seconds: float) -> None:
     if type(value) is not Proc:
         return
     try:
-        data = pickle_procs({"format": FORMAT, "proc": value})
+        data = pickle_procs({"format": FORMAT, "proc": value, "sources": _sources_of(value)})
     except Exception:  # noqa: BLE001 - an IR that does not pickle is derived each time
         return
     derivation_cache().try_put(key, SUFFIX, data, {

@@ -73,6 +73,7 @@ from .matmul_parts import _permute_nest
 from .raster import COLUMNS, RASTER, RASTERS, persistent_rows, with_column_groups, with_raster
 from .shapes import NodeError, require
 from .derivation_cache import derivation
+from .sm90_plans import planned_once
 
 DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4, swizzle=True)
 WIDE = dict(bn=256, wgs=2, bk=64, stages=4, swizzle=True)   # CUTLASS's 128 x 256 tile
@@ -428,6 +429,7 @@ def sm90_space(smem_bytes: int = 227 * 1024, rasters=RASTERS) -> list[dict]:
     return out
 
 
+@planned_once
 def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[Proc, dict]:
     """The derived kernel for ``a[m, k] @ bt[n, k]^T`` (or batched, ``[nb, m, k] @ [nb,
     n, k]^T``) and its size arguments (:func:`choose_sm90`)."""

@@ -46,6 +46,7 @@ from .matmul_sm90 import _accumulators_and_k, _epilogue, _fragment, _unguard, ba
 from .shapes import NodeError, require
 from .raster import COLUMNS, with_column_groups
 from .derivation_cache import derivation
+from .sm90_plans import planned_once
 
 DEFAULTS = dict(bn=128, wgs=1, bk=32, stages=4)
 WIDE = dict(bn=256, wgs=2, bk=32, stages=4)     # 128 x 256, as the halves' wide tile
@@ -185,6 +186,7 @@ def choose_sm90_tf32(shape_a: tuple, shape_bt: tuple, **opts) -> tuple[dict, boo
     return tile, clip, dims
 
 
+@planned_once
 def plan_matmul_sm90_tf32(shape_a: tuple, shape_bt: tuple, **opts) -> tuple[Proc, dict]:
     """The derived kernel for ``a[m, k] @ bt[n, k]^T`` of f32 (or ``[nb, m, k] @ [nb, n,
     k]^T``, :func:`choose_sm90_tf32`) and its size arguments."""

@@ -12,6 +12,8 @@ reduction (the k tiles are never clipped); else refused.  2-D or batched (a lead
 """
 from __future__ import annotations
 
+import functools
+
 from .shapes import NodeError, require
 
 
@@ -73,4 +75,28 @@ def small_case_shape(tile: dict, clip: bool, col_edge: int = 1) -> tuple:
     return (128 * tile["wgs"] + 5 * clip, 2 * tile["bn"] + col_edge * clip, 3 * tile["bk"])
 
 
-__all__ = ["operand_shapes", "binds_of", "choose_tile", "refused", "small_case_shape"]
+def planned_once(plan):
+    """``plan(shape_a, shape_b, ..., **opts) -> (proc, bindings)`` remembered per call
+    (shapes, dtype and options), the bindings copied out each time: a direct entry point
+    (``matmul_nt_sm90``, ``matmul_tf32_sm90``) then chooses its tile once per shape, not
+    on every call (about 40 us of Python).  A refusal is not remembered (it is raised
+    each time), nor is a call with an option that cannot be hashed."""
+    memo: dict = {}
+
+    @functools.wraps(plan)
+    def remembered(*args, **opts):
+        try:
+            key = (args, tuple(sorted(opts.items())))
+            hit = memo.get(key)
+        except TypeError:   # an unhashable option: planned each time
+            return plan(*args, **opts)
+        if hit is None:
+            hit = memo[key] = plan(*args, **opts)
+        return hit[0], dict(hit[1])
+
+    remembered.cache_clear = memo.clear
+    return remembered
+
+
+__all__ = ["operand_shapes", "binds_of", "choose_tile", "refused", "small_case_shape",
+           "planned_once"]

@@ -140,3 +140,18 @@ def test_a_stdlib_kernel_read_back_equals_its_derivation(folder):
     assert q == p and q is not p
     assert q.cuda_source() == p.cuda_source()    # locations too: the same #line
     assert q.check().ok
+
+
+def test_messages_of_a_read_back_kernel_quote_its_source(folder):
+    import linecache
+
+    p = dc.derivation(build)(9.0)
+    file = p.ir.loc.file
+    assert file.startswith("<") and "9.0 * x" in "".join(linecache.cache[file][2])
+    del linecache.cache[file]                    # a new process: no text under the name
+    q = dc.derivation(build)(9.0)
+    assert len(build.calls) == 1 and "9.0 * x" in "".join(linecache.cache[file][2])
+    linecache.cache[file] = (3, None, ["x\n"], file)   # this process holds another text
+    r = dc.derivation(build)(9.0)
+    assert len(build.calls) == 2 and r == q      # a miss: derived, its text held again
+    assert "9.0 * x" in "".join(linecache.cache[r.ir.loc.file][2])

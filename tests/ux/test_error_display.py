@@ -104,3 +104,34 @@ def test_format_user_error_of_a_caught_error():
         text = format_user_error(e)
     assert text.startswith("gpudsl.ProcError: ")
     assert PKG not in text
+
+
+RACY = '''
+@proc
+def racy_{n}(x: f32[64]):
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, 64) @ THREADS:
+            x[0] = x[t]
+'''
+OTHER = '''
+@proc
+def other_{n}(y: f32[64]):
+    for b in par(0, 1) @ BLOCKS:
+        for t in par(0, 64) @ THREADS:
+            y[t] = 1.0
+'''
+
+
+def test_each_proc_from_source_quotes_its_own_lines():
+    # two procs parsed from strings: the second's text replaced the first's under
+    # "<string>", and the first proc's race was shown at "y[t] = 1.0"
+    import random
+
+    n = random.randrange(1 << 30)          # texts no earlier test held
+    p = gpudsl.proc_from_source(RACY.format(n=n))
+    q = gpudsl.proc_from_source(OTHER.format(n=n))
+    report = str(p.check())
+    assert "x[0] = x[t]" in report and "y[t] = 1.0" not in report
+    assert q.ir.loc.file != p.ir.loc.file and q.ir.loc.file.startswith("<string")
+    again = gpudsl.proc_from_source(OTHER.format(n=n))   # the same text: the same name
+    assert again.ir.loc.file == q.ir.loc.file
