@@ -7,7 +7,8 @@ keeps the meaning) is read back by the next process instead of derived again.
   by ``functools.lru_cache(maxsize=None)``: the same object for the same arguments.
 - Key: the function's module and name, its arguments, and a digest of every source file
   of the installed gpudsl package and of the versions of Python, numpy and z3
-  (:func:`~gpudsl.runtime.artifact_cache.package_digest`): any change of gpudsl misses.
+  (:func:`~gpudsl.runtime.artifact_cache.package_digest`): any change of gpudsl misses;
+  and the package's folder (the kernel's locations name its files).
   Only calls whose arguments are plain values (str, int, float, bool, None and tuples of
   them) are stored; any other call is derived.
 - Entry: the proc's IR, pickled without its derivation history (the steps' cursors do
@@ -36,12 +37,16 @@ import io
 import os
 import pickle
 import time
+from pathlib import Path
 
 from ..runtime.artifact_cache import Cache, cache_dir, package_digest
 
 SUFFIX = "pickle"
 FORMAT = "gpudsl-derivation-1"
 _PLAIN = (str, int, float, bool, type(None))
+# the package's folder: the IR's locations name its files (messages quote their lines),
+# so another checkout of the same code keeps entries of its own
+_ROOT = str(Path(__file__).resolve().parents[1])
 
 
 _OFF = ("0", "off", "no", "false")
@@ -92,7 +97,7 @@ def entry_key(fn, args: tuple, kwargs: dict) -> str | None:
         return None
     call = repr((args, sorted(kwargs.items())))
     h = hashlib.sha256()
-    for part in (FORMAT, package_digest(), fn.__module__, fn.__qualname__, call):
+    for part in (FORMAT, package_digest(), _ROOT, fn.__module__, fn.__qualname__, call):
         data = part.encode("utf-8", "surrogateescape")
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)

@@ -155,3 +155,12 @@ def test_messages_of_a_read_back_kernel_quote_its_source(folder):
     r = dc.derivation(build)(9.0)
     assert len(build.calls) == 2 and r == q      # a miss: derived, its text held again
     assert "9.0 * x" in "".join(linecache.cache[r.ir.loc.file][2])
+
+
+def test_another_checkout_keeps_entries_of_its_own(folder, monkeypatch):
+    # locations name the files of the package that derived the kernel: another checkout
+    # of the same code would quote (and #line) files that are not its own
+    dc.derivation(build)(10.0)
+    monkeypatch.setattr(dc, "_ROOT", "/another/checkout/gpudsl")
+    dc.derivation(build)(10.0)
+    assert len(build.calls) == 2 and len(_entries(folder)) == 2
