@@ -129,7 +129,23 @@ def _environment(site: str, target: str) -> dict:
         "PYTHONUNBUFFERED": "1"}
     if target == "emulator":
         env["GPUDSL_NO_GPU"] = "1"
+    derived = ROOT / ".derived"   # kernels derived ahead here (benchmarks/derive_ahead.py)
+    if derived.is_dir() and "GPUDSL_DERIVATION_CACHE" not in os.environ:
+        _owner_only(derived)
+        env["GPUDSL_DERIVATION_CACHE"] = str(derived)
     return env
+
+
+def _owner_only(folder: pathlib.Path) -> None:
+    """The carried ``.derived/`` as the cache reads it: the folder 0700, entries 0600
+    (a copy may arrive with other modes; gpudsl reads no entry others may write)."""
+    try:
+        os.chmod(folder, 0o700)
+        for f in folder.iterdir():
+            if f.is_file() and not f.is_symlink():
+                os.chmod(f, 0o600)
+    except OSError:
+        pass   # not ours: gpudsl says so and derives afresh
 
 
 def _meta():

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on a machine with a package registry, before a GPU window (issue 26):
 #   .whl/        the wheels the lent GPU machines lack (benchmarks/wheels.txt, --no-deps),
-#                carried with the tree: run(..., carry=[".whl"])
+#                carried with the tree: run(..., carry=[".whl", ".derived"])
 #   .whl-image/  what those machines already hold (benchmarks/wheels-image.txt, with
 #                dependencies), for `gpu_campaign.py --rehearse` here; never carried
 # Both for CPython 3.12 on manylinux x86_64. Prints the sizes against the 64 MiB the

@@ -72,25 +72,34 @@ def gpudsl_version() -> str:
 
 
 @lru_cache(maxsize=1)
-def package_digest() -> str:
+def sources_digest() -> str:
     """sha256 over every source file of the installed gpudsl package (its ``.py`` and
-    ``.h`` files, by path below the package) and the versions of gpudsl, Python, numpy
-    and z3: what the disk caches of derived products (graphs, derivations) key on, so
-    that any change of gpudsl's code misses."""
+    ``.h`` files, by path below the package) and gpudsl's version: the same code
+    anywhere (another checkout, another machine) has the same digest."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    h.update(gpudsl_version().encode() + b"\0")
+    for f in sorted(root.rglob("*")):
+        if f.suffix in (".py", ".h") and "__pycache__" not in f.parts:
+            h.update(str(f.relative_to(root).as_posix()).encode() + b"\0")
+            h.update(f.read_bytes())
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def package_digest() -> str:
+    """:func:`sources_digest` and the versions of Python, numpy and z3: what the disk
+    cache of compiled graphs keys on, so that any change of gpudsl's code or of what
+    it runs with misses."""
     import sys
 
     import numpy as np
     import z3
 
-    root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for part in (gpudsl_version(), sys.version, np.__version__, z3.get_version_string()):
+    for part in (sources_digest(), sys.version, np.__version__, z3.get_version_string()):
         h.update(part.encode() + b"\0")
-    for f in sorted(root.rglob("*")):
-        if f.suffix in (".py", ".h") and "__pycache__" not in f.parts:
-            h.update(str(f.relative_to(root)).encode() + b"\0")
-            h.update(f.read_bytes())
-            h.update(b"\0")
     return h.hexdigest()
 
 

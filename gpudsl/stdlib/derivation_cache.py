@@ -6,9 +6,13 @@ keeps the meaning) is read back by the next process instead of derived again.
   the attention kernels, the big fp32 GEMM).  In a process each call is remembered as
   by ``functools.lru_cache(maxsize=None)``: the same object for the same arguments.
 - Key: the function's module and name, its arguments, and a digest of every source file
-  of the installed gpudsl package and of the versions of Python, numpy and z3
-  (:func:`~gpudsl.runtime.artifact_cache.package_digest`): any change of gpudsl misses;
-  and the package's folder (the kernel's locations name its files).
+  of the installed gpudsl package (:func:`~gpudsl.runtime.artifact_cache.sources_digest`):
+  any change of gpudsl misses.  Not the folder it is installed in: an entry's locations
+  name the package's files relative to it, and a process reading it back names its own
+  (the same sources; entries derived here can be carried to a GPU machine, the
+  campaign's ``benchmarks/derive_ahead.py``).  Not Python's, numpy's or z3's versions:
+  an entry is a kernel these sources derived, each step proved to keep the meaning, and
+  the compile's ``check()`` proves it safe with the local solver.
   Only calls whose arguments are plain values (str, int, float, bool, None and tuples of
   them) are stored; any other call is derived.
 - Entry: the proc's IR, pickled without its derivation history (the steps' cursors do
@@ -39,14 +43,16 @@ import pickle
 import time
 from pathlib import Path
 
-from ..runtime.artifact_cache import Cache, cache_dir, package_digest
+from ..runtime.artifact_cache import PACKAGE_ROOTS, Cache, cache_dir, sources_digest
 
 SUFFIX = "pickle"
 FORMAT = "gpudsl-derivation-1"
 _PLAIN = (str, int, float, bool, type(None))
-# the package's folder: the IR's locations name its files (messages quote their lines),
-# so another checkout of the same code keeps entries of its own
-_ROOT = str(Path(__file__).resolve().parents[1])
+# the folder holding the gpudsl package, as locations name it: an entry names the
+# package's files relative to it (``ROOT_MARK``), and reading it back names this
+# process's own files (another checkout, or a GPU machine, of the same sources)
+ROOT_MARK = "<gpudsl root>"
+_HERE = str(Path(__file__).resolve().parents[2])
 
 
 _OFF = ("0", "off", "no", "false")
@@ -66,14 +72,37 @@ def derivation_cache() -> Cache:
     return Cache(setting)
 
 
+def _relative(text: str | None) -> str | None:
+    if text is None:
+        return None
+    for root in PACKAGE_ROOTS:
+        text = text.replace(root.rstrip("/\\") + os.sep, ROOT_MARK + "/")
+    return text
+
+
+def at_root(file, line, col, text, made_by):
+    """A location read back: the package's files named below this process's folder."""
+    from ..errors import SrcLoc
+
+    def here(t):
+        return None if t is None else t.replace(ROOT_MARK + "/", _HERE + os.sep)
+
+    return SrcLoc(here(file), line, col, text, here(made_by))
+
+
 class _Pickler(pickle.Pickler):
-    """Procs go without their derivation history (cursor forwarding: closures)."""
+    """Procs go without their derivation history (cursor forwarding: closures);
+    locations name the package's files relative to its folder (:func:`at_root`)."""
 
     def reducer_override(self, obj):
+        from ..errors import SrcLoc
         from ..proc import Proc
 
         if type(obj) is Proc:
             return Proc, (obj.ir,)
+        if type(obj) is SrcLoc:
+            return at_root, (_relative(obj.file), obj.line, obj.col, obj.text,
+                             _relative(obj.made_by))
         return NotImplemented
 
 
@@ -97,7 +126,7 @@ def entry_key(fn, args: tuple, kwargs: dict) -> str | None:
         return None
     call = repr((args, sorted(kwargs.items())))
     h = hashlib.sha256()
-    for part in (FORMAT, package_digest(), _ROOT, fn.__module__, fn.__qualname__, call):
+    for part in (FORMAT, sources_digest(), fn.__module__, fn.__qualname__, call):
         data = part.encode("utf-8", "surrogateescape")
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -130,7 +131,7 @@ def test_readme_quotes_the_device_call():
     for part in cp.PARTS:
         assert cp.DEVICE_COMMAND[part] in text
         assert f"timeout_s={cp.DEVICE_TIMEOUT_S[part]}" in text
-    assert 'carry=[".whl"]' in text
+    assert 'carry=[".whl", ".derived"]' in text and "derive_ahead.py" in text
     assert "bash benchmarks/wheels.sh" in text
 
 
@@ -304,3 +305,26 @@ def test_rehearsal_checks_every_issue_34_field(tmp_path):
     assert "bench.json: no commit" in bad and "bench.json: no gpu_state_end" in bad
     assert any("no reference_backend" in b for b in bad)
     assert any("('add', '8192x8192') lacks a cold or warm row" in b for b in bad)
+
+
+def test_kernels_derived_ahead_are_read_on_the_machine(tmp_path, monkeypatch):
+    # benchmarks/derive_ahead.py fills .derived/ here; carried with the tree, the
+    # campaign's steps read the derivation cache there instead of deriving on device time
+    _load("gpu_campaign")
+    cr = sys.modules["campaign_run"]
+    monkeypatch.delenv("GPUDSL_DERIVATION_CACHE", raising=False)
+    monkeypatch.setattr(cr, "ROOT", tmp_path)
+    assert "GPUDSL_DERIVATION_CACHE" not in cr._environment("/site", "cuda")
+    (tmp_path / ".derived").mkdir(mode=0o775)        # as a copy may arrive
+    (tmp_path / ".derived" / "k.pickle").write_bytes(b"")
+    os.chmod(tmp_path / ".derived" / "k.pickle", 0o664)
+    assert cr._environment("/site", "cuda")["GPUDSL_DERIVATION_CACHE"] == str(
+        tmp_path / ".derived")
+    assert (tmp_path / ".derived").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / ".derived" / "k.pickle").stat().st_mode & 0o777 == 0o600
+    monkeypatch.setenv("GPUDSL_DERIVATION_CACHE", "/mine")   # the caller's own wins
+    assert cr._environment("/site", "cuda")["GPUDSL_DERIVATION_CACHE"] == "/mine"
+    ahead = _load("derive_ahead")
+    labels = [label for label, _ in ahead.plans()]
+    assert len(labels) == len(set(labels)) >= 20
+    assert any("8192" in x and "tf32" in x for x in labels)

@@ -68,7 +68,7 @@ def test_other_arguments_or_sources_miss(folder, monkeypatch):
     dc.derivation(build)(2.0, tag="x")           # a keyword: another call
     dc.derivation(build)(2)                      # 2 is not 2.0 (repr)
     assert len(build.calls) == 3 and len(_entries(folder)) == 3
-    monkeypatch.setattr(dc, "package_digest", lambda: "another gpudsl")
+    monkeypatch.setattr(dc, "sources_digest", lambda: "another gpudsl")
     dc.derivation(build)(2.0)
     assert len(build.calls) == 4 and len(_entries(folder)) == 4
 
@@ -128,7 +128,7 @@ def test_off_and_cache_clear_derive_afresh(folder, monkeypatch):
     assert len(_entries(folder)) == 1            # 8.0 not written
 
 
-def test_a_stdlib_kernel_read_back_equals_its_derivation(folder):
+def test_a_stdlib_kernel_read_back_equals_its_derivation(folder, monkeypatch):
     from gpudsl.stdlib import matmul_sm80
 
     builder = inspect.unwrap(matmul_sm80._sm80_kernel)
@@ -140,6 +140,21 @@ def test_a_stdlib_kernel_read_back_equals_its_derivation(folder):
     assert q == p and q is not p
     assert q.cuda_source() == p.cuda_source()    # locations too: the same #line
     assert q.check().ok
+    # another checkout (or a GPU machine) of the same sources reads the entry back
+    # with its own files named
+    here = dc._HERE
+    mine = {loc.made_by for loc in _locations(q)} - {None}
+    assert any(here + os.sep in m for m in mine)
+    monkeypatch.setattr(dc, "_HERE", "/another/checkout")
+    r = dc.load(dc.entry_key(builder, args, {}))
+    theirs = {loc.made_by for loc in _locations(r)} - {None}
+    assert theirs == {m.replace(here + os.sep, "/another/checkout" + os.sep) for m in mine}
+
+
+def _locations(p):
+    from gpudsl.ir.visitor import walk
+
+    return [n.loc for n in walk(p.ir) if getattr(n, "loc", None) is not None]
 
 
 def test_messages_of_a_read_back_kernel_quote_its_source(folder):
@@ -155,12 +170,3 @@ def test_messages_of_a_read_back_kernel_quote_its_source(folder):
     r = dc.derivation(build)(9.0)
     assert len(build.calls) == 2 and r == q      # a miss: derived, its text held again
     assert "9.0 * x" in "".join(linecache.cache[r.ir.loc.file][2])
-
-
-def test_another_checkout_keeps_entries_of_its_own(folder, monkeypatch):
-    # locations name the files of the package that derived the kernel: another checkout
-    # of the same code would quote (and #line) files that are not its own
-    dc.derivation(build)(10.0)
-    monkeypatch.setattr(dc, "_ROOT", "/another/checkout/gpudsl")
-    dc.derivation(build)(10.0)
-    assert len(build.calls) == 2 and len(_entries(folder)) == 2
