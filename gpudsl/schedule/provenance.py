@@ -8,6 +8,7 @@ procs compare as before).  Diagnostics quote that text and name the call.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 from ..errors import SrcLoc, cell_label, is_internal
@@ -17,15 +18,26 @@ from ..ir.visitor import block_stmts
 
 
 def call_site() -> tuple[SrcLoc | None, str]:
-    """The user's frame that called into gpudsl: its location and source line."""
+    """The frame that called the primitive from outside the language's machinery: the
+    user's, or the standard library's schedule functions (a stdlib kernel's statements
+    are made by its own lines, whichever script asked for the kernel); its location and
+    source line."""
     f = sys._getframe(1)
-    while f is not None and is_internal(f.f_code.co_filename):
+    while f is not None and is_internal(f.f_code.co_filename) and \
+            not _in_stdlib(f.f_code.co_filename):
         f = f.f_back
     if f is None:
         return None, ""
     loc = SrcLoc(f.f_code.co_filename, f.f_lineno, 0)
     line = loc.source_line()
     return loc, (line or "").strip()
+
+
+_STDLIB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "stdlib")
+
+
+def _in_stdlib(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_STDLIB + os.sep)
 
 
 def _header(s):

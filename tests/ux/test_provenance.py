@@ -2,8 +2,11 @@
 quote the statement as it now reads and name the primitive call (file:line)."""
 from __future__ import annotations
 
+import os
+
 from gpudsl import BLOCKS, THREADS, f32, par, proc, proc_from_source, seq, size
 from gpudsl.errors import quote
+from gpudsl.ir.visitor import walk
 from gpudsl.schedule import divide_loop, parallelize_loop
 
 
@@ -77,3 +80,18 @@ def test_equal_procs_from_two_places_are_each_reported_at_their_own_place():
         with pytest.raises(gpudsl.CheckError) as e:
             p.compile("emulator")
         assert where in str(e.value)
+
+
+def test_a_stdlib_kernels_statements_are_made_by_the_stdlibs_lines():
+    # a stdlib schedule calls the primitives: its statements were stamped with whatever
+    # script first asked for the kernel (and, read back from the derivation cache, shown
+    # in another process's messages); they name the stdlib's own lines
+    import inspect
+
+    from gpudsl.stdlib import matmul
+
+    p = inspect.unwrap(matmul.cut_kernel)(False, 4)
+    made = {n.loc.made_by for n in walk(p.ir) if getattr(n, "loc", None) is not None
+            and n.loc.made_by}
+    assert made and all(os.sep + os.path.join("gpudsl", "stdlib", "") in m for m in made)
+    assert not any(__file__ in m for m in made)
