@@ -170,3 +170,33 @@ def test_messages_of_a_read_back_kernel_quote_its_source(folder):
     r = dc.derivation(build)(9.0)
     assert len(build.calls) == 2 and r == q      # a miss: derived, its text held again
     assert "9.0 * x" in "".join(linecache.cache[r.ir.loc.file][2])
+
+
+def test_two_processes_write_the_same_bytes(tmp_path):
+    # xdist workers (or users' processes) deriving one kernel at once both write its
+    # entry, the metadata (with the sha256) and the pickle in two steps: a reader that
+    # met one's metadata and the other's pickle would discard the entry as damaged
+    # (an error in the tests) unless the two wrote the same bytes.  Statements made by a
+    # primitive once named the script that asked for the kernel; hash seeds must not
+    # matter either.
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent('''
+        import hashlib, inspect
+        from gpudsl.stdlib import matmul
+        from gpudsl.stdlib.derivation_cache import pickle_procs, _sources_of
+        p = inspect.unwrap(matmul.cut_kernel)(False, 4)
+        data = pickle_procs({"format": "f", "proc": p, "sources": _sources_of(p)})
+        print(hashlib.sha256(data).hexdigest())
+        ''')
+    digests = set()
+    for seed, name in (("1", "first.py"), ("2", "second.py")):
+        (tmp_path / name).write_text(code)
+        env = dict(os.environ, PYTHONHASHSEED=seed, GPUDSL_DERIVATION_CACHE="0")
+        out = subprocess.run([sys.executable, str(tmp_path / name)], env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        digests.add(out.stdout.split()[-1])
+    assert len(digests) == 1
