@@ -257,13 +257,18 @@ def instr(template: str):
 def proc_from_source(text: str, namespace: dict | None = None, file: str = "<string>",
                      first_line: int = 1) -> Proc:
     """Parse a proc from source text, resolving callees in ``namespace``.  A pseudo-file
-    name (``"<string>"``, the default) holds this text for error messages; when it
-    already holds another text in this process, this one is named
-    ``"<string#DIGEST>"`` instead, so that each proc's messages quote its own lines."""
+    name (``file="<...>"``) holds the text for error messages (the latest text given that
+    name); the default, ``"<string>"``, holds the first text given no name, and each
+    other such text is named ``"<string#DIGEST>"``, so that each proc's messages quote
+    its own lines."""
+    import linecache
+
     from .frontend import parse_source_text
 
-    if file.startswith("<"):
+    if file == "<string>":
         file = hold_source(file, text)
+    elif file.startswith("<"):
+        linecache.cache[file] = (len(text), None, text.splitlines(True), file)
     instr_t = _instr_template(text)
     return Proc(parse_source_text(text, file, first_line, namespace or {}, instr_t))
 

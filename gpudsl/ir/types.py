@@ -5,7 +5,7 @@ These are plain immutable values.  The same objects are what a user imports
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 try:  # registers numpy's "bfloat16" dtype (the JAX/TensorFlow one), a dependency
     import ml_dtypes as _ml_dtypes  # noqa: F401
@@ -16,7 +16,7 @@ except ImportError:  # pragma: no cover - an install without it has no bf16 host
 
 @dataclass(frozen=True)
 class DType:
-    """A scalar type.
+    """A scalar type (pickled as the module's own object: :func:`interned`).
 
     ``kind`` is ``"float"``, ``"int"``, ``"bool"`` or ``"index"``.  ``index`` is the
     type of control integers: sizes, index parameters, loop variables and integer
@@ -31,6 +31,9 @@ class DType:
 
     def __repr__(self) -> str:
         return self.name
+
+    def __reduce__(self):
+        return _reduce(self)
 
     # ``f32[n, m]`` in an annotation is only ever parsed, never evaluated; this
     # keeps the expression harmless if Python evaluates it anyway.
@@ -133,6 +136,9 @@ class Memory:
     def __repr__(self) -> str:
         return self.name
 
+    def __reduce__(self):
+        return _reduce(self)
+
     def __rmatmul__(self, other):  # ``f32[4] @ SHARED`` if ever evaluated
         return other
 
@@ -172,6 +178,9 @@ class Mapping:
     def __repr__(self) -> str:
         return self.name
 
+    def __reduce__(self):
+        return _reduce(self)
+
 
 BLOCKS = Mapping("BLOCKS")
 THREADS = Mapping("THREADS")
@@ -180,6 +189,20 @@ MAPPINGS: dict[str, Mapping] = {m.name: m for m in (BLOCKS, THREADS)}
 # with ``For.cluster`` set, so only the language names it
 CLUSTERS = Mapping("CLUSTERS")
 MAX_CLUSTER = 8   # the portable cluster size (CUDA C Programming Guide, "Thread Block Clusters")
+
+
+def _reduce(obj):
+    return interned, (type(obj), tuple(getattr(obj, f.name) for f in fields(obj)))
+
+
+def interned(cls, values: tuple):
+    """A ``DType``, ``Memory`` or ``Mapping`` read back from a pickle (the disk caches
+    of derived kernels and graphs): the module's own object where one is equal, since
+    code may compare them by identity (``mapping is BLOCKS``); else a new one."""
+    obj = cls(*values)
+    known = {DType: (*DTYPES.values(), INDEX, BARRIER), Memory: tuple(MEMORIES.values()),
+             Mapping: (BLOCKS, THREADS, CLUSTERS)}.get(cls, ())
+    return next((k for k in known if k == obj), obj)
 
 
 class _ParamMarker:

@@ -79,11 +79,11 @@ def divide_loop(p, loop, factor: int, names, tail: str = "guard", perfect: bool 
         tail = "perfect"
     outer, inner = names
     _check_new_names(p, c.addr, [outer, inner], s.loc, old=(s.iter,))
-    if s.mapping is not None and (s.mapping is not BLOCKS or tail == "cut" or s.group
+    if s.mapping is not None and (s.mapping != BLOCKS or tail == "cut" or s.group
                                   or s.cluster):
         raise fail(f"loop {s.iter} is mapped to {s.mapping.name}; divide it before mapping "
                    "it" + (" (a BLOCKS loop divides with tail='guard' or 'perfect', "
-                           "ungrouped and outside clusters)" if s.mapping is BLOCKS else ""),
+                           "ungrouped and outside clusters)" if s.mapping == BLOCKS else ""),
                    s.loc)
     n = normalize(_e("-", s.hi, s.lo))
     # legality

@@ -17,8 +17,8 @@ keeps the meaning) is read back by the next process instead of derived again.
   them) are stored; any other call is derived.
 - Entry: the proc's IR, pickled without its derivation history (the steps' cursors do
   not forward into a proc read back), with the texts of the pseudo-files its locations
-  name (``<gpudsl.stdlib.NAME>``, kept in ``linecache`` for messages; where this process
-  holds another text under such a name, the entry is a miss), as ``<key>.pickle`` with ``<key>.json`` in
+  name (``<gpudsl.stdlib.NAME>``, put in ``linecache`` for messages, as deriving it
+  would), as ``<key>.pickle`` with ``<key>.json`` in
   ``derived/`` under ``$GPUDSL_CACHE_DIR`` (default ``~/.cache/gpudsl``), through the
   kernel cache's :class:`~gpudsl.runtime.artifact_cache.Cache`: folder and files
   owner-only, read only when the current user owns them and nobody else may write them
@@ -46,7 +46,7 @@ from pathlib import Path
 from ..runtime.artifact_cache import PACKAGE_ROOTS, Cache, cache_dir, sources_digest
 
 SUFFIX = "pickle"
-FORMAT = "gpudsl-derivation-1"
+FORMAT = "gpudsl-derivation-2"
 _PLAIN = (str, int, float, bool, type(None))
 # the folder holding the gpudsl package, as locations name it: an entry names the
 # package's files relative to it (``ROOT_MARK``), and reading it back names this
@@ -179,14 +179,10 @@ def _sources_of(p) -> dict:
 
 
 def _hold_sources(sources: dict) -> bool:
-    """Put an entry's texts in ``linecache``; False (a miss) where this process already
-    holds another text under one of the names (the messages would quote it)."""
+    """Put an entry's texts in ``linecache``, as deriving the kernel would have (the
+    stdlib's builders keep each text under its pseudo-file name, the latest one given)."""
     import linecache
 
-    for f, text in sources.items():
-        held = linecache.cache.get(f)
-        if held is not None and len(held) == 4 and held[2] != text.splitlines(True):
-            return False
     for f, text in sources.items():
         linecache.cache[f] = (len(text), None, text.splitlines(True), f)
     return True

@@ -166,10 +166,35 @@ def test_messages_of_a_read_back_kernel_quote_its_source(folder):
     del linecache.cache[file]                    # a new process: no text under the name
     q = dc.derivation(build)(9.0)
     assert len(build.calls) == 1 and "9.0 * x" in "".join(linecache.cache[file][2])
-    linecache.cache[file] = (3, None, ["x\n"], file)   # this process holds another text
-    r = dc.derivation(build)(9.0)
-    assert len(build.calls) == 2 and r == q      # a miss: derived, its text held again
-    assert "9.0 * x" in "".join(linecache.cache[r.ir.loc.file][2])
+    linecache.cache[file] = (3, None, ["x\n"], file)   # another text under the name
+    dc.derivation(build)(9.0)                    # read back: its text, as deriving would
+    assert len(build.calls) == 1 and "9.0 * x" in "".join(linecache.cache[file][2])
+    assert q.ir.loc.file == file
+
+
+def test_types_read_back_are_the_modules_own():
+    # code compares mappings, memories and dtypes by identity (divide_loop asked
+    # `mapping is not BLOCKS` and refused a BLOCKS loop of a kernel read back)
+    import pickle
+
+    from gpudsl.ir import types as T
+
+    for obj in (T.BLOCKS, T.THREADS, T.CLUSTERS, T.SHARED, T.REGISTER, T.GLOBAL, T.CONST,
+                T.f16, T.bf16, T.f32, T.INDEX, T.BARRIER):
+        assert pickle.loads(dc.pickle_procs(obj)) is obj
+    odd = T.Memory("ODD", "block")               # not one of the module's: a copy
+    back = pickle.loads(pickle.dumps(odd))
+    assert back == odd and back is not odd
+
+
+def test_a_read_back_kernel_takes_further_primitives(folder):
+    from gpudsl.schedule import divide_loop
+
+    p = dc.derivation(build)(11.0)
+    q = dc.load(dc.entry_key(build, (11.0,), {}))
+    assert q == p
+    r = divide_loop(q, "b", 2, ["bo", "bi"], tail="guard")   # a BLOCKS loop, read back
+    assert "for bo in par(" in str(r)
 
 
 def test_two_processes_write_the_same_bytes(tmp_path):
