@@ -38,7 +38,6 @@ subtracted.
 are exact in f32, ``P`` is rounded to the half type for the second product."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..proc import Proc

@@ -51,7 +51,6 @@ unit roundoff, ``p`` the normalized weights) beyond :func:`.attention.attention_
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..ir.types import REGISTER, SHARED

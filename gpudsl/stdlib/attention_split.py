@@ -45,7 +45,6 @@ both kernels race-free, collective-uniform and in bounds for all sizes, and the 
 compare them with the float64 reference."""
 from __future__ import annotations
 
-
 from ..proc import Proc
 from ..schedule import vectorize
 from .common import make_proc

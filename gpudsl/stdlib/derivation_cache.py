@@ -154,7 +154,8 @@ def load(key: str):
     except Exception as e:  # noqa: BLE001 - whatever a damaged entry raises
         c.discard(key, SUFFIX, f"it cannot be read back ({type(e).__name__}: {e})")
         return None
-    return entry["proc"] if _hold_sources(entry["sources"]) else None
+    _hold_sources(entry["sources"])
+    return entry["proc"]
 
 
 def _pseudo_files(p) -> set:
@@ -178,14 +179,13 @@ def _sources_of(p) -> dict:
             if len(linecache.cache.get(f, ())) == 4}
 
 
-def _hold_sources(sources: dict) -> bool:
+def _hold_sources(sources: dict) -> None:
     """Put an entry's texts in ``linecache``, as deriving the kernel would have (the
     stdlib's builders keep each text under its pseudo-file name, the latest one given)."""
     import linecache
 
     for f, text in sources.items():
         linecache.cache[f] = (len(text), None, text.splitlines(True), f)
-    return True
 
 
 def store(key: str, value, fn, seconds: float) -> None:

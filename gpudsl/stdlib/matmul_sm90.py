@@ -59,7 +59,6 @@ is its autotuning space.
 """
 from __future__ import annotations
 
-
 from ..ir.nodes import For
 from ..ir.types import BLOCKS, SHARED, THREADS
 from ..proc import Proc

@@ -35,7 +35,6 @@ w``, no transpose (:func:`plan_nt_for`).
 """
 from __future__ import annotations
 
-
 from ..ir.types import SHARED, THREADS
 from ..proc import Proc
 from ..schedule import (divide_loop, insert_sync, lift_alloc, make_tma, make_wgmma,

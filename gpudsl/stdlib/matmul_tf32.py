@@ -66,7 +66,6 @@ elementwise (plus the fp32 sum's own ``n * 2**-24``); tests use
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..ir.types import BLOCKS, REGISTER, SHARED, THREADS

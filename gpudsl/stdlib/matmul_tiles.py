@@ -3,7 +3,6 @@ the edges guarded inside it; :func:`gpudsl.stdlib.matmul.matmul_kernel` picks it
 the cut variant would launch more than one kernel."""
 from __future__ import annotations
 
-
 from ..proc import Proc
 from ..schedule import cut_loop, rename, simplify
 from .matmul_parts import (Tiles, _thread_loops, _transposed_a_copy, cache_k_step,
