@@ -40,12 +40,13 @@ OUT_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 # the nodes of part 1's bench step (issue 36): the GEMMs the Hopper kernels are judged
 # by, each against cuBLAS in the same run: the derived sm_90a kernels (f16, bf16, TF32;
-# the same tiles in row order, the persistent f16 variant), then fp32 SGEMM; they derive
+# the same tiles in row order, the persistent f16 variant, the 256 x 128 tile), then fp32
+# SGEMM; they derive
 # and prove their kernels on the
 # CPU first (~40 s each), so they run alone, before anything else can take their time
 GEMM_NODES = ("matmul_f16_sm90", "matmul_bf16_sm90", "matmul_tf32_sm90",
               "matmul_f16_sm90_rows", "matmul_tf32_sm90_rows", "matmul_f16_sm90_persistent",
-              "matmul")
+              "matmul_f16_sm90_tall", "matmul")
 # part 2's bench step (issues 26, 34): the ops.matmul GEMMs in the other precisions,
 # attention against every SDPA backend, the bandwidth nodes against a device copy of the
 # same bytes, the sm_80 half GEMM, then the fp32 kernel variants

@@ -342,7 +342,7 @@ def hopper_kernels():
     """(label, proc) of the sm_90a kernels (wgmma, TMA, barrier rings): the derived
     GEMMs at their default tile, exact and clipped, and the attention prefill."""
     from gpudsl.stdlib.attention_sm90 import plan_prefill
-    from gpudsl.stdlib.matmul_sm90 import DEFAULTS, WIDE, sm90_kernel
+    from gpudsl.stdlib.matmul_sm90 import DEFAULTS, TALL, WIDE, sm90_kernel
     from gpudsl.stdlib.matmul_sm90_nn import sm90_nn_kernel
     from gpudsl.stdlib.matmul_sm90_tf32 import sm90_tf32_kernel
 
@@ -351,6 +351,8 @@ def hopper_kernels():
             sm90_kernel("f16", **WIDE)),
            ("a @ bt^T (TN), 128x256x64, producer thread (257 threads)",
             sm90_kernel("f16", **WIDE, producer="thread")),
+           ("a @ bt^T (TN), 256x128x64, two m64 tiles a warpgroup (setmaxnreg 40/232)",
+            sm90_kernel("f16", **TALL)),
            ("a @ bt^T (TN), 64x128x64, producer thread", sm90_kernel("f16", **DEFAULTS)),
            ("a @ bt^T (TN), clipped edges", sm90_kernel("f16", **WIDE, clip=True)),
            ("a @ b (NN, MN-major B), 128x256x64", sm90_nn_kernel("f16", **nn)),

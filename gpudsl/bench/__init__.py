@@ -298,6 +298,13 @@ def _matmul_cases(env: _Env, small: bool, nodes: set, variants: bool = False) ->
         mm("matmul_tf32_sm90_rows", (n, n), (n, n), f"{n}^3 tf32 sm90 row order", tf32=True,
            runner=lambda a, b: _nt_runner(
                a, b, lambda x, y: matmul_tf32_sm90(x, y, **wide, bk=32, columns=0)))
+    # the 256 x 128 tile (two m64 tiles per consumer warpgroup) at the same shapes, beside
+    # the default 128 x 256
+    for n in (EMU_GEMM_SIZES if small else GEMM_SIZES):
+        mm("matmul_f16_sm90_tall", (n, n), (n, n), f"{n}^3 sm90 256x128", dtype="float16",
+           runner=lambda a, b: _nt_runner(
+               a, b, lambda x, y: matmul_nt_sm90(x, y, bm=256, bn=128, wgs=2, stages=4,
+                                                 bk=64)))
     # both batched (blocks over the batch): [bt, bm, bm] @ [bt, bm, bm]^T
     mm("bmatmul_f16_sm90", (bt, bm, bm), (bt, bm, bm), f"{bt}x{bm}^3 f16 sm90", dtype="float16",
        runner=lambda a, b: _nt_runner(a, b, matmul_nt_sm90))

@@ -9,6 +9,8 @@ are cut and its indices written, may be replaced by the wgmma: the primitive fin
 three windows (the accumulator's range, and the A and B tiles at the warpgroup's first
 lane) and proves with Z3 that, for every thread and every iteration, the nest reads
 and accumulates exactly the elements the wgmma's meaning names, in the same order.
+Loops around that nest (the k16 steps, chained; tiles of the accumulator's leading
+indices, each its own wgmma) stay loops around the wgmma.
 The wgmma then lands at a ``wgmma_commit(); wgmma_wait(0)`` placed after it in the
 thread loop (inside the warpgroup's branch: a commit or wait outside it, where other
 warps run too, makes ptxas serialize the wgmmas), so the sequential meaning is the
@@ -87,10 +89,14 @@ def _split(loops, red: Reduce):
 
 
 def _steps(loops, red: Reduce, L: For, K: int):
-    """``(steps, rest)``: the outermost loops that the accumulator's index does not name
-    and whose extents multiply to the number of k16 (tf32: k8) steps (each step one wgmma, chained
-    on the accumulator), and the loops inside them."""
+    """``(outer, rest)``: the outermost loops, each a wgmma's repeat: the k16 (tf32: k8)
+    steps, loops that the accumulator's index does not name whose extents multiply to the
+    number of steps (chained on the accumulator), and *tiles*, loops that only its
+    leading indices name (a warpgroup's second 64 rows or further columns: another
+    accumulator, its wgmmas independent of these); and the loops inside them (one
+    wgmma's)."""
     f_loops, k_loops = _split(loops, red)
+    tiles = _tile_loops(loops, red)
     total = 1
     for f in k_loops:
         total *= const_value(f.hi)
@@ -98,15 +104,30 @@ def _steps(loops, red: Reduce, L: For, K: int):
         raise fail(f"the loops the accumulator's index does not name make {total} step(s) "
                    f"of k, not a multiple of {K}", L.loc)
     want, got, k = total // K, 1, 0
-    while got < want and k < len(loops) and loops[k] in k_loops:
-        got *= const_value(loops[k].hi)
+    while k < len(loops) and (loops[k] in tiles or (got < want and loops[k] in k_loops)):
+        if loops[k] in k_loops:
+            got *= const_value(loops[k].hi)
         k += 1
     if got != want:
         raise fail(f"{want} wgmmas are needed, one per {K} steps of k: the outermost loops of "
                    f"the nest must be the {want} k16 steps (their extents multiplying to "
                    f"{want}), inside them one wgmma's loops", L.loc,
                    f"divide the k loop by {K} and move the outer part outermost")
+    inner = [f for f in loops[k:] if f in tiles]
+    if inner:
+        raise fail(f"loop {inner[0].iter} names only the accumulator's leading indices (a "
+                   "tile of its own: one wgmma each) but stands inside a wgmma's loops",
+                   inner[0].loc, f"move loop {inner[0].iter} outside the fragment's loops")
     return loops[:k], loops[k:]
+
+
+def _tile_loops(loops, red: Reduce) -> list:
+    """The loops that the accumulator's leading indices name and its last does not."""
+    if not red.idx:
+        return []
+    lead = set().union(*(free_vars(e) for e in red.idx[:-1])) if len(red.idx) > 1 else set()
+    last = free_vars(red.idx[-1])
+    return [f for f in loops if f.iter in lead and f.iter not in last]
 
 
 def _acc_window(red: Reduce, names: set, i_expr, n_half: int) -> WindowArg:
@@ -161,7 +182,11 @@ def make_wgmma(p, loop):
 
     Outer loops of the nest that the accumulator does not name, with ``q`` iterations
     in all, where the others make ``16 q`` steps of ``k``: ``q`` chained wgmmas (their
-    windows following those loops), in order.
+    windows following those loops), in order.  Outer loops that only the accumulator's
+    leading indices name (``acc[t, mi, f]``: a warpgroup's second m64 tile, or another
+    column tile) stay loops too, a wgmma per iteration on its own accumulator (the
+    256 x 128 GEMM's two tiles per warpgroup); such a loop inside the fragment's loops is
+    refused.
 
     Legality: the thread loop covers whole warpgroups; the nest is, for every thread
     and every iteration, the wgmma's meaning: element ``i`` of the thread's fragment
@@ -193,7 +218,7 @@ def make_wgmma(p, loop):
         raise fail(f"the nest makes {n_half} accumulator element(s) of {n_k} step(s) each; "
                    f"a wgmma is N // 2 elements (N a multiple of 8 up to {N_MAX}) of {K} "
                    "steps", L.loc)
-    names = {f.iter for f in loops}
+    names = {f.iter for f in loops_in}
     acc = _acc_window(red, names, i_expr, n_half)
     t = Var(L.iter, INDEX)
     at_lane0 = {L.iter: _b("*", _b("//", t, WARPGROUP), WARPGROUP),

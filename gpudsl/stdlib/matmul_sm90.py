@@ -14,7 +14,10 @@ proved by check(target="sm_90a") for every size the algorithm's assertion admits
 1. the wgmma fragment: ``i = bm bi + 64 wg + 16 w + 8 rm + g`` and ``j = bn bj + 8 ni +
    2 t4 + rn`` (``divide_loop``), the lanes merged as ``t = 128 wg + 32 w + 4 g + t4``
    and the fragment as ``f = 4 ni + 2 rm + rn`` (``merge_loops``): a thread's
-   accumulators are exactly the PTX ISA's wgmma fragment;
+   accumulators are exactly the PTX ISA's wgmma fragment; with ``bm = 128 wgs`` (the
+   256 x 128 tile) ``i = bm bi + 128 wg + 64 mi + 16 w + 8 rm + g``: two m64 tiles a
+   warpgroup, accumulators ``s[t, mi, f]``, a wgmma per tile and k16 step (``make_wgmma``
+   keeps ``mi`` a loop), the epilogue's slabs 32 columns wide;
 2. the accumulators in registers (``expand_dim``, ``lift_alloc``), the k loop cut into
    ``bk`` tiles (``divide_loop``, ``fission``, ``reorder_loops``);
 3. the tiles of A and B staged in SHARED (``stage_mem``) with rows of ``bk`` halves in
@@ -53,7 +56,7 @@ guard is exactly "inside ``c``"); a tensor map's rows are 16 bytes apart, so the
 algorithm asserts ``n % 8 == 0`` (``(1, 8, bk)``); ``tma_store=False``: ``(1, 1, bk)``,
 every n, the stores guarded.
 
-It serves ``m % (64 wgs) == 0``, ``n % bn == 0``, ``k % bk == 0`` (``clip``: every m,
+It serves ``m % bm == 0``, ``n % bn == 0``, ``k % bk == 0`` (``clip``: every m,
 ``n % 8 == 0``, ``k % bk == 0``; with ``tma_store=False`` every n); :func:`sm90_space`
 is its autotuning space.
 """
@@ -72,13 +75,18 @@ from .matmul_parts import _permute_nest
 from .raster import COLUMNS, RASTER, RASTERS, persistent_rows, with_column_groups, with_raster
 from .shapes import NodeError, require
 from .derivation_cache import derivation
-from .sm90_plans import planned_once
+from .sm90_plans import planned_once, tile_rows
 
 DEFAULTS = dict(bn=128, wgs=1, bk=64, stages=4, swizzle=True)
 WIDE = dict(bn=256, wgs=2, bk=64, stages=4, swizzle=True)   # CUTLASS's 128 x 256 tile
+# 256 x 128: each consumer warpgroup two m64 tiles (where n is not a multiple of 256)
+TALL = dict(bm=256, bn=128, wgs=2, bk=64, stages=4, swizzle=True)
 # the ring depths whose persistent kernels check() proves in its time (6 slots: the
 # ordering of two TMA copies of one slot is "unknown", docs/decisions.md)
 PERSISTENT_STAGES = (2, 3, 4)
+# the epilogue's slab columns when a warpgroup holds two m64 tiles (256 x 128): 32 halves
+# (64-byte rows); slabs of 64 made a 4-stage ring overflow shared memory and spilled
+SLAB_OF_TWO = 32
 
 
 def matmul_nt_algorithm(dt: str, divisible: tuple | None = None,
@@ -121,23 +129,34 @@ def batch_index(p) -> str:
 def _fragment(p, bm: int, bn: int, wgs: int, clip: bool = False):
     """Step 1: the rows and columns cut into the wgmma fragment, the lanes merged into
     ``t`` (128 per consumer warpgroup), the fragment into ``f``; blocks and threads.
+    With ``bm = 128 wgs`` a warpgroup's 128 rows are two m64 tiles ``mi`` (``i = bm bi +
+    128 q + 64 mi + 16 w + 8 rm + g``; two accumulators, two wgmmas per k16 step).
     ``clip``: the block tiles guarded at the edges (``if i < m: if j < n:``, moved
     inside the fragment's loops); a batch loop ``z`` runs over blocks too."""
     if batch_index(p):
         p = parallelize_loop(p, "z", BLOCKS)
     edge = "guard" if clip else "perfect"
+    two = bm == 128 * wgs
     p = divide_loop(p, "i", bm, ["bi", "ii"], tail=edge)
-    p = divide_loop(p, "ii", 16, ["w", "i16"], tail="perfect")
+    if two:
+        p = divide_loop(p, "ii", 128, ["q", "i128"], tail="perfect")
+        p = divide_loop(p, "i128", 64, ["mi", "r64"], tail="perfect")
+    p = divide_loop(p, "r64" if two else "ii", 16, ["w", "i16"], tail="perfect")
     p = divide_loop(p, "i16", 8, ["rm", "g"], tail="perfect")
     p = divide_loop(p, "j", bn, ["bj", "jj"], tail=edge)
     p = divide_loop(p, "jj", 8, ["ni", "j8"], tail="perfect")
     p = divide_loop(p, "j8", 2, ["t4", "rn"], tail="perfect")
-    p = _permute_nest(p, ["bi", "w", "rm", "g", "bj", "ni", "t4", "rn"],
-                      ["bi", "bj", "w", "g", "t4", "ni", "rm", "rn"])
+    rows = ["q", "mi", "w"] if two else ["w"]
+    warps = ["q", "w"] if two else ["w"]
+    tiles = ["mi"] if two else []
+    p = _permute_nest(p, ["bi", *rows, "rm", "g", "bj", "ni", "t4", "rn"],
+                      ["bi", "bj", *warps, "g", "t4", *tiles, "ni", "rm", "rn"])
     if clip:   # the row guard sits between rm and rn: move it inside rn
         p = reorder_loops(p, "rm")
         p = reorder_loops(p, "rn")
-    p = merge_loops(p, "w", "wg")      # 4 wgs warps: t // 32
+    if two:
+        p = merge_loops(p, "q", "w4")   # the warps: 4 per warpgroup
+    p = merge_loops(p, "w4" if two else "w", "wg")      # 4 wgs warps: t // 32
     p = merge_loops(p, "wg", "t")       # with the lanes: t = 32 w + 4 g + t4
     p = merge_loops(p, "ni", "nr")
     p = merge_loops(p, "nr", "f")       # f = 4 ni + 2 rm + rn
@@ -146,21 +165,26 @@ def _fragment(p, bm: int, bn: int, wgs: int, clip: bool = False):
     return p
 
 
-def _accumulators_and_k(p, bn: int, wgs: int, bk: int, clip: bool = False):
-    """Step 2: the accumulators ``s[t, f]`` in registers at block level; the k loop as
-    ``po`` tiles of ``bk``, outside the threads, each ``bk / 16`` wgmma steps ``kq``.
-    ``clip``: through the edge guards."""
-    lifts = 4 if clip else 2       # the loops f and t, and the edge guards
+def _accumulators_and_k(p, bn: int, wgs: int, bk: int, clip: bool = False,
+                        two: bool = False):
+    """Step 2: the accumulators ``s[t, f]`` (``two``: ``s[t, mi, f]``) in registers at
+    block level; the k loop as ``po`` tiles of ``bk``, outside the threads, each ``bk /
+    16`` wgmma steps ``kq`` (outside the row tiles ``mi``).  ``clip``: through the edge
+    guards."""
+    lifts = (4 if clip else 2) + two   # the loops f, mi and t, and the edge guards
     p = expand_dim(p, "s", bn // 2, "f")
+    if two:
+        p = expand_dim(p, "s", 2, "mi")
     p = expand_dim(p, "s", 128 * wgs, "t")
     p = lift_alloc(p, "s", n_lifts=lifts)
     p = divide_loop(p, "p", bk, ["po", "pi"], tail="perfect")
     p = fission(p, p.find("s[_] = 0.0").after(), n_lifts=lifts)
     p = fission(p, p.find_loop("po").after(), n_lifts=lifts)
-    p = reorder_loops(p, "f #1")
-    p = reorder_loops(p, "t #1")
+    for lp in ("f #1", "mi #1", "t #1") if two else ("f #1", "t #1"):
+        p = reorder_loops(p, lp)
     p = divide_loop(p, "pi", 16, ["kq", "pk"], tail="perfect")
-    return reorder_loops(p, "f #1")     # the k16 steps outside the fragment
+    p = reorder_loops(p, "f #1")     # the k16 steps outside the fragment
+    return reorder_loops(p, "mi #1") if two else p
 
 
 def _tiles(p, bm: int, bn: int, bk: int, swizzle: bool, clip: bool = False):
@@ -198,7 +222,8 @@ def _unguard(p):
     return p
 
 
-def _epilogue(p, bm: int, bn: int, swizzled: bool, eb: int = 2, lead: str = ""):
+def _epilogue(p, bm: int, bn: int, swizzled: bool, eb: int = 2, lead: str = "",
+              slab: int = 0):
     """The accumulators leave through SHARED: slabs of ``w = min(bn, 128 / eb)`` columns
     (128-byte rows of ``eb``-byte elements; a thread's ``w / 2`` elements of each),
     rounded to ``c``'s type in a tile ``Cs[bm, w]``, a barrier, one thread's bulk tensor
@@ -213,13 +238,17 @@ def _epilogue(p, bm: int, bn: int, swizzled: bool, eb: int = 2, lead: str = ""):
     copy in: it proves the copy out reads only elements the guarded writes wrote), and
     ``make_tma_store`` takes that guarded copy as a box the hardware clips (it proves the
     guard is exactly "inside ``c``")."""
-    w = min(bn, 128 // eb)
+    w = slab or min(bn, 128 // eb)
     f_loop = p.find("c[_] = _").parent()
     while not isinstance(f_loop.node(), For):      # clipped: through the edge guards
         f_loop = f_loop.parent()
-    thread_loop = f_loop.parent()
+    outer = f_loop.parent()
     p = divide_loop(p, f_loop, w // 2, ["ch", "cf"], tail="perfect")
-    p = reorder_loops(p, p.forward(thread_loop))     # the slabs outside the threads
+    while True:       # the slabs outside the row tiles (``mi``) and the threads
+        p = reorder_loops(p, p.forward(outer))
+        if outer.node().mapping == THREADS:
+            break
+        outer = p.forward(outer).parent().parent()
     p = stage_mem(p, p.find_loop("ch").body(),
                   f"c[{lead}{bm} * bi:{bm} * bi + {bm}, {bn} * bj + {w} * ch:{bn} * bj + {w} * ch + {w}]",
                   "Cs", SHARED)
@@ -234,14 +263,22 @@ def _epilogue(p, bm: int, bn: int, swizzled: bool, eb: int = 2, lead: str = ""):
     return set_unroll(p, "ch", True)
 
 
-def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
+def _enclosing(c, name: str):
+    """The loop ``name`` around cursor ``c``."""
+    while not (isinstance(c.node(), For) and c.node().iter == name):
+        c = c.parent()
+    return c
+
+
+def schedule_matmul_sm90(p: Proc, *, bm: int = 0, bn: int = 128, wgs: int = 1, bk: int = 64,
                          stages: int = 4, swizzle: bool = True, inflight: bool = True,
                          tma_store: bool = True, clip: bool = False,
                          producer: str | None = None, registers: bool = True,
                          raster: int = RASTER, persistent: int = 0) -> Proc:
-    """The sm_90a schedule of ``matmul_nt_algorithm(dt, (64 wgs, bn, bk))`` (module
-    docs): ``wgs`` consumer warpgroups of ``64 x bn`` each, ``bk`` columns of k per ring
-    slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer).
+    """The sm_90a schedule of ``matmul_nt_algorithm(dt, (bm, bn, bk))`` (module docs):
+    ``wgs`` consumer warpgroups of ``64 x bn`` each (``bm`` 0 or ``64 wgs``), or of two
+    m64 tiles, ``128 x bn`` (``bm = 128 wgs``: 256 x 128 with two), ``bk`` columns of k
+    per ring slot, ``stages`` slots.  Threads per block: ``128 wgs + 1`` (the producer).
     ``inflight``: the consumers keep one wgmma group in flight (``wgmma_wait(1)``, the
     previous slot released after it: ``pipeline_wgmma``), else wait for each k tile's.
     ``tma_store``: the epilogue through a swizzled SHARED tile and bulk tensor stores
@@ -264,7 +301,7 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     barriers the consumers' own, so the producer loads the next tile's first slots
     while the consumers store this one's); the block order is then the grid's own."""
     require(wgs in (1, 2), f"wgs={wgs}: one or two consumer warpgroups")
-    producer = producer or ("warpgroup" if register_split(wgs) else "thread")
+    producer = producer or default_producer(wgs)
     require(producer in ("thread", "warpgroup"),
             f"producer={producer!r}: 'thread' or 'warpgroup'")
     require(bn % 16 == 0 and 16 <= bn <= 256, f"bn={bn}: a multiple of 16 up to 256")
@@ -272,14 +309,19 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
     require(2 <= stages <= 8, f"stages={stages}: 2 to 8")
     require(not swizzle or 2 * bk in (32, 64, 128),
             f"bk={bk}: a swizzled tile's rows are 16, 32 or 64 halves (swizzle=False: any)")
-    bm, zi = 64 * wgs, batch_index(p)
+    bm, zi = bm or 64 * wgs, batch_index(p)
+    require(bm in (64 * wgs, 128 * wgs), f"bm={bm}: 64 or 128 rows per consumer warpgroup "
+            f"({64 * wgs} or {128 * wgs})")
     p = _fragment(p, bm, bn, wgs, clip)
-    p = _accumulators_and_k(p, bn, wgs, bk, clip)
+    p = _accumulators_and_k(p, bn, wgs, bk, clip, two=bm == 128 * wgs)
     p = _tiles(p, bm, bn, bk, swizzle, clip)
     if clip:
         p = _unguard(p)
     if tma_store:     # batched: the slab's box at the block's matrix z
-        p = _epilogue(p, bm, bn, swizzled=_swizzled_slab(wgs, producer, registers), lead=zi)
+        p = _epilogue(p, bm, bn, swizzled=_swizzled_slab(wgs, producer, registers), lead=zi,
+                      slab=SLAB_OF_TWO if bm == 128 * wgs else 0)
+    elif bm == 128 * wgs:   # the stores name the tiles' registers by constants
+        p = set_unroll(p, _enclosing(p.find("c[_] = _"), "mi"), True)
     first = 128 * wgs                  # the producer's first thread
     width = 128 if producer == "warpgroup" else 1
     p = warp_specialize(p, "po", producers=(first, first + width), issuers=(first, first + 1),
@@ -295,6 +337,12 @@ def schedule_matmul_sm90(p: Proc, *, bn: int = 128, wgs: int = 1, bk: int = 64,
         require(not zi, "persistent blocks walk the tiles of one matrix (batched: no)")
         return persist_blocks(simplify(p), "bi", persistent)
     return with_raster(simplify(p), raster)
+
+
+def default_producer(wgs: int) -> str:
+    """A producer warpgroup where setmaxnreg gains the consumers registers (two consumer
+    warpgroups), else one producer thread."""
+    return "warpgroup" if register_split(wgs) else "thread"
 
 
 def register_split(wgs: int, target: str = "sm_90a") -> tuple[int, int] | None:
@@ -335,12 +383,15 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
                 swizzle: bool = True, inflight: bool = True, tma_store: bool = True,
                 clip: bool = False, producer: str | None = None,
                 registers: bool = True, raster: int | None = None,
-                batched: bool = False, persistent: int = 0, columns: int = 0) -> Proc:
-    """The derived sm_90a GEMM for ``dt`` and the tile (cached); ``clip``: for every m
-    and n (edges clipped); ``producer``: a thread or a warpgroup (None: the
-    warpgroup where setmaxnreg gains registers, :func:`schedule_matmul_sm90`);
+                batched: bool = False, persistent: int = 0, columns: int = 0,
+                bm: int = 0) -> Proc:
+    """The derived sm_90a GEMM for ``dt`` and the tile (cached): ``bm`` rows (0: ``64
+    wgs``; ``128 wgs``: two m64 tiles per warpgroup) by ``bn`` columns; ``clip``: for every m
+    and n (edges clipped); ``producer``: a thread or a warpgroup (None:
+    :func:`default_producer`);
     ``raster``: the block order (:mod:`.raster`; None: :data:`RASTER`, except 0 for an
-    unclipped kernel whose roles codegen writes apart, below); ``batched``: ``[nb, m, k]
+    unclipped kernel whose roles codegen writes apart, below, and a clipped one of two m64
+    tiles a warpgroup: ptxas serialized its wgmmas in the grouped order, C7515); ``batched``: ``[nb, m, k]
     @ [nb, n, k]^T``, blocks over the batch too (the epilogue's boxes at the block's
     matrix ``z``, as the 2-D kernel's); ``persistent=G``: ``G`` blocks per column of
     tiles walking its rows (``persist_blocks``, :func:`schedule_matmul_sm90`; the block
@@ -353,7 +404,7 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
     instructions reading accumulator registers ... between start and end of the pipeline
     stage"), which it does not in row order, nor for the clipped kernel or a producer
     thread (docs/decisions.md)."""
-    producer = producer or ("warpgroup" if register_split(wgs) else "thread")
+    producer = producer or default_producer(wgs)
     registers = bool(registers) and producer == "warpgroup"
     if columns:
         require(not batched and not raster and not clip,
@@ -361,47 +412,51 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
                 "(batched, raster and clip: no)")
         raster = 0
     if raster is None:
-        raster = 0 if producer == "warpgroup" and not clip else RASTER
+        two = bool(bm) and bm == 128 * wgs
+        raster = 0 if producer == "warpgroup" and (not clip or two) else RASTER
     args = (dt, bn, wgs, bk, stages, bool(swizzle), bool(inflight), bool(tma_store),
-            bool(clip), producer, registers)
+            bool(clip), producer, registers, int(bm) or 64 * wgs)
     if persistent:
         require(not batched, "persistent blocks walk the tiles of one matrix (batched: no)")
         return _persistent_kernel(args, int(persistent))
     if columns:
         return _column_kernel(args, int(columns))
-    return _sm90_kernel(*args, int(raster), bool(batched))
+    return _sm90_kernel(*args[:-1], int(raster), bool(batched), args[-1])
 
 
 @derivation
 def _column_kernel(args: tuple, columns: int) -> Proc:
     """The derived kernel (row order), then its column groups (cached)."""
-    return with_column_groups(_sm90_kernel(*args, 0, False), columns)
+    return with_column_groups(_sm90_kernel(*args[:-1], 0, False, args[-1]), columns)
 
 
 @derivation
 def _persistent_kernel(args: tuple, blocks: int) -> Proc:
     """The derived kernel (row order), then ``persist_blocks`` (cached)."""
-    return persist_blocks(_sm90_kernel(*args, 0, False), "bi", blocks)
+    return persist_blocks(_sm90_kernel(*args[:-1], 0, False, args[-1]), "bi", blocks)
 
 
 @derivation
 def _sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight, tma_store, clip, producer,
-                 registers, raster, batched) -> Proc:
+                 registers, raster, batched, bm) -> Proc:
     if raster:   # the same derivation (cached), then the hint
         return with_raster(_sm90_kernel(dt, bn, wgs, bk, stages, swizzle, inflight,
-                                        tma_store, clip, producer, registers, 0, batched),
+                                        tma_store, clip, producer, registers, 0, batched, bm),
                            raster)
     edge = (1, 8 if tma_store else 1, bk)      # a tensor map's rows are 16 bytes apart
-    algo = matmul_nt_algorithm(dt, edge if clip else (64 * wgs, bn, bk), batched)
-    return schedule_matmul_sm90(algo, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
+    algo = matmul_nt_algorithm(dt, edge if clip else (bm, bn, bk), batched)
+    return schedule_matmul_sm90(algo, bm=bm, bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=swizzle,
                                 inflight=inflight, tma_store=tma_store, clip=clip,
                                 producer=producer, registers=registers, raster=0)
 
 
-def shared_bytes(bn: int, wgs: int, bk: int, stages: int, tma_store: bool = True, **_) -> int:
+def shared_bytes(bn: int, wgs: int, bk: int, stages: int, tma_store: bool = True,
+                 bm: int = 0, **_) -> int:
     """The SHARED tiles of a configuration: the ring, and the epilogue's slab."""
-    ring = stages * (64 * wgs + bn) * bk * 2
-    return ring + (64 * wgs * min(bn, 64) * 2 if tma_store else 0)
+    bm = bm or 64 * wgs
+    ring = stages * (bm + bn) * bk * 2
+    slab = SLAB_OF_TWO if bm == 128 * wgs else 64
+    return ring + (bm * min(bn, slab) * 2 if tma_store else 0)
 
 
 def sm90_space(smem_bytes: int = 227 * 1024, rasters=RASTERS) -> list[dict]:
@@ -411,21 +466,29 @@ def sm90_space(smem_bytes: int = 227 * 1024, rasters=RASTERS) -> list[dict]:
     column chosen for the shape, :func:`plan_matmul_sm90`); with two consumer warpgroups both producers (the default,
     a warpgroup with setmaxnreg, and ``producer="thread"``)."""
     out = []
-    for wgs in (1, 2):
-        for bn in (64, 128, 256):
-            for bk in (32, 64):
-                for stages in (2, 3, 4, 6):
-                    if shared_bytes(bn, wgs, bk, stages) <= smem_bytes:
-                        persist = ("persistent",) if stages in PERSISTENT_STAGES else ()
-                        for r in tuple(rasters) + persist:
-                            cfg = dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True,
-                                       raster=r)
-                            if r == "persistent":
-                                cfg = dict(cfg, raster=0, persistent=True)
-                            out.append(cfg)
-                            if register_split(wgs) is not None:
-                                out.append(dict(cfg, producer="thread"))
+    for wgs, bm, bn in _block_tiles():
+        for bk in (32, 64):
+            for stages in (2, 3, 4, 6):
+                if shared_bytes(bn, wgs, bk, stages, bm=bm) > smem_bytes:
+                    continue
+                persist = ("persistent",) if stages in PERSISTENT_STAGES else ()
+                for r in tuple(rasters) + persist:
+                    cfg = dict(bn=bn, wgs=wgs, bk=bk, stages=stages, swizzle=True, raster=r)
+                    if bm != 64 * wgs:
+                        cfg = dict(bm=bm, **cfg)
+                    if r == "persistent":
+                        cfg = dict(cfg, raster=0, persistent=True)
+                    out.append(cfg)
+                    if register_split(wgs) is not None:
+                        out.append(dict(cfg, producer="thread"))
     return out
+
+
+def _block_tiles():
+    """``(wgs, bm, bn)`` of the space: one or two consumer warpgroups of one or two m64
+    tiles, at most 128 accumulators per thread (``bm bn / 128 wgs``)."""
+    return [(wgs, bm, bn) for wgs in (1, 2) for bm in (64 * wgs, 128 * wgs)
+            for bn in (64, 128, 256) if bm * bn // (128 * wgs) <= 128]
 
 
 @planned_once
@@ -438,7 +501,7 @@ def plan_matmul_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[
     persistent = opts.pop("persistent", 0)
     tile, clip, dims = choose_sm90(shape_a, shape_bt, dt, **opts)
     if persistent is True:    # as many blocks as fill the multiprocessors
-        persistent = persistent_rows(dims[0], dims[1], 64 * tile.get("wgs", 1),
+        persistent = persistent_rows(dims[0], dims[1], tile_rows(tile),
                                      tile.get("bn", DEFAULTS["bn"]))
     if persistent and dims[3] is None:   # the walk is the order: no column groups
         tile = {k: v for k, v in tile.items() if k != "columns"}
@@ -458,7 +521,7 @@ def choose_sm90(shape_a: tuple, shape_bt: tuple, dt: str, **opts) -> tuple[dict,
     require(dt in ("f16", "bf16"), f"the sm_90a GEMM multiplies f16 or bf16, not {dt}")
     dims = operand_shapes(shape_a, shape_bt, True, "the sm_90a GEMM")
     ks = (opts["bk"],) if opts.get("bk") else (64, 32, 16)
-    got = choose_tile(dims, DEFAULTS, WIDE, opts, ks)
+    got = choose_tile(dims, DEFAULTS, (WIDE, TALL), opts, ks)
     if got is None:
         raise refused("the sm_90a GEMM", ks, dims, "use gpudsl.ops.matmul, whose kernels "
                       "take every shape")
@@ -476,8 +539,7 @@ def column_groups(tile: dict, clip: bool, dims: tuple) -> dict:
     that names its own order (``raster``, ``persistent``, ``columns``) is kept."""
     if clip or dims[3] is not None or {"raster", "persistent", "columns"} & set(tile):
         return tile
-    producer = tile.get("producer") or ("warpgroup" if register_split(tile["wgs"])
-                                        else "thread")
+    producer = tile.get("producer") or default_producer(tile["wgs"])
     if producer != "warpgroup" or (dims[1] // tile["bn"]) % COLUMNS:
         return tile
     return dict(tile, columns=COLUMNS)

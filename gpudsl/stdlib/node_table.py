@@ -425,7 +425,7 @@ register(Node("matmul", rule.matmul, _launch_matmul, lambda a, b: _f64(a) @ b, "
                      "matmul_bf16", "matmul_f16_sm80", "matmul_bf16_sm80",
                      "matmul_f16_sm90", "matmul_bf16_sm90", "matmul_tf32_sm90",
                      "matmul_f16_sm90_persistent", "matmul_f16_sm90_rows",
-                     "matmul_tf32_sm90_rows",
+                     "matmul_tf32_sm90_rows", "matmul_f16_sm90_tall",
                      "bmatmul_f16_sm90", "bmatmul_tf32_sm90"),
               snapshots=(("matmul", _kernel("matmul", "big_kernel", False)),
                          ("matmul_batched", _kernel("matmul", "big_kernel", True)),

@@ -3,9 +3,11 @@
 ``a @ b`` with MN-major B, :mod:`~gpudsl.stdlib.matmul_sm90_tf32`: TN TF32).
 
 Each kernel computes ``rows x cols`` outputs summing over ``red``: a block tile of
-``64 wgs`` rows and ``bn`` columns, ``bk`` of the reduction per ring slot.  The plan is
-the same for all three: the tile the caller names (``opts``), else the 128 x 256 tile
-(``wide``) where it divides the shape, else 64 x 128 (``defaults``); where neither divides
+``bm`` rows (``64 wgs``, or ``128 wgs``: two m64 tiles per warpgroup) and ``bn``
+columns, ``bk`` of the reduction per ring slot.  The plan is the same for all three:
+the tile the caller names (``opts``), else the first of the wide tiles (``wide``: 128 x
+256, then 256 x 128 for the TN GEMM) that divides the shape, else 64 x 128
+(``defaults``); where none divides
 the rows and columns, a clipped kernel (edges guarded) whose ``bk`` divides the
 reduction (the k tiles are never clipped); else refused.  2-D or batched (a leading
 ``nb``: blocks over the batch too).
@@ -38,20 +40,26 @@ def binds_of(dims: tuple, names=("m", "n", "k")) -> dict:
     return out if nb is None else dict(out, nb=nb)
 
 
-def choose_tile(dims: tuple, defaults: dict, wide: dict, opts: dict, ks: tuple,
+def tile_rows(tile: dict) -> int:
+    """The rows of a block tile: ``bm``, else ``64 wgs`` (one m64 tile per warpgroup)."""
+    return tile.get("bm") or 64 * tile.get("wgs", 1)
+
+
+def choose_tile(dims: tuple, defaults: dict, wide, opts: dict, ks: tuple,
                 cols_ok=lambda cols: True) -> tuple[dict, bool] | None:
     """``(tile, clip)`` for ``dims`` (:func:`operand_shapes`): ``opts`` over ``defaults``
-    (``opts["clip"]``: force a clipped kernel), else ``wide`` where it divides, else
-    ``defaults``; else ``tiles[0]`` clipped with the first ``bk`` of ``ks`` (or the one
-    ``opts`` names) dividing the reduction, where ``cols_ok(cols)`` (a clipped kernel's
-    column constraint); None when nothing serves."""
+    (``opts["clip"]``: force a clipped kernel), else the first of ``wide`` (a tile or a
+    tuple of them) that divides, else ``defaults``; else ``tiles[0]`` clipped with the
+    first ``bk`` of ``ks`` (or the one ``opts`` names) dividing the reduction, where
+    ``cols_ok(cols)`` (a clipped kernel's column constraint); None when nothing serves."""
     rows, cols, red, _ = dims
     opts = dict(opts)
     clip = opts.pop("clip", None)
-    tiles = [dict(defaults, **opts)] if opts else [dict(wide), dict(defaults)]
+    wide = (wide,) if isinstance(wide, dict) else tuple(wide)
+    tiles = [dict(defaults, **opts)] if opts else [*map(dict, wide), dict(defaults)]
     if not clip:
         for t in tiles:
-            if rows % (64 * t["wgs"]) == 0 and cols % t["bn"] == 0 and red % t["bk"] == 0:
+            if rows % tile_rows(t) == 0 and cols % t["bn"] == 0 and red % t["bk"] == 0:
                 return t, False
     for bk in ([tiles[0]["bk"]] if opts.get("bk") else ks):
         if red % bk == 0 and cols_ok(cols):
@@ -72,7 +80,7 @@ def small_case_shape(tile: dict, clip: bool, col_edge: int = 1) -> tuple:
     """A small ``(rows, cols, red)`` the kernel of ``tile`` serves: two block tiles of
     rows, two of columns (plus an edge of 5 rows and ``col_edge`` columns when ``clip``),
     three k tiles; sums of small integers there are exact."""
-    return (128 * tile["wgs"] + 5 * clip, 2 * tile["bn"] + col_edge * clip, 3 * tile["bk"])
+    return (2 * tile_rows(tile) + 5 * clip, 2 * tile["bn"] + col_edge * clip, 3 * tile["bk"])
 
 
 def planned_once(plan):
@@ -98,5 +106,5 @@ def planned_once(plan):
     return remembered
 
 
-__all__ = ["operand_shapes", "binds_of", "choose_tile", "refused", "small_case_shape",
+__all__ = ["operand_shapes", "binds_of", "tile_rows", "choose_tile", "refused", "small_case_shape",
            "planned_once"]

@@ -16,6 +16,7 @@ from gpudsl.stdlib.matmul_sm90 import matmul_nt_algorithm, sm90_kernel, sm90_spa
 
 SMALL = dict(bn=64, wgs=1, bk=32, stages=2)                 # 64-byte swizzled tiles
 WIDE = dict(bn=256, wgs=2, bk=64, stages=4)                 # 128-byte swizzled tiles
+TALL = dict(bm=256, bn=128, wgs=2, bk=64, stages=4)         # two m64 tiles a warpgroup
 PLAIN = dict(bn=64, wgs=1, bk=32, stages=2, swizzle=False)  # the canonical layout
 
 
@@ -40,8 +41,8 @@ def test_the_derivation_ends_in_tma_wgmma_and_rings():
 
 
 @pytest.mark.parametrize("cfg", [SMALL, WIDE, PLAIN,
-                                 dict(SMALL, inflight=False, tma_store=False)],
-                         ids=["64x64", "128x256", "plain", "64x64-wait0-direct"])
+                                 dict(SMALL, inflight=False, tma_store=False), TALL],
+                         ids=["64x64", "128x256", "plain", "64x64-wait0-direct", "256x128"])
 def test_the_derived_main_loop_is_proved_for_all_sizes(cfg):
     r = sm90_kernel("f16", **cfg).check(target="sm_90a")
     assert r.ok, r
@@ -73,6 +74,52 @@ def test_the_wide_tile_equals_numpy_on_the_emulator():
     c = np.zeros((128, 256), np.float16)
     sm90_kernel("f16", **WIDE).compile("emulator")(a=a, bt=bt, c=c)
     assert (c == want.astype(np.float16)).all()
+
+
+def test_the_tall_tile_makes_a_wgmma_per_m64_tile_and_equals_numpy_on_the_emulator():
+    """256 x 128 (issue 36): each consumer warpgroup holds two m64 tiles, ``s[t, mi,
+    f]``, one wgmma per tile and k16 step on the rows ``64 mi`` of its half of ``As``."""
+    p = sm90_kernel("f16", **TALL)
+    text = str(p)
+    assert "s: f32[256, 2, 64] @ REGISTER" in text
+    assert ("for kq in seq(0, 4):\n                        for mi in seq(0, 2):\n"
+            "                            wgmma(s[t, mi, 0:64], As[po % 4, 128 * (t // 128) + "
+            "64 * mi:128 * (t // 128) + 64 * mi + 64, 16 * kq:16 * kq + 16]") in text
+    assert "Cs: f16[256, 32] @ SHARED(swizzle=64)" in text     # 4 slabs of 32 columns
+    a, bt, want = _operands(512, 256, 192, seed=4)
+    c = np.zeros((512, 256), np.float16)
+    p.compile("emulator")(a=a, bt=bt, c=c)
+    assert (c == want.astype(np.float16)).all()
+
+
+@pytest.mark.parametrize("cfg, shape", [(dict(TALL, clip=True), (261, 136, 128)),
+                                        (dict(TALL, clip=True, tma_store=False), (257, 130, 64)),
+                                        (dict(TALL, wgs=1, bm=128), (256, 256, 128))],
+                         ids=["clipped", "clipped-direct", "128x128-one-warpgroup"])
+def test_the_tall_tile_variants_are_proved_and_equal_numpy(cfg, shape):
+    p = sm90_kernel("bf16" if cfg.get("clip") else "f16", **cfg)
+    r = p.check(target="sm_90a")
+    assert r.ok, r
+    import ml_dtypes
+    npdt = ml_dtypes.bfloat16 if cfg.get("clip") else np.float16
+    a, bt, want = _operands(*shape, dt=npdt, seed=sum(shape))
+    c = np.full(shape[:2], 7, npdt)
+    p.compile("emulator")(a=a, bt=bt, c=c)
+    assert (c == want.astype(npdt)).all()
+
+
+@pytest.mark.parametrize("cfg", [dict(TALL, clip=True), dict(TALL, producer="thread"),
+                                 dict(TALL, wgs=1, bm=128)],
+                         ids=["256x128-clipped", "256x128-producer-thread",
+                              "128x128-one-warpgroup"])
+def test_ptxas_keeps_the_two_tile_wgmmas_in_flight(cfg):
+    """Regression: in the grouped block order ptxas serialized the clipped 256 x 128
+    kernel's wgmmas (C7515: a wait after each of the 8); its default is the row order.
+    Every two-tile variant keeps one wait per k tile."""
+    res, text, log = _sass(cfg)
+    assert "(C7515)" not in log and "(C7514)" not in log and "(C7518)" not in log
+    waits = [x for x in _k_tile(text) if x.startswith("WARPGROUP.DEPBAR")]
+    assert waits == ["WARPGROUP.DEPBAR.LE gsb0, 0x1"]
 
 
 def test_sizes_outside_the_assertion_are_refused():
@@ -185,12 +232,17 @@ def _k_tile(text: str) -> list:
 @pytest.mark.parametrize("cfg", [dict(bn=128, wgs=1, bk=64, stages=4), WIDE,
                                  dict(bn=128, wgs=1, bk=64, stages=4, swizzle=False),
                                  dict(bn=128, wgs=1, bk=64, stages=4, inflight=False,
-                                      tma_store=False)],
-                         ids=["64x128", "128x256", "64x128-plain", "64x128-wait0-direct"])
+                                      tma_store=False), TALL,
+                                 dict(TALL, clip=True, tma_store=False)],
+                         ids=["64x128", "128x256", "64x128-plain", "64x128-wait0-direct",
+                              "256x128", "256x128-clipped-direct"])
 def test_sm90a_build_feeds_hgmma_by_tma_with_one_wait_per_stage(cfg):
     res, text, log = _sass(cfg)
     ops = _sass_ops(text)
-    assert ops["HGMMA"] == cfg["bk"] // 16          # the k16 steps of a stage, chained
+    tiles = cfg.get("bm", 64 * cfg["wgs"]) // (64 * cfg["wgs"])   # m64 tiles a warpgroup
+    # the k16 steps of a stage, chained (two tiles: two accumulators, interleaved)
+    assert ops["HGMMA"] == tiles * cfg["bk"] // 16
+    assert f"HGMMA.64x{cfg['bn']}x16.F32" in text
     # one box per operand of the swizzled tiles, one per 8-column half of the plain ones
     assert ops["UTMALDG"] == (2 if cfg.get("swizzle", True) else 2 * cfg["bk"] // 8)
     # the operands reach the tensor cores by descriptor: no thread loads or stores them
@@ -203,12 +255,14 @@ def test_sm90a_build_feeds_hgmma_by_tma_with_one_wait_per_stage(cfg):
     waits = [x for x in tile if x.startswith("WARPGROUP.DEPBAR")]
     depth = "0x1" if cfg.get("inflight", True) else "0x0"
     assert waits == [f"WARPGROUP.DEPBAR.LE gsb0, {depth}"], tile
-    assert sum("HGMMA." in x for x in tile) == cfg["bk"] // 16
+    assert sum("HGMMA." in x for x in tile) == tiles * cfg["bk"] // 16
     assert not any(x.startswith(("STS", "LDS", "MEMBAR")) for x in tile)
-    assert "C7518" not in log and "serialized" not in log   # ptxas serializes no wgmma
-    # the epilogue (default): one bulk tensor store per 64-column slab, the fragment
-    # written to SHARED (no STG); else each thread's stores to global memory
-    slabs = cfg["bn"] // 64
+    # ptxas serializes no wgmma (C7514/C7515/C7518; C7517's wait after the loop aside)
+    assert not any(f"(C75{x})" in log for x in (14, 15, 18)) and "serialized" not in log
+    assert ops["STL"] == ops["LDL"] == 0 and res.stack_bytes == 0
+    # the epilogue (default): one bulk tensor store per slab of 64 columns (32 with two
+    # tiles), the fragment written to SHARED (no STG); else each thread's stores
+    slabs = cfg["bn"] // (64 // tiles)
     if cfg.get("tma_store", True):
         assert ops["UTMASTG"] == slabs and ops["STG"] == 0 and ops["STS"] > 0
     else:
@@ -219,16 +273,22 @@ def test_the_space_fits_the_shared_memory():
     space = sm90_space()
     assert dict(WIDE, swizzle=True, raster=16) in space
     assert dict(WIDE, swizzle=True, raster=0) in space
-    assert all(c["stages"] * (64 * c["wgs"] + c["bn"]) * c["bk"] * 2 +
-               64 * c["wgs"] * min(c["bn"], 64) * 2 <= 227 * 1024 for c in space)
+    assert dict(TALL, swizzle=True, raster=0) in space
+    rows = [c.get("bm", 64 * c["wgs"]) for c in space]
+    assert all(c["stages"] * (bm + c["bn"]) * c["bk"] * 2 +
+               bm * min(c["bn"], 64 if bm == 64 * c["wgs"] else 32) * 2 <= 227 * 1024 and
+               bm * c["bn"] // (128 * c["wgs"]) <= 128 for bm, c in zip(rows, space))
     assert len(sm90_space(64 * 1024)) < len(space)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("cfg,shape", [(SMALL, (256, 512, 256)), (WIDE, (256, 512, 256)),
                                        (dict(WIDE, clip=True), (257, 504, 192)),
-                                       (dict(WIDE, clip=True, tma_store=False), (257, 500, 192))],
-                         ids=["64x64", "128x256", "128x256-clipped", "128x256-clipped-direct"])
+                                       (dict(WIDE, clip=True, tma_store=False), (257, 500, 192)),
+                                       (TALL, (512, 384, 256)),
+                                       (dict(TALL, clip=True), (261, 392, 192))],
+                         ids=["64x64", "128x256", "128x256-clipped", "128x256-clipped-direct",
+                              "256x128", "256x128-clipped"])
 def test_on_the_gpu(cfg, shape):
     from gpudsl.runtime.driver import device_arch
     if device_arch() != "sm_90a":
@@ -251,6 +311,10 @@ def test_matmul_nt_sm90_runs_where_ops_runs_and_refuses_what_it_does_not_serve()
     from gpudsl.stdlib import matmul_sm90
     assert p is sm90_kernel("f16", **matmul_sm90.WIDE) and binds == dict(m=256, n=1024, k=512)
     assert matmul_sm90.WIDE == dict(WIDE, swizzle=True)
+    # n a multiple of 128, not of 256: the 256 x 128 tile where m is a multiple of 256
+    assert plan_matmul_sm90((512, 64), (384, 64), "f16")[0] is \
+        sm90_kernel("f16", **matmul_sm90.TALL)
+    assert matmul_sm90.TALL == dict(TALL, swizzle=True)
     clipped, _ = plan_matmul_sm90((70, 64), (128, 64), "f16")
     assert clipped is sm90_kernel("f16", **dict(matmul_sm90.WIDE, clip=True))
     # c's rows not 16 bytes apart: no tensor map, the clipped kernel's stores are direct

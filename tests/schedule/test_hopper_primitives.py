@@ -116,6 +116,77 @@ def test_make_wgmma_keeps_a_racy_input_racy():
     assert "race" in make_wgmma(twin, "t #1").check(target="sm_90a").kinds()
 
 
+TWO_TILES = f'''
+@proc
+def two_tiles(a: f16[2, 128, 8], b: f16[2, 16, 8], y: f32[128, 2, 8]):
+    for blk in par(0, 1) @ BLOCKS:
+        acc: f32[128, 2, 8] @ REGISTER
+        a_s: f16[2, 128, 8] @ SHARED
+        b_s: f16[2, 16, 8] @ SHARED
+        for t in par(0, 128) @ THREADS:
+            for mi in seq(0, 2):
+                for i in seq(0, 8):
+                    acc[t, mi, i] = 0.0
+            for h in seq(0, 2):
+                for j in seq(0, 8):
+                    a_s[h, t, j] = a[h, t, j]
+            if t < 32:
+                for j in seq(0, 8):
+                    b_s[t % 2, t // 2, j] = b[t % 2, t // 2, j]
+        sync()
+        for t in par(0, 128) @ THREADS:
+            for mi in seq(0, 2):
+                for i in seq(0, 8):
+                    for kk in seq(0, 16):
+                        acc[t, mi, i] += f32(a_s[kk // 8, 64 * mi + {ROW}, kk % 8]) * f32(b_s[kk // 8, {COL}, kk % 8])
+        sync()
+        for t in par(0, 128) @ THREADS:
+            for mi in seq(0, 2):
+                for i in seq(0, 8):
+                    y[t, mi, i] = acc[t, mi, i]
+'''
+
+
+def _two_tile_args(seed=1):
+    rng = np.random.default_rng(seed)
+    return dict(a=rng.integers(-3, 4, (2, 128, 8)).astype(np.float16),
+                b=rng.integers(-3, 4, (2, 16, 8)).astype(np.float16),
+                y=np.zeros((128, 2, 8), np.float32))
+
+
+def test_make_wgmma_makes_one_wgmma_per_tile_of_the_accumulator():
+    """A loop that only the accumulator's leading index names (a warpgroup's second 64
+    rows: a 256 x 128 block tile) stays a loop around one wgmma per tile (issue 36)."""
+    p = proc_from_source(TWO_TILES)
+    q = make_wgmma(p, "t #1")
+    assert ("for mi in seq(0, 2):\n                wgmma(acc[t, mi, 0:8], "
+            "a_s[0:2, 64 * mi:64 * mi + 64, 0:8], b_s[0:2, 0:16, 0:8])") in str(q), q
+    assert q.check(target="sm_90a").ok
+    args = _two_tile_args()
+    want = _run(p, **args)["y"]
+    assert (want == _run(q, **args)["y"]).all()
+    y2 = np.zeros_like(args["y"])
+    q.compile("emulator")(a=args["a"], b=args["b"], y=y2)
+    assert (y2 == want).all()
+
+
+def test_make_wgmma_refuses_a_tile_loop_inside_the_fragment():
+    twin = proc_from_source(TWO_TILES.replace(
+        "            for mi in seq(0, 2):\n                for i in seq(0, 8):\n"
+        "                    for kk",
+        "            for i in seq(0, 8):\n                for mi in seq(0, 2):\n"
+        "                    for kk"))
+    with pytest.raises(SchedulingError, match="loop mi names only the accumulator's leading"):
+        make_wgmma(twin, "t #1")
+
+
+def test_make_wgmma_refuses_tiles_reading_the_wrong_rows():
+    # odd lanes read the second tile's rows, even lanes the first's: no wgmma's window
+    twin = proc_from_source(TWO_TILES.replace("64 * mi + 16", "64 * mi * (t % 2) + 16"))
+    with pytest.raises(SchedulingError, match="fails for the witness"):
+        make_wgmma(twin, "t #1")
+
+
 RING = '''
 @proc
 def ring(n: size, x: f16[2 * n, 64], y: f32[2 * n, 64]):
