@@ -171,7 +171,7 @@ def _accumulators_and_k(p, bn: int, wgs: int, bk: int, clip: bool = False,
     block level; the k loop as ``po`` tiles of ``bk``, outside the threads, each ``bk /
     16`` wgmma steps ``kq`` (outside the row tiles ``mi``).  ``clip``: through the edge
     guards."""
-    lifts = (4 if clip else 2) + two   # the loops f, mi and t, and the edge guards
+    lifts = (4 if clip else 2) + int(two)   # the loops f, (mi,) t, and the edge guards
     p = expand_dim(p, "s", bn // 2, "f")
     if two:
         p = expand_dim(p, "s", 2, "mi")
@@ -225,7 +225,8 @@ def _unguard(p):
 def _epilogue(p, bm: int, bn: int, swizzled: bool, eb: int = 2, lead: str = "",
               slab: int = 0):
     """The accumulators leave through SHARED: slabs of ``w = min(bn, 128 / eb)`` columns
-    (128-byte rows of ``eb``-byte elements; a thread's ``w / 2`` elements of each),
+    (128-byte rows of ``eb``-byte elements; ``slab``: ``w = slab``; a thread's ``w / 2``
+    elements of each, of every m64 tile it holds),
     rounded to ``c``'s type in a tile ``Cs[bm, w]``, a barrier, one thread's bulk tensor
     store of the slab (``make_tma_store``), a barrier before the next slab's writes; the
     slab loop unrolled (the registers are named by constants).  ``swizzled``: the tile
