@@ -48,8 +48,7 @@ def plans() -> list[tuple[str, object]]:
         out.append((f"sm90 f16 {n}^3 row order", lambda sq=sq:
                     matmul_sm90.plan_matmul_sm90(*sq, "f16", **wide, bk=64, raster=0)))
         out.append((f"sm90 f16 {n}^3 256x128", lambda sq=sq:
-                    matmul_sm90.plan_matmul_sm90(*sq, "f16", bm=256, bn=128, wgs=2,
-                                                 stages=4, bk=64)))
+                    matmul_sm90.plan_matmul_sm90(*sq, "f16", **matmul_sm90.TALL)))
         out.append((f"sm90 tf32 {n}^3", lambda sq=sq:
                     matmul_sm90_tf32.plan_matmul_sm90_tf32(*sq)))
         out.append((f"sm90 tf32 {n}^3 row order", lambda sq=sq:

@@ -125,7 +125,7 @@ def _tile_loops(loops, red: Reduce) -> list:
     """The loops that the accumulator's leading indices name and its last does not."""
     if not red.idx:
         return []
-    lead = set().union(*(free_vars(e) for e in red.idx[:-1])) if len(red.idx) > 1 else set()
+    lead = set().union(*(free_vars(e) for e in red.idx[:-1]))
     last = free_vars(red.idx[-1])
     return [f for f in loops if f.iter in lead and f.iter not in last]
 

@@ -313,15 +313,16 @@ def schedule_matmul_sm90(p: Proc, *, bm: int = 0, bn: int = 128, wgs: int = 1, b
     bm, zi = bm or 64 * wgs, batch_index(p)
     require(bm in (64 * wgs, 128 * wgs), f"bm={bm}: 64 or 128 rows per consumer warpgroup "
             f"({64 * wgs} or {128 * wgs})")
+    two = bm == 128 * wgs              # two m64 tiles a consumer warpgroup
     p = _fragment(p, bm, bn, wgs, clip)
-    p = _accumulators_and_k(p, bn, wgs, bk, clip, two=bm == 128 * wgs)
+    p = _accumulators_and_k(p, bn, wgs, bk, clip, two=two)
     p = _tiles(p, bm, bn, bk, swizzle, clip)
     if clip:
         p = _unguard(p)
     if tma_store:     # batched: the slab's box at the block's matrix z
         p = _epilogue(p, bm, bn, swizzled=_swizzled_slab(wgs, producer, registers), lead=zi,
-                      slab=SLAB_OF_TWO if bm == 128 * wgs else 0)
-    elif bm == 128 * wgs:   # the stores name the tiles' registers by constants
+                      slab=SLAB_OF_TWO if two else 0)
+    elif two:   # the stores name the tiles' registers by constants
         p = set_unroll(p, _enclosing(p.find("c[_] = _"), "mi"), True)
     first = 128 * wgs                  # the producer's first thread
     width = 128 if producer == "warpgroup" else 1
@@ -392,8 +393,8 @@ def sm90_kernel(dt: str, bn: int = 128, wgs: int = 1, bk: int = 64, stages: int 
     :func:`default_producer`);
     ``raster``: the block order (:mod:`.raster`; None: :data:`RASTER`, except 0 for an
     unclipped kernel whose roles codegen writes apart, below, and a clipped one of two m64
-    tiles a warpgroup: ptxas serialized its wgmmas in the grouped order, C7515); ``batched``: ``[nb, m, k]
-    @ [nb, n, k]^T``, blocks over the batch too (the epilogue's boxes at the block's
+    tiles a warpgroup: ptxas serialized its wgmmas in the grouped order, C7515);
+    ``batched``: ``[nb, m, k] @ [nb, n, k]^T``, blocks over the batch too (the epilogue's boxes at the block's
     matrix ``z``, as the 2-D kernel's); ``persistent=G``: ``G`` blocks per column of
     tiles walking its rows (``persist_blocks``, :func:`schedule_matmul_sm90`; the block
     order is then the grid's, ``raster`` ignored); ``columns=G``: the tiles in column

@@ -126,7 +126,7 @@ def choose_sm90_nn(shape_a: tuple, shape_b: tuple, dt: str, **opts) -> tuple[dic
     nn_defaults, nn_wide = ({x: v for x, v in t.items() if x != "swizzle"}
                             for t in (DEFAULTS, WIDE))
     ks = (opts["bk"],) if opts.get("bk") else (64, 32, 16)
-    got = choose_tile(dims, nn_defaults, nn_wide, opts, ks, lambda cols: cols % 8 == 0)
+    got = choose_tile(dims, nn_defaults, (nn_wide,), opts, ks, lambda cols: cols % 8 == 0)
     if got is None:
         raise refused("the sm_90a GEMM", ks, dims, "gpudsl.ops.matmul takes every shape",
                       " and the columns a multiple of 8")

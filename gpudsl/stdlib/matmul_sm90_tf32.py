@@ -172,7 +172,7 @@ def choose_sm90_tf32(shape_a: tuple, shape_bt: tuple, **opts) -> tuple[dict, boo
 
     dims = operand_shapes(shape_a, shape_bt, True, "the sm_90a TF32 GEMM")
     ks = (opts["bk"],) if opts.get("bk") else (32, 16)
-    got = choose_tile(dims, DEFAULTS, WIDE, opts, ks)
+    got = choose_tile(dims, DEFAULTS, (WIDE,), opts, ks)
     if got is None:
         raise refused("the sm_90a TF32 GEMM", ks, dims, "use gpudsl.stdlib.matmul_tf32 "
                       "(mma.sync), whose kernels take every shape")

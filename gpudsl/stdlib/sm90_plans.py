@@ -45,17 +45,16 @@ def tile_rows(tile: dict) -> int:
     return tile.get("bm") or 64 * tile.get("wgs", 1)
 
 
-def choose_tile(dims: tuple, defaults: dict, wide, opts: dict, ks: tuple,
+def choose_tile(dims: tuple, defaults: dict, wide: tuple, opts: dict, ks: tuple,
                 cols_ok=lambda cols: True) -> tuple[dict, bool] | None:
     """``(tile, clip)`` for ``dims`` (:func:`operand_shapes`): ``opts`` over ``defaults``
-    (``opts["clip"]``: force a clipped kernel), else the first of ``wide`` (a tile or a
-    tuple of them) that divides, else ``defaults``; else ``tiles[0]`` clipped with the
+    (``opts["clip"]``: force a clipped kernel), else the first tile of ``wide`` that
+    divides, else ``defaults``; else ``tiles[0]`` clipped with the
     first ``bk`` of ``ks`` (or the one ``opts`` names) dividing the reduction, where
     ``cols_ok(cols)`` (a clipped kernel's column constraint); None when nothing serves."""
     rows, cols, red, _ = dims
     opts = dict(opts)
     clip = opts.pop("clip", None)
-    wide = (wide,) if isinstance(wide, dict) else tuple(wide)
     tiles = [dict(defaults, **opts)] if opts else [*map(dict, wide), dict(defaults)]
     if not clip:
         for t in tiles:
@@ -106,5 +105,5 @@ def planned_once(plan):
     return remembered
 
 
-__all__ = ["operand_shapes", "binds_of", "tile_rows", "choose_tile", "refused", "small_case_shape",
-           "planned_once"]
+__all__ = ["operand_shapes", "binds_of", "tile_rows", "choose_tile", "refused",
+           "small_case_shape", "planned_once"]
